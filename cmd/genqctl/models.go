@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+)
+
+// runModels handles "genqctl models tiny": it writes a small model with
+// random weights in the real format of the variant, for tests and demos.
+func runModels(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 || args[0] != "tiny" {
+		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid] [--seed N]"}
+	}
+	fs := envflag.New("genqctl models tiny", e.getenv, e.stderr)
+	var variant, dir, size string
+	var seed int64
+	fs.String(&variant, "variant", "VARIANT", "B", "variant whose model to write: A, B or C")
+	fs.String(&dir, "dir", "", "", "directory to write into (default models/<variant>)")
+	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests) or mid (about 100M parameters, for benchmarks)")
+	fs.Int64(&seed, "seed", "", 1, "seed of the random weights: the same seed writes the same model")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err.Error()}
+	}
+	v, err := genq.ParseVariant(variant)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if dir == "" {
+		dir = "models/" + string(v)
+	}
+	var path string
+	if v.Kind() == genq.OutputText {
+		path, err = writeTinyText(v, dir, size, seed)
+	} else {
+		path, err = writeTinyImage(dir, seed)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote a tiny variant %s model with random weights to %s (its output is noise)\n", v, path)
+	return nil
+}

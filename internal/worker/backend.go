@@ -1,0 +1,36 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Backend runs one loaded model. The text backend (internal/ggml) and the
+// image backend (internal/onnx) implement it; tests use small doubles.
+type Backend interface {
+	// Info says which device and model the backend runs, and how many jobs
+	// it serves at once. The runtime pulls exactly that many jobs.
+	Info() genq.BackendInfo
+
+	// Generate runs one job and returns the exact bytes its caller gets.
+	//
+	// It is called from up to Info().Slots goroutines at once; a backend that
+	// batches does so across these calls. ctx ends when the job's deadline
+	// passes, its caller cancels it, or the worker gives up on it during a
+	// drain: the backend must then stop work on it, free its slot at once,
+	// and return an error that wraps ctx.Err().
+	//
+	// progress says the job is alive; call it at each step of a long job
+	// (each diffusion step, for example). The runtime also keeps every job
+	// alive on its own timer, so calling it is optional.
+	//
+	// A *genq.Error with code genq.Invalid means the job can never succeed
+	// (a prompt too long for the context, say): the caller gets it at once
+	// and the job is not retried. Any other error is retried on a later
+	// delivery, up to the attempt limit.
+	Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error)
+
+	// Close frees the model.
+	Close() error
+}
