@@ -1,0 +1,337 @@
+package ggml
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/ollama/ollama/kvcache"
+	"github.com/ollama/ollama/ml"
+	_ "github.com/ollama/ollama/ml/backend" // registers the ggml backend
+	"github.com/ollama/ollama/model"
+	_ "github.com/ollama/ollama/model/models" // registers the architectures
+	"github.com/ollama/ollama/tokenizer"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/sample"
+)
+
+// Backend serves one GGUF chat model. It implements worker.Backend.
+type Backend struct {
+	cfg   Config
+	log   *slog.Logger
+	model model.Model
+	tok   tokenizer.Tokenizer
+	cache kvcache.Cache
+	tmpl  *chatTemplate
+	vocab vocabInfo
+	info  genq.BackendInfo
+
+	// prefix holds the tokens every prompt starts with (BOS, the system
+	// message, the user header). They are computed once, at start-up, into
+	// the cache sequence prefixSeq, and each new sequence shares them.
+	prefix []int32
+
+	sched *scheduler
+}
+
+// Open loads the model at start-up. Everything that can make a model
+// unservable (not GGUF, an architecture the engine lacks, a chat template it
+// cannot render) fails here, never on the first request.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+
+	path, err := modelPath(cfg)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := readMetadata(path)
+	if err != nil {
+		return nil, err
+	}
+	arch := meta.KV().Architecture()
+	tmpl, err := newChatTemplate(meta.KV().ChatTemplate())
+	if err != nil {
+		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+
+	threads := cfg.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	params := ml.BackendParams{AllocMemory: true, NumThreads: threads}
+	device := genq.Device{Kind: "cpu", Name: cpuModel()}
+	if cfg.GPU {
+		gpu, layers, err := findGPU(path, threads, int(meta.KV().BlockCount()))
+		if err != nil {
+			return nil, err
+		}
+		if gpu != nil {
+			params.GPULayers = layers
+			params.FlashAttention = ml.FlashAttentionEnabled
+			device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name)}
+		}
+	}
+
+	m, err := model.New(path, params)
+	if err != nil {
+		if errors.Is(err, model.ErrUnsupportedModel) {
+			return nil, fmt.Errorf("text model %s: architecture %q is not supported by the engine: %w", path, arch, err)
+		}
+		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+	b := &Backend{cfg: cfg, log: log, model: m, tmpl: tmpl}
+	ok := false
+	defer func() {
+		if !ok {
+			b.closeModel()
+		}
+	}()
+
+	tok, isTok := m.(tokenizer.Tokenizer)
+	if !isTok {
+		return nil, fmt.Errorf("text model %s: architecture %q has no tokenizer", path, arch)
+	}
+	b.tok = tok
+	b.vocab = newVocabInfo(tok.Vocabulary())
+	if len(b.vocab.stop) == 0 {
+		return nil, fmt.Errorf("text model %s: no end-of-turn token in its vocabulary", path)
+	}
+	b.cache = m.Config().Cache
+	if b.cache == nil {
+		return nil, fmt.Errorf("text model %s: architecture %q has no KV cache, which batching needs", path, arch)
+	}
+
+	// One cache sequence per slot, and one more that keeps the shared
+	// prompt prefix.
+	b.cache.Init(m.Backend(), ml.DTypeF16, cfg.Slots+1, cfg.ContextSize, cfg.BatchSize)
+	if err := b.reserveGraphs(); err != nil {
+		return nil, fmt.Errorf("text model %s: reserve compute memory: %w", path, err)
+	}
+	if err := m.Backend().Load(ctx, func(float32) {}); err != nil {
+		return nil, fmt.Errorf("text model %s: load weights: %w", path, err)
+	}
+
+	b.prefix, err = b.sharedPrefix()
+	if err != nil {
+		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+	if err := b.prefillPrefix(); err != nil {
+		return nil, fmt.Errorf("text model %s: compute the shared prompt prefix: %w", path, err)
+	}
+
+	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots}
+	b.sched = newScheduler(b)
+	go b.sched.loop()
+	ok = true
+
+	log.Info("text model ready",
+		"model", path, "architecture", arch, "template", tmpl.name,
+		"device", device.Kind, "device_name", device.Name, "threads", threads,
+		"slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
+		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
+	return b, nil
+}
+
+// Info says which device and model the backend runs.
+func (b *Backend) Info() genq.BackendInfo { return b.info }
+
+// Generate answers one job. It blocks until the answer is complete or ctx
+// ends; in the latter case the sequence leaves the batch at once.
+func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+	out, err := b.generate(ctx, job.Text)
+	if err != nil {
+		return genq.Result{}, err
+	}
+	return genq.NewTextResult(out.Text), nil
+}
+
+// generation is one answer and how it was produced, for tests and
+// benchmarks.
+type generation struct {
+	Text         string
+	PromptTokens int
+	Tokens       int           // tokens generated, the stop token included
+	FirstToken   time.Duration // from submission to the first sampled token
+}
+
+func (b *Backend) generate(ctx context.Context, text string) (generation, error) {
+	prompt, err := b.promptTokens(text)
+	if err != nil {
+		return generation{}, err
+	}
+	if room := b.cfg.ContextSize - b.cfg.MaxNewTokens; len(prompt) > room {
+		return generation{}, genq.Errorf(genq.Invalid,
+			"prompt is too long: %d tokens, and this model's context of %d tokens holds at most %d prompt tokens besides the %d of the answer",
+			len(prompt), b.cfg.ContextSize, room, b.cfg.MaxNewTokens)
+	}
+	seed := uint64(b.cfg.Seed)
+	if b.cfg.Seed == 0 {
+		seed = rand.Uint64()
+	}
+	req := newRequest(prompt, sample.New(b.cfg.samplerParams(), seed))
+	return b.sched.run(ctx, req)
+}
+
+// promptTokens renders the conversation and tokenizes it, BOS first.
+func (b *Backend) promptTokens(user string) ([]int32, error) {
+	text, err := b.tmpl.Render(b.cfg.SystemPrompt, user)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := b.tok.Encode(text, true)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize prompt: %w", err)
+	}
+	return ids, nil
+}
+
+// sharedPrefix finds the tokens every prompt begins with: the common start
+// of two prompts whose user texts differ from their first character. The
+// last common token is left out, because the tokenizer could merge it with
+// some user text.
+func (b *Backend) sharedPrefix() ([]int32, error) {
+	a, err := b.promptTokens("a")
+	if err != nil {
+		return nil, err
+	}
+	z, err := b.promptTokens("Z?")
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for n < len(a) && n < len(z) && a[n] == z[n] {
+		n++
+	}
+	return a[:max(0, n-1)], nil
+}
+
+// Close stops the scheduler and frees the model. Jobs still running fail.
+func (b *Backend) Close() error {
+	if b.sched != nil {
+		b.sched.stop()
+	}
+	b.closeModel()
+	return nil
+}
+
+func (b *Backend) closeModel() {
+	if b.cache != nil {
+		b.cache.Close()
+		b.cache = nil
+	}
+	if b.model != nil {
+		b.model.Backend().Close()
+		b.model = nil
+	}
+}
+
+// modelPath picks the .gguf to load: the configured file, or the one .gguf
+// in the model directory.
+func modelPath(cfg Config) (string, error) {
+	if cfg.ModelFile != "" {
+		p := cfg.ModelFile
+		if !filepath.IsAbs(p) && cfg.ModelDir != "" {
+			p = filepath.Join(cfg.ModelDir, p)
+		}
+		return p, nil
+	}
+	if cfg.ModelDir == "" {
+		return "", errors.New("text model: neither a model directory nor a model file is set")
+	}
+	matches, err := filepath.Glob(filepath.Join(cfg.ModelDir, "*.gguf"))
+	if err != nil {
+		return "", fmt.Errorf("text model: %w", err)
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("text model: no .gguf file in %s", cfg.ModelDir)
+	case 1:
+		return matches[0], nil
+	}
+	return "", fmt.Errorf("text model: %d .gguf files in %s (%s): name one with TEXT_MODEL_FILE",
+		len(matches), cfg.ModelDir, strings.Join(matches, ", "))
+}
+
+// readMetadata checks that path is a GGUF file and reads its metadata,
+// without the large arrays (the vocabulary).
+func readMetadata(path string) (*fsggml.GGML, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("text model: %w", err)
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("GGUF")) {
+		return nil, fmt.Errorf("text model %s: not a GGUF file (it does not start with the GGUF magic)", path)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+	meta, err := fsggml.Decode(f, 0)
+	if err != nil {
+		return nil, fmt.Errorf("text model %s: read GGUF metadata: %w", path, err)
+	}
+	return meta, nil
+}
+
+// findGPU asks ggml for CUDA devices without loading any weights, and
+// returns the first one with every layer (and the output layer) on it.
+// ggml finds CUDA only when its CUDA backend library is on the library path
+// (docs/text.md); otherwise there are no GPUs and the model runs on the CPU.
+func findGPU(path string, threads, blocks int) (*ml.DeviceInfo, ml.GPULayersList, error) {
+	probe, err := model.New(path, ml.BackendParams{NumThreads: threads, GPULayers: ml.GPULayersList{{}}})
+	if err != nil {
+		if errors.Is(err, model.ErrUnsupportedModel) {
+			return nil, nil, fmt.Errorf("text model %s: architecture not supported by the engine: %w", path, err)
+		}
+		return nil, nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+	defer probe.Backend().Close()
+	for _, d := range probe.Backend().BackendDevices() {
+		if !strings.EqualFold(d.Library, "CUDA") {
+			continue
+		}
+		layers := make([]int, blocks+1) // the extra one is the output layer
+		for i := range layers {
+			layers[i] = i
+		}
+		return &d, ml.GPULayersList{{DeviceID: d.DeviceID, Layers: layers}}, nil
+	}
+	return nil, nil, nil
+}
+
+// cpuModel is the CPU's name from /proc/cpuinfo, or the architecture.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}
+

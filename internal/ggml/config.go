@@ -1,0 +1,96 @@
+// Package ggml is genq's text backend: it serves a GGUF chat model with
+// ollama's Go-native ggml engine, in process, and runs its own continuous-
+// batching scheduler and sampler on top of it.
+package ggml
+
+import (
+	"fmt"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/sample"
+)
+
+// Config is what Open needs to load and serve a model.
+type Config struct {
+	ModelDir  string // directory holding one .gguf (or ModelFile names it)
+	ModelFile string // a .gguf file; relative names are inside ModelDir
+
+	Slots        int // max concurrent sequences (continuous batching width)
+	ContextSize  int // per-sequence context: prompt plus answer, in tokens
+	MaxNewTokens int
+
+	Temperature float64
+	TopP        float64
+	TopK        int
+	Seed        int64 // 0 = random per request; nonzero = reproducible
+
+	Threads   int // 0 = number of CPUs
+	BatchSize int // max tokens per forward step (the prefill chunk size)
+
+	// SystemPrompt is the first message of every conversation.
+	SystemPrompt string
+	// GPU = false keeps the model on the CPU even when CUDA is found.
+	GPU bool
+}
+
+// DefaultSystemPrompt is the seed's system message.
+const DefaultSystemPrompt = "You are a helpful assistant."
+
+// defaultContextSize is the per-sequence context of each variant: A's comes
+// from the seed's fuse_max_seq_len = 512; B has room for long prompts.
+func defaultContextSize(v genq.Variant) int {
+	if v == genq.VariantA {
+		return 512
+	}
+	return 2048
+}
+
+// RegisterFlags binds the text settings to flags and TEXT_* environment
+// variables. ModelDir and Slots belong to the worker and are not bound here.
+func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
+	fs.String(&c.ModelFile, "text-model-file", "TEXT_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
+	fs.Int(&c.ContextSize, "text-context-size", "TEXT_CONTEXT_SIZE", defaultContextSize(v), "tokens of context per sequence, prompt and answer together")
+	fs.Int(&c.MaxNewTokens, "text-max-new-tokens", "TEXT_MAX_NEW_TOKENS", 256, "most tokens generated per request")
+	fs.Float64(&c.Temperature, "text-temperature", "TEXT_TEMPERATURE", 0.6, "sampling temperature; 0 is greedy")
+	fs.Float64(&c.TopP, "text-top-p", "TEXT_TOP_P", 0.9, "nucleus sampling: keep the most likely tokens up to this probability")
+	fs.Int(&c.TopK, "text-top-k", "TEXT_TOP_K", 50, "keep only the k most likely tokens; 0 keeps all (Hugging Face samples with 50)")
+	fs.Int64(&c.Seed, "text-seed", "TEXT_SEED", 0, "sampling seed: 0 draws a fresh one per request, any other value makes output reproducible")
+	fs.Int(&c.Threads, "text-threads", "TEXT_THREADS", 0, "CPU threads for compute; 0 uses every CPU")
+	fs.Int(&c.BatchSize, "text-batch-size", "TEXT_BATCH_SIZE", 256, "most tokens in one forward step; long prompts are prefilled in chunks of this size")
+	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
+	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
+}
+
+// withDefaults fills the zero values a caller that did not register flags
+// leaves behind, and rejects settings that cannot work.
+func (c Config) withDefaults() (Config, error) {
+	if c.Slots <= 0 {
+		c.Slots = 1
+	}
+	if c.ContextSize <= 0 {
+		c.ContextSize = 512
+	}
+	if c.MaxNewTokens <= 0 {
+		c.MaxNewTokens = 256
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 256
+	}
+	if c.SystemPrompt == "" {
+		c.SystemPrompt = DefaultSystemPrompt
+	}
+	// A step always carries one token per decoding sequence.
+	c.BatchSize = max(c.BatchSize, c.Slots)
+	if c.MaxNewTokens >= c.ContextSize {
+		return c, fmt.Errorf("text: max new tokens (%d) leaves no room for a prompt in a context of %d", c.MaxNewTokens, c.ContextSize)
+	}
+	if err := c.samplerParams().Validate(); err != nil {
+		return c, fmt.Errorf("text: %w", err)
+	}
+	return c, nil
+}
+
+func (c Config) samplerParams() sample.Params {
+	return sample.Params{Temperature: c.Temperature, TopK: c.TopK, TopP: c.TopP}
+}

@@ -1,0 +1,88 @@
+package ggml
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ollama/ollama/api"
+	"github.com/ollama/ollama/template"
+	"github.com/ollama/ollama/tokenizer"
+)
+
+// chatTemplate renders the seed's two-message conversation with the model's
+// own chat template.
+type chatTemplate struct {
+	name string
+	tmpl *template.Template
+}
+
+// newChatTemplate maps the model's jinja chat template (GGUF
+// tokenizer.chat_template) to the ollama Go template that renders the same
+// text. Go cannot run jinja, so a model whose template matches none of
+// ollama's known ones cannot be served.
+func newChatTemplate(jinja string) (*chatTemplate, error) {
+	if strings.TrimSpace(jinja) == "" {
+		return nil, errors.New("the model has no chat template (GGUF key tokenizer.chat_template)")
+	}
+	named, err := template.Named(jinja)
+	if err != nil {
+		return nil, fmt.Errorf("the model's chat template matches no known template: %w", err)
+	}
+	t, err := template.Parse(string(named.Bytes))
+	if err != nil {
+		return nil, fmt.Errorf("chat template %s: %w", named.Name, err)
+	}
+	return &chatTemplate{name: named.Name, tmpl: t}, nil
+}
+
+// Render returns the prompt text up to and including the generation prompt
+// (the assistant header). It adds no BOS: the tokenizer does.
+func (c *chatTemplate) Render(system, user string) (string, error) {
+	var b strings.Builder
+	// Meta's template trims each message's content; so do we, to render the
+	// same text.
+	err := c.tmpl.Execute(&b, template.Values{Messages: []api.Message{
+		{Role: "system", Content: strings.TrimSpace(system)},
+		{Role: "user", Content: strings.TrimSpace(user)},
+	}})
+	if err != nil {
+		return "", fmt.Errorf("render chat template %s: %w", c.name, err)
+	}
+	return b.String(), nil
+}
+
+// endOfTurnTokens are the Llama 3 tokens that end an answer, besides the eos
+// ids the model's metadata names.
+var endOfTurnTokens = []string{"<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"}
+
+// vocabInfo is what generation needs to know about the vocabulary: which ids
+// stop it and which ids never appear in the answer.
+type vocabInfo struct {
+	stop    map[int32]bool
+	control []bool // token_type 3: special tokens, never part of the text
+}
+
+func newVocabInfo(v *tokenizer.Vocabulary) vocabInfo {
+	info := vocabInfo{stop: make(map[int32]bool), control: make([]bool, len(v.Values))}
+	for _, id := range v.EOS {
+		if id >= 0 && int(id) < len(v.Values) {
+			info.stop[id] = true
+		}
+	}
+	for _, s := range endOfTurnTokens {
+		if id := v.Encode(s); id >= 0 {
+			info.stop[id] = true
+		}
+	}
+	for i, typ := range v.Types {
+		info.control[i] = typ == tokenizer.TOKEN_TYPE_CONTROL
+	}
+	return info
+}
+
+func (v vocabInfo) isStop(id int32) bool { return v.stop[id] }
+
+func (v vocabInfo) isControl(id int32) bool {
+	return id >= 0 && int(id) < len(v.control) && v.control[id]
+}

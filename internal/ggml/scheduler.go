@@ -1,0 +1,579 @@
+package ggml
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/input"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/sample"
+)
+
+// The scheduler runs continuous batching. One goroutine owns every sequence
+// and the KV cache; Generate calls only hand it requests and wait.
+//
+// Each forward step carries one token for every decoding sequence and fills
+// the rest of its budget (BatchSize) with prompt chunks, oldest request
+// first, so a long prompt never stalls the sequences already decoding.
+//
+// Steps are pipelined: while step N computes, the graph of step N+1 is
+// built. A decoding sequence's next input is the token step N will sample,
+// not yet known, so step N+1 gets a placeholder that is filled in between
+// sampling step N and starting step N+1. Building the graph is most of the
+// cost of a step on small models (DESIGN.md, "Per-step overhead"), so this
+// hides most of it. The price: a sequence that stops at step N still has a
+// token in step N+1, whose result is thrown away, and its KV cells are freed
+// only once no step in flight includes it.
+
+// request is one Generate call as the scheduler sees it.
+type request struct {
+	prompt    []int32
+	sampler   *sample.Sampler
+	submitted time.Time
+
+	// cancelled is set by Generate when its ctx ends; the scheduler reads it
+	// at every step.
+	cancelled atomic.Bool
+
+	done chan struct{} // closed once result is final
+	res  generation
+	err  error
+}
+
+func newRequest(prompt []int32, s *sample.Sampler) *request {
+	return &request{prompt: prompt, sampler: s, done: make(chan struct{})}
+}
+
+// sequence is an admitted request: it holds a cache slot.
+type sequence struct {
+	req  *request
+	slot int
+
+	pending []int32 // prompt tokens not yet in a step
+	pos     int32   // position of the next token put in a step
+
+	next     int32 // the last sampled token, when it is not in a step yet
+	hasNext  bool
+	awaiting bool // a step in flight ends this sequence's prompt or carries its last token: it samples
+	inflight int  // steps in flight that carry tokens of this sequence
+
+	generated int
+	finished  bool // no more tokens: answered, or its caller went away
+	text      strings.Builder
+	utf8      utf8Stream
+}
+
+// step is one forward pass.
+type step struct {
+	ctx    ml.Context
+	inputs ml.Tensor
+	logits ml.Tensor
+	tokens []int32
+
+	// placeholders are the indices in tokens of decoding sequences' next
+	// inputs, known only once the step before is sampled.
+	placeholders map[*sequence]int
+	// samples maps a sequence to its row of logits.
+	samples map[*sequence]int
+	seqs    []*sequence
+
+	floats []float32
+	err    error
+	done   chan struct{}
+}
+
+type scheduler struct {
+	b        *Backend
+	submit   chan *request
+	quit     chan struct{}
+	stopOnce sync.Once
+	stopped  chan struct{}
+
+	waiting []*request
+	active  []*sequence // in admission order
+	free    []int       // cache slots no sequence holds
+}
+
+func newScheduler(b *Backend) *scheduler {
+	s := &scheduler{
+		b:       b,
+		submit:  make(chan *request, b.cfg.Slots),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	for i := range b.cfg.Slots {
+		s.free = append(s.free, i)
+	}
+	return s
+}
+
+// prefixSeq is the cache sequence that keeps the shared prompt prefix.
+func (b *Backend) prefixSeq() int { return b.cfg.Slots }
+
+var errClosed = errors.New("text backend closed")
+
+// run submits req and waits for its answer or for ctx to end.
+func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
+	req.submitted = time.Now()
+	select {
+	case s.submit <- req:
+	case <-ctx.Done():
+		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
+	case <-s.quit:
+		return generation{}, genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down")
+	}
+	select {
+	case <-req.done:
+		return req.res, req.err
+	case <-ctx.Done():
+		// The scheduler sees the flag before its next step and frees the
+		// slot; the caller does not wait for that.
+		req.cancelled.Store(true)
+		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
+	}
+}
+
+func (s *scheduler) stop() {
+	s.stopOnce.Do(func() { close(s.quit) })
+	<-s.stopped
+}
+
+func (s *scheduler) loop() {
+	defer close(s.stopped)
+	var inflight *step
+	defer func() {
+		if inflight != nil {
+			<-inflight.done
+			inflight.ctx.Close()
+		}
+		s.failAll(genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down"))
+	}()
+
+	for {
+		if !s.admit(inflight == nil) {
+			return
+		}
+		next, err := s.plan()
+		if err != nil {
+			s.fail(err)
+			next = nil
+		}
+		if inflight != nil {
+			<-inflight.done
+			s.finish(inflight, next)
+			inflight.ctx.Close()
+			inflight = nil
+		}
+		if next != nil {
+			s.launch(next)
+			inflight = next
+		}
+	}
+}
+
+// admit takes new requests into free slots. When idle is true and nothing
+// is active, it blocks for the next request. It reports false once the
+// scheduler must stop.
+func (s *scheduler) admit(idle bool) bool {
+	for {
+		select {
+		case <-s.quit:
+			return false
+		default:
+		}
+		if idle && len(s.active) == 0 && len(s.waiting) == 0 {
+			select {
+			case req := <-s.submit:
+				s.waiting = append(s.waiting, req)
+			case <-s.quit:
+				return false
+			}
+		}
+		// Take whatever else has arrived without waiting.
+	drain:
+		for {
+			select {
+			case req := <-s.submit:
+				s.waiting = append(s.waiting, req)
+			default:
+				break drain
+			}
+		}
+		s.release()
+		for len(s.waiting) > 0 && len(s.free) > 0 {
+			req := s.waiting[0]
+			s.waiting = s.waiting[1:]
+			if req.cancelled.Load() {
+				continue
+			}
+			s.start(req)
+		}
+		if len(s.active) > 0 || !idle {
+			return true
+		}
+		// Every waiting request was cancelled: wait again.
+	}
+}
+
+// start gives req a slot, sharing the cached system prefix when its prompt
+// begins with it.
+func (s *scheduler) start(req *request) {
+	slot := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	seq := &sequence{req: req, slot: slot, pending: req.prompt}
+	b := s.b
+	if n := len(b.prefix); n > 0 && n < len(req.prompt) && equalTokens(req.prompt[:n], b.prefix) {
+		b.cache.CopyPrefix(b.prefixSeq(), slot, int32(n))
+		seq.pending, seq.pos = req.prompt[n:], int32(n)
+	}
+	s.active = append(s.active, seq)
+}
+
+// release frees the slots of finished sequences that no step in flight
+// still writes to.
+func (s *scheduler) release() {
+	kept := s.active[:0]
+	for _, seq := range s.active {
+		if !seq.finished && seq.req.cancelled.Load() {
+			seq.finished = true
+		}
+		if seq.finished && seq.inflight == 0 {
+			if err := s.b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
+				// Remove from 0 never shifts, so this cannot happen; if it
+				// did, the slot must not be reused with stale cells.
+				s.b.log.Error("free cache slot", "slot", seq.slot, "err", err)
+				continue
+			}
+			s.free = append(s.free, seq.slot)
+			continue
+		}
+		kept = append(kept, seq)
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+}
+
+// plan builds the next step's graph, or returns nil when no sequence has a
+// token to feed.
+func (s *scheduler) plan() (*step, error) {
+	b := s.b
+	maxNew := b.cfg.MaxNewTokens
+	st := &step{placeholders: map[*sequence]int{}, samples: map[*sequence]int{}, done: make(chan struct{})}
+	var positions []int32
+	var seqIDs []int
+	var outputs []int32
+	add := func(seq *sequence, tok int32) {
+		st.tokens = append(st.tokens, tok)
+		positions = append(positions, seq.pos)
+		seqIDs = append(seqIDs, seq.slot)
+		seq.pos++
+		if len(st.seqs) == 0 || st.seqs[len(st.seqs)-1] != seq {
+			st.seqs = append(st.seqs, seq)
+		}
+	}
+	sampleLast := func(seq *sequence) {
+		st.samples[seq] = len(outputs)
+		outputs = append(outputs, int32(len(st.tokens)-1))
+		seq.awaiting = true
+	}
+
+	// Decoding sequences first: one token each.
+	for _, seq := range s.active {
+		if seq.finished || len(seq.pending) > 0 {
+			continue
+		}
+		switch {
+		case seq.awaiting && seq.generated+1 < maxNew:
+			// Its next token is being sampled from the step in flight.
+			seq.awaiting = false
+			add(seq, 0)
+			st.placeholders[seq] = len(st.tokens) - 1
+			sampleLast(seq)
+		case seq.hasNext:
+			seq.hasNext = false
+			add(seq, seq.next)
+			sampleLast(seq)
+		}
+	}
+	// Then prompt chunks, oldest first, up to the step's budget.
+	for _, seq := range s.active {
+		budget := b.cfg.BatchSize - len(st.tokens)
+		if budget <= 0 {
+			break
+		}
+		if seq.finished || len(seq.pending) == 0 {
+			continue
+		}
+		n := min(budget, len(seq.pending))
+		for _, tok := range seq.pending[:n] {
+			add(seq, tok)
+		}
+		seq.pending = seq.pending[n:]
+		if len(seq.pending) == 0 {
+			sampleLast(seq)
+		}
+	}
+	if len(st.tokens) == 0 {
+		return nil, nil
+	}
+	for _, seq := range st.seqs {
+		seq.inflight++
+	}
+	if len(outputs) == 0 {
+		// A step of mid-prompt chunks samples nothing; it still asks for one
+		// row, so the graph never has an empty output.
+		outputs = append(outputs, int32(len(st.tokens)-1))
+	}
+
+	st.ctx = b.model.Backend().NewContext()
+	st.inputs = st.ctx.Input().Empty(ml.DTypeI32, len(st.tokens))
+	batch := input.Batch{
+		Inputs:    st.inputs,
+		Outputs:   st.ctx.Input().FromInts(outputs, len(outputs)),
+		Positions: positions,
+		Sequences: seqIDs,
+	}
+	st.ctx.SetBatchSize(len(st.tokens))
+	logits, err := model.Forward(st.ctx, b.model, batch)
+	if err != nil {
+		st.ctx.Close()
+		for _, seq := range st.seqs {
+			seq.inflight--
+		}
+		return nil, fmt.Errorf("build forward graph: %w", err)
+	}
+	st.logits = logits
+	return st, nil
+}
+
+// launch computes st in the background; st.done closes when its logits are
+// readable.
+func (s *scheduler) launch(st *step) {
+	st.inputs.FromInts(st.tokens)
+	go func() {
+		defer close(st.done)
+		defer func() {
+			// ggml reports a failed compute by panicking; one bad step must
+			// fail its requests, not kill the worker.
+			if r := recover(); r != nil {
+				st.err = fmt.Errorf("compute step: %v", r)
+			}
+		}()
+		st.ctx.Compute(st.logits)
+		st.floats = st.logits.Floats()
+	}()
+}
+
+// finish samples the computed step and writes each token where it goes: the
+// placeholder in next, or the sequence itself when next does not carry it.
+func (s *scheduler) finish(st *step, next *step) {
+	for _, seq := range st.seqs {
+		seq.inflight--
+	}
+	if st.err != nil {
+		s.fail(st.err)
+		return
+	}
+	b := s.b
+	vocab := st.logits.Dim(0)
+	for seq, row := range st.samples {
+		seq.awaiting = false
+		if seq.finished {
+			continue
+		}
+		if seq.req.cancelled.Load() {
+			seq.finished = true
+			continue
+		}
+		tok, err := seq.req.sampler.Sample(st.floats[row*vocab : (row+1)*vocab])
+		if err != nil {
+			s.complete(seq, fmt.Errorf("sample: %w", err))
+			continue
+		}
+		if seq.generated == 0 {
+			seq.req.res.FirstToken = time.Since(seq.req.submitted)
+		}
+		seq.generated++
+		if b.vocab.isStop(tok) {
+			s.complete(seq, nil)
+			continue
+		}
+		if !b.vocab.isControl(tok) {
+			piece, err := b.tok.Decode([]int32{tok})
+			if err != nil {
+				s.complete(seq, fmt.Errorf("decode token %d: %w", tok, err))
+				continue
+			}
+			seq.text.WriteString(seq.utf8.Write(piece))
+		}
+		if seq.generated >= b.cfg.MaxNewTokens {
+			s.complete(seq, nil)
+			continue
+		}
+		if i, ok := next.placeholderOf(seq); ok {
+			next.tokens[i] = tok
+			seq.awaiting = true // next samples it
+		} else {
+			seq.next, seq.hasNext = tok, true
+		}
+	}
+}
+
+func (st *step) placeholderOf(seq *sequence) (int, bool) {
+	if st == nil {
+		return 0, false
+	}
+	i, ok := st.placeholders[seq]
+	return i, ok
+}
+
+// complete ends seq and hands its caller the answer or err.
+func (s *scheduler) complete(seq *sequence, err error) {
+	seq.finished = true
+	req := seq.req
+	if err != nil {
+		req.err = fmt.Errorf("text generation: %w", err)
+	} else {
+		seq.text.WriteString(seq.utf8.Flush())
+		req.res.Text = seq.text.String()
+		req.res.PromptTokens = len(req.prompt)
+		req.res.Tokens = seq.generated
+	}
+	close(req.done)
+}
+
+// fail ends every active sequence with err. A failed step leaves the cache
+// in an unknown state for the sequences in it, so all start over elsewhere
+// (the error is retryable).
+func (s *scheduler) fail(err error) {
+	s.b.log.Error("text step failed", "err", err)
+	for _, seq := range s.active {
+		if !seq.finished {
+			s.complete(seq, err)
+		}
+	}
+}
+
+func (s *scheduler) failAll(err error) {
+	for _, seq := range s.active {
+		if !seq.finished {
+			seq.finished = true
+			seq.req.err = err
+			close(seq.req.done)
+		}
+	}
+	for _, req := range s.waiting {
+		req.err = err
+		close(req.done)
+	}
+	s.waiting = nil
+drain:
+	for {
+		select {
+		case req := <-s.submit:
+			req.err = err
+			close(req.done)
+		default:
+			break drain
+		}
+	}
+}
+
+// reserveGraphs allocates compute memory for the largest steps up front, the
+// way ollama's runner does, so a step never fails for want of memory.
+func (b *Backend) reserveGraphs() error {
+	for _, n := range []int{b.cfg.BatchSize, b.cfg.Slots} {
+		if err := b.reserveGraph(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) reserveGraph(n int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	ctx := b.model.Backend().NewContext()
+	defer ctx.Close()
+	tokens := make([]int32, n)
+	positions := make([]int32, n)
+	seqs := make([]int, n)
+	for i := range positions {
+		positions[i] = int32(i)
+	}
+	batch := input.Batch{
+		Inputs:    ctx.Input().FromInts(tokens, n),
+		Outputs:   ctx.Input().Empty(ml.DTypeI32, b.cfg.Slots),
+		Positions: positions,
+		Sequences: seqs,
+	}
+	if err := b.cache.StartForward(ctx, batch, true); err != nil {
+		return err
+	}
+	t, err := b.model.Forward(ctx, batch)
+	if err != nil {
+		return err
+	}
+	ctx.SetBatchSize(n)
+	ctx.Forward(t).Reserve()
+	return nil
+}
+
+// prefillPrefix computes the shared prompt prefix into its own cache
+// sequence, before any request arrives.
+func (b *Backend) prefillPrefix() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	for start := 0; start < len(b.prefix); start += b.cfg.BatchSize {
+		chunk := b.prefix[start:min(len(b.prefix), start+b.cfg.BatchSize)]
+		positions := make([]int32, len(chunk))
+		seqs := make([]int, len(chunk))
+		for i := range chunk {
+			positions[i] = int32(start + i)
+			seqs[i] = b.prefixSeq()
+		}
+		ctx := b.model.Backend().NewContext()
+		batch := input.Batch{
+			Inputs:    ctx.Input().FromInts(chunk, len(chunk)),
+			Outputs:   ctx.Input().FromInts([]int32{int32(len(chunk) - 1)}, 1),
+			Positions: positions,
+			Sequences: seqs,
+		}
+		ctx.SetBatchSize(len(chunk))
+		t, err := model.Forward(ctx, b.model, batch)
+		if err != nil {
+			ctx.Close()
+			return err
+		}
+		ctx.Compute(t)
+		ctx.Close()
+	}
+	return nil
+}
+
+func equalTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
