@@ -12,6 +12,7 @@ type Code string
 
 const (
 	Invalid     Code = "invalid"     // the request cannot be served as sent
+	NotFound    Code = "not_found"   // no such route, or no such stored result
 	TooLarge    Code = "too_large"   // the request body is over its limit
 	Overloaded  Code = "overloaded"  // the queue is full: retry later
 	Unavailable Code = "unavailable" // a dependency is down, or the job was given up

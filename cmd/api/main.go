@@ -1,0 +1,201 @@
+// Command api is genq's HTTP façade. It validates requests, queues jobs on
+// NATS JetStream and waits for the workers' answers. With no NATS_URL it
+// starts an embedded nats-server, so one machine needs nothing else.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/logging"
+	"github.com/genq/genq/internal/natsqueue"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	variant       string
+	addr          string
+	port          int
+	logLevel      string
+	nats          natsqueue.ConnectOptions
+	queue         natsqueue.Settings
+	embeddedPort  int
+	embeddedStore string
+	embeddedMax   int
+	embeddedMon   int
+	http          httpapi.Config
+	apiKeys       string
+	apiKeysFile   string
+	shutdownGrace time.Duration
+}
+
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+	var c config
+	fs := envflag.New("api", getenv, out)
+	fs.String(&c.variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
+	fs.String(&c.addr, "addr", "ADDR", "", "listen address; overrides --port")
+	fs.Int(&c.port, "port", "PORT", 8080, "HTTP port (80 in the container)")
+	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
+	c.nats.RegisterFlags(fs, "")
+	c.queue.RegisterFlags(fs)
+	fs.Int(&c.embeddedPort, "embedded-nats-port", "EMBEDDED_NATS_PORT", 4222, "port of the embedded nats-server, used when NATS_URL is empty")
+	fs.String(&c.embeddedStore, "embedded-nats-store", "EMBEDDED_NATS_STORE", ".genq/nats", "JetStream storage directory of the embedded nats-server")
+	fs.Int(&c.embeddedMax, "embedded-nats-max-payload", "EMBEDDED_NATS_MAX_PAYLOAD", 0, "max_payload of the embedded nats-server in bytes (0: the default 1 MB)")
+	fs.Int(&c.embeddedMon, "embedded-nats-monitor-port", "EMBEDDED_NATS_MONITOR_PORT", 0, "monitoring port of the embedded nats-server (0: off)")
+	fs.Int64(&c.http.MaxBodyBytes, "max-body-bytes", "MAX_BODY_BYTES", 1<<20, "largest request body; more gets 413")
+	fs.Int(&c.http.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 64<<10, "longest text in bytes; more gets 400")
+	fs.Duration(&c.http.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
+	fs.Duration(&c.http.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
+	fs.Secret(&c.apiKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate (none: open)")
+	fs.String(&c.apiKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
+	fs.Duration(&c.shutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	v, err := genq.ParseVariant(c.variant)
+	if err != nil {
+		return c, err
+	}
+	c.http.Variant = v
+	if c.addr == "" {
+		c.addr = ":" + strconv.Itoa(c.port)
+	}
+	keys, err := loadAPIKeys(c.apiKeys, c.apiKeysFile)
+	if err != nil {
+		return c, err
+	}
+	c.http.APIKeys = keys
+	return c, nil
+}
+
+func loadAPIKeys(list, file string) ([]string, error) {
+	raw := strings.ReplaceAll(list, ",", "\n")
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read API keys file: %w", err)
+		}
+		raw += "\n" + string(b)
+	}
+	var keys []string
+	for _, k := range strings.Split(raw, "\n") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stdout, cfg.logLevel, "api")
+	if err != nil {
+		return err
+	}
+	log = log.With("variant", string(cfg.http.Variant))
+
+	if cfg.nats.URL == "" {
+		ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{
+			Port: cfg.embeddedPort, StoreDir: cfg.embeddedStore, MaxPayload: int32(cfg.embeddedMax), HTTPPort: cfg.embeddedMon,
+		})
+		if err != nil {
+			return err
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		cfg.nats.URL = ns.ClientURL()
+		log.Info("started embedded nats-server", "url", cfg.nats.URL, "store", cfg.embeddedStore)
+	}
+	cfg.nats.Name = "genq-api"
+	nc, err := natsqueue.Connect(cfg.nats, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	conn, err := natsqueue.Open(ctx, nc, cfg.queue, log, cfg.http.Variant)
+	if err != nil {
+		return err
+	}
+	client, err := natsqueue.NewClient(conn)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	workers, err := conn.WatchWorkers(ctx, cfg.http.Variant)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := httpapi.NewServer(cfg.http, log, client, workers, conn, reg, reg, newJobID)
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      cfg.http.JobTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("api listening", "addr", ln.Addr().String(), "api_keys", len(cfg.http.APIKeys) > 0)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; waiting for requests in flight", "grace", cfg.shutdownGrace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("requests still in flight at the end of the grace period", "err", err)
+	}
+	return nil
+}
+
+// newJobID returns a time-ordered UUID (v7), so ids sort by submission.
+func newJobID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+)
+
+func TestRootAndReadiness(t *testing.T) {
+	s := newStack(t, stackOptions{})
+
+	r := s.get("/")
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET / = %d %q", r.status, r.header.Get("Content-Type"))
+	}
+	var root map[string]any
+	if err := json.Unmarshal(r.body, &root); err != nil {
+		t.Fatal(err)
+	}
+	if root["message"] != "Hello World" || root["cuda_available"] != false {
+		t.Fatalf("GET / body = %s", r.body)
+	}
+
+	r = s.get("/readiness")
+	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"status":"ready"}` {
+		t.Fatalf("GET /readiness = %d %s", r.status, r.body)
+	}
+
+	// A CUDA worker's heartbeat turns cuda_available on.
+	b := newTestBackend(1)
+	b.device = genq.Device{Kind: "cuda", Name: "NVIDIA A10G"}
+	s.startWorker(b, time.Second)
+	s.waitLive(1)
+	_ = json.Unmarshal(s.get("/").body, &root)
+	if root["cuda_available"] != true {
+		t.Fatalf("with a CUDA worker live, GET / = %v", root)
+	}
+}
+
+func TestReadinessWakesWhenNoWorker(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	for range 3 {
+		if r := s.get("/readiness"); r.status != http.StatusOK {
+			t.Fatalf("readiness = %d", r.status)
+		}
+	}
+	// Rate-limited: three calls within the interval queue one signal.
+	deadline := time.Now().Add(5 * time.Second)
+	for s.streamMsgs() != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.streamMsgs(); n != 1 {
+		t.Fatalf("wake-up signals queued = %d, want 1", n)
+	}
+	// A worker drops it without running anything.
+	b := newTestBackend(1)
+	s.startWorker(b, time.Second)
+	deadline = time.Now().Add(5 * time.Second)
+	for s.streamMsgs() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.streamMsgs(); n != 0 || b.calls.Load() != 0 {
+		t.Fatalf("after a worker started: %d messages left, %d backend calls", n, b.calls.Load())
+	}
+	// With a live worker, readiness queues nothing.
+	s.waitLive(1)
+	s.get("/readiness")
+	time.Sleep(100 * time.Millisecond)
+	if n := s.streamMsgs(); n != 0 {
+		t.Fatalf("readiness with a live worker queued %d messages", n)
+	}
+}
+
+func TestGenerateText(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	b := newTestBackend(2)
+	s.startWorker(b, time.Second)
+
+	r := s.generate("echo:hello")
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("generate = %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	if strings.TrimSpace(string(r.body)) != `{"generated_text":"HELLO"}` {
+		t.Fatalf("generate body = %s", r.body)
+	}
+	if id := r.header.Get(httpapi.HeaderJobID); len(id) != 36 {
+		t.Fatalf("job id header = %q", id)
+	}
+}
+
+func TestRoutingErrors(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tests := []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{http.MethodGet, "/nope", http.StatusNotFound, ""},
+		{http.MethodGet, "/generate", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed, "GET"},
+		{http.MethodDelete, "/readiness", http.StatusMethodNotAllowed, "GET"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+tc.path, func(t *testing.T) {
+			r, err := s.do(t.Context(), tc.method, tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.status != tc.status {
+				t.Fatalf("status = %d, want %d", r.status, tc.status)
+			}
+			if got := r.header.Get("Allow"); got != tc.allow {
+				t.Fatalf("Allow = %q, want %q", got, tc.allow)
+			}
+			if r.errorText(t) == "" {
+				t.Fatal("empty error message")
+			}
+		})
+	}
+}
+
+func TestGenerateRejectsBadInput(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{MaxPromptBytes: 100, MaxBodyBytes: 1000}})
+	b := newTestBackend(1)
+	s.startWorker(b, time.Second)
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		want   string // the error message, or a part of it after "~"
+	}{
+		{"missing text", `{}`, 400, "text field is required"},
+		{"null text", `{"text":null}`, 400, "text field is required"},
+		{"empty text", `{"text":""}`, 400, "text field is required"},
+		{"other fields only", `{"prompt":"hi"}`, 400, "text field is required"},
+		{"number", `{"text":42}`, 400, "text must be a string, not a number"},
+		{"array", `{"text":["a"]}`, 400, "text must be a string, not an array"},
+		{"object", `{"text":{"a":1}}`, 400, "text must be a string, not an object"},
+		{"boolean", `{"text":true}`, 400, "text must be a string, not a boolean"},
+		{"malformed", `{"text":`, 400, "~not valid JSON"},
+		{"not an object", `["text"]`, 400, "request body must be a JSON object"},
+		{"empty body", ``, 400, "~not valid JSON"},
+		{"trailing data", `{"text":"a"} {}`, 400, "request body has data after the JSON object"},
+		{"duplicate text", `{"text":"a","text":"b"}`, 400, `field "text" appears more than once`},
+		{"invalid utf-8", "{\"text\":\"\xff\xfe\"}", 400, "request body is not valid UTF-8"},
+		{"nul", `{"text":"a\u0000b"}`, 400, "text must not contain NUL characters"},
+		{"too long", `{"text":"` + strings.Repeat("a", 101) + `"}`, 400, "text is 101 bytes long; the limit is 100"},
+		{"body too large", `{"text":"` + strings.Repeat("a", 2000) + `"}`, 413, "request body is over the limit of 1000 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := s.do(t.Context(), http.MethodPost, "/generate", []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.status != tc.status || r.header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status = %d (%s), want %d; body %s", r.status, r.header.Get("Content-Type"), tc.status, r.body)
+			}
+			got := r.errorText(t)
+			if want, part := strings.CutPrefix(tc.want, "~"); part && !strings.Contains(got, want) || !part && got != tc.want {
+				t.Fatalf("error = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if n := b.calls.Load(); n != 0 {
+		t.Fatalf("bad input reached the backend %d times", n)
+	}
+	if n := s.streamMsgs(); n != 0 {
+		t.Fatalf("bad input queued %d jobs", n)
+	}
+}

@@ -1,0 +1,346 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/worker"
+)
+
+// testLog writes logs only when the test fails or -v is given.
+func testLog(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startNATS(t *testing.T, maxPayload int32) *server.Server {
+	t.Helper()
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir(), MaxPayload: maxPayload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+func testSettings() natsqueue.Settings {
+	s := natsqueue.DefaultSettings()
+	s.AckWait = 2 * time.Second
+	s.HeartbeatTTL = 3 * time.Second
+	return s
+}
+
+func openConn(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Variant) (*natsqueue.Conn, *nats.Conn) {
+	t.Helper()
+	nc, err := natsqueue.Connect(natsqueue.ConnectOptions{URL: ns.ClientURL()}, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := natsqueue.Open(ctx, nc, s, testLog(t), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, nc
+}
+
+type stack struct {
+	t        *testing.T
+	ns       *server.Server
+	settings natsqueue.Settings
+	variant  genq.Variant
+	api      *httptest.Server
+	conn     *natsqueue.Conn // the api's
+}
+
+type stackOptions struct {
+	variant    genq.Variant
+	maxPayload int32
+	settings   *natsqueue.Settings
+	http       httpapi.Config
+}
+
+// newStack starts NATS and the api; workers are started separately.
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.variant == "" {
+		o.variant = genq.VariantB
+	}
+	s := testSettings()
+	if o.settings != nil {
+		s = *o.settings
+	}
+	ns := startNATS(t, o.maxPayload)
+	conn, _ := openConn(t, ns, s, o.variant)
+	client, err := natsqueue.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	workers, err := conn.WatchWorkers(ctx, o.variant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := o.http
+	cfg.Variant = o.variant
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxPromptBytes == 0 {
+		cfg.MaxPromptBytes = 64 << 10
+	}
+	if cfg.JobTimeout == 0 {
+		cfg.JobTimeout = 20 * time.Second
+	}
+	if cfg.WakeupEvery == 0 {
+		cfg.WakeupEvery = 10 * time.Second
+	}
+	reg := prometheus.NewRegistry()
+	h := httpapi.NewServer(cfg, testLog(t), client, workers, conn, reg, reg, uuid.NewString)
+	api := httptest.NewServer(h)
+	t.Cleanup(api.Close)
+	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, conn: conn}
+}
+
+// runningWorker is a worker runtime in this process with its own NATS
+// connection, so a test can cut it off as a crash would.
+type runningWorker struct {
+	nc      *nats.Conn
+	cancel  context.CancelFunc
+	done    chan error
+	backend *testBackend
+}
+
+func (s *stack) startWorker(b *testBackend, grace time.Duration) *runningWorker {
+	s.t.Helper()
+	conn, nc := openConn(s.t, s.ns, s.settings, s.variant)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := worker.New(worker.Config{
+		WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant, PollWait: 500 * time.Millisecond,
+		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: grace, RetryDelay: 100 * time.Millisecond,
+	}, conn, b, testLog(s.t), prometheus.NewRegistry())
+	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan error, 1), backend: b}
+	go func() { w.done <- rt.Run(ctx) }()
+	s.t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+// crash cuts the worker off NATS without a word, as SIGKILL would.
+func (w *runningWorker) crash() {
+	w.nc.Close()
+}
+
+// waitLive waits until the api sees n live workers.
+func (s *stack) waitLive(n int) {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var root struct {
+			LiveWorkers int `json:"live_workers"`
+		}
+		resp := s.get("/")
+		_ = json.Unmarshal(resp.body, &root)
+		if root.LiveWorkers == n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("api never saw %d live workers", n)
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) errorText(t *testing.T) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error body is not JSON {error}: %q", r.body)
+	}
+	return e.Error
+}
+
+func (s *stack) do(ctx context.Context, method, path string, body []byte) (response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.api.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, err
+}
+
+func (s *stack) get(path string) response {
+	s.t.Helper()
+	r, err := s.do(context.Background(), http.MethodGet, path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+func (s *stack) generate(text string) response {
+	s.t.Helper()
+	r, err := s.generateCtx(context.Background(), text)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+func (s *stack) generateCtx(ctx context.Context, text string) (response, error) {
+	body, _ := json.Marshal(map[string]string{"text": text})
+	return s.do(ctx, http.MethodPost, "/generate", body)
+}
+
+// streamMsgs counts the messages in the jobs stream.
+func (s *stack) streamMsgs() uint64 {
+	s.t.Helper()
+	var n uint64
+	jsz, err := s.ns.Jsz(&server.JSzOptions{Streams: true, Accounts: true})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, a := range jsz.AccountDetails {
+		for _, st := range a.Streams {
+			if st.Name == natsqueue.JobsStream {
+				n += st.State.Msgs
+			}
+		}
+	}
+	return n
+}
+
+func (s *stack) deadLetters() uint64 {
+	s.t.Helper()
+	jsz, err := s.ns.Jsz(&server.JSzOptions{Streams: true, Accounts: true})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, a := range jsz.AccountDetails {
+		for _, st := range a.Streams {
+			if st.Name == natsqueue.DeadStream {
+				return st.State.Msgs
+			}
+		}
+	}
+	return 0
+}
+
+// testBackend stands in for a model. What it does is read from the prompt:
+//
+//	"echo:<s>"      answers <s> in upper case
+//	"sleep:<ms>"    answers after ms milliseconds, or stops on cancel
+//	"block"         runs until its context ends
+//	"fail"          fails every time
+//	"invalid"       refuses the job as one that can never succeed
+//	"bytes:<n>"     answers n random bytes as image/png
+type testBackend struct {
+	slots  int
+	device genq.Device
+
+	calls     atomic.Int64
+	started   chan string // job ids, as runs start
+	mu        sync.Mutex
+	cancelled []string
+	ended     chan string // job ids whose context ended
+	lastBytes []byte
+}
+
+func newTestBackend(slots int) *testBackend {
+	return &testBackend{slots: slots, device: genq.Device{Kind: "cpu", Name: "test"},
+		started: make(chan string, 100), ended: make(chan string, 100)}
+}
+
+func (b *testBackend) Info() genq.BackendInfo {
+	return genq.BackendInfo{Device: b.device, Model: "test-backend", Slots: b.slots}
+}
+
+func (b *testBackend) Close() error { return nil }
+
+func (b *testBackend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+	b.calls.Add(1)
+	b.started <- job.ID
+	cmd, arg, _ := strings.Cut(job.Text, ":")
+	switch cmd {
+	case "echo":
+		return genq.NewTextResult(strings.ToUpper(arg)), nil
+	case "sleep":
+		ms, _ := strconv.Atoi(arg)
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+			return genq.NewTextResult("slept " + arg), nil
+		case <-ctx.Done():
+			b.ended <- job.ID
+			return genq.Result{}, fmt.Errorf("interrupted: %w", ctx.Err())
+		}
+	case "block":
+		<-ctx.Done()
+		b.ended <- job.ID
+		return genq.Result{}, fmt.Errorf("interrupted: %w", ctx.Err())
+	case "fail":
+		return genq.Result{}, errors.New("the model blew up")
+	case "invalid":
+		return genq.Result{}, genq.Errorf(genq.Invalid, "prompt too long for the context")
+	case "bytes":
+		n, _ := strconv.Atoi(arg)
+		data := make([]byte, n)
+		_, _ = rand.Read(data)
+		b.mu.Lock()
+		b.lastBytes = data
+		b.mu.Unlock()
+		return genq.NewImageResult(data), nil
+	}
+	return genq.Result{}, fmt.Errorf("test backend: unknown command %q", cmd)
+}
+
+func waitFor[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("timed out after %s waiting for %s", within, what)
+		panic("unreachable")
+	}
+}

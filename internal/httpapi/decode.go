@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// errTextRequired is the seed's fixed answer to a missing, null or empty text.
+var errTextRequired = genq.Errorf(genq.Invalid, "text field is required")
+
+// readBody reads at most limit bytes of the request body.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, genq.Errorf(genq.TooLarge, "request body is over the limit of %d bytes", limit)
+	case err != nil:
+		return nil, genq.WrapError(genq.Invalid, err, "request body could not be read")
+	}
+	return body, nil
+}
+
+// decodePrompt checks a /generate body and returns its text. The body must
+// be one JSON object; of its fields only text is used, and it must be a
+// non-empty string of at most maxPrompt bytes.
+func decodePrompt(body []byte, maxPrompt int) (string, error) {
+	if !utf8.Valid(body) {
+		return "", genq.Errorf(genq.Invalid, "request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return "", malformed(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return "", genq.Errorf(genq.Invalid, "request body must be a JSON object")
+	}
+	var text json.RawMessage
+	seen := false
+	for dec.More() {
+		keyTok, err := dec.Token()
+		if err != nil {
+			return "", malformed(err)
+		}
+		key, _ := keyTok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", malformed(err)
+		}
+		if key != "text" {
+			continue
+		}
+		// Two texts are ambiguous: parsers disagree on which one wins.
+		if seen {
+			return "", genq.Errorf(genq.Invalid, `field "text" appears more than once`)
+		}
+		seen, text = true, value
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return "", malformed(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", genq.Errorf(genq.Invalid, "request body has data after the JSON object")
+	}
+	return promptOf(text, maxPrompt)
+}
+
+func promptOf(raw json.RawMessage, maxPrompt int) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", errTextRequired
+	}
+	if raw[0] != '"' {
+		return "", genq.Errorf(genq.Invalid, "text must be a string, not %s", jsonKind(raw[0]))
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return "", malformed(err)
+	}
+	switch {
+	case text == "":
+		return "", errTextRequired
+	case len(text) > maxPrompt:
+		return "", genq.Errorf(genq.Invalid, "text is %d bytes long; the limit is %d", len(text), maxPrompt)
+	case strings.ContainsRune(text, 0):
+		return "", genq.Errorf(genq.Invalid, "text must not contain NUL characters")
+	}
+	return text, nil
+}
+
+func jsonKind(first byte) string {
+	switch first {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+func malformed(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return genq.Errorf(genq.Invalid, "request body is not valid JSON: unexpected end of input")
+	}
+	return genq.Errorf(genq.Invalid, "request body is not valid JSON: %s", jsonMessage(err))
+}
+
+// jsonMessage keeps the decoder's description of a syntax error, which names
+// the offending character, and nothing else.
+func jsonMessage(err error) string {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return fmt.Sprintf("%s (at byte %d)", syn.Error(), syn.Offset)
+	}
+	return err.Error()
+}

@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// HeaderJobID carries the id of the job a /generate request became.
+const HeaderJobID = "Genq-Job-Id"
+
+type rootResponse struct {
+	Message       string       `json:"message"`
+	CUDAAvailable bool         `json:"cuda_available"`
+	Variant       genq.Variant `json:"variant"`
+	LiveWorkers   int          `json:"live_workers"`
+}
+
+func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
+	live := s.workers.Live()
+	cuda := false
+	for _, hb := range live {
+		cuda = cuda || hb.Device.IsCUDA()
+	}
+	writeJSON(w, http.StatusOK, rootResponse{
+		Message: "Hello World", CUDAAvailable: cuda, Variant: s.cfg.Variant, LiveWorkers: len(live),
+	})
+}
+
+type readinessResponse struct {
+	Status string `json:"status"`
+}
+
+// handleReadiness answers at once. With no live worker it also queues a
+// wake-up signal, so an autoscaler that watches the queue starts one: the
+// seed's clients call this route ahead of traffic to wake idle nodes.
+func (s *Server) handleReadiness(w http.ResponseWriter, r *http.Request) {
+	if len(s.workers.Live()) == 0 && s.wakeDue(time.Now()) {
+		go s.wake()
+	}
+	writeJSON(w, http.StatusOK, readinessResponse{Status: "ready"})
+}
+
+func (s *Server) wakeDue(now time.Time) bool {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	if now.Sub(s.lastWake) < s.cfg.WakeupEvery {
+		return false
+	}
+	s.lastWake = now
+	return true
+}
+
+func (s *Server) wake() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.waker.PublishWakeup(ctx, s.cfg.Variant, time.Now()); err != nil {
+		s.log.Warn("could not queue a wake-up signal", "err", err)
+		return
+	}
+	s.metrics.wakeups.Inc()
+	s.log.Info("no live worker; queued a wake-up signal")
+}
+
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.reject(w, err)
+		return
+	}
+	text, err := decodePrompt(body, s.cfg.MaxPromptBytes)
+	if err != nil {
+		s.reject(w, err)
+		return
+	}
+	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}
+	log := s.log.With("job_id", job.ID)
+	w.Header().Set(HeaderJobID, job.ID)
+
+	// The request's context ends when the client goes away: the job is then
+	// cancelled, whether it is still queued or already running.
+	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
+	defer cancel()
+	s.metrics.inFlight.Inc()
+	reply, err := s.jobs.Run(ctx, job)
+	s.metrics.inFlight.Dec()
+	if err != nil {
+		s.metrics.generateSeconds.WithLabelValues(string(genq.ErrorCode(err))).Observe(time.Since(start).Seconds())
+		if code := genq.ErrorCode(err); code == genq.Overloaded {
+			s.metrics.rejections.WithLabelValues("queue_full").Inc()
+		}
+		log.Info("generate failed", "code", genq.ErrorCode(err), "err", err, "ms", time.Since(start).Milliseconds())
+		writeError(w, log, err)
+		return
+	}
+	defer reply.Body.Close()
+	s.metrics.queueWait.Observe(reply.QueueWait.Seconds())
+	s.metrics.jobSeconds.Observe(reply.RunTime.Seconds())
+	if reply.Attempt > 1 {
+		s.metrics.redeliveries.Inc()
+	}
+
+	w.Header().Set("Content-Type", reply.ContentType)
+	if reply.Size > 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(reply.Size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	// Large images stream from the results store as they are read.
+	n, err := io.Copy(w, reply.Body)
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("result not fully sent", "bytes", n, "err", err)
+		return
+	}
+	log.Info("generate done", "ms", time.Since(start).Milliseconds(), "queue_wait_ms", reply.QueueWait.Milliseconds(),
+		"run_ms", reply.RunTime.Milliseconds(), "attempt", reply.Attempt, "worker", reply.Worker, "bytes", n)
+}
+
+// reject answers a request that never became a job.
+func (s *Server) reject(w http.ResponseWriter, err error) {
+	reason := "invalid"
+	if genq.ErrorCode(err) == genq.TooLarge {
+		reason = "too_large"
+	}
+	s.metrics.rejections.WithLabelValues(reason).Inc()
+	writeError(w, s.log, err)
+}

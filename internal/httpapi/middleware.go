@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// countRequests counts requests by route pattern, so unknown paths do not
+// grow the label set.
+func (s *Server) countRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+	})
+}
+
+// recoverPanics turns a handler's panic into a 500 and keeps serving.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked", "panic", v, "path", r.URL.Path)
+				writeError(w, s.log, genq.Errorf(genq.Internal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireAPIKey checks the bearer token when API keys are configured. Every
+// key is compared, in constant time, so timing says nothing about which
+// prefix matched.
+func (s *Server) requireAPIKey(next http.Handler) http.Handler {
+	if len(s.cfg.APIKeys) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		match := 0
+		for _, k := range s.cfg.APIKeys {
+			match |= subtle.ConstantTimeCompare([]byte(token), []byte(k))
+		}
+		if !ok || match != 1 {
+			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
+			writeJSON(w, http.StatusUnauthorized, errorResponse{Error: "a valid API key is required: send Authorization: Bearer <key>"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

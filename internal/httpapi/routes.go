@@ -1,0 +1,42 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// routes is every route the api serves.
+func (s *Server) routes(gatherer prometheus.Gatherer) http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.recoverPanics, s.countRequests)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, s.log, genq.Errorf(genq.NotFound, "no route %s", r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
+		writeJSON(w, http.StatusMethodNotAllowed, errorResponse{Error: "method " + req.Method + " is not allowed on " + req.URL.Path})
+	})
+
+	r.Get("/", s.handleRoot)
+	r.Get("/readiness", s.handleReadiness)
+	r.With(s.requireAPIKey).Post("/generate", s.handleGenerate)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return r
+}
+
+// allowedMethods lists the methods that have a route at path, for Allow.
+func allowedMethods(r chi.Routes, path string) string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+		}
+	}
+	return strings.Join(allowed, ", ")
+}

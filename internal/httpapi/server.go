@@ -1,0 +1,71 @@
+// Package httpapi is genq's HTTP façade: the seed's three routes, plus
+// /metrics. It validates a request, hands the job to the queue, and waits
+// for the answer; it never runs a model itself.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+)
+
+// Jobs runs a job to its answer.
+type Jobs interface {
+	Run(ctx context.Context, job genq.Job) (*natsqueue.Reply, error)
+}
+
+// Workers lists the live workers of the served variant.
+type Workers interface {
+	Live() []genq.Heartbeat
+}
+
+// Waker puts a wake-up signal on the variant's queue.
+type Waker interface {
+	PublishWakeup(ctx context.Context, v genq.Variant, now time.Time) error
+}
+
+// Config holds the façade's settings.
+type Config struct {
+	Variant genq.Variant
+	// MaxBodyBytes bounds a request body; more gives 413.
+	MaxBodyBytes int64
+	// MaxPromptBytes bounds text; more gives 400.
+	MaxPromptBytes int
+	// JobTimeout is how long a request waits for its answer, queueing
+	// included, before it gets 504.
+	JobTimeout time.Duration
+	// WakeupEvery rate-limits wake-up signals while no worker is live.
+	WakeupEvery time.Duration
+	// APIKeys, when any are set, are required as bearer tokens on /generate.
+	APIKeys []string
+}
+
+// Server holds the façade's dependencies.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	jobs    Jobs
+	workers Workers
+	waker   Waker
+	metrics *metrics
+	newID   func() string
+
+	wakeMu   sync.Mutex
+	lastWake time.Time
+}
+
+// NewServer returns the façade as an http.Handler. Metrics are registered on
+// reg and served from gatherer.
+func NewServer(cfg Config, log *slog.Logger, jobs Jobs, workers Workers, waker Waker,
+	reg prometheus.Registerer, gatherer prometheus.Gatherer, newID func() string) http.Handler {
+	s := &Server{cfg: cfg, log: log, jobs: jobs, workers: workers, waker: waker, newID: newID}
+	s.metrics = newMetrics(reg, func() float64 { return float64(len(workers.Live())) })
+	return s.routes(gatherer)
+}

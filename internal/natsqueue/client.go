@@ -1,0 +1,252 @@
+package natsqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Reply is a job's successful result as a producer receives it. Body streams
+// the bytes, from the reply message itself or from the results store; the
+// caller must close it.
+type Reply struct {
+	JobID       string
+	ContentType string
+	Size        int64
+	Body        io.ReadCloser
+	QueueWait   time.Duration
+	RunTime     time.Duration
+	Attempt     int
+	Worker      string
+}
+
+// Client publishes jobs and waits for their replies on one inbox shared by
+// all of its jobs. The api uses one; so does genqctl submit.
+type Client struct {
+	conn  *Conn
+	inbox string
+	sub   *nats.Subscription
+
+	mu      sync.Mutex
+	pending map[string]chan *nats.Msg
+}
+
+// NewClient subscribes the client's inbox.
+func NewClient(c *Conn) (*Client, error) {
+	cl := &Client{conn: c, inbox: c.nc.NewRespInbox(), pending: make(map[string]chan *nats.Msg)}
+	sub, err := c.nc.Subscribe(cl.inbox+".*", cl.route)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe inbox: %w", err)
+	}
+	// A reply can be large and many may arrive at once; never drop one for
+	// want of buffer.
+	if err := sub.SetPendingLimits(-1, 512<<20); err != nil {
+		return nil, fmt.Errorf("inbox limits: %w", err)
+	}
+	cl.sub = sub
+	return cl, nil
+}
+
+// Close unsubscribes the inbox.
+func (cl *Client) Close() error { return cl.sub.Unsubscribe() }
+
+// route hands a reply to the caller waiting for its job. A second reply for
+// the same job (a redelivery after a worker died between replying and
+// acking) finds nobody waiting and is dropped: each caller gets one answer.
+func (cl *Client) route(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	cl.mu.Lock()
+	ch, ok := cl.pending[id]
+	delete(cl.pending, id)
+	cl.mu.Unlock()
+	if ok {
+		ch <- m
+	}
+}
+
+// ReplySubject is where the client listens for the reply to job id.
+func (cl *Client) ReplySubject(id string) string { return cl.inbox + "." + id }
+
+// Run queues job, waits for its reply, and returns it. When ctx ends first
+// the job is cancelled: a worker that has not started it drops it, and one
+// running it stops. The error is a *genq.Error: Overloaded when the queue is
+// full, Timeout at ctx's deadline, Canceled when ctx is cancelled, or the
+// worker's own error.
+func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
+	job.ReplyTo = cl.ReplySubject(job.ID)
+	ch := make(chan *nats.Msg, 1)
+	cl.mu.Lock()
+	cl.pending[job.ID] = ch
+	cl.mu.Unlock()
+	forget := func() {
+		cl.mu.Lock()
+		delete(cl.pending, job.ID)
+		cl.mu.Unlock()
+	}
+
+	if err := cl.conn.Publish(ctx, job); err != nil {
+		forget()
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		return cl.conn.decodeReply(ctx, m, !job.Store)
+	case <-ctx.Done():
+		forget()
+		cl.conn.Cancel(job.ID)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
+		}
+		return nil, genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
+	}
+}
+
+// Publish queues job. It does not wait for a result.
+func (c *Conn) Publish(ctx context.Context, job genq.Job) error {
+	data, err := json.Marshal(job)
+	if err != nil {
+		return genq.WrapError(genq.Internal, err, "could not encode the job")
+	}
+	msg := &nats.Msg{Subject: JobsSubject(job.Variant), Header: nats.Header{}, Data: data}
+	msg.Header.Set(HeaderMsgID, job.ID)
+	_, err = c.js.PublishMsg(ctx, msg)
+	return publishError(err)
+}
+
+// publishError maps JetStream's refusals to genq codes: a full queue (the
+// stream's per-subject limit with DiscardNew) is the caller's cue to back
+// off; anything else means NATS is not serving.
+func publishError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum") {
+		return genq.WrapError(genq.Overloaded, err, "the queue is full; retry later")
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return genq.WrapError(genq.Unavailable, err, "the queue did not accept the job in time")
+	}
+	return genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
+}
+
+// Cancel marks a job cancelled. It is best effort and does not block on ctx
+// of the caller, which has usually ended already.
+func (c *Conn) Cancel(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.cancels.Put(ctx, id, []byte("cancelled")); err != nil {
+		c.log.Warn("could not mark job cancelled", "job_id", id, "err", err)
+	}
+}
+
+// FetchResult returns a stored result by job id: the reply of a job that
+// asked for Store, or whose result was too large to travel inline. It
+// returns a genq.Error with code NotFound when no result is stored (yet).
+func (c *Conn) FetchResult(ctx context.Context, id string) (*Reply, error) {
+	obj, err := c.results.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, genq.Errorf(genq.NotFound, "no stored result for job %s", id)
+	}
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the results store is unavailable")
+	}
+	info, err := obj.Info()
+	if err != nil {
+		obj.Close()
+		return nil, genq.WrapError(genq.Unavailable, err, "the results store is unavailable")
+	}
+	if info.Metadata[HeaderStatus] == StatusErr {
+		defer obj.Close()
+		return nil, decodeErrorBody(obj)
+	}
+	return &Reply{
+		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size), Body: obj,
+		Attempt: atoiOr0(info.Metadata[HeaderAttempt]), Worker: info.Metadata[HeaderWorker],
+	}, nil
+}
+
+// decodeReply turns a reply message into a Reply or a *genq.Error. When the
+// bytes sit in the results store and drop is true, closing the body deletes
+// them: nobody will fetch them again.
+func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*Reply, error) {
+	h := m.Header
+	if h.Get(HeaderStatus) == StatusErr {
+		return nil, decodeErrorBody(bytes.NewReader(m.Data))
+	}
+	r := &Reply{
+		JobID:       h.Get(HeaderJobID),
+		ContentType: h.Get(HeaderContentType),
+		QueueWait:   time.Duration(atoiOr0(h.Get(HeaderQueueWaitMs))) * time.Millisecond,
+		RunTime:     time.Duration(atoiOr0(h.Get(HeaderRunMs))) * time.Millisecond,
+		Attempt:     atoiOr0(h.Get(HeaderAttempt)),
+		Worker:      h.Get(HeaderWorker),
+	}
+	name := h.Get(HeaderObject)
+	if name == "" {
+		r.Size = int64(len(m.Data))
+		r.Body = io.NopCloser(bytes.NewReader(m.Data))
+		return r, nil
+	}
+	obj, err := c.results.Get(ctx, name)
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the result could not be read from the results store")
+	}
+	r.Size, _ = strconv.ParseInt(h.Get(HeaderSize), 10, 64)
+	r.Body = &storedBody{ObjectResult: obj, drop: drop, conn: c, name: name}
+	return r, nil
+}
+
+// storedBody deletes its object once it has been read whole and closed.
+type storedBody struct {
+	jetstream.ObjectResult
+	drop bool
+	conn *Conn
+	name string
+	eof  bool
+}
+
+func (b *storedBody) Read(p []byte) (int, error) {
+	n, err := b.ObjectResult.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *storedBody) Close() error {
+	err := b.ObjectResult.Close()
+	if b.drop && b.eof {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if derr := b.conn.results.Delete(ctx, b.name); derr != nil {
+			b.conn.log.Warn("could not delete a delivered result; its TTL will", "job_id", b.name, "err", derr)
+		}
+	}
+	return err
+}
+
+func decodeErrorBody(r io.Reader) error {
+	var body errorBody
+	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&body); err != nil || body.Code == "" {
+		return genq.Errorf(genq.Internal, "the worker sent an error reply genq could not read")
+	}
+	return &genq.Error{Code: body.Code, Message: body.Error}
+}
+
+func atoiOr0(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

@@ -1,0 +1,137 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// ConnectOptions say how to reach the NATS server. Credentials are never logged.
+type ConnectOptions struct {
+	URL       string
+	Name      string // shown in the server's connection list
+	User      string
+	Password  string
+	Token     string
+	CredsFile string // a .creds file (JWT and nkey seed)
+	TLSCA     string
+	TLSCert   string
+	TLSKey    string
+}
+
+// Connect dials NATS. It keeps retrying the first connection and reconnects
+// forever afterwards: a worker or api started before NATS, or across a NATS
+// restart, recovers by itself.
+func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(64 << 20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Error("nats async error", "subject", subject, "err", err)
+		}),
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats: %w", err)
+	}
+	return nc, nil
+}
+
+// Conn is a NATS connection with genq's assets bound.
+type Conn struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	settings Settings
+	results  jetstream.ObjectStore
+	cancels  jetstream.KeyValue
+	workers  jetstream.KeyValue
+	log      *slog.Logger
+}
+
+// Open ensures the assets for the given variants exist with the settings,
+// retrying until NATS answers or ctx ends, and binds them.
+func Open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, variants ...genq.Variant) (*Conn, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	backoff := 200 * time.Millisecond
+	for {
+		err = ensure(ctx, js, s, variants)
+		if err == nil {
+			break
+		}
+		if s.validate() != nil {
+			return nil, err
+		}
+		log.Warn("nats is not ready; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("nats not ready: %w", errors.Join(err, ctx.Err()))
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	c := &Conn{nc: nc, js: js, settings: s, log: log}
+	if c.results, err = js.ObjectStore(ctx, ResultsBucket); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", ResultsBucket, err)
+	}
+	if c.cancels, err = js.KeyValue(ctx, CancelBucket); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", CancelBucket, err)
+	}
+	if c.workers, err = js.KeyValue(ctx, WorkersBucket); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", WorkersBucket, err)
+	}
+	return c, nil
+}
+
+// Settings returns the limits the assets were ensured with.
+func (c *Conn) Settings() Settings { return c.settings }
+
+// NATS returns the underlying connection.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// Connected reports whether the connection is up right now.
+func (c *Conn) Connected() bool { return c.nc.IsConnected() }
+
+// inlineLimit is the largest result sent inside the reply message; larger
+// ones go through the results store. Headroom is left for headers.
+func (c *Conn) inlineLimit() int {
+	return int(c.nc.MaxPayload()) - 16<<10
+}

@@ -1,0 +1,52 @@
+package natsqueue
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedOptions configure the in-process nats-server the api starts when
+// no NATS_URL is given.
+type EmbeddedOptions struct {
+	Host       string // loopback by default: the embedded server is for one machine
+	Port       int    // -1 picks a free port
+	StoreDir   string // JetStream file storage
+	MaxPayload int32  // 0 keeps the server's default, 1 MB
+	HTTPPort   int    // monitoring port (KEDA and nats' own tools read it); 0 disables
+}
+
+// StartEmbedded starts a nats-server with JetStream and waits until it
+// accepts connections.
+func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	opts := &server.Options{
+		ServerName: "genq-embedded",
+		Host:       o.Host,
+		Port:       o.Port,
+		JetStream:  true,
+		StoreDir:   o.StoreDir,
+		MaxPayload: o.MaxPayload,
+		NoSigs:     true,
+		NoLog:      true,
+	}
+	if o.HTTPPort != 0 {
+		opts.HTTPHost = o.Host
+		opts.HTTPPort = o.HTTPPort
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats did not start on %s", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	}
+	return ns, nil
+}

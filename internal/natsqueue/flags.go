@@ -1,0 +1,29 @@
+package natsqueue
+
+import "github.com/genq/genq/internal/envflag"
+
+// RegisterFlags binds the connection settings, shared by every component.
+func (o *ConnectOptions) RegisterFlags(fs *envflag.Set, defaultURL string) {
+	fs.String(&o.URL, "nats-url", "NATS_URL", defaultURL, "NATS server URL(s), comma-separated")
+	fs.String(&o.User, "nats-user", "NATS_USER", "", "NATS user name")
+	fs.Secret(&o.Password, "nats-password", "NATS_PASSWORD", "NATS password")
+	fs.Secret(&o.Token, "nats-token", "NATS_TOKEN", "NATS authentication token")
+	fs.String(&o.CredsFile, "nats-creds", "NATS_CREDS", "", "NATS credentials file (JWT and nkey seed)")
+	fs.String(&o.TLSCA, "nats-tls-ca", "NATS_TLS_CA", "", "CA certificate file to verify the NATS server")
+	fs.String(&o.TLSCert, "nats-tls-cert", "NATS_TLS_CERT", "", "client certificate file for NATS mutual TLS")
+	fs.String(&o.TLSKey, "nats-tls-key", "NATS_TLS_KEY", "", "client key file for NATS mutual TLS")
+}
+
+// RegisterFlags binds the limits of the JetStream assets.
+func (s *Settings) RegisterFlags(fs *envflag.Set) {
+	d := DefaultSettings()
+	fs.Int64(&s.QueueCapacity, "queue-capacity", "QUEUE_CAPACITY", d.QueueCapacity, "jobs per variant queued or running before new ones get 429")
+	fs.Duration(&s.MaxJobAge, "job-max-age", "JOB_MAX_AGE", d.MaxJobAge, "jobs not pulled within this are dropped from the queue")
+	fs.Duration(&s.DedupWindow, "dedup-window", "DEDUP_WINDOW", d.DedupWindow, "a job id published twice within this runs once")
+	fs.Duration(&s.AckWait, "ack-wait", "JOB_ACK_WAIT", d.AckWait, "a silent worker's job goes to another worker after this")
+	fs.Int(&s.MaxAttempts, "max-attempts", "JOB_MAX_ATTEMPTS", d.MaxAttempts, "runs of a failing job before it is dead-lettered")
+	fs.Duration(&s.ResultTTL, "result-ttl", "RESULT_TTL", d.ResultTTL, "how long stored results can be fetched by job id")
+	fs.Int64(&s.ResultMaxBytes, "result-max-bytes", "RESULT_MAX_BYTES", d.ResultMaxBytes, "size bound of the results store (0: none)")
+	fs.Duration(&s.HeartbeatTTL, "heartbeat-ttl", "HEARTBEAT_TTL", d.HeartbeatTTL, "a worker counts as live this long after its last heartbeat")
+	fs.Int(&s.Replicas, "nats-replicas", "NATS_REPLICAS", d.Replicas, "replicas of each JetStream asset (3 in a NATS cluster)")
+}

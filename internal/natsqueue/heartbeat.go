@@ -1,0 +1,106 @@
+package natsqueue
+
+import (
+	"context"
+	"encoding/json"
+		"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+func heartbeatKey(v genq.Variant, workerID string) string { return string(v) + "." + workerID }
+
+// Beat publishes a worker's heartbeat.
+func (c *Conn) Beat(ctx context.Context, hb genq.Heartbeat) error {
+	data, err := json.Marshal(hb)
+	if err != nil {
+		return err
+	}
+	if _, err := c.workers.Put(ctx, heartbeatKey(hb.Variant, hb.WorkerID), data); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+// RemoveBeat withdraws a worker's heartbeat as it exits.
+func (c *Conn) RemoveBeat(ctx context.Context, v genq.Variant, workerID string) error {
+	return c.workers.Delete(ctx, heartbeatKey(v, workerID))
+}
+
+// WorkerSet is the live workers of one variant, as their heartbeats say.
+// A worker counts as live until HeartbeatTTL after the last heartbeat this
+// process saw from it (its own clock, so skew between hosts does not matter).
+type WorkerSet struct {
+	ttl func() time.Duration
+	now func() time.Time
+
+	mu    sync.Mutex
+	seen  map[string]seenBeat
+	ready bool
+}
+
+type seenBeat struct {
+	hb genq.Heartbeat
+	at time.Time
+}
+
+// WatchWorkers follows the heartbeats of variant v until ctx ends.
+func (c *Conn) WatchWorkers(ctx context.Context, v genq.Variant) (*WorkerSet, error) {
+	w, err := c.workers.Watch(ctx, string(v)+".*")
+	if err != nil {
+		return nil, fmt.Errorf("watch heartbeats: %w", err)
+	}
+	ws := &WorkerSet{ttl: func() time.Duration { return c.settings.HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
+	go func() {
+		defer w.Stop()
+		for e := range w.Updates() {
+			ws.apply(e)
+		}
+	}()
+	return ws, nil
+}
+
+func (ws *WorkerSet) apply(e jetstream.KeyValueEntry) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if e == nil { // the watcher has replayed what the bucket held
+		ws.ready = true
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(ws.seen, e.Key())
+		return
+	}
+	var hb genq.Heartbeat
+	if err := json.Unmarshal(e.Value(), &hb); err != nil {
+		return
+	}
+	at := ws.now()
+	// A replayed entry is as old as the bucket says, not as old as now.
+	if !ws.ready && e.Created().Before(at) {
+		at = e.Created()
+	}
+	ws.seen[e.Key()] = seenBeat{hb: hb, at: at}
+}
+
+// Live returns the heartbeats of the workers that are live now, not draining.
+func (ws *WorkerSet) Live() []genq.Heartbeat {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	cutoff := ws.now().Add(-ws.ttl())
+	var live []genq.Heartbeat
+	for k, s := range ws.seen {
+		if s.at.Before(cutoff) {
+			delete(ws.seen, k)
+			continue
+		}
+		if !s.hb.Draining {
+			live = append(live, s.hb)
+		}
+	}
+	return live
+}

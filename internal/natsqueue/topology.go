@@ -1,0 +1,168 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Settings are the limits of the JetStream assets. The api and the workers
+// both apply them at start-up, so they read the same environment variables;
+// whoever starts last wins if they differ.
+type Settings struct {
+	// QueueCapacity bounds the jobs of one variant in the stream, queued or
+	// running. A publish beyond it is refused: the api answers 429.
+	QueueCapacity int64
+	// MaxJobAge drops jobs nobody pulled for this long. It should be at least
+	// the longest deadline a producer uses.
+	MaxJobAge time.Duration
+	// DedupWindow is how long a job id is remembered to drop a second publish.
+	DedupWindow time.Duration
+	// AckWait is how long a worker may go silent before its job is handed to
+	// another worker. Workers send progress at a third of it.
+	AckWait time.Duration
+	// MaxAttempts is how many times a job is run before it is dead-lettered.
+	MaxAttempts int
+	// ResultTTL is how long stored results can be fetched by job id.
+	ResultTTL time.Duration
+	// ResultMaxBytes bounds the results store; 0 means no bound.
+	ResultMaxBytes int64
+	// HeartbeatTTL is how long a worker counts as live after its last heartbeat.
+	HeartbeatTTL time.Duration
+	// Replicas of every asset: 1 for a single server, 3 in a cluster.
+	Replicas int
+	// Memory keeps assets in memory instead of on disk (tests only).
+	Memory bool
+}
+
+// DefaultSettings are the protocol's documented defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		QueueCapacity:  1000,
+		MaxJobAge:      time.Hour,
+		DedupWindow:    2 * time.Minute,
+		AckWait:        30 * time.Second,
+		MaxAttempts:    3,
+		ResultTTL:      time.Hour,
+		ResultMaxBytes: 0,
+		HeartbeatTTL:   15 * time.Second,
+		Replicas:       1,
+	}
+}
+
+func (s Settings) validate() error {
+	var errs []error
+	if s.QueueCapacity < 1 {
+		errs = append(errs, errors.New("queue capacity must be at least 1"))
+	}
+	if s.AckWait < time.Second {
+		errs = append(errs, errors.New("ack wait must be at least 1s"))
+	}
+	if s.MaxAttempts < 1 {
+		errs = append(errs, errors.New("max attempts must be at least 1"))
+	}
+	if s.HeartbeatTTL < time.Second {
+		errs = append(errs, errors.New("heartbeat TTL must be at least 1s"))
+	}
+	if s.MaxJobAge < time.Second || s.ResultTTL < time.Second || s.DedupWindow < time.Second {
+		errs = append(errs, errors.New("job age, result TTL and dedup window must be at least 1s"))
+	}
+	return errors.Join(errs...)
+}
+
+func (s Settings) storage() jetstream.StorageType {
+	if s.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+func (s Settings) replicas() int { return max(s.Replicas, 1) }
+
+// ensure creates or updates every asset. It is idempotent: the api calls it
+// for its variant before serving, so the durable consumer exists before any
+// worker does (KEDA needs it to read the lag), and workers call it too.
+func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []genq.Variant) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:                 JobsStream,
+		Description:          "genq jobs, one subject per variant",
+		Subjects:             []string{fmt.Sprintf(jobsSubjectFmt, "*")},
+		Retention:            jetstream.WorkQueuePolicy,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		MaxMsgsPerSubject:    s.QueueCapacity,
+		MaxAge:               s.MaxJobAge,
+		Duplicates:           s.DedupWindow,
+		Storage:              s.storage(),
+		Replicas:             s.replicas(),
+	})
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", JobsStream, err)
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        DeadStream,
+		Description: "genq jobs that failed every attempt",
+		Subjects:    []string{fmt.Sprintf(deadSubjectFmt, "*")},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      7 * 24 * time.Hour,
+		MaxMsgs:     100_000,
+		Storage:     s.storage(),
+		Replicas:    s.replicas(),
+	})
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", DeadStream, err)
+	}
+	for _, v := range variants {
+		_, err := js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
+			Durable:       ConsumerName(v),
+			Description:   "workers of variant " + string(v),
+			FilterSubject: JobsSubject(v),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       s.AckWait,
+			// One delivery more than the attempts: the worker that receives
+			// it runs nothing and dead-letters the job. That ends a job that
+			// crashes every worker it touches.
+			MaxDeliver:    s.MaxAttempts + 1,
+			MaxAckPending: -1,
+			MaxWaiting:    4096,
+		})
+		if err != nil {
+			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(v), err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: WorkersBucket, Description: "genq worker heartbeats",
+		TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
+	}); err != nil {
+		return fmt.Errorf("ensure bucket %s: %w", WorkersBucket, err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: CancelBucket, Description: "genq cancelled jobs",
+		TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+	}); err != nil {
+		return fmt.Errorf("ensure bucket %s: %w", CancelBucket, err)
+	}
+	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: ResultsBucket, Description: "genq results kept for fetch by job id",
+		TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
+	}); err != nil {
+		return fmt.Errorf("ensure object store %s: %w", ResultsBucket, err)
+	}
+	return nil
+}
+
+func orUnlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}

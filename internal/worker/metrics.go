@@ -1,0 +1,42 @@
+package worker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the worker's Prometheus series.
+type metrics struct {
+	jobs         *prometheus.CounterVec
+	redeliveries prometheus.Counter
+	inFlight     prometheus.Gauge
+	slots        prometheus.Gauge
+	duration     prometheus.Histogram
+	queueWait    prometheus.Histogram
+}
+
+// minuteBuckets reach from 5 ms to 10 minutes: generation on a cold or busy
+// worker takes minutes, and the tail is what matters.
+var minuteBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "genq_worker_jobs_total", Help: "Jobs handled by this worker, by outcome.",
+		}, []string{"outcome"}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "genq_worker_redeliveries_total", Help: "Jobs received on a second or later delivery.",
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "genq_worker_jobs_in_flight", Help: "Jobs running now.",
+		}),
+		slots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "genq_worker_slots", Help: "Jobs this worker runs at once.",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "genq_worker_job_duration_seconds", Help: "Time the backend spent on a job.", Buckets: minuteBuckets,
+		}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "genq_worker_queue_wait_seconds", Help: "Time from queueing to the start of the run.", Buckets: minuteBuckets,
+		}),
+	}
+	reg.MustRegister(m.jobs, m.redeliveries, m.inFlight, m.slots, m.duration, m.queueWait)
+	return m
+}

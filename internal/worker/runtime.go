@@ -1,0 +1,377 @@
+// Package worker is the worker runtime: it pulls jobs of one variant from
+// the queue, as many as its backend has free slots, runs them, and replies.
+// It owns every rule about a job's life on the worker side: progress,
+// acknowledgement after delivery, bounded retries, dead letters, deadlines,
+// cancellation and draining.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+)
+
+// Config tunes the runtime.
+type Config struct {
+	WorkerID string
+	Variant  genq.Variant
+	// PollWait bounds one pull request. A draining worker waits at most
+	// this long for its outstanding pulls to end.
+	PollWait time.Duration
+	// HeartbeatEvery is how often the worker announces itself.
+	HeartbeatEvery time.Duration
+	// DrainGrace is how long jobs in flight may run after SIGTERM before
+	// they are handed back to the queue for another worker.
+	DrainGrace time.Duration
+	// RetryDelay is the wait before a failed job's next attempt, doubled
+	// at each attempt.
+	RetryDelay time.Duration
+}
+
+// The causes with which the runtime ends a job's context.
+var (
+	errCancelledByCaller = errors.New("cancelled by its caller")
+	errDrainTimedOut     = errors.New("drain grace period over")
+)
+
+// Runtime runs one backend for one variant.
+type Runtime struct {
+	cfg      Config
+	conn     *natsqueue.Conn
+	backend  Backend
+	info     genq.BackendInfo
+	log      *slog.Logger
+	metrics  *metrics
+	started  time.Time
+	attempts int
+
+	mu       sync.Mutex
+	running  map[string]context.CancelCauseFunc
+	draining bool
+}
+
+// New builds a runtime. Metrics are registered on reg.
+func New(cfg Config, conn *natsqueue.Conn, backend Backend, log *slog.Logger, reg prometheus.Registerer) *Runtime {
+	if cfg.PollWait <= 0 {
+		cfg.PollWait = 2 * time.Second
+	}
+	if cfg.HeartbeatEvery <= 0 {
+		cfg.HeartbeatEvery = 3 * time.Second
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = time.Second
+	}
+	r := &Runtime{
+		cfg: cfg, conn: conn, backend: backend, info: backend.Info(),
+		log: log.With("worker_id", cfg.WorkerID, "variant", string(cfg.Variant)),
+		metrics: newMetrics(reg), started: time.Now(),
+		attempts: conn.Settings().MaxAttempts,
+		running:  map[string]context.CancelCauseFunc{},
+	}
+	r.metrics.slots.Set(float64(r.info.Slots))
+	return r
+}
+
+// Run serves jobs until ctx ends, then drains: it stops pulling, lets jobs in
+// flight finish within the grace period, hands back the rest, and returns.
+func (r *Runtime) Run(ctx context.Context) error {
+	puller, err := r.conn.NewPuller(ctx, r.cfg.Variant)
+	if err != nil {
+		return err
+	}
+	// Jobs run under their own context, which outlives ctx by the grace period.
+	jobsCtx, endJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer endJobs(nil)
+	if err := r.conn.WatchCancels(jobsCtx, r.cancel); err != nil {
+		return err
+	}
+	beatsCtx, stopBeats := context.WithCancel(jobsCtx)
+	beatsDone := make(chan struct{})
+	go func() { defer close(beatsDone); r.heartbeats(beatsCtx) }()
+
+	slots := max(r.info.Slots, 1)
+	r.log.Info("worker ready", "device", r.info.Device.Kind, "device_name", r.info.Device.Name,
+		"model", r.info.Model, "slots", slots, "startup", time.Since(r.started).Round(time.Millisecond).String())
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.slot(ctx, jobsCtx, puller)
+		}()
+	}
+
+	<-ctx.Done()
+	r.mu.Lock()
+	r.draining = true
+	inFlight := len(r.running)
+	r.mu.Unlock()
+	r.log.Info("draining", "jobs_in_flight", inFlight, "grace", r.cfg.DrainGrace.String())
+	r.beat(jobsCtx) // tell the api at once that this worker takes no more jobs
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.DrainGrace):
+		r.log.Warn("grace period over; handing jobs in flight back to the queue")
+		endJobs(errDrainTimedOut)
+		<-done
+	}
+	stopBeats()
+	<-beatsDone
+	rmCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.conn.RemoveBeat(rmCtx, r.cfg.Variant, r.cfg.WorkerID); err != nil {
+		r.log.Warn("could not withdraw heartbeat", "err", err)
+	}
+	r.log.Info("worker stopped")
+	return nil
+}
+
+// slot is one of the worker's parallel lanes: it keeps one pull outstanding
+// while it is free, so the worker never holds more jobs than it can run.
+func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		d, err := puller.Next(r.cfg.PollWait)
+		if err != nil {
+			r.log.Warn("pull failed", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if d == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			// Draining: another worker should run it, now.
+			if err := d.Release(); err != nil {
+				r.log.Warn("could not hand a job back", "job_id", d.Job.ID, "err", err)
+			}
+			return
+		}
+		r.handle(jobsCtx, d)
+	}
+}
+
+// handle decides the fate of one delivery.
+func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
+	job := d.Job
+	log := r.log.With("job_id", job.ID, "attempt", job.Attempt)
+	switch {
+	case d.Wakeup:
+		r.settle(log, "wakeup", d.Ack(ctx))
+		return
+	case d.Malformed != nil:
+		log.Error("malformed job; dead-lettering", "err", d.Malformed)
+		r.giveUp(ctx, log, d, genq.WrapError(genq.Invalid, d.Malformed, "the job message is malformed"))
+		return
+	case job.Attempt > r.attempts:
+		// The previous attempts ended without a word: the workers running
+		// them died. Running it again could kill this one too.
+		log.Error("job exhausted its attempts without finishing; dead-lettering")
+		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job crashed or timed out on %d workers", r.attempts))
+		return
+	case job.Expired(time.Now()):
+		log.Info("job expired in the queue; dropping it")
+		r.replyError(ctx, log, d, genq.Errorf(genq.Timeout, "the job was not started before its deadline"))
+		r.settle(log, "expired", d.Drop())
+		return
+	}
+	if job.Attempt > 1 {
+		r.metrics.redeliveries.Inc()
+	}
+
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if !job.Deadline.IsZero() {
+		var stop context.CancelFunc
+		jobCtx, stop = context.WithDeadline(jobCtx, job.Deadline)
+		defer stop()
+	}
+	r.track(job.ID, cancel)
+	defer r.untrack(job.ID)
+	// Registered first, checked second: a cancel that lands in between is
+	// seen by the watcher.
+	if cancelled, err := r.conn.IsCancelled(ctx, job.ID); err != nil {
+		log.Warn("could not check for cancellation", "err", err)
+	} else if cancelled {
+		log.Info("job was cancelled before it started; dropping it")
+		r.settle(log, "cancelled", d.Drop())
+		return
+	}
+
+	start := time.Now()
+	wait := start.Sub(d.Queued)
+	r.metrics.queueWait.Observe(wait.Seconds())
+	log.Info("job started", "queue_wait_ms", wait.Milliseconds())
+	res, err := r.generate(jobCtx, d, job)
+	ran := time.Since(start)
+	r.metrics.duration.Observe(ran.Seconds())
+	meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
+
+	if err == nil {
+		if rerr := r.conn.Reply(ctx, job, res, meta); rerr != nil {
+			log.Error("could not deliver the result; retrying the job", "err", rerr)
+			r.settle(log, "reply_failed", d.Retry(r.cfg.RetryDelay))
+			return
+		}
+		log.Info("job done", "run_ms", ran.Milliseconds(), "bytes", len(res.Data))
+		r.settle(log, "ok", d.Ack(ctx))
+		return
+	}
+	cause := context.Cause(jobCtx)
+	switch {
+	case errors.Is(cause, errCancelledByCaller):
+		log.Info("job cancelled by its caller while running", "run_ms", ran.Milliseconds())
+		r.settle(log, "cancelled", d.Drop())
+	case errors.Is(cause, errDrainTimedOut):
+		log.Warn("job handed back: the worker is stopping")
+		r.settle(log, "handed_back", d.Release())
+	case errors.Is(jobCtx.Err(), context.DeadlineExceeded):
+		log.Info("job ran past its deadline", "run_ms", ran.Milliseconds())
+		r.replyError(ctx, log, d, genq.WrapError(genq.Timeout, err, "the job was not done by its deadline"))
+		r.settle(log, "timeout", d.Drop())
+	case genq.ErrorCode(err) == genq.Invalid:
+		log.Info("job refused by the model", "err", err)
+		r.replyError(ctx, log, d, err)
+		r.settle(log, "invalid", d.Drop())
+	case job.Attempt >= r.attempts:
+		log.Error("job failed on its last attempt; dead-lettering", "err", err)
+		r.giveUp(ctx, log, d, genq.WrapError(genq.Internal, err,
+			fmt.Sprintf("generation failed after %d attempts: %s", job.Attempt, genq.ErrorMessage(err))))
+	default:
+		delay := r.cfg.RetryDelay << (job.Attempt - 1)
+		log.Warn("job failed; it will be retried", "err", err, "retry_in", delay.String())
+		r.settle(log, "retried", d.Retry(delay))
+	}
+}
+
+// generate runs the backend while keeping the job alive in the queue: it
+// sends progress at a third of AckWait, and whenever the backend reports a
+// step, at most once a second.
+func (r *Runtime) generate(ctx context.Context, d *natsqueue.Delivery, job genq.Job) (genq.Result, error) {
+	r.metrics.inFlight.Inc()
+	defer r.metrics.inFlight.Dec()
+	every := r.conn.Settings().AckWait / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	var mu sync.Mutex
+	last := time.Now()
+	touch := func(force bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !force && time.Since(last) < time.Second {
+			return
+		}
+		last = time.Now()
+		if err := d.InProgress(); err != nil {
+			r.log.Warn("could not send progress", "job_id", job.ID, "err", err)
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				touch(true)
+			}
+		}
+	}()
+	return r.backend.Generate(ctx, job, func() { touch(false) })
+}
+
+// giveUp tells the caller, keeps the job in the dead-letter stream, and ends it.
+func (r *Runtime) giveUp(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, reason error) {
+	if d.Job.ID != "" {
+		r.replyError(ctx, log, d, reason)
+	}
+	if err := r.conn.DeadLetter(ctx, r.cfg.Variant, d, reason); err != nil {
+		// Keep the job: better redelivered than lost without a trace.
+		log.Error("could not dead-letter the job", "err", err)
+		r.settle(log, "dead_letter_failed", d.Retry(r.cfg.RetryDelay))
+		return
+	}
+	r.settle(log, "dead_lettered", d.Drop())
+}
+
+func (r *Runtime) replyError(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, err error) {
+	if rerr := r.conn.ReplyError(ctx, d.Job, err, natsqueue.ReplyMeta{Worker: r.cfg.WorkerID}); rerr != nil {
+		log.Warn("could not deliver the error reply", "err", rerr)
+	}
+}
+
+// settle counts the outcome and logs a failed acknowledgement.
+func (r *Runtime) settle(log *slog.Logger, outcome string, err error) {
+	r.metrics.jobs.WithLabelValues(outcome).Inc()
+	if err != nil {
+		log.Warn("could not acknowledge the job", "outcome", outcome, "err", err)
+	}
+}
+
+func (r *Runtime) track(id string, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	r.running[id] = cancel
+	r.mu.Unlock()
+}
+
+func (r *Runtime) untrack(id string) {
+	r.mu.Lock()
+	delete(r.running, id)
+	r.mu.Unlock()
+}
+
+// cancel ends a running job whose caller went away.
+func (r *Runtime) cancel(id string) {
+	r.mu.Lock()
+	c, ok := r.running[id]
+	r.mu.Unlock()
+	if ok {
+		c(errCancelledByCaller)
+	}
+}
+
+func (r *Runtime) heartbeats(ctx context.Context) {
+	t := time.NewTicker(r.cfg.HeartbeatEvery)
+	defer t.Stop()
+	for {
+		r.beat(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Runtime) beat(ctx context.Context) {
+	r.mu.Lock()
+	free := max(r.info.Slots, 1) - len(r.running)
+	draining := r.draining
+	r.mu.Unlock()
+	hb := genq.Heartbeat{
+		WorkerID: r.cfg.WorkerID, Variant: r.cfg.Variant, Device: r.info.Device, Model: r.info.Model,
+		Slots: r.info.Slots, FreeSlots: free, Draining: draining, StartedAt: r.started, At: time.Now(),
+	}
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {
+		r.log.Warn("heartbeat failed", "err", err)
+	}
+}
