@@ -1,13 +1,18 @@
 package main
 
 import (
-	"errors"
+	"path/filepath"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml"
 )
 
-// writeTinyText is implemented by the text backend work (issue 3). It returns
-// the path it wrote.
+// writeTinyText writes a random-weight llama GGUF for variant A (Q4_0) or B
+// (F16) into dir and returns its path.
 func writeTinyText(v genq.Variant, dir, size string, seed int64) (string, error) {
-	return "", errors.New("tiny text models: not built yet")
+	path := filepath.Join(dir, ggml.TinyFileName(v, size))
+	if err := ggml.WriteTinyModel(path, ggml.TinyOptionsFor(v, size, seed)); err != nil {
+		return "", err
+	}
+	return path, nil
 }

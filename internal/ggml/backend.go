@@ -74,6 +74,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
 
+	// Check the architecture before the backend sees the file: ggml panics
+	// on metadata it does not expect, where this names the problem.
+	if _, err := model.NewTextProcessor(path); err != nil {
+		switch {
+		case errors.Is(err, model.ErrUnsupportedModel):
+			return nil, fmt.Errorf("text model %s: architecture %q is not supported by the engine: %w", path, arch, err)
+		case errors.Is(err, model.ErrUnsupportedTokenizer):
+			return nil, fmt.Errorf("text model %s: its tokenizer is not supported: %w", path, err)
+		}
+		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+
 	threads := cfg.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
@@ -92,7 +104,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		}
 	}
 
-	m, err := model.New(path, params)
+	m, err := newModel(path, params)
 	if err != nil {
 		if errors.Is(err, model.ErrUnsupportedModel) {
 			return nil, fmt.Errorf("text model %s: architecture %q is not supported by the engine: %w", path, arch, err)
@@ -299,7 +311,7 @@ func readMetadata(path string) (*fsggml.GGML, error) {
 // ggml finds CUDA only when its CUDA backend library is on the library path
 // (docs/text.md); otherwise there are no GPUs and the model runs on the CPU.
 func findGPU(path string, threads, blocks int) (*ml.DeviceInfo, ml.GPULayersList, error) {
-	probe, err := model.New(path, ml.BackendParams{NumThreads: threads, GPULayers: ml.GPULayersList{{}}})
+	probe, err := newModel(path, ml.BackendParams{NumThreads: threads, GPULayers: ml.GPULayersList{{}}})
 	if err != nil {
 		if errors.Is(err, model.ErrUnsupportedModel) {
 			return nil, nil, fmt.Errorf("text model %s: architecture not supported by the engine: %w", path, err)
@@ -320,6 +332,17 @@ func findGPU(path string, threads, blocks int) (*ml.DeviceInfo, ml.GPULayersList
 	return nil, nil, nil
 }
 
+// newModel is model.New with its panics (ggml's way to report a malformed
+// file or no memory) turned into errors.
+func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("load model: %v", r)
+		}
+	}()
+	return model.New(path, params)
+}
+
 // cpuModel is the CPU's name from /proc/cpuinfo, or the architecture.
 func cpuModel() string {
 	f, err := os.Open("/proc/cpuinfo")
@@ -334,4 +357,3 @@ func cpuModel() string {
 	}
 	return runtime.GOARCH
 }
-

@@ -101,6 +101,13 @@ type scheduler struct {
 	waiting []*request
 	active  []*sequence // in admission order
 	free    []int       // cache slots no sequence holds
+
+	// stats are read by tests and benchmarks while the loop runs.
+	stats struct {
+		steps        atomic.Int64
+		admitted     atomic.Int64
+		maxSequences atomic.Int64 // most sequences one step carried
+	}
 }
 
 func newScheduler(b *Backend) *scheduler {
@@ -236,6 +243,7 @@ func (s *scheduler) start(req *request) {
 		seq.pending, seq.pos = req.prompt[n:], int32(n)
 	}
 	s.active = append(s.active, seq)
+	s.stats.admitted.Add(1)
 }
 
 // release frees the slots of finished sequences that no step in flight
@@ -328,6 +336,10 @@ func (s *scheduler) plan() (*step, error) {
 	for _, seq := range st.seqs {
 		seq.inflight++
 	}
+	s.stats.steps.Add(1)
+	if n := int64(len(st.seqs)); n > s.stats.maxSequences.Load() {
+		s.stats.maxSequences.Store(n)
+	}
 	if len(outputs) == 0 {
 		// A step of mid-prompt chunks samples nothing; it still asks for one
 		// row, so the graph never has an empty output.
@@ -402,21 +414,8 @@ func (s *scheduler) finish(st *step, next *step) {
 		if seq.generated == 0 {
 			seq.req.res.FirstToken = time.Since(seq.req.submitted)
 		}
-		seq.generated++
-		if b.vocab.isStop(tok) {
-			s.complete(seq, nil)
-			continue
-		}
-		if !b.vocab.isControl(tok) {
-			piece, err := b.tok.Decode([]int32{tok})
-			if err != nil {
-				s.complete(seq, fmt.Errorf("decode token %d: %w", tok, err))
-				continue
-			}
-			seq.text.WriteString(seq.utf8.Write(piece))
-		}
-		if seq.generated >= b.cfg.MaxNewTokens {
-			s.complete(seq, nil)
+		if done, err := b.accept(seq, tok); done || err != nil {
+			s.complete(seq, err)
 			continue
 		}
 		if i, ok := next.placeholderOf(seq); ok {
@@ -434,6 +433,24 @@ func (st *step) placeholderOf(seq *sequence) (int, bool) {
 	}
 	i, ok := st.placeholders[seq]
 	return i, ok
+}
+
+// accept adds a sampled token to seq's answer and reports whether the
+// answer is complete: an end-of-turn token, or the token limit.
+func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
+	seq.generated++
+	if b.vocab.isStop(tok) {
+		return true, nil
+	}
+	// Special tokens (headers, reserved ones) never belong in the text.
+	if !b.vocab.isControl(tok) {
+		piece, err := b.tok.Decode([]int32{tok})
+		if err != nil {
+			return true, fmt.Errorf("decode token %d: %w", tok, err)
+		}
+		seq.text.WriteString(seq.utf8.Write(piece))
+	}
+	return seq.generated >= b.cfg.MaxNewTokens, nil
 }
 
 // complete ends seq and hands its caller the answer or err.

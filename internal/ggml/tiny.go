@@ -142,6 +142,12 @@ func tinyVocabulary() (tokens []string, types []int32, merges []string) {
 // a byte-level BPE vocabulary carrying Llama 3's special tokens, and Meta's
 // Llama 3 chat template: a stand-in for a real model in tests and benchmarks.
 func WriteTinyModel(path string, opts TinyOptions) error {
+	return writeTinyModel(path, opts, nil)
+}
+
+// writeTinyModel lets tests replace (or, with nil, delete) metadata keys to
+// write models the backend must refuse.
+func writeTinyModel(path string, opts TinyOptions, override map[string]any) error {
 	s, err := opts.shape()
 	if err != nil {
 		return err
@@ -242,6 +248,17 @@ func WriteTinyModel(path string, opts TinyOptions) error {
 		return fmt.Errorf("write tiny model: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
+	for k, v := range override {
+		if v == nil {
+			delete(kv, k)
+		} else {
+			kv[k] = v
+		}
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write tiny model: %w", err)
+	}
 	if err := fsggml.WriteGGUF(tmp, kv, ts); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write tiny model %s: %w", path, err)

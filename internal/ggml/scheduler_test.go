@@ -1,0 +1,152 @@
+package ggml
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+var batchTexts = []string{
+	"What is the capital of France?",
+	"Write a haiku about the sea.",
+	"a",
+	"Explain continuous batching in one long sentence, please, with details.",
+	"¿Qué tal? 日本語も",
+	"Tell me a story.",
+}
+
+// TestBatchedGreedyMatchesSingle: a sequence's greedy answer must not depend
+// on what else shares its steps, whether prompts are prefilled whole or in
+// chunks mixed with other sequences' decoding.
+func TestBatchedGreedyMatchesSingle(t *testing.T) {
+	for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
+		t.Run(string(v), func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 48, Slots: 1}
+			single := openTiny(t, v, cfg)
+			want := make([]string, len(batchTexts))
+			for i, text := range batchTexts {
+				g, err := single.generate(context.Background(), text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = g.Text
+			}
+			for _, batch := range []int{256, 5} { // whole prompts; 5-token chunks
+				t.Run(fmt.Sprintf("batch %d", batch), func(t *testing.T) {
+					cfg := Config{MaxNewTokens: 48, Slots: 4, BatchSize: batch}
+					b := openTiny(t, v, cfg)
+					got := concurrently(t, b, batchTexts)
+					for i := range got {
+						if got[i].Text != want[i] {
+							t.Errorf("prompt %q:\nbatched %q\nsingle  %q", batchTexts[i], got[i].Text, want[i])
+						}
+					}
+					if n := b.sched.stats.maxSequences.Load(); n < 2 {
+						t.Errorf("at most %d sequence(s) shared a step: no batching happened", n)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestAllSequencesProgress runs more jobs than slots: every one must finish,
+// and the queued ones must join the running batch rather than wait for it
+// to drain.
+func TestAllSequencesProgress(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64})
+	texts := make([]string, 9)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("job number %d", i)
+	}
+	got := concurrently(t, b, texts)
+	for i, g := range got {
+		if g.Tokens == 0 {
+			t.Errorf("job %d generated nothing", i)
+		}
+	}
+	if n := b.sched.stats.maxSequences.Load(); n != 3 {
+		t.Errorf("most sequences in a step = %d, want the 3 slots full", n)
+	}
+}
+
+// TestCancelFreesSlot: with one slot, a cancelled job must return at once
+// and let the next job start.
+func TestCancelFreesSlot(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := b.generate(ctx, "a very long answer please")
+		firstDone <- err
+	}()
+	// Let it decode for a while, so it really holds the slot.
+	waitFor(t, func() bool { return b.sched.stats.steps.Load() > 20 })
+
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := b.generate(context.Background(), "short")
+		secondDone <- err
+	}()
+	waitFor(t, func() bool { return len(b.sched.submit) == 0 }) // handed to the scheduler
+
+	cancelled := time.Now()
+	cancel()
+	select {
+	case err := <-firstDone:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled job returned %v; want context.Canceled", err)
+		}
+		if d := time.Since(cancelled); d > 100*time.Millisecond {
+			t.Fatalf("cancelled job took %v to return", d)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("cancelled job still running after 1s")
+	}
+	// The second job may generate 4000 tokens; what matters is that it
+	// takes the slot within a second of the cancel.
+	waitFor(t, func() bool { return b.sched.stats.admitted.Load() == 2 })
+	if d := time.Since(cancelled); d > time.Second {
+		t.Fatalf("next job started %v after the cancel", d)
+	}
+	b.Close() // ends the long second job
+	if err := <-secondDone; genq.ErrorCode(err) != genq.Unavailable {
+		t.Fatalf("second job after Close: %v; want unavailable", err)
+	}
+}
+
+// TestCancelledBeforeStart: a job cancelled while it waits for a slot never
+// runs.
+func TestCancelledBeforeStart(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, MaxNewTokens: 200})
+	var wg sync.WaitGroup
+	wg.Go(func() { b.generate(context.Background(), "first") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	_, err := b.generate(ctx, "never runs")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want deadline exceeded", err)
+	}
+	wg.Wait()
+	g, err := b.generate(context.Background(), "after")
+	if err != nil || g.Tokens == 0 {
+		t.Fatalf("job after a cancelled one: %+v, %v", g, err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 1s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
