@@ -1,0 +1,118 @@
+// Package onnx is genq's image backend: it runs a diffusers-layout ONNX
+// export of Stable Diffusion 3 (as `optimum-cli export onnx` writes it)
+// through ONNX Runtime, on CUDA when the library and a GPU allow, else on the
+// CPU. *Backend implements worker.Backend.
+package onnx
+
+import (
+	"fmt"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/onnx/tinyexport"
+)
+
+// DefaultLibraryPath is where scripts/fetch-onnxruntime.sh puts the CPU
+// build of ONNX Runtime.
+const DefaultLibraryPath = "lib/onnxruntime/libonnxruntime.so.1"
+
+// Device choices for Config.Device.
+const (
+	DeviceAuto = "auto" // CUDA when the library has it and a GPU is present
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda" // CUDA or fail at start-up
+)
+
+// Config is how the image backend runs. The worker main fills ModelDir and
+// Slots from its own flags; RegisterFlags binds the rest.
+type Config struct {
+	ModelDir string
+	Slots    int
+
+	LibraryPath string // ONNXRUNTIME_LIB
+	Device      string // auto, cpu or cuda
+
+	Width, Height int
+	Steps         int
+	GuidanceScale float64
+	// Seed 0 draws a random seed per request; any other value makes every
+	// image of the same prompt identical.
+	Seed int64
+	// Threads is ONNX Runtime's intra-op thread count per session; 0 lets
+	// it use every core.
+	Threads int
+}
+
+// Defaults of the seed's fixed pipeline parameters and of SD3-medium.
+const (
+	DefaultSize          = 1024
+	DefaultSteps         = 28
+	DefaultGuidanceScale = 7.0
+)
+
+// RegisterFlags binds the IMAGE_* settings and ONNXRUNTIME_LIB.
+func (c *Config) RegisterFlags(fs *envflag.Set) {
+	fs.String(&c.LibraryPath, "onnxruntime-lib", "ONNXRUNTIME_LIB", DefaultLibraryPath, "path of the ONNX Runtime shared library (a CUDA build enables the GPU)")
+	fs.String(&c.Device, "image-device", "IMAGE_DEVICE", DeviceAuto, "image backend device: auto, cpu or cuda")
+	fs.Int(&c.Width, "image-width", "IMAGE_WIDTH", DefaultSize, "image width in pixels, a multiple of 16")
+	fs.Int(&c.Height, "image-height", "IMAGE_HEIGHT", DefaultSize, "image height in pixels, a multiple of 16")
+	fs.Int(&c.Steps, "image-steps", "IMAGE_STEPS", DefaultSteps, "denoising steps per image")
+	fs.Float64(&c.GuidanceScale, "image-guidance-scale", "IMAGE_GUIDANCE_SCALE", DefaultGuidanceScale, "classifier-free guidance scale")
+	fs.Int64(&c.Seed, "image-seed", "IMAGE_SEED", 0, "noise seed: 0 draws one per request, any other value gives reproducible images")
+	fs.Int(&c.Threads, "image-threads", "IMAGE_THREADS", 0, "ONNX Runtime intra-op threads per model (0: all cores)")
+}
+
+// withDefaults fills zero values, so a Config literal in a test or tool
+// needs only ModelDir.
+func (c Config) withDefaults() Config {
+	if c.Slots <= 0 {
+		c.Slots = 1
+	}
+	if c.LibraryPath == "" {
+		c.LibraryPath = DefaultLibraryPath
+	}
+	if c.Device == "" {
+		c.Device = DeviceAuto
+	}
+	if c.Width == 0 {
+		c.Width = DefaultSize
+	}
+	if c.Height == 0 {
+		c.Height = DefaultSize
+	}
+	if c.Steps == 0 {
+		c.Steps = DefaultSteps
+	}
+	if c.GuidanceScale == 0 {
+		c.GuidanceScale = DefaultGuidanceScale
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	// The VAE works in 8×8 pixel blocks and SD3's transformer in 2×2 latent
+	// patches.
+	if c.Width < 16 || c.Height < 16 || c.Width%16 != 0 || c.Height%16 != 0 {
+		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", c.Width, c.Height)
+	}
+	if c.Steps < 1 {
+		return fmt.Errorf("image steps %d: want at least 1", c.Steps)
+	}
+	if c.Threads < 0 {
+		return fmt.Errorf("image threads %d: want 0 or more", c.Threads)
+	}
+	switch c.Device {
+	case DeviceAuto, DeviceCPU, DeviceCUDA:
+	default:
+		return fmt.Errorf("image device %q: want auto, cpu or cuda", c.Device)
+	}
+	if c.ModelDir == "" {
+		return fmt.Errorf("no model directory given")
+	}
+	return nil
+}
+
+// WriteTinyExport writes a tiny SD3 export with random weights into dir, in
+// the layout Open reads; the same seed writes the same files.
+func WriteTinyExport(dir string, seed int64) error {
+	return tinyexport.Write(dir, seed)
+}

@@ -1,0 +1,65 @@
+package onnx
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/png"
+	"math"
+)
+
+// applyGuidance writes classifier-free guidance into out:
+// v = u + scale·(c − u). uncond and cond are the two halves of the batch.
+func applyGuidance(out, uncond, cond []float32, scale float64) {
+	s := float32(scale)
+	for i := range out {
+		out[i] = uncond[i] + s*(cond[i]-uncond[i])
+	}
+}
+
+// unscaleLatents maps denoised latents to the VAE decoder's input:
+// x/scaling + shift (SD3: 1.5305 and 0.0609).
+func unscaleLatents(latents []float32, scaling, shift float64) []float32 {
+	out := make([]float32, len(latents))
+	for i, x := range latents {
+		out[i] = float32(float64(x)/scaling + shift)
+	}
+	return out
+}
+
+// toPixel maps a decoder output value in [-1, 1] to a byte: (v/2 + 0.5)
+// clamped to [0, 1], times 255, rounded half away from zero as numpy does.
+func toPixel(v float32) uint8 {
+	x := float64(v)/2 + 0.5
+	x = max(0, min(1, x))
+	return uint8(math.Round(x * 255))
+}
+
+// encodePNG writes the first image of a decoder output [N,3,H,W] as an
+// opaque RGB PNG.
+func encodePNG(sample []float32, shape []int64) ([]byte, error) {
+	if len(shape) != 4 || shape[1] != 3 {
+		return nil, fmt.Errorf("vae output has shape %v, want [N,3,H,W]", shape)
+	}
+	h, w := int(shape[2]), int(shape[3])
+	if len(sample) < 3*h*w {
+		return nil, fmt.Errorf("vae output has %d values, want at least %d", len(sample), 3*h*w)
+	}
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	plane := h * w
+	for y := range h {
+		for x := range w {
+			i := y*w + x
+			o := img.PixOffset(x, y)
+			img.Pix[o+0] = toPixel(sample[i])
+			img.Pix[o+1] = toPixel(sample[plane+i])
+			img.Pix[o+2] = toPixel(sample[2*plane+i])
+			img.Pix[o+3] = 255
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, fmt.Errorf("png: %w", err)
+	}
+	return buf.Bytes(), nil
+}
