@@ -3,9 +3,230 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/hub"
 )
 
-// runDownload is implemented by the model download work (issue 5).
+// containerDir is where models live inside genq's images (seed rule 1).
+const containerDir = "/models"
+
+// downloadConfig is what the flags and the environment say.
+type downloadConfig struct {
+	variant, repo, revision, dir string
+	include, exclude             listFlag
+	noDefaultExcludes            bool
+	endpoint, tokenFile          string
+	parallel, retries            int
+	stallTimeout                 time.Duration
+	progress                     string
+}
+
+// runDownload handles "genqctl download": a snapshot of a hub repository
+// into the model directory, the seed's build-time download step.
 func runDownload(ctx context.Context, args []string, e env) error {
-	return errors.New("download: not built yet")
+	cfg, err := parseDownloadFlags(args, e)
+	if err != nil {
+		return err
+	}
+	opts, err := cfg.options(e)
+	if err != nil {
+		return err
+	}
+	client, err := cfg.client(e)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "downloading %s@%s from %s into %s (include %s, exclude %s)\n",
+		opts.Repo, opts.Revision, client.Endpoint(), opts.Dir, patternList(opts.Include), patternList(opts.Exclude))
+	opts.Reporter = cfg.reporter(e)
+	res, err := client.Download(ctx, opts)
+	printSummary(e.stdout, opts, res)
+	return err
+}
+
+func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
+	fs := envflag.New("genqctl download", e.getenv, e.stderr)
+	cfg := &downloadConfig{}
+	fs.String(&cfg.variant, "variant", "VARIANT", "", "variant whose model to download: A, B or C (required)")
+	fs.String(&cfg.repo, "repo", "GENQ_MODEL_REPO", "", "hub repository id, owner/name (default: the variant's, see docs/download.md)")
+	fs.String(&cfg.revision, "revision", "GENQ_MODEL_REVISION", "main", "branch, tag or commit sha")
+	fs.String(&cfg.dir, "dir", "GENQ_MODEL_DIR", "", "target directory (default models/<variant>, or "+containerDir+" when GENQ_IN_CONTAINER=1)")
+	cfg.include.bind(fs, "include", "GENQ_INCLUDE", e.getenv, "glob of files to download, repeatable; * matches across / (default: the variant's patterns when --repo is the variant's)")
+	cfg.exclude.bind(fs, "exclude", "GENQ_EXCLUDE", e.getenv, "glob of files to skip, repeatable, added to *.pt and *.bin")
+	fs.Bool(&cfg.noDefaultExcludes, "no-default-excludes", "GENQ_NO_DEFAULT_EXCLUDES", false, "do not skip *.pt and *.bin")
+	fs.String(&cfg.endpoint, "endpoint", "HF_ENDPOINT", hub.DefaultEndpoint, "hub base URL")
+	fs.String(&cfg.tokenFile, "token-file", "HF_TOKEN_PATH", "", "file holding the hub token, such as a BuildKit secret /run/secrets/hf_token; HF_TOKEN, HUGGING_FACE_HUB_TOKEN or MODEL_HUB_TOKEN win over it")
+	fs.Int(&cfg.parallel, "parallel", "GENQ_DOWNLOAD_PARALLEL", 4, "files downloaded at once")
+	fs.Int(&cfg.retries, "retries", "GENQ_DOWNLOAD_RETRIES", 5, "attempts per request, with exponential backoff, on network errors and 5xx")
+	fs.Duration(&cfg.stallTimeout, "stall-timeout", "GENQ_DOWNLOAD_STALL_TIMEOUT", time.Minute, "retry a transfer that receives nothing for this long")
+	fs.String(&cfg.progress, "progress", "GENQ_PROGRESS", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if cfg.variant == "" {
+		return nil, usageError{"usage: genqctl download --variant A|B|C [--repo ID] [--revision REV] [--dir DIR] [--include GLOB]… [--exclude GLOB]…"}
+	}
+	if cfg.parallel < 1 || cfg.retries < 1 {
+		return nil, usageError{"--parallel and --retries must be at least 1"}
+	}
+	return cfg, nil
+}
+
+// options applies the variant's defaults to what the user did not set.
+func (cfg *downloadConfig) options(e env) (hub.Options, error) {
+	v, err := genq.ParseVariant(cfg.variant)
+	if err != nil {
+		return hub.Options{}, usageError{err.Error()}
+	}
+	preset, _ := hub.VariantPreset(v)
+	opts := hub.Options{
+		Repo:         cfg.repo,
+		Revision:     cfg.revision,
+		Dir:          cfg.dir,
+		Include:      cfg.include,
+		Parallel:     cfg.parallel,
+		StallTimeout: cfg.stallTimeout,
+	}
+	// The preset's patterns name the preset's files: another repository's
+	// files would not match them, so with --repo everything is selected.
+	if opts.Repo == "" || opts.Repo == preset.Repo {
+		opts.Repo = preset.Repo
+		if len(opts.Include) == 0 {
+			opts.Include = preset.Include
+		}
+	}
+	if !cfg.noDefaultExcludes {
+		opts.Exclude = hub.DefaultExcludes()
+	}
+	for _, p := range cfg.exclude {
+		if !slices.Contains(opts.Exclude, p) {
+			opts.Exclude = append(opts.Exclude, p)
+		}
+	}
+	if opts.Dir == "" {
+		opts.Dir = defaultModelDir(e.getenv, v)
+	}
+	return opts, nil
+}
+
+// defaultModelDir is /models in genq's images, which set GENQ_IN_CONTAINER=1,
+// and models/<variant> elsewhere. An explicit variable rather than sniffing
+// /.dockerenv: BuildKit builds, where the download runs, have no such file.
+func defaultModelDir(getenv func(string) string, v genq.Variant) string {
+	if in, _ := strconv.ParseBool(getenv("GENQ_IN_CONTAINER")); in {
+		return containerDir
+	}
+	return filepath.Join("models", string(v))
+}
+
+func (cfg *downloadConfig) client(e env) (*hub.Client, error) {
+	token, source, err := hub.LoadToken(e.getenv, cfg.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(e.stdout, "hub token: %s\n", source)
+	return hub.NewClient(cfg.endpoint, token, hub.ClientOptions{
+		Retry:     hub.RetryPolicy{Attempts: cfg.retries},
+		UserAgent: "genqctl",
+	})
+}
+
+func (cfg *downloadConfig) reporter(e env) hub.Reporter {
+	mode := cfg.progress
+	if mode == "auto" {
+		mode = "lines"
+		if isTerminal(e.stderr) {
+			mode = "bar"
+		}
+	}
+	switch mode {
+	case "none":
+		return hub.NopReporter{}
+	case "bar":
+		return hub.NewBarReporter(e.stdout, e.stderr)
+	}
+	return hub.NewLineReporter(e.stdout, 30*time.Second)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func printSummary(w io.Writer, opts hub.Options, res *hub.Result) {
+	if res == nil {
+		return
+	}
+	fmt.Fprintf(w, "summary: downloaded %d files (%s) in %.1fs; skipped %d complete files (%s); %d files left out by the patterns",
+		res.Downloaded, hub.FormatBytes(res.DownloadedBytes), res.Elapsed.Seconds(),
+		res.Skipped, hub.FormatBytes(res.SkippedBytes), res.Excluded)
+	if len(res.Refused) > 0 {
+		fmt.Fprintf(w, "; %d unsafe names refused", len(res.Refused))
+	}
+	fmt.Fprintln(w)
+	if m := res.Manifest; m != nil {
+		fmt.Fprintf(w, "model: %s at commit %s, %d files, %s, in %s (manifest %s)\n",
+			m.Repo, m.Commit, len(m.Files), hub.FormatBytes(m.TotalSize()), opts.Dir, hub.ManifestName)
+	}
+}
+
+func patternList(p []string) string {
+	if len(p) == 0 {
+		return "(all)"
+	}
+	return strings.Join(p, " ")
+}
+
+// listFlag is a repeatable flag whose environment variable holds a
+// comma-separated list; given on the command line, it replaces the variable.
+type listFlag []string
+
+type listValue struct {
+	list  *listFlag
+	fresh bool // the environment's value has not been replaced yet
+}
+
+func (l *listFlag) bind(fs *envflag.Set, name, envName string, getenv func(string) string, usage string) {
+	for p := range strings.SplitSeq(getenv(envName), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	fs.Var(&listValue{list: l, fresh: true}, name, fmt.Sprintf("%s (env %s, comma-separated)", usage, envName))
+}
+
+func (v *listValue) String() string {
+	if v == nil || v.list == nil {
+		return ""
+	}
+	return strings.Join(*v.list, ",")
+}
+
+func (v *listValue) Set(s string) error {
+	if v.fresh {
+		*v.list, v.fresh = nil, false
+	}
+	*v.list = append(*v.list, s)
+	return nil
 }

@@ -1,0 +1,650 @@
+package hub
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// stagingDir holds partial files, under the target directory so that the
+// final rename stays on one file system and is atomic.
+const stagingDir = ".genq-download"
+
+// Options says what to download and where.
+type Options struct {
+	Repo     string
+	Revision string // branch, tag or commit; empty means "main"
+	Dir      string
+	Include  []string // empty: every file
+	Exclude  []string
+	Parallel int // files fetched at once; 0 means 4
+	Reporter Reporter
+	// FreeSpace reports the bytes available in dir; nil means statfs.
+	FreeSpace func(dir string) (uint64, error)
+	// StallTimeout gives up on a transfer (and retries it) after this long
+	// without a byte; 0 means 60s.
+	StallTimeout time.Duration
+}
+
+// Result says what a download did.
+type Result struct {
+	Manifest        *Manifest
+	Downloaded      int
+	DownloadedBytes int64 // bytes received over the network
+	Skipped         int   // files already complete
+	SkippedBytes    int64
+	Excluded        int      // files the patterns left out
+	Refused         []string // unsafe names in the listing
+	Elapsed         time.Duration
+}
+
+// task is one selected file and what is already on disk for it.
+type task struct {
+	file    RemoteFile
+	skip    bool   // complete on disk
+	sha256  string // when skipping: the content's hash
+	partial int64  // bytes of a partial download to resume
+}
+
+type downloader struct {
+	c      *Client
+	opts   Options
+	root   *os.Root
+	report Reporter
+
+	mu        sync.Mutex
+	commit    string // learnt from X-Repo-Commit when the listing had none
+	fetched   int64
+	fetchedOK int
+	hashes    map[string]string // path → sha256 of the files fetched
+}
+
+// Download fetches a snapshot of opts.Repo into opts.Dir. Files already
+// complete are skipped, partial ones resumed; each file is verified, then
+// renamed into place. The manifest is written when every file is there.
+func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
+	started := time.Now()
+	opts = opts.withDefaults()
+	filter, err := NewFilter(opts.Include, opts.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.Snapshot(ctx, opts.Repo, opts.Revision)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	selected := selectFiles(snap, filter, res)
+	if len(selected) == 0 {
+		return res, nothingSelected(snap, opts, res)
+	}
+	root, err := openTarget(opts.Dir)
+	if err != nil {
+		return res, err
+	}
+	defer root.Close()
+	d := &downloader{c: c, opts: opts, root: root, report: opts.Reporter, commit: snap.Commit}
+	defer d.report.Close()
+
+	tasks, err := d.plan(selected, readManifestIn(root))
+	if err != nil {
+		return res, err
+	}
+	for _, t := range tasks {
+		if t.skip {
+			res.Skipped++
+			res.SkippedBytes += t.file.Size
+		}
+	}
+	if err := d.checkSpace(tasks); err != nil {
+		return res, err
+	}
+	err = d.run(ctx, tasks)
+	res.Downloaded, res.DownloadedBytes = d.fetchedOK, d.fetched
+	res.Elapsed = time.Since(started)
+	if err != nil {
+		return res, err
+	}
+	res.Manifest, err = d.finish(snap, tasks)
+	res.Elapsed = time.Since(started)
+	if err != nil {
+		return res, err
+	}
+	return res, refusedError(res.Refused)
+}
+
+func (o Options) withDefaults() Options {
+	o.Revision = cmp.Or(o.Revision, "main")
+	o.Dir = cmp.Or(o.Dir, ".")
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.Reporter == nil {
+		o.Reporter = NopReporter{}
+	}
+	if o.FreeSpace == nil {
+		o.FreeSpace = freeSpace
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 60 * time.Second
+	}
+	return o
+}
+
+// selectFiles keeps the safe files the filter selects. Unsafe names are
+// refused whether or not a pattern selects them: a listing that holds one
+// is not to be trusted, and the user should hear of it.
+func selectFiles(snap *Snapshot, filter *Filter, res *Result) []RemoteFile {
+	var selected []RemoteFile
+	for _, f := range snap.Files {
+		switch {
+		case !IsSafePath(f.Path):
+			res.Refused = append(res.Refused, f.Path)
+		case filter.Match(f.Path):
+			selected = append(selected, f)
+		default:
+			res.Excluded++
+		}
+	}
+	slices.SortFunc(selected, func(a, b RemoteFile) int { return strings.Compare(a.Path, b.Path) })
+	return selected
+}
+
+func nothingSelected(snap *Snapshot, opts Options, res *Result) error {
+	if len(res.Refused) > 0 && res.Excluded == 0 {
+		return refusedError(res.Refused)
+	}
+	names := make([]string, 0, 10)
+	for _, f := range snap.Files {
+		if len(names) == cap(names) {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, f.Path)
+	}
+	return fmt.Errorf("%w: no file of %s at %q matches include %q and exclude %q; the repository holds %d files (%s): adjust --include/--exclude",
+		ErrNothingSelected, snap.Repo, snap.Revision, opts.Include, opts.Exclude, len(snap.Files), strings.Join(names, ", "))
+}
+
+func refusedError(refused []string) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(refused))
+	for i, r := range refused {
+		quoted[i] = strconv.Quote(r)
+	}
+	return fmt.Errorf("%w: the listing names %d file(s) that would escape the target directory, refused: %s",
+		ErrUnsafePath, len(refused), strings.Join(quoted, ", "))
+}
+
+// openTarget creates dir and opens it as a root: every later file operation
+// goes through it, so no name and no symlink inside can lead out.
+func openTarget(dir string) (*os.Root, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the target directory: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the target directory: %w", err)
+	}
+	if err := root.MkdirAll(stagingDir, 0o755); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("creating the staging directory: %w", err)
+	}
+	return root, nil
+}
+
+// plan decides, per file, whether it is complete on disk (skip), partially
+// there (resume) or absent.
+func (d *downloader) plan(files []RemoteFile, old *Manifest) ([]task, error) {
+	tasks := make([]task, 0, len(files))
+	for _, f := range files {
+		t, err := d.planFile(f, old)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+func (d *downloader) planFile(f RemoteFile, old *Manifest) (task, error) {
+	t := task{file: f}
+	sum, complete, err := d.completeOnDisk(f, old)
+	if err != nil {
+		return t, err
+	}
+	if complete {
+		t.skip, t.sha256 = true, sum
+		return t, nil
+	}
+	if fi, err := d.root.Stat(partName(f)); err == nil && fi.Mode().IsRegular() && fi.Size() <= f.Size {
+		t.partial = fi.Size()
+	}
+	return t, nil
+}
+
+// completeOnDisk reports whether the target file is there with the right
+// content. A file the previous manifest vouches for (same size, same LFS
+// hash) is trusted without reading it again: rehashing 140 GB to learn
+// that nothing changed would make a rerun take as long as a download.
+func (d *downloader) completeOnDisk(f RemoteFile, old *Manifest) (sum string, ok bool, err error) {
+	fi, err := d.root.Lstat(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
+		return "", false, nil
+	}
+	if old != nil {
+		if mf, found := old.file(f.Path); found && mf.Size == f.Size && mf.SHA256 != "" && (!f.IsLFS() || mf.SHA256 == f.SHA256) {
+			return mf.SHA256, true, nil
+		}
+	}
+	sum, err = d.hashFile(f.Path)
+	if err != nil {
+		return "", false, err
+	}
+	// Files outside LFS have no published sha256; their size is the check.
+	return sum, !f.IsLFS() || sum == f.SHA256, nil
+}
+
+func (d *downloader) hashFile(name string) (string, error) {
+	file, err := d.root.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, file); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// checkSpace fails before any byte is fetched if the disk cannot hold what is left.
+func (d *downloader) checkSpace(tasks []task) error {
+	var need int64
+	files := 0
+	for _, t := range tasks {
+		if !t.skip {
+			need += t.file.Size - t.partial
+			files++
+		}
+	}
+	d.report.Plan(files, need)
+	if need == 0 {
+		return nil
+	}
+	free, err := d.opts.FreeSpace(d.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("checking free disk space: %w", err)
+	}
+	if uint64(need) > free {
+		return fmt.Errorf("%w in %s: the download needs %s more, and only %s is free",
+			ErrNoSpace, d.opts.Dir, FormatBytes(need), FormatBytes(int64(min(free, 1<<62))))
+	}
+	return nil
+}
+
+// run fetches the files that are not complete, opts.Parallel at a time. The
+// first failure stops the others: what they fetched stays for a resume.
+func (d *downloader) run(ctx context.Context, tasks []task) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan task)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for range d.opts.Parallel {
+		wg.Go(func() {
+			for t := range work {
+				sum, err := d.fetch(ctx, t)
+				if err != nil {
+					mu.Lock()
+					if ctx.Err() == nil || len(errs) == 0 {
+						errs = append(errs, fmt.Errorf("%s: %w", t.file.Path, err))
+					}
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				t.sha256 = sum
+				d.recordHash(t.file.Path, sum)
+			}
+		})
+	}
+	for i := range tasks {
+		if tasks[i].skip {
+			d.report.Skip(tasks[i].file)
+			continue
+		}
+		select {
+		case work <- tasks[i]:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return ctx.Err()
+}
+
+// recordHash keeps the hash of a fetched file for the manifest.
+func (d *downloader) recordHash(path, sum string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hashes == nil {
+		d.hashes = make(map[string]string)
+	}
+	d.hashes[path] = sum
+}
+
+// finish writes the manifest, unless it already says the same, and removes
+// the staging directory if nothing is left in it.
+func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
+	m := &Manifest{
+		Endpoint:     d.c.Endpoint(),
+		Repo:         snap.Repo,
+		Revision:     snap.Revision,
+		Commit:       d.commit,
+		Include:      d.opts.Include,
+		Exclude:      d.opts.Exclude,
+		DownloadedAt: time.Now().UTC().Truncate(time.Second),
+	}
+	for _, t := range tasks {
+		sum := t.sha256
+		if !t.skip {
+			sum = d.hashes[t.file.Path]
+		}
+		m.Files = append(m.Files, ManifestFile{Path: t.file.Path, Size: t.file.Size, SHA256: sum, LFS: t.file.IsLFS()})
+	}
+	_ = d.root.Remove(stagingDir) // fails, harmlessly, while partial files of other runs remain
+	if old := readManifestIn(d.root); m.sameContent(old) {
+		return old, nil
+	}
+	return m, writeManifest(d.root, m)
+}
+
+// partName is where a file is fetched to. It is named by content when the
+// hub gave a hash, so a resume never appends one revision's bytes to
+// another's.
+func partName(f RemoteFile) string {
+	key := f.SHA256
+	if key == "" {
+		key = f.BlobID
+	}
+	if key == "" || strings.ContainsAny(key, `/\.`) {
+		s := sha256.Sum256([]byte(f.Path))
+		key = hex.EncodeToString(s[:16])
+	}
+	return path.Join(stagingDir, key+".part")
+}
+
+// fetch downloads one file, with retries, and renames it into place.
+func (d *downloader) fetch(ctx context.Context, t task) (string, error) {
+	started := time.Now()
+	d.report.Start(t.file, t.partial)
+	var sum string
+	attempts := d.c.retry.Attempts
+	err := d.c.retry.doNotify(ctx, func(ctx context.Context) error {
+		var err error
+		sum, err = d.transfer(ctx, t.file)
+		return err
+	}, func(attempt int, delay time.Duration, err error) {
+		d.report.Retry(t.file, attempt, attempts, delay, err)
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := d.install(t.file); err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	d.fetchedOK++
+	d.mu.Unlock()
+	d.report.Done(t.file, time.Since(started))
+	return sum, nil
+}
+
+// install renames the verified partial file into place.
+func (d *downloader) install(f RemoteFile) error {
+	if dir := path.Dir(f.Path); dir != "." {
+		if err := d.root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	if err := d.root.Rename(partName(f), f.Path); err != nil {
+		return fmt.Errorf("moving into place: %w", err)
+	}
+	return nil
+}
+
+var errStalled = errors.New("no data received for too long")
+
+// transfer makes one attempt: it resumes the partial file with a Range
+// request, appends, verifies, and returns the content's sha256. A short
+// transfer leaves the partial file for the next attempt; a wrong one
+// removes it.
+func (d *downloader) transfer(ctx context.Context, f RemoteFile) (string, error) {
+	file, err := d.root.OpenFile(partName(f), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", permanent(err)
+	}
+	defer file.Close()
+	h, offset, err := resumeState(file, f)
+	if err != nil {
+		return "", permanent(err)
+	}
+	if offset < f.Size {
+		if err := d.receive(ctx, file, h, f, offset); err != nil {
+			return "", err
+		}
+	}
+	return d.verify(file, h, f, offset > 0)
+}
+
+// resumeState hashes what a partial file already holds and returns where to go on.
+func resumeState(file *os.File, f RemoteFile) (hash.Hash, int64, error) {
+	h := sha256.New()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if fi.Size() > f.Size {
+		return h, 0, truncate(file)
+	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	n, err := io.Copy(h, file)
+	return h, n, err
+}
+
+func truncate(file *os.File) error {
+	if err := file.Truncate(0); err != nil {
+		return err
+	}
+	_, err := file.Seek(0, io.SeekStart)
+	return err
+}
+
+// receive GETs the file from offset on and appends it to file and h.
+func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f RemoteFile, offset int64) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	meta := &respMeta{}
+	req, err := http.NewRequestWithContext(withMeta(ctx, meta), http.MethodGet, d.c.resolveURL(d.opts.Repo, d.opts.Revision, f.Path), nil)
+	if err != nil {
+		return permanent(err)
+	}
+	req.Header.Set("Accept-Encoding", "identity") // the bytes, not a gzip of them, or the hash and the Range would not match
+	if offset > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+	}
+	resp, err := d.c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if sameOrigin(resp.Request.URL, d.c.endpoint) {
+		meta.record(resp)
+	}
+	if err := d.checkCommit(meta.repoCommit()); err != nil {
+		return err
+	}
+	if offset, err = startOffset(resp, offset); err != nil {
+		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			_ = truncate(file)
+		}
+		return err
+	}
+	if offset == 0 {
+		if err := truncate(file); err != nil {
+			return permanent(err)
+		}
+		h.Reset()
+	}
+	return d.copyBody(ctx, cancel, file, h, resp.Body, f.Size-offset)
+}
+
+// startOffset checks the server's answer to a (Range) request, and says
+// where its body starts: a server that ignores Range sends the whole file.
+func startOffset(resp *http.Response, offset int64) (int64, error) {
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return 0, nil
+	case http.StatusPartialContent:
+		start, err := contentRangeStart(resp.Header.Get("Content-Range"))
+		if err != nil || start != offset {
+			return 0, fmt.Errorf("asked for bytes from %d, got Content-Range %q", offset, resp.Header.Get("Content-Range"))
+		}
+		return offset, nil
+	case http.StatusRequestedRangeNotSatisfiable:
+		// The partial file does not fit the server's file: start over.
+		return 0, fmt.Errorf("%w: range from %d not satisfiable, starting over", errRetryable, offset)
+	}
+	return 0, checkStatus(resp)
+}
+
+func contentRangeStart(v string) (int64, error) {
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	if !ok {
+		return 0, errors.New("not a byte range")
+	}
+	start, _, _ := strings.Cut(rest, "-")
+	return strconv.ParseInt(start, 10, 64)
+}
+
+// checkCommit makes sure every file comes from the listed commit: a branch
+// that moves during a download would otherwise mix two revisions.
+func (d *downloader) checkCommit(commit string) error {
+	if commit == "" {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.commit == "":
+		d.commit = commit
+	case !strings.EqualFold(d.commit, commit):
+		return permanent(fmt.Errorf("%w: %q pointed at %s when listed and at %s now: run the download again",
+			ErrRevisionMoved, d.opts.Revision, d.commit, commit))
+	}
+	return nil
+}
+
+// copyBody appends at most want bytes, and one more to notice a body that
+// is too long. A transfer that stalls is cancelled, so that it is retried.
+func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFunc, file *os.File, h hash.Hash, body io.Reader, want int64) error {
+	stall := time.AfterFunc(d.opts.StallTimeout, func() { cancel(errStalled) })
+	defer stall.Stop()
+	src := &watchedReader{r: io.LimitReader(body, want+1), onRead: func(n int) {
+		stall.Reset(d.opts.StallTimeout)
+		d.report.Add(int64(n))
+		d.mu.Lock()
+		d.fetched += int64(n)
+		d.mu.Unlock()
+	}}
+	n, err := io.Copy(io.MultiWriter(file, h), src)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errStalled) {
+			return errStalled
+		}
+		var werr *fs.PathError
+		if errors.As(err, &werr) {
+			return permanent(werr) // a write failed: the disk, not the network
+		}
+		return err
+	}
+	if n < want {
+		return fmt.Errorf("transfer ended after %d of %d bytes: %w", n, want, io.ErrUnexpectedEOF)
+	}
+	return nil
+}
+
+type watchedReader struct {
+	r      io.Reader
+	onRead func(int)
+}
+
+func (w *watchedReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.onRead(n)
+	}
+	return n, err
+}
+
+// verify checks the size, and the sha256 of LFS files. A file that fails is
+// removed. If it had been resumed, the old part may be the culprit, so the
+// error is retryable: the next attempt starts from zero.
+func (d *downloader) verify(file *os.File, h hash.Hash, f RemoteFile, resumed bool) (string, error) {
+	fi, err := file.Stat()
+	if err != nil {
+		return "", permanent(err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	var problem string
+	switch {
+	case fi.Size() != f.Size:
+		problem = fmt.Sprintf("size is %d bytes, the hub says %d", fi.Size(), f.Size)
+	case f.IsLFS() && sum != f.SHA256:
+		problem = fmt.Sprintf("sha256 is %s, the hub says %s", sum, f.SHA256)
+	}
+	if problem == "" {
+		if err := file.Sync(); err != nil {
+			return "", permanent(err)
+		}
+		return sum, nil
+	}
+	file.Close()
+	_ = d.root.Remove(partName(f))
+	err = fmt.Errorf("%w: %s", ErrIntegrity, problem)
+	if resumed {
+		return "", fmt.Errorf("%w (after a resume: starting over)", err)
+	}
+	return "", permanent(err)
+}
