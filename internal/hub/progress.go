@@ -24,13 +24,13 @@ type Reporter interface {
 // NopReporter reports nothing.
 type NopReporter struct{}
 
-func (NopReporter) Plan(int, int64)                                    {}
-func (NopReporter) Skip(RemoteFile)                                    {}
-func (NopReporter) Start(RemoteFile, int64)                            {}
-func (NopReporter) Add(int64)                                          {}
-func (NopReporter) Retry(RemoteFile, int, int, time.Duration, error)   {}
-func (NopReporter) Done(RemoteFile, time.Duration)                     {}
-func (NopReporter) Close()                                             {}
+func (NopReporter) Plan(int, int64)                                  {}
+func (NopReporter) Skip(RemoteFile)                                  {}
+func (NopReporter) Start(RemoteFile, int64)                          {}
+func (NopReporter) Add(int64)                                        {}
+func (NopReporter) Retry(RemoteFile, int, int, time.Duration, error) {}
+func (NopReporter) Done(RemoteFile, time.Duration)                   {}
+func (NopReporter) Close()                                           {}
 
 // lineReporter writes one line per event, and a progress line now and then:
 // what a build log or a file wants.

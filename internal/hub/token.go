@@ -10,7 +10,9 @@ import (
 // TokenEnvVars lists the variables read for the token, in order; the first
 // one set wins. HF_TOKEN and HUGGING_FACE_HUB_TOKEN are the hub's own names,
 // MODEL_HUB_TOKEN the seed's.
-func TokenEnvVars() []string { return []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MODEL_HUB_TOKEN"} }
+func TokenEnvVars() []string {
+	return []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MODEL_HUB_TOKEN"}
+}
 
 // Token is a hub access token. It prints, logs and marshals as a
 // placeholder, so that no formatting slip can leak it.
