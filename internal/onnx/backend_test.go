@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"image"
+	"image/draw"
 	"image/png"
+	"math"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/onnx/tinyexport"
 )
 
 // tinyExport writes the tiny export once per test binary run.
@@ -261,4 +265,40 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 	write(t, to, string(b))
+}
+
+func TestGenerateReadsDtypesFromTheModels(t *testing.T) {
+	// The same weights with fp32 inputs and outputs and int32 token ids: the
+	// image must match the fp16 export's up to fp16 rounding, which proves
+	// both the fp16 and the fp32 tensor paths.
+	dir := t.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Float32: true, Int32IDs: true}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Width: 64, Height: 64, Seed: 11, Steps: 4}
+	fp16 := decodePNG(t, generate(t, openTiny(t, cfg), "a photo of the moon"))
+	cfg.ModelDir = dir
+	fp32 := decodePNG(t, generate(t, openTiny(t, cfg), "a photo of the moon"))
+
+	var diff, n float64
+	for i := range fp16.Pix {
+		diff += math.Abs(float64(fp16.Pix[i]) - float64(fp32.Pix[i]))
+		n++
+	}
+	mean := diff / n
+	t.Logf("mean difference %.3f levels per channel", mean)
+	if mean > 2 {
+		t.Errorf("fp16 and fp32 exports differ by %.2f levels per channel on average, want under 2", mean)
+	}
+}
+
+func decodePNG(t *testing.T, data []byte) *image.NRGBA {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := image.NewNRGBA(img.Bounds())
+	draw.Draw(out, out.Bounds(), img, img.Bounds().Min, draw.Src)
+	return out
 }

@@ -35,10 +35,32 @@ const (
 // of them tokenize into more than single letters.
 var words = []string{"a", "photo", "of", "the", "cat", "dog", "red", "blue", "astronaut", "riding", "horse", "on", "moon"}
 
-// Write writes the export into dir (created if needed). The same seed
+// Options vary the export's dtypes, to test that a pipeline reads them from
+// the graphs. The zero value is what optimum writes for an fp16 export.
+type Options struct {
+	// Float32 makes every float input and output fp32 (weights stay fp16).
+	Float32 bool
+	// Int32IDs makes the text encoders take int32 token ids.
+	Int32IDs bool
+}
+
+// Write writes the fp16 export into dir (created if needed). The same seed
 // writes the same bytes.
 func Write(dir string, seed int64) error {
+	return WriteWithOptions(dir, seed, Options{})
+}
+
+// WriteWithOptions writes the export with the given dtypes; the same seed
+// gives the same weights whatever the options.
+func WriteWithOptions(dir string, seed int64, opts Options) error {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6765_6e71)) // "genq"
+	io := ioTypes{float: onnxproto.Float16, ids: onnxproto.Int64}
+	if opts.Float32 {
+		io.float = onnxproto.Float
+	}
+	if opts.Int32IDs {
+		io.ids = onnxproto.Int32
+	}
 	clipVocab, clipMerges := clipVocabulary()
 	t5Pieces := t5Vocabulary()
 
@@ -46,11 +68,11 @@ func Write(dir string, seed int64) error {
 		"model_index.json":                  mustJSON(modelIndex),
 		"scheduler/scheduler_config.json":   mustJSON(map[string]any{"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 3.0}),
 		"vae_decoder/config.json":           mustJSON(map[string]any{"_class_name": "AutoencoderKL", "latent_channels": LatentChannels, "scaling_factor": 1.5305, "shift_factor": 0.0609}),
-		"text_encoder/model.onnx":           clipModel(rng, len(clipVocab), ClipLWidth),
-		"text_encoder_2/model.onnx":         clipModel(rng, len(clipVocab), ClipGWidth),
-		"text_encoder_3/model.onnx":         t5Model(rng, len(t5Pieces), JointWidth),
-		"transformer/model.onnx":            transformerModel(rng),
-		"vae_decoder/model.onnx":            vaeDecoderModel(rng),
+		"text_encoder/model.onnx":           clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipLWidth),
+		"text_encoder_2/model.onnx":         clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipGWidth),
+		"text_encoder_3/model.onnx":         t5Model(newGraph("tiny_t5_encoder", rng, io), len(t5Pieces), JointWidth),
+		"transformer/model.onnx":            transformerModel(newGraph("tiny_sd3_transformer", rng, io)),
+		"vae_decoder/model.onnx":            vaeDecoderModel(newGraph("tiny_vae_decoder", rng, io)),
 		"tokenizer/vocab.json":              mustJSON(clipVocab),
 		"tokenizer/merges.txt":              mergesFile(clipMerges),
 		"tokenizer/special_tokens_map.json": mustJSON(clipSpecials(tokenizer.CLIPEnd)),
@@ -189,11 +211,18 @@ func mustJSON(v any) []byte {
 type graph struct {
 	g   onnxproto.Graph
 	rng *rand.Rand
+	io  ioTypes
 	n   int
 }
 
-func newGraph(name string, rng *rand.Rand) *graph {
-	return &graph{g: onnxproto.Graph{Name: name}, rng: rng}
+// ioTypes are the element types of a graph's inputs and outputs.
+type ioTypes struct {
+	float onnxproto.DataType
+	ids   onnxproto.DataType
+}
+
+func newGraph(name string, rng *rand.Rand, io ioTypes) *graph {
+	return &graph{g: onnxproto.Graph{Name: name}, rng: rng, io: io}
 }
 
 // op adds a node with one output and returns that output's name.
@@ -243,10 +272,10 @@ func (b *graph) toFloat(x string) string {
 	return b.op("Cast", []string{x}, onnxproto.IntAttr("to", int64(onnxproto.Float)))
 }
 
-// output casts x to fp16 as the graph output name.
+// output casts x to the output float type as the graph output name.
 func (b *graph) output(name, x string, dims ...onnxproto.Dim) {
-	b.named("Cast", name, []string{x}, onnxproto.IntAttr("to", int64(onnxproto.Float16)))
-	b.g.Outputs = append(b.g.Outputs, onnxproto.ValueInfo{Name: name, Type: onnxproto.Float16, Dims: dims})
+	b.named("Cast", name, []string{x}, onnxproto.IntAttr("to", int64(b.io.float)))
+	b.g.Outputs = append(b.g.Outputs, onnxproto.ValueInfo{Name: name, Type: b.io.float, Dims: dims})
 }
 
 func (b *graph) input(name string, typ onnxproto.DataType, dims ...onnxproto.Dim) {
@@ -267,9 +296,8 @@ const clipLayers = 2
 // clipModel is a CLIPTextModelWithProjection as optimum exports it with
 // hidden states: input_ids → text_embeds, last_hidden_state,
 // hidden_states.0 … hidden_states.N.
-func clipModel(rng *rand.Rand, vocab int, width int64) []byte {
-	b := newGraph("tiny_clip_text_model", rng)
-	b.input("input_ids", onnxproto.Int64, param("batch_size"), param("sequence_length"))
+func clipModel(b *graph, vocab int, width int64) []byte {
+	b.input("input_ids", b.io.ids, param("batch_size"), param("sequence_length"))
 	tokens := b.op("Gather", []string{b.weight(1, int64(vocab), width), "input_ids"})
 	h := b.op("Add", []string{tokens, b.weight(0.3, 77, width)}) // position embeddings
 	hidden := []string{h}
@@ -289,9 +317,8 @@ func clipModel(rng *rand.Rand, vocab int, width int64) []byte {
 }
 
 // t5Model is a T5EncoderModel: input_ids → last_hidden_state.
-func t5Model(rng *rand.Rand, vocab int, width int64) []byte {
-	b := newGraph("tiny_t5_encoder", rng)
-	b.input("input_ids", onnxproto.Int64, param("batch_size"), param("sequence_length"))
+func t5Model(b *graph, vocab int, width int64) []byte {
+	b.input("input_ids", b.io.ids, param("batch_size"), param("sequence_length"))
 	h := b.op("Gather", []string{b.weight(1, int64(vocab), width), "input_ids"})
 	h = b.op("Add", []string{h, b.op("Tanh", []string{b.op("MatMul", []string{h, b.weight(1/float64(width), width, width)})})})
 	b.output("last_hidden_state", h, param("batch_size"), param("sequence_length"), fixed(width))
@@ -301,14 +328,13 @@ func t5Model(rng *rand.Rand, vocab int, width int64) []byte {
 // transformerModel stands in for SD3Transformer2DModel: a velocity from the
 // latents (a 3×3 convolution) conditioned on the prompt (mean of the
 // sequence), the pooled projection and the timestep.
-func transformerModel(rng *rand.Rand) []byte {
+func transformerModel(b *graph) []byte {
 	const c = LatentChannels
 	pooledWidth := int64(ClipLWidth + ClipGWidth)
-	b := newGraph("tiny_sd3_transformer", rng)
-	b.input("hidden_states", onnxproto.Float16, param("batch_size"), fixed(c), param("height"), param("width"))
-	b.input("encoder_hidden_states", onnxproto.Float16, param("batch_size"), param("sequence_length"), fixed(JointWidth))
-	b.input("pooled_projections", onnxproto.Float16, param("batch_size"), fixed(pooledWidth))
-	b.input("timestep", onnxproto.Float16, param("batch_size"))
+	b.input("hidden_states", b.io.float, param("batch_size"), fixed(c), param("height"), param("width"))
+	b.input("encoder_hidden_states", b.io.float, param("batch_size"), param("sequence_length"), fixed(JointWidth))
+	b.input("pooled_projections", b.io.float, param("batch_size"), fixed(pooledWidth))
+	b.input("timestep", b.io.float, param("batch_size"))
 
 	text := b.op("ReduceMean", []string{b.toFloat("encoder_hidden_states")}, onnxproto.IntsAttr("axes", 1), onnxproto.IntAttr("keepdims", 0))
 	cond := b.op("MatMul", []string{text, b.weight(1, JointWidth, c)})
@@ -328,10 +354,9 @@ func transformerModel(rng *rand.Rand) []byte {
 // convolution to 3·8·8 channels, then DepthToSpace. Every output pixel is
 // its own mix of the latent channels, so noisy latents give an image that
 // does not compress, which is what tests of large results need.
-func vaeDecoderModel(rng *rand.Rand) []byte {
+func vaeDecoderModel(b *graph) []byte {
 	const c, s = LatentChannels, VAEScale
-	b := newGraph("tiny_vae_decoder", rng)
-	b.input("latent_sample", onnxproto.Float16, param("batch_size"), fixed(c), param("latent_height"), param("latent_width"))
+	b.input("latent_sample", b.io.float, param("batch_size"), fixed(c), param("latent_height"), param("latent_width"))
 	x := b.op("Conv", []string{b.toFloat("latent_sample"), b.weight(0.4, 3*s*s, c, 1, 1), b.weight(0.1, 3*s*s)},
 		onnxproto.IntsAttr("kernel_shape", 1, 1))
 	x = b.op("DepthToSpace", []string{x}, onnxproto.IntAttr("blocksize", s), onnxproto.StringAttr("mode", "CRD"))

@@ -1,0 +1,109 @@
+package onnx
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"testing"
+)
+
+func TestApplyGuidance(t *testing.T) {
+	tests := []struct {
+		uncond, cond, scale, want float64
+	}{
+		{0, 1, 7, 7},         // u + 7(c-u)
+		{1, 1, 7, 1},         // no difference: guidance changes nothing
+		{2, 1, 7, -5},        // 2 + 7(1-2)
+		{0.5, -0.5, 1, -0.5}, // scale 1 is the conditional prediction
+		{0.5, -0.5, 0, 0.5},  // scale 0 is the unconditional one
+	}
+	for _, tt := range tests {
+		out := make([]float32, 1)
+		applyGuidance(out, []float32{float32(tt.uncond)}, []float32{float32(tt.cond)}, tt.scale)
+		if math.Abs(float64(out[0])-tt.want) > 1e-6 {
+			t.Errorf("guidance(u=%v, c=%v, s=%v) = %v, want %v", tt.uncond, tt.cond, tt.scale, out[0], tt.want)
+		}
+	}
+}
+
+func TestUnscaleLatents(t *testing.T) {
+	// SD3: x/1.5305 + 0.0609.
+	got := unscaleLatents([]float32{0, 1.5305, -3.061}, 1.5305, 0.0609)
+	want := []float64{0.0609, 1.0609, -1.9391}
+	for i := range want {
+		if math.Abs(float64(got[i])-want[i]) > 1e-6 {
+			t.Errorf("unscale[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestToPixel(t *testing.T) {
+	tests := []struct {
+		v    float32
+		want uint8
+	}{
+		{-1, 0}, {1, 255}, {0, 128}, // 127.5 rounds half away from zero
+		{-5, 0}, {5, 255}, // clamped
+		{0.5, 191}, // 0.75·255 = 191.25
+		{-0.5, 64}, // 0.25·255 = 63.75
+	}
+	for _, tt := range tests {
+		if got := toPixel(tt.v); got != tt.want {
+			t.Errorf("toPixel(%v) = %d, want %d", tt.v, got, tt.want)
+		}
+	}
+}
+
+func TestEncodePNGPlanesToPixels(t *testing.T) {
+	// A 2x1 image, planar [1,3,1,2]: R = (-1, 1), G = (1, -1), B = (0, 0).
+	sample := []float32{-1, 1, 1, -1, 0, 0}
+	data, err := encodePNG(sample, []int64{1, 3, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][3]uint32{{0, 255, 128}, {255, 0, 128}}
+	for x, w := range want {
+		r, g, b, a := img.At(x, 0).RGBA()
+		if got := [3]uint32{r >> 8, g >> 8, b >> 8}; got != w || a != 0xffff {
+			t.Errorf("pixel %d = %v alpha %d, want %v opaque", x, got, a, w)
+		}
+	}
+	if _, err := encodePNG(sample, []int64{1, 4, 1, 2}); err == nil {
+		t.Error("a 4-channel output should be refused")
+	}
+}
+
+func TestInitialLatents(t *testing.T) {
+	a, b, c := initialLatents(9, 4096), initialLatents(9, 4096), initialLatents(10, 4096)
+	if !equalFloats(a, b) {
+		t.Error("the same seed drew different noise")
+	}
+	if equalFloats(a, c) {
+		t.Error("different seeds drew the same noise")
+	}
+	var sum, sq float64
+	for _, x := range a {
+		sum += float64(x)
+		sq += float64(x) * float64(x)
+	}
+	mean, variance := sum/4096, sq/4096-(sum/4096)*(sum/4096)
+	if math.Abs(mean) > 0.1 || math.Abs(variance-1) > 0.1 {
+		t.Errorf("noise mean %.3f variance %.3f, want about 0 and 1", mean, variance)
+	}
+}
+
+func equalFloats(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
