@@ -70,7 +70,7 @@ type downloader struct {
 	commit    string // learnt from X-Repo-Commit when the listing had none
 	fetched   int64
 	fetchedOK int
-	hashes    map[string]string // path → sha256 of the files fetched
+	fetchedFiles map[string]ManifestFile // what the fetched files turned out to be
 }
 
 // Download fetches a snapshot of opts.Repo into opts.Dir. Files already
@@ -83,7 +83,7 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := c.Snapshot(ctx, opts.Repo, opts.Revision)
+	snap, err := c.list(ctx, opts.Repo, opts.Revision)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +91,9 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 	selected := selectFiles(snap, filter, res)
 	if len(selected) == 0 {
 		return res, nothingSelected(snap, opts, res)
+	}
+	if err := c.fillUnknownSizes(ctx, snap, selected, readManifestAt(opts.Dir)); err != nil {
+		return nil, explain(err, c.Endpoint(), opts.Repo, opts.Revision)
 	}
 	root, err := openTarget(opts.Dir)
 	if err != nil {
@@ -233,6 +236,9 @@ func (d *downloader) planFile(f RemoteFile, old *Manifest) (task, error) {
 		t.skip, t.sha256 = true, sum
 		return t, nil
 	}
+	if f.Size < 0 {
+		return t, nil // nothing to compare with: fetch it whole
+	}
 	if fi, err := d.root.Stat(partName(f)); err == nil && fi.Mode().IsRegular() && fi.Size() <= f.Size {
 		t.partial = fi.Size()
 	}
@@ -252,6 +258,11 @@ func (d *downloader) completeOnDisk(f RemoteFile, old *Manifest) (sum string, ok
 		return "", false, err
 	}
 	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
+		return "", false, nil
+	}
+	if old != nil && !f.IsLFS() && !strings.EqualFold(old.Commit, d.commit) {
+		// A new commit: a git file of the same size may still differ, and
+		// it has no hash to tell. Such files are small; fetch them again.
 		return "", false, nil
 	}
 	if old != nil {
@@ -286,7 +297,7 @@ func (d *downloader) checkSpace(tasks []task) error {
 	files := 0
 	for _, t := range tasks {
 		if !t.skip {
-			need += t.file.Size - t.partial
+			need += max(t.file.Size, 0) - t.partial // an unknown size counts as 0: the hub would not say
 			files++
 		}
 	}
@@ -319,7 +330,7 @@ func (d *downloader) run(ctx context.Context, tasks []task) error {
 	for range d.opts.Parallel {
 		wg.Go(func() {
 			for t := range work {
-				sum, err := d.fetch(ctx, t)
+				err := d.fetch(ctx, t)
 				if err != nil {
 					mu.Lock()
 					if ctx.Err() == nil || len(errs) == 0 {
@@ -327,10 +338,7 @@ func (d *downloader) run(ctx context.Context, tasks []task) error {
 					}
 					mu.Unlock()
 					cancel()
-					continue
 				}
-				t.sha256 = sum
-				d.recordHash(t.file.Path, sum)
 			}
 		})
 	}
@@ -352,16 +360,6 @@ func (d *downloader) run(ctx context.Context, tasks []task) error {
 	return ctx.Err()
 }
 
-// recordHash keeps the hash of a fetched file for the manifest.
-func (d *downloader) recordHash(path, sum string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.hashes == nil {
-		d.hashes = make(map[string]string)
-	}
-	d.hashes[path] = sum
-}
-
 // finish writes the manifest, unless it already says the same, and removes
 // the staging directory if nothing is left in it.
 func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
@@ -375,11 +373,11 @@ func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
 		DownloadedAt: time.Now().UTC().Truncate(time.Second),
 	}
 	for _, t := range tasks {
-		sum := t.sha256
+		mf := ManifestFile{Path: t.file.Path, Size: t.file.Size, SHA256: t.sha256, LFS: t.file.IsLFS()}
 		if !t.skip {
-			sum = d.hashes[t.file.Path]
+			mf = d.fetchedFiles[t.file.Path]
 		}
-		m.Files = append(m.Files, ManifestFile{Path: t.file.Path, Size: t.file.Size, SHA256: sum, LFS: t.file.IsLFS()})
+		m.Files = append(m.Files, mf)
 	}
 	_ = d.root.Remove(stagingDir) // fails, harmlessly, while partial files of other runs remain
 	if old := readManifestIn(d.root); m.sameContent(old) {
@@ -404,29 +402,34 @@ func partName(f RemoteFile) string {
 }
 
 // fetch downloads one file, with retries, and renames it into place.
-func (d *downloader) fetch(ctx context.Context, t task) (string, error) {
+func (d *downloader) fetch(ctx context.Context, t task) error {
 	started := time.Now()
 	d.report.Start(t.file, t.partial)
-	var sum string
+	var got ManifestFile
 	attempts := d.c.retry.Attempts
 	err := d.c.retry.doNotify(ctx, func(ctx context.Context) error {
 		var err error
-		sum, err = d.transfer(ctx, t.file)
+		got, err = d.transfer(ctx, t.file)
 		return err
 	}, func(attempt int, delay time.Duration, err error) {
 		d.report.Retry(t.file, attempt, attempts, delay, err)
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := d.install(t.file); err != nil {
-		return "", err
+		return err
 	}
 	d.mu.Lock()
 	d.fetchedOK++
+	if d.fetchedFiles == nil {
+		d.fetchedFiles = make(map[string]ManifestFile)
+	}
+	d.fetchedFiles[got.Path] = got
 	d.mu.Unlock()
+	t.file.Size = got.Size
 	d.report.Done(t.file, time.Since(started))
-	return sum, nil
+	return nil
 }
 
 // install renames the verified partial file into place.
@@ -448,19 +451,19 @@ var errStalled = errors.New("no data received for too long")
 // request, appends, verifies, and returns the content's sha256. A short
 // transfer leaves the partial file for the next attempt; a wrong one
 // removes it.
-func (d *downloader) transfer(ctx context.Context, f RemoteFile) (string, error) {
+func (d *downloader) transfer(ctx context.Context, f RemoteFile) (ManifestFile, error) {
 	file, err := d.root.OpenFile(partName(f), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return "", permanent(err)
+		return ManifestFile{}, permanent(err)
 	}
 	defer file.Close()
 	h, offset, err := resumeState(file, f)
 	if err != nil {
-		return "", permanent(err)
+		return ManifestFile{}, permanent(err)
 	}
-	if offset < f.Size {
-		if err := d.receive(ctx, file, h, f, offset); err != nil {
-			return "", err
+	if f.Size < 0 || offset < f.Size {
+		if err := d.receive(ctx, file, h, &f, offset); err != nil {
+			return ManifestFile{}, err
 		}
 	}
 	return d.verify(file, h, f, offset > 0)
@@ -473,7 +476,7 @@ func resumeState(file *os.File, f RemoteFile) (hash.Hash, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if fi.Size() > f.Size {
+	if f.Size < 0 || fi.Size() > f.Size {
 		return h, 0, truncate(file)
 	}
 	if _, err := file.Seek(0, io.SeekStart); err != nil {
@@ -492,7 +495,7 @@ func truncate(file *os.File) error {
 }
 
 // receive GETs the file from offset on and appends it to file and h.
-func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f RemoteFile, offset int64) error {
+func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f *RemoteFile, offset int64) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	meta := &respMeta{}
@@ -515,6 +518,7 @@ func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f 
 	if err := d.checkCommit(meta.repoCommit()); err != nil {
 		return err
 	}
+	learnFromRedirect(f, meta)
 	if offset, err = startOffset(resp, offset); err != nil {
 		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
 			_ = truncate(file)
@@ -527,7 +531,25 @@ func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f 
 		}
 		h.Reset()
 	}
-	return d.copyBody(ctx, cancel, file, h, resp.Body, f.Size-offset)
+	want := int64(-1) // unknown: the body's end is the file's
+	if f.Size >= 0 {
+		want = f.Size - offset
+	}
+	return d.copyBody(ctx, cancel, file, h, resp.Body, want)
+}
+
+// learnFromRedirect fills in what a names-only listing left out, from the
+// X-Linked-Etag and X-Linked-Size of the hub's redirect to the CDN, so that
+// such a file is still checked against its sha256.
+func learnFromRedirect(f *RemoteFile, meta *respMeta) {
+	meta.mu.Lock()
+	defer meta.mu.Unlock()
+	if f.SHA256 == "" && isSHA256(meta.linkedETag) {
+		f.SHA256 = meta.linkedETag
+	}
+	if f.Size < 0 && meta.linkedKnow {
+		f.Size = meta.linkedSize
+	}
 }
 
 // startOffset checks the server's answer to a (Range) request, and says
@@ -576,12 +598,16 @@ func (d *downloader) checkCommit(commit string) error {
 	return nil
 }
 
-// copyBody appends at most want bytes, and one more to notice a body that
-// is too long. A transfer that stalls is cancelled, so that it is retried.
+// copyBody appends at most want bytes (all of them when want < 0), and one
+// more to notice a body that is too long. A transfer that stalls is
+// cancelled, so that it is retried.
 func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFunc, file *os.File, h hash.Hash, body io.Reader, want int64) error {
 	stall := time.AfterFunc(d.opts.StallTimeout, func() { cancel(errStalled) })
 	defer stall.Stop()
-	src := &watchedReader{r: io.LimitReader(body, want+1), onRead: func(n int) {
+	if want >= 0 {
+		body = io.LimitReader(body, want+1)
+	}
+	src := &watchedReader{r: body, onRead: func(n int) {
 		stall.Reset(d.opts.StallTimeout)
 		d.report.Add(int64(n))
 		d.mu.Lock()
@@ -599,7 +625,7 @@ func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFun
 		}
 		return err
 	}
-	if n < want {
+	if want >= 0 && n < want {
 		return fmt.Errorf("transfer ended after %d of %d bytes: %w", n, want, io.ErrUnexpectedEOF)
 	}
 	return nil
@@ -621,30 +647,30 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 // verify checks the size, and the sha256 of LFS files. A file that fails is
 // removed. If it had been resumed, the old part may be the culprit, so the
 // error is retryable: the next attempt starts from zero.
-func (d *downloader) verify(file *os.File, h hash.Hash, f RemoteFile, resumed bool) (string, error) {
+func (d *downloader) verify(file *os.File, h hash.Hash, f RemoteFile, resumed bool) (ManifestFile, error) {
 	fi, err := file.Stat()
 	if err != nil {
-		return "", permanent(err)
+		return ManifestFile{}, permanent(err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	var problem string
 	switch {
-	case fi.Size() != f.Size:
+	case f.Size >= 0 && fi.Size() != f.Size:
 		problem = fmt.Sprintf("size is %d bytes, the hub says %d", fi.Size(), f.Size)
 	case f.IsLFS() && sum != f.SHA256:
 		problem = fmt.Sprintf("sha256 is %s, the hub says %s", sum, f.SHA256)
 	}
 	if problem == "" {
 		if err := file.Sync(); err != nil {
-			return "", permanent(err)
+			return ManifestFile{}, permanent(err)
 		}
-		return sum, nil
+		return ManifestFile{Path: f.Path, Size: fi.Size(), SHA256: sum, LFS: f.IsLFS()}, nil
 	}
 	file.Close()
 	_ = d.root.Remove(partName(f))
 	err = fmt.Errorf("%w: %s", ErrIntegrity, problem)
 	if resumed {
-		return "", fmt.Errorf("%w (after a resume: starting over)", err)
+		return ManifestFile{}, fmt.Errorf("%w (after a resume: starting over)", err)
 	}
-	return "", permanent(err)
+	return ManifestFile{}, permanent(err)
 }

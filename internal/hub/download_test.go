@@ -116,6 +116,7 @@ func TestDownloadFetchesTheSnapshot(t *testing.T) {
 		{"tree API in pages", func(s *hubtest.Server) { s.PageSize = 2 }},
 		{"revision API only", func(s *hubtest.Server) { s.NoTree = true }},
 		{"names only, sizes by HEAD", func(s *hubtest.Server) { s.NoTree, s.NoBlobs = true, true }},
+		{"names only, no HEAD either", func(s *hubtest.Server) { s.NoTree, s.NoBlobs, s.NoHead = true, true, true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,18 +413,23 @@ func TestDownloadRerunFetchesNothing(t *testing.T) {
 	tests := []struct {
 		name   string
 		before func(t *testing.T, dir string)
+		hub    func(s *hubtest.Server)
 	}{
-		{"with the manifest", func(*testing.T, string) {}},
+		{"with the manifest", func(*testing.T, string) {}, nil},
+		{"names-only listing: sizes from the manifest", func(*testing.T, string) {}, func(s *hubtest.Server) { s.NoTree, s.NoBlobs = true, true }},
 		{"without the manifest: files are hashed", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, hub.ManifestName)); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files := modelFiles()
 			s := newHub(t, files)
+			if tt.hub != nil {
+				tt.hub(s)
+			}
 			dir := t.TempDir()
 			c := newClient(t, s, testToken)
 			first, err := c.Download(context.Background(), options(dir))
@@ -432,7 +438,7 @@ func TestDownloadRerunFetchesNothing(t *testing.T) {
 			}
 			manifest, _ := os.ReadFile(filepath.Join(dir, hub.ManifestName))
 			tt.before(t, dir)
-			fetched := len(s.ContentGETs())
+			fetched, requests := len(s.ContentGETs()), len(s.Requests())
 
 			res, err := c.Download(context.Background(), options(dir))
 			if err != nil {
@@ -444,8 +450,13 @@ func TestDownloadRerunFetchesNothing(t *testing.T) {
 			if res.Skipped != first.Downloaded {
 				t.Errorf("skipped %d, want %d", res.Skipped, first.Downloaded)
 			}
+			for _, r := range s.Requests()[requests:] {
+				if strings.Contains(r.Path, "/resolve/") || r.Host == "cdn" {
+					t.Errorf("the rerun sent %s %s", r.Method, r.Path)
+				}
+			}
 			after, _ := os.ReadFile(filepath.Join(dir, hub.ManifestName))
-			if tt.name == "with the manifest" && !bytes.Equal(after, manifest) {
+			if tt.hub == nil && tt.name == "with the manifest" && !bytes.Equal(after, manifest) {
 				t.Error("an idempotent rerun rewrote the manifest")
 			}
 		})

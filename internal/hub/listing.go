@@ -76,6 +76,17 @@ type treeEntry struct {
 // do with whichever the hub serves; sizes still missing come from a HEAD on
 // each file's resolve URL, as the hub's own client does.
 func (c *Client) Snapshot(ctx context.Context, repo, revision string) (*Snapshot, error) {
+	snap, err := c.list(ctx, repo, revision)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.fillUnknownSizes(ctx, snap, snap.Files, nil); err != nil {
+		return nil, explain(err, c.Endpoint(), repo, revision)
+	}
+	return snap, nil
+}
+
+func (c *Client) list(ctx context.Context, repo, revision string) (*Snapshot, error) {
 	if err := validateRepoID(repo); err != nil {
 		return nil, err
 	}
@@ -98,9 +109,6 @@ func (c *Client) Snapshot(ctx context.Context, repo, revision string) (*Snapshot
 	if info != nil {
 		snap.Commit = info.SHA
 		snap.Files = mergeSiblings(snap.Files, info, treeErr == nil)
-	}
-	if err := c.fillUnknownSizes(ctx, snap); err != nil {
-		return nil, explain(err, c.Endpoint(), repo, revision)
 	}
 	return snap, nil
 }
@@ -213,14 +221,28 @@ func mergeSiblings(files []RemoteFile, info *revisionInfo, haveTree bool) []Remo
 	return files
 }
 
-// fillUnknownSizes HEADs the files whose size the listing did not give.
-func (c *Client) fillUnknownSizes(ctx context.Context, snap *Snapshot) error {
-	for i := range snap.Files {
-		f := &snap.Files[i]
+// fillUnknownSizes completes the sizes the listing did not give: from
+// known, the manifest of an earlier download of the same commit, or else
+// from a HEAD on the file. A hub that does not answer HEAD leaves the size
+// unknown (-1) until the transfer tells it. files are updated in place.
+func (c *Client) fillUnknownSizes(ctx context.Context, snap *Snapshot, files []RemoteFile, known *Manifest) error {
+	sameCommit := known != nil && snap.Commit != "" && known.Repo == snap.Repo && known.Commit == snap.Commit
+	for i := range files {
+		f := &files[i]
 		if f.Size >= 0 || !IsSafePath(f.Path) {
 			continue
 		}
+		if mf, ok := known.file(f.Path); ok && sameCommit {
+			f.Size = mf.Size
+			if mf.LFS && f.SHA256 == "" {
+				f.SHA256 = mf.SHA256
+			}
+			continue
+		}
 		m, err := c.FileMetadata(ctx, snap.Repo, snap.Revision, f.Path)
+		if headUnsupported(err) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("metadata of %s: %w", f.Path, err)
 		}
@@ -233,6 +255,11 @@ func (c *Client) fillUnknownSizes(ctx context.Context, snap *Snapshot) error {
 		}
 	}
 	return nil
+}
+
+func headUnsupported(err error) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && (he.StatusCode == http.StatusMethodNotAllowed || he.StatusCode == http.StatusNotImplemented)
 }
 
 // FileMetadata is what a HEAD on a resolve URL says about a file.

@@ -71,6 +71,9 @@ func (m *Manifest) sameContent(o *Manifest) bool {
 }
 
 func (m *Manifest) file(path string) (ManifestFile, bool) {
+	if m == nil {
+		return ManifestFile{}, false
+	}
 	for _, f := range m.Files {
 		if f.Path == path {
 			return f, true
@@ -94,6 +97,16 @@ func writeManifest(root *os.Root, m *Manifest) error {
 		return fmt.Errorf("writing the manifest: %w", err)
 	}
 	return nil
+}
+
+// readManifestAt reads dir's manifest, if dir and the manifest exist.
+func readManifestAt(dir string) *Manifest {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	return readManifestIn(root)
 }
 
 // readManifestIn reads the manifest through root; a missing or broken one

@@ -180,6 +180,9 @@ func rate(bytes int64, d time.Duration) int64 {
 // FormatBytes writes n in decimal units, as the hub's pages do: 42.5 GB.
 func FormatBytes(n int64) string {
 	const unit = 1000
+	if n < 0 {
+		return "size unknown"
+	}
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}

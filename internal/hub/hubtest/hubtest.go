@@ -67,8 +67,13 @@ type Server struct {
 	// NoBlobs ignores ?blobs=true: siblings carry names only, so the client
 	// has to HEAD each file for its size.
 	NoBlobs bool
+	// NoHead answers 405 to HEAD on resolve URLs, like a minimal server.
+	NoHead bool
 	// PageSize > 0 pages the tree listing with Link headers.
 	PageSize int
+	// CDNURL is the base URL LFS files redirect to; empty means CDN.URL.
+	// Set it to reach the CDN under another name, such as a subdomain.
+	CDNURL string
 
 	mu       sync.Mutex
 	repos    map[string]*Repo
@@ -311,6 +316,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, id, rev, path string) {
+	if r.Method == http.MethodHead && s.NoHead {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	repo := s.lookup(w, r, id, rev)
 	if repo == nil {
 		return
@@ -330,7 +339,11 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, id, rev, p
 	w.Header().Set("ETag", `"`+sum+`"`)
 	w.Header().Set("X-Linked-Etag", `"`+sum+`"`)
 	w.Header().Set("X-Linked-Size", strconv.Itoa(len(f.Data)))
-	w.Header().Set("Location", s.CDN.URL+"/blobs/"+sum+"?X-Amz-Signature=presigned&path="+url.QueryEscape(path))
+	cdn := s.CDNURL
+	if cdn == "" {
+		cdn = s.CDN.URL
+	}
+	w.Header().Set("Location", cdn+"/blobs/"+sum+"?X-Amz-Signature=presigned&path="+url.QueryEscape(path))
 	w.WriteHeader(http.StatusFound)
 }
 
