@@ -66,10 +66,10 @@ type downloader struct {
 	root   *os.Root
 	report Reporter
 
-	mu        sync.Mutex
-	commit    string // learnt from X-Repo-Commit when the listing had none
-	fetched   int64
-	fetchedOK int
+	mu           sync.Mutex
+	commit       string // learnt from X-Repo-Commit when the listing had none
+	fetched      int64
+	fetchedOK    int
 	fetchedFiles map[string]ManifestFile // what the fetched files turned out to be
 }
 
