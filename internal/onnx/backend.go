@@ -262,6 +262,23 @@ func (b *Backend) checkWidths(L, G, T5, tr, vae *model) error {
 	}
 	joint := tr.dim("encoder_hidden_states", 2)
 	wl, wg := L.dim(b.shapes.clipLHidden, 2), G.dim(b.shapes.clipGHidden, 2)
+	for _, enc := range []struct {
+		m      *model
+		hidden string
+		width  int64
+	}{{L, b.shapes.clipLHidden, wl}, {G, b.shapes.clipGHidden, wg}} {
+		if enc.width <= 0 {
+			problems = append(problems, fmt.Errorf("%s: output %s has no fixed width (shape %v)", enc.m.part, enc.hidden, enc.m.outputs[enc.hidden].Dimensions))
+		}
+		// text_embeds' width: the graph's, else config.json's projection_dim,
+		// else the hidden width (they are equal in SD3's CLIPs).
+		if enc.m.dim("text_embeds", 1) <= 0 {
+			enc.m.widths["text_embeds"] = enc.width
+			if p := enc.m.projectionDim(); p > 0 {
+				enc.m.widths["text_embeds"] = p
+			}
+		}
+	}
 	if wt := T5.dim("last_hidden_state", 2); joint > 0 && wt > 0 && wt != joint {
 		problems = append(problems, fmt.Errorf("text_encoder_3 is %d wide, the transformer's encoder_hidden_states %d", wt, joint))
 	}
@@ -269,8 +286,9 @@ func (b *Backend) checkWidths(L, G, T5, tr, vae *model) error {
 		problems = append(problems, fmt.Errorf("text_encoder and text_encoder_2 are %d+%d wide, more than the transformer's encoder_hidden_states (%d)", wl, wg, joint))
 	}
 	pl, pg, pooled := L.dim("text_embeds", 1), G.dim("text_embeds", 1), tr.dim("pooled_projections", 1)
+	pl, pg = max(pl, L.widths["text_embeds"]), max(pg, G.widths["text_embeds"])
 	if pl > 0 && pg > 0 && pooled > 0 && pl+pg != pooled {
-		problems = append(problems, fmt.Errorf("text_embeds are %d+%d wide, the transformer's pooled_projections %d", pl, pg, pooled))
+		problems = append(problems, fmt.Errorf("text_embeds of text_encoder and text_encoder_2 are %d+%d wide, but the transformer takes pooled_projections %d wide", pl, pg, pooled))
 	}
 	// Exports with a fixed sequence length dictate it; SD3's defaults otherwise.
 	b.shapes.clipLen, b.shapes.t5Len = clipTokens, t5Tokens

@@ -153,6 +153,18 @@ func TestGenerateStopsWhenCancelled(t *testing.T) {
 	t.Logf("stopped after %v", time.Since(start))
 }
 
+func TestGenerateDeadlinePassed(t *testing.T) {
+	// A context that is already over terminates the first model run: the
+	// error must still wrap the context's, so the runtime knows why.
+	b := openTiny(t, Config{Width: 32, Height: 32, Steps: 2})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want one wrapping context.DeadlineExceeded", err)
+	}
+}
+
 func TestGenerateConcurrentSlots(t *testing.T) {
 	b := openTiny(t, Config{Width: 32, Height: 32, Seed: 3, Steps: 2, Slots: 3})
 	want := generate(t, b, "the moon")
@@ -200,6 +212,9 @@ func TestOpenRejectsBrokenExports(t *testing.T) {
 		{"vae in place of transformer", func(t *testing.T, dir string) {
 			copyFile(t, filepath.Join(dir, "vae_decoder", "model.onnx"), filepath.Join(dir, "transformer", "model.onnx"))
 		}, `no input "encoder_hidden_states"`},
+		{"clip-g narrower than the transformer expects", func(t *testing.T, dir string) {
+			copyFile(t, filepath.Join(dir, "text_encoder", "model.onnx"), filepath.Join(dir, "text_encoder_2", "model.onnx"))
+		}, "pooled_projections"},
 		{"wrong scheduler", func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "scheduler", "scheduler_config.json"), `{"_class_name":"DDIMScheduler"}`)
 		}, "DDIMScheduler"},
@@ -219,11 +234,30 @@ func TestOpenRejectsBrokenExports(t *testing.T) {
 				b.Close()
 				t.Fatal("Open succeeded on a broken export")
 			}
+			t.Log(err)
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not say %q", err, tt.want)
 			}
 		})
 	}
+}
+
+func TestOpenWithoutPartConfigs(t *testing.T) {
+	// config.json beside a model is optional: the VAE's scaling falls back
+	// to SD3's, text_embeds' width (when the graph leaves it free) to the
+	// hidden width.
+	dir := t.TempDir()
+	if err := WriteTinyExport(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"text_encoder", "text_encoder_2", "vae_decoder"} {
+		remove(t, filepath.Join(dir, part, "config.json"))
+	}
+	b := openTiny(t, Config{ModelDir: dir, Width: 32, Height: 32, Steps: 2, Seed: 5})
+	if b.vae.Scaling != sd3ScalingFactor || b.vae.Shift != sd3ShiftFactor {
+		t.Errorf("vae scaling %+v, want SD3's", b.vae)
+	}
+	generate(t, b, "a cat")
 }
 
 func TestOpenRejectsBadConfig(t *testing.T) {

@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,6 +38,9 @@ type model struct {
 	inputs  map[string]ort.InputOutputInfo
 	outputs map[string]ort.InputOutputInfo
 	order   []string // input names in declaration order
+	// widths fills the last dimension of outputs whose graph leaves it
+	// free: optimum declares CLIP's text_embeds as [batch, sequence_length].
+	widths map[string]int64
 }
 
 // inspectModel reads a part's input and output declarations without
@@ -53,7 +57,7 @@ func inspectModel(dir, part string) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading %s: %w", part, path, err)
 	}
-	m := &model{part: part, path: path, inputs: map[string]ort.InputOutputInfo{}, outputs: map[string]ort.InputOutputInfo{}}
+	m := &model{part: part, path: path, inputs: map[string]ort.InputOutputInfo{}, outputs: map[string]ort.InputOutputInfo{}, widths: map[string]int64{}}
 	for _, in := range ins {
 		m.inputs[in.Name] = in
 		m.order = append(m.order, in.Name)
@@ -113,6 +117,19 @@ func (m *model) dim(name string, axis int) int64 {
 		return -1
 	}
 	return info.Dimensions[axis]
+}
+
+// projectionDim reads projection_dim from the part's config.json (optimum
+// copies the transformers config there); 0 when absent.
+func (m *model) projectionDim() int64 {
+	var cfg struct {
+		ProjectionDim int64 `json:"projection_dim"`
+	}
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(m.path), "config.json"))
+	if err != nil || json.Unmarshal(raw, &cfg) != nil {
+		return 0
+	}
+	return cfg.ProjectionDim
 }
 
 func (m *model) inputType(name string) ort.TensorElementDataType { return m.inputs[name].DataType }

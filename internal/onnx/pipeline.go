@@ -53,6 +53,8 @@ func (s *session) outputShape(i int, known ...int64) (ort.Shape, error) {
 		switch {
 		case d > 0:
 			shape[axis] = d
+		case axis == len(decl)-1 && s.widths[name] > 0:
+			shape[axis] = s.widths[name]
 		case axis < len(known) && known[axis] > 0:
 			shape[axis] = known[axis]
 		default:

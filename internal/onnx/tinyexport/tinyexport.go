@@ -73,6 +73,8 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 		"text_encoder_3/model.onnx":         t5Model(newGraph("tiny_t5_encoder", rng, io), len(t5Pieces), JointWidth),
 		"transformer/model.onnx":            transformerModel(newGraph("tiny_sd3_transformer", rng, io)),
 		"vae_decoder/model.onnx":            vaeDecoderModel(newGraph("tiny_vae_decoder", rng, io)),
+		"text_encoder/config.json":          mustJSON(clipConfig(ClipLWidth)),
+		"text_encoder_2/config.json":        mustJSON(clipConfig(ClipGWidth)),
 		"tokenizer/vocab.json":              mustJSON(clipVocab),
 		"tokenizer/merges.txt":              mergesFile(clipMerges),
 		"tokenizer/special_tokens_map.json": mustJSON(clipSpecials(tokenizer.CLIPEnd)),
@@ -146,6 +148,11 @@ func clipVocabulary() (map[string]int, [][2]string) {
 		}
 	}
 	return vocab, merges
+}
+
+// clipConfig is the part of transformers' CLIPTextConfig a pipeline reads.
+func clipConfig(width int) map[string]any {
+	return map[string]any{"architectures": []string{"CLIPTextModelWithProjection"}, "hidden_size": width, "projection_dim": width, "num_hidden_layers": clipLayers, "max_position_embeddings": 77}
 }
 
 func mergesFile(merges [][2]string) []byte {
@@ -308,7 +315,9 @@ func clipModel(b *graph, vocab int, width int64) []byte {
 	}
 	final := b.op("LayerNormalization", []string{h, b.weight(0.1, width), b.weight(0.1, width)}, onnxproto.IntAttr("axis", -1))
 	pooled := b.op("ReduceMean", []string{final}, onnxproto.IntsAttr("axes", 1), onnxproto.IntAttr("keepdims", 0))
-	b.output("text_embeds", b.op("MatMul", []string{pooled, b.weight(1/float64(width), width, width)}), param("batch_size"), fixed(width))
+	// optimum declares text_embeds as [batch_size, sequence_length] (sic);
+	// the tiny export copies that, so pipelines must cope with a free width.
+	b.output("text_embeds", b.op("MatMul", []string{pooled, b.weight(1/float64(width), width, width)}), param("batch_size"), param("sequence_length"))
 	b.output("last_hidden_state", final, param("batch_size"), param("sequence_length"), fixed(width))
 	for i, hs := range hidden {
 		b.output(fmt.Sprintf("hidden_states.%d", i), hs, param("batch_size"), param("sequence_length"), fixed(width))
