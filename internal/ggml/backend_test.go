@@ -44,7 +44,10 @@ func openTiny(t testing.TB, v genq.Variant, cfg Config) *Backend {
 	if cfg.Slots == 0 {
 		cfg.Slots = 4
 	}
-	cfg.Threads = 2
+	// One compute thread: ggml's threads spin while they wait for each other,
+	// and on a busy 2-core machine (parallel test packages, builds) two
+	// spinning threads slow each step down by an order of magnitude.
+	cfg.Threads = 1
 	b, err := Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

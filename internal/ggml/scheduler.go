@@ -130,17 +130,31 @@ var errClosed = errors.New("text backend closed")
 
 // run submits req and waits for its answer or for ctx to end.
 func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
+	closed := genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down")
+	select {
+	case <-s.quit:
+		return generation{}, closed
+	default:
+	}
 	req.submitted = time.Now()
 	select {
 	case s.submit <- req:
 	case <-ctx.Done():
 		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
 	case <-s.quit:
-		return generation{}, genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down")
+		return generation{}, closed
 	}
 	select {
 	case <-req.done:
 		return req.res, req.err
+	case <-s.stopped:
+		// The loop ended; it may have stopped before it saw req.
+		select {
+		case <-req.done:
+			return req.res, req.err
+		default:
+			return generation{}, closed
+		}
 	case <-ctx.Done():
 		// The scheduler sees the flag before its next step and frees the
 		// slot; the caller does not wait for that.

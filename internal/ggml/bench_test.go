@@ -1,0 +1,152 @@
+package ggml
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Benchmarks report medians over rounds; run them with a round count, e.g.
+//
+//	go test ./internal/ggml -run '^$' -bench Throughput -benchtime 5x
+//
+// GENQ_BENCH_SIZES picks model sizes (default "tiny,mid").
+
+const benchPrompt = "Write a short story about a robot who learns to paint, in a few paragraphs."
+
+func benchModel(b *testing.B, v genq.Variant, size string) string {
+	b.Helper()
+	if size == "tiny" {
+		return tinyModels[v]
+	}
+	dir := filepath.Join(os.TempDir(), "genq-ggml-bench")
+	p := filepath.Join(dir, TinyFileName(v, size))
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if err := WriteTinyModel(p, TinyOptionsFor(v, size, 1)); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func benchSizes() []string {
+	if s := os.Getenv("GENQ_BENCH_SIZES"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return []string{"tiny", "mid"}
+}
+
+// BenchmarkThroughput runs N jobs at once, each on a backend N slots wide,
+// and reports total generated tokens per second and time to first token.
+func BenchmarkThroughput(b *testing.B) {
+	for _, size := range benchSizes() {
+		for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
+			path := benchModel(b, v, size)
+			for _, n := range []int{1, 2, 4, 8} {
+				b.Run(fmt.Sprintf("%s-%s/c%d", size, v, n), func(b *testing.B) {
+					be, err := Open(context.Background(), Config{
+						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: 128,
+						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1,
+					}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer be.Close()
+					var rates []float64
+					var ttfts []time.Duration
+					for b.Loop() {
+						gens := make([]generation, n)
+						var wg sync.WaitGroup
+						start := time.Now()
+						for i := range n {
+							wg.Go(func() {
+								g, err := be.generate(context.Background(), benchPrompt)
+								if err != nil {
+									b.Error(err)
+								}
+								gens[i] = g
+							})
+						}
+						wg.Wait()
+						elapsed := time.Since(start)
+						tokens := 0
+						for _, g := range gens {
+							tokens += g.Tokens
+							ttfts = append(ttfts, g.FirstToken)
+						}
+						rates = append(rates, float64(tokens)/elapsed.Seconds())
+					}
+					b.ReportMetric(median(rates), "tok/s")
+					b.ReportMetric(float64(medianDuration(ttfts).Microseconds())/1000, "ttft-ms")
+					b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkOpen measures start-up: from Open to ready to serve.
+func BenchmarkOpen(b *testing.B) {
+	for _, size := range benchSizes() {
+		for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
+			path := benchModel(b, v, size)
+			b.Run(fmt.Sprintf("%s-%s", size, v), func(b *testing.B) {
+				var took []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					be, err := Open(context.Background(), Config{ModelFile: path, Slots: 4, ContextSize: 512}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					took = append(took, time.Since(start))
+					be.Close()
+				}
+				b.ReportMetric(float64(medianDuration(took).Microseconds())/1000, "open-ms")
+			})
+		}
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianDuration(xs []time.Duration) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// peakRSSMiB is the process's peak resident memory so far (VmHWM); run one
+// model per process to read it per model.
+func peakRSSMiB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
