@@ -387,18 +387,19 @@ func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
 }
 
 // partName is where a file is fetched to. It is named by content when the
-// hub gave a hash, so a resume never appends one revision's bytes to
-// another's.
+// hub gave a hash, so that a resume never appends one revision's bytes to
+// another's, and by path too, since a repository may hold the same content
+// twice and both copies may be in flight at once.
 func partName(f RemoteFile) string {
 	key := f.SHA256
 	if key == "" {
 		key = f.BlobID
 	}
-	if key == "" || strings.ContainsAny(key, `/\.`) {
-		s := sha256.Sum256([]byte(f.Path))
-		key = hex.EncodeToString(s[:16])
+	if strings.ContainsAny(key, `/\.`) {
+		key = ""
 	}
-	return path.Join(stagingDir, key+".part")
+	p := sha256.Sum256([]byte(f.Path))
+	return path.Join(stagingDir, key+"-"+hex.EncodeToString(p[:8])+".part")
 }
 
 // fetch downloads one file, with retries, and renames it into place.

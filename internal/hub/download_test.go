@@ -392,21 +392,57 @@ func TestDownloadRejectsCorruptContent(t *testing.T) {
 func TestDownloadStartsOverWhenAResumedFileIsWrong(t *testing.T) {
 	files := modelFiles()
 	s := newHub(t, files)
+	s.SetFault("model-Q8_0.gguf", hubtest.Fault{CutAfter: 5000})
 	dir := t.TempDir()
-	// A partial file from an earlier run, whose bytes are not the file's.
-	stale := filepath.Join(dir, ".genq-download", hubtest.SHA256(files[4].Data)+".part")
-	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(stale, bytes.Repeat([]byte{0xee}, 5000), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	opts := options(dir)
 	opts.Include = []string{"model-Q8_0.gguf"}
+	once, err := hub.NewClient(s.Hub.URL, hub.NewToken(testToken), hub.ClientOptions{Retry: hub.RetryPolicy{Attempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := once.Download(context.Background(), opts); err == nil {
+		t.Fatal("an interrupted transfer succeeded")
+	}
+	// Spoil the partial file, as a crash or another revision's bytes would.
+	parts, _ := filepath.Glob(filepath.Join(dir, ".genq-download", "*.part"))
+	if len(parts) != 1 {
+		t.Fatalf("partial files: %q, want one", parts)
+	}
+	if err := os.WriteFile(parts[0], bytes.Repeat([]byte{0xee}, 5000), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := newClient(t, s, testToken).Download(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
 	assertContent(t, dir, files, []string{"model-Q8_0.gguf"})
+	var ranged, whole int
+	for _, r := range s.ContentGETs() {
+		if r.Host != "cdn" {
+			continue
+		}
+		if r.Range != "" {
+			ranged++
+		} else {
+			whole++
+		}
+	}
+	if ranged != 1 || whole != 2 {
+		t.Errorf("%d ranged and %d whole GETs, want the resume then a fresh start (1 and 2)", ranged, whole)
+	}
+}
+
+func TestDownloadSameContentAtTwoPaths(t *testing.T) {
+	same := payload(7, 120_000)
+	files := []hubtest.File{
+		{Path: "text_encoder/model.onnx.data", Data: same, LFS: true},
+		{Path: "text_encoder_2/model.onnx.data", Data: same, LFS: true},
+	}
+	s := newHub(t, files)
+	dir := t.TempDir()
+	if _, err := newClient(t, s, testToken).Download(context.Background(), options(dir)); err != nil {
+		t.Fatal(err)
+	}
+	assertContent(t, dir, files, []string{"text_encoder/model.onnx.data", "text_encoder_2/model.onnx.data"})
 }
 
 func TestDownloadRerunFetchesNothing(t *testing.T) {
