@@ -86,6 +86,9 @@ func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	if cfg.parallel < 1 || cfg.retries < 1 {
 		return nil, usageError{"--parallel and --retries must be at least 1"}
 	}
+	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, cfg.progress) {
+		return nil, usageError{fmt.Sprintf("--progress %q: want auto, bar, lines or none", cfg.progress)}
+	}
 	return cfg, nil
 }
 

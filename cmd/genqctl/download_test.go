@@ -91,6 +91,9 @@ func TestDownloadCommandFailures(t *testing.T) {
 			[]string{"--variant", "B", "--repo", "acme/nothing"}, 1, "not found"},
 		{"no variant", nil, nil, 2, "usage"},
 		{"bad variant", nil, []string{"--variant", "Z"}, 2, "unknown variant"},
+		{"bad progress", nil, []string{"--variant", "A", "--progress", "fancy"}, 2, "--progress"},
+		{"nothing selected", map[string]string{"HF_ENDPOINT": s.Hub.URL, "HF_TOKEN": downloadTestToken},
+			[]string{"--variant", "B", "--repo", "acme/tiny", "--include", "*.safetensors"}, 1, "matches include"},
 		{"missing token file", map[string]string{"HF_ENDPOINT": s.Hub.URL}, []string{"--variant", "A", "--token-file", "/nonexistent/token"}, 1, "token file"},
 	}
 	for _, tt := range tests {

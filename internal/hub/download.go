@@ -93,7 +93,7 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 		return res, nothingSelected(snap, opts, res)
 	}
 	if err := c.fillUnknownSizes(ctx, snap, selected, readManifestAt(opts.Dir)); err != nil {
-		return nil, explain(err, c.Endpoint(), opts.Repo, opts.Revision)
+		return res, explain(err, c.Endpoint(), opts.Repo, opts.Revision)
 	}
 	root, err := openTarget(opts.Dir)
 	if err != nil {
@@ -107,12 +107,7 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	for _, t := range tasks {
-		if t.skip {
-			res.Skipped++
-			res.SkippedBytes += t.file.Size
-		}
-	}
+	res.Skipped, res.SkippedBytes = countSkipped(tasks)
 	if err := d.checkSpace(tasks); err != nil {
 		return res, err
 	}
@@ -128,6 +123,16 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	return res, refusedError(res.Refused)
+}
+
+func countSkipped(tasks []task) (files int, bytes int64) {
+	for _, t := range tasks {
+		if t.skip {
+			files++
+			bytes += t.file.Size
+		}
+	}
+	return files, bytes
 }
 
 func (o Options) withDefaults() Options {
@@ -269,6 +274,9 @@ func (d *downloader) completeOnDisk(f RemoteFile, old *Manifest) (sum string, ok
 		if mf, found := old.file(f.Path); found && mf.Size == f.Size && mf.SHA256 != "" && (!f.IsLFS() || mf.SHA256 == f.SHA256) {
 			return mf.SHA256, true, nil
 		}
+	}
+	if f.Size >= 64<<20 {
+		d.report.Check(f) // minutes for tens of GB: say why nothing seems to happen
 	}
 	sum, err = d.hashFile(f.Path)
 	if err != nil {

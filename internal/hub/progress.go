@@ -13,6 +13,7 @@ import (
 // goroutines at once.
 type Reporter interface {
 	Plan(files int, bytes int64)      // what is left to fetch, once planned
+	Check(f RemoteFile)               // hashing a file already on disk
 	Skip(f RemoteFile)                // already complete on disk
 	Start(f RemoteFile, offset int64) // offset > 0: resuming a partial file
 	Add(n int64)                      // bytes received, any file
@@ -25,6 +26,7 @@ type Reporter interface {
 type NopReporter struct{}
 
 func (NopReporter) Plan(int, int64)                                  {}
+func (NopReporter) Check(RemoteFile)                                 {}
 func (NopReporter) Skip(RemoteFile)                                  {}
 func (NopReporter) Start(RemoteFile, int64)                          {}
 func (NopReporter) Add(int64)                                        {}
@@ -94,6 +96,10 @@ func (r *lineReporter) tick() {
 			r.mu.Unlock()
 		}
 	}
+}
+
+func (r *lineReporter) Check(f RemoteFile) {
+	r.line("check  %s (%s on disk: hashing it)", f.Path, FormatBytes(f.Size))
 }
 
 func (r *lineReporter) Skip(f RemoteFile) {
