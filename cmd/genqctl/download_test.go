@@ -26,6 +26,9 @@ func downloadTestHub(t *testing.T) *hubtest.Server {
 		{Path: "pytorch_model.bin", Data: []byte("pickle"), LFS: true},
 		{Path: "ckpt/last.pt", Data: []byte("pickle"), LFS: true},
 	}})
+	s.AddRepo(hubtest.Repo{ID: "acme/gated-files", GatedFiles: true, Files: []hubtest.File{
+		{Path: "model.gguf", Data: []byte("weights"), LFS: true},
+	}})
 	return s
 }
 
@@ -87,6 +90,8 @@ func TestDownloadCommandFailures(t *testing.T) {
 	}{
 		{"gated without token", map[string]string{"HF_ENDPOINT": s.Hub.URL},
 			[]string{"--variant", "B", "--repo", "acme/tiny"}, 1, "accept the model's licence on its hub page and check your token"},
+		{"files gated, wrong token", map[string]string{"HF_ENDPOINT": s.Hub.URL, "HF_TOKEN": "hf_wrong"},
+			[]string{"--variant", "B", "--repo", "acme/gated-files"}, 1, "accept the model's licence on its hub page and check your token"},
 		{"unknown repository", map[string]string{"HF_ENDPOINT": s.Hub.URL, "HF_TOKEN": downloadTestToken},
 			[]string{"--variant", "B", "--repo", "acme/nothing"}, 1, "not found"},
 		{"no variant", nil, nil, 2, "usage"},

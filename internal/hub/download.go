@@ -100,6 +100,8 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	defer root.Close()
+	// Fails, harmlessly, while partial files remain for a later resume.
+	defer root.Remove(stagingDir)
 	d := &downloader{c: c, opts: opts, root: root, report: opts.Reporter, commit: snap.Commit}
 	defer d.report.Close()
 
@@ -342,7 +344,7 @@ func (d *downloader) run(ctx context.Context, tasks []task) error {
 				if err != nil {
 					mu.Lock()
 					if ctx.Err() == nil || len(errs) == 0 {
-						errs = append(errs, fmt.Errorf("%s: %w", t.file.Path, err))
+						errs = append(errs, fmt.Errorf("%s: %w", t.file.Path, explain(err, d.c.Endpoint(), d.opts.Repo, d.opts.Revision)))
 					}
 					mu.Unlock()
 					cancel()
@@ -387,7 +389,6 @@ func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
 		}
 		m.Files = append(m.Files, mf)
 	}
-	_ = d.root.Remove(stagingDir) // fails, harmlessly, while partial files of other runs remain
 	if old := readManifestIn(d.root); m.sameContent(old) {
 		return old, nil
 	}
@@ -472,10 +473,19 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile) (ManifestFile, 
 	}
 	if f.Size < 0 || offset < f.Size {
 		if err := d.receive(ctx, file, h, &f, offset); err != nil {
+			d.removeIfEmpty(file, f)
 			return ManifestFile{}, err
 		}
 	}
 	return d.verify(file, h, f, offset > 0)
+}
+
+// removeIfEmpty leaves no empty partial file behind a request that failed
+// before its first byte, such as a 403.
+func (d *downloader) removeIfEmpty(file *os.File, f RemoteFile) {
+	if fi, err := file.Stat(); err == nil && fi.Size() == 0 {
+		_ = d.root.Remove(partName(f))
+	}
 }
 
 // resumeState hashes what a partial file already holds and returns where to go on.

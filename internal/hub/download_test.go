@@ -229,6 +229,7 @@ func TestDownloadErrors(t *testing.T) {
 		wantText string
 	}{
 		{"gated without token", hubtest.Repo{ID: "org/model", Gated: true}, "", "", hub.ErrAccessDenied, "accept the model's licence on its hub page and check your token"},
+		{"only the files gated", hubtest.Repo{ID: "org/model", GatedFiles: true}, "", "", hub.ErrAccessDenied, "accept the model's licence on its hub page and check your token"},
 		{"gated with a wrong token", hubtest.Repo{ID: "org/model", Gated: true}, "hf_wrong", "", hub.ErrAccessDenied, "HTTP 403"},
 		{"private without token", hubtest.Repo{ID: "org/model", Private: true}, "", "", hub.ErrAccessDenied, "HTTP 401"},
 		{"unknown repository", hubtest.Repo{ID: "org/other"}, testToken, "", hub.ErrNotFound, "repository org/model"},

@@ -36,6 +36,9 @@ type Repo struct {
 	Files   []File
 	Private bool // without the token: 401 RepoNotFound, as the hub answers
 	Gated   bool // without the token: 403 GatedRepo
+	// GatedFiles leaves the listing open and gates only the content, as
+	// the real hub does for gated models.
+	GatedFiles bool
 }
 
 // Fault makes the server misbehave for one file's content.
@@ -322,6 +325,11 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, id, rev, p
 	}
 	repo := s.lookup(w, r, id, rev)
 	if repo == nil {
+		return
+	}
+	if repo.GatedFiles && r.Header.Get("Authorization") != "Bearer "+s.Token {
+		hubError(w, http.StatusForbidden, "GatedRepo",
+			"Access to model "+id+" is restricted and you are not in the authorized list. Visit https://huggingface.co/"+id+" to ask for access.")
 		return
 	}
 	f := findFile(repo, path)
