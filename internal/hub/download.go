@@ -267,7 +267,7 @@ func (d *downloader) completeOnDisk(f RemoteFile, old *Manifest) (sum string, ok
 	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
 		return "", false, nil
 	}
-	if old != nil && !f.IsLFS() && !strings.EqualFold(old.Commit, d.commit) {
+	if old != nil && !f.IsLFS() && old.Commit != "" && d.commit != "" && !strings.EqualFold(old.Commit, d.commit) {
 		// A new commit: a git file of the same size may still differ, and
 		// it has no hash to tell. Such files are small; fetch them again.
 		return "", false, nil
@@ -373,11 +373,18 @@ func (d *downloader) run(ctx context.Context, tasks []task) error {
 // finish writes the manifest, unless it already says the same, and removes
 // the staging directory if nothing is left in it.
 func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
+	old := readManifestIn(d.root)
+	commit := d.commit
+	if commit == "" && old != nil && old.Repo == snap.Repo && old.Revision == snap.Revision {
+		// A hub that names the commit only in X-Repo-Commit, and a rerun
+		// that fetched nothing: the files checked out, keep what we knew.
+		commit = old.Commit
+	}
 	m := &Manifest{
 		Endpoint:     d.c.Endpoint(),
 		Repo:         snap.Repo,
 		Revision:     snap.Revision,
-		Commit:       d.commit,
+		Commit:       commit,
 		Include:      d.opts.Include,
 		Exclude:      d.opts.Exclude,
 		DownloadedAt: time.Now().UTC().Truncate(time.Second),
@@ -389,7 +396,7 @@ func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
 		}
 		m.Files = append(m.Files, mf)
 	}
-	if old := readManifestIn(d.root); m.sameContent(old) {
+	if m.sameContent(old) {
 		return old, nil
 	}
 	return m, writeManifest(d.root, m)

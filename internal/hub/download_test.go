@@ -114,6 +114,7 @@ func TestDownloadFetchesTheSnapshot(t *testing.T) {
 	}{
 		{"tree API", func(*hubtest.Server) {}},
 		{"tree API in pages", func(s *hubtest.Server) { s.PageSize = 2 }},
+		{"tree API only", func(s *hubtest.Server) { s.NoRevision = true }},
 		{"revision API only", func(s *hubtest.Server) { s.NoTree = true }},
 		{"names only, sizes by HEAD", func(s *hubtest.Server) { s.NoTree, s.NoBlobs = true, true }},
 		{"names only, no HEAD either", func(s *hubtest.Server) { s.NoTree, s.NoBlobs, s.NoHead = true, true, true }},
@@ -454,6 +455,7 @@ func TestDownloadRerunFetchesNothing(t *testing.T) {
 	}{
 		{"with the manifest", func(*testing.T, string) {}, nil},
 		{"names-only listing: sizes from the manifest", func(*testing.T, string) {}, func(s *hubtest.Server) { s.NoTree, s.NoBlobs = true, true }},
+		{"tree-only listing: the commit from X-Repo-Commit", func(*testing.T, string) {}, func(s *hubtest.Server) { s.NoRevision = true }},
 		{"without the manifest: files are hashed", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, hub.ManifestName)); err != nil {
 				t.Fatal(err)
@@ -493,7 +495,7 @@ func TestDownloadRerunFetchesNothing(t *testing.T) {
 				}
 			}
 			after, _ := os.ReadFile(filepath.Join(dir, hub.ManifestName))
-			if tt.hub == nil && tt.name == "with the manifest" && !bytes.Equal(after, manifest) {
+			if tt.name != "without the manifest: files are hashed" && !bytes.Equal(after, manifest) {
 				t.Error("an idempotent rerun rewrote the manifest")
 			}
 		})

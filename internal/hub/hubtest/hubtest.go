@@ -67,6 +67,9 @@ type Server struct {
 	Token string
 	// NoTree makes the tree API answer 404, like an older hub.
 	NoTree bool
+	// NoRevision makes the revision API answer 404: the commit is then
+	// only in the X-Repo-Commit of the resolve answers.
+	NoRevision bool
 	// NoBlobs ignores ?blobs=true: siblings carry names only, so the client
 	// has to HEAD each file for its size.
 	NoBlobs bool
@@ -233,6 +236,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, rev string) 
 }
 
 func (s *Server) serveRevision(w http.ResponseWriter, r *http.Request, id, rev string) {
+	if s.NoRevision {
+		hubError(w, http.StatusNotFound, "", "Not Found")
+		return
+	}
 	repo := s.lookup(w, r, id, rev)
 	if repo == nil {
 		return
