@@ -108,7 +108,7 @@ func (c *Client) list(ctx context.Context, repo, revision string) (*Snapshot, er
 	}
 	if info != nil {
 		snap.Commit = info.SHA
-		snap.Files = mergeSiblings(snap.Files, info, treeErr == nil)
+		snap.Files = mergeSiblings(snap.Files, info)
 	}
 	return snap, nil
 }
@@ -195,9 +195,10 @@ func filesFromTree(entries []treeEntry) []RemoteFile {
 	return files
 }
 
-// mergeSiblings adds what the revision API knows: every file when there was
-// no tree, and LFS hashes the tree may have left out.
-func mergeSiblings(files []RemoteFile, info *revisionInfo, haveTree bool) []RemoteFile {
+// mergeSiblings adds what the revision API knows: the files the tree did
+// not list (all of them when there was no tree), and LFS hashes the tree
+// left out. On the real hub both list the same files.
+func mergeSiblings(files []RemoteFile, info *revisionInfo) []RemoteFile {
 	byPath := make(map[string]int, len(files))
 	for i, f := range files {
 		byPath[f.Path] = i
@@ -214,7 +215,7 @@ func mergeSiblings(files []RemoteFile, info *revisionInfo, haveTree bool) []Remo
 		switch {
 		case ok && files[i].SHA256 == "":
 			files[i].SHA256 = f.SHA256
-		case !ok && !haveTree:
+		case !ok:
 			files = append(files, f)
 		}
 	}
@@ -246,7 +247,7 @@ func (c *Client) fillUnknownSizes(ctx context.Context, snap *Snapshot, files []R
 		if err != nil {
 			return fmt.Errorf("metadata of %s: %w", f.Path, err)
 		}
-		f.Size = m.Size
+		f.Size = m.Size // still -1 if the hub did not say
 		if f.SHA256 == "" {
 			f.SHA256 = m.SHA256
 		}
@@ -264,7 +265,7 @@ func headUnsupported(err error) bool {
 
 // FileMetadata is what a HEAD on a resolve URL says about a file.
 type FileMetadata struct {
-	Size   int64
+	Size   int64  // -1 if the hub did not say
 	SHA256 string // set for LFS files (X-Linked-Etag)
 	ETag   string
 	Commit string // X-Repo-Commit
@@ -294,7 +295,7 @@ func (c *Client) FileMetadata(ctx context.Context, repo, revision, path string) 
 	if err != nil {
 		return nil, err
 	}
-	return meta.metadata()
+	return meta.metadata(), nil
 }
 
 func (c *Client) resolveURL(repo, revision, path string) string {
@@ -350,20 +351,20 @@ func (m *respMeta) repoCommit() string {
 	return m.commit
 }
 
-func (m *respMeta) metadata() (*FileMetadata, error) {
+func (m *respMeta) metadata() *FileMetadata {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	fm := &FileMetadata{Size: m.size, ETag: m.etag, Commit: m.commit}
+	fm := &FileMetadata{Size: -1, ETag: m.etag, Commit: m.commit}
 	switch {
 	case m.linkedKnow:
 		fm.Size = m.linkedSize
-	case !m.sizeKnown:
-		return nil, errors.New("the hub gave no size (X-Linked-Size or Content-Length)")
+	case m.sizeKnown:
+		fm.Size = m.size
 	}
 	if isSHA256(m.linkedETag) {
 		fm.SHA256 = m.linkedETag
 	}
-	return fm, nil
+	return fm
 }
 
 // cleanETag strips the weak marker and the quotes: W/"abc" → abc.
