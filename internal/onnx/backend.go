@@ -18,7 +18,7 @@ import (
 	"github.com/genq/genq/internal/worker"
 )
 
-// Token lengths SD3 encodes prompts to (diffusers' defaults).
+// Token lengths prompts are encoded to (diffusers' defaults).
 const (
 	clipTokens = 77
 	t5Tokens   = 256
@@ -30,21 +30,29 @@ const (
 	sd3ShiftFactor   = 0.0609
 )
 
-// Backend runs one SD3 export. Its sessions are shared by all concurrent
-// Generate calls: ONNX Runtime sessions are safe for concurrent Run.
+// Backend runs one diffusion export: SD3 (the seed's variant C), or SD 1.5
+// and SDXL UNet exports. Its sessions are shared by all concurrent Generate
+// calls: ONNX Runtime sessions are safe for concurrent Run.
 type Backend struct {
-	cfg    Config
-	log    *slog.Logger
-	info   genq.BackendInfo
-	sched  scheduler.FlowMatchEuler
-	clipL  *tokenizer.CLIP
-	clipG  *tokenizer.CLIP
-	t5     *tokenizer.T5
-	vae    vaeScaling
-	shapes shapes
+	cfg  Config
+	log  *slog.Logger
+	info genq.BackendInfo
+	kind *pipelineKind
 
-	textL, textG, textT5, transformer, vaeDecoder *session
+	flow  scheduler.FlowMatchEuler // SD3
+	euler scheduler.EulerDiscrete  // UNet pipelines
 
+	clipL, clipG *tokenizer.CLIP
+	t5           *tokenizer.T5
+	vae          vaeScaling
+	shapes       shapes
+
+	// Sessions; a pipeline without a part leaves it nil.
+	textL, textG, textT5, denoiser, vaeDecoder *session
+
+	// zeroNegative: SDXL's force_zeros_for_empty_prompt, an empty negative
+	// prompt is all zeros rather than the encoding of "".
+	zeroNegative bool
 	// negative is the embedding of the empty negative prompt, the same for
 	// every request, so it is computed once at Open.
 	negative embedding
@@ -52,11 +60,11 @@ type Backend struct {
 
 var _ worker.Backend = (*Backend)(nil)
 
-// shapes are the widths the pipeline reads from the graphs.
+// shapes are what the pipeline reads from the graphs.
 type shapes struct {
 	latentChannels int64
-	clipLHidden    string // output name of hidden_states[-2]
-	clipGHidden    string
+	clipLOut       string // the CLIP-L output taken: hidden_states[-2], or last_hidden_state (SD 1.5)
+	clipGOut       string // hidden_states[-2] of CLIP-G
 	clipLen, t5Len int64
 }
 
@@ -116,7 +124,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		b.Close()
 		return nil, fmt.Errorf("encoding the negative prompt: %w", err)
 	}
-	log.Info("image backend ready", "model", name, "device", device.Kind, "device_name", device.Name,
+	if b.zeroNegative {
+		clear(b.negative.seq)
+		clear(b.negative.pooled)
+	}
+	log.Info("image backend ready", "model", name, "pipeline", b.kind.name, "device", device.Kind, "device_name", device.Name,
 		"size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
@@ -127,8 +139,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 func (b *Backend) readConfigs() (string, error) {
 	dir := b.cfg.ModelDir
 	var index struct {
-		Class string `json:"_class_name"`
-		Name  string `json:"_name_or_path"`
+		Class      string `json:"_class_name"`
+		Name       string `json:"_name_or_path"`
+		ForceZeros *bool  `json:"force_zeros_for_empty_prompt"`
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "model_index.json"))
 	if err != nil {
@@ -137,13 +150,27 @@ func (b *Backend) readConfigs() (string, error) {
 	if err := json.Unmarshal(raw, &index); err != nil {
 		return "", fmt.Errorf("model dir %s: model_index.json: %w", dir, err)
 	}
-	if index.Class != "StableDiffusion3Pipeline" {
-		return "", fmt.Errorf("model dir %s: pipeline %q is not supported, want StableDiffusion3Pipeline", dir, index.Class)
+	var ok bool
+	if b.kind, ok = kindOf(index.Class); !ok {
+		return "", fmt.Errorf("model dir %s: pipeline %q is not supported, want StableDiffusion3Pipeline, StableDiffusionXLPipeline or StableDiffusionPipeline", dir, index.Class)
 	}
-	if b.sched, err = scheduler.Load(filepath.Join(dir, "scheduler", "scheduler_config.json")); err != nil {
+	// diffusers' SDXL pipeline defaults force_zeros_for_empty_prompt to true.
+	b.zeroNegative = b.kind == kindSDXL && (index.ForceZeros == nil || *index.ForceZeros)
+
+	schedPath := filepath.Join(dir, "scheduler", "scheduler_config.json")
+	if b.kind.isUNet() {
+		var class string
+		if b.euler, class, err = scheduler.LoadEuler(schedPath); err != nil {
+			return "", err
+		}
+		if class != "EulerDiscreteScheduler" {
+			b.log.Info("image backend: running the export's scheduler config with the Euler discrete scheduler", "configured", class)
+		}
+	} else if b.flow, err = scheduler.Load(schedPath); err != nil {
 		return "", err
 	}
-	b.vae = vaeScaling{Scaling: sd3ScalingFactor, Shift: sd3ShiftFactor}
+
+	b.vae = vaeScaling{Scaling: b.kind.scaling, Shift: b.kind.shift}
 	if raw, err := os.ReadFile(filepath.Join(dir, "vae_decoder", "config.json")); err == nil {
 		if err := json.Unmarshal(raw, &b.vae); err != nil {
 			return "", fmt.Errorf("model dir %s: vae_decoder/config.json: %w", dir, err)
@@ -152,156 +179,26 @@ func (b *Backend) readConfigs() (string, error) {
 			return "", fmt.Errorf("model dir %s: vae_decoder/config.json: scaling_factor is 0", dir)
 		}
 	}
-	if b.clipL, err = tokenizer.LoadCLIP(filepath.Join(dir, "tokenizer")); err != nil {
-		return "", fmt.Errorf("model dir %s: tokenizer: %w", dir, err)
-	}
-	if b.clipG, err = tokenizer.LoadCLIP(filepath.Join(dir, "tokenizer_2")); err != nil {
-		return "", fmt.Errorf("model dir %s: tokenizer_2: %w", dir, err)
-	}
-	if b.t5, err = tokenizer.LoadT5(filepath.Join(dir, "tokenizer_3")); err != nil {
-		return "", fmt.Errorf("model dir %s: tokenizer_3: %w", dir, err)
+
+	for i, tokDir := range b.kind.tokenizers {
+		path := filepath.Join(dir, tokDir)
+		switch i {
+		case 0:
+			b.clipL, err = tokenizer.LoadCLIP(path)
+		case 1:
+			b.clipG, err = tokenizer.LoadCLIP(path)
+		case 2:
+			b.t5, err = tokenizer.LoadT5(path)
+		}
+		if err != nil {
+			return "", fmt.Errorf("model dir %s: %s: %w", dir, tokDir, err)
+		}
 	}
 	name := index.Name
 	if name == "" {
 		name = filepath.Base(filepath.Clean(dir))
 	}
 	return name, nil
-}
-
-// loadModels inspects every part, checks the parts against each other, and
-// only then creates the sessions (the expensive step).
-func (b *Backend) loadModels(cuda bool) error {
-	dir := b.cfg.ModelDir
-	ids := []tensorSpec{{"input_ids", 2, intTypes}}
-	models := map[string]*model{}
-	var problems []error
-	for _, part := range []string{"text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "vae_decoder"} {
-		m, err := inspectModel(dir, part)
-		if err != nil {
-			problems = append(problems, err)
-			continue
-		}
-		models[part] = m
-	}
-	if err := errors.Join(problems...); err != nil {
-		return fmt.Errorf("model dir %s: %w", dir, err)
-	}
-	L, G, T5, tr, vae := models["text_encoder"], models["text_encoder_2"], models["text_encoder_3"], models["transformer"], models["vae_decoder"]
-
-	var err error
-	if b.shapes.clipLHidden, err = L.penultimateHiddenState(); err != nil {
-		return err
-	}
-	if b.shapes.clipGHidden, err = G.penultimateHiddenState(); err != nil {
-		return err
-	}
-	clipOut := func(hidden string) []tensorSpec {
-		return []tensorSpec{{"text_embeds", 2, floatTypes}, {hidden, 3, floatTypes}}
-	}
-	checks := []error{
-		L.check(ids, clipOut(b.shapes.clipLHidden)),
-		G.check(ids, clipOut(b.shapes.clipGHidden)),
-		T5.check(ids, []tensorSpec{{"last_hidden_state", 3, floatTypes}}),
-		tr.check([]tensorSpec{
-			{"hidden_states", 4, floatTypes}, {"encoder_hidden_states", 3, floatTypes},
-			{"pooled_projections", 2, floatTypes}, {"timestep", 1, timestepTypes},
-		}, []tensorSpec{{"out_hidden_states", 4, floatTypes}}),
-		vae.check([]tensorSpec{{"latent_sample", 4, floatTypes}}, []tensorSpec{{"sample", 4, floatTypes}}),
-	}
-	if err := errors.Join(checks...); err != nil {
-		return fmt.Errorf("model dir %s: %w", dir, err)
-	}
-	if err := b.checkWidths(L, G, T5, tr, vae); err != nil {
-		return fmt.Errorf("model dir %s: %w", dir, err)
-	}
-
-	opts, err := newSessionOptions(cuda, b.cfg.Threads)
-	if err != nil {
-		return err
-	}
-	defer opts.Destroy()
-	open := func(m *model, outputs ...string) (*session, error) {
-		s, err := ort.NewDynamicAdvancedSession(m.path, m.order, outputs, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%s: loading %s: %w", m.part, m.path, err)
-		}
-		return &session{model: m, s: s, inNames: m.order, outNames: outputs}, nil
-	}
-	for _, load := range []struct {
-		dst     **session
-		m       *model
-		outputs []string
-	}{
-		{&b.textL, L, []string{"text_embeds", b.shapes.clipLHidden}},
-		{&b.textG, G, []string{"text_embeds", b.shapes.clipGHidden}},
-		{&b.textT5, T5, []string{"last_hidden_state"}},
-		{&b.transformer, tr, []string{"out_hidden_states"}},
-		{&b.vaeDecoder, vae, []string{"sample"}},
-	} {
-		if *load.dst, err = open(load.m, load.outputs...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkWidths compares the widths the parts declare, where they declare
-// them, so a mixed-up export fails at start-up rather than at the first
-// request.
-func (b *Backend) checkWidths(L, G, T5, tr, vae *model) error {
-	b.shapes.latentChannels = tr.dim("hidden_states", 1)
-	if b.shapes.latentChannels <= 0 {
-		return fmt.Errorf("transformer: input hidden_states has no fixed channel count (shape %v)", tr.inputs["hidden_states"].Dimensions)
-	}
-	var problems []error
-	if c := vae.dim("latent_sample", 1); c > 0 && c != b.shapes.latentChannels {
-		problems = append(problems, fmt.Errorf("vae_decoder takes %d latent channels, the transformer makes %d", c, b.shapes.latentChannels))
-	}
-	if c := tr.dim("out_hidden_states", 1); c > 0 && c != b.shapes.latentChannels {
-		problems = append(problems, fmt.Errorf("transformer outputs %d channels but takes %d", c, b.shapes.latentChannels))
-	}
-	joint := tr.dim("encoder_hidden_states", 2)
-	wl, wg := L.dim(b.shapes.clipLHidden, 2), G.dim(b.shapes.clipGHidden, 2)
-	for _, enc := range []struct {
-		m      *model
-		hidden string
-		width  int64
-	}{{L, b.shapes.clipLHidden, wl}, {G, b.shapes.clipGHidden, wg}} {
-		if enc.width <= 0 {
-			problems = append(problems, fmt.Errorf("%s: output %s has no fixed width (shape %v)", enc.m.part, enc.hidden, enc.m.outputs[enc.hidden].Dimensions))
-		}
-		// text_embeds' width: the graph's, else config.json's projection_dim,
-		// else the hidden width (they are equal in SD3's CLIPs).
-		if enc.m.dim("text_embeds", 1) <= 0 {
-			enc.m.widths["text_embeds"] = enc.width
-			if p := enc.m.projectionDim(); p > 0 {
-				enc.m.widths["text_embeds"] = p
-			}
-		}
-	}
-	if wt := T5.dim("last_hidden_state", 2); joint > 0 && wt > 0 && wt != joint {
-		problems = append(problems, fmt.Errorf("text_encoder_3 is %d wide, the transformer's encoder_hidden_states %d", wt, joint))
-	}
-	if joint > 0 && wl > 0 && wg > 0 && wl+wg > joint {
-		problems = append(problems, fmt.Errorf("text_encoder and text_encoder_2 are %d+%d wide, more than the transformer's encoder_hidden_states (%d)", wl, wg, joint))
-	}
-	pl, pg, pooled := L.dim("text_embeds", 1), G.dim("text_embeds", 1), tr.dim("pooled_projections", 1)
-	pl, pg = max(pl, L.widths["text_embeds"]), max(pg, G.widths["text_embeds"])
-	if pl > 0 && pg > 0 && pooled > 0 && pl+pg != pooled {
-		problems = append(problems, fmt.Errorf("text_embeds of text_encoder and text_encoder_2 are %d+%d wide, but the transformer takes pooled_projections %d wide", pl, pg, pooled))
-	}
-	// Exports with a fixed sequence length dictate it; SD3's defaults otherwise.
-	b.shapes.clipLen, b.shapes.t5Len = clipTokens, t5Tokens
-	if n := L.dim("input_ids", 1); n > 0 {
-		b.shapes.clipLen = n
-	}
-	if n := G.dim("input_ids", 1); n > 0 && n != b.shapes.clipLen {
-		problems = append(problems, fmt.Errorf("text_encoder takes %d tokens, text_encoder_2 %d", b.shapes.clipLen, n))
-	}
-	if n := T5.dim("input_ids", 1); n > 0 {
-		b.shapes.t5Len = n
-	}
-	return errors.Join(problems...)
 }
 
 // Info says which device and model the backend runs.
@@ -311,7 +208,7 @@ func (b *Backend) Info() genq.BackendInfo { return b.info }
 // for other backends in the process.
 func (b *Backend) Close() error {
 	var errs []error
-	for _, s := range []*session{b.textL, b.textG, b.textT5, b.transformer, b.vaeDecoder} {
+	for _, s := range []*session{b.textL, b.textG, b.textT5, b.denoiser, b.vaeDecoder} {
 		if s != nil && s.s != nil {
 			errs = append(errs, s.s.Destroy())
 			s.s = nil

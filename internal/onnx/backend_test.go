@@ -218,9 +218,13 @@ func TestOpenRejectsBrokenExports(t *testing.T) {
 		{"wrong scheduler", func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "scheduler", "scheduler_config.json"), `{"_class_name":"DDIMScheduler"}`)
 		}, "DDIMScheduler"},
-		{"unet pipeline", func(t *testing.T, dir string) {
-			write(t, filepath.Join(dir, "model_index.json"), `{"_class_name":"StableDiffusionPipeline"}`)
-		}, "not supported"},
+		{"unknown pipeline", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "model_index.json"), `{"_class_name":"FluxPipeline"}`)
+		}, `"FluxPipeline" is not supported`},
+		{"sd3 export labelled as sdxl", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "model_index.json"), `{"_class_name":"StableDiffusionXLPipeline"}`)
+			write(t, filepath.Join(dir, "scheduler", "scheduler_config.json"), `{"_class_name":"EulerDiscreteScheduler"}`)
+		}, "unet: missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,6 +23,10 @@ var (
 	timestepTypes = append(slices.Clone(floatTypes), ort.TensorElementDataTypeInt64)
 )
 
+// rankScalarOrBatch is a tensorSpec rank that accepts a scalar or a vector
+// (UNet exports declare the timestep a scalar, SD3's one per batch item).
+const rankScalarOrBatch = -1
+
 // tensorSpec is what the pipeline needs of one input or output.
 type tensorSpec struct {
 	name  string
@@ -98,7 +102,7 @@ func checkTensor(kind string, have map[string]ort.InputOutputInfo, spec tensorSp
 	if info.OrtValueType != ort.ONNXTypeTensor {
 		return []string{fmt.Sprintf("%s %q is a %v, want a tensor", kind, spec.name, info.OrtValueType)}
 	}
-	if len(info.Dimensions) != spec.rank {
+	if rank := len(info.Dimensions); rank != spec.rank && (spec.rank != rankScalarOrBatch || rank > 1) {
 		problems = append(problems, fmt.Sprintf("%s %q has shape %v, want rank %d", kind, spec.name, info.Dimensions, spec.rank))
 	}
 	if !slices.Contains(spec.types, info.DataType) {
@@ -107,8 +111,12 @@ func checkTensor(kind string, have map[string]ort.InputOutputInfo, spec tensorSp
 	return problems
 }
 
-// dim returns a declared dimension, or -1 when it is free (named).
+// dim returns a declared dimension, or -1 when it is free (named) or the
+// model (which may be nil) lacks the tensor.
 func (m *model) dim(name string, axis int) int64 {
+	if m == nil {
+		return -1
+	}
 	info, ok := m.inputs[name]
 	if !ok {
 		info = m.outputs[name]

@@ -13,12 +13,18 @@ import (
 	"github.com/genq/genq/internal/onnx/scheduler"
 )
 
-// embedding is one prompt encoded the SD3 way.
+// embedding is one prompt encoded for the denoiser.
 type embedding struct {
-	seq    []float32 // [clipLen+t5Len, joint]: CLIP-L|CLIP-G|zeros, then T5
+	seq    []float32 // [seqLen, width]
 	seqLen int64
-	joint  int64
-	pooled []float32 // CLIP-L text_embeds | CLIP-G text_embeds
+	width  int64
+	pooled []float32 // nil for SD 1.5
+}
+
+// output is one model output read back as floats.
+type output struct {
+	data  []float32
+	shape ort.Shape
 }
 
 // run runs one session into outputs of the given shapes. The outputs are
@@ -64,92 +70,98 @@ func (s *session) outputShape(i int, known ...int64) (ort.Shape, error) {
 	return shape, nil
 }
 
-// encodeText runs one encoder on token ids and returns its outputs as
-// floats with their shapes.
-func (s *session) encodeText(ro *ort.RunOptions, ids []int64) ([][]float32, []ort.Shape, error) {
+// encodeText runs one text encoder on token ids and returns its outputs by
+// name.
+func (s *session) encodeText(ro *ort.RunOptions, ids []int64) (map[string]output, error) {
 	n := int64(len(ids))
 	shapes := make([]ort.Shape, len(s.outNames))
 	for i := range shapes {
 		var err error
 		// [batch, width] (text_embeds) or [batch, sequence, width].
 		if shapes[i], err = s.outputShape(i, 1, n); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	in, err := newIDTensor(s.inputType("input_ids"), ort.NewShape(1, n), ids)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", s.part, err)
+		return nil, fmt.Errorf("%s: %w", s.part, err)
 	}
 	defer in.Destroy()
 	outs, err := s.run(ro, []ort.Value{in}, shapes)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer destroyAll(outs)
-	data := make([][]float32, len(outs))
+	byName := make(map[string]output, len(outs))
 	for i, o := range outs {
 		d, shape, err := floatData(o)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", s.part, err)
+			return nil, fmt.Errorf("%s: %w", s.part, err)
 		}
-		data[i], shapes[i] = append([]float32(nil), d...), shape
+		byName[s.outNames[i]] = output{append([]float32(nil), d...), shape}
 	}
-	return data, shapes, nil
+	return byName, nil
 }
 
-// encodePrompt is SD3's encode_prompt for one prompt: CLIP-L's and CLIP-G's
-// penultimate hidden states side by side, zero-padded to T5's width, then
-// T5's sequence after them; pooled is both CLIPs' text_embeds.
+// encodePrompt encodes one prompt the way the pipeline's diffusers
+// encode_prompt does.
 func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text string) (embedding, error) {
-	type clipResult struct {
-		hidden []float32
-		width  int64
-		pooled []float32
+	l, err := b.textL.encodeText(ro, b.clipL.Encode(text, int(b.shapes.clipLen)))
+	if err != nil {
+		return embedding{}, err
 	}
-	runCLIP := func(s *session, ids []int64) (clipResult, error) {
-		out, shapes, err := s.encodeText(ro, ids)
-		if err != nil {
-			return clipResult{}, err
+	hl := l[b.shapes.clipLOut]
+	if b.kind == kindSD15 {
+		// SD 1.5 conditions on CLIP-L's last hidden state alone.
+		return embedding{seq: hl.data, seqLen: hl.shape[1], width: hl.shape[2]}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return embedding{}, err
+	}
+	g, err := b.textG.encodeText(ro, b.clipG.Encode(text, int(b.shapes.clipLen)))
+	if err != nil {
+		return embedding{}, err
+	}
+	hg := g[b.shapes.clipGOut]
+	clipLen, wl, wg := hl.shape[1], hl.shape[2], hg.shape[2]
+	if hg.shape[1] != clipLen {
+		return embedding{}, fmt.Errorf("clip encoders gave %d and %d positions", clipLen, hg.shape[1])
+	}
+
+	// Both CLIPs' penultimate hidden states side by side.
+	e := embedding{seqLen: clipLen, width: wl + wg}
+	var t5 output
+	if b.kind == kindSD3 {
+		// SD3: zero-padded to T5's width, then T5's sequence after them;
+		// pooled is both CLIPs' text_embeds.
+		if err := ctx.Err(); err != nil {
+			return embedding{}, err
 		}
-		// Outputs come in the order the session names them: text_embeds, hidden.
-		return clipResult{hidden: out[1], width: shapes[1][2], pooled: out[0]}, nil
+		t5out, err := b.textT5.encodeText(ro, b.t5.Encode(text, int(b.shapes.t5Len)))
+		if err != nil {
+			return embedding{}, err
+		}
+		t5 = t5out["last_hidden_state"]
+		if t5.shape[2] < wl+wg {
+			return embedding{}, fmt.Errorf("clip hidden states %d+%d wide do not fit in t5's %d", wl, wg, t5.shape[2])
+		}
+		e.width, e.seqLen = t5.shape[2], clipLen+t5.shape[1]
+		e.pooled = append(append([]float32(nil), l["text_embeds"].data...), g["text_embeds"].data...)
+	} else {
+		// SDXL: pooled is CLIP-G's text_embeds alone.
+		e.pooled = g["text_embeds"].data
 	}
-	l, err := runCLIP(b.textL, b.clipL.Encode(text, int(b.shapes.clipLen)))
-	if err != nil {
-		return embedding{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return embedding{}, err
-	}
-	g, err := runCLIP(b.textG, b.clipG.Encode(text, int(b.shapes.clipLen)))
-	if err != nil {
-		return embedding{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return embedding{}, err
-	}
-	t5out, t5shapes, err := b.textT5.encodeText(ro, b.t5.Encode(text, int(b.shapes.t5Len)))
-	if err != nil {
-		return embedding{}, err
-	}
-	joint := t5shapes[0][2]
-	if l.width+g.width > joint {
-		return embedding{}, fmt.Errorf("clip hidden states %d+%d wide do not fit in t5's %d", l.width, g.width, joint)
-	}
-	clipLen, t5Len := b.shapes.clipLen, t5shapes[0][1]
-	e := embedding{seqLen: clipLen + t5Len, joint: joint}
-	e.seq = make([]float32, e.seqLen*joint)
+	e.seq = make([]float32, e.seqLen*e.width)
 	for row := range clipLen {
-		dst := e.seq[row*joint:]
-		copy(dst, l.hidden[row*l.width:(row+1)*l.width])
-		copy(dst[l.width:], g.hidden[row*g.width:(row+1)*g.width])
+		dst := e.seq[row*e.width:]
+		copy(dst, hl.data[row*wl:(row+1)*wl])
+		copy(dst[wl:], hg.data[row*wg:(row+1)*wg])
 	}
-	copy(e.seq[clipLen*joint:], t5out[0])
-	e.pooled = append(append([]float32(nil), l.pooled...), g.pooled...)
+	copy(e.seq[clipLen*e.width:], t5.data)
 	return e, nil
 }
 
-// Generate runs the SD3 pipeline for job.Text and returns a PNG.
+// Generate runs the pipeline for job.Text and returns a PNG.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
 	if job.Text == "" {
 		return genq.Result{}, genq.Errorf(genq.Invalid, "text field is required")
@@ -203,7 +215,7 @@ func (b *Backend) generate(ctx context.Context, text string, seed int64, progres
 	return b.decode(ro, latents)
 }
 
-// initialLatents draws the starting noise, [1, C, H/8, W/8], from seed.
+// initialLatents draws unit normal noise from seed.
 func initialLatents(seed int64, n int) []float32 {
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>32^0x5d3))
 	x := make([]float32, n)
@@ -213,49 +225,109 @@ func initialLatents(seed int64, n int) []float32 {
 	return x
 }
 
-// denoise runs the flow-matching Euler loop with classifier-free guidance,
-// both halves (empty prompt, prompt) in one batch-2 transformer call.
+// noiseSchedule is one image's noise levels and the denoiser's timestep
+// input at each step.
+type noiseSchedule struct {
+	sigmas    []float64 // steps+1, ending at 0
+	timesteps []float64
+	initNoise float64 // scale of the starting noise
+	unet      bool    // UNet input is scaled by 1/√(σ²+1) and predicts noise
+}
+
+func (b *Backend) schedule() noiseSchedule {
+	steps := b.cfg.Steps
+	if b.kind.isUNet() {
+		ts := b.euler.Timesteps(steps)
+		sigmas := b.euler.Sigmas(ts)
+		return noiseSchedule{sigmas: sigmas, timesteps: ts, initNoise: b.euler.InitNoiseSigma(sigmas), unet: true}
+	}
+	sigmas := b.flow.Sigmas(steps)
+	ts := make([]float64, steps)
+	for i := range ts {
+		ts[i] = b.flow.Timestep(sigmas[i])
+	}
+	return noiseSchedule{sigmas: sigmas, timesteps: ts, initNoise: 1}
+}
+
+// denoise runs the Euler loop with classifier-free guidance, both halves
+// (empty prompt, prompt) in one batch-2 denoiser call.
 func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive embedding, seed int64, progress func()) ([]float32, error) {
 	neg := b.negative
-	if neg.seqLen != positive.seqLen || neg.joint != positive.joint || len(neg.pooled) != len(positive.pooled) {
+	if neg.seqLen != positive.seqLen || neg.width != positive.width || len(neg.pooled) != len(positive.pooled) {
 		return nil, fmt.Errorf("prompt embeddings differ in shape from the negative prompt's")
 	}
-	tr := b.transformer
+	den, io := b.denoiser, b.kind.io
 	c, h, w := b.shapes.latentChannels, int64(b.cfg.Height/8), int64(b.cfg.Width/8)
 	per := int(c * h * w)
+	sched := b.schedule()
 	latents := initialLatents(seed, per)
+	for i := range latents {
+		latents[i] *= float32(sched.initNoise)
+	}
 
-	// The text inputs are the same at every step: build them once.
-	enc, err := newFloatTensor(tr.inputType("encoder_hidden_states"), ort.NewShape(2, neg.seqLen, neg.joint), append(append([]float32(nil), neg.seq...), positive.seq...))
-	if err != nil {
-		return nil, fmt.Errorf("transformer: %w", err)
+	// The conditioning is the same at every step: build it once.
+	fixed := map[string]ort.Value{}
+	defer func() {
+		for _, v := range fixed {
+			v.Destroy()
+		}
+	}()
+	addFixed := func(name string, shape ort.Shape, data []float32) error {
+		v, err := newFloatTensor(den.inputType(name), shape, data)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", den.part, name, err)
+		}
+		fixed[name] = v
+		return nil
 	}
-	defer enc.Destroy()
-	pooled, err := newFloatTensor(tr.inputType("pooled_projections"), ort.NewShape(2, int64(len(neg.pooled))), append(append([]float32(nil), neg.pooled...), positive.pooled...))
-	if err != nil {
-		return nil, fmt.Errorf("transformer: %w", err)
+	if err := addFixed(io.text, ort.NewShape(2, neg.seqLen, neg.width), append(append([]float32(nil), neg.seq...), positive.seq...)); err != nil {
+		return nil, err
 	}
-	defer pooled.Destroy()
+	if io.pooled != "" {
+		if err := addFixed(io.pooled, ort.NewShape(2, int64(len(neg.pooled))), append(append([]float32(nil), neg.pooled...), positive.pooled...)); err != nil {
+			return nil, err
+		}
+	}
+	if io.timeIDs != "" {
+		// SDXL's size conditioning: original size, crop origin, target size.
+		hh, ww := float32(b.cfg.Height), float32(b.cfg.Width)
+		ids := []float32{hh, ww, 0, 0, hh, ww}
+		if err := addFixed(io.timeIDs, ort.NewShape(2, 6), append(append([]float32(nil), ids...), ids...)); err != nil {
+			return nil, err
+		}
+	}
 
 	batch := make([]float32, 2*per)
-	velocity := make([]float32, per)
-	sigmas := b.sched.Sigmas(b.cfg.Steps)
+	pred := make([]float32, per)
+	latentShape := ort.NewShape(2, c, h, w)
+	outShape, err := den.outputShape(0, latentShape...)
+	if err != nil {
+		return nil, err
+	}
 	for step := range b.cfg.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		copy(batch, latents)
-		copy(batch[per:], latents)
-		t := float32(b.sched.Timestep(sigmas[step]))
-		out, err := b.runTransformer(ro, batch, ort.NewShape(2, c, h, w), enc, pooled, []float32{t, t})
+		sigma, next := sched.sigmas[step], sched.sigmas[step+1]
+		scale := float32(1)
+		if sched.unet {
+			scale = float32(scheduler.InputScale(sigma))
+		}
+		for i, x := range latents {
+			batch[i], batch[per+i] = x*scale, x*scale
+		}
+		out, err := b.runDenoiser(ro, fixed, batch, latentShape, float32(sched.timesteps[step]), outShape)
 		if err != nil {
 			return nil, err
 		}
 		if len(out) != 2*per {
-			return nil, fmt.Errorf("transformer: %d output values, want %d", len(out), 2*per)
+			return nil, fmt.Errorf("%s: %d output values, want %d", den.part, len(out), 2*per)
 		}
-		applyGuidance(velocity, out[:per], out[per:], b.cfg.GuidanceScale)
-		scheduler.Step(latents, velocity, sigmas[step], sigmas[step+1])
+		applyGuidance(pred, out[:per], out[per:], b.cfg.GuidanceScale)
+		if sched.unet {
+			b.euler.Derivative(latents, pred, sigma)
+		}
+		scheduler.Step(latents, pred, sigma, next)
 		if progress != nil {
 			progress()
 		}
@@ -263,37 +335,65 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive embe
 	return latents, nil
 }
 
-func (b *Backend) runTransformer(ro *ort.RunOptions, latents []float32, shape ort.Shape, enc, pooled ort.Value, timesteps []float32) ([]float32, error) {
-	tr := b.transformer
-	hs, err := newFloatTensor(tr.inputType("hidden_states"), shape, latents)
+func (b *Backend) runDenoiser(ro *ort.RunOptions, fixed map[string]ort.Value, latents []float32, shape ort.Shape, t float32, outShape ort.Shape) ([]float32, error) {
+	den, io := b.denoiser, b.kind.io
+	x, err := newFloatTensor(den.inputType(io.latent), shape, latents)
 	if err != nil {
-		return nil, fmt.Errorf("transformer: %w", err)
+		return nil, fmt.Errorf("%s: %w", den.part, err)
 	}
-	defer hs.Destroy()
-	ts, err := newFloatTensor(tr.inputType("timestep"), ort.NewShape(int64(len(timesteps))), timesteps)
-	if err != nil {
-		return nil, fmt.Errorf("transformer: %w", err)
-	}
-	defer ts.Destroy()
-	byName := map[string]ort.Value{"hidden_states": hs, "encoder_hidden_states": enc, "pooled_projections": pooled, "timestep": ts}
-	inputs := make([]ort.Value, len(tr.inNames))
-	for i, name := range tr.inNames {
-		inputs[i] = byName[name]
-	}
-	outShape, err := tr.outputShape(0, shape...)
+	defer x.Destroy()
+	ts, err := den.timestepTensor(io.timestep, t, shape[0])
 	if err != nil {
 		return nil, err
 	}
-	outs, err := tr.run(ro, inputs, []ort.Shape{outShape})
+	defer ts.Destroy()
+	inputs := make([]ort.Value, len(den.inNames))
+	for i, name := range den.inNames {
+		switch name {
+		case io.latent:
+			inputs[i] = x
+		case io.timestep:
+			inputs[i] = ts
+		default:
+			inputs[i] = fixed[name]
+		}
+	}
+	outs, err := den.run(ro, inputs, []ort.Shape{outShape})
 	if err != nil {
 		return nil, err
 	}
 	defer destroyAll(outs)
 	data, _, err := floatData(outs[0])
 	if err != nil {
-		return nil, fmt.Errorf("transformer: %w", err)
+		return nil, fmt.Errorf("%s: %w", den.part, err)
 	}
 	return data, nil
+}
+
+// timestepTensor makes the timestep input as the model declares it: a
+// scalar (UNet exports) or one value per batch item (SD3).
+func (s *session) timestepTensor(name string, t float32, batch int64) (ort.Value, error) {
+	info := s.inputs[name]
+	if len(info.Dimensions) == 0 {
+		v, err := newScalar(info.DataType, t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", s.part, name, err)
+		}
+		return v, nil
+	}
+	n := batch
+	if d := info.Dimensions[0]; d > 0 {
+		n = d
+	}
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = t
+	}
+	v, err := newFloatTensor(info.DataType, ort.NewShape(n), vals)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", s.part, name, err)
+	}
+	return v, nil
 }
 
 // decode turns latents into a PNG through the VAE decoder.

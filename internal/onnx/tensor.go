@@ -27,6 +27,20 @@ func newFloatTensor(typ ort.TensorElementDataType, shape ort.Shape, data []float
 	return nil, fmt.Errorf("cannot feed a %v tensor", typ)
 }
 
+// newScalar makes a rank-0 input. onnxruntime_go has no rank-0 tensor of
+// custom type, so an fp16 scalar cannot be made (Open refuses such models).
+func newScalar(typ ort.TensorElementDataType, v float32) (ort.Value, error) {
+	switch typ {
+	case ort.TensorElementDataTypeFloat:
+		return ort.NewScalar(v)
+	case ort.TensorElementDataTypeDouble:
+		return ort.NewScalar(float64(v))
+	case ort.TensorElementDataTypeInt64:
+		return ort.NewScalar(int64(v))
+	}
+	return nil, fmt.Errorf("cannot feed a %v scalar", typ)
+}
+
 // newEmptyTensor allocates a float output of the given element type.
 func newEmptyTensor(typ ort.TensorElementDataType, shape ort.Shape) (ort.Value, error) {
 	switch typ {

@@ -35,23 +35,37 @@ const (
 // of them tokenize into more than single letters.
 var words = []string{"a", "photo", "of", "the", "cat", "dog", "red", "blue", "astronaut", "riding", "horse", "on", "moon"}
 
-// Options vary the export's dtypes, to test that a pipeline reads them from
-// the graphs. The zero value is what optimum writes for an fp16 export.
+// Pipeline names which diffusers pipeline the export is of.
+type Pipeline string
+
+const (
+	SD3  Pipeline = "sd3"  // StableDiffusion3Pipeline: 3 text encoders, transformer
+	SD15 Pipeline = "sd15" // StableDiffusionPipeline: CLIP-L, UNet
+	SDXL Pipeline = "sdxl" // StableDiffusionXLPipeline: CLIP-L and CLIP-G, UNet
+)
+
+// Options vary the export. The zero value is what optimum writes for an
+// fp16 SD3 export.
 type Options struct {
-	// Float32 makes every float input and output fp32 (weights stay fp16).
+	Pipeline Pipeline // default SD3
+	// Float32 makes every float input and output fp32 (weights stay fp16),
+	// to test that a pipeline reads dtypes from the graphs.
 	Float32 bool
 	// Int32IDs makes the text encoders take int32 token ids.
 	Int32IDs bool
 }
 
-// Write writes the fp16 export into dir (created if needed). The same seed
-// writes the same bytes.
+// UNetLatentChannels is the latent width of SD 1.5 and SDXL.
+const UNetLatentChannels = 4
+
+// Write writes the fp16 SD3 export into dir (created if needed). The same
+// seed writes the same bytes.
 func Write(dir string, seed int64) error {
 	return WriteWithOptions(dir, seed, Options{})
 }
 
-// WriteWithOptions writes the export with the given dtypes; the same seed
-// gives the same weights whatever the options.
+// WriteWithOptions writes an export as opts say; the same seed gives the
+// same weights whatever the dtypes.
 func WriteWithOptions(dir string, seed int64, opts Options) error {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6765_6e71)) // "genq"
 	io := ioTypes{float: onnxproto.Float16, ids: onnxproto.Int64}
@@ -62,29 +76,64 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 		io.ids = onnxproto.Int32
 	}
 	clipVocab, clipMerges := clipVocabulary()
-	t5Pieces := t5Vocabulary()
-
-	files := map[string][]byte{
-		"model_index.json":                  mustJSON(modelIndex),
-		"scheduler/scheduler_config.json":   mustJSON(map[string]any{"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 3.0}),
-		"vae_decoder/config.json":           mustJSON(map[string]any{"_class_name": "AutoencoderKL", "latent_channels": LatentChannels, "scaling_factor": 1.5305, "shift_factor": 0.0609}),
-		"text_encoder/model.onnx":           clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipLWidth),
-		"text_encoder_2/model.onnx":         clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipGWidth),
-		"text_encoder_3/model.onnx":         t5Model(newGraph("tiny_t5_encoder", rng, io), len(t5Pieces), JointWidth),
-		"transformer/model.onnx":            transformerModel(newGraph("tiny_sd3_transformer", rng, io)),
-		"vae_decoder/model.onnx":            vaeDecoderModel(newGraph("tiny_vae_decoder", rng, io)),
-		"text_encoder/config.json":          mustJSON(clipConfig(ClipLWidth)),
-		"text_encoder_2/config.json":        mustJSON(clipConfig(ClipGWidth)),
-		"tokenizer/vocab.json":              mustJSON(clipVocab),
-		"tokenizer/merges.txt":              mergesFile(clipMerges),
-		"tokenizer/special_tokens_map.json": mustJSON(clipSpecials(tokenizer.CLIPEnd)),
-		"tokenizer_2/vocab.json":            mustJSON(clipVocab),
-		"tokenizer_2/merges.txt":            mergesFile(clipMerges),
-		// SD3's second CLIP tokenizer pads with "!", id 0.
-		"tokenizer_2/special_tokens_map.json": mustJSON(clipSpecials("!")),
-		"tokenizer_3/tokenizer.json":          t5TokenizerJSON(t5Pieces),
-		"tokenizer_3/spiece.model":            tokenizer.MarshalSentencePiece(t5Pieces, 2),
-		"tokenizer_3/special_tokens_map.json": mustJSON(map[string]any{"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}),
+	clipFiles := func(dir, pad string) map[string][]byte {
+		return map[string][]byte{
+			dir + "/vocab.json":              mustJSON(clipVocab),
+			dir + "/merges.txt":              mergesFile(clipMerges),
+			dir + "/special_tokens_map.json": mustJSON(clipSpecials(pad)),
+		}
+	}
+	files := map[string][]byte{}
+	add := func(more map[string][]byte) {
+		for k, v := range more {
+			files[k] = v
+		}
+	}
+	switch opts.Pipeline {
+	case SD3, "":
+		t5Pieces := t5Vocabulary()
+		add(map[string][]byte{
+			"model_index.json":                    mustJSON(modelIndex(SD3)),
+			"scheduler/scheduler_config.json":     mustJSON(map[string]any{"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 3.0}),
+			"vae_decoder/config.json":             mustJSON(vaeConfig(LatentChannels, 1.5305, 0.0609)),
+			"text_encoder/model.onnx":             clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipLWidth, true),
+			"text_encoder_2/model.onnx":           clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipGWidth, true),
+			"text_encoder_3/model.onnx":           t5Model(newGraph("tiny_t5_encoder", rng, io), len(t5Pieces), JointWidth),
+			"transformer/model.onnx":              denoiserModel(newGraph("tiny_sd3_transformer", rng, io), sd3Denoiser),
+			"vae_decoder/model.onnx":              vaeDecoderModel(newGraph("tiny_vae_decoder", rng, io), LatentChannels),
+			"text_encoder/config.json":            mustJSON(clipConfig(ClipLWidth)),
+			"text_encoder_2/config.json":          mustJSON(clipConfig(ClipGWidth)),
+			"tokenizer_3/tokenizer.json":          t5TokenizerJSON(t5Pieces),
+			"tokenizer_3/spiece.model":            tokenizer.MarshalSentencePiece(t5Pieces, 2),
+			"tokenizer_3/special_tokens_map.json": mustJSON(map[string]any{"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}),
+		})
+		add(clipFiles("tokenizer", tokenizer.CLIPEnd))
+		add(clipFiles("tokenizer_2", "!")) // SD3's second CLIP tokenizer pads with "!", id 0
+	case SD15:
+		add(map[string][]byte{
+			"model_index.json":                mustJSON(modelIndex(SD15)),
+			"scheduler/scheduler_config.json": mustJSON(map[string]any{"_class_name": "PNDMScheduler", "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear", "num_train_timesteps": 1000, "steps_offset": 1, "skip_prk_steps": true}),
+			"vae_decoder/config.json":         mustJSON(vaeConfig(UNetLatentChannels, 0.18215, nil)),
+			"text_encoder/model.onnx":         clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipLWidth, false),
+			"unet/model.onnx":                 denoiserModel(newGraph("tiny_unet", rng, io), sd15Denoiser),
+			"vae_decoder/model.onnx":          vaeDecoderModel(newGraph("tiny_vae_decoder", rng, io), UNetLatentChannels),
+		})
+		add(clipFiles("tokenizer", tokenizer.CLIPEnd))
+	case SDXL:
+		add(map[string][]byte{
+			"model_index.json":                mustJSON(modelIndex(SDXL)),
+			"scheduler/scheduler_config.json": mustJSON(map[string]any{"_class_name": "EulerDiscreteScheduler", "beta_start": 0.00085, "beta_end": 0.012, "beta_schedule": "scaled_linear", "num_train_timesteps": 1000, "steps_offset": 1, "timestep_spacing": "leading"}),
+			"vae_decoder/config.json":         mustJSON(vaeConfig(UNetLatentChannels, 0.13025, nil)),
+			"text_encoder/model.onnx":         clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipLWidth, false),
+			"text_encoder_2/model.onnx":       clipModel(newGraph("tiny_clip_text_model", rng, io), len(clipVocab), ClipGWidth, true),
+			"text_encoder_2/config.json":      mustJSON(clipConfig(ClipGWidth)),
+			"unet/model.onnx":                 denoiserModel(newGraph("tiny_unet", rng, io), sdxlDenoiser),
+			"vae_decoder/model.onnx":          vaeDecoderModel(newGraph("tiny_vae_decoder", rng, io), UNetLatentChannels),
+		})
+		add(clipFiles("tokenizer", tokenizer.CLIPEnd))
+		add(clipFiles("tokenizer_2", "!"))
+	default:
+		return fmt.Errorf("tiny export: unknown pipeline %q", opts.Pipeline)
 	}
 	for name, data := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
@@ -98,19 +147,42 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 	return nil
 }
 
-var modelIndex = map[string]any{
-	"_class_name":        "StableDiffusion3Pipeline",
-	"_diffusers_version": "0.29.0",
-	"_name_or_path":      "genq/tiny-sd3",
-	"scheduler":          []string{"diffusers", "FlowMatchEulerDiscreteScheduler"},
-	"text_encoder":       []string{"transformers", "CLIPTextModelWithProjection"},
-	"text_encoder_2":     []string{"transformers", "CLIPTextModelWithProjection"},
-	"text_encoder_3":     []string{"transformers", "T5EncoderModel"},
-	"tokenizer":          []string{"transformers", "CLIPTokenizer"},
-	"tokenizer_2":        []string{"transformers", "CLIPTokenizer"},
-	"tokenizer_3":        []string{"transformers", "T5TokenizerFast"},
-	"transformer":        []string{"diffusers", "SD3Transformer2DModel"},
-	"vae":                []string{"diffusers", "AutoencoderKL"},
+func vaeConfig(channels int, scaling float64, shift any) map[string]any {
+	return map[string]any{"_class_name": "AutoencoderKL", "latent_channels": channels, "scaling_factor": scaling, "shift_factor": shift}
+}
+
+func modelIndex(p Pipeline) map[string]any {
+	clip := []string{"transformers", "CLIPTextModel"}
+	clipProj := []string{"transformers", "CLIPTextModelWithProjection"}
+	tok := []string{"transformers", "CLIPTokenizer"}
+	index := map[string]any{
+		"_diffusers_version": "0.29.0",
+		"_name_or_path":      "genq/tiny-" + string(p),
+		"tokenizer":          tok,
+		"vae":                []string{"diffusers", "AutoencoderKL"},
+	}
+	switch p {
+	case SD3:
+		index["_class_name"] = "StableDiffusion3Pipeline"
+		index["scheduler"] = []string{"diffusers", "FlowMatchEulerDiscreteScheduler"}
+		index["text_encoder"], index["text_encoder_2"] = clipProj, clipProj
+		index["text_encoder_3"] = []string{"transformers", "T5EncoderModel"}
+		index["tokenizer_2"], index["tokenizer_3"] = tok, []string{"transformers", "T5TokenizerFast"}
+		index["transformer"] = []string{"diffusers", "SD3Transformer2DModel"}
+	case SD15:
+		index["_class_name"] = "StableDiffusionPipeline"
+		index["scheduler"] = []string{"diffusers", "PNDMScheduler"}
+		index["text_encoder"] = clip
+		index["unet"] = []string{"diffusers", "UNet2DConditionModel"}
+	case SDXL:
+		index["_class_name"] = "StableDiffusionXLPipeline"
+		index["force_zeros_for_empty_prompt"] = true
+		index["scheduler"] = []string{"diffusers", "EulerDiscreteScheduler"}
+		index["text_encoder"], index["text_encoder_2"] = clip, clipProj
+		index["tokenizer_2"] = tok
+		index["unet"] = []string{"diffusers", "UNet2DConditionModel"}
+	}
+	return index
 }
 
 // clipVocabulary builds a CLIP vocabulary the way CLIP's is laid out: the
@@ -300,10 +372,11 @@ func fixed(n int64) onnxproto.Dim     { return onnxproto.Dim{Value: n} }
 // (the embeddings) to hidden_states.2.
 const clipLayers = 2
 
-// clipModel is a CLIPTextModelWithProjection as optimum exports it with
-// hidden states: input_ids → text_embeds, last_hidden_state,
+// clipModel is a CLIPTextModelWithProjection (input_ids → text_embeds,
+// last_hidden_state) or a CLIPTextModel (→ last_hidden_state,
+// pooler_output), as optimum exports them with hidden states:
 // hidden_states.0 … hidden_states.N.
-func clipModel(b *graph, vocab int, width int64) []byte {
+func clipModel(b *graph, vocab int, width int64, withProjection bool) []byte {
 	b.input("input_ids", b.io.ids, param("batch_size"), param("sequence_length"))
 	tokens := b.op("Gather", []string{b.weight(1, int64(vocab), width), "input_ids"})
 	h := b.op("Add", []string{tokens, b.weight(0.3, 77, width)}) // position embeddings
@@ -315,10 +388,15 @@ func clipModel(b *graph, vocab int, width int64) []byte {
 	}
 	final := b.op("LayerNormalization", []string{h, b.weight(0.1, width), b.weight(0.1, width)}, onnxproto.IntAttr("axis", -1))
 	pooled := b.op("ReduceMean", []string{final}, onnxproto.IntsAttr("axes", 1), onnxproto.IntAttr("keepdims", 0))
-	// optimum declares text_embeds as [batch_size, sequence_length] (sic);
-	// the tiny export copies that, so pipelines must cope with a free width.
-	b.output("text_embeds", b.op("MatMul", []string{pooled, b.weight(1/float64(width), width, width)}), param("batch_size"), param("sequence_length"))
-	b.output("last_hidden_state", final, param("batch_size"), param("sequence_length"), fixed(width))
+	if withProjection {
+		// optimum declares text_embeds as [batch_size, sequence_length] (sic);
+		// the tiny export copies that, so pipelines must cope with a free width.
+		b.output("text_embeds", b.op("MatMul", []string{pooled, b.weight(1/float64(width), width, width)}), param("batch_size"), param("sequence_length"))
+		b.output("last_hidden_state", final, param("batch_size"), param("sequence_length"), fixed(width))
+	} else { // CLIPTextModel
+		b.output("last_hidden_state", final, param("batch_size"), param("sequence_length"), fixed(width))
+		b.output("pooler_output", pooled, param("batch_size"), fixed(width))
+	}
 	for i, hs := range hidden {
 		b.output(fmt.Sprintf("hidden_states.%d", i), hs, param("batch_size"), param("sequence_length"), fixed(width))
 	}
@@ -334,28 +412,69 @@ func t5Model(b *graph, vocab int, width int64) []byte {
 	return b.model()
 }
 
-// transformerModel stands in for SD3Transformer2DModel: a velocity from the
-// latents (a 3×3 convolution) conditioned on the prompt (mean of the
-// sequence), the pooled projection and the timestep.
-func transformerModel(b *graph) []byte {
-	const c = LatentChannels
-	pooledWidth := int64(ClipLWidth + ClipGWidth)
-	b.input("hidden_states", b.io.float, param("batch_size"), fixed(c), param("height"), param("width"))
-	b.input("encoder_hidden_states", b.io.float, param("batch_size"), param("sequence_length"), fixed(JointWidth))
-	b.input("pooled_projections", b.io.float, param("batch_size"), fixed(pooledWidth))
-	b.input("timestep", b.io.float, param("batch_size"))
+// denoiserIO names a denoiser's inputs and output and sets their shapes.
+type denoiserIO struct {
+	latent, text, pooled, timeIDs, timestep, out string
+	channels, textWidth, pooledWidth             int64
+	timestepRank                                 int
+	timestepType                                 onnxproto.DataType // 0: the float type of the graph
+}
 
-	text := b.op("ReduceMean", []string{b.toFloat("encoder_hidden_states")}, onnxproto.IntsAttr("axes", 1), onnxproto.IntAttr("keepdims", 0))
-	cond := b.op("MatMul", []string{text, b.weight(1, JointWidth, c)})
-	cond = b.op("Add", []string{cond, b.op("MatMul", []string{b.toFloat("pooled_projections"), b.weight(1, pooledWidth, c)})})
-	t := b.op("Unsqueeze", []string{b.toFloat("timestep"), b.ints(1)}) // [B,1]
-	t = b.op("Mul", []string{t, b.weight(0.001, 1, c)})                // timesteps run to 1000
+var (
+	sd3Denoiser = denoiserIO{
+		latent: "hidden_states", text: "encoder_hidden_states", pooled: "pooled_projections", timestep: "timestep", out: "out_hidden_states",
+		channels: LatentChannels, textWidth: JointWidth, pooledWidth: ClipLWidth + ClipGWidth, timestepRank: 1,
+	}
+	// optimum declares the UNet's timestep a scalar; SD 1.5 exports take it
+	// as int64.
+	sd15Denoiser = denoiserIO{
+		latent: "sample", text: "encoder_hidden_states", timestep: "timestep", out: "out_sample",
+		channels: UNetLatentChannels, textWidth: ClipLWidth, timestepRank: 0, timestepType: onnxproto.Int64,
+	}
+	sdxlDenoiser = denoiserIO{
+		latent: "sample", text: "encoder_hidden_states", pooled: "text_embeds", timeIDs: "time_ids", timestep: "timestep", out: "out_sample",
+		channels: UNetLatentChannels, textWidth: ClipLWidth + ClipGWidth, pooledWidth: ClipGWidth, timestepRank: 1,
+	}
+)
+
+// denoiserModel stands in for SD3Transformer2DModel or UNet2DConditionModel:
+// a prediction from the latents (a 3×3 convolution) conditioned on the
+// prompt (mean of the sequence), the pooled embedding, the size ids and the
+// timestep.
+func denoiserModel(b *graph, io denoiserIO) []byte {
+	c := io.channels
+	b.input(io.latent, b.io.float, param("batch_size"), fixed(c), param("height"), param("width"))
+	b.input(io.text, b.io.float, param("batch_size"), param("sequence_length"), fixed(io.textWidth))
+	text := b.op("ReduceMean", []string{b.toFloat(io.text)}, onnxproto.IntsAttr("axes", 1), onnxproto.IntAttr("keepdims", 0))
+	cond := b.op("MatMul", []string{text, b.weight(1, io.textWidth, c)})
+	if io.pooled != "" {
+		b.input(io.pooled, b.io.float, param("batch_size"), fixed(io.pooledWidth))
+		cond = b.op("Add", []string{cond, b.op("MatMul", []string{b.toFloat(io.pooled), b.weight(1, io.pooledWidth, c)})})
+	}
+	if io.timeIDs != "" {
+		b.input(io.timeIDs, b.io.float, param("batch_size"), fixed(6))
+		// Sizes run to a thousand or so.
+		cond = b.op("Add", []string{cond, b.op("MatMul", []string{b.toFloat(io.timeIDs), b.weight(0.001, 6, c)})})
+	}
+	tsType := io.timestepType
+	if tsType == 0 {
+		tsType = b.io.float
+	}
+	var t string
+	if io.timestepRank == 0 {
+		b.input(io.timestep, tsType)
+		t = b.op("Reshape", []string{b.toFloat(io.timestep), b.ints(1, 1)}) // broadcasts over the batch
+	} else {
+		b.input(io.timestep, tsType, param("step"))
+		t = b.op("Unsqueeze", []string{b.toFloat(io.timestep), b.ints(1)}) // [B,1]
+	}
+	t = b.op("Mul", []string{t, b.weight(0.001, 1, c)}) // timesteps run to 1000
 	cond = b.op("Unsqueeze", []string{b.op("Add", []string{cond, t}), b.ints(2, 3)})
 
-	x := b.op("Conv", []string{b.toFloat("hidden_states"), b.weight(1/(3*float64(c)), c, c, 3, 3), b.weight(0.1, c)},
+	x := b.op("Conv", []string{b.toFloat(io.latent), b.weight(1/(3*float64(c)), c, c, 3, 3), b.weight(0.1, c)},
 		onnxproto.IntsAttr("kernel_shape", 3, 3), onnxproto.IntsAttr("pads", 1, 1, 1, 1))
 	v := b.op("Tanh", []string{b.op("Add", []string{x, cond})})
-	b.output("out_hidden_states", v, param("batch_size"), fixed(c), param("height"), param("width"))
+	b.output(io.out, v, param("batch_size"), fixed(c), param("height"), param("width"))
 	return b.model()
 }
 
@@ -363,8 +482,8 @@ func transformerModel(b *graph) []byte {
 // convolution to 3·8·8 channels, then DepthToSpace. Every output pixel is
 // its own mix of the latent channels, so noisy latents give an image that
 // does not compress, which is what tests of large results need.
-func vaeDecoderModel(b *graph) []byte {
-	const c, s = LatentChannels, VAEScale
+func vaeDecoderModel(b *graph, c int64) []byte {
+	const s = VAEScale
 	b.input("latent_sample", b.io.float, param("batch_size"), fixed(c), param("latent_height"), param("latent_width"))
 	x := b.op("Conv", []string{b.toFloat("latent_sample"), b.weight(0.4, 3*s*s, c, 1, 1), b.weight(0.1, 3*s*s)},
 		onnxproto.IntsAttr("kernel_shape", 1, 1))
