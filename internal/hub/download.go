@@ -105,12 +105,16 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 	d := &downloader{c: c, opts: opts, root: root, report: opts.Reporter, commit: snap.Commit}
 	defer d.report.Close()
 
-	tasks, err := d.plan(selected, readManifestIn(root))
+	old := previousManifest(root)
+	tasks, err := d.plan(selected, old)
 	if err != nil {
 		return res, err
 	}
 	res.Skipped, res.SkippedBytes = countSkipped(tasks)
 	if err := d.checkSpace(tasks); err != nil {
+		return res, err
+	}
+	if err := d.retireManifest(tasks); err != nil {
 		return res, err
 	}
 	err = d.run(ctx, tasks)
@@ -119,7 +123,7 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Manifest, err = d.finish(snap, tasks)
+	res.Manifest, err = d.finish(snap, tasks, old)
 	res.Elapsed = time.Since(started)
 	if err != nil {
 		return res, err
@@ -370,12 +374,25 @@ func (d *downloader) run(ctx context.Context, tasks []task) error {
 	return ctx.Err()
 }
 
-// finish writes the manifest, unless it already says the same, and removes
-// the staging directory if nothing is left in it.
-func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
-	old := readManifestIn(d.root)
+// retireManifest moves the manifest aside before the directory changes: a
+// download that stops half-way must not leave a manifest that describes
+// files no longer there. The manifest says what the directory holds, or is
+// absent. The next run still reads the retired one, to spare rehashing.
+func (d *downloader) retireManifest(tasks []task) error {
+	if c, _ := countSkipped(tasks); c == len(tasks) {
+		return nil
+	}
+	err := d.root.Rename(ManifestName, retiredManifest)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("moving the old manifest aside: %w", err)
+	}
+	return nil
+}
+
+// finish writes the manifest, unless it already says the same.
+func (d *downloader) finish(snap *Snapshot, tasks []task, old *Manifest) (*Manifest, error) {
 	commit := d.commit
-	if commit == "" && old != nil && old.Repo == snap.Repo && old.Revision == snap.Revision {
+	if commit == "" && d.fetchedOK == 0 && old != nil && old.Repo == snap.Repo && old.Revision == snap.Revision {
 		// A hub that names the commit only in X-Repo-Commit, and a rerun
 		// that fetched nothing: the files checked out, keep what we knew.
 		commit = old.Commit
@@ -399,7 +416,11 @@ func (d *downloader) finish(snap *Snapshot, tasks []task) (*Manifest, error) {
 	if m.sameContent(old) {
 		return old, nil
 	}
-	return m, writeManifest(d.root, m)
+	if err := writeManifest(d.root, m); err != nil {
+		return nil, err
+	}
+	_ = d.root.Remove(retiredManifest)
+	return m, nil
 }
 
 // partName is where a file is fetched to. It is named by content when the

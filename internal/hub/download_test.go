@@ -502,6 +502,46 @@ func TestDownloadRerunFetchesNothing(t *testing.T) {
 	}
 }
 
+func TestDownloadFollowsANewCommit(t *testing.T) {
+	files := modelFiles()
+	s := newHub(t, files)
+	dir := t.TempDir()
+	opts := options(dir)
+	opts.Include = []string{"*.gguf", "*.json"}
+	if _, err := newClient(t, s, testToken).Download(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	// A new commit changes a weight file and a config of the same size.
+	updated := modelFiles()
+	updated[2].Data = []byte(`{"model_type":"mixtr"}`)
+	updated[4].Data = payload(8, 210_000)
+	s.AddRepo(hubtest.Repo{ID: "org/model", Commit: strings.Repeat("b", 40), Files: updated, Gated: true})
+	s.SetFault("model-Q8_0.gguf", hubtest.Fault{CutAfter: 1000})
+	once, err := hub.NewClient(s.Hub.URL, hub.NewToken(testToken), hub.ClientOptions{Retry: hub.RetryPolicy{Attempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := once.Download(context.Background(), opts); err == nil {
+		t.Fatal("an interrupted transfer succeeded")
+	}
+	if _, err := hub.ReadManifest(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the old manifest survived a half-done update: %v", err)
+	}
+
+	res, err := newClient(t, s, testToken).Download(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertContent(t, dir, updated, []string{"config.json", "model-Q4_K_M.gguf", "model-Q8_0.gguf"})
+	m, err := hub.ReadManifest(dir)
+	if err != nil || m.Commit != strings.Repeat("b", 40) {
+		t.Fatalf("manifest %+v, %v: want the new commit", m, err)
+	}
+	if res.Skipped != 1 {
+		t.Errorf("skipped %d files, want the unchanged one", res.Skipped)
+	}
+}
+
 func TestDownloadReplacesAFileThatChanged(t *testing.T) {
 	files := modelFiles()
 	s := newHub(t, files)

@@ -99,20 +99,33 @@ func writeManifest(root *os.Root, m *Manifest) error {
 	return nil
 }
 
-// readManifestAt reads dir's manifest, if dir and the manifest exist.
+// retiredManifest is where a download moves the manifest while it changes
+// the directory.
+const retiredManifest = stagingDir + "/previous-" + ManifestName
+
+// readManifestAt is previousManifest for dir, if dir exists.
 func readManifestAt(dir string) *Manifest {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil
 	}
 	defer root.Close()
-	return readManifestIn(root)
+	return previousManifest(root)
 }
 
-// readManifestIn reads the manifest through root; a missing or broken one
-// is nil: it only saves hashing on a rerun.
-func readManifestIn(root *os.Root) *Manifest {
-	b, err := root.ReadFile(ManifestName)
+// previousManifest is what an earlier download recorded: the manifest, or
+// the one a download that stopped half-way retired.
+func previousManifest(root *os.Root) *Manifest {
+	if m := readManifestIn(root, ManifestName); m != nil {
+		return m
+	}
+	return readManifestIn(root, retiredManifest)
+}
+
+// readManifestIn reads a manifest through root; a missing or broken one is
+// nil: it only saves hashing on a rerun.
+func readManifestIn(root *os.Root, name string) *Manifest {
+	b, err := root.ReadFile(name)
 	if err != nil {
 		return nil
 	}
