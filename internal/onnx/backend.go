@@ -50,9 +50,6 @@ type Backend struct {
 	// Sessions; a pipeline without a part leaves it nil.
 	textL, textG, textT5, denoiser, vaeDecoder *session
 
-	// zeroNegative: SDXL's force_zeros_for_empty_prompt, an empty negative
-	// prompt is all zeros rather than the encoding of "".
-	zeroNegative bool
 	// negative is the embedding of the empty negative prompt, the same for
 	// every request, so it is computed once at Open.
 	negative embedding
@@ -110,7 +107,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots}
 
-	if err := b.loadModels(device.IsCUDA()); err != nil {
+	err = b.loadModels(device.IsCUDA())
+	if err != nil && errors.Is(err, errSession) && device.IsCUDA() && cfg.Device == DeviceAuto {
+		// The CUDA provider loaded but cannot run the models (missing cuDNN,
+		// too little memory): the CPU still can.
+		log.Warn("image backend: CUDA sessions failed, running on the CPU", "err", err)
+		b.Close()
+		device = genq.Device{Kind: "cpu", Name: cpuName()}
+		b.info.Device = device
+		err = b.loadModels(false)
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -118,15 +125,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		b.Close()
 		return nil, err
 	}
-	// Encoding the negative prompt also proves the text encoders run.
+	// The seed's negative prompt is "". Encoding it also proves the text
+	// encoders run.
 	b.negative, err = b.encodePrompt(ctx, nil, "")
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("encoding the negative prompt: %w", err)
-	}
-	if b.zeroNegative {
-		clear(b.negative.seq)
-		clear(b.negative.pooled)
 	}
 	log.Info("image backend ready", "model", name, "pipeline", b.kind.name, "device", device.Kind, "device_name", device.Name,
 		"size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
@@ -139,9 +143,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 func (b *Backend) readConfigs() (string, error) {
 	dir := b.cfg.ModelDir
 	var index struct {
-		Class      string `json:"_class_name"`
-		Name       string `json:"_name_or_path"`
-		ForceZeros *bool  `json:"force_zeros_for_empty_prompt"`
+		Class string `json:"_class_name"`
+		Name  string `json:"_name_or_path"`
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "model_index.json"))
 	if err != nil {
@@ -154,8 +157,8 @@ func (b *Backend) readConfigs() (string, error) {
 	if b.kind, ok = kindOf(index.Class); !ok {
 		return "", fmt.Errorf("model dir %s: pipeline %q is not supported, want StableDiffusion3Pipeline, StableDiffusionXLPipeline or StableDiffusionPipeline", dir, index.Class)
 	}
-	// diffusers' SDXL pipeline defaults force_zeros_for_empty_prompt to true.
-	b.zeroNegative = b.kind == kindSDXL && (index.ForceZeros == nil || *index.ForceZeros)
+	// SDXL's force_zeros_for_empty_prompt does not apply: it zeroes only a
+	// negative prompt that is None, and the seed's is "".
 
 	schedPath := filepath.Join(dir, "scheduler", "scheduler_config.json")
 	if b.kind.isUNet() {

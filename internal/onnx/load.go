@@ -7,6 +7,10 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
+// errSession marks a failure to create a session from a model that passed
+// the checks: a device problem more likely than an export problem.
+var errSession = errors.New("onnx runtime session")
+
 // loadModels inspects every part, checks the parts against each other, and
 // only then creates the sessions (the expensive step).
 func (b *Backend) loadModels(cuda bool) error {
@@ -93,7 +97,7 @@ func (b *Backend) loadModels(cuda bool) error {
 	open := func(m *model, outputs ...string) (*session, error) {
 		s, err := ort.NewDynamicAdvancedSession(m.path, m.order, outputs, opts)
 		if err != nil {
-			return nil, fmt.Errorf("%s: loading %s: %w", m.part, m.path, err)
+			return nil, fmt.Errorf("%w: %s: loading %s: %w", errSession, m.part, m.path, err)
 		}
 		return &session{model: m, s: s, inNames: m.order, outNames: outputs}, nil
 	}

@@ -35,23 +35,3 @@ func TestGenerateUNetExports(t *testing.T) {
 		})
 	}
 }
-
-func TestSDXLEmptyNegativePromptIsZeros(t *testing.T) {
-	dir := t.TempDir()
-	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Pipeline: tinyexport.SDXL}); err != nil {
-		t.Fatal(err)
-	}
-	b := openTiny(t, Config{ModelDir: dir, Width: 32, Height: 32, Steps: 1})
-	if !b.zeroNegative {
-		t.Fatal("force_zeros_for_empty_prompt not honoured")
-	}
-	for _, v := range append(append([]float32(nil), b.negative.seq...), b.negative.pooled...) {
-		if v != 0 {
-			t.Fatalf("negative embedding has %v, want all zeros", v)
-		}
-	}
-	if len(b.negative.pooled) != tinyexport.ClipGWidth || b.negative.width != tinyexport.ClipLWidth+tinyexport.ClipGWidth {
-		t.Errorf("negative embedding %d wide, pooled %d; want %d and %d", b.negative.width, len(b.negative.pooled),
-			tinyexport.ClipLWidth+tinyexport.ClipGWidth, tinyexport.ClipGWidth)
-	}
-}

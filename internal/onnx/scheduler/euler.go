@@ -39,8 +39,10 @@ func LoadEuler(path string) (EulerDiscrete, string, error) {
 		EulerDiscrete
 		Class string `json:"_class_name"`
 	}
-	// diffusers' defaults for the fields a config may omit.
-	cfg.EulerDiscrete = EulerDiscrete{BetaStart: 0.0001, BetaEnd: 0.02, BetaSchedule: "linear", NumTrainTimesteps: 1000, TimestepSpacing: "leading", PredictionType: "epsilon"}
+	// EulerDiscreteScheduler's defaults for the fields a config may omit, as
+	// diffusers' from_config fills them (SD 1.5's PNDM config has no
+	// timestep_spacing, so it gets linspace).
+	cfg.EulerDiscrete = EulerDiscrete{BetaStart: 0.0001, BetaEnd: 0.02, BetaSchedule: "linear", NumTrainTimesteps: 1000, TimestepSpacing: "linspace", PredictionType: "epsilon"}
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return EulerDiscrete{}, "", fmt.Errorf("scheduler config %s: %w", path, err)
 	}

@@ -80,28 +80,28 @@ func TestEulerDerivative(t *testing.T) {
 
 func TestLoadEuler(t *testing.T) {
 	tests := []struct {
-		json, wantClass, wantErr string
+		json, wantClass, wantSpacing, wantErr string
 	}{
-		{`{"_class_name":"PNDMScheduler","beta_start":0.00085,"beta_end":0.012,"beta_schedule":"scaled_linear","steps_offset":1}`, "PNDMScheduler", ""},
-		{`{"_class_name":"EulerDiscreteScheduler","timestep_spacing":"trailing"}`, "EulerDiscreteScheduler", ""},
-		{`{"_class_name":"FlowMatchEulerDiscreteScheduler"}`, "", "not supported"},
-		{`{"_class_name":"DDIMScheduler","beta_schedule":"squaredcos_cap_v2"}`, "", "beta_schedule"},
-		{`{"_class_name":"DDIMScheduler","prediction_type":"sample"}`, "", "prediction_type"},
+		{`{"_class_name":"PNDMScheduler","beta_start":0.00085,"beta_end":0.012,"beta_schedule":"scaled_linear","steps_offset":1}`, "PNDMScheduler", "linspace", ""},
+		{`{"_class_name":"EulerDiscreteScheduler","timestep_spacing":"trailing"}`, "EulerDiscreteScheduler", "trailing", ""},
+		{`{"_class_name":"FlowMatchEulerDiscreteScheduler"}`, "", "", "not supported"},
+		{`{"_class_name":"DDIMScheduler","beta_schedule":"squaredcos_cap_v2"}`, "", "", "beta_schedule"},
+		{`{"_class_name":"DDIMScheduler","prediction_type":"sample"}`, "", "", "prediction_type"},
 	}
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "scheduler_config.json")
 		if err := os.WriteFile(path, []byte(tt.json), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, class, err := LoadEuler(path)
+		e, class, err := LoadEuler(path)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("LoadEuler(%s): err %v, want %q", tt.json, err, tt.wantErr)
 			}
 			continue
 		}
-		if err != nil || class != tt.wantClass {
-			t.Errorf("LoadEuler(%s) = %q, %v; want %q", tt.json, class, err, tt.wantClass)
+		if err != nil || class != tt.wantClass || e.TimestepSpacing != tt.wantSpacing {
+			t.Errorf("LoadEuler(%s) = %q %q, %v; want %q %q", tt.json, class, e.TimestepSpacing, err, tt.wantClass, tt.wantSpacing)
 		}
 	}
 }

@@ -1,0 +1,38 @@
+package onnx
+
+import (
+	"io"
+	"testing"
+
+	"github.com/genq/genq/internal/envflag"
+)
+
+func TestRegisterFlags(t *testing.T) {
+	env := map[string]string{
+		"ONNXRUNTIME_LIB": "/opt/ort/libonnxruntime.so.1", "IMAGE_WIDTH": "768", "IMAGE_HEIGHT": "512",
+		"IMAGE_STEPS": "20", "IMAGE_GUIDANCE_SCALE": "4.5", "IMAGE_SEED": "99", "IMAGE_THREADS": "3", "IMAGE_DEVICE": "cpu",
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want Config
+	}{
+		{"defaults: the seed's parameters", nil, nil, Config{LibraryPath: DefaultLibraryPath, Device: DeviceAuto, Width: 1024, Height: 1024, Steps: 28, GuidanceScale: 7}},
+		{"environment", env, nil, Config{LibraryPath: "/opt/ort/libonnxruntime.so.1", Device: "cpu", Width: 768, Height: 512, Steps: 20, GuidanceScale: 4.5, Seed: 99, Threads: 3}},
+		{"flags win", env, []string{"--image-width", "256", "--image-seed", "0"}, Config{LibraryPath: "/opt/ort/libonnxruntime.so.1", Device: "cpu", Width: 256, Height: 512, Steps: 20, GuidanceScale: 4.5, Threads: 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := envflag.New("test", func(k string) string { return tt.env[k] }, io.Discard)
+			var got Config
+			got.RegisterFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
