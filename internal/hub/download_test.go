@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,11 +136,24 @@ func TestDownloadFetchesTheSnapshot(t *testing.T) {
 			}
 			assertManifest(t, dir, files, wantFiles)
 			assertTokenOnlyOnHub(t, s)
+			if heads := countMethod(s, http.MethodHead); heads > 0 && s.NoHead && heads != 1 {
+				t.Errorf("%d HEADs to a hub that does not answer HEAD, want 1", heads)
+			}
 			if _, err := os.Stat(filepath.Join(dir, ".genq-download")); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("staging directory left behind: %v", err)
 			}
 		})
 	}
+}
+
+func countMethod(s *hubtest.Server, method string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Method == method {
+			n++
+		}
+	}
+	return n
 }
 
 func assertManifest(t *testing.T, dir string, files []hubtest.File, want []string) {

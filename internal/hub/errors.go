@@ -51,7 +51,9 @@ func (e *HTTPError) Is(target error) bool {
 	case ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case errRetryable:
-		return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout
+		// 501 says the server lacks a feature: no retry will grow it one.
+		return (e.StatusCode >= 500 && e.StatusCode != http.StatusNotImplemented) ||
+			e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout
 	}
 	return false
 }

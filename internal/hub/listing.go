@@ -228,6 +228,7 @@ func mergeSiblings(files []RemoteFile, info *revisionInfo) []RemoteFile {
 // unknown (-1) until the transfer tells it. files are updated in place.
 func (c *Client) fillUnknownSizes(ctx context.Context, snap *Snapshot, files []RemoteFile, known *Manifest) error {
 	sameCommit := known != nil && snap.Commit != "" && known.Repo == snap.Repo && known.Commit == snap.Commit
+	headWorks := true
 	for i := range files {
 		f := &files[i]
 		if f.Size >= 0 || !IsSafePath(f.Path) {
@@ -240,8 +241,12 @@ func (c *Client) fillUnknownSizes(ctx context.Context, snap *Snapshot, files []R
 			}
 			continue
 		}
+		if !headWorks {
+			continue
+		}
 		m, err := c.FileMetadata(ctx, snap.Repo, snap.Revision, f.Path)
 		if headUnsupported(err) {
+			headWorks = false
 			continue
 		}
 		if err != nil {
@@ -290,7 +295,11 @@ func (c *Client) FileMetadata(ctx context.Context, repo, revision, path string) 
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 			return nil // the redirect to the CDN: its headers are the answer
 		}
-		return checkStatus(resp)
+		err = checkStatus(resp)
+		if headUnsupported(err) {
+			return permanent(err) // a 501 is no outage: do not retry it
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err

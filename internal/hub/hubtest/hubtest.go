@@ -73,7 +73,7 @@ type Server struct {
 	// NoBlobs ignores ?blobs=true: siblings carry names only, so the client
 	// has to HEAD each file for its size.
 	NoBlobs bool
-	// NoHead answers 405 to HEAD on resolve URLs, like a minimal server.
+	// NoHead answers 501 to HEAD on resolve URLs, as Python's http.server does.
 	NoHead bool
 	// PageSize > 0 pages the tree listing with Link headers.
 	PageSize int
@@ -327,7 +327,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, id, rev, path string) {
 	if r.Method == http.MethodHead && s.NoHead {
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		http.Error(w, "Unsupported method ('HEAD')", http.StatusNotImplemented)
 		return
 	}
 	repo := s.lookup(w, r, id, rev)
