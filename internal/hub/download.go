@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,6 +107,10 @@ func (c *Client) Download(ctx context.Context, opts Options) (*Result, error) {
 	defer d.report.Close()
 
 	old := previousManifest(root)
+	selected = d.refuseSymlinkEscapes(selected, res)
+	if len(selected) == 0 {
+		return res, refusedError(res.Refused)
+	}
 	tasks, err := d.plan(selected, old)
 	if err != nil {
 		return res, err
@@ -221,6 +226,35 @@ func openTarget(dir string) (*os.Root, error) {
 		return nil, fmt.Errorf("creating the staging directory: %w", err)
 	}
 	return root, nil
+}
+
+// refuseSymlinkEscapes refuses the files whose directory is a symlink that
+// leads out of the target, so that they are reported like unsafe names.
+// os.Root would refuse them anyway, with a less telling error.
+func (d *downloader) refuseSymlinkEscapes(files []RemoteFile, res *Result) []RemoteFile {
+	kept := files[:0]
+	for _, f := range files {
+		if d.escapesThroughSymlink(f.Path) {
+			res.Refused = append(res.Refused, f.Path)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return kept
+}
+
+func (d *downloader) escapesThroughSymlink(name string) bool {
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		fi, err := d.root.Lstat(dir)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		target, err := d.root.Readlink(dir)
+		if err != nil || path.IsAbs(target) || !filepath.IsLocal(filepath.FromSlash(path.Join(path.Dir(dir), target))) {
+			return true
+		}
+	}
+	return false
 }
 
 // plan decides, per file, whether it is complete on disk (skip), partially

@@ -309,17 +309,42 @@ func assertNoFileNamed(t *testing.T, dir, name string) {
 }
 
 func TestDownloadRefusesToFollowASymlinkOut(t *testing.T) {
-	files := []hubtest.File{{Path: "link/escaped.json", Data: []byte("{}")}, {Path: "config.json", Data: []byte("{}")}}
-	s := newHub(t, files)
-	outside, dir := t.TempDir(), t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name        string
+		target      func(outside string) string
+		wantRefused bool
+	}{
+		{"absolute", func(outside string) string { return outside }, true},
+		{"relative", func(outside string) string { return filepath.Join("..", filepath.Base(outside)) }, true},
+		{"inside the directory", func(string) string { return "real" }, false},
 	}
-	_, err := newClient(t, s, testToken).Download(context.Background(), options(dir))
-	if err == nil {
-		t.Fatal("the download wrote through a symlink that leads out of the directory")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := []hubtest.File{{Path: "link/escaped.json", Data: []byte("{}")}, {Path: "config.json", Data: []byte("{}")}}
+			s := newHub(t, files)
+			parent := t.TempDir()
+			outside, dir := filepath.Join(parent, "outside"), filepath.Join(parent, "model")
+			for _, d := range []string{outside, filepath.Join(dir, "real")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(tt.target(outside), filepath.Join(dir, "link")); err != nil {
+				t.Fatal(err)
+			}
+			res, err := newClient(t, s, testToken).Download(context.Background(), options(dir))
+			if tt.wantRefused && (!errors.Is(err, hub.ErrUnsafePath) || len(res.Refused) != 1 || res.Refused[0] != "link/escaped.json") {
+				t.Fatalf("err = %v, refused %q: want link/escaped.json refused", err, res.Refused)
+			}
+			if !tt.wantRefused && err != nil {
+				t.Fatalf("a symlink inside the directory was refused: %v", err)
+			}
+			assertNoFileNamed(t, outside, "escaped.json")
+			if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+				t.Errorf("the safe file was not fetched: %v", err)
+			}
+		})
 	}
-	assertNoFileNamed(t, outside, "escaped.json")
 }
 
 func TestDownloadResumesAnInterruptedTransfer(t *testing.T) {
