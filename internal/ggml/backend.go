@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 
 	threads := cfg.Threads
 	if threads <= 0 {
-		threads = runtime.NumCPU()
+		threads = defaultThreads(meta)
 	}
 	params := ml.BackendParams{AllocMemory: true, NumThreads: threads}
 	device := genq.Device{Kind: "cpu", Name: cpuModel()}
@@ -111,6 +111,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		}
 		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
+	cfg.Threads = threads
+	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
 	b := &Backend{cfg: cfg, log: log, model: m, tmpl: tmpl}
 	ok := false
 	defer func() {
@@ -158,7 +160,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 
 	log.Info("text model ready",
 		"model", path, "architecture", arch, "template", tmpl.name,
-		"device", device.Kind, "device_name", device.Name, "threads", threads,
+		"device", device.Kind, "device_name", device.Name, "threads", threads, "pipeline", cfg.pipeline,
 		"slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
 	return b, nil
@@ -330,6 +332,24 @@ func findGPU(path string, threads, blocks int) (*ml.DeviceInfo, ml.GPULayersList
 		return &d, ml.GPULayersList{{DeviceID: d.DeviceID, Layers: layers}}, nil
 	}
 	return nil, nil, nil
+}
+
+// smallModelParams is the size below which one compute thread beats
+// several: each op of a model this small takes about as long as ggml's
+// threads take to meet at the barrier after it. Measured on the tiny model
+// (0.3M parameters): 8,400 tok/s on one thread, 3,400 on two; on the mid one
+// (100M) two threads win (docs/benchmarks.md).
+const smallModelParams = 20_000_000
+
+func defaultThreads(meta *fsggml.GGML) int {
+	var params uint64
+	for _, t := range meta.Tensors().Items() {
+		params += t.Elements()
+	}
+	if params < smallModelParams {
+		return 1
+	}
+	return runtime.NumCPU()
 }
 
 // newModel is model.New with its panics (ggml's way to report a malformed

@@ -19,7 +19,9 @@ import (
 //
 //	go test ./internal/ggml -run '^$' -bench Throughput -benchtime 5x
 //
-// GENQ_BENCH_SIZES picks model sizes (default "tiny,mid").
+// GENQ_BENCH_SIZES picks model sizes (default "tiny,mid"), GENQ_BENCH_THREADS
+// the compute threads (default: Open's choice), GENQ_BENCH_PIPELINE on|off
+// (default: Open's choice).
 
 const benchPrompt = "Write a short story about a robot who learns to paint, in a few paragraphs."
 
@@ -56,7 +58,8 @@ func BenchmarkThroughput(b *testing.B) {
 				b.Run(fmt.Sprintf("%s-%s/c%d", size, v, n), func(b *testing.B) {
 					be, err := Open(context.Background(), Config{
 						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: 128,
-						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1,
+						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
+						ignoreStop: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"),
 					}, nil)
 					if err != nil {
 						b.Fatal(err)
@@ -115,6 +118,12 @@ func BenchmarkOpen(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchThreads is GENQ_BENCH_THREADS, or 0 for every CPU.
+func benchThreads() int {
+	n, _ := strconv.Atoi(os.Getenv("GENQ_BENCH_THREADS"))
+	return n
 }
 
 func median(xs []float64) float64 {

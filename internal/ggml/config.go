@@ -25,13 +25,26 @@ type Config struct {
 	TopK        int
 	Seed        int64 // 0 = random per request; nonzero = reproducible
 
-	Threads   int // 0 = number of CPUs
+	Threads   int // 0 = number of CPUs, or 1 for a model too small to split (see Open)
 	BatchSize int // max tokens per forward step (the prefill chunk size)
 
 	// SystemPrompt is the first message of every conversation.
 	SystemPrompt string
 	// GPU = false keeps the model on the CPU even when CUDA is found.
 	GPU bool
+
+	// ignoreStop makes every answer MaxNewTokens long, the way llama.cpp's
+	// batched bench measures decoding; a random-weight model would
+	// otherwise stop at a random length. Benchmarks only.
+	ignoreStop bool
+	pipeline   bool // Pipeline, resolved by Open
+
+	// Pipeline is "on", "off" or "auto": whether the graph of step N+1 is
+	// built while step N computes. Auto turns it on when a GPU computes,
+	// leaving the CPU free to build; on a CPU it steals a core from ggml's
+	// threads, which then spin at their barriers (measured in
+	// docs/benchmarks.md).
+	Pipeline string
 }
 
 // DefaultSystemPrompt is the seed's system message.
@@ -58,6 +71,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.Int64(&c.Seed, "text-seed", "TEXT_SEED", 0, "sampling seed: 0 draws a fresh one per request, any other value makes output reproducible")
 	fs.Int(&c.Threads, "text-threads", "TEXT_THREADS", 0, "CPU threads for compute; 0 uses every CPU")
 	fs.Int(&c.BatchSize, "text-batch-size", "TEXT_BATCH_SIZE", 256, "most tokens in one forward step; long prompts are prefilled in chunks of this size")
+	fs.String(&c.Pipeline, "text-pipeline", "TEXT_PIPELINE", "auto", "build step N+1 while step N computes: on, off, or auto (on when a GPU computes)")
 	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
 	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
 }
@@ -76,6 +90,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 256
+	}
+	switch c.Pipeline {
+	case "":
+		c.Pipeline = "auto"
+	case "auto", "on", "off":
+	default:
+		return c, fmt.Errorf("text: pipeline %q: want on, off or auto", c.Pipeline)
 	}
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = DefaultSystemPrompt

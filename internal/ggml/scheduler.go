@@ -180,6 +180,12 @@ func (s *scheduler) loop() {
 	}()
 
 	for {
+		if inflight != nil && !s.b.cfg.pipeline {
+			<-inflight.done
+			s.finish(inflight, nil)
+			inflight.ctx.Close()
+			inflight = nil
+		}
 		if !s.admit(inflight == nil) {
 			return
 		}
@@ -453,7 +459,7 @@ func (st *step) placeholderOf(seq *sequence) (int, bool) {
 // answer is complete: an end-of-turn token, or the token limit.
 func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
 	seq.generated++
-	if b.vocab.isStop(tok) {
+	if b.vocab.isStop(tok) && !b.cfg.ignoreStop {
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.

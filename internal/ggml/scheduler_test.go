@@ -36,9 +36,18 @@ func TestBatchedGreedyMatchesSingle(t *testing.T) {
 				}
 				want[i] = g.Text
 			}
-			for _, batch := range []int{256, 5} { // whole prompts; 5-token chunks
-				t.Run(fmt.Sprintf("batch %d", batch), func(t *testing.T) {
-					cfg := Config{MaxNewTokens: 48, Slots: 4, BatchSize: batch}
+			if distinct := len(map[string]bool{want[0]: true, want[1]: true, want[3]: true}); distinct < 2 || want[0] == "" {
+				t.Fatalf("greedy answers %q do not tell prompts apart: the comparison below would prove nothing", want)
+			}
+			for _, tc := range []struct {
+				batch    int
+				pipeline string
+			}{
+				{256, "off"}, {256, "on"}, // whole prompts
+				{5, "off"}, {5, "on"}, // 5-token chunks mixed with decoding
+			} {
+				t.Run(fmt.Sprintf("batch %d pipeline %s", tc.batch, tc.pipeline), func(t *testing.T) {
+					cfg := Config{MaxNewTokens: 48, Slots: 4, BatchSize: tc.batch, Pipeline: tc.pipeline}
 					b := openTiny(t, v, cfg)
 					got := concurrently(t, b, batchTexts)
 					for i := range got {
@@ -59,7 +68,7 @@ func TestBatchedGreedyMatchesSingle(t *testing.T) {
 // and the queued ones must join the running batch rather than wait for it
 // to drain.
 func TestAllSequencesProgress(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64})
+	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64, Pipeline: "on"})
 	texts := make([]string, 9)
 	for i := range texts {
 		texts[i] = fmt.Sprintf("job number %d", i)
@@ -78,7 +87,13 @@ func TestAllSequencesProgress(t *testing.T) {
 // TestCancelFreesSlot: with one slot, a cancelled job must return at once
 // and let the next job start.
 func TestCancelFreesSlot(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000})
+	for _, pipeline := range []string{"off", "on"} {
+		t.Run("pipeline "+pipeline, func(t *testing.T) { testCancelFreesSlot(t, pipeline) })
+	}
+}
+
+func testCancelFreesSlot(t *testing.T, pipeline string) {
+	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000, Pipeline: pipeline})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	firstDone := make(chan error, 1)
