@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Sentinel errors, for errors.Is. The errors returned carry a message that
@@ -29,6 +31,8 @@ type HTTPError struct {
 	ErrorCode string
 	Message   string
 	URL       string // without its query: pre-signed URLs carry secrets there
+	// RetryAfter is the server's Retry-After, in seconds form; 0 if none.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -71,6 +75,9 @@ func checkStatus(resp *http.Response) error {
 	}
 	if e.Message == "" {
 		e.Message = errorBodyMessage(resp.Body)
+	}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
 	}
 	return e
 }

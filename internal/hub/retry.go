@@ -71,6 +71,10 @@ func (p RetryPolicy) doNotify(ctx context.Context, try func(context.Context) err
 			return unwrapPermanent(err)
 		}
 		d := p.delay(attempt)
+		var he *HTTPError
+		if errors.As(err, &he) && he.RetryAfter > d {
+			d = min(he.RetryAfter, p.MaxDelay) // the server knows best, up to our patience
+		}
 		if notify != nil {
 			notify(attempt+1, d, err)
 		}
