@@ -524,7 +524,8 @@ var errStalled = errors.New("no data received for too long")
 // transfer leaves the partial file for the next attempt; a wrong one
 // removes it.
 func (d *downloader) transfer(ctx context.Context, f RemoteFile) (ManifestFile, error) {
-	file, err := d.root.OpenFile(partName(f), os.O_RDWR|os.O_CREATE, 0o644)
+	name := partName(f) // before receive learns more about f
+	file, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return ManifestFile{}, permanent(err)
 	}
@@ -535,18 +536,18 @@ func (d *downloader) transfer(ctx context.Context, f RemoteFile) (ManifestFile, 
 	}
 	if f.Size < 0 || offset < f.Size {
 		if err := d.receive(ctx, file, h, &f, offset); err != nil {
-			d.removeIfEmpty(file, f)
+			d.removeIfEmpty(file, name)
 			return ManifestFile{}, err
 		}
 	}
-	return d.verify(file, h, f, offset > 0)
+	return d.verify(file, name, h, f, offset > 0)
 }
 
 // removeIfEmpty leaves no empty partial file behind a request that failed
 // before its first byte, such as a 403.
-func (d *downloader) removeIfEmpty(file *os.File, f RemoteFile) {
+func (d *downloader) removeIfEmpty(file *os.File, name string) {
 	if fi, err := file.Stat(); err == nil && fi.Size() == 0 {
-		_ = d.root.Remove(partName(f))
+		_ = d.root.Remove(name)
 	}
 }
 
@@ -728,7 +729,7 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 // verify checks the size, and the sha256 of LFS files. A file that fails is
 // removed. If it had been resumed, the old part may be the culprit, so the
 // error is retryable: the next attempt starts from zero.
-func (d *downloader) verify(file *os.File, h hash.Hash, f RemoteFile, resumed bool) (ManifestFile, error) {
+func (d *downloader) verify(file *os.File, name string, h hash.Hash, f RemoteFile, resumed bool) (ManifestFile, error) {
 	fi, err := file.Stat()
 	if err != nil {
 		return ManifestFile{}, permanent(err)
@@ -748,7 +749,7 @@ func (d *downloader) verify(file *os.File, h hash.Hash, f RemoteFile, resumed bo
 		return ManifestFile{Path: f.Path, Size: fi.Size(), SHA256: sum, LFS: f.IsLFS()}, nil
 	}
 	file.Close()
-	_ = d.root.Remove(partName(f))
+	_ = d.root.Remove(name)
 	err = fmt.Errorf("%w: %s", ErrIntegrity, problem)
 	if resumed {
 		return ManifestFile{}, fmt.Errorf("%w (after a resume: starting over)", err)

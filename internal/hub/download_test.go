@@ -409,24 +409,36 @@ func TestDownloadRetries(t *testing.T) {
 }
 
 func TestDownloadRejectsCorruptContent(t *testing.T) {
-	files := modelFiles()
-	s := newHub(t, files)
-	s.SetFault("model-Q8_0.gguf", hubtest.Fault{Corrupt: true})
-	dir := t.TempDir()
-	opts := options(dir)
-	opts.Include = []string{"*.gguf"}
-	opts.Parallel = 1
-	_, err := newClient(t, s, testToken).Download(context.Background(), opts)
-	if !errors.Is(err, hub.ErrIntegrity) || !strings.Contains(err.Error(), "model-Q8_0.gguf") {
-		t.Fatalf("err = %v, want ErrIntegrity naming the file", err)
+	tests := []struct {
+		name  string
+		setup func(*hubtest.Server)
+	}{
+		{"sha256 from the listing", func(*hubtest.Server) {}},
+		{"sha256 from the redirect's X-Linked-Etag", func(s *hubtest.Server) { s.NoTree, s.NoBlobs, s.NoHead = true, true, true }},
 	}
-	for _, f := range tree(t, dir) {
-		if f != "model-Q4_K_M.gguf" {
-			t.Errorf("%s left behind after a hash mismatch", f)
-		}
-	}
-	if _, err := hub.ReadManifest(dir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("a manifest was written for an incomplete download: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := modelFiles()
+			s := newHub(t, files)
+			tt.setup(s)
+			s.SetFault("model-Q8_0.gguf", hubtest.Fault{Corrupt: true})
+			dir := t.TempDir()
+			opts := options(dir)
+			opts.Include = []string{"*.gguf"}
+			opts.Parallel = 1
+			_, err := newClient(t, s, testToken).Download(context.Background(), opts)
+			if !errors.Is(err, hub.ErrIntegrity) || !strings.Contains(err.Error(), "model-Q8_0.gguf") {
+				t.Fatalf("err = %v, want ErrIntegrity naming the file", err)
+			}
+			for _, f := range tree(t, dir) {
+				if f != "model-Q4_K_M.gguf" {
+					t.Errorf("%s left behind after a hash mismatch", f)
+				}
+			}
+			if _, err := hub.ReadManifest(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a manifest was written for an incomplete download: %v", err)
+			}
+		})
 	}
 }
 
