@@ -153,6 +153,41 @@ func TestGenerateStopsWhenCancelled(t *testing.T) {
 	t.Logf("stopped after %v", time.Since(start))
 }
 
+func TestGenerateStopsInsideAModelRun(t *testing.T) {
+	// A large image makes the VAE decode long enough to cancel in the
+	// middle of it: the run must stop well before the decode would end.
+	b := openTiny(t, Config{Width: 2048, Height: 1024, Seed: 1, Steps: 1})
+	start := time.Now()
+	generate(t, b, "a cat")
+	full := time.Since(start)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cancelled time.Time
+	var mu sync.Mutex
+	calls := 0
+	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func() {
+		if calls++; calls == 2 { // after the only step: the VAE runs next
+			time.AfterFunc(10*time.Millisecond, func() {
+				mu.Lock()
+				cancelled = time.Now()
+				mu.Unlock()
+				cancel()
+			})
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want one wrapping context.Canceled", err)
+	}
+	mu.Lock()
+	after := time.Since(cancelled)
+	mu.Unlock()
+	t.Logf("a whole image takes %v; stopped %v after the cancel: %v", full, after, err)
+	if after > full/4 {
+		t.Errorf("stopped %v after the cancel, want well under a whole image (%v)", after, full)
+	}
+}
+
 func TestGenerateDeadlinePassed(t *testing.T) {
 	// A context that is already over terminates the first model run: the
 	// error must still wrap the context's, so the runtime knows why.
