@@ -135,7 +135,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 type runningWorker struct {
 	nc      *nats.Conn
 	cancel  context.CancelFunc
-	done    chan error
+	done    chan struct{} // closed when Run has returned
+	err     error         // what Run returned
 	backend *testBackend
 }
 
@@ -147,8 +148,8 @@ func (s *stack) startWorker(b *testBackend, grace time.Duration) *runningWorker 
 		WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant, PollWait: 500 * time.Millisecond,
 		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: grace, RetryDelay: 100 * time.Millisecond,
 	}, conn, b, testLog(s.t), prometheus.NewRegistry())
-	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan error, 1), backend: b}
-	go func() { w.done <- rt.Run(ctx) }()
+	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan struct{}), backend: b}
+	go func() { w.err = rt.Run(ctx); close(w.done) }()
 	s.t.Cleanup(func() { cancel(); <-w.done })
 	return w
 }

@@ -297,16 +297,18 @@ func (r *Runtime) generate(ctx context.Context, d *natsqueue.Delivery, job genq.
 	return r.backend.Generate(ctx, job, func() { touch(false) })
 }
 
-// giveUp tells the caller, keeps the job in the dead-letter stream, and ends it.
+// giveUp keeps the job in the dead-letter stream, tells the caller, and ends
+// it. The dead letter comes first, so a caller that has its answer can find
+// the job there.
 func (r *Runtime) giveUp(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, reason error) {
-	if d.Job.ID != "" {
-		r.replyError(ctx, log, d, reason)
-	}
 	if err := r.conn.DeadLetter(ctx, r.cfg.Variant, d, reason); err != nil {
 		// Keep the job: better redelivered than lost without a trace.
 		log.Error("could not dead-letter the job", "err", err)
 		r.settle(log, "dead_letter_failed", d.Retry(r.cfg.RetryDelay))
 		return
+	}
+	if d.Job.ID != "" {
+		r.replyError(ctx, log, d, reason)
 	}
 	r.settle(log, "dead_lettered", d.Drop())
 }
