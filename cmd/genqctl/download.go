@@ -52,6 +52,9 @@ func runDownload(ctx context.Context, args []string, e env) error {
 	opts.Reporter = cfg.reporter(e)
 	res, err := client.Download(ctx, opts)
 	printSummary(e.stdout, opts, res)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("interrupted: what was fetched is kept; run the same command again to resume: %w", err)
+	}
 	return err
 }
 

@@ -219,3 +219,18 @@ func newTLSRedirector(t *testing.T, hubURL string) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+func TestErrorsHideThePresignedQuery(t *testing.T) {
+	s := newHub(t, modelFiles())
+	s.CDNURL = "http://127.0.0.1:1" // nothing listens: the transport fails
+	c, err := hub.NewClient(s.Hub.URL, hub.NewToken(testToken), hub.ClientOptions{Retry: hub.RetryPolicy{Attempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := options(t.TempDir())
+	opts.Include = []string{"*.gguf"}
+	_, err = c.Download(context.Background(), opts)
+	if err == nil || strings.Contains(err.Error(), "X-Amz-Signature") {
+		t.Fatalf("err = %v: want a failure that does not show the signature", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
@@ -151,7 +152,7 @@ func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f 
 	}
 	resp, err := d.c.http.Do(req)
 	if err != nil {
-		return err
+		return redactURLError(err)
 	}
 	defer resp.Body.Close()
 	if sameOrigin(resp.Request.URL, d.c.endpoint) {
@@ -178,6 +179,16 @@ func (d *downloader) receive(ctx context.Context, file *os.File, h hash.Hash, f 
 		want = f.Size - offset
 	}
 	return d.copyBody(ctx, cancel, file, h, resp.Body, want)
+}
+
+// redactURLError drops the query from the URL in a transport error: a
+// pre-signed CDN URL carries its signature there, and errors get logged.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redactURL(ue.URL)
+	}
+	return err
 }
 
 // learnFromRedirect fills in what a names-only listing left out, from the
