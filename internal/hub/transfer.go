@@ -75,7 +75,18 @@ func (d *downloader) install(f RemoteFile) error {
 	if err := d.root.Rename(partName(f), f.Path); err != nil {
 		return fmt.Errorf("moving into place: %w", err)
 	}
+	d.syncDir(path.Dir(f.Path))
 	return nil
+}
+
+// syncDir makes a rename durable: without it, a crash can undo the rename
+// of a file whose content was already synced. Best effort: some file
+// systems cannot sync a directory, and the content is safe either way.
+func (d *downloader) syncDir(dir string) {
+	if df, err := d.root.Open(dir); err == nil {
+		_ = df.Sync()
+		_ = df.Close()
+	}
 }
 
 var errStalled = errors.New("no data received for too long")
