@@ -154,7 +154,7 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	// Never downgrade: a pre-signed URL over plain HTTP would leak it.
 	if req.URL.Scheme == "http" && via[0].URL.Scheme == "https" {
-		return fmt.Errorf("refusing a redirect from https to %s", req.URL.Redacted())
+		return fmt.Errorf("refusing a redirect from https to %s", redactURL(req.URL.String()))
 	}
 	return nil
 }
