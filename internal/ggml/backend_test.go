@@ -230,4 +230,3 @@ func concurrently(t *testing.T, b *Backend, texts []string) []generation {
 	}
 	return out
 }
-

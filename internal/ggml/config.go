@@ -20,6 +20,8 @@ type Config struct {
 	ContextSize  int // per-sequence context: prompt plus answer, in tokens
 	MaxNewTokens int
 
+	// Sampling. RegisterFlags defaults them to Llama 3.1's 0.6 / 0.9 and
+	// Hugging Face's top-k 50; a zero Temperature is greedy.
 	Temperature float64
 	TopP        float64
 	TopK        int
@@ -33,18 +35,18 @@ type Config struct {
 	// GPU = false keeps the model on the CPU even when CUDA is found.
 	GPU bool
 
-	// ignoreStop makes every answer MaxNewTokens long, the way llama.cpp's
-	// batched bench measures decoding; a random-weight model would
-	// otherwise stop at a random length. Benchmarks only.
-	ignoreStop bool
-	pipeline   bool // Pipeline, resolved by Open
-
 	// Pipeline is "on", "off" or "auto": whether the graph of step N+1 is
 	// built while step N computes. Auto turns it on when a GPU computes,
 	// leaving the CPU free to build; on a CPU it steals a core from ggml's
 	// threads, which then spin at their barriers (measured in
 	// docs/benchmarks.md).
 	Pipeline string
+
+	// ignoreStop makes every answer MaxNewTokens long, the way llama.cpp's
+	// batched bench measures decoding; a random-weight model would
+	// otherwise stop at a random length. Benchmarks only.
+	ignoreStop bool
+	pipeline   bool // Pipeline, resolved by Open
 }
 
 // DefaultSystemPrompt is the seed's system message.
