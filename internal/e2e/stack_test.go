@@ -144,10 +144,11 @@ func (s *stack) startWorker(b *testBackend, grace time.Duration) *runningWorker 
 	s.t.Helper()
 	conn, nc := openConn(s.t, s.ns, s.settings, s.variant)
 	ctx, cancel := context.WithCancel(context.Background())
+	id := "w-" + uuid.NewString()[:8]
 	rt := worker.New(worker.Config{
-		WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant, PollWait: 500 * time.Millisecond,
+		WorkerID: id, Variant: s.variant, PollWait: 500 * time.Millisecond,
 		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: grace, RetryDelay: 100 * time.Millisecond,
-	}, conn, b, testLog(s.t), prometheus.NewRegistry())
+	}, conn, b, testLog(s.t).With("worker_id", id), prometheus.NewRegistry())
 	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan struct{}), backend: b}
 	go func() { w.err = rt.Run(ctx); close(w.done) }()
 	s.t.Cleanup(func() { cancel(); <-w.done })

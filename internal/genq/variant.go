@@ -57,3 +57,12 @@ func (k OutputKind) ContentType() string {
 }
 
 var _ fmt.Stringer = VariantA
+
+// DefaultModelDir is where a variant's model lives: /models inside genq's
+// images, which set GENQ_IN_CONTAINER=1, and models/<variant> elsewhere.
+func DefaultModelDir(v Variant, getenv func(string) string) string {
+	if in := strings.ToLower(getenv("GENQ_IN_CONTAINER")); in == "1" || in == "true" {
+		return "/models"
+	}
+	return "models/" + string(v)
+}

@@ -58,7 +58,8 @@ type Runtime struct {
 	draining bool
 }
 
-// New builds a runtime. Metrics are registered on reg.
+// New builds a runtime. Metrics are registered on reg. log should already
+// name the worker and the variant.
 func New(cfg Config, conn *natsqueue.Conn, backend Backend, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 	if cfg.PollWait <= 0 {
 		cfg.PollWait = 2 * time.Second
@@ -71,7 +72,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend Backend, log *slog.Logger, re
 	}
 	r := &Runtime{
 		cfg: cfg, conn: conn, backend: backend, info: backend.Info(),
-		log: log.With("worker_id", cfg.WorkerID, "variant", string(cfg.Variant)),
+		log: log,
 		metrics: newMetrics(reg), started: time.Now(),
 		attempts: conn.Settings().MaxAttempts,
 		running:  map[string]context.CancelCauseFunc{},

@@ -1,0 +1,60 @@
+# genq: make run starts the local stack, make test runs every test.
+SHELL := bash
+.DEFAULT_GOAL := build
+
+VARIANT ?= B
+PORT    ?= 8080
+# ggml's CPU code is compiled by cgo: without -O3 and -march it has no SIMD
+# and runs 4 to 24 times slower. Containers set a portable -march instead.
+MARCH        ?= native
+CGO_CFLAGS   ?= -O3 -march=$(MARCH)
+CGO_CXXFLAGS ?= -O3 -march=$(MARCH)
+export CGO_ENABLED := 1
+export CGO_CFLAGS CGO_CXXFLAGS
+
+ORT_DIR := lib/onnxruntime
+ORT_LIB := $(ORT_DIR)/libonnxruntime.so.1
+export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
+
+GO_TEST_FLAGS ?= -timeout 20m
+FUZZTIME ?= 5s
+
+.PHONY: build test test-unit fuzz run bench bench-text bench-image clean onnxruntime
+
+build: bin/api bin/worker bin/genqctl
+
+bin/api bin/worker bin/genqctl: FORCE
+	go build -trimpath -o $@ ./cmd/$(@F)
+
+FORCE:
+
+# The CPU build of ONNX Runtime, from the npm package onnxruntime-node,
+# fetched only when missing.
+$(ORT_LIB):
+	scripts/fetch-onnxruntime.sh $(ORT_DIR)
+
+onnxruntime: $(ORT_LIB)
+
+# Every test, against the real nats-server, ggml and ONNX Runtime, then a
+# short run of each fuzz target.
+test: $(ORT_LIB)
+	GENQ_REQUIRE_ORT=1 go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	@scripts/fuzz.sh $(FUZZTIME)
+
+# The whole stack in the foreground: embedded NATS, the api, one worker.
+run: build $(ORT_LIB)
+	VARIANT=$(VARIANT) PORT=$(PORT) scripts/run-local.sh
+
+bench-text:
+	go test -run '^$$' -bench . -benchtime 3x ./internal/ggml/
+
+bench-image: $(ORT_LIB)
+	go test -run '^$$' -bench . ./internal/onnx/
+
+bench: bench-text bench-image
+
+clean:
+	rm -rf bin .genq

@@ -1,0 +1,216 @@
+// Command worker loads one model for one variant and serves the jobs of that
+// variant from NATS JetStream: text (A, B) through ggml, images (C) through
+// ONNX Runtime, on CUDA when present and on the CPU otherwise.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/hub"
+	"github.com/genq/genq/internal/logging"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/onnx"
+	"github.com/genq/genq/internal/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	variant     genq.Variant
+	modelDir    string
+	slots       int
+	workerID    string
+	metricsAddr string
+	logLevel    string
+	nats        natsqueue.ConnectOptions
+	queue       natsqueue.Settings
+	runtime     worker.Config
+	text        ggml.Config
+	image       onnx.Config
+}
+
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+	var c config
+	// The variant decides defaults of other flags (model directory, slots,
+	// text context), so it is read before the rest are declared.
+	v, err := genq.ParseVariant(variantArg(args, getenv))
+	if err != nil {
+		return c, err
+	}
+	c.variant = v
+	defaultSlots := 4
+	if v.Kind() == genq.OutputImage {
+		defaultSlots = 1
+	}
+	host, _ := os.Hostname()
+	var variant string
+	fs := envflag.New("worker", getenv, out)
+	fs.String(&variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
+	fs.String(&c.modelDir, "model-dir", "MODEL_DIR", genq.DefaultModelDir(v, getenv), "directory of the model (/models in containers)")
+	fs.Int(&c.slots, "slots", "SLOTS", defaultSlots, "jobs run at once; text jobs share one batch")
+	fs.String(&c.workerID, "worker-id", "WORKER_ID", host+"-"+uuid.NewString()[:8], "this worker's id in heartbeats and logs")
+	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9091", "address of /metrics and /healthz (empty: off)")
+	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
+	c.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
+	c.queue.RegisterFlags(fs)
+	fs.Duration(&c.runtime.DrainGrace, "drain-grace", "DRAIN_GRACE", 2*time.Minute, "how long jobs in flight may finish after SIGTERM")
+	fs.Duration(&c.runtime.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
+	fs.Duration(&c.runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
+	fs.Duration(&c.runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
+	c.text.RegisterFlags(fs, v)
+	c.image.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.slots < 1 {
+		return c, errors.New("slots must be at least 1")
+	}
+	c.runtime.WorkerID, c.runtime.Variant = c.workerID, v
+	c.text.ModelDir, c.text.Slots = c.modelDir, c.slots
+	c.image.ModelDir, c.image.Slots = c.modelDir, c.slots
+	return c, nil
+}
+
+// variantArg finds --variant among the arguments, or VARIANT, or B.
+func variantArg(args []string, getenv func(string) string) string {
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "variant" {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	if v := getenv("VARIANT"); v != "" {
+		return v
+	}
+	return "B"
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	started := time.Now()
+	cfg, err := parseConfig(args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stdout, cfg.logLevel, "worker")
+	if err != nil {
+		return err
+	}
+	log = log.With("worker_id", cfg.workerID, "variant", string(cfg.variant))
+	// The engines log through slog's default logger; give them ours.
+	slog.SetDefault(log)
+	logManifest(log, cfg.modelDir)
+
+	// The model loads before the worker announces itself: a model it cannot
+	// serve stops it here, never on the first request.
+	backend, err := openBackend(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+	info := backend.Info()
+	log.Info("model loaded", "model", info.Model, "device", info.Device.Kind, "device_name", info.Device.Name,
+		"slots", info.Slots, "load", time.Since(started).Round(time.Millisecond).String())
+
+	cfg.nats.Name = "genq-worker-" + cfg.workerID
+	nc, err := natsqueue.Connect(cfg.nats, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	conn, err := natsqueue.Open(ctx, nc, cfg.queue, log, cfg.variant)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt := worker.New(cfg.runtime, conn, backend, log, reg)
+	if cfg.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(cfg.metricsAddr, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	return rt.Run(ctx)
+}
+
+func openBackend(ctx context.Context, cfg config, log *slog.Logger) (worker.Backend, error) {
+	if cfg.variant.Kind() == genq.OutputImage {
+		return onnx.Open(ctx, cfg.image, log)
+	}
+	return ggml.Open(ctx, cfg.text, log)
+}
+
+// logManifest says where the model came from, when genqctl download wrote it.
+func logManifest(log *slog.Logger, dir string) {
+	m, err := hub.ReadManifest(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		log.Info("model directory has no download manifest (a generated or hand-placed model)", "dir", dir)
+	case err != nil:
+		log.Warn("model manifest unreadable", "dir", dir, "err", err)
+	default:
+		log.Info("model manifest", "dir", dir, "repo", m.Repo, "revision", m.Revision, "commit", m.Commit,
+			"files", len(m.Files), "bytes", m.TotalSize(), "downloaded_at", m.DownloadedAt)
+	}
+}
+
+// serveMetrics serves /metrics and /healthz; the liveness probe reads the latter.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}
