@@ -1,10 +1,373 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/logging"
+	"github.com/genq/genq/internal/natsqueue"
 )
 
+// submitConfig is what the flags and the environment say.
+type submitConfig struct {
+	variant     genq.Variant
+	in, out     string
+	concurrency int
+	timeout     time.Duration
+	nats        natsqueue.ConnectOptions
+	queue       natsqueue.Settings
+}
+
+// batchLine is one line of the input file.
+type batchLine struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// batchResult is one line of results.jsonl.
+type batchResult struct {
+	ID            string    `json:"id"`
+	Line          int       `json:"line"`
+	GeneratedText *string   `json:"generated_text,omitempty"`
+	File          string    `json:"file,omitempty"`
+	Error         string    `json:"error,omitempty"`
+	Code          genq.Code `json:"code,omitempty"`
+}
+
+// resultsFile is the JSON-lines record of a batch, in its output directory.
+const resultsFile = "results.jsonl"
+
+// namespaceBatch derives job ids from the input, so a rerun of the same file
+// gets the same ids: the queue drops its duplicates and the results store
+// still holds what the first run finished.
+var namespaceBatch = uuid.MustParse("6f1b4b8e-8f7e-4a53-9e57-3c1d7a3f0b2a")
+
+var safeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// runSubmit handles "genqctl submit": it publishes every prompt of a JSON-lines
+// file as a job, straight onto NATS, with a bounded number in flight, and
+// writes each result as it arrives. A rerun skips the jobs already done.
 func runSubmit(ctx context.Context, args []string, e env) error {
-	return errors.New("submit: not built yet")
+	cfg, err := parseSubmitFlags(args, e)
+	if err != nil {
+		return err
+	}
+	lines, err := readBatch(cfg.in, cfg.variant)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	done, err := finishedJobs(cfg.out)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(e.stderr, "warn", "genqctl")
+	if err != nil {
+		return err
+	}
+	cfg.nats.Name = "genqctl-submit"
+	nc, err := natsqueue.Connect(cfg.nats, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := natsqueue.Open(openCtx, nc, cfg.queue, log, cfg.variant)
+	if err != nil {
+		return err
+	}
+	client, err := natsqueue.NewClient(conn)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	rec, err := openRecorder(cfg.out)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
+	b := &batch{cfg: cfg, conn: conn, client: client, rec: rec, total: len(lines)}
+	return b.run(ctx, lines, done, e.stderr)
+}
+
+func parseSubmitFlags(args []string, e env) (submitConfig, error) {
+	var cfg submitConfig
+	var variant string
+	fs := envflag.New("genqctl submit", e.getenv, e.stderr)
+	fs.String(&variant, "variant", "VARIANT", "B", "variant of the jobs: A, B or C")
+	fs.String(&cfg.in, "in", "", "", "JSON-lines input: one {\"text\": …} per line, with an optional \"id\"")
+	fs.String(&cfg.out, "out", "", "results", "output directory: results.jsonl, and one PNG per job for images")
+	fs.Int(&cfg.concurrency, "concurrency", "SUBMIT_CONCURRENCY", 16, "jobs in flight at once")
+	fs.Duration(&cfg.timeout, "timeout", "SUBMIT_TIMEOUT", 30*time.Minute, "deadline of each job, queueing included")
+	cfg.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
+	cfg.queue.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, usageError{err.Error()}
+	}
+	v, err := genq.ParseVariant(variant)
+	if err != nil {
+		return cfg, usageError{err.Error()}
+	}
+	cfg.variant = v
+	switch {
+	case cfg.in == "":
+		return cfg, usageError{"--in is required"}
+	case cfg.concurrency < 1:
+		return cfg, usageError{"--concurrency must be at least 1"}
+	case cfg.timeout <= 0:
+		return cfg, usageError{"--timeout must be positive"}
+	}
+	return cfg, nil
+}
+
+// readBatch reads and checks the whole input before anything is queued, so
+// a bad line 900 does not leave a half-submitted batch.
+func readBatch(path string, v genq.Variant) ([]batchLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	defer f.Close()
+	var lines []batchLine
+	seen := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		raw := sc.Bytes()
+		if len(raw) == 0 {
+			continue
+		}
+		var l batchLine
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+		}
+		if l.Text == "" {
+			return nil, fmt.Errorf("%s line %d: text field is required", path, n)
+		}
+		if l.ID == "" {
+			l.ID = uuid.NewSHA1(namespaceBatch, []byte(string(v)+"\x00"+strconv.Itoa(n)+"\x00"+l.Text)).String()
+		} else if !safeID.MatchString(l.ID) {
+			return nil, fmt.Errorf("%s line %d: id %q: use 1 to 128 letters, digits, - or _", path, n, l.ID)
+		}
+		if prev, dup := seen[l.ID]; dup {
+			return nil, fmt.Errorf("%s line %d: id %q already used on line %d", path, n, l.ID, prev)
+		}
+		seen[l.ID] = n
+		lines = append(lines, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	return lines, nil
+}
+
+// finishedJobs lists the ids that results.jsonl records as done.
+func finishedJobs(dir string) (map[string]bool, error) {
+	done := map[string]bool{}
+	f, err := os.Open(filepath.Join(dir, resultsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return done, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var r batchResult
+		// A torn last line from an interrupted run is simply not done.
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Error == "" {
+			if r.File == "" || fileExists(filepath.Join(dir, r.File)) {
+				done[r.ID] = true
+			}
+		}
+	}
+	return done, sc.Err()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// recorder appends result lines, one write per line, synced as it goes.
+type recorder struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openRecorder(dir string) (*recorder, error) {
+	f, err := os.OpenFile(filepath.Join(dir, resultsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &recorder{f: f}, nil
+}
+
+func (r *recorder) write(res batchResult) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err = r.f.Write(append(b, '\n'))
+	return err
+}
+
+func (r *recorder) close() error { return r.f.Close() }
+
+type batch struct {
+	cfg    submitConfig
+	conn   *natsqueue.Conn
+	client *natsqueue.Client
+	rec    *recorder
+	total  int
+
+	ok, failed, skipped, inFlight atomic.Int64
+}
+
+func (b *batch) run(ctx context.Context, lines []batchLine, done map[string]bool, progress io.Writer) error {
+	start := time.Now()
+	stopProgress := b.showProgress(progress)
+	sem := make(chan struct{}, b.cfg.concurrency)
+	var wg sync.WaitGroup
+	var writeErr atomic.Value
+	for i, l := range lines {
+		if done[l.ID] {
+			b.skipped.Add(1)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		b.inFlight.Add(1)
+		go func() {
+			defer func() { <-sem; b.inFlight.Add(-1); wg.Done() }()
+			if err := b.one(ctx, i+1, l); err != nil {
+				writeErr.Store(err)
+			}
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	fmt.Fprintf(progress, "submitted %d jobs in %s: %d ok, %d failed, %d skipped as already done; results in %s\n",
+		b.total, time.Since(start).Round(time.Millisecond), b.ok.Load(), b.failed.Load(), b.skipped.Load(), filepath.Join(b.cfg.out, resultsFile))
+	if err, _ := writeErr.Load().(error); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted; run the same command again to finish: %w", ctx.Err())
+	}
+	if n := b.failed.Load(); n > 0 {
+		return fmt.Errorf("%d of %d jobs failed; a rerun retries them", n, b.total)
+	}
+	return nil
+}
+
+// one runs a job, or collects its result from the store when an earlier,
+// interrupted run of the same batch already got it done. A job that failed
+// before runs again under a fresh id, which the queue's dedup window does
+// not know.
+func (b *batch) one(ctx context.Context, line int, l batchLine) error {
+	reply, err := b.conn.FetchResult(ctx, l.ID)
+	if code := genq.ErrorCode(err); code != "" && code != genq.Unavailable {
+		id := l.ID
+		if code != genq.NotFound {
+			id = l.ID + "-retry-" + uuid.NewString()[:8]
+		}
+		job := genq.Job{ID: id, Variant: b.cfg.variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.timeout), Store: true}
+		jctx, cancel := context.WithDeadline(ctx, job.Deadline)
+		defer cancel()
+		reply, err = b.client.Run(jctx, job)
+	}
+	res := batchResult{ID: l.ID, Line: line}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted, not failed: a rerun picks it up
+		}
+		b.failed.Add(1)
+		res.Error, res.Code = genq.ErrorMessage(err), genq.ErrorCode(err)
+		return b.rec.write(res)
+	}
+	defer reply.Body.Close()
+	if err := b.save(&res, reply); err != nil {
+		b.failed.Add(1)
+		res.Error, res.Code = err.Error(), genq.Internal
+		return b.rec.write(res)
+	}
+	b.ok.Add(1)
+	return b.rec.write(res)
+}
+
+func (b *batch) save(res *batchResult, reply *natsqueue.Reply) error {
+	if b.cfg.variant.Kind() == genq.OutputText {
+		var tr genq.TextResponse
+		if err := json.NewDecoder(reply.Body).Decode(&tr); err != nil {
+			return fmt.Errorf("decode result: %w", err)
+		}
+		res.GeneratedText = &tr.GeneratedText
+		return nil
+	}
+	res.File = res.ID + ".png"
+	final := filepath.Join(b.cfg.out, res.File)
+	tmp, err := os.CreateTemp(b.cfg.out, ".partial-*.png")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, reply.Body); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", final, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), final)
+}
+
+// showProgress prints a status line every second until stopped.
+func (b *batch) showProgress(w io.Writer) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "[%d/%d] ok %d, failed %d, skipped %d, in flight %d\n",
+					b.ok.Load()+b.failed.Load()+b.skipped.Load(), b.total, b.ok.Load(), b.failed.Load(), b.skipped.Load(), b.inFlight.Load())
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }

@@ -21,9 +21,10 @@ import (
 func TestDuplicatePublishRunsOnce(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	job := genq.Job{ID: uuid.NewString(), Variant: s.variant, Text: "echo:once", Deadline: time.Now().Add(time.Minute), Store: true}
-	for range 2 {
-		if err := s.conn.Publish(t.Context(), job); err != nil {
-			t.Fatal(err)
+	for i := range 2 {
+		dup, err := s.conn.Publish(t.Context(), job)
+		if err != nil || dup != (i == 1) {
+			t.Fatalf("publish %d: duplicate %v, %v", i+1, dup, err)
 		}
 	}
 	if n := s.streamMsgs(); n != 1 {

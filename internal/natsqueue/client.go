@@ -96,33 +96,56 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
 		cl.mu.Unlock()
 	}
 
-	if err := cl.conn.Publish(ctx, job); err != nil {
+	dup, err := cl.conn.Publish(ctx, job)
+	if err != nil {
 		forget()
 		return nil, err
 	}
-	select {
-	case m := <-ch:
-		return cl.conn.decodeReply(ctx, m, !job.Store)
-	case <-ctx.Done():
-		forget()
-		cl.conn.Cancel(job.ID)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
+	// A duplicate was queued by an earlier run of the same producer, whose
+	// inbox is gone: its answer can only come through the results store.
+	var poll <-chan time.Time
+	if dup && job.Store {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case m := <-ch:
+			return cl.conn.decodeReply(ctx, m, !job.Store)
+		case <-poll:
+			r, err := cl.conn.FetchResult(ctx, job.ID)
+			if genq.ErrorCode(err) == genq.NotFound {
+				continue
+			}
+			forget()
+			return r, err
+		case <-ctx.Done():
+			forget()
+			cl.conn.Cancel(job.ID)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
+			}
+			return nil, genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
 		}
-		return nil, genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
 	}
 }
 
-// Publish queues job. It does not wait for a result.
-func (c *Conn) Publish(ctx context.Context, job genq.Job) error {
+// Publish queues job. It does not wait for a result. duplicate reports that
+// a job of the same id was already queued within the dedup window, so this
+// one was dropped.
+func (c *Conn) Publish(ctx context.Context, job genq.Job) (duplicate bool, err error) {
 	data, err := json.Marshal(job)
 	if err != nil {
-		return genq.WrapError(genq.Internal, err, "could not encode the job")
+		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
 	}
 	msg := &nats.Msg{Subject: JobsSubject(job.Variant), Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
-	_, err = c.js.PublishMsg(ctx, msg)
-	return publishError(err)
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return false, publishError(err)
+	}
+	return ack.Duplicate, nil
 }
 
 // publishError maps JetStream's refusals to genq codes: a full queue (the

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/worker"
+)
+
+// upperBackend answers a prompt in upper case, or fails on "fail", or
+// answers image/png bytes of the prompt for variant C.
+type upperBackend struct{ calls atomic.Int64 }
+
+func (b *upperBackend) Info() genq.BackendInfo {
+	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "upper", Slots: 4}
+}
+func (b *upperBackend) Close() error { return nil }
+func (b *upperBackend) Generate(_ context.Context, job genq.Job, _ func()) (genq.Result, error) {
+	b.calls.Add(1)
+	if job.Text == "fail" {
+		return genq.Result{}, genq.Errorf(genq.Invalid, "refused")
+	}
+	if job.Variant == genq.VariantC {
+		return genq.NewImageResult([]byte("PNG:" + job.Text)), nil
+	}
+	return genq.NewTextResult(strings.ToUpper(job.Text)), nil
+}
+
+func startWorker(t *testing.T, url string, v genq.Variant) *upperBackend {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nc, err := natsqueue.Connect(natsqueue.ConnectOptions{URL: url}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	conn, err := natsqueue.Open(t.Context(), nc, natsqueue.DefaultSettings(), log, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &upperBackend{}
+	rt := worker.New(worker.Config{WorkerID: "w", Variant: v, PollWait: 300 * time.Millisecond}, conn, b, log, prometheus.NewRegistry())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+func submit(t *testing.T, url string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	getenv := func(k string) string {
+		if k == "NATS_URL" {
+			return url
+		}
+		return ""
+	}
+	err := run(t.Context(), append([]string{"submit"}, args...), env{getenv: getenv, stdout: &out, stderr: &out})
+	return out.String(), err
+}
+
+func readResults(t *testing.T, dir string) []batchResult {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, resultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rs []batchResult
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r batchResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+func TestSubmitText(t *testing.T) {
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	b := startWorker(t, ns.ClientURL(), genq.VariantB)
+
+	dir := t.TempDir()
+	in := filepath.Join(dir, "prompts.jsonl")
+	var lines []string
+	for _, p := range []string{"alpha", "beta", "gamma", "delta", "epsilon"} {
+		lines = append(lines, `{"text":"`+p+`"}`)
+	}
+	lines = append(lines, `{"id":"mine-1","text":"zeta"}`, "", `{"text":"fail"}`)
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	log, err := submit(t, ns.ClientURL(), "--variant", "B", "--in", in, "--out", out, "--concurrency", "3")
+	if err == nil || !strings.Contains(err.Error(), "1 of 7 jobs failed") {
+		t.Fatalf("first run: err = %v\n%s", err, log)
+	}
+	got := map[string]string{}
+	for _, r := range readResults(t, out) {
+		if r.GeneratedText != nil {
+			got[r.ID] = *r.GeneratedText
+		} else if r.Error != "refused" || r.Code != genq.Invalid {
+			t.Fatalf("unexpected failure %+v", r)
+		}
+	}
+	if len(got) != 6 || got["mine-1"] != "ZETA" {
+		t.Fatalf("results = %v", got)
+	}
+	calls := b.calls.Load()
+
+	// A rerun skips the six done and retries the failure only.
+	log, err = submit(t, ns.ClientURL(), "--variant", "B", "--in", in, "--out", out)
+	if err == nil || !strings.Contains(log, "6 skipped as already done") {
+		t.Fatalf("rerun: err = %v\n%s", err, log)
+	}
+	if n := b.calls.Load() - calls; n != 1 {
+		t.Fatalf("rerun ran %d jobs, want 1", n)
+	}
+}
+
+func TestSubmitImagesWritesPNGFiles(t *testing.T) {
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	startWorker(t, ns.ClientURL(), genq.VariantC)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "p.jsonl")
+	_ = os.WriteFile(in, []byte(`{"id":"fox","text":"a red fox"}`+"\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	if log, err := submit(t, ns.ClientURL(), "--variant", "C", "--in", in, "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "fox.png"))
+	if err != nil || string(b) != "PNG:a red fox" {
+		t.Fatalf("fox.png = %q, %v", b, err)
+	}
+}
+
+func TestSubmitRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"no text":   `{"id":"a"}`,
+		"bad json":  `{"text":`,
+		"bad id":    `{"id":"../x","text":"a"}`,
+		"duplicate": `{"id":"a","text":"x"}` + "\n" + `{"id":"a","text":"y"}`,
+	}
+	for name, content := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
+			_ = os.WriteFile(in, []byte(content+"\n"), 0o644)
+			// No NATS is needed: the input is checked before connecting.
+			_, err := submit(t, "nats://127.0.0.1:1", "--in", in, "--out", filepath.Join(dir, "out"))
+			if err == nil || !strings.Contains(err.Error(), "line") {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+	var u usageError
+	if _, err := submit(t, "nats://127.0.0.1:1", "--out", dir); !errors.As(err, &u) {
+		t.Fatalf("missing --in: err = %v", err)
+	}
+}
