@@ -35,11 +35,11 @@ $(ORT_LIB):
 
 onnxruntime: $(ORT_LIB)
 
-# Every test, against the real nats-server, ggml and ONNX Runtime, then a
-# short run of each fuzz target.
+# A short run of each fuzz target, then every test, against the real
+# nats-server, ggml and ONNX Runtime. gotestsum closes with the counts.
 test: $(ORT_LIB)
-	GENQ_REQUIRE_ORT=1 go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory fuzz
+	GENQ_REQUIRE_ORT=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -89,10 +90,14 @@ func (p *Puller) decode(m jetstream.Msg) *Delivery {
 	return d
 }
 
+// jobIDPattern is what the protocol allows in a job id: it becomes an
+// object name and a key-value key.
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
 func validateJob(j genq.Job, v genq.Variant) error {
 	switch {
-	case j.ID == "":
-		return errors.New("job has no id")
+	case !jobIDPattern.MatchString(j.ID):
+		return fmt.Errorf("job id %q: want 1 to 128 characters of A-Z, a-z, 0-9, - and _", j.ID)
 	case j.Variant != v:
 		return fmt.Errorf("job %s is for variant %q on the subject of variant %s", j.ID, j.Variant, v)
 	case j.Text == "":

@@ -3,7 +3,7 @@ package natsqueue
 import (
 	"context"
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"sync"
 	"time"
 

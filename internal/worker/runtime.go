@@ -72,7 +72,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend Backend, log *slog.Logger, re
 	}
 	r := &Runtime{
 		cfg: cfg, conn: conn, backend: backend, info: backend.Info(),
-		log: log,
+		log:     log,
 		metrics: newMetrics(reg), started: time.Now(),
 		attempts: conn.Settings().MaxAttempts,
 		running:  map[string]context.CancelCauseFunc{},
