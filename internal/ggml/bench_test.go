@@ -57,7 +57,7 @@ func BenchmarkThroughput(b *testing.B) {
 			for _, n := range []int{1, 2, 4, 8} {
 				b.Run(fmt.Sprintf("%s-%s/c%d", size, v, n), func(b *testing.B) {
 					be, err := Open(context.Background(), Config{
-						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: 128,
+						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: benchTokens(),
 						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
 						ignoreStop: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"),
 					}, nil)
@@ -92,6 +92,12 @@ func BenchmarkThroughput(b *testing.B) {
 					b.ReportMetric(median(rates), "tok/s")
 					b.ReportMetric(float64(medianDuration(ttfts).Microseconds())/1000, "ttft-ms")
 					b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+					st := &be.sched.stats
+					if steps := float64(st.steps.Load()); steps > 0 {
+						b.ReportMetric(float64(st.planNanos.Load())/steps/1e3, "plan-us/step")
+						b.ReportMetric(float64(st.computeNanos.Load())/steps/1e3, "compute-us/step")
+						b.ReportMetric(float64(st.finishNanos.Load())/steps/1e3, "finish-us/step")
+					}
 				})
 			}
 		}
@@ -118,6 +124,14 @@ func BenchmarkOpen(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchTokens is GENQ_BENCH_TOKENS, or 128: the tokens each job generates.
+func benchTokens() int {
+	if n, _ := strconv.Atoi(os.Getenv("GENQ_BENCH_TOKENS")); n > 0 {
+		return n
+	}
+	return 128
 }
 
 // benchThreads is GENQ_BENCH_THREADS, or 0 for every CPU.
