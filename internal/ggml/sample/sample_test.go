@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -176,13 +177,45 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func BenchmarkSampleLlama3Vocab(b *testing.B) {
-	logits := make([]float32, 128256)
+func BenchmarkSample(b *testing.B) {
+	for _, n := range []int{291, 128256} { // the tiny model's vocabulary, Llama 3's
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchmarkSample(b, n) })
+	}
+}
+
+func benchmarkSample(b *testing.B, n int) {
+	logits := make([]float32, n)
 	for i := range logits {
 		logits[i] = float32(math.Sin(float64(i)*0.37)) * 8
 	}
 	s := New(Params{Temperature: 0.6, TopK: 50, TopP: 0.9}, 1)
 	for b.Loop() {
 		s.Sample(logits)
+	}
+}
+
+// TestTopMatchesFullSort checks the linear-time selection against a full
+// sort, on vocabularies with many ties.
+func TestTopMatchesFullSort(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 300, 1000} {
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32((i * 7919) % 13) // many equal values
+		}
+		full := New(Params{}, 1).top(logits, 0)
+		for _, k := range []int{1, 3, 50, n - 1, n} {
+			if k <= 0 {
+				continue
+			}
+			got := New(Params{}, 1).top(logits, k)
+			if len(got) != min(k, n) {
+				t.Fatalf("n=%d k=%d: %d candidates", n, k, len(got))
+			}
+			for i := range got {
+				if got[i].id != full[i].id {
+					t.Fatalf("n=%d k=%d: position %d is token %d, want %d", n, k, i, got[i].id, full[i].id)
+				}
+			}
+		}
 	}
 }
