@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -77,6 +76,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Duration(&c.http.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
 	fs.Secret(&c.apiKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate (none: open)")
 	fs.String(&c.apiKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
+	fs.Duration(&c.http.ReadHeaderTimeout, "read-header-timeout", "READ_HEADER_TIMEOUT", 10*time.Second, "time a client has to send its request headers (slow clients are cut off)")
+	fs.Duration(&c.http.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
 	fs.Duration(&c.shutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -165,14 +166,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      cfg.http.JobTimeout + 30*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := httpapi.NewHTTPServer(handler, cfg.http)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("api listening", "addr", ln.Addr().String(), "api_keys", len(cfg.http.APIKeys) > 0)

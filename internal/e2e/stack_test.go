@@ -125,7 +125,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	reg := prometheus.NewRegistry()
 	h := httpapi.NewServer(cfg, testLog(t), client, workers, conn, reg, reg, uuid.NewString)
-	api := httptest.NewServer(h)
+	api := httptest.NewUnstartedServer(h)
+	api.Config = httpapi.NewHTTPServer(h, cfg)
+	api.Start()
 	t.Cleanup(api.Close)
 	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, conn: conn}
 }

@@ -18,6 +18,10 @@ var errTextRequired = genq.Errorf(genq.Invalid, "text field is required")
 
 // readBody reads at most limit bytes of the request body.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	// A declared length over the limit is refused before a byte is read.
+	if r.ContentLength > limit {
+		return nil, genq.Errorf(genq.TooLarge, "request body is over the limit of %d bytes", limit)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	switch {

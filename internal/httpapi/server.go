@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -45,6 +46,23 @@ type Config struct {
 	WakeupEvery time.Duration
 	// APIKeys, when any are set, are required as bearer tokens on /generate.
 	APIKeys []string
+	// ReadHeaderTimeout and ReadTimeout cut off clients that send their
+	// request too slowly, so they cannot hold connections open for free.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+}
+
+// NewHTTPServer wraps the façade in an http.Server with timeouts fit for it:
+// reads are short, writes last as long as a job may.
+func NewHTTPServer(h http.Handler, cfg Config) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second),
+		ReadTimeout:       cmp.Or(cfg.ReadTimeout, 30*time.Second),
+		WriteTimeout:      cfg.JobTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // Server holds the façade's dependencies.

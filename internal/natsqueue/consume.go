@@ -81,13 +81,19 @@ func (p *Puller) decode(m jetstream.Msg) *Delivery {
 		return d
 	}
 	attempt := d.Job.Attempt
-	if err := json.Unmarshal(m.Data(), &d.Job); err != nil {
-		d.Malformed = fmt.Errorf("decode job: %w", err)
-	} else if err := validateJob(d.Job, p.variant); err != nil {
-		d.Malformed = err
-	}
+	d.Job, d.Malformed = decodeJob(m.Data(), p.variant)
 	d.Job.Attempt = attempt
 	return d
+}
+
+// decodeJob reads a job message body meant for variant v. On error the job
+// holds whatever could be read, so a reply can still reach its caller.
+func decodeJob(data []byte, v genq.Variant) (genq.Job, error) {
+	var j genq.Job
+	if err := json.Unmarshal(data, &j); err != nil {
+		return genq.Job{}, fmt.Errorf("decode job: %w", err)
+	}
+	return j, validateJob(j, v)
 }
 
 // jobIDPattern is what the protocol allows in a job id: it becomes an

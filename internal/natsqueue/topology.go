@@ -46,7 +46,7 @@ func DefaultSettings() Settings {
 		QueueCapacity:  1000,
 		MaxJobAge:      time.Hour,
 		DedupWindow:    2 * time.Minute,
-		AckWait:        30 * time.Second,
+		AckWait:        15 * time.Second,
 		MaxAttempts:    3,
 		ResultTTL:      time.Hour,
 		ResultMaxBytes: 0,
