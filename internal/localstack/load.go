@@ -1,0 +1,162 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Outcome is what one request got.
+type Outcome struct {
+	Status  int // 0 when no answer came at all
+	Err     error
+	Latency time.Duration
+	JobID   string
+	Body    []byte
+	Header  http.Header
+}
+
+// Request is one POST /generate to send.
+type Request struct {
+	Text string
+	// Read, when set, consumes the body instead of io.ReadAll (a slow reader, say).
+	Read func(io.Reader) ([]byte, error)
+}
+
+// Fire sends reqs to url's /generate with at most concurrency in flight and
+// returns their outcomes in order. Each request has its own timeout.
+func Fire(ctx context.Context, client *http.Client, url string, reqs []Request, concurrency int, timeout time.Duration) []Outcome {
+	out := make([]Outcome, len(reqs))
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = Generate(ctx, client, url, r, timeout)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Generate sends one request.
+func Generate(ctx context.Context, client *http.Client, url string, r Request, timeout time.Duration) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"text": r.Text})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/generate", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return Outcome{Err: err, Latency: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	read := r.Read
+	if read == nil {
+		read = io.ReadAll
+	}
+	b, err := read(resp.Body)
+	return Outcome{Status: resp.StatusCode, Err: err, Latency: time.Since(start), JobID: resp.Header.Get("Genq-Job-Id"), Body: b, Header: resp.Header}
+}
+
+// Report sums up a scenario's outcomes.
+type Report struct {
+	Scenario   string
+	Sent       int
+	OK         int
+	Errors     map[string]int // clean JSON errors, by status
+	Lost       int            // no answer, or an answer that is not a clean JSON error
+	Duplicated int            // jobs that ran to completion more than once
+	P50, P99   time.Duration
+	Notes      []string
+}
+
+// Summarize builds a report from outcomes and the workers' logs.
+func Summarize(name string, outs []Outcome, workerLogs string) Report {
+	r := Report{Scenario: name, Sent: len(outs), Errors: map[string]int{}}
+	var lat []time.Duration
+	for _, o := range outs {
+		switch {
+		case o.Status == http.StatusOK && o.Err == nil:
+			r.OK++
+			lat = append(lat, o.Latency)
+		case o.Status != 0 && cleanError(o):
+			r.Errors[fmt.Sprint(o.Status)]++
+			lat = append(lat, o.Latency)
+		default:
+			r.Lost++
+		}
+	}
+	slices.Sort(lat)
+	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	r.Duplicated = duplicatedRuns(workerLogs)
+	return r
+}
+
+func cleanError(o Outcome) bool {
+	var e struct {
+		Error string `json:"error"`
+	}
+	return o.Err == nil && json.Unmarshal(o.Body, &e) == nil && e.Error != ""
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+var jobDone = regexp.MustCompile(`"msg":"job done".*?"job_id":"([^"]+)"`)
+
+// duplicatedRuns counts jobs whose completion appears more than once in
+// the workers' logs.
+func duplicatedRuns(logs string) int {
+	seen := map[string]int{}
+	for _, m := range jobDone.FindAllStringSubmatch(logs, -1) {
+		seen[m[1]]++
+	}
+	n := 0
+	for _, c := range seen {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// Table renders reports as a Markdown table.
+func Table(reports []Report) string {
+	var b strings.Builder
+	b.WriteString("| scenario | sent | ok | clean errors | lost | duplicated | p50 | p99 | notes |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range reports {
+		var errs []string
+		keys := make([]string, 0, len(r.Errors))
+		for k := range r.Errors {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			errs = append(errs, fmt.Sprintf("%s×%d", k, r.Errors[k]))
+		}
+		if len(errs) == 0 {
+			errs = []string{"none"}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d | %d | %s | %s | %s |\n", r.Scenario, r.Sent, r.OK, strings.Join(errs, ", "),
+			r.Lost, r.Duplicated, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), strings.Join(r.Notes, "; "))
+	}
+	return b.String()
+}
