@@ -32,6 +32,8 @@ func commands() map[string]command {
 		"submit":   {"publish a JSON-lines file of prompts as jobs and collect the results", runSubmit},
 		"models":   {"write tiny generated models (models tiny --variant A|B|C --dir DIR)", runModels},
 		"download": {"download a model snapshot from the model hub", runDownload},
+		"deploy":   {"deploy a variant to the current Kubernetes context (deploy --gpus N --gpu-type T)", runDeploy},
+		"list":     {"list genq deployments and their URLs (list deployments)", runList},
 	}
 }
 
