@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 5s
 
-.PHONY: build test test-unit fuzz run bench bench-text bench-image clean onnxruntime
+.PHONY: build test fuzz run chaos bench bench-text bench-image clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -58,3 +58,7 @@ bench: bench-text bench-image
 
 clean:
 	rm -rf bin .genq
+
+# Fault scenarios over real processes; rewrites the figures in docs/reliability.md.
+chaos: $(ORT_LIB)
+	go run ./test/chaos --report docs/reliability.md

@@ -101,20 +101,28 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
 		forget()
 		return nil, err
 	}
-	// A duplicate was queued by an earlier run of the same producer, whose
-	// inbox is gone: its answer can only come through the results store.
-	var poll <-chan time.Time
-	if dup && job.Store {
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		poll = t.C
-	}
+	// The reply is a core NATS message: if this client was disconnected when
+	// it came, it is gone, and the stored result is the way to get it. A
+	// duplicate was queued by an earlier run of the same producer, whose
+	// inbox is gone too. In both cases, poll the results store.
+	reconnects := cl.conn.nc.Stats().Reconnects
+	check := time.NewTicker(500 * time.Millisecond)
+	defer check.Stop()
+	polling := dup
 	for {
 		select {
 		case m := <-ch:
-			return cl.conn.decodeReply(ctx, m, !job.Store)
-		case <-poll:
-			r, err := cl.conn.FetchResult(ctx, job.ID)
+			r, err := cl.conn.decodeReply(ctx, m, !job.Store)
+			if err == nil && !job.Store && r.Body != nil && m.Header.Get(HeaderObject) == "" {
+				cl.conn.dropLater(job.ID)
+			}
+			return r, err
+		case <-check.C:
+			if !polling && cl.conn.nc.Stats().Reconnects == reconnects {
+				continue
+			}
+			polling = true
+			r, err := cl.conn.fetchResult(ctx, job.ID, !job.Store)
 			if genq.ErrorCode(err) == genq.NotFound {
 				continue
 			}
@@ -129,6 +137,22 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
 			return nil, genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
 		}
 	}
+}
+
+// dropDelay is how long a delivered result stays in the store before the
+// producer deletes it: the worker stores it after replying, so an
+// immediate delete could come first and miss.
+const dropDelay = 5 * time.Second
+
+// dropLater deletes a delivered result nobody will fetch again.
+func (c *Conn) dropLater(id string) {
+	time.AfterFunc(dropDelay, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.results.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			c.log.Debug("could not delete a delivered result; its TTL will", "job_id", id, "err", err)
+		}
+	})
 }
 
 // Publish queues job. It does not wait for a result. duplicate reports that
@@ -179,6 +203,12 @@ func (c *Conn) Cancel(id string) {
 // asked for Store, or whose result was too large to travel inline. It
 // returns a genq.Error with code NotFound when no result is stored (yet).
 func (c *Conn) FetchResult(ctx context.Context, id string) (*Reply, error) {
+	return c.fetchResult(ctx, id, false)
+}
+
+// fetchResult reads a stored result; with drop, closing its body after
+// reading it whole deletes it.
+func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*Reply, error) {
 	obj, err := c.results.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, genq.Errorf(genq.NotFound, "no stored result for job %s", id)
@@ -196,7 +226,8 @@ func (c *Conn) FetchResult(ctx context.Context, id string) (*Reply, error) {
 		return nil, decodeErrorBody(obj)
 	}
 	return &Reply{
-		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size), Body: obj,
+		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size),
+		Body:    &storedBody{ObjectResult: obj, drop: drop, conn: c, name: id},
 		Attempt: atoiOr0(info.Metadata[HeaderAttempt]), Worker: info.Metadata[HeaderWorker],
 	}, nil
 }

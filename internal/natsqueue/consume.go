@@ -135,10 +135,8 @@ type ReplyMeta struct {
 	RunTime   time.Duration
 }
 
-// Reply delivers a successful result: inline when it fits in one message,
-// through the results store otherwise, and also into the store when the job
-// asked for it or nobody listens. It returns once the result is safe, so
-// the caller can ack.
+// Reply delivers a successful result to the job's caller and into the
+// results store. It returns once the result is safe, so the caller can ack.
 func (c *Conn) Reply(ctx context.Context, job genq.Job, res genq.Result, meta ReplyMeta) error {
 	h := nats.Header{}
 	h.Set(HeaderJobID, job.ID)
@@ -149,27 +147,10 @@ func (c *Conn) Reply(ctx context.Context, job genq.Job, res genq.Result, meta Re
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderQueueWaitMs, strconv.FormatInt(meta.QueueWait.Milliseconds(), 10))
 	h.Set(HeaderRunMs, strconv.FormatInt(meta.RunTime.Milliseconds(), 10))
-
-	large := len(res.Data) > c.inlineLimit()
-	if large || job.Store || job.ReplyTo == "" {
-		if err := c.store(ctx, job, res.Data, h); err != nil {
-			return err
-		}
-	}
-	if job.ReplyTo == "" {
-		return nil
-	}
-	msg := &nats.Msg{Subject: job.ReplyTo, Header: h}
-	if large {
-		h.Set(HeaderObject, job.ID)
-	} else {
-		msg.Data = res.Data
-	}
-	return c.publishReply(msg)
+	return c.deliver(ctx, job, res.Data, h)
 }
 
-// ReplyError delivers a failure to the job's caller, and into the store
-// when the job asked for it.
+// ReplyError delivers a failure to the job's caller and into the store.
 func (c *Conn) ReplyError(ctx context.Context, job genq.Job, err error, meta ReplyMeta) error {
 	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(err), Error: genq.ErrorMessage(err)})
 	h := nats.Header{}
@@ -179,15 +160,50 @@ func (c *Conn) ReplyError(ctx context.Context, job genq.Job, err error, meta Rep
 	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderContentType, "application/json")
-	if job.Store || job.ReplyTo == "" {
-		if serr := c.store(ctx, job, body, h); serr != nil {
-			return serr
+	return c.deliver(ctx, job, body, h)
+}
+
+// storeTimeout bounds how long delivering a result may wait for NATS: long
+// enough to ride out a server restart.
+const storeTimeout = 30 * time.Second
+
+// deliver gets a result to the job's caller and into the results store.
+//
+// Every result is stored. A reply is a core NATS message, lost if its
+// caller happens to be disconnected (during a NATS restart, say); the
+// stored copy is where the caller recovers it after reconnecting. A small
+// result is replied first, so storing it adds nothing to its latency; a
+// large one is stored first, because its reply only names it.
+func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.Header) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if len(data) > c.inlineLimit() {
+		if err := c.store(ctx, job, data, h); err != nil {
+			return err
 		}
-	}
-	if job.ReplyTo == "" {
+		if job.ReplyTo != "" {
+			h.Set(HeaderObject, job.ID)
+			if err := c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h}); err != nil {
+				c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", err)
+			}
+		}
 		return nil
 	}
-	return c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h, Data: body})
+	var replyErr error
+	if job.ReplyTo != "" {
+		replyErr = c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h, Data: data})
+	}
+	if err := c.store(ctx, job, data, h); err != nil {
+		if replyErr == nil && job.ReplyTo != "" && !job.Store {
+			c.log.Warn("result replied but not stored", "job_id", job.ID, "err", err)
+			return nil
+		}
+		return errors.Join(replyErr, err)
+	}
+	if replyErr != nil {
+		c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", replyErr)
+	}
+	return nil
 }
 
 // publishReply sends a reply and flushes it, so that a worker acks a job

@@ -1,0 +1,489 @@
+// Command chaos runs genq's fault scenarios over real processes on
+// loopback (nats-server, the api, workers) and prints a table of figures:
+// requests sent, answered, clean errors by status, lost, duplicated, and
+// latency. Every scenario is bounded in requests and time. `make chaos`
+// runs it and rewrites the figures in docs/reliability.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/genq/genq/internal/localstack"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+// common settings of every scenario: short ack wait and heartbeat TTL, so
+// recovery fits in a bounded run.
+var commonEnv = []string{"JOB_ACK_WAIT=3s", "HEARTBEAT_TTL=4s", "GENERATE_TIMEOUT=60s", "RETRY_DELAY=200ms", "LOG_LEVEL=info"}
+
+type env struct {
+	bin  localstack.Binaries
+	root string
+	work string
+	out  io.Writer
+}
+
+type scenario struct {
+	name string
+	run  func(ctx context.Context, e env) (localstack.Report, error)
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	only := fs.String("run", "", "regular expression of the scenarios to run")
+	report := fs.String("report", "", "Markdown file whose figures section to rewrite")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "genq-chaos-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	fmt.Fprintln(out, "building binaries…")
+	bin, err := localstack.Build(ctx, root, filepath.Join(work, "bin"))
+	if err != nil {
+		return err
+	}
+	e := env{bin: bin, root: root, work: work, out: out}
+	scenarios := []scenario{
+		{"worker SIGKILL mid-job under load", sigkillMidJob},
+		{"NATS restarted under load", natsRestart},
+		{"client disconnects mid-generation", clientDisconnect},
+		{"burst of 10x capacity", burst},
+		{"large PNGs, concurrent, slow reader", largePNGs},
+		{"poison job that crashes its workers", poisonJob},
+		{"scale from zero", scaleFromZero},
+	}
+	var filter *regexp.Regexp
+	if *only != "" {
+		if filter, err = regexp.Compile(*only); err != nil {
+			return err
+		}
+	}
+	var reports []localstack.Report
+	failed := false
+	start := time.Now()
+	for _, sc := range scenarios {
+		if filter != nil && !filter.MatchString(sc.name) {
+			continue
+		}
+		fmt.Fprintf(out, "scenario: %s\n", sc.name)
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		t0 := time.Now()
+		rep, err := sc.run(sctx, e)
+		cancel()
+		rep.Scenario = sc.name
+		if err != nil {
+			failed = true
+			rep.Notes = append(rep.Notes, "FAILED: "+err.Error())
+		} else if rep.Lost > 0 || rep.Duplicated > 0 {
+			failed = true
+			rep.Notes = append(rep.Notes, "FAILED: lost or duplicated requests")
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("took %s", time.Since(t0).Round(time.Second)))
+		reports = append(reports, rep)
+		fmt.Fprintf(out, "  %+v\n", rep)
+	}
+	table := localstack.Table(reports)
+	fmt.Fprintf(out, "\n%s\nall scenarios in %s\n", table, time.Since(start).Round(time.Second))
+	if *report != "" {
+		if err := writeReport(*report, table, time.Since(start)); err != nil {
+			return err
+		}
+	}
+	if failed {
+		return errors.New("a scenario failed")
+	}
+	return nil
+}
+
+// newStack starts nats-server and the api for variant; workers are up to
+// the scenario.
+func newStack(ctx context.Context, e env, name, variant string, extra ...string) (*localstack.Stack, error) {
+	dir := filepath.Join(e.work, strings.NewReplacer(" ", "-", "/", "-").Replace(name))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: variant, Env: append(append([]string{}, commonEnv...), extra...)}
+	if err := s.WriteTinyModel(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.StartNATS(ctx); err != nil {
+		return s, err
+	}
+	return s, s.StartAPI(ctx)
+}
+
+func texts(n int, prefix string) []localstack.Request {
+	reqs := make([]localstack.Request, n)
+	for i := range reqs {
+		reqs[i] = localstack.Request{Text: fmt.Sprintf("%s %d: tell me about queues", prefix, i)}
+	}
+	return reqs
+}
+
+func workerLogs(s *localstack.Stack) string {
+	var b strings.Builder
+	for _, w := range s.Workers() {
+		b.WriteString(w.Log())
+	}
+	return b.String()
+}
+
+// sigkillMidJob: steady load on two workers; one is killed with SIGKILL
+// mid-job, and a replacement starts two seconds later, as Kubernetes would.
+func sigkillMidJob(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "sigkill", "B")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	victim, err := s.StartWorker(ctx, true)
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	if _, err := s.StartWorker(ctx, true); err != nil {
+		return localstack.Report{}, err
+	}
+	go func() {
+		_ = victim.WaitLog(ctx, `"msg":"job started"`)
+		time.Sleep(300 * time.Millisecond)
+		victim.Kill()
+		time.Sleep(2 * time.Second)
+		_, _ = s.StartWorker(ctx, false)
+	}()
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "sigkill"), 8, 90*time.Second)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	rep.Notes = append(rep.Notes, "1 of 2 workers killed once jobs ran; ack wait 3s")
+	return rep, nil
+}
+
+// natsRestart: the nats-server is stopped under load and started again two
+// seconds later on the same storage; the api and the workers reconnect.
+func natsRestart(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "nats-restart", "B")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	for range 2 {
+		if _, err := s.StartWorker(ctx, true); err != nil {
+			return localstack.Report{}, err
+		}
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		_ = s.NATS.Stop(10 * time.Second)
+		time.Sleep(2 * time.Second)
+		restarted <- s.StartNATS(ctx)
+	}()
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "restart"), 8, 90*time.Second)
+	if err := <-restarted; err != nil {
+		return localstack.Report{}, err
+	}
+	// After the restart, the stack serves again.
+	after := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(8, "after"), 4, 60*time.Second)
+	rep := localstack.Summarize("", append(outs, after...), workerLogs(s))
+	okAfter := 0
+	for _, o := range after {
+		if o.Status == http.StatusOK {
+			okAfter++
+		}
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("nats down 2s; %d/%d ok after it came back", okAfter, len(after)))
+	if okAfter != len(after) {
+		return rep, errors.New("the stack did not recover after NATS came back")
+	}
+	return rep, nil
+}
+
+var logTime = regexp.MustCompile(`"time":"([^"]+)"`)
+
+// clientDisconnect: a client gives up mid-generation; the job must stop and
+// its slot be free within a second, so the next request starts at once.
+func clientDisconnect(ctx context.Context, e env) (localstack.Report, error) {
+	// A long answer: 1800 new tokens take seconds even on the tiny model.
+	s, err := newStack(ctx, e, "disconnect", "B", "TEXT_MAX_NEW_TOKENS=1800", "SLOTS=1")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	w, err := s.StartWorker(ctx, true)
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	var outs []localstack.Outcome
+	var freed []time.Duration
+	for i := range 5 {
+		cctx, cancel := context.WithCancel(ctx)
+		started := strings.Count(w.Log(), `"msg":"job started"`)
+		go func() {
+			for strings.Count(w.Log(), `"msg":"job started"`) == started && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(500 * time.Millisecond)
+			cancel()
+		}()
+		before := strings.Count(w.Log(), "job cancelled by its caller while running")
+		o := localstack.Generate(cctx, http.DefaultClient, s.URL(), localstack.Request{Text: fmt.Sprintf("long answer %d", i)}, time.Minute)
+		cancelledAt := time.Now()
+		if o.Status != 0 {
+			return localstack.Report{}, fmt.Errorf("the abandoned request was answered %d", o.Status)
+		}
+		// The next request must start at once on the only slot.
+		next := localstack.Generate(ctx, http.DefaultClient, s.URL(), localstack.Request{Text: "short"}, time.Minute)
+		outs = append(outs, next)
+		deadline := time.Now().Add(3 * time.Second)
+		for strings.Count(w.Log(), "job cancelled by its caller while running") == before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		lines := strings.Split(w.Log(), "\n")
+		for j := len(lines) - 1; j >= 0; j-- {
+			if strings.Contains(lines[j], "job cancelled by its caller while running") {
+				if m := logTime.FindStringSubmatch(lines[j]); m != nil {
+					at, _ := time.Parse(time.RFC3339Nano, m[1])
+					freed = append(freed, at.Sub(cancelledAt))
+				}
+				break
+			}
+		}
+	}
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	worst := time.Duration(0)
+	for _, f := range freed {
+		worst = max(worst, f)
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("5 clients left mid-answer; slot freed at worst %s after the disconnect (%d measured)", worst.Round(time.Millisecond), len(freed)))
+	if len(freed) != 5 || worst > time.Second {
+		return rep, fmt.Errorf("slots freed %v", freed)
+	}
+	return rep, nil
+}
+
+// burst: ten times what the queue holds, all at once.
+func burst(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "burst", "B", "QUEUE_CAPACITY=8")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	w, err := s.StartWorker(ctx, true, "SLOTS=4")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "burst"), 80, 60*time.Second)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	for _, o := range outs {
+		if o.Status == http.StatusTooManyRequests && o.Header.Get("Retry-After") == "" {
+			return rep, errors.New("a 429 without Retry-After")
+		}
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("capacity 8 (queued + running); peak RSS api %s, worker %s", peakRSS(s.API.PID()), peakRSS(w.PID())))
+	if rep.Errors["429"] == 0 || rep.OK == 0 {
+		return rep, errors.New("a burst should see both 200s and 429s")
+	}
+	return rep, nil
+}
+
+// peakRSS reads a process's high-water resident set from /proc.
+func peakRSS(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return fmt.Sprintf("%d MiB", kb/1024)
+		}
+	}
+	return "?"
+}
+
+// largePNGs: images over 1 MB through NATS at its default max_payload, four
+// at a time, read by a client that takes its time.
+func largePNGs(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "large-png", "C", "IMAGE_WIDTH=768", "IMAGE_HEIGHT=768", "IMAGE_STEPS=4")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	for range 2 {
+		if _, err := s.StartWorker(ctx, true); err != nil {
+			return localstack.Report{}, err
+		}
+	}
+	slow := func(r io.Reader) ([]byte, error) {
+		var b bytes.Buffer
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			b.Write(buf[:n])
+			if err == io.EOF {
+				return b.Bytes(), nil
+			}
+			if err != nil {
+				return b.Bytes(), err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	reqs := texts(12, "a red fox")
+	for i := range reqs {
+		reqs[i].Read = slow
+	}
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), reqs, 4, 90*time.Second)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	smallest := 1 << 40
+	for _, o := range outs {
+		if o.Status != http.StatusOK {
+			continue
+		}
+		if !bytes.HasPrefix(o.Body, []byte("\x89PNG\r\n\x1a\n")) || o.Header.Get("Content-Type") != "image/png" {
+			return rep, errors.New("an answer is not a PNG")
+		}
+		smallest = min(smallest, len(o.Body))
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("768x768, smallest PNG %d bytes (NATS max_payload 1 MB)", smallest))
+	if smallest <= 1<<20 {
+		return rep, errors.New("the PNGs were not larger than 1 MB")
+	}
+	return rep, nil
+}
+
+// poisonJob: one job crashes every worker that runs it (the harness plays
+// the crash with SIGKILL and restarts the worker, as Kubernetes would).
+// Its caller gets a clean error after the attempt limit, the job is
+// dead-lettered, and other traffic keeps flowing.
+func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "poison", "B", "JOB_MAX_ATTEMPTS=3")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	for range 2 {
+		if _, err := s.StartWorker(ctx, true); err != nil {
+			return localstack.Report{}, err
+		}
+	}
+	const poisonID = "poison-0001"
+	poisonStarted := regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"` + poisonID + `"`)
+	kills := 0
+	stop := make(chan struct{})
+	killerDone := make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		killed := map[string]bool{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			for _, w := range s.Workers() {
+				if w.Exited() || killed[w.Name] || !poisonStarted.MatchString(w.Log()) {
+					continue
+				}
+				killed[w.Name] = true
+				w.Kill()
+				kills++
+				_, _ = s.StartWorker(ctx, false)
+			}
+		}
+	}()
+	dir := filepath.Join(s.Dir, "batch")
+	_ = os.MkdirAll(dir, 0o755)
+	in := filepath.Join(dir, "in.jsonl")
+	_ = os.WriteFile(in, []byte(`{"id":"`+poisonID+`","text":"the poison"}`+"\n"), 0o644)
+	submit := exec.CommandContext(ctx, s.Bin.Genqctl, "submit", "--variant", "B", "--in", in, "--out", dir, "--timeout", "2m")
+	submit.Env = append(os.Environ(), "NATS_URL="+s.NATSURL(), "JOB_MAX_ATTEMPTS=3", "JOB_ACK_WAIT=3s")
+	submitOut := make(chan []byte, 1)
+	go func() { b, _ := submit.CombinedOutput(); submitOut <- b }()
+
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(40, "healthy"), 4, 90*time.Second)
+	batchOut := <-submitOut
+	close(stop)
+	<-killerDone
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	results, _ := os.ReadFile(filepath.Join(dir, "results.jsonl"))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("poison job killed %d workers; its caller got %s", kills, strings.TrimSpace(string(results))))
+	if !bytes.Contains(results, []byte(`"code":"internal"`)) {
+		return rep, fmt.Errorf("the poison job's caller did not get a clean error:\n%s", batchOut)
+	}
+	if kills != 3 {
+		return rep, fmt.Errorf("the poison job ran %d times, want 3 attempts", kills)
+	}
+	return rep, nil
+}
+
+// scaleFromZero: requests arrive with no worker; one starts 5 s later.
+func scaleFromZero(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "scale-from-zero", "B")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	go func() {
+		time.Sleep(5 * time.Second)
+		_, _ = s.StartWorker(ctx, false)
+	}()
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(20, "cold"), 20, 60*time.Second)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	rep.Notes = append(rep.Notes, "worker started 5s after the requests")
+	return rep, nil
+}
+
+// writeReport replaces the figures between the markers in path.
+func writeReport(path, table string, took time.Duration) error {
+	const begin, end = "<!-- chaos:begin -->", "<!-- chaos:end -->"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s section", path, begin, end)
+	}
+	cpu := cpuModel()
+	body := fmt.Sprintf("%s\nLast run: %s, %d cores (%s), %s in all.\n\n%s%s",
+		begin, time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpu, took.Round(time.Second), table, end)
+	return os.WriteFile(path, []byte(s[:i]+body+s[j+len(end):]), 0o644)
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			_, v, _ := strings.Cut(line, ":")
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
