@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -127,19 +125,9 @@ func (cfg *downloadConfig) options(e env) (hub.Options, error) {
 		}
 	}
 	if opts.Dir == "" {
-		opts.Dir = defaultModelDir(e.getenv, v)
+		opts.Dir = genq.DefaultModelDir(v, e.getenv)
 	}
 	return opts, nil
-}
-
-// defaultModelDir is /models in genq's images, which set GENQ_IN_CONTAINER=1,
-// and models/<variant> elsewhere. An explicit variable rather than sniffing
-// /.dockerenv: BuildKit builds, where the download runs, have no such file.
-func defaultModelDir(getenv func(string) string, v genq.Variant) string {
-	if in, _ := strconv.ParseBool(getenv("GENQ_IN_CONTAINER")); in {
-		return containerDir
-	}
-	return filepath.Join("models", string(v))
 }
 
 func (cfg *downloadConfig) client(e env) (*hub.Client, error) {

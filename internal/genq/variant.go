@@ -5,6 +5,7 @@ package genq
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -59,9 +60,11 @@ func (k OutputKind) ContentType() string {
 var _ fmt.Stringer = VariantA
 
 // DefaultModelDir is where a variant's model lives: /models inside genq's
-// images, which set GENQ_IN_CONTAINER=1, and models/<variant> elsewhere.
+// images, which set GENQ_IN_CONTAINER=1, and models/<variant> elsewhere. An
+// explicit variable rather than sniffing /.dockerenv: BuildKit builds,
+// where the download runs, have no such file.
 func DefaultModelDir(v Variant, getenv func(string) string) string {
-	if in := strings.ToLower(getenv("GENQ_IN_CONTAINER")); in == "1" || in == "true" {
+	if in, _ := strconv.ParseBool(getenv("GENQ_IN_CONTAINER")); in {
 		return "/models"
 	}
 	return "models/" + string(v)
