@@ -384,7 +384,7 @@ func (s *scheduler) plan() (*step, error) {
 		Sequences: seqIDs,
 	}
 	st.ctx.SetBatchSize(len(st.tokens))
-	logits, err := model.Forward(st.ctx, b.model, batch)
+	logits, err := forward(st.ctx, b, batch)
 	if err != nil {
 		st.ctx.Close()
 		for _, seq := range st.seqs {
@@ -394,6 +394,17 @@ func (s *scheduler) plan() (*step, error) {
 	}
 	st.logits = logits
 	return st, nil
+}
+
+// forward builds the graph; ggml reports some failures (out of graph nodes,
+// say) by panicking, which must fail the step, not the worker.
+func forward(ctx ml.Context, b *Backend, batch input.Batch) (t ml.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return model.Forward(ctx, b.model, batch)
 }
 
 // launch computes st, in the background when pipelining; st.done closes
