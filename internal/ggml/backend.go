@@ -144,7 +144,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		// step's sequences, rounded up to the padding. ggml's default of 256
 		// suits GPU kernels; on the CPU the padded cells are pure cost, a
 		// large one for small models (c4 +5-10% on the tiny one with 32).
-		b.cache.SetConfig(ml.CacheConfig{CachePadding: 32, PermutedV: true})
+		setCacheConfig(b.cache, ml.CacheConfig{CachePadding: 32, PermutedV: true})
+	}
+	if trained := meta.KV().ContextLength(); trained > 0 && uint64(cfg.ContextSize) > trained {
+		log.Warn("text context is longer than the model was trained for",
+			"context", cfg.ContextSize, "trained", trained)
 	}
 	b.cache.Init(m.Backend(), ml.DTypeF16, cfg.Slots+1, cfg.ContextSize, cfg.BatchSize)
 	if err := b.reserveGraphs(); err != nil {
@@ -359,6 +363,13 @@ func defaultThreads(meta *fsggml.GGML) int {
 		return 1
 	}
 	return runtime.NumCPU()
+}
+
+// setCacheConfig overrides the cache's layout unless the model has already
+// chosen one (the cache panics then, and the model's choice stands).
+func setCacheConfig(c kvcache.Cache, cc ml.CacheConfig) {
+	defer func() { _ = recover() }()
+	c.SetConfig(cc)
 }
 
 // newModel is model.New with its panics (ggml's way to report a malformed
