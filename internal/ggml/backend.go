@@ -158,9 +158,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("text model %s: load weights: %w", path, err)
 	}
 
-	b.prefix, err = b.sharedPrefix()
-	if err != nil {
-		return nil, fmt.Errorf("text model %s: %w", path, err)
+	if !cfg.noSharedPrefix {
+		b.prefix, err = b.sharedPrefix()
+		if err != nil {
+			return nil, fmt.Errorf("text model %s: %w", path, err)
+		}
 	}
 	if err := b.prefillPrefix(); err != nil {
 		return nil, fmt.Errorf("text model %s: compute the shared prompt prefix: %w", path, err)

@@ -47,6 +47,8 @@ type Config struct {
 	// otherwise stop at a random length. Benchmarks only.
 	ignoreStop bool
 	pipeline   bool // Pipeline, resolved by Open
+	// noSharedPrefix prefills every prompt whole: tests compare against it.
+	noSharedPrefix bool
 }
 
 // DefaultSystemPrompt is the seed's system message.

@@ -64,6 +64,53 @@ func TestBatchedGreedyMatchesSingle(t *testing.T) {
 	}
 }
 
+// TestSharedPrefixChangesNothing: sequences that start from the cached
+// system prefix answer exactly as ones that prefill their whole prompt.
+func TestSharedPrefixChangesNothing(t *testing.T) {
+	cfg := Config{MaxNewTokens: 40, Slots: 3}
+	shared := openTiny(t, genq.VariantB, cfg)
+	cfg.noSharedPrefix = true
+	whole := openTiny(t, genq.VariantB, cfg)
+	if len(shared.prefix) == 0 || len(whole.prefix) != 0 {
+		t.Fatalf("prefix lengths %d and %d", len(shared.prefix), len(whole.prefix))
+	}
+	got, want := concurrently(t, shared, batchTexts[:3]), concurrently(t, whole, batchTexts[:3])
+	for i := range got {
+		if got[i].Text != want[i].Text {
+			t.Errorf("prompt %q:\nshared prefix %q\nwhole prompt  %q", batchTexts[i], got[i].Text, want[i].Text)
+		}
+	}
+}
+
+// TestJoinRunningBatch: a job that arrives while another decodes starts at
+// the next step, not when the first one ends.
+func TestJoinRunningBatch(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{Slots: 2, ContextSize: 4096, MaxNewTokens: 3000, Pipeline: "on"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		b.generate(ctx, "a long answer")
+	}()
+	waitFor(t, func() bool { return b.sched.stats.steps.Load() > 20 })
+
+	secondDone := make(chan struct{})
+	go func() {
+		defer close(secondDone)
+		b.generate(ctx, "another")
+	}()
+	waitFor(t, func() bool { return b.sched.stats.maxSequences.Load() == 2 })
+	select {
+	case <-firstDone:
+		t.Fatal("the first job ended before the second joined: they never shared a step")
+	default:
+	}
+	cancel()
+	<-firstDone
+	<-secondDone
+}
+
 // TestAllSequencesProgress runs more jobs than slots: every one must finish,
 // and the queued ones must join the running batch rather than wait for it
 // to drain.
