@@ -16,6 +16,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"sigs.k8s.io/yaml"
 )
 
 const root = ".."
@@ -340,5 +341,53 @@ func TestDockerignoreKeepsModelsOut(t *testing.T) {
 		if strings.HasPrefix("deploy/docker/worker-entrypoint.sh", l) && !strings.HasPrefix(l, "#") {
 			t.Errorf(".dockerignore line %q excludes the worker's entrypoint", l)
 		}
+	}
+}
+
+func TestNATSChartValues(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "nats", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Config struct {
+			Cluster struct {
+				Enabled   bool `json:"enabled"`
+				Replicas  int  `json:"replicas"`
+				RouteURLs struct {
+					UseFQDN bool `json:"useFQDN"`
+				} `json:"routeURLs"`
+			} `json:"cluster"`
+			JetStream struct {
+				Enabled   bool `json:"enabled"`
+				FileStore struct {
+					Enabled bool `json:"enabled"`
+				} `json:"fileStore"`
+			} `json:"jetstream"`
+			Monitor struct {
+				Enabled bool `json:"enabled"`
+				Port    int  `json:"port"`
+			} `json:"monitor"`
+		} `json:"config"`
+		Service struct {
+			Ports struct {
+				Monitor struct {
+					Enabled bool `json:"enabled"`
+				} `json:"monitor"`
+			} `json:"ports"`
+		} `json:"service"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	c := v.Config
+	if !c.Cluster.Enabled || c.Cluster.Replicas != 3 || !c.Cluster.RouteURLs.UseFQDN {
+		t.Errorf("cluster %+v: want 3 replicas with FQDN routes", c.Cluster)
+	}
+	if !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled {
+		t.Errorf("jetstream %+v: want file storage", c.JetStream)
+	}
+	if !c.Monitor.Enabled || c.Monitor.Port != 8222 || !v.Service.Ports.Monitor.Enabled {
+		t.Errorf("monitoring %+v, service monitor port %v: want 8222 reachable", c.Monitor, v.Service.Ports.Monitor.Enabled)
 	}
 }
