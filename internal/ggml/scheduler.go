@@ -16,6 +16,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
+	"github.com/genq/genq/internal/ggml/utf8stream"
 )
 
 // The scheduler runs continuous batching. One goroutine owns every sequence
@@ -69,7 +70,7 @@ type sequence struct {
 	generated int
 	finished  bool // no more tokens: answered, or its caller went away
 	text      strings.Builder
-	utf8      utf8Stream
+	utf8      utf8stream.Stream
 }
 
 // step is one forward pass.

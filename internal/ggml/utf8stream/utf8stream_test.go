@@ -1,4 +1,4 @@
-package ggml
+package utf8stream
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestUTF8StreamHoldsBackIncompleteCharacters(t *testing.T) {
+func TestStreamHoldsBackIncompleteCharacters(t *testing.T) {
 	tests := []struct {
 		name   string
 		pieces []string
@@ -25,7 +25,7 @@ func TestUTF8StreamHoldsBackIncompleteCharacters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var s utf8Stream
+			var s Stream
 			var all strings.Builder
 			for i, p := range tt.pieces {
 				got := s.Write(p)
@@ -44,17 +44,36 @@ func TestUTF8StreamHoldsBackIncompleteCharacters(t *testing.T) {
 	}
 }
 
-// TestUTF8StreamAnySplit cuts valid text at every byte boundary: the joined
+// TestStreamAnySplit cuts valid text at every byte boundary: the joined
 // output must be the input, whatever the split.
-func TestUTF8StreamAnySplit(t *testing.T) {
+func TestStreamAnySplit(t *testing.T) {
 	text := "añb€c😀d"
 	for i := 0; i <= len(text); i++ {
 		for j := i; j <= len(text); j++ {
-			var s utf8Stream
+			var s Stream
 			got := s.Write(text[:i]) + s.Write(text[i:j]) + s.Write(text[j:]) + s.Flush()
 			if got != text {
 				t.Fatalf("split at %d,%d: got %q, want %q", i, j, got, text)
 			}
 		}
 	}
+}
+
+// FuzzStream: whatever the bytes and wherever tokens cut them, the output is
+// valid UTF-8, and valid input comes back unchanged.
+func FuzzStream(f *testing.F) {
+	f.Add([]byte("añb€c😀d"), uint8(3), uint8(5))
+	f.Add([]byte("\xff\xe2\x82"), uint8(1), uint8(2))
+	f.Fuzz(func(t *testing.T, in []byte, cut1, cut2 uint8) {
+		i := min(int(cut1), len(in))
+		j := min(max(i, int(cut2)), len(in))
+		var s Stream
+		out := s.Write(string(in[:i])) + s.Write(string(in[i:j])) + s.Write(string(in[j:])) + s.Flush()
+		if !utf8.ValidString(out) {
+			t.Fatalf("invalid output %q from %q", out, in)
+		}
+		if utf8.Valid(in) && out != string(in) {
+			t.Fatalf("valid input %q came back as %q", in, out)
+		}
+	})
 }

@@ -1,21 +1,22 @@
-package ggml
+// Package utf8stream turns the raw bytes of decoded tokens into valid UTF-8.
+package utf8stream
 
 import (
 	"strings"
 	"unicode/utf8"
 )
 
-// utf8Stream turns the raw bytes of decoded tokens into valid UTF-8. A byte-
+// Stream turns the raw bytes of decoded tokens into valid UTF-8. A byte-
 // level BPE token can end in the middle of a character, so the incomplete
 // tail is held back until the next token completes it; bytes that can never
 // become valid become U+FFFD, the way Hugging Face decodes with
 // errors="replace".
-type utf8Stream struct {
+type Stream struct {
 	pending []byte
 }
 
 // Write adds the bytes of one token and returns the text that is now final.
-func (s *utf8Stream) Write(piece string) string {
+func (s *Stream) Write(piece string) string {
 	s.pending = append(s.pending, piece...)
 	cut := len(s.pending) - incompleteSuffix(s.pending)
 	out := strings.ToValidUTF8(string(s.pending[:cut]), "\uFFFD")
@@ -24,7 +25,7 @@ func (s *utf8Stream) Write(piece string) string {
 }
 
 // Flush ends the stream: bytes still held back never became a character.
-func (s *utf8Stream) Flush() string {
+func (s *Stream) Flush() string {
 	if len(s.pending) == 0 {
 		return ""
 	}
