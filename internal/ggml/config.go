@@ -105,8 +105,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = DefaultSystemPrompt
 	}
-	// A step always carries one token per decoding sequence.
-	c.BatchSize = max(c.BatchSize, c.Slots)
+	// A chunk of one prompt never exceeds its context, and a step always
+	// carries one token per decoding sequence.
+	c.BatchSize = max(min(c.BatchSize, c.ContextSize), c.Slots)
 	if c.MaxNewTokens >= c.ContextSize {
 		return c, fmt.Errorf("text: max new tokens (%d) leaves no room for a prompt in a context of %d", c.MaxNewTokens, c.ContextSize)
 	}
