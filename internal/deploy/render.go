@@ -383,7 +383,7 @@ func (o Options) workerDeployment() *appsv1.Deployment {
 						ReadinessProbe: &corev1.Probe{ProbeHandler: health, PeriodSeconds: 10},
 						LivenessProbe:  &corev1.Probe{ProbeHandler: health, PeriodSeconds: 20, FailureThreshold: 3},
 						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: mem},
+							Requests: corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: mem},
 							Limits:   corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceMemory: mem},
 						},
 						SecurityContext: restricted(false),
