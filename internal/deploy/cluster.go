@@ -92,7 +92,11 @@ func (c *Cluster) resource(o Object) dynamic.ResourceInterface {
 // edit), so that a deploy always leaves what it rendered.
 func (c *Cluster) Apply(ctx context.Context, objs []Object, applied func(Object)) error {
 	for _, o := range objs {
-		_, err := c.resource(o).Apply(ctx, o.Manifest.GetName(), o.Manifest, metav1.ApplyOptions{FieldManager: ManagedBy, Force: true})
+		manifest, err := c.keepWorkerCount(ctx, o)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", o.Name(), err)
+		}
+		_, err = c.resource(o).Apply(ctx, o.Manifest.GetName(), manifest, metav1.ApplyOptions{FieldManager: ManagedBy, Force: true})
 		if err != nil {
 			if o.Resource == resScaledObject && apierrors.IsNotFound(err) {
 				return fmt.Errorf("apply %s: the cluster does not know ScaledObject; install KEDA first (docs/deploy.md): %w", o.Name(), err)
@@ -104,6 +108,33 @@ func (c *Cluster) Apply(ctx context.Context, objs []Object, applied func(Object)
 		}
 	}
 	return nil
+}
+
+// keepWorkerCount returns the manifest to apply. The worker Deployment is
+// rendered with replicas 0, right for its creation; once it exists KEDA owns
+// the count, and a redeploy that forced 0 would stop busy workers. So an
+// existing worker's current count is applied instead: a no-op for that field.
+func (c *Cluster) keepWorkerCount(ctx context.Context, o Object) (*unstructured.Unstructured, error) {
+	if o.Resource != resDeployment || o.Manifest.GetLabels()[LabelComponent] != "worker" {
+		return o.Manifest, nil
+	}
+	live, err := c.resource(o).Get(ctx, o.Manifest.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return o.Manifest, nil
+	}
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	var d appsv1.Deployment
+	if err := fromUnstructured(live, &d); err != nil || d.Spec.Replicas == nil {
+		return o.Manifest, nil
+	}
+	n := int64(*d.Spec.Replicas)
+	m := o.Manifest.DeepCopy()
+	if err := unstructured.SetNestedField(m.Object, n, "spec", "replicas"); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // WaitReady waits until the api answers behind its Service and returns the

@@ -53,6 +53,12 @@ func (r *applyRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.reqs = append(r.reqs, recordedApply{req.Method, req.URL.Path, req.Header.Get("Content-Type"),
 		req.URL.Query().Get("fieldManager"), req.URL.Query().Get("force"), body})
 	r.mu.Unlock()
+	if req.Method == http.MethodGet { // nothing exists yet
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+		return
+	}
 	if r.noKEDA && strings.Contains(req.URL.Path, "/scaledobjects/") {
 		http.NotFound(w, req)
 		return
@@ -87,16 +93,22 @@ func TestApplyIsServerSideApplyOnTheWire(t *testing.T) {
 		"/apis/apps/v1/namespaces/genq/deployments/genq-b-worker",
 		"/apis/keda.sh/v1alpha1/namespaces/genq/scaledobjects/genq-b-worker",
 	}
-	if len(rec.reqs) != len(wantPaths) || len(applied) != len(wantPaths) {
-		t.Fatalf("%d requests, %d reported applied; want %d", len(rec.reqs), len(applied), len(wantPaths))
+	var patches []recordedApply
+	for _, r := range rec.reqs {
+		if r.method != http.MethodGet {
+			patches = append(patches, r)
+		}
 	}
-	for i, r := range rec.reqs {
+	if len(patches) != len(wantPaths) || len(applied) != len(wantPaths) {
+		t.Fatalf("%d patches, %d reported applied; want %d", len(patches), len(applied), len(wantPaths))
+	}
+	for i, r := range patches {
 		if r.method != http.MethodPatch || r.path != wantPaths[i] || r.contentType != string(types.ApplyPatchType) || r.fieldManager != ManagedBy || r.force != "true" {
 			t.Errorf("request %d: %s %s (%s) fieldManager=%q force=%q; want PATCH %s (%s) fieldManager=%q force=true",
 				i, r.method, r.path, r.contentType, r.fieldManager, r.force, wantPaths[i], types.ApplyPatchType, ManagedBy)
 		}
 	}
-	so := rec.reqs[len(rec.reqs)-1].body
+	so := patches[len(patches)-1].body
 	if so["kind"] != "ScaledObject" || so["apiVersion"] != "keda.sh/v1alpha1" {
 		t.Errorf("last apply sent %v %v, want the ScaledObject", so["apiVersion"], so["kind"])
 	}
@@ -163,7 +175,7 @@ func fakeCluster(t *testing.T) (*Cluster, *dynamicfake.FakeDynamicClient) {
 			return false, nil, nil
 		}
 		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(p.GetPatch(), &u.Object); err != nil {
+		if err := u.UnmarshalJSON(p.GetPatch()); err != nil {
 			return true, nil, err
 		}
 		tr := client.Tracker()
@@ -282,5 +294,40 @@ func TestServiceURL(t *testing.T) {
 				t.Errorf("ServiceURL = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRedeployKeepsKEDAsWorkerCount(t *testing.T) {
+	c, client := fakeCluster(t)
+	o := goldenOptions(genq.VariantB)
+	objs, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(t.Context(), objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	workers := client.Resource(resDeployment).Namespace("genq")
+	w, err := workers.Get(t.Context(), "genq-b-worker", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := unstructured.NestedInt64(w.Object, "spec", "replicas"); n != 0 {
+		t.Fatalf("new worker Deployment has %d replicas, want 0", n)
+	}
+	// KEDA scales up; then the same deployment is applied again.
+	_ = unstructured.SetNestedField(w.Object, int64(3), "spec", "replicas")
+	if _, err := workers.Update(t.Context(), w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(t.Context(), objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = workers.Get(t.Context(), "genq-b-worker", metav1.GetOptions{})
+	if n, _, _ := unstructured.NestedInt64(w.Object, "spec", "replicas"); n != 3 {
+		t.Fatalf("after a redeploy the workers are %d, want KEDA's 3", n)
+	}
+	if n, _, _ := unstructured.NestedInt64(objs[6].Manifest.Object, "spec", "replicas"); n != 0 {
+		t.Fatalf("Apply changed the rendered manifest: replicas %d", n)
 	}
 }
