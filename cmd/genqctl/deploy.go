@@ -87,6 +87,15 @@ func runDeploy(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintf(e.stdout, "%s is ready: %s\n", cfg.opts.Name, url)
 	fmt.Fprintf(e.stdout, "workers start on the first job; GET %s/readiness wakes one ahead of traffic\n", url)
+	// The api being up says nothing of the scaler; a trigger that cannot
+	// read NATS would leave the workers at zero, so say so now.
+	if ok, msg, err := cluster.ScalerStatus(ctx, cfg.opts); err != nil || !ok {
+		if err != nil {
+			msg = err.Error()
+		}
+		fmt.Fprintf(e.stderr, "genqctl: warning: KEDA's ScaledObject %s-worker is not ready: %s (kubectl -n %s describe scaledobject %s-worker)\n",
+			cfg.opts.Name, msg, cfg.opts.Namespace, cfg.opts.Name)
+	}
 	return nil
 }
 
@@ -105,6 +114,7 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 	fs.String(&cfg.opts.Tag, "tag", "GENQ_IMAGE_TAG", "latest", "image tag")
 	fs.String(&cfg.opts.NATSURL, "nats-url", "GENQ_CLUSTER_NATS_URL", "", "NATS URL inside the cluster (default the official chart's Service in namespace nats)")
 	fs.String(&cfg.opts.NATSMonitoringEndpoint, "nats-monitoring", "GENQ_NATS_MONITORING", "", "host:port of NATS monitoring for KEDA (default the chart's headless Service, port 8222)")
+	fs.Int(&cfg.opts.NATSReplicas, "nats-replicas", "GENQ_NATS_REPLICAS", 0, "JetStream replicas of genq's streams and buckets, at most the NATS servers (default 3, as deploy/nats/values.yaml runs)")
 	fs.Int(&cfg.opts.MaxWorkers, "max-workers", "GENQ_MAX_WORKERS", 0, "most workers KEDA starts (default 4)")
 	fs.String(&cfg.service, "service-type", "GENQ_SERVICE_TYPE", string(corev1.ServiceTypeLoadBalancer), "api Service type: LoadBalancer, NodePort or ClusterIP")
 	fs.Duration(&cfg.wait, "wait", "", 10*time.Minute, "how long to wait for the api to be ready (0: do not wait)")
@@ -147,7 +157,10 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 	if o.MaxWorkers == 0 {
 		o.MaxWorkers = def.MaxWorkers
 	}
-	o.NATSReplicas, o.APIMinReplicas, o.APIMaxReplicas = def.NATSReplicas, def.APIMinReplicas, def.APIMaxReplicas
+	if o.NATSReplicas == 0 {
+		o.NATSReplicas = def.NATSReplicas
+	}
+	o.APIMinReplicas, o.APIMaxReplicas = def.APIMinReplicas, def.APIMaxReplicas
 	o.Slots, o.GenerateTimeout, o.DrainGrace, o.CooldownPeriod = def.Slots, def.GenerateTimeout, def.DrainGrace, def.CooldownPeriod
 	if err := o.Validate(); err != nil {
 		return nil, usageError{err.Error()}

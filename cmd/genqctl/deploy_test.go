@@ -46,6 +46,7 @@ func TestDeployFlagValidation(t *testing.T) {
 		{"namespace", []string{"--gpus", "1", "--gpu-type", "a10g", "--namespace", "UPPER"}, `--namespace "UPPER"`},
 		{"service type", []string{"--gpus", "1", "--gpu-type", "a10g", "--service-type", "Ingress"}, "--service-type"},
 		{"extra argument", []string{"--gpus", "1", "--gpu-type", "a10g", "now"}, `unexpected argument "now"`},
+		{"nats replicas", []string{"--gpus", "1", "--gpu-type", "a10g", "--nats-replicas", "7"}, "--nats-replicas 7: JetStream allows 1 to 5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCmd(t, nil, append([]string{"deploy", "--dry-run"}, tc.args...)...)
@@ -109,13 +110,15 @@ func TestDeployDryRun(t *testing.T) {
 // api Deployment available and the Service given a load-balancer address,
 // as the controllers and the cloud would.
 type apiServer struct {
+	scalerReady, scalerMessage string // KEDA's Ready condition of the ScaledObject
+
 	mu      sync.Mutex
 	objects map[string]map[string]any // by URL path
 	order   []string
 }
 
 func newAPIServer(t *testing.T) (*apiServer, *httptest.Server) {
-	s := &apiServer{objects: map[string]map[string]any{}}
+	s := &apiServer{objects: map[string]map[string]any{}, scalerReady: "True", scalerMessage: "ScaledObject is defined correctly and is ready for scaling"}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	old := connectCluster
@@ -162,6 +165,8 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			obj["status"] = map[string]any{"updatedReplicas": 2, "availableReplicas": 2, "readyReplicas": 0}
 		case "Service":
 			obj["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "203.0.113.7"}}}}
+		case "ScaledObject":
+			obj["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": s.scalerReady, "message": s.scalerMessage}}}
 		}
 		_ = json.NewEncoder(w).Encode(obj)
 	default:
@@ -199,6 +204,9 @@ func TestDeployAppliesAndPrintsURL(t *testing.T) {
 				}
 			} else if !strings.Contains(errOut, "left as it is") {
 				t.Errorf("stderr %q does not say the Secret is left alone", errOut)
+			}
+			if strings.Contains(errOut, "warning") {
+				t.Errorf("a warning with KEDA ready: %s", errOut)
 			}
 			if strings.Contains(out+errOut, "hf_abc") {
 				t.Errorf("the token was printed")
@@ -276,5 +284,17 @@ func writeKubeconfig(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDeployWarnsWhenKEDACannotScale(t *testing.T) {
+	s, _ := newAPIServer(t)
+	s.scalerReady, s.scalerMessage = "False", "error getting metrics: consumer genq-worker-B not found"
+	out, errOut, code := runCmd(t, nil, "deploy", "--gpus", "1", "--gpu-type", "a10g", "--wait", "10s")
+	if code != 0 || !strings.Contains(out, "is ready: http://203.0.113.7") {
+		t.Fatalf("exit %d, stdout %q: the api is up, deploy should succeed", code, out)
+	}
+	if !strings.Contains(errOut, "warning: KEDA's ScaledObject genq-b-worker is not ready: error getting metrics: consumer genq-worker-B not found") {
+		t.Fatalf("stderr %q lacks KEDA's reason", errOut)
 	}
 }

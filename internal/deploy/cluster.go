@@ -196,6 +196,26 @@ func fromUnstructured(u *unstructured.Unstructured, into any) error {
 	return nil
 }
 
+// ScalerStatus reports KEDA's Ready condition of the worker's ScaledObject:
+// false with KEDA's message when the trigger cannot read NATS (a wrong
+// monitoring endpoint, a missing consumer), which would leave the workers at
+// zero whatever the queue holds. ok is false too while KEDA has not looked.
+func (c *Cluster) ScalerStatus(ctx context.Context, o Options) (ok bool, msg string, err error) {
+	u, err := c.Client.Resource(resScaledObject).Namespace(o.Namespace).Get(ctx, o.workerName(), metav1.GetOptions{})
+	if err != nil {
+		return false, "", c.unreachable(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, raw := range conds {
+		cond, _ := raw.(map[string]any)
+		if cond["type"] == "Ready" {
+			m, _ := cond["message"].(string)
+			return cond["status"] == "True", m, nil
+		}
+	}
+	return false, "KEDA has not reported on it yet", nil
+}
+
 // ServiceURL is where the api answers: the load balancer's address, or the
 // in-cluster name of a ClusterIP Service. Empty while a load balancer has
 // no address yet.

@@ -110,7 +110,7 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--nats-monitoring %q: want host:port, without a scheme (KEDA adds it)", o.NATSMonitoringEndpoint))
 	}
 	if o.NATSReplicas < 1 || o.NATSReplicas > 5 {
-		errs = append(errs, fmt.Errorf("NATS replicas %d: JetStream allows 1 to 5", o.NATSReplicas))
+		errs = append(errs, fmt.Errorf("--nats-replicas %d: JetStream allows 1 to 5", o.NATSReplicas))
 	}
 	if o.APIMinReplicas < 1 || o.APIMaxReplicas < o.APIMinReplicas {
 		errs = append(errs, fmt.Errorf("api replicas %d..%d: want 1 <= min <= max", o.APIMinReplicas, o.APIMaxReplicas))
