@@ -70,6 +70,9 @@ func TestComposeServicesAndPorts(t *testing.T) {
 	if env(api, "NATS_URL") != "nats://nats:4222" || env(api, "PORT") != "80" {
 		t.Errorf("api environment %v", api.Environment)
 	}
+	if !slices.Contains(api.Expose, "80") {
+		t.Errorf("api exposes %v, want 80", api.Expose)
+	}
 	if api.Build == nil || api.Build.Dockerfile != "Dockerfile.api" {
 		t.Errorf("api build %+v", api.Build)
 	}
