@@ -44,6 +44,21 @@ func TestRootAndReadiness(t *testing.T) {
 
 func TestReadinessWakesWhenNoWorker(t *testing.T) {
 	s := newStack(t, stackOptions{})
+	// Kubernetes' readiness probe is not traffic: it wakes nothing.
+	probe, err := http.NewRequest(http.MethodGet, s.api.URL+"/readiness", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Header.Set("User-Agent", "kube-probe/1.31")
+	resp, err := http.DefaultClient.Do(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(200 * time.Millisecond)
+	if resp.StatusCode != http.StatusOK || s.streamMsgs() != 0 {
+		t.Fatalf("kube-probe readiness = %d and queued %d messages", resp.StatusCode, s.streamMsgs())
+	}
 	for range 3 {
 		if r := s.get("/readiness"); r.status != http.StatusOK {
 			t.Fatalf("readiness = %d", r.status)

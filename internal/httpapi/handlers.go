@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -39,8 +40,12 @@ type readinessResponse struct {
 // handleReadiness answers at once. With no live worker it also queues a
 // wake-up signal, so an autoscaler that watches the queue starts one: the
 // seed's clients call this route ahead of traffic to wake idle nodes.
+// Kubernetes' own readiness probe calls it too, every few seconds: that is
+// no sign of traffic, and waking on it would keep the workers from ever
+// scaling to zero.
 func (s *Server) handleReadiness(w http.ResponseWriter, r *http.Request) {
-	if len(s.workers.Live()) == 0 && s.wakeDue(time.Now()) {
+	probe := strings.HasPrefix(r.UserAgent(), "kube-probe/")
+	if !probe && len(s.workers.Live()) == 0 && s.wakeDue(time.Now()) {
 		go s.wake()
 	}
 	writeJSON(w, http.StatusOK, readinessResponse{Status: "ready"})
