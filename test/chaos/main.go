@@ -228,8 +228,10 @@ var logTime = regexp.MustCompile(`"time":"([^"]+)"`)
 // clientDisconnect: a client gives up mid-generation; the job must stop and
 // its slot be free within a second, so the next request starts at once.
 func clientDisconnect(ctx context.Context, e env) (localstack.Report, error) {
-	// A long answer: 1800 new tokens take seconds even on the tiny model.
-	s, err := newStack(ctx, e, "disconnect", "B", "TEXT_MAX_NEW_TOKENS=1800", "SLOTS=1")
+	// A long answer: the tiny model decodes thousands of tokens a second,
+	// so only a full 4096-token context, with end-of-turn ignored, keeps
+	// it busy long enough to be abandoned mid-answer.
+	s, err := newStack(ctx, e, "disconnect", "B", "TEXT_CONTEXT_SIZE=4096", "TEXT_MAX_NEW_TOKENS=4000", "TEXT_IGNORE_EOS=true", "SLOTS=1")
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -247,7 +249,7 @@ func clientDisconnect(ctx context.Context, e env) (localstack.Report, error) {
 			for strings.Count(w.Log(), `"msg":"job started"`) == started && ctx.Err() == nil {
 				time.Sleep(5 * time.Millisecond)
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 			cancel()
 		}()
 		before := strings.Count(w.Log(), "job cancelled by its caller while running")
