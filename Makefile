@@ -54,7 +54,10 @@ bench-text:
 bench-image: $(ORT_LIB)
 	go test -run '^$$' -bench . ./internal/onnx/
 
-bench: bench-text bench-image
+# End to end on this machine; rewrites docs/benchmarks.md's measured
+# section and docs/benchmarks.png.
+bench: build $(ORT_LIB)
+	go run ./test/bench --report docs/benchmarks.md --chart docs/benchmarks.png
 
 clean:
 	rm -rf bin .genq

@@ -59,7 +59,7 @@ func BenchmarkThroughput(b *testing.B) {
 					be, err := Open(context.Background(), Config{
 						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: benchTokens(),
 						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
-						ignoreStop: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"),
+						IgnoreEOS: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"),
 					}, nil)
 					if err != nil {
 						b.Fatal(err)

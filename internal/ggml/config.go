@@ -42,11 +42,12 @@ type Config struct {
 	// docs/benchmarks.md).
 	Pipeline string
 
-	// ignoreStop makes every answer MaxNewTokens long, the way llama.cpp's
-	// batched bench measures decoding; a random-weight model would
-	// otherwise stop at a random length. Benchmarks only.
-	ignoreStop bool
-	pipeline   bool // Pipeline, resolved by Open
+	// IgnoreEOS makes every answer MaxNewTokens long, as llama.cpp's
+	// --ignore-eos does: benchmarks count tokens that way, and a
+	// random-weight model would otherwise stop at a random length. Never
+	// for serving users.
+	IgnoreEOS bool
+	pipeline  bool // Pipeline, resolved by Open
 	// noSharedPrefix prefills every prompt whole: tests compare against it.
 	noSharedPrefix bool
 }
@@ -78,6 +79,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.Pipeline, "text-pipeline", "TEXT_PIPELINE", "auto", "build step N+1 while step N computes: on, off, or auto (on when a GPU computes)")
 	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
 	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
+	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 
 // withDefaults fills the zero values a caller that did not register flags

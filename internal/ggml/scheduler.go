@@ -492,7 +492,7 @@ func (st *step) placeholderOf(seq *sequence) (int, bool) {
 // answer is complete: an end-of-turn token, or the token limit.
 func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
 	seq.generated++
-	if b.vocab.isStop(tok) && !b.cfg.ignoreStop {
+	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS {
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.

@@ -85,9 +85,9 @@ func TestSharedPrefixChangesNothing(t *testing.T) {
 // TestJoinRunningBatch: a job that arrives while another decodes starts at
 // the next step, not when the first one ends.
 func TestJoinRunningBatch(t *testing.T) {
-	// ignoreStop: a random model may stop early, and the first job must
+	// IgnoreEOS: a random model may stop early, and the first job must
 	// still be running when the second arrives.
-	b := openTiny(t, genq.VariantA, Config{Slots: 2, ContextSize: 4096, MaxNewTokens: 3000, Pipeline: "on", ignoreStop: true})
+	b := openTiny(t, genq.VariantA, Config{Slots: 2, ContextSize: 4096, MaxNewTokens: 3000, Pipeline: "on", IgnoreEOS: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	firstDone := make(chan struct{})
@@ -117,7 +117,7 @@ func TestJoinRunningBatch(t *testing.T) {
 // and the queued ones must join the running batch rather than wait for it
 // to drain.
 func TestAllSequencesProgress(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64, Pipeline: "on", ignoreStop: true})
+	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64, Pipeline: "on", IgnoreEOS: true})
 	texts := make([]string, 9)
 	for i := range texts {
 		texts[i] = fmt.Sprintf("job number %d", i)
@@ -142,7 +142,7 @@ func TestCancelFreesSlot(t *testing.T) {
 }
 
 func testCancelFreesSlot(t *testing.T, pipeline string) {
-	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000, Pipeline: pipeline, ignoreStop: true})
+	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000, Pipeline: pipeline, IgnoreEOS: true})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	firstDone := make(chan error, 1)
@@ -188,7 +188,7 @@ func testCancelFreesSlot(t *testing.T, pipeline string) {
 // TestCancelledBeforeStart: a job cancelled while it waits for a slot never
 // runs.
 func TestCancelledBeforeStart(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{Slots: 1, MaxNewTokens: 200, ignoreStop: true})
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, MaxNewTokens: 200, IgnoreEOS: true})
 	var wg sync.WaitGroup
 	wg.Go(func() { b.generate(context.Background(), "first") })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)

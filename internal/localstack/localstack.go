@@ -325,6 +325,9 @@ func (s *Stack) StartWorker(ctx context.Context, wait bool, env ...string) (*Pro
 	s.workers = append(s.workers, p)
 	s.mu.Unlock()
 	if wait {
+		// A worker that never gets ready must fail the caller, not hang it.
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
 		if err := p.WaitLog(ctx, `"msg":"worker ready"`); err != nil {
 			return p, err
 		}

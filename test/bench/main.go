@@ -1,0 +1,559 @@
+// Command bench measures genq end to end on this machine and rewrites the
+// measured section of docs/benchmarks.md and its chart: the façade's
+// overhead (HTTP → NATS → worker against the same backend in process), text
+// throughput against concurrency for the tiny and the mid-size generated
+// models, image latency per step and per image, cold start per variant,
+// and peak memory. `make bench` runs it; it stays under 10 minutes on two
+// cores.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/localstack"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	bin    localstack.Binaries
+	root   string
+	work   string
+	out    io.Writer
+	runs   int
+	quick  bool
+	result results
+}
+
+type results struct {
+	overhead   overhead
+	text       []textPoint
+	tokens     map[string]int // new tokens per request, by model
+	perToken   map[string]time.Duration
+	ttft       map[string]time.Duration
+	engine     map[string]float64 // in-process backend tok/s at concurrency 1, by model
+	image      imageResult
+	coldStarts map[string]time.Duration
+	rss        []rssRow
+	noise      []float64 // (max-min)/median of repeated measurements
+}
+
+type overhead struct {
+	n                                     int
+	directP50, direct99, httpP50, httpP99 time.Duration
+}
+
+type textPoint struct {
+	model    string
+	conc     int
+	tokPerS  float64
+	p50, p99 time.Duration
+}
+
+type imageResult struct {
+	size                 int
+	perImage, perStep    time.Duration
+	perImageMedianOfRuns []time.Duration
+}
+
+type rssRow struct {
+	what string
+	mib  int
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	report := fs.String("report", "docs/benchmarks.md", "Markdown file whose measured section to rewrite")
+	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
+	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
+	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// Without -march, ggml's CPU code has no SIMD and every text figure
+	// would be 4 to 24 times too slow to mean anything.
+	if !strings.Contains(os.Getenv("CGO_CFLAGS"), "-march") {
+		return errors.New("CGO_CFLAGS has no -march: run it as `make bench`")
+	}
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "genq-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	start := time.Now()
+	fmt.Fprintln(out, "building binaries…")
+	bin, err := localstack.Build(ctx, root, filepath.Join(work, "bin"))
+	if err != nil {
+		return err
+	}
+	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, result: results{
+		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
+		engine: map[string]float64{}, coldStarts: map[string]time.Duration{},
+	}}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"façade overhead", b.facadeOverhead},
+		{"text throughput", b.textThroughput},
+		{"images", b.images},
+		{"cold start", b.coldStart},
+	}
+	for _, st := range steps {
+		fmt.Fprintf(out, "== %s\n", st.name)
+		t0 := time.Now()
+		if err := st.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		fmt.Fprintf(out, "   (%s)\n", time.Since(t0).Round(time.Second))
+	}
+	if err := writeChart(*chart, b.result.text); err != nil {
+		return err
+	}
+	md := b.markdown(time.Since(start), filepath.Base(*chart))
+	fmt.Fprintln(out, md)
+	return replaceSection(*report, md)
+}
+
+func (b *bench) stack(ctx context.Context, name, variant string, modelArgs []string, env ...string) (*localstack.Stack, error) {
+	dir := filepath.Join(b.work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: variant, Env: env}
+	if err := s.WriteTinyModel(ctx, modelArgs...); err != nil {
+		return nil, err
+	}
+	if err := s.StartNATS(ctx); err != nil {
+		return s, err
+	}
+	return s, s.StartAPI(ctx)
+}
+
+var prompts = []string{
+	"Write a haiku about queues.",
+	"Explain continuous batching in two sentences.",
+	"What is the capital of France?",
+	"List three uses of a message broker.",
+	"Translate 'good morning' into German.",
+	"Give me a name for a cat.",
+}
+
+func requests(n int) []localstack.Request {
+	r := make([]localstack.Request, n)
+	for i := range r {
+		r[i] = localstack.Request{Text: prompts[i%len(prompts)]}
+	}
+	return r
+}
+
+// facadeOverhead runs the same prompts on the same tiny model, once through
+// POST /generate (api → NATS → worker → back) and once straight into the
+// backend in this process, one request at a time, interleaved in rounds so
+// drift hits both alike.
+func (b *bench) facadeOverhead(ctx context.Context) error {
+	env := []string{"SLOTS=1", "TEXT_MAX_NEW_TOKENS=8", "TEXT_SEED=42", "TEXT_IGNORE_EOS=true"}
+	s, err := b.stack(ctx, "overhead", "B", nil, env...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.StartWorker(ctx, true); err != nil {
+		return err
+	}
+	backend, err := openTextBackend(ctx, s.ModelDir, env)
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+
+	perRound := 40
+	if b.quick {
+		perRound = 10
+	}
+	var direct, viaHTTP []time.Duration
+	client := &http.Client{}
+	for round := range 5 {
+		for i := range perRound {
+			job := genq.Job{ID: fmt.Sprintf("direct-%d-%d", round, i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(time.Minute)}
+			t0 := time.Now()
+			if _, err := backend.Generate(ctx, job, func() {}); err != nil {
+				return err
+			}
+			direct = append(direct, time.Since(t0))
+		}
+		for i := range perRound {
+			o := localstack.Generate(ctx, client, s.URL(), localstack.Request{Text: prompts[i%len(prompts)]}, time.Minute)
+			if o.Status != http.StatusOK {
+				return fmt.Errorf("generate: %d %v %s", o.Status, o.Err, o.Body)
+			}
+			viaHTTP = append(viaHTTP, o.Latency)
+		}
+	}
+	slices.Sort(direct)
+	slices.Sort(viaHTTP)
+	b.result.overhead = overhead{n: len(direct), directP50: pct(direct, .5), direct99: pct(direct, .99), httpP50: pct(viaHTTP, .5), httpP99: pct(viaHTTP, .99)}
+	o := b.result.overhead
+	fmt.Fprintf(b.out, "   direct p50 %s p99 %s; http p50 %s p99 %s\n", o.directP50, o.direct99, o.httpP50, o.httpP99)
+	return nil
+}
+
+// openTextBackend opens the text backend in this process with exactly the
+// settings a worker reads from env.
+func openTextBackend(ctx context.Context, modelDir string, env []string) (*ggml.Backend, error) {
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	var cfg ggml.Config
+	fs := envflag.New("bench", func(k string) string { return vars[k] }, io.Discard)
+	cfg.RegisterFlags(fs, genq.VariantB)
+	if err := fs.Parse(nil); err != nil {
+		return nil, err
+	}
+	cfg.ModelDir = modelDir
+	cfg.Slots, _ = strconv.Atoi(vars["SLOTS"])
+	return ggml.Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(float64(len(sorted)-1)*p)]
+}
+
+// textThroughput measures tokens per second through HTTP at each
+// concurrency. Stop tokens are ignored so every answer is exactly the
+// configured length, the way llama.cpp's batched bench counts.
+func (b *bench) textThroughput(ctx context.Context) error {
+	concs := []int{1, 2, 4, 8, 16}
+	for _, m := range []struct {
+		name   string
+		args   []string
+		tokens int
+	}{
+		{"tiny", nil, 128},
+		{"mid", []string{"--size", "mid"}, 32},
+	} {
+		if b.quick {
+			m.tokens = 16
+		}
+		b.result.tokens[m.name] = m.tokens
+		env := []string{"SLOTS=16", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", m.tokens), "TEXT_IGNORE_EOS=true"}
+		s, err := b.stack(ctx, "text-"+m.name, "B", m.args, env...)
+		if err != nil {
+			return err
+		}
+		w, err := s.StartWorker(ctx, true)
+		if err != nil {
+			s.Close()
+			return err
+		}
+		client := &http.Client{}
+		localstack.Fire(ctx, client, s.URL(), requests(4), 4, 5*time.Minute) // warm up
+		var c1Latency time.Duration
+		for _, c := range concs {
+			n := max(2*c, 4)
+			var rates []float64
+			var lat []time.Duration
+			for range b.runs {
+				t0 := time.Now()
+				outs := localstack.Fire(ctx, client, s.URL(), requests(n), c, 5*time.Minute)
+				wall := time.Since(t0)
+				for _, o := range outs {
+					if o.Status != http.StatusOK {
+						s.Close()
+						return fmt.Errorf("%s c=%d: %d %v %s", m.name, c, o.Status, o.Err, o.Body)
+					}
+					lat = append(lat, o.Latency)
+				}
+				rates = append(rates, float64(n*m.tokens)/wall.Seconds())
+			}
+			slices.Sort(lat)
+			p := textPoint{model: m.name, conc: c, tokPerS: median(rates), p50: pct(lat, .5), p99: pct(lat, .99)}
+			b.result.noise = append(b.result.noise, spread(rates))
+			b.result.text = append(b.result.text, p)
+			if c == 1 {
+				c1Latency = p.p50
+			}
+			fmt.Fprintf(b.out, "   %s c=%d: %.0f tok/s, p50 %s p99 %s\n", m.name, c, p.tokPerS, p.p50.Round(time.Millisecond), p.p99.Round(time.Millisecond))
+		}
+		b.result.rss = append(b.result.rss, rssRow{"worker, text " + m.name + " model, 16 slots", peakRSS(w.PID())})
+		s.Close()
+
+		// Time to first token: the same stack answering one token.
+		one, err := b.oneTokenLatency(ctx, m.name, m.args)
+		if err != nil {
+			return err
+		}
+		b.result.ttft[m.name] = one
+		b.result.perToken[m.name] = (c1Latency - one) / time.Duration(m.tokens-1)
+
+		// The engine alone: the same backend in this process, one sequence.
+		rate, err := b.engineRate(ctx, s.ModelDir, m.tokens)
+		if err != nil {
+			return err
+		}
+		b.result.engine[m.name] = rate
+	}
+	return nil
+}
+
+func (b *bench) oneTokenLatency(ctx context.Context, model string, args []string) (time.Duration, error) {
+	s, err := b.stack(ctx, "ttft-"+model, "B", args, "SLOTS=16", "TEXT_MAX_NEW_TOKENS=1", "TEXT_IGNORE_EOS=true")
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	if _, err := s.StartWorker(ctx, true); err != nil {
+		return 0, err
+	}
+	client := &http.Client{}
+	localstack.Fire(ctx, client, s.URL(), requests(2), 1, time.Minute)
+	outs := localstack.Fire(ctx, client, s.URL(), requests(12), 1, time.Minute)
+	var lat []time.Duration
+	for _, o := range outs {
+		if o.Status != http.StatusOK {
+			return 0, fmt.Errorf("ttft: %d %s", o.Status, o.Body)
+		}
+		lat = append(lat, o.Latency)
+	}
+	slices.Sort(lat)
+	return pct(lat, .5), nil
+}
+
+// engineRate is the in-process backend's tokens per second for one request
+// at a time: the same engine, model and settings without HTTP or NATS.
+func (b *bench) engineRate(ctx context.Context, modelDir string, tokens int) (float64, error) {
+	env := []string{"SLOTS=1", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", tokens), "TEXT_IGNORE_EOS=true"}
+	backend, err := openTextBackend(ctx, modelDir, env)
+	if err != nil {
+		return 0, err
+	}
+	defer backend.Close()
+	var rates []float64
+	for r := range b.runs + 1 {
+		t0 := time.Now()
+		for i := range 4 {
+			job := genq.Job{ID: fmt.Sprintf("engine-%d-%d", r, i), Variant: genq.VariantB, Text: prompts[i], Deadline: time.Now().Add(time.Minute)}
+			if _, err := backend.Generate(ctx, job, func() {}); err != nil {
+				return 0, err
+			}
+		}
+		if r > 0 { // the first round warms up
+			rates = append(rates, float64(4*tokens)/time.Since(t0).Seconds())
+		}
+	}
+	return median(rates), nil
+}
+
+// images measures variant C on the tiny export at 256×256 through HTTP:
+// per image at 28 steps, and per step from the difference with 2 steps.
+func (b *bench) images(ctx context.Context) error {
+	const size = 256
+	lat := map[int]time.Duration{}
+	for _, steps := range []int{28, 2} {
+		s, err := b.stack(ctx, fmt.Sprintf("image-%d", steps), "C", nil,
+			fmt.Sprintf("IMAGE_WIDTH=%d", size), fmt.Sprintf("IMAGE_HEIGHT=%d", size), fmt.Sprintf("IMAGE_STEPS=%d", steps), "IMAGE_SEED=7")
+		if err != nil {
+			return err
+		}
+		w, err := s.StartWorker(ctx, true)
+		if err != nil {
+			s.Close()
+			return err
+		}
+		client := &http.Client{}
+		localstack.Fire(ctx, client, s.URL(), requests(2), 1, time.Minute)
+		outs := localstack.Fire(ctx, client, s.URL(), requests(5*b.runs), 1, time.Minute)
+		var ls []time.Duration
+		for _, o := range outs {
+			if o.Status != http.StatusOK {
+				s.Close()
+				return fmt.Errorf("image: %d %s", o.Status, o.Body)
+			}
+			ls = append(ls, o.Latency)
+		}
+		slices.Sort(ls)
+		lat[steps] = pct(ls, .5)
+		if steps == 28 {
+			b.result.rss = append(b.result.rss, rssRow{fmt.Sprintf("worker, images %d×%d tiny export", size, size), peakRSS(w.PID())})
+		}
+		s.Close()
+	}
+	b.result.image = imageResult{size: size, perImage: lat[28], perStep: (lat[28] - lat[2]) / 26}
+	fmt.Fprintf(b.out, "   %d²: %s per image, %s per step\n", size, lat[28], b.result.image.perStep)
+	return nil
+}
+
+// coldStart times, for each variant, process start to the first answered
+// request: the api and a worker start together, and the request waits in
+// the queue until the worker has loaded its model.
+func (b *bench) coldStart(ctx context.Context) error {
+	for _, v := range []string{"A", "B", "C"} {
+		var times []time.Duration
+		for r := range b.runs {
+			dir := filepath.Join(b.work, fmt.Sprintf("cold-%s-%d", v, r))
+			_ = os.MkdirAll(dir, 0o755)
+			s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: v, Env: []string{"IMAGE_WIDTH=256", "IMAGE_HEIGHT=256"}}
+			if err := s.WriteTinyModel(ctx); err != nil {
+				return err
+			}
+			if err := s.StartNATS(ctx); err != nil {
+				return err
+			}
+			port, _ := localstack.FreePort()
+			s.APIPort = port
+			t0 := time.Now()
+			api, err := localstack.Start("api", b.bin.API, nil, []string{"VARIANT=" + v, "NATS_URL=" + s.NATSURL(), "ADDR=127.0.0.1:" + strconv.Itoa(port)}, dir)
+			if err != nil {
+				return err
+			}
+			s.API = api
+			w, err := s.StartWorker(ctx, false)
+			if err != nil {
+				s.Close()
+				return err
+			}
+			var first time.Duration
+			for time.Since(t0) < time.Minute {
+				o := localstack.Generate(ctx, http.DefaultClient, s.URL(), localstack.Request{Text: "hello"}, 30*time.Second)
+				if o.Status == http.StatusOK {
+					first = time.Since(t0)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if r == 0 {
+				b.result.rss = append(b.result.rss, rssRow{"api, variant " + v + ", after its first request", peakRSS(api.PID())})
+				if v == "A" {
+					b.result.rss = append(b.result.rss, rssRow{"worker, variant A tiny 4-bit model", peakRSS(w.PID())})
+				}
+			}
+			s.Close()
+			if first == 0 {
+				return fmt.Errorf("variant %s never answered", v)
+			}
+			times = append(times, first)
+		}
+		slices.Sort(times)
+		b.result.coldStarts[v] = times[len(times)/2]
+		fmt.Fprintf(b.out, "   variant %s: %s\n", v, b.result.coldStarts[v])
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// spread is (max-min)/median: how much repeated runs disagreed.
+func spread(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	m := median(xs)
+	if m == 0 {
+		return 0
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / m
+}
+
+// peakRSS reads a process's high-water resident set in MiB.
+func peakRSS(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			_, v, _ := strings.Cut(line, ":")
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func commit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+const sectionBegin, sectionEnd = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+// replaceSection rewrites the measured section of the report, keeping the
+// hand-written text around it; a report without one gets it at the top.
+func replaceSection(path, md string) error {
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	s := string(b)
+	section := sectionBegin + "\n" + md + sectionEnd
+	i, j := strings.Index(s, sectionBegin), strings.Index(s, sectionEnd)
+	switch {
+	case i >= 0 && j > i:
+		s = s[:i] + section + s[j+len(sectionEnd):]
+	case strings.HasPrefix(s, "# "):
+		nl := strings.Index(s, "\n")
+		s = s[:nl+1] + "\n" + section + "\n" + s[nl+1:]
+	default:
+		s = "# Benchmarks\n\n" + section + "\n\n" + s
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
