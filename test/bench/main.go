@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,22 +137,47 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	md := b.markdown(time.Since(start), filepath.Base(*chart))
 	fmt.Fprintln(out, md)
-	return replaceSection(*report, md)
+	return localstack.ReplaceSection(*report, "<!-- bench:begin -->", "<!-- bench:end -->", md)
 }
 
-func (b *bench) stack(ctx context.Context, name, variant string, modelArgs []string, env ...string) (*localstack.Stack, error) {
+// stack starts nats-server, the api and one worker, ready, on a freshly
+// written tiny model.
+func (b *bench) stack(ctx context.Context, name, variant string, modelArgs []string, env ...string) (*localstack.Stack, *localstack.Proc, error) {
 	dir := filepath.Join(b.work, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: variant, Env: env}
-	if err := s.WriteTinyModel(ctx, modelArgs...); err != nil {
-		return nil, err
+	err := s.WriteTinyModel(ctx, modelArgs...)
+	if err == nil {
+		err = s.StartNATS(ctx)
 	}
-	if err := s.StartNATS(ctx); err != nil {
-		return s, err
+	if err == nil {
+		err = s.StartAPI(ctx)
 	}
-	return s, s.StartAPI(ctx)
+	var w *localstack.Proc
+	if err == nil {
+		w, err = s.StartWorker(ctx, true)
+	}
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, w, nil
+}
+
+// okLatencies are the outcomes' latencies, sorted, or an error naming the
+// first request that was not answered 200.
+func okLatencies(what string, outs []localstack.Outcome) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, len(outs))
+	for _, o := range outs {
+		if o.Status != http.StatusOK {
+			return nil, fmt.Errorf("%s: %d %v %s", what, o.Status, o.Err, o.Body)
+		}
+		lat = append(lat, o.Latency)
+	}
+	slices.Sort(lat)
+	return lat, nil
 }
 
 var prompts = []string{
@@ -179,14 +203,11 @@ func requests(n int) []localstack.Request {
 // drift hits both alike.
 func (b *bench) facadeOverhead(ctx context.Context) error {
 	env := []string{"SLOTS=1", "TEXT_MAX_NEW_TOKENS=8", "TEXT_SEED=42", "TEXT_IGNORE_EOS=true"}
-	s, err := b.stack(ctx, "overhead", "B", nil, env...)
+	s, _, err := b.stack(ctx, "overhead", "B", nil, env...)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.StartWorker(ctx, true); err != nil {
-		return err
-	}
 	backend, err := openTextBackend(ctx, s.ModelDir, env)
 	if err != nil {
 		return err
@@ -268,13 +289,8 @@ func (b *bench) textThroughput(ctx context.Context) error {
 		}
 		b.result.tokens[m.name] = m.tokens
 		env := []string{"SLOTS=16", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", m.tokens), "TEXT_IGNORE_EOS=true"}
-		s, err := b.stack(ctx, "text-"+m.name, "B", m.args, env...)
+		s, w, err := b.stack(ctx, "text-"+m.name, "B", m.args, env...)
 		if err != nil {
-			return err
-		}
-		w, err := s.StartWorker(ctx, true)
-		if err != nil {
-			s.Close()
 			return err
 		}
 		client := &http.Client{}
@@ -288,13 +304,12 @@ func (b *bench) textThroughput(ctx context.Context) error {
 				t0 := time.Now()
 				outs := localstack.Fire(ctx, client, s.URL(), requests(n), c, 5*time.Minute)
 				wall := time.Since(t0)
-				for _, o := range outs {
-					if o.Status != http.StatusOK {
-						s.Close()
-						return fmt.Errorf("%s c=%d: %d %v %s", m.name, c, o.Status, o.Err, o.Body)
-					}
-					lat = append(lat, o.Latency)
+				ls, err := okLatencies(fmt.Sprintf("%s c=%d", m.name, c), outs)
+				if err != nil {
+					s.Close()
+					return err
 				}
+				lat = append(lat, ls...)
 				rates = append(rates, float64(n*m.tokens)/wall.Seconds())
 			}
 			slices.Sort(lat)
@@ -306,7 +321,7 @@ func (b *bench) textThroughput(ctx context.Context) error {
 			}
 			fmt.Fprintf(b.out, "   %s c=%d: %.0f tok/s, p50 %s p99 %s\n", m.name, c, p.tokPerS, p.p50.Round(time.Millisecond), p.p99.Round(time.Millisecond))
 		}
-		b.result.rss = append(b.result.rss, rssRow{"worker, text " + m.name + " model, 16 slots", peakRSS(w.PID())})
+		b.result.rss = append(b.result.rss, rssRow{"worker, text " + m.name + " model, 16 slots", localstack.PeakRSS(w.PID())})
 		s.Close()
 
 		// Time to first token: the same stack answering one token.
@@ -328,25 +343,18 @@ func (b *bench) textThroughput(ctx context.Context) error {
 }
 
 func (b *bench) oneTokenLatency(ctx context.Context, model string, args []string) (time.Duration, error) {
-	s, err := b.stack(ctx, "ttft-"+model, "B", args, "SLOTS=16", "TEXT_MAX_NEW_TOKENS=1", "TEXT_IGNORE_EOS=true")
+	s, _, err := b.stack(ctx, "ttft-"+model, "B", args, "SLOTS=16", "TEXT_MAX_NEW_TOKENS=1", "TEXT_IGNORE_EOS=true")
 	if err != nil {
 		return 0, err
 	}
 	defer s.Close()
-	if _, err := s.StartWorker(ctx, true); err != nil {
-		return 0, err
-	}
 	client := &http.Client{}
 	localstack.Fire(ctx, client, s.URL(), requests(2), 1, time.Minute)
 	outs := localstack.Fire(ctx, client, s.URL(), requests(12), 1, time.Minute)
-	var lat []time.Duration
-	for _, o := range outs {
-		if o.Status != http.StatusOK {
-			return 0, fmt.Errorf("ttft: %d %s", o.Status, o.Body)
-		}
-		lat = append(lat, o.Latency)
+	lat, err := okLatencies("ttft", outs)
+	if err != nil {
+		return 0, err
 	}
-	slices.Sort(lat)
 	return pct(lat, .5), nil
 }
 
@@ -381,31 +389,22 @@ func (b *bench) images(ctx context.Context) error {
 	const size = 256
 	lat := map[int]time.Duration{}
 	for _, steps := range []int{28, 2} {
-		s, err := b.stack(ctx, fmt.Sprintf("image-%d", steps), "C", nil,
+		s, w, err := b.stack(ctx, fmt.Sprintf("image-%d", steps), "C", nil,
 			fmt.Sprintf("IMAGE_WIDTH=%d", size), fmt.Sprintf("IMAGE_HEIGHT=%d", size), fmt.Sprintf("IMAGE_STEPS=%d", steps), "IMAGE_SEED=7")
 		if err != nil {
-			return err
-		}
-		w, err := s.StartWorker(ctx, true)
-		if err != nil {
-			s.Close()
 			return err
 		}
 		client := &http.Client{}
 		localstack.Fire(ctx, client, s.URL(), requests(2), 1, time.Minute)
 		outs := localstack.Fire(ctx, client, s.URL(), requests(5*b.runs), 1, time.Minute)
-		var ls []time.Duration
-		for _, o := range outs {
-			if o.Status != http.StatusOK {
-				s.Close()
-				return fmt.Errorf("image: %d %s", o.Status, o.Body)
-			}
-			ls = append(ls, o.Latency)
+		ls, err := okLatencies("image", outs)
+		if err != nil {
+			s.Close()
+			return err
 		}
-		slices.Sort(ls)
 		lat[steps] = pct(ls, .5)
 		if steps == 28 {
-			b.result.rss = append(b.result.rss, rssRow{fmt.Sprintf("worker, images %d×%d tiny export", size, size), peakRSS(w.PID())})
+			b.result.rss = append(b.result.rss, rssRow{fmt.Sprintf("worker, images %d×%d tiny export", size, size), localstack.PeakRSS(w.PID())})
 		}
 		s.Close()
 	}
@@ -453,9 +452,9 @@ func (b *bench) coldStart(ctx context.Context) error {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if r == 0 {
-				b.result.rss = append(b.result.rss, rssRow{"api, variant " + v + ", after its first request", peakRSS(api.PID())})
+				b.result.rss = append(b.result.rss, rssRow{"api, variant " + v + ", after its first request", localstack.PeakRSS(api.PID())})
 				if v == "A" {
-					b.result.rss = append(b.result.rss, rssRow{"worker, variant A tiny 4-bit model", peakRSS(w.PID())})
+					b.result.rss = append(b.result.rss, rssRow{"worker, variant A tiny 4-bit model", localstack.PeakRSS(w.PID())})
 				}
 			}
 			s.Close()
@@ -492,32 +491,6 @@ func spread(xs []float64) float64 {
 	return (slices.Max(xs) - slices.Min(xs)) / m
 }
 
-// peakRSS reads a process's high-water resident set in MiB.
-func peakRSS(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, _ := strconv.Atoi(strings.Fields(line)[1])
-			return kb / 1024
-		}
-	}
-	return -1
-}
-
-func cpuModel() string {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			_, v, _ := strings.Cut(line, ":")
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
-
 func commit(root string) string {
 	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
@@ -532,28 +505,4 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
-const sectionBegin, sectionEnd = "<!-- bench:begin -->", "<!-- bench:end -->"
-
-// replaceSection rewrites the measured section of the report, keeping the
-// hand-written text around it; a report without one gets it at the top.
-func replaceSection(path, md string) error {
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	s := string(b)
-	section := sectionBegin + "\n" + md + sectionEnd
-	i, j := strings.Index(s, sectionBegin), strings.Index(s, sectionEnd)
-	switch {
-	case i >= 0 && j > i:
-		s = s[:i] + section + s[j+len(sectionEnd):]
-	case strings.HasPrefix(s, "# "):
-		nl := strings.Index(s, "\n")
-		s = s[:nl+1] + "\n" + section + "\n" + s[nl+1:]
-	default:
-		s = "# Benchmarks\n\n" + section + "\n\n" + s
-	}
-	return os.WriteFile(path, []byte(s), 0o644)
 }

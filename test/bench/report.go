@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/genq/genq/internal/localstack"
 )
 
 // writeChart draws throughput against concurrency for each model, and the
@@ -116,7 +118,7 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	r := b.result
 	var s strings.Builder
 	fmt.Fprintf(&s, "## Measured by `make bench`\n\nCommit `%s`, %s, on %d cores of %s (load average at the end: %s). %d runs per figure, medians quoted; the runs of one throughput point disagreed by %s (max−min over median, median over all points). Everything runs on this one machine: the load generator, the api, NATS and the worker share its cores.\n\n",
-		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), loadAverage(), b.runs, fmtPct(median(r.noise)))
+		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), localstack.CPUModel(), loadAverage(), b.runs, fmtPct(median(r.noise)))
 	fmt.Fprintf(&s, "![throughput and latency against concurrency](%s)\n\n", chart)
 
 	o := r.overhead

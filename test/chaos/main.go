@@ -18,11 +18,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/localstack"
+	"github.com/genq/genq/internal/natsqueue"
 )
 
 func main() {
@@ -122,21 +126,32 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// newStack starts nats-server and the api for variant; workers are up to
-// the scenario.
-func newStack(ctx context.Context, e env, name, variant string, extra ...string) (*localstack.Stack, error) {
+// newStack starts nats-server, the api for variant and the given number of
+// workers, ready before it returns; more are up to the scenario. extra is
+// the environment of every process.
+func newStack(ctx context.Context, e env, name, variant string, workers int, extra ...string) (*localstack.Stack, error) {
 	dir := filepath.Join(e.work, strings.NewReplacer(" ", "-", "/", "-").Replace(name))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: variant, Env: append(append([]string{}, commonEnv...), extra...)}
-	if err := s.WriteTinyModel(ctx); err != nil {
+	err := s.WriteTinyModel(ctx)
+	if err == nil {
+		err = s.StartNATS(ctx)
+	}
+	if err == nil {
+		err = s.StartAPI(ctx)
+	}
+	for range workers {
+		if err == nil {
+			_, err = s.StartWorker(ctx, true)
+		}
+	}
+	if err != nil {
+		s.Close()
 		return nil, err
 	}
-	if err := s.StartNATS(ctx); err != nil {
-		return s, err
-	}
-	return s, s.StartAPI(ctx)
+	return s, nil
 }
 
 func texts(n int, prefix string) []localstack.Request {
@@ -158,18 +173,12 @@ func workerLogs(s *localstack.Stack) string {
 // sigkillMidJob: steady load on two workers; one is killed with SIGKILL
 // mid-job, and a replacement starts two seconds later, as Kubernetes would.
 func sigkillMidJob(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "sigkill", "B")
+	s, err := newStack(ctx, e, "sigkill", "B", 2)
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	victim, err := s.StartWorker(ctx, true)
-	if err != nil {
-		return localstack.Report{}, err
-	}
-	if _, err := s.StartWorker(ctx, true); err != nil {
-		return localstack.Report{}, err
-	}
+	victim := s.Workers()[0]
 	go func() {
 		_ = victim.WaitLog(ctx, `"msg":"job started"`)
 		time.Sleep(300 * time.Millisecond)
@@ -186,16 +195,11 @@ func sigkillMidJob(ctx context.Context, e env) (localstack.Report, error) {
 // natsRestart: the nats-server is stopped under load and started again two
 // seconds later on the same storage; the api and the workers reconnect.
 func natsRestart(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "nats-restart", "B")
+	s, err := newStack(ctx, e, "nats-restart", "B", 2)
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	for range 2 {
-		if _, err := s.StartWorker(ctx, true); err != nil {
-			return localstack.Report{}, err
-		}
-	}
 	restarted := make(chan error, 1)
 	go func() {
 		time.Sleep(time.Second)
@@ -231,15 +235,12 @@ func clientDisconnect(ctx context.Context, e env) (localstack.Report, error) {
 	// A long answer: the tiny model decodes thousands of tokens a second,
 	// so only a full 4096-token context, with end-of-turn ignored, keeps
 	// it busy long enough to be abandoned mid-answer.
-	s, err := newStack(ctx, e, "disconnect", "B", "TEXT_CONTEXT_SIZE=4096", "TEXT_MAX_NEW_TOKENS=4000", "TEXT_IGNORE_EOS=true", "SLOTS=1")
+	s, err := newStack(ctx, e, "disconnect", "B", 1, "TEXT_CONTEXT_SIZE=4096", "TEXT_MAX_NEW_TOKENS=4000", "TEXT_IGNORE_EOS=true", "SLOTS=1")
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	w, err := s.StartWorker(ctx, true)
-	if err != nil {
-		return localstack.Report{}, err
-	}
+	w := s.Workers()[0]
 	var outs []localstack.Outcome
 	var freed []time.Duration
 	for i := range 5 {
@@ -290,15 +291,12 @@ func clientDisconnect(ctx context.Context, e env) (localstack.Report, error) {
 
 // burst: ten times what the queue holds, all at once.
 func burst(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "burst", "B", "QUEUE_CAPACITY=8")
+	s, err := newStack(ctx, e, "burst", "B", 1, "QUEUE_CAPACITY=8", "SLOTS=4")
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	w, err := s.StartWorker(ctx, true, "SLOTS=4")
-	if err != nil {
-		return localstack.Report{}, err
-	}
+	w := s.Workers()[0]
 	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "burst"), 80, 60*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	for _, o := range outs {
@@ -306,41 +304,21 @@ func burst(ctx context.Context, e env) (localstack.Report, error) {
 			return rep, errors.New("a 429 without Retry-After")
 		}
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("capacity 8 (queued + running); peak RSS api %s, worker %s", peakRSS(s.API.PID()), peakRSS(w.PID())))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("capacity 8 (queued + running); peak RSS api %d MiB, worker %d MiB", localstack.PeakRSS(s.API.PID()), localstack.PeakRSS(w.PID())))
 	if rep.Errors["429"] == 0 || rep.OK == 0 {
 		return rep, errors.New("a burst should see both 200s and 429s")
 	}
 	return rep, nil
 }
 
-// peakRSS reads a process's high-water resident set from /proc.
-func peakRSS(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "?"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, _ := strconv.Atoi(strings.Fields(line)[1])
-			return fmt.Sprintf("%d MiB", kb/1024)
-		}
-	}
-	return "?"
-}
-
 // largePNGs: images over 1 MB through NATS at its default max_payload, four
 // at a time, read by a client that takes its time.
 func largePNGs(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "large-png", "C", "IMAGE_WIDTH=768", "IMAGE_HEIGHT=768", "IMAGE_STEPS=4")
+	s, err := newStack(ctx, e, "large-png", "C", 2, "IMAGE_WIDTH=768", "IMAGE_HEIGHT=768", "IMAGE_STEPS=4")
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	for range 2 {
-		if _, err := s.StartWorker(ctx, true); err != nil {
-			return localstack.Report{}, err
-		}
-	}
 	slow := func(r io.Reader) ([]byte, error) {
 		var b bytes.Buffer
 		buf := make([]byte, 64<<10)
@@ -384,16 +362,11 @@ func largePNGs(ctx context.Context, e env) (localstack.Report, error) {
 // Its caller gets a clean error after the attempt limit, the job is
 // dead-lettered, and other traffic keeps flowing.
 func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "poison", "B", "JOB_MAX_ATTEMPTS=3")
+	s, err := newStack(ctx, e, "poison", "B", 2, "JOB_MAX_ATTEMPTS=3")
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	for range 2 {
-		if _, err := s.StartWorker(ctx, true); err != nil {
-			return localstack.Report{}, err
-		}
-	}
 	const poisonID = "poison-0001"
 	poisonStarted := regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"` + poisonID + `"`)
 	kills := 0
@@ -441,12 +414,42 @@ func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
 	if kills != 3 {
 		return rep, fmt.Errorf("the poison job ran %d times, want 3 attempts", kills)
 	}
+	if err := deadLettered(ctx, s.NATSURL(), genq.VariantB, poisonID); err != nil {
+		return rep, err
+	}
+	rep.Notes = append(rep.Notes, "dead-lettered on "+natsqueue.DeadSubject(genq.VariantB))
 	return rep, nil
+}
+
+// deadLettered checks, as an operator would, that the last dead letter of
+// the variant is the job.
+func deadLettered(ctx context.Context, natsURL string, v genq.Variant, jobID string) error {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	stream, err := js.Stream(ctx, natsqueue.DeadStream)
+	if err != nil {
+		return fmt.Errorf("dead-letter stream: %w", err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, natsqueue.DeadSubject(v))
+	if err != nil {
+		return fmt.Errorf("no dead letter for %s: %w", jobID, err)
+	}
+	if got := msg.Header.Get(natsqueue.HeaderJobID); got != jobID {
+		return fmt.Errorf("the last dead letter is job %q, want %q", got, jobID)
+	}
+	return nil
 }
 
 // scaleFromZero: requests arrive with no worker; one starts 5 s later.
 func scaleFromZero(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "scale-from-zero", "B")
+	s, err := newStack(ctx, e, "scale-from-zero", "B", 0)
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -463,29 +466,7 @@ func scaleFromZero(ctx context.Context, e env) (localstack.Report, error) {
 
 // writeReport replaces the figures between the markers in path.
 func writeReport(path, table string, took time.Duration) error {
-	const begin, end = "<!-- chaos:begin -->", "<!-- chaos:end -->"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	s := string(b)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %s … %s section", path, begin, end)
-	}
-	cpu := cpuModel()
-	body := fmt.Sprintf("%s\nLast run: %s, %d cores (%s), %s in all.\n\n%s%s",
-		begin, time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpu, took.Round(time.Second), table, end)
-	return os.WriteFile(path, []byte(s[:i]+body+s[j+len(end):]), 0o644)
-}
-
-func cpuModel() string {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			_, v, _ := strings.Cut(line, ":")
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
+	body := fmt.Sprintf("Last run: %s, %d cores (%s), %s in all.\n\n%s",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), localstack.CPUModel(), took.Round(time.Second), table)
+	return localstack.ReplaceSection(path, "<!-- chaos:begin -->", "<!-- chaos:end -->", body)
 }
