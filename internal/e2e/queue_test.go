@@ -157,6 +157,40 @@ func TestDisconnectCancelsQueuedJob(t *testing.T) {
 	}
 }
 
+// TestDisconnectCancelsJobQueuedBehindBusyWorker: the cancel arrives while
+// a live worker is busy, through its watch rather than the replay at start;
+// the job is dropped when the slot frees, never run.
+func TestDisconnectCancelsJobQueuedBehindBusyWorker(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	b := newTestBackend(1)
+	s.startWorker(b, time.Second)
+	s.waitLive(1)
+
+	busy := make(chan response, 1)
+	go func() { busy <- s.generate("sleep:800") }()
+	waitFor(t, b.started, 5*time.Second, "the first job to start")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = s.generateCtx(ctx, "echo:never") }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.streamMsgs() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if r := <-busy; r.status != http.StatusOK {
+		t.Fatalf("the first job = %d %s", r.status, r.body)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for s.streamMsgs() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.streamMsgs(); n != 0 {
+		t.Fatalf("%d jobs left in the queue", n)
+	}
+	if n := b.calls.Load(); n != 1 {
+		t.Fatalf("the backend ran %d jobs, want only the first", n)
+	}
+}
+
 func TestFullQueueGives429(t *testing.T) {
 	settings := testSettings()
 	settings.QueueCapacity = 2

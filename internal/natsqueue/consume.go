@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -246,31 +247,79 @@ func (c *Conn) DeadLetter(ctx context.Context, v genq.Variant, d *Delivery, reas
 	return nil
 }
 
-// IsCancelled reports whether the job's caller has cancelled it.
-func (c *Conn) IsCancelled(ctx context.Context, id string) (bool, error) {
-	_, err := c.cancels.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
-	return err == nil, err
+// CancelWatch knows which jobs their callers have cancelled: every key put
+// in GENQ_CANCEL within its TTL (the job age limit). It answers from memory,
+// so checking a job costs no round trip on its way to the model.
+type CancelWatch struct {
+	mu        sync.Mutex
+	cancelled map[string]time.Time // job id → when it was cancelled
+	ttl       time.Duration
 }
 
-// WatchCancels calls fn with the id of every job cancelled from now on,
-// until ctx ends.
-func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) error {
-	w, err := c.cancels.WatchAll(ctx, jetstream.UpdatesOnly())
-	if err != nil {
-		return fmt.Errorf("watch cancels: %w", err)
+// Cancelled reports whether the job's caller has cancelled it.
+func (w *CancelWatch) Cancelled(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.cancelled[id]
+	return ok
+}
+
+// add records a cancel and forgets those the bucket has expired, so memory
+// stays bounded by the cancels of one TTL.
+func (w *CancelWatch) add(id string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cancelled[id] = at
+	if len(w.cancelled)%1024 != 0 {
+		return
 	}
+	for k, t := range w.cancelled {
+		if time.Since(t) > w.ttl {
+			delete(w.cancelled, k)
+		}
+	}
+}
+
+// WatchCancels follows GENQ_CANCEL until ctx ends. It returns once the
+// cancels already in the bucket are known; from then on, a job cancelled at
+// any time is either in Cancelled or, if the cancel comes later, passed to
+// fn as it arrives. A worker that registers a job for fn before checking
+// Cancelled therefore never misses a cancel.
+func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWatch, error) {
+	kw, err := c.cancels.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch cancels: %w", err)
+	}
+	cw := &CancelWatch{cancelled: map[string]time.Time{}, ttl: c.settings.MaxJobAge}
+	synced := make(chan struct{})
+	var once sync.Once
 	go func() {
-		defer w.Stop()
-		for e := range w.Updates() {
-			if e != nil && e.Operation() == jetstream.KeyValuePut {
+		defer kw.Stop()
+		defer once.Do(func() { close(synced) })
+		initial := true
+		for e := range kw.Updates() {
+			if e == nil { // the end of the keys already there
+				initial = false
+				once.Do(func() { close(synced) })
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			cw.add(e.Key(), e.Created())
+			if !initial {
 				fn(e.Key())
 			}
 		}
 	}()
-	return nil
+	select {
+	case <-synced:
+		return cw, ctx.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(time.Minute):
+		return nil, errors.New("watch cancels: NATS sent no cancels in a minute")
+	}
 }
 
 // PublishWakeup puts a wake-up signal on the variant's subject, so the queue

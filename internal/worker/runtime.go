@@ -56,6 +56,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc
 	draining bool
+	cancels  *natsqueue.CancelWatch // set by Run before any job starts
 }
 
 // New builds a runtime. Metrics are registered on reg. log should already
@@ -91,9 +92,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	// Jobs run under their own context, which outlives ctx by the grace period.
 	jobsCtx, endJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer endJobs(nil)
-	if err := r.conn.WatchCancels(jobsCtx, r.cancel); err != nil {
+	cancels, err := r.conn.WatchCancels(jobsCtx, r.cancel)
+	if err != nil {
 		return err
 	}
+	r.cancels = cancels
 	beatsCtx, stopBeats := context.WithCancel(jobsCtx)
 	beatsDone := make(chan struct{})
 	go func() { defer close(beatsDone); r.heartbeats(beatsCtx) }()
@@ -206,10 +209,9 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	r.track(job.ID, cancel)
 	defer r.untrack(job.ID)
 	// Registered first, checked second: a cancel that lands in between is
-	// seen by the watcher.
-	if cancelled, err := r.conn.IsCancelled(ctx, job.ID); err != nil {
-		log.Warn("could not check for cancellation", "err", err)
-	} else if cancelled {
+	// passed to r.cancel by the watcher; one that came before is in the
+	// watch's memory, so the check costs no round trip.
+	if r.cancels.Cancelled(job.ID) {
 		log.Info("job was cancelled before it started; dropping it")
 		r.settle(log, "cancelled", d.Drop())
 		return
