@@ -204,12 +204,22 @@ type generation struct {
 }
 
 func (b *Backend) generate(ctx context.Context, text string) (generation, error) {
-	prompt, err := b.promptTokens(text)
+	prompt, sampler, err := b.prepare(text)
 	if err != nil {
 		return generation{}, err
 	}
+	return b.sched.run(ctx, newRequest(prompt, sampler))
+}
+
+// prepare tokenizes the conversation, checks that it leaves room for the
+// answer, and seeds the request's sampler.
+func (b *Backend) prepare(text string) ([]int32, *sample.Sampler, error) {
+	prompt, err := b.promptTokens(text)
+	if err != nil {
+		return nil, nil, err
+	}
 	if room := b.cfg.ContextSize - b.cfg.MaxNewTokens; len(prompt) > room {
-		return generation{}, genq.Errorf(genq.Invalid,
+		return nil, nil, genq.Errorf(genq.Invalid,
 			"prompt is too long: %d tokens, and this model's context of %d tokens holds at most %d prompt tokens besides the %d of the answer",
 			len(prompt), b.cfg.ContextSize, room, b.cfg.MaxNewTokens)
 	}
@@ -217,8 +227,7 @@ func (b *Backend) generate(ctx context.Context, text string) (generation, error)
 	if b.cfg.Seed == 0 {
 		seed = rand.Uint64()
 	}
-	req := newRequest(prompt, sample.New(b.cfg.samplerParams(), seed))
-	return b.sched.run(ctx, req)
+	return prompt, sample.New(b.cfg.samplerParams(), seed), nil
 }
 
 // promptTokens renders the conversation and tokenizes it, BOS first.

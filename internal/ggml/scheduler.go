@@ -603,35 +603,12 @@ func (b *Backend) reserveGraph(n int) (err error) {
 
 // prefillPrefix computes the shared prompt prefix into its own cache
 // sequence, before any request arrives.
-func (b *Backend) prefillPrefix() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
+func (b *Backend) prefillPrefix() error {
 	for start := 0; start < len(b.prefix); start += b.cfg.BatchSize {
 		chunk := b.prefix[start:min(len(b.prefix), start+b.cfg.BatchSize)]
-		positions := make([]int32, len(chunk))
-		seqs := make([]int, len(chunk))
-		for i := range chunk {
-			positions[i] = int32(start + i)
-			seqs[i] = b.prefixSeq()
-		}
-		ctx := b.model.Backend().NewContext()
-		batch := input.Batch{
-			Inputs:    ctx.Input().FromInts(chunk, len(chunk)),
-			Outputs:   ctx.Input().FromInts([]int32{int32(len(chunk) - 1)}, 1),
-			Positions: positions,
-			Sequences: seqs,
-		}
-		ctx.SetBatchSize(len(chunk))
-		t, err := model.Forward(ctx, b.model, batch)
-		if err != nil {
-			ctx.Close()
+		if _, err := b.forwardSequence(chunk, int32(start), b.prefixSeq()); err != nil {
 			return err
 		}
-		ctx.Compute(t)
-		ctx.Close()
 	}
 	return nil
 }

@@ -52,7 +52,8 @@ type results struct {
 	tokens     map[string]int // new tokens per request, by model
 	perToken   map[string]time.Duration
 	ttft       map[string]time.Duration
-	engine     map[string]float64 // in-process backend tok/s at concurrency 1, by model
+	plain      map[string]float64 // tok/s of the plain one-sequence loop in process, by model
+	inProcess  map[string]float64 // tok/s of the scheduler in process at concurrency 1, by model
 	image      imageResult
 	coldStarts map[string]time.Duration
 	rss        []rssRow
@@ -113,7 +114,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, result: results{
 		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
-		engine: map[string]float64{}, coldStarts: map[string]time.Duration{},
+		plain: map[string]float64{}, inProcess: map[string]float64{}, coldStarts: map[string]time.Duration{},
 	}}
 	steps := []struct {
 		name string
@@ -332,12 +333,12 @@ func (b *bench) textThroughput(ctx context.Context) error {
 		b.result.ttft[m.name] = one
 		b.result.perToken[m.name] = (c1Latency - one) / time.Duration(m.tokens-1)
 
-		// The engine alone: the same backend in this process, one sequence.
-		rate, err := b.engineRate(ctx, s.ModelDir, m.tokens)
+		// The engine alone: a plain loop and the scheduler in this process.
+		plain, scheduled, err := b.engineRates(ctx, s.ModelDir, m.tokens)
 		if err != nil {
 			return err
 		}
-		b.result.engine[m.name] = rate
+		b.result.plain[m.name], b.result.inProcess[m.name] = plain, scheduled
 	}
 	return nil
 }
@@ -358,29 +359,43 @@ func (b *bench) oneTokenLatency(ctx context.Context, model string, args []string
 	return pct(lat, .5), nil
 }
 
-// engineRate is the in-process backend's tokens per second for one request
-// at a time: the same engine, model and settings without HTTP or NATS.
-func (b *bench) engineRate(ctx context.Context, modelDir string, tokens int) (float64, error) {
+// engineRates measures, in this process and one request at a time, the
+// plain single-sequence loop over the engine (GenerateUnbatched) and the
+// scheduler (Generate): the same model and settings without HTTP or NATS.
+// Rounds alternate between the two so drift hits both alike.
+func (b *bench) engineRates(ctx context.Context, modelDir string, tokens int) (plain, scheduled float64, err error) {
 	env := []string{"SLOTS=1", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", tokens), "TEXT_IGNORE_EOS=true"}
 	backend, err := openTextBackend(ctx, modelDir, env)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer backend.Close()
-	var rates []float64
+	var plainRates, schedRates []float64
 	for r := range b.runs + 1 {
-		t0 := time.Now()
-		for i := range 4 {
-			job := genq.Job{ID: fmt.Sprintf("engine-%d-%d", r, i), Variant: genq.VariantB, Text: prompts[i], Deadline: time.Now().Add(time.Minute)}
-			if _, err := backend.Generate(ctx, job, func() {}); err != nil {
-				return 0, err
+		for _, unbatched := range []bool{true, false} {
+			t0 := time.Now()
+			for i := range 4 {
+				if unbatched {
+					_, err = backend.GenerateUnbatched(ctx, prompts[i])
+				} else {
+					job := genq.Job{ID: fmt.Sprintf("engine-%d-%d", r, i), Variant: genq.VariantB, Text: prompts[i], Deadline: time.Now().Add(time.Minute)}
+					_, err = backend.Generate(ctx, job, func() {})
+				}
+				if err != nil {
+					return 0, 0, err
+				}
+			}
+			rate := float64(4*tokens) / time.Since(t0).Seconds()
+			switch {
+			case r == 0: // the first round warms up
+			case unbatched:
+				plainRates = append(plainRates, rate)
+			default:
+				schedRates = append(schedRates, rate)
 			}
 		}
-		if r > 0 { // the first round warms up
-			rates = append(rates, float64(4*tokens)/time.Since(t0).Seconds())
-		}
 	}
-	return median(rates), nil
+	return median(plainRates), median(schedRates), nil
 }
 
 // images measures variant C on the tiny export at 256×256 through HTTP:

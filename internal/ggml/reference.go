@@ -1,0 +1,93 @@
+package ggml
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/input"
+)
+
+// GenerateUnbatched returns the generated text for text, made by the
+// plainest loop over the same engine, model and sampler: one sequence, its
+// whole prompt prefilled (no shared prefix), then one forward step per
+// token. It is the baseline that `make bench` holds the scheduler against,
+// and tests check that both give the same greedy answer.
+//
+// It bypasses the scheduler and uses its first cache slot, so it must only
+// be called on a backend that serves nothing else meanwhile; a worker never
+// calls it.
+func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (string, error) {
+	prompt, sampler, err := b.prepare(text)
+	if err != nil {
+		return "", err
+	}
+	seq := &sequence{slot: 0}
+	defer func() {
+		if err := b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
+			b.log.Error("free cache slot", "slot", seq.slot, "err", err)
+		}
+	}()
+
+	in := prompt
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		var logits []float32
+		for len(in) > 0 {
+			n := min(len(in), b.cfg.BatchSize)
+			if logits, err = b.forwardSequence(in[:n], seq.pos, seq.slot); err != nil {
+				return "", fmt.Errorf("text generation: %w", err)
+			}
+			in, seq.pos = in[n:], seq.pos+int32(n)
+		}
+		tok, err := sampler.Sample(logits)
+		if err != nil {
+			return "", fmt.Errorf("sample: %w", err)
+		}
+		done, err := b.accept(seq, tok)
+		if err != nil {
+			return "", err
+		}
+		if done {
+			break
+		}
+		in = []int32{tok}
+	}
+	seq.text.WriteString(seq.utf8.Flush())
+	return seq.text.String(), nil
+}
+
+// forwardSequence computes tokens of one cache sequence, starting at pos,
+// and returns the logits of the last one.
+func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
+	defer func() {
+		// ggml reports some failures by panicking.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	positions := make([]int32, len(tokens))
+	seqs := make([]int, len(tokens))
+	for i := range tokens {
+		positions[i] = pos + int32(i)
+		seqs[i] = seqID
+	}
+	ctx := b.model.Backend().NewContext()
+	defer ctx.Close()
+	batch := input.Batch{
+		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
+		Outputs:   ctx.Input().FromInts([]int32{int32(len(tokens) - 1)}, 1),
+		Positions: positions,
+		Sequences: seqs,
+	}
+	ctx.SetBatchSize(len(tokens))
+	t, err := model.Forward(ctx, b.model, batch)
+	if err != nil {
+		return nil, err
+	}
+	ctx.Compute(t)
+	return t.Floats(), nil
+}
