@@ -94,7 +94,9 @@ func Start(name, bin string, args, env []string, logDir string) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = mergeEnv(os.Environ(), env)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: when the harness itself is killed (a timeout, Ctrl-C), its
+	// stack goes with it instead of holding ports for the next run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
