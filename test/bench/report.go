@@ -33,20 +33,8 @@ func writeChart(path string, points []textPoint) error {
 	}
 	colors := []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{214, 39, 40, 255}, color.RGBA{44, 160, 44, 255}}
 
-	tput := plot.New()
-	tput.Title.Text = "Text throughput through HTTP → NATS → worker"
-	tput.X.Label.Text = "concurrent requests (log scale)"
-	tput.Y.Label.Text = "tokens/s (log scale)"
-	tput.Y.Scale = plot.LogScale{}
-	tput.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	tput.Legend.Top = true
-	lat := plot.New()
-	lat.Title.Text = "Request latency (p50 solid, p99 dashed)"
-	lat.X.Label.Text = "concurrent requests (log scale)"
-	lat.Y.Label.Text = "seconds (log scale)"
-	lat.Y.Scale = plot.LogScale{}
-	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	lat.Legend.Top = true
+	tput := logLogPlot("Text throughput through HTTP → NATS → worker", "tokens/s (log scale)")
+	lat := logLogPlot("Request latency (p50 solid, p99 dashed)", "seconds (log scale)")
 	concTicks := plot.ConstantTicks{}
 	maxRate, maxLat := 0.0, 0.0
 	for _, p := range points {
@@ -87,6 +75,19 @@ func writeChart(path string, points []textPoint) error {
 	tput.Draw(canvases[0][0])
 	lat.Draw(canvases[0][1])
 	return saveImage(img, path)
+}
+
+// logLogPlot is a plot against concurrency with log scales on both axes and
+// the legend at the top.
+func logLogPlot(title, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "concurrent requests (log scale)"
+	p.Y.Label.Text = yLabel
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top = true
+	return p
 }
 
 func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, dashes []vg.Length, name string) error {
