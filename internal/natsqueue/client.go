@@ -99,6 +99,13 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
 	dup, err := cl.conn.Publish(ctx, job)
 	if err != nil {
 		forget()
+		if ctx.Err() != nil {
+			// The server may have queued the job before ctx ended, and a
+			// worker may even be running it: without the cancel mark it
+			// would run for nobody.
+			cl.conn.Cancel(job.ID)
+			return nil, ctxError(ctx)
+		}
 		return nil, err
 	}
 	// The reply is a core NATS message: if this client was disconnected when
@@ -131,12 +138,17 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
 		case <-ctx.Done():
 			forget()
 			cl.conn.Cancel(job.ID)
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
-			}
-			return nil, genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
+			return nil, ctxError(ctx)
 		}
 	}
+}
+
+// ctxError is the genq error for a job whose caller's ctx has ended.
+func ctxError(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
+	}
+	return genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
 }
 
 // dropDelay is how long a delivered result stays in the store before the

@@ -38,12 +38,3 @@ func TestReplaceSection(t *testing.T) {
 		})
 	}
 }
-
-func TestPeakRSSOfThisProcess(t *testing.T) {
-	if got := PeakRSS(os.Getpid()); got <= 0 {
-		t.Fatalf("PeakRSS(self) = %d MiB", got)
-	}
-	if got := PeakRSS(-1); got != -1 {
-		t.Fatalf("PeakRSS of no process = %d, want -1", got)
-	}
-}
