@@ -1,7 +1,6 @@
 package ggml
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
+	"github.com/genq/genq/internal/procfs"
 )
 
 // Backend serves one GGUF chat model. It implements worker.Backend.
@@ -93,7 +93,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	// Flash attention stays off on the CPU: ggml's CPU kernel for it was 2-3
 	// times slower than the plain path on the tiny model at every batch width.
 	params := ml.BackendParams{AllocMemory: true, NumThreads: threads}
-	device := genq.Device{Kind: "cpu", Name: cpuModel()}
+	device := genq.Device{Kind: "cpu", Name: procfs.CPUName()}
 	if cfg.GPU {
 		gpu, layers, err := findGPU(path, threads, int(meta.KV().BlockCount()))
 		if err != nil {
@@ -392,19 +392,4 @@ func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
 		}
 	}()
 	return model.New(path, params)
-}
-
-// cpuModel is the CPU's name from /proc/cpuinfo, or the architecture.
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return runtime.GOARCH
 }

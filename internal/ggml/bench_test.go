@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/procfs"
 )
 
 // Benchmarks report medians over rounds; run them with a round count, e.g.
@@ -91,7 +92,7 @@ func BenchmarkThroughput(b *testing.B) {
 					}
 					b.ReportMetric(median(rates), "tok/s")
 					b.ReportMetric(float64(medianDuration(ttfts).Microseconds())/1000, "ttft-ms")
-					b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+					b.ReportMetric(procfs.PeakRSSMiB(os.Getpid()), "peak-rss-MiB")
 					st := &be.sched.stats
 					if steps := float64(st.steps.Load()); steps > 0 {
 						b.ReportMetric(float64(st.planNanos.Load())/steps/1e3, "plan-us/step")
@@ -156,20 +157,4 @@ func medianDuration(xs []time.Duration) time.Duration {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// peakRSSMiB is the process's peak resident memory so far (VmHWM); run one
-// model per process to read it per model.
-func peakRSSMiB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			return float64(kb) / 1024
-		}
-	}
-	return 0
 }

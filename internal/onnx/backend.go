@@ -15,6 +15,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/onnx/scheduler"
 	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -113,7 +114,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		// too little memory): the CPU still can.
 		log.Warn("image backend: CUDA sessions failed, running on the CPU", "err", err)
 		b.Close()
-		device = genq.Device{Kind: "cpu", Name: cpuName()}
+		device = genq.Device{Kind: "cpu", Name: procfs.CPUName()}
 		b.info.Device = device
 		err = b.loadModels(false)
 	}

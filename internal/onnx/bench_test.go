@@ -1,15 +1,14 @@
 package onnx
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/procfs"
 )
 
 // Benchmarks run on the tiny export by default. To measure a real export
@@ -47,7 +46,8 @@ func BenchmarkOpen(b *testing.B) {
 		}
 		be.Close()
 	}
-	reportPeakRSS(b)
+	// Peak memory includes ONNX Runtime's allocations outside the Go heap.
+	b.ReportMetric(procfs.PeakRSSMiB(os.Getpid()), "peak-RSS-MiB")
 }
 
 // BenchmarkGenerate measures one image of the seed's pipeline (28 steps,
@@ -85,24 +85,6 @@ func BenchmarkGenerate(b *testing.B) {
 	// intervals between calls are the denoising steps alone.
 	b.ReportMetric(stepTime.Seconds()/float64(steps), "s/step")
 	b.ReportMetric(b.Elapsed().Seconds()/float64(images), "s/image")
-	reportPeakRSS(b)
-}
-
-// reportPeakRSS reports the process's peak resident memory (VmHWM), which
-// includes ONNX Runtime's allocations outside the Go heap.
-func reportPeakRSS(b *testing.B) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err == nil {
-				b.ReportMetric(float64(kb)/1024, "peak-RSS-MiB")
-			}
-		}
-	}
+	// Peak memory includes ONNX Runtime's allocations outside the Go heap.
+	b.ReportMetric(procfs.PeakRSSMiB(os.Getpid()), "peak-RSS-MiB")
 }

@@ -1,17 +1,16 @@
 package onnx
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/procfs"
 )
 
 // envMu guards ONNX Runtime's environment, which onnxruntime_go keeps
@@ -79,7 +78,7 @@ func appendCUDA(opts *ort.SessionOptions) error {
 // library that has the CUDA provider. With DeviceAuto a failed CUDA start
 // falls back to the CPU; with DeviceCUDA it is an error.
 func chooseDevice(want string, threads int) (genq.Device, error) {
-	cpu := genq.Device{Kind: "cpu", Name: cpuName()}
+	cpu := genq.Device{Kind: "cpu", Name: procfs.CPUName()}
 	if want == DeviceCPU {
 		return cpu, nil
 	}
@@ -109,7 +108,7 @@ var errCUDAFallback = errors.New("a GPU is present but the CUDA provider cannot 
 func gpuName() (string, bool) {
 	infos, _ := filepath.Glob("/proc/driver/nvidia/gpus/*/information")
 	for _, path := range infos {
-		if name := procField(path, "Model"); name != "" {
+		if name := procfs.Field(path, "Model"); name != "" {
 			return name, true
 		}
 	}
@@ -118,25 +117,4 @@ func gpuName() (string, bool) {
 		return "NVIDIA GPU", true
 	}
 	return "", false
-}
-
-func cpuName() string {
-	return procField("/proc/cpuinfo", "model name")
-}
-
-// procField returns the value of the first "key: value" line of a proc file.
-func procField(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

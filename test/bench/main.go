@@ -27,6 +27,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
 	"github.com/genq/genq/internal/localstack"
+	"github.com/genq/genq/internal/procfs"
 )
 
 func main() {
@@ -80,7 +81,7 @@ type imageResult struct {
 
 type rssRow struct {
 	what string
-	mib  int
+	mib  float64
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -322,7 +323,7 @@ func (b *bench) textThroughput(ctx context.Context) error {
 			}
 			fmt.Fprintf(b.out, "   %s c=%d: %.0f tok/s, p50 %s p99 %s\n", m.name, c, p.tokPerS, p.p50.Round(time.Millisecond), p.p99.Round(time.Millisecond))
 		}
-		b.result.rss = append(b.result.rss, rssRow{"worker, text " + m.name + " model, 16 slots", localstack.PeakRSS(w.PID())})
+		b.result.rss = append(b.result.rss, rssRow{"worker, text " + m.name + " model, 16 slots", procfs.PeakRSSMiB(w.PID())})
 		s.Close()
 
 		// Time to first token: the same stack answering one token.
@@ -419,7 +420,7 @@ func (b *bench) images(ctx context.Context) error {
 		}
 		lat[steps] = pct(ls, .5)
 		if steps == 28 {
-			b.result.rss = append(b.result.rss, rssRow{fmt.Sprintf("worker, images %d×%d tiny export", size, size), localstack.PeakRSS(w.PID())})
+			b.result.rss = append(b.result.rss, rssRow{fmt.Sprintf("worker, images %d×%d tiny export", size, size), procfs.PeakRSSMiB(w.PID())})
 		}
 		s.Close()
 	}
@@ -467,9 +468,9 @@ func (b *bench) coldStart(ctx context.Context) error {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if r == 0 {
-				b.result.rss = append(b.result.rss, rssRow{"api, variant " + v + ", after its first request", localstack.PeakRSS(api.PID())})
+				b.result.rss = append(b.result.rss, rssRow{"api, variant " + v + ", after its first request", procfs.PeakRSSMiB(api.PID())})
 				if v == "A" {
-					b.result.rss = append(b.result.rss, rssRow{"worker, variant A tiny 4-bit model", localstack.PeakRSS(w.PID())})
+					b.result.rss = append(b.result.rss, rssRow{"worker, variant A tiny 4-bit model", procfs.PeakRSSMiB(w.PID())})
 				}
 			}
 			s.Close()

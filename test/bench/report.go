@@ -11,13 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genq/genq/internal/procfs"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
-
-	"github.com/genq/genq/internal/localstack"
 )
 
 // writeChart draws throughput against concurrency for each model, and the
@@ -119,7 +118,7 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	r := b.result
 	var s strings.Builder
 	fmt.Fprintf(&s, "## Measured by `make bench`\n\nCommit `%s`, %s, on %d cores of %s (load average at the end: %s). %d runs per figure, medians quoted; the runs of one throughput point disagreed by %s (max−min over median, median over all points). Everything runs on this one machine: the load generator, the api, NATS and the worker share its cores.\n\n",
-		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), localstack.CPUModel(), loadAverage(), b.runs, fmtPct(median(r.noise)))
+		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), loadAverage(), b.runs, fmtPct(median(r.noise)))
 	fmt.Fprintf(&s, "![throughput and latency against concurrency](%s)\n\n", chart)
 
 	o := r.overhead
@@ -167,7 +166,7 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	}
 	s.WriteString("\n### Memory\n\nPeak resident set (VmHWM) of each process.\n\n| process | peak RSS |\n|---|---|\n")
 	for _, row := range r.rss {
-		fmt.Fprintf(&s, "| %s | %d MiB |\n", row.what, row.mib)
+		fmt.Fprintf(&s, "| %s | %.0f MiB |\n", row.what, row.mib)
 	}
 	fmt.Fprintf(&s, "\n`make bench` took %s.\n", took.Round(time.Second))
 	return s.String()

@@ -27,6 +27,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/localstack"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/procfs"
 )
 
 func main() {
@@ -304,7 +305,7 @@ func burst(ctx context.Context, e env) (localstack.Report, error) {
 			return rep, errors.New("a 429 without Retry-After")
 		}
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("capacity 8 (queued + running); peak RSS api %d MiB, worker %d MiB", localstack.PeakRSS(s.API.PID()), localstack.PeakRSS(w.PID())))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("capacity 8 (queued + running); peak RSS api %.0f MiB, worker %.0f MiB", procfs.PeakRSSMiB(s.API.PID()), procfs.PeakRSSMiB(w.PID())))
 	if rep.Errors["429"] == 0 || rep.OK == 0 {
 		return rep, errors.New("a burst should see both 200s and 429s")
 	}
@@ -467,6 +468,6 @@ func scaleFromZero(ctx context.Context, e env) (localstack.Report, error) {
 // writeReport replaces the figures between the markers in path.
 func writeReport(path, table string, took time.Duration) error {
 	body := fmt.Sprintf("Last run: %s, %d cores (%s), %s in all.\n\n%s",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), localstack.CPUModel(), took.Round(time.Second), table)
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), took.Round(time.Second), table)
 	return localstack.ReplaceSection(path, "<!-- chaos:begin -->", "<!-- chaos:end -->", body)
 }
