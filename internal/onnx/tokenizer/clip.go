@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -26,30 +27,51 @@ const (
 	CLIPWordEnd = "</w>"
 )
 
-// clipPattern is CLIP's pre-tokenizer: specials, English contractions,
-// letter runs, single digits, and runs of other non-space symbols.
-var clipPattern = regexp.MustCompile(`<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+`)
+// spaceClass is what Oniguruma's \s matches in Hugging Face's tokenizers
+// (Unicode White_Space: \v, U+0085, no-break and ideographic spaces, line
+// separators…); Go's \s is ASCII only and would leave those in the text.
+const spaceClass = `\t\n\v\f\r\x{85}\p{Z}`
 
-var whitespace = regexp.MustCompile(`\s+`)
+// clipPattern is CLIP's pre-tokenizer: specials, English contractions,
+// letter runs, single digits, and runs of other non-space symbols. The
+// specials are only spelled out so that they stay one word: an added token
+// is found before this runs (see splitAdded), and a special that gets here
+// (<|ENDOFTEXT|>, lower-cased) is byte-pair encoded like any word, as in the
+// reference.
+var clipPattern = regexp.MustCompile(`<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}|[^` + spaceClass + `\p{L}\p{N}]+`)
+
+var whitespace = regexp.MustCompile(`[` + spaceClass + `]+`)
+
+// addedToken is a special token that is matched in the prompt's text before
+// the model runs: on the raw text, or (normalized) after normalization.
+type addedToken struct {
+	content    string
+	id         int
+	normalized bool
+}
 
 // CLIP is a CLIP BPE tokenizer. It is safe for concurrent use.
 type CLIP struct {
 	vocab map[string]int
 	ranks map[[2]string]int
+	added []addedToken
 	start int
 	end   int
 	pad   int
 }
 
-// LoadCLIP reads vocab.json and merges.txt from dir, and the pad token from
+// LoadCLIP reads tokenizer.json (Hugging Face's fast tokenizer) from dir,
+// or vocab.json and merges.txt when there is none, and the pad token from
 // special_tokens_map.json or tokenizer_config.json (CLIP-L pads with
 // <|endoftext|>, SD3's CLIP-G with "!").
 func LoadCLIP(dir string) (*CLIP, error) {
-	var vocab map[string]int
-	if err := readJSON(filepath.Join(dir, "vocab.json"), &vocab); err != nil {
-		return nil, err
+	vocab, merges, added, err := readBPEJSON(filepath.Join(dir, "tokenizer.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = readJSON(filepath.Join(dir, "vocab.json"), &vocab); err != nil {
+			return nil, fmt.Errorf("clip tokenizer: %s has neither tokenizer.json nor a readable vocab.json: %w", dir, err)
+		}
+		merges, err = readMerges(filepath.Join(dir, "merges.txt"))
 	}
-	merges, err := readMerges(filepath.Join(dir, "merges.txt"))
 	if err != nil {
 		return nil, err
 	}
@@ -60,11 +82,67 @@ func LoadCLIP(dir string) (*CLIP, error) {
 	if pad == "" {
 		pad = CLIPEnd
 	}
-	return NewCLIP(vocab, merges, pad)
+	c, err := NewCLIP(vocab, merges, pad)
+	if err != nil {
+		return nil, err
+	}
+	if added != nil {
+		c.added = added
+	}
+	return c, nil
+}
+
+// readBPEJSON reads the model and added tokens of a tokenizer.json whose
+// model is CLIP's: BPE with "</w>" ending each word. Merges are "a b"
+// strings in older files and [a, b] pairs in newer ones.
+func readBPEJSON(path string) (map[string]int, [][2]string, []addedToken, error) {
+	var doc struct {
+		AddedTokens []struct {
+			ID         int    `json:"id"`
+			Content    string `json:"content"`
+			Normalized bool   `json:"normalized"`
+		} `json:"added_tokens"`
+		Model struct {
+			Type      string            `json:"type"`
+			EndOfWord *string           `json:"end_of_word_suffix"`
+			Vocab     map[string]int    `json:"vocab"`
+			Merges    []json.RawMessage `json:"merges"`
+		} `json:"model"`
+	}
+	if err := readJSON(path, &doc); err != nil {
+		return nil, nil, nil, err
+	}
+	if doc.Model.Type != "BPE" || doc.Model.EndOfWord == nil || *doc.Model.EndOfWord != CLIPWordEnd {
+		return nil, nil, nil, fmt.Errorf("%s: model is not CLIP's (want type BPE with end_of_word_suffix %q)", path, CLIPWordEnd)
+	}
+	merges := make([][2]string, len(doc.Model.Merges))
+	for i, raw := range doc.Model.Merges {
+		var pair []string
+		var s string
+		switch {
+		case json.Unmarshal(raw, &s) == nil:
+			a, b, ok := strings.Cut(s, " ")
+			if !ok {
+				return nil, nil, nil, fmt.Errorf("%s: merge %d: want two symbols, got %q", path, i, s)
+			}
+			merges[i] = [2]string{a, b}
+		case json.Unmarshal(raw, &pair) == nil && len(pair) == 2:
+			merges[i] = [2]string{pair[0], pair[1]}
+		default:
+			return nil, nil, nil, fmt.Errorf("%s: merge %d is neither \"a b\" nor [a, b]: %s", path, i, raw)
+		}
+	}
+	added := make([]addedToken, 0, len(doc.AddedTokens))
+	for _, a := range doc.AddedTokens {
+		added = append(added, addedToken{content: a.Content, id: a.ID, normalized: a.Normalized})
+	}
+	return doc.Model.Vocab, merges, added, nil
 }
 
 // NewCLIP builds a tokenizer from a vocabulary, merges in rank order, and
-// the pad token's text.
+// the pad token's text. Its special tokens are matched as CLIP's
+// tokenizer.json says: <|startoftext|> after normalization, <|endoftext|>
+// in the raw text only.
 func NewCLIP(vocab map[string]int, merges [][2]string, pad string) (*CLIP, error) {
 	c := &CLIP{vocab: vocab, ranks: make(map[[2]string]int, len(merges))}
 	for i, m := range merges {
@@ -82,6 +160,7 @@ func NewCLIP(vocab map[string]int, merges [][2]string, pad string) (*CLIP, error
 		}
 		*s.dst = id
 	}
+	c.added = []addedToken{{CLIPStart, c.start, true}, {CLIPEnd, c.end, false}}
 	return c, nil
 }
 
@@ -89,25 +168,90 @@ func NewCLIP(vocab map[string]int, merges [][2]string, pad string) (*CLIP, error
 func (c *CLIP) PadID() int { return c.pad }
 
 // Tokens splits text into BPE token ids, without start, end or padding.
+// The steps are those of Hugging Face's tokenizer: added tokens found in
+// the raw text, normalization (NFC, whitespace runs to one space, lower
+// case), added tokens found in the normalized text, CLIP's pre-tokenizer
+// pattern, byte-level symbols, BPE.
 func (c *CLIP) Tokens(text string) []int {
-	text = strings.ToLower(strings.TrimSpace(whitespace.ReplaceAllString(norm.NFC.String(text), " ")))
 	var ids []int
-	for _, word := range clipPattern.FindAllString(text, -1) {
-		if id, ok := c.vocab[word]; ok && (word == CLIPStart || word == CLIPEnd) {
-			ids = append(ids, id)
+	for _, raw := range splitAdded(text, c.added, false) {
+		if raw.id >= 0 {
+			ids = append(ids, raw.id)
 			continue
 		}
-		for _, sym := range c.bpe(byteLevel(word)) {
-			id, ok := c.vocab[sym]
-			if !ok {
-				// A real CLIP vocabulary holds every byte symbol, so this only
-				// happens with a partial vocabulary; CLIP's unknown is its end token.
-				id = c.end
+		normalized := lowercase(whitespace.ReplaceAllString(norm.NFC.String(raw.text), " "))
+		for _, part := range splitAdded(normalized, c.added, true) {
+			if part.id >= 0 {
+				ids = append(ids, part.id)
+				continue
 			}
-			ids = append(ids, id)
+			for _, word := range clipPattern.FindAllString(part.text, -1) {
+				for _, sym := range c.bpe(byteLevel(word)) {
+					id, ok := c.vocab[sym]
+					if !ok {
+						// A real CLIP vocabulary holds every byte symbol, so this only
+						// happens with a partial vocabulary; CLIP's unknown is its end token.
+						id = c.end
+					}
+					ids = append(ids, id)
+				}
+			}
 		}
 	}
 	return ids
+}
+
+// piece is a stretch of text, or an added token's id (text empty).
+type piece struct {
+	text string
+	id   int // -1 for text
+}
+
+// splitAdded cuts text around the added tokens whose normalized flag is
+// normalized, leftmost first and the longest of those starting there.
+func splitAdded(text string, added []addedToken, normalized bool) []piece {
+	var out []piece
+	for text != "" {
+		at, best := -1, -1
+		for i, a := range added {
+			if a.normalized != normalized || a.content == "" {
+				continue
+			}
+			j := strings.Index(text, a.content)
+			if j >= 0 && (at < 0 || j < at || j == at && len(a.content) > len(added[best].content)) {
+				at, best = j, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		if at > 0 {
+			out = append(out, piece{text[:at], -1})
+		}
+		out = append(out, piece{"", added[best].id})
+		text = text[at+len(added[best].content):]
+	}
+	if text != "" {
+		out = append(out, piece{text, -1})
+	}
+	return out
+}
+
+// lowercase lower-cases each character on its own, as Rust's
+// char::to_lowercase does in Hugging Face's Lowercase normalizer: İ becomes
+// i and a combining dot (Go's unicode.ToLower drops the dot), and Σ is
+// always σ (no final-sigma rule).
+func lowercase(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r == 'İ' {
+			b.WriteString("i\u0307")
+			continue
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }
 
 // Encode returns exactly length ids: start, as many tokens as fit, end,
