@@ -26,8 +26,8 @@ import (
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
-	"github.com/genq/genq/internal/localstack"
 	"github.com/genq/genq/internal/procfs"
+	"github.com/genq/genq/test/localstack"
 )
 
 func main() {

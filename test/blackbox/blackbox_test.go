@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genq/genq/internal/localstack"
+	"github.com/genq/genq/test/localstack"
 )
 
 // newStack builds the binaries (cheap after the first time, thanks to the

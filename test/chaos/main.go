@@ -25,9 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/localstack"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/procfs"
+	"github.com/genq/genq/test/localstack"
 )
 
 func main() {
