@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return rt.Run(ctx)
 }
 
-func openBackend(ctx context.Context, cfg config, log *slog.Logger) (worker.Backend, error) {
+func openBackend(ctx context.Context, cfg config, log *slog.Logger) (genq.Backend, error) {
 	if cfg.variant.Kind() == genq.OutputImage {
 		return onnx.Open(ctx, cfg.image, log)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/genq/genq/internal/onnx/scheduler"
 	"github.com/genq/genq/internal/onnx/tokenizer"
 	"github.com/genq/genq/internal/procfs"
-	"github.com/genq/genq/internal/worker"
 )
 
 // Token lengths prompts are encoded to (diffusers' defaults).
@@ -56,7 +55,7 @@ type Backend struct {
 	negative embedding
 }
 
-var _ worker.Backend = (*Backend)(nil)
+var _ genq.Backend = (*Backend)(nil)
 
 // shapes are what the pipeline reads from the graphs.
 type shapes struct {

@@ -1,7 +1,7 @@
 // Package onnx is genq's image backend: it runs a diffusers-layout ONNX
 // export (as `optimum-cli export onnx` writes it) of Stable Diffusion 3, or
 // of SD 1.5 or SDXL, through ONNX Runtime, on CUDA when the library and a
-// GPU allow, else on the CPU. *Backend implements worker.Backend.
+// GPU allow, else on the CPU. *Backend implements genq.Backend.
 package onnx
 
 import (

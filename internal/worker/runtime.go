@@ -46,7 +46,7 @@ var (
 type Runtime struct {
 	cfg      Config
 	conn     *natsqueue.Conn
-	backend  Backend
+	backend  genq.Backend
 	info     genq.BackendInfo
 	log      *slog.Logger
 	metrics  *metrics
@@ -61,7 +61,7 @@ type Runtime struct {
 
 // New builds a runtime. Metrics are registered on reg. log should already
 // name the worker and the variant.
-func New(cfg Config, conn *natsqueue.Conn, backend Backend, log *slog.Logger, reg prometheus.Registerer) *Runtime {
+func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logger, reg prometheus.Registerer) *Runtime {
 	if cfg.PollWait <= 0 {
 		cfg.PollWait = 2 * time.Second
 	}

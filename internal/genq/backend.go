@@ -1,17 +1,13 @@
-package worker
+package genq
 
-import (
-	"context"
-
-	"github.com/genq/genq/internal/genq"
-)
+import "context"
 
 // Backend runs one loaded model. The text backend (internal/ggml) and the
 // image backend (internal/onnx) implement it; tests use small doubles.
 type Backend interface {
 	// Info says which device and model the backend runs, and how many jobs
 	// it serves at once. The runtime pulls exactly that many jobs.
-	Info() genq.BackendInfo
+	Info() BackendInfo
 
 	// Generate runs one job and returns the exact bytes its caller gets.
 	//
@@ -25,11 +21,11 @@ type Backend interface {
 	// (each diffusion step, for example). The runtime also keeps every job
 	// alive on its own timer, so calling it is optional.
 	//
-	// A *genq.Error with code genq.Invalid means the job can never succeed
+	// A *Error with code Invalid means the job can never succeed
 	// (a prompt too long for the context, say): the caller gets it at once
 	// and the job is not retried. Any other error is retried on a later
 	// delivery, up to the attempt limit.
-	Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error)
+	Generate(ctx context.Context, job Job, progress func()) (Result, error)
 
 	// Close frees the model.
 	Close() error
