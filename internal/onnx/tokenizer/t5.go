@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -33,6 +35,8 @@ type Piece struct {
 // concurrent use.
 type T5 struct {
 	pieces   map[string]int
+	added    []addedToken
+	charsmap *precompiled // nil: NFKC
 	scores   []float64
 	maxRunes int
 	unkScore float64
@@ -42,11 +46,13 @@ type T5 struct {
 }
 
 // LoadT5 reads tokenizer.json (Hugging Face, model type Unigram) from dir,
-// or spiece.model (SentencePiece) when there is no tokenizer.json.
+// or spiece.model (SentencePiece) when there is no tokenizer.json. The
+// normalization map compiled into either (T5's nmt_nfkc) is applied as
+// Hugging Face's tokenizer applies it; a file without one gets NFKC.
 func LoadT5(dir string) (*T5, error) {
-	pieces, unk, err := readUnigramJSON(filepath.Join(dir, "tokenizer.json"))
+	pieces, unk, charsmap, err := readUnigramJSON(filepath.Join(dir, "tokenizer.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		pieces, unk, err = readSentencePiece(filepath.Join(dir, "spiece.model"))
+		pieces, unk, charsmap, err = readSentencePiece(filepath.Join(dir, "spiece.model"))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("t5 tokenizer: %s has neither tokenizer.json nor spiece.model", dir)
 		}
@@ -54,7 +60,16 @@ func LoadT5(dir string) (*T5, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewT5(pieces, unk)
+	t, err := NewT5(pieces, unk)
+	if err != nil {
+		return nil, err
+	}
+	if len(charsmap) > 0 {
+		if t.charsmap, err = parsePrecompiled(charsmap); err != nil {
+			return nil, fmt.Errorf("t5 tokenizer %s: %w", dir, err)
+		}
+	}
+	return t, nil
 }
 
 // NewT5 builds a tokenizer from its pieces and the id of its unknown piece.
@@ -73,8 +88,11 @@ func NewT5(pieces []Piece, unk int) (*T5, error) {
 		case "<pad>":
 			t.pad = id
 		}
-		if p.Special || id == unk {
-			continue
+		// Special pieces are found in the raw prompt, before normalization,
+		// as tokenizer.json's added tokens; like Hugging Face's Unigram model,
+		// the segmentation may still use every piece.
+		if p.Special {
+			t.added = append(t.added, addedToken{content: p.Text, id: id})
 		}
 		if _, dup := t.pieces[p.Text]; !dup {
 			t.pieces[p.Text] = id
@@ -89,15 +107,39 @@ func NewT5(pieces []Piece, unk int) (*T5, error) {
 	return t, nil
 }
 
-// Tokens splits text into piece ids, without the end token.
+// Tokens splits text into piece ids, without the end token. The steps are
+// those of T5's tokenizer.json in Hugging Face's library: special pieces
+// found in the raw text, the normalization map, words split at whitespace,
+// "▁" put before each word unless it starts with one, each word cut again
+// before every "▁" inside it, then Viterbi over the pieces.
 func (t *T5) Tokens(text string) []int {
-	text = strings.TrimSpace(whitespace.ReplaceAllString(norm.NFKC.String(text), " "))
-	if text == "" {
-		return nil
-	}
 	var ids []int
-	for _, word := range strings.Split(text, " ") {
-		ids = append(ids, t.viterbi([]rune(Metaspace+word))...)
+	for _, part := range splitAdded(text, t.added, false) {
+		if part.id >= 0 {
+			ids = append(ids, part.id)
+			continue
+		}
+		var normalized string
+		if t.charsmap != nil {
+			normalized = t.charsmap.normalize(part.text)
+		} else {
+			normalized = norm.NFKC.String(part.text)
+		}
+		for _, word := range strings.FieldsFunc(normalized, unicode.IsSpace) {
+			if !strings.HasPrefix(word, Metaspace) {
+				word = Metaspace + word
+			}
+			for word != "" {
+				n := strings.Index(word[len(Metaspace):], Metaspace)
+				if n < 0 {
+					n = len(word)
+				} else {
+					n += len(Metaspace)
+				}
+				ids = append(ids, t.viterbi([]rune(word[:n]))...)
+				word = word[n:]
+			}
+		}
 	}
 	return ids
 }
@@ -162,9 +204,11 @@ func (t *T5) viterbi(word []rune) []int {
 	return rev
 }
 
-// readUnigramJSON reads a Hugging Face tokenizer.json of model type Unigram.
-func readUnigramJSON(path string) ([]Piece, int, error) {
+// readUnigramJSON reads a Hugging Face tokenizer.json of model type
+// Unigram, and the precompiled charsmap of its normalizer if it has one.
+func readUnigramJSON(path string) ([]Piece, int, []byte, error) {
 	var doc struct {
+		Normalizer  *normalizerJSON `json:"normalizer"`
 		AddedTokens []struct {
 			ID      int    `json:"id"`
 			Special bool   `json:"special"`
@@ -177,20 +221,20 @@ func readUnigramJSON(path string) ([]Piece, int, error) {
 		} `json:"model"`
 	}
 	if err := readJSON(path, &doc); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if doc.Model.Type != "Unigram" {
-		return nil, 0, fmt.Errorf("%s: model type %q, want Unigram", path, doc.Model.Type)
+		return nil, 0, nil, fmt.Errorf("%s: model type %q, want Unigram", path, doc.Model.Type)
 	}
 	pieces := make([]Piece, len(doc.Model.Vocab))
 	for i, entry := range doc.Model.Vocab {
 		if len(entry) != 2 {
-			return nil, 0, fmt.Errorf("%s: vocab entry %d is not [piece, score]", path, i)
+			return nil, 0, nil, fmt.Errorf("%s: vocab entry %d is not [piece, score]", path, i)
 		}
 		text, ok1 := entry[0].(string)
 		score, ok2 := entry[1].(float64)
 		if !ok1 || !ok2 {
-			return nil, 0, fmt.Errorf("%s: vocab entry %d is not [piece, score]", path, i)
+			return nil, 0, nil, fmt.Errorf("%s: vocab entry %d is not [piece, score]", path, i)
 		}
 		pieces[i] = Piece{Text: text, Score: score}
 	}
@@ -203,7 +247,34 @@ func readUnigramJSON(path string) ([]Piece, int, error) {
 	if doc.Model.UnkID != nil {
 		unk = *doc.Model.UnkID
 	}
-	return pieces, unk, nil
+	charsmap, err := doc.Normalizer.charsmap()
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: normalizer: %w", path, err)
+	}
+	return pieces, unk, charsmap, nil
+}
+
+// normalizerJSON is a tokenizer.json normalizer, as far as genq reads it:
+// the precompiled charsmap, alone or in a Sequence.
+type normalizerJSON struct {
+	Type        string            `json:"type"`
+	Charsmap    *string           `json:"precompiled_charsmap"`
+	Normalizers []*normalizerJSON `json:"normalizers"`
+}
+
+func (n *normalizerJSON) charsmap() ([]byte, error) {
+	if n == nil {
+		return nil, nil
+	}
+	if n.Type == "Precompiled" && n.Charsmap != nil {
+		return base64.StdEncoding.DecodeString(*n.Charsmap)
+	}
+	for _, inner := range n.Normalizers {
+		if b, err := inner.charsmap(); b != nil || err != nil {
+			return b, err
+		}
+	}
+	return nil, nil
 }
 
 // SentencePiece piece types (sentencepiece_model.proto).
@@ -215,36 +286,44 @@ const (
 )
 
 // readSentencePiece reads the pieces of a SentencePiece ModelProto
-// (field 1, repeated SentencePiece{piece=1, score=2, type=3}).
-func readSentencePiece(path string) ([]Piece, int, error) {
+// (field 1, repeated SentencePiece{piece=1, score=2, type=3}) and the
+// normalizer's precompiled charsmap (field 3, NormalizerSpec{2}).
+func readSentencePiece(path string) ([]Piece, int, []byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	var pieces []Piece
+	var charsmap []byte
 	unk := -1
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, 0, fmt.Errorf("%s: %w", path, protowire.ParseError(n))
+			return nil, 0, nil, fmt.Errorf("%s: %w", path, protowire.ParseError(n))
 		}
 		b = b[n:]
-		if num != 1 || typ != protowire.BytesType {
+		if (num != 1 && num != 3) || typ != protowire.BytesType {
 			n = protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return nil, 0, fmt.Errorf("%s: %w", path, protowire.ParseError(n))
+				return nil, 0, nil, fmt.Errorf("%s: %w", path, protowire.ParseError(n))
 			}
 			b = b[n:]
 			continue
 		}
 		msg, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return nil, 0, fmt.Errorf("%s: %w", path, protowire.ParseError(n))
+			return nil, 0, nil, fmt.Errorf("%s: %w", path, protowire.ParseError(n))
 		}
 		b = b[n:]
+		if num == 3 {
+			if charsmap, err = parseNormalizerSpec(msg); err != nil {
+				return nil, 0, nil, fmt.Errorf("%s: normalizer_spec: %w", path, err)
+			}
+			continue
+		}
 		p, kind, err := parseSentencePiece(msg)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: piece %d: %w", path, len(pieces), err)
+			return nil, 0, nil, fmt.Errorf("%s: piece %d: %w", path, len(pieces), err)
 		}
 		if kind == spUnknown {
 			unk = len(pieces)
@@ -253,9 +332,32 @@ func readSentencePiece(path string) ([]Piece, int, error) {
 		pieces = append(pieces, p)
 	}
 	if unk < 0 {
-		return nil, 0, fmt.Errorf("%s: no unknown piece", path)
+		return nil, 0, nil, fmt.Errorf("%s: no unknown piece", path)
 	}
-	return pieces, unk, nil
+	return pieces, unk, charsmap, nil
+}
+
+// parseNormalizerSpec returns the precompiled_charsmap (field 2).
+func parseNormalizerSpec(b []byte) ([]byte, error) {
+	var charsmap []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 2 && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(b)
+			charsmap, n = append([]byte(nil), v...), m
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return charsmap, nil
 }
 
 func parseSentencePiece(b []byte) (Piece, int, error) {

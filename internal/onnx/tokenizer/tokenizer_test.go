@@ -177,3 +177,29 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// Cluster lengths worked out by hand from UAX #29's rules.
+func TestGraphemeLen(t *testing.T) {
+	tests := []struct {
+		s    string
+		want int
+	}{
+		{"ab", 1},
+		{"e\u0301x", 3},       // base + combining acute
+		{"o\u0308\u0304x", 5}, // two marks
+		{"\r\nx", 2},          // CR LF is one cluster
+		{"\n\u0301", 1},       // nothing extends a control
+		{"👍🏽x", 8},            // skin-tone modifier extends
+		{"👨\u200d👩x", 11},     // emoji ZWJ emoji
+		{"a\u200d👩", 4},       // ZWJ extends a, but a is no emoji: 👩 starts anew
+		{"\u0600a", 3},        // a prepended mark joins what follows
+		{"\u0915\u093f", 6},   // Devanagari spacing vowel sign
+		{"🇯🇵", 4},             // regional indicators: pairs are left out (8 bytes, looked up per character anyway)
+		{"\u1100\u1161", 3},   // Hangul jamo sequences are left out too (6 bytes)
+	}
+	for _, tt := range tests {
+		if got := graphemeLen(tt.s); got != tt.want {
+			t.Errorf("graphemeLen(%q) = %d, want %d", tt.s, got, tt.want)
+		}
+	}
+}
