@@ -201,16 +201,6 @@ func publishError(err error) error {
 	return genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
 }
 
-// Cancel marks a job cancelled. It is best effort and does not block on ctx
-// of the caller, which has usually ended already.
-func (c *Conn) Cancel(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := c.cancels.Put(ctx, id, []byte("cancelled")); err != nil {
-		c.log.Warn("could not mark job cancelled", "job_id", id, "err", err)
-	}
-}
-
 // FetchResult returns a stored result by job id: the reply of a job that
 // asked for Store, or whose result was too large to travel inline. It
 // returns a genq.Error with code NotFound when no result is stored (yet).
@@ -315,4 +305,15 @@ func decodeErrorBody(r io.Reader) error {
 func atoiOr0(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// PublishWakeup puts a wake-up signal on the variant's subject, so the queue
+// shows lag and an autoscaler starts a worker. The id makes every api
+// replica's signal of the same 10-second window count once.
+func (c *Conn) PublishWakeup(ctx context.Context, v genq.Variant, now time.Time) error {
+	msg := &nats.Msg{Subject: JobsSubject(v), Header: nats.Header{}}
+	msg.Header.Set(HeaderKind, KindWakeup)
+	msg.Header.Set(HeaderMsgID, fmt.Sprintf("wakeup-%s-%d", v, now.Unix()/10))
+	_, err := c.js.PublishMsg(ctx, msg)
+	return publishError(err)
 }

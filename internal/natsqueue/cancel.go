@@ -1,0 +1,96 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cancel marks a job cancelled. It is best effort and does not block on ctx
+// of the caller, which has usually ended already.
+func (c *Conn) Cancel(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.cancels.Put(ctx, id, []byte("cancelled")); err != nil {
+		c.log.Warn("could not mark job cancelled", "job_id", id, "err", err)
+	}
+}
+
+// CancelWatch knows which jobs their callers have cancelled: every key put
+// in GENQ_CANCEL within its TTL (the job age limit). It answers from memory,
+// so checking a job costs no round trip on its way to the model.
+type CancelWatch struct {
+	mu        sync.Mutex
+	cancelled map[string]time.Time // job id → when it was cancelled
+	ttl       time.Duration
+}
+
+// Cancelled reports whether the job's caller has cancelled it.
+func (w *CancelWatch) Cancelled(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.cancelled[id]
+	return ok
+}
+
+// add records a cancel and forgets those the bucket has expired, so memory
+// stays bounded by the cancels of one TTL.
+func (w *CancelWatch) add(id string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cancelled[id] = at
+	if len(w.cancelled)%1024 != 0 {
+		return
+	}
+	for k, t := range w.cancelled {
+		if time.Since(t) > w.ttl {
+			delete(w.cancelled, k)
+		}
+	}
+}
+
+// WatchCancels follows GENQ_CANCEL until ctx ends. It returns once the
+// cancels already in the bucket are known; from then on, a job cancelled at
+// any time is either in Cancelled or, if the cancel comes later, passed to
+// fn as it arrives. A worker that registers a job for fn before checking
+// Cancelled therefore never misses a cancel.
+func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWatch, error) {
+	kw, err := c.cancels.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch cancels: %w", err)
+	}
+	cw := &CancelWatch{cancelled: map[string]time.Time{}, ttl: c.settings.MaxJobAge}
+	synced := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer kw.Stop()
+		defer once.Do(func() { close(synced) })
+		initial := true
+		for e := range kw.Updates() {
+			if e == nil { // the end of the keys already there
+				initial = false
+				once.Do(func() { close(synced) })
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			cw.add(e.Key(), e.Created())
+			if !initial {
+				fn(e.Key())
+			}
+		}
+	}()
+	select {
+	case <-synced:
+		return cw, ctx.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(time.Minute):
+		return nil, errors.New("watch cancels: NATS sent no cancels in a minute")
+	}
+}

@@ -1,0 +1,134 @@
+package natsqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// ReplyMeta is what the worker says about a run besides its result.
+type ReplyMeta struct {
+	Worker    string
+	QueueWait time.Duration
+	RunTime   time.Duration
+}
+
+// Reply delivers a successful result to the job's caller and into the
+// results store. It returns once the result is safe, so the caller can ack.
+func (c *Conn) Reply(ctx context.Context, job genq.Job, res genq.Result, meta ReplyMeta) error {
+	h := nats.Header{}
+	h.Set(HeaderJobID, job.ID)
+	h.Set(HeaderStatus, StatusOK)
+	h.Set(HeaderContentType, res.ContentType)
+	h.Set(HeaderSize, strconv.Itoa(len(res.Data)))
+	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderWorker, meta.Worker)
+	h.Set(HeaderQueueWaitMs, strconv.FormatInt(meta.QueueWait.Milliseconds(), 10))
+	h.Set(HeaderRunMs, strconv.FormatInt(meta.RunTime.Milliseconds(), 10))
+	return c.deliver(ctx, job, res.Data, h)
+}
+
+// ReplyError delivers a failure to the job's caller and into the store.
+func (c *Conn) ReplyError(ctx context.Context, job genq.Job, err error, meta ReplyMeta) error {
+	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(err), Error: genq.ErrorMessage(err)})
+	h := nats.Header{}
+	h.Set(HeaderJobID, job.ID)
+	h.Set(HeaderStatus, StatusErr)
+	h.Set(HeaderErrorCode, string(genq.ErrorCode(err)))
+	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderWorker, meta.Worker)
+	h.Set(HeaderContentType, "application/json")
+	return c.deliver(ctx, job, body, h)
+}
+
+// storeTimeout bounds how long delivering a result may wait for NATS: long
+// enough to ride out a server restart.
+const storeTimeout = 30 * time.Second
+
+// deliver gets a result to the job's caller and into the results store.
+//
+// Every result is stored. A reply is a core NATS message, lost if its
+// caller happens to be disconnected (during a NATS restart, say); the
+// stored copy is where the caller recovers it after reconnecting. A small
+// result is replied first, so storing it adds nothing to its latency; a
+// large one is stored first, because its reply only names it.
+func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.Header) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if len(data) > c.inlineLimit() {
+		if err := c.store(ctx, job, data, h); err != nil {
+			return err
+		}
+		if job.ReplyTo != "" {
+			h.Set(HeaderObject, job.ID)
+			if err := c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h}); err != nil {
+				c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", err)
+			}
+		}
+		return nil
+	}
+	var replyErr error
+	if job.ReplyTo != "" {
+		replyErr = c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h, Data: data})
+	}
+	if err := c.store(ctx, job, data, h); err != nil {
+		if replyErr == nil && job.ReplyTo != "" && !job.Store {
+			c.log.Warn("result replied but not stored", "job_id", job.ID, "err", err)
+			return nil
+		}
+		return errors.Join(replyErr, err)
+	}
+	if replyErr != nil {
+		c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", replyErr)
+	}
+	return nil
+}
+
+// publishReply sends a reply and flushes it, so that a worker acks a job
+// only once its reply has left for the server.
+func (c *Conn) publishReply(m *nats.Msg) error {
+	if err := c.nc.PublishMsg(m); err != nil {
+		return fmt.Errorf("publish reply: %w", err)
+	}
+	if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
+		return fmt.Errorf("flush reply: %w", err)
+	}
+	return nil
+}
+
+func (c *Conn) store(ctx context.Context, job genq.Job, data []byte, h nats.Header) error {
+	meta := jetstream.ObjectMeta{Name: job.ID, Metadata: map[string]string{}}
+	for _, k := range []string{HeaderStatus, HeaderContentType, HeaderAttempt, HeaderWorker, HeaderErrorCode} {
+		if v := h.Get(k); v != "" {
+			meta.Metadata[k] = v
+		}
+	}
+	if _, err := c.results.Put(ctx, meta, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("store result of %s: %w", job.ID, err)
+	}
+	return nil
+}
+
+// DeadLetter copies a job that failed for good to the dead-letter stream,
+// with the reason, for an operator to inspect or replay.
+func (c *Conn) DeadLetter(ctx context.Context, v genq.Variant, d *Delivery, reason error) error {
+	h := nats.Header{}
+	h.Set(HeaderJobID, d.Job.ID)
+	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
+	h.Set("Genq-Error", reason.Error())
+	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
+	_, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(v), Header: h, Data: d.Data})
+	if err != nil {
+		return fmt.Errorf("dead-letter %s: %w", d.Job.ID, err)
+	}
+	return nil
+}
