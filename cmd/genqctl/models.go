@@ -12,14 +12,14 @@ import (
 // random weights in the real format of the variant, for tests and demos.
 func runModels(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "tiny" {
-		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid] [--seed N]"}
+		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid|8b|70b] [--seed N]"}
 	}
 	fs := envflag.New("genqctl models tiny", e.getenv, e.stderr)
 	var variant, dir, size string
 	var seed int64
 	fs.String(&variant, "variant", "VARIANT", "B", "variant whose model to write: A, B or C")
 	fs.String(&dir, "dir", "", "", "directory to write into (default models/<variant>)")
-	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests) or mid (about 100M parameters, for benchmarks)")
+	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests), mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in F16, 40 GB in Q4_0)")
 	fs.Int64(&seed, "seed", "", 1, "seed of the random weights: the same seed writes the same model")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err.Error()}

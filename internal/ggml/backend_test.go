@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/tinygguf"
 )
 
 // tinyModels are written once for the whole package: variant -> path.
@@ -25,8 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
-		p := filepath.Join(dir, TinyFileName(v, "tiny"))
-		if err := WriteTinyModel(p, TinyOptionsFor(v, "tiny", 1)); err != nil {
+		p := filepath.Join(dir, tinygguf.FileName(v, "tiny"))
+		if err := tinygguf.Write(p, tinygguf.OptionsFor(v, "tiny", 1)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -78,7 +79,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 			if body.GeneratedText == "" || !utf8.ValidString(body.GeneratedText) {
 				t.Fatalf("generated_text %q: want non-empty valid UTF-8", body.GeneratedText)
 			}
-			for _, special := range append(llama3Specials, "You are a helpful assistant", "Tell me a story") {
+			for _, special := range append(tinygguf.Llama3Specials(), "You are a helpful assistant", "Tell me a story") {
 				if strings.Contains(body.GeneratedText, special) {
 					t.Fatalf("generated_text holds %q: %q", special, body.GeneratedText)
 				}
@@ -144,7 +145,9 @@ func TestOpenRejectsUnservableModels(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, override map[string]any) string {
 		p := filepath.Join(dir, name)
-		if err := writeTinyModel(p, TinyOptionsFor(genq.VariantA, "tiny", 1), override); err != nil {
+		opts := tinygguf.OptionsFor(genq.VariantA, "tiny", 1)
+		opts.Override = override
+		if err := tinygguf.Write(p, opts); err != nil {
 			t.Fatal(err)
 		}
 		return p

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/tinygguf"
 	"github.com/genq/genq/internal/procfs"
 )
 
@@ -32,11 +33,11 @@ func benchModel(b *testing.B, v genq.Variant, size string) string {
 		return tinyModels[v]
 	}
 	dir := filepath.Join(os.TempDir(), "genq-ggml-bench")
-	p := filepath.Join(dir, TinyFileName(v, size))
+	p := filepath.Join(dir, tinygguf.FileName(v, size))
 	if _, err := os.Stat(p); err == nil {
 		return p
 	}
-	if err := WriteTinyModel(p, TinyOptionsFor(v, size, 1)); err != nil {
+	if err := tinygguf.Write(p, tinygguf.OptionsFor(v, size, 1)); err != nil {
 		b.Fatal(err)
 	}
 	return p

@@ -5,10 +5,11 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/tinygguf"
 )
 
 func TestRenderLlama3Conversation(t *testing.T) {
-	tmpl, err := newChatTemplate(Llama3ChatTemplate)
+	tmpl, err := newChatTemplate(tinygguf.Llama3ChatTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestAccept(t *testing.T) {
 		return id
 	}
 	// "é" is two bytes, each its own byte-level token.
-	eAcute := []int32{tok(byteLevelAlphabet()[0xc3]), tok(byteLevelAlphabet()[0xa9])}
+	eAcute := []int32{tok(tinygguf.ByteLevelAlphabet()[0xc3]), tok(tinygguf.ByteLevelAlphabet()[0xa9])}
 	tests := []struct {
 		name     string
 		tokens   []int32

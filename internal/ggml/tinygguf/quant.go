@@ -1,4 +1,4 @@
-package ggml
+package tinygguf
 
 import (
 	"encoding/binary"
@@ -10,16 +10,15 @@ import (
 // q4BlockSize is the number of weights one Q4_0 block holds.
 const q4BlockSize = 32
 
-// quantizeQ4_0 packs rows of float32 weights in ggml's Q4_0 layout: per block
+// appendQ4_0 appends rows of float32 weights in ggml's Q4_0 layout: per block
 // of 32, an fp16 scale d then 16 bytes of 4-bit codes, weight ≈ d·(q−8).
 // Byte j holds code j in its low nibble and code j+16 in its high one. The
 // scale is chosen as ggml's reference quantizer does: the weight of largest
 // magnitude maps to code 0 exactly (d = max/−8), so its sign is kept.
-func quantizeQ4_0(x []float32) []byte {
+func appendQ4_0(out []byte, x []float32) []byte {
 	if len(x)%q4BlockSize != 0 {
-		panic("quantizeQ4_0: length is not a multiple of 32")
+		panic("appendQ4_0: length is not a multiple of 32")
 	}
-	out := make([]byte, 0, len(x)/q4BlockSize*(2+q4BlockSize/2))
 	for b := 0; b < len(x); b += q4BlockSize {
 		blk := x[b : b+q4BlockSize]
 		var amax, maxv float32
@@ -56,22 +55,6 @@ func dequantizeQ4_0(b []byte) []float32 {
 			blk[j+q4BlockSize/2] = d * float32(int(q>>4)-8)
 		}
 		out = append(out, blk[:]...)
-	}
-	return out
-}
-
-func encodeF16(x []float32) []byte {
-	out := make([]byte, 0, 2*len(x))
-	for _, v := range x {
-		out = binary.LittleEndian.AppendUint16(out, float16.Fromfloat32(v).Bits())
-	}
-	return out
-}
-
-func encodeF32(x []float32) []byte {
-	out := make([]byte, 0, 4*len(x))
-	for _, v := range x {
-		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
 	}
 	return out
 }

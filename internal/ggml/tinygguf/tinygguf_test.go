@@ -1,8 +1,9 @@
-package ggml
+package tinygguf
 
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,7 +17,7 @@ func TestWriteTinyModelIsDeterministic(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, v genq.Variant, seed int64) []byte {
 		p := filepath.Join(dir, name)
-		if err := WriteTinyModel(p, TinyOptionsFor(v, "tiny", seed)); err != nil {
+		if err := Write(p, OptionsFor(v, "tiny", seed)); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(p)
@@ -47,7 +48,11 @@ func TestTinyModelMetadata(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.v), func(t *testing.T) {
-			f, err := os.Open(tinyModels[tt.v])
+			p := filepath.Join(t.TempDir(), FileName(tt.v, "tiny"))
+			if err := Write(p, OptionsFor(tt.v, "tiny", 1)); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +81,7 @@ func TestTinyModelMetadata(t *testing.T) {
 			if len(tokens) != len(types) || len(tokens) < 256 {
 				t.Fatalf("%d tokens, %d types", len(tokens), len(types))
 			}
-			for _, s := range llama3Specials {
+			for _, s := range Llama3Specials() {
 				i := indexOf(tokens, s)
 				if i < 0 || types[i] != 3 {
 					t.Errorf("special %s: index %d, want a control token (type 3)", s, i)
@@ -108,18 +113,22 @@ func indexOf(s []string, x string) int {
 
 func TestTinyOptionsRejected(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.gguf")
-	if err := WriteTinyModel(p, TinyOptions{Weights: WeightsQ4_0, Size: "huge"}); err == nil {
+	if err := Write(p, Options{Weights: WeightsQ4_0, Size: "huge"}); err == nil {
 		t.Error("size huge: want an error")
 	}
-	if err := WriteTinyModel(p, TinyOptions{Weights: "q3", Size: "tiny"}); err == nil {
+	if err := Write(p, Options{Weights: "q3", Size: "tiny"}); err == nil {
 		t.Error("weights q3: want an error")
 	}
 }
 
 func TestQuantizeQ4_0(t *testing.T) {
-	x := randomWeights(1, "q", 32*64, 1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, 32*64)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
 	x[5] = -4 // the largest magnitude of its block, negative
-	got := dequantizeQ4_0(quantizeQ4_0(x))
+	got := dequantizeQ4_0(appendQ4_0(nil, x))
 	if len(got) != len(x) {
 		t.Fatalf("%d weights back, want %d", len(got), len(x))
 	}
@@ -146,7 +155,7 @@ func TestQuantizeQ4_0(t *testing.T) {
 	if math.Abs(float64(got[5]+4)) > 4e-3 {
 		t.Fatalf("extreme weight -4 came back as %v", got[5])
 	}
-	zeros := dequantizeQ4_0(quantizeQ4_0(make([]float32, 32)))
+	zeros := dequantizeQ4_0(appendQ4_0(nil, make([]float32, 32)))
 	for _, v := range zeros {
 		if v != 0 {
 			t.Fatalf("a zero block came back as %v", zeros)
@@ -164,4 +173,46 @@ func fmtType(v any) string {
 		return "string"
 	}
 	return "other"
+}
+
+func TestFullVocabularyHasLlama3Ids(t *testing.T) {
+	tokens, types, _ := vocabulary(true)
+	if len(tokens) != 128256 || len(types) != len(tokens) {
+		t.Fatalf("%d tokens, %d types; want 128256 of each", len(tokens), len(types))
+	}
+	for id, want := range map[int]string{128000: "<|begin_of_text|>", 128006: "<|start_header_id|>", 128009: "<|eot_id|>", 128255: "<|reserved_special_token_247|>"} {
+		if tokens[id] != want || types[id] != tokenControl {
+			t.Errorf("token %d is %q of type %d, want the control token %q", id, tokens[id], types[id], want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		if seen[tok] {
+			t.Fatalf("token %q appears twice", tok)
+		}
+		seen[tok] = true
+	}
+}
+
+// The weights of a tensor do not depend on which chunk boundaries its
+// writer crossed: a tensor two chunks long starts with the same bytes as
+// one chunk long.
+func TestRandomTensorChunksAreStable(t *testing.T) {
+	write := func(n int) []byte {
+		var b bytes.Buffer
+		if _, err := (randomTensor{seed: 3, name: "w", n: n, std: 1, kind: fsggml.TensorTypeF16}).WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() != 2*n {
+			t.Fatalf("%d weights wrote %d bytes, want %d", n, b.Len(), 2*n)
+		}
+		return b.Bytes()
+	}
+	one, two := write(chunkWeights), write(2*chunkWeights+96)
+	if !bytes.Equal(one, two[:len(one)]) {
+		t.Error("the first chunk changed when the tensor grew")
+	}
+	if bytes.Equal(two[:len(one)], two[len(one):2*len(one)]) {
+		t.Error("two chunks drew the same weights")
+	}
 }
