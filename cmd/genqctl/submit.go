@@ -295,7 +295,7 @@ func (b *batch) run(ctx context.Context, lines []batchLine, done map[string]bool
 // before runs again under a fresh id, which the queue's dedup window does
 // not know.
 func (b *batch) one(ctx context.Context, line int, l batchLine) error {
-	reply, err := b.conn.FetchResult(ctx, l.ID)
+	answer, err := b.conn.FetchResult(ctx, l.ID)
 	if code := genq.ErrorCode(err); code != "" && code != genq.Unavailable {
 		id := l.ID
 		if code != genq.NotFound {
@@ -304,7 +304,7 @@ func (b *batch) one(ctx context.Context, line int, l batchLine) error {
 		job := genq.Job{ID: id, Variant: b.cfg.variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.timeout), Store: true}
 		jctx, cancel := context.WithDeadline(ctx, job.Deadline)
 		defer cancel()
-		reply, err = b.client.Run(jctx, job)
+		answer, err = b.client.Run(jctx, job)
 	}
 	res := batchResult{ID: l.ID, Line: line}
 	if err != nil {
@@ -315,8 +315,8 @@ func (b *batch) one(ctx context.Context, line int, l batchLine) error {
 		res.Error, res.Code = genq.ErrorMessage(err), genq.ErrorCode(err)
 		return b.rec.write(res)
 	}
-	defer reply.Body.Close()
-	if err := b.save(&res, reply); err != nil {
+	defer answer.Body.Close()
+	if err := b.save(&res, answer); err != nil {
 		b.failed.Add(1)
 		res.Error, res.Code = err.Error(), genq.Internal
 		return b.rec.write(res)
@@ -325,10 +325,10 @@ func (b *batch) one(ctx context.Context, line int, l batchLine) error {
 	return b.rec.write(res)
 }
 
-func (b *batch) save(res *batchResult, reply *natsqueue.Reply) error {
+func (b *batch) save(res *batchResult, answer *genq.Answer) error {
 	if b.cfg.variant.Kind() == genq.OutputText {
 		var tr genq.TextResponse
-		if err := json.NewDecoder(reply.Body).Decode(&tr); err != nil {
+		if err := json.NewDecoder(answer.Body).Decode(&tr); err != nil {
 			return fmt.Errorf("decode result: %w", err)
 		}
 		res.GeneratedText = &tr.GeneratedText
@@ -341,7 +341,7 @@ func (b *batch) save(res *batchResult, reply *natsqueue.Reply) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, reply.Body); err != nil {
+	if _, err := io.Copy(tmp, answer.Body); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", final, err)
 	}

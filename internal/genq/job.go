@@ -2,6 +2,7 @@ package genq
 
 import (
 	"encoding/json"
+	"io"
 	"time"
 )
 
@@ -38,6 +39,20 @@ func (j Job) Expired(now time.Time) bool {
 type Result struct {
 	ContentType string
 	Data        []byte
+}
+
+// Answer is a job's successful result as its producer receives it, the
+// other end of the worker's reply. Body streams the bytes, from the reply
+// message itself or from the results store; the receiver must close it.
+type Answer struct {
+	JobID       string
+	ContentType string
+	Size        int64
+	Body        io.ReadCloser
+	QueueWait   time.Duration
+	RunTime     time.Duration
+	Attempt     int
+	Worker      string
 }
 
 // TextResponse is the body of a text result, the same JSON on the queue and

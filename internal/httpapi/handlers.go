@@ -93,7 +93,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
 	defer cancel()
 	s.metrics.inFlight.Inc()
-	reply, err := s.jobs.Run(ctx, job)
+	answer, err := s.jobs.Run(ctx, job)
 	s.metrics.inFlight.Dec()
 	if err != nil {
 		s.metrics.generateSeconds.WithLabelValues(string(genq.ErrorCode(err))).Observe(time.Since(start).Seconds())
@@ -104,27 +104,27 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, log, err)
 		return
 	}
-	defer reply.Body.Close()
-	s.metrics.queueWait.Observe(reply.QueueWait.Seconds())
-	s.metrics.jobSeconds.Observe(reply.RunTime.Seconds())
-	if reply.Attempt > 1 {
+	defer answer.Body.Close()
+	s.metrics.queueWait.Observe(answer.QueueWait.Seconds())
+	s.metrics.jobSeconds.Observe(answer.RunTime.Seconds())
+	if answer.Attempt > 1 {
 		s.metrics.redeliveries.Inc()
 	}
 
-	w.Header().Set("Content-Type", reply.ContentType)
-	if reply.Size > 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(reply.Size, 10))
+	w.Header().Set("Content-Type", answer.ContentType)
+	if answer.Size > 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(answer.Size, 10))
 	}
 	w.WriteHeader(http.StatusOK)
 	// Large images stream from the results store as they are read.
-	n, err := io.Copy(w, reply.Body)
+	n, err := io.Copy(w, answer.Body)
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("result not fully sent", "bytes", n, "err", err)
 		return
 	}
-	log.Info("generate done", "ms", time.Since(start).Milliseconds(), "queue_wait_ms", reply.QueueWait.Milliseconds(),
-		"run_ms", reply.RunTime.Milliseconds(), "attempt", reply.Attempt, "worker", reply.Worker, "bytes", n)
+	log.Info("generate done", "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
+		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker, "bytes", n)
 }
 
 // reject answers a request that never became a job.

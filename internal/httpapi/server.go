@@ -14,12 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/natsqueue"
 )
 
 // Jobs runs a job to its answer.
 type Jobs interface {
-	Run(ctx context.Context, job genq.Job) (*natsqueue.Reply, error)
+	Run(ctx context.Context, job genq.Job) (*genq.Answer, error)
 }
 
 // Workers lists the live workers of the served variant.

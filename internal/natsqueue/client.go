@@ -18,20 +18,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Reply is a job's successful result as a producer receives it. Body streams
-// the bytes, from the reply message itself or from the results store; the
-// caller must close it.
-type Reply struct {
-	JobID       string
-	ContentType string
-	Size        int64
-	Body        io.ReadCloser
-	QueueWait   time.Duration
-	RunTime     time.Duration
-	Attempt     int
-	Worker      string
-}
-
 // Client publishes jobs and waits for their replies on one inbox shared by
 // all of its jobs. The api uses one; so does genqctl submit.
 type Client struct {
@@ -84,7 +70,7 @@ func (cl *Client) ReplySubject(id string) string { return cl.inbox + "." + id }
 // running it stops. The error is a *genq.Error: Overloaded when the queue is
 // full, Timeout at ctx's deadline, Canceled when ctx is cancelled, or the
 // worker's own error.
-func (cl *Client) Run(ctx context.Context, job genq.Job) (*Reply, error) {
+func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 	job.ReplyTo = cl.ReplySubject(job.ID)
 	ch := make(chan *nats.Msg, 1)
 	cl.mu.Lock()
@@ -204,13 +190,13 @@ func publishError(err error) error {
 // FetchResult returns a stored result by job id: the reply of a job that
 // asked for Store, or whose result was too large to travel inline. It
 // returns a genq.Error with code NotFound when no result is stored (yet).
-func (c *Conn) FetchResult(ctx context.Context, id string) (*Reply, error) {
+func (c *Conn) FetchResult(ctx context.Context, id string) (*genq.Answer, error) {
 	return c.fetchResult(ctx, id, false)
 }
 
 // fetchResult reads a stored result; with drop, closing its body after
 // reading it whole deletes it.
-func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*Reply, error) {
+func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.Answer, error) {
 	obj, err := c.results.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, genq.Errorf(genq.NotFound, "no stored result for job %s", id)
@@ -227,22 +213,22 @@ func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*Reply, e
 		defer obj.Close()
 		return nil, decodeErrorBody(obj)
 	}
-	return &Reply{
+	return &genq.Answer{
 		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size),
 		Body:    &storedBody{ObjectResult: obj, drop: drop, conn: c, name: id},
 		Attempt: atoiOr0(info.Metadata[HeaderAttempt]), Worker: info.Metadata[HeaderWorker],
 	}, nil
 }
 
-// decodeReply turns a reply message into a Reply or a *genq.Error. When the
+// decodeReply turns a reply message into an Answer or a *genq.Error. When the
 // bytes sit in the results store and drop is true, closing the body deletes
 // them: nobody will fetch them again.
-func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*Reply, error) {
+func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*genq.Answer, error) {
 	h := m.Header
 	if h.Get(HeaderStatus) == StatusErr {
 		return nil, decodeErrorBody(bytes.NewReader(m.Data))
 	}
-	r := &Reply{
+	r := &genq.Answer{
 		JobID:       h.Get(HeaderJobID),
 		ContentType: h.Get(HeaderContentType),
 		QueueWait:   time.Duration(atoiOr0(h.Get(HeaderQueueWaitMs))) * time.Millisecond,
