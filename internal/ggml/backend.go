@@ -20,6 +20,7 @@ import (
 	"github.com/ollama/ollama/ml"
 	_ "github.com/ollama/ollama/ml/backend" // registers the ggml backend
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/input"
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
 	"github.com/ollama/ollama/tokenizer"
 
@@ -392,4 +393,161 @@ func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
 		}
 	}()
 	return model.New(path, params)
+}
+
+// prefixSeq is the cache sequence that keeps the shared prompt prefix.
+func (b *Backend) prefixSeq() int { return b.cfg.Slots }
+
+var errClosed = errors.New("text backend closed")
+
+// run submits req and waits for its answer or for ctx to end.
+func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
+	closed := genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down")
+	select {
+	case <-s.quit:
+		return generation{}, closed
+	default:
+	}
+	req.submitted = time.Now()
+	select {
+	case s.submit <- req:
+	case <-ctx.Done():
+		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
+	case <-s.quit:
+		return generation{}, closed
+	}
+	select {
+	case <-req.done:
+		return req.res, req.err
+	case <-s.stopped:
+		// The loop ended; it may have stopped before it saw req.
+		select {
+		case <-req.done:
+			return req.res, req.err
+		default:
+			return generation{}, closed
+		}
+	case <-ctx.Done():
+		// The scheduler sees the flag before its next step and frees the
+		// slot; the caller does not wait for that.
+		req.cancelled.Store(true)
+		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
+	}
+}
+
+// accept adds a sampled token to seq's answer and reports whether the
+// answer is complete: an end-of-turn token, or the token limit.
+func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
+	seq.generated++
+	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS {
+		return true, nil
+	}
+	// Special tokens (headers, reserved ones) never belong in the text.
+	if !b.vocab.isControl(tok) {
+		piece, err := b.tok.Decode([]int32{tok})
+		if err != nil {
+			return true, fmt.Errorf("decode token %d: %w", tok, err)
+		}
+		seq.text.WriteString(seq.utf8.Write(piece))
+	}
+	return seq.generated >= b.cfg.MaxNewTokens, nil
+}
+
+// reserveGraphs allocates compute memory for the largest steps up front, the
+// way ollama's runner does, so a step never fails for want of memory.
+func (b *Backend) reserveGraphs() error {
+	for _, n := range []int{b.cfg.BatchSize, b.cfg.Slots} {
+		if err := b.reserveGraph(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) reserveGraph(n int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	ctx := b.model.Backend().NewContext()
+	defer ctx.Close()
+	tokens := make([]int32, n)
+	positions := make([]int32, n)
+	seqs := make([]int, n)
+	for i := range positions {
+		positions[i] = int32(i)
+	}
+	batch := input.Batch{
+		Inputs:    ctx.Input().FromInts(tokens, n),
+		Outputs:   ctx.Input().Empty(ml.DTypeI32, b.cfg.Slots),
+		Positions: positions,
+		Sequences: seqs,
+	}
+	if err := b.cache.StartForward(ctx, batch, true); err != nil {
+		return err
+	}
+	t, err := b.model.Forward(ctx, batch)
+	if err != nil {
+		return err
+	}
+	ctx.SetBatchSize(n)
+	ctx.Forward(t).Reserve()
+	return nil
+}
+
+// prefillPrefix computes the shared prompt prefix into its own cache
+// sequence, before any request arrives.
+func (b *Backend) prefillPrefix() error {
+	for start := 0; start < len(b.prefix); start += b.cfg.BatchSize {
+		chunk := b.prefix[start:min(len(b.prefix), start+b.cfg.BatchSize)]
+		if _, err := b.forwardSequence(chunk, int32(start), b.prefixSeq()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func equalTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// forwardSequence computes tokens of one cache sequence, starting at pos,
+// and returns the logits of the last one.
+func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
+	defer func() {
+		// ggml reports some failures by panicking.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	positions := make([]int32, len(tokens))
+	seqs := make([]int, len(tokens))
+	for i := range tokens {
+		positions[i] = pos + int32(i)
+		seqs[i] = seqID
+	}
+	ctx := b.model.Backend().NewContext()
+	defer ctx.Close()
+	batch := input.Batch{
+		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
+		Outputs:   ctx.Input().FromInts([]int32{int32(len(tokens) - 1)}, 1),
+		Positions: positions,
+		Sequences: seqs,
+	}
+	ctx.SetBatchSize(len(tokens))
+	t, err := model.Forward(ctx, b.model, batch)
+	if err != nil {
+		return nil, err
+	}
+	ctx.Compute(t)
+	return t.Floats(), nil
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-
-	"github.com/ollama/ollama/model"
-	"github.com/ollama/ollama/model/input"
 )
 
 // GenerateUnbatched returns the generated text for text, made by the
@@ -58,36 +55,4 @@ func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (string, e
 	}
 	seq.text.WriteString(seq.utf8.Flush())
 	return seq.text.String(), nil
-}
-
-// forwardSequence computes tokens of one cache sequence, starting at pos,
-// and returns the logits of the last one.
-func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
-	defer func() {
-		// ggml reports some failures by panicking.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	positions := make([]int32, len(tokens))
-	seqs := make([]int, len(tokens))
-	for i := range tokens {
-		positions[i] = pos + int32(i)
-		seqs[i] = seqID
-	}
-	ctx := b.model.Backend().NewContext()
-	defer ctx.Close()
-	batch := input.Batch{
-		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
-		Outputs:   ctx.Input().FromInts([]int32{int32(len(tokens) - 1)}, 1),
-		Positions: positions,
-		Sequences: seqs,
-	}
-	ctx.SetBatchSize(len(tokens))
-	t, err := model.Forward(ctx, b.model, batch)
-	if err != nil {
-		return nil, err
-	}
-	ctx.Compute(t)
-	return t.Floats(), nil
 }
