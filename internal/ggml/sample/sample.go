@@ -65,8 +65,55 @@ func (s *Sampler) Sample(logits []float32) (int32, error) {
 	if s.params.Temperature <= 0 {
 		return greedy(logits)
 	}
+	return s.draw(s.top(logits, s.params.TopK))
+}
 
-	cands := s.top(logits, s.params.TopK)
+// Narrowed reports how many of a row's best logits SampleTop needs to draw
+// exactly what Sample would draw from the whole row: 1 when greedy, TopK
+// otherwise, and 0 when it needs the whole row (no top-k).
+func (p Params) Narrowed() int {
+	switch {
+	case p.Temperature <= 0:
+		return 1
+	case p.TopK > 0:
+		return p.TopK
+	}
+	return 0
+}
+
+// SampleTop picks a token id from a row already narrowed to its best
+// candidates, elsewhere (on the device, in the step's own graph): ids and
+// their logits, in any order. Given at least Params.Narrowed candidates, it
+// draws what Sample draws from the whole row with the same seed, ties
+// aside: candidates are ordered the same way, lower id first on equal
+// logits, before the same draw.
+func (s *Sampler) SampleTop(ids []int32, logits []float32) (int32, error) {
+	if len(ids) == 0 || len(ids) != len(logits) {
+		return 0, fmt.Errorf("sample: %d candidate ids for %d logits", len(ids), len(logits))
+	}
+	c := s.cands[:0]
+	for i, l := range logits {
+		if l == l { // not NaN
+			c = append(c, candidate{id: ids[i], logit: l})
+		}
+	}
+	s.cands = c
+	if len(c) == 0 {
+		return 0, fmt.Errorf("sample: every logit is NaN")
+	}
+	slices.SortFunc(c, better)
+	if s.params.Temperature <= 0 {
+		return c[0].id, nil
+	}
+	if k := s.params.TopK; k > 0 && k < len(c) {
+		c = c[:k]
+	}
+	return s.draw(c)
+}
+
+// draw samples from candidates sorted from most to least likely: softmax at
+// the temperature, then top-p, then one draw from the seeded source.
+func (s *Sampler) draw(cands []candidate) (int32, error) {
 	if len(cands) == 0 {
 		return 0, fmt.Errorf("sample: every logit is NaN")
 	}

@@ -3,6 +3,8 @@ package sample
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -217,5 +219,94 @@ func TestTopMatchesFullSort(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// narrowRow returns the k best of row in a shuffled order, as a device's
+// top-k might hand them over.
+func narrowRow(row []float32, k int, seed uint64) ([]int32, []float32) {
+	s := &Sampler{}
+	c := slices.Clone(s.top(row, k))
+	rand.New(rand.NewPCG(seed, 0)).Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
+	ids, logits := make([]int32, len(c)), make([]float32, len(c))
+	for i, x := range c {
+		ids[i], logits[i] = x.id, x.logit
+	}
+	return ids, logits
+}
+
+// TestSampleTopDrawsWhatSampleDraws: on a fixed row of Llama 3's vocabulary
+// size, a sampler fed the device's top-k draws token for token what a
+// sampler with the same seed draws from the whole row on the host.
+func TestSampleTopDrawsWhatSampleDraws(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	row := make([]float32, 128256)
+	for i := range row {
+		row[i] = float32(rng.NormFloat64() * 4)
+	}
+	for _, p := range []Params{
+		{Temperature: 0},
+		{Temperature: 0.6, TopK: 50, TopP: 0.9},
+		{Temperature: 1, TopK: 40},
+		{Temperature: 1.5, TopK: 8, TopP: 0.5},
+	} {
+		t.Run(fmt.Sprintf("%+v", p), func(t *testing.T) {
+			k := p.Narrowed()
+			if k == 0 {
+				t.Fatal("these settings narrow")
+			}
+			host, device := New(p, 9), New(p, 9)
+			seen := map[int32]bool{}
+			for i := range 500 {
+				ids, logits := narrowRow(row, k, uint64(i))
+				want, err := host.Sample(row)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := device.SampleTop(ids, logits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("draw %d: SampleTop = %d, Sample = %d", i, got, want)
+				}
+				seen[got] = true
+			}
+			if p.Temperature > 0 && p.TopP != 0.5 && len(seen) < 3 {
+				t.Fatalf("only %d distinct tokens in 500 draws: the test would not notice a wrong draw", len(seen))
+			}
+		})
+	}
+	if (Params{Temperature: 1}).Narrowed() != 0 {
+		t.Error("without top-k a sampler needs the whole row")
+	}
+}
+
+// TestSampleTopDistribution checks SampleTop's frequencies against the
+// softmax of its candidates with the chi-square bound TestDistribution uses.
+func TestSampleTopDistribution(t *testing.T) {
+	ids := []int32{90, 7, 1000, 3}
+	logits := logitsOf(0.15, 0.5, 0.05, 0.3)
+	want := map[int32]float64{7: 0.5, 3: 0.3, 90: 0.15, 1000: 0.05}
+	s := New(Params{Temperature: 1, TopK: 4}, 5)
+	const draws = 40000
+	counts := map[int32]int{}
+	for range draws {
+		id, err := s.SampleTop(ids, logits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[id]++
+	}
+	var chi2 float64
+	for id, p := range want {
+		d := float64(counts[id]) - p*draws
+		chi2 += d * d / (p * draws)
+	}
+	if chi2 > 20.5 {
+		t.Fatalf("chi-square %.1f too large: counts %v, want %v", chi2, counts, want)
+	}
+	if _, err := s.SampleTop(nil, nil); err == nil {
+		t.Error("no candidates: want an error")
 	}
 }
