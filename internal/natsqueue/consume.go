@@ -16,7 +16,9 @@ import (
 
 // Delivery is one job message handed to a worker.
 type Delivery struct {
-	msg jetstream.Msg
+	msg     jetstream.Msg
+	conn    *Conn
+	variant genq.Variant // of the consumer it came from: a malformed Job may name none
 	// Job is the decoded job; Job.Attempt is this delivery's number.
 	Job genq.Job
 	// Wakeup marks a wake-up signal: it carries no job and is only acked.
@@ -69,7 +71,7 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 }
 
 func (p *Puller) decode(m jetstream.Msg) *Delivery {
-	d := &Delivery{msg: m, Data: m.Data()}
+	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Data: m.Data()}
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp
@@ -123,5 +125,6 @@ func (d *Delivery) Retry(delay time.Duration) error { return d.msg.NakWithDelay(
 // Release hands the job back at once, for another worker to run.
 func (d *Delivery) Release() error { return d.msg.Nak() }
 
-// Drop ends the job: it is never delivered again.
+// Drop ends the job without a word to its caller: it is never delivered
+// again. For a job whose caller has gone away.
 func (d *Delivery) Drop() error { return d.msg.Term() }

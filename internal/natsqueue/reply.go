@@ -22,32 +22,68 @@ type ReplyMeta struct {
 	RunTime   time.Duration
 }
 
-// Reply delivers a successful result to the job's caller and into the
-// results store. It returns once the result is safe, so the caller can ack.
-func (c *Conn) Reply(ctx context.Context, job genq.Job, res genq.Result, meta ReplyMeta) error {
+// ErrUnsettled marks an outcome that did not happen because NATS did not
+// take the result or the dead letter: the job is still held by this worker,
+// which should hand it back with Retry. Better redelivered than lost.
+var ErrUnsettled = errors.New("the job is not settled")
+
+// Complete delivers res to the job's caller and into the results store, then
+// acks the job. The ack waits for the result to be safe, so a lost result
+// means a redelivery, never a silent loss. An error wrapping ErrUnsettled
+// says the result did not get through and the job was not acked; any other
+// error is the ack's, after the result was safe.
+func (d *Delivery) Complete(ctx context.Context, res genq.Result, meta ReplyMeta) error {
 	h := nats.Header{}
-	h.Set(HeaderJobID, job.ID)
+	h.Set(HeaderJobID, d.Job.ID)
 	h.Set(HeaderStatus, StatusOK)
 	h.Set(HeaderContentType, res.ContentType)
 	h.Set(HeaderSize, strconv.Itoa(len(res.Data)))
-	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderQueueWaitMs, strconv.FormatInt(meta.QueueWait.Milliseconds(), 10))
 	h.Set(HeaderRunMs, strconv.FormatInt(meta.RunTime.Milliseconds(), 10))
-	return c.deliver(ctx, job, res.Data, h)
+	if err := d.conn.deliver(ctx, d.Job, res.Data, h); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsettled, err)
+	}
+	return d.msg.DoubleAck(ctx)
 }
 
-// ReplyError delivers a failure to the job's caller and into the store.
-func (c *Conn) ReplyError(ctx context.Context, job genq.Job, err error, meta ReplyMeta) error {
-	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(err), Error: genq.ErrorMessage(err)})
+// Fail tells the job's caller why the job failed and ends it: it is never
+// delivered again. Telling is best effort; a lost error reply is logged and
+// the caller ends at its deadline. The error is the termination's.
+func (d *Delivery) Fail(ctx context.Context, reason error, meta ReplyMeta) error {
+	d.replyError(ctx, reason, meta)
+	return d.msg.Term()
+}
+
+// GiveUp copies the job to the dead-letter stream with reason, for an
+// operator to inspect or replay, tells its caller, and ends it. The dead
+// letter comes first, so a caller that has its answer can find the job
+// there. An error wrapping ErrUnsettled says the dead letter was not
+// written and the job is still held.
+func (d *Delivery) GiveUp(ctx context.Context, reason error, meta ReplyMeta) error {
+	if err := d.deadLetter(ctx, reason); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsettled, err)
+	}
+	if d.Job.ID != "" { // a malformed message may name no caller
+		d.replyError(ctx, reason, meta)
+	}
+	return d.msg.Term()
+}
+
+// replyError delivers a failure to the job's caller and into the store.
+func (d *Delivery) replyError(ctx context.Context, reason error, meta ReplyMeta) {
+	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(reason), Error: genq.ErrorMessage(reason)})
 	h := nats.Header{}
-	h.Set(HeaderJobID, job.ID)
+	h.Set(HeaderJobID, d.Job.ID)
 	h.Set(HeaderStatus, StatusErr)
-	h.Set(HeaderErrorCode, string(genq.ErrorCode(err)))
-	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
+	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderContentType, "application/json")
-	return c.deliver(ctx, job, body, h)
+	if err := d.conn.deliver(ctx, d.Job, body, h); err != nil {
+		d.conn.log.Warn("could not deliver the error reply", "job_id", d.Job.ID, "attempt", d.Job.Attempt, "err", err)
+	}
 }
 
 // storeTimeout bounds how long delivering a result may wait for NATS: long
@@ -118,15 +154,15 @@ func (c *Conn) store(ctx context.Context, job genq.Job, data []byte, h nats.Head
 	return nil
 }
 
-// DeadLetter copies a job that failed for good to the dead-letter stream,
-// with the reason, for an operator to inspect or replay.
-func (c *Conn) DeadLetter(ctx context.Context, v genq.Variant, d *Delivery, reason error) error {
+// deadLetter copies the job's message to the dead-letter stream of its
+// variant, with the reason.
+func (d *Delivery) deadLetter(ctx context.Context, reason error) error {
 	h := nats.Header{}
 	h.Set(HeaderJobID, d.Job.ID)
 	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
 	h.Set("Genq-Error", reason.Error())
 	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
-	_, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(v), Header: h, Data: d.Data})
+	_, err := d.conn.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(d.variant), Header: h, Data: d.Data})
 	if err != nil {
 		return fmt.Errorf("dead-letter %s: %w", d.Job.ID, err)
 	}

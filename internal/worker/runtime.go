@@ -191,8 +191,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		return
 	case job.Expired(time.Now()):
 		log.Info("job expired in the queue; dropping it")
-		r.replyError(ctx, log, d, genq.Errorf(genq.Timeout, "the job was not started before its deadline"))
-		r.settle(log, "expired", d.Drop())
+		r.settle(log, "expired", d.Fail(ctx, genq.Errorf(genq.Timeout, "the job was not started before its deadline"), r.meta()))
 		return
 	}
 	if job.Attempt > 1 {
@@ -224,16 +223,17 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	res, err := r.generate(jobCtx, d, job)
 	ran := time.Since(start)
 	r.metrics.duration.Observe(ran.Seconds())
-	meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
 
 	if err == nil {
-		if rerr := r.conn.Reply(ctx, job, res, meta); rerr != nil {
-			log.Error("could not deliver the result; retrying the job", "err", rerr)
+		meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
+		cerr := d.Complete(ctx, res, meta)
+		if errors.Is(cerr, natsqueue.ErrUnsettled) {
+			log.Error("could not deliver the result; retrying the job", "err", cerr)
 			r.settle(log, "reply_failed", d.Retry(r.cfg.RetryDelay))
 			return
 		}
 		log.Info("job done", "run_ms", ran.Milliseconds(), "bytes", len(res.Data))
-		r.settle(log, "ok", d.Ack(ctx))
+		r.settle(log, "ok", cerr)
 		return
 	}
 	cause := context.Cause(jobCtx)
@@ -246,12 +246,10 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		r.settle(log, "handed_back", d.Release())
 	case errors.Is(jobCtx.Err(), context.DeadlineExceeded):
 		log.Info("job ran past its deadline", "run_ms", ran.Milliseconds())
-		r.replyError(ctx, log, d, genq.WrapError(genq.Timeout, err, "the job was not done by its deadline"))
-		r.settle(log, "timeout", d.Drop())
+		r.settle(log, "timeout", d.Fail(ctx, genq.WrapError(genq.Timeout, err, "the job was not done by its deadline"), r.meta()))
 	case genq.ErrorCode(err) == genq.Invalid:
 		log.Info("job refused by the model", "err", err)
-		r.replyError(ctx, log, d, err)
-		r.settle(log, "invalid", d.Drop())
+		r.settle(log, "invalid", d.Fail(ctx, err, r.meta()))
 	case job.Attempt >= r.attempts:
 		log.Error("job failed on its last attempt; dead-lettering", "err", err)
 		r.giveUp(ctx, log, d, genq.WrapError(genq.Internal, err,
@@ -300,27 +298,21 @@ func (r *Runtime) generate(ctx context.Context, d *natsqueue.Delivery, job genq.
 	return r.backend.Generate(ctx, job, func() { touch(false) })
 }
 
-// giveUp keeps the job in the dead-letter stream, tells the caller, and ends
-// it. The dead letter comes first, so a caller that has its answer can find
-// the job there.
+// giveUp dead-letters the job and tells its caller. A job whose dead
+// letter could not be written is kept: better redelivered than lost without
+// a trace.
 func (r *Runtime) giveUp(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, reason error) {
-	if err := r.conn.DeadLetter(ctx, r.cfg.Variant, d, reason); err != nil {
-		// Keep the job: better redelivered than lost without a trace.
+	err := d.GiveUp(ctx, reason, r.meta())
+	if errors.Is(err, natsqueue.ErrUnsettled) {
 		log.Error("could not dead-letter the job", "err", err)
 		r.settle(log, "dead_letter_failed", d.Retry(r.cfg.RetryDelay))
 		return
 	}
-	if d.Job.ID != "" {
-		r.replyError(ctx, log, d, reason)
-	}
-	r.settle(log, "dead_lettered", d.Drop())
+	r.settle(log, "dead_lettered", err)
 }
 
-func (r *Runtime) replyError(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, err error) {
-	if rerr := r.conn.ReplyError(ctx, d.Job, err, natsqueue.ReplyMeta{Worker: r.cfg.WorkerID}); rerr != nil {
-		log.Warn("could not deliver the error reply", "err", rerr)
-	}
-}
+// meta is what the worker says about a job it did not run to a result.
+func (r *Runtime) meta() natsqueue.ReplyMeta { return natsqueue.ReplyMeta{Worker: r.cfg.WorkerID} }
 
 // settle counts the outcome and logs a failed acknowledgement.
 func (r *Runtime) settle(log *slog.Logger, outcome string, err error) {
