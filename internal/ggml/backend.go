@@ -45,6 +45,10 @@ type Backend struct {
 	// the cache sequence prefixSeq, and each new sequence shares them.
 	prefix []int32
 
+	// narrowK is how many candidates per row each step's graph hands the
+	// sampler, or 0 when whole rows of logits reach the host.
+	narrowK int
+
 	sched *scheduler
 }
 
@@ -95,6 +99,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	// times slower than the plain path on the tiny model at every batch width.
 	params := ml.BackendParams{AllocMemory: true, NumThreads: threads}
 	device := genq.Device{Kind: "cpu", Name: procfs.CPUName()}
+	var plan *memoryPlan
 	if cfg.GPU {
 		gpu, layers, err := findGPU(path, threads, int(meta.KV().BlockCount()))
 		if err != nil {
@@ -104,11 +109,30 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 			params.GPULayers = layers
 			params.FlashAttention = ml.FlashAttentionEnabled
 			device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name)}
+			p := newMemoryPlan(meta, *gpu, cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
+			plan = &p
 		}
+	}
+	switch {
+	case plan != nil && cfg.Slots == 0:
+		n := plan.slotsThatFit(cfg.GPUMemoryUtilization)
+		if n == 0 {
+			return nil, fmt.Errorf("text model %s: %w", path, plan.doesNotFit(1, cfg.GPUMemoryUtilization))
+		}
+		cfg = cfg.withSlots(n)
+		log.Info("text slots sized from free GPU memory", "slots", n, "free", gib(plan.free),
+			"utilization", cfg.GPUMemoryUtilization, "weights", gib(plan.weights), "kv_per_slot", gib(plan.kvPerSlot))
+	case plan != nil && plan.weights+uint64(cfg.Slots+1)*plan.kvPerSlot > plan.free:
+		// Weights and cache alone overflow the card: fail now, in a
+		// sentence, rather than after loading for seconds.
+		return nil, fmt.Errorf("text model %s: %w", path, plan.doesNotFit(cfg.Slots, cfg.GPUMemoryUtilization))
+	case cfg.Slots == 0:
+		cfg = cfg.withSlots(defaultCPUSlots)
 	}
 
 	m, err := newModel(path, params)
 	if err != nil {
+		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
 		if errors.Is(err, model.ErrUnsupportedModel) {
 			return nil, fmt.Errorf("text model %s: architecture %q is not supported by the engine: %w", path, arch, err)
 		}
@@ -117,6 +141,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	cfg.Threads = threads
 	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
 	b := &Backend{cfg: cfg, log: log, model: m, tmpl: tmpl}
+	if cfg.Narrow == "device" || cfg.Narrow == "auto" && device.IsCUDA() {
+		b.narrowK = cfg.samplerParams().Narrowed()
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -130,6 +157,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.tok = tok
 	b.vocab = newVocabInfo(tok.Vocabulary())
+	if b.narrowK > 0 {
+		// Greedy needs one candidate; a few more let ties go to the lower
+		// id, as on the host.
+		b.narrowK = min(max(b.narrowK, 4), len(tok.Vocabulary().Values))
+	}
 	if len(b.vocab.stop) == 0 {
 		return nil, fmt.Errorf("text model %s: no end-of-turn token in its vocabulary", path)
 	}
@@ -153,9 +185,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.cache.Init(m.Backend(), ml.DTypeF16, cfg.Slots+1, cfg.ContextSize, cfg.BatchSize)
 	if err := b.reserveGraphs(); err != nil {
+		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
 		return nil, fmt.Errorf("text model %s: reserve compute memory: %w", path, err)
 	}
 	if err := m.Backend().Load(ctx, func(float32) {}); err != nil {
+		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
 		return nil, fmt.Errorf("text model %s: load weights: %w", path, err)
 	}
 
@@ -177,6 +211,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	log.Info("text model ready",
 		"model", path, "architecture", arch, "template", tmpl.name,
 		"device", device.Kind, "device_name", device.Name, "threads", threads, "pipeline", cfg.pipeline,
+		"narrow_top_k", b.narrowK,
 		"slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
 	return b, nil
@@ -380,18 +415,36 @@ func defaultThreads(meta *fsggml.GGML) int {
 // setCacheConfig overrides the cache's layout unless the model has already
 // chosen one (the cache panics then, and the model's choice stands).
 func setCacheConfig(c kvcache.Cache, cc ml.CacheConfig) {
-	defer func() { _ = recover() }()
+	var ignored error
+	defer recoverError(&ignored)
 	c.SetConfig(cc)
+}
+
+// recoverError turns a panic into *err. ggml reports a malformed file, a
+// lack of memory or a failed compute by panicking, and none of these may
+// kill the worker; call it deferred, directly.
+func recoverError(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(error); ok {
+		*err = e
+		return
+	}
+	*err = fmt.Errorf("%v", r)
 }
 
 // newModel is model.New with its panics (ggml's way to report a malformed
 // file or no memory) turned into errors.
 func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
+	var panicked error
 	defer func() {
-		if r := recover(); r != nil {
-			m, err = nil, fmt.Errorf("load model: %v", r)
+		if panicked != nil {
+			m, err = nil, fmt.Errorf("load model: %w", panicked)
 		}
 	}()
+	defer recoverError(&panicked)
 	return model.New(path, params)
 }
 
@@ -465,11 +518,7 @@ func (b *Backend) reserveGraphs() error {
 }
 
 func (b *Backend) reserveGraph(n int) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
+	defer recoverError(&err)
 	ctx := b.model.Backend().NewContext()
 	defer ctx.Close()
 	tokens := make([]int32, n)
@@ -491,8 +540,12 @@ func (b *Backend) reserveGraph(n int) (err error) {
 	if err != nil {
 		return err
 	}
+	ctx.Forward(t)
+	if b.narrowK > 0 {
+		narrow(ctx, t, b.narrowK)
+	}
 	ctx.SetBatchSize(n)
-	ctx.Forward(t).Reserve()
+	ctx.Reserve()
 	return nil
 }
 
@@ -523,12 +576,7 @@ func equalTokens(a, b []int32) bool {
 // forwardSequence computes tokens of one cache sequence, starting at pos,
 // and returns the logits of the last one.
 func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
-	defer func() {
-		// ggml reports some failures by panicking.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
+	defer recoverError(&err)
 	positions := make([]int32, len(tokens))
 	seqs := make([]int, len(tokens))
 	for i := range tokens {

@@ -16,7 +16,9 @@ type Config struct {
 	ModelDir  string // directory holding one .gguf (or ModelFile names it)
 	ModelFile string // a .gguf file; relative names are inside ModelDir
 
-	Slots        int // max concurrent sequences (continuous batching width)
+	// Slots is the most sequences in one batch. 0 sizes it: from free
+	// memory on a GPU (see GPUMemoryUtilization), defaultCPUSlots on a CPU.
+	Slots        int
 	ContextSize  int // per-sequence context: prompt plus answer, in tokens
 	MaxNewTokens int
 
@@ -34,6 +36,18 @@ type Config struct {
 	SystemPrompt string
 	// GPU = false keeps the model on the CPU even when CUDA is found.
 	GPU bool
+	// GPUMemoryUtilization is the share of the GPU's free memory that the
+	// weights, the KV cache and the compute graph may take when Slots is
+	// sized from it, as vLLM's gpu_memory_utilization.
+	GPUMemoryUtilization float64
+
+	// Narrow is where each sampled row is narrowed to the sampler's top-k:
+	// "device" sorts in the step's own graph and only k logits per row reach
+	// the host; "host" copies whole rows and selects there; "auto" narrows
+	// on the device when a GPU computes. A CPU's sort over a 128k vocabulary
+	// costs more than the host's selection, and for small vocabularies
+	// neither matters.
+	Narrow string
 
 	// Pipeline is "on", "off" or "auto": whether the graph of step N+1 is
 	// built while step N computes. Auto turns it on when a GPU computes,
@@ -79,14 +93,16 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.Pipeline, "text-pipeline", "TEXT_PIPELINE", "auto", "build step N+1 while step N computes: on, off, or auto (on when a GPU computes)")
 	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
 	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
+	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
+	fs.String(&c.Narrow, "text-narrow", "TEXT_NARROW", "auto", "where rows are narrowed to the sampler's top-k: device (in the step's graph), host, or auto (device on a GPU)")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 
 // withDefaults fills the zero values a caller that did not register flags
 // leaves behind, and rejects settings that cannot work.
 func (c Config) withDefaults() (Config, error) {
-	if c.Slots <= 0 {
-		c.Slots = 1
+	if c.Slots < 0 {
+		return c, fmt.Errorf("text: slots %d: want 0 (sized by Open) or more", c.Slots)
 	}
 	if c.ContextSize <= 0 {
 		c.ContextSize = 512
@@ -104,12 +120,23 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("text: pipeline %q: want on, off or auto", c.Pipeline)
 	}
+	switch c.Narrow {
+	case "":
+		c.Narrow = "auto"
+	case "auto", "device", "host":
+	default:
+		return c, fmt.Errorf("text: narrow %q: want device, host or auto", c.Narrow)
+	}
+	if c.GPUMemoryUtilization <= 0 || c.GPUMemoryUtilization > 1 {
+		if c.GPUMemoryUtilization != 0 {
+			return c, fmt.Errorf("text: GPU memory utilization %v: want a share in (0, 1]", c.GPUMemoryUtilization)
+		}
+		c.GPUMemoryUtilization = 0.9
+	}
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = DefaultSystemPrompt
 	}
-	// A chunk of one prompt never exceeds its context, and a step always
-	// carries one token per decoding sequence.
-	c.BatchSize = max(min(c.BatchSize, c.ContextSize), c.Slots)
+	c = c.withSlots(c.Slots)
 	if c.MaxNewTokens >= c.ContextSize {
 		return c, fmt.Errorf("text: max new tokens (%d) leaves no room for a prompt in a context of %d", c.MaxNewTokens, c.ContextSize)
 	}
@@ -117,6 +144,15 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("text: %w", err)
 	}
 	return c, nil
+}
+
+// withSlots sets the slots, once known, and what depends on them.
+func (c Config) withSlots(slots int) Config {
+	c.Slots = slots
+	// A chunk of one prompt never exceeds its context, and a step always
+	// carries one token per decoding sequence.
+	c.BatchSize = max(min(c.BatchSize, c.ContextSize), c.Slots)
+	return c
 }
 
 func (c Config) samplerParams() sample.Params {
