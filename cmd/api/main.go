@@ -139,15 +139,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Info("started embedded nats-server", "url", cfg.nats.URL, "store", cfg.embeddedStore)
 	}
 	cfg.nats.Name = "genq-api"
-	nc, err := natsqueue.Connect(cfg.nats, log)
+	conn, err := natsqueue.Dial(ctx, cfg.nats, cfg.queue, log, cfg.http.Variant)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	conn, err := natsqueue.Open(ctx, nc, cfg.queue, log, cfg.http.Variant)
-	if err != nil {
-		return err
-	}
+	defer conn.Close()
 	client, err := natsqueue.NewClient(conn)
 	if err != nil {
 		return err

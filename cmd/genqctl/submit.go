@@ -83,17 +83,13 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	cfg.nats.Name = "genqctl-submit"
-	nc, err := natsqueue.Connect(cfg.nats, log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := natsqueue.Open(openCtx, nc, cfg.queue, log, cfg.variant)
+	conn, err := natsqueue.Dial(openCtx, cfg.nats, cfg.queue, log, cfg.variant)
 	if err != nil {
 		return err
 	}
+	defer conn.Close()
 	client, err := natsqueue.NewClient(conn)
 	if err != nil {
 		return err

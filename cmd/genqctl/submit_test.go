@@ -44,15 +44,11 @@ func (b *upperBackend) Generate(_ context.Context, job genq.Job, _ func()) (genq
 func startWorker(t *testing.T, url string, v genq.Variant) *upperBackend {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nc, err := natsqueue.Connect(natsqueue.ConnectOptions{URL: url}, log)
+	conn, err := natsqueue.Dial(t.Context(), natsqueue.ConnectOptions{URL: url}, natsqueue.DefaultSettings(), log, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	conn, err := natsqueue.Open(t.Context(), nc, natsqueue.DefaultSettings(), log, v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(conn.Close)
 	b := &upperBackend{}
 	rt := worker.New(worker.Config{WorkerID: "w", Variant: v, PollWait: 300 * time.Millisecond}, conn, b, log, prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())

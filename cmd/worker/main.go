@@ -149,15 +149,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		"slots", info.Slots, "load", time.Since(started).Round(time.Millisecond).String())
 
 	cfg.nats.Name = "genq-worker-" + cfg.workerID
-	nc, err := natsqueue.Connect(cfg.nats, log)
+	conn, err := natsqueue.Dial(ctx, cfg.nats, cfg.queue, log, cfg.variant)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	conn, err := natsqueue.Open(ctx, nc, cfg.queue, log, cfg.variant)
-	if err != nil {
-		return err
-	}
+	defer conn.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

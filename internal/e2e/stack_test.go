@@ -57,18 +57,14 @@ func testSettings() natsqueue.Settings {
 
 func openConn(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Variant) (*natsqueue.Conn, *nats.Conn) {
 	t.Helper()
-	nc, err := natsqueue.Connect(natsqueue.ConnectOptions{URL: ns.ClientURL()}, testLog(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := natsqueue.Open(ctx, nc, s, testLog(t), v)
+	conn, err := natsqueue.Dial(ctx, natsqueue.ConnectOptions{URL: ns.ClientURL()}, s, testLog(t), v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return conn, nc
+	t.Cleanup(conn.Close)
+	return conn, conn.NATS()
 }
 
 type stack struct {

@@ -26,10 +26,29 @@ type ConnectOptions struct {
 	TLSKey    string
 }
 
-// Connect dials NATS. It keeps retrying the first connection and reconnects
+// Dial connects to NATS and opens genq's assets for the variants: the one
+// start-up sequence of the api, the workers and genqctl. Close the Conn to
+// close the connection.
+func Dial(ctx context.Context, o ConnectOptions, s Settings, log *slog.Logger, variants ...genq.Variant) (*Conn, error) {
+	nc, err := connect(o, log)
+	if err != nil {
+		return nil, err
+	}
+	c, err := open(ctx, nc, s, log, variants...)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the NATS connection.
+func (c *Conn) Close() { c.nc.Close() }
+
+// connect dials NATS. It keeps retrying the first connection and reconnects
 // forever afterwards: a worker or api started before NATS, or across a NATS
 // restart, recovers by itself.
-func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
+func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.RetryOnFailedConnect(true),
@@ -84,9 +103,9 @@ type Conn struct {
 	log      *slog.Logger
 }
 
-// Open ensures the assets for the given variants exist with the settings,
+// open ensures the assets for the given variants exist with the settings,
 // retrying until NATS answers or ctx ends, and binds them.
-func Open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, variants ...genq.Variant) (*Conn, error) {
+func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, variants ...genq.Variant) (*Conn, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
