@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,8 +55,6 @@ const resultsFile = "results.jsonl"
 // gets the same ids: the queue drops its duplicates and the results store
 // still holds what the first run finished.
 var namespaceBatch = uuid.MustParse("6f1b4b8e-8f7e-4a53-9e57-3c1d7a3f0b2a")
-
-var safeID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // runSubmit handles "genqctl submit": it publishes every prompt of a JSON-lines
 // file as a job, straight onto NATS, with a bounded number in flight, and
@@ -156,13 +153,11 @@ func readBatch(path string, v genq.Variant) ([]batchLine, error) {
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
 		}
-		if l.Text == "" {
-			return nil, fmt.Errorf("%s line %d: text field is required", path, n)
-		}
 		if l.ID == "" {
 			l.ID = uuid.NewSHA1(namespaceBatch, []byte(string(v)+"\x00"+strconv.Itoa(n)+"\x00"+l.Text)).String()
-		} else if !safeID.MatchString(l.ID) {
-			return nil, fmt.Errorf("%s line %d: id %q: use 1 to 128 letters, digits, - or _", path, n, l.ID)
+		}
+		if err := (genq.Job{ID: l.ID, Variant: v, Text: l.Text}).Validate(); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
 		}
 		if prev, dup := seen[l.ID]; dup {
 			return nil, fmt.Errorf("%s line %d: id %q already used on line %d", path, n, l.ID, prev)

@@ -29,6 +29,47 @@ type Job struct {
 	Attempt int `json:"-"`
 }
 
+// Validate checks what every entry point requires of a job before it is
+// queued or run: an id the protocol allows, a known variant, and text.
+func (j Job) Validate() error {
+	if err := ValidateJobID(j.ID); err != nil {
+		return err
+	}
+	switch j.Variant {
+	case VariantA, VariantB, VariantC:
+	default:
+		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
+	}
+	return ValidateText(j.Text)
+}
+
+// MaxJobIDLen is the longest job id.
+const MaxJobIDLen = 128
+
+// ValidateJobID checks a job id: 1 to 128 characters of A-Z, a-z, 0-9, -
+// and _. The id travels as a subject token, an object name in the results
+// store and a key in the cancel bucket, and all three accept these.
+func ValidateJobID(id string) error {
+	ok := len(id) >= 1 && len(id) <= MaxJobIDLen
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+	}
+	if !ok {
+		return Errorf(Invalid, "job id %q: want 1 to %d characters of A-Z, a-z, 0-9, - and _", id, MaxJobIDLen)
+	}
+	return nil
+}
+
+// ValidateText checks a prompt: it is required. Entry points add limits of
+// their own (the api's MAX_PROMPT_BYTES, for one).
+func ValidateText(text string) error {
+	if text == "" {
+		return Errorf(Invalid, "text field is required")
+	}
+	return nil
+}
+
 // Expired reports whether the job's deadline has passed at now.
 func (j Job) Expired(now time.Time) bool {
 	return !j.Deadline.IsZero() && !now.Before(j.Deadline)

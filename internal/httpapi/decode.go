@@ -13,9 +13,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// errTextRequired is the seed's fixed answer to a missing, null or empty text.
-var errTextRequired = genq.Errorf(genq.Invalid, "text field is required")
-
 // readBody reads at most limit bytes of the request body.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	// A declared length over the limit is refused before a byte is read.
@@ -79,19 +76,19 @@ func decodePrompt(body []byte, maxPrompt int) (string, error) {
 }
 
 func promptOf(raw json.RawMessage, maxPrompt int) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", errTextRequired
+	var text string // a missing or null text is as empty
+	if len(raw) != 0 && string(raw) != "null" {
+		if raw[0] != '"' {
+			return "", genq.Errorf(genq.Invalid, "text must be a string, not %s", jsonKind(raw[0]))
+		}
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", malformed(err)
+		}
 	}
-	if raw[0] != '"' {
-		return "", genq.Errorf(genq.Invalid, "text must be a string, not %s", jsonKind(raw[0]))
-	}
-	var text string
-	if err := json.Unmarshal(raw, &text); err != nil {
-		return "", malformed(err)
+	if err := genq.ValidateText(text); err != nil {
+		return "", err
 	}
 	switch {
-	case text == "":
-		return "", errTextRequired
 	case len(text) > maxPrompt:
 		return "", genq.Errorf(genq.Invalid, "text is %d bytes long; the limit is %d", len(text), maxPrompt)
 	case strings.ContainsRune(text, 0):

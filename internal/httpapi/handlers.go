@@ -85,6 +85,10 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}
+	if err := job.Validate(); err != nil {
+		s.reject(w, err)
+		return
+	}
 	log := s.log.With("job_id", job.ID)
 	w.Header().Set(HeaderJobID, job.ID)
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,18 +95,12 @@ func decodeJob(data []byte, v genq.Variant) (genq.Job, error) {
 	return j, validateJob(j, v)
 }
 
-// jobIDPattern is what the protocol allows in a job id: it becomes an
-// object name and a key-value key.
-var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
 func validateJob(j genq.Job, v genq.Variant) error {
-	switch {
-	case !jobIDPattern.MatchString(j.ID):
-		return fmt.Errorf("job id %q: want 1 to 128 characters of A-Z, a-z, 0-9, - and _", j.ID)
-	case j.Variant != v:
+	if err := j.Validate(); err != nil {
+		return err
+	}
+	if j.Variant != v {
 		return fmt.Errorf("job %s is for variant %q on the subject of variant %s", j.ID, j.Variant, v)
-	case j.Text == "":
-		return fmt.Errorf("job %s has no text", j.ID)
 	}
 	return nil
 }

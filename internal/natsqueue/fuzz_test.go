@@ -21,7 +21,7 @@ func FuzzDecodeJob(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !jobIDPattern.MatchString(job.ID) || job.Variant != genq.VariantB || job.Text == "" {
+		if genq.ValidateJobID(job.ID) != nil || job.Variant != genq.VariantB || job.Text == "" {
 			t.Fatalf("accepted an unrunnable job %+v", job)
 		}
 	})
