@@ -11,14 +11,15 @@ import (
 type Code string
 
 const (
-	Invalid     Code = "invalid"     // the request cannot be served as sent
-	NotFound    Code = "not_found"   // no such route, or no such stored result
-	TooLarge    Code = "too_large"   // the request body is over its limit
-	Overloaded  Code = "overloaded"  // the queue is full: retry later
-	Unavailable Code = "unavailable" // a dependency is down, or the job was given up
-	Timeout     Code = "timeout"     // the job was not done by its deadline
-	Canceled    Code = "canceled"    // the caller went away
-	Internal    Code = "internal"    // a bug or an unexpected fault
+	Invalid      Code = "invalid"      // the request cannot be served as sent
+	Unauthorized Code = "unauthorized" // the caller did not prove it may ask
+	NotFound     Code = "not_found"    // no such route, or no such stored result
+	TooLarge     Code = "too_large"    // the request body is over its limit
+	Overloaded   Code = "overloaded"   // the queue is full: retry later
+	Unavailable  Code = "unavailable"  // a dependency is down, or the job was given up
+	Timeout      Code = "timeout"      // the job was not done by its deadline
+	Canceled     Code = "canceled"     // the caller went away
+	Internal     Code = "internal"     // a bug or an unexpected fault
 )
 
 // Error is genq's application error. Message is safe to show to a user;

@@ -15,6 +15,8 @@ func statusOf(code genq.Code) int {
 	switch code {
 	case genq.Invalid:
 		return http.StatusBadRequest
+	case genq.Unauthorized:
+		return http.StatusUnauthorized
 	case genq.NotFound:
 		return http.StatusNotFound
 	case genq.TooLarge:

@@ -84,7 +84,7 @@ func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 		if !ok || match != 1 {
 			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
-			writeJSON(w, http.StatusUnauthorized, errorResponse{Error: "a valid API key is required: send Authorization: Bearer <key>"})
+			writeError(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>"))
 			return
 		}
 		next.ServeHTTP(w, r)
