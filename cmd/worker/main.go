@@ -69,16 +69,12 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		return c, err
 	}
 	c.variant = v
-	defaultSlots := 4
-	if v.Kind() == genq.OutputImage {
-		defaultSlots = 1
-	}
 	host, _ := os.Hostname()
 	var variant string
 	fs := envflag.New("worker", getenv, out)
 	fs.String(&variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.modelDir, "model-dir", "MODEL_DIR", genq.DefaultModelDir(v, getenv), "directory of the model (/models in containers)")
-	fs.Int(&c.slots, "slots", "SLOTS", defaultSlots, "jobs run at once; text jobs share one batch")
+	fs.Int(&c.slots, "slots", "SLOTS", v.Spec().Slots, "jobs run at once; text jobs share one batch")
 	fs.String(&c.workerID, "worker-id", "WORKER_ID", host+"-"+uuid.NewString()[:8], "this worker's id in heartbeats and logs")
 	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9091", "address of /metrics and /healthz (empty: off)")
 	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")

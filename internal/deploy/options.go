@@ -45,13 +45,6 @@ type Options struct {
 // DefaultOptions are the defaults for a variant. GPUs and GPUType are left
 // for the caller: the deploy command requires them, as the seed's does.
 func DefaultOptions(v genq.Variant) Options {
-	slots := 8
-	switch v {
-	case genq.VariantA:
-		slots = 4 // a 70B model on one A100 has room for fewer sequences
-	case genq.VariantC:
-		slots = 1 // one image at a time is fastest on one GPU (docs/image.md)
-	}
 	return Options{
 		Name:                   "genq-" + strings.ToLower(string(v)),
 		Namespace:              "genq",
@@ -66,7 +59,7 @@ func DefaultOptions(v genq.Variant) Options {
 		APIMaxReplicas:         10,
 		ServiceType:            corev1.ServiceTypeLoadBalancer,
 		MaxWorkers:             4,
-		Slots:                  slots,
+		Slots:                  v.Spec().Slots,
 		GenerateTimeout:        5 * time.Minute,
 		DrainGrace:             5 * time.Minute,
 		CooldownPeriod:         5 * time.Minute,

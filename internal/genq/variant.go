@@ -32,11 +32,88 @@ func ParseVariant(s string) (Variant, error) {
 }
 
 // Kind says what a variant produces.
-func (v Variant) Kind() OutputKind {
-	if v == VariantC {
-		return OutputImage
+func (v Variant) Kind() OutputKind { return v.Spec().Kind }
+
+// Spec is what genq knows about a variant, in one place: the worker, the
+// deploy manifests, the model hub client and the test-model writers all
+// read their per-variant facts here.
+type Spec struct {
+	Kind OutputKind
+	// Slots is how many jobs a worker runs at once unless SLOTS says
+	// otherwise; for text, the width of the continuous batch.
+	Slots int
+	// ContextSize is a text model's context per sequence, prompt and
+	// answer together, in tokens; 0 for images.
+	ContextSize int
+	// Hub is the model genqctl download fetches by default.
+	Hub HubModel
+	// TestModel is what the tiny random-weight model of the variant is
+	// written as: the GGUF weight type of a text model (q4_0 or f16, the
+	// precision class of the real one), the diffusers pipeline of an image
+	// export (sd3).
+	TestModel string
+}
+
+// HubModel is a model repository on the model hub and the files of it the
+// worker needs (docs/download.md says why these).
+type HubModel struct {
+	Repo string
+	// Include selects the files. GGUF repositories hold a dozen
+	// quantisations of the same model; the patterns pick one. They belong
+	// to Repo: with another repository they do not apply.
+	Include []string
+	About   string
+}
+
+// Spec returns the facts of variant v; the zero Spec for an unknown one.
+func (v Variant) Spec() Spec {
+	switch v {
+	case VariantA:
+		return Spec{
+			Kind: OutputText,
+			// A 70B model on one A100 has room for fewer sequences than B.
+			Slots: 4,
+			// Variant A serves at most 512 tokens per sequence
+			// (fuse_max_seq_len = 512), which keeps a 70B model's cache small.
+			ContextSize: 512,
+			Hub: HubModel{
+				Repo: "bartowski/Meta-Llama-3.1-70B-Instruct-GGUF",
+				// One 42.5 GB file; the second pattern also matches the
+				// split layout (<name>-Q4_K_M/<name>-Q4_K_M-0000N-of-0000M.gguf)
+				// some GGUF repositories use for files over the hub's 50 GB limit.
+				Include: []string{"*-Q4_K_M.gguf", "*-Q4_K_M-*-of-*.gguf"},
+				About:   "Llama 3.1 70B Instruct, GGUF Q4_K_M (4-bit)",
+			},
+			TestModel: "q4_0",
+		}
+	case VariantB:
+		return Spec{
+			Kind:        OutputText,
+			Slots:       8,
+			ContextSize: 2048, // room for long prompts
+			Hub: HubModel{
+				Repo:    "unsloth/Llama-3.1-8B-Instruct-GGUF",
+				Include: []string{"*-BF16.gguf", "*-BF16-*-of-*.gguf"},
+				About:   "Llama 3.1 8B Instruct, GGUF BF16 (16-bit, not quantised)",
+			},
+			TestModel: "f16",
+		}
+	case VariantC:
+		return Spec{
+			Kind: OutputImage,
+			// One image at a time is fastest on one GPU (docs/image.md).
+			Slots: 1,
+			Hub: HubModel{
+				Repo: "TensorStack/StableDiffusion3-Medium-amuse",
+				// The diffusers layout of ONNX graphs with external weights,
+				// tokenizers and configs; no sample images.
+				Include: []string{"*.onnx", "*.onnx.data", "*.onnx_data", "*.json", "*.txt", "*.model"},
+				About:   "Stable Diffusion 3 Medium, ONNX export (fp16)",
+			},
+			TestModel: "sd3",
+		}
 	}
-	return OutputText
+	return Spec{}
 }
 
 func (v Variant) String() string { return string(v) }
