@@ -26,7 +26,7 @@ var tinyExport = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return dir, WriteTinyExport(dir, 1)
+	return dir, tinyexport.Write(dir, 1)
 })
 
 func tinyDir(tb testing.TB) string {
@@ -264,7 +264,7 @@ func TestOpenRejectsBrokenExports(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := WriteTinyExport(dir, 1); err != nil {
+			if err := tinyexport.Write(dir, 1); err != nil {
 				t.Fatal(err)
 			}
 			tt.breakIt(t, dir)
@@ -286,7 +286,7 @@ func TestOpenWithoutPartConfigs(t *testing.T) {
 	// to SD3's, text_embeds' width (when the graph leaves it free) to the
 	// hidden width.
 	dir := t.TempDir()
-	if err := WriteTinyExport(dir, 1); err != nil {
+	if err := tinyexport.Write(dir, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, part := range []string{"text_encoder", "text_encoder_2", "vae_decoder"} {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/genq/genq/internal/envflag"
-	"github.com/genq/genq/internal/onnx/tinyexport"
 )
 
 // DefaultLibraryPath is where scripts/fetch-onnxruntime.sh puts the CPU
@@ -109,10 +108,4 @@ func (c Config) validate() error {
 		return fmt.Errorf("no model directory given")
 	}
 	return nil
-}
-
-// WriteTinyExport writes a tiny SD3 export with random weights into dir, in
-// the layout Open reads; the same seed writes the same files.
-func WriteTinyExport(dir string, seed int64) error {
-	return tinyexport.Write(dir, seed)
 }
