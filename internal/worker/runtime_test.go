@@ -1,0 +1,378 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/worker"
+)
+
+// These tests hold the runtime to its rules over an in-process nats-server;
+// a scripted Backend stands in for the model.
+
+const variant = genq.VariantB
+
+func testLog() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// scripted is a Backend whose answer to each call is decided by the test.
+type scripted struct {
+	run func(ctx context.Context, job genq.Job, call int) (genq.Result, error)
+
+	mu      sync.Mutex
+	calls   map[string]int
+	started chan string // a job id, as each call begins
+}
+
+func newScripted(run func(ctx context.Context, job genq.Job, call int) (genq.Result, error)) *scripted {
+	return &scripted{run: run, calls: map[string]int{}, started: make(chan string, 16)}
+}
+
+func (b *scripted) Info() genq.BackendInfo {
+	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "scripted", Slots: 1}
+}
+
+func (b *scripted) Close() error { return nil }
+
+func (b *scripted) Generate(ctx context.Context, job genq.Job, _ func()) (genq.Result, error) {
+	b.mu.Lock()
+	b.calls[job.ID]++
+	call := b.calls[job.ID]
+	b.mu.Unlock()
+	b.started <- job.ID
+	return b.run(ctx, job, call)
+}
+
+func (b *scripted) callsOf(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls[id]
+}
+
+func echo(_ context.Context, job genq.Job, _ int) (genq.Result, error) {
+	return genq.NewTextResult(strings.ToUpper(job.Text)), nil
+}
+
+// blockUntilDone runs until the job's context ends, as a model does.
+func blockUntilDone(ctx context.Context, _ genq.Job, _ int) (genq.Result, error) {
+	<-ctx.Done()
+	return genq.Result{}, ctx.Err()
+}
+
+type harness struct {
+	t      *testing.T
+	url    string
+	conn   *natsqueue.Conn // the producer's
+	client *natsqueue.Client
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	h := &harness{t: t, url: ns.ClientURL()}
+	h.conn = h.dial()
+	if h.client, err = natsqueue.NewClient(h.conn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.client.Close() })
+	return h
+}
+
+func (h *harness) dial() *natsqueue.Conn {
+	h.t.Helper()
+	s := natsqueue.DefaultSettings()
+	s.AckWait = 2 * time.Second
+	s.MaxAttempts = 3
+	s.Memory = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := natsqueue.Dial(ctx, natsqueue.ConnectOptions{URL: h.url}, s, testLog(), variant)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(conn.Close)
+	return conn
+}
+
+// startWorker runs a runtime until the returned stop is called (or the test
+// ends); stop returns once the runtime has drained.
+func (h *harness) startWorker(id string, b genq.Backend, drainGrace time.Duration) (stop func()) {
+	h.t.Helper()
+	cfg := worker.Config{
+		WorkerID: id, Variant: variant, PollWait: 200 * time.Millisecond,
+		HeartbeatEvery: time.Second, DrainGrace: drainGrace, RetryDelay: 10 * time.Millisecond,
+	}
+	rt := worker.New(cfg, h.dial(), b, testLog().With("worker_id", id), prometheus.NewRegistry())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("worker %s: %v", id, err)
+			}
+		})
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+func newJob(text string, deadline time.Time) genq.Job {
+	return genq.Job{ID: uuid.NewString(), Variant: variant, Text: text, Deadline: deadline}
+}
+
+// run queues job and waits up to 20 s for its answer.
+func (h *harness) run(job genq.Job) (*genq.Answer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := h.client.Run(ctx, job)
+	if err == nil {
+		defer a.Body.Close()
+		body, _ := io.ReadAll(a.Body)
+		a.Body = io.NopCloser(strings.NewReader(string(body)))
+	}
+	return a, err
+}
+
+// deadLetter returns the dead letter of job id, or nil.
+func (h *harness) deadLetter(id string) *jetstream.RawStreamMsg {
+	h.t.Helper()
+	js, err := jetstream.New(h.conn.NATS())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, natsqueue.DeadStream)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, natsqueue.DeadSubject(variant))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if m.Header.Get(natsqueue.HeaderJobID) != id {
+		return nil
+	}
+	return m
+}
+
+// TestJobFates runs one job through one worker for each rule of a job's
+// life that ends in an answer to its caller.
+func TestJobFates(t *testing.T) {
+	errFlaky := errors.New("the GPU hiccuped")
+	tests := []struct {
+		name     string
+		run      func(ctx context.Context, job genq.Job, call int) (genq.Result, error)
+		deadline time.Duration // from now; the job's deadline
+		// What the caller gets: an answer of the attempt, or an error.
+		wantAttempt int
+		wantCode    genq.Code
+		wantMessage string
+		wantCalls   int
+		wantDead    bool
+	}{
+		{
+			name: "done at once", run: echo, deadline: time.Minute,
+			wantAttempt: 1, wantCalls: 1,
+		},
+		{
+			name: "a failure is retried",
+			run: func(ctx context.Context, job genq.Job, call int) (genq.Result, error) {
+				if call == 1 {
+					return genq.Result{}, errFlaky
+				}
+				return echo(ctx, job, call)
+			},
+			deadline:    time.Minute,
+			wantAttempt: 2, wantCalls: 2,
+		},
+		{
+			name: "a failure on every attempt is dead-lettered",
+			run: func(context.Context, genq.Job, int) (genq.Result, error) {
+				return genq.Result{}, errFlaky
+			},
+			deadline: time.Minute,
+			wantCode: genq.Internal, wantMessage: "generation failed after 3 attempts", wantCalls: 3, wantDead: true,
+		},
+		{
+			name: "a job the model refuses is not retried",
+			run: func(context.Context, genq.Job, int) (genq.Result, error) {
+				return genq.Result{}, genq.Errorf(genq.Invalid, "the prompt does not fit the context")
+			},
+			deadline: time.Minute,
+			wantCode: genq.Invalid, wantMessage: "the prompt does not fit the context", wantCalls: 1,
+		},
+		{
+			name: "a job expired in the queue never runs", run: echo, deadline: -time.Second,
+			wantCode: genq.Timeout, wantMessage: "not started before its deadline", wantCalls: 0,
+		},
+		{
+			name: "a job still running at its deadline is stopped", run: blockUntilDone, deadline: 500 * time.Millisecond,
+			wantCode: genq.Timeout, wantMessage: "not done by its deadline", wantCalls: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			b := newScripted(tt.run)
+			h.startWorker("w1", b, time.Second)
+			job := newJob("hello", time.Now().Add(tt.deadline))
+
+			a, err := h.run(job)
+
+			if tt.wantCode == "" {
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				body, _ := io.ReadAll(a.Body)
+				if want := `{"generated_text":"HELLO"}`; string(body) != want || a.Attempt != tt.wantAttempt || a.Worker != "w1" {
+					t.Errorf("answer %s from attempt %d of %q, want %s from attempt %d of w1", body, a.Attempt, a.Worker, want, tt.wantAttempt)
+				}
+			} else if genq.ErrorCode(err) != tt.wantCode || !strings.Contains(genq.ErrorMessage(err), tt.wantMessage) {
+				t.Errorf("Run: %v, want code %s and a message with %q", err, tt.wantCode, tt.wantMessage)
+			}
+			if got := b.callsOf(job.ID); got != tt.wantCalls {
+				t.Errorf("the model ran the job %d times, want %d", got, tt.wantCalls)
+			}
+			if dead := h.deadLetter(job.ID) != nil; dead != tt.wantDead {
+				t.Errorf("dead-lettered: %v, want %v", dead, tt.wantDead)
+			}
+		})
+	}
+}
+
+// TestMalformedJobIsDeadLettered: a message no worker can read is kept in
+// the dead-letter stream, never run, and does not stop the worker.
+func TestMalformedJobIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newScripted(echo)
+	h.startWorker("w1", b, time.Second)
+	js, err := jetstream.New(h.conn.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const badID = "not a valid id"
+	if _, err := js.Publish(t.Context(), natsqueue.JobsSubject(variant), []byte(`{"id":"`+badID+`","variant":"B","text":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.run(newJob("after", time.Now().Add(time.Minute))); err != nil {
+		t.Fatalf("the job after the malformed one: %v", err)
+	}
+	if h.deadLetter(badID) == nil {
+		t.Error("the malformed job is not in the dead-letter stream")
+	}
+	if n := b.callsOf(badID); n != 0 {
+		t.Errorf("the model ran the malformed job %d times", n)
+	}
+}
+
+// TestCancelledBeforeStartNeverRuns: a job its caller cancelled while it was
+// queued is dropped by the worker that pulls it.
+func TestCancelledBeforeStartNeverRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cancelled := newJob("gone", time.Now().Add(time.Minute))
+	h.conn.Cancel(cancelled.ID)
+	if _, err := h.conn.Publish(t.Context(), cancelled); err != nil {
+		t.Fatal(err)
+	}
+	b := newScripted(echo)
+	h.startWorker("w1", b, time.Second) // one slot: it pulls in queue order
+	if _, err := h.run(newJob("after", time.Now().Add(time.Minute))); err != nil {
+		t.Fatalf("the job queued after the cancelled one: %v", err)
+	}
+	if n := b.callsOf(cancelled.ID); n != 0 {
+		t.Errorf("the model ran a cancelled job %d times", n)
+	}
+	if h.deadLetter(cancelled.ID) != nil {
+		t.Error("a cancelled job was dead-lettered")
+	}
+}
+
+// TestDrain: a stopping worker lets the job in flight finish within its
+// grace period, and hands back one that would not, for another worker.
+func TestDrain(t *testing.T) {
+	t.Run("finishes within the grace period", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		release := make(chan struct{})
+		b := newScripted(func(ctx context.Context, job genq.Job, call int) (genq.Result, error) {
+			<-release
+			return echo(ctx, job, call)
+		})
+		stop := h.startWorker("w1", b, 10*time.Second)
+		job := newJob("hello", time.Now().Add(time.Minute))
+		type result struct {
+			a   *genq.Answer
+			err error
+		}
+		got := make(chan result, 1)
+		go func() { a, err := h.run(job); got <- result{a, err} }()
+		<-b.started
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		time.Sleep(300 * time.Millisecond) // the worker is draining now
+		close(release)
+		r := <-got
+		<-stopped
+		if r.err != nil || r.a.Attempt != 1 || r.a.Worker != "w1" {
+			t.Fatalf("Run: %+v, %v; want the first attempt answered by the draining worker", r.a, r.err)
+		}
+	})
+	t.Run("hands back what outlasts the grace period", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		b := newScripted(blockUntilDone)
+		stop := h.startWorker("w1", b, 300*time.Millisecond)
+		job := newJob("hello", time.Now().Add(time.Minute))
+		type result struct {
+			a   *genq.Answer
+			err error
+		}
+		got := make(chan result, 1)
+		go func() { a, err := h.run(job); got <- result{a, err} }()
+		<-b.started
+		start := time.Now()
+		stop()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the drain took %s with a grace of 300ms", d)
+		}
+		h.startWorker("w2", newScripted(echo), time.Second)
+		r := <-got
+		if r.err != nil || r.a.Worker != "w2" || r.a.Attempt != 2 {
+			t.Fatalf("Run: %+v, %v; want the second attempt answered by w2", r.a, r.err)
+		}
+		if h.deadLetter(job.ID) != nil {
+			t.Error("a handed-back job was dead-lettered")
+		}
+	})
+}
