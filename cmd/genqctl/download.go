@@ -31,7 +31,7 @@ type downloadConfig struct {
 }
 
 // runDownload handles "genqctl download": a snapshot of a hub repository
-// into the model directory, the seed's build-time download step.
+// into the model directory; Dockerfile.worker runs it at build time.
 func runDownload(ctx context.Context, args []string, e env) error {
 	cfg, err := parseDownloadFlags(args, e)
 	if err != nil {

@@ -43,7 +43,8 @@ type Options struct {
 }
 
 // DefaultOptions are the defaults for a variant. GPUs and GPUType are left
-// for the caller: the deploy command requires them, as the seed's does.
+// for the caller: the deploy command requires them, since no GPU choice
+// fits every cluster.
 func DefaultOptions(v genq.Variant) Options {
 	return Options{
 		Name:                   "genq-" + strings.ToLower(string(v)),

@@ -22,8 +22,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden manifests in deploy/k8s")
 
-// goldenOptions are what `genqctl deploy --gpus 1 --gpu-type <seed's type>`
-// renders for each variant: the seed's deployments.
+// goldenOptions are what `genqctl deploy --gpus 1 --gpu-type <type>` renders
+// for each variant, with the GPU type docs/deploy.md names for it.
 func goldenOptions(v genq.Variant) Options {
 	o := DefaultOptions(v)
 	o.GPUs = 1

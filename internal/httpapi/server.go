@@ -1,6 +1,6 @@
-// Package httpapi is genq's HTTP façade: the seed's three routes, plus
-// /metrics. It validates a request, hands the job to the queue, and waits
-// for the answer; it never runs a model itself.
+// Package httpapi is genq's HTTP façade: the three routes of the README's
+// route table, plus /metrics. It validates a request, hands the job to the
+// queue, and waits for the answer; it never runs a model itself.
 package httpapi
 
 import (

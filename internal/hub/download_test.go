@@ -28,7 +28,7 @@ func payload(seed byte, n int) []byte {
 }
 
 // modelFiles is a repository as the hub holds one: small git files, large
-// LFS weights, and the pickles the seed says to skip.
+// LFS weights, and the pickles DefaultExcludes skips.
 func modelFiles() []hubtest.File {
 	return []hubtest.File{
 		{Path: ".gitattributes", Data: []byte("*.gguf filter=lfs\n")},

@@ -7,9 +7,8 @@ import (
 	"strings"
 )
 
-// DefaultExcludes are skipped unless the caller says otherwise: the seed's
-// rule 2, pickled PyTorch weights, which run code when loaded and which genq
-// never reads.
+// DefaultExcludes are skipped unless the caller says otherwise: pickled
+// PyTorch weights, which run code when loaded and which genq never reads.
 func DefaultExcludes() []string { return []string{"*.pt", "*.bin"} }
 
 // Filter selects files by glob patterns, with the hub client's semantics

@@ -119,7 +119,7 @@ func TestLoadToken(t *testing.T) {
 	}{
 		{"HF_TOKEN first", map[string]string{"HF_TOKEN": "a", "MODEL_HUB_TOKEN": "b"}, file, "$HF_TOKEN", false, false},
 		{"the hub's older name", map[string]string{"HUGGING_FACE_HUB_TOKEN": "a"}, "", "$HUGGING_FACE_HUB_TOKEN", false, false},
-		{"the seed's name", map[string]string{"MODEL_HUB_TOKEN": "b"}, "", "$MODEL_HUB_TOKEN", false, false},
+		{"genq's own name", map[string]string{"MODEL_HUB_TOKEN": "b"}, "", "$MODEL_HUB_TOKEN", false, false},
 		{"a secret file", nil, file, "file " + file, false, false},
 		{"none", nil, "", "none (anonymous)", true, false},
 		{"a missing file", nil, file + ".missing", "", true, true},

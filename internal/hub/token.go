@@ -9,7 +9,7 @@ import (
 
 // TokenEnvVars lists the variables read for the token, in order; the first
 // one set wins. HF_TOKEN and HUGGING_FACE_HUB_TOKEN are the hub's own names,
-// MODEL_HUB_TOKEN the seed's.
+// MODEL_HUB_TOKEN genq's (docs/download.md).
 func TokenEnvVars() []string {
 	return []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MODEL_HUB_TOKEN"}
 }

@@ -30,7 +30,7 @@ const (
 	sd3ShiftFactor   = 0.0609
 )
 
-// Backend runs one diffusion export: SD3 (the seed's variant C), or SD 1.5
+// Backend runs one diffusion export: SD3 (variant C), or SD 1.5
 // and SDXL UNet exports. Its sessions are shared by all concurrent Generate
 // calls: ONNX Runtime sessions are safe for concurrent Run.
 type Backend struct {
@@ -125,8 +125,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		b.Close()
 		return nil, err
 	}
-	// The seed's negative prompt is "". Encoding it also proves the text
-	// encoders run.
+	// The negative prompt is always "": the HTTP contract takes one text
+	// only. Encoding it also proves the text encoders run.
 	b.negative, err = b.encodePrompt(ctx, nil, "")
 	if err != nil {
 		b.Close()
@@ -158,7 +158,7 @@ func (b *Backend) readConfigs() (string, error) {
 		return "", fmt.Errorf("model dir %s: pipeline %q is not supported, want StableDiffusion3Pipeline, StableDiffusionXLPipeline or StableDiffusionPipeline", dir, index.Class)
 	}
 	// SDXL's force_zeros_for_empty_prompt does not apply: it zeroes only a
-	// negative prompt that is None, and the seed's is "".
+	// negative prompt that is None, and genq's is "".
 
 	schedPath := filepath.Join(dir, "scheduler", "scheduler_config.json")
 	if b.kind.isUNet() {

@@ -50,7 +50,7 @@ func BenchmarkOpen(b *testing.B) {
 	b.ReportMetric(procfs.PeakRSSMiB(os.Getpid()), "peak-RSS-MiB")
 }
 
-// BenchmarkGenerate measures one image of the seed's pipeline (28 steps,
+// BenchmarkGenerate measures one image of variant C's pipeline (28 steps,
 // guidance 7) and reports seconds per step and per image.
 func BenchmarkGenerate(b *testing.B) {
 	cfg := benchConfig(b)

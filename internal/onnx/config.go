@@ -41,7 +41,8 @@ type Config struct {
 	Threads int
 }
 
-// Defaults of the seed's fixed pipeline parameters and of SD3-medium.
+// Defaults of variant C's pipeline parameters (README, docs/image.md) and
+// of SD3-medium.
 const (
 	DefaultSize          = 1024
 	DefaultSteps         = 28

@@ -18,7 +18,7 @@ func TestRegisterFlags(t *testing.T) {
 		args []string
 		want Config
 	}{
-		{"defaults: the seed's parameters", nil, nil, Config{LibraryPath: DefaultLibraryPath, Device: DeviceAuto, Width: 1024, Height: 1024, Steps: 28, GuidanceScale: 7}},
+		{"defaults: variant C's parameters", nil, nil, Config{LibraryPath: DefaultLibraryPath, Device: DeviceAuto, Width: 1024, Height: 1024, Steps: 28, GuidanceScale: 7}},
 		{"environment", env, nil, Config{LibraryPath: "/opt/ort/libonnxruntime.so.1", Device: "cpu", Width: 768, Height: 512, Steps: 20, GuidanceScale: 4.5, Seed: 99, Threads: 3}},
 		{"flags win", env, []string{"--image-width", "256", "--image-seed", "0"}, Config{LibraryPath: "/opt/ort/libonnxruntime.so.1", Device: "cpu", Width: 256, Height: 512, Steps: 20, GuidanceScale: 4.5, Threads: 3}},
 	}

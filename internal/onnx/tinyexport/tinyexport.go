@@ -176,7 +176,7 @@ func modelIndex(p Pipeline) map[string]any {
 		index["unet"] = []string{"diffusers", "UNet2DConditionModel"}
 	case SDXL:
 		index["_class_name"] = "StableDiffusionXLPipeline"
-		index["force_zeros_for_empty_prompt"] = true // moot: the seed's negative prompt is "", not None
+		index["force_zeros_for_empty_prompt"] = true // moot: genq's negative prompt is "", not None
 		index["scheduler"] = []string{"diffusers", "EulerDiscreteScheduler"}
 		index["text_encoder"], index["text_encoder_2"] = clip, clipProj
 		index["tokenizer_2"] = tok
