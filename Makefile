@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 5s
 
-.PHONY: build test fuzz run chaos bench bench-text bench-image clean onnxruntime
+.PHONY: build test fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -59,8 +59,31 @@ bench-image: $(ORT_LIB)
 bench: build $(ORT_LIB)
 	go run ./test/bench --report docs/benchmarks.md --chart docs/benchmarks.png
 
+# The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the
+# kit fits a small upload), the pinned engine's ggml sources for building
+# its CUDA backend there, and the bandwidth probe. The GPU machine needs
+# CUDA, CMake and Ninja, not Go.
+GPU_KIT  ?= .gpu
+GPU_WORK ?= /tmp/genq-gpu
+gpu-kit:
+	rm -rf $(GPU_KIT) && mkdir -p $(GPU_KIT)/bin
+	CGO_CFLAGS="-O3 -march=x86-64-v3" CGO_CXXFLAGS="-O3 -march=x86-64-v3" \
+		go build -trimpath -ldflags="-s -w" -o $(GPU_KIT)/bin/ ./cmd/api ./cmd/worker ./cmd/genqctl ./test/benchgpu
+	xz -T0 -6 $(GPU_KIT)/bin/*
+	d=$$(go list -m -f '{{.Dir}}' github.com/ollama/ollama) && \
+		tar czf $(GPU_KIT)/ggml-src.tar.gz -C "$$d" --exclude='*.go' --exclude=ggml-vulkan --exclude=ggml-metal --exclude=ggml-hip \
+		CMakeLists.txt CMakePresets.json ml/backend/ggml/ggml
+	cp scripts/gpu/copybw.cu $(GPU_KIT)/
+	du -sh $(GPU_KIT)
+
+# Text throughput on this machine's CUDA GPU through HTTP (docs/benchmarks-gpu.md
+# says how to run it on a machine without Go); rewrites the page's figures.
+bench-gpu: gpu-kit
+	GPU_KIT=$(GPU_KIT) GPU_WORK=$(GPU_WORK) scripts/bench-gpu.sh run
+	go run ./test/benchgpu report --in $(GPU_WORK)/results --doc docs/benchmarks-gpu.md
+
 clean:
-	rm -rf bin .genq
+	rm -rf bin .genq $(GPU_KIT)
 
 # Fault scenarios over real processes; rewrites the figures in docs/reliability.md.
 chaos: $(ORT_LIB)

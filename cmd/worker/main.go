@@ -74,7 +74,13 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs := envflag.New("worker", getenv, out)
 	fs.String(&variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.modelDir, "model-dir", "MODEL_DIR", genq.DefaultModelDir(v, getenv), "directory of the model (/models in containers)")
-	fs.Int(&c.slots, "slots", "SLOTS", v.Spec().Slots, "jobs run at once; text jobs share one batch")
+	defaultSlots, slotsHelp := v.Spec().Slots, "jobs run at once"
+	if v.Kind() == genq.OutputText {
+		// 0 lets the text backend size the batch from free GPU memory.
+		defaultSlots = 0
+		slotsHelp = fmt.Sprintf("jobs run at once, sharing one batch; 0 sizes them from free GPU memory (TEXT_GPU_MEMORY_UTILIZATION), or runs %d on a CPU", v.Spec().Slots)
+	}
+	fs.Int(&c.slots, "slots", "SLOTS", defaultSlots, slotsHelp)
 	fs.String(&c.workerID, "worker-id", "WORKER_ID", host+"-"+uuid.NewString()[:8], "this worker's id in heartbeats and logs")
 	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9091", "address of /metrics and /healthz (empty: off)")
 	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
@@ -89,11 +95,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.slots < 1 {
+	if c.slots < 1 && (c.slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")
 	}
 	c.runtime.WorkerID, c.runtime.Variant = c.workerID, v
-	c.text.ModelDir, c.text.Slots = c.modelDir, c.slots
+	c.text.ModelDir, c.text.Slots, c.text.DefaultSlots = c.modelDir, c.slots, v.Spec().Slots
 	c.image.ModelDir, c.image.Slots = c.modelDir, c.slots
 	return c, nil
 }

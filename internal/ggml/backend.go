@@ -127,7 +127,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		// sentence, rather than after loading for seconds.
 		return nil, fmt.Errorf("text model %s: %w", path, plan.doesNotFit(cfg.Slots, cfg.GPUMemoryUtilization))
 	case cfg.Slots == 0:
-		cfg = cfg.withSlots(defaultCPUSlots)
+		cfg = cfg.withSlots(cmp.Or(cfg.DefaultSlots, defaultCPUSlots))
 	}
 
 	m, err := newModel(path, params)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,9 +97,9 @@ func BenchmarkThroughput(b *testing.B) {
 					b.ReportMetric(procfs.PeakRSSMiB(os.Getpid()), "peak-rss-MiB")
 					st := &be.sched.stats
 					if steps := float64(st.steps.Load()); steps > 0 {
-						b.ReportMetric(float64(st.planNanos.Load())/steps/1e3, "plan-us/step")
-						b.ReportMetric(float64(st.computeNanos.Load())/steps/1e3, "compute-us/step")
-						b.ReportMetric(float64(st.finishNanos.Load())/steps/1e3, "finish-us/step")
+						b.ReportMetric(float64(st.all.planNanos.Load())/steps/1e3, "plan-us/step")
+						b.ReportMetric(float64(st.all.computeNanos.Load())/steps/1e3, "compute-us/step")
+						b.ReportMetric(float64(st.all.finishNanos.Load())/steps/1e3, "finish-us/step")
 					}
 				})
 			}
@@ -158,4 +159,57 @@ func medianDuration(xs []time.Duration) time.Duration {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkHostPerStep measures the host's work per decode step (building
+// the batch, the cache's mask and the graph; sampling and decoding the
+// answers) at 64 sequences over Llama 3's 128,256-token vocabulary, with the
+// engine's compute reported apart. Rows are narrowed on the device (ggml's
+// sort in the step's graph, as on a GPU) or copied whole to the host.
+//
+//	go test ./internal/ggml -run '^$' -bench HostPerStep -benchtime 1x
+func BenchmarkHostPerStep(b *testing.B) {
+	dir := filepath.Join(os.TempDir(), "genq-ggml-bench")
+	path := filepath.Join(dir, tinygguf.FileName(genq.VariantB, "tiny-128k"))
+	if _, err := os.Stat(path); err != nil {
+		if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny-128k", 1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const slots = 64
+	for _, narrow := range []string{"device", "host"} {
+		b.Run("narrow="+narrow, func(b *testing.B) {
+			be, err := Open(context.Background(), Config{
+				ModelFile: path, Slots: slots, ContextSize: 512, MaxNewTokens: 48,
+				Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
+				IgnoreEOS: true, Pipeline: "off", Narrow: narrow,
+			}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for i := range slots {
+					wg.Go(func() {
+						if _, err := be.generate(context.Background(), fmt.Sprintf("%s (%d)", benchPrompt, i)); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			st := &be.sched.stats.decode
+			steps := float64(st.steps.Load())
+			if steps == 0 {
+				b.Fatal("no decode-only step")
+			}
+			perStep := func(n *atomic.Int64) float64 { return float64(n.Load()) / steps / 1e6 }
+			b.ReportMetric(perStep(&st.planNanos)+perStep(&st.finishNanos), "host-ms/step")
+			b.ReportMetric(perStep(&st.planNanos), "plan-ms/step")
+			b.ReportMetric(perStep(&st.finishNanos), "finish-ms/step")
+			b.ReportMetric(perStep(&st.computeNanos), "compute-ms/step")
+			b.ReportMetric(steps, "decode-steps")
+		})
+	}
 }

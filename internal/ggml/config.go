@@ -17,8 +17,9 @@ type Config struct {
 	ModelFile string // a .gguf file; relative names are inside ModelDir
 
 	// Slots is the most sequences in one batch. 0 sizes it: from free
-	// memory on a GPU (see GPUMemoryUtilization), defaultCPUSlots on a CPU.
+	// memory on a GPU (see GPUMemoryUtilization), DefaultSlots on a CPU.
 	Slots        int
+	DefaultSlots int // 0 means defaultCPUSlots
 	ContextSize  int // per-sequence context: prompt plus answer, in tokens
 	MaxNewTokens int
 

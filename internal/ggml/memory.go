@@ -9,9 +9,9 @@ import (
 	"github.com/ollama/ollama/ml"
 )
 
-// defaultCPUSlots is how many sequences share a batch on the CPU when the
-// worker does not say: past a few, a CPU's step time grows with the batch
-// and nobody's answer comes sooner.
+// defaultCPUSlots is how many sequences share a batch on the CPU when
+// neither Slots nor DefaultSlots says: past a few, a CPU's step time grows
+// with the batch and nobody's answer comes sooner.
 const defaultCPUSlots = 4
 
 // maxAutoSlots caps the slots sized from free memory, as vLLM caps its

@@ -95,6 +95,11 @@ type step struct {
 	// to the host, never the vocabulary-wide logits.
 	narrowed *narrowing
 
+	// decodeOnly is set when the step carries no prompt token: one token
+	// per sequence, the steady state benchmarks measure.
+	decodeOnly                        bool
+	planTime, computeTime, finishTime time.Duration
+
 	floats []float32 // the logits that reached the host: k or vocab per row
 	ids    []int32   // with narrowed: the candidates' token ids, k per row
 	err    error
@@ -115,17 +120,78 @@ type scheduler struct {
 
 	waiting []*request
 	active  []*sequence // in admission order
+	window  window      // since the last throughput log line
 	free    []int       // cache slots no sequence holds
 
 	// stats are read by tests and benchmarks while the loop runs.
 	stats struct {
 		steps        atomic.Int64
 		admitted     atomic.Int64
-		planNanos    atomic.Int64 // building graphs
-		computeNanos atomic.Int64 // ggml computing them
-		finishNanos  atomic.Int64 // sampling and decoding
 		maxSequences atomic.Int64 // most sequences one step carried
+		tokens       atomic.Int64 // sampled
+		all, decode  stepTimes    // every step; steps that carried no prompt token
 	}
+}
+
+// stepTimes add up where steps spent their time. Plan and finish are the
+// host's work; compute is ggml's, with the copy of the results to the host.
+type stepTimes struct {
+	steps        atomic.Int64
+	planNanos    atomic.Int64 // building graphs: the batch, the cache's mask, the graph
+	computeNanos atomic.Int64 // ggml computing them
+	finishNanos  atomic.Int64 // sampling and decoding
+}
+
+func (t *stepTimes) add(st *step) {
+	t.steps.Add(1)
+	t.planNanos.Add(int64(st.planTime))
+	t.computeNanos.Add(int64(st.computeTime))
+	t.finishNanos.Add(int64(st.finishTime))
+}
+
+func (s *scheduler) record(st *step) {
+	s.stats.all.add(st)
+	if st.decodeOnly {
+		s.stats.decode.add(st)
+	}
+	s.stats.tokens.Add(int64(len(st.draws)))
+	if now := time.Now(); now.Sub(s.window.start) >= throughputLogEvery {
+		s.logThroughput(now)
+	}
+}
+
+// throughputLogEvery is how often a busy scheduler logs its throughput and
+// where its steps spend their time, as vLLM logs its own every 10 s.
+const throughputLogEvery = 10 * time.Second
+
+// window is what the last throughput log line saw.
+type window struct {
+	start         time.Time
+	tokens, steps int64
+	plan, compute int64
+	finish        int64
+}
+
+func (s *scheduler) logThroughput(now time.Time) {
+	w := window{start: now, tokens: s.stats.tokens.Load(), steps: s.stats.all.steps.Load(),
+		plan: s.stats.all.planNanos.Load(), compute: s.stats.all.computeNanos.Load(), finish: s.stats.all.finishNanos.Load()}
+	prev := s.window
+	s.window = w
+	steps := w.steps - prev.steps
+	if prev.start.IsZero() || steps == 0 {
+		return
+	}
+	ms := func(n int64) float64 { return float64(n) / float64(steps) / 1e6 }
+	active := 0
+	for _, seq := range s.active {
+		if !seq.finished {
+			active++
+		}
+	}
+	s.b.log.Info("text throughput",
+		"tokens_per_s", float64(w.tokens-prev.tokens)/now.Sub(prev.start).Seconds(),
+		"steps", steps, "active", active, "waiting", len(s.waiting),
+		"plan_ms", ms(w.plan-prev.plan), "compute_ms", ms(w.compute-prev.compute), "finish_ms", ms(w.finish-prev.finish))
 }
 
 func newScheduler(b *Backend) *scheduler {
@@ -157,13 +223,17 @@ func (s *scheduler) loop() {
 		s.failAll(genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down"))
 	}()
 
+	end := func(st, next *step) {
+		<-st.done
+		t := time.Now()
+		s.finish(st, next)
+		st.finishTime = time.Since(t)
+		st.ctx.Close()
+		s.record(st)
+	}
 	for {
 		if inflight != nil && !s.b.cfg.pipeline {
-			<-inflight.done
-			t := time.Now()
-			s.finish(inflight, nil)
-			s.stats.finishNanos.Add(int64(time.Since(t)))
-			inflight.ctx.Close()
+			end(inflight, nil)
 			inflight = nil
 		}
 		if !s.admit(inflight == nil) {
@@ -171,17 +241,15 @@ func (s *scheduler) loop() {
 		}
 		t := time.Now()
 		next, err := s.plan()
-		s.stats.planNanos.Add(int64(time.Since(t)))
+		if next != nil {
+			next.planTime = time.Since(t)
+		}
 		if err != nil {
 			s.fail(err)
 			next = nil
 		}
 		if inflight != nil {
-			<-inflight.done
-			t := time.Now()
-			s.finish(inflight, next)
-			s.stats.finishNanos.Add(int64(time.Since(t)))
-			inflight.ctx.Close()
+			end(inflight, next)
 			inflight = nil
 		}
 		if next != nil {
@@ -317,6 +385,7 @@ func (s *scheduler) plan() (*step, error) {
 		}
 	}
 	// Then prompt chunks, oldest first, up to the step's budget.
+	decoding := len(st.tokens)
 	for _, seq := range s.active {
 		budget := b.cfg.BatchSize - len(st.tokens)
 		if budget <= 0 {
@@ -337,6 +406,7 @@ func (s *scheduler) plan() (*step, error) {
 	if len(st.tokens) == 0 {
 		return nil, nil
 	}
+	st.decodeOnly = len(st.tokens) == decoding
 	for _, seq := range st.seqs {
 		seq.inflight++
 	}
@@ -420,7 +490,7 @@ func (s *scheduler) compute(st *step) {
 		st.ctx.Compute(st.logits)
 		st.floats = st.logits.Floats()
 	}
-	s.stats.computeNanos.Add(int64(time.Since(t)))
+	st.computeTime = time.Since(t)
 }
 
 // int32s reinterprets a tensor's little-endian bytes as int32s, without a

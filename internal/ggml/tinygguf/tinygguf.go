@@ -34,13 +34,16 @@ const (
 )
 
 // Sizes names the shapes Options.Size accepts, smallest first.
-var Sizes = []string{"tiny", "mid", "8b", "70b"}
+var Sizes = []string{"tiny", "tiny-128k", "mid", "8b", "70b"}
 
 // Options describe a generated model.
 type Options struct {
 	Weights Weights
 	// Size is one of Sizes: "tiny" (a few hundred thousand parameters, for
-	// tests), "mid" (about 100M, for CPU benchmarks), or "8b" and "70b"
+	// tests), "tiny-128k" (the tiny blocks with Llama 3's 128,256-token
+	// vocabulary, for benchmarks of the host's work per step, which grows
+	// with the vocabulary, not the model), "mid" (about 100M, for CPU
+	// benchmarks), or "8b" and "70b"
 	// (Llama 3's shapes and its 128,256-token vocabulary, for GPU
 	// benchmarks: 16 GB in F16, 40 GB in Q4_0).
 	Size string
@@ -84,6 +87,8 @@ func (o Options) shape() (shape, error) {
 		// (ggml's F16 GEMM over a 16-long dot and twice the softmax rows):
 		// concurrency 4 gave 1.7x of concurrency 1 instead of 2.1x.
 		return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128}, nil
+	case "tiny-128k":
+		return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128, fullVocab: true}, nil
 	case "mid":
 		// 14 layers at width 768 with full multi-head attention: about 99M
 		// parameters in the blocks, the size class of the 126M llama the
