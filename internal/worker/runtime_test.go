@@ -157,6 +157,18 @@ func (h *harness) run(job genq.Job) (*genq.Answer, error) {
 	return a, err
 }
 
+type result struct {
+	a   *genq.Answer
+	err error
+}
+
+// runAsync is run in the background, for a test that acts meanwhile.
+func (h *harness) runAsync(job genq.Job) <-chan result {
+	got := make(chan result, 1)
+	go func() { a, err := h.run(job); got <- result{a, err} }()
+	return got
+}
+
 // deadLetter returns the dead letter of job id, or nil.
 func (h *harness) deadLetter(id string) *jetstream.RawStreamMsg {
 	h.t.Helper()
@@ -331,12 +343,7 @@ func TestDrain(t *testing.T) {
 		})
 		stop := h.startWorker("w1", b, 10*time.Second)
 		job := newJob("hello", time.Now().Add(time.Minute))
-		type result struct {
-			a   *genq.Answer
-			err error
-		}
-		got := make(chan result, 1)
-		go func() { a, err := h.run(job); got <- result{a, err} }()
+		got := h.runAsync(job)
 		<-b.started
 		stopped := make(chan struct{})
 		go func() { stop(); close(stopped) }()
@@ -354,12 +361,7 @@ func TestDrain(t *testing.T) {
 		b := newScripted(blockUntilDone)
 		stop := h.startWorker("w1", b, 300*time.Millisecond)
 		job := newJob("hello", time.Now().Add(time.Minute))
-		type result struct {
-			a   *genq.Answer
-			err error
-		}
-		got := make(chan result, 1)
-		go func() { a, err := h.run(job); got <- result{a, err} }()
+		got := h.runAsync(job)
 		<-b.started
 		start := time.Now()
 		stop()
