@@ -29,7 +29,7 @@ import (
 	"github.com/genq/genq/internal/procfs"
 )
 
-// Backend serves one GGUF chat model. It implements worker.Backend.
+// Backend serves one GGUF chat model. It implements genq.Backend.
 type Backend struct {
 	cfg   Config
 	log   *slog.Logger
@@ -51,6 +51,8 @@ type Backend struct {
 
 	sched *scheduler
 }
+
+var _ genq.Backend = (*Backend)(nil)
 
 // Open loads the model at start-up. Everything that can make a model
 // unservable (not GGUF, an architecture the engine lacks, a chat template it

@@ -67,23 +67,15 @@ type Config struct {
 	noSharedPrefix bool
 }
 
-// DefaultSystemPrompt is the seed's system message.
+// DefaultSystemPrompt is the system message of every conversation unless
+// TEXT_SYSTEM_PROMPT says otherwise.
 const DefaultSystemPrompt = "You are a helpful assistant."
-
-// defaultContextSize is the per-sequence context of each variant: A's comes
-// from the seed's fuse_max_seq_len = 512; B has room for long prompts.
-func defaultContextSize(v genq.Variant) int {
-	if v == genq.VariantA {
-		return 512
-	}
-	return 2048
-}
 
 // RegisterFlags binds the text settings to flags and TEXT_* environment
 // variables. ModelDir and Slots belong to the worker and are not bound here.
 func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.ModelFile, "text-model-file", "TEXT_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
-	fs.Int(&c.ContextSize, "text-context-size", "TEXT_CONTEXT_SIZE", defaultContextSize(v), "tokens of context per sequence, prompt and answer together")
+	fs.Int(&c.ContextSize, "text-context-size", "TEXT_CONTEXT_SIZE", v.Spec().ContextSize, "tokens of context per sequence, prompt and answer together")
 	fs.Int(&c.MaxNewTokens, "text-max-new-tokens", "TEXT_MAX_NEW_TOKENS", 256, "most tokens generated per request")
 	fs.Float64(&c.Temperature, "text-temperature", "TEXT_TEMPERATURE", 0.6, "sampling temperature; 0 is greedy")
 	fs.Float64(&c.TopP, "text-top-p", "TEXT_TOP_P", 0.9, "nucleus sampling: keep the most likely tokens up to this probability")

@@ -10,7 +10,7 @@ import (
 	"github.com/ollama/ollama/tokenizer"
 )
 
-// chatTemplate renders the seed's two-message conversation with the model's
+// chatTemplate renders the two-message conversation (system, user) with the model's
 // own chat template.
 type chatTemplate struct {
 	name string

@@ -56,11 +56,7 @@ type Options struct {
 
 // OptionsFor returns the options of variant v's test model.
 func OptionsFor(v genq.Variant, size string, seed int64) Options {
-	w := WeightsF16
-	if v == genq.VariantA {
-		w = WeightsQ4_0
-	}
-	return Options{Weights: w, Size: size, Seed: seed}
+	return Options{Weights: Weights(v.Spec().TestModel), Size: size, Seed: seed}
 }
 
 // FileName is the name genqctl gives a generated model of a variant.
