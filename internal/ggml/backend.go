@@ -563,18 +563,6 @@ func (b *Backend) prefillPrefix() error {
 	return nil
 }
 
-func equalTokens(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // forwardSequence computes tokens of one cache sequence, starting at pos,
 // and returns the logits of the last one.
 func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {

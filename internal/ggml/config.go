@@ -5,6 +5,8 @@ package ggml
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
@@ -106,19 +108,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 256
 	}
-	switch c.Pipeline {
-	case "":
-		c.Pipeline = "auto"
-	case "auto", "on", "off":
-	default:
-		return c, fmt.Errorf("text: pipeline %q: want on, off or auto", c.Pipeline)
+	var err error
+	if c.Pipeline, err = oneOf("pipeline", c.Pipeline, "auto", "on", "off"); err != nil {
+		return c, err
 	}
-	switch c.Narrow {
-	case "":
-		c.Narrow = "auto"
-	case "auto", "device", "host":
-	default:
-		return c, fmt.Errorf("text: narrow %q: want device, host or auto", c.Narrow)
+	if c.Narrow, err = oneOf("narrow", c.Narrow, "auto", "device", "host"); err != nil {
+		return c, err
 	}
 	if c.GPUMemoryUtilization <= 0 || c.GPUMemoryUtilization > 1 {
 		if c.GPUMemoryUtilization != 0 {
@@ -137,6 +132,17 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("text: %w", err)
 	}
 	return c, nil
+}
+
+// oneOf checks a setting against its choices; empty takes the first.
+func oneOf(name, value string, choices ...string) (string, error) {
+	if value == "" {
+		return choices[0], nil
+	}
+	if !slices.Contains(choices, value) {
+		return value, fmt.Errorf("text: %s %q: want one of %s", name, value, strings.Join(choices, ", "))
+	}
+	return value, nil
 }
 
 // withSlots sets the slots, once known, and what depends on them.

@@ -1,6 +1,7 @@
 package ggml
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestPromptTokensStartWithBOSAndSharedPrefix(t *testing.T) {
 	if ids[0] != bos {
 		t.Fatalf("first token %d, want BOS %d", ids[0], bos)
 	}
-	if len(b.prefix) < 10 || !equalTokens(ids[:len(b.prefix)], b.prefix) {
+	if len(b.prefix) < 10 || !slices.Equal(ids[:len(b.prefix)], b.prefix) {
 		t.Fatalf("prompt %v does not start with the shared prefix %v", ids, b.prefix)
 	}
 	// The special tokens of the template are single tokens, not their text.

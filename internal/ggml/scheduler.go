@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,7 +311,7 @@ func (s *scheduler) start(req *request) {
 	s.free = s.free[:len(s.free)-1]
 	seq := &sequence{req: req, slot: slot, pending: req.prompt}
 	b := s.b
-	if n := len(b.prefix); n > 0 && n < len(req.prompt) && equalTokens(req.prompt[:n], b.prefix) {
+	if n := len(b.prefix); n > 0 && n < len(req.prompt) && slices.Equal(req.prompt[:n], b.prefix) {
 		b.cache.CopyPrefix(b.prefixSeq(), slot, int32(n))
 		seq.pending, seq.pos = req.prompt[n:], int32(n)
 	}
