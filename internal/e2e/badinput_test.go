@@ -3,10 +3,12 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +213,7 @@ func TestAPIKeys(t *testing.T) {
 		status int
 	}{
 		{"", 401}, {"Bearer nope", 401}, {"k-one", 401}, {"Bearer k-one", 200}, {"Bearer k-two", 200}, {"Basic k-one", 401},
+		{"bearer k-one", 200}, {"BEARER k-two", 200}, {"Bearer k-on", 401}, {"Bearer k-one-and-more", 401},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, s.api.URL+"/generate", strings.NewReader(`{"text":"echo:k"}`))
 		if tc.header != "" {
@@ -228,5 +231,72 @@ func TestAPIKeys(t *testing.T) {
 	// Probes stay open.
 	if r := s.get("/readiness"); r.status != 200 {
 		t.Fatalf("readiness with keys = %d", r.status)
+	}
+}
+
+// TestRefusedBodyIsReadBeforeTheAnswer plays a client that writes its whole
+// body before it reads (Python's urllib does): a body the api refuses must
+// still be read, or closing the connection with unread bytes resets it and
+// the client sees ECONNRESET in place of the 413 or 401. The body is paced
+// to last a second, longer than net/http waits before it closes a
+// connection it stopped reading, as a client on a real network would.
+func TestRefusedBodyIsReadBeforeTheAnswer(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{MaxBodyBytes: 1000, APIKeys: []string{"k"}}})
+	const size = 2 << 20
+	body := `{"text":"` + strings.Repeat("a", size) + `"}`
+	var chunked strings.Builder
+	for rest := body; rest != ""; {
+		n := min(len(rest), 64<<10)
+		fmt.Fprintf(&chunked, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	chunked.WriteString("0\r\n\r\n")
+	for _, tc := range []struct {
+		name, head, body string
+		status           int
+	}{
+		{"Content-Length over the limit", "Authorization: Bearer k\r\nContent-Length: " + strconv.Itoa(len(body)), body, 413},
+		{"chunked over the limit", "Authorization: Bearer k\r\nTransfer-Encoding: chunked", chunked.String(), 413},
+		{"no API key", "Content-Length: " + strconv.Itoa(len(body)), body, 401},
+		{"lowercase bearer, over the limit", "Authorization: bearer k\r\nContent-Length: " + strconv.Itoa(len(body)), body, 413},
+		// The client waits for "100 Continue" before its body: none comes,
+		// the answer does, and nothing is read.
+		{"Expect: 100-continue", "Authorization: Bearer k\r\nExpect: 100-continue\r\nContent-Length: " + strconv.Itoa(len(body)), "", 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", s.api.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+			_ = conn.(*net.TCPConn).SetWriteBuffer(64 << 10)
+			raw := "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + tc.head + "\r\n\r\n" + tc.body
+			for rest := raw; rest != ""; {
+				n := min(len(rest), 64<<10)
+				if _, err := io.WriteString(conn, rest[:n]); err != nil {
+					t.Fatalf("writing the request: %v", err)
+				}
+				rest = rest[n:]
+				time.Sleep(30 * time.Millisecond)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			defer resp.Body.Close()
+			got, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			if resp.StatusCode != tc.status || !resp.Close {
+				t.Fatalf("= %d (close %v), want %d with Connection: close", resp.StatusCode, resp.Close, tc.status)
+			}
+			var e struct{ Error string }
+			if err := json.Unmarshal(got, &e); err != nil || e.Error == "" {
+				t.Fatalf("body %q is not a JSON error", got)
+			}
+		})
 	}
 }

@@ -30,6 +30,28 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
+// maxDiscard bounds how much of a refused body the api reads only to throw
+// away. The server's read timeout bounds the time it may take.
+const maxDiscard = 16 << 20
+
+// discardBody reads and drops what the client still has to send of a body
+// the api refuses, and asks for the connection to close after the answer.
+// A client that writes its whole body before reading (Python's urllib, for
+// one) otherwise never sees the answer: net/http reads at most 256 KiB of
+// an unread body, and closing a socket with unread bytes makes the kernel
+// send a reset in place of the answer. A client that sent
+// "Expect: 100-continue" is waiting for permission to send and gets none,
+// so there is nothing to read; a body declared over the cap is not worth
+// reading.
+func discardBody(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if r.Body == nil || r.ContentLength == 0 || r.ContentLength > maxDiscard ||
+		strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
+}
+
 // decodePrompt checks a /generate body and returns its text. The body must
 // be one JSON object; of its fields only text is used, and it must be a
 // non-empty string of at most maxPrompt bytes.

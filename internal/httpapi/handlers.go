@@ -76,6 +76,9 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
+		if genq.ErrorCode(err) == genq.TooLarge {
+			discardBody(w, r)
+		}
 		s.reject(w, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
 	"strconv"
@@ -68,21 +69,28 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// requireAPIKey checks the bearer token when API keys are configured. Every
-// key is compared, in constant time, so timing says nothing about which
-// prefix matched.
+// requireAPIKey checks the bearer token when API keys are configured. The
+// token's digest is compared with every key's, in constant time, so timing
+// says nothing about which key or which prefix matched, nor about the keys'
+// lengths. The scheme is case-insensitive, as HTTP's auth schemes are.
 func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 	if len(s.cfg.APIKeys) == 0 {
 		return next
 	}
+	digests := make([][sha256.Size]byte, len(s.cfg.APIKeys))
+	for i, k := range s.cfg.APIKeys {
+		digests[i] = sha256.Sum256([]byte(k))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		match := 0
-		for _, k := range s.cfg.APIKeys {
-			match |= subtle.ConstantTimeCompare([]byte(token), []byte(k))
+		for _, d := range digests {
+			match |= subtle.ConstantTimeCompare(got[:], d[:])
 		}
-		if !ok || match != 1 {
+		if !strings.EqualFold(scheme, "Bearer") || match != 1 {
 			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
+			discardBody(w, r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
 			writeError(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>"))
 			return
