@@ -30,7 +30,7 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" bin/api &
+VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="${API_METRICS_ADDR:-127.0.0.1:9090}" bin/api &
 pids+=($!)
 VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="${METRICS_ADDR:-127.0.0.1:9091}" bin/worker &
 pids+=($!)

@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -44,6 +46,7 @@ type config struct {
 	variant       string
 	addr          string
 	port          int
+	metricsAddr   string
 	logLevel      string
 	nats          natsqueue.ConnectOptions
 	queue         natsqueue.Settings
@@ -63,6 +66,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.String(&c.variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.addr, "addr", "ADDR", "", "listen address; overrides --port")
 	fs.Int(&c.port, "port", "PORT", 8080, "HTTP port (80 in the container)")
+	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
 	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	c.nats.RegisterFlags(fs, "")
 	c.queue.RegisterFlags(fs)
@@ -156,7 +160,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := httpapi.NewServer(cfg.http, log, client, workers, conn, reg, reg, newJobID)
+	handler := httpapi.NewServer(cfg.http, log, client, workers, conn, reg, newJobID)
+	if cfg.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(cfg.metricsAddr, httpapi.NewMetricsHandler(reg), log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -179,6 +190,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Warn("requests still in flight at the end of the grace period", "err", err)
 	}
 	return nil
+}
+
+// serveMetrics serves h on addr, the internal address scrapers use.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen on %s: %w (set METRICS_ADDR to a free address, or empty to turn /metrics off)", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 // newJobID returns a time-ordered UUID (v7), so ids sort by submission.

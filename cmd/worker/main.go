@@ -82,7 +82,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	fs.Int(&c.slots, "slots", "SLOTS", defaultSlots, slotsHelp)
 	fs.String(&c.workerID, "worker-id", "WORKER_ID", host+"-"+uuid.NewString()[:8], "this worker's id in heartbeats and logs")
-	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9091", "address of /metrics and /healthz (empty: off)")
+	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", defaultMetricsAddr, "address of /metrics and /healthz (empty: off; when the default is taken, a free port)")
 	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	c.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
 	c.queue.RegisterFlags(fs)
@@ -191,11 +191,24 @@ func logManifest(log *slog.Logger, dir string) {
 	}
 }
 
+// defaultMetricsAddr is where a worker serves /metrics unless told otherwise.
+const defaultMetricsAddr = ":9091"
+
 // serveMetrics serves /metrics and /healthz; the liveness probe reads the latter.
+// A second worker on one host finds the default port taken: it takes a free
+// port instead and says which, rather than exit. An address chosen on purpose
+// is kept, or the start fails saying what to do.
 func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
+	if err != nil && addr == defaultMetricsAddr && errors.Is(err, syscall.EADDRINUSE) {
+		ln, err = net.Listen("tcp", ":0")
+		if err == nil {
+			log.Warn("the default metrics address is taken (another worker on this host?); serving /metrics on a free port instead: set METRICS_ADDR to choose one",
+				"default", addr, "addr", ln.Addr().String())
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("metrics listen: %w", err)
+		return nil, fmt.Errorf("metrics listen on %s: %w (each worker on a host needs its own METRICS_ADDR, e.g. :9092; empty turns /metrics off)", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -35,8 +35,9 @@ const (
 
 	ManagedBy = "genqctl"
 
-	apiPort     = 80
-	metricsPort = 9091
+	apiPort        = 80
+	apiMetricsPort = 9090 // internal: the Service does not expose it
+	metricsPort    = 9091
 	// HubTokenKey is the Secret's key, named like the variable that reads it.
 	HubTokenKey = "HF_TOKEN"
 )
@@ -220,6 +221,7 @@ func restricted(readOnlyRoot bool) *corev1.SecurityContext {
 func (o Options) apiDeployment() *appsv1.Deployment {
 	env := append(o.natsEnv(),
 		corev1.EnvVar{Name: "PORT", Value: strconv.Itoa(apiPort)},
+		corev1.EnvVar{Name: "METRICS_ADDR", Value: ":" + strconv.Itoa(apiMetricsPort)},
 		corev1.EnvVar{Name: "GENERATE_TIMEOUT", Value: o.GenerateTimeout.String()},
 	)
 	probe := func(path string, period, failures int32) *corev1.Probe {
@@ -257,7 +259,10 @@ func (o Options) apiDeployment() *appsv1.Deployment {
 						Name:  "api",
 						Image: o.APIImage(),
 						Env:   append(env, corev1.EnvVar{Name: "SHUTDOWN_GRACE", Value: o.GenerateTimeout.String()}),
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: apiPort, Protocol: corev1.ProtocolTCP}},
+						Ports: []corev1.ContainerPort{
+							{Name: "http", ContainerPort: apiPort, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: apiMetricsPort, Protocol: corev1.ProtocolTCP},
+						},
 						// The platform checks health on /readiness (seed rule 1).
 						// Liveness reads GET /, which never queues a wake-up.
 						ReadinessProbe: probe("/readiness", 10, 3),

@@ -210,10 +210,17 @@ func checkAPI(t *testing.T, d decoded) {
 	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readiness" {
 		t.Errorf("api readiness probe = %+v, want GET /readiness", c.ReadinessProbe)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 80 || env(c, "PORT") != "80" {
+	if len(c.Ports) != 2 || c.Ports[0].ContainerPort != 80 || env(c, "PORT") != "80" {
 		t.Errorf("api listens on %+v with PORT=%q, want 80", c.Ports, env(c, "PORT"))
 	}
+	// /metrics is on its own port, which the Service does not expose.
+	if c.Ports[1].Name != "metrics" || c.Ports[1].ContainerPort != 9090 || env(c, "METRICS_ADDR") != ":9090" {
+		t.Errorf("api metrics on %+v with METRICS_ADDR=%q, want 9090", c.Ports, env(c, "METRICS_ADDR"))
+	}
 	svc := d.services[0]
+	if len(svc.Spec.Ports) != 1 {
+		t.Errorf("api Service exposes %+v, want port 80 only", svc.Spec.Ports)
+	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.Ports[0].Port != 80 || !subset(svc.Spec.Selector, api.Spec.Template.Labels) {
 		t.Errorf("api Service %+v does not expose the api pods on port 80", svc.Spec)
 	}

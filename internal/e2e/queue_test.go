@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -336,23 +337,41 @@ func TestDrainHandsBackJobsPastGrace(t *testing.T) {
 	}
 }
 
+// TestMetricsExposed reads the api's metrics on its internal address. The
+// public address does not serve them, and a made-up method counts as
+// "other", so clients cannot grow the label set.
 func TestMetricsExposed(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	s.startWorker(newTestBackend(1), time.Second)
 	s.generate("echo:m")
 	s.get("/nope")
-	r := s.get("/metrics")
+	for i := range 3 {
+		if _, err := s.do(context.Background(), fmt.Sprintf("MADEUP%d", i), "/generate", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := s.get("/metrics"); r.status != http.StatusNotFound {
+		t.Fatalf("public /metrics = %d, want 404", r.status)
+	}
+	resp, err := http.Get(s.metrics.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
 		`genq_http_requests_total{code="200",method="POST",route="/generate"} 1`,
-		`genq_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+		`genq_http_requests_total{code="404",method="GET",route="unmatched"} 2`,
+		`genq_http_requests_total{code="405",method="other",route="unmatched"} 3`,
 		`genq_generate_seconds_bucket{outcome="ok",le="600"} 1`,
 		`genq_queue_wait_seconds_count 1`,
 		`genq_live_workers`,
 	} {
-		if !strings.Contains(string(r.body), want) {
+		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	var root map[string]any
-	_ = json.Unmarshal(s.get("/").body, &root)
+	if strings.Contains(string(body), "MADEUP") {
+		t.Error("a made-up method became a label value")
+	}
 }

@@ -73,7 +73,8 @@ type stack struct {
 	settings natsqueue.Settings
 	variant  genq.Variant
 	api      *httptest.Server
-	conn     *natsqueue.Conn // the api's
+	metrics  *httptest.Server // the api's internal address
+	conn     *natsqueue.Conn  // the api's
 }
 
 type stackOptions struct {
@@ -120,12 +121,14 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		cfg.WakeupEvery = 10 * time.Second
 	}
 	reg := prometheus.NewRegistry()
-	h := httpapi.NewServer(cfg, testLog(t), client, workers, conn, reg, reg, uuid.NewString)
+	h := httpapi.NewServer(cfg, testLog(t), client, workers, conn, reg, uuid.NewString)
 	api := httptest.NewUnstartedServer(h)
 	api.Config = httpapi.NewHTTPServer(h, cfg)
 	api.Start()
 	t.Cleanup(api.Close)
-	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, conn: conn}
+	metrics := httptest.NewServer(httpapi.NewMetricsHandler(reg))
+	t.Cleanup(metrics.Close)
+	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, metrics: metrics, conn: conn}
 }
 
 // runningWorker is a worker runtime in this process with its own NATS

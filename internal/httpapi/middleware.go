@@ -35,8 +35,9 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// countRequests counts requests by route pattern, so unknown paths do not
-// grow the label set.
+// countRequests counts requests by route pattern and method, each from a
+// fixed set, so unknown paths and made-up methods do not grow the label set
+// (and the api's memory) at a client's will.
 func (s *Server) countRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
@@ -49,8 +50,18 @@ func (s *Server) countRequests(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		s.metrics.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status)).Inc()
 	})
+}
+
+// methodLabel is the method when HTTP defines it, else "other".
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // recoverPanics turns a handler's panic into a 500 and keeps serving.

@@ -11,8 +11,9 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// routes is every route the api serves.
-func (s *Server) routes(gatherer prometheus.Gatherer) http.Handler {
+// routes is every route the api serves to its clients. /metrics is not one
+// of them: it is served on an internal address (NewMetricsHandler).
+func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverPanics, s.countRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -26,8 +27,16 @@ func (s *Server) routes(gatherer prometheus.Gatherer) http.Handler {
 	r.Get("/", s.handleRoot)
 	r.Get("/readiness", s.handleReadiness)
 	r.With(s.requireAPIKey).Post("/generate", s.handleGenerate)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return r
+}
+
+// NewMetricsHandler serves GET /metrics from gatherer, for the internal
+// address only: scrapes cost memory and CPU, and the labels say more about
+// the service than its clients need to know.
+func NewMetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
 }
 
 // allowedMethods lists the methods that have a route at path, for Allow.

@@ -1,5 +1,5 @@
 // Package httpapi is genq's HTTP façade: the three routes of the README's
-// route table, plus /metrics. It validates a request, hands the job to the
+// route table (and, on an internal address, /metrics). It validates a request, hands the job to the
 // queue, and waits for the answer; it never runs a model itself.
 package httpapi
 
@@ -79,10 +79,10 @@ type Server struct {
 }
 
 // NewServer returns the façade as an http.Handler. Metrics are registered on
-// reg and served from gatherer.
+// reg; NewMetricsHandler serves them.
 func NewServer(cfg Config, log *slog.Logger, jobs Jobs, workers Workers, waker Waker,
-	reg prometheus.Registerer, gatherer prometheus.Gatherer, newID func() string) http.Handler {
+	reg prometheus.Registerer, newID func() string) http.Handler {
 	s := &Server{cfg: cfg, log: log, jobs: jobs, workers: workers, waker: waker, newID: newID}
 	s.metrics = newMetrics(reg, func() float64 { return float64(len(workers.Live())) })
-	return s.routes(gatherer)
+	return s.routes()
 }

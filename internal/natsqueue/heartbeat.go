@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +13,17 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-func heartbeatKey(v genq.Variant, workerID string) string { return string(v) + "." + workerID }
+// heartbeatKey is the worker's key in GENQ_WORKERS. Characters a key may not
+// hold become "_", so any WORKER_ID can beat; dots stay (see WatchWorkers).
+func heartbeatKey(v genq.Variant, workerID string) string {
+	return string(v) + "." + strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("-_=/.", r):
+			return r
+		}
+		return '_'
+	}, strings.Trim(workerID, "."))
+}
 
 // Beat publishes a worker's heartbeat.
 func (c *Conn) Beat(ctx context.Context, hb genq.Heartbeat) error {
@@ -50,7 +61,9 @@ type seenBeat struct {
 
 // WatchWorkers follows the heartbeats of variant v until ctx ends.
 func (c *Conn) WatchWorkers(ctx context.Context, v genq.Variant) (*WorkerSet, error) {
-	w, err := c.workers.Watch(ctx, string(v)+".*")
+	// ">" and not "*": a worker id may hold dots (a host name such as
+	// ip-10-0-0-5.ec2.internal is the default), and "*" matches one token.
+	w, err := c.workers.Watch(ctx, string(v)+".>")
 	if err != nil {
 		return nil, fmt.Errorf("watch heartbeats: %w", err)
 	}

@@ -136,8 +136,8 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 			t.Fatalf("key %q: %d, want %d", key, resp.StatusCode, want)
 		}
 	}
-	for _, path := range []string{"/", "/readiness", "/metrics"} {
-		if err := localstack.WaitHTTP(ctx, s.URL()+path); err != nil {
+	for _, url := range []string{s.URL() + "/", s.URL() + "/readiness", s.MetricsURL()} {
+		if err := localstack.WaitHTTP(ctx, url); err != nil {
 			t.Fatal(err)
 		}
 	}

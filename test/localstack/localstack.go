@@ -222,6 +222,8 @@ type Stack struct {
 	ModelDir string
 	NATSPort int
 	APIPort  int
+	// APIMetricsPort is the api's internal /metrics port (METRICS_ADDR).
+	APIMetricsPort int
 	// Env is added to every genq process (the api and the workers).
 	Env []string
 	// NATSArgs are extra nats-server arguments (authentication, say).
@@ -286,17 +288,25 @@ func waitTCP(ctx context.Context, port int) error {
 	}
 }
 
+// MetricsURL is the api's internal /metrics.
+func (s *Stack) MetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(s.APIMetricsPort) + "/metrics"
+}
+
 // StartAPI starts the api against the stack's nats-server and waits until
 // it serves.
 func (s *Stack) StartAPI(ctx context.Context, env ...string) error {
-	if s.APIPort == 0 {
-		p, err := FreePort()
-		if err != nil {
-			return err
+	for _, port := range []*int{&s.APIPort, &s.APIMetricsPort} {
+		if *port == 0 {
+			p, err := FreePort()
+			if err != nil {
+				return err
+			}
+			*port = p
 		}
-		s.APIPort = p
 	}
-	e := append([]string{"VARIANT=" + s.Variant, "NATS_URL=" + s.NATSURL(), "ADDR=127.0.0.1:" + strconv.Itoa(s.APIPort)}, s.Env...)
+	e := append([]string{"VARIANT=" + s.Variant, "NATS_URL=" + s.NATSURL(), "ADDR=127.0.0.1:" + strconv.Itoa(s.APIPort),
+		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(s.APIMetricsPort)}, s.Env...)
 	p, err := Start("api", s.Bin.API, nil, append(e, env...), s.Dir)
 	if err != nil {
 		return err
