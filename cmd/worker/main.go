@@ -151,11 +151,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		"slots", info.Slots, "load", time.Since(started).Round(time.Millisecond).String())
 
 	cfg.nats.Name = "genq-worker-" + cfg.workerID
+	// The server redelivers by the consumer's AckWait and attempts, not by
+	// this worker's flags: serve the consumer as it is, and follow it.
+	cfg.queue.AdoptConsumer = true
 	conn, err := natsqueue.Dial(ctx, cfg.nats, cfg.queue, log, cfg.variant)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	go conn.FollowConsumerLimits(ctx, cfg.variant, 30*time.Second)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -101,6 +101,7 @@ type Conn struct {
 	cancels  jetstream.KeyValue
 	workers  jetstream.KeyValue
 	log      *slog.Logger
+	limits   consumerLimits // the consumer's, over settings' (limits.go)
 }
 
 // open ensures the assets for the given variants exist with the settings,
@@ -137,11 +138,18 @@ func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, vari
 	if c.workers, err = js.KeyValue(ctx, WorkersBucket); err != nil {
 		return nil, fmt.Errorf("bind %s: %w", WorkersBucket, err)
 	}
+	if len(variants) == 1 {
+		if err := c.readConsumerLimits(ctx, variants[0]); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
-// Settings returns the limits the assets were ensured with.
-func (c *Conn) Settings() Settings { return c.settings }
+// Settings returns the limits the assets were ensured with; AckWait and
+// MaxAttempts are those the variant's consumer holds, when the Conn was
+// opened for one variant (see FollowConsumerLimits).
+func (c *Conn) Settings() Settings { return c.limits.apply(c.settings) }
 
 // NATS returns the underlying connection.
 func (c *Conn) NATS() *nats.Conn { return c.nc }

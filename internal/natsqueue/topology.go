@@ -38,6 +38,12 @@ type Settings struct {
 	Replicas int
 	// Memory keeps assets in memory instead of on disk (tests only).
 	Memory bool
+	// AdoptConsumer leaves an existing consumer's settings as they are
+	// instead of writing AckWait and MaxAttempts over them: a worker serves
+	// the consumer it finds (the api's, or an operator's), so workers started
+	// with other flags do not flip them back and forth. A missing consumer
+	// is still created.
+	AdoptConsumer bool
 }
 
 // DefaultSettings are the protocol's documented defaults.
@@ -122,6 +128,11 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		return fmt.Errorf("ensure stream %s: %w", DeadStream, err)
 	}
 	for _, v := range variants {
+		if s.AdoptConsumer {
+			if _, err := js.Consumer(ctx, JobsStream, ConsumerName(v)); err == nil {
+				continue
+			}
+		}
 		_, err := js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
 			Durable:       ConsumerName(v),
 			Description:   "workers of variant " + string(v),

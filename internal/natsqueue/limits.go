@@ -1,0 +1,79 @@
+package natsqueue
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// consumerLimits are the job limits the variant's durable consumer holds:
+// the server redelivers after its AckWait and stops at its MaxDeliver,
+// whatever this process was configured with, so a worker keeps time by
+// the consumer's values, not its own flags.
+type consumerLimits struct {
+	ackWait     atomic.Int64 // nanoseconds; 0: not read yet
+	maxAttempts atomic.Int64
+}
+
+// apply overlays the consumer's limits, once read, on s.
+func (l *consumerLimits) apply(s Settings) Settings {
+	if w := l.ackWait.Load(); w > 0 {
+		s.AckWait = time.Duration(w)
+	}
+	if a := l.maxAttempts.Load(); a > 0 {
+		s.MaxAttempts = int(a)
+	}
+	return s
+}
+
+// readConsumerLimits takes AckWait and the attempts (MaxDeliver less the
+// one delivery that only dead-letters, see ensure) from the consumer.
+func (c *Conn) readConsumerLimits(ctx context.Context, v genq.Variant) error {
+	cons, err := c.js.Consumer(ctx, JobsStream, ConsumerName(v))
+	if err != nil {
+		return fmt.Errorf("read consumer %s: %w", ConsumerName(v), err)
+	}
+	c.storeLimits(cons.CachedInfo().Config)
+	return nil
+}
+
+func (c *Conn) storeLimits(cfg jetstream.ConsumerConfig) {
+	if cfg.AckWait > 0 {
+		c.limits.ackWait.Store(int64(cfg.AckWait))
+	}
+	if cfg.MaxDeliver > 1 {
+		c.limits.maxAttempts.Store(int64(cfg.MaxDeliver - 1))
+	}
+}
+
+// FollowConsumerLimits rereads the variant's consumer every interval until
+// ctx ends, so Settings reports the AckWait and attempts the server applies
+// now, also after another component rewrote them. Errors are logged: the
+// last values read stay in force.
+func (c *Conn) FollowConsumerLimits(ctx context.Context, v genq.Variant, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		before := c.Settings()
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.readConsumerLimits(rctx, v)
+		cancel()
+		if err != nil {
+			c.log.Debug("could not reread the consumer's limits", "err", err)
+			continue
+		}
+		if after := c.Settings(); after.AckWait != before.AckWait || after.MaxAttempts != before.MaxAttempts {
+			c.log.Info("the consumer's limits changed", "ack_wait", after.AckWait.String(), "max_attempts", after.MaxAttempts)
+		}
+	}
+}

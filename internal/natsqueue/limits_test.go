@@ -1,0 +1,63 @@
+package natsqueue
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// TestWorkerKeepsTheConsumersLimits: the api wrote the consumer; a worker
+// started with other flags serves by the consumer's AckWait and attempts
+// (the server's), leaves them as they are, and follows a later rewrite.
+func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
+	ns, err := StartEmbedded(EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dial := func(s Settings) *Conn {
+		c, err := Dial(ctx, ConnectOptions{URL: ns.ClientURL()}, s, log, genq.VariantB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	api := DefaultSettings()
+	api.AckWait, api.MaxAttempts = 5*time.Second, 2
+	dial(api)
+
+	own := DefaultSettings()
+	own.AckWait, own.MaxAttempts, own.AdoptConsumer = 30*time.Second, 7, true
+	w := dial(own)
+	if got := w.Settings(); got.AckWait != 5*time.Second || got.MaxAttempts != 2 {
+		t.Fatalf("worker settings = ack wait %s, %d attempts; want the consumer's 5s, 2", got.AckWait, got.MaxAttempts)
+	}
+	info, err := w.js.Consumer(ctx, JobsStream, ConsumerName(genq.VariantB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := info.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxDeliver != 3 {
+		t.Fatalf("the worker rewrote the consumer: ack wait %s, max deliver %d", cfg.AckWait, cfg.MaxDeliver)
+	}
+
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go w.FollowConsumerLimits(fctx, genq.VariantB, 50*time.Millisecond)
+	api.AckWait, api.MaxAttempts = 9*time.Second, 4
+	dial(api) // the api restarts with new flags
+	for w.Settings().AckWait != 9*time.Second || w.Settings().MaxAttempts != 4 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("worker never followed the rewrite: %+v", w.Settings())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
