@@ -187,7 +187,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("requests still in flight at the end of the grace period", "err", err)
+		log.Warn("requests still in flight at the end of the grace period: their jobs are cancelled and they are answered 503", "err", err)
 	}
 	return nil
 }

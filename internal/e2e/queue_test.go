@@ -375,3 +375,33 @@ func TestMetricsExposed(t *testing.T) {
 		t.Error("a made-up method became a label value")
 	}
 }
+
+// TestShutdownAbandonsWaitingRequestsCleanly: a request still waiting when
+// the api's shutdown grace runs out gets 503, and its job is cancelled, so
+// nothing runs for nobody.
+func TestShutdownAbandonsWaitingRequestsCleanly(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	b := newTestBackend(1)
+	s.startWorker(b, time.Second)
+	done := make(chan response, 1)
+	go func() {
+		r, err := s.generateCtx(context.Background(), "block")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	id := waitFor(t, b.started, 5*time.Second, "the job to start")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.httpServer.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown reports no request in flight")
+	}
+	r := waitFor(t, done, 5*time.Second, "the answer")
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.errorText(t), "shutting down") {
+		t.Fatalf("= %d %s, want 503 with Retry-After", r.status, r.body)
+	}
+	if ended := waitFor(t, b.ended, 2*time.Second, "the running job to be cancelled"); ended != id {
+		t.Fatalf("ended %s, want %s", ended, id)
+	}
+}

@@ -68,13 +68,14 @@ func openConn(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Vari
 }
 
 type stack struct {
-	t        *testing.T
-	ns       *server.Server
-	settings natsqueue.Settings
-	variant  genq.Variant
-	api      *httptest.Server
-	metrics  *httptest.Server // the api's internal address
-	conn     *natsqueue.Conn  // the api's
+	t          *testing.T
+	ns         *server.Server
+	settings   natsqueue.Settings
+	variant    genq.Variant
+	api        *httptest.Server
+	httpServer *httpapi.HTTPServer // api's Config
+	metrics    *httptest.Server    // the api's internal address
+	conn       *natsqueue.Conn     // the api's
 }
 
 type stackOptions struct {
@@ -123,12 +124,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	reg := prometheus.NewRegistry()
 	h := httpapi.NewServer(cfg, testLog(t), client, workers, conn, reg, uuid.NewString)
 	api := httptest.NewUnstartedServer(h)
-	api.Config = httpapi.NewHTTPServer(h, cfg)
+	hs := httpapi.NewHTTPServer(h, cfg)
+	api.Config = hs.Server
 	api.Start()
 	t.Cleanup(api.Close)
 	metrics := httptest.NewServer(httpapi.NewMetricsHandler(reg))
 	t.Cleanup(metrics.Close)
-	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, metrics: metrics, conn: conn}
+	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, httpServer: hs, metrics: metrics, conn: conn}
 }
 
 // runningWorker is a worker runtime in this process with its own NATS

@@ -102,6 +102,9 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	s.metrics.inFlight.Inc()
 	answer, err := s.jobs.Run(ctx, job)
 	s.metrics.inFlight.Dec()
+	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+		err = errShuttingDown // the job is cancelled; the caller may retry elsewhere
+	}
 	if err != nil {
 		s.metrics.generateSeconds.WithLabelValues(string(genq.ErrorCode(err))).Observe(time.Since(start).Seconds())
 		if code := genq.ErrorCode(err); code == genq.Overloaded {

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -51,17 +52,56 @@ type Config struct {
 	ReadTimeout       time.Duration
 }
 
+// HTTPServer is the façade's http.Server, with a shutdown that leaves no
+// request waiting for nobody.
+type HTTPServer struct {
+	*http.Server
+	abandon context.CancelCauseFunc // ends every request's context
+}
+
+// errShuttingDown is the cause with which requests still waiting at the end
+// of the shutdown grace are abandoned; their callers get 503 and may retry
+// on another replica.
+var errShuttingDown = genq.Errorf(genq.Unavailable, "the api is shutting down; retry")
+
 // NewHTTPServer wraps the façade in an http.Server with timeouts fit for it:
 // reads are short, writes last as long as a job may.
-func NewHTTPServer(h http.Handler, cfg Config) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second),
-		ReadTimeout:       cmp.Or(cfg.ReadTimeout, 30*time.Second),
-		WriteTimeout:      cfg.JobTimeout + 30*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+func NewHTTPServer(h http.Handler, cfg Config) *HTTPServer {
+	base, abandon := context.WithCancelCause(context.Background())
+	return &HTTPServer{
+		Server: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second),
+			ReadTimeout:       cmp.Or(cfg.ReadTimeout, 30*time.Second),
+			WriteTimeout:      cfg.JobTimeout + 30*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			BaseContext:       func(net.Listener) context.Context { return base },
+		},
+		abandon: abandon,
 	}
+}
+
+// abandonedAnswerTime bounds how long abandoned requests get to send their 503.
+const abandonedAnswerTime = 5 * time.Second
+
+// Shutdown stops accepting requests and lets those in flight finish until
+// ctx ends. Those still waiting then are abandoned: their jobs are
+// cancelled (a queued one never runs, a running one stops), and they are
+// answered 503, so no model runs for a caller the api has dropped. It
+// returns ctx's error when requests had to be abandoned.
+func (s *HTTPServer) Shutdown(ctx context.Context) error {
+	err := s.Server.Shutdown(ctx)
+	if err == nil {
+		return nil
+	}
+	s.abandon(errShuttingDown)
+	actx, cancel := context.WithTimeout(context.Background(), abandonedAnswerTime)
+	defer cancel()
+	if s.Server.Shutdown(actx) != nil {
+		_ = s.Server.Close()
+	}
+	return err
 }
 
 // Server holds the façade's dependencies.
