@@ -3,11 +3,13 @@ package natsqueue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
@@ -31,10 +33,27 @@ func (c *Conn) Beat(ctx context.Context, hb genq.Heartbeat) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.workers.Put(ctx, heartbeatKey(hb.Variant, hb.WorkerID), data); err != nil {
+	key := heartbeatKey(hb.Variant, hb.WorkerID)
+	_, err = c.workers.Put(ctx, key, data)
+	if assetMissing(err) {
+		// The bucket is in memory: a standalone server that restarted has
+		// none, and every heartbeat would fail until someone re-creates it.
+		c.log.Warn("the heartbeat bucket is gone (a NATS restart?); re-creating it", "bucket", WorkersBucket)
+		if err = ensureWorkersBucket(ctx, c.js, c.settings); err == nil {
+			_, err = c.workers.Put(ctx, key, data)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
+}
+
+// assetMissing reports whether err says a stream or bucket does not exist:
+// a publish nobody stores answers "no responders".
+func assetMissing(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound)
 }
 
 // RemoveBeat withdraws a worker's heartbeat as it exits.
@@ -68,13 +87,61 @@ func (c *Conn) WatchWorkers(ctx context.Context, v genq.Variant) (*WorkerSet, er
 		return nil, fmt.Errorf("watch heartbeats: %w", err)
 	}
 	ws := &WorkerSet{ttl: func() time.Duration { return c.settings.HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
-	go func() {
-		defer w.Stop()
-		for e := range w.Updates() {
-			ws.apply(e)
+	go ws.follow(ctx, c, string(v)+".>", w)
+	return ws, nil
+}
+
+// follow applies heartbeats until ctx ends. A standalone server that
+// restarts loses the in-memory bucket and the watch's consumer with it, and
+// the watch would stay silent long after workers re-created the bucket: so
+// after each reconnect the bucket is ensured and the watch started afresh.
+func (ws *WorkerSet) follow(ctx context.Context, c *Conn, pattern string, w jetstream.KeyWatcher) {
+	reconnects := c.nc.Stats().Reconnects
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	defer func() {
+		if w != nil {
+			_ = w.Stop()
 		}
 	}()
-	return ws, nil
+	for {
+		var updates <-chan jetstream.KeyValueEntry
+		if w != nil {
+			updates = w.Updates()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-updates:
+			if !ok {
+				w = nil // rewatched at the next tick
+				continue
+			}
+			ws.apply(e)
+		case <-tick.C:
+			n := c.nc.Stats().Reconnects
+			if (n == reconnects && w != nil) || !c.nc.IsConnected() {
+				continue
+			}
+			if w != nil {
+				_ = w.Stop()
+				w = nil
+			}
+			if err := ensureWorkersBucket(ctx, c.js, c.settings); err != nil {
+				c.log.Debug("could not ensure the heartbeat bucket; retrying", "err", err)
+				continue
+			}
+			nw, err := c.workers.Watch(ctx, pattern)
+			if err != nil {
+				c.log.Debug("could not watch heartbeats; retrying", "err", err)
+				continue
+			}
+			reconnects, w = n, nw
+			ws.mu.Lock()
+			ws.ready = false // the new watch replays the bucket first
+			ws.mu.Unlock()
+		}
+	}
 }
 
 func (ws *WorkerSet) apply(e jetstream.KeyValueEntry) {

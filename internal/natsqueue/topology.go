@@ -150,11 +150,8 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(v), err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: WorkersBucket, Description: "genq worker heartbeats",
-		TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
-	}); err != nil {
-		return fmt.Errorf("ensure bucket %s: %w", WorkersBucket, err)
+	if err := ensureWorkersBucket(ctx, js, s); err != nil {
+		return err
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: CancelBucket, Description: "genq cancelled jobs",
@@ -167,6 +164,19 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
 	}); err != nil {
 		return fmt.Errorf("ensure object store %s: %w", ResultsBucket, err)
+	}
+	return nil
+}
+
+// ensureWorkersBucket creates or updates GENQ_WORKERS. It lives in memory,
+// so a standalone server loses it on restart; heartbeats call this again
+// when the server says it is missing.
+func ensureWorkersBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: WorkersBucket, Description: "genq worker heartbeats",
+		TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
+	}); err != nil {
+		return fmt.Errorf("ensure bucket %s: %w", WorkersBucket, err)
 	}
 	return nil
 }
