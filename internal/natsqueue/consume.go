@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,9 @@ type Delivery struct {
 	Queued time.Time
 	// Data is the raw message body, kept for dead letters.
 	Data []byte
+
+	progressMu   sync.Mutex
+	lastProgress time.Time
 }
 
 // Puller pulls the jobs of one variant.
@@ -106,11 +110,37 @@ func validateJob(j genq.Job, v genq.Variant) error {
 }
 
 // InProgress tells JetStream the job is alive, resetting its AckWait.
-func (d *Delivery) InProgress() error { return d.msg.InProgress() }
+func (d *Delivery) InProgress() error { return d.Touch(true) }
+
+// Touch tells JetStream the job is alive; unless forced, at most once a
+// second. It is safe for concurrent use.
+func (d *Delivery) Touch(force bool) error {
+	d.progressMu.Lock()
+	defer d.progressMu.Unlock()
+	if !force && time.Since(d.lastProgress) < time.Second {
+		return nil
+	}
+	d.lastProgress = time.Now()
+	return d.msg.InProgress()
+}
+
+// ackTimeout bounds the wait for the server's confirmation of an ack.
+const ackTimeout = 5 * time.Second
+
+// settleContext is ctx's values with a fresh timeout: an ack or a dead
+// letter must leave even when the job's own context has ended (a drain's
+// grace period over, say), or the job is run again.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+}
 
 // Ack removes the job from the queue, waiting for the server to confirm so
 // a lost ack cannot make a delivered job run again.
-func (d *Delivery) Ack(ctx context.Context) error { return d.msg.DoubleAck(ctx) }
+func (d *Delivery) Ack(ctx context.Context) error {
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	return d.msg.DoubleAck(ctx)
+}
 
 // Retry hands the job back for another delivery after delay.
 func (d *Delivery) Retry(delay time.Duration) error { return d.msg.NakWithDelay(delay) }

@@ -45,7 +45,7 @@ func (d *Delivery) Complete(ctx context.Context, res genq.Result, meta ReplyMeta
 	if err := d.conn.deliver(ctx, d.Job, res.Data, h); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsettled, err)
 	}
-	return d.msg.DoubleAck(ctx)
+	return d.Ack(ctx)
 }
 
 // Fail tells the job's caller why the job failed and ends it: it is never
@@ -162,6 +162,8 @@ func (d *Delivery) deadLetter(ctx context.Context, reason error) error {
 	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
 	h.Set("Genq-Error", reason.Error())
 	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
 	_, err := d.conn.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(d.variant), Header: h, Data: d.Data})
 	if err != nil {
 		return fmt.Errorf("dead-letter %s: %w", d.Job.ID, err)

@@ -216,15 +216,25 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		return
 	}
 
+	// Progress runs from the start until the job is settled: storing a
+	// large result, flushing its reply and acking can outlast AckWait, and
+	// a job that falls silent then is handed to a second worker while its
+	// first run is still finishing.
+	stopProgress := r.keepAlive(d, log)
+	defer stopProgress()
+
 	start := time.Now()
 	wait := start.Sub(d.Queued)
 	r.metrics.queueWait.Observe(wait.Seconds())
 	log.Info("job started", "queue_wait_ms", wait.Milliseconds())
-	res, err := r.generate(jobCtx, d, job)
+	r.metrics.inFlight.Inc()
+	res, err := r.backend.Generate(jobCtx, job, func() { r.touch(d, log, false) })
+	r.metrics.inFlight.Dec()
 	ran := time.Since(start)
 	r.metrics.duration.Observe(ran.Seconds())
 
 	if err == nil {
+		log.Info("job generated", "run_ms", ran.Milliseconds())
 		meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
 		cerr := d.Complete(ctx, res, meta)
 		if errors.Is(cerr, natsqueue.ErrUnsettled) {
@@ -261,41 +271,33 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	}
 }
 
-// generate runs the backend while keeping the job alive in the queue: it
-// sends progress at a third of AckWait, and whenever the backend reports a
-// step, at most once a second.
-func (r *Runtime) generate(ctx context.Context, d *natsqueue.Delivery, job genq.Job) (genq.Result, error) {
-	r.metrics.inFlight.Inc()
-	defer r.metrics.inFlight.Dec()
-	every := r.conn.Settings().AckWait / 3
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+// keepAlive sends progress for d every third of AckWait until the returned
+// stop is called.
+func (r *Runtime) keepAlive(d *natsqueue.Delivery, log *slog.Logger) (stop func()) {
+	tick := time.NewTicker(r.conn.Settings().AckWait / 3)
 	done := make(chan struct{})
-	defer close(done)
-	var mu sync.Mutex
-	last := time.Now()
-	touch := func(force bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !force && time.Since(last) < time.Second {
-			return
-		}
-		last = time.Now()
-		if err := d.InProgress(); err != nil {
-			r.log.Warn("could not send progress", "job_id", job.ID, "err", err)
-		}
-	}
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				touch(true)
+				r.touch(d, log, true)
 			}
 		}
 	}()
-	return r.backend.Generate(ctx, job, func() { touch(false) })
+	var once sync.Once
+	return func() { once.Do(func() { tick.Stop(); close(done); <-exited }) }
+}
+
+// touch sends progress for d; unless forced, at most once a second, since
+// a backend may report every step.
+func (r *Runtime) touch(d *natsqueue.Delivery, log *slog.Logger, force bool) {
+	if err := d.Touch(force); err != nil {
+		log.Warn("could not send progress", "err", err)
+	}
 }
 
 // giveUp dead-letters the job and tells its caller. A job whose dead

@@ -378,3 +378,31 @@ func TestDrain(t *testing.T) {
 		}
 	})
 }
+
+// TestSettledAfterTheGracePeriod: a job whose run ends only after the drain
+// grace period (a backend slow to notice its context) is still answered and
+// acked once: the ack does not inherit the ended context, so the job is not
+// run a second time.
+func TestSettledAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newScripted(func(ctx context.Context, job genq.Job, call int) (genq.Result, error) {
+		<-ctx.Done()
+		time.Sleep(200 * time.Millisecond) // the model finishes its step first
+		return echo(ctx, job, call)
+	})
+	stop := h.startWorker("w1", b, 300*time.Millisecond)
+	job := newJob("hello", time.Now().Add(time.Minute))
+	got := h.runAsync(job)
+	<-b.started
+	stop()
+	r := <-got
+	if r.err != nil || r.a.Worker != "w1" {
+		t.Fatalf("Run: %+v, %v; want the answer of w1", r.a, r.err)
+	}
+	h.startWorker("w2", b, time.Second)
+	time.Sleep(3 * time.Second) // past the ack wait of 2 s
+	if n := b.callsOf(job.ID); n != 1 {
+		t.Errorf("the model ran the job %d times, want 1", n)
+	}
+}

@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"large PNGs, concurrent, slow reader", largePNGs},
 		{"poison job that crashes its workers", poisonJob},
 		{"scale from zero", scaleFromZero},
+		{"slow NATS link: settling outlasts the ack wait", slowLink},
 	}
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -228,7 +229,18 @@ func natsRestart(ctx context.Context, e env) (localstack.Report, error) {
 	return rep, nil
 }
 
-var logTime = regexp.MustCompile(`"time":"([^"]+)"`)
+var (
+	logTime  = regexp.MustCompile(`"time":"([^"]+)"`)
+	logJobID = regexp.MustCompile(`"job_id":"([^"]+)"`)
+)
+
+// jobIDOf is the job id a worker's log line is about, or "".
+func jobIDOf(line string) string {
+	if m := logJobID.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	return ""
+}
 
 // clientDisconnect: a client gives up mid-generation; the job must stop and
 // its slot be free within a second, so the next request starts at once.
@@ -462,6 +474,65 @@ func scaleFromZero(ctx context.Context, e env) (localstack.Report, error) {
 	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(20, "cold"), 20, 60*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	rep.Notes = append(rep.Notes, "worker started 5s after the requests")
+	return rep, nil
+}
+
+// slowLink: one worker reaches NATS through a link that holds every byte
+// back 500 ms each way, so replying, storing and acking a result takes
+// longer than the ack wait of 3 s. The job must stay with that worker until
+// it is acked, not be run a second time by the other worker.
+func slowLink(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "slow-link", "B", 0, "SLOTS=2")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	proxy, err := localstack.NewProxy(fmt.Sprintf("127.0.0.1:%d", s.NATSPort), 500*time.Millisecond)
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer proxy.Close()
+	slow, err := s.StartWorker(ctx, true, "NATS_URL="+proxy.URL())
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	// The other worker starts once the slow one holds results: it pulls
+	// faster, and would otherwise take every job.
+	go func() {
+		if slow.WaitLog(ctx, `"msg":"job generated"`) == nil {
+			_, _ = s.StartWorker(ctx, false)
+		}
+	}()
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(16, "slow link"), 4, 90*time.Second)
+	// The answers are out, but the slow worker is still storing and acking;
+	// a job it let fall silent would now run again on the other worker.
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if l := slow.Log(); strings.Count(l, `"msg":"job done"`) >= strings.Count(l, `"msg":"job generated"`) {
+			break
+		}
+	}
+	time.Sleep(4 * time.Second) // past the ack wait
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	settled, longest := 0, time.Duration(0)
+	generatedAt := map[string]time.Time{}
+	for _, line := range strings.Split(slow.Log(), "\n") {
+		m, id := logTime.FindStringSubmatch(line), jobIDOf(line)
+		if m == nil || id == "" {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339Nano, m[1])
+		switch {
+		case strings.Contains(line, `"msg":"job generated"`):
+			generatedAt[id] = at
+		case strings.Contains(line, `"msg":"job done"`) && !generatedAt[id].IsZero():
+			settled++
+			longest = max(longest, at.Sub(generatedAt[id]))
+		}
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("one of 2 workers behind a 500 ms each-way link; it settled %d jobs, the slowest %s after its result (ack wait 3s)", settled, longest.Round(100*time.Millisecond)))
+	if settled == 0 || longest < 3*time.Second {
+		return rep, errors.New("the slow worker settled no job, or settled it within the ack wait")
+	}
 	return rep, nil
 }
 

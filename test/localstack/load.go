@@ -120,18 +120,31 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
-var jobDone = regexp.MustCompile(`"msg":"job done".*?"job_id":"([^"]+)"`)
+var (
+	jobDone      = regexp.MustCompile(`"msg":"job done".*?"job_id":"([^"]+)"`)
+	jobGenerated = regexp.MustCompile(`"msg":"job generated".*?"job_id":"([^"]+)"`)
+)
 
-// duplicatedRuns counts jobs whose completion appears more than once in
-// the workers' logs.
+// duplicatedRuns counts jobs that the workers' logs show answered more than
+// once, or run by the model to a result more than once: a second run after
+// a first one succeeded is a duplicate even when only one answer left. Runs
+// cut short (a crash, a cancel, a failure that is retried) are not.
 func duplicatedRuns(logs string) int {
-	seen := map[string]int{}
+	done, generated := map[string]int{}, map[string]int{}
 	for _, m := range jobDone.FindAllStringSubmatch(logs, -1) {
-		seen[m[1]]++
+		done[m[1]]++
+	}
+	for _, m := range jobGenerated.FindAllStringSubmatch(logs, -1) {
+		generated[m[1]]++
 	}
 	n := 0
-	for _, c := range seen {
-		if c > 1 {
+	for id := range generated {
+		if max(done[id], generated[id]) > 1 {
+			n++
+		}
+	}
+	for id, c := range done {
+		if _, ok := generated[id]; !ok && c > 1 {
 			n++
 		}
 	}
