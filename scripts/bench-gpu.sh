@@ -12,7 +12,10 @@
 # it stopped. Results: $GPU_WORK/results/*.json, for `benchgpu report`.
 #
 # GPU_KIT (default .gpu), GPU_WORK (default /tmp/genq-gpu), CUDA_ARCH
-# (default 90, Hopper), GPU_MODELS (default "8b:B:8B F16:1,4,16,64").
+# (default 90, Hopper), GPU_MODELS (default "8b:B:8B F16:1,4,16,64"): runs
+# separated by ';', each size:variant:label:levels[:worker settings], the
+# settings as space-separated NAME=value pairs (for example
+# "8b:B:8B F16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kit="$(realpath "${GPU_KIT:-.gpu}")"
@@ -37,6 +40,8 @@ build_ggml() {
 write_model() { # size variant
 	local dir="$work/models/$1-$2"
 	[[ -f $dir/ok ]] && return 0
+	# The disk holds one big model at a time.
+	rm -rf "$work/models"
 	say "writing the $1 model for variant $2"
 	"$work/bin/genqctl" models tiny --variant "$2" --size "$1" --dir "$dir" >>"$work/logs/models.log" 2>&1 || return 1
 	touch "$dir/ok"
@@ -57,7 +62,7 @@ gpu_env() {
 # sweep size variant label levels: the api with its embedded NATS and one
 # worker, SLOTS unset so the worker sizes its slots from free memory.
 sweep() {
-	local size=$1 variant=$2 label=$3 levels=$4
+	local size=$1 variant=$2 label=$3 levels=$4 settings=${5:-}
 	local name=${label// /-} dir="$work/models/$size-$variant"
 	[[ -s $work/results/$name.json ]] && return 0
 	gpu_env
@@ -65,8 +70,9 @@ sweep() {
 	VARIANT=$variant PORT=18080 EMBEDDED_NATS_PORT=14222 EMBEDDED_NATS_STORE="$work/nats" NATS_URL="" \
 		"$work/bin/api" >"$work/logs/api-$name.log" 2>&1 &
 	local api=$!
-	VARIANT=$variant MODEL_DIR="$dir" NATS_URL=nats://127.0.0.1:14222 METRICS_ADDR=127.0.0.1:19091 \
-		TEXT_IGNORE_EOS=true TEXT_MAX_NEW_TOKENS=256 \
+	# shellcheck disable=SC2086 # settings are NAME=value words
+	env VARIANT=$variant MODEL_DIR="$dir" NATS_URL=nats://127.0.0.1:14222 METRICS_ADDR=127.0.0.1:19091 \
+		TEXT_IGNORE_EOS=true TEXT_MAX_NEW_TOKENS=256 $settings \
 		"$work/bin/worker" >"$work/logs/worker-$name.log" 2>&1 &
 	local worker=$!
 	local ok=1
@@ -126,15 +132,14 @@ run_all() {
 	local spec size variant label levels
 	IFS=';' read -ra specs <<<"$models"
 	for spec in "${specs[@]}"; do
-		IFS=':' read -r size variant label levels <<<"$spec"
+		IFS=':' read -r size variant label levels settings <<<"$spec"
 		write_model "$size" "$variant" || { say "writing $size failed"; continue; }
 		if ((first)); then
 			wait $b || { say "the ggml build failed: $(tail -n 20 "$work/logs/cmake.log")"; touch "$work/done"; return 1; }
 			first=0
 		fi
-		sweep "$size" "$variant" "$label" "$levels"
-		((first == 0)) && does_not_fit "$size" "$variant"
-		rm -f "$work/models/$size-$variant"/*.gguf "$work/models/$size-$variant/ok" # the disk holds one big model at a time
+		sweep "$size" "$variant" "$label" "$levels" "$settings"
+		does_not_fit "$size" "$variant"
 	done
 	say "done"
 	touch "$work/done"

@@ -45,9 +45,10 @@ type Backend struct {
 	// the cache sequence prefixSeq, and each new sequence shares them.
 	prefix []int32
 
-	// narrowK is how many candidates per row each step's graph hands the
-	// sampler, or 0 when whole rows of logits reach the host.
-	narrowK int
+	// narrowK is how many candidates per row a step's graph hands the
+	// sampler, or 0 when whole rows of logits reach the host. A step narrows
+	// when it samples at least narrowMinRows rows.
+	narrowK, narrowMinRows int
 
 	sched *scheduler
 }
@@ -143,8 +144,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	cfg.Threads = threads
 	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
 	b := &Backend{cfg: cfg, log: log, model: m, tmpl: tmpl}
-	if cfg.Narrow == "device" || cfg.Narrow == "auto" && device.IsCUDA() {
-		b.narrowK = cfg.samplerParams().Narrowed()
+	switch {
+	case cfg.Narrow == "device":
+		b.narrowK, b.narrowMinRows = cfg.samplerParams().Narrowed(), 1
+	case cfg.Narrow == "auto" && device.IsCUDA():
+		// Measured on an H100 with the 8B model: one row is 4% faster copied
+		// whole to the host (138 against 132 tok/s), four rows 13% faster
+		// narrowed on the device (402 against 355).
+		b.narrowK, b.narrowMinRows = cfg.samplerParams().Narrowed(), 2
 	}
 	ok := false
 	defer func() {

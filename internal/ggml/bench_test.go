@@ -22,7 +22,9 @@ import (
 //
 //	go test ./internal/ggml -run '^$' -bench Throughput -benchtime 5x
 //
-// GENQ_BENCH_SIZES picks model sizes (default "tiny,mid"), GENQ_BENCH_THREADS
+// GENQ_BENCH_SIZES picks model sizes (default "tiny,mid"), GENQ_BENCH_WEIGHTS
+// their weight format (default the variant's; f32 to compare with peers'
+// figures taken on F32 files), GENQ_BENCH_THREADS
 // the compute threads (default: Open's choice), GENQ_BENCH_PIPELINE on|off
 // (default: Open's choice).
 
@@ -30,15 +32,20 @@ const benchPrompt = "Write a short story about a robot who learns to paint, in a
 
 func benchModel(b *testing.B, v genq.Variant, size string) string {
 	b.Helper()
-	if size == "tiny" {
+	opts := tinygguf.OptionsFor(v, size, 1)
+	w := os.Getenv("GENQ_BENCH_WEIGHTS")
+	if size == "tiny" && w == "" {
 		return tinyModels[v]
 	}
+	if w != "" {
+		opts.Weights = tinygguf.Weights(w)
+	}
 	dir := filepath.Join(os.TempDir(), "genq-ggml-bench")
-	p := filepath.Join(dir, tinygguf.FileName(v, size))
+	p := filepath.Join(dir, string(opts.Weights)+"-"+tinygguf.FileName(v, size))
 	if _, err := os.Stat(p); err == nil {
 		return p
 	}
-	if err := tinygguf.Write(p, tinygguf.OptionsFor(v, size, 1)); err != nil {
+	if err := tinygguf.Write(p, opts); err != nil {
 		b.Fatal(err)
 	}
 	return p

@@ -47,9 +47,10 @@ type Config struct {
 	// Narrow is where each sampled row is narrowed to the sampler's top-k:
 	// "device" sorts in the step's own graph and only k logits per row reach
 	// the host; "host" copies whole rows and selects there; "auto" narrows
-	// on the device when a GPU computes. A CPU's sort over a 128k vocabulary
-	// costs more than the host's selection, and for small vocabularies
-	// neither matters.
+	// on the device when a GPU computes and the step samples two rows or
+	// more (one row is cheaper to copy than to sort). A CPU's sort over a
+	// 128k vocabulary costs more than the host's selection, and for small
+	// vocabularies neither matters.
 	Narrow string
 
 	// Pipeline is "on", "off" or "auto": whether the graph of step N+1 is
@@ -89,7 +90,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
 	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
 	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
-	fs.String(&c.Narrow, "text-narrow", "TEXT_NARROW", "auto", "where rows are narrowed to the sampler's top-k: device (in the step's graph), host, or auto (device on a GPU)")
+	fs.String(&c.Narrow, "text-narrow", "TEXT_NARROW", "auto", "where rows are narrowed to the sampler's top-k: device (in the step's graph), host, or auto (device on a GPU for steps of two rows or more)")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 

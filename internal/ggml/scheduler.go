@@ -439,7 +439,7 @@ func (s *scheduler) plan() (*step, error) {
 		return nil, fmt.Errorf("build forward graph: %w", err)
 	}
 	st.logits = logits
-	if k := b.narrowK; k > 0 {
+	if k := b.narrowK; k > 0 && len(st.samples) >= b.narrowMinRows {
 		st.narrowed = narrow(st.ctx, logits, k)
 	}
 	return st, nil

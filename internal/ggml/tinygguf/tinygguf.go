@@ -31,6 +31,9 @@ type Weights string
 const (
 	WeightsQ4_0 Weights = "q4_0" // variant A: 4-bit
 	WeightsF16  Weights = "f16"  // variant B: 16-bit
+	// WeightsF32 is no variant's format: CPU comparisons with peers whose
+	// figures were taken on F32 files use it.
+	WeightsF32 Weights = "f32"
 )
 
 // Sizes names the shapes Options.Size accepts, smallest first.
@@ -214,8 +217,10 @@ func Write(path string, opts Options) error {
 		fileType, matrixKind = 2, fsggml.TensorTypeQ4_0 // MOSTLY_Q4_0
 	case WeightsF16:
 		fileType, matrixKind = 1, fsggml.TensorTypeF16 // MOSTLY_F16
+	case WeightsF32:
+		fileType, matrixKind = 0, fsggml.TensorTypeF32 // ALL_F32
 	default:
-		return fmt.Errorf("model weights %q: want q4_0 or f16", opts.Weights)
+		return fmt.Errorf("model weights %q: want q4_0, f16 or f32", opts.Weights)
 	}
 
 	tokens, types, merges := vocabulary(s.fullVocab)
@@ -352,6 +357,8 @@ func (r randomTensor) WriteTo(w io.Writer) (int64, error) {
 		switch r.kind {
 		case fsggml.TensorTypeQ4_0:
 			out = appendQ4_0(out[:0], x)
+		case fsggml.TensorTypeF32:
+			out = appendF32(out[:0], x)
 		default:
 			out = appendF16(out[:0], x)
 		}
@@ -374,6 +381,13 @@ func (n onesF32) WriteTo(w io.Writer) (int64, error) {
 	}
 	k, err := w.Write(b)
 	return int64(k), err
+}
+
+func appendF32(out []byte, x []float32) []byte {
+	for _, v := range x {
+		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+	}
+	return out
 }
 
 func appendF16(out []byte, x []float32) []byte {
