@@ -7,6 +7,7 @@ package deploy_test
 import (
 	"bufio"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,6 +27,13 @@ func loadCompose(t *testing.T, env map[string]string, profiles ...string) *types
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The NATS passwords come from .genq/nats.env, written at deploy time.
+	env = maps.Clone(env)
+	for _, role := range []string{"API", "WORKER", "BATCH"} {
+		if _, ok := env["GENQ_NATS_"+role+"_PASSWORD"]; !ok {
+			env["GENQ_NATS_"+role+"_PASSWORD"] = "test-" + role
+		}
 	}
 	details := types.ConfigDetails{
 		WorkingDir:  abs,
@@ -54,7 +62,6 @@ func TestComposeServicesAndPorts(t *testing.T) {
 		published, target string
 	}{
 		{"api", "8080", "80"},
-		{"nats", "4222", "4222"},
 		{"nats", "8222", "8222"},
 	} {
 		if !hasPort(p.Services[tc.service], tc.published, tc.target) {
@@ -62,9 +69,20 @@ func TestComposeServicesAndPorts(t *testing.T) {
 		}
 	}
 	nats := p.Services["nats"]
-	cmd := strings.Join(nats.Command, " ")
-	if !strings.Contains(cmd, "--jetstream") || !strings.Contains(cmd, "--http_port 8222") {
-		t.Errorf("nats command %q lacks JetStream or monitoring", cmd)
+	// JetStream, monitoring and the users live in the shipped configuration
+	// (deploy/nats_test.go starts nats-server with it).
+	if cmd := strings.Join(nats.Command, " "); cmd != "--config /etc/nats/genq.conf" {
+		t.Errorf("nats command %q does not load the shipped configuration", cmd)
+	}
+	for _, port := range nats.Ports {
+		if port.Target == 4222 || port.HostIP != "127.0.0.1" {
+			t.Errorf("nats publishes %+v: clients must stay on compose's network, monitoring on loopback", port)
+		}
+	}
+	for _, svc := range []string{"api", "worker", "worker-cpu"} {
+		if s := p.Services[svc]; env(s, "NATS_USER") == "" || env(s, "NATS_PASSWORD") == "" || env(s, "NATS_INBOX_PREFIX") == "" {
+			t.Errorf("%s connects to NATS without its user and inbox prefix", svc)
+		}
 	}
 	api := p.Services["api"]
 	if env(api, "NATS_URL") != "nats://nats:4222" || env(api, "PORT") != "80" {

@@ -24,6 +24,14 @@ type ConnectOptions struct {
 	TLSCA     string
 	TLSCert   string
 	TLSKey    string
+	// InboxPrefix replaces "_INBOX" in this client's inboxes (replies to
+	// its jobs, JetStream API answers). A locked-down server lets each
+	// producer subscribe only under its own prefix (docs/protocol.md §9).
+	InboxPrefix string
+	// ReplyPrefixes, comma-separated, when set, are the only subject
+	// prefixes a worker publishes a job's reply to; a job naming another
+	// reply_to is run and its result stored, but nothing is sent there.
+	ReplyPrefixes string
 }
 
 // Dial connects to NATS and opens genq's assets for the variants: the one
@@ -39,6 +47,7 @@ func Dial(ctx context.Context, o ConnectOptions, s Settings, log *slog.Logger, v
 		nc.Close()
 		return nil, err
 	}
+	c.replyPrefixes = splitPrefixes(o.ReplyPrefixes)
 	return c, nil
 }
 
@@ -69,6 +78,9 @@ func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 			}
 			log.Error("nats async error", "subject", subject, "err", err)
 		}),
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
@@ -102,6 +114,8 @@ type Conn struct {
 	workers  jetstream.KeyValue
 	log      *slog.Logger
 	limits   consumerLimits // the consumer's, over settings' (limits.go)
+	// replyPrefixes bound where replies go (replyto.go); none: anywhere.
+	replyPrefixes []string
 }
 
 // open ensures the assets for the given variants exist with the settings,

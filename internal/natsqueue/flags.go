@@ -12,6 +12,9 @@ func (o *ConnectOptions) RegisterFlags(fs *envflag.Set, defaultURL string) {
 	fs.String(&o.TLSCA, "nats-tls-ca", "NATS_TLS_CA", "", "CA certificate file to verify the NATS server")
 	fs.String(&o.TLSCert, "nats-tls-cert", "NATS_TLS_CERT", "", "client certificate file for NATS mutual TLS")
 	fs.String(&o.TLSKey, "nats-tls-key", "NATS_TLS_KEY", "", "client key file for NATS mutual TLS")
+	fs.String(&o.InboxPrefix, "nats-inbox-prefix", "NATS_INBOX_PREFIX", "", "prefix of this client's inboxes in place of _INBOX (the one its NATS user may subscribe to)")
+	fs.String(&o.ReplyPrefixes, "nats-reply-prefixes", "NATS_REPLY_PREFIXES", "", "worker: comma-separated subject prefixes a job's reply_to must start with (empty: any)")
+
 }
 
 // RegisterFlags binds the limits of the JetStream assets.
