@@ -10,14 +10,37 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Cancel marks a job cancelled. It is best effort and does not block on ctx
-// of the caller, which has usually ended already.
+// cancelRetryFor is how long a cancel mark that NATS did not take is tried
+// again in the background: long enough to ride out a NATS restart.
+const cancelRetryFor = time.Minute
+
+// Cancel marks a job cancelled. It does not take the caller's ctx, which
+// has usually ended already. It waits at most two seconds; a mark that did
+// not land by then (NATS is down) is tried again in the background, since
+// a job queued without its caller would otherwise run for nobody.
 func (c *Conn) Cancel(id string) {
+	if c.putCancel(id) == nil {
+		return
+	}
+	go func() {
+		for end := time.Now().Add(cancelRetryFor); time.Now().Before(end) && !c.nc.IsClosed(); {
+			time.Sleep(time.Second)
+			if c.putCancel(id) == nil {
+				return
+			}
+		}
+		c.log.Warn("could not mark job cancelled", "job_id", id)
+	}()
+}
+
+func (c *Conn) putCancel(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := c.cancels.Put(ctx, id, []byte("cancelled")); err != nil {
-		c.log.Warn("could not mark job cancelled", "job_id", id, "err", err)
+	_, err := c.cancels.Put(ctx, id, []byte("cancelled"))
+	if err != nil {
+		c.log.Debug("could not mark job cancelled yet", "job_id", id, "err", err)
 	}
+	return err
 }
 
 // CancelWatch knows which jobs their callers have cancelled: every key put

@@ -85,11 +85,11 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 	dup, err := cl.conn.Publish(ctx, job)
 	if err != nil {
 		forget()
+		// The server may have queued the job before the PubAck was lost, and
+		// a worker may even be running it: without the cancel mark it would
+		// run for nobody. Every way out of Run without an answer puts it.
+		cl.conn.Cancel(job.ID)
 		if ctx.Err() != nil {
-			// The server may have queued the job before ctx ended, and a
-			// worker may even be running it: without the cancel mark it
-			// would run for nobody.
-			cl.conn.Cancel(job.ID)
 			return nil, ctxError(ctx)
 		}
 		return nil, err
@@ -106,6 +106,13 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 		select {
 		case m := <-ch:
 			r, err := cl.conn.decodeReply(ctx, m, !job.Store)
+			if genq.ErrorCode(err) == genq.Unavailable && ctx.Err() == nil {
+				// The reply names a stored result the store would not give
+				// now: the job is done, so fetch it again rather than fail.
+				cl.conn.log.Warn("could not read a stored result; polling for it", "job_id", job.ID, "err", err)
+				polling = true
+				continue
+			}
 			if err == nil && !job.Store && r.Body != nil && m.Header.Get(HeaderObject) == "" {
 				cl.conn.dropLater(job.ID)
 			}
@@ -115,8 +122,16 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 				continue
 			}
 			polling = true
-			r, err := cl.conn.fetchResult(ctx, job.ID, !job.Store)
-			if genq.ErrorCode(err) == genq.NotFound {
+			r, err := cl.conn.pollResult(ctx, job.ID, !job.Store)
+			switch code := genq.ErrorCode(err); {
+			case code == genq.NotFound:
+				continue
+			case code == genq.Unavailable && ctx.Err() == nil:
+				// A store that fails now (NATS restarting, JetStream not yet
+				// ready) may answer at the next poll; giving up would leave
+				// the job running for nobody, and the caller's retry would run
+				// it twice.
+				cl.conn.log.Debug("results store unavailable; polling again", "job_id", job.ID, "err", err)
 				continue
 			}
 			forget()
@@ -127,6 +142,20 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 			return nil, ctxError(ctx)
 		}
 	}
+}
+
+// pollTimeout bounds one poll of the results store, so a poll stuck on a
+// connection that is down does not outlast the next.
+const pollTimeout = 5 * time.Second
+
+func (c *Conn) pollResult(ctx context.Context, id string, drop bool) (*genq.Answer, error) {
+	pctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	r, err := c.fetchResult(pctx, id, drop)
+	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the results store did not answer in time")
+	}
+	return r, err
 }
 
 // ctxError is the genq error for a job whose caller's ctx has ended.
@@ -153,21 +182,62 @@ func (c *Conn) dropLater(id string) {
 	})
 }
 
+// Bounds of one publish. A PubAck can be lost (the connection drops after
+// the server stored the job, say): each wait for it is bounded, and the same
+// message is published again; its Nats-Msg-Id makes the server keep one.
+// When NATS stays down past publishGiveUp, the caller gets Unavailable
+// rather than waiting out its whole deadline.
+const (
+	pubAckWait    = 2 * time.Second
+	publishGiveUp = 10 * time.Second
+)
+
 // Publish queues job. It does not wait for a result. duplicate reports that
 // a job of the same id was already queued within the dedup window, so this
 // one was dropped.
 func (c *Conn) Publish(ctx context.Context, job genq.Job) (duplicate bool, err error) {
+	return c.publish(ctx, job, pubAckWait, publishGiveUp)
+}
+
+func (c *Conn) publish(ctx context.Context, job genq.Job, ackWait, giveUp time.Duration) (bool, error) {
 	data, err := json.Marshal(job)
 	if err != nil {
 		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
 	}
 	msg := &nats.Msg{Subject: JobsSubject(job.Variant), Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
-	ack, err := c.js.PublishMsg(ctx, msg)
+	ack, err := c.publishMsg(ctx, msg, ackWait, giveUp)
 	if err != nil {
-		return false, publishError(err)
+		return false, err
 	}
 	return ack.Duplicate, nil
+}
+
+// publishMsg publishes msg, which must carry a Nats-Msg-Id, until the
+// server acknowledges it, refuses it, or giveUp passes.
+func (c *Conn) publishMsg(ctx context.Context, msg *nats.Msg, ackWait, giveUp time.Duration) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, giveUp)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, ackWait)
+		ack, err := c.js.PublishMsg(actx, msg)
+		acancel()
+		if err == nil {
+			return ack, nil
+		}
+		perr := publishError(err)
+		if genq.ErrorCode(perr) == genq.Overloaded || errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, perr
+		}
+		c.log.Debug("publish not acknowledged; publishing again", "msg_id", msg.Header.Get(HeaderMsgID), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, genq.WrapError(genq.Unavailable, errors.Join(err, ctx.Err()), "the queue is unavailable; retry later")
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
 }
 
 // publishError maps JetStream's refusals to genq codes: a full queue (the
@@ -177,8 +247,10 @@ func publishError(err error) error {
 	if err == nil {
 		return nil
 	}
+	// 10077 is JetStream's "could not store the message": with the jobs
+	// stream's DiscardNew per subject, the variant's queue is full.
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum") {
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrStoreFailed || strings.Contains(apiErr.Description, "maximum messages per subject")) {
 		return genq.WrapError(genq.Overloaded, err, "the queue is full; retry later")
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -186,6 +258,10 @@ func publishError(err error) error {
 	}
 	return genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
 }
+
+// jsErrStoreFailed is the JetStream error code of a message the stream
+// would not store.
+const jsErrStoreFailed = 10077
 
 // FetchResult returns a stored result by job id: the reply of a job that
 // asked for Store, or whose result was too large to travel inline. It
@@ -197,7 +273,7 @@ func (c *Conn) FetchResult(ctx context.Context, id string) (*genq.Answer, error)
 // fetchResult reads a stored result; with drop, closing its body after
 // reading it whole deletes it.
 func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.Answer, error) {
-	obj, err := c.results.Get(ctx, id)
+	obj, done, err := c.getResult(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, genq.Errorf(genq.NotFound, "no stored result for job %s", id)
 	}
@@ -207,15 +283,17 @@ func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.Ans
 	info, err := obj.Info()
 	if err != nil {
 		obj.Close()
+		done()
 		return nil, genq.WrapError(genq.Unavailable, err, "the results store is unavailable")
 	}
 	if info.Metadata[HeaderStatus] == StatusErr {
+		defer done()
 		defer obj.Close()
 		return nil, decodeErrorBody(obj)
 	}
 	return &genq.Answer{
 		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size),
-		Body:    &storedBody{ObjectResult: obj, drop: drop, conn: c, name: id},
+		Body:    &storedBody{ObjectResult: obj, drop: drop, conn: c, name: id, done: done},
 		Attempt: atoiOr0(info.Metadata[HeaderAttempt]), Worker: info.Metadata[HeaderWorker],
 	}, nil
 }
@@ -242,13 +320,38 @@ func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*genq.A
 		r.Body = io.NopCloser(bytes.NewReader(m.Data))
 		return r, nil
 	}
-	obj, err := c.results.Get(ctx, name)
+	obj, done, err := c.getResult(ctx, name)
 	if err != nil {
 		return nil, genq.WrapError(genq.Unavailable, err, "the result could not be read from the results store")
 	}
 	r.Size, _ = strconv.ParseInt(h.Get(HeaderSize), 10, 64)
-	r.Body = &storedBody{ObjectResult: obj, drop: drop, conn: c, name: name}
+	r.Body = &storedBody{ObjectResult: obj, drop: drop, conn: c, name: name, done: done}
 	return r, nil
+}
+
+// resultReadTimeout bounds the reading of one stored result. The reading
+// does not stop at the caller's deadline: a result that was ready in time
+// must arrive whole, not as a 200 cut short when the deadline passes while
+// a large PNG is still streaming to a slow client.
+const resultReadTimeout = 5 * time.Minute
+
+// getResult opens the stored object name. ctx bounds the opening; the
+// reading runs under its own timeout until done is called (the body's
+// Close does it).
+func (c *Conn) getResult(ctx context.Context, name string) (jetstream.ObjectResult, func(), error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultReadTimeout)
+	stop := context.AfterFunc(ctx, cancel)
+	obj, err := c.results.Get(rctx, name)
+	if !stop() || err != nil {
+		// ctx ended while the object was being opened.
+		if err == nil {
+			obj.Close()
+			err = ctx.Err()
+		}
+		cancel()
+		return nil, nil, err
+	}
+	return obj, cancel, nil
 }
 
 // storedBody deletes its object once it has been read whole and closed.
@@ -258,6 +361,7 @@ type storedBody struct {
 	conn *Conn
 	name string
 	eof  bool
+	done func() // ends the reading's own context
 }
 
 func (b *storedBody) Read(p []byte) (int, error) {
@@ -270,6 +374,7 @@ func (b *storedBody) Read(p []byte) (int, error) {
 
 func (b *storedBody) Close() error {
 	err := b.ObjectResult.Close()
+	b.done()
 	if b.drop && b.eof {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -300,6 +405,6 @@ func (c *Conn) PublishWakeup(ctx context.Context, v genq.Variant, now time.Time)
 	msg := &nats.Msg{Subject: JobsSubject(v), Header: nats.Header{}}
 	msg.Header.Set(HeaderKind, KindWakeup)
 	msg.Header.Set(HeaderMsgID, fmt.Sprintf("wakeup-%s-%d", v, now.Unix()/10))
-	_, err := c.js.PublishMsg(ctx, msg)
-	return publishError(err)
+	_, err := c.publishMsg(ctx, msg, pubAckWait, publishGiveUp)
+	return err
 }
