@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,7 +186,7 @@ func BenchmarkHostPerStep(b *testing.B) {
 	for _, narrow := range []string{"device", "host"} {
 		b.Run("narrow="+narrow, func(b *testing.B) {
 			be, err := Open(context.Background(), Config{
-				ModelFile: path, Slots: slots, ContextSize: 512, MaxNewTokens: 48,
+				ModelFile: path, Slots: slots, ContextSize: 512, MaxNewTokens: 24,
 				Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
 				IgnoreEOS: true, Pipeline: "off", Narrow: narrow,
 			}, nil)
@@ -206,17 +205,16 @@ func BenchmarkHostPerStep(b *testing.B) {
 				}
 				wg.Wait()
 			}
-			st := &be.sched.stats.decode
-			steps := float64(st.steps.Load())
-			if steps == 0 {
+			st := be.DecodeStepTimes()
+			if st.Steps == 0 {
 				b.Fatal("no decode-only step")
 			}
-			perStep := func(n *atomic.Int64) float64 { return float64(n.Load()) / steps / 1e6 }
-			b.ReportMetric(perStep(&st.planNanos)+perStep(&st.finishNanos), "host-ms/step")
-			b.ReportMetric(perStep(&st.planNanos), "plan-ms/step")
-			b.ReportMetric(perStep(&st.finishNanos), "finish-ms/step")
-			b.ReportMetric(perStep(&st.computeNanos), "compute-ms/step")
-			b.ReportMetric(steps, "decode-steps")
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			b.ReportMetric(ms(st.Host()), "host-ms/step")
+			b.ReportMetric(ms(st.Plan), "plan-ms/step")
+			b.ReportMetric(ms(st.Finish), "finish-ms/step")
+			b.ReportMetric(ms(st.Compute), "compute-ms/step")
+			b.ReportMetric(float64(st.Steps), "decode-steps")
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/genq/genq/internal/ggml/sample"
 )
 
 // GenerateUnbatched returns the generated text for text, made by the
@@ -12,14 +14,24 @@ import (
 // token. It is the baseline that `make bench` holds the scheduler against,
 // and tests check that both give the same greedy answer.
 //
-// It bypasses the scheduler and uses its first cache slot, so it must only
-// be called on a backend that serves nothing else meanwhile; a worker never
-// calls it.
-func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (string, error) {
+// It runs on the scheduler's loop while no sequence holds a slot, and uses
+// the first slot itself: a sequence the scheduler has just answered may
+// still hold it until the loop's next pass, and sharing it then would mix
+// two sequences' cells. A worker never calls it.
+func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out string, err error) {
 	prompt, sampler, err := b.prepare(text)
 	if err != nil {
 		return "", err
 	}
+	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, prompt, sampler) }); xerr != nil {
+		return "", xerr
+	}
+	return out, err
+}
+
+// plainLoop is GenerateUnbatched's loop; the cache is its alone.
+func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample.Sampler) (string, error) {
+	var err error
 	seq := &sequence{slot: 0}
 	defer func() {
 		if err := b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {

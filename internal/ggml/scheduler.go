@@ -1,6 +1,7 @@
 package ggml
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -113,11 +114,14 @@ type narrowing struct {
 }
 
 type scheduler struct {
-	b        *Backend
-	submit   chan *request
-	quit     chan struct{}
-	stopOnce sync.Once
-	stopped  chan struct{}
+	b      *Backend
+	submit chan *request
+	// exclusive runs a function on the loop while no sequence holds a
+	// slot, so it may use the cache alone (GenerateUnbatched).
+	exclusive chan func()
+	quit      chan struct{}
+	stopOnce  sync.Once
+	stopped   chan struct{}
 
 	waiting []*request
 	active  []*sequence // in admission order
@@ -149,6 +153,30 @@ func (t *stepTimes) add(st *step) {
 	t.computeNanos.Add(int64(st.computeTime))
 	t.finishNanos.Add(int64(st.finishTime))
 }
+
+// StepTimes are the mean times of a kind of step: the host's work
+// (planning, finishing) and ggml's compute with the copy of its results.
+type StepTimes struct {
+	Steps                 int64
+	Plan, Compute, Finish time.Duration
+}
+
+// Host is the host's share of a step: what does not shrink with a faster
+// device.
+func (t StepTimes) Host() time.Duration { return t.Plan + t.Finish }
+
+func (t *stepTimes) means() StepTimes {
+	n := t.steps.Load()
+	if n == 0 {
+		return StepTimes{}
+	}
+	mean := func(a *atomic.Int64) time.Duration { return time.Duration(a.Load() / n) }
+	return StepTimes{Steps: n, Plan: mean(&t.planNanos), Compute: mean(&t.computeNanos), Finish: mean(&t.finishNanos)}
+}
+
+// DecodeStepTimes are the mean times of the decode-only steps so far (one
+// token per sequence, no prompt), the steady state benchmarks compare.
+func (b *Backend) DecodeStepTimes() StepTimes { return b.sched.stats.decode.means() }
 
 func (s *scheduler) record(st *step) {
 	s.stats.all.add(st)
@@ -197,15 +225,31 @@ func (s *scheduler) logThroughput(now time.Time) {
 
 func newScheduler(b *Backend) *scheduler {
 	s := &scheduler{
-		b:       b,
-		submit:  make(chan *request, b.cfg.Slots),
-		quit:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		b:         b,
+		submit:    make(chan *request, b.cfg.Slots),
+		exclusive: make(chan func()),
+		quit:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	for i := range b.cfg.Slots {
 		s.free = append(s.free, i)
 	}
 	return s
+}
+
+// exclusively runs fn on the loop once no sequence holds a slot, and waits
+// for it. Requests that arrive meanwhile wait until fn returns.
+func (s *scheduler) exclusively(ctx context.Context, fn func()) error {
+	done := make(chan struct{})
+	select {
+	case s.exclusive <- func() { defer close(done); fn() }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.quit:
+		return errClosed
+	}
+	<-done
+	return nil
 }
 
 func (s *scheduler) stop() {
@@ -271,9 +315,13 @@ func (s *scheduler) admit(idle bool) bool {
 		default:
 		}
 		if idle && len(s.active) == 0 && len(s.waiting) == 0 {
+			// Every slot is free here: the cache holds only the shared prefix.
 			select {
 			case req := <-s.submit:
 				s.waiting = append(s.waiting, req)
+			case fn := <-s.exclusive:
+				fn()
+				continue
 			case <-s.quit:
 				return false
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/ggml/tinygguf"
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/test/localstack"
 )
@@ -58,7 +59,8 @@ type results struct {
 	image      imageResult
 	coldStarts map[string]time.Duration
 	rss        []rssRow
-	noise      []float64 // (max-min)/median of repeated measurements
+	hostStep   map[string]ggml.StepTimes // decode steps at 64 × 128,256, by where rows were narrowed
+	noise      []float64                 // (max-min)/median of repeated measurements
 }
 
 type overhead struct {
@@ -116,6 +118,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, result: results{
 		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
 		plain: map[string]float64{}, inProcess: map[string]float64{}, coldStarts: map[string]time.Duration{},
+		hostStep: map[string]ggml.StepTimes{},
 	}}
 	steps := []struct {
 		name string
@@ -123,6 +126,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}{
 		{"façade overhead", b.facadeOverhead},
 		{"text throughput", b.textThroughput},
+		{"host time per step", b.hostPerStep},
 		{"images", b.images},
 		{"cold start", b.coldStart},
 	}
@@ -397,6 +401,53 @@ func (b *bench) engineRates(ctx context.Context, modelDir string, tokens int) (p
 		}
 	}
 	return median(plainRates), median(schedRates), nil
+}
+
+// hostPerStep measures the host's work per decode step (building the batch,
+// the cache's mask and the graph; sampling and decoding) at 64 sequences
+// over Llama 3's 128,256-token vocabulary, on the tiny blocks so that ggml's
+// compute, reported apart, stays short. Rows are narrowed on the device (as
+// a GPU runs) or copied whole to the host.
+func (b *bench) hostPerStep(ctx context.Context) error {
+	dir := filepath.Join(b.work, "models", "tiny-128k")
+	if err := tinygguf.Write(filepath.Join(dir, tinygguf.FileName(genq.VariantB, "tiny-128k")),
+		tinygguf.OptionsFor(genq.VariantB, "tiny-128k", 1)); err != nil {
+		return err
+	}
+	const slots = 64
+	tokens := 24
+	if b.quick {
+		tokens = 8
+	}
+	for _, narrow := range []string{"device", "host"} {
+		backend, err := openTextBackend(ctx, dir, []string{fmt.Sprintf("SLOTS=%d", slots), "TEXT_NARROW=" + narrow,
+			"TEXT_PIPELINE=off", "TEXT_IGNORE_EOS=true", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", tokens), "TEXT_CONTEXT_SIZE=512"})
+		if err != nil {
+			return err
+		}
+		errs := make(chan error, slots)
+		for i := range slots {
+			go func() {
+				job := genq.Job{ID: fmt.Sprintf("host-step-%d", i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(10 * time.Minute)}
+				_, err := backend.Generate(ctx, job, func() {})
+				errs <- err
+			}()
+		}
+		for range slots {
+			if e := <-errs; e != nil && err == nil {
+				err = e
+			}
+		}
+		b.result.hostStep[narrow] = backend.DecodeStepTimes()
+		backend.Close()
+		if err != nil {
+			return err
+		}
+		st := b.result.hostStep[narrow]
+		fmt.Fprintf(b.out, "   narrow=%s: host %s per step (plan %s, finish %s), compute %s, %d decode steps\n",
+			narrow, ms(st.Host()), ms(st.Plan), ms(st.Finish), ms(st.Compute), st.Steps)
+	}
+	return nil
 }
 
 // images measures variant C on the tiny export at 256×256 through HTTP:
