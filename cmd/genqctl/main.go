@@ -60,6 +60,15 @@ func exitCode(err error) int {
 
 type usageError struct{ msg string }
 
+// flagError is a flag-parsing error as a command returns it: --help stays
+// flag.ErrHelp, which main does not print as an error.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err.Error()}
+}
+
 func (u usageError) Error() string { return u.msg }
 
 func run(ctx context.Context, args []string, e env) error {

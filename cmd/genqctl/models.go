@@ -22,7 +22,7 @@ func runModels(ctx context.Context, args []string, e env) error {
 	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests), mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in F16, 40 GB in Q4_0)")
 	fs.Int64(&seed, "seed", "", 1, "seed of the random weights: the same seed writes the same model")
 	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{err.Error()}
+		return flagError(err)
 	}
 	v, err := genq.ParseVariant(variant)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ type submitConfig struct {
 	in, out     string
 	concurrency int
 	timeout     time.Duration
+	strict      bool
 	nats        natsqueue.ConnectOptions
 	queue       natsqueue.Settings
 }
@@ -64,12 +66,21 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	lines, err := readBatch(cfg.in, cfg.variant)
+	lines, bad, err := readBatch(cfg.in, cfg.variant)
 	if err != nil {
 		return err
 	}
+	for _, b := range bad {
+		fmt.Fprintf(e.stderr, "%s line %d: %s\n", cfg.in, b.Line, b.Error)
+	}
+	if cfg.strict && len(bad) > 0 {
+		return fmt.Errorf("%d bad lines in %s; nothing was submitted (--strict)", len(bad), cfg.in)
+	}
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
+	}
+	if err := compactResults(cfg.out); err != nil {
+		return err
 	}
 	done, err := finishedJobs(cfg.out)
 	if err != nil {
@@ -97,9 +108,19 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	defer rec.close()
-	b := &batch{cfg: cfg, conn: conn, client: client, rec: rec, total: len(lines)}
-	return b.run(ctx, lines, done, e.stderr)
+	b := &batch{cfg: cfg, conn: conn, client: client, rec: rec, total: len(lines) + len(bad)}
+	for _, r := range bad {
+		b.failed.Add(1)
+		if err := rec.write(r); err != nil {
+			rec.close()
+			return fmt.Errorf("writing results: %w", err)
+		}
+	}
+	err = b.run(ctx, lines, done, e.stderr)
+	rec.close()
+	// A rerun appends the new outcome of a job that failed before: keep
+	// one line per id, the last.
+	return errors.Join(err, compactResults(cfg.out))
 }
 
 func parseSubmitFlags(args []string, e env) (submitConfig, error) {
@@ -111,10 +132,11 @@ func parseSubmitFlags(args []string, e env) (submitConfig, error) {
 	fs.String(&cfg.out, "out", "", "results", "output directory: results.jsonl, and one PNG per job for images")
 	fs.Int(&cfg.concurrency, "concurrency", "SUBMIT_CONCURRENCY", 16, "jobs in flight at once")
 	fs.Duration(&cfg.timeout, "timeout", "SUBMIT_TIMEOUT", 30*time.Minute, "deadline of each job, queueing included")
+	fs.Bool(&cfg.strict, "strict", "", false, "abort before submitting anything when a line is bad (default: report it and go on)")
 	cfg.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
 	cfg.queue.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return cfg, usageError{err.Error()}
+		return cfg, flagError(err)
 	}
 	v, err := genq.ParseVariant(variant)
 	if err != nil {
@@ -132,15 +154,15 @@ func parseSubmitFlags(args []string, e env) (submitConfig, error) {
 	return cfg, nil
 }
 
-// readBatch reads and checks the whole input before anything is queued, so
-// a bad line 900 does not leave a half-submitted batch.
-func readBatch(path string, v genq.Variant) ([]batchLine, error) {
+// readBatch reads and checks the whole input before anything is queued. A
+// bad line is returned as a failed result and the rest goes on; err is for
+// an input that cannot be read at all.
+func readBatch(path string, v genq.Variant) (lines []batchLine, bad []batchResult, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, nil, fmt.Errorf("input: %w", err)
 	}
 	defer f.Close()
-	var lines []batchLine
 	seen := map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -151,24 +173,74 @@ func readBatch(path string, v genq.Variant) ([]batchLine, error) {
 		}
 		var l batchLine
 		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+			bad = append(bad, badLine(l.ID, n, err.Error()))
+			continue
 		}
 		if l.ID == "" {
 			l.ID = uuid.NewSHA1(namespaceBatch, []byte(string(v)+"\x00"+strconv.Itoa(n)+"\x00"+l.Text)).String()
 		}
 		if err := (genq.Job{ID: l.ID, Variant: v, Text: l.Text}).Validate(); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+			bad = append(bad, badLine(l.ID, n, genq.ErrorMessage(err)))
+			continue
 		}
 		if prev, dup := seen[l.ID]; dup {
-			return nil, fmt.Errorf("%s line %d: id %q already used on line %d", path, n, l.ID, prev)
+			bad = append(bad, badLine(l.ID, n, fmt.Sprintf("id %q already used on line %d", l.ID, prev)))
+			continue
 		}
 		seen[l.ID] = n
 		lines = append(lines, l)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, nil, fmt.Errorf("input: %w", err)
 	}
-	return lines, nil
+	return lines, bad, nil
+}
+
+// badLine is the result of a line that was never submitted. A line with no
+// usable id is recorded under its line number.
+func badLine(id string, n int, reason string) batchResult {
+	if genq.ValidateJobID(id) != nil {
+		id = "line-" + strconv.Itoa(n)
+	}
+	return batchResult{ID: id, Line: n, Error: reason, Code: genq.Invalid}
+}
+
+// compactResults rewrites results.jsonl with one line per id, the last
+// written; torn lines are dropped.
+func compactResults(dir string) error {
+	path := filepath.Join(dir, resultsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var order []string
+	last := map[string][]byte{}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var r batchResult
+		if json.Unmarshal(line, &r) != nil || r.ID == "" {
+			continue
+		}
+		if _, ok := last[r.ID]; !ok {
+			order = append(order, r.ID)
+		}
+		last[r.ID] = line
+	}
+	var out bytes.Buffer
+	for _, id := range order {
+		out.Write(last[id])
+		out.WriteByte('\n')
+	}
+	if bytes.Equal(out.Bytes(), data) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // finishedJobs lists the ids that results.jsonl records as done.
@@ -283,19 +355,26 @@ func (b *batch) run(ctx context.Context, lines []batchLine, done map[string]bool
 
 // one runs a job, or collects its result from the store when an earlier,
 // interrupted run of the same batch already got it done. A job that failed
-// before runs again under a fresh id, which the queue's dedup window does
-// not know.
+// or was cancelled before runs again under a fresh id, which the queue's
+// dedup window does not know; one never finished runs under its own id,
+// its cancel mark (left by an interrupted run) withdrawn first.
 func (b *batch) one(ctx context.Context, line int, l batchLine) error {
 	answer, err := b.conn.FetchResult(ctx, l.ID)
-	if code := genq.ErrorCode(err); code != "" && code != genq.Unavailable {
-		id := l.ID
-		if code != genq.NotFound {
-			id = l.ID + "-retry-" + uuid.NewString()[:8]
+	switch code := genq.ErrorCode(err); code {
+	case "", genq.Unavailable:
+	case genq.NotFound:
+		if uerr := b.conn.Uncancel(ctx, l.ID); uerr != nil {
+			err = genq.WrapError(genq.Unavailable, uerr, "could not withdraw the cancel of an earlier run")
+			break
 		}
-		job := genq.Job{ID: id, Variant: b.cfg.variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.timeout), Store: true}
-		jctx, cancel := context.WithDeadline(ctx, job.Deadline)
-		defer cancel()
-		answer, err = b.client.Run(jctx, job)
+		answer, err = b.runJob(ctx, l.ID, l)
+		if genq.ErrorCode(err) == genq.Canceled && ctx.Err() == nil {
+			// An earlier run's copy of the job, still queued under the
+			// cancel mark, was dropped before the mark was withdrawn.
+			answer, err = b.runJob(ctx, retryID(l.ID), l)
+		}
+	default:
+		answer, err = b.runJob(ctx, retryID(l.ID), l)
 	}
 	res := batchResult{ID: l.ID, Line: line}
 	if err != nil {
@@ -314,6 +393,22 @@ func (b *batch) one(ctx context.Context, line int, l batchLine) error {
 	}
 	b.ok.Add(1)
 	return b.rec.write(res)
+}
+
+func (b *batch) runJob(ctx context.Context, id string, l batchLine) (*genq.Answer, error) {
+	job := genq.Job{ID: id, Variant: b.cfg.variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.timeout), Store: true}
+	jctx, cancel := context.WithDeadline(ctx, job.Deadline)
+	defer cancel()
+	// The answer's body is read after cancel: a stored result is read
+	// under its own timeout, not the job's context.
+	return b.client.Run(jctx, job)
+}
+
+// retryID is a fresh id for another run of the job id: the id, cut to
+// leave room, and a random suffix, within the id length limit.
+func retryID(id string) string {
+	const suffix = len("-retry-") + 8
+	return id[:min(len(id), genq.MaxJobIDLen-suffix)] + "-retry-" + uuid.NewString()[:8]
 }
 
 func (b *batch) save(res *batchResult, answer *genq.Answer) error {

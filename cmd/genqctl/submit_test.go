@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -60,6 +61,10 @@ func startWorker(t *testing.T, url string, v genq.Variant) *upperBackend {
 
 func submit(t *testing.T, url string, args ...string) (string, error) {
 	t.Helper()
+	return submitCtx(t.Context(), url, args...)
+}
+
+func submitCtx(ctx context.Context, url string, args ...string) (string, error) {
 	var out bytes.Buffer
 	getenv := func(k string) string {
 		if k == "NATS_URL" {
@@ -67,7 +72,7 @@ func submit(t *testing.T, url string, args ...string) (string, error) {
 		}
 		return ""
 	}
-	err := run(t.Context(), append([]string{"submit"}, args...), env{getenv: getenv, stdout: &out, stderr: &out})
+	err := run(ctx, append([]string{"submit"}, args...), env{getenv: getenv, stdout: &out, stderr: &out})
 	return out.String(), err
 }
 
@@ -134,6 +139,93 @@ func TestSubmitText(t *testing.T) {
 	if n := b.calls.Load() - calls; n != 1 {
 		t.Fatalf("rerun ran %d jobs, want 1", n)
 	}
+	// One line per id, the retried one's last outcome.
+	ids := map[string]bool{}
+	for _, r := range readResults(t, out) {
+		if ids[r.ID] {
+			t.Errorf("results.jsonl has two lines for %s", r.ID)
+		}
+		ids[r.ID] = true
+	}
+	if len(ids) != 7 {
+		t.Errorf("results.jsonl has %d ids, want 7", len(ids))
+	}
+	if strings.Contains(log, "nats disconnected") {
+		t.Errorf("a clean exit logged a disconnect:\n%s", log)
+	}
+}
+
+// TestSubmitRerunAfterInterrupt: a batch interrupted while its jobs wait in
+// the queue (Ctrl-C cancels them) finishes on a rerun, promptly.
+func TestSubmitRerunAfterInterrupt(t *testing.T) {
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "prompts.jsonl")
+	_ = os.WriteFile(in, []byte(`{"text":"one"}`+"\n"+`{"text":"two"}`+"\n"+`{"id":"three","text":"three"}`+"\n"), 0o644)
+	out := filepath.Join(dir, "results")
+	// No worker: the jobs wait in the queue until the interrupt.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if log, err := submitCtx(ctx, ns.ClientURL(), "--in", in, "--out", out); err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("first run: %v\n%s", err, log)
+	}
+	startWorker(t, ns.ClientURL(), genq.VariantB)
+	log, err := submit(t, ns.ClientURL(), "--in", in, "--out", out, "--timeout", "20s")
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, log)
+	}
+	if rs := readResults(t, out); len(rs) != 3 {
+		t.Fatalf("results: %+v", rs)
+	}
+}
+
+// TestSubmitBadLines: a bad line is reported and recorded, and the rest of
+// the batch runs; --strict aborts before anything is sent.
+func TestSubmitBadLines(t *testing.T) {
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	b := startWorker(t, ns.ClientURL(), genq.VariantB)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "prompts.jsonl")
+	_ = os.WriteFile(in, []byte(`{"text":"good"}`+"\n"+`{"text":`+"\n"+`{"id":"x","text":""}`+"\n"), 0o644)
+	out := filepath.Join(dir, "results")
+	if log, err := submit(t, ns.ClientURL(), "--in", in, "--out", out, "--strict"); err == nil || b.calls.Load() != 0 {
+		t.Fatalf("--strict: %v, %d jobs ran\n%s", err, b.calls.Load(), log)
+	}
+	log, err := submit(t, ns.ClientURL(), "--in", in, "--out", out)
+	if err == nil || !strings.Contains(log, "line 2:") || !strings.Contains(log, "line 3: text field is required") {
+		t.Fatalf("err = %v\n%s", err, log)
+	}
+	codes := map[string]genq.Code{}
+	for _, r := range readResults(t, out) {
+		codes[r.ID] = r.Code
+	}
+	if len(codes) != 3 || codes["x"] != genq.Invalid || codes["line-2"] != genq.Invalid || b.calls.Load() != 1 {
+		t.Fatalf("results %v, %d jobs ran; want the good one run and two invalid lines", codes, b.calls.Load())
+	}
+}
+
+func TestRetryIDFitsTheLimit(t *testing.T) {
+	for _, n := range []int{1, 100, genq.MaxJobIDLen} {
+		id := retryID(strings.Repeat("a", n))
+		if err := genq.ValidateJobID(id); err != nil {
+			t.Errorf("retry id of a %d-character id: %v", n, err)
+		}
+	}
+}
+
+func TestSubmitHelp(t *testing.T) {
+	log, err := submit(t, "nats://127.0.0.1:1", "--help")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(log, "-strict") {
+		t.Fatalf("err = %v\n%s", err, log)
+	}
 }
 
 func TestSubmitImagesWritesPNGFiles(t *testing.T) {
@@ -169,7 +261,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 			in := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
 			_ = os.WriteFile(in, []byte(content+"\n"), 0o644)
 			// No NATS is needed: the input is checked before connecting.
-			_, err := submit(t, "nats://127.0.0.1:1", "--in", in, "--out", filepath.Join(dir, "out"))
+			_, err := submit(t, "nats://127.0.0.1:1", "--in", in, "--out", filepath.Join(dir, "out"), "--strict")
 			if err == nil || !strings.Contains(err.Error(), "line") {
 				t.Fatalf("err = %v", err)
 			}

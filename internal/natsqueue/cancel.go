@@ -52,12 +52,31 @@ type CancelWatch struct {
 	ttl       time.Duration
 }
 
-// Cancelled reports whether the job's caller has cancelled it.
-func (w *CancelWatch) Cancelled(id string) bool {
+// Cancelled reports whether the caller of the job queued at queued has
+// cancelled it. A mark older than the job belongs to an earlier job of the
+// same id (a batch rerun after an interrupted run republishes its ids), and
+// one older than the bucket's TTL is gone from the bucket: neither counts.
+func (w *CancelWatch) Cancelled(id string, queued time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.cancelled[id]
-	return ok
+	at, ok := w.cancelled[id]
+	return ok && time.Since(at) <= w.ttl && !at.Before(queued)
+}
+
+// forget drops a mark that was withdrawn.
+func (w *CancelWatch) forget(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.cancelled, id)
+}
+
+// Uncancel withdraws the cancel mark of id, so a producer that runs the same
+// job again (a batch rerun) gets it run.
+func (c *Conn) Uncancel(ctx context.Context, id string) error {
+	if err := c.cancels.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("withdraw the cancel of %s: %w", id, err)
+	}
+	return nil
 }
 
 // add records a cancel and forgets those the bucket has expired, so memory
@@ -100,6 +119,7 @@ func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWat
 				continue
 			}
 			if e.Operation() != jetstream.KeyValuePut {
+				cw.forget(e.Key())
 				continue
 			}
 			cw.add(e.Key(), e.Created())

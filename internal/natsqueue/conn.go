@@ -66,6 +66,9 @@ func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(64 << 20),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return // our own Close: no news
+			}
 			log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

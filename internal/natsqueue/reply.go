@@ -71,6 +71,25 @@ func (d *Delivery) GiveUp(ctx context.Context, reason error, meta ReplyMeta) err
 	return d.msg.Term()
 }
 
+// Cancelled ends a job whose caller cancelled it: it is never delivered
+// again, and its outcome, canceled, is stored under its id, so a producer
+// can tell its cancel took effect. Nobody waits for a reply.
+func (d *Delivery) Cancelled(ctx context.Context, meta ReplyMeta) error {
+	body, _ := json.Marshal(errorBody{Code: genq.Canceled, Error: "the job was cancelled by its caller"})
+	h := nats.Header{}
+	h.Set(HeaderStatus, StatusErr)
+	h.Set(HeaderErrorCode, string(genq.Canceled))
+	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
+	h.Set(HeaderWorker, meta.Worker)
+	h.Set(HeaderContentType, "application/json")
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	if err := d.conn.store(sctx, d.Job, body, h); err != nil {
+		d.conn.log.Warn("could not store the cancelled outcome", "job_id", d.Job.ID, "err", err)
+	}
+	return d.msg.Term()
+}
+
 // replyError delivers a failure to the job's caller and into the store.
 func (d *Delivery) replyError(ctx context.Context, reason error, meta ReplyMeta) {
 	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(reason), Error: genq.ErrorMessage(reason)})

@@ -181,7 +181,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		return
 	case d.Malformed != nil:
 		log.Error("malformed job; dead-lettering", "err", d.Malformed)
-		r.giveUp(ctx, log, d, genq.WrapError(genq.Invalid, d.Malformed, "the job message is malformed"))
+		r.giveUp(ctx, log, d, malformed(d.Malformed))
 		return
 	case job.Attempt > r.attempts:
 		// The previous attempts ended without a word: the workers running
@@ -210,9 +210,9 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	// Registered first, checked second: a cancel that lands in between is
 	// passed to r.cancel by the watcher; one that came before is in the
 	// watch's memory, so the check costs no round trip.
-	if r.cancels.Cancelled(job.ID) {
+	if r.cancels.Cancelled(job.ID, d.Queued) {
 		log.Info("job was cancelled before it started; dropping it")
-		r.settle(log, "cancelled", d.Drop())
+		r.settle(log, "cancelled", d.Cancelled(ctx, r.meta()))
 		return
 	}
 
@@ -250,7 +250,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	switch {
 	case errors.Is(cause, errCancelledByCaller):
 		log.Info("job cancelled by its caller while running", "run_ms", ran.Milliseconds())
-		r.settle(log, "cancelled", d.Drop())
+		r.settle(log, "cancelled", d.Cancelled(ctx, r.meta()))
 	case errors.Is(cause, errDrainTimedOut):
 		log.Warn("job handed back: the worker is stopping")
 		r.settle(log, "handed_back", d.Release())
@@ -311,6 +311,15 @@ func (r *Runtime) giveUp(ctx context.Context, log *slog.Logger, d *natsqueue.Del
 		return
 	}
 	r.settle(log, "dead_lettered", err)
+}
+
+// malformed is what the producer of an unreadable job is told: the reason,
+// which is about its own message, not about genq.
+func malformed(err error) error {
+	if genq.ErrorCode(err) == genq.Invalid {
+		return genq.WrapError(genq.Invalid, err, "the job message is malformed: "+genq.ErrorMessage(err))
+	}
+	return genq.WrapError(genq.Invalid, err, "the job message is malformed: "+err.Error())
 }
 
 // meta is what the worker says about a job it did not run to a result.

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -302,31 +303,86 @@ func TestMalformedJobIsDeadLettered(t *testing.T) {
 	if h.deadLetter(badID) == nil {
 		t.Error("the malformed job is not in the dead-letter stream")
 	}
+	// A producer is told why, not only that the message is malformed.
+	bad := newJob("x", time.Now().Add(time.Minute))
+	bad.Variant = genq.VariantA
+	bad.ReplyTo = h.client.ReplySubject(bad.ID)
+	data, _ := json.Marshal(bad)
+	sub, err := h.conn.NATS().SubscribeSync(bad.ReplyTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), natsqueue.JobsSubject(variant), data); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.Data), `for variant \"A\"`) {
+		t.Errorf("reply %s does not say what is wrong", m.Data)
+	}
 	if n := b.callsOf(badID); n != 0 {
 		t.Errorf("the model ran the malformed job %d times", n)
 	}
 }
 
-// TestCancelledBeforeStartNeverRuns: a job its caller cancelled while it was
-// queued is dropped by the worker that pulls it.
-func TestCancelledBeforeStartNeverRuns(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	cancelled := newJob("gone", time.Now().Add(time.Minute))
-	h.conn.Cancel(cancelled.ID)
-	if _, err := h.conn.Publish(t.Context(), cancelled); err != nil {
-		t.Fatal(err)
+// TestCancelledBeforeStart: a job its caller cancelled while it was queued
+// is dropped by the worker that pulls it, and its outcome, canceled, is
+// stored; a mark older than the job (left by an earlier run of a batch
+// that reuses its ids) does not stop it, and neither does one withdrawn.
+func TestCancelledBeforeStart(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(h *harness, job genq.Job)
+		wantRun bool
+	}{
+		{"cancelled after it was queued", func(h *harness, job genq.Job) {
+			h.publish(job)
+			h.conn.Cancel(job.ID)
+		}, false},
+		{"a mark older than the job", func(h *harness, job genq.Job) {
+			h.conn.Cancel(job.ID)
+			time.Sleep(10 * time.Millisecond)
+			h.publish(job)
+		}, true},
+		{"a withdrawn mark", func(h *harness, job genq.Job) {
+			h.publish(job)
+			h.conn.Cancel(job.ID)
+			if err := h.conn.Uncancel(t.Context(), job.ID); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
 	}
-	b := newScripted(echo)
-	h.startWorker("w1", b, time.Second) // one slot: it pulls in queue order
-	if _, err := h.run(newJob("after", time.Now().Add(time.Minute))); err != nil {
-		t.Fatalf("the job queued after the cancelled one: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			job := newJob("maybe", time.Now().Add(time.Minute))
+			tt.prepare(h, job)
+			b := newScripted(echo)
+			h.startWorker("w1", b, time.Second) // one slot: it pulls in queue order
+			if _, err := h.run(newJob("after", time.Now().Add(time.Minute))); err != nil {
+				t.Fatalf("the job queued after it: %v", err)
+			}
+			if ran := b.callsOf(job.ID) == 1; ran != tt.wantRun {
+				t.Errorf("the model ran it: %v, want %v", ran, tt.wantRun)
+			}
+			_, err := h.conn.FetchResult(t.Context(), job.ID)
+			if !tt.wantRun && genq.ErrorCode(err) != genq.Canceled {
+				t.Errorf("stored outcome: %v, want canceled", err)
+			}
+			if h.deadLetter(job.ID) != nil {
+				t.Error("a cancelled job was dead-lettered")
+			}
+		})
 	}
-	if n := b.callsOf(cancelled.ID); n != 0 {
-		t.Errorf("the model ran a cancelled job %d times", n)
-	}
-	if h.deadLetter(cancelled.ID) != nil {
-		t.Error("a cancelled job was dead-lettered")
+}
+
+func (h *harness) publish(job genq.Job) {
+	h.t.Helper()
+	if _, err := h.conn.Publish(h.t.Context(), job); err != nil {
+		h.t.Fatal(err)
 	}
 }
 
