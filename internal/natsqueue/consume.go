@@ -25,6 +25,10 @@ type Delivery struct {
 	Wakeup bool
 	// Malformed is set when the body could not be decoded; Job.ID may be empty.
 	Malformed error
+	// Last is set on the last delivery the consumer makes of the message:
+	// handed back, it would never come again, and its caller would wait
+	// for nothing.
+	Last bool
 	// Queued is when the stream stored the message.
 	Queued time.Time
 	// Data is the raw message body, kept for dead letters.
@@ -39,6 +43,8 @@ type Puller struct {
 	conn     *Conn
 	variant  genq.Variant
 	consumer jetstream.Consumer
+	// maxDeliver is the consumer's delivery limit; 0 or less: none.
+	maxDeliver int
 }
 
 // NewPuller binds the variant's durable consumer.
@@ -47,7 +53,11 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind consumer %s: %w", ConsumerName(v), err)
 	}
-	return &Puller{conn: c, variant: v, consumer: cons}, nil
+	p := &Puller{conn: c, variant: v, consumer: cons}
+	if info := cons.CachedInfo(); info != nil {
+		p.maxDeliver = info.Config.MaxDeliver
+	}
+	return p, nil
 }
 
 // Next asks for one job and waits up to wait for it. It returns nil, nil when
@@ -78,6 +88,7 @@ func (p *Puller) decode(m jetstream.Msg) *Delivery {
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp
+		d.Last = p.maxDeliver > 0 && d.Job.Attempt >= p.maxDeliver
 	}
 	if m.Headers().Get(HeaderKind) == KindWakeup {
 		d.Wakeup = true

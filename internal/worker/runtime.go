@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -260,12 +261,15 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	case genq.ErrorCode(err) == genq.Invalid:
 		log.Info("job refused by the model", "err", err)
 		r.settle(log, "invalid", d.Fail(ctx, err, r.meta()))
-	case job.Attempt >= r.attempts:
+	case job.Attempt >= r.attempts || d.Last:
 		log.Error("job failed on its last attempt; dead-lettering", "err", err)
 		r.giveUp(ctx, log, d, genq.WrapError(genq.Internal, err,
 			fmt.Sprintf("generation failed after %d attempts: %s", job.Attempt, genq.ErrorMessage(err))))
 	default:
-		delay := r.cfg.RetryDelay << (job.Attempt - 1)
+		// Jittered, so jobs that failed together (in one failed batch step,
+		// say) do not all meet again in the next.
+		base := r.cfg.RetryDelay << (job.Attempt - 1)
+		delay := base/2 + rand.N(base)
 		log.Warn("job failed; it will be retried", "err", err, "retry_in", delay.String())
 		r.settle(log, "retried", d.Retry(delay))
 	}
