@@ -192,6 +192,8 @@ const (
 	publishGiveUp = 10 * time.Second
 )
 
+var errNotConnected = errors.New("not connected to NATS")
+
 // Publish queues job. It does not wait for a result. duplicate reports that
 // a job of the same id was already queued within the dedup window, so this
 // one was dropped.
@@ -220,11 +222,18 @@ func (c *Conn) publishMsg(ctx context.Context, msg *nats.Msg, ackWait, giveUp ti
 	defer cancel()
 	backoff := 100 * time.Millisecond
 	for {
-		actx, acancel := context.WithTimeout(ctx, ackWait)
-		ack, err := c.js.PublishMsg(actx, msg)
-		acancel()
-		if err == nil {
-			return ack, nil
+		// While the connection is down, a publish would sit in the
+		// reconnect buffer and reach the server after the caller was told
+		// 503: a job queued for nobody. Wait for the connection instead.
+		err := errNotConnected
+		if c.nc.IsConnected() {
+			actx, acancel := context.WithTimeout(ctx, ackWait)
+			var ack *jetstream.PubAck
+			ack, err = c.js.PublishMsg(actx, msg)
+			acancel()
+			if err == nil {
+				return ack, nil
+			}
 		}
 		perr := publishError(err)
 		if genq.ErrorCode(perr) == genq.Overloaded || errors.Is(err, nats.ErrConnectionClosed) {

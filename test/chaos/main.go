@@ -84,6 +84,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"poison job that crashes its workers", poisonJob},
 		{"scale from zero", scaleFromZero},
 		{"slow NATS link: settling outlasts the ack wait", slowLink},
+		{"NATS down past the publish bound", natsDown},
+		{"interrupted batch, rerun", batchRerun},
+		{"api SIGTERM with requests waiting", apiShutdown},
 	}
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -534,6 +537,133 @@ func slowLink(ctx context.Context, e env) (localstack.Report, error) {
 		return rep, errors.New("the slow worker settled no job, or settled it within the ack wait")
 	}
 	return rep, nil
+}
+
+// neverRan checks that none of ids was run by a worker.
+func neverRan(logs string, ids []string) error {
+	for _, id := range ids {
+		if id != "" && strings.Contains(logs, `"msg":"job started"`) && regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"`+regexp.QuoteMeta(id)+`"`).MatchString(logs) {
+			return fmt.Errorf("job %s ran after its caller was answered", id)
+		}
+	}
+	return nil
+}
+
+// natsDown: requests sent while NATS is down get 503 with Retry-After once
+// the api's publish bound (10 s) passes, not at their 60 s deadline; their
+// jobs, which the server may have taken, are cancelled and never run once
+// NATS is back, and the stack serves again.
+func natsDown(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "nats-down", "B", 1)
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	_ = s.NATS.Stop(10 * time.Second)
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(4, "nats down"), 4, 90*time.Second)
+	if err := s.StartNATS(ctx); err != nil {
+		return localstack.Report{}, err
+	}
+	after := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(8, "back"), 4, 60*time.Second)
+	time.Sleep(4 * time.Second) // time for a job that slipped through to run
+	rep := localstack.Summarize("", append(outs, after...), workerLogs(s))
+	var ids []string
+	slowest := time.Duration(0)
+	for _, o := range outs {
+		if o.Status != http.StatusServiceUnavailable || o.Header.Get("Retry-After") == "" {
+			return rep, fmt.Errorf("a request while NATS was down got %d %s, want 503 with Retry-After", o.Status, o.Body)
+		}
+		ids = append(ids, o.JobID)
+		slowest = max(slowest, o.Latency)
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("NATS stopped; 4 requests answered 503 with Retry-After after at most %s (deadline 60s); none of their jobs ran after NATS came back", slowest.Round(100*time.Millisecond)))
+	if slowest > 20*time.Second {
+		return rep, errors.New("a 503 waited past the publish bound")
+	}
+	for _, o := range after {
+		if o.Status != http.StatusOK {
+			return rep, errors.New("the stack did not serve after NATS came back")
+		}
+	}
+	return rep, neverRan(workerLogs(s), ids)
+}
+
+// batchRerun: genqctl submit is interrupted (SIGINT) while its jobs wait in
+// the queue, which cancels them; the same command run again finishes the
+// batch promptly, every job once.
+func batchRerun(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "batch-rerun", "B", 0)
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	dir := filepath.Join(s.Dir, "batch")
+	_ = os.MkdirAll(dir, 0o755)
+	in := filepath.Join(dir, "in.jsonl")
+	var lines strings.Builder
+	const n = 12
+	for i := range n {
+		fmt.Fprintf(&lines, `{"text":"batch line %d"}`+"\n", i)
+	}
+	_ = os.WriteFile(in, []byte(lines.String()), 0o644)
+	submit := func(ctx context.Context) *exec.Cmd {
+		c := exec.CommandContext(ctx, s.Bin.Genqctl, "submit", "--variant", "B", "--in", in, "--out", dir, "--timeout", "45s")
+		c.Env = append(os.Environ(), "NATS_URL="+s.NATSURL(), "JOB_ACK_WAIT=3s")
+		return c
+	}
+	first := submit(ctx)
+	if err := first.Start(); err != nil {
+		return localstack.Report{}, err
+	}
+	time.Sleep(2 * time.Second) // every job queued, no worker to run them
+	_ = first.Process.Signal(os.Interrupt)
+	_ = first.Wait()
+	if _, err := s.StartWorker(ctx, true); err != nil {
+		return localstack.Report{}, err
+	}
+	t0 := time.Now()
+	out, err := submit(ctx).CombinedOutput()
+	took := time.Since(t0)
+	results, _ := os.ReadFile(filepath.Join(dir, "results.jsonl"))
+	ok := bytes.Count(results, []byte(`"generated_text"`))
+	rep := localstack.Summarize("", nil, workerLogs(s))
+	rep.Sent, rep.OK, rep.Lost = n, ok, n-ok
+	rep.Notes = append(rep.Notes, fmt.Sprintf("first run interrupted with every job queued; the rerun finished %d/%d in %s (job timeout 45s), %d results lines", ok, n, took.Round(100*time.Millisecond), bytes.Count(results, []byte("\n"))))
+	if err != nil || ok != n {
+		return rep, fmt.Errorf("the rerun did not finish the batch: %v\n%s", err, out)
+	}
+	return rep, nil
+}
+
+// apiShutdown: the api gets SIGTERM while requests wait for a worker that
+// does not come within its shutdown grace (2 s). They get 503 with
+// Retry-After, and their jobs are cancelled: the worker that starts later
+// does not run them.
+func apiShutdown(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "api-shutdown", "B", 0, "SHUTDOWN_GRACE=2s")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	go func() {
+		time.Sleep(time.Second)
+		_ = s.API.Stop(20 * time.Second)
+	}()
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(6, "shutdown"), 6, 30*time.Second)
+	if _, err := s.StartWorker(ctx, true); err != nil {
+		return localstack.Report{}, err
+	}
+	time.Sleep(4 * time.Second)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	var ids []string
+	for _, o := range outs {
+		if o.Status != http.StatusServiceUnavailable || o.Header.Get("Retry-After") == "" {
+			return rep, fmt.Errorf("a request waiting at shutdown got %d %s, want 503 with Retry-After", o.Status, o.Body)
+		}
+		ids = append(ids, o.JobID)
+	}
+	rep.Notes = append(rep.Notes, "api stopped 1s after 6 requests with no worker (grace 2s); all 503 with Retry-After; a worker started afterwards ran none of their jobs")
+	return rep, neverRan(workerLogs(s), ids)
 }
 
 // writeReport replaces the figures between the markers in path.
