@@ -116,7 +116,15 @@ const storeTimeout = 30 * time.Second
 // stored copy is where the caller recovers it after reconnecting. A small
 // result is replied first, so storing it adds nothing to its latency; a
 // large one is stored first, because its reply only names it.
+//
+// A reply_to outside the allowed prefixes (ReplyAllowed) gets nothing: the
+// result is stored only, where its producer can fetch it. The producer
+// chose the subject, so it is not logged; the job id is enough to find it.
 func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.Header) error {
+	if job.ReplyTo != "" && !c.ReplyAllowed(job.ReplyTo) {
+		c.log.Warn("reply_to is outside the allowed prefixes (NATS_REPLY_PREFIXES); storing the result only", "job_id", job.ID)
+		job.ReplyTo = "" // and a store that fails is an error: nobody heard a reply
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	if len(data) > c.inlineLimit() {
