@@ -3,7 +3,9 @@ package genq
 import (
 	"encoding/json"
 	"io"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Job is one generation request as it travels on the queue. Its JSON form is
@@ -24,13 +26,37 @@ type Job struct {
 	// can be fetched later by job id, even when it was also replied.
 	Store bool `json:"store,omitempty"`
 
+	// The fields below are a request's own generation parameters, all
+	// optional: a job of text alone is generated with the worker's settings.
+
+	// Messages is a chat, rendered with the model's chat template; Prompt is
+	// raw text, given to the model as it is (completions). A job carries
+	// exactly one of Text, Messages and Prompt.
+	Messages []Message `json:"messages,omitempty"`
+	Prompt   string    `json:"prompt,omitempty"`
+	// MaxTokens bounds the answer, in tokens; 0 takes the worker's limit,
+	// and more than that limit is invalid. MaxCompletionTokens is the same
+	// setting under OpenAI's newer name; a job may give either.
+	MaxTokens           int `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
+	// Temperature (0 to 2; 0 is greedy), TopP (0 to 1) and Seed override
+	// the worker's sampling settings when set.
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	// Stop ends the answer before the first of these strings, which the
+	// answer never holds. In JSON, a string or a list of strings.
+	Stop StopList `json:"stop,omitempty"`
+
 	// Attempt is which delivery of the job this is, counted from 1. It comes
 	// from JetStream's metadata, never from the message body.
 	Attempt int `json:"-"`
 }
 
 // Validate checks what every entry point requires of a job before it is
-// queued or run: an id the protocol allows, a known variant, and text.
+// queued or run: an id the protocol allows, a known variant, one of text,
+// messages or prompt, and generation parameters in their ranges. Workers
+// check again, since a batch producer can publish anything.
 func (j Job) Validate() error {
 	if err := ValidateJobID(j.ID); err != nil {
 		return err
@@ -40,7 +66,138 @@ func (j Job) Validate() error {
 	default:
 		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
 	}
-	return ValidateText(j.Text)
+	inputs := 0
+	for _, set := range []bool{j.Text != "", len(j.Messages) > 0, j.Prompt != ""} {
+		if set {
+			inputs++
+		}
+	}
+	switch {
+	case inputs > 1:
+		return Errorf(Invalid, "a job carries one of text, messages and prompt, not %d of them", inputs)
+	case len(j.Messages) > 0:
+		if err := ValidateMessages(j.Messages); err != nil {
+			return err
+		}
+	case j.Prompt != "":
+		if strings.ContainsRune(j.Prompt, 0) {
+			return Errorf(Invalid, "prompt must not contain NUL characters")
+		}
+	default:
+		if err := ValidateText(j.Text); err != nil {
+			return err
+		}
+	}
+	return j.validateParams()
+}
+
+// Limits of a job's parameters. MaxStops and the temperature's range are
+// OpenAI's; MaxMessages and MaxStopBytes bound the work a job may ask of a
+// worker's tokenizer and stop search.
+const (
+	MaxMessages    = 1024
+	MaxStops       = 4
+	MaxStopBytes   = 256
+	MaxTemperature = 2.0
+)
+
+func (j Job) validateParams() error {
+	switch {
+	case j.MaxTokens < 0:
+		return Errorf(Invalid, "max_tokens must be at least 1, not %d", j.MaxTokens)
+	case j.MaxCompletionTokens < 0:
+		return Errorf(Invalid, "max_completion_tokens must be at least 1, not %d", j.MaxCompletionTokens)
+	case j.MaxTokens > 0 && j.MaxCompletionTokens > 0 && j.MaxTokens != j.MaxCompletionTokens:
+		return Errorf(Invalid, "max_tokens (%d) and max_completion_tokens (%d) disagree: give one", j.MaxTokens, j.MaxCompletionTokens)
+	}
+	if t := j.Temperature; t != nil && !(*t >= 0 && *t <= MaxTemperature) { // NaN fails too
+		return Errorf(Invalid, "temperature must be between 0 and %g, not %v", MaxTemperature, *t)
+	}
+	if p := j.TopP; p != nil && !(*p >= 0 && *p <= 1) {
+		return Errorf(Invalid, "top_p must be between 0 and 1, not %v", *p)
+	}
+	if len(j.Stop) > MaxStops {
+		return Errorf(Invalid, "stop holds %d strings; the limit is %d", len(j.Stop), MaxStops)
+	}
+	for _, s := range j.Stop {
+		switch {
+		case s == "":
+			return Errorf(Invalid, "stop strings must not be empty")
+		case len(s) > MaxStopBytes:
+			return Errorf(Invalid, "a stop string is %d bytes long; the limit is %d", len(s), MaxStopBytes)
+		case !utf8.ValidString(s):
+			return Errorf(Invalid, "stop strings must be valid UTF-8")
+		}
+	}
+	return nil
+}
+
+// MaxNewTokens is the answer's token limit the job asks for, 0 when it
+// leaves it to the worker.
+func (j Job) MaxNewTokens() int { return max(j.MaxTokens, j.MaxCompletionTokens) }
+
+// Detailed reports whether the job's result carries its finish reason and
+// token counts besides the text: chats and raw prompts do, and a job of
+// text alone keeps the seed's result of one field.
+func (j Job) Detailed() bool { return len(j.Messages) > 0 || j.Prompt != "" }
+
+// Chat roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one turn of a chat.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ValidateMessages checks a chat: at most MaxMessages turns, each with a
+// known role and no NUL, and at least one with content.
+func ValidateMessages(msgs []Message) error {
+	if len(msgs) == 0 {
+		return Errorf(Invalid, "messages must hold at least one message")
+	}
+	if len(msgs) > MaxMessages {
+		return Errorf(Invalid, "messages holds %d messages; the limit is %d", len(msgs), MaxMessages)
+	}
+	content := false
+	for i, m := range msgs {
+		switch m.Role {
+		case RoleSystem, RoleUser, RoleAssistant:
+		default:
+			return Errorf(Invalid, "messages[%d]: role %q is not one of system, user and assistant", i, m.Role)
+		}
+		if strings.ContainsRune(m.Content, 0) {
+			return Errorf(Invalid, "messages[%d]: content must not contain NUL characters", i)
+		}
+		content = content || strings.TrimSpace(m.Content) != ""
+	}
+	if !content {
+		return Errorf(Invalid, "messages must hold some content")
+	}
+	return nil
+}
+
+// StopList is a job's stop strings. Its JSON is a list, and a single string
+// is read as a list of one, as OpenAI's API allows.
+type StopList []string
+
+// UnmarshalJSON accepts a string, a list of strings or null.
+func (s *StopList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = StopList{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return Errorf(Invalid, "stop must be a string or a list of strings")
+	}
+	*s = list
+	return nil
 }
 
 // MaxJobIDLen is the longest job id.
@@ -97,9 +254,34 @@ type Answer struct {
 }
 
 // TextResponse is the body of a text result, the same JSON on the queue and
-// over HTTP.
+// over HTTP /generate. A detailed job's result (Job.Detailed) also says why
+// the answer ended and how many tokens it took, from which the api builds
+// OpenAI's objects.
 type TextResponse struct {
 	GeneratedText string `json:"generated_text"`
+	// FinishReason is FinishStop or FinishLength.
+	FinishReason string `json:"finish_reason,omitempty"`
+	Usage        *Usage `json:"usage,omitempty"`
+}
+
+// Why an answer ended: an end-of-turn token or a stop string, or the token
+// limit.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length"
+)
+
+// Usage counts a job's tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// NewDetailedTextResult wraps generated text with its finish reason and
+// token counts, the result of a detailed job.
+func NewDetailedTextResult(text, finishReason string, usage Usage) Result {
+	b, _ := json.Marshal(TextResponse{GeneratedText: text, FinishReason: finishReason, Usage: &usage})
+	return Result{ContentType: "application/json", Data: b}
 }
 
 // NewTextResult wraps generated text as the JSON body variants A and B return.

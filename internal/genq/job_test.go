@@ -1,6 +1,9 @@
 package genq_test
 
 import (
+	"encoding/json"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -24,6 +27,32 @@ func TestJobValidate(t *testing.T) {
 		{"unknown variant", func(j *genq.Job) { j.Variant = "D" }, "unknown variant"},
 		{"lower-case variant", func(j *genq.Job) { j.Variant = "b" }, "unknown variant"},
 		{"no text", func(j *genq.Job) { j.Text = "" }, "text field is required"},
+		{"chat", func(j *genq.Job) {
+			j.Text, j.Messages = "", []genq.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: "again"}}
+		}, ""},
+		{"raw prompt", func(j *genq.Job) { j.Text, j.Prompt = "", "Once upon" }, ""},
+		{"text and prompt", func(j *genq.Job) { j.Prompt = "x" }, "one of text, messages and prompt"},
+		{"text and messages", func(j *genq.Job) { j.Messages = []genq.Message{{Role: "user", Content: "x"}} }, "one of text, messages and prompt"},
+		{"unknown role", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "tool", Content: "x"}} }, `role "tool"`},
+		{"no content", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: " "}} }, "some content"},
+		{"NUL in a message", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "a\x00"}} }, "NUL"},
+		{"too many messages", func(j *genq.Job) {
+			j.Text, j.Messages = "", make([]genq.Message, genq.MaxMessages+1)
+			for i := range j.Messages {
+				j.Messages[i] = genq.Message{Role: "user", Content: "x"}
+			}
+		}, "the limit is 1024"},
+		{"params in range", func(j *genq.Job) {
+			j.MaxTokens, j.Temperature, j.TopP, j.Seed, j.Stop = 5, ptr(2.0), ptr(0.0), ptr(int64(-1)), genq.StopList{"a", "b", "c", "d"}
+		}, ""},
+		{"max_tokens negative", func(j *genq.Job) { j.MaxTokens = -1 }, "max_tokens must be at least 1"},
+		{"both max tokens disagree", func(j *genq.Job) { j.MaxTokens, j.MaxCompletionTokens = 4, 5 }, "disagree"},
+		{"temperature too high", func(j *genq.Job) { j.Temperature = ptr(2.5) }, "temperature must be between 0 and 2"},
+		{"temperature NaN", func(j *genq.Job) { j.Temperature = ptr(math.NaN()) }, "temperature must be"},
+		{"top_p over 1", func(j *genq.Job) { j.TopP = ptr(1.5) }, "top_p must be between 0 and 1"},
+		{"five stops", func(j *genq.Job) { j.Stop = genq.StopList{"a", "b", "c", "d", "e"} }, "the limit is 4"},
+		{"empty stop", func(j *genq.Job) { j.Stop = genq.StopList{""} }, "must not be empty"},
+		{"long stop", func(j *genq.Job) { j.Stop = genq.StopList{strings.Repeat("x", genq.MaxStopBytes+1)} }, "stop string is 257 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,5 +68,46 @@ func TestJobValidate(t *testing.T) {
 				t.Fatalf("code = %s, want invalid", genq.ErrorCode(err))
 			}
 		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Old job messages, of text alone, read as they always did; stop may be a
+// string or a list; max_completion_tokens stands for max_tokens.
+func TestJobJSON(t *testing.T) {
+	tests := []struct {
+		body string
+		want genq.Job
+	}{
+		{`{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`, genq.Job{ID: "a", Variant: "B", Text: "hi"}},
+		{`{"id":"a","variant":"B","prompt":"p","stop":"\n","max_completion_tokens":7}`,
+			genq.Job{ID: "a", Variant: "B", Prompt: "p", Stop: genq.StopList{"\n"}, MaxCompletionTokens: 7}},
+		{`{"id":"a","variant":"B","messages":[{"role":"user","content":"x"}],"stop":["a","b"],"seed":3,"temperature":0}`,
+			genq.Job{ID: "a", Variant: "B", Messages: []genq.Message{{Role: "user", Content: "x"}}, Stop: genq.StopList{"a", "b"}, Seed: ptr(int64(3)), Temperature: ptr(0.0)}},
+	}
+	for _, tt := range tests {
+		var j genq.Job
+		if err := json.Unmarshal([]byte(tt.body), &j); err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if !reflect.DeepEqual(j, tt.want) {
+			t.Errorf("%s:\ngot  %+v\nwant %+v", tt.body, j, tt.want)
+		}
+		if err := j.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.body, err)
+		}
+	}
+	if got := (genq.Job{MaxCompletionTokens: 7}).MaxNewTokens(); got != 7 {
+		t.Errorf("MaxNewTokens() = %d, want 7", got)
+	}
+	var j genq.Job
+	if err := json.Unmarshal([]byte(`{"stop":3}`), &j); err == nil || !strings.Contains(err.Error(), "stop must be a string or a list") {
+		t.Errorf("stop 3: %v", err)
+	}
+	// A job of text alone marshals as it did before these fields.
+	b, _ := json.Marshal(genq.Job{ID: "a", Variant: "B", Text: "hi"})
+	if want := `{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`; string(b) != want {
+		t.Errorf("marshal: %s, want %s", b, want)
 	}
 }
