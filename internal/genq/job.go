@@ -66,6 +66,12 @@ func (j Job) Validate() error {
 	default:
 		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
 	}
+	return j.ValidateInput()
+}
+
+// ValidateInput checks what a backend needs of a job: one of text,
+// messages or prompt, and generation parameters in their ranges.
+func (j Job) ValidateInput() error {
 	inputs := 0
 	for _, set := range []bool{j.Text != "", len(j.Messages) > 0, j.Prompt != ""} {
 		if set {

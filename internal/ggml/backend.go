@@ -26,6 +26,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
+	"github.com/genq/genq/internal/ggml/utf8stream"
 	"github.com/genq/genq/internal/procfs"
 )
 
@@ -45,9 +46,10 @@ type Backend struct {
 	// the cache sequence prefixSeq, and each new sequence shares them.
 	prefix []int32
 
-	// narrowK is how many candidates per row a step's graph hands the
+	// narrowK is the most candidates per row a step's graph may hand the
 	// sampler, or 0 when whole rows of logits reach the host. A step narrows
-	// when it samples at least narrowMinRows rows.
+	// when it samples at least narrowMinRows rows, to the most its rows'
+	// samplers need (stepNarrowK).
 	narrowK, narrowMinRows int
 
 	sched *scheduler
@@ -146,12 +148,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	b := &Backend{cfg: cfg, log: log, model: m, tmpl: tmpl}
 	switch {
 	case cfg.Narrow == "device":
-		b.narrowK, b.narrowMinRows = cfg.samplerParams().Narrowed(), 1
+		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 1
 	case cfg.Narrow == "auto" && device.IsCUDA():
 		// Measured on an H100 with the 8B model: one row is 4% faster copied
 		// whole to the host (138 against 132 tok/s), four rows 13% faster
 		// narrowed on the device (402 against 355).
-		b.narrowK, b.narrowMinRows = cfg.samplerParams().Narrowed(), 2
+		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 2
 	}
 	ok := false
 	defer func() {
@@ -232,9 +234,17 @@ func (b *Backend) Info() genq.BackendInfo { return b.info }
 // Generate answers one job. It blocks until the answer is complete or ctx
 // ends; in the latter case the sequence leaves the batch at once.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
-	out, err := b.generate(ctx, job.Text)
+	// A batch producer can publish anything: check again what the api checked.
+	if err := job.ValidateInput(); err != nil {
+		return genq.Result{}, err
+	}
+	out, err := b.generateJob(ctx, job)
 	if err != nil {
 		return genq.Result{}, err
+	}
+	if job.Detailed() {
+		return genq.NewDetailedTextResult(out.Text, out.FinishReason,
+			genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens}), nil
 	}
 	return genq.NewTextResult(out.Text), nil
 }
@@ -243,36 +253,99 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 // benchmarks.
 type generation struct {
 	Text         string
+	FinishReason string // genq.FinishStop or genq.FinishLength
 	PromptTokens int
 	Tokens       int           // tokens generated, the stop token included
 	FirstToken   time.Duration // from submission to the first sampled token
 }
 
 func (b *Backend) generate(ctx context.Context, text string) (generation, error) {
-	prompt, sampler, err := b.prepare(text)
+	return b.generateJob(ctx, genq.Job{Text: text})
+}
+
+func (b *Backend) generateJob(ctx context.Context, job genq.Job) (generation, error) {
+	req, err := b.newJobRequest(job)
 	if err != nil {
 		return generation{}, err
 	}
-	return b.sched.run(ctx, newRequest(prompt, sampler))
+	return b.sched.run(ctx, req)
 }
 
-// prepare tokenizes the conversation, checks that it leaves room for the
-// answer, and seeds the request's sampler.
+// prepare tokenizes a one-message conversation and seeds its sampler with
+// the worker's settings.
 func (b *Backend) prepare(text string) ([]int32, *sample.Sampler, error) {
-	prompt, err := b.promptTokens(text)
+	req, err := b.newJobRequest(genq.Job{Text: text})
 	if err != nil {
 		return nil, nil, err
 	}
-	if room := b.cfg.ContextSize - b.cfg.MaxNewTokens; len(prompt) > room {
-		return nil, nil, genq.Errorf(genq.Invalid,
+	return req.prompt, req.sampler, nil
+}
+
+// newJobRequest tokenizes the job's prompt, checks that it leaves room for
+// the answer, and seeds a sampler with the job's settings over the
+// worker's.
+func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
+	maxNew := b.cfg.MaxNewTokens
+	if n := job.MaxNewTokens(); n > 0 {
+		if n > maxNew {
+			return nil, genq.Errorf(genq.Invalid,
+				"max_tokens is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)", n, maxNew)
+		}
+		maxNew = n
+	}
+	prompt, err := b.jobPrompt(job)
+	if err != nil {
+		return nil, err
+	}
+	if room := b.cfg.ContextSize - maxNew; len(prompt) > room {
+		return nil, genq.Errorf(genq.Invalid,
 			"prompt is too long: %d tokens, and this model's context of %d tokens holds at most %d prompt tokens besides the %d of the answer",
-			len(prompt), b.cfg.ContextSize, room, b.cfg.MaxNewTokens)
+			len(prompt), b.cfg.ContextSize, room, maxNew)
+	}
+	params := b.cfg.samplerParams()
+	if job.Temperature != nil {
+		params.Temperature = *job.Temperature
+	}
+	if job.TopP != nil {
+		params.TopP = *job.TopP
+	}
+	if err := params.Validate(); err != nil {
+		return nil, genq.WrapError(genq.Invalid, err, err.Error())
 	}
 	seed := uint64(b.cfg.Seed)
-	if b.cfg.Seed == 0 {
+	switch {
+	case job.Seed != nil:
+		seed = uint64(*job.Seed)
+	case b.cfg.Seed == 0:
 		seed = rand.Uint64()
 	}
-	return prompt, sample.New(b.cfg.samplerParams(), seed), nil
+	req := newRequest(prompt, sample.New(params, seed))
+	req.maxTokens, req.stop, req.narrowK = maxNew, job.Stop, params.Narrowed()
+	return req, nil
+}
+
+// jobPrompt is the job's prompt in tokens, BOS first: a chat rendered with
+// the model's template, or raw text as it is.
+func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
+	switch {
+	case len(job.Messages) > 0:
+		text, err := b.tmpl.RenderMessages(b.cfg.SystemPrompt, job.Messages)
+		if err != nil {
+			return nil, err
+		}
+		return b.encode(text)
+	case job.Prompt != "":
+		return b.encode(job.Prompt)
+	}
+	return b.promptTokens(job.Text)
+}
+
+func (b *Backend) encode(text string) ([]int32, error) {
+	ids, err := b.tok.Encode(text, true)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize prompt: %w", err)
+	}
+	return ids, nil
 }
 
 // promptTokens renders the conversation and tokenizes it, BOS first.
@@ -281,11 +354,7 @@ func (b *Backend) promptTokens(user string) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := b.tok.Encode(text, true)
-	if err != nil {
-		return nil, fmt.Errorf("tokenize prompt: %w", err)
-	}
-	return ids, nil
+	return b.encode(text)
 }
 
 // sharedPrefix finds the tokens every prompt begins with: the common start
@@ -498,10 +567,12 @@ func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
 }
 
 // accept adds a sampled token to seq's answer and reports whether the
-// answer is complete: an end-of-turn token, or the token limit.
+// answer is complete: an end-of-turn token, a stop string, or the token
+// limit.
 func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
 	seq.generated++
 	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS {
+		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.
@@ -510,9 +581,54 @@ func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
 		if err != nil {
 			return true, fmt.Errorf("decode token %d: %w", tok, err)
 		}
+		before := seq.text.Len()
 		seq.text.WriteString(seq.utf8.Write(piece))
+		if seq.req != nil && cutAtStop(seq, before) {
+			seq.finishAs(genq.FinishStop)
+			return true, nil
+		}
 	}
-	return seq.generated >= b.cfg.MaxNewTokens, nil
+	if seq.generated >= b.maxTokens(seq) {
+		seq.finishAs(genq.FinishLength)
+		return true, nil
+	}
+	return false, nil
+}
+
+// maxTokens is seq's answer limit: its request's, or the worker's.
+func (b *Backend) maxTokens(seq *sequence) int {
+	if seq.req != nil && seq.req.maxTokens > 0 {
+		return seq.req.maxTokens
+	}
+	return b.cfg.MaxNewTokens
+}
+
+func (seq *sequence) finishAs(reason string) {
+	if seq.req != nil {
+		seq.req.res.FinishReason = reason
+	}
+}
+
+// cutAtStop ends seq's text before the first of its request's stop strings,
+// when the text written since before completes one, and reports whether it
+// did. Only the tail a new piece can complete is searched, so the cost per
+// token does not grow with the answer.
+func cutAtStop(seq *sequence, before int) bool {
+	text := seq.text.String()
+	cut := -1
+	for _, stop := range seq.req.stop {
+		from := max(0, before-len(stop)+1)
+		if i := strings.Index(text[from:], stop); i >= 0 && (cut < 0 || from+i < cut) {
+			cut = from + i
+		}
+	}
+	if cut < 0 {
+		return false
+	}
+	seq.text.Reset()
+	seq.text.WriteString(text[:cut])
+	seq.utf8 = utf8stream.Stream{} // bytes held back come after the stop
+	return true
 }
 
 // reserveGraphs allocates compute memory for the largest steps up front, the

@@ -8,10 +8,11 @@ import (
 	"github.com/ollama/ollama/api"
 	"github.com/ollama/ollama/template"
 	"github.com/ollama/ollama/tokenizer"
+
+	"github.com/genq/genq/internal/genq"
 )
 
-// chatTemplate renders the two-message conversation (system, user) with the model's
-// own chat template.
+// chatTemplate renders a conversation with the model's own chat template.
 type chatTemplate struct {
 	name string
 	tmpl *template.Template
@@ -39,14 +40,24 @@ func newChatTemplate(jinja string) (*chatTemplate, error) {
 // Render returns the prompt text up to and including the generation prompt
 // (the assistant header). It adds no BOS: the tokenizer does.
 func (c *chatTemplate) Render(system, user string) (string, error) {
+	return c.RenderMessages(system, []genq.Message{{Role: genq.RoleUser, Content: user}})
+}
+
+// RenderMessages renders a chat of any number of turns, the way Render
+// renders one: the system message goes first unless the chat opens with its
+// own, and the text ends with the assistant's header.
+func (c *chatTemplate) RenderMessages(system string, msgs []genq.Message) (string, error) {
+	all := make([]api.Message, 0, len(msgs)+1)
+	if len(msgs) == 0 || msgs[0].Role != genq.RoleSystem {
+		all = append(all, api.Message{Role: genq.RoleSystem, Content: strings.TrimSpace(system)})
+	}
+	for _, m := range msgs {
+		// Meta's template trims each message's content; so do we, to render
+		// the same text.
+		all = append(all, api.Message{Role: m.Role, Content: strings.TrimSpace(m.Content)})
+	}
 	var b strings.Builder
-	// Meta's template trims each message's content; so do we, to render the
-	// same text.
-	err := c.tmpl.Execute(&b, template.Values{Messages: []api.Message{
-		{Role: "system", Content: strings.TrimSpace(system)},
-		{Role: "user", Content: strings.TrimSpace(user)},
-	}})
-	if err != nil {
+	if err := c.tmpl.Execute(&b, template.Values{Messages: all}); err != nil {
 		return "", fmt.Errorf("render chat template %s: %w", c.name, err)
 	}
 	return b.String(), nil

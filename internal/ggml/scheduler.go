@@ -45,6 +45,13 @@ type request struct {
 	sampler   *sample.Sampler
 	submitted time.Time
 
+	// The request's own limits: its answer's most tokens (0: the worker's),
+	// its stop strings, and the candidates per row its sampler needs (0:
+	// the whole row; sample.Params.Narrowed).
+	maxTokens int
+	stop      []string
+	narrowK   int
+
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
 	cancelled atomic.Bool
@@ -395,7 +402,6 @@ func (s *scheduler) release() {
 // token to feed.
 func (s *scheduler) plan() (*step, error) {
 	b := s.b
-	maxNew := b.cfg.MaxNewTokens
 	st := &step{placeholders: map[*sequence]int{}, samples: map[*sequence]int{}, done: make(chan struct{})}
 	var positions []int32
 	var seqIDs []int
@@ -421,7 +427,7 @@ func (s *scheduler) plan() (*step, error) {
 			continue
 		}
 		switch {
-		case seq.awaiting && seq.generated+1 < maxNew:
+		case seq.awaiting && seq.generated+1 < b.maxTokens(seq):
 			// Its next token is being sampled from the step in flight.
 			seq.awaiting = false
 			add(seq, 0)
@@ -487,10 +493,31 @@ func (s *scheduler) plan() (*step, error) {
 		return nil, fmt.Errorf("build forward graph: %w", err)
 	}
 	st.logits = logits
-	if k := b.narrowK; k > 0 && len(st.samples) >= b.narrowMinRows {
+	if k := s.stepNarrowK(st); k > 0 && len(st.samples) >= b.narrowMinRows {
 		st.narrowed = narrow(st.ctx, logits, k)
 	}
 	return st, nil
+}
+
+// stepNarrowK is how many candidates per row st's graph hands the sampler:
+// the most any of its rows needs, at least a few so ties go to the lower id
+// as on the host, and at most the backend's narrowK, which the graphs were
+// reserved for. A row that needs more, or its whole row, gets every step's
+// rows whole (0).
+func (s *scheduler) stepNarrowK(st *step) int {
+	most := s.b.narrowK
+	if most == 0 {
+		return 0
+	}
+	k := min(4, most)
+	for seq := range st.samples {
+		need := seq.req.narrowK
+		if need == 0 || need > most {
+			return 0
+		}
+		k = max(k, need)
+	}
+	return k
 }
 
 // narrow adds the device's top-k to the step's graph: the ids of each row's

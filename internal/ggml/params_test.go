@@ -1,0 +1,172 @@
+package ggml
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/tinygguf"
+)
+
+func TestRenderMessages(t *testing.T) {
+	tmpl, err := newChatTemplate(tinygguf.Llama3ChatTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(role, content string) string {
+		return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + content + "<|eot_id|>"
+	}
+	gen := "<|start_header_id|>assistant<|end_header_id|>\n\n"
+	tests := []struct {
+		name string
+		msgs []genq.Message
+		want string
+	}{
+		{"the worker's system prompt goes first", []genq.Message{{Role: "user", Content: "hi"}},
+			h("system", "sys") + h("user", "hi") + gen},
+		{"the chat's own system message replaces it", []genq.Message{{Role: "system", Content: " brief "}, {Role: "user", Content: "hi"}},
+			h("system", "brief") + h("user", "hi") + gen},
+		{"multi-turn", []genq.Message{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b"}, {Role: "user", Content: "c"}},
+			h("system", "sys") + h("user", "a") + h("assistant", "b") + h("user", "c") + gen},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tmpl.RenderMessages("sys", tt.msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("rendered\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStopStrings: the answer ends before the first stop string, even one
+// split over tokens, and never holds it.
+func TestStopStrings(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, MaxNewTokens: 20})
+	tests := []struct {
+		name   string
+		stop   []string
+		pieces string // one token per character
+		want   string
+		doneAt int
+	}{
+		{"one token", []string{"c"}, "abcde", "ab", 2},
+		{"over tokens", []string{"cd"}, "abcdef", "ab", 3},
+		{"the first of several", []string{"e", "bc"}, "abcdef", "a", 2},
+		{"none", []string{"z"}, "abc", "abc", -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := newRequest(nil, nil)
+			req.stop = tt.stop
+			seq := &sequence{req: req}
+			doneAt := -1
+			for i, c := range tt.pieces {
+				id := b.tok.Vocabulary().Encode(string(c))
+				done, err := b.accept(seq, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if done {
+					doneAt = i
+					break
+				}
+			}
+			if got := seq.text.String() + seq.utf8.Flush(); got != tt.want || doneAt != tt.doneAt {
+				t.Fatalf("text %q done at %d, want %q at %d", got, doneAt, tt.want, tt.doneAt)
+			}
+			if tt.doneAt >= 0 && req.res.FinishReason != genq.FinishStop {
+				t.Fatalf("finish reason %q", req.res.FinishReason)
+			}
+		})
+	}
+}
+
+// TestJobParameters runs jobs with their own parameters through the
+// scheduler: limits, finish reasons, token counts, raw prompts, seeds, and
+// greedy and sampled rows in one batch with device narrowing.
+func TestJobParameters(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20, Narrow: "device", IgnoreEOS: true})
+	ctx := context.Background()
+	chat := []genq.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: "more"}}
+	zero, seed := 0.0, int64(7)
+
+	t.Run("max tokens over the cap", func(t *testing.T) {
+		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 13}, func() {})
+		if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "at most 12 tokens") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("invalid job", func(t *testing.T) {
+		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Prompt: "p", Stop: genq.StopList{""}}, func() {})
+		if genq.ErrorCode(err) != genq.Invalid {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("detailed result", func(t *testing.T) {
+		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 5, Temperature: &zero}, func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body genq.TextResponse
+		if err := json.Unmarshal(res.Data, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.FinishReason != genq.FinishLength || body.Usage == nil || body.Usage.CompletionTokens != 5 || body.Usage.PromptTokens < 20 {
+			t.Fatalf("result %s", res.Data)
+		}
+	})
+	t.Run("text jobs keep the seed's result", func(t *testing.T) {
+		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Text: "hi", MaxTokens: 2}, func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(res.Data); !strings.HasPrefix(s, `{"generated_text":`) || strings.Contains(s, "usage") {
+			t.Fatalf("result %s", s)
+		}
+	})
+	t.Run("raw prompt is BOS and the text", func(t *testing.T) {
+		g, err := b.generateJob(ctx, genq.Job{Prompt: "Once upon a time", MaxTokens: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, _ := b.tok.Encode("Once upon a time", true)
+		if g.PromptTokens != len(ids) || g.Tokens != 3 || g.FinishReason != genq.FinishLength {
+			t.Fatalf("%+v; want %d prompt tokens", g, len(ids))
+		}
+	})
+	t.Run("a seed replays, greedy and sampled rows share a batch", func(t *testing.T) {
+		jobs := []genq.Job{
+			{Messages: chat, Seed: &seed},
+			{Messages: chat, Temperature: &zero},
+			{Messages: chat, Seed: &seed},
+			{Messages: chat, Temperature: &zero},
+		}
+		out := make([]generation, len(jobs))
+		errs := make([]error, len(jobs))
+		done := make(chan int)
+		for i, j := range jobs {
+			go func() { out[i], errs[i] = b.generateJob(ctx, j); done <- i }()
+		}
+		for range jobs {
+			<-done
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("job %d: %v", i, err)
+			}
+		}
+		alone, err := b.generateJob(ctx, jobs[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[1].Text != out[3].Text || out[1].Text != alone.Text {
+			t.Fatalf("greedy answers differ: %q %q %q", out[1].Text, out[3].Text, alone.Text)
+		}
+	})
+}
