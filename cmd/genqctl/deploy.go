@@ -51,15 +51,16 @@ func runDeploy(ctx context.Context, args []string, e env) error {
 		return err
 	}
 
-	// The token goes into the Secret only here, never into printed YAML.
-	// Without one the Secret is left as it is rather than emptied.
-	objs = withoutSecret(objs)
+	// Secret values go into Secrets only here, never into printed YAML.
+	// Without a hub token its Secret is left as it is rather than emptied.
+	base := withoutSecret(objs)
+	objs = []deploy.Object{base[0]} // the Namespace, before what lives in it
 	if token := hubToken(e.getenv); token != "" {
 		secret, err := deploy.HubTokenSecret(cfg.opts, token)
 		if err != nil {
 			return err
 		}
-		objs = append([]deploy.Object{objs[0], secret}, objs[1:]...)
+		objs = append(objs, secret)
 	} else {
 		fmt.Fprintf(e.stderr, "genqctl: no hub token in $%s: the Secret %s-hub-token is left as it is\n", strings.Join(hub.TokenEnvVars(), ", $"), cfg.opts.Name)
 	}
@@ -68,14 +69,31 @@ func runDeploy(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	// The NATS passwords and the api key: the cluster's, or new random
+	// ones. Never printed; the commands below say how to read them.
+	creds, err := cluster.Credentials(ctx, cfg.opts)
+	if err != nil {
+		return err
+	}
+	secrets, err := deploy.CredentialSecrets(cfg.opts, creds)
+	if err != nil {
+		return err
+	}
+	objs = append(append(objs, secrets...), base[1:]...)
 	fmt.Fprintf(e.stdout, "deploying %s (variant %s, %d× %s per worker) to namespace %s of context %q\n",
 		cfg.opts.Name, cfg.opts.Variant, cfg.opts.GPUs, cfg.opts.GPUType, cfg.opts.Namespace, cluster.Context)
 	err = cluster.Apply(ctx, objs, func(o deploy.Object) { fmt.Fprintf(e.stdout, "  applied %s\n", o.Name()) })
 	if err != nil {
 		return err
 	}
+	if creds.NewNATS {
+		// nats-server reads its users' passwords at start only.
+		fmt.Fprintf(e.stderr, "genqctl: created the NATS passwords (Secret %s/%s); if NATS was already running, restart it so it reads them: kubectl -n %s rollout restart statefulset/nats\n",
+			cfg.opts.NATSNamespace, deploy.NATSUsersSecret, cfg.opts.NATSNamespace)
+	}
 	if cfg.wait <= 0 {
 		fmt.Fprintf(e.stdout, "applied; not waiting (--wait 0): genqctl list deployments shows the URL once the api is up\n")
+		printAPIKeyUse(e, cfg.opts, "$URL")
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "waiting up to %s for the api and its address…\n", cfg.wait)
@@ -87,6 +105,7 @@ func runDeploy(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintf(e.stdout, "%s is ready: %s\n", cfg.opts.Name, url)
 	fmt.Fprintf(e.stdout, "workers start on the first job; GET %s/readiness wakes one ahead of traffic\n", url)
+	printAPIKeyUse(e, cfg.opts, url)
 	// The api being up says nothing of the scaler; a trigger that cannot
 	// read NATS would leave the workers at zero, so say so now.
 	if ok, msg, err := cluster.ScalerStatus(ctx, cfg.opts); err != nil || !ok {
@@ -114,6 +133,7 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 	fs.String(&cfg.opts.Tag, "tag", "GENQ_IMAGE_TAG", "latest", "image tag")
 	fs.String(&cfg.opts.NATSURL, "nats-url", "GENQ_CLUSTER_NATS_URL", "", "NATS URL inside the cluster (default the official chart's Service in namespace nats)")
 	fs.String(&cfg.opts.NATSMonitoringEndpoint, "nats-monitoring", "GENQ_NATS_MONITORING", "", "host:port of NATS monitoring for KEDA (default the chart's headless Service, port 8222)")
+	fs.String(&cfg.opts.NATSNamespace, "nats-namespace", "GENQ_NATS_NAMESPACE", "", "namespace of NATS, where its users' passwords are kept (Secret "+deploy.NATSUsersSecret+"; default nats)")
 	fs.Int(&cfg.opts.NATSReplicas, "nats-replicas", "GENQ_NATS_REPLICAS", 0, "JetStream replicas of genq's streams and buckets, at most the NATS servers (default 3, as deploy/nats/values.yaml runs)")
 	fs.Int(&cfg.opts.MaxWorkers, "max-workers", "GENQ_MAX_WORKERS", 0, "most workers KEDA starts (default 4)")
 	fs.String(&cfg.service, "service-type", "GENQ_SERVICE_TYPE", string(corev1.ServiceTypeLoadBalancer), "api Service type: LoadBalancer, NodePort or ClusterIP")
@@ -154,6 +174,7 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 	fill(&o.Name, def.Name)
 	fill(&o.NATSURL, def.NATSURL)
 	fill(&o.NATSMonitoringEndpoint, def.NATSMonitoringEndpoint)
+	fill(&o.NATSNamespace, def.NATSNamespace)
 	if o.MaxWorkers == 0 {
 		o.MaxWorkers = def.MaxWorkers
 	}
@@ -166,6 +187,15 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 		return nil, usageError{err.Error()}
 	}
 	return cfg, nil
+}
+
+// printAPIKeyUse says how to call /generate with the api key: the command
+// that reads it from its Secret, never the key, which would end up in
+// terminals' scrollback and CI logs.
+func printAPIKeyUse(e env, o deploy.Options, url string) {
+	fmt.Fprintf(e.stdout, "POST /generate needs the api key (Secret %s/%s-api-key):\n", o.Namespace, o.Name)
+	fmt.Fprintf(e.stdout, "  KEY=$(kubectl -n %s get secret %s-api-key -o jsonpath='{.data.%s}' | base64 -d)\n", o.Namespace, o.Name, deploy.APIKeysKey)
+	fmt.Fprintf(e.stdout, "  curl -s -X POST %s/generate -H \"Authorization: Bearer $KEY\" -H 'Content-Type: application/json' -d '{\"text\":\"Write a haiku about queues.\"}'\n", url)
 }
 
 func fill(p *string, def string) {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +99,8 @@ func TestDeployDryRun(t *testing.T) {
 					t.Errorf("output lacks %q", w)
 				}
 			}
-			for _, n := range append(tc.not, "hf_secretvalue", "aGZfc2VjcmV0dmFsdWU") {
+			// No Secret is printed with values: no data at all.
+			for _, n := range append(tc.not, "hf_secretvalue", "aGZfc2VjcmV0dmFsdWU", "\ndata:", "stringData") {
 				if strings.Contains(out, n) {
 					t.Errorf("output contains %q", n)
 				}
@@ -296,5 +300,79 @@ func TestDeployWarnsWhenKEDACannotScale(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "warning: KEDA's ScaledObject genq-b-worker is not ready: error getting metrics: consumer genq-worker-B not found") {
 		t.Fatalf("stderr %q lacks KEDA's reason", errOut)
+	}
+}
+
+// TestDeployCredentials: a first deploy creates random NATS passwords (in
+// NATS's namespace, and the api's and workers' copies in the deployment's)
+// and a random api key, prints how to read the key but never a secret, and
+// a redeploy keeps them all.
+func TestDeployCredentials(t *testing.T) {
+	s, _ := newAPIServer(t)
+	secretData := func(path string) map[string]string {
+		t.Helper()
+		obj, ok := s.objects[path]
+		if !ok {
+			t.Fatalf("%s was not applied", path)
+		}
+		data, _ := obj["data"].(map[string]any)
+		out := map[string]string{}
+		for k, v := range data {
+			b, err := base64.StdEncoding.DecodeString(v.(string))
+			if err != nil || len(b) < 32 {
+				t.Fatalf("%s key %s: %q (%v), want a random value of 32 characters", path, k, b, err)
+			}
+			out[k] = string(b)
+		}
+		return out
+	}
+	const (
+		usersPath = "/api/v1/namespaces/nats/secrets/genq-nats-users"
+		natsPath  = "/api/v1/namespaces/genq/secrets/genq-b-nats"
+		keyPath   = "/api/v1/namespaces/genq/secrets/genq-b-api-key"
+	)
+	deployOnce := func() (out, errOut string) {
+		t.Helper()
+		out, errOut, code := runCmd(t, nil, "deploy", "--gpus", "1", "--gpu-type", "a10g", "--variant", "B", "--wait", "10s")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		return out, errOut
+	}
+	out, errOut := deployOnce()
+	users, copied, key := secretData(usersPath), secretData(natsPath), secretData(keyPath)
+	if len(users) != 3 || users["GENQ_NATS_API_PASSWORD"] == users["GENQ_NATS_WORKER_PASSWORD"] {
+		t.Errorf("NATS users' Secret has %d keys, want 3 different passwords", len(users))
+	}
+	if len(copied) != 2 || copied["GENQ_NATS_API_PASSWORD"] != users["GENQ_NATS_API_PASSWORD"] || copied["GENQ_NATS_WORKER_PASSWORD"] != users["GENQ_NATS_WORKER_PASSWORD"] {
+		t.Errorf("the deployment's NATS Secret is not the api's and workers' passwords, and only those")
+	}
+	if len(key) != 1 || key["API_KEYS"] == "" {
+		t.Errorf("api key Secret keys %d, want API_KEYS", len(key))
+	}
+	for _, v := range append(slices.Collect(maps.Values(users)), key["API_KEYS"]) {
+		if strings.Contains(out+errOut, v) {
+			t.Errorf("a secret was printed:\n%s\n%s", out, errOut)
+		}
+	}
+	for _, want := range []string{"kubectl -n genq get secret genq-b-api-key -o jsonpath='{.data.API_KEYS}' | base64 -d",
+		`curl -s -X POST http://203.0.113.7/generate -H "Authorization: Bearer $KEY"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "rollout restart statefulset/nats") {
+		t.Errorf("stderr does not say to restart NATS after creating its passwords: %s", errOut)
+	}
+
+	_, errOut = deployOnce()
+	if again := secretData(keyPath); again["API_KEYS"] != key["API_KEYS"] {
+		t.Error("a redeploy changed the api key")
+	}
+	if again := secretData(natsPath); !maps.Equal(again, copied) {
+		t.Error("a redeploy changed the NATS passwords")
+	}
+	if strings.Contains(errOut, "rollout restart") {
+		t.Errorf("a redeploy asks for a NATS restart: %s", errOut)
 	}
 }

@@ -86,6 +86,8 @@ func TestApplyIsServerSideApplyOnTheWire(t *testing.T) {
 	wantPaths := []string{
 		"/api/v1/namespaces/genq",
 		"/api/v1/namespaces/genq/secrets/genq-b-hub-token",
+		"/api/v1/namespaces/genq/secrets/genq-b-nats",
+		"/api/v1/namespaces/genq/secrets/genq-b-api-key",
 		"/apis/apps/v1/namespaces/genq/deployments/genq-b-api",
 		"/api/v1/namespaces/genq/services/genq-b",
 		"/apis/autoscaling/v2/namespaces/genq/horizontalpodautoscalers/genq-b-api",

@@ -31,6 +31,7 @@ type Options struct {
 	NATSURL                string // what the api and workers connect to
 	NATSMonitoringEndpoint string // host:port of NATS monitoring, read by KEDA
 	NATSReplicas           int    // JetStream replicas of genq's streams and buckets
+	NATSNamespace          string // where nats-server runs and reads NATSUsersSecret
 
 	APIMinReplicas, APIMaxReplicas int
 	ServiceType                    corev1.ServiceType
@@ -56,6 +57,7 @@ func DefaultOptions(v genq.Variant) Options {
 		NATSURL:                "nats://nats.nats.svc.cluster.local:4222",
 		NATSMonitoringEndpoint: "nats-headless.nats.svc.cluster.local:8222",
 		NATSReplicas:           3,
+		NATSNamespace:          "nats",
 		APIMinReplicas:         2,
 		APIMaxReplicas:         10,
 		ServiceType:            corev1.ServiceTypeLoadBalancer,
@@ -102,6 +104,9 @@ func (o Options) Validate() error {
 	}
 	if o.NATSMonitoringEndpoint == "" || strings.Contains(o.NATSMonitoringEndpoint, "://") {
 		errs = append(errs, fmt.Errorf("--nats-monitoring %q: want host:port, without a scheme (KEDA adds it)", o.NATSMonitoringEndpoint))
+	}
+	for _, msg := range validation.IsDNS1123Label(o.NATSNamespace) {
+		errs = append(errs, fmt.Errorf("--nats-namespace %q: %s", o.NATSNamespace, msg))
 	}
 	if o.NATSReplicas < 1 || o.NATSReplicas > 5 {
 		errs = append(errs, fmt.Errorf("--nats-replicas %d: JetStream allows 1 to 5", o.NATSReplicas))

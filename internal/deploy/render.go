@@ -81,6 +81,9 @@ func Render(o Options) ([]Object, error) {
 	}{
 		{resNamespace, false, o.namespace()},
 		{resSecret, true, o.hubTokenSecret("")},
+		// Without their values: deploy applies them filled (secrets.go).
+		{resSecret, true, o.natsSecret(nil)},
+		{resSecret, true, o.apiKeySecret(nil)},
 		{resDeployment, true, o.apiDeployment()},
 		{resService, true, o.apiService()},
 		{resHPA, true, o.apiHPA()},
@@ -195,12 +198,16 @@ func (o Options) hubTokenSecret(token string) *corev1.Secret {
 	return s
 }
 
-// natsEnv is what the api and the workers share: where NATS is, and the
-// JetStream settings every component must agree on (docs/protocol.md).
-func (o Options) natsEnv() []corev1.EnvVar {
+// natsEnv is what the api and the workers share: where NATS is, who they
+// are there (user, password from the Secret, inbox prefix: docs/protocol.md
+// §9), and the JetStream settings every component must agree on.
+func (o Options) natsEnv(user, passwordKey, inboxPrefix string) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "VARIANT", Value: string(o.Variant)},
 		{Name: "NATS_URL", Value: o.NATSURL},
+		{Name: "NATS_USER", Value: user},
+		secretRef("NATS_PASSWORD", o.natsSecretName(), passwordKey),
+		{Name: "NATS_INBOX_PREFIX", Value: inboxPrefix},
 		{Name: "NATS_REPLICAS", Value: strconv.Itoa(o.NATSReplicas)},
 		{Name: "LOG_LEVEL", Value: "info"},
 	}
@@ -219,7 +226,9 @@ func restricted(readOnlyRoot bool) *corev1.SecurityContext {
 }
 
 func (o Options) apiDeployment() *appsv1.Deployment {
-	env := append(o.natsEnv(),
+	env := append(o.natsEnv(NATSAPIUser, NATSAPIPasswordKey, APIInboxPrefix),
+		// The Service is public (a LoadBalancer): /generate takes the key.
+		secretRef(APIKeysKey, o.apiKeySecretName(), APIKeysKey),
 		corev1.EnvVar{Name: "PORT", Value: strconv.Itoa(apiPort)},
 		corev1.EnvVar{Name: "METRICS_ADDR", Value: ":" + strconv.Itoa(apiMetricsPort)},
 		corev1.EnvVar{Name: "GENERATE_TIMEOUT", Value: o.GenerateTimeout.String()},
@@ -335,7 +344,10 @@ func workerMemory(v genq.Variant) resource.Quantity {
 
 func (o Options) workerDeployment() *appsv1.Deployment {
 	gpus := resource.MustParse(strconv.Itoa(o.GPUs))
-	env := append(o.natsEnv(),
+	env := append(o.natsEnv(NATSWorkerUser, NATSWorkerPasswordKey, WorkerInboxPrefix),
+		// Replies go only to the producers' inboxes, which is all the
+		// workers' NATS user may publish to anyway (natsqueue.ReplyAllowed).
+		corev1.EnvVar{Name: "NATS_REPLY_PREFIXES", Value: ReplyPrefixes},
 		corev1.EnvVar{Name: "GENQ_IN_CONTAINER", Value: "1"},
 		corev1.EnvVar{Name: "MODEL_DIR", Value: "/models"},
 		corev1.EnvVar{Name: "SLOTS", Value: strconv.Itoa(o.Slots)},

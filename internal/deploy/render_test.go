@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -189,16 +190,19 @@ func TestRenderedManifests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(d.namespaces) != 1 || len(d.secrets) != 1 || len(d.services) != 1 || len(d.hpas) != 1 || len(d.pdbs) != 1 || len(d.scaledObject) != 1 || len(d.deployments) != 2 {
+			if len(d.namespaces) != 1 || len(d.secrets) != 3 || len(d.services) != 1 || len(d.hpas) != 1 || len(d.pdbs) != 1 || len(d.scaledObject) != 1 || len(d.deployments) != 2 {
 				t.Fatalf("objects: %d namespaces, %d secrets, %d services, %d HPAs, %d PDBs, %d ScaledObjects, %d deployments",
 					len(d.namespaces), len(d.secrets), len(d.services), len(d.hpas), len(d.pdbs), len(d.scaledObject), len(d.deployments))
 			}
 			checkAPI(t, d)
 			checkWorker(t, o, d.deployments["worker"], tc.gpus, tc.wantProducts, tc.wantSlots)
 			checkScaledObject(t, o, d.scaledObject[0], tc.wantSlots)
-			if len(d.secrets[0].Data)+len(d.secrets[0].StringData) != 0 {
-				t.Errorf("rendered Secret holds data: a printed manifest must never carry the token")
+			for _, s := range d.secrets {
+				if len(s.Data)+len(s.StringData) != 0 {
+					t.Errorf("rendered Secret %s holds data: a printed manifest must never carry a secret", s.Name)
+				}
 			}
+			checkCredentials(t, o, d)
 		})
 	}
 }
@@ -358,5 +362,56 @@ func TestGPULabelOverride(t *testing.T) {
 	expr := d.deployments["worker"].Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
 	if expr.Key != o.GPULabel || !slices.Equal(expr.Values, []string{"a10g"}) {
 		t.Fatalf("node selection %+v, want %s In [a10g]", expr, o.GPULabel)
+	}
+}
+
+// checkCredentials: the api and the workers connect to NATS as their own
+// users, with passwords from the deployment's Secret and their own inbox
+// prefixes; the workers reply only to the producers' prefixes; the api
+// reads its key from its Secret. Every Secret referred to is rendered.
+func checkCredentials(t *testing.T, o Options, d decoded) {
+	t.Helper()
+	rendered := map[string]bool{}
+	for _, s := range d.secrets {
+		rendered[s.Name] = true
+	}
+	for _, tc := range []struct {
+		component, user, passwordKey, inbox string
+		plain                               map[string]string
+		fromSecret                          map[string]string // variable: secret/key
+	}{
+		{"api", NATSAPIUser, NATSAPIPasswordKey, APIInboxPrefix, nil,
+			map[string]string{"API_KEYS": o.Name + "-api-key/API_KEYS"}},
+		{"worker", NATSWorkerUser, NATSWorkerPasswordKey, WorkerInboxPrefix,
+			map[string]string{"NATS_REPLY_PREFIXES": "_INBOX_api,_INBOX_batch"}, nil},
+	} {
+		c := d.deployments[tc.component].Spec.Template.Spec.Containers[0]
+		plain := map[string]string{"NATS_USER": tc.user, "NATS_INBOX_PREFIX": tc.inbox}
+		maps.Copy(plain, tc.plain)
+		for name, want := range plain {
+			if got := env(c, name); got != want {
+				t.Errorf("%s %s = %q, want %q", tc.component, name, got, want)
+			}
+		}
+		refs := map[string]string{"NATS_PASSWORD": o.Name + "-nats/" + tc.passwordKey}
+		maps.Copy(refs, tc.fromSecret)
+		for name, want := range refs {
+			got := ""
+			for _, e := range c.Env {
+				if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					r := e.ValueFrom.SecretKeyRef
+					got = r.Name + "/" + r.Key
+					if r.Optional != nil && *r.Optional {
+						t.Errorf("%s %s is optional: the pod would start without it", tc.component, name)
+					}
+				}
+			}
+			if got != want {
+				t.Errorf("%s %s from Secret %q, want %q", tc.component, name, got, want)
+			}
+			if secret, _, _ := strings.Cut(want, "/"); !rendered[secret] {
+				t.Errorf("Secret %s is not rendered", secret)
+			}
+		}
 	}
 }
