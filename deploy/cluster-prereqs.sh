@@ -23,6 +23,22 @@ helm upgrade --install nvdp nvdp/nvidia-device-plugin --namespace nvidia-device-
 
 helm upgrade --install keda kedacore/keda --namespace keda --create-namespace $(version "${KEDA_VERSION:-}")
 
+# genq's NATS users' passwords (nats/values.yaml reads them from this
+# Secret): random, created once, never printed. Through a file, not the
+# command line, which other users of this machine can read.
+kubectl create namespace nats --dry-run=client -o yaml | kubectl apply -f -
+if ! kubectl -n nats get secret genq-nats-users >/dev/null 2>&1; then
+	env_file=$(mktemp)
+	trap 'rm -f "$env_file"' EXIT
+	for role in API WORKER BATCH; do
+		# A leading letter: nats-server parses the value as configuration.
+		printf 'GENQ_NATS_%s_PASSWORD=g%s\n' "$role" "$(LC_ALL=C tr -dc 'A-Za-z0-9' </dev/urandom | head -c 31)"
+	done >"$env_file"
+	kubectl -n nats create secret generic genq-nats-users --from-env-file="$env_file" >/dev/null
+	kubectl -n nats label secret genq-nats-users app.kubernetes.io/part-of=genq app.kubernetes.io/managed-by=genqctl >/dev/null
+	echo "cluster-prereqs: created the Secret nats/genq-nats-users (NATS passwords of genq's roles)"
+fi
+
 helm upgrade --install nats nats/nats --namespace nats --create-namespace \
 	--values nats/values.yaml $(version "${NATS_VERSION:-}")
 

@@ -1,10 +1,18 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,18 +21,74 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/genq/genq/internal/deploy"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
 )
 
-// startShippedNATS starts nats-server with deploy/nats/genq.conf, as compose
-// runs it, on a free loopback port.
-func startShippedNATS(t *testing.T) *server.Server {
+// shippedNATS are the NATS configurations genq ships, by where they run.
+// Both read the users' passwords from the environment.
+var shippedNATS = []struct {
+	name string
+	conf func(t *testing.T) string // a nats-server configuration file
+}{
+	{"compose", func(*testing.T) string { return filepath.Join(root, "deploy", "nats", "genq.conf") }},
+	{"k8s", helmNATSConf},
+}
+
+// helmNATSConf writes the part of the Helm chart's configuration that
+// deploy/nats/values.yaml adds (config.merge) as a nats-server
+// configuration file, the way the chart renders it: JSON, whose "<< $X >>"
+// strings become the bare variable reference $X.
+func helmNATSConf(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "nats", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Config struct {
+			Merge map[string]any `json:"merge"`
+		} `json:"config"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Config.Merge) == 0 {
+		t.Fatal("values.yaml has no config.merge: the chart's NATS has no users")
+	}
+	var conf strings.Builder
+	conf.WriteString("port: 4222\nhttp_port: 8222\njetstream { store_dir: /data }\n")
+	for _, k := range slices.Sorted(maps.Keys(v.Config.Merge)) {
+		var j bytes.Buffer
+		enc := json.NewEncoder(&j)
+		enc.SetEscapeHTML(false) // "<<", ">" as they are
+		if err := enc.Encode(v.Config.Merge[k]); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&conf, "%s: %s", k, helmVariable.ReplaceAllString(j.String(), "$$$1"))
+	}
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(conf.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// helmVariable is the chart's unquoted variable syntax inside a JSON string.
+var helmVariable = regexp.MustCompile(`"<< *\$([A-Za-z0-9_]+) *>>"`)
+
+// startShippedNATS starts nats-server with a shipped configuration, on a
+// free loopback port.
+func startShippedNATS(t *testing.T, conf string) *server.Server {
 	t.Helper()
 	for _, role := range []string{"API", "WORKER", "BATCH"} {
 		t.Setenv("GENQ_NATS_"+role+"_PASSWORD", "pw-"+strings.ToLower(role))
 	}
-	opts, err := server.ProcessConfigFile(filepath.Join(root, "deploy", "nats", "genq.conf"))
+	opts, err := server.ProcessConfigFile(conf)
 	if err != nil {
 		t.Fatalf("the shipped NATS configuration does not parse: %v", err)
 	}
@@ -42,23 +106,127 @@ func startShippedNATS(t *testing.T) *server.Server {
 }
 
 func TestShippedNATSRefusesAnonymousClients(t *testing.T) {
-	ns := startShippedNATS(t)
-	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(0))
-	if err == nil {
-		nc.Close()
-		t.Fatal("an anonymous client was accepted")
-	}
-	if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
-		t.Fatalf("anonymous connect: %v, want an authorization error", err)
+	for _, tc := range shippedNATS {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := startShippedNATS(t, tc.conf(t))
+			nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(0))
+			if err == nil {
+				nc.Close()
+				t.Fatal("an anonymous client was accepted")
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+				t.Fatalf("anonymous connect: %v, want an authorization error", err)
+			}
+		})
 	}
 }
+
+// TestShippedNATSUsersAgree: compose and Kubernetes give each role the
+// same permissions, and what genqctl deploy renders (each component's
+// user, inbox prefix and reply prefixes) fits them.
+func TestShippedNATSUsersAgree(t *testing.T) {
+	perms := map[string]map[string]*server.Permissions{}
+	for _, tc := range shippedNATS {
+		// Passwords as genqctl deploy generates them, which nats-server
+		// parses as configuration values: they must come out as they went in.
+		passwords := map[string]string{}
+		for _, role := range []string{"api", "worker", "batch"} {
+			pw, err := deploy.NewSecretValue()
+			if err != nil {
+				t.Fatal(err)
+			}
+			passwords["genq-"+role] = pw
+			t.Setenv("GENQ_NATS_"+strings.ToUpper(role)+"_PASSWORD", pw)
+		}
+		opts, err := server.ProcessConfigFile(tc.conf(t))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		perms[tc.name] = map[string]*server.Permissions{}
+		for _, u := range opts.Users {
+			perms[tc.name][u.Username] = u.Permissions
+			if u.Password != passwords[u.Username] {
+				t.Errorf("%s: user %s's password did not come through the environment intact", tc.name, u.Username)
+			}
+		}
+	}
+	compose, k8s := perms["compose"], perms["k8s"]
+	if len(compose) != 3 || !reflect.DeepEqual(compose, k8s) {
+		t.Fatalf("users differ:\ncompose %s\nk8s     %s", dump(compose), dump(k8s))
+	}
+
+	o := deploy.DefaultOptions(genq.VariantB)
+	o.GPUs, o.GPUType = 1, "a10g"
+	objs, err := deploy.Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		d, ok := obj.Typed.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		env := map[string]string{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		p := k8s[env["NATS_USER"]]
+		if p == nil {
+			t.Errorf("%s: NATS_USER %q is no shipped user", d.Name, env["NATS_USER"])
+			continue
+		}
+		if inbox := env["NATS_INBOX_PREFIX"] + ".>"; !slices.Equal(p.Subscribe.Allow, []string{inbox}) {
+			t.Errorf("%s: user %s may subscribe to %v, its inbox is %s", d.Name, env["NATS_USER"], p.Subscribe.Allow, inbox)
+		}
+		for _, prefix := range strings.Split(env["NATS_REPLY_PREFIXES"], ",") {
+			if prefix != "" && !slices.Contains(p.Publish.Allow, prefix+".>") {
+				t.Errorf("%s: reply prefix %s is not publishable by %s", d.Name, prefix, env["NATS_USER"])
+			}
+		}
+	}
+}
+
+// TestNATSChartPasswordsFromSecret: the chart's nats-server reads each
+// role's password from the Secret genqctl deploy and cluster-prereqs.sh
+// fill, under the names the configuration refers to.
+func TestNATSChartPasswordsFromSecret(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "nats", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Container struct {
+			Env map[string]struct {
+				ValueFrom struct {
+					SecretKeyRef struct{ Name, Key string } `json:"secretKeyRef"`
+				} `json:"valueFrom"`
+			} `json:"env"`
+		} `json:"container"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{deploy.NATSAPIPasswordKey, deploy.NATSWorkerPasswordKey, deploy.NATSBatchPasswordKey} {
+		ref := v.Container.Env[name].ValueFrom.SecretKeyRef
+		if ref.Name != deploy.NATSUsersSecret || ref.Key != name {
+			t.Errorf("container.env %s = Secret %q key %q, want %s key %s", name, ref.Name, ref.Key, deploy.NATSUsersSecret, name)
+		}
+	}
+}
+
+func dump(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // TestShippedNATSIsolatesProducers runs a job from the api's user through a
 // worker's user while a batch producer listens on the api's inbox and on
 // the jobs subjects, and tries to pull from the workers' consumer: it sees
 // nothing of the job.
 func TestShippedNATSIsolatesProducers(t *testing.T) {
-	ns := startShippedNATS(t)
+	for _, tc := range shippedNATS {
+		t.Run(tc.name, func(t *testing.T) { testIsolation(t, startShippedNATS(t, tc.conf(t))) })
+	}
+}
+
+func testIsolation(t *testing.T, ns *server.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
