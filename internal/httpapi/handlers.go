@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -99,27 +100,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	// cancelled, whether it is still queued or already running.
 	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
 	defer cancel()
-	s.metrics.inFlight.Inc()
-	answer, err := s.jobs.Run(ctx, job)
-	s.metrics.inFlight.Dec()
-	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
-		err = errShuttingDown // the job is cancelled; the caller may retry elsewhere
-	}
-	if err != nil {
-		s.metrics.generateSeconds.WithLabelValues(string(genq.ErrorCode(err))).Observe(time.Since(start).Seconds())
-		if code := genq.ErrorCode(err); code == genq.Overloaded {
-			s.metrics.rejections.WithLabelValues("queue_full").Inc()
-		}
-		log.Info("generate failed", "code", genq.ErrorCode(err), "err", err, "ms", time.Since(start).Milliseconds())
-		writeError(w, log, err)
+	answer := s.runJob(ctx, w, job, start, log, writeError)
+	if answer == nil {
 		return
 	}
 	defer answer.Body.Close()
-	s.metrics.queueWait.Observe(answer.QueueWait.Seconds())
-	s.metrics.jobSeconds.Observe(answer.RunTime.Seconds())
-	if answer.Attempt > 1 {
-		s.metrics.redeliveries.Inc()
-	}
 
 	w.Header().Set("Content-Type", answer.ContentType)
 	if answer.Size > 0 {
@@ -137,12 +122,45 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker, "bytes", n)
 }
 
+// runJob queues job and waits for its answer until ctx ends: the job's
+// deadline, queueing included, or the client going away, which cancels the
+// job. On failure it answers the client with render and returns nil; the
+// caller closes a returned answer's body.
+func (s *Server) runJob(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
+	log *slog.Logger, render errorRenderer) *genq.Answer {
+	s.metrics.inFlight.Inc()
+	answer, err := s.jobs.Run(ctx, job)
+	s.metrics.inFlight.Dec()
+	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+		err = errShuttingDown // the job is cancelled; the caller may retry elsewhere
+	}
+	if err != nil {
+		s.metrics.generateSeconds.WithLabelValues(string(genq.ErrorCode(err))).Observe(time.Since(start).Seconds())
+		if code := genq.ErrorCode(err); code == genq.Overloaded {
+			s.metrics.rejections.WithLabelValues("queue_full").Inc()
+		}
+		log.Info("generate failed", "code", genq.ErrorCode(err), "err", err, "ms", time.Since(start).Milliseconds())
+		render(w, log, err)
+		return nil
+	}
+	s.metrics.queueWait.Observe(answer.QueueWait.Seconds())
+	s.metrics.jobSeconds.Observe(answer.RunTime.Seconds())
+	if answer.Attempt > 1 {
+		s.metrics.redeliveries.Inc()
+	}
+	return answer
+}
+
 // reject answers a request that never became a job.
 func (s *Server) reject(w http.ResponseWriter, err error) {
+	s.rejectAs(w, err, writeError)
+}
+
+func (s *Server) rejectAs(w http.ResponseWriter, err error, render errorRenderer) {
 	reason := "invalid"
 	if genq.ErrorCode(err) == genq.TooLarge {
 		reason = "too_large"
 	}
 	s.metrics.rejections.WithLabelValues(reason).Inc()
-	writeError(w, s.log, err)
+	render(w, s.log, err)
 }

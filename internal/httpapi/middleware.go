@@ -85,6 +85,16 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 // says nothing about which key or which prefix matched, nor about the keys'
 // lengths. The scheme is case-insensitive, as HTTP's auth schemes are.
 func (s *Server) requireAPIKey(next http.Handler) http.Handler {
+	return s.requireAPIKeyAs(writeError)(next)
+}
+
+// requireAPIKeyAs is requireAPIKey answering refusals with render, in its
+// routes' error shape.
+func (s *Server) requireAPIKeyAs(render errorRenderer) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return s.apiKeys(render, next) }
+}
+
+func (s *Server) apiKeys(render errorRenderer, next http.Handler) http.Handler {
 	if len(s.cfg.APIKeys) == 0 {
 		return next
 	}
@@ -103,7 +113,7 @@ func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
 			discardBody(w, r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
-			writeError(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>"))
+			render(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>"))
 			return
 		}
 		next.ServeHTTP(w, r)

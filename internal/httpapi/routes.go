@@ -27,6 +27,23 @@ func (s *Server) routes() http.Handler {
 	r.Get("/", s.handleRoot)
 	r.Get("/readiness", s.handleReadiness)
 	r.With(s.requireAPIKey).Post("/generate", s.handleGenerate)
+
+	// OpenAI's API, with its error shape; the keys guard all of it, as
+	// OpenAI's do.
+	r.Route("/v1", func(v1 chi.Router) {
+		v1.Use(s.requireAPIKeyAs(writeV1Error))
+		v1.NotFound(func(w http.ResponseWriter, req *http.Request) {
+			writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "no route %s", req.URL.Path))
+		})
+		v1.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
+			writeJSON(w, http.StatusMethodNotAllowed, v1ErrorResponse{Error: v1Error{
+				Message: "method " + req.Method + " is not allowed on " + req.URL.Path, Type: "invalid_request_error", Code: "method_not_allowed"}})
+		})
+		v1.Post("/chat/completions", s.handleChatCompletions)
+		v1.Post("/completions", s.handleCompletions)
+		v1.Get("/models", s.handleModels)
+	})
 	return r
 }
 

@@ -1,5 +1,5 @@
-// Package httpapi is genq's HTTP façade: the three routes of the README's
-// route table (and, on an internal address, /metrics). It validates a request, hands the job to the
+// Package httpapi is genq's HTTP façade: the seed's three routes, OpenAI's
+// /v1 routes for text (and, on an internal address, /metrics). It validates a request, hands the job to the
 // queue, and waits for the answer; it never runs a model itself.
 package httpapi
 
@@ -44,7 +44,8 @@ type Config struct {
 	JobTimeout time.Duration
 	// WakeupEvery rate-limits wake-up signals while no worker is live.
 	WakeupEvery time.Duration
-	// APIKeys, when any are set, are required as bearer tokens on /generate.
+	// APIKeys, when any are set, are required as bearer tokens on /generate
+	// and every /v1 route.
 	APIKeys []string
 	// ReadHeaderTimeout and ReadTimeout cut off clients that send their
 	// request too slowly, so they cannot hold connections open for free.

@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/ggml/tinygguf"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/worker"
+)
+
+// tinyTextWorker serves the tiny random-weight model of variant B through a
+// real worker: greedy, every answer maxNew tokens long unless a stop string
+// ends it (a random model's end-of-turn would come at a random place).
+func (s *stack) tinyTextWorker(maxNew int) string {
+	s.t.Helper()
+	path := filepath.Join(s.t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
+	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
+		s.t.Fatal(err)
+	}
+	b, err := ggml.Open(context.Background(), ggml.Config{ModelFile: path, Slots: 2, Threads: 1,
+		MaxNewTokens: maxNew, IgnoreEOS: true}, testLog(s.t))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	conn, _ := openConn(s.t, s.ns, s.settings, s.variant)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := worker.New(worker.Config{WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant,
+		PollWait: 500 * time.Millisecond, HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second},
+		conn, b, testLog(s.t), prometheus.NewRegistry())
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	s.t.Cleanup(func() { cancel(); <-done; b.Close() })
+	s.waitLive(1)
+	return filepath.Base(path)
+}
+
+func (s *stack) postKey(path, key, body string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.api.URL+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r response
+	r.status, r.header = resp.StatusCode, resp.Header
+	r.body, _ = io.ReadAll(resp.Body)
+	return r
+}
+
+type v1Err struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	} `json:"error"`
+}
+
+type chatCompletion struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"message"`
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+func decodeAs[T any](t *testing.T, r response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("%d %q: %v", r.status, r.body, err)
+	}
+	return v
+}
+
+func TestOpenAIRoutes(t *testing.T) {
+	const key = "sk-test"
+	s := newStack(t, stackOptions{http: httpapi.Config{APIKeys: []string{key}}})
+	model := s.tinyTextWorker(16)
+
+	t.Run("chat", func(t *testing.T) {
+		start := time.Now().Unix()
+		r := s.postKey("/v1/chat/completions", key, `{"model":"anything","messages":[
+			{"role":"system","content":"be brief"},{"role":"user","content":"hi"},
+			{"role":"assistant","content":"hello"},{"role":"user","content":[{"type":"text","text":"more"}]}],
+			"max_tokens":5,"temperature":0,"seed":1}`)
+		c := decodeAs[chatCompletion](t, r)
+		if r.status != http.StatusOK || !strings.HasPrefix(c.ID, "chatcmpl-") || c.Object != "chat.completion" ||
+			c.Created < start || c.Model != model || len(c.Choices) != 1 || c.Choices[0].Message.Role != "assistant" ||
+			c.Choices[0].FinishReason != "length" || c.Usage.CompletionTokens != 5 || c.Usage.PromptTokens < 20 ||
+			c.Usage.TotalTokens != c.Usage.PromptTokens+5 || r.header.Get(httpapi.HeaderJobID) == "" {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+	t.Run("stop strings end the answer before them", func(t *testing.T) {
+		body := `{"messages":[{"role":"user","content":"count"}],"temperature":0,"max_completion_tokens":16%s}`
+		full := decodeAs[chatCompletion](t, s.postKey("/v1/chat/completions", key, strings.Replace(body, "%s", "", 1)))
+		text := []rune(full.Choices[0].Message.Content)
+		if len(text) < 6 {
+			t.Fatalf("answer %q too short to cut", string(text))
+		}
+		stop, _ := json.Marshal(string(text[3:5]))
+		cut := decodeAs[chatCompletion](t, s.postKey("/v1/chat/completions", key, strings.Replace(body, "%s", `,"stop":`+string(stop), 1)))
+		want := string(text)[:strings.Index(string(text), string(text[3:5]))]
+		if got := cut.Choices[0].Message.Content; got != want || cut.Choices[0].FinishReason != "stop" {
+			t.Fatalf("with stop %s: %q (%s), want %q", stop, got, cut.Choices[0].FinishReason, want)
+		}
+	})
+	t.Run("completions", func(t *testing.T) {
+		r := s.postKey("/v1/completions", key, `{"model":"m","prompt":"Once upon a time","max_tokens":4}`)
+		c := decodeAs[chatCompletion](t, r)
+		if r.status != http.StatusOK || !strings.HasPrefix(c.ID, "cmpl-") || c.Object != "text_completion" ||
+			len(c.Choices) != 1 || c.Choices[0].FinishReason != "length" || c.Usage.CompletionTokens != 4 || c.Usage.PromptTokens < 2 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+	t.Run("models", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var raw struct {
+			Object string           `json:"object"`
+			Data   []map[string]any `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || raw.Object != "list" || len(raw.Data) != 1 || raw.Data[0]["id"] != model ||
+			raw.Data[0]["object"] != "model" || raw.Data[0]["owned_by"] != "genq" || raw.Data[0]["created"].(float64) < 1e9 {
+			t.Fatalf("%d %+v", resp.StatusCode, raw)
+		}
+	})
+
+	for _, tt := range []struct {
+		name, path, key, body string
+		status                int
+		typ, message          string
+	}{
+		{"no key", "/v1/chat/completions", "", `{"messages":[{"role":"user","content":"x"}]}`, 401, "authentication_error", "API key"},
+		{"wrong key", "/v1/completions", "sk-wrong", `{"prompt":"x"}`, 401, "authentication_error", "API key"},
+		{"n over 1", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"n":2}`, 400, "invalid_request_error", "one choice per request"},
+		{"streaming", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"stream":true}`, 400, "invalid_request_error", "streaming is not supported yet"},
+		{"temperature out of range", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":3}`, 400, "invalid_request_error", "temperature must be between 0 and 2"},
+		{"max_tokens over the cap", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":17}`, 400, "invalid_request_error", "at most 16 tokens"},
+		{"max_tokens zero", "/v1/completions", key, `{"prompt":"x","max_tokens":0}`, 400, "invalid_request_error", "max_tokens must be at least 1"},
+		{"unknown role", "/v1/chat/completions", key, `{"messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request_error", `role "tool"`},
+		{"no messages", "/v1/chat/completions", key, `{"model":"m"}`, 400, "invalid_request_error", "messages is required"},
+		{"image part", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_request_error", "only text parts"},
+		{"wrong type", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, "invalid_request_error", "temperature must be a number"},
+		{"stop not a string", "/v1/completions", key, `{"prompt":"x","stop":3}`, 400, "invalid_request_error", "stop must be a string or a list"},
+		{"malformed JSON", "/v1/completions", key, `{"prompt":`, 400, "invalid_request_error", "not valid JSON"},
+		{"no prompt", "/v1/completions", key, `{}`, 400, "invalid_request_error", "prompt is required"},
+		{"token prompt", "/v1/completions", key, `{"prompt":[1,2]}`, 400, "invalid_request_error", "token ids are not supported"},
+		{"unknown route", "/v1/embeddings", key, `{}`, 404, "not_found_error", "no route /v1/embeddings"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.postKey(tt.path, tt.key, tt.body)
+			e := decodeAs[v1Err](t, r)
+			if r.status != tt.status || e.Error.Type != tt.typ || !strings.Contains(e.Error.Message, tt.message) || e.Error.Code == "" {
+				t.Fatalf("%d %s; want %d %s with %q", r.status, r.body, tt.status, tt.typ, tt.message)
+			}
+		})
+	}
+	t.Run("wrong method", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/chat/completions", nil)
+		req.Header.Set("Authorization", "bearer "+key) // the scheme in any case
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		r := response{status: resp.StatusCode, header: resp.Header}
+		r.body, _ = io.ReadAll(resp.Body)
+		if e := decodeAs[v1Err](t, r); r.status != 405 || r.header.Get("Allow") != "POST" || e.Error.Message == "" {
+			t.Fatalf("%d %q %s", r.status, r.header.Get("Allow"), r.body)
+		}
+	})
+	t.Run("generate keeps its shape", func(t *testing.T) {
+		r := s.postKey("/generate", key, `{"text":"hi"}`)
+		var body map[string]any
+		_ = json.Unmarshal(r.body, &body)
+		if _, ok := body["generated_text"]; r.status != 200 || !ok || len(body) != 1 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		if r := s.postKey("/generate", "", `{"text":"hi"}`); r.status != 401 || r.errorText(t) == "" {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+}
+
+// A v1 request waits in the queue within its deadline, as /generate does,
+// and a refusal comes in OpenAI's shape.
+func TestOpenAIDeadline(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{JobTimeout: 300 * time.Millisecond}})
+	r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"x"}]}`)
+	if e := decodeAs[v1Err](t, r); r.status != http.StatusGatewayTimeout || e.Error.Code != "timeout" {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
+
+// The image variant has no chat.
+func TestOpenAIImageVariant(t *testing.T) {
+	s := newStack(t, stackOptions{variant: genq.VariantC})
+	r := s.postKey("/v1/completions", "", `{"prompt":"x"}`)
+	if e := decodeAs[v1Err](t, r); r.status != 400 || !strings.Contains(e.Error.Message, "needs a text variant") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+}

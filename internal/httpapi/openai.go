@@ -1,0 +1,404 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// The OpenAI-compatible routes: the request and response shapes of
+// OpenAI's chat completions, completions and models, so that its SDKs and
+// the tools built on them work against genq unchanged. Only what genq can
+// honour is accepted; the rest of OpenAI's fields are ignored, except those
+// whose silent loss would give a wrong answer (n > 1, streaming).
+
+// v1Params are the generation fields both request kinds share.
+type v1Params struct {
+	Model               string        `json:"model"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Temperature         *float64      `json:"temperature"`
+	TopP                *float64      `json:"top_p"`
+	Seed                *int64        `json:"seed"`
+	Stop                genq.StopList `json:"stop"`
+	N                   *int          `json:"n"`
+	Stream              bool          `json:"stream"`
+}
+
+type chatRequest struct {
+	v1Params
+	Messages []chatMessageIn `json:"messages"`
+}
+
+type chatMessageIn struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type completionRequest struct {
+	v1Params
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+// job fills the job's generation parameters from p, refusing what genq
+// cannot do.
+func (p v1Params) job(j *genq.Job) error {
+	switch {
+	case p.N != nil && *p.N != 1:
+		return genq.Errorf(genq.Invalid, "n is %d: this server returns one choice per request; send n: 1 or leave it out", *p.N)
+	case p.Stream:
+		return genq.Errorf(genq.Invalid, "streaming is not supported yet; send stream: false or leave it out")
+	case p.MaxTokens != nil && *p.MaxTokens < 1:
+		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not %d", *p.MaxTokens)
+	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens < 1:
+		return genq.Errorf(genq.Invalid, "max_completion_tokens must be at least 1, not %d", *p.MaxCompletionTokens)
+	}
+	if p.MaxTokens != nil {
+		j.MaxTokens = *p.MaxTokens
+	}
+	if p.MaxCompletionTokens != nil {
+		j.MaxCompletionTokens = *p.MaxCompletionTokens
+	}
+	j.Temperature, j.TopP, j.Seed, j.Stop = p.Temperature, p.TopP, p.Seed, p.Stop
+	return nil
+}
+
+// decodeV1 reads a /v1 request body: one JSON object, valid UTF-8, fields of
+// the right types.
+func decodeV1(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		return genq.Errorf(genq.Invalid, "request body is not valid UTF-8")
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		if len(t) == 0 {
+			return genq.Errorf(genq.Invalid, "request body is not valid JSON: unexpected end of input")
+		}
+		return genq.Errorf(genq.Invalid, "request body must be a JSON object")
+	}
+	err := json.Unmarshal(body, v)
+	var typeErr *json.UnmarshalTypeError
+	var appErr *genq.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &appErr):
+		return appErr
+	case errors.As(err, &typeErr):
+		return genq.Errorf(genq.Invalid, "%s must be %s, not %s", typeErr.Field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+	}
+	return malformed(err)
+}
+
+func jsonTypeName(goType string) string {
+	switch {
+	case strings.Contains(goType, "int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "a boolean"
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	}
+	return "an object"
+}
+
+// messages turns a chat's messages into the job's. Content is a string, or
+// a list of text parts, as OpenAI's API allows; "developer" is the newer
+// name of "system".
+func (s *Server) messages(in []chatMessageIn) ([]genq.Message, error) {
+	if len(in) == 0 {
+		return nil, genq.Errorf(genq.Invalid, "messages is required: a list of {role, content}")
+	}
+	out := make([]genq.Message, len(in))
+	size := 0
+	for i, m := range in {
+		role := m.Role
+		if role == "developer" {
+			role = genq.RoleSystem
+		}
+		content, err := contentText(m.Content)
+		if err != nil {
+			return nil, genq.Errorf(genq.Invalid, "messages[%d].content %s", i, err.Error())
+		}
+		size += len(content)
+		out[i] = genq.Message{Role: role, Content: content}
+	}
+	if size > s.cfg.MaxPromptBytes {
+		return nil, genq.Errorf(genq.Invalid, "messages hold %d bytes of content; the limit is %d", size, s.cfg.MaxPromptBytes)
+	}
+	return out, genq.ValidateMessages(out)
+}
+
+func contentText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var text string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", errors.New("is not a valid string")
+		}
+		return text, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("must be a string or a list of text parts")
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("has a part of type %q: only text parts are supported", p.Type)
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// promptText is a completion's prompt: a string, or a list of one string.
+func (s *Server) promptText(raw json.RawMessage) (string, error) {
+	var text string
+	var list []string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case raw[0] == '"':
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", malformed(err)
+		}
+	case raw[0] != '[' || json.Unmarshal(raw, &list) != nil:
+		return "", genq.Errorf(genq.Invalid, "prompt must be a string (token ids are not supported)")
+	case len(list) > 1:
+		return "", genq.Errorf(genq.Invalid, "prompt holds %d prompts: this server answers one per request", len(list))
+	case len(list) == 1:
+		text = list[0]
+	}
+	switch {
+	case text == "":
+		return "", genq.Errorf(genq.Invalid, "prompt is required")
+	case len(text) > s.cfg.MaxPromptBytes:
+		return "", genq.Errorf(genq.Invalid, "prompt is %d bytes long; the limit is %d", len(text), s.cfg.MaxPromptBytes)
+	}
+	return text, nil
+}
+
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	s.handleV1(w, r, func(body []byte, job *genq.Job) (string, error) {
+		var req chatRequest
+		if err := decodeV1(body, &req); err != nil {
+			return "", err
+		}
+		msgs, err := s.messages(req.Messages)
+		if err != nil {
+			return "", err
+		}
+		job.Messages = msgs
+		return req.Model, req.job(job)
+	}, func(answer textAnswer) any {
+		return chatCompletion{
+			ID: "chatcmpl-" + answer.jobID, Object: "chat.completion", Created: answer.created, Model: answer.model,
+			Choices: []chatChoice{{Message: chatMessageOut{Role: genq.RoleAssistant, Content: answer.GeneratedText},
+				FinishReason: answer.FinishReason}},
+			Usage: answer.usage(),
+		}
+	})
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	s.handleV1(w, r, func(body []byte, job *genq.Job) (string, error) {
+		var req completionRequest
+		if err := decodeV1(body, &req); err != nil {
+			return "", err
+		}
+		prompt, err := s.promptText(req.Prompt)
+		if err != nil {
+			return "", err
+		}
+		job.Prompt = prompt
+		return req.Model, req.job(job)
+	}, func(answer textAnswer) any {
+		return completion{
+			ID: "cmpl-" + answer.jobID, Object: "text_completion", Created: answer.created, Model: answer.model,
+			Choices: []completionChoice{{Text: answer.GeneratedText, FinishReason: answer.FinishReason}},
+			Usage:   answer.usage(),
+		}
+	})
+}
+
+// textAnswer is a detailed text result with what an OpenAI object adds.
+type textAnswer struct {
+	genq.TextResponse
+	jobID   string
+	created int64
+	model   string
+}
+
+func (a textAnswer) usage() v1Usage {
+	var u v1Usage
+	if a.Usage != nil {
+		u = v1Usage{PromptTokens: a.Usage.PromptTokens, CompletionTokens: a.Usage.CompletionTokens}
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// maxTextResult bounds the text result the api reads into memory; text
+// answers are a few KiB.
+const maxTextResult = 16 << 20
+
+// handleV1 is the flow both generation routes share: read the body, let
+// decode fill the job, run it, and answer with render's object. Errors take
+// OpenAI's shape.
+func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
+	decode func(body []byte, job *genq.Job) (model string, err error), render func(textAnswer) any) {
+	start := time.Now()
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		if genq.ErrorCode(err) == genq.TooLarge {
+			discardBody(w, r)
+		}
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	if s.cfg.Variant.Kind() != genq.OutputText {
+		s.rejectAs(w, genq.Errorf(genq.Invalid, "variant %s makes images: %s needs a text variant (A or B); use POST /generate",
+			s.cfg.Variant, r.URL.Path), writeV1Error)
+		return
+	}
+	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
+	model, err := decode(body, &job)
+	if err == nil {
+		err = job.Validate()
+	}
+	if err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	log := s.log.With("job_id", job.ID, "route", r.URL.Path)
+	w.Header().Set(HeaderJobID, job.ID)
+
+	// As for /generate: the deadline counts queueing, and a client that goes
+	// away cancels the job.
+	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
+	defer cancel()
+	answer := s.runJob(ctx, w, job, start, log, writeV1Error)
+	if answer == nil {
+		return
+	}
+	defer answer.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
+	out := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf(answer.Worker, model)}
+	if err == nil {
+		err = json.Unmarshal(data, &out.TextResponse)
+	}
+	if err != nil {
+		writeV1Error(w, log, fmt.Errorf("read the text result: %w", err))
+		return
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	writeJSON(w, http.StatusOK, render(out))
+	log.Info("generate done", "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
+		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
+}
+
+// modelOf names the model a worker serves, from its heartbeat; asked is the
+// request's model, the answer when that worker is gone.
+func (s *Server) modelOf(workerID, asked string) string {
+	for _, hb := range s.workers.Live() {
+		if hb.WorkerID == workerID {
+			return hb.Model
+		}
+	}
+	if asked != "" {
+		return asked
+	}
+	return "genq-" + string(s.cfg.Variant)
+}
+
+type v1Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   v1Usage      `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int            `json:"index"`
+	Message      chatMessageOut `json:"message"`
+	Logprobs     *struct{}      `json:"logprobs"`
+	FinishReason string         `json:"finish_reason"`
+}
+
+type chatMessageOut struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   v1Usage            `json:"usage"`
+}
+
+type completionChoice struct {
+	Text         string    `json:"text"`
+	Index        int       `json:"index"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+}
+
+type modelList struct {
+	Object string    `json:"object"`
+	Data   []v1Model `json:"data"`
+}
+
+type v1Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// handleModels lists the models the live workers serve, as their heartbeats
+// name them (the GGUF file or the export's directory), each created when
+// its first live worker started. With no worker live the list is empty:
+// which model a worker would load is the worker's to say.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	byID := map[string]int64{}
+	for _, hb := range s.workers.Live() {
+		if c, ok := byID[hb.Model]; !ok || hb.StartedAt.Unix() < c {
+			byID[hb.Model] = hb.StartedAt.Unix()
+		}
+	}
+	list := modelList{Object: "list", Data: []v1Model{}}
+	for id, created := range byID {
+		list.Data = append(list.Data, v1Model{ID: id, Object: "model", Created: created, OwnedBy: "genq"})
+	}
+	slices.SortFunc(list.Data, func(a, b v1Model) int { return strings.Compare(a.ID, b.ID) })
+	writeJSON(w, http.StatusOK, list)
+}
