@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 5s
 
-.PHONY: build test fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build test test-openai fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -43,6 +43,12 @@ test: $(ORT_LIB)
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
+
+# The /v1 routes through the official openai npm package and Python's
+# urllib, over bin/api and bin/worker with the tiny model. Needs Node and
+# npm; make test covers the same behaviour in Go (internal/e2e).
+test-openai: build
+	test/openai/run.sh
 
 # The whole stack in the foreground: embedded NATS, the api, one worker.
 run: build $(ORT_LIB)

@@ -78,7 +78,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Int(&c.http.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 64<<10, "longest text in bytes; more gets 400")
 	fs.Duration(&c.http.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
 	fs.Duration(&c.http.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
-	fs.Secret(&c.apiKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate (none: open)")
+	fs.Secret(&c.apiKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes (none: open)")
 	fs.String(&c.apiKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
 	fs.Duration(&c.http.ReadHeaderTimeout, "read-header-timeout", "READ_HEADER_TIMEOUT", 10*time.Second, "time a client has to send its request headers (slow clients are cut off)")
 	fs.Duration(&c.http.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")

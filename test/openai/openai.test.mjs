@@ -1,0 +1,117 @@
+// genq's OpenAI-compatible routes through the official openai npm package,
+// against a real stack (run.sh starts it: bin/api with embedded NATS and
+// bin/worker with the tiny model, TEXT_MAX_NEW_TOKENS=16).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+
+const baseURL = process.env.GENQ_OPENAI_URL;
+const apiKey = process.env.GENQ_API_KEY;
+if (!baseURL || !apiKey) {
+  throw new Error("GENQ_OPENAI_URL and GENQ_API_KEY are required: run test/openai/run.sh (make test-openai)");
+}
+// No retries: a 400 must surface as the first answer, not after backoff.
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
+
+test("chat completion, multi-turn", async () => {
+  const c = await client.chat.completions.create({
+    model: "genq",
+    messages: [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Hello!" },
+      { role: "assistant", content: "Hi." },
+      { role: "user", content: "Tell me more." },
+    ],
+    max_tokens: 5,
+    temperature: 0,
+    seed: 1,
+  });
+  assert.equal(c.object, "chat.completion");
+  assert.match(c.id, /^chatcmpl-/);
+  assert.ok(c.created > 1e9);
+  assert.equal(c.choices.length, 1);
+  assert.equal(c.choices[0].message.role, "assistant");
+  assert.equal(typeof c.choices[0].message.content, "string");
+  assert.ok(["stop", "length"].includes(c.choices[0].finish_reason));
+  assert.ok(c.usage.prompt_tokens > 10);
+  assert.ok(c.usage.completion_tokens >= 1 && c.usage.completion_tokens <= 5);
+  assert.equal(c.usage.total_tokens, c.usage.prompt_tokens + c.usage.completion_tokens);
+});
+
+test("chat completion, max_completion_tokens and greedy replay", async () => {
+  const ask = () =>
+    client.chat.completions.create({
+      model: "genq",
+      messages: [{ role: "user", content: "Count." }],
+      max_completion_tokens: 4,
+      temperature: 0,
+    });
+  const [a, b] = [await ask(), await ask()];
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  assert.ok(a.usage.completion_tokens <= 4);
+});
+
+test("completion", async () => {
+  const c = await client.completions.create({ model: "genq", prompt: "Once upon a time", max_tokens: 3, stop: ["\n\n"] });
+  assert.equal(c.object, "text_completion");
+  assert.match(c.id, /^cmpl-/);
+  assert.equal(typeof c.choices[0].text, "string");
+  assert.ok(["stop", "length"].includes(c.choices[0].finish_reason));
+  assert.ok(c.usage.prompt_tokens >= 2);
+});
+
+test("models", async () => {
+  const page = await client.models.list();
+  const models = page.data;
+  assert.equal(models.length, 1);
+  assert.match(models[0].id, /\.gguf$/);
+  assert.equal(models[0].object, "model");
+  assert.equal(models[0].owned_by, "genq");
+  assert.ok(models[0].created > 1e9);
+});
+
+test("an invalid parameter is a BadRequestError", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], temperature: 5 }),
+    (err) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, `got ${err?.constructor?.name}: ${err}`);
+      assert.equal(err.status, 400);
+      assert.equal(err.type, "invalid_request_error");
+      assert.match(err.message, /temperature must be between 0 and 2/);
+      return true;
+    },
+  );
+});
+
+test("max_tokens over the worker's cap is a BadRequestError that says the cap", async () => {
+  await assert.rejects(
+    client.completions.create({ model: "genq", prompt: "x", max_tokens: 100000 }),
+    (err) => err instanceof OpenAI.BadRequestError && /at most 16 tokens/.test(err.message),
+  );
+});
+
+test("n > 1 and streaming are refused clearly", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], n: 2 }),
+    (err) => err instanceof OpenAI.BadRequestError && /one choice per request/.test(err.message),
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], stream: true }),
+    (err) => err instanceof OpenAI.BadRequestError && /streaming is not supported yet/.test(err.message),
+  );
+});
+
+test("a missing or wrong key is an AuthenticationError", async () => {
+  for (const key of ["sk-wrong", ""]) {
+    const other = new OpenAI({ baseURL, apiKey: key || "unused", maxRetries: 0, defaultHeaders: key ? {} : { Authorization: null } });
+    await assert.rejects(
+      other.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }] }),
+      (err) => {
+        assert.ok(err instanceof OpenAI.AuthenticationError, `got ${err?.constructor?.name}: ${err}`);
+        assert.equal(err.status, 401);
+        assert.match(err.message, /API key/);
+        return true;
+      },
+    );
+  }
+});

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# run.sh: genq's /v1 routes against the official openai npm package and
+# Python's urllib, over a real stack on free ports: bin/api with its
+# embedded nats-server, and bin/worker serving variant B's tiny model.
+# make test-openai builds bin/ and runs it; make test does not (it needs
+# Node).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [[ ! -d test/openai/node_modules/openai ]]; then
+	(cd test/openai && npm install --no-audit --no-fund)
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${pids[i]}" 2>/dev/null && wait "${pids[i]}" 2>/dev/null || true
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+nats_port=$(free_port)
+key="sk-genq-test-$RANDOM"
+
+bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
+VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
+pids+=($!)
+VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
+	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
+pids+=($!)
+
+# Ready once the api sees the worker's heartbeat.
+for _ in $(seq 1 120); do
+	if curl -sf "http://127.0.0.1:$port/" 2>/dev/null | grep -q '"live_workers":[1-9]'; then
+		ready=1
+		break
+	fi
+	sleep 0.5
+done
+if [[ -z "${ready:-}" ]]; then
+	echo "the stack did not come up; its logs:" >&2
+	tail -n 30 "$work/api.log" "$work/worker.log" >&2
+	exit 1
+fi
+
+export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_API_KEY="$key"
+status=0
+(cd test/openai && node --test) || status=$?
+python3 test/openai/smoke_urllib.py || status=$?
+if ((status != 0)); then
+	tail -n 30 "$work/api.log" "$work/worker.log" >&2
+fi
+exit $status

@@ -1,0 +1,30 @@
+"""genq's /v1 routes with nothing but Python's standard library."""
+import json
+import os
+import urllib.error
+import urllib.request
+
+base = os.environ["GENQ_OPENAI_URL"]
+key = os.environ["GENQ_API_KEY"]
+
+
+def post(path, body, key=key):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+status, chat = post("/chat/completions", {"model": "genq", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
+assert status == 200 and chat["object"] == "chat.completion", (status, chat)
+assert chat["choices"][0]["message"]["role"] == "assistant" and chat["usage"]["completion_tokens"] <= 3, chat
+status, comp = post("/completions", {"model": "genq", "prompt": "abc", "max_tokens": 2})
+assert status == 200 and comp["object"] == "text_completion", (status, comp)
+status, err = post("/completions", {"model": "genq", "prompt": "abc", "n": 3})
+assert status == 400 and err["error"]["type"] == "invalid_request_error", (status, err)
+status, err = post("/completions", {"prompt": "abc"}, key="wrong")
+assert status == 401 and err["error"]["type"] == "authentication_error", (status, err)
+print("urllib smoke test: ok")
