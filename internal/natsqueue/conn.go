@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -115,8 +116,11 @@ type Conn struct {
 	results  jetstream.ObjectStore
 	cancels  jetstream.KeyValue
 	workers  jetstream.KeyValue
-	log      *slog.Logger
-	limits   consumerLimits // the consumer's, over settings' (limits.go)
+	// attempts is GENQ_ATTEMPTS, bound on first use (attempts.go).
+	attemptsMu sync.Mutex
+	attempts   jetstream.KeyValue
+	log        *slog.Logger
+	limits     consumerLimits // the consumer's, over settings' (limits.go)
 	// replyPrefixes bound where replies go (replyto.go); none: anywhere.
 	replyPrefixes []string
 }

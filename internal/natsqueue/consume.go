@@ -31,6 +31,9 @@ type Delivery struct {
 	Last bool
 	// Queued is when the stream stored the message.
 	Queued time.Time
+	// Seq is the message's stream sequence: it tells this job from an
+	// earlier one under the same id.
+	Seq uint64
 	// Data is the raw message body, kept for dead letters.
 	Data []byte
 
@@ -88,6 +91,7 @@ func (p *Puller) decode(m jetstream.Msg) *Delivery {
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp
+		d.Seq = meta.Sequence.Stream
 		d.Last = p.maxDeliver > 0 && d.Job.Attempt >= p.maxDeliver
 	}
 	if m.Headers().Get(HeaderKind) == KindWakeup {

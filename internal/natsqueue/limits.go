@@ -31,8 +31,24 @@ func (l *consumerLimits) apply(s Settings) Settings {
 	return s
 }
 
-// readConsumerLimits takes AckWait and the attempts (MaxDeliver less the
-// one delivery that only dead-letters, see ensure) from the consumer.
+// maxDeliver is the consumer's delivery limit for a job of the given
+// attempts. A crash beside other jobs is not charged (the job is then a
+// suspect and runs alone next), and it can follow the first delivery and
+// each reported failure: with every charged attempt a failure followed by
+// such a crash, and one delivery that only dead-letters, a job needs
+// 2 × attempts + 1 deliveries.
+func maxDeliver(attempts int) int { return 2*attempts + 1 }
+
+// attemptsOf inverts maxDeliver; 0 when the consumer has no limit.
+func attemptsOf(maxDeliver int) int {
+	if maxDeliver < 3 {
+		return 0
+	}
+	return (maxDeliver - 1) / 2
+}
+
+// readConsumerLimits takes AckWait and the attempts (see maxDeliver) from
+// the consumer.
 func (c *Conn) readConsumerLimits(ctx context.Context, v genq.Variant) error {
 	cons, err := c.js.Consumer(ctx, JobsStream, ConsumerName(v))
 	if err != nil {
@@ -46,8 +62,8 @@ func (c *Conn) storeLimits(cfg jetstream.ConsumerConfig) {
 	if cfg.AckWait > 0 {
 		c.limits.ackWait.Store(int64(cfg.AckWait))
 	}
-	if cfg.MaxDeliver > 1 {
-		c.limits.maxAttempts.Store(int64(cfg.MaxDeliver - 1))
+	if a := attemptsOf(cfg.MaxDeliver); a > 0 {
+		c.limits.maxAttempts.Store(int64(a))
 	}
 }
 

@@ -44,7 +44,7 @@ func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg := info.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxDeliver != 3 {
+	if cfg := info.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxDeliver != maxDeliver(2) {
 		t.Fatalf("the worker rewrote the consumer: ack wait %s, max deliver %d", cfg.AckWait, cfg.MaxDeliver)
 	}
 

@@ -139,10 +139,9 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 			FilterSubject: JobsSubject(v),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       s.AckWait,
-			// One delivery more than the attempts: the worker that receives
-			// it runs nothing and dead-letters the job. That ends a job that
-			// crashes every worker it touches.
-			MaxDeliver:    s.MaxAttempts + 1,
+			// See maxDeliver: room for the attempts, the crashes that are
+			// not charged, and a last delivery that only dead-letters.
+			MaxDeliver:    maxDeliver(s.MaxAttempts),
 			MaxAckPending: -1,
 			MaxWaiting:    4096,
 		})
@@ -151,6 +150,9 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		}
 	}
 	if err := ensureWorkersBucket(ctx, js, s); err != nil {
+		return err
+	}
+	if err := ensureAttemptsBucket(ctx, js, s); err != nil {
 		return err
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{

@@ -58,6 +58,7 @@ type Runtime struct {
 	running  map[string]context.CancelCauseFunc
 	draining bool
 	cancels  *natsqueue.CancelWatch // set by Run before any job starts
+	gate     *gate                  // jobs side by side, or a suspect alone
 }
 
 // New builds a runtime. Metrics are registered on reg. log should already
@@ -78,6 +79,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 		metrics: newMetrics(reg), started: time.Now(),
 		attempts: conn.Settings().MaxAttempts,
 		running:  map[string]context.CancelCauseFunc{},
+		gate:     newGate(),
 	}
 	r.metrics.slots.Set(float64(r.info.Slots))
 	return r
@@ -147,6 +149,10 @@ func (r *Runtime) Run(ctx context.Context) error {
 func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		// No pull while a suspect waits or runs: it must run alone.
+		if r.gate.waitOpen(ctx) != nil {
+			return
+		}
 		d, err := puller.Next(r.cfg.PollWait)
 		if err != nil {
 			r.log.Warn("pull failed", "err", err)
@@ -184,11 +190,33 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		log.Error("malformed job; dead-lettering", "err", d.Malformed)
 		r.giveUp(ctx, log, d, malformed(d.Malformed))
 		return
-	case job.Attempt > r.attempts:
-		// The previous attempts ended without a word: the workers running
-		// them died. Running it again could kill this one too.
-		log.Error("job exhausted its attempts without finishing; dead-lettering")
+	}
+	// Only a redelivered job has a record to read: a first delivery costs
+	// no round trip here.
+	rec, err := d.Record(ctx)
+	if err != nil {
+		log.Warn("could not read the job's run record; treating it as a suspect", "err", err)
+	}
+	if rec.AloneAt > 0 {
+		// A run alone began and never reported its end: it killed its worker.
+		rec.AloneCrashes++
+		rec.AloneAt = 0
+	}
+	// A redelivery whose previous delivery reported no failure was running
+	// when its worker died: it may be what killed it, or a neighbour's victim.
+	suspect := job.Attempt > 1 && rec.LastFailure != job.Attempt-1
+	switch {
+	case rec.Charged() >= r.attempts:
+		log.Error("job exhausted its attempts without finishing; dead-lettering",
+			"failures", rec.Failures, "crashes_alone", rec.AloneCrashes)
 		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job crashed or timed out on %d workers", r.attempts))
+		return
+	case d.Last:
+		// The server never delivers it again: a crash now would leave its
+		// caller waiting for nothing. maxDeliver leaves room for every rule
+		// above, so this is reached only when records could not be written.
+		log.Error("job reached the consumer's last delivery; dead-lettering")
+		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job crashed or timed out on %d workers", job.Attempt-1))
 		return
 	case job.Expired(time.Now()):
 		log.Info("job expired in the queue; dropping it")
@@ -224,15 +252,34 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	stopProgress := r.keepAlive(d, log)
 	defer stopProgress()
 
+	if suspect {
+		log.Warn("job was running when its worker died; it will run alone")
+	}
+	var res genq.Result
+	err = r.gate.enter(jobCtx, suspect)
 	start := time.Now()
 	wait := start.Sub(d.Queued)
-	r.metrics.queueWait.Observe(wait.Seconds())
-	log.Info("job started", "queue_wait_ms", wait.Milliseconds())
-	r.metrics.inFlight.Inc()
-	res, err := r.backend.Generate(jobCtx, job, func() { r.touch(d, log, false) })
-	r.metrics.inFlight.Dec()
+	if err == nil {
+		if suspect {
+			// Written before the run: if this worker dies now, the next
+			// delivery finds the run open and charges the job for it.
+			rec.AloneAt = job.Attempt
+			if perr := d.PutRecord(ctx, rec); perr != nil {
+				log.Warn("could not record the run alone; a crash now is not charged", "err", perr)
+			}
+		}
+		r.metrics.queueWait.Observe(wait.Seconds())
+		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", suspect)
+		r.metrics.inFlight.Inc()
+		res, err = r.backend.Generate(jobCtx, job, func() { r.touch(d, log, false) })
+		r.metrics.inFlight.Dec()
+		// Left once the job is settled: a suspect that starts while this
+		// job's result is still on its way could kill it unacked, and it
+		// would run again.
+		defer r.gate.leave(suspect)
+		r.metrics.duration.Observe(time.Since(start).Seconds())
+	}
 	ran := time.Since(start)
-	r.metrics.duration.Observe(ran.Seconds())
 
 	if err == nil {
 		log.Info("job generated", "run_ms", ran.Milliseconds())
@@ -254,6 +301,13 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		r.settle(log, "cancelled", d.Cancelled(ctx, r.meta()))
 	case errors.Is(cause, errDrainTimedOut):
 		log.Warn("job handed back: the worker is stopping")
+		if rec.AloneAt > 0 {
+			// Not a crash: the next delivery must not charge it.
+			rec.AloneAt = 0
+			if perr := d.PutRecord(ctx, rec); perr != nil {
+				log.Warn("could not record the hand-back", "err", perr)
+			}
+		}
 		r.settle(log, "handed_back", d.Release())
 	case errors.Is(jobCtx.Err(), context.DeadlineExceeded):
 		log.Info("job ran past its deadline", "run_ms", ran.Milliseconds())
@@ -261,11 +315,19 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	case genq.ErrorCode(err) == genq.Invalid:
 		log.Info("job refused by the model", "err", err)
 		r.settle(log, "invalid", d.Fail(ctx, err, r.meta()))
-	case job.Attempt >= r.attempts || d.Last:
+	case rec.Charged()+1 >= r.attempts || d.Last:
 		log.Error("job failed on its last attempt; dead-lettering", "err", err)
 		r.giveUp(ctx, log, d, genq.WrapError(genq.Internal, err,
-			fmt.Sprintf("generation failed after %d attempts: %s", job.Attempt, genq.ErrorMessage(err))))
+			fmt.Sprintf("generation failed after %d attempts: %s", rec.Charged()+1, genq.ErrorMessage(err))))
 	default:
+		// Recorded, so that the next delivery knows this one ended in a
+		// failure, not a crash, and counts it.
+		rec.Failures++
+		rec.LastFailure = job.Attempt
+		rec.AloneAt = 0
+		if perr := d.PutRecord(ctx, rec); perr != nil {
+			log.Warn("could not record the failure; the next delivery runs alone", "err", perr)
+		}
 		// Jittered, so jobs that failed together (in one failed batch step,
 		// say) do not all meet again in the next.
 		base := r.cfg.RetryDelay << (job.Attempt - 1)

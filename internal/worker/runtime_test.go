@@ -145,9 +145,9 @@ func newJob(text string, deadline time.Time) genq.Job {
 	return genq.Job{ID: uuid.NewString(), Variant: variant, Text: text, Deadline: deadline}
 }
 
-// run queues job and waits up to 20 s for its answer.
+// run queues job and waits up to 40 s for its answer.
 func (h *harness) run(job genq.Job) (*genq.Answer, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	a, err := h.client.Run(ctx, job)
 	if err == nil {

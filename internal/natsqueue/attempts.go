@@ -1,0 +1,122 @@
+package natsqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// AttemptsBucket is the KV bucket of per-job run records (docs/protocol.md
+// §5, "Suspects"): key = job id. It is part of the protocol.
+const AttemptsBucket = "GENQ_ATTEMPTS"
+
+// RunRecord is what the workers that ran a job before know about its
+// earlier deliveries. It survives the crash of the worker that wrote it,
+// which is the point: a delivery that ended without a word is told apart
+// from one that ended in a reported failure only by it.
+//
+// Nothing is written on a job's first delivery unless it fails, so the
+// common path (delivered once, done) costs no round trip.
+type RunRecord struct {
+	// Seq is the stream sequence of the job message the record belongs to:
+	// a record of an earlier job under the same id (a batch rerun) is not
+	// this job's.
+	Seq uint64 `json:"seq"`
+	// Failures counts runs that ended in a failure the worker reported.
+	Failures int `json:"failures"`
+	// LastFailure is the delivery of the last reported failure.
+	LastFailure int `json:"last_failure,omitempty"`
+	// AloneCrashes counts runs alone that ended without a word (their
+	// worker died), as far as they have been found out.
+	AloneCrashes int `json:"alone_crashes"`
+	// AloneAt is the delivery of a run alone whose end is not recorded
+	// yet: if a later delivery finds it, that run's worker died.
+	AloneAt int `json:"alone_at,omitempty"`
+}
+
+// Charged is how many attempts the job has used: its reported failures
+// and its crashes while running alone. Crashes beside other jobs are not
+// charged: the job may have died of a neighbour.
+func (r RunRecord) Charged() int { return r.Failures + r.AloneCrashes }
+
+// ensureAttemptsBucket creates or updates GENQ_ATTEMPTS. A record is of use
+// while its job can be delivered, so it lives as long as a queued job.
+func ensureAttemptsBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
+		TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+	}); err != nil {
+		return fmt.Errorf("ensure bucket %s: %w", AttemptsBucket, err)
+	}
+	return nil
+}
+
+// attemptsKV binds the bucket on first use: only workers need it, and only
+// for redelivered or failed jobs.
+func (c *Conn) attemptsKV(ctx context.Context) (jetstream.KeyValue, error) {
+	c.attemptsMu.Lock()
+	defer c.attemptsMu.Unlock()
+	if c.attempts != nil {
+		return c.attempts, nil
+	}
+	kv, err := c.js.KeyValue(ctx, AttemptsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("bind %s: %w", AttemptsBucket, err)
+	}
+	c.attempts = kv
+	return kv, nil
+}
+
+// recordTimeout bounds one read or write of a run record.
+const recordTimeout = 3 * time.Second
+
+// Record reads the run record of the delivered job. A job with none (or
+// only an earlier job's under its id) has an empty one. The first
+// delivery never has one and is answered without a round trip.
+func (d *Delivery) Record(ctx context.Context) (RunRecord, error) {
+	empty := RunRecord{Seq: d.Seq}
+	if d.Job.Attempt <= 1 {
+		return empty, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	kv, err := d.conn.attemptsKV(ctx)
+	if err != nil {
+		return empty, err
+	}
+	e, err := kv.Get(ctx, d.Job.ID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return empty, nil
+	}
+	if err != nil {
+		return empty, fmt.Errorf("read the run record of %s: %w", d.Job.ID, err)
+	}
+	var r RunRecord
+	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Seq != d.Seq {
+		return empty, nil // unreadable, or another job's
+	}
+	return r, nil
+}
+
+// PutRecord writes the run record of the delivered job.
+func (d *Delivery) PutRecord(ctx context.Context, r RunRecord) error {
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	r.Seq = d.Seq
+	kv, err := d.conn.attemptsKV(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, d.Job.ID, b); err != nil {
+		return fmt.Errorf("write the run record of %s: %w", d.Job.ID, err)
+	}
+	return nil
+}
