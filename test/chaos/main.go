@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"burst of 10x capacity", burst},
 		{"large PNGs, concurrent, slow reader", largePNGs},
 		{"poison job that crashes its workers", poisonJob},
+		{"poison job beside healthy jobs on one worker", poisonBeside},
 		{"scale from zero", scaleFromZero},
 		{"slow NATS link: settling outlasts the ack wait", slowLink},
 		{"NATS down past the publish bound", natsDown},
@@ -378,7 +379,10 @@ func largePNGs(ctx context.Context, e env) (localstack.Report, error) {
 // Its caller gets a clean error after the attempt limit, the job is
 // dead-lettered, and other traffic keeps flowing.
 func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "poison", "B", 2, "JOB_MAX_ATTEMPTS=3")
+	// Answers of 1,000 tokens: a poison job run alone would otherwise be
+	// done before the harness sees it start and plays the crash.
+	s, err := newStack(ctx, e, "poison", "B", 2, "JOB_MAX_ATTEMPTS=3",
+		"TEXT_CONTEXT_SIZE=2048", "TEXT_MAX_NEW_TOKENS=1000", "TEXT_IGNORE_EOS=true")
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -427,13 +431,99 @@ func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
 	if !bytes.Contains(results, []byte(`"code":"internal"`)) {
 		return rep, fmt.Errorf("the poison job's caller did not get a clean error:\n%s", batchOut)
 	}
-	if kills != 3 {
-		return rep, fmt.Errorf("the poison job ran %d times, want 3 attempts", kills)
+	// Its first run is not charged (it may have died of a neighbour); then
+	// it is a suspect and runs alone three times.
+	if kills != 4 {
+		return rep, fmt.Errorf("the poison job ran %d times, want 4 (a first run, then 3 alone)", kills)
 	}
 	if err := deadLettered(ctx, s.NATSURL(), genq.VariantB, poisonID); err != nil {
 		return rep, err
 	}
 	rep.Notes = append(rep.Notes, "dead-lettered on "+natsqueue.DeadSubject(genq.VariantB))
+	return rep, nil
+}
+
+// poisonBeside: one worker with four slots runs a poison job and three
+// long healthy jobs together; the harness plays the crash (SIGKILL) when
+// the poison job runs, first once all four have started, and restarts the
+// worker each time it dies. The healthy jobs die with it once, come back
+// as suspects, run alone and succeed; the poison job's caller gets 500
+// after its three crashes while alone.
+func poisonBeside(ctx context.Context, e env) (localstack.Report, error) {
+	s, err := newStack(ctx, e, "poison-beside", "B", 1, "JOB_MAX_ATTEMPTS=3", "SLOTS=4",
+		"TEXT_CONTEXT_SIZE=4096", "TEXT_MAX_NEW_TOKENS=4000", "TEXT_IGNORE_EOS=true")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	first := s.Workers()[0]
+	reqs := texts(4, "long")
+	poisonOut := make(chan localstack.Outcome, 1)
+	go func() { poisonOut <- localstack.Generate(ctx, http.DefaultClient, s.URL(), reqs[0], 90*time.Second) }()
+	if err := first.WaitLog(ctx, `"msg":"job started"`); err != nil {
+		return localstack.Report{}, err
+	}
+	var poisonID string
+	for _, line := range strings.Split(first.Log(), "\n") {
+		if strings.Contains(line, `"msg":"job started"`) {
+			poisonID = jobIDOf(line)
+			break
+		}
+	}
+	poisonStarted := regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"` + regexp.QuoteMeta(poisonID) + `"`)
+	kills, besideFirst := 0, 0
+	stop := make(chan struct{})
+	killerDone := make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		killed := map[string]bool{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			for _, w := range s.Workers() {
+				if w.Exited() || killed[w.Name] || !poisonStarted.MatchString(w.Log()) {
+					continue
+				}
+				started := strings.Count(w.Log(), `"msg":"job started"`)
+				if w == first && started < 4 {
+					continue // the crash comes once the healthy jobs run beside it
+				}
+				if w == first {
+					besideFirst = started - 1
+				}
+				killed[w.Name] = true
+				w.Kill()
+				kills++
+				_, _ = s.StartWorker(ctx, false)
+			}
+		}
+	}()
+	healthy := localstack.Fire(ctx, http.DefaultClient, s.URL(), reqs[1:], 3, 90*time.Second)
+	poison := <-poisonOut
+	close(stop)
+	<-killerDone
+	outs := append([]localstack.Outcome{poison}, healthy...)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	ok := 0
+	for _, o := range healthy {
+		if o.Status == http.StatusOK {
+			ok++
+		}
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("SLOTS=4; the poison job killed the worker %d times (first beside %d healthy jobs, then alone); healthy %d/3 ok; poison answered %d",
+		kills, besideFirst, ok, poison.Status))
+	if ok != 3 || poison.Status != http.StatusInternalServerError {
+		return rep, fmt.Errorf("healthy %d/3 ok and the poison job answered %d, want 3 and 500", ok, poison.Status)
+	}
+	if kills != 4 || besideFirst != 3 {
+		return rep, fmt.Errorf("the poison job killed %d workers, the first beside %d jobs; want 4, and 3 beside", kills, besideFirst)
+	}
+	if err := deadLettered(ctx, s.NATSURL(), genq.VariantB, poisonID); err != nil {
+		return rep, err
+	}
 	return rep, nil
 }
 
