@@ -82,6 +82,12 @@ type sequence struct {
 	finished  bool // no more tokens: answered, or its caller went away
 	text      strings.Builder
 	utf8      utf8stream.Stream
+
+	// isolate is the group a failed step's bisection put the sequence in
+	// (0: none); redo says it starts over from its prompt once no step in
+	// flight carries it (failStep).
+	isolate int
+	redo    bool
 }
 
 // step is one forward pass.
@@ -134,6 +140,9 @@ type scheduler struct {
 	active  []*sequence // in admission order
 	window  window      // since the last throughput log line
 	free    []int       // cache slots no sequence holds
+	groups  int         // bisection groups made so far (failStep)
+	// fault, when set (tests), fails a computed step it returns an error for.
+	fault func(*step) error
 
 	// stats are read by tests and benchmarks while the loop runs.
 	stats struct {
@@ -382,6 +391,9 @@ func (s *scheduler) release() {
 		if !seq.finished && seq.req.cancelled.Load() {
 			seq.finished = true
 		}
+		if seq.redo && !seq.finished && seq.inflight == 0 {
+			s.restart(seq)
+		}
 		if seq.finished && seq.inflight == 0 {
 			if err := s.b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
 				// Remove from 0 never shifts, so this cannot happen; if it
@@ -421,9 +433,11 @@ func (s *scheduler) plan() (*step, error) {
 		seq.awaiting = true
 	}
 
+	// While a failed step is bisected, only its current group runs.
+	group := s.isolating()
 	// Decoding sequences first: one token each.
 	for _, seq := range s.active {
-		if seq.finished || len(seq.pending) > 0 {
+		if seq.finished || len(seq.pending) > 0 || seq.redo || seq.isolate != group {
 			continue
 		}
 		switch {
@@ -446,7 +460,7 @@ func (s *scheduler) plan() (*step, error) {
 		if budget <= 0 {
 			break
 		}
-		if seq.finished || len(seq.pending) == 0 {
+		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
 			continue
 		}
 		n := min(budget, len(seq.pending))
@@ -584,14 +598,17 @@ func (s *scheduler) finish(st *step, next *step) {
 	for _, seq := range st.seqs {
 		seq.inflight--
 	}
+	if st.err == nil && s.fault != nil {
+		st.err = s.fault(st)
+	}
 	if st.err != nil {
-		s.fail(fmt.Errorf("compute step: %w", st.err))
+		s.failStep(st, fmt.Errorf("compute step: %w", st.err))
 		return
 	}
 	draws := st.draws[:0]
 	for seq, row := range st.samples {
 		seq.awaiting = false
-		if seq.finished {
+		if seq.finished || seq.redo {
 			continue
 		}
 		if seq.req.cancelled.Load() {
@@ -693,9 +710,76 @@ func (s *scheduler) complete(seq *sequence, err error) {
 	close(req.done)
 }
 
-// fail ends every active sequence with err. A failed step leaves the cache
-// in an unknown state for the sequences in it, so all start over elsewhere
-// (the error is retryable).
+// failStep handles a step that failed to compute. Its graph writes only
+// the cells of its own tokens, which belong to its sequences, so the other
+// sequences go on untouched. Its sequences may hold anything in their
+// cells: each starts over from its prompt (restart), its answer so far
+// dropped (nothing of it has reached its caller yet). They are bisected:
+// two halves that never share a step with anything else until every one
+// of the half has finished, the halves one after the other. A sequence
+// that fails every step it is in is thus cornered alone and gets err, and
+// the others finish; when the failure came from the step as a whole (too
+// large, say), the halves simply succeed.
+func (s *scheduler) failStep(st *step, err error) {
+	var seqs []*sequence
+	for _, seq := range st.seqs {
+		if !seq.finished && !seq.redo {
+			seqs = append(seqs, seq)
+		}
+	}
+	if len(seqs) == 0 {
+		return // a step planned before the failure: its sequences start over already
+	}
+	s.b.log.Error("text step failed", "err", err, "sequences", len(seqs))
+	if len(seqs) == 1 {
+		s.complete(seqs[0], err)
+		return
+	}
+	half := (len(seqs) + 1) / 2
+	for i, seq := range seqs {
+		if i%half == 0 {
+			s.groups++
+		}
+		seq.isolate, seq.redo = s.groups, true
+	}
+}
+
+// isolating is the bisection group whose sequences alone may run now: the
+// oldest with a sequence left, or 0 (everyone) when there is none.
+func (s *scheduler) isolating() int {
+	group := 0
+	for _, seq := range s.active {
+		if !seq.finished && seq.isolate > 0 && (group == 0 || seq.isolate < group) {
+			group = seq.isolate
+		}
+	}
+	return group
+}
+
+// restart puts seq back at the start of its prompt, with no cells and no
+// answer, as start left it.
+func (s *scheduler) restart(seq *sequence) {
+	b := s.b
+	if err := b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
+		s.complete(seq, fmt.Errorf("restart after a failed step: %w", err))
+		return
+	}
+	prompt := seq.req.prompt
+	seq.pending, seq.pos = prompt, 0
+	if n := len(b.prefix); n > 0 && n < len(prompt) && slices.Equal(prompt[:n], b.prefix) {
+		b.cache.CopyPrefix(b.prefixSeq(), seq.slot, int32(n))
+		seq.pending, seq.pos = prompt[n:], int32(n)
+	}
+	seq.next, seq.hasNext, seq.awaiting = 0, false, false
+	seq.generated, seq.redo = 0, false
+	seq.text.Reset()
+	seq.utf8 = utf8stream.Stream{}
+}
+
+// fail ends every active sequence with err: a step whose graph could not
+// be built (plan) may have taken cache cells for any of them, so all start
+// over elsewhere (the error is retryable). A step that failed to compute is
+// bisected instead (failStep).
 func (s *scheduler) fail(err error) {
 	s.b.log.Error("text step failed", "err", err)
 	for _, seq := range s.active {
