@@ -81,3 +81,23 @@ func TestReplyAllowed(t *testing.T) {
 		t.Error("with no prefixes every subject is allowed")
 	}
 }
+
+// TestMaxDeliverLeavesRoomForSuspects: the consumer's delivery limit and
+// the attempts read back from it agree, with room for every charged
+// attempt, an uncharged crash after each, and a delivery that only
+// dead-letters.
+func TestMaxDeliverLeavesRoomForSuspects(t *testing.T) {
+	for _, tt := range []struct{ attempts, maxDeliver int }{{1, 3}, {3, 7}, {5, 11}} {
+		if got := maxDeliver(tt.attempts); got != tt.maxDeliver {
+			t.Errorf("maxDeliver(%d) = %d, want %d", tt.attempts, got, tt.maxDeliver)
+		}
+		if got := attemptsOf(tt.maxDeliver); got != tt.attempts {
+			t.Errorf("attemptsOf(%d) = %d, want %d", tt.maxDeliver, got, tt.attempts)
+		}
+	}
+	for _, md := range []int{-1, 0, 1, 2} {
+		if got := attemptsOf(md); got != 0 {
+			t.Errorf("attemptsOf(%d) = %d, want 0 (no limit read)", md, got)
+		}
+	}
+}

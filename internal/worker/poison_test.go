@@ -55,10 +55,17 @@ func (b *crashable) Generate(ctx context.Context, job genq.Job, _ func()) (genq.
 	b.mu.Unlock()
 	defer func() { b.mu.Lock(); b.active--; b.mu.Unlock() }()
 	if job.ID == b.poison {
-		time.Sleep(50 * time.Millisecond) // its neighbours, pulled with it, start meanwhile
-		b.mu.Lock()
-		beside := b.active - 1
-		b.mu.Unlock()
+		// Its neighbours, pulled with it, start meanwhile (the crash comes
+		// once all four run, or after a second).
+		beside := 0
+		for wait := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+			b.mu.Lock()
+			beside = b.active - 1
+			b.mu.Unlock()
+			if beside == 3 || time.Now().After(wait) {
+				break
+			}
+		}
 		b.poisoned <- beside
 		<-b.dead
 		return genq.Result{}, errCrashed
