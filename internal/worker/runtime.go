@@ -213,10 +213,12 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		return
 	case d.Last:
 		// The server never delivers it again: a crash now would leave its
-		// caller waiting for nothing. maxDeliver leaves room for every rule
-		// above, so this is reached only when records could not be written.
+		// caller waiting for nothing. maxDeliver leaves room for the charged
+		// attempts and an uncharged crash after each; deliveries used
+		// otherwise (hand-backs, suspects that died waiting, records that
+		// could not be written) can still bring a job here.
 		log.Error("job reached the consumer's last delivery; dead-lettering")
-		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job crashed or timed out on %d workers", job.Attempt-1))
+		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job was delivered %d times without an answer", job.Attempt-1))
 		return
 	case job.Expired(time.Now()):
 		log.Info("job expired in the queue; dropping it")
