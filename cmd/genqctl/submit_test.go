@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
@@ -96,11 +97,7 @@ func readResults(t *testing.T, dir string) []batchResult {
 }
 
 func TestSubmitText(t *testing.T) {
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t)
 	b := startWorker(t, ns.ClientURL(), genq.VariantB)
 
 	dir := t.TempDir()
@@ -158,11 +155,7 @@ func TestSubmitText(t *testing.T) {
 // TestSubmitRerunAfterInterrupt: a batch interrupted while its jobs wait in
 // the queue (Ctrl-C cancels them) finishes on a rerun, promptly.
 func TestSubmitRerunAfterInterrupt(t *testing.T) {
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "prompts.jsonl")
 	_ = os.WriteFile(in, []byte(`{"text":"one"}`+"\n"+`{"text":"two"}`+"\n"+`{"id":"three","text":"three"}`+"\n"), 0o644)
@@ -186,11 +179,7 @@ func TestSubmitRerunAfterInterrupt(t *testing.T) {
 // TestSubmitBadLines: a bad line is reported and recorded, and the rest of
 // the batch runs; --strict aborts before anything is sent.
 func TestSubmitBadLines(t *testing.T) {
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t)
 	b := startWorker(t, ns.ClientURL(), genq.VariantB)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "prompts.jsonl")
@@ -229,11 +218,7 @@ func TestSubmitHelp(t *testing.T) {
 }
 
 func TestSubmitImagesWritesPNGFiles(t *testing.T) {
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := embeddedNATS(t)
 	startWorker(t, ns.ClientURL(), genq.VariantC)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "p.jsonl")
@@ -271,4 +256,15 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	if _, err := submit(t, "nats://127.0.0.1:1", "--out", dir); !errors.As(err, &u) {
 		t.Fatalf("missing --in: err = %v", err)
 	}
+}
+
+// embeddedNATS starts a JetStream server for one test.
+func embeddedNATS(t *testing.T) *server.Server {
+	t.Helper()
+	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
 }

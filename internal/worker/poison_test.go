@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ lives:
 		t.Error("the poison job was not dead-lettered")
 	}
 	// Once with its first neighbours, then three times alone.
-	if want := []int{3, 0, 0, 0}; !equal(besides, want) {
+	if want := []int{3, 0, 0, 0}; !slices.Equal(besides, want) {
 		t.Errorf("the poison job ran beside %v jobs, want %v", besides, want)
 	}
 	for _, j := range healthy {
@@ -161,16 +162,4 @@ lives:
 			t.Errorf("healthy job %q ran to a result %d times, want 1", j.Text, n)
 		}
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

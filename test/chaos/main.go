@@ -388,30 +388,7 @@ func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
 	}
 	defer s.Close()
 	const poisonID = "poison-0001"
-	poisonStarted := regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"` + poisonID + `"`)
-	kills := 0
-	stop := make(chan struct{})
-	killerDone := make(chan struct{})
-	go func() {
-		defer close(killerDone)
-		killed := map[string]bool{}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			for _, w := range s.Workers() {
-				if w.Exited() || killed[w.Name] || !poisonStarted.MatchString(w.Log()) {
-					continue
-				}
-				killed[w.Name] = true
-				w.Kill()
-				kills++
-				_, _ = s.StartWorker(ctx, false)
-			}
-		}
-	}()
+	killer := killOnStart(ctx, s, poisonID, nil)
 	dir := filepath.Join(s.Dir, "batch")
 	_ = os.MkdirAll(dir, 0o755)
 	in := filepath.Join(dir, "in.jsonl")
@@ -423,8 +400,7 @@ func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
 
 	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(40, "healthy"), 4, 90*time.Second)
 	batchOut := <-submitOut
-	close(stop)
-	<-killerDone
+	kills := killer.stop()
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	results, _ := os.ReadFile(filepath.Join(dir, "results.jsonl"))
 	rep.Notes = append(rep.Notes, fmt.Sprintf("poison job killed %d workers; its caller got %s", kills, strings.TrimSpace(string(results))))
@@ -470,41 +446,21 @@ func poisonBeside(ctx context.Context, e env) (localstack.Report, error) {
 			break
 		}
 	}
-	poisonStarted := regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"` + regexp.QuoteMeta(poisonID) + `"`)
-	kills, besideFirst := 0, 0
-	stop := make(chan struct{})
-	killerDone := make(chan struct{})
-	go func() {
-		defer close(killerDone)
-		killed := map[string]bool{}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			for _, w := range s.Workers() {
-				if w.Exited() || killed[w.Name] || !poisonStarted.MatchString(w.Log()) {
-					continue
-				}
-				started := strings.Count(w.Log(), `"msg":"job started"`)
-				if w == first && started < 4 {
-					continue // the crash comes once the healthy jobs run beside it
-				}
-				if w == first {
-					besideFirst = started - 1
-				}
-				killed[w.Name] = true
-				w.Kill()
-				kills++
-				_, _ = s.StartWorker(ctx, false)
-			}
+	besideFirst := 0
+	killer := killOnStart(ctx, s, poisonID, func(w *localstack.Proc) bool {
+		if w != first {
+			return true
 		}
-	}()
+		started := strings.Count(w.Log(), `"msg":"job started"`)
+		if started < 4 {
+			return false // the crash comes once the healthy jobs run beside it
+		}
+		besideFirst = started - 1
+		return true
+	})
 	healthy := localstack.Fire(ctx, http.DefaultClient, s.URL(), reqs[1:], 3, 90*time.Second)
 	poison := <-poisonOut
-	close(stop)
-	<-killerDone
+	kills := killer.stop()
 	outs := append([]localstack.Outcome{poison}, healthy...)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	ok := 0
@@ -525,6 +481,48 @@ func poisonBeside(ctx context.Context, e env) (localstack.Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// killer plays a poison job's crash: it kills every worker whose log shows
+// the job started (when ready agrees), and starts a new worker in its
+// place, as Kubernetes would.
+type killer struct {
+	halt  chan struct{}
+	done  chan struct{}
+	kills int
+}
+
+func killOnStart(ctx context.Context, s *localstack.Stack, jobID string, ready func(*localstack.Proc) bool) *killer {
+	started := regexp.MustCompile(`"msg":"job started"[^\n]*"job_id":"` + regexp.QuoteMeta(jobID) + `"`)
+	k := &killer{halt: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		killed := map[string]bool{}
+		for {
+			select {
+			case <-k.halt:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			for _, w := range s.Workers() {
+				if w.Exited() || killed[w.Name] || !started.MatchString(w.Log()) || ready != nil && !ready(w) {
+					continue
+				}
+				killed[w.Name] = true
+				w.Kill()
+				k.kills++
+				_, _ = s.StartWorker(ctx, false)
+			}
+		}
+	}()
+	return k
+}
+
+// stop ends the killer and says how many workers it killed.
+func (k *killer) stop() int {
+	close(k.halt)
+	<-k.done
+	return k.kills
 }
 
 // deadLettered checks, as an operator would, that the last dead letter of
