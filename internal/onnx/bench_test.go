@@ -53,13 +53,7 @@ func BenchmarkOpen(b *testing.B) {
 // BenchmarkGenerate measures one image of variant C's pipeline (28 steps,
 // guidance 7) and reports seconds per step and per image.
 func BenchmarkGenerate(b *testing.B) {
-	cfg := benchConfig(b)
-	cfg.LibraryPath = ortLibrary(b)
-	be, err := Open(context.Background(), cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
+	be, cfg := openBench(b)
 	b.Logf("device %s (%s), %dx%d, %d steps", be.Info().Device.Kind, be.Info().Device.Name, cfg.Width, cfg.Height, be.cfg.Steps)
 
 	var steps int
@@ -87,4 +81,18 @@ func BenchmarkGenerate(b *testing.B) {
 	b.ReportMetric(b.Elapsed().Seconds()/float64(images), "s/image")
 	// Peak memory includes ONNX Runtime's allocations outside the Go heap.
 	b.ReportMetric(procfs.PeakRSSMiB(os.Getpid()), "peak-RSS-MiB")
+}
+
+// openBench opens the benchmark's backend on the tiny export, closed when
+// the benchmark ends.
+func openBench(b *testing.B) (*Backend, Config) {
+	b.Helper()
+	cfg := benchConfig(b)
+	cfg.LibraryPath = ortLibrary(b)
+	be, err := Open(context.Background(), cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	return be, cfg
 }

@@ -118,13 +118,7 @@ func (p *plainSD3) close() {
 //
 //	go test -run '^$' -bench OverheadOverORT -benchtime 30x ./internal/onnx/
 func BenchmarkOverheadOverORT(b *testing.B) {
-	cfg := benchConfig(b)
-	cfg.LibraryPath = ortLibrary(b)
-	be, err := Open(context.Background(), cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
+	be, cfg := openBench(b)
 	if be.kind != kindSD3 {
 		b.Skipf("the overhead benchmark is for SD3 exports, not %s", be.kind.denoiser)
 	}
