@@ -144,7 +144,7 @@ func (j Job) MaxNewTokens() int { return max(j.MaxTokens, j.MaxCompletionTokens)
 
 // Detailed reports whether the job's result carries its finish reason and
 // token counts besides the text: chats and raw prompts do, and a job of
-// text alone keeps the seed's result of one field.
+// text alone keeps POST /generate's result of one field.
 func (j Job) Detailed() bool { return len(j.Messages) > 0 || j.Prompt != "" }
 
 // Chat roles.

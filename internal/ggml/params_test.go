@@ -121,7 +121,7 @@ func TestJobParameters(t *testing.T) {
 			t.Fatalf("result %s", res.Data)
 		}
 	})
-	t.Run("text jobs keep the seed's result", func(t *testing.T) {
+	t.Run("text jobs keep the one-field result of POST /generate", func(t *testing.T) {
 		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Text: "hi", MaxTokens: 2}, func() {})
 		if err != nil {
 			t.Fatal(err)

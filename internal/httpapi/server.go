@@ -1,4 +1,4 @@
-// Package httpapi is genq's HTTP façade: the seed's three routes, OpenAI's
+// Package httpapi is genq's HTTP façade: the three routes of the interface contract (README's route table), OpenAI's
 // /v1 routes for text (and, on an internal address, /metrics). It validates a request, hands the job to the
 // queue, and waits for the answer; it never runs a model itself.
 package httpapi
