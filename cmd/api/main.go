@@ -81,6 +81,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Secret(&c.apiKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes (none: open)")
 	fs.String(&c.apiKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
 	fs.Duration(&c.http.ReadHeaderTimeout, "read-header-timeout", "READ_HEADER_TIMEOUT", 10*time.Second, "time a client has to send its request headers (slow clients are cut off)")
+	fs.Int(&c.http.Images.MaxSize, "image-max-size", "IMAGE_MAX_SIZE", httpapi.DefaultImageMaxSize, "variant C: largest width or height a request may ask for (give the workers the same)")
+	fs.Int(&c.http.Images.MaxSteps, "image-max-steps", "IMAGE_MAX_STEPS", httpapi.DefaultImageMaxSteps, "variant C: most num_inference_steps a request may ask for (give the workers the same)")
+	fs.Int(&c.http.Images.MaxN, "image-max-n", "IMAGE_MAX_N", httpapi.DefaultImageMaxN, "variant C: most images per POST /v1/images/generations")
 	fs.Duration(&c.http.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
 	fs.Duration(&c.shutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
 	if err := fs.Parse(args); err != nil {

@@ -47,6 +47,19 @@ type Job struct {
 	// Stop ends the answer before the first of these strings, which the
 	// answer never holds. In JSON, a string or a list of strings.
 	Stop StopList `json:"stop,omitempty"`
+	// Stream asks a worker whose backend can (TextStreamer) to publish the
+	// answer's text to ReplyTo as it is sampled, before the usual reply
+	// (docs/protocol.md, "Streaming").
+	Stream bool `json:"stream,omitempty"`
+
+	// Image parameters (variant C), all optional: zero takes the worker's
+	// setting. Seed above is the image's noise seed too. Width and Height
+	// go together; NegativePrompt steers the image away from its text.
+	NegativePrompt string   `json:"negative_prompt,omitempty"`
+	Width          int      `json:"width,omitempty"`
+	Height         int      `json:"height,omitempty"`
+	Steps          int      `json:"num_inference_steps,omitempty"`
+	GuidanceScale  *float64 `json:"guidance_scale,omitempty"`
 
 	// Attempt is which delivery of the job this is, counted from 1. It comes
 	// from JetStream's metadata, never from the message body.
@@ -65,6 +78,12 @@ func (j Job) Validate() error {
 	case VariantA, VariantB, VariantC:
 	default:
 		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
+	}
+	if j.Variant.Kind() == OutputText && j.HasImageParams() {
+		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps and guidance_scale are for images; variant %s makes text", j.Variant)
+	}
+	if j.Variant.Kind() == OutputImage && (len(j.Messages) > 0 || j.Prompt != "") {
+		return Errorf(Invalid, "variant %s makes images from text: messages and prompt are for the text variants", j.Variant)
 	}
 	return j.ValidateInput()
 }
@@ -94,6 +113,9 @@ func (j Job) ValidateInput() error {
 			return err
 		}
 	}
+	if err := j.validateImageParams(); err != nil {
+		return err
+	}
 	return j.validateParams()
 }
 
@@ -106,6 +128,57 @@ const (
 	MaxStopBytes   = 256
 	MaxTemperature = 2.0
 )
+
+// Limits of a job's image parameters, whatever the worker allows: a worker
+// bounds size and steps further by its own settings (IMAGE_MAX_SIZE,
+// IMAGE_MAX_STEPS). The VAE works in 8×8 pixel blocks and SD3's transformer
+// in 2×2 latent patches, so a side is a multiple of ImageSizeStep.
+const (
+	ImageSizeStep    = 16
+	MinImageSide     = 64
+	MaxImageSide     = 4096
+	MaxImageSteps    = 1000
+	MaxGuidanceScale = 30.0
+)
+
+// HasImageParams reports whether the job sets any image parameter.
+func (j Job) HasImageParams() bool {
+	return j.NegativePrompt != "" || j.Width != 0 || j.Height != 0 || j.Steps != 0 || j.GuidanceScale != nil
+}
+
+// ValidateImageSize checks one width or height, in pixels, against the
+// pipeline's constraints and a limit (at most MaxImageSide).
+func ValidateImageSize(width, height, limit int) error {
+	limit = min(limit, MaxImageSide)
+	for _, side := range []int{width, height} {
+		if side < MinImageSide || side > limit || side%ImageSizeStep != 0 {
+			return Errorf(Invalid, "image size %dx%d: width and height must be multiples of %d from %d to %d",
+				width, height, ImageSizeStep, MinImageSide, limit)
+		}
+	}
+	return nil
+}
+
+func (j Job) validateImageParams() error {
+	switch {
+	case (j.Width == 0) != (j.Height == 0):
+		return Errorf(Invalid, "width and height go together: give both or neither")
+	case j.Width != 0:
+		if err := ValidateImageSize(j.Width, j.Height, MaxImageSide); err != nil {
+			return err
+		}
+	}
+	if j.Steps < 0 || j.Steps > MaxImageSteps {
+		return Errorf(Invalid, "num_inference_steps must be between 1 and %d, not %d", MaxImageSteps, j.Steps)
+	}
+	if g := j.GuidanceScale; g != nil && !(*g >= 0 && *g <= MaxGuidanceScale) { // NaN fails too
+		return Errorf(Invalid, "guidance_scale must be between 0 and %g, not %v", MaxGuidanceScale, *g)
+	}
+	if strings.ContainsRune(j.NegativePrompt, 0) {
+		return Errorf(Invalid, "negative_prompt must not contain NUL characters")
+	}
+	return nil
+}
 
 func (j Job) validateParams() error {
 	switch {

@@ -51,6 +51,8 @@ type Config struct {
 	// request too slowly, so they cannot hold connections open for free.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
+	// Images bounds POST /v1/images/generations (variant C).
+	Images ImageLimits
 }
 
 // HTTPServer is the façade's http.Server, with a shutdown that leaves no

@@ -125,8 +125,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		b.Close()
 		return nil, err
 	}
-	// The negative prompt is always "": the HTTP contract takes one text
-	// only. Encoding it also proves the text encoders run.
+	// The empty negative prompt serves every job that gives none, so it is
+	// encoded once. Encoding it also proves the text encoders run.
 	b.negative, err = b.encodePrompt(ctx, nil, "")
 	if err != nil {
 		b.Close()

@@ -36,6 +36,10 @@ type Config struct {
 	// Seed 0 draws a random seed per request; any other value makes every
 	// image of the same prompt identical.
 	Seed int64
+	// MaxSize and MaxSteps bound what one request may ask for (each side,
+	// in pixels; denoising steps): a job over them is invalid.
+	MaxSize  int
+	MaxSteps int
 	// Threads is ONNX Runtime's intra-op thread count per session; 0 lets
 	// it use every core.
 	Threads int
@@ -47,6 +51,7 @@ const (
 	DefaultSize          = 1024
 	DefaultSteps         = 28
 	DefaultGuidanceScale = 7.0
+	DefaultMaxSteps      = 100
 )
 
 // RegisterFlags binds the IMAGE_* settings and ONNXRUNTIME_LIB.
@@ -58,6 +63,8 @@ func (c *Config) RegisterFlags(fs *envflag.Set) {
 	fs.Int(&c.Steps, "image-steps", "IMAGE_STEPS", DefaultSteps, "denoising steps per image")
 	fs.Float64(&c.GuidanceScale, "image-guidance-scale", "IMAGE_GUIDANCE_SCALE", DefaultGuidanceScale, "classifier-free guidance scale")
 	fs.Int64(&c.Seed, "image-seed", "IMAGE_SEED", 0, "noise seed: 0 draws one per request, any other value gives reproducible images")
+	fs.Int(&c.MaxSize, "image-max-size", "IMAGE_MAX_SIZE", DefaultSize, "largest width or height a request may ask for (at least the configured size)")
+	fs.Int(&c.MaxSteps, "image-max-steps", "IMAGE_MAX_STEPS", DefaultMaxSteps, "most denoising steps a request may ask for")
 	fs.Int(&c.Threads, "image-threads", "IMAGE_THREADS", 0, "ONNX Runtime intra-op threads per model (0: all cores)")
 }
 
@@ -85,6 +92,12 @@ func (c Config) withDefaults() Config {
 	if c.GuidanceScale == 0 {
 		c.GuidanceScale = DefaultGuidanceScale
 	}
+	// The configured size and steps are always allowed.
+	c.MaxSize = max(c.MaxSize, c.Width, c.Height)
+	if c.MaxSteps == 0 {
+		c.MaxSteps = DefaultMaxSteps
+	}
+	c.MaxSteps = max(c.MaxSteps, c.Steps)
 	return c
 }
 

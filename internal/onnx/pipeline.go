@@ -161,30 +161,78 @@ func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text str
 	return e, nil
 }
 
-// Generate runs the pipeline for job.Text and returns a PNG.
+// params are one image's settings: the job's where it gives them, else the
+// backend's.
+type params struct {
+	width, height, steps int
+	guidance             float64
+	seed                 int64
+	negative             string
+}
+
+// paramsOf resolves the job's image parameters against the configuration
+// and checks them against its limits: the worker's own check, whatever the
+// producer checked before queuing.
+func (b *Backend) paramsOf(job genq.Job) (params, error) {
+	if err := job.ValidateInput(); err != nil {
+		return params{}, err
+	}
+	if len(job.Messages) > 0 || job.Prompt != "" {
+		return params{}, genq.Errorf(genq.Invalid, "an image job needs text: messages and prompt are for the text variants")
+	}
+	p := params{width: b.cfg.Width, height: b.cfg.Height, steps: b.cfg.Steps, guidance: b.cfg.GuidanceScale,
+		seed: b.cfg.Seed, negative: job.NegativePrompt}
+	if job.Width != 0 {
+		if err := genq.ValidateImageSize(job.Width, job.Height, b.cfg.MaxSize); err != nil {
+			return params{}, err
+		}
+		p.width, p.height = job.Width, job.Height
+	}
+	if job.Steps != 0 {
+		if job.Steps > b.cfg.MaxSteps {
+			return params{}, genq.Errorf(genq.Invalid, "num_inference_steps must be between 1 and %d, not %d", b.cfg.MaxSteps, job.Steps)
+		}
+		p.steps = job.Steps
+	}
+	if job.GuidanceScale != nil {
+		p.guidance = *job.GuidanceScale
+	}
+	if job.Seed != nil {
+		p.seed = *job.Seed
+	}
+	if p.seed == 0 {
+		p.seed = rand.Int64N(1<<62) + 1
+	}
+	return p, nil
+}
+
+// Generate runs the pipeline for job.Text, with the job's image parameters
+// (size, steps, guidance, seed, negative prompt) where it sets them, and
+// returns a PNG.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
 	// The worker only runs validated jobs; benchmarks and tests call here
 	// directly, and an empty prompt is no image anyone asked for.
 	if err := genq.ValidateText(job.Text); err != nil {
 		return genq.Result{}, err
 	}
-	seed := b.cfg.Seed
-	if seed == 0 {
-		seed = rand.Int64N(1<<62) + 1
+	p, err := b.paramsOf(job)
+	if err != nil {
+		return genq.Result{}, err
 	}
 	start := time.Now()
-	png, err := b.generate(ctx, job.Text, seed, progress)
+	png, err := b.generate(ctx, job.Text, p, progress)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			err = fmt.Errorf("%w (%w)", ctxErr, err)
 		}
 		return genq.Result{}, err
 	}
-	b.log.Debug("image generated", "job", job.ID, "seed", seed, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
+	b.log.Debug("image generated", "job", job.ID, "seed", p.seed, "size", fmt.Sprintf("%dx%d", p.width, p.height),
+		"steps", p.steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
 	return genq.NewImageResult(png), nil
 }
 
-func (b *Backend) generate(ctx context.Context, text string, seed int64, progress func()) ([]byte, error) {
+func (b *Backend) generate(ctx context.Context, text string, p params, progress func()) ([]byte, error) {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx run options: %w", err)
@@ -207,14 +255,20 @@ func (b *Backend) generate(ctx context.Context, text string, seed int64, progres
 	if err != nil {
 		return nil, err
 	}
+	negative := b.negative
+	if p.negative != "" {
+		if negative, err = b.encodePrompt(ctx, ro, p.negative); err != nil {
+			return nil, err
+		}
+	}
 	if progress != nil {
 		progress()
 	}
-	latents, err := b.denoise(ctx, ro, positive, seed, progress)
+	latents, err := b.denoise(ctx, ro, positive, negative, p, progress)
 	if err != nil {
 		return nil, err
 	}
-	return b.decode(ro, latents)
+	return b.decode(ro, latents, p)
 }
 
 // initialLatents draws unit normal noise from seed.
@@ -236,8 +290,7 @@ type noiseSchedule struct {
 	unet      bool    // UNet input is scaled by 1/√(σ²+1) and predicts noise
 }
 
-func (b *Backend) schedule() noiseSchedule {
-	steps := b.cfg.Steps
+func (b *Backend) schedule(steps int) noiseSchedule {
 	if b.kind.isUNet() {
 		ts := b.euler.Timesteps(steps)
 		sigmas := b.euler.Sigmas(ts)
@@ -252,17 +305,16 @@ func (b *Backend) schedule() noiseSchedule {
 }
 
 // denoise runs the Euler loop with classifier-free guidance, both halves
-// (empty prompt, prompt) in one batch-2 denoiser call.
-func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive embedding, seed int64, progress func()) ([]float32, error) {
-	neg := b.negative
+// (negative prompt, prompt) in one batch-2 denoiser call.
+func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p params, progress func()) ([]float32, error) {
 	if neg.seqLen != positive.seqLen || neg.width != positive.width || len(neg.pooled) != len(positive.pooled) {
 		return nil, fmt.Errorf("prompt embeddings differ in shape from the negative prompt's")
 	}
 	den, io := b.denoiser, b.kind.io
-	c, h, w := b.shapes.latentChannels, int64(b.cfg.Height/8), int64(b.cfg.Width/8)
+	c, h, w := b.shapes.latentChannels, int64(p.height/8), int64(p.width/8)
 	per := int(c * h * w)
-	sched := b.schedule()
-	latents := initialLatents(seed, per)
+	sched := b.schedule(p.steps)
+	latents := initialLatents(p.seed, per)
 	for i := range latents {
 		latents[i] *= float32(sched.initNoise)
 	}
@@ -292,7 +344,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive embe
 	}
 	if io.timeIDs != "" {
 		// SDXL's size conditioning: original size, crop origin, target size.
-		hh, ww := float32(b.cfg.Height), float32(b.cfg.Width)
+		hh, ww := float32(p.height), float32(p.width)
 		ids := []float32{hh, ww, 0, 0, hh, ww}
 		if err := addFixed(io.timeIDs, ort.NewShape(2, 6), append(append([]float32(nil), ids...), ids...)); err != nil {
 			return nil, err
@@ -306,7 +358,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive embe
 	if err != nil {
 		return nil, err
 	}
-	for step := range b.cfg.Steps {
+	for step := range p.steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -325,7 +377,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive embe
 		if len(out) != 2*per {
 			return nil, fmt.Errorf("%s: %d output values, want %d", den.part, len(out), 2*per)
 		}
-		applyGuidance(pred, out[:per], out[per:], b.cfg.GuidanceScale)
+		applyGuidance(pred, out[:per], out[per:], p.guidance)
 		if sched.unet {
 			b.euler.Derivative(latents, pred, sigma)
 		}
@@ -399,15 +451,15 @@ func (s *session) timestepTensor(name string, t float32, batch int64) (ort.Value
 }
 
 // decode turns latents into a PNG through the VAE decoder.
-func (b *Backend) decode(ro *ort.RunOptions, latents []float32) ([]byte, error) {
+func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p params) ([]byte, error) {
 	vae := b.vaeDecoder
-	shape := ort.NewShape(1, b.shapes.latentChannels, int64(b.cfg.Height/8), int64(b.cfg.Width/8))
+	shape := ort.NewShape(1, b.shapes.latentChannels, int64(p.height/8), int64(p.width/8))
 	in, err := newFloatTensor(vae.inputType("latent_sample"), shape, unscaleLatents(latents, b.vae.Scaling, b.vae.Shift))
 	if err != nil {
 		return nil, fmt.Errorf("vae_decoder: %w", err)
 	}
 	defer in.Destroy()
-	outShape, err := vae.outputShape(0, 1, 3, int64(b.cfg.Height), int64(b.cfg.Width))
+	outShape, err := vae.outputShape(0, 1, 3, int64(p.height), int64(p.width))
 	if err != nil {
 		return nil, err
 	}

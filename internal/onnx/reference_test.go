@@ -38,7 +38,7 @@ func TestScheduleMatchesDiffusers(t *testing.T) {
 		steps int
 	}{{3, 28}, {3, 4}, {1, 28}, {6, 50}} {
 		b := &Backend{cfg: Config{Steps: tt.steps}, kind: kindSD3, flow: scheduler.FlowMatchEuler{Shift: tt.shift, NumTrainTimesteps: 1000}}
-		got := b.schedule()
+		got := b.schedule(b.cfg.Steps)
 		wantSigmas, wantTimesteps := refFlowMatch(tt.shift, 1000, tt.steps)
 		if len(got.sigmas) != len(wantSigmas) || len(got.timesteps) != len(wantTimesteps) {
 			t.Fatalf("shift %v, %d steps: %d sigmas and %d timesteps, want %d and %d", tt.shift, tt.steps, len(got.sigmas), len(got.timesteps), len(wantSigmas), len(wantTimesteps))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: genq's /v1 routes against the official openai npm package and
-# Python's urllib, over a real stack on free ports: bin/api with its
-# embedded nats-server, and bin/worker serving variant B's tiny model.
+# Python's urllib, over two real stacks on free ports: bin/api with its
+# embedded nats-server and bin/worker, one serving variant B's tiny model
+# (the text routes), one variant C's tiny SD3 export (the image route).
 # make test-openai builds bin/ and runs it; make test does not (it needs
 # Node).
 set -euo pipefail
@@ -24,35 +25,50 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 nats_port=$(free_port)
+port_c=$(free_port)
+nats_port_c=$(free_port)
 key="sk-genq-test-$RANDOM"
 
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
+bin/genqctl models tiny --variant C --dir "$work/model-c" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
 	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
 pids+=($!)
+# Variant C: 64×64 images in 2 steps by default, so each takes milliseconds.
+VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_NATS_STORE="$work/nats-c" \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 LOG_LEVEL=warn \
+	bin/api >"$work/api-c.log" 2>&1 &
+pids+=($!)
+VARIANT=C MODEL_DIR="$work/model-c" NATS_URL="nats://127.0.0.1:$nats_port_c" METRICS_ADDR=127.0.0.1:0 \
+	SLOTS=2 IMAGE_DEVICE=cpu IMAGE_THREADS=1 IMAGE_WIDTH=64 IMAGE_HEIGHT=64 IMAGE_STEPS=2 IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 \
+	ONNXRUNTIME_LIB="${ONNXRUNTIME_LIB:-$PWD/lib/onnxruntime/libonnxruntime.so.1}" LOG_LEVEL=warn bin/worker >"$work/worker-c.log" 2>&1 &
+pids+=($!)
 
-# Ready once the api sees the worker's heartbeat.
-for _ in $(seq 1 120); do
-	if curl -sf "http://127.0.0.1:$port/" 2>/dev/null | grep -q '"live_workers":[1-9]'; then
-		ready=1
-		break
+# Ready once each api sees its worker's heartbeat.
+for p in "$port" "$port_c"; do
+	ready=""
+	for _ in $(seq 1 120); do
+		if curl -sf "http://127.0.0.1:$p/" 2>/dev/null | grep -q '"live_workers":[1-9]'; then
+			ready=1
+			break
+		fi
+		sleep 0.5
+	done
+	if [[ -z "$ready" ]]; then
+		echo "the stack on port $p did not come up; the logs:" >&2
+		tail -n 30 "$work"/api*.log "$work"/worker*.log >&2
+		exit 1
 	fi
-	sleep 0.5
 done
-if [[ -z "${ready:-}" ]]; then
-	echo "the stack did not come up; its logs:" >&2
-	tail -n 30 "$work/api.log" "$work/worker.log" >&2
-	exit 1
-fi
 
-export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_API_KEY="$key"
+export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" GENQ_API_KEY="$key"
 status=0
-(cd test/openai && node --test) || status=$?
+(cd test/openai && node --test openai.test.mjs images.test.mjs) || status=$?
 python3 test/openai/smoke_urllib.py || status=$?
 if ((status != 0)); then
-	tail -n 30 "$work/api.log" "$work/worker.log" >&2
+	tail -n 30 "$work"/api*.log "$work"/worker*.log >&2
 fi
 exit $status

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"image/png"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/onnx"
+	"github.com/genq/genq/internal/onnx/tinyexport"
+	"github.com/genq/genq/internal/worker"
+)
+
+// ortLibrary finds ONNX Runtime: ONNXRUNTIME_LIB, else the repository's
+// lib/onnxruntime. Without it the test is skipped, unless GENQ_REQUIRE_ORT=1
+// (make test), where a missing library is a failure.
+func ortLibrary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("ONNXRUNTIME_LIB"); p != "" {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", onnx.DefaultLibraryPath)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if os.Getenv("GENQ_REQUIRE_ORT") == "1" {
+		t.Fatalf("ONNX Runtime not found at %s and ONNXRUNTIME_LIB is unset", p)
+	}
+	t.Skipf("ONNX Runtime not found at %s (set ONNXRUNTIME_LIB)", p)
+	return ""
+}
+
+// tinyImageWorker serves the tiny random-weight SD3 export through a real
+// worker, at 64×64 and 2 steps by default, so an image takes milliseconds.
+func (s *stack) tinyImageWorker(cfg onnx.Config) {
+	s.t.Helper()
+	cfg.LibraryPath, cfg.Device = ortLibrary(s.t), onnx.DeviceCPU
+	cfg.ModelDir = s.t.TempDir()
+	if err := tinyexport.Write(cfg.ModelDir, 1); err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.Slots, cfg.Threads = 2, 1
+	b, err := onnx.Open(context.Background(), cfg, testLog(s.t))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	conn, _ := openConn(s.t, s.ns, s.settings, s.variant)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := worker.New(worker.Config{WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant,
+		PollWait: 500 * time.Millisecond, HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second},
+		conn, b, testLog(s.t), prometheus.NewRegistry())
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	s.t.Cleanup(func() { cancel(); <-done; b.Close() })
+	s.waitLive(1)
+}
+
+type imagesResponse struct {
+	Created int64 `json:"created"`
+	Data    []struct {
+		B64JSON string `json:"b64_json"`
+	} `json:"data"`
+}
+
+// pngs decodes every image of an answer and checks its size.
+func pngs(t *testing.T, r response, w, h int) [][]byte {
+	t.Helper()
+	out := decodeAs[imagesResponse](t, r)
+	if r.status != http.StatusOK || out.Created < 1e9 || len(out.Data) == 0 {
+		t.Fatalf("%d %.300s", r.status, r.body)
+	}
+	var images [][]byte
+	for _, d := range out.Data {
+		raw, err := base64.StdEncoding.DecodeString(d.B64JSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(raw))
+		if err != nil || cfg.Width != w || cfg.Height != h {
+			t.Fatalf("image: %+v, %v; want a %dx%d PNG", cfg, err, w, h)
+		}
+		images = append(images, raw)
+	}
+	return images
+}
+
+func TestOpenAIImages(t *testing.T) {
+	const key = "sk-test"
+	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{APIKeys: []string{key},
+		Images: httpapi.ImageLimits{MaxSize: 128, MaxSteps: 4, MaxN: 2}}})
+	s.tinyImageWorker(onnx.Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	const path = "/v1/images/generations"
+
+	t.Run("size, steps, guidance and seed", func(t *testing.T) {
+		body := `{"prompt":"a cat","size":"96x64","response_format":"b64_json","num_inference_steps":3,"guidance_scale":3.5,"seed":7,"negative_prompt":"blurry"}`
+		first := pngs(t, s.postKey(path, key, body), 96, 64)
+		again := pngs(t, s.postKey(path, key, body), 96, 64)
+		if len(first) != 1 || !bytes.Equal(first[0], again[0]) {
+			t.Fatal("the same seed gave different images")
+		}
+		other := pngs(t, s.postKey(path, key, strings.Replace(body, `"seed":7`, `"seed":8`, 1)), 96, 64)
+		if bytes.Equal(first[0], other[0]) {
+			t.Fatal("another seed gave the same image")
+		}
+	})
+	t.Run("defaults and n", func(t *testing.T) {
+		images := pngs(t, s.postKey(path, key, `{"model":"sd3","prompt":"a dog","n":2,"seed":1}`), 64, 64)
+		if len(images) != 2 || bytes.Equal(images[0], images[1]) {
+			t.Fatalf("n=2 gave %d images (identical: %v)", len(images), len(images) == 2)
+		}
+	})
+	for _, tt := range []struct{ name, body, message string }{
+		{"size not a multiple of 16", `{"prompt":"x","size":"100x64"}`, "multiples of 16"},
+		{"size over the limit", `{"prompt":"x","size":"1024x1024"}`, "from 64 to 128"},
+		{"size malformed", `{"prompt":"x","size":"big"}`, "WIDTHxHEIGHT"},
+		{"steps over the limit", `{"prompt":"x","num_inference_steps":5}`, "between 1 and 4"},
+		{"steps zero", `{"prompt":"x","num_inference_steps":0}`, "between 1 and 4"},
+		{"guidance out of range", `{"prompt":"x","guidance_scale":-1}`, "guidance_scale must be between 0 and 30"},
+		{"n over the limit", `{"prompt":"x","n":3}`, "n must be between 1 and 2"},
+		{"url format", `{"prompt":"x","response_format":"url"}`, "response_format url is not supported"},
+		{"no prompt", `{"size":"64x64"}`, "prompt is required"},
+		{"text route", `{"messages":[{"role":"user","content":"x"}]}`, "makes images"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := path
+			if tt.name == "text route" {
+				p = "/v1/chat/completions"
+			}
+			r := s.postKey(p, key, tt.body)
+			e := decodeAs[v1Err](t, r)
+			if r.status != http.StatusBadRequest || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, tt.message) {
+				t.Fatalf("%d %s; want 400 with %q", r.status, r.body, tt.message)
+			}
+		})
+	}
+}
+
+func TestOpenAIImagesOnTextVariant(t *testing.T) {
+	s := newStack(t, stackOptions{variant: genq.VariantB})
+	r := s.postKey("/v1/images/generations", "", `{"prompt":"a cat"}`)
+	if e := decodeAs[v1Err](t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Error.Message, "needs the image variant") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
