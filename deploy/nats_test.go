@@ -272,18 +272,19 @@ func testIsolation(t *testing.T, ns *server.Server) {
 			t.Error(err)
 			return
 		}
-		for ctx.Err() == nil {
+		// Two jobs: the api's interactive one, then the batch role's.
+		for served := 0; served < 2 && ctx.Err() == nil; {
 			d, err := p.Next(time.Second)
 			if err != nil || d == nil {
 				continue
 			}
+			served++
 			if !worker.ReplyAllowed(d.Job.ReplyTo) {
-				t.Errorf("the api's reply subject %q is not allowed", d.Job.ReplyTo)
+				t.Errorf("the reply subject %q is not allowed", d.Job.ReplyTo)
 			}
 			if err := d.Complete(ctx, genq.NewTextResult("secret answer"), natsqueue.ReplyMeta{Worker: "w"}); err != nil {
 				t.Error(err)
 			}
-			return
 		}
 	}()
 	job := genq.Job{ID: "job-1", Variant: genq.VariantB, Text: "secret prompt", Deadline: time.Now().Add(20 * time.Second)}
@@ -295,6 +296,21 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	answer.Body.Close()
 	if !strings.Contains(string(body), "secret answer") {
 		t.Fatalf("answer %q", body)
+	}
+
+	// The batch role queues batch jobs, which the worker runs and acks.
+	batchClient, err := natsqueue.NewBatchClient(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err = batchClient.Run(ctx, genq.Job{ID: "batch-1", Variant: genq.VariantB, Text: "batch prompt", Deadline: time.Now().Add(20 * time.Second)})
+	if err != nil {
+		t.Fatalf("the batch role's job did not run under the shipped users: %v", err)
+	}
+	answer.Body.Close()
+	// It may not publish interactive jobs: those are the api's.
+	if err := batch.NATS().Publish(natsqueue.JobsSubject(genq.VariantB), []byte("{}")); err != nil {
+		t.Fatal(err)
 	}
 
 	// The batch role cannot pull the workers' jobs either.
@@ -316,5 +332,8 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	}
 	if len(denied) == 0 {
 		t.Fatal("no permission violation reported: the subscriptions were not refused")
+	}
+	if !slices.ContainsFunc(denied, func(e string) bool { return strings.Contains(e, `Publish to "genq.jobs.B"`) }) {
+		t.Fatalf("the batch role published an interactive job; violations reported: %v", denied)
 	}
 }

@@ -98,7 +98,9 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer conn.Close()
-	client, err := natsqueue.NewClient(conn)
+	// Batch jobs have their own capacity and yield to interactive ones, so
+	// a large submit neither fills the api's queue nor delays its callers.
+	client, err := natsqueue.NewBatchClient(conn)
 	if err != nil {
 		return err
 	}

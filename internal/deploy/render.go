@@ -421,21 +421,33 @@ func (o Options) workerScaledObject() *ScaledObject {
 			CooldownPeriod:  ptr(int32(o.CooldownPeriod.Seconds())),
 			MinReplicaCount: ptr(int32(0)),
 			MaxReplicaCount: ptr(int32(o.MaxWorkers)),
-			Triggers: []ScaleTriggers{{
-				Type: "nats-jetstream",
-				Metadata: map[string]string{
-					"natsServerMonitoringEndpoint": o.NATSMonitoringEndpoint,
-					"account":                      "$G",
-					"stream":                       natsqueue.JobsStream,
-					"consumer":                     natsqueue.ConsumerName(o.Variant),
-					// Lag counts jobs queued and running: one worker per
-					// Slots of them.
-					"lagThreshold": strconv.Itoa(o.Slots),
-					// One job (or one wake-up signal from /readiness) is
-					// enough to start the first worker.
-					"activationLagThreshold": "0",
-				},
-			}},
+			// One trigger per class: each consumer's lag counts jobs queued
+			// and running. KEDA hands the HPA one metric per trigger and the
+			// HPA follows the larger demand; any trigger above activation
+			// starts the first worker.
+			Triggers: []ScaleTriggers{
+				o.lagTrigger(natsqueue.Interactive),
+				o.lagTrigger(natsqueue.Batch),
+			},
+		},
+	}
+}
+
+// lagTrigger scales on the lag of class c's consumer of the variant.
+func (o Options) lagTrigger(c natsqueue.Class) ScaleTriggers {
+	return ScaleTriggers{
+		Type: "nats-jetstream",
+		Name: c.String(),
+		Metadata: map[string]string{
+			"natsServerMonitoringEndpoint": o.NATSMonitoringEndpoint,
+			"account":                      "$G",
+			"stream":                       c.Stream(),
+			"consumer":                     c.Consumer(o.Variant),
+			// One worker per Slots jobs of the class.
+			"lagThreshold": strconv.Itoa(o.Slots),
+			// One job (or, on the interactive consumer, one wake-up
+			// signal from /readiness) is enough to start the first worker.
+			"activationLagThreshold": "0",
 		},
 	}
 }

@@ -284,20 +284,29 @@ func checkScaledObject(t *testing.T, o Options, so ScaledObject, slots string) {
 	if s.MinReplicaCount == nil || *s.MinReplicaCount != 0 || s.ScaleTargetRef.Name != o.Name+"-worker" {
 		t.Errorf("ScaledObject spec %+v: want minReplicaCount 0 on the worker", s)
 	}
-	if len(s.Triggers) != 1 || s.Triggers[0].Type != "nats-jetstream" {
-		t.Fatalf("triggers %+v, want one nats-jetstream", s.Triggers)
+	if len(s.Triggers) != 2 {
+		t.Fatalf("triggers %+v, want two nats-jetstream: interactive and batch", s.Triggers)
 	}
-	want := map[string]string{
-		"natsServerMonitoringEndpoint": "nats-headless.nats.svc.cluster.local:8222",
-		"stream":                       "GENQ_JOBS",
-		"consumer":                     "genq-worker-" + string(o.Variant),
-		"lagThreshold":                 slots,
-		"activationLagThreshold":       "0",
-		"account":                      "$G",
-	}
-	for k, v := range want {
-		if got := s.Triggers[0].Metadata[k]; got != v {
-			t.Errorf("trigger %s = %q, want %q", k, got, v)
+	for i, tc := range []struct{ name, stream, consumer string }{
+		{"interactive", "GENQ_JOBS", "genq-worker-" + string(o.Variant)},
+		{"batch", "GENQ_BATCH_JOBS", "genq-worker-batch-" + string(o.Variant)},
+	} {
+		tr := s.Triggers[i]
+		if tr.Type != "nats-jetstream" || tr.Name != tc.name {
+			t.Errorf("trigger %d is %s %q, want nats-jetstream %q", i, tr.Type, tr.Name, tc.name)
+		}
+		want := map[string]string{
+			"natsServerMonitoringEndpoint": "nats-headless.nats.svc.cluster.local:8222",
+			"stream":                       tc.stream,
+			"consumer":                     tc.consumer,
+			"lagThreshold":                 slots,
+			"activationLagThreshold":       "0",
+			"account":                      "$G",
+		}
+		for k, v := range want {
+			if got := tr.Metadata[k]; got != v {
+				t.Errorf("trigger %s: %s = %q, want %q", tc.name, k, got, v)
+			}
 		}
 	}
 }

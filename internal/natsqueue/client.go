@@ -24,6 +24,7 @@ type Client struct {
 	conn  *Conn
 	inbox string
 	sub   *nats.Subscription
+	class Class // of every job it queues; see NewBatchClient
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
@@ -82,7 +83,7 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 		cl.mu.Unlock()
 	}
 
-	dup, err := cl.conn.Publish(ctx, job)
+	dup, err := cl.conn.Publish(ctx, job, WithClass(cl.class))
 	if err != nil {
 		forget()
 		// The server may have queued the job before the PubAck was lost, and
@@ -196,17 +197,18 @@ var errNotConnected = errors.New("not connected to NATS")
 
 // Publish queues job. It does not wait for a result. duplicate reports that
 // a job of the same id was already queued within the dedup window, so this
-// one was dropped.
-func (c *Conn) Publish(ctx context.Context, job genq.Job) (duplicate bool, err error) {
-	return c.publish(ctx, job, pubAckWait, publishGiveUp)
+// one was dropped. opts pick the job's class (AsBatch); it is interactive by
+// default.
+func (c *Conn) Publish(ctx context.Context, job genq.Job, opts ...PublishOption) (duplicate bool, err error) {
+	return c.publish(ctx, job, applyPublishOptions(opts).class, pubAckWait, publishGiveUp)
 }
 
-func (c *Conn) publish(ctx context.Context, job genq.Job, ackWait, giveUp time.Duration) (bool, error) {
+func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, ackWait, giveUp time.Duration) (bool, error) {
 	data, err := json.Marshal(job)
 	if err != nil {
 		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
 	}
-	msg := &nats.Msg{Subject: JobsSubject(job.Variant), Header: nats.Header{}, Data: data}
+	msg := &nats.Msg{Subject: class.Subject(job.Variant), Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
 	ack, err := c.publishMsg(ctx, msg, ackWait, giveUp)
 	if err != nil {

@@ -21,6 +21,8 @@ type Delivery struct {
 	variant genq.Variant // of the consumer it came from: a malformed Job may name none
 	// Job is the decoded job; Job.Attempt is this delivery's number.
 	Job genq.Job
+	// Class is the class of the consumer it came from.
+	Class Class
 	// Wakeup marks a wake-up signal: it carries no job and is only acked.
 	Wakeup bool
 	// Malformed is set when the body could not be decoded; Job.ID may be empty.
@@ -41,58 +43,113 @@ type Delivery struct {
 	lastProgress time.Time
 }
 
-// Puller pulls the jobs of one variant.
+// Puller pulls the jobs of one variant, interactive ones before batch ones.
+// It is safe for concurrent use: every slot of a worker shares one.
 type Puller struct {
-	conn     *Conn
-	variant  genq.Variant
+	conn    *Conn
+	variant genq.Variant
+	// queues in the order they are served: interactive, then batch.
+	queues [2]pullQueue
+}
+
+// pullQueue is the durable consumer of one class.
+type pullQueue struct {
+	class    Class
 	consumer jetstream.Consumer
 	// maxDeliver is the consumer's delivery limit; 0 or less: none.
 	maxDeliver int
 }
 
-// NewPuller binds the variant's durable consumer.
+// batchCheckEvery bounds how long an idle Next waits on the interactive
+// consumer alone before it looks at the batch consumer again: the delay a
+// batch job may see on an idle worker, and an idle slot's rate of pull
+// requests (two per period).
+const batchCheckEvery = 500 * time.Millisecond
+
+// NewPuller binds the variant's durable consumers.
 func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
-	cons, err := c.js.Consumer(ctx, JobsStream, ConsumerName(v))
-	if err != nil {
-		return nil, fmt.Errorf("bind consumer %s: %w", ConsumerName(v), err)
-	}
-	p := &Puller{conn: c, variant: v, consumer: cons}
-	if info := cons.CachedInfo(); info != nil {
-		p.maxDeliver = info.Config.MaxDeliver
+	p := &Puller{conn: c, variant: v}
+	for i, class := range []Class{Interactive, Batch} {
+		cons, err := c.js.Consumer(ctx, class.Stream(), class.Consumer(v))
+		if err != nil {
+			return nil, fmt.Errorf("bind consumer %s: %w", class.Consumer(v), err)
+		}
+		p.queues[i] = pullQueue{class: class, consumer: cons}
+		if info := cons.CachedInfo(); info != nil {
+			p.queues[i].maxDeliver = info.Config.MaxDeliver
+		}
 	}
 	return p, nil
 }
 
 // Next asks for one job and waits up to wait for it. It returns nil, nil when
-// none came. One call is one pull request for one message: a worker with k
-// free slots keeps k calls outstanding, so it never holds a job it cannot run.
+// none came. One call holds at most one pull request for one message at a
+// time: a worker with k free slots keeps k calls outstanding, so it never
+// holds a job it cannot run.
+//
+// The priority rule: each call first asks the interactive consumer, then
+// the batch consumer, without waiting; a batch job is taken only when no
+// interactive job was waiting. With nothing waiting, it waits on the
+// interactive consumer only, batchCheckEvery at a time, and asks the batch
+// consumer again in between. It never waits on the batch consumer, so an
+// interactive job waits for at most one running job per slot to end,
+// however many batch jobs are queued.
 //
 // The pull takes no context on purpose: abandoning it midway could drop a
 // message already on its way, which would then wait out AckWait.
 func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
-	batch, err := p.consumer.Fetch(1, jetstream.FetchMaxWait(wait))
+	interactive, batch := &p.queues[0], &p.queues[1]
+	if d, err := p.fetch(interactive, 0); d != nil || err != nil {
+		return d, err
+	}
+	end := time.Now().Add(wait)
+	for {
+		if d, err := p.fetch(batch, 0); d != nil || err != nil {
+			return d, err
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return nil, nil
+		}
+		if d, err := p.fetch(interactive, min(left, batchCheckEvery)); d != nil || err != nil {
+			return d, err
+		}
+	}
+}
+
+// fetch pulls at most one message from q, waiting up to wait for it; with
+// wait 0, only a message already waiting.
+func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
+	var batch jetstream.MessageBatch
+	var err error
+	if wait > 0 {
+		batch, err = q.consumer.Fetch(1, jetstream.FetchMaxWait(wait))
+	} else {
+		batch, err = q.consumer.FetchNoWait(1)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
 	}
 	var d *Delivery
 	for m := range batch.Messages() {
-		d = p.decode(m)
+		d = p.decode(q, m)
 	}
 	if d == nil {
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) &&
+			!errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
 		}
 	}
 	return d, nil
 }
 
-func (p *Puller) decode(m jetstream.Msg) *Delivery {
-	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Data: m.Data()}
+func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
+	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Data: m.Data()}
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp
 		d.Seq = meta.Sequence.Stream
-		d.Last = p.maxDeliver > 0 && d.Job.Attempt >= p.maxDeliver
+		d.Last = q.maxDeliver > 0 && d.Job.Attempt >= q.maxDeliver
 	}
 	if m.Headers().Get(HeaderKind) == KindWakeup {
 		d.Wakeup = true

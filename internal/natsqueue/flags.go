@@ -21,6 +21,7 @@ func (o *ConnectOptions) RegisterFlags(fs *envflag.Set, defaultURL string) {
 func (s *Settings) RegisterFlags(fs *envflag.Set) {
 	d := DefaultSettings()
 	fs.Int64(&s.QueueCapacity, "queue-capacity", "QUEUE_CAPACITY", d.QueueCapacity, "jobs per variant queued or running before new ones get 429")
+	fs.Int64(&s.BatchQueueCapacity, "batch-queue-capacity", "BATCH_QUEUE_CAPACITY", d.BatchQueueCapacity, "batch jobs per variant queued or running before new ones are refused (their own capacity, apart from QUEUE_CAPACITY)")
 	fs.Duration(&s.MaxJobAge, "job-max-age", "JOB_MAX_AGE", d.MaxJobAge, "jobs not pulled within this are dropped from the queue")
 	fs.Duration(&s.DedupWindow, "dedup-window", "DEDUP_WINDOW", d.DedupWindow, "a job id published twice within this runs once")
 	fs.Duration(&s.AckWait, "ack-wait", "JOB_ACK_WAIT", d.AckWait, "a silent worker's job goes to another worker after this")

@@ -12,13 +12,15 @@ import (
 
 // Names of the JetStream assets. They are part of the protocol.
 const (
-	JobsStream     = "GENQ_JOBS"    // work-queue stream of jobs, subjects genq.jobs.<variant>
-	DeadStream     = "GENQ_DEAD"    // dead-lettered jobs, subjects genq.dead.<variant>
-	WorkersBucket  = "GENQ_WORKERS" // KV: worker heartbeats, key <variant>.<worker id>
-	CancelBucket   = "GENQ_CANCEL"  // KV: cancelled job ids
-	ResultsBucket  = "GENQ_RESULTS" // object store: results kept for later fetch, and large ones
-	jobsSubjectFmt = "genq.jobs.%s"
-	deadSubjectFmt = "genq.dead.%s"
+	JobsStream      = "GENQ_JOBS"       // work-queue stream of interactive jobs, subjects genq.jobs.<variant>
+	BatchStream     = "GENQ_BATCH_JOBS" // work-queue stream of batch jobs, subjects genq.batch.<variant>
+	DeadStream      = "GENQ_DEAD"       // dead-lettered jobs, subjects genq.dead.<variant>
+	WorkersBucket   = "GENQ_WORKERS"    // KV: worker heartbeats, key <variant>.<worker id>
+	CancelBucket    = "GENQ_CANCEL"     // KV: cancelled job ids
+	ResultsBucket   = "GENQ_RESULTS"    // object store: results kept for later fetch, and large ones
+	jobsSubjectFmt  = "genq.jobs.%s"
+	batchSubjectFmt = "genq.batch.%s"
+	deadSubjectFmt  = "genq.dead.%s"
 )
 
 // Message headers of the protocol.
@@ -44,11 +46,19 @@ const (
 // JobsSubject is the subject jobs of variant v are published to.
 func JobsSubject(v genq.Variant) string { return fmt.Sprintf(jobsSubjectFmt, v) }
 
+// BatchSubject is the subject batch jobs of variant v are published to.
+// Workers take them only when no interactive job of v is waiting.
+func BatchSubject(v genq.Variant) string { return fmt.Sprintf(batchSubjectFmt, v) }
+
 // DeadSubject is the subject failed jobs of variant v are dead-lettered to.
 func DeadSubject(v genq.Variant) string { return fmt.Sprintf(deadSubjectFmt, v) }
 
 // ConsumerName is the durable pull consumer the workers of variant v share.
 func ConsumerName(v genq.Variant) string { return "genq-worker-" + string(v) }
+
+// BatchConsumerName is the durable pull consumer of BatchStream the workers
+// of variant v share.
+func BatchConsumerName(v genq.Variant) string { return "genq-worker-batch-" + string(v) }
 
 // errorBody is the body of an error reply, and of a stored error result.
 type errorBody struct {

@@ -18,6 +18,10 @@ type Settings struct {
 	// QueueCapacity bounds the jobs of one variant in the stream, queued or
 	// running. A publish beyond it is refused: the api answers 429.
 	QueueCapacity int64
+	// BatchQueueCapacity is the same bound for batch jobs, which have their
+	// own stream: a full batch queue leaves QueueCapacity to the
+	// interactive callers.
+	BatchQueueCapacity int64
 	// MaxJobAge drops jobs nobody pulled for this long. It should be at least
 	// the longest deadline a producer uses.
 	MaxJobAge time.Duration
@@ -49,22 +53,23 @@ type Settings struct {
 // DefaultSettings are the protocol's documented defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		QueueCapacity:  1000,
-		MaxJobAge:      time.Hour,
-		DedupWindow:    2 * time.Minute,
-		AckWait:        15 * time.Second,
-		MaxAttempts:    3,
-		ResultTTL:      time.Hour,
-		ResultMaxBytes: 0,
-		HeartbeatTTL:   15 * time.Second,
-		Replicas:       1,
+		QueueCapacity:      1000,
+		BatchQueueCapacity: 100_000,
+		MaxJobAge:          time.Hour,
+		DedupWindow:        2 * time.Minute,
+		AckWait:            15 * time.Second,
+		MaxAttempts:        3,
+		ResultTTL:          time.Hour,
+		ResultMaxBytes:     0,
+		HeartbeatTTL:       15 * time.Second,
+		Replicas:           1,
 	}
 }
 
 func (s Settings) validate() error {
 	var errs []error
-	if s.QueueCapacity < 1 {
-		errs = append(errs, errors.New("queue capacity must be at least 1"))
+	if s.QueueCapacity < 1 || s.BatchQueueCapacity < 1 {
+		errs = append(errs, errors.New("queue capacities must be at least 1"))
 	}
 	if s.AckWait < time.Second {
 		errs = append(errs, errors.New("ack wait must be at least 1s"))
@@ -97,23 +102,28 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 	if err := s.validate(); err != nil {
 		return err
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:                 JobsStream,
-		Description:          "genq jobs, one subject per variant",
-		Subjects:             []string{fmt.Sprintf(jobsSubjectFmt, "*")},
-		Retention:            jetstream.WorkQueuePolicy,
-		Discard:              jetstream.DiscardNew,
-		DiscardNewPerSubject: true,
-		MaxMsgsPerSubject:    s.QueueCapacity,
-		MaxAge:               s.MaxJobAge,
-		Duplicates:           s.DedupWindow,
-		Storage:              s.storage(),
-		Replicas:             s.replicas(),
-	})
-	if err != nil {
-		return fmt.Errorf("ensure stream %s: %w", JobsStream, err)
+	// One stream per class, each with its own per-variant capacity: a
+	// stream has a single MaxMsgsPerSubject. GENQ_JOBS keeps its name and
+	// subjects, so an existing deployment and its consumers stay as they
+	// are; GENQ_BATCH_JOBS is added beside it.
+	for _, c := range []Class{Interactive, Batch} {
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:                 c.Stream(),
+			Description:          c.streamDescription(),
+			Subjects:             []string{c.Subject("*")},
+			Retention:            jetstream.WorkQueuePolicy,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			MaxMsgsPerSubject:    s.capacity(c),
+			MaxAge:               s.MaxJobAge,
+			Duplicates:           s.DedupWindow,
+			Storage:              s.storage(),
+			Replicas:             s.replicas(),
+		}); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", c.Stream(), err)
+		}
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        DeadStream,
 		Description: "genq jobs that failed every attempt",
 		Subjects:    []string{fmt.Sprintf(deadSubjectFmt, "*")},
@@ -128,25 +138,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		return fmt.Errorf("ensure stream %s: %w", DeadStream, err)
 	}
 	for _, v := range variants {
-		if s.AdoptConsumer {
-			if _, err := js.Consumer(ctx, JobsStream, ConsumerName(v)); err == nil {
-				continue
+		for _, c := range []Class{Interactive, Batch} {
+			if err := ensureConsumer(ctx, js, s, c, v); err != nil {
+				return err
 			}
-		}
-		_, err := js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(v),
-			Description:   "workers of variant " + string(v),
-			FilterSubject: JobsSubject(v),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       s.AckWait,
-			// See maxDeliver: room for the attempts, the crashes that are
-			// not charged, and a last delivery that only dead-letters.
-			MaxDeliver:    maxDeliver(s.MaxAttempts),
-			MaxAckPending: -1,
-			MaxWaiting:    4096,
-		})
-		if err != nil {
-			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(v), err)
 		}
 	}
 	if err := ensureWorkersBucket(ctx, js, s); err != nil {
@@ -166,6 +161,32 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
 	}); err != nil {
 		return fmt.Errorf("ensure object store %s: %w", ResultsBucket, err)
+	}
+	return nil
+}
+
+// ensureConsumer creates or updates the durable consumer of class c's
+// stream for variant v.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c Class, v genq.Variant) error {
+	if s.AdoptConsumer {
+		if _, err := js.Consumer(ctx, c.Stream(), c.Consumer(v)); err == nil {
+			return nil
+		}
+	}
+	_, err := js.CreateOrUpdateConsumer(ctx, c.Stream(), jetstream.ConsumerConfig{
+		Durable:       c.Consumer(v),
+		Description:   fmt.Sprintf("workers of variant %s, %s jobs", v, c),
+		FilterSubject: c.Subject(v),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.AckWait,
+		// See maxDeliver: room for the attempts, the crashes that are
+		// not charged, and a last delivery that only dead-letters.
+		MaxDeliver:    maxDeliver(s.MaxAttempts),
+		MaxAckPending: -1,
+		MaxWaiting:    4096,
+	})
+	if err != nil {
+		return fmt.Errorf("ensure consumer %s: %w", c.Consumer(v), err)
 	}
 	return nil
 }

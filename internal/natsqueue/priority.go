@@ -1,0 +1,105 @@
+package natsqueue
+
+import (
+	"fmt"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Class is a job's priority class. It picks the subject the job is
+// published to, and with it the stream, the capacity and the consumer it
+// goes through: interactive and batch jobs never share a capacity, so a
+// full batch queue cannot make an interactive caller get 429, and workers
+// take a batch job only when no interactive job is waiting.
+type Class int
+
+const (
+	// Interactive jobs have a caller waiting on an open request: the api's
+	// synchronous routes. genq.jobs.<variant>, GENQ_JOBS, QUEUE_CAPACITY.
+	// Producers that name no class, old ones included, land here.
+	Interactive Class = iota
+	// Batch jobs have nobody waiting on a connection: genqctl submit, the
+	// async job routes, direct NATS producers that opt in.
+	// genq.batch.<variant>, GENQ_BATCH_JOBS, BATCH_QUEUE_CAPACITY.
+	Batch
+)
+
+func (c Class) String() string {
+	if c == Batch {
+		return "batch"
+	}
+	return "interactive"
+}
+
+// Subject is where jobs of this class and variant v are published.
+func (c Class) Subject(v genq.Variant) string {
+	if c == Batch {
+		return BatchSubject(v)
+	}
+	return JobsSubject(v)
+}
+
+// Stream holds the jobs of this class.
+func (c Class) Stream() string {
+	if c == Batch {
+		return BatchStream
+	}
+	return JobsStream
+}
+
+// Consumer is the durable consumer the workers of variant v pull this
+// class's jobs from.
+func (c Class) Consumer(v genq.Variant) string {
+	if c == Batch {
+		return BatchConsumerName(v)
+	}
+	return ConsumerName(v)
+}
+
+// PublishOption adjusts one publish.
+type PublishOption func(*publishOptions)
+
+type publishOptions struct {
+	class Class
+}
+
+// AsBatch queues the job as a batch job: on its own, larger capacity, run
+// only when no interactive job of its variant is waiting. For producers
+// nobody waits on synchronously (genqctl submit, async job routes).
+func AsBatch() PublishOption { return WithClass(Batch) }
+
+// WithClass queues the job in class c; the default is Interactive.
+func WithClass(c Class) PublishOption {
+	return func(o *publishOptions) { o.class = c }
+}
+
+func applyPublishOptions(opts []PublishOption) publishOptions {
+	var o publishOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// capacity is the per-variant bound of class c's stream.
+func (s Settings) capacity(c Class) int64 {
+	if c == Batch {
+		return s.BatchQueueCapacity
+	}
+	return s.QueueCapacity
+}
+
+func (c Class) streamDescription() string {
+	return fmt.Sprintf("genq %s jobs, one subject per variant", c)
+}
+
+// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
+// (genqctl submit): its Run queues them as AsBatch does.
+func NewBatchClient(c *Conn) (*Client, error) {
+	cl, err := NewClient(c)
+	if err != nil {
+		return nil, err
+	}
+	cl.class = Batch
+	return cl, nil
+}
