@@ -176,7 +176,6 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"no key", "/v1/chat/completions", "", `{"messages":[{"role":"user","content":"x"}]}`, 401, "authentication_error", "API key"},
 		{"wrong key", "/v1/completions", "sk-wrong", `{"prompt":"x"}`, 401, "authentication_error", "API key"},
 		{"n over 1", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"n":2}`, 400, "invalid_request_error", "one choice per request"},
-		{"streaming", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"stream":true}`, 400, "invalid_request_error", "streaming is not supported yet"},
 		{"temperature out of range", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":3}`, 400, "invalid_request_error", "temperature must be between 0 and 2"},
 		{"max_tokens over the cap", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":17}`, 400, "invalid_request_error", "at most 16 tokens"},
 		{"max_tokens zero", "/v1/completions", key, `{"prompt":"x","max_tokens":0}`, 400, "invalid_request_error", "max_tokens must be at least 1"},

@@ -234,11 +234,17 @@ func (b *Backend) Info() genq.BackendInfo { return b.info }
 // Generate answers one job. It blocks until the answer is complete or ctx
 // ends; in the latter case the sequence leaves the batch at once.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+	return b.GenerateStream(ctx, job, progress, nil)
+}
+
+// GenerateStream is Generate, handing each new piece of the answer to emit
+// (when not nil) as it is sampled: genq.TextStreamer.
+func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(string)) (genq.Result, error) {
 	// A batch producer can publish anything: check again what the api checked.
 	if err := job.ValidateInput(); err != nil {
 		return genq.Result{}, err
 	}
-	out, err := b.generateJob(ctx, job)
+	out, err := b.generateJobStream(ctx, job, emit)
 	if err != nil {
 		return genq.Result{}, err
 	}
@@ -264,10 +270,15 @@ func (b *Backend) generate(ctx context.Context, text string) (generation, error)
 }
 
 func (b *Backend) generateJob(ctx context.Context, job genq.Job) (generation, error) {
+	return b.generateJobStream(ctx, job, nil)
+}
+
+func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(string)) (generation, error) {
 	req, err := b.newJobRequest(job)
 	if err != nil {
 		return generation{}, err
 	}
+	req.emit = emit
 	return b.sched.run(ctx, req)
 }
 
@@ -587,6 +598,7 @@ func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
 			seq.finishAs(genq.FinishStop)
 			return true, nil
 		}
+		seq.emitSafe()
 	}
 	if seq.generated >= b.maxTokens(seq) {
 		seq.finishAs(genq.FinishLength)

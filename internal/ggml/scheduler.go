@@ -51,6 +51,8 @@ type request struct {
 	maxTokens int
 	stop      []string
 	narrowK   int
+	// emit, when set, gets the answer's text piece by piece (stream.go).
+	emit func(string)
 
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
@@ -82,6 +84,7 @@ type sequence struct {
 	finished  bool // no more tokens: answered, or its caller went away
 	text      strings.Builder
 	utf8      utf8stream.Stream
+	emitted   int // bytes of text handed to req.emit
 
 	// isolate is the group a failed step's bisection put the sequence in
 	// (0: none); redo says it starts over from its prompt once no step in
@@ -703,6 +706,7 @@ func (s *scheduler) complete(seq *sequence, err error) {
 		req.err = fmt.Errorf("text generation: %w", err)
 	} else {
 		seq.text.WriteString(seq.utf8.Flush())
+		seq.emitRest()
 		req.res.Text = seq.text.String()
 		req.res.PromptTokens = len(req.prompt)
 		req.res.Tokens = seq.generated
@@ -759,6 +763,13 @@ func (s *scheduler) isolating() int {
 // restart puts seq back at the start of its prompt, with no cells and no
 // answer, as start left it.
 func (s *scheduler) restart(seq *sequence) {
+	if seq.emitted > 0 {
+		// Its caller already has part of the answer, which a new start
+		// need not repeat: fail it (retryable), and let the stream's
+		// receiver end with an error rather than contradicting text.
+		s.complete(seq, errStreamRestarted)
+		return
+	}
 	b := s.b
 	if err := b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
 		s.complete(seq, fmt.Errorf("restart after a failed step: %w", err))

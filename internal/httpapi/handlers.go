@@ -128,8 +128,14 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // caller closes a returned answer's body.
 func (s *Server) runJob(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
 	log *slog.Logger, render errorRenderer) *genq.Answer {
+	return s.runJobWith(ctx, w, job, start, log, render, s.jobs.Run)
+}
+
+// runJobWith is runJob with run in place of Jobs.Run: a streaming job's.
+func (s *Server) runJobWith(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
+	log *slog.Logger, render errorRenderer, run func(context.Context, genq.Job) (*genq.Answer, error)) *genq.Answer {
 	s.metrics.inFlight.Inc()
-	answer, err := s.jobs.Run(ctx, job)
+	answer, err := run(ctx, job)
 	s.metrics.inFlight.Dec()
 	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
 		err = errShuttingDown // the job is cancelled; the caller may retry elsewhere

@@ -33,7 +33,13 @@ type v1Params struct {
 	Stop                genq.StopList `json:"stop"`
 	N                   *int          `json:"n"`
 	Stream              bool          `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
+
+// includeUsage reports whether a stream ends with a chunk of token counts.
+func (p v1Params) includeUsage() bool { return p.StreamOptions != nil && p.StreamOptions.IncludeUsage }
 
 type chatRequest struct {
 	v1Params
@@ -56,8 +62,6 @@ func (p v1Params) job(j *genq.Job) error {
 	switch {
 	case p.N != nil && *p.N != 1:
 		return genq.Errorf(genq.Invalid, "n is %d: this server returns one choice per request; send n: 1 or leave it out", *p.N)
-	case p.Stream:
-		return genq.Errorf(genq.Invalid, "streaming is not supported yet; send stream: false or leave it out")
 	case p.MaxTokens != nil && *p.MaxTokens < 1:
 		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not %d", *p.MaxTokens)
 	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens < 1:
@@ -69,7 +73,7 @@ func (p v1Params) job(j *genq.Job) error {
 	if p.MaxCompletionTokens != nil {
 		j.MaxCompletionTokens = *p.MaxCompletionTokens
 	}
-	j.Temperature, j.TopP, j.Seed, j.Stop = p.Temperature, p.TopP, p.Seed, p.Stop
+	j.Temperature, j.TopP, j.Seed, j.Stop, j.Stream = p.Temperature, p.TopP, p.Seed, p.Stop, p.Stream
 	return nil
 }
 
@@ -197,18 +201,18 @@ func (s *Server) promptText(raw json.RawMessage) (string, error) {
 }
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.handleV1(w, r, func(body []byte, job *genq.Job) (string, error) {
+	s.handleV1(w, r, func(body []byte, job *genq.Job) (v1Params, error) {
 		var req chatRequest
 		if err := decodeV1(body, &req); err != nil {
-			return "", err
+			return v1Params{}, err
 		}
 		msgs, err := s.messages(req.Messages)
 		if err != nil {
-			return "", err
+			return v1Params{}, err
 		}
 		job.Messages = msgs
-		return req.Model, req.job(job)
-	}, func(answer textAnswer) any {
+		return req.v1Params, req.job(job)
+	}, chatChunk, func(answer textAnswer) any {
 		return chatCompletion{
 			ID: "chatcmpl-" + answer.jobID, Object: "chat.completion", Created: answer.created, Model: answer.model,
 			Choices: []chatChoice{{Message: chatMessageOut{Role: genq.RoleAssistant, Content: answer.GeneratedText},
@@ -219,18 +223,18 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	s.handleV1(w, r, func(body []byte, job *genq.Job) (string, error) {
+	s.handleV1(w, r, func(body []byte, job *genq.Job) (v1Params, error) {
 		var req completionRequest
 		if err := decodeV1(body, &req); err != nil {
-			return "", err
+			return v1Params{}, err
 		}
 		prompt, err := s.promptText(req.Prompt)
 		if err != nil {
-			return "", err
+			return v1Params{}, err
 		}
 		job.Prompt = prompt
-		return req.Model, req.job(job)
-	}, func(answer textAnswer) any {
+		return req.v1Params, req.job(job)
+	}, completionChunk, func(answer textAnswer) any {
 		return completion{
 			ID: "cmpl-" + answer.jobID, Object: "text_completion", Created: answer.created, Model: answer.model,
 			Choices: []completionChoice{{Text: answer.GeneratedText, FinishReason: answer.FinishReason}},
@@ -264,7 +268,7 @@ const maxTextResult = 16 << 20
 // decode fill the job, run it, and answer with render's object. Errors take
 // OpenAI's shape.
 func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
-	decode func(body []byte, job *genq.Job) (model string, err error), render func(textAnswer) any) {
+	decode func(body []byte, job *genq.Job) (v1Params, error), chunk chunkRenderer, render func(textAnswer) any) {
 	start := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
@@ -280,7 +284,8 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 		return
 	}
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
-	model, err := decode(body, &job)
+	params, err := decode(body, &job)
+	model := params.Model
 	if err == nil {
 		err = job.Validate()
 	}
@@ -295,6 +300,10 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 	// away cancels the job.
 	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
 	defer cancel()
+	if job.Stream {
+		s.streamV1(ctx, w, job, params, start, log, chunk)
+		return
+	}
 	answer := s.runJob(ctx, w, job, start, log, writeV1Error)
 	if answer == nil {
 		return

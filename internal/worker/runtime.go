@@ -273,7 +273,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		r.metrics.queueWait.Observe(wait.Seconds())
 		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", suspect)
 		r.metrics.inFlight.Inc()
-		res, err = r.backend.Generate(jobCtx, job, func() { r.touch(d, log, false) })
+		res, err = r.generate(jobCtx, d, func() { r.touch(d, log, false) })
 		r.metrics.inFlight.Dec()
 		// Left once the job is settled: a suspect that starts while this
 		// job's result is still on its way could kill it unacked, and it

@@ -90,15 +90,41 @@ test("max_tokens over the worker's cap is a BadRequestError that says the cap", 
   );
 });
 
-test("n > 1 and streaming are refused clearly", async () => {
+test("n > 1 is refused clearly", async () => {
   await assert.rejects(
     client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], n: 2 }),
     (err) => err instanceof OpenAI.BadRequestError && /one choice per request/.test(err.message),
   );
-  await assert.rejects(
-    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], stream: true }),
-    (err) => err instanceof OpenAI.BadRequestError && /streaming is not supported yet/.test(err.message),
-  );
+});
+
+test("streaming chat and completion equal the whole answers, with usage", async () => {
+  const messages = [{ role: "user", content: "Tell me a story." }];
+  const whole = await client.chat.completions.create({ model: "genq", messages, max_tokens: 16, temperature: 0, seed: 3 });
+  const stream = await client.chat.completions.create({
+    model: "genq", messages, max_tokens: 16, temperature: 0, seed: 3, stream: true, stream_options: { include_usage: true },
+  });
+  let text = "", finish = null, usage = null, chunks = 0;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, "chat.completion.chunk");
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta.content ?? "";
+      finish = c.finish_reason ?? finish;
+      chunks++;
+    }
+  }
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.deepEqual(usage, whole.usage);
+  assert.ok(chunks > 2, `${chunks} chunks`);
+
+  const wholeCompletion = await client.completions.create({ model: "genq", prompt: "Once upon a time", max_tokens: 8, temperature: 0 });
+  let completion = "";
+  for await (const chunk of await client.completions.create({ model: "genq", prompt: "Once upon a time", max_tokens: 8, temperature: 0, stream: true })) {
+    assert.equal(chunk.object, "text_completion");
+    completion += chunk.choices[0]?.text ?? "";
+  }
+  assert.equal(completion, wholeCompletion.choices[0].text);
 });
 
 test("a missing or wrong key is an AuthenticationError", async () => {

@@ -1,0 +1,16 @@
+package genq
+
+import "context"
+
+// TextStreamer is a Backend that can hand out an answer's text while it is
+// being generated. The worker uses it for jobs that ask to stream; a
+// backend without it (images) answers them whole.
+type TextStreamer interface {
+	// GenerateStream is Generate, and calls emit with each new piece of the
+	// answer's text, in order, from one goroutine at a time. Every piece is
+	// whole UTF-8, never holds text the final answer does not (text that
+	// may turn out to start a stop string is held back), and the pieces of
+	// a successful run join into exactly the result's text. emit must not
+	// block; it may be called until GenerateStream returns.
+	GenerateStream(ctx context.Context, job Job, progress func(), emit func(text string)) (Result, error)
+}

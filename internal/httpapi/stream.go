@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// StreamJobs runs a job to its answer, handing over its text as it is
+// generated; the pieces join into the answer's text. natsqueue.Client is
+// one. A Jobs without it answers stream: true with a 400.
+type StreamJobs interface {
+	RunStream(ctx context.Context, job genq.Job, emit func(text string) error) (*genq.Answer, error)
+}
+
+// chunkRenderer builds one streamed object of a route: a piece of text, or
+// with finish set the last choice (no text), or with usage set the usage
+// chunk (no choice).
+type chunkRenderer func(base textAnswer, text, finish string, first bool, usage *v1Usage) any
+
+// sse writes server-sent events. Its headers go with the first event, so a
+// job that fails before any text (a full queue, a bad prompt) still gets
+// its proper status and error body.
+type sse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (e *sse) event(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return e.write("data: " + string(data) + "\n\n")
+}
+
+func (e *sse) write(s string) error {
+	if !e.started {
+		h := e.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no") // proxies must not hold events back
+		e.w.WriteHeader(http.StatusOK)
+		e.started = true
+	}
+	if _, err := io.WriteString(e.w, s); err != nil {
+		return fmt.Errorf("write event: %w", err)
+	}
+	return e.rc.Flush()
+}
+
+// streamV1 runs a streaming job and answers with its chunks, then the last
+// choice, the usage chunk when asked for, and [DONE]. A failure after the
+// first event ends the stream with one error event in OpenAI's error shape
+// and no [DONE], which the SDKs raise as an error: a stream never ends
+// short without saying so.
+func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, job genq.Job, params v1Params,
+	start time.Time, log *slog.Logger, chunk chunkRenderer) {
+	jobs, ok := s.jobs.(StreamJobs)
+	if !ok {
+		writeV1Error(w, log, genq.Errorf(genq.Invalid, "streaming is not supported by this server; send stream: false"))
+		return
+	}
+	out := sse{w: w, rc: http.NewResponseController(w)}
+	base := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf("", params.Model)}
+	first := true
+	emit := func(text string) error {
+		err := out.event(chunk(base, text, "", first, nil))
+		first = false
+		return err
+	}
+	render := func(w http.ResponseWriter, log *slog.Logger, err error) {
+		if !out.started {
+			writeV1Error(w, log, err)
+			return
+		}
+		code := genq.ErrorCode(err)
+		_ = out.event(v1ErrorResponse{Error: v1Error{Message: genq.ErrorMessage(err), Type: v1ErrorType(code), Code: string(code)}})
+	}
+	answer := s.runJobWith(ctx, w, job, start, log, render, func(ctx context.Context, job genq.Job) (*genq.Answer, error) {
+		return jobs.RunStream(ctx, job, emit)
+	})
+	if answer == nil {
+		return
+	}
+	defer answer.Body.Close()
+	var res genq.TextResponse
+	if err := json.NewDecoder(io.LimitReader(answer.Body, maxTextResult)).Decode(&res); err != nil {
+		render(w, log, fmt.Errorf("read the text result: %w", err))
+		return
+	}
+	base.TextResponse = res
+	err := out.event(chunk(base, "", res.FinishReason, first, nil))
+	if err == nil && params.includeUsage() {
+		u := base.usage()
+		err = out.event(chunk(base, "", "", false, &u))
+	}
+	if err == nil {
+		err = out.write("data: [DONE]\n\n")
+	}
+	if err != nil {
+		log.Info("stream client went away at its end", "err", err)
+		return
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	log.Info("generate done", "stream", true, "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
+		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
+}
+
+type chatCompletionChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   *v1Usage          `json:"usage,omitempty"`
+}
+
+type chatChunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        chatDelta `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type chatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content,omitempty"`
+}
+
+func chatChunk(base textAnswer, text, finish string, first bool, usage *v1Usage) any {
+	c := chatCompletionChunk{ID: "chatcmpl-" + base.jobID, Object: "chat.completion.chunk", Created: base.created,
+		Model: base.model, Choices: []chatChunkChoice{}, Usage: usage}
+	if usage == nil {
+		choice := chatChunkChoice{Delta: chatDelta{Content: text}}
+		if first {
+			choice.Delta.Role = genq.RoleAssistant
+		}
+		if finish != "" {
+			choice.FinishReason = &finish
+		}
+		c.Choices = append(c.Choices, choice)
+	}
+	return c
+}
+
+type completionChunkObject struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *v1Usage           `json:"usage,omitempty"`
+}
+
+func completionChunk(base textAnswer, text, finish string, _ bool, usage *v1Usage) any {
+	c := completionChunkObject{ID: "cmpl-" + base.jobID, Object: "text_completion", Created: base.created,
+		Model: base.model, Choices: []completionChoice{}, Usage: usage}
+	if usage == nil {
+		c.Choices = append(c.Choices, completionChoice{Text: text, FinishReason: finish})
+	}
+	return c
+}

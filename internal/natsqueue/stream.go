@@ -1,0 +1,224 @@
+package natsqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Streaming (docs/protocol.md, "Streaming"): a worker running a job with
+// stream set publishes its text as chunks, core NATS messages to the job's
+// reply subject, before the usual reply. Each chunk names its delivery
+// attempt and its place in that attempt's run, so a producer can tell a
+// lost chunk or a second run from the text that belongs to the answer.
+const (
+	HeaderChunkSeq = "Genq-Chunk-Seq" // a chunk's place in its run, from 1
+	KindChunk      = "chunk"          // Genq-Kind of a chunk
+)
+
+// ChunkWriter publishes a streaming job's text. Sends are core NATS
+// publishes, buffered by the client and never blocking the backend; one
+// that fails leaves a gap in the sequence, which the producer sees.
+type ChunkWriter struct {
+	conn    *Conn
+	subject string
+	jobID   string
+	attempt string
+
+	mu     sync.Mutex
+	seq    int
+	closed bool
+}
+
+// Chunks returns the writer for the job's text, or nil when the job does
+// not stream or has no reply subject the worker may publish to.
+func (d *Delivery) Chunks() *ChunkWriter {
+	if !d.Job.Stream || d.Job.ReplyTo == "" || !d.conn.ReplyAllowed(d.Job.ReplyTo) {
+		return nil
+	}
+	return &ChunkWriter{conn: d.conn, subject: d.Job.ReplyTo, jobID: d.Job.ID, attempt: strconv.Itoa(d.Job.Attempt)}
+}
+
+// Send publishes the next piece of text. After Close it does nothing: the
+// backend may still call it while it notices that its run ended.
+func (w *ChunkWriter) Send(text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || text == "" {
+		return
+	}
+	w.seq++
+	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: []byte(text)}
+	m.Header.Set(HeaderKind, KindChunk)
+	m.Header.Set(HeaderJobID, w.jobID)
+	m.Header.Set(HeaderAttempt, w.attempt)
+	m.Header.Set(HeaderChunkSeq, strconv.Itoa(w.seq))
+	if err := w.conn.nc.PublishMsg(m); err != nil {
+		w.conn.log.Debug("chunk lost", "job_id", w.jobID, "seq", w.seq, "err", err)
+	}
+}
+
+// Close ends the writer: no chunk is sent after it.
+func (w *ChunkWriter) Close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// errStreamBroken is what a producer reports when the chunks it forwarded
+// cannot be continued consistently.
+func errStreamBroken(format string, args ...any) error {
+	return genq.Errorf(genq.Unavailable, "the answer's stream broke off: %s; retry", fmt.Sprintf(format, args...))
+}
+
+// follower checks a stream's chunks and passes on only text that belongs
+// to one consistent answer. It follows the run of the highest attempt
+// while nothing is forwarded; once text is forwarded, another run, or a
+// chunk out of sequence, breaks the stream.
+type follower struct {
+	attempt int
+	next    int
+	sent    strings.Builder
+}
+
+// chunk returns the text of m to forward ("" for none), or an error that
+// ends the stream.
+func (f *follower) chunk(m *nats.Msg) (string, error) {
+	attempt := atoiOr0(m.Header.Get(HeaderAttempt))
+	seq := atoiOr0(m.Header.Get(HeaderChunkSeq))
+	switch {
+	case attempt < f.attempt:
+		return "", nil // a run already superseded, still going
+	case attempt > f.attempt && f.sent.Len() > 0:
+		return "", errStreamBroken("the worker stopped after %d bytes and attempt %d started over", f.sent.Len(), attempt)
+	case attempt > f.attempt:
+		f.attempt, f.next = attempt, 1
+	}
+	if seq != f.next {
+		return "", errStreamBroken("chunk %d of attempt %d came where chunk %d was due", seq, attempt, f.next)
+	}
+	f.next++
+	f.sent.Write(m.Data)
+	return string(m.Data), nil
+}
+
+// final checks the answer against the text forwarded, and returns what of
+// its text is still to forward: chunks lost at the end of a run are made
+// up from the answer, which holds the whole text. The answer's body is
+// replaced by the bytes read.
+func (f *follower) final(a *genq.Answer) (string, error) {
+	data, err := io.ReadAll(io.LimitReader(a.Body, 16<<20))
+	a.Body.Close()
+	if err != nil {
+		return "", genq.WrapError(genq.Unavailable, err, "the result could not be read")
+	}
+	a.Body = io.NopCloser(bytes.NewReader(data))
+	var out genq.TextResponse
+	if err := json.Unmarshal(data, &out); err != nil {
+		return "", genq.WrapError(genq.Internal, err, "the worker sent a text result genq could not read")
+	}
+	sent := f.sent.String()
+	switch {
+	case sent != "" && a.Attempt != f.attempt:
+		return "", errStreamBroken("the answer came from attempt %d, the text streamed from attempt %d", a.Attempt, f.attempt)
+	case !strings.HasPrefix(out.GeneratedText, sent):
+		return "", errStreamBroken("the answer does not continue the text streamed")
+	}
+	return out.GeneratedText[len(sent):], nil
+}
+
+// ChunkSubject is where the chunks of a streaming job whose reply goes to
+// replyTo are published: a subject of their own, so that a producer's
+// reply handler never mistakes a chunk for the reply.
+func ChunkSubject(replyTo string) string { return replyTo + ".chunks" }
+
+// chunkBuffer is how many chunks of one job may wait for their producer;
+// beyond it a chunk is dropped, and the gap ends the stream cleanly rather
+// than blocking the connection's delivery.
+const chunkBuffer = 4096
+
+// RunStream is Run for a job whose text is wanted as it is generated: emit
+// gets each new piece, in order, and the pieces join into the answer's
+// text, which RunStream returns as Run does. When the stream cannot be
+// continued consistently (a worker died after some text was forwarded, a
+// chunk was lost) it returns an Unavailable error and cancels the job.
+// An error from emit (its client went away) cancels the job too.
+func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(text string) error) (*genq.Answer, error) {
+	job.Stream = true
+	chunks := make(chan *nats.Msg, chunkBuffer)
+	// Subscribed before the job is published, on the same connection: the
+	// server knows of the interest before any worker can send a chunk.
+	sub, err := cl.conn.nc.ChanSubscribe(ChunkSubject(cl.ReplySubject(job.ID)), chunks)
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, 64<<20)
+
+	// Run waits for the reply and cancels the job when runCtx ends.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	type outcome struct {
+		a   *genq.Answer
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		a, err := cl.Run(runCtx, job)
+		done <- outcome{a, err}
+	}()
+	var f follower
+	forward := func(m *nats.Msg) error {
+		text, err := f.chunk(m)
+		if err == nil && text != "" {
+			err = emit(text)
+		}
+		return err
+	}
+	for {
+		select {
+		case m := <-chunks:
+			if err := forward(m); err != nil {
+				stop(err)
+				if o := <-done; o.err == nil {
+					o.a.Body.Close()
+				}
+				return nil, err
+			}
+		case o := <-done:
+			if o.err != nil {
+				return nil, o.err
+			}
+			// Chunks that came before the reply go first; any still on
+			// their way are made up from the answer.
+			for drained := false; !drained; {
+				select {
+				case m := <-chunks:
+					if err := forward(m); err != nil {
+						o.a.Body.Close()
+						return nil, err
+					}
+				default:
+					drained = true
+				}
+			}
+			rest, err := f.final(o.a)
+			if err == nil && rest != "" {
+				err = emit(rest)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return o.a, nil
+		}
+	}
+}
