@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	e := env{bin: bin, root: root, work: work, out: out}
 	scenarios := []scenario{
 		{"worker SIGKILL mid-job under load", sigkillMidJob},
+		{"worker SIGKILL with 8 streams open", streamSIGKILL},
 		{"NATS restarted under load", natsRestart},
 		{"client disconnects mid-generation", clientDisconnect},
 		{"burst of 10x capacity", burst},
