@@ -57,6 +57,7 @@ type config struct {
 	http          httpapi.Config
 	apiKeys       string
 	apiKeysFile   string
+	webhookAllow  string
 	shutdownGrace time.Duration
 }
 
@@ -84,6 +85,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Int(&c.http.Images.MaxSize, "image-max-size", "IMAGE_MAX_SIZE", httpapi.DefaultImageMaxSize, "variant C: largest width or height a request may ask for (give the workers the same)")
 	fs.Int(&c.http.Images.MaxSteps, "image-max-steps", "IMAGE_MAX_STEPS", httpapi.DefaultImageMaxSteps, "variant C: most num_inference_steps a request may ask for (give the workers the same)")
 	fs.Int(&c.http.Images.MaxN, "image-max-n", "IMAGE_MAX_N", httpapi.DefaultImageMaxN, "variant C: most images per POST /v1/images/generations")
+	fs.Duration(&c.http.Async.JobTimeout, "async-job-timeout", "ASYNC_JOB_TIMEOUT", httpapi.DefaultAsyncJobTimeout, "deadline of a job queued by POST /v1/jobs, queueing included")
+	fs.Secret(&c.http.Async.WebhookSecret, "webhook-secret", "WEBHOOK_SECRET", "HMAC-SHA256 key of the Genq-Signature header of webhooks (none: webhooks are refused)")
+	fs.String(&c.webhookAllow, "webhook-allow", "WEBHOOK_ALLOW", "", "comma-separated hosts webhooks may go to (none: webhooks are refused)")
+	fs.Bool(&c.http.Async.WebhookAllowPrivate, "webhook-allow-private", "WEBHOOK_ALLOW_PRIVATE", false, "let webhooks reach loopback, private and link-local addresses (tests, closed networks)")
+	fs.Int(&c.http.Async.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", httpapi.DefaultWebhookAttempts, "deliveries of one webhook at most, 1 s apart and doubling")
 	fs.Duration(&c.http.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
 	fs.Duration(&c.shutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
 	if err := fs.Parse(args); err != nil {
@@ -102,6 +108,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		return c, err
 	}
 	c.http.APIKeys = keys
+	for _, h := range strings.Split(c.webhookAllow, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.http.Async.WebhookAllow = append(c.http.Async.WebhookAllow, h)
+		}
+	}
 	return c, nil
 }
 
@@ -163,7 +174,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := httpapi.NewServer(cfg.http, log, client, workers, conn, reg, newJobID)
+	handler := httpapi.NewServer(cfg.http, log, natsqueue.NewJobStore(client), workers, conn, reg, newJobID)
 	if cfg.metricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.metricsAddr, httpapi.NewMetricsHandler(reg), log)
 		if err != nil {

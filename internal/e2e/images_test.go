@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"image/png"
 	"net/http"
 	"os"
@@ -121,6 +122,33 @@ func TestOpenAIImages(t *testing.T) {
 		if len(images) != 2 || bytes.Equal(images[0], images[1]) {
 			t.Fatalf("n=2 gave %d images (identical: %v)", len(images), len(images) == 2)
 		}
+	})
+	t.Run("asynchronous", func(t *testing.T) {
+		r := s.postKey("/v1/jobs", key, `{"type":"image","request":{"prompt":"a cat","size":"64x96","seed":3}}`)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		id := decodeAs[jobStatus](t, r).ID
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/jobs/"+id, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Status string          `json:"status"`
+				Result json.RawMessage `json:"result"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err != nil || st.Status == "queued" {
+				continue
+			}
+			pngs(t, response{status: 200, body: st.Result}, 64, 96)
+			return
+		}
+		t.Fatal("the image job never finished")
 	})
 	for _, tt := range []struct{ name, body, message string }{
 		{"size not a multiple of 16", `{"prompt":"x","size":"100x64"}`, "multiples of 16"},

@@ -122,7 +122,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		cfg.WakeupEvery = 10 * time.Second
 	}
 	reg := prometheus.NewRegistry()
-	h := httpapi.NewServer(cfg, testLog(t), client, workers, conn, reg, uuid.NewString)
+	h := httpapi.NewServer(cfg, testLog(t), natsqueue.NewJobStore(client), workers, conn, reg, uuid.NewString)
 	api := httptest.NewUnstartedServer(h)
 	hs := httpapi.NewHTTPServer(h, cfg)
 	api.Config = hs.Server

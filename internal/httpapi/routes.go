@@ -44,6 +44,9 @@ func (s *Server) routes() http.Handler {
 		v1.Post("/completions", s.handleCompletions)
 		v1.Get("/models", s.handleModels)
 		v1.Post("/images/generations", s.handleImageGenerations)
+		v1.Post("/jobs", s.handleJobSubmit)
+		v1.Get("/jobs/{id}", s.handleJobGet)
+		v1.Delete("/jobs/{id}", s.handleJobCancel)
 	})
 	return r
 }

@@ -53,6 +53,8 @@ type Config struct {
 	ReadTimeout       time.Duration
 	// Images bounds POST /v1/images/generations (variant C).
 	Images ImageLimits
+	// Async sets up POST /v1/jobs and its webhooks.
+	Async AsyncConfig
 }
 
 // HTTPServer is the façade's http.Server, with a shutdown that leaves no

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/httpapi"
+)
+
+type jobStatus struct {
+	ID     string          `json:"id"`
+	Object string          `json:"object"`
+	Type   string          `json:"type"`
+	Status string          `json:"status"`
+	Result *chatCompletion `json:"result"`
+	Error  *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+func (s *stack) call(method, path string) response {
+	s.t.Helper()
+	r, err := s.do(s.t.Context(), method, path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+// waitJob polls a job until it leaves queued.
+func (s *stack) waitJob(id string) jobStatus {
+	s.t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		st := decodeAs[jobStatus](s.t, s.call(http.MethodGet, "/v1/jobs/"+id))
+		if st.Status != "queued" {
+			return st
+		}
+	}
+	s.t.Fatalf("job %s still queued", id)
+	return jobStatus{}
+}
+
+func TestAsyncJobs(t *testing.T) {
+	type delivery struct {
+		sig  string
+		body []byte
+	}
+	hooks := make(chan delivery, 4)
+	fails := 1 // the first delivery fails: the second must come
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if fails > 0 {
+			fails--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		hooks <- delivery{r.Header.Get(httpapi.HeaderSignature), body}
+	}))
+	defer receiver.Close()
+	hookURL, _ := url.Parse(receiver.URL)
+
+	const secret = "whsec-test"
+	s := newStack(t, stackOptions{http: httpapi.Config{Async: httpapi.AsyncConfig{
+		PollEvery: 50 * time.Millisecond, WebhookSecret: secret, WebhookBackoff: 50 * time.Millisecond,
+		// Loopback is refused by default: the test's receiver is allowed by
+		// name and with private addresses on.
+		WebhookAllow: []string{hookURL.Hostname()}, WebhookAllowPrivate: true,
+	}}})
+
+	// Before any worker: a queued job can be cancelled, and stays so.
+	r := s.postKey("/v1/jobs", "", `{"type":"completion","request":{"prompt":"never","max_tokens":2}}`)
+	queued := decodeAs[jobStatus](t, r)
+	if r.status != http.StatusAccepted || queued.Status != "queued" || queued.ID == "" || r.header.Get("Location") != "/v1/jobs/"+queued.ID {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if st := decodeAs[jobStatus](t, s.call(http.MethodDelete, "/v1/jobs/"+queued.ID)); st.Status != "cancelled" {
+		t.Fatalf("after DELETE: %+v", st)
+	}
+	s.tinyTextWorker(4)
+
+	ids := make([]string, 50)
+	for i := range ids {
+		typ, req := "completion", fmt.Sprintf(`{"prompt":"job %d","max_tokens":2}`, i)
+		if i%2 == 0 {
+			typ, req = "chat.completion", fmt.Sprintf(`{"messages":[{"role":"user","content":"job %d"}],"max_tokens":2}`, i)
+		}
+		r := s.postKey("/v1/jobs", "", fmt.Sprintf(`{"type":%q,"request":%s}`, typ, req))
+		if r.status != http.StatusAccepted {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		ids[i] = decodeAs[jobStatus](t, r).ID
+	}
+	for i, id := range ids {
+		st := s.waitJob(id)
+		wantObject := map[bool]string{true: "chat.completion", false: "text_completion"}[i%2 == 0]
+		if st.Status != "succeeded" || st.Result == nil || st.Result.Object != wantObject || st.Result.Usage.CompletionTokens != 2 {
+			t.Fatalf("job %d: %+v", i, st)
+		}
+	}
+	if st := s.waitJob(queued.ID); st.Status != "cancelled" {
+		t.Fatalf("the cancelled job: %+v", st)
+	}
+
+	t.Run("webhook", func(t *testing.T) {
+		r := s.postKey("/v1/jobs", "", `{"type":"chat.completion","webhook":"`+receiver.URL+`/hook?token=abc",
+			"request":{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}}`)
+		id := decodeAs[jobStatus](t, r).ID
+		d := waitFor(t, hooks, 20*time.Second, "the webhook")
+		ts, _, _ := strings.Cut(strings.TrimPrefix(d.sig, "t="), ",")
+		sec := 0
+		fmt.Sscan(ts, &sec)
+		if want := httpapi.Sign(secret, time.Unix(int64(sec), 0), d.body); d.sig != want || sec == 0 {
+			t.Fatalf("signature %q, want %q", d.sig, want)
+		}
+		st := decodeAs[jobStatus](t, response{status: 200, body: d.body})
+		if st.ID != id || st.Status != "succeeded" || st.Result == nil || st.Result.Object != "chat.completion" {
+			t.Fatalf("webhook body %s", d.body)
+		}
+	})
+	for _, tt := range []struct{ name, body, message string }{
+		{"webhook host not allowed", `{"type":"completion","webhook":"https://evil.example/x","request":{"prompt":"x"}}`, "not allowed"},
+		{"webhook not http", `{"type":"completion","webhook":"file:///etc/passwd","request":{"prompt":"x"}}`, "http or https"},
+		{"unknown type", `{"type":"embedding","request":{}}`, "type must be"},
+		{"invalid request", `{"type":"completion","request":{"prompt":"x","temperature":9}}`, "temperature"},
+		{"streaming", `{"type":"chat.completion","request":{"messages":[{"role":"user","content":"x"}],"stream":true}}`, "synchronous routes"},
+		{"image on a text variant", `{"type":"image","request":{"prompt":"x"}}`, "image variant"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.postKey("/v1/jobs", "", tt.body)
+			if e := decodeAs[v1Err](t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Error.Message, tt.message) {
+				t.Fatalf("%d %s; want 400 with %q", r.status, r.body, tt.message)
+			}
+		})
+	}
+	if r := s.call(http.MethodGet, "/v1/jobs/no-such-job"); r.status != http.StatusNotFound {
+		t.Fatalf("unknown job: %d %s", r.status, r.body)
+	}
+}
+
+func TestWebhookLoopbackRefusedByDefault(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{Async: httpapi.AsyncConfig{
+		WebhookSecret: "x", WebhookAllow: []string{"127.0.0.1", "::1"}}}})
+	for _, hook := range []string{"http://127.0.0.1:9/x", "http://[::1]:9/x"} {
+		r := s.postKey("/v1/jobs", "", `{"type":"completion","webhook":"`+hook+`","request":{"prompt":"x"}}`)
+		if r.status != http.StatusBadRequest {
+			t.Fatalf("%s: %d %s", hook, r.status, r.body)
+		}
+	}
+}

@@ -1,0 +1,346 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Asynchronous jobs over HTTP: POST /v1/jobs queues a chat, completion or
+// image request and answers 202 with the job's id at once; GET
+// /v1/jobs/{id} reads its status and, once done, its result in the shape
+// the synchronous route gives; DELETE /v1/jobs/{id} cancels it. The job is
+// an ordinary queued job: its outcome is the stored result every worker
+// writes (GENQ_RESULTS, kept for RESULT_TTL), and a small record beside it
+// (GENQ_JOB_RECORDS) keeps what the api needs to render it.
+
+// AsyncJobs queues jobs without waiting for them and answers for them by
+// id. The api's Jobs gives these routes when it implements this too
+// (natsqueue.JobStore); otherwise they answer 503.
+type AsyncJobs interface {
+	Submit(ctx context.Context, job genq.Job) error
+	// Outcome is the job's stored result, its error, or NotFound while
+	// it has none.
+	Outcome(ctx context.Context, id string) (*genq.Answer, error)
+	CancelJob(id string)
+	PutJobRecord(ctx context.Context, id string, record []byte) error
+	// JobRecord is NotFound for a job with no record.
+	JobRecord(ctx context.Context, id string) ([]byte, error)
+}
+
+// Job types, the object names of the synchronous routes' answers.
+const (
+	jobChat       = "chat.completion"
+	jobCompletion = "completion"
+	jobImage      = "image"
+)
+
+// Job statuses. A job is queued until its outcome is stored; the workers
+// record no start, so a running job reads queued too.
+const (
+	statusQueued    = "queued"
+	statusSucceeded = "succeeded"
+	statusFailed    = "failed"
+	statusCancelled = "cancelled"
+)
+
+type jobSubmit struct {
+	Type    string          `json:"type"`
+	Request json.RawMessage `json:"request"`
+	Webhook string          `json:"webhook"`
+}
+
+// jobRecord is what the api keeps of a job it queued for later.
+type jobRecord struct {
+	Type      string `json:"type"`
+	Model     string `json:"model,omitempty"` // as asked; answers name the worker's
+	Created   int64  `json:"created"`
+	Deadline  int64  `json:"deadline"`
+	Webhook   string `json:"webhook,omitempty"`
+	Cancelled bool   `json:"cancelled,omitempty"`
+}
+
+type jobStatus struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Type    string   `json:"type,omitempty"`
+	Status  string   `json:"status"`
+	Created int64    `json:"created,omitempty"`
+	Result  any      `json:"result,omitempty"`
+	Error   *v1Error `json:"error,omitempty"`
+}
+
+func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		if genq.ErrorCode(err) == genq.TooLarge {
+			discardBody(w, r)
+		}
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	async, ok := s.jobs.(AsyncJobs)
+	if !ok {
+		writeV1Error(w, s.log, genq.Errorf(genq.Unavailable, "asynchronous jobs are not available on this server"))
+		return
+	}
+	var req jobSubmit
+	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}
+	rec := jobRecord{Created: start.Unix(), Deadline: job.Deadline.Unix()}
+	err = decodeV1(body, &req)
+	if err == nil {
+		rec.Type, rec.Webhook = req.Type, req.Webhook
+		rec.Model, err = s.asyncJob(req, &job)
+	}
+	if err == nil && req.Webhook != "" {
+		err = s.webhooks().check(req.Webhook)
+	}
+	if err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", req.Type)
+	raw, _ := json.Marshal(rec)
+	// The record first: a job whose outcome comes before its record would
+	// read as one queued straight onto NATS.
+	if err := async.PutJobRecord(r.Context(), job.ID, raw); err != nil {
+		writeV1Error(w, log, err)
+		return
+	}
+	if err := async.Submit(r.Context(), job); err != nil {
+		log.Info("submit failed", "code", genq.ErrorCode(err), "err", err)
+		writeV1Error(w, log, err)
+		return
+	}
+	if req.Webhook != "" {
+		// The api that accepted the job sends its webhook; it watches with
+		// its own lifetime, not the request's.
+		go s.watchJob(async, job.ID, rec, log)
+	}
+	w.Header().Set(HeaderJobID, job.ID)
+	w.Header().Set("Location", "/v1/jobs/"+job.ID)
+	writeJSON(w, http.StatusAccepted, jobStatus{ID: job.ID, Object: "job", Type: req.Type, Status: statusQueued, Created: rec.Created})
+	log.Info("job queued", "webhook", req.Webhook != "")
+}
+
+// asyncJob fills job from the request of its type, checked as the
+// synchronous route checks it, and returns the model asked for.
+func (s *Server) asyncJob(req jobSubmit, job *genq.Job) (string, error) {
+	if len(req.Request) == 0 {
+		return "", genq.Errorf(genq.Invalid, "request is required: the body of the synchronous route")
+	}
+	var model string
+	var err error
+	switch req.Type {
+	case jobChat, jobCompletion:
+		if s.cfg.Variant.Kind() != genq.OutputText {
+			return "", genq.Errorf(genq.Invalid, "variant %s makes images: type %s needs a text variant (A or B)", s.cfg.Variant, req.Type)
+		}
+		if req.Type == jobChat {
+			model, err = s.chatJob(req.Request, job)
+		} else {
+			model, err = s.completionJob(req.Request, job)
+		}
+	case jobImage:
+		if s.cfg.Variant.Kind() != genq.OutputImage {
+			return "", genq.Errorf(genq.Invalid, "variant %s makes text: type image needs the image variant (C)", s.cfg.Variant)
+		}
+		var ir imageRequest
+		if err := decodeV1(req.Request, &ir); err != nil {
+			return "", err
+		}
+		if ir.N != nil && *ir.N != 1 {
+			return "", genq.Errorf(genq.Invalid, "n must be 1 for an asynchronous job: submit one job per image")
+		}
+		jobs, err := s.imageJobs(ir, job.Deadline)
+		if err != nil {
+			return "", err
+		}
+		id := job.ID
+		*job = jobs[0]
+		job.ID = id
+		return ir.Model, nil
+	default:
+		return "", genq.Errorf(genq.Invalid, "type must be %s, %s or %s, not %q", jobChat, jobCompletion, jobImage, req.Type)
+	}
+	if err == nil && job.Stream {
+		err = genq.Errorf(genq.Invalid, "stream is for the synchronous routes: an asynchronous job's result is read whole")
+	}
+	if err == nil {
+		err = job.Validate()
+	}
+	return model, err
+}
+
+// chatJob and completionJob read the bodies of /v1/chat/completions and
+// /v1/completions into a job.
+func (s *Server) chatJob(body []byte, job *genq.Job) (string, error) {
+	var req chatRequest
+	if err := decodeV1(body, &req); err != nil {
+		return "", err
+	}
+	msgs, err := s.messages(req.Messages)
+	if err != nil {
+		return "", err
+	}
+	job.Messages = msgs
+	return req.Model, req.job(job)
+}
+
+func (s *Server) completionJob(body []byte, job *genq.Job) (string, error) {
+	var req completionRequest
+	if err := decodeV1(body, &req); err != nil {
+		return "", err
+	}
+	prompt, err := s.promptText(req.Prompt)
+	if err != nil {
+		return "", err
+	}
+	job.Prompt = prompt
+	return req.Model, req.job(job)
+}
+
+func (s *Server) handleJobGet(w http.ResponseWriter, r *http.Request) {
+	s.answerJob(w, r, false)
+}
+
+func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request) {
+	s.answerJob(w, r, true)
+}
+
+// answerJob answers GET and DELETE /v1/jobs/{id} with the job's status;
+// DELETE first cancels a job that has no outcome yet.
+func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) {
+	async, ok := s.jobs.(AsyncJobs)
+	if !ok {
+		writeV1Error(w, s.log, genq.Errorf(genq.Unavailable, "asynchronous jobs are not available on this server"))
+		return
+	}
+	id := chi.URLParam(r, "id")
+	if err := genq.ValidateJobID(id); err != nil {
+		writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "no job %q", id))
+		return
+	}
+	log := s.log.With("job_id", id, "route", r.URL.Path)
+	st, rec, err := s.jobStatus(r.Context(), async, id)
+	if err == nil && cancel && st.Status == statusQueued {
+		async.CancelJob(id)
+		if rec != nil {
+			rec.Cancelled = true
+			raw, _ := json.Marshal(rec)
+			err = async.PutJobRecord(r.Context(), id, raw)
+		}
+		st.Status = statusCancelled
+		log.Info("job cancelled")
+	}
+	if err != nil {
+		writeV1Error(w, log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// jobStatus reads job id's status from its record and stored outcome. A
+// job queued straight onto NATS has no record: it is known once its
+// outcome is stored, and its result is given as the worker wrote it.
+func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (jobStatus, *jobRecord, error) {
+	st := jobStatus{ID: id, Object: "job", Status: statusQueued}
+	var rec *jobRecord
+	raw, err := async.JobRecord(ctx, id)
+	switch {
+	case err == nil:
+		rec = &jobRecord{}
+		if err := json.Unmarshal(raw, rec); err != nil {
+			return st, nil, fmt.Errorf("job %s: read its record: %w", id, err)
+		}
+		st.Type, st.Created = rec.Type, rec.Created
+	case genq.ErrorCode(err) != genq.NotFound:
+		return st, nil, err
+	}
+	answer, err := async.Outcome(ctx, id)
+	var appErr *genq.Error
+	switch {
+	case err == nil:
+		defer answer.Body.Close()
+		st.Status = statusSucceeded
+		st.Result, err = s.renderResult(rec, id, answer)
+		return st, rec, err
+	case genq.ErrorCode(err) == genq.NotFound:
+		if rec == nil {
+			return st, nil, genq.Errorf(genq.NotFound, "no job %s", id)
+		}
+		if rec.Cancelled {
+			st.Status = statusCancelled
+		}
+		return st, rec, nil
+	case errors.As(err, &appErr) && appErr.Err != nil:
+		return st, rec, err // the store failed, not the job
+	case genq.ErrorCode(err) == genq.Canceled:
+		st.Status = statusCancelled
+	default:
+		st.Status = statusFailed
+	}
+	code := genq.ErrorCode(err)
+	st.Error = &v1Error{Message: genq.ErrorMessage(err), Type: v1ErrorType(code), Code: string(code)}
+	return st, rec, nil
+}
+
+// renderResult gives a job's result in its type's shape, that of the
+// synchronous route; a job without a record gets the worker's own JSON,
+// or its image as the image route gives it.
+func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.Answer) (any, error) {
+	if answer.ContentType == "image/png" {
+		data, err := io.ReadAll(io.LimitReader(answer.Body, maxImageResult))
+		if err != nil {
+			return nil, fmt.Errorf("job %s: read its image: %w", id, err)
+		}
+		created := time.Now().Unix()
+		if rec != nil {
+			created = rec.Created
+		}
+		return imagesResponse{Created: created, Data: []imageData{{B64JSON: base64.StdEncoding.EncodeToString(data)}}}, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: read its result: %w", id, err)
+	}
+	if rec == nil {
+		return json.RawMessage(data), nil
+	}
+	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model)}
+	if err := json.Unmarshal(data, &out.TextResponse); err != nil {
+		return nil, fmt.Errorf("job %s: read its text result: %w", id, err)
+	}
+	if rec.Type == jobCompletion {
+		return renderCompletion(out), nil
+	}
+	return renderChat(out), nil
+}
+
+// renderChat and renderCompletion build OpenAI's objects from a text answer.
+func renderChat(answer textAnswer) any {
+	return chatCompletion{
+		ID: "chatcmpl-" + answer.jobID, Object: "chat.completion", Created: answer.created, Model: answer.model,
+		Choices: []chatChoice{{Message: chatMessageOut{Role: genq.RoleAssistant, Content: answer.GeneratedText},
+			FinishReason: answer.FinishReason}},
+		Usage: answer.usage(),
+	}
+}
+
+func renderCompletion(answer textAnswer) any {
+	return completion{
+		ID: "cmpl-" + answer.jobID, Object: "text_completion", Created: answer.created, Model: answer.model,
+		Choices: []completionChoice{{Text: answer.GeneratedText, FinishReason: answer.FinishReason}},
+		Usage:   answer.usage(),
+	}
+}

@@ -1,0 +1,105 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// JobRecordsBucket holds what a producer that queues a job without waiting
+// for it (the api's POST /v1/jobs) needs to answer for it later: a small
+// record per job id, as long as its result is kept. The outcome itself is
+// the stored result in GENQ_RESULTS, the same for every producer.
+const JobRecordsBucket = "GENQ_JOB_RECORDS"
+
+// JobStore is a Client that also queues jobs without waiting for them and
+// answers for them later by id: the api's POST /v1/jobs and its kin.
+type JobStore struct {
+	*Client
+	records jobRecords
+}
+
+// NewJobStore wraps cl.
+func NewJobStore(cl *Client) *JobStore { return &JobStore{Client: cl} }
+
+// jobRecords binds GENQ_JOB_RECORDS on first use, creating it: only the
+// api's asynchronous routes need it.
+type jobRecords struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+func (r *jobRecords) bind(ctx context.Context, c *Conn) (jetstream.KeyValue, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kv != nil {
+		return r.kv, nil
+	}
+	s := c.settings
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: JobRecordsBucket, Description: "genq records of jobs queued over HTTP without waiting",
+		TTL: s.ResultTTL, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+	})
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, fmt.Errorf("ensure bucket %s: %w", JobRecordsBucket, err), "the job store is unavailable")
+	}
+	r.kv = kv
+	return kv, nil
+}
+
+// Submit queues job without waiting for it: nobody listens for a reply,
+// and the worker keeps the result in the results store for its whole TTL.
+func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
+	job.ReplyTo, job.Store = "", true
+	_, err := cl.conn.Publish(ctx, job, WithClass(cl.class))
+	if err != nil {
+		// As in Run: the job may have been queued before the PubAck was lost.
+		cl.conn.Cancel(job.ID)
+	}
+	return err
+}
+
+// Outcome is the stored result of job id: an answer, the job's error, or a
+// *genq.Error with code NotFound while there is none (yet).
+func (cl *JobStore) Outcome(ctx context.Context, id string) (*genq.Answer, error) {
+	return cl.conn.FetchResult(ctx, id)
+}
+
+// CancelJob puts the cancel mark of job id: a worker that has not started
+// it drops it, and one running it stops; either stores the outcome
+// canceled.
+func (cl *JobStore) CancelJob(id string) { cl.conn.Cancel(id) }
+
+// PutJobRecord stores a job's record under its id.
+func (cl *JobStore) PutJobRecord(ctx context.Context, id string, record []byte) error {
+	kv, err := cl.records.bind(ctx, cl.conn)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, id, record); err != nil {
+		return genq.WrapError(genq.Unavailable, err, "the job store is unavailable")
+	}
+	return nil
+}
+
+// JobRecord reads a job's record; a *genq.Error with code NotFound when
+// there is none.
+func (cl *JobStore) JobRecord(ctx context.Context, id string) ([]byte, error) {
+	kv, err := cl.records.bind(ctx, cl.conn)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, genq.Errorf(genq.NotFound, "no job %s", id)
+	}
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the job store is unavailable")
+	}
+	return e.Value(), nil
+}
