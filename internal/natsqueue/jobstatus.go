@@ -54,9 +54,11 @@ func (r *jobRecords) bind(ctx context.Context, c *Conn) (jetstream.KeyValue, err
 
 // Submit queues job without waiting for it: nobody listens for a reply,
 // and the worker keeps the result in the results store for its whole TTL.
+// Nobody waits on a connection either, so it is a batch job: interactive
+// requests run first.
 func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
 	job.ReplyTo, job.Store = "", true
-	_, err := cl.conn.Publish(ctx, job, WithClass(cl.class))
+	_, err := cl.conn.Publish(ctx, job, AsBatch())
 	if err != nil {
 		// As in Run: the job may have been queued before the PubAck was lost.
 		cl.conn.Cancel(job.ID)
