@@ -75,12 +75,8 @@ func (s *Server) wake() {
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		if genq.ErrorCode(err) == genq.TooLarge {
-			discardBody(w, r)
-		}
-		s.reject(w, err)
+	body, ok := s.requestBody(w, r, writeError)
+	if !ok {
 		return
 	}
 	text, err := decodePrompt(body, s.cfg.MaxPromptBytes)
@@ -160,6 +156,22 @@ func (s *Server) runJobWith(ctx context.Context, w http.ResponseWriter, job genq
 // reject answers a request that never became a job.
 func (s *Server) reject(w http.ResponseWriter, err error) {
 	s.rejectAs(w, err, writeError)
+}
+
+// requestBody reads the request's body, or answers the error in render's
+// shape. A body over the limit is read on and dropped first, so that a
+// client that writes its whole body before reading gets the 413, not a
+// connection reset.
+func (s *Server) requestBody(w http.ResponseWriter, r *http.Request, render errorRenderer) ([]byte, bool) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		if genq.ErrorCode(err) == genq.TooLarge {
+			discardBody(w, r)
+		}
+		s.rejectAs(w, err, render)
+		return nil, false
+	}
+	return body, true
 }
 
 func (s *Server) rejectAs(w http.ResponseWriter, err error, render errorRenderer) {

@@ -135,12 +135,8 @@ func parseSize(s string) (w, h int, ok bool) {
 
 func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		if genq.ErrorCode(err) == genq.TooLarge {
-			discardBody(w, r)
-		}
-		s.rejectAs(w, err, writeV1Error)
+	body, ok := s.requestBody(w, r, writeV1Error)
+	if !ok {
 		return
 	}
 	if s.cfg.Variant.Kind() != genq.OutputImage {
@@ -149,7 +145,7 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	var req imageRequest
-	err = decodeV1(body, &req)
+	err := decodeV1(body, &req)
 	var jobs []genq.Job
 	if err == nil {
 		jobs, err = s.imageJobs(req, start.Add(s.cfg.JobTimeout))

@@ -81,12 +81,8 @@ type jobStatus struct {
 
 func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		if genq.ErrorCode(err) == genq.TooLarge {
-			discardBody(w, r)
-		}
-		s.rejectAs(w, err, writeV1Error)
+	body, ok := s.requestBody(w, r, writeV1Error)
+	if !ok {
 		return
 	}
 	async, ok := s.jobs.(AsyncJobs)
@@ -97,7 +93,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	var req jobSubmit
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}
 	rec := jobRecord{Created: start.Unix(), Deadline: job.Deadline.Unix()}
-	err = decodeV1(body, &req)
+	err := decodeV1(body, &req)
 	if err == nil {
 		rec.Type, rec.Webhook = req.Type, req.Webhook
 		rec.Model, err = s.asyncJob(req, &job)

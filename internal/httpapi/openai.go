@@ -270,12 +270,8 @@ const maxTextResult = 16 << 20
 func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 	decode func(body []byte, job *genq.Job) (v1Params, error), chunk chunkRenderer, render func(textAnswer) any) {
 	start := time.Now()
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		if genq.ErrorCode(err) == genq.TooLarge {
-			discardBody(w, r)
-		}
-		s.rejectAs(w, err, writeV1Error)
+	body, ok := s.requestBody(w, r, writeV1Error)
+	if !ok {
 		return
 	}
 	if s.cfg.Variant.Kind() != genq.OutputText {
