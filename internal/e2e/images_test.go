@@ -14,14 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/onnx"
 	"github.com/genq/genq/internal/onnx/tinyexport"
-	"github.com/genq/genq/internal/worker"
 )
 
 // ortLibrary finds ONNX Runtime: ONNXRUNTIME_LIB, else the repository's
@@ -58,14 +54,8 @@ func (s *stack) tinyImageWorker(cfg onnx.Config) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	conn, _ := openConn(s.t, s.ns, s.settings, s.variant)
-	ctx, cancel := context.WithCancel(context.Background())
-	rt := worker.New(worker.Config{WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant,
-		PollWait: 500 * time.Millisecond, HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second},
-		conn, b, testLog(s.t), prometheus.NewRegistry())
-	done := make(chan struct{})
-	go func() { _ = rt.Run(ctx); close(done) }()
-	s.t.Cleanup(func() { cancel(); <-done; b.Close() })
+	s.t.Cleanup(func() { b.Close() }) // after the worker stops: cleanups run last first
+	s.startWorkerBackend(b)
 	s.waitLive(1)
 }
 

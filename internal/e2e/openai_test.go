@@ -10,14 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
 	"github.com/genq/genq/internal/ggml/tinygguf"
 	"github.com/genq/genq/internal/httpapi"
-	"github.com/genq/genq/internal/worker"
 )
 
 // tinyTextWorker serves the tiny random-weight model of variant B through a
@@ -34,14 +30,8 @@ func (s *stack) tinyTextWorker(maxNew int) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	conn, _ := openConn(s.t, s.ns, s.settings, s.variant)
-	ctx, cancel := context.WithCancel(context.Background())
-	rt := worker.New(worker.Config{WorkerID: "w-" + uuid.NewString()[:8], Variant: s.variant,
-		PollWait: 500 * time.Millisecond, HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second},
-		conn, b, testLog(s.t), prometheus.NewRegistry())
-	done := make(chan struct{})
-	go func() { _ = rt.Run(ctx); close(done) }()
-	s.t.Cleanup(func() { cancel(); <-done; b.Close() })
+	s.t.Cleanup(func() { b.Close() }) // after the worker stops: cleanups run last first
+	s.startWorkerBackend(b)
 	s.waitLive(1)
 	return filepath.Base(path)
 }
