@@ -2,7 +2,9 @@
 # run.sh: genq's /v1 routes against the official openai npm package and
 # Python's urllib, over two real stacks on free ports: bin/api with its
 # embedded nats-server and bin/worker, one serving variant B's tiny model
-# (the text routes), one variant C's tiny SD3 export (the image route).
+# (the text routes), one variant C's tiny SD3 export (the image route), and a
+# third, variant B with one slot whose answers run to 8000 tokens (about four
+# seconds on one CPU thread), for the test that aborts a stream.
 # make test-openai builds bin/ and runs it; make test does not (it needs
 # Node).
 set -euo pipefail
@@ -27,6 +29,8 @@ port=$(free_port)
 nats_port=$(free_port)
 port_c=$(free_port)
 nats_port_c=$(free_port)
+port_1=$(free_port)
+nats_port_1=$(free_port)
 key="sk-genq-test-$RANDOM"
 
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
@@ -46,9 +50,19 @@ VARIANT=C MODEL_DIR="$work/model-c" NATS_URL="nats://127.0.0.1:$nats_port_c" MET
 	SLOTS=2 IMAGE_DEVICE=cpu IMAGE_THREADS=1 IMAGE_WIDTH=64 IMAGE_HEIGHT=64 IMAGE_STEPS=2 IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 \
 	ONNXRUNTIME_LIB="${ONNXRUNTIME_LIB:-$PWD/lib/onnxruntime/libonnxruntime.so.1}" LOG_LEVEL=warn bin/worker >"$work/worker-c.log" 2>&1 &
 pids+=($!)
+# One slot, and answers of 8000 tokens that ignore end-of-turn: a job holds
+# the slot for seconds unless a caller that went away stops it. The model
+# was trained for 8192 tokens of context.
+VARIANT=B PORT="$port_1" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_1" EMBEDDED_NATS_STORE="$work/nats-1" \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s LOG_LEVEL=warn bin/api >"$work/api-1.log" 2>&1 &
+pids+=($!)
+VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_1" METRICS_ADDR=127.0.0.1:0 \
+	SLOTS=1 TEXT_THREADS=1 TEXT_IGNORE_EOS=true TEXT_MAX_NEW_TOKENS=8000 TEXT_CONTEXT_SIZE=8192 LOG_LEVEL=warn \
+	bin/worker >"$work/worker-1.log" 2>&1 &
+pids+=($!)
 
 # Ready once each api sees its worker's heartbeat.
-for p in "$port" "$port_c"; do
+for p in "$port" "$port_c" "$port_1"; do
 	ready=""
 	for _ in $(seq 1 120); do
 		if curl -sf "http://127.0.0.1:$p/" 2>/dev/null | grep -q '"live_workers":[1-9]'; then
@@ -64,9 +78,10 @@ for p in "$port" "$port_c"; do
 	fi
 done
 
-export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" GENQ_API_KEY="$key"
+export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
+	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_API_KEY="$key"
 status=0
-(cd test/openai && node --test openai.test.mjs images.test.mjs) || status=$?
+(cd test/openai && node --test openai.test.mjs images.test.mjs abort.test.mjs) || status=$?
 python3 test/openai/smoke_urllib.py || status=$?
 if ((status != 0)); then
 	tail -n 30 "$work"/api*.log "$work"/worker*.log >&2
