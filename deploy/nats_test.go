@@ -279,6 +279,10 @@ func testIsolation(t *testing.T, ns *server.Server) {
 				continue
 			}
 			served++
+			// The api's async jobs (store) get a running mark from the worker.
+			if err := d.MarkRunning(ctx); err != nil {
+				t.Errorf("the worker could not mark %s running: %v", d.Job.ID, err)
+			}
 			if !worker.ReplyAllowed(d.Job.ReplyTo) {
 				t.Errorf("the reply subject %q is not allowed", d.Job.ReplyTo)
 			}
@@ -287,7 +291,12 @@ func testIsolation(t *testing.T, ns *server.Server) {
 			}
 		}
 	}()
-	job := genq.Job{ID: "job-1", Variant: genq.VariantB, Text: "secret prompt", Deadline: time.Now().Add(20 * time.Second)}
+	// The api keeps records of its async jobs; the worker marks them running.
+	store := natsqueue.NewJobStore(client)
+	if err := store.PutJobRecord(ctx, "job-1", []byte("{}")); err != nil {
+		t.Fatalf("the api could not write a job record: %v", err)
+	}
+	job := genq.Job{ID: "job-1", Variant: genq.VariantB, Text: "secret prompt", Store: true, Deadline: time.Now().Add(20 * time.Second)}
 	answer, err := client.Run(ctx, job)
 	if err != nil {
 		t.Fatalf("the api's job did not run under the shipped users: %v", err)
@@ -296,6 +305,9 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	answer.Body.Close()
 	if !strings.Contains(string(body), "secret answer") {
 		t.Fatalf("answer %q", body)
+	}
+	if running, err := store.Running(ctx, "job-1"); !running || err != nil {
+		t.Fatalf("job-1 running mark: %v, %v", running, err)
 	}
 
 	// The batch role queues batch jobs, which the worker runs and acks.

@@ -33,16 +33,16 @@ func (s *stack) call(method, path string) response {
 	return r
 }
 
-// waitJob polls a job until it leaves queued.
+// waitJob polls a job until it is done: neither queued nor running.
 func (s *stack) waitJob(id string) jobStatus {
 	s.t.Helper()
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		st := decodeAs[jobStatus](s.t, s.call(http.MethodGet, "/v1/jobs/"+id))
-		if st.Status != "queued" {
+		if st.Status != "queued" && st.Status != "running" {
 			return st
 		}
 	}
-	s.t.Fatalf("job %s still queued", id)
+	s.t.Fatalf("job %s not done", id)
 	return jobStatus{}
 }
 
@@ -151,5 +151,37 @@ func TestWebhookLoopbackRefusedByDefault(t *testing.T) {
 		if r.status != http.StatusBadRequest {
 			t.Fatalf("%s: %d %s", hook, r.status, r.body)
 		}
+	}
+}
+
+// A job reads queued until a worker starts it, running while it runs (the
+// worker's running mark), then succeeded.
+func TestAsyncJobRunning(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	r := s.postKey("/v1/jobs", "", `{"type":"completion","request":{"prompt":"sleep:1500"}}`)
+	id := decodeAs[jobStatus](t, r).ID
+	if r.status != http.StatusAccepted || id == "" {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if st := decodeAs[jobStatus](t, s.call(http.MethodGet, "/v1/jobs/"+id)); st.Status != "queued" {
+		t.Fatalf("before any worker: %+v", st)
+	}
+	b := newTestBackend(1)
+	s.startWorker(b, time.Second)
+	waitFor(t, b.started, 10*time.Second, "the job to start")
+	var seen []string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		st := decodeAs[jobStatus](t, s.call(http.MethodGet, "/v1/jobs/"+id))
+		if len(seen) == 0 || seen[len(seen)-1] != st.Status {
+			seen = append(seen, st.Status)
+		}
+		if st.Status != "queued" && st.Status != "running" {
+			break
+		}
+	}
+	// The mark is written before the run, the backend's start signal within
+	// it: no queued after the start.
+	if strings.Join(seen, " ") != "running succeeded" {
+		t.Fatalf("statuses after the start: %v; want running, then succeeded", seen)
 	}
 }

@@ -306,7 +306,11 @@ func (b *testBackend) Close() error { return nil }
 func (b *testBackend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
 	b.calls.Add(1)
 	b.started <- job.ID
-	cmd, arg, _ := strings.Cut(job.Text, ":")
+	text := job.Text
+	if text == "" {
+		text = job.Prompt // a /v1 completion's
+	}
+	cmd, arg, _ := strings.Cut(text, ":")
 	switch cmd {
 	case "echo":
 		return genq.NewTextResult(strings.ToUpper(arg)), nil

@@ -35,6 +35,8 @@ type AsyncJobs interface {
 	PutJobRecord(ctx context.Context, id string, record []byte) error
 	// JobRecord is NotFound for a job with no record.
 	JobRecord(ctx context.Context, id string) ([]byte, error)
+	// Running reports whether a worker has started job id.
+	Running(ctx context.Context, id string) (bool, error)
 }
 
 // Job types, the object names of the synchronous routes' answers.
@@ -44,10 +46,12 @@ const (
 	jobImage      = "image"
 )
 
-// Job statuses. A job is queued until its outcome is stored; the workers
-// record no start, so a running job reads queued too.
+// Job statuses. A job is queued until a worker marks it running (see
+// natsqueue.Delivery.MarkRunning), and running until its outcome is
+// stored. A job queued straight onto NATS reads queued until then.
 const (
 	statusQueued    = "queued"
+	statusRunning   = "running"
 	statusSucceeded = "succeeded"
 	statusFailed    = "failed"
 	statusCancelled = "cancelled"
@@ -229,7 +233,7 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) 
 	}
 	log := s.log.With("job_id", id, "route", r.URL.Path)
 	st, rec, err := s.jobStatus(r.Context(), async, id)
-	if err == nil && cancel && st.Status == statusQueued {
+	if err == nil && cancel && (st.Status == statusQueued || st.Status == statusRunning) {
 		async.CancelJob(id)
 		if rec != nil {
 			rec.Cancelled = true
@@ -277,8 +281,13 @@ func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (job
 		}
 		if rec.Cancelled {
 			st.Status = statusCancelled
+			return st, rec, nil
 		}
-		return st, rec, nil
+		running, err := async.Running(ctx, id)
+		if running {
+			st.Status = statusRunning
+		}
+		return st, rec, err
 	case errors.As(err, &appErr) && appErr.Err != nil:
 		return st, rec, err // the store failed, not the job
 	case genq.ErrorCode(err) == genq.Canceled:

@@ -217,7 +217,7 @@ func (s *Server) watchJob(async AsyncJobs, id string, rec jobRecord, log *slog.L
 			log.Debug("job status unavailable; polling again", "err", err)
 			continue
 		}
-		if st.Status == statusQueued {
+		if st.Status == statusQueued || st.Status == statusRunning {
 			continue
 		}
 		body, err := json.Marshal(st)

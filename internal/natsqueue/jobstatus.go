@@ -17,6 +17,43 @@ import (
 // the stored result in GENQ_RESULTS, the same for every producer.
 const JobRecordsBucket = "GENQ_JOB_RECORDS"
 
+// runningSuffix names the key a worker writes beside a stored job's
+// record, "<id>.running", when it starts the job. A job id never holds a
+// dot, so the key is never another job's record.
+const runningSuffix = ".running"
+
+// MarkRunning writes the running mark of a job that asked for a stored
+// result, so a producer that answers for it by id (the api's GET
+// /v1/jobs/{id}) can tell a started job from a queued one. It is one
+// JetStream publish to the bucket's subject, with no bucket lookup: when
+// no api created GENQ_JOB_RECORDS (a pipeline's jobs), the publish finds
+// no stream and the mark is skipped. Interactive jobs never ask for one.
+func (d *Delivery) MarkRunning(ctx context.Context) error {
+	if !d.Job.Store {
+		return nil
+	}
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	_, err := d.conn.js.Publish(ctx, "$KV."+JobRecordsBucket+"."+d.Job.ID+runningSuffix, nil)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mark job %s running: %w", d.Job.ID, err)
+	}
+	return nil
+}
+
+// Running reports whether a worker has started job id (its running mark
+// is there); see MarkRunning.
+func (cl *JobStore) Running(ctx context.Context, id string) (bool, error) {
+	_, err := cl.JobRecord(ctx, id+runningSuffix)
+	if genq.ErrorCode(err) == genq.NotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // JobStore is a Client that also queues jobs without waiting for them and
 // answers for them later by id: the api's POST /v1/jobs and its kin.
 type JobStore struct {

@@ -270,6 +270,11 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 				log.Warn("could not record the run alone; a crash now is not charged", "err", perr)
 			}
 		}
+		// Only for jobs that asked for a stored result: an async job's
+		// caller polls for its status, an interactive one waits on it.
+		if merr := d.MarkRunning(jobCtx); merr != nil {
+			log.Warn("could not mark the job running; it reads queued until done", "err", merr)
+		}
 		r.metrics.queueWait.Observe(wait.Seconds())
 		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", suspect)
 		r.metrics.inFlight.Inc()
