@@ -118,7 +118,15 @@ func streamed(t *testing.T, events []sseEvent) (text, finish string, tokens int,
 		}
 		for _, ch := range c.Choices {
 			text += ch.Delta.Content + ch.Text
-			if ch.FinishReason != nil && *ch.FinishReason != "" {
+			if finish != "" {
+				t.Errorf("a choice after the one that finished: %q", e.data)
+			}
+			if ch.FinishReason != nil {
+				// OpenAI sends null until the last chunk; strict clients
+				// reject an empty string.
+				if *ch.FinishReason == "" {
+					t.Errorf("finish_reason is an empty string, not null: %q", e.data)
+				}
 				finish = *ch.FinishReason
 			}
 		}

@@ -152,19 +152,32 @@ func chatChunk(base textAnswer, text, finish string, first bool, usage *v1Usage)
 }
 
 type completionChunkObject struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *v1Usage           `json:"usage,omitempty"`
+	ID      string                  `json:"id"`
+	Object  string                  `json:"object"`
+	Created int64                   `json:"created"`
+	Model   string                  `json:"model"`
+	Choices []completionChunkChoice `json:"choices"`
+	Usage   *v1Usage                `json:"usage,omitempty"`
+}
+
+// completionChunkChoice is a completion's choice in a stream: the finish
+// reason is null until the last chunk, as OpenAI sends it.
+type completionChunkChoice struct {
+	Text         string    `json:"text"`
+	Index        int       `json:"index"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
 }
 
 func completionChunk(base textAnswer, text, finish string, _ bool, usage *v1Usage) any {
 	c := completionChunkObject{ID: "cmpl-" + base.jobID, Object: "text_completion", Created: base.created,
-		Model: base.model, Choices: []completionChoice{}, Usage: usage}
+		Model: base.model, Choices: []completionChunkChoice{}, Usage: usage}
 	if usage == nil {
-		c.Choices = append(c.Choices, completionChoice{Text: text, FinishReason: finish})
+		choice := completionChunkChoice{Text: text}
+		if finish != "" {
+			choice.FinishReason = &finish
+		}
+		c.Choices = append(c.Choices, choice)
 	}
 	return c
 }
