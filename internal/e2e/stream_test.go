@@ -56,6 +56,7 @@ type sseEvent struct {
 
 type streamChunk struct {
 	Object  string `json:"object"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Delta struct {
 			Role    string `json:"role"`
@@ -138,7 +139,7 @@ func streamed(t *testing.T, events []sseEvent) (text, finish string, tokens int,
 // request says whole, and its first chunk comes well before its last.
 func TestOpenAIStream(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	s.tinyTextWorker(64)
+	model := s.tinyTextWorker(64)
 	tests := []struct{ path, input, object string }{
 		{"/v1/chat/completions", `"messages":[{"role":"user","content":"Tell me a long story."}]`, "chat.completion.chunk"},
 		{"/v1/completions", `"prompt":"Once upon a time"`, "text_completion"},
@@ -159,8 +160,8 @@ func TestOpenAIStream(t *testing.T) {
 			}
 			var first streamChunk
 			_ = json.Unmarshal([]byte(events[0].data), &first)
-			if first.Object != tt.object {
-				t.Errorf("object %q, want %q", first.Object, tt.object)
+			if first.Object != tt.object || first.Model != model {
+				t.Errorf("object %q of model %q, want %q of %q", first.Object, first.Model, tt.object, model)
 			}
 			if len(events) < 8 || !events[0].at.Before(events[len(events)-1].at) {
 				t.Errorf("%d events, the first at %v, the last at %v: not streamed as sampled", len(events), events[0].at, events[len(events)-1].at)

@@ -320,12 +320,21 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
 }
 
-// modelOf names the model a worker serves, from its heartbeat; asked is the
-// request's model, the answer when that worker is gone.
+// modelOf names the model a worker serves, from its heartbeat. When that
+// worker is unknown (gone, or a stream that has not heard from it yet) it is
+// the one model the live workers serve, as GET /v1/models lists it; then
+// asked, the request's model.
 func (s *Server) modelOf(workerID, asked string) string {
+	served := map[string]bool{}
 	for _, hb := range s.workers.Live() {
 		if hb.WorkerID == workerID {
 			return hb.Model
+		}
+		served[hb.Model] = true
+	}
+	if len(served) == 1 {
+		for m := range served {
+			return m
 		}
 	}
 	if asked != "" {
