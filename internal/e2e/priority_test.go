@@ -9,13 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
-	"github.com/genq/genq/internal/worker"
 )
 
 // fastBackend runs every job for a fixed time and never blocks on a
@@ -85,16 +82,7 @@ func TestInteractiveBeforeBatch(t *testing.T) {
 // startWorkerBackend is startWorker for a backend other than testBackend.
 func (s *stack) startWorkerBackend(b genq.Backend) {
 	s.t.Helper()
-	conn, _ := openConn(s.t, s.ns, s.settings, s.variant)
-	ctx, cancel := context.WithCancel(context.Background())
-	id := "w-" + uuid.NewString()[:8]
-	rt := worker.New(worker.Config{
-		WorkerID: id, Variant: s.variant, PollWait: 500 * time.Millisecond,
-		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second, RetryDelay: 100 * time.Millisecond,
-	}, conn, b, testLog(s.t).With("worker_id", id), prometheus.NewRegistry())
-	done := make(chan struct{})
-	go func() { _ = rt.Run(ctx); close(done) }()
-	s.t.Cleanup(func() { cancel(); <-done })
+	s.runWorker(b, time.Second)
 }
 
 // interactiveBurst sends n /generate requests at once and returns each

@@ -145,6 +145,14 @@ type runningWorker struct {
 
 func (s *stack) startWorker(b *testBackend, grace time.Duration) *runningWorker {
 	s.t.Helper()
+	w := s.runWorker(b, grace)
+	w.backend = b
+	return w
+}
+
+// runWorker runs a worker runtime over b until the test ends.
+func (s *stack) runWorker(b genq.Backend, grace time.Duration) *runningWorker {
+	s.t.Helper()
 	conn, nc := openConn(s.t, s.ns, s.settings, s.variant)
 	ctx, cancel := context.WithCancel(context.Background())
 	id := "w-" + uuid.NewString()[:8]
@@ -152,7 +160,7 @@ func (s *stack) startWorker(b *testBackend, grace time.Duration) *runningWorker 
 		WorkerID: id, Variant: s.variant, PollWait: 500 * time.Millisecond,
 		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: grace, RetryDelay: 100 * time.Millisecond,
 	}, conn, b, testLog(s.t).With("worker_id", id), prometheus.NewRegistry())
-	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan struct{}), backend: b}
+	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan struct{})}
 	go func() { w.err = rt.Run(ctx); close(w.done) }()
 	s.t.Cleanup(func() { cancel(); <-w.done })
 	return w
