@@ -146,11 +146,13 @@ func (s *Server) asyncJob(req jobSubmit, job *genq.Job) (string, error) {
 		if s.cfg.Variant.Kind() != genq.OutputText {
 			return "", genq.Errorf(genq.Invalid, "variant %s makes images: type %s needs a text variant (A or B)", s.cfg.Variant, req.Type)
 		}
-		if req.Type == jobChat {
-			model, err = s.chatJob(req.Request, job)
-		} else {
-			model, err = s.completionJob(req.Request, job)
+		read := s.chatJob
+		if req.Type == jobCompletion {
+			read = s.completionJob
 		}
+		var params v1Params
+		params, err = read(req.Request, job)
+		model = params.Model
 	case jobImage:
 		if s.cfg.Variant.Kind() != genq.OutputImage {
 			return "", genq.Errorf(genq.Invalid, "variant %s makes text: type image needs the image variant (C)", s.cfg.Variant)
@@ -184,30 +186,30 @@ func (s *Server) asyncJob(req jobSubmit, job *genq.Job) (string, error) {
 
 // chatJob and completionJob read the bodies of /v1/chat/completions and
 // /v1/completions into a job.
-func (s *Server) chatJob(body []byte, job *genq.Job) (string, error) {
+func (s *Server) chatJob(body []byte, job *genq.Job) (v1Params, error) {
 	var req chatRequest
 	if err := decodeV1(body, &req); err != nil {
-		return "", err
+		return v1Params{}, err
 	}
 	msgs, err := s.messages(req.Messages)
 	if err != nil {
-		return "", err
+		return v1Params{}, err
 	}
 	job.Messages = msgs
-	return req.Model, req.job(job)
+	return req.v1Params, req.job(job)
 }
 
-func (s *Server) completionJob(body []byte, job *genq.Job) (string, error) {
+func (s *Server) completionJob(body []byte, job *genq.Job) (v1Params, error) {
 	var req completionRequest
 	if err := decodeV1(body, &req); err != nil {
-		return "", err
+		return v1Params{}, err
 	}
 	prompt, err := s.promptText(req.Prompt)
 	if err != nil {
-		return "", err
+		return v1Params{}, err
 	}
 	job.Prompt = prompt
-	return req.Model, req.job(job)
+	return req.v1Params, req.job(job)
 }
 
 func (s *Server) handleJobGet(w http.ResponseWriter, r *http.Request) {

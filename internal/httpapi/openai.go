@@ -201,46 +201,11 @@ func (s *Server) promptText(raw json.RawMessage) (string, error) {
 }
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.handleV1(w, r, func(body []byte, job *genq.Job) (v1Params, error) {
-		var req chatRequest
-		if err := decodeV1(body, &req); err != nil {
-			return v1Params{}, err
-		}
-		msgs, err := s.messages(req.Messages)
-		if err != nil {
-			return v1Params{}, err
-		}
-		job.Messages = msgs
-		return req.v1Params, req.job(job)
-	}, chatChunk, func(answer textAnswer) any {
-		return chatCompletion{
-			ID: "chatcmpl-" + answer.jobID, Object: "chat.completion", Created: answer.created, Model: answer.model,
-			Choices: []chatChoice{{Message: chatMessageOut{Role: genq.RoleAssistant, Content: answer.GeneratedText},
-				FinishReason: answer.FinishReason}},
-			Usage: answer.usage(),
-		}
-	})
+	s.handleV1(w, r, s.chatJob, chatChunk, renderChat)
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	s.handleV1(w, r, func(body []byte, job *genq.Job) (v1Params, error) {
-		var req completionRequest
-		if err := decodeV1(body, &req); err != nil {
-			return v1Params{}, err
-		}
-		prompt, err := s.promptText(req.Prompt)
-		if err != nil {
-			return v1Params{}, err
-		}
-		job.Prompt = prompt
-		return req.v1Params, req.job(job)
-	}, completionChunk, func(answer textAnswer) any {
-		return completion{
-			ID: "cmpl-" + answer.jobID, Object: "text_completion", Created: answer.created, Model: answer.model,
-			Choices: []completionChoice{{Text: answer.GeneratedText, FinishReason: answer.FinishReason}},
-			Usage:   answer.usage(),
-		}
-	})
+	s.handleV1(w, r, s.completionJob, completionChunk, renderCompletion)
 }
 
 // textAnswer is a detailed text result with what an OpenAI object adds.
