@@ -30,7 +30,10 @@ type Weights string
 
 const (
 	WeightsQ4_0 Weights = "q4_0" // variant A: 4-bit
-	WeightsF16  Weights = "f16"  // variant B: 16-bit
+	WeightsF16  Weights = "f16"  // 16-bit IEEE half
+	// WeightsBF16 is variant B's: its hub model is Llama 3.1's own BF16
+	// release, and bfloat16 is what the real weights are trained in.
+	WeightsBF16 Weights = "bf16"
 	// WeightsF32 is no variant's format: CPU comparisons with peers whose
 	// figures were taken on F32 files use it.
 	WeightsF32 Weights = "f32"
@@ -217,10 +220,12 @@ func Write(path string, opts Options) error {
 		fileType, matrixKind = 2, fsggml.TensorTypeQ4_0 // MOSTLY_Q4_0
 	case WeightsF16:
 		fileType, matrixKind = 1, fsggml.TensorTypeF16 // MOSTLY_F16
+	case WeightsBF16:
+		fileType, matrixKind = uint32(fsggml.FileTypeBF16), fsggml.TensorTypeBF16
 	case WeightsF32:
 		fileType, matrixKind = 0, fsggml.TensorTypeF32 // ALL_F32
 	default:
-		return fmt.Errorf("model weights %q: want q4_0, f16 or f32", opts.Weights)
+		return fmt.Errorf("model weights %q: want q4_0, f16, bf16 or f32", opts.Weights)
 	}
 
 	tokens, types, merges := vocabulary(s.fullVocab)
@@ -359,6 +364,8 @@ func (r randomTensor) WriteTo(w io.Writer) (int64, error) {
 			out = appendQ4_0(out[:0], x)
 		case fsggml.TensorTypeF32:
 			out = appendF32(out[:0], x)
+		case fsggml.TensorTypeBF16:
+			out = appendBF16(out[:0], x)
 		default:
 			out = appendF16(out[:0], x)
 		}
@@ -386,6 +393,17 @@ func (n onesF32) WriteTo(w io.Writer) (int64, error) {
 func appendF32(out []byte, x []float32) []byte {
 	for _, v := range x {
 		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+	}
+	return out
+}
+
+// appendBF16 rounds each weight to the nearest bfloat16, ties to even (the
+// upper half of its float32 bits), as converters from training checkpoints do.
+func appendBF16(out []byte, x []float32) []byte {
+	for _, v := range x {
+		b := math.Float32bits(v)
+		b += 0x7fff + (b>>16)&1
+		out = binary.LittleEndian.AppendUint16(out, uint16(b>>16))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package tinygguf
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -214,5 +215,26 @@ func TestRandomTensorChunksAreStable(t *testing.T) {
 	}
 	if bytes.Equal(two[:len(one)], two[len(one):2*len(one)]) {
 		t.Error("two chunks drew the same weights")
+	}
+}
+
+// TestBF16RoundsToNearestEven: bfloat16 keeps a float32's upper half,
+// rounded to the nearest value, ties to the even one.
+func TestBF16RoundsToNearestEven(t *testing.T) {
+	for _, c := range []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3f80},
+		{-2.5, 0xc020},
+		{1 + 1.0/256, 0x3f80},  // halfway between 0x3f80 and 0x3f81: to the even one
+		{1 + 3.0/256, 0x3f82},  // halfway between 0x3f81 and 0x3f82: to the even one
+		{1 + 1.5/256, 0x3f81},  // above halfway: up
+		{1 + 0.75/256, 0x3f80}, // below halfway: down
+	} {
+		got := binary.LittleEndian.Uint16(appendBF16(nil, []float32{c.in}))
+		if got != c.want {
+			t.Errorf("bf16(%v) = %#04x, want %#04x", c.in, got, c.want)
+		}
 	}
 }
