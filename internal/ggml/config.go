@@ -53,6 +53,14 @@ type Config struct {
 	// vocabularies neither matters.
 	Narrow string
 
+	// Graph is which forward pass steps run: "streams" is genq's own llama
+	// graph, each slot with its own stream of cache cells, so a token
+	// attends over its own sequence only; "engine" is the engine's model
+	// graph over one unified cache, where every token scores the cells of
+	// every sequence in the step; "auto" takes streams for llama models and
+	// the engine's graph for other architectures.
+	Graph string
+
 	// Pipeline is "on", "off" or "auto": whether the graph of step N+1 is
 	// built while step N computes. Auto turns it on when a GPU computes,
 	// leaving the CPU free to build; on a CPU it steals a core from ggml's
@@ -68,6 +76,9 @@ type Config struct {
 	pipeline  bool // Pipeline, resolved by Open
 	// noSharedPrefix prefills every prompt whole: tests compare against it.
 	noSharedPrefix bool
+	// flashAttention forces ggml's flash kernel on the CPU, where Open
+	// otherwise takes it for real models only: tests cover both kernels.
+	flashAttention bool
 }
 
 // DefaultSystemPrompt is the system message of every conversation unless
@@ -91,6 +102,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
 	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
 	fs.String(&c.Narrow, "text-narrow", "TEXT_NARROW", "auto", "where rows are narrowed to the sampler's top-k: device (in the step's graph), host, or auto (device on a GPU for steps of two rows or more)")
+	fs.String(&c.Graph, "text-graph", "TEXT_GRAPH", "auto", "forward pass: streams (genq's llama graph, attention per sequence), engine (the engine's graph, one unified cache), or auto (streams for llama models)")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 
@@ -111,6 +123,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	var err error
 	if c.Pipeline, err = oneOf("pipeline", c.Pipeline, "auto", "on", "off"); err != nil {
+		return c, err
+	}
+	if c.Graph, err = oneOf("graph", c.Graph, "auto", "streams", "engine"); err != nil {
 		return c, err
 	}
 	if c.Narrow, err = oneOf("narrow", c.Narrow, "auto", "device", "host"); err != nil {

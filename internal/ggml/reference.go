@@ -3,7 +3,6 @@ package ggml
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/genq/genq/internal/ggml/sample"
 )
@@ -34,7 +33,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 	var err error
 	seq := &sequence{slot: 0}
 	defer func() {
-		if err := b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
+		if err := b.graph.clear(seq.slot); err != nil {
 			b.log.Error("free cache slot", "slot", seq.slot, "err", err)
 		}
 	}()

@@ -3,7 +3,6 @@ package ggml
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/ollama/ollama/ml"
-	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 
 	"github.com/genq/genq/internal/genq"
@@ -379,8 +377,9 @@ func (s *scheduler) start(req *request) {
 	seq := &sequence{req: req, slot: slot, pending: req.prompt}
 	b := s.b
 	if n := len(b.prefix); n > 0 && n < len(req.prompt) && slices.Equal(req.prompt[:n], b.prefix) {
-		b.cache.CopyPrefix(b.prefixSeq(), slot, int32(n))
-		seq.pending, seq.pos = req.prompt[n:], int32(n)
+		if err := b.graph.copyPrefix(b.prefixSeq(), slot, int32(n)); err == nil {
+			seq.pending, seq.pos = req.prompt[n:], int32(n)
+		}
 	}
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
@@ -398,7 +397,7 @@ func (s *scheduler) release() {
 			s.restart(seq)
 		}
 		if seq.finished && seq.inflight == 0 {
-			if err := s.b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
+			if err := s.b.graph.clear(seq.slot); err != nil {
 				// Remove from 0 never shifts, so this cannot happen; if it
 				// did, the slot must not be reused with stale cells.
 				s.b.log.Error("free cache slot", "slot", seq.slot, "err", err)
@@ -501,13 +500,13 @@ func (s *scheduler) plan() (*step, error) {
 		Sequences: seqIDs,
 	}
 	st.ctx.SetBatchSize(len(st.tokens))
-	logits, err := forward(st.ctx, b, batch)
+	logits, err := buildForward(b.graph, st.ctx, batch, false)
 	if err != nil {
 		st.ctx.Close()
 		for _, seq := range st.seqs {
 			seq.inflight--
 		}
-		return nil, fmt.Errorf("build forward graph: %w", err)
+		return nil, err
 	}
 	st.logits = logits
 	if k := s.stepNarrowK(st); k > 0 && len(st.samples) >= b.narrowMinRows {
@@ -547,13 +546,6 @@ func narrow(ctx ml.Context, logits ml.Tensor, k int) *narrowing {
 	vals := logits.Reshape(ctx, 1, vocab, rows).Rows(ctx, ids)
 	ctx.Forward(ids, vals)
 	return &narrowing{k: k, ids: ids, vals: vals}
-}
-
-// forward builds the graph; ggml reports some failures (out of graph nodes,
-// say) by panicking, which must fail the step, not the worker.
-func forward(ctx ml.Context, b *Backend, batch input.Batch) (t ml.Tensor, err error) {
-	defer recoverError(&err)
-	return model.Forward(ctx, b.model, batch)
 }
 
 // launch computes st, in the background when pipelining; st.done closes
@@ -771,15 +763,16 @@ func (s *scheduler) restart(seq *sequence) {
 		return
 	}
 	b := s.b
-	if err := b.cache.Remove(seq.slot, 0, math.MaxInt32); err != nil {
+	if err := b.graph.clear(seq.slot); err != nil {
 		s.complete(seq, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
 	prompt := seq.req.prompt
 	seq.pending, seq.pos = prompt, 0
 	if n := len(b.prefix); n > 0 && n < len(prompt) && slices.Equal(prompt[:n], b.prefix) {
-		b.cache.CopyPrefix(b.prefixSeq(), seq.slot, int32(n))
-		seq.pending, seq.pos = prompt[n:], int32(n)
+		if err := b.graph.copyPrefix(b.prefixSeq(), seq.slot, int32(n)); err == nil {
+			seq.pending, seq.pos = prompt[n:], int32(n)
+		}
 	}
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
