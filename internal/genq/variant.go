@@ -48,8 +48,8 @@ type Spec struct {
 	// Hub is the model genqctl download fetches by default.
 	Hub HubModel
 	// TestModel is what the tiny random-weight model of the variant is
-	// written as: the GGUF weight type of a text model (q4_0 or f16, the
-	// precision class of the real one), the diffusers pipeline of an image
+	// written as: the GGUF weight type of a text model (q4_0, or bf16 as
+	// the hub model's own file is), the diffusers pipeline of an image
 	// export (sd3).
 	TestModel string
 }
@@ -96,7 +96,7 @@ func (v Variant) Spec() Spec {
 				Include: []string{"*-BF16.gguf", "*-BF16-*-of-*.gguf"},
 				About:   "Llama 3.1 8B Instruct, GGUF BF16 (16-bit, not quantised)",
 			},
-			TestModel: "f16",
+			TestModel: "bf16",
 		}
 	case VariantC:
 		return Spec{

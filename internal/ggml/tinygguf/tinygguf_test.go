@@ -45,7 +45,7 @@ func TestTinyModelMetadata(t *testing.T) {
 		matrix   fsggml.TensorType
 	}{
 		{genq.VariantA, "Q4_0", fsggml.TensorTypeQ4_0},
-		{genq.VariantB, "F16", fsggml.TensorTypeF16},
+		{genq.VariantB, "BF16", fsggml.TensorTypeBF16},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.v), func(t *testing.T) {
