@@ -645,24 +645,49 @@ func cutAtStop(seq *sequence, before int) bool {
 // reserveGraphs allocates compute memory for the largest steps up front, the
 // way ollama's runner does, so a step never fails for want of memory.
 func (b *Backend) reserveGraphs() error {
-	for _, n := range []int{b.cfg.BatchSize, b.cfg.Slots} {
-		if err := b.reserveGraph(n); err != nil {
-			return err
+	// The shapes a step takes: a whole batch of one prompt, one token for
+	// every slot, and the mix (every other slot decoding beside a chunk).
+	// The stream graph's groups differ between them.
+	slots, batch := b.cfg.Slots, b.cfg.BatchSize
+	var seqs []int
+	var positions []int32
+	prompt := func(slot, n int) {
+		for i := range n {
+			seqs, positions = append(seqs, slot), append(positions, int32(i))
 		}
+	}
+	decoding := func(first, n int) {
+		for i := range n {
+			seqs, positions = append(seqs, first+i), append(positions, 0)
+		}
+	}
+	reserve := func() error {
+		err := b.reserveGraph(seqs, positions)
+		seqs, positions = nil, nil
+		return err
+	}
+	prompt(0, batch)
+	if err := reserve(); err != nil {
+		return err
+	}
+	decoding(0, slots)
+	if err := reserve(); err != nil {
+		return err
+	}
+	if chunk := batch - (slots - 1); slots > 1 && chunk >= 2 {
+		decoding(1, slots-1)
+		prompt(0, chunk)
+		return reserve()
 	}
 	return nil
 }
 
-func (b *Backend) reserveGraph(n int) (err error) {
+func (b *Backend) reserveGraph(seqs []int, positions []int32) (err error) {
 	defer recoverError(&err)
 	ctx := b.model.Backend().NewContext()
 	defer ctx.Close()
+	n := len(seqs)
 	tokens := make([]int32, n)
-	positions := make([]int32, n)
-	seqs := make([]int, n)
-	for i := range positions {
-		positions[i] = int32(i)
-	}
 	batch := input.Batch{
 		Inputs:    ctx.Input().FromInts(tokens, n),
 		Outputs:   ctx.Input().Empty(ml.DTypeI32, b.cfg.Slots),

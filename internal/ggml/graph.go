@@ -29,6 +29,8 @@ type stepGraph interface {
 	copyPrefix(src, dst int, n int32) error
 	// clear forgets every cell of slot.
 	clear(slot int) error
+	// maxChunks is the most prompt chunks one step may carry (0: no limit).
+	maxChunks() int
 	close()
 }
 
@@ -58,6 +60,8 @@ func (g *engineGraph) copyPrefix(src, dst int, n int32) error {
 func (g *engineGraph) clear(slot int) error {
 	return g.cache.Remove(slot, 0, math.MaxInt32)
 }
+
+func (g *engineGraph) maxChunks() int { return 0 }
 
 func (g *engineGraph) close() { g.cache.Close() }
 

@@ -370,10 +370,12 @@ func (s *scheduler) admit(idle bool) bool {
 }
 
 // start gives req a slot, sharing the cached system prefix when its prompt
-// begins with it.
+// begins with it. The lowest free slot: the decoding sequences' slots then
+// stay packed, and the stream graph attends over the range they span.
 func (s *scheduler) start(req *request) {
-	slot := s.free[len(s.free)-1]
-	s.free = s.free[:len(s.free)-1]
+	i := slices.Index(s.free, slices.Min(s.free))
+	slot := s.free[i]
+	s.free = slices.Delete(s.free, i, i+1)
 	seq := &sequence{req: req, slot: slot, pending: req.prompt}
 	b := s.b
 	if n := len(b.prefix); n > 0 && n < len(req.prompt) && slices.Equal(req.prompt[:n], b.prefix) {
@@ -457,15 +459,17 @@ func (s *scheduler) plan() (*step, error) {
 	}
 	// Then prompt chunks, oldest first, up to the step's budget.
 	decoding := len(st.tokens)
+	chunks := 0
 	for _, seq := range s.active {
 		budget := b.cfg.BatchSize - len(st.tokens)
-		if budget <= 0 {
+		if budget <= 0 || chunks == b.graph.maxChunks() {
 			break
 		}
 		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
 			continue
 		}
 		n := min(budget, len(seq.pending))
+		chunks++
 		for _, tok := range seq.pending[:n] {
 			add(seq, tok)
 		}

@@ -214,3 +214,30 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPromptsBeyondOneStepsNodeBudget: more new prompts than one step's
+// graph has nodes for (every chunk is an attention group of its own) are
+// spread over several steps, and each answer is what it is alone.
+func TestPromptsBeyondOneStepsNodeBudget(t *testing.T) {
+	const n = 64
+	// A batch wide enough for every prompt at once.
+	b := openTiny(t, genq.VariantA, Config{MaxNewTokens: 3, Slots: n, ContextSize: 1024, BatchSize: 1024})
+	if limit := b.graph.maxChunks(); limit == 0 || limit >= n {
+		t.Fatalf("a step may carry %d chunks: %d prompts at once test nothing", limit, n)
+	}
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("word %d", i)
+	}
+	got := concurrently(t, b, texts)
+	single := openTiny(t, genq.VariantA, Config{MaxNewTokens: 3, Slots: 1})
+	for i, text := range texts {
+		want, err := single.generate(context.Background(), text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i].Text != want.Text {
+			t.Errorf("prompt %q: %q among %d, %q alone", text, got[i].Text, n, want.Text)
+		}
+	}
+}

@@ -50,6 +50,11 @@ type streamGraph struct {
 	cacheCtxs    []ml.Context
 	keys, values []ml.Tensor // per layer: keys [headDim, kvHeads, cells], values [cells, headDim, kvHeads] when permutedV
 
+	// chunks is the most prompt chunks a step may carry: each is an
+	// attention group of its own, with its own nodes in every layer, and a
+	// graph has a fixed budget of them (ggml aborts the process past it).
+	chunks int
+
 	// pendingCopies are prefix copies made by copyPrefix; the next forward
 	// graph performs them before anything reads the cache, so that a copy
 	// never runs beside a step computing on another goroutine.
@@ -99,6 +104,7 @@ func newStreamGraph(m model.Model, streams, cellsPerStream, padding int) (*strea
 	if g.permutedV && s.kvHeads > 0 && s.heads%s.kvHeads == 0 {
 		g.fold = s.heads / s.kvHeads
 	}
+	g.chunks = chunksPerStep(g.backend, len(lm.Layers))
 	cells := streams * cellsPerStream
 	for i := range lm.Layers {
 		ctx := g.backend.NewContextSize(2).Layer(i)
@@ -112,6 +118,23 @@ func newStreamGraph(m model.Model, streams, cellsPerStream, padding int) (*strea
 	}
 	return g, true
 }
+
+// chunksPerStep is how many prompt chunks fit a step's node budget (the
+// engine sizes a graph's node and tensor pool from the model's tensor
+// count) beside the layers' own nodes and the decoding group. The costs are
+// measured bounds with a margin: on the tiny model (2 layers, a pool of
+// 1,024) 12 chunks fit and 16 overflow, so a chunk costs at most 40 tensors
+// per layer; 100 per layer covers the rest of a layer and the decoding
+// group, 128 the embeddings, the output and the inputs. Real models get 4.
+func chunksPerStep(b ml.Backend, layers int) int {
+	ctx := b.NewContext()
+	nodes := ctx.MaxGraphNodes()
+	ctx.Close()
+	layers = max(layers, 1)
+	return max(1, (nodes-128-layers*100)/(layers*40))
+}
+
+func (g *streamGraph) maxChunks() int { return g.chunks }
 
 func (g *streamGraph) close() {
 	for _, ctx := range g.cacheCtxs {
