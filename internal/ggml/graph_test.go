@@ -135,3 +135,22 @@ func stepLogits(t *testing.T, b *Backend, copyPrefix int, seqs []int, positions 
 	}
 	return logits
 }
+
+// TestGraphsAnswerAlike: the scheduler serves the same greedy answers over
+// either graph, batched, with chunked prompts beside decoding sequences.
+func TestGraphsAnswerAlike(t *testing.T) {
+	for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
+		t.Run(string(v), func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 32, Slots: 4, BatchSize: 9}
+			cfg.Graph = "streams"
+			streams := concurrently(t, openTiny(t, v, cfg), batchTexts)
+			cfg.Graph = "engine"
+			engine := concurrently(t, openTiny(t, v, cfg), batchTexts)
+			for i := range batchTexts {
+				if streams[i].Text != engine[i].Text {
+					t.Errorf("prompt %q:\nstreams %q\nengine  %q", batchTexts[i], streams[i].Text, engine[i].Text)
+				}
+			}
+		})
+	}
+}

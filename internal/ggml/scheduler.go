@@ -462,7 +462,7 @@ func (s *scheduler) plan() (*step, error) {
 	chunks := 0
 	for _, seq := range s.active {
 		budget := b.cfg.BatchSize - len(st.tokens)
-		if budget <= 0 || chunks == b.graph.maxChunks() {
+		if limit := b.graph.maxChunks(); budget <= 0 || limit > 0 && chunks == limit {
 			break
 		}
 		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
