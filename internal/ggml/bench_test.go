@@ -25,7 +25,8 @@ import (
 // their weight format (default the variant's; f32 to compare with peers'
 // figures taken on F32 files), GENQ_BENCH_THREADS
 // the compute threads (default: Open's choice), GENQ_BENCH_PIPELINE on|off
-// (default: Open's choice).
+// (default: Open's choice), GENQ_BENCH_GRAPH streams|engine (default:
+// Open's choice).
 
 const benchPrompt = "Write a short story about a robot who learns to paint, in a few paragraphs."
 
@@ -68,7 +69,7 @@ func BenchmarkThroughput(b *testing.B) {
 					be, err := Open(context.Background(), Config{
 						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: benchTokens(),
 						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
-						IgnoreEOS: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"),
+						IgnoreEOS: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"), Graph: os.Getenv("GENQ_BENCH_GRAPH"),
 					}, nil)
 					if err != nil {
 						b.Fatal(err)
