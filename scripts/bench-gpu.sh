@@ -12,15 +12,15 @@
 # it stopped. Results: $GPU_WORK/results/*.json, for `benchgpu report`.
 #
 # GPU_KIT (default .gpu), GPU_WORK (default /tmp/genq-gpu), CUDA_ARCH
-# (default 90, Hopper), GPU_MODELS (default "8b:B:8B F16:1,4,16,64"): runs
+# (default 90, Hopper), GPU_MODELS (default "8b:B:8B BF16:1,4,16,64"): runs
 # separated by ';', each size:variant:label:levels[:worker settings], the
 # settings as space-separated NAME=value pairs (for example
-# "8b:B:8B F16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed).
+# "8b:B:8B BF16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kit="$(realpath "${GPU_KIT:-.gpu}")"
 work="${GPU_WORK:-/tmp/genq-gpu}"
-models="${GPU_MODELS:-8b:B:8B F16:1,4,16,64}"
+models="${GPU_MODELS:-8b:B:8B BF16:1,4,16,64}"
 mkdir -p "$work/results" "$work/logs"
 log="$work/log"
 
