@@ -310,3 +310,29 @@ func TestSampleTopDistribution(t *testing.T) {
 		t.Error("no candidates: want an error")
 	}
 }
+
+// TestRankKeyOrdersAsBetter: the packed keys sort exactly as better does,
+// across signs, zeros, infinities and ties.
+func TestRankKeyOrdersAsBetter(t *testing.T) {
+	values := []float32{float32(math.Inf(-1)), -3.5, -1, -1e-30, float32(math.Copysign(0, -1)), 0, 1e-30, 0.5, 2, 2, float32(math.Inf(1))}
+	var c []candidate
+	for i, v := range values {
+		c = append(c, candidate{id: int32(i), logit: v}, candidate{id: int32(100 + i), logit: v})
+	}
+	for _, a := range c {
+		for _, b := range c {
+			want := better(a, b)
+			ka, kb := rankKey(a.logit, a.id), rankKey(b.logit, b.id)
+			got := 0
+			switch {
+			case ka < kb:
+				got = -1
+			case ka > kb:
+				got = 1
+			}
+			if (want < 0) != (got < 0) || (want > 0) != (got > 0) {
+				t.Errorf("%v vs %v: better %d, keys %d", a, b, want, got)
+			}
+		}
+	}
+}
