@@ -140,12 +140,12 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	for _, m := range sortedKeys(r.ttft) {
 		fmt.Fprintf(&s, "| %s | %s | %s |\n", m, ms(r.ttft[m]), ms(r.perToken[m]))
 	}
-	s.WriteString("\n**Against the engine alone**, at concurrency 1 with the same model and settings: a plain loop over ollama's engine (one sequence, whole-prompt prefill, one forward step per token, the same sampler: `ggml.Backend.GenerateUnbatched`), genq's scheduler in process (shared system prefix, continuous batching), and genq through HTTP, NATS and the worker. Ratios are to the plain loop; on this shared machine, differences within the run-to-run spread quoted at the top are noise.\n\n")
+	s.WriteString("\n**Against the engine alone**, at concurrency 1 with the same model and settings: a plain loop over the engine (one sequence, whole-prompt prefill, one forward step per token, the same graph and sampler: `ggml.Backend.GenerateUnbatched`), genq's scheduler in process (shared system prefix, continuous batching), and genq through HTTP, NATS and the worker. Ratios are to the plain loop; on this shared machine, differences within the run-to-run spread quoted at the top are noise.\n\n")
 	s.WriteString("| model | plain loop (tok/s) | scheduler in process | ratio | genq through HTTP | ratio |\n|---|---|---|---|---|---|\n")
 	for _, m := range sortedKeys(r.plain) {
 		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f× | %.0f | %.2f× |\n", m, r.plain[m], r.inProcess[m], r.inProcess[m]/r.plain[m], base[m], base[m]/r.plain[m])
 	}
-	s.WriteString("\nThe mid model has about 100M parameters (F16, variant B's format); the tiny one about 0.1M. The bar on this CPU is llama.cpp's own batched benchmark on a 126M-parameter F32 llama with 2 threads: 89, 163, 227 and 323 tok/s at 1, 2, 4 and 8 sequences.")
+	s.WriteString("\nThe mid model has about 100M parameters (BF16, variant B's format, as its hub model's file); the tiny one about 0.1M. The bar on this CPU is llama.cpp's own batched benchmark on a 126M-parameter F32 llama with 2 threads: 89, 163, 227 and 323 tok/s at 1, 2, 4 and 8 sequences.")
 	var vsBar []string
 	for _, p := range r.text {
 		if bar, ok := llamaCppBar[p.conc]; ok && p.model == "mid" {
