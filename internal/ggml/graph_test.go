@@ -40,6 +40,8 @@ func TestStreamGraphMatchesEngine(t *testing.T) {
 		{seqs: []int{0}, positions: []int32{12}},
 		{copyPrefix: 2, seqs: []int{0, 1, 1, 1, 1}, positions: []int32{13, afterPrefix, afterPrefix + 1, afterPrefix + 2, afterPrefix + 3}}, // slot 1 restarts from the prefix
 		{seqs: []int{1, 0, 2}, positions: []int32{afterPrefix + 4, 14, 9}},
+		{copyPrefix: 3, seqs: []int{0}, positions: []int32{15}}, // slot 2 restarts, its prompt a step later
+		{seqs: []int{2, 2, 1}, positions: []int32{afterPrefix, afterPrefix + 1, afterPrefix + 5}},
 	}
 	for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
 		for _, flash := range []bool{false, true} {

@@ -53,8 +53,9 @@ type streamGraph struct {
 	chunks int
 
 	// pendingCopies are prefix copies made by copyPrefix; the next forward
-	// graph performs them before anything reads the cache, so that a copy
-	// never runs beside a step computing on another goroutine.
+	// graph that carries the slot performs them before anything reads the
+	// cache, so that a copy never runs beside a step computing on another
+	// goroutine.
 	pendingCopies []prefixCopy
 }
 
@@ -308,7 +309,7 @@ func (g *streamGraph) forward(ctx ml.Context, batch input.Batch, reserve bool) (
 		return nil, err
 	}
 	if !reserve {
-		g.emitCopies(ctx)
+		g.emitCopies(ctx, batch.Sequences)
 	}
 	s := g.shape
 	n := len(batch.Positions)
@@ -468,10 +469,17 @@ func (g *streamGraph) streamViews(ctx ml.Context, keys, values ml.Tensor, grp at
 	return key, value
 }
 
-// emitCopies adds the pending prefix copies to ctx's graph, ahead of the
-// step's own nodes, which ggml runs in the order they were added.
-func (g *streamGraph) emitCopies(ctx ml.Context) {
+// emitCopies adds the pending prefix copies of the slots in seqs to ctx's
+// graph, ahead of the step's own nodes, which ggml runs in the order they
+// were added. A slot with no token in the step keeps its copy pending: were
+// the step to fail, only its own sequences start over (with a new copy).
+func (g *streamGraph) emitCopies(ctx ml.Context, seqs []int) {
+	kept := g.pendingCopies[:0]
 	for _, c := range g.pendingCopies {
+		if !slices.Contains(seqs, c.dst) {
+			kept = append(kept, c)
+			continue
+		}
 		for layer := range g.keys {
 			keys, values := g.keys[layer], g.values[layer]
 			kRow := keys.Stride(2)
@@ -491,5 +499,5 @@ func (g *streamGraph) emitCopies(ctx ml.Context) {
 			ctx.Forward(from.Copy(ctx, to))
 		}
 	}
-	g.pendingCopies = g.pendingCopies[:0]
+	g.pendingCopies = kept
 }
