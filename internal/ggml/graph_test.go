@@ -156,3 +156,92 @@ func TestGraphsAnswerAlike(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamLayout: how a step's tokens are grouped, where their keys go,
+// and what each query may see.
+func TestStreamLayout(t *testing.T) {
+	g := &streamGraph{streams: 4, cellsPerStream: 64, padding: 32, fold: 2}
+	inf := float32(math.Inf(-1))
+	tests := []struct {
+		name      string
+		seqs      []int
+		positions []int32
+		groups    int
+		inOrder   bool
+		outRow    []int32
+		cellOf    []int32
+		gather    []int32 // the decoding group's
+		cells     []int   // attended cells per group
+	}{
+		{
+			name: "decoding slots in order", seqs: []int{0, 1, 2}, positions: []int32{5, 40, 0},
+			groups: 1, inOrder: true, outRow: []int32{0, 1, 2}, cellOf: []int32{5, 104, 128},
+			gather: []int32{0, 1, 2}, cells: []int{64},
+		},
+		{
+			name: "out of order with an idle slot between", seqs: []int{3, 1}, positions: []int32{2, 7},
+			groups: 1, outRow: []int32{2, 0}, cellOf: []int32{194, 71},
+			gather: []int32{1, 0, 0}, cells: []int{32}, // the idle slot borrows the first row
+		},
+		{
+			name: "a chunk after a decoding token", seqs: []int{2, 0, 0, 0}, positions: []int32{9, 30, 31, 32},
+			groups: 2, outRow: []int32{0, 1, 2, 3}, inOrder: true, cellOf: []int32{137, 30, 31, 32},
+			gather: []int32{0}, cells: []int{32, 64},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := g.layout(input.Batch{Sequences: tt.seqs, Positions: tt.positions}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.groups) != tt.groups || l.inOrder != tt.inOrder ||
+				fmt.Sprint(l.outRow) != fmt.Sprint(tt.outRow) || fmt.Sprint(l.cellOf) != fmt.Sprint(tt.cellOf) ||
+				fmt.Sprint(l.groups[0].gather) != fmt.Sprint(tt.gather) {
+				t.Fatalf("layout %+v", l)
+			}
+			for i, grp := range l.groups {
+				if grp.cells != tt.cells[i] {
+					t.Errorf("group %d attends %d cells, want %d", i, grp.cells, tt.cells[i])
+				}
+				// Each mask row sees cells 0..pos of its stream, nothing after.
+				for r := 0; r < len(grp.mask)/grp.cells; r++ {
+					row := grp.mask[r*grp.cells : (r+1)*grp.cells]
+					seen := 0
+					for seen < len(row) && row[seen] == 0 {
+						seen++
+					}
+					for _, v := range row[seen:] {
+						if v != inf {
+							t.Fatalf("group %d mask row %d: %v", i, r, row)
+						}
+					}
+					stream, tok := r/grp.maskRows, r%grp.maskRows
+					want := 1 // an idle stream sees cell 0, its row unused
+					if grp.single {
+						if row := grp.gather[stream]; tt.seqs[row] == grp.stream0+stream {
+							want = int(tt.positions[row]) + 1
+						}
+					} else {
+						want = int(tt.positions[grp.first+tok]) + 1
+					}
+					if seen != want {
+						t.Errorf("group %d mask row %d sees %d cells, want %d", i, r, seen, want)
+					}
+				}
+			}
+		})
+	}
+	for _, bad := range []struct {
+		seqs      []int
+		positions []int32
+	}{
+		{[]int{4}, []int32{0}},             // no such slot
+		{[]int{0}, []int32{64}},            // past the context
+		{[]int{1, 2, 1}, []int32{3, 0, 9}}, // one sequence, two separate tokens
+	} {
+		if _, err := g.layout(input.Batch{Sequences: bad.seqs, Positions: bad.positions}, false); err == nil {
+			t.Errorf("layout(%v, %v): want an error", bad.seqs, bad.positions)
+		}
+	}
+}
