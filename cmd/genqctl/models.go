@@ -19,7 +19,7 @@ func runModels(ctx context.Context, args []string, e env) error {
 	var seed int64
 	fs.String(&variant, "variant", "VARIANT", "B", "variant whose model to write: A, B or C")
 	fs.String(&dir, "dir", "", "", "directory to write into (default models/<variant>)")
-	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests), mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in F16, 40 GB in Q4_0)")
+	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests), mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in BF16, 40 GB in Q4_0)")
 	fs.Int64(&seed, "seed", "", 1, "seed of the random weights: the same seed writes the same model")
 	if err := fs.Parse(args[1:]); err != nil {
 		return flagError(err)

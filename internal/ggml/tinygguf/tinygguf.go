@@ -51,7 +51,7 @@ type Options struct {
 	// with the vocabulary, not the model), "mid" (about 100M, for CPU
 	// benchmarks), or "8b" and "70b"
 	// (Llama 3's shapes and its 128,256-token vocabulary, for GPU
-	// benchmarks: 16 GB in F16, 40 GB in Q4_0).
+	// benchmarks: 16 GB in BF16, 40 GB in Q4_0).
 	Size string
 	// Seed fixes every weight: the same options write the same bytes.
 	Seed int64
