@@ -29,8 +29,9 @@ import (
 //
 // Attention costs what each sequence's context costs, as in llama.cpp's
 // per-sequence streams. The weights are the engine's, loaded by it; every
-// other operation is the engine's llama graph's, in the same order, so the
-// logits match it to float rounding (TestStreamGraphMatchesEngine).
+// operation outside attention is the engine's llama graph's, in the same
+// order, and attention computes the same sums, so the logits match it to
+// float rounding (TestStreamGraphMatchesEngine).
 type streamGraph struct {
 	m       *llama.Model
 	backend ml.Backend
@@ -119,11 +120,12 @@ func newStreamGraph(m model.Model, streams, cellsPerStream, padding int) (*strea
 
 // chunksPerStep is how many prompt chunks fit a step's node budget (the
 // engine sizes a graph's node and tensor pool from the model's tensor
-// count) beside the layers' own nodes and the decoding group. The costs are
-// measured bounds with a margin: on the tiny model (2 layers, a pool of
-// 1,024) 12 chunks fit and 16 overflow, so a chunk costs at most 40 tensors
-// per layer; 100 per layer covers the rest of a layer and the decoding
-// group, 128 the embeddings, the output and the inputs. Real models get 4.
+// count) beside the layers' own nodes and the decoding group. The costs
+// come from a measurement, with a margin: on the tiny model (2 layers, a
+// pool of 1,024) 12 chunks fit and 16 overflowed, about 30 tensors per
+// chunk and layer; 40 are counted, 100 per layer for the rest of a layer
+// and the decoding group, 128 for the embeddings, the output and the
+// inputs. Real models get 4, the tiny ones 8.
 func chunksPerStep(b ml.Backend, layers int) int {
 	ctx := b.NewContext()
 	nodes := ctx.MaxGraphNodes()
