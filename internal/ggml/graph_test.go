@@ -245,3 +245,27 @@ func TestStreamLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUShapedConfigAnswersAlike runs the stream graph as a GPU runs it,
+// on the CPU: flash attention (values not permuted, an F16 mask, the
+// backend's attention for every group), steps pipelined, rows narrowed in
+// the graph. Pipelining and narrowing change no sums, so the greedy answers
+// must equal those of plain sequential steps with the same kernel.
+func TestGPUShapedConfigAnswersAlike(t *testing.T) {
+	base := Config{MaxNewTokens: 24, Slots: 4, BatchSize: 9, flashAttention: true}
+	sequential := base
+	sequential.Pipeline, sequential.Narrow = "off", "host"
+	gpuShaped := base
+	gpuShaped.Pipeline, gpuShaped.Narrow = "on", "device"
+	want := concurrently(t, openTiny(t, genq.VariantB, sequential), batchTexts)
+	b := openTiny(t, genq.VariantB, gpuShaped)
+	if sg, ok := b.graph.(*streamGraph); !ok || sg.permutedV || b.narrowK == 0 || !b.cfg.pipeline {
+		t.Fatalf("not the GPU's shape: graph %T, narrow %d, pipeline %v", b.graph, b.narrowK, b.cfg.pipeline)
+	}
+	got := concurrently(t, b, batchTexts)
+	for i := range batchTexts {
+		if got[i].Text != want[i].Text {
+			t.Errorf("prompt %q:\nGPU-shaped %q\nsequential %q", batchTexts[i], got[i].Text, want[i].Text)
+		}
+	}
+}
