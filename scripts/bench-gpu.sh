@@ -15,7 +15,8 @@
 # (default 90, Hopper), GPU_MODELS (default "8b:B:8B BF16:1,4,16,64"): runs
 # separated by ';', each size:variant:label:levels[:worker settings], the
 # settings as space-separated NAME=value pairs (for example
-# "8b:B:8B BF16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed).
+# "8b:B:8B BF16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed);
+# a size of SIZE/WEIGHTS writes other weights than the variant's ("8b/f16").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kit="$(realpath "${GPU_KIT:-.gpu}")"
@@ -37,13 +38,18 @@ build_ggml() {
 	say "ggml CUDA backend built"
 }
 
+# model_dir size variant: where a run's model lives (size may be SIZE/WEIGHTS).
+model_dir() { echo "$work/models/${1//\//-}-$2"; }
+
 write_model() { # size variant
-	local dir="$work/models/$1-$2"
+	local dir weights=()
+	dir="$(model_dir "$1" "$2")"
 	[[ -f $dir/ok ]] && return 0
+	[[ $1 == */* ]] && weights=(--weights "${1#*/}")
 	# The disk holds one big model at a time.
 	rm -rf "$work/models"
 	say "writing the $1 model for variant $2"
-	"$work/bin/genqctl" models tiny --variant "$2" --size "$1" --dir "$dir" >>"$work/logs/models.log" 2>&1 || return 1
+	"$work/bin/genqctl" models tiny --variant "$2" --size "${1%%/*}" "${weights[@]}" --dir "$dir" >>"$work/logs/models.log" 2>&1 || return 1
 	touch "$dir/ok"
 	say "model $1-$2 written: $(du -sh "$dir" | cut -f1)"
 }
@@ -63,7 +69,8 @@ gpu_env() {
 # worker, SLOTS unset so the worker sizes its slots from free memory.
 sweep() {
 	local size=$1 variant=$2 label=$3 levels=$4 settings=${5:-}
-	local name=${label// /-} dir="$work/models/$size-$variant"
+	local name=${label// /-} dir
+	dir="$(model_dir "$size" "$variant")"
 	[[ -s $work/results/$name.json ]] && return 0
 	gpu_env
 	say "sweep $label at concurrency $levels"
@@ -99,7 +106,7 @@ does_not_fit() { # size variant
 	[[ -s $work/results/does-not-fit.txt ]] && return 0
 	gpu_env
 	local start=$SECONDS
-	VARIANT=$2 MODEL_DIR="$work/models/$1-$2" NATS_URL=nats://127.0.0.1:1 METRICS_ADDR=127.0.0.1:19092 \
+	VARIANT=$2 MODEL_DIR="$(model_dir "$1" "$2")" NATS_URL=nats://127.0.0.1:1 METRICS_ADDR=127.0.0.1:19092 \
 		SLOTS=1024 TEXT_CONTEXT_SIZE=8192 timeout 60 "$work/bin/worker" >"$work/logs/does-not-fit.log" 2>&1
 	local rc=$?
 	{

@@ -12,14 +12,15 @@ import (
 // random weights in the real format of the variant, for tests and demos.
 func runModels(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "tiny" {
-		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid|8b|70b] [--seed N]"}
+		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid|8b|70b] [--weights q4_0|f16|bf16|f32] [--seed N]"}
 	}
 	fs := envflag.New("genqctl models tiny", e.getenv, e.stderr)
-	var variant, dir, size string
+	var variant, dir, size, weights string
 	var seed int64
 	fs.String(&variant, "variant", "VARIANT", "B", "variant whose model to write: A, B or C")
 	fs.String(&dir, "dir", "", "", "directory to write into (default models/<variant>)")
 	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests), mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in BF16, 40 GB in Q4_0)")
+	fs.String(&weights, "weights", "", "", "text models only: how the matrices are stored, q4_0, f16, bf16 or f32 (default the variant's: q4_0 for A, bf16 for B), to compare formats on the same shape")
 	fs.Int64(&seed, "seed", "", 1, "seed of the random weights: the same seed writes the same model")
 	if err := fs.Parse(args[1:]); err != nil {
 		return flagError(err)
@@ -33,7 +34,7 @@ func runModels(ctx context.Context, args []string, e env) error {
 	}
 	var path string
 	if v.Kind() == genq.OutputText {
-		path, err = writeTinyText(v, dir, size, seed)
+		path, err = writeTinyText(v, dir, size, weights, seed)
 	} else {
 		path, err = writeTinyImage(dir, seed)
 	}

@@ -8,10 +8,14 @@ import (
 )
 
 // writeTinyText writes a random-weight llama GGUF for variant A (Q4_0) or B
-// (F16) into dir and returns its path.
-func writeTinyText(v genq.Variant, dir, size string, seed int64) (string, error) {
+// (BF16), or in the weights asked for, into dir and returns its path.
+func writeTinyText(v genq.Variant, dir, size, weights string, seed int64) (string, error) {
 	path := filepath.Join(dir, tinygguf.FileName(v, size))
-	if err := tinygguf.Write(path, tinygguf.OptionsFor(v, size, seed)); err != nil {
+	opts := tinygguf.OptionsFor(v, size, seed)
+	if weights != "" {
+		opts.Weights = tinygguf.Weights(weights)
+	}
+	if err := tinygguf.Write(path, opts); err != nil {
 		return "", err
 	}
 	return path, nil
