@@ -17,7 +17,7 @@ ORT_LIB := $(ORT_DIR)/libonnxruntime.so.1
 export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 
 GO_TEST_FLAGS ?= -timeout 20m
-FUZZTIME ?= 5s
+FUZZTIME ?= 50000x
 
 .PHONY: build test test-openai fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
