@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
@@ -221,15 +222,45 @@ func TestGenerateAfterCloseFails(t *testing.T) {
 // concurrently runs one generate per text at once and returns the answers.
 func concurrently(t *testing.T, b *Backend, texts []string) []generation {
 	t.Helper()
+	out, errs := generateTogether(t, b, texts)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// generateTogether runs one generate per text and returns the answers and
+// errors. The scheduler's loop is held until as many requests as its queue
+// takes have arrived, so they are admitted to the same step however a
+// loaded machine schedules the goroutines: tests that count sequences per
+// step do not depend on the goroutines' start order.
+func generateTogether(t *testing.T, b *Backend, texts []string) ([]generation, []error) {
+	t.Helper()
 	out := make([]generation, len(texts))
 	errs := make([]error, len(texts))
+	queued := min(len(texts), cap(b.sched.submit))
+	held := make(chan struct{})
+	released := make(chan error, 1)
+	go func() {
+		released <- b.sched.exclusively(context.Background(), func() {
+			close(held)
+			for deadline := time.Now().Add(30 * time.Second); len(b.sched.submit) < queued && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}()
+	select {
+	case <-held:
+	case err := <-released:
+		t.Fatalf("holding the scheduler: %v", err)
+	}
 	var wg sync.WaitGroup
 	for i, text := range texts {
 		wg.Go(func() { out[i], errs[i] = b.generate(context.Background(), text) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+	if err := <-released; err != nil {
+		t.Fatalf("holding the scheduler: %v", err)
 	}
-	return out
+	return out, errs
 }

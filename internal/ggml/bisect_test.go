@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
@@ -35,13 +34,7 @@ func TestFailedStepIsBisected(t *testing.T) {
 				}
 				return nil
 			}
-			got := make([]generation, len(texts))
-			errs := make([]error, len(texts))
-			var wg sync.WaitGroup
-			for i, text := range texts {
-				wg.Go(func() { got[i], errs[i] = b.generate(context.Background(), text) })
-			}
-			wg.Wait()
+			got, errs := generateTogether(t, b, texts)
 			for i, text := range texts {
 				if i == poison {
 					if !errors.Is(errs[i], errBad) {
