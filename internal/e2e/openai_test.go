@@ -137,6 +137,24 @@ func TestOpenAIRoutes(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 	})
+	t.Run("penalties and biases reach the worker", func(t *testing.T) {
+		// The tiny model's vocabulary is byte-level: ids 65 and 66 are "A"
+		// and "B". Raised by 100, they are all greedy picks; the frequency
+		// penalty makes them take turns. The fields that ask for nothing
+		// genq lacks (no tools called, plain text, no logprobs) pass.
+		r := s.postKey("/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":16,
+			"temperature":0,"logit_bias":{"65":100,"66":100},"frequency_penalty":2,"presence_penalty":0,
+			"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none",
+			"response_format":{"type":"text"},"logprobs":false,"top_logprobs":0}`)
+		c := decodeAs[chatCompletion](t, r)
+		if r.status != http.StatusOK || len(c.Choices) != 1 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		text := c.Choices[0].Message.Content
+		if len(text) != 16 || strings.Trim(text, "AB") != "" || !strings.Contains(text, "A") || !strings.Contains(text, "B") {
+			t.Fatalf("answer %q: want 16 letters, A and B by turns", text)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -172,7 +190,22 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"unknown role", "/v1/chat/completions", key, `{"messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request_error", `role "tool"`},
 		{"no messages", "/v1/chat/completions", key, `{"model":"m"}`, 400, "invalid_request_error", "messages is required"},
 		{"image part", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_request_error", "only text parts"},
-		{"wrong type", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, "invalid_request_error", "temperature must be a number"},
+		{"wrong type", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, "invalid_request_error", "temperature must be a number, not string"},
+		{"wrong type of object", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"stream_options":[]}`, 400, "invalid_request_error", "stream_options must be an object, not array"},
+		{"penalty out of range", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"presence_penalty":-2.5}`, 400, "invalid_request_error", "presence_penalty must be between -2 and 2"},
+		{"bias out of range", "/v1/completions", key, `{"prompt":"x","logit_bias":{"7":-101}}`, 400, "invalid_request_error", "logit_bias for token 7 must be between -100 and 100"},
+		{"bias key not a token id", "/v1/completions", key, `{"prompt":"x","logit_bias":{"a":1}}`, 400, "invalid_request_error", `logit_bias names "a"`},
+		{"bias not an object", "/v1/completions", key, `{"prompt":"x","logit_bias":[1]}`, 400, "invalid_request_error", "logit_bias must map token ids to numbers"},
+		{"bias beyond the vocabulary", "/v1/completions", key, `{"prompt":"x","logit_bias":{"1000000":1}}`, 400, "invalid_request_error", "vocabulary has tokens 0 to"},
+		{"logprobs", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "invalid_request_error", "logprobs are not supported"},
+		{"completion logprobs", "/v1/completions", key, `{"prompt":"x","logprobs":0}`, 400, "invalid_request_error", "logprobs are not supported"},
+		{"top_logprobs", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, 400, "invalid_request_error", "top_logprobs is not supported"},
+		{"tools", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "invalid_request_error", "tools are not supported"},
+		{"legacy functions", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, 400, "invalid_request_error", "tools are not supported"},
+		{"JSON output", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "invalid_request_error", `response_format "json_object" is not supported`},
+		{"echo", "/v1/completions", key, `{"prompt":"x","echo":true}`, 400, "invalid_request_error", "echo is not supported"},
+		{"best_of", "/v1/completions", key, `{"prompt":"x","best_of":3}`, 400, "invalid_request_error", "best_of is 3"},
+		{"suffix", "/v1/completions", key, `{"prompt":"x","suffix":"end"}`, 400, "invalid_request_error", "suffix is not supported"},
 		{"stop not a string", "/v1/completions", key, `{"prompt":"x","stop":3}`, 400, "invalid_request_error", "stop must be a string or a list"},
 		{"malformed JSON", "/v1/completions", key, `{"prompt":`, 400, "invalid_request_error", "not valid JSON"},
 		{"no prompt", "/v1/completions", key, `{}`, 400, "invalid_request_error", "prompt is required"},
@@ -182,7 +215,8 @@ func TestOpenAIRoutes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := s.postKey(tt.path, tt.key, tt.body)
 			e := decodeAs[v1Err](t, r)
-			if r.status != tt.status || e.Error.Type != tt.typ || !strings.Contains(e.Error.Message, tt.message) || e.Error.Code == "" {
+			if r.status != tt.status || e.Error.Type != tt.typ || !strings.Contains(e.Error.Message, tt.message) || e.Error.Code == "" ||
+				strings.Contains(e.Error.Message, "v1Params") {
 				t.Fatalf("%d %s; want %d %s with %q", r.status, r.body, tt.status, tt.typ, tt.message)
 			}
 		})

@@ -44,6 +44,14 @@ type Job struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"top_p,omitempty"`
 	Seed        *int64   `json:"seed,omitempty"`
+	// FrequencyPenalty and PresencePenalty (-2 to 2) lower the logit of
+	// every token the answer already holds, by the penalty times its count
+	// and by the penalty once; LogitBias (-100 to 100 each) is added to the
+	// logits of the token ids it names. OpenAI's definitions; in JSON the
+	// ids are strings, as OpenAI's clients send them.
+	FrequencyPenalty *float64          `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64          `json:"presence_penalty,omitempty"`
+	LogitBias        map[int32]float64 `json:"logit_bias,omitempty"`
 	// Stop ends the answer before the first of these strings, which the
 	// answer never holds. In JSON, a string or a list of strings.
 	Stop StopList `json:"stop,omitempty"`
@@ -127,6 +135,10 @@ const (
 	MaxStops       = 4
 	MaxStopBytes   = 256
 	MaxTemperature = 2.0
+	MaxPenalty     = 2.0
+	MaxLogitBias   = 100.0
+	// MaxLogitBiases bounds how many tokens one job may bias.
+	MaxLogitBiases = 1024
 )
 
 // Limits of a job's image parameters, whatever the worker allows: a worker
@@ -194,6 +206,25 @@ func (j Job) validateParams() error {
 	}
 	if p := j.TopP; p != nil && !(*p >= 0 && *p <= 1) {
 		return Errorf(Invalid, "top_p must be between 0 and 1, not %v", *p)
+	}
+	for _, p := range []struct {
+		name  string
+		value *float64
+	}{{"frequency_penalty", j.FrequencyPenalty}, {"presence_penalty", j.PresencePenalty}} {
+		if v := p.value; v != nil && !(*v >= -MaxPenalty && *v <= MaxPenalty) { // NaN fails too
+			return Errorf(Invalid, "%s must be between %g and %g, not %v", p.name, -MaxPenalty, MaxPenalty, *v)
+		}
+	}
+	if len(j.LogitBias) > MaxLogitBiases {
+		return Errorf(Invalid, "logit_bias holds %d tokens; the limit is %d", len(j.LogitBias), MaxLogitBiases)
+	}
+	for id, bias := range j.LogitBias {
+		switch {
+		case id < 0:
+			return Errorf(Invalid, "logit_bias names token %d: token ids are not negative", id)
+		case !(bias >= -MaxLogitBias && bias <= MaxLogitBias):
+			return Errorf(Invalid, "logit_bias for token %d must be between %g and %g, not %v", id, -MaxLogitBias, MaxLogitBias, bias)
+		}
 	}
 	if len(j.Stop) > MaxStops {
 		return Errorf(Invalid, "stop holds %d strings; the limit is %d", len(j.Stop), MaxStops)

@@ -50,6 +50,20 @@ func TestJobValidate(t *testing.T) {
 		{"temperature too high", func(j *genq.Job) { j.Temperature = ptr(2.5) }, "temperature must be between 0 and 2"},
 		{"temperature NaN", func(j *genq.Job) { j.Temperature = ptr(math.NaN()) }, "temperature must be"},
 		{"top_p over 1", func(j *genq.Job) { j.TopP = ptr(1.5) }, "top_p must be between 0 and 1"},
+		{"penalties and biases in range", func(j *genq.Job) {
+			j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = ptr(-2.0), ptr(2.0), map[int32]float64{0: -100, 128000: 100}
+		}, ""},
+		{"frequency_penalty too high", func(j *genq.Job) { j.FrequencyPenalty = ptr(2.01) }, "frequency_penalty must be between -2 and 2"},
+		{"presence_penalty NaN", func(j *genq.Job) { j.PresencePenalty = ptr(math.NaN()) }, "presence_penalty must be"},
+		{"bias too low", func(j *genq.Job) { j.LogitBias = map[int32]float64{3: -100.5} }, "logit_bias for token 3 must be between -100 and 100"},
+		{"bias NaN", func(j *genq.Job) { j.LogitBias = map[int32]float64{3: math.NaN()} }, "logit_bias for token 3"},
+		{"bias of a negative id", func(j *genq.Job) { j.LogitBias = map[int32]float64{-4: 1} }, "token ids are not negative"},
+		{"too many biases", func(j *genq.Job) {
+			j.LogitBias = map[int32]float64{}
+			for id := range int32(genq.MaxLogitBiases + 1) {
+				j.LogitBias[id] = 1
+			}
+		}, "the limit is 1024"},
 		{"five stops", func(j *genq.Job) { j.Stop = genq.StopList{"a", "b", "c", "d", "e"} }, "the limit is 4"},
 		{"empty stop", func(j *genq.Job) { j.Stop = genq.StopList{""} }, "must not be empty"},
 		{"long stop", func(j *genq.Job) { j.Stop = genq.StopList{strings.Repeat("x", genq.MaxStopBytes+1)} }, "stop string is 257 bytes"},

@@ -315,6 +315,21 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	if job.TopP != nil {
 		params.TopP = *job.TopP
 	}
+	if job.FrequencyPenalty != nil {
+		params.FrequencyPenalty = *job.FrequencyPenalty
+	}
+	if job.PresencePenalty != nil {
+		params.PresencePenalty = *job.PresencePenalty
+	}
+	if len(job.LogitBias) > 0 {
+		params.LogitBias = make(map[int32]float32, len(job.LogitBias))
+		for id, bias := range job.LogitBias {
+			if vocab := len(b.vocab.control); int(id) >= vocab {
+				return nil, genq.Errorf(genq.Invalid, "logit_bias names token %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
+			}
+			params.LogitBias[id] = float32(bias)
+		}
+	}
 	if err := params.Validate(); err != nil {
 		return nil, genq.WrapError(genq.Invalid, err, err.Error())
 	}

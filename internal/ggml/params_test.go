@@ -140,6 +140,40 @@ func TestJobParameters(t *testing.T) {
 			t.Fatalf("%+v; want %d prompt tokens", g, len(ids))
 		}
 	})
+	t.Run("penalties and biases reach the sampler over device narrowing", func(t *testing.T) {
+		// Both letters are raised far above the rest; greedy then picks
+		// mostly the one the model slightly prefers, unless the frequency
+		// penalty (2 per use) hands the turn to the other.
+		var ids []int32
+		for _, letter := range []string{"A", "B"} {
+			tok, err := b.tok.Encode(letter, false)
+			if err != nil || len(tok) != 1 {
+				t.Fatalf("%q encodes to %v, %v", letter, tok, err)
+			}
+			ids = append(ids, tok[0])
+		}
+		bias := map[int32]float64{ids[0]: 100, ids[1]: 100}
+		two := 2.0
+		biased, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: bias})
+		if err != nil {
+			t.Fatal(err)
+		}
+		penalised, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: bias, FrequencyPenalty: &two})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fewer := func(text string) int { return min(strings.Count(text, "A"), strings.Count(text, "B")) }
+		if strings.Trim(biased.Text, "AB") != "" || len(biased.Text) != 12 || fewer(biased.Text) >= 3 {
+			t.Fatalf("biased greedy answer %q: want 12 raised letters, mostly one of them", biased.Text)
+		}
+		if strings.Trim(penalised.Text, "AB") != "" || len(penalised.Text) != 12 || fewer(penalised.Text) < 3 {
+			t.Fatalf("penalised answer %q: want 12 raised letters, taking turns", penalised.Text)
+		}
+		_, err = b.generateJob(ctx, genq.Job{Messages: chat, LogitBias: map[int32]float64{1 << 20: 1}})
+		if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "vocabulary has tokens 0 to") {
+			t.Fatalf("a bias beyond the vocabulary: %v", err)
+		}
+	})
 	t.Run("a seed replays, greedy and sampled rows share a batch", func(t *testing.T) {
 		jobs := []genq.Job{
 			{Messages: chat, Seed: &seed},

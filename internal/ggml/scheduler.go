@@ -787,6 +787,7 @@ func (s *scheduler) restart(seq *sequence) {
 	}
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
+	seq.req.sampler.Restart()
 	seq.text.Reset()
 	seq.utf8 = utf8stream.Stream{}
 }

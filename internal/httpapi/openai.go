@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,8 +20,10 @@ import (
 // The OpenAI-compatible routes: the request and response shapes of
 // OpenAI's chat completions, completions and models, so that its SDKs and
 // the tools built on them work against genq unchanged. Only what genq can
-// honour is accepted; the rest of OpenAI's fields are ignored, except those
-// whose silent loss would give a wrong answer (n > 1, streaming).
+// honour is accepted. The rest of OpenAI's fields are ignored, except those
+// whose silent loss would hand back another kind of answer than the one
+// asked for: n > 1, log-probabilities, tool calls, JSON output, echo,
+// best_of and suffix are refused with a 400 that says so.
 
 // v1Params are the generation fields both request kinds share.
 type v1Params struct {
@@ -36,6 +39,63 @@ type v1Params struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	FrequencyPenalty *float64    `json:"frequency_penalty"`
+	PresencePenalty  *float64    `json:"presence_penalty"`
+	LogitBias        tokenBiases `json:"logit_bias"`
+
+	// Features genq does not have, read only to refuse them when asked for.
+	Logprobs       json.RawMessage `json:"logprobs"` // chat: a boolean; completions: a count
+	TopLogprobs    *int            `json:"top_logprobs"`
+	Tools          []any           `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	Functions      []any           `json:"functions"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	Echo   bool   `json:"echo"`
+	BestOf *int   `json:"best_of"`
+	Suffix string `json:"suffix"`
+}
+
+// tokenBiases is logit_bias: token ids, as strings, to numbers.
+type tokenBiases map[int32]float64
+
+func (b *tokenBiases) UnmarshalJSON(data []byte) error {
+	var raw map[string]float64
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return genq.Errorf(genq.Invalid, `logit_bias must map token ids to numbers, as {"1234": -100}`)
+	}
+	*b = make(tokenBiases, len(raw))
+	for key, bias := range raw {
+		id, err := strconv.ParseInt(key, 10, 32)
+		if err != nil {
+			return genq.Errorf(genq.Invalid, "logit_bias names %q: keys are token ids, as \"1234\"", key)
+		}
+		(*b)[int32(id)] = bias
+	}
+	return nil
+}
+
+// unsupported names the first feature p asks for that genq does not have,
+// as the refusal's message; "" when there is none.
+func (p v1Params) unsupported() string {
+	switch {
+	case len(p.Logprobs) > 0 && !slices.Contains([]string{"null", "false"}, string(p.Logprobs)):
+		return "logprobs are not supported: this server does not return token log-probabilities; leave logprobs out"
+	case p.TopLogprobs != nil && *p.TopLogprobs > 0:
+		return "top_logprobs is not supported: this server does not return token log-probabilities; leave it out"
+	case len(p.Tools) > 0 && string(p.ToolChoice) != `"none"`, len(p.Functions) > 0:
+		return "tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"
+	case p.ResponseFormat != nil && p.ResponseFormat.Type != "" && p.ResponseFormat.Type != "text":
+		return fmt.Sprintf("response_format %q is not supported: this server does not constrain answers to JSON; ask for JSON in the prompt and leave response_format out", p.ResponseFormat.Type)
+	case p.Echo:
+		return "echo is not supported: the answer does not repeat the prompt; leave echo out"
+	case p.BestOf != nil && *p.BestOf > 1:
+		return fmt.Sprintf("best_of is %d: this server generates one answer per request; send best_of: 1 or leave it out", *p.BestOf)
+	case p.Suffix != "":
+		return "suffix is not supported: this server completes a prompt forwards only; leave suffix out"
+	}
+	return ""
 }
 
 // includeUsage reports whether a stream ends with a chunk of token counts.
@@ -67,6 +127,9 @@ func (p v1Params) job(j *genq.Job) error {
 	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens < 1:
 		return genq.Errorf(genq.Invalid, "max_completion_tokens must be at least 1, not %d", *p.MaxCompletionTokens)
 	}
+	if msg := p.unsupported(); msg != "" {
+		return genq.Errorf(genq.Invalid, "%s", msg)
+	}
 	if p.MaxTokens != nil {
 		j.MaxTokens = *p.MaxTokens
 	}
@@ -74,6 +137,7 @@ func (p v1Params) job(j *genq.Job) error {
 		j.MaxCompletionTokens = *p.MaxCompletionTokens
 	}
 	j.Temperature, j.TopP, j.Seed, j.Stop, j.Stream = p.Temperature, p.TopP, p.Seed, p.Stop, p.Stream
+	j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = p.FrequencyPenalty, p.PresencePenalty, p.LogitBias
 	return nil
 }
 
@@ -98,13 +162,22 @@ func decodeV1(body []byte, v any) error {
 	case errors.As(err, &appErr):
 		return appErr
 	case errors.As(err, &typeErr):
-		return genq.Errorf(genq.Invalid, "%s must be %s, not %s", typeErr.Field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+		return genq.Errorf(genq.Invalid, "%s must be %s, not %s", jsonField(typeErr.Field), jsonTypeName(typeErr.Type.String()), typeErr.Value)
 	}
 	return malformed(err)
 }
 
+// jsonField is a decoding error's path to a field as the client wrote it:
+// encoding/json names the embedded struct the field came through
+// ("v1Params.temperature"), which the client never saw.
+func jsonField(path string) string {
+	return strings.ReplaceAll(path, "v1Params.", "")
+}
+
 func jsonTypeName(goType string) string {
 	switch {
+	case strings.HasPrefix(goType, "map["):
+		return "an object"
 	case strings.Contains(goType, "int"):
 		return "an integer"
 	case strings.Contains(goType, "float"):

@@ -97,6 +97,36 @@ test("n > 1 is refused clearly", async () => {
   );
 });
 
+test("what genq cannot do is refused, not ignored: JSON mode, tools, logprobs", async () => {
+  const chat = { model: "genq", messages: [{ role: "user", content: "x" }] };
+  for (const [extra, message] of [
+    [{ response_format: { type: "json_object" } }, /response_format "json_object" is not supported/],
+    [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, /tools are not supported/],
+    [{ logprobs: true, top_logprobs: 2 }, /logprobs are not supported/],
+  ]) {
+    await assert.rejects(
+      client.chat.completions.create({ ...chat, ...extra }),
+      (err) => err instanceof OpenAI.BadRequestError && message.test(err.message),
+    );
+  }
+});
+
+test("logit_bias and frequency_penalty shape the answer", async () => {
+  // The tiny model's vocabulary is byte-level: ids 65 and 66 are "A" and "B".
+  const c = await client.completions.create({
+    model: "genq",
+    prompt: "x",
+    max_tokens: 16,
+    temperature: 0,
+    logit_bias: { 65: 100, 66: 100 },
+    frequency_penalty: 2,
+  });
+  const text = c.choices[0].text;
+  assert.match(text, /^[AB]{16}$/);
+  assert.match(text, /A/);
+  assert.match(text, /B/);
+});
+
 test("streaming chat and completion equal the whole answers, with usage", async () => {
   const messages = [{ role: "user", content: "Tell me a story." }];
   const whole = await client.chat.completions.create({ model: "genq", messages, max_tokens: 16, temperature: 0, seed: 3 });

@@ -25,6 +25,10 @@ status, comp = post("/completions", {"model": "genq", "prompt": "abc", "max_toke
 assert status == 200 and comp["object"] == "text_completion", (status, comp)
 status, err = post("/completions", {"model": "genq", "prompt": "abc", "n": 3})
 assert status == 400 and err["error"]["type"] == "invalid_request_error", (status, err)
+status, err = post("/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})
+assert status == 400 and "not supported" in err["error"]["message"], (status, err)
+status, comp = post("/completions", {"prompt": "x", "max_tokens": 8, "temperature": 0, "logit_bias": {"65": 100}})
+assert status == 200 and comp["choices"][0]["text"] == "A" * 8, (status, comp)  # byte-level vocabulary: 65 is "A"
 status, err = post("/completions", {"prompt": "abc"}, key="wrong")
 assert status == 401 and err["error"]["type"] == "authentication_error", (status, err)
 print("urllib smoke test: ok")

@@ -21,6 +21,22 @@ type Params struct {
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// reaches TopP; 0 or >= 1 keeps them all.
 	TopP float64
+
+	// FrequencyPenalty and PresencePenalty lower the logit of every token
+	// the sequence has sampled so far, before anything else: by
+	// FrequencyPenalty times the token's count, and by PresencePenalty
+	// once (OpenAI's definition; negative values raise them). The prompt's
+	// tokens do not count, as in vLLM.
+	FrequencyPenalty, PresencePenalty float64
+	// LogitBias is added to the logits of the token ids it names.
+	LogitBias map[int32]float32
+}
+
+// adjusts reports whether the params change logits before selection, so a
+// row must be seen whole: a device's top-k of the raw logits may miss a
+// token that a bias raises or a penalty lets overtake.
+func (p Params) adjusts() bool {
+	return p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
 }
 
 // Validate reports a setting no sampler can use.
@@ -32,16 +48,28 @@ func (p Params) Validate() error {
 		return fmt.Errorf("top-k %d is negative", p.TopK)
 	case math.IsNaN(p.TopP) || p.TopP < 0:
 		return fmt.Errorf("top-p %v must be in [0, 1]", p.TopP)
+	case !isFinite(p.FrequencyPenalty) || !isFinite(p.PresencePenalty):
+		return fmt.Errorf("penalties %v and %v must be finite numbers", p.FrequencyPenalty, p.PresencePenalty)
+	}
+	for id, bias := range p.LogitBias {
+		if id < 0 || !isFinite(float64(bias)) {
+			return fmt.Errorf("logit bias %v for token %d: want a token id and a finite number", bias, id)
+		}
 	}
 	return nil
 }
+
+func isFinite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Sampler draws tokens for one sequence. It is not safe for concurrent use;
 // each sequence owns one, which is also what makes a seed reproducible no
 // matter how sequences interleave in a batch.
 type Sampler struct {
 	params Params
+	seed   uint64
 	rng    *rand.Rand
+	// counts are the sampled tokens' counts, for the penalties.
+	counts map[int32]int32
 	// Reused between calls: sampling runs once per token.
 	cands []candidate
 	keys  []uint64
@@ -50,7 +78,19 @@ type Sampler struct {
 
 // New returns a sampler whose draws are fixed by seed.
 func New(p Params, seed uint64) *Sampler {
-	return &Sampler{params: p, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s := &Sampler{params: p, seed: seed}
+	s.Restart()
+	return s
+}
+
+// Restart forgets the tokens sampled so far and rewinds the seeded source,
+// for a sequence that starts its answer over: the same seed then draws the
+// same answer again.
+func (s *Sampler) Restart() {
+	s.rng = rand.New(rand.NewPCG(s.seed, s.seed^0x9e3779b97f4a7c15))
+	if s.params.FrequencyPenalty != 0 || s.params.PresencePenalty != 0 {
+		s.counts = make(map[int32]int32)
+	}
 }
 
 type candidate struct {
@@ -58,15 +98,59 @@ type candidate struct {
 	logit float32
 }
 
-// Sample picks a token id from logits. NaN logits are never picked.
+// Sample picks a token id from logits. NaN logits are never picked. When
+// the params set penalties or biases, it applies them to logits in place:
+// a row of logits is sampled once.
 func (s *Sampler) Sample(logits []float32) (int32, error) {
 	if len(logits) == 0 {
 		return 0, fmt.Errorf("sample: empty logits")
 	}
-	if s.params.Temperature <= 0 {
-		return greedy(logits)
+	if s.params.adjusts() {
+		s.adjustRow(logits)
 	}
-	return s.draw(s.top(logits, s.params.TopK))
+	var tok int32
+	var err error
+	if s.params.Temperature <= 0 {
+		tok, err = greedy(logits)
+	} else {
+		tok, err = s.draw(s.top(logits, s.params.TopK))
+	}
+	s.count(tok, err)
+	return tok, err
+}
+
+// adjustRow applies the penalties and biases to a whole row: only the
+// tokens they name are touched.
+func (s *Sampler) adjustRow(logits []float32) {
+	for id, n := range s.counts {
+		if int(id) < len(logits) {
+			logits[id] -= s.penalty(n)
+		}
+	}
+	for id, bias := range s.params.LogitBias {
+		if int(id) < len(logits) {
+			logits[id] += bias
+		}
+	}
+}
+
+// adjusted is one candidate's logit after the penalties and biases.
+func (s *Sampler) adjusted(id int32, logit float32) float32 {
+	return logit - s.penalty(s.counts[id]) + s.params.LogitBias[id]
+}
+
+// penalty is what the penalties take from a token sampled n times.
+func (s *Sampler) penalty(n int32) float32 {
+	if n == 0 {
+		return 0
+	}
+	return float32(float64(n)*s.params.FrequencyPenalty + s.params.PresencePenalty)
+}
+
+func (s *Sampler) count(tok int32, err error) {
+	if err == nil && s.counts != nil {
+		s.counts[tok]++
+	}
 }
 
 // Narrowed reports how many of a row's best logits SampleTop needs to draw
@@ -74,6 +158,8 @@ func (s *Sampler) Sample(logits []float32) (int32, error) {
 // otherwise, and 0 when it needs the whole row (no top-k).
 func (p Params) Narrowed() int {
 	switch {
+	case p.adjusts():
+		return 0
 	case p.Temperature <= 0:
 		return 1
 	case p.TopK > 0:
@@ -93,7 +179,11 @@ func (s *Sampler) SampleTop(ids []int32, logits []float32) (int32, error) {
 		return 0, fmt.Errorf("sample: %d candidate ids for %d logits", len(ids), len(logits))
 	}
 	c := s.cands[:0]
+	adjusts := s.params.adjusts()
 	for i, l := range logits {
+		if adjusts {
+			l = s.adjusted(ids[i], l)
+		}
 		if l == l { // not NaN
 			c = append(c, candidate{id: ids[i], logit: l})
 		}
@@ -104,12 +194,15 @@ func (s *Sampler) SampleTop(ids []int32, logits []float32) (int32, error) {
 	}
 	slices.SortFunc(c, better)
 	if s.params.Temperature <= 0 {
+		s.count(c[0].id, nil)
 		return c[0].id, nil
 	}
 	if k := s.params.TopK; k > 0 && k < len(c) {
 		c = c[:k]
 	}
-	return s.draw(c)
+	tok, err := s.draw(c)
+	s.count(tok, err)
+	return tok, err
 }
 
 // draw samples from candidates sorted from most to least likely: softmax at

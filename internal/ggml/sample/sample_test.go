@@ -171,6 +171,11 @@ func TestValidate(t *testing.T) {
 		{Params{Temperature: math.Inf(1)}, true},
 		{Params{TopK: -1}, true},
 		{Params{TopP: -0.1}, true},
+		{Params{FrequencyPenalty: -2, PresencePenalty: 2, LogitBias: map[int32]float32{0: -100, 7: 100}}, false},
+		{Params{FrequencyPenalty: math.NaN()}, true},
+		{Params{PresencePenalty: math.Inf(-1)}, true},
+		{Params{LogitBias: map[int32]float32{-1: 1}}, true},
+		{Params{LogitBias: map[int32]float32{3: float32(math.Inf(1))}}, true},
 	}
 	for _, tt := range tests {
 		if err := tt.p.Validate(); (err != nil) != tt.fail {
@@ -179,20 +184,130 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func BenchmarkSample(b *testing.B) {
-	for _, n := range []int{291, 128256} { // the tiny model's vocabulary, Llama 3's
-		b.Run(fmt.Sprint(n), func(b *testing.B) { benchmarkSample(b, n) })
+// TestPenaltiesAndBias follows greedy choices under OpenAI's definitions:
+// a token sampled n times loses n × frequency_penalty + presence_penalty,
+// and a bias is added to its token's logit.
+func TestPenaltiesAndBias(t *testing.T) {
+	// Token 0 leads token 1 by 1.0, and token 1 leads token 2 by 1.0.
+	row := []float32{3, 2, 1, -1}
+	tests := []struct {
+		name string
+		p    Params
+		want []int32
+	}{
+		{"none", Params{}, []int32{0, 0, 0, 0}},
+		// 3 - 0.6n drops below 2 at n = 2; then token 1 pays too.
+		{"frequency", Params{FrequencyPenalty: 0.6}, []int32{0, 0, 1, 0, 1}},
+		// Presence costs each token once, however often: 0 falls to 1.5,
+		// below 1's 2; then 1 falls to 0.5, and 0 leads again for good.
+		{"presence", Params{PresencePenalty: 1.5}, []int32{0, 1, 0, 0, 0}},
+		// A negative penalty favours what was said: 0 stays ahead.
+		{"negative", Params{FrequencyPenalty: -0.5, PresencePenalty: -0.5}, []int32{0, 0, 0}},
+		{"bias up", Params{LogitBias: map[int32]float32{3: 5}}, []int32{3, 3}},
+		{"bias away", Params{LogitBias: map[int32]float32{0: -100}}, []int32{1, 1}},
+		{"bias beyond the row is ignored", Params{LogitBias: map[int32]float32{99: 100}}, []int32{0}},
+		// 2 rises to 2.5; each pick then costs 3: 0, 2, 1, and 0 again,
+		// whose 0 still beats 1's -1, 2's -0.5 and 3's -1.
+		{"bias and penalty", Params{PresencePenalty: 3, LogitBias: map[int32]float32{2: 1.5}}, []int32{0, 2, 1, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			whole, narrowed := New(tt.p, 1), New(tt.p, 1)
+			ids := []int32{3, 1, 0, 2} // the whole row, in another order
+			for i, want := range tt.want {
+				got, err := whole.Sample(slices.Clone(row))
+				if err != nil || got != want {
+					t.Fatalf("step %d: Sample = %d, %v; want %d", i, got, err, want)
+				}
+				vals := []float32{row[3], row[1], row[0], row[2]}
+				if got, err := narrowed.SampleTop(ids, vals); err != nil || got != want {
+					t.Fatalf("step %d: SampleTop = %d, %v; want %d", i, got, err, want)
+				}
+			}
+		})
 	}
 }
 
-func benchmarkSample(b *testing.B, n int) {
+// TestAdjustingParamsNeedWholeRows: a device's top-k of the raw logits
+// would miss the token a bias raises, so such params narrow nothing.
+func TestAdjustingParamsNeedWholeRows(t *testing.T) {
+	for _, p := range []Params{
+		{FrequencyPenalty: 0.1}, {PresencePenalty: -0.1}, {LogitBias: map[int32]float32{5: 1}},
+		{Temperature: 0.7, TopK: 40, LogitBias: map[int32]float32{5: 1}},
+	} {
+		if n := p.Narrowed(); n != 0 {
+			t.Errorf("%+v: Narrowed() = %d, want 0 (whole rows)", p, n)
+		}
+	}
+}
+
+// TestRestartReplays: a sequence that starts its answer over (after a
+// failed step) draws the same tokens again from the same seed, penalties
+// included.
+func TestRestartReplays(t *testing.T) {
+	row := make([]float32, 64)
+	for i := range row {
+		row[i] = float32(math.Sin(float64(i))) * 2
+	}
+	s := New(Params{Temperature: 1, FrequencyPenalty: 0.8, PresencePenalty: 0.4}, 42)
+	draws := func() []int32 {
+		var out []int32
+		for range 40 {
+			tok, err := s.Sample(slices.Clone(row))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tok)
+		}
+		return out
+	}
+	first := draws()
+	s.Restart()
+	if again := draws(); !slices.Equal(first, again) {
+		t.Fatalf("after Restart:\n%v\nwant\n%v", again, first)
+	}
+	if distinct := len(counted(first)); distinct < 10 {
+		t.Fatalf("only %d distinct tokens in 40 penalised draws: the penalties did not spread them", distinct)
+	}
+}
+
+func counted(toks []int32) map[int32]int {
+	m := map[int32]int{}
+	for _, t := range toks {
+		m[t]++
+	}
+	return m
+}
+
+func BenchmarkSample(b *testing.B) {
+	plain := Params{Temperature: 0.6, TopK: 50, TopP: 0.9}
+	// Penalties over an answer of 256 tokens and 16 biased ids: the cost
+	// they add is per token named, not per token of the vocabulary.
+	adjusted := plain
+	adjusted.FrequencyPenalty, adjusted.PresencePenalty = 0.5, 0.5
+	adjusted.LogitBias = map[int32]float32{}
+	for id := range int32(16) {
+		adjusted.LogitBias[id*97] = -1
+	}
+	for _, n := range []int{291, 128256} { // the tiny model's vocabulary, Llama 3's
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchmarkSample(b, n, plain, 0) })
+		b.Run(fmt.Sprint(n, "-penalised"), func(b *testing.B) { benchmarkSample(b, n, adjusted, 256) })
+	}
+}
+
+func benchmarkSample(b *testing.B, n int, p Params, sampled int) {
 	logits := make([]float32, n)
 	for i := range logits {
 		logits[i] = float32(math.Sin(float64(i)*0.37)) * 8
 	}
-	s := New(Params{Temperature: 0.6, TopK: 50, TopP: 0.9}, 1)
+	s := New(p, 1)
+	row := slices.Clone(logits)
+	for range sampled {
+		s.Sample(row)
+	}
 	for b.Loop() {
-		s.Sample(logits)
+		copy(row, logits) // penalties adjust the row in place
+		s.Sample(row)
 	}
 }
 
