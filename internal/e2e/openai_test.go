@@ -155,6 +155,25 @@ func TestOpenAIRoutes(t *testing.T) {
 			t.Fatalf("answer %q: want 16 letters, A and B by turns", text)
 		}
 	})
+	t.Run("vLLM's top_k and min_p reach the worker", func(t *testing.T) {
+		ask := func(extra string) string {
+			r := s.postKey("/v1/completions", key, `{"prompt":"Once upon a time","max_tokens":16`+extra+`}`)
+			c := decodeAs[chatCompletion](t, r)
+			if r.status != http.StatusOK || len(c.Choices) != 1 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			return c.Choices[0].Text
+		}
+		greedy := ask(`,"temperature":0`)
+		for _, extra := range []string{`,"temperature":2,"top_k":1,"seed":5`, `,"temperature":2,"top_k":-1,"min_p":1,"seed":6`} {
+			if got := ask(extra); got != greedy {
+				t.Errorf("with %s: %q; only the best token may be drawn, as greedy draws %q", extra, got, greedy)
+			}
+		}
+		if r := s.postKey("/v1/completions", key, `{"prompt":"x","min_p":1.5}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "min_p must be between 0 and 1") {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)

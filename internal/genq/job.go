@@ -44,6 +44,11 @@ type Job struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"top_p,omitempty"`
 	Seed        *int64   `json:"seed,omitempty"`
+	// TopK (-1 or 0: every token) and MinP (0 to 1) are the extensions vLLM
+	// and llama.cpp's server take beside OpenAI's fields; they override the
+	// worker's top-k and its min-p of 0.
+	TopK *int     `json:"top_k,omitempty"`
+	MinP *float64 `json:"min_p,omitempty"`
 	// FrequencyPenalty and PresencePenalty (-2 to 2) lower the logit of
 	// every token the answer already holds, by the penalty times its count
 	// and by the penalty once; LogitBias (-100 to 100 each) is added to the
@@ -206,6 +211,12 @@ func (j Job) validateParams() error {
 	}
 	if p := j.TopP; p != nil && !(*p >= 0 && *p <= 1) {
 		return Errorf(Invalid, "top_p must be between 0 and 1, not %v", *p)
+	}
+	if k := j.TopK; k != nil && *k < -1 {
+		return Errorf(Invalid, "top_k must be -1 or 0 (every token) or a count, not %d", *k)
+	}
+	if p := j.MinP; p != nil && !(*p >= 0 && *p <= 1) {
+		return Errorf(Invalid, "min_p must be between 0 and 1, not %v", *p)
 	}
 	for _, p := range []struct {
 		name  string

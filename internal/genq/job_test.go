@@ -50,6 +50,9 @@ func TestJobValidate(t *testing.T) {
 		{"temperature too high", func(j *genq.Job) { j.Temperature = ptr(2.5) }, "temperature must be between 0 and 2"},
 		{"temperature NaN", func(j *genq.Job) { j.Temperature = ptr(math.NaN()) }, "temperature must be"},
 		{"top_p over 1", func(j *genq.Job) { j.TopP = ptr(1.5) }, "top_p must be between 0 and 1"},
+		{"vLLM's top_k and min_p", func(j *genq.Job) { j.TopK, j.MinP = ptr(-1), ptr(1.0) }, ""},
+		{"top_k below -1", func(j *genq.Job) { j.TopK = ptr(-2) }, "top_k must be -1 or 0"},
+		{"min_p over 1", func(j *genq.Job) { j.MinP = ptr(1.5) }, "min_p must be between 0 and 1"},
 		{"penalties and biases in range", func(j *genq.Job) {
 			j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = ptr(-2.0), ptr(2.0), map[int32]float64{0: -100, 128000: 100}
 		}, ""},

@@ -315,6 +315,12 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	if job.TopP != nil {
 		params.TopP = *job.TopP
 	}
+	if job.TopK != nil {
+		params.TopK = max(*job.TopK, 0) // vLLM's -1, like 0, keeps every token
+	}
+	if job.MinP != nil {
+		params.MinP = *job.MinP
+	}
 	if job.FrequencyPenalty != nil {
 		params.FrequencyPenalty = *job.FrequencyPenalty
 	}

@@ -174,11 +174,11 @@ func (c Config) samplerParams() sample.Params {
 	return sample.Params{Temperature: c.Temperature, TopK: c.TopK, TopP: c.TopP}
 }
 
-// narrowCandidates is the most candidates per row a request's sampler can
-// need under this config: requests set their own temperature and top-p but
-// not top-k, so a sampled row needs TopK and a greedy one 1. Without a
-// top-k, a sampling config narrows nothing (stepNarrowK sends greedy
-// requests whole rows then too).
+// narrowCandidates is the most candidates per row the device hands over
+// under this config: TopK for a sampled row, 1 for a greedy one. A request
+// that asks for a larger top_k, or none, gets whole rows (stepNarrowK).
+// Without a top-k, a sampling config narrows nothing (stepNarrowK sends
+// greedy requests whole rows then too).
 func (c Config) narrowCandidates() int {
 	if c.TopK > 0 {
 		return c.TopK

@@ -140,6 +140,35 @@ func TestJobParameters(t *testing.T) {
 			t.Fatalf("%+v; want %d prompt tokens", g, len(ids))
 		}
 	})
+	t.Run("a request's top_k and min_p replace the worker's", func(t *testing.T) {
+		greedy, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, one, all, sure := 2.0, 1, -1, 1.0
+		seeds := []int64{1, 2, 3}
+		for _, s := range seeds {
+			for name, job := range map[string]genq.Job{
+				"top_k 1 (narrowed on the device)": {Messages: chat, Temperature: &hot, TopK: &one, Seed: &s},
+				"min_p 1 (whole rows: top_k -1)":   {Messages: chat, Temperature: &hot, TopK: &all, MinP: &sure, Seed: &s},
+			} {
+				g, err := b.generateJob(ctx, job)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g.Text != greedy.Text {
+					t.Errorf("%s, seed %d: %q; at temperature 2 only the best token may be drawn, as greedy draws %q", name, s, g.Text, greedy.Text)
+				}
+			}
+		}
+		hotAll, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &hot, TopK: &all, Seed: &seeds[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hotAll.Text == greedy.Text {
+			t.Fatalf("at temperature 2 over every token the answer is greedy's %q: the checks above prove nothing", greedy.Text)
+		}
+	})
 	t.Run("penalties and biases reach the sampler over device narrowing", func(t *testing.T) {
 		// Both letters are raised far above the rest; greedy then picks
 		// mostly the one the model slightly prefers, unless the frequency

@@ -39,6 +39,8 @@ type v1Params struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	TopK             *int        `json:"top_k"` // vLLM's and llama.cpp's extensions
+	MinP             *float64    `json:"min_p"`
 	FrequencyPenalty *float64    `json:"frequency_penalty"`
 	PresencePenalty  *float64    `json:"presence_penalty"`
 	LogitBias        tokenBiases `json:"logit_bias"`
@@ -137,6 +139,7 @@ func (p v1Params) job(j *genq.Job) error {
 		j.MaxCompletionTokens = *p.MaxCompletionTokens
 	}
 	j.Temperature, j.TopP, j.Seed, j.Stop, j.Stream = p.Temperature, p.TopP, p.Seed, p.Stop, p.Stream
+	j.TopK, j.MinP = p.TopK, p.MinP
 	j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = p.FrequencyPenalty, p.PresencePenalty, p.LogitBias
 	return nil
 }

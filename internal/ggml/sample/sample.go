@@ -12,7 +12,7 @@ import (
 )
 
 // Params are the knobs of one sequence's sampler. The order they apply in is
-// Hugging Face's: temperature, then top-k, then top-p.
+// Hugging Face's: temperature, then top-k, then top-p and min-p.
 type Params struct {
 	// Temperature <= 0 means greedy: always the most likely token.
 	Temperature float64
@@ -21,6 +21,9 @@ type Params struct {
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// reaches TopP; 0 or >= 1 keeps them all.
 	TopP float64
+	// MinP keeps only the tokens at least MinP times as likely as the most
+	// likely one, at the temperature; 0 keeps them all.
+	MinP float64
 
 	// FrequencyPenalty and PresencePenalty lower the logit of every token
 	// the sequence has sampled so far, before anything else: by
@@ -48,6 +51,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("top-k %d is negative", p.TopK)
 	case math.IsNaN(p.TopP) || p.TopP < 0:
 		return fmt.Errorf("top-p %v must be in [0, 1]", p.TopP)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("min-p %v must be in [0, 1]", p.MinP)
 	case !isFinite(p.FrequencyPenalty) || !isFinite(p.PresencePenalty):
 		return fmt.Errorf("penalties %v and %v must be finite numbers", p.FrequencyPenalty, p.PresencePenalty)
 	}
@@ -225,12 +230,20 @@ func (s *Sampler) draw(cands []candidate) (int32, error) {
 	s.probs = probs
 
 	keep := len(cands)
+	if m := s.params.MinP; m > 0 {
+		// probs[0] is the most likely token's. The threshold is relative
+		// to it, so min-p keeps the same tokens before top-p or after it
+		// (vLLM's order), as long as top-p sums over every candidate.
+		for keep > 1 && probs[keep-1] < m*probs[0] {
+			keep--
+		}
+	}
 	if p := s.params.TopP; p > 0 && p < 1 {
 		var cum float64
 		for i := range probs {
 			cum += probs[i] / sum
 			if cum >= p {
-				keep = i + 1
+				keep = min(keep, i+1)
 				break
 			}
 		}

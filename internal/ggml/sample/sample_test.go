@@ -77,6 +77,13 @@ func TestDistribution(t *testing.T) {
 		{"top-p 0.4 keeps only the best", Params{Temperature: 1, TopP: 0.4}, []float64{1, 0, 0, 0}},
 		{"top-p 1 keeps all", Params{Temperature: 1, TopP: 1}, []float64{0.5, 0.3, 0.15, 0.05}},
 		{"top-k then top-p", Params{Temperature: 1, TopK: 3, TopP: 0.6}, norm(0.5, 0.3, 0, 0)},
+		{"min-p 0.4 keeps those at 0.2 or more", Params{Temperature: 1, MinP: 0.4}, norm(0.5, 0.3, 0, 0)},
+		{"min-p 0.1 keeps three", Params{Temperature: 1, MinP: 0.1}, norm(0.5, 0.3, 0.15, 0)},
+		// At temperature 0.5 the odds are squared: 0.09/0.25 = 0.36 < 0.4.
+		{"min-p at the temperature", Params{Temperature: 0.5, MinP: 0.4}, []float64{1, 0, 0, 0}},
+		{"min-p 1 keeps only the best", Params{Temperature: 1, MinP: 1}, []float64{1, 0, 0, 0}},
+		{"top-p, then min-p on what it kept", Params{Temperature: 1, TopP: 0.9, MinP: 0.2}, norm(0.5, 0.3, 0.15, 0)},
+		{"min-p cuts below top-p", Params{Temperature: 1, TopP: 0.9, MinP: 0.5}, norm(0.5, 0.3, 0, 0)},
 	}
 	const draws = 40000
 	for _, tt := range tests {
@@ -173,6 +180,9 @@ func TestValidate(t *testing.T) {
 		{Params{TopP: -0.1}, true},
 		{Params{FrequencyPenalty: -2, PresencePenalty: 2, LogitBias: map[int32]float32{0: -100, 7: 100}}, false},
 		{Params{FrequencyPenalty: math.NaN()}, true},
+		{Params{MinP: 1}, false},
+		{Params{MinP: -0.1}, true},
+		{Params{MinP: math.NaN()}, true},
 		{Params{PresencePenalty: math.Inf(-1)}, true},
 		{Params{LogitBias: map[int32]float32{-1: 1}}, true},
 		{Params{LogitBias: map[int32]float32{3: float32(math.Inf(1))}}, true},
