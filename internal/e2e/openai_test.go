@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
@@ -174,6 +175,80 @@ func TestOpenAIRoutes(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 	})
+	t.Run("logprobs in OpenAI's two shapes", func(t *testing.T) {
+		r := s.postKey("/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":6,
+			"temperature":0,"logprobs":true,"top_logprobs":3}`)
+		var chat struct {
+			Choices []struct {
+				Message  struct{ Content string }
+				Logprobs struct {
+					Content []struct {
+						Token       string
+						Logprob     float64
+						Bytes       []int
+						TopLogprobs []struct {
+							Token   string
+							Logprob float64
+						} `json:"top_logprobs"`
+					}
+					Refusal *[]any
+				}
+			}
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
+		}
+		if err := json.Unmarshal(r.body, &chat); err != nil || r.status != http.StatusOK || len(chat.Choices) != 1 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		entries := chat.Choices[0].Logprobs.Content
+		if len(entries) == 0 || len(entries) > chat.Usage.CompletionTokens || chat.Choices[0].Logprobs.Refusal != nil {
+			t.Fatalf("%d entries for %d tokens: %s", len(entries), chat.Usage.CompletionTokens, r.body)
+		}
+		for _, e := range entries {
+			// Greedy: the chosen token is the most likely.
+			if len(e.TopLogprobs) != 3 || e.TopLogprobs[0].Token != e.Token || e.TopLogprobs[0].Logprob != e.Logprob ||
+				e.Logprob > 0 || len(e.Bytes) != len(e.Token) && !strings.ContainsRune(e.Token, utf8.RuneError) {
+				t.Fatalf("entry %+v of %s", e, r.body)
+			}
+		}
+
+		r = s.postKey("/v1/completions", key, `{"prompt":"Once upon a time","max_tokens":6,"logprobs":2,"seed":4}`)
+		var comp struct {
+			Choices []struct {
+				Text     string
+				Logprobs struct {
+					Tokens        []string
+					TokenLogprobs []float64            `json:"token_logprobs"`
+					TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+					TextOffset    []int                `json:"text_offset"`
+				}
+			}
+		}
+		if err := json.Unmarshal(r.body, &comp); err != nil || r.status != http.StatusOK || len(comp.Choices) != 1 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		lp := comp.Choices[0].Logprobs
+		n := len(lp.Tokens)
+		if n == 0 || len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n || lp.TextOffset[0] != 0 {
+			t.Fatalf("columns of unequal lengths: %s", r.body)
+		}
+		for i := range n {
+			// Each top holds the two best and the sampled token, fewer
+			// where tokens read alike (bytes that are not UTF-8).
+			if top := lp.TopLogprobs[i]; len(top) < 1 || len(top) > 3 || top[lp.Tokens[i]] != lp.TokenLogprobs[i] {
+				t.Fatalf("position %d: %v for %q (%v)", i, top, lp.Tokens[i], lp.TokenLogprobs[i])
+			}
+			if i > 0 && lp.TextOffset[i] < lp.TextOffset[i-1] || lp.TextOffset[i] > utf8.RuneCountInString(comp.Choices[0].Text) {
+				t.Fatalf("text offsets %v in %q", lp.TextOffset, comp.Choices[0].Text)
+			}
+		}
+
+		r = s.postKey("/v1/completions", key, `{"prompt":"x","max_tokens":2}`)
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"logprobs":null`) {
+			t.Fatalf("without logprobs: %d %s", r.status, r.body)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -216,9 +291,9 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"bias key not a token id", "/v1/completions", key, `{"prompt":"x","logit_bias":{"a":1}}`, 400, "invalid_request_error", `logit_bias names "a"`},
 		{"bias not an object", "/v1/completions", key, `{"prompt":"x","logit_bias":[1]}`, 400, "invalid_request_error", "logit_bias must map token ids to numbers"},
 		{"bias beyond the vocabulary", "/v1/completions", key, `{"prompt":"x","logit_bias":{"1000000":1}}`, 400, "invalid_request_error", "vocabulary has tokens 0 to"},
-		{"logprobs", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "invalid_request_error", "logprobs are not supported"},
-		{"completion logprobs", "/v1/completions", key, `{"prompt":"x","logprobs":0}`, 400, "invalid_request_error", "logprobs are not supported"},
-		{"top_logprobs", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, 400, "invalid_request_error", "top_logprobs is not supported"},
+		{"top_logprobs without logprobs", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, 400, "invalid_request_error", "top_logprobs needs logprobs: true"},
+		{"top_logprobs over 20", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, 400, "invalid_request_error", "top_logprobs must be between 0 and 20"},
+		{"completion logprobs not a count", "/v1/completions", key, `{"prompt":"x","logprobs":true}`, 400, "invalid_request_error", "logprobs must be an integer"},
 		{"tools", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "invalid_request_error", "tools are not supported"},
 		{"legacy functions", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, 400, "invalid_request_error", "tools are not supported"},
 		{"JSON output", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "invalid_request_error", `response_format "json_object" is not supported`},

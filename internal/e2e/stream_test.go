@@ -45,7 +45,7 @@ func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress
 		text.WriteString(piece)
 		emit(piece)
 	}
-	return genq.NewDetailedTextResult(text.String(), genq.FinishLength, genq.Usage{PromptTokens: 1, CompletionTokens: n}), nil
+	return genq.NewDetailedTextResult(text.String(), genq.FinishLength, genq.Usage{PromptTokens: 1, CompletionTokens: n}, nil), nil
 }
 
 // sseEvent is one data event and when it arrived.
@@ -167,6 +167,35 @@ func TestOpenAIStream(t *testing.T) {
 				t.Errorf("%d events, the first at %v, the last at %v: not streamed as sampled", len(events), events[0].at, events[len(events)-1].at)
 			}
 		})
+	}
+	// Log-probabilities come whole with the choice that finishes, equal to
+	// the whole answer's.
+	logprobs := `"temperature":0,"max_tokens":12,"logprobs":true,"top_logprobs":2,"messages":[{"role":"user","content":"Hi."}]`
+	whole := s.postKey("/v1/chat/completions", "", "{"+logprobs+"}")
+	var wholeBody struct {
+		Choices []struct{ Logprobs json.RawMessage }
+	}
+	if err := json.Unmarshal(whole.body, &wholeBody); err != nil || len(wholeBody.Choices) != 1 || len(wholeBody.Choices[0].Logprobs) < 50 {
+		t.Fatalf("%d %s", whole.status, whole.body)
+	}
+	_, events := s.stream(context.Background(), "/v1/chat/completions", `{"stream":true,`+logprobs+`}`, nil)
+	var withLogprobs []string
+	for _, e := range events {
+		var c struct {
+			Choices []struct {
+				Logprobs     json.RawMessage
+				FinishReason *string `json:"finish_reason"`
+			}
+		}
+		if json.Unmarshal([]byte(e.data), &c) == nil && len(c.Choices) == 1 && string(c.Choices[0].Logprobs) != "null" {
+			if c.Choices[0].FinishReason == nil {
+				t.Errorf("logprobs before the last choice: %s", e.data)
+			}
+			withLogprobs = append(withLogprobs, string(c.Choices[0].Logprobs))
+		}
+	}
+	if len(withLogprobs) != 1 || withLogprobs[0] != string(wholeBody.Choices[0].Logprobs) {
+		t.Fatalf("streamed logprobs %q, want once %s", withLogprobs, wholeBody.Choices[0].Logprobs)
 	}
 }
 

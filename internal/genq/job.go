@@ -57,6 +57,13 @@ type Job struct {
 	FrequencyPenalty *float64          `json:"frequency_penalty,omitempty"`
 	PresencePenalty  *float64          `json:"presence_penalty,omitempty"`
 	LogitBias        map[int32]float64 `json:"logit_bias,omitempty"`
+	// Logprobs asks for each answer token's log-probability under the
+	// model's own distribution (the softmax of its raw logits, before
+	// temperature, penalties and biases, as vLLM reports them), and
+	// TopLogprobs (0 to MaxTopLogprobs) for that many of the most likely
+	// tokens at each position. Detailed results only.
+	Logprobs    bool `json:"logprobs,omitempty"`
+	TopLogprobs int  `json:"top_logprobs,omitempty"`
 	// Stop ends the answer before the first of these strings, which the
 	// answer never holds. In JSON, a string or a list of strings.
 	Stop StopList `json:"stop,omitempty"`
@@ -144,6 +151,8 @@ const (
 	MaxLogitBias   = 100.0
 	// MaxLogitBiases bounds how many tokens one job may bias.
 	MaxLogitBiases = 1024
+	// MaxTopLogprobs is OpenAI's bound on top_logprobs.
+	MaxTopLogprobs = 20
 )
 
 // Limits of a job's image parameters, whatever the worker allows: a worker
@@ -211,6 +220,14 @@ func (j Job) validateParams() error {
 	}
 	if p := j.TopP; p != nil && !(*p >= 0 && *p <= 1) {
 		return Errorf(Invalid, "top_p must be between 0 and 1, not %v", *p)
+	}
+	switch {
+	case j.TopLogprobs < 0 || j.TopLogprobs > MaxTopLogprobs:
+		return Errorf(Invalid, "top_logprobs must be between 0 and %d, not %d", MaxTopLogprobs, j.TopLogprobs)
+	case j.TopLogprobs > 0 && !j.Logprobs:
+		return Errorf(Invalid, "top_logprobs needs logprobs: true")
+	case j.Logprobs && !j.Detailed():
+		return Errorf(Invalid, "logprobs are for jobs of messages or prompt: a job of text alone keeps the one-field result of POST /generate")
 	}
 	if k := j.TopK; k != nil && *k < -1 {
 		return Errorf(Invalid, "top_k must be -1 or 0 (every token) or a count, not %d", *k)
@@ -383,7 +400,34 @@ type TextResponse struct {
 	// FinishReason is FinishStop or FinishLength.
 	FinishReason string `json:"finish_reason,omitempty"`
 	Usage        *Usage `json:"usage,omitempty"`
+	// Logprobs has one entry per token of the text, in order, when the job
+	// asked for them.
+	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
 }
+
+// TokenLogprob is one answer token's log-probability, with the most likely
+// tokens at its position when the job asked for them.
+type TokenLogprob struct {
+	Logprob
+	// Offset is where, in bytes, the character that holds the token's
+	// first byte starts in the answer's text: the token's own start unless
+	// it begins inside a character (byte-level vocabularies split them) or
+	// in bytes that are not UTF-8 (which the text holds as U+FFFD).
+	Offset int       `json:"offset"`
+	Top    []Logprob `json:"top_logprobs,omitempty"`
+}
+
+// Logprob is a token's text, its bytes (a token may hold part of a
+// character, so the text alone cannot say) and its log-probability.
+type Logprob struct {
+	Token   string  `json:"token"`
+	Bytes   []int   `json:"bytes"`
+	Logprob float64 `json:"logprob"`
+}
+
+// MinLogprob stands for a log-probability of -Inf, which JSON cannot hold:
+// vLLM's choice.
+const MinLogprob = -9999.0
 
 // Why an answer ended: an end-of-turn token or a stop string, or the token
 // limit.
@@ -400,8 +444,8 @@ type Usage struct {
 
 // NewDetailedTextResult wraps generated text with its finish reason and
 // token counts, the result of a detailed job.
-func NewDetailedTextResult(text, finishReason string, usage Usage) Result {
-	b, _ := json.Marshal(TextResponse{GeneratedText: text, FinishReason: finishReason, Usage: &usage})
+func NewDetailedTextResult(text, finishReason string, usage Usage, logprobs []TokenLogprob) Result {
+	b, _ := json.Marshal(TextResponse{GeneratedText: text, FinishReason: finishReason, Usage: &usage, Logprobs: logprobs})
 	return Result{ContentType: "application/json", Data: b}
 }
 

@@ -50,6 +50,12 @@ func TestJobValidate(t *testing.T) {
 		{"temperature too high", func(j *genq.Job) { j.Temperature = ptr(2.5) }, "temperature must be between 0 and 2"},
 		{"temperature NaN", func(j *genq.Job) { j.Temperature = ptr(math.NaN()) }, "temperature must be"},
 		{"top_p over 1", func(j *genq.Job) { j.TopP = ptr(1.5) }, "top_p must be between 0 and 1"},
+		{"logprobs of a chat", func(j *genq.Job) {
+			j.Text, j.Messages, j.Logprobs, j.TopLogprobs = "", []genq.Message{{Role: "user", Content: "x"}}, true, genq.MaxTopLogprobs
+		}, ""},
+		{"top_logprobs over 20", func(j *genq.Job) { j.Text, j.Prompt, j.Logprobs, j.TopLogprobs = "", "x", true, 21 }, "top_logprobs must be between 0 and 20"},
+		{"top_logprobs without logprobs", func(j *genq.Job) { j.Text, j.Prompt, j.TopLogprobs = "", "x", 2 }, "top_logprobs needs logprobs: true"},
+		{"logprobs of a text job", func(j *genq.Job) { j.Logprobs = true }, "one-field result of POST /generate"},
 		{"vLLM's top_k and min_p", func(j *genq.Job) { j.TopK, j.MinP = ptr(-1), ptr(1.0) }, ""},
 		{"top_k below -1", func(j *genq.Job) { j.TopK = ptr(-2) }, "top_k must be -1 or 0"},
 		{"min_p over 1", func(j *genq.Job) { j.MinP = ptr(1.5) }, "min_p must be between 0 and 1"},

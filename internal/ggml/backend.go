@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,7 +246,7 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 	}
 	if job.Detailed() {
 		return genq.NewDetailedTextResult(out.Text, out.FinishReason,
-			genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens}), nil
+			genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens}, out.Logprobs), nil
 	}
 	return genq.NewTextResult(out.Text), nil
 }
@@ -258,6 +259,7 @@ type generation struct {
 	PromptTokens int
 	Tokens       int           // tokens generated, the stop token included
 	FirstToken   time.Duration // from submission to the first sampled token
+	Logprobs     []genq.TokenLogprob
 }
 
 func (b *Backend) generate(ctx context.Context, text string) (generation, error) {
@@ -348,6 +350,10 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	}
 	req := newRequest(prompt, sample.New(params, seed))
 	req.maxTokens, req.stop, req.narrowK = maxNew, job.Stop, params.Narrowed()
+	if job.Logprobs {
+		// The log-sum-exp needs every logit: whole rows.
+		req.logprobs, req.topLogprobs, req.narrowK = true, job.TopLogprobs, 0
+	}
 	return req, nil
 }
 
@@ -600,7 +606,7 @@ func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
 // accept adds a sampled token to seq's answer and reports whether the
 // answer is complete: an end-of-turn token, a stop string, or the token
 // limit.
-func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
+func (b *Backend) accept(seq *sequence, tok int32, logprob *rowLogprob) (done bool, err error) {
 	seq.generated++
 	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS {
 		seq.finishAs(genq.FinishStop)
@@ -613,7 +619,11 @@ func (b *Backend) accept(seq *sequence, tok int32) (done bool, err error) {
 			return true, fmt.Errorf("decode token %d: %w", tok, err)
 		}
 		before := seq.text.Len()
-		seq.text.WriteString(seq.utf8.Write(piece))
+		text, start := seq.utf8.WriteAt(piece)
+		if logprob != nil {
+			seq.logprobs = append(seq.logprobs, b.tokenLogprob(piece, before+start, logprob))
+		}
+		seq.text.WriteString(text)
 		if seq.req != nil && cutAtStop(seq, before) {
 			seq.finishAs(genq.FinishStop)
 			return true, nil
@@ -660,6 +670,10 @@ func cutAtStop(seq *sequence, before int) bool {
 	seq.text.Reset()
 	seq.text.WriteString(text[:cut])
 	seq.utf8 = utf8stream.Stream{} // bytes held back come after the stop
+	// Tokens that start at the stop string or after it are not the answer's.
+	if i := slices.IndexFunc(seq.logprobs, func(l genq.TokenLogprob) bool { return l.Offset >= cut }); i >= 0 {
+		seq.logprobs = seq.logprobs[:i]
+	}
 	return true
 }
 

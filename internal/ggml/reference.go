@@ -55,7 +55,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 		if err != nil {
 			return "", fmt.Errorf("sample: %w", err)
 		}
-		done, err := b.accept(seq, tok)
+		done, err := b.accept(seq, tok, nil)
 		if err != nil {
 			return "", err
 		}

@@ -49,6 +49,10 @@ type request struct {
 	maxTokens int
 	stop      []string
 	narrowK   int
+	// logprobs asks for each token's log-probability, with topLogprobs of
+	// the most likely at its position (logprobs.go).
+	logprobs    bool
+	topLogprobs int
 	// emit, when set, gets the answer's text piece by piece (stream.go).
 	emit func(string)
 
@@ -82,7 +86,8 @@ type sequence struct {
 	finished  bool // no more tokens: answered, or its caller went away
 	text      strings.Builder
 	utf8      utf8stream.Stream
-	emitted   int // bytes of text handed to req.emit
+	emitted   int                 // bytes of text handed to req.emit
+	logprobs  []genq.TokenLogprob // the tokens', when the request asked for them
 
 	// isolate is the group a failed step's bisection put the sequence in
 	// (0: none); redo says it starts over from its prompt once no step in
@@ -636,7 +641,7 @@ func (s *scheduler) finish(st *step, next *step) {
 		if seq.generated == 0 {
 			seq.req.res.FirstToken = time.Since(seq.req.submitted)
 		}
-		if done, err := b.accept(seq, d.tok); done || err != nil {
+		if done, err := b.accept(seq, d.tok, d.logprob); done || err != nil {
 			s.complete(seq, err)
 			continue
 		}
@@ -651,10 +656,11 @@ func (s *scheduler) finish(st *step, next *step) {
 
 // draw is one sequence's token to sample from a step's row.
 type draw struct {
-	seq *sequence
-	row int
-	tok int32
-	err error
+	seq     *sequence
+	row     int
+	tok     int32
+	logprob *rowLogprob // when the request asked for logprobs
+	err     error
 }
 
 // parallelSampleFloats is the number of logits above which a step's rows
@@ -672,10 +678,20 @@ func (s *scheduler) sample(st *step, draws []draw) {
 			return
 		}
 		vocab := st.logits.Dim(0)
-		d.tok, d.err = d.seq.req.sampler.Sample(st.floats[d.row*vocab : (d.row+1)*vocab])
+		row := st.floats[d.row*vocab : (d.row+1)*vocab]
+		if d.seq.req.logprobs {
+			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req, row)
+			return
+		}
+		d.tok, d.err = d.seq.req.sampler.Sample(row)
 	}
 	workers := min(len(draws), runtime.GOMAXPROCS(0))
-	if st.narrowed != nil || len(st.floats) < parallelSampleFloats || workers < 2 {
+	// A row scored for logprobs costs a pass of exp over the vocabulary
+	// (about 1 ms at 128,256 on the 2-core machine): a large one is worth
+	// a goroutine of its own.
+	scored := st.narrowed == nil && st.logits.Dim(0) >= parallelSampleFloats/64 &&
+		slices.ContainsFunc(draws, func(d draw) bool { return d.seq.req.logprobs })
+	if st.narrowed != nil || len(st.floats) < parallelSampleFloats && !scored || workers < 2 {
 		for i := range draws {
 			one(&draws[i])
 		}
@@ -713,6 +729,7 @@ func (s *scheduler) complete(seq *sequence, err error) {
 		req.res.Text = seq.text.String()
 		req.res.PromptTokens = len(req.prompt)
 		req.res.Tokens = seq.generated
+		req.res.Logprobs = seq.logprobs
 	}
 	close(req.done)
 }
@@ -787,6 +804,7 @@ func (s *scheduler) restart(seq *sequence) {
 	}
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
+	seq.logprobs = nil
 	seq.req.sampler.Restart()
 	seq.text.Reset()
 	seq.utf8 = utf8stream.Stream{}

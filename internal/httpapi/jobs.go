@@ -71,6 +71,7 @@ type jobRecord struct {
 	Deadline  int64  `json:"deadline"`
 	Webhook   string `json:"webhook,omitempty"`
 	Cancelled bool   `json:"cancelled,omitempty"`
+	Logprobs  bool   `json:"logprobs,omitempty"` // asked for: an empty answer has an empty list
 }
 
 type jobStatus struct {
@@ -109,6 +110,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
+	rec.Logprobs = job.Logprobs
 	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", req.Type)
 	raw, _ := json.Marshal(rec)
 	// The record first: a job whose outcome comes before its record would
@@ -196,6 +198,7 @@ func (s *Server) chatJob(body []byte, job *genq.Job) (v1Params, error) {
 		return v1Params{}, err
 	}
 	job.Messages = msgs
+	job.Logprobs, job.TopLogprobs = req.Logprobs, req.TopLogprobs
 	return req.v1Params, req.job(job)
 }
 
@@ -209,6 +212,9 @@ func (s *Server) completionJob(body []byte, job *genq.Job) (v1Params, error) {
 		return v1Params{}, err
 	}
 	job.Prompt = prompt
+	if n := req.Logprobs; n != nil {
+		job.Logprobs, job.TopLogprobs = true, *n
+	}
 	return req.v1Params, req.job(job)
 }
 
@@ -324,7 +330,7 @@ func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.Answer) (a
 	if rec == nil {
 		return json.RawMessage(data), nil
 	}
-	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model)}
+	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model), logprobs: rec.Logprobs}
 	if err := json.Unmarshal(data, &out.TextResponse); err != nil {
 		return nil, fmt.Errorf("job %s: read its text result: %w", id, err)
 	}
@@ -339,7 +345,7 @@ func renderChat(answer textAnswer) any {
 	return chatCompletion{
 		ID: "chatcmpl-" + answer.jobID, Object: "chat.completion", Created: answer.created, Model: answer.model,
 		Choices: []chatChoice{{Message: chatMessageOut{Role: genq.RoleAssistant, Content: answer.GeneratedText},
-			FinishReason: answer.FinishReason}},
+			Logprobs: chatLogprobsOf(answer.logprobEntries()), FinishReason: answer.FinishReason}},
 		Usage: answer.usage(),
 	}
 }
@@ -347,7 +353,8 @@ func renderChat(answer textAnswer) any {
 func renderCompletion(answer textAnswer) any {
 	return completion{
 		ID: "cmpl-" + answer.jobID, Object: "text_completion", Created: answer.created, Model: answer.model,
-		Choices: []completionChoice{{Text: answer.GeneratedText, FinishReason: answer.FinishReason}},
-		Usage:   answer.usage(),
+		Choices: []completionChoice{{Text: answer.GeneratedText, Logprobs: completionLogprobsOf(answer.GeneratedText, answer.logprobEntries()),
+			FinishReason: answer.FinishReason}},
+		Usage: answer.usage(),
 	}
 }

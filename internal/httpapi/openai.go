@@ -22,8 +22,8 @@ import (
 // the tools built on them work against genq unchanged. Only what genq can
 // honour is accepted. The rest of OpenAI's fields are ignored, except those
 // whose silent loss would hand back another kind of answer than the one
-// asked for: n > 1, log-probabilities, tool calls, JSON output, echo,
-// best_of and suffix are refused with a 400 that says so.
+// asked for: n > 1, tool calls, JSON output, echo, best_of and suffix are
+// refused with a 400 that says so.
 
 // v1Params are the generation fields both request kinds share.
 type v1Params struct {
@@ -46,8 +46,6 @@ type v1Params struct {
 	LogitBias        tokenBiases `json:"logit_bias"`
 
 	// Features genq does not have, read only to refuse them when asked for.
-	Logprobs       json.RawMessage `json:"logprobs"` // chat: a boolean; completions: a count
-	TopLogprobs    *int            `json:"top_logprobs"`
 	Tools          []any           `json:"tools"`
 	ToolChoice     json.RawMessage `json:"tool_choice"`
 	Functions      []any           `json:"functions"`
@@ -82,10 +80,6 @@ func (b *tokenBiases) UnmarshalJSON(data []byte) error {
 // as the refusal's message; "" when there is none.
 func (p v1Params) unsupported() string {
 	switch {
-	case len(p.Logprobs) > 0 && !slices.Contains([]string{"null", "false"}, string(p.Logprobs)):
-		return "logprobs are not supported: this server does not return token log-probabilities; leave logprobs out"
-	case p.TopLogprobs != nil && *p.TopLogprobs > 0:
-		return "top_logprobs is not supported: this server does not return token log-probabilities; leave it out"
 	case len(p.Tools) > 0 && string(p.ToolChoice) != `"none"`, len(p.Functions) > 0:
 		return "tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"
 	case p.ResponseFormat != nil && p.ResponseFormat.Type != "" && p.ResponseFormat.Type != "text":
@@ -105,7 +99,9 @@ func (p v1Params) includeUsage() bool { return p.StreamOptions != nil && p.Strea
 
 type chatRequest struct {
 	v1Params
-	Messages []chatMessageIn `json:"messages"`
+	Messages    []chatMessageIn `json:"messages"`
+	Logprobs    bool            `json:"logprobs"`
+	TopLogprobs int             `json:"top_logprobs"`
 }
 
 type chatMessageIn struct {
@@ -116,6 +112,9 @@ type chatMessageIn struct {
 type completionRequest struct {
 	v1Params
 	Prompt json.RawMessage `json:"prompt"`
+	// Logprobs is the legacy API's: how many of the most likely tokens to
+	// list at each position, the sampled one's log-probability besides.
+	Logprobs *int `json:"logprobs"`
 }
 
 // job fills the job's generation parameters from p, refusing what genq
@@ -287,9 +286,20 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 // textAnswer is a detailed text result with what an OpenAI object adds.
 type textAnswer struct {
 	genq.TextResponse
-	jobID   string
-	created int64
-	model   string
+	jobID    string
+	created  int64
+	model    string
+	logprobs bool // the job asked for them
+}
+
+// logprobEntries are the answer's log-probabilities: nil when the job did
+// not ask for them, and a list, empty for an empty answer, when it did
+// (the worker's result leaves an empty list out).
+func (a textAnswer) logprobEntries() []genq.TokenLogprob {
+	if a.logprobs && a.Logprobs == nil {
+		return []genq.TokenLogprob{}
+	}
+	return a.Logprobs
 }
 
 func (a textAnswer) usage() v1Usage {
@@ -347,7 +357,7 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 	}
 	defer answer.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
-	out := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf(answer.Worker, model)}
+	out := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf(answer.Worker, model), logprobs: job.Logprobs}
 	if err == nil {
 		err = json.Unmarshal(data, &out.TextResponse)
 	}
@@ -402,8 +412,74 @@ type chatCompletion struct {
 type chatChoice struct {
 	Index        int            `json:"index"`
 	Message      chatMessageOut `json:"message"`
-	Logprobs     *struct{}      `json:"logprobs"`
+	Logprobs     *chatLogprobs  `json:"logprobs"`
 	FinishReason string         `json:"finish_reason"`
+}
+
+// chatLogprobs are a chat choice's log-probabilities: an entry per token of
+// the content. genq never refuses in the model's voice, so refusal stays
+// null.
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+	Refusal []chatLogprob `json:"refusal"`
+}
+
+type chatLogprob struct {
+	genq.Logprob
+	TopLogprobs []genq.Logprob `json:"top_logprobs"`
+}
+
+// chatLogprobsOf renders a result's entries; nil (null) when the job did
+// not ask for them.
+func chatLogprobsOf(entries []genq.TokenLogprob) *chatLogprobs {
+	if entries == nil {
+		return nil
+	}
+	out := &chatLogprobs{Content: make([]chatLogprob, len(entries))}
+	for i, e := range entries {
+		out.Content[i] = chatLogprob{Logprob: e.Logprob, TopLogprobs: e.Top}
+		if e.Top == nil {
+			out.Content[i].TopLogprobs = []genq.Logprob{} // OpenAI's list is never null
+		}
+	}
+	return out
+}
+
+// completionLogprobs are the legacy completions' log-probabilities: a
+// column per token. Each top_logprobs entry holds the sampled token too,
+// as vLLM's do; text_offset counts characters of the text.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+func completionLogprobsOf(text string, entries []genq.TokenLogprob) *completionLogprobs {
+	if entries == nil {
+		return nil
+	}
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	for _, e := range entries {
+		out.Tokens = append(out.Tokens, e.Token)
+		out.TokenLogprobs = append(out.TokenLogprobs, e.Logprob.Logprob)
+		// Different tokens may read the same (bytes that are not UTF-8
+		// all read U+FFFD): the sampled one's entry wins.
+		top := map[string]float64{}
+		for _, t := range e.Top {
+			top[t.Token] = t.Logprob
+		}
+		top[e.Token] = e.Logprob.Logprob
+		out.TopLogprobs = append(out.TopLogprobs, top)
+		out.TextOffset = append(out.TextOffset, charOffset(text, e.Offset))
+	}
+	return out
+}
+
+// charOffset is the number of characters of text before its byte offset,
+// a character's start; past the end, all of them.
+func charOffset(text string, offset int) int {
+	return utf8.RuneCountInString(text[:min(offset, len(text))])
 }
 
 type chatMessageOut struct {
@@ -421,10 +497,10 @@ type completion struct {
 }
 
 type completionChoice struct {
-	Text         string    `json:"text"`
-	Index        int       `json:"index"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason string    `json:"finish_reason"`
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason string              `json:"finish_reason"`
 }
 
 type modelList struct {

@@ -69,7 +69,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, job genq.J
 		return
 	}
 	out := sse{w: w, rc: http.NewResponseController(w)}
-	base := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf("", params.Model)}
+	base := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf("", params.Model), logprobs: job.Logprobs}
 	first := true
 	emit := func(text string) error {
 		err := out.event(chunk(base, text, "", first, nil))
@@ -123,11 +123,15 @@ type chatCompletionChunk struct {
 	Usage   *v1Usage          `json:"usage,omitempty"`
 }
 
+// chatChunkChoice is a chat choice in a stream. Log-probabilities, when
+// asked for, come whole with the last choice, the one with the finish
+// reason: the worker streams text only, and the entries arrive with its
+// result.
 type chatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        chatDelta `json:"delta"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chatDelta struct {
@@ -145,6 +149,7 @@ func chatChunk(base textAnswer, text, finish string, first bool, usage *v1Usage)
 		}
 		if finish != "" {
 			choice.FinishReason = &finish
+			choice.Logprobs = chatLogprobsOf(base.logprobEntries())
 		}
 		c.Choices = append(c.Choices, choice)
 	}
@@ -161,12 +166,13 @@ type completionChunkObject struct {
 }
 
 // completionChunkChoice is a completion's choice in a stream: the finish
-// reason is null until the last chunk, as OpenAI sends it.
+// reason is null until the last chunk, as OpenAI sends it, and the
+// log-probabilities come whole with it, as with chats.
 type completionChunkChoice struct {
-	Text         string    `json:"text"`
-	Index        int       `json:"index"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
 }
 
 func completionChunk(base textAnswer, text, finish string, _ bool, usage *v1Usage) any {
@@ -176,6 +182,7 @@ func completionChunk(base textAnswer, text, finish string, _ bool, usage *v1Usag
 		choice := completionChunkChoice{Text: text}
 		if finish != "" {
 			choice.FinishReason = &finish
+			choice.Logprobs = completionLogprobsOf(base.GeneratedText, base.logprobEntries())
 		}
 		c.Choices = append(c.Choices, choice)
 	}

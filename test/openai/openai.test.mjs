@@ -97,12 +97,37 @@ test("n > 1 is refused clearly", async () => {
   );
 });
 
-test("what genq cannot do is refused, not ignored: JSON mode, tools, logprobs", async () => {
+test("logprobs in the chat and completion shapes", async () => {
+  const chat = await client.chat.completions.create({
+    model: "genq",
+    messages: [{ role: "user", content: "x" }],
+    max_tokens: 6,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 2,
+  });
+  const content = chat.choices[0].logprobs.content;
+  assert.ok(content.length >= 1 && content.length <= chat.usage.completion_tokens);
+  for (const e of content) {
+    assert.equal(typeof e.token, "string");
+    assert.ok(e.logprob <= 0 && Array.isArray(e.bytes));
+    assert.equal(e.top_logprobs.length, 2);
+    assert.equal(e.top_logprobs[0].logprob, e.logprob); // greedy took the most likely
+  }
+  const comp = await client.completions.create({ model: "genq", prompt: "Once", max_tokens: 4, logprobs: 1 });
+  const lp = comp.choices[0].logprobs;
+  assert.equal(lp.tokens.length, lp.token_logprobs.length);
+  assert.equal(lp.tokens.length, lp.text_offset.length);
+  assert.equal(lp.tokens.length, lp.top_logprobs.length);
+  const plain = await client.completions.create({ model: "genq", prompt: "Once", max_tokens: 2 });
+  assert.equal(plain.choices[0].logprobs, null);
+});
+
+test("what genq cannot do is refused, not ignored: JSON mode, tools", async () => {
   const chat = { model: "genq", messages: [{ role: "user", content: "x" }] };
   for (const [extra, message] of [
     [{ response_format: { type: "json_object" } }, /response_format "json_object" is not supported/],
     [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, /tools are not supported/],
-    [{ logprobs: true, top_logprobs: 2 }, /logprobs are not supported/],
   ]) {
     await assert.rejects(
       client.chat.completions.create({ ...chat, ...extra }),

@@ -29,6 +29,9 @@ status, err = post("/chat/completions", {"messages": [{"role": "user", "content"
 assert status == 400 and "not supported" in err["error"]["message"], (status, err)
 status, comp = post("/completions", {"prompt": "x", "max_tokens": 8, "temperature": 0, "logit_bias": {"65": 100}})
 assert status == 200 and comp["choices"][0]["text"] == "A" * 8, (status, comp)  # byte-level vocabulary: 65 is "A"
+status, chat = post("/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "logprobs": True, "top_logprobs": 1})
+entries = chat["choices"][0]["logprobs"]["content"]
+assert status == 200 and entries and all(e["logprob"] <= 0 and len(e["top_logprobs"]) == 1 for e in entries), (status, chat)
 status, err = post("/completions", {"prompt": "abc"}, key="wrong")
 assert status == 401 and err["error"]["type"] == "authentication_error", (status, err)
 print("urllib smoke test: ok")

@@ -35,6 +35,10 @@ type Params struct {
 	LogitBias map[int32]float32
 }
 
+// Adjusts reports whether Sample changes the logits it is given (penalties,
+// biases).
+func (s *Sampler) Adjusts() bool { return s.params.adjusts() }
+
 // adjusts reports whether the params change logits before selection, so a
 // row must be seen whole: a device's top-k of the raw logits may miss a
 // token that a bias raises or a penalty lets overtake.
@@ -403,4 +407,60 @@ func better(a, b candidate) int {
 		return 1
 	}
 	return int(a.id - b.id)
+}
+
+// Logprob is a token id and its log-probability.
+type Logprob struct {
+	ID      int32
+	Logprob float64
+}
+
+// RowLogprobs returns what log-probabilities need of a row of raw logits:
+// its log-sum-exp, so that a token's log-probability is its logit minus it,
+// and the top most likely tokens with theirs, most likely first (ties to
+// the lower id). NaN logits count as impossible.
+func RowLogprobs(row []float32, top int) (logSumExp float64, best []Logprob) {
+	maxLogit := math.Inf(-1)
+	for _, l := range row {
+		if float64(l) > maxLogit {
+			maxLogit = float64(l)
+		}
+	}
+	if math.IsInf(maxLogit, -1) {
+		return maxLogit, nil // nothing is possible
+	}
+	var sum float64
+	for _, l := range row {
+		if d := float64(l) - maxLogit; d > -expCutoff { // false for NaN
+			sum += expNonPositive(d)
+		}
+	}
+	logSumExp = maxLogit + math.Log(sum)
+	if top > 0 {
+		var s Sampler
+		for _, c := range s.top(row, top) {
+			best = append(best, Logprob{ID: c.id, Logprob: float64(c.logit) - logSumExp})
+		}
+	}
+	return logSumExp, best
+}
+
+// expCutoff: e^-expCutoff is below 1e-30, nothing next to the largest
+// term's 1 even summed over a vocabulary.
+const expCutoff = 70
+
+// expNonPositive is e^x for x in (-expCutoff, 0], to about 1e-10 relative:
+// x = n·ln2 + r with |r| <= ln2/2, e^r by its Taylor series to r^8, times
+// 2^n. The log-sum-exp of a 128,256-token row spends most of its time
+// here, and math.Exp takes about three times as long.
+func expNonPositive(x float64) float64 {
+	const (
+		log2e = 1.4426950408889634
+		ln2Hi = 6.93147180369123816490e-01
+		ln2Lo = 1.90821492927058770002e-10
+	)
+	n := float64(int64(x*log2e - 0.5)) // rounds x·log2e to nearest: it is <= 0
+	r := x - n*ln2Hi - n*ln2Lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320))))))))
+	return p * math.Float64frombits(uint64(int64(n)+1023)<<52)
 }

@@ -461,3 +461,60 @@ func TestRankKeyOrdersAsBetter(t *testing.T) {
 		}
 	}
 }
+
+// TestRowLogprobs: log-probabilities are the logits less their
+// log-sum-exp, NaN counts as impossible, and the top are the most likely
+// first, ties to the lower id.
+func TestRowLogprobs(t *testing.T) {
+	row := logitsOf(0.5, 0.2, 0.2, 0, 0.1)
+	row = append(row, float32(math.NaN()))
+	for i := range row {
+		row[i] += 3 // a shift changes no probability
+	}
+	lse, top := RowLogprobs(row, 3)
+	if got := float64(row[0]) - lse; math.Abs(got-math.Log(0.5)) > 1e-6 {
+		t.Fatalf("token 0: %v, want log 0.5", got)
+	}
+	want := []Logprob{{0, math.Log(0.5)}, {1, math.Log(0.2)}, {2, math.Log(0.2)}}
+	if len(top) != len(want) {
+		t.Fatalf("top %v, want %v", top, want)
+	}
+	for i := range want {
+		if top[i].ID != want[i].ID || math.Abs(top[i].Logprob-want[i].Logprob) > 1e-6 {
+			t.Fatalf("top %v, want %v", top, want)
+		}
+	}
+	if _, top := RowLogprobs(row, 0); top != nil {
+		t.Fatalf("top 0 gave %v", top)
+	}
+	if lse, top := RowLogprobs(logitsOf(0, 0), 2); !math.IsInf(lse, -1) || top != nil {
+		t.Fatalf("an impossible row: %v %v", lse, top)
+	}
+}
+
+// BenchmarkRowLogprobs is what a token of a job with logprobs costs the
+// host besides sampling: a log-sum-exp over the row and its top 5.
+func BenchmarkRowLogprobs(b *testing.B) {
+	for _, n := range []int{291, 128256} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			row := make([]float32, n)
+			for i := range row {
+				row[i] = float32(math.Sin(float64(i)*0.37)) * 8
+			}
+			for b.Loop() {
+				RowLogprobs(row, 5)
+			}
+		})
+	}
+}
+
+func TestExpNonPositive(t *testing.T) {
+	for x := -expCutoff + 1e-9; x <= 0; x += 0.0137 {
+		if got, want := expNonPositive(x), math.Exp(x); math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("exp(%v) = %v, want %v", x, got, want)
+		}
+	}
+	if got := expNonPositive(0); got != 1 {
+		t.Fatalf("exp(0) = %v", got)
+	}
+}

@@ -17,10 +17,55 @@ type Stream struct {
 
 // Write adds the bytes of one token and returns the text that is now final.
 func (s *Stream) Write(piece string) string {
+	out, _ := s.WriteAt(piece)
+	return out
+}
+
+// WriteAt is Write, and also says where in the stream's output the piece
+// starts: at start bytes into the returned text is the character that holds
+// the piece's first byte (bytes held back from an earlier piece come out
+// before it, whole or as U+FFFD), and start is len(text) when that byte is
+// held back itself, to come out next.
+func (s *Stream) WriteAt(piece string) (text string, start int) {
+	held := len(s.pending)
 	s.pending = append(s.pending, piece...)
 	cut := len(s.pending) - incompleteSuffix(s.pending)
-	out := strings.ToValidUTF8(string(s.pending[:cut]), "\uFFFD")
+	text = strings.ToValidUTF8(string(s.pending[:cut]), "\uFFFD")
+	start = len(text)
+	if held < cut {
+		start = outputOffset(s.pending[:cut], held)
+	}
 	s.pending = append(s.pending[:0], s.pending[cut:]...)
+	return text, start
+}
+
+// outputOffset walks in as strings.ToValidUTF8 does (each run of invalid
+// bytes becomes one U+FFFD) and returns where, in its output, the character
+// or run holding in[at] starts.
+func outputOffset(in []byte, at int) int {
+	out := 0
+	for i := 0; i < len(in); {
+		r, size := utf8.DecodeRune(in[i:])
+		if r != utf8.RuneError || size > 1 {
+			if at < i+size {
+				return out
+			}
+			i += size
+			out += size
+			continue
+		}
+		// A run of invalid bytes: one replacement.
+		for i < len(in) {
+			if r, size := utf8.DecodeRune(in[i:]); r != utf8.RuneError || size > 1 {
+				break
+			}
+			i++
+		}
+		if at < i {
+			return out
+		}
+		out += len("\uFFFD")
+	}
 	return out
 }
 

@@ -1,0 +1,163 @@
+package ggml
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// TestLogprobs checks a job's log-probabilities against the raw logits of
+// its first step, computed apart on the plain one-sequence path: the
+// answer's first token is scored under the model's own softmax, before the
+// temperature, penalties and biases that chose it.
+func TestLogprobs(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 10, Slots: 2, Temperature: 0.8, TopK: 20, Narrow: "device", IgnoreEOS: true})
+	ctx := context.Background()
+	chat := []genq.Message{{Role: "user", Content: "tell me"}}
+	raw := firstLogits(t, b, genq.Job{Messages: chat})
+	logprob := func(id int32) float64 {
+		var sum float64
+		for _, l := range raw {
+			sum += math.Exp(float64(l))
+		}
+		return float64(raw[id]) - math.Log(sum)
+	}
+	letterA, err := b.tok.Encode("A", false)
+	if err != nil || len(letterA) != 1 {
+		t.Fatalf("%v %v", letterA, err)
+	}
+	zero, seed := 0.0, int64(3)
+
+	tests := []struct {
+		name string
+		job  genq.Job
+		top  int
+		// first is the id of the answer's first token; 0: the greedy one.
+		first int32
+	}{
+		{"greedy with the top 5", genq.Job{Temperature: &zero, Logprobs: true, TopLogprobs: 5}, 5, -1},
+		{"sampled, no top", genq.Job{Logprobs: true, Seed: &seed}, 0, -2},
+		{"a bias chooses, the raw logits score", genq.Job{Temperature: &zero, Logprobs: true, TopLogprobs: 3,
+			LogitBias: map[int32]float64{letterA[0]: 100}}, 3, letterA[0]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := tt.job
+			job.Messages = chat
+			g, err := b.generateJob(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(g.Logprobs) == 0 || len(g.Logprobs) > g.Tokens {
+				t.Fatalf("%d entries for %d tokens", len(g.Logprobs), g.Tokens)
+			}
+			first := g.Logprobs[0]
+			id := tt.first
+			switch id {
+			case -1:
+				id = int32(slices.Index(raw, slices.Max(raw)))
+			case -2: // sampled: the token whose piece the entry holds
+				id = -1
+				for i := range raw {
+					if piece, _ := b.tok.Decode([]int32{int32(i)}); piece == first.Token {
+						id = int32(i)
+						break
+					}
+				}
+			}
+			if piece, _ := b.tok.Decode([]int32{id}); first.Token != piece || !strings.HasPrefix(g.Text, strings.ToValidUTF8(piece, "\uFFFD")[:1]) {
+				t.Fatalf("first entry %q, text %q; want token %d (%q)", first.Token, g.Text, id, piece)
+			}
+			if want := logprob(id); math.Abs(first.Logprob.Logprob-want) > 1e-3 {
+				t.Fatalf("first token's logprob %v; the raw logits give %v", first.Logprob.Logprob, want)
+			}
+			for i, e := range g.Logprobs {
+				if len(e.Top) != tt.top || e.Logprob.Logprob > 0 || len(e.Bytes) != len(e.Token) {
+					t.Fatalf("entry %d: %+v; want %d alternatives and a logprob <= 0", i, e, tt.top)
+				}
+				if i > 0 && e.Offset < g.Logprobs[i-1].Offset || e.Offset > len(g.Text) {
+					t.Fatalf("entry %d starts at %d, after %d, in a text of %d bytes", i, e.Offset, g.Logprobs[i-1].Offset, len(g.Text))
+				}
+				var mass float64
+				for j, alt := range e.Top {
+					mass += math.Exp(alt.Logprob)
+					if j > 0 && alt.Logprob > e.Top[j-1].Logprob {
+						t.Fatalf("entry %d: alternatives out of order: %+v", i, e.Top)
+					}
+				}
+				if mass > 1+1e-6 {
+					t.Fatalf("entry %d: the alternatives hold %v of the probability", i, mass)
+				}
+				if tt.first == -1 && (e.Top[0].Token != e.Token || e.Top[0].Logprob != e.Logprob.Logprob) {
+					t.Fatalf("entry %d: greedy chose %q, but the most likely is %+v", i, e.Token, e.Top[0])
+				}
+			}
+		})
+	}
+
+	t.Run("tokens from a stop string on are not the answer's", func(t *testing.T) {
+		whole, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, Logprobs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The stop: the first one-byte token after the first that the
+		// text does not hold before it.
+		at := slices.IndexFunc(whole.Logprobs, func(e genq.TokenLogprob) bool {
+			return e.Offset > 0 && len(e.Token) == 1 && e.Token[0] > ' ' && e.Token[0] < 0x7f && !strings.Contains(whole.Text[:e.Offset], e.Token)
+		})
+		if at < 0 {
+			t.Fatalf("no token of %q serves as a stop string", whole.Text)
+		}
+		stop, cutAt := whole.Logprobs[at].Token, whole.Logprobs[at].Offset
+		cut, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, Logprobs: true, Stop: genq.StopList{stop}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cut.Text != whole.Text[:cutAt] || len(cut.Logprobs) != at || cut.FinishReason != genq.FinishStop {
+			t.Fatalf("with stop %q: %q and %d entries; want %q and %d", stop, cut.Text, len(cut.Logprobs), whole.Text[:cutAt], at)
+		}
+	})
+	t.Run("none asked, none given", func(t *testing.T) {
+		g, err := b.generateJob(ctx, genq.Job{Messages: chat, MaxTokens: 2})
+		if err != nil || g.Logprobs != nil {
+			t.Fatalf("%v, %v", g.Logprobs, err)
+		}
+	})
+}
+
+// firstLogits runs job's prompt alone through the plain one-sequence path
+// and returns the logits of the answer's first token.
+func firstLogits(t *testing.T, b *Backend, job genq.Job) []float32 {
+	t.Helper()
+	prompt, err := b.jobPrompt(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logits []float32
+	xerr := b.sched.exclusively(context.Background(), func() {
+		defer b.graph.clear(0)
+		pos := int32(0)
+		for in := prompt; len(in) > 0 && err == nil; {
+			n := min(len(in), b.cfg.BatchSize)
+			logits, err = b.forwardSequence(in[:n], pos, 0)
+			in, pos = in[n:], pos+int32(n)
+		}
+	})
+	if err = cmpErr(xerr, err); err != nil {
+		t.Fatal(err)
+	}
+	return logits
+}
+
+func cmpErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
