@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,6 +107,29 @@ func TestAsyncJobs(t *testing.T) {
 	if st := s.waitJob(queued.ID); st.Status != "cancelled" {
 		t.Fatalf("the cancelled job: %+v", st)
 	}
+
+	t.Run("logprobs", func(t *testing.T) {
+		r := s.postKey("/v1/jobs", "", `{"type":"chat.completion","request":{"messages":[{"role":"user","content":"x"}],
+			"max_tokens":3,"logprobs":true,"top_logprobs":1}}`)
+		id := decodeAs[jobStatus](t, r).ID
+		s.waitJob(id)
+		var st struct {
+			Result struct {
+				Choices []struct {
+					Logprobs *struct {
+						Content []struct {
+							TopLogprobs []any `json:"top_logprobs"`
+						}
+					}
+				}
+			}
+		}
+		got := s.call(http.MethodGet, "/v1/jobs/"+id)
+		if err := json.Unmarshal(got.body, &st); err != nil || len(st.Result.Choices) != 1 || st.Result.Choices[0].Logprobs == nil ||
+			len(st.Result.Choices[0].Logprobs.Content) == 0 || len(st.Result.Choices[0].Logprobs.Content[0].TopLogprobs) != 1 {
+			t.Fatalf("%s", got.body)
+		}
+	})
 
 	t.Run("webhook", func(t *testing.T) {
 		r := s.postKey("/v1/jobs", "", `{"type":"chat.completion","webhook":"`+receiver.URL+`/hook?token=abc",
