@@ -1,6 +1,7 @@
 // Package sample turns a row of logits into the next token: greedy, or
-// temperature sampling narrowed by top-k and top-p, from a seeded source so a
-// fixed seed replays the same choices.
+// temperature sampling narrowed by top-k, top-p and min-p, after OpenAI's
+// penalties and biases, from a seeded source so a fixed seed replays the
+// same choices; and scores rows for log-probabilities.
 package sample
 
 import (
@@ -11,8 +12,9 @@ import (
 	"slices"
 )
 
-// Params are the knobs of one sequence's sampler. The order they apply in is
-// Hugging Face's: temperature, then top-k, then top-p and min-p.
+// Params are the knobs of one sequence's sampler. The order they apply in:
+// penalties and biases on the logits, then Hugging Face's temperature,
+// top-k, and top-p with min-p.
 type Params struct {
 	// Temperature <= 0 means greedy: always the most likely token.
 	Temperature float64
