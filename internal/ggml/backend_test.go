@@ -236,9 +236,19 @@ func concurrently(t *testing.T, b *Backend, texts []string) []generation {
 // step do not depend on the goroutines' start order.
 func generateTogether(t *testing.T, b *Backend, texts []string) ([]generation, []error) {
 	t.Helper()
-	out := make([]generation, len(texts))
-	errs := make([]error, len(texts))
-	queued := min(len(texts), cap(b.sched.submit))
+	jobs := make([]genq.Job, len(texts))
+	for i, text := range texts {
+		jobs[i] = genq.Job{Text: text}
+	}
+	return jobsTogether(t, b, jobs)
+}
+
+// jobsTogether is generateTogether for jobs with their own parameters.
+func jobsTogether(t *testing.T, b *Backend, jobs []genq.Job) ([]generation, []error) {
+	t.Helper()
+	out := make([]generation, len(jobs))
+	errs := make([]error, len(jobs))
+	queued := min(len(jobs), cap(b.sched.submit))
 	held := make(chan struct{})
 	released := make(chan error, 1)
 	go func() {
@@ -255,8 +265,8 @@ func generateTogether(t *testing.T, b *Backend, texts []string) ([]generation, [
 		t.Fatalf("holding the scheduler: %v", err)
 	}
 	var wg sync.WaitGroup
-	for i, text := range texts {
-		wg.Go(func() { out[i], errs[i] = b.generate(context.Background(), text) })
+	for i, job := range jobs {
+		wg.Go(func() { out[i], errs[i] = b.generateJob(context.Background(), job) })
 	}
 	wg.Wait()
 	if err := <-released; err != nil {

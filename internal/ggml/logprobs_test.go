@@ -2,6 +2,7 @@ package ggml
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -160,4 +161,41 @@ func cmpErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// TestWholeRowsBesideNarrowedOnes: on a device that narrows, a step that
+// carries requests needing whole rows (logprobs, a bias, a top_k over the
+// worker's) narrows the others' rows still, and every request answers as
+// it does alone.
+func TestWholeRowsBesideNarrowedOnes(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Slots: 4, Temperature: 0.8, TopK: 20, Narrow: "device", IgnoreEOS: true})
+	chat := func(content string) []genq.Message { return []genq.Message{{Role: "user", Content: content}} }
+	zero, seed, large := 0.0, int64(9), 200
+	jobs := []genq.Job{
+		{Messages: chat("greedy"), Temperature: &zero},
+		{Messages: chat("sampled"), Seed: &seed},
+		{Messages: chat("scored"), Temperature: &zero, Logprobs: true, TopLogprobs: 2},
+		{Messages: chat("large top-k"), Seed: &seed, TopK: &large},
+	}
+	together, errs := jobsTogether(t, b, jobs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.sched.stats.mixedSteps.Load(); n == 0 {
+		t.Fatal("no step narrowed some rows and kept others whole: the check below proves nothing")
+	}
+	for i, job := range jobs {
+		alone, err := b.generateJob(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if together[i].Text != alone.Text || len(together[i].Logprobs) != len(alone.Logprobs) {
+			t.Errorf("job %d: beside the others %q (%d logprobs), alone %q (%d)", i, together[i].Text, len(together[i].Logprobs), alone.Text, len(alone.Logprobs))
+		}
+		for j := range alone.Logprobs {
+			if d := together[i].Logprobs[j].Logprob.Logprob - alone.Logprobs[j].Logprob.Logprob; math.Abs(d) > 1e-4 {
+				t.Errorf("job %d, token %d: logprob %v beside the others, %v alone", i, j, together[i].Logprobs[j].Logprob.Logprob, alone.Logprobs[j].Logprob.Logprob)
+			}
+		}
+	}
 }

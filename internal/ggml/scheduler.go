@@ -113,7 +113,7 @@ type step struct {
 
 	// narrowed holds the device's top-k of each sampled row, when the step
 	// narrows: ids [k, rows] and their logits [1, k, rows]. Only these cross
-	// to the host, never the vocabulary-wide logits.
+	// to the host, and the whole rows of the few sequences that need them.
 	narrowed *narrowing
 
 	// decodeOnly is set when the step carries no prompt token: one token
@@ -123,6 +123,7 @@ type step struct {
 
 	floats []float32 // the logits that reached the host: k or vocab per row
 	ids    []int32   // with narrowed: the candidates' token ids, k per row
+	whole  []float32 // with narrowed: the whole rows, vocab each, of narrowed.wholeRow
 	err    error
 	done   chan struct{}
 }
@@ -130,6 +131,11 @@ type step struct {
 type narrowing struct {
 	k         int
 	ids, vals ml.Tensor
+	// whole holds the rows, whole, of the sequences whose sampler needs
+	// them (logprobs, penalties, a large top-k), and wholeRow where each
+	// one's row is in it; nil when none does.
+	whole    ml.Tensor
+	wholeRow map[*sequence]int
 }
 
 type scheduler struct {
@@ -155,6 +161,7 @@ type scheduler struct {
 		steps        atomic.Int64
 		admitted     atomic.Int64
 		maxSequences atomic.Int64 // most sequences one step carried
+		mixedSteps   atomic.Int64 // narrowed steps that also brought whole rows
 		tokens       atomic.Int64 // sampled
 		all, decode  stepTimes    // every step; steps that carried no prompt token
 	}
@@ -525,31 +532,43 @@ func (s *scheduler) plan() (*step, error) {
 		return nil, err
 	}
 	st.logits = logits
-	if k := s.stepNarrowK(st); k > 0 && len(st.samples) >= b.narrowMinRows {
+	if k, whole := s.stepNarrowK(st); k > 0 && len(st.samples) >= b.narrowMinRows {
 		st.narrowed = narrow(st.ctx, logits, k)
+		if len(whole) > 0 {
+			st.narrowed.keepWhole(st.ctx, logits, whole, st.samples)
+			s.stats.mixedSteps.Add(1)
+		}
 	}
 	return st, nil
 }
 
 // stepNarrowK is how many candidates per row st's graph hands the sampler:
-// the most any of its rows needs, at least a few so ties go to the lower id
-// as on the host, and at most the backend's narrowK, which the graphs were
-// reserved for. A row that needs more, or its whole row, gets every step's
-// rows whole (0).
-func (s *scheduler) stepNarrowK(st *step) int {
+// the most any of its narrowable rows needs, at least a few so ties go to
+// the lower id as on the host, and at most the backend's narrowK, which the
+// graphs were reserved for. The sequences whose sampler needs more, or the
+// whole row, come back in whole: their rows cross whole beside the others'
+// candidates, so one such request does not bring every row of the step to
+// the host. When no row can be narrowed, k is 0.
+func (s *scheduler) stepNarrowK(st *step) (k int, whole []*sequence) {
 	most := s.b.narrowK
 	if most == 0 {
-		return 0
+		return 0, nil
 	}
-	k := min(4, most)
+	k = min(4, most)
+	narrowable := 0
 	for seq := range st.samples {
 		need := seq.req.narrowK
 		if need == 0 || need > most {
-			return 0
+			whole = append(whole, seq)
+			continue
 		}
 		k = max(k, need)
+		narrowable++
 	}
-	return k
+	if narrowable == 0 {
+		return 0, nil
+	}
+	return k, whole
 }
 
 // narrow adds the device's top-k to the step's graph: the ids of each row's
@@ -562,6 +581,18 @@ func narrow(ctx ml.Context, logits ml.Tensor, k int) *narrowing {
 	vals := logits.Reshape(ctx, 1, vocab, rows).Rows(ctx, ids)
 	ctx.Forward(ids, vals)
 	return &narrowing{k: k, ids: ids, vals: vals}
+}
+
+// keepWhole adds to the step's graph a copy of the rows of seqs, whole.
+func (n *narrowing) keepWhole(ctx ml.Context, logits ml.Tensor, seqs []*sequence, rowOf map[*sequence]int) {
+	rows := make([]int32, len(seqs))
+	n.wholeRow = make(map[*sequence]int, len(seqs))
+	for i, seq := range seqs {
+		rows[i] = int32(rowOf[seq])
+		n.wholeRow[seq] = i
+	}
+	n.whole = logits.Rows(ctx, ctx.Input().FromInts(rows, len(rows)))
+	ctx.Forward(n.whole)
 }
 
 // launch computes st, in the background when pipelining; st.done closes
@@ -584,7 +615,12 @@ func (s *scheduler) compute(st *step) {
 	defer recoverError(&st.err)
 	t := time.Now()
 	if n := st.narrowed; n != nil {
-		st.ctx.Compute(n.ids, n.vals)
+		if n.whole != nil {
+			st.ctx.Compute(n.ids, n.vals, n.whole)
+			st.whole = n.whole.Floats()
+		} else {
+			st.ctx.Compute(n.ids, n.vals)
+		}
 		st.ids = int32s(n.ids.Bytes())
 		st.floats = n.vals.Floats()
 	} else {
@@ -671,14 +707,23 @@ const parallelSampleFloats = 1 << 20
 // sample draws each row's token: from the device's candidates when the step
 // narrowed, else from the whole row.
 func (s *scheduler) sample(st *step, draws []draw) {
+	vocab := st.logits.Dim(0)
 	one := func(d *draw) {
-		if n := st.narrowed; n != nil {
+		row := []float32(nil)
+		switch n := st.narrowed; {
+		case n == nil:
+			row = st.floats[d.row*vocab : (d.row+1)*vocab]
+		case n.wholeRow != nil:
+			if r, ok := n.wholeRow[d.seq]; ok {
+				row = st.whole[r*vocab : (r+1)*vocab]
+			}
+		}
+		if row == nil {
+			n := st.narrowed
 			lo, hi := d.row*n.k, (d.row+1)*n.k
 			d.tok, d.err = d.seq.req.sampler.SampleTop(st.ids[lo:hi], st.floats[lo:hi])
 			return
 		}
-		vocab := st.logits.Dim(0)
-		row := st.floats[d.row*vocab : (d.row+1)*vocab]
 		if d.seq.req.logprobs {
 			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req, row)
 			return
@@ -689,9 +734,8 @@ func (s *scheduler) sample(st *step, draws []draw) {
 	// A row scored for logprobs costs a pass of exp over the vocabulary
 	// (about 1 ms at 128,256 on the 2-core machine): a large one is worth
 	// a goroutine of its own.
-	scored := st.narrowed == nil && st.logits.Dim(0) >= parallelSampleFloats/64 &&
-		slices.ContainsFunc(draws, func(d draw) bool { return d.seq.req.logprobs })
-	if st.narrowed != nil || len(st.floats) < parallelSampleFloats && !scored || workers < 2 {
+	scored := vocab >= parallelSampleFloats/64 && slices.ContainsFunc(draws, func(d draw) bool { return d.seq.req.logprobs })
+	if len(st.floats)+len(st.whole) < parallelSampleFloats && !scored || workers < 2 {
 		for i := range draws {
 			one(&draws[i])
 		}
