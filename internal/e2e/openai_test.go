@@ -287,6 +287,7 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"wrong type", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, "invalid_request_error", "temperature must be a number, not string"},
 		{"wrong type of object", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"stream_options":[]}`, 400, "invalid_request_error", "stream_options must be an object, not array"},
 		{"penalty out of range", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"presence_penalty":-2.5}`, 400, "invalid_request_error", "presence_penalty must be between -2 and 2"},
+		{"repetition_penalty 0", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"repetition_penalty":0}`, 400, "invalid_request_error", "repetition_penalty must be above 0"},
 		{"bias out of range", "/v1/completions", key, `{"prompt":"x","logit_bias":{"7":-101}}`, 400, "invalid_request_error", "logit_bias for token 7 must be between -100 and 100"},
 		{"bias key not a token id", "/v1/completions", key, `{"prompt":"x","logit_bias":{"a":1}}`, 400, "invalid_request_error", `logit_bias names "a"`},
 		{"bias not an object", "/v1/completions", key, `{"prompt":"x","logit_bias":[1]}`, 400, "invalid_request_error", "logit_bias must map token ids to numbers"},

@@ -49,6 +49,13 @@ type Job struct {
 	// worker's top-k and its min-p of 0.
 	TopK *int     `json:"top_k,omitempty"`
 	MinP *float64 `json:"min_p,omitempty"`
+	// RepetitionPenalty (above 0; 1 is none) is vLLM's and Hugging Face's:
+	// the logit of every token in the prompt or the answer so far is
+	// divided by it when positive, multiplied when negative.
+	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
+	// IgnoreEOS (vLLM's) generates past end-of-turn tokens to the token
+	// limit, for benchmarks that want answers of a fixed length.
+	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	// FrequencyPenalty and PresencePenalty (-2 to 2) lower the logit of
 	// every token the answer already holds, by the penalty times its count
 	// and by the penalty once; LogitBias (-100 to 100 each) is added to the
@@ -148,7 +155,9 @@ const (
 	MaxStopBytes   = 256
 	MaxTemperature = 2.0
 	MaxPenalty     = 2.0
-	MaxLogitBias   = 100.0
+	// MaxRepetitionPenalty bounds repetition_penalty, a divisor of logits.
+	MaxRepetitionPenalty = 10.0
+	MaxLogitBias         = 100.0
 	// MaxLogitBiases bounds how many tokens one job may bias.
 	MaxLogitBiases = 1024
 	// MaxTopLogprobs is OpenAI's bound on top_logprobs.
@@ -234,6 +243,9 @@ func (j Job) validateParams() error {
 	}
 	if p := j.MinP; p != nil && !(*p >= 0 && *p <= 1) {
 		return Errorf(Invalid, "min_p must be between 0 and 1, not %v", *p)
+	}
+	if p := j.RepetitionPenalty; p != nil && !(*p > 0 && *p <= MaxRepetitionPenalty) {
+		return Errorf(Invalid, "repetition_penalty must be above 0 and at most %g (1 is none), not %v", MaxRepetitionPenalty, *p)
 	}
 	for _, p := range []struct {
 		name  string

@@ -57,6 +57,9 @@ func TestJobValidate(t *testing.T) {
 		{"top_logprobs without logprobs", func(j *genq.Job) { j.Text, j.Prompt, j.TopLogprobs = "", "x", 2 }, "top_logprobs needs logprobs: true"},
 		{"logprobs of a text job", func(j *genq.Job) { j.Logprobs = true }, "one-field result of POST /generate"},
 		{"vLLM's top_k and min_p", func(j *genq.Job) { j.TopK, j.MinP = ptr(-1), ptr(1.0) }, ""},
+		{"vLLM's repetition_penalty and ignore_eos", func(j *genq.Job) { j.RepetitionPenalty, j.IgnoreEOS = ptr(1.2), true }, ""},
+		{"repetition_penalty 0", func(j *genq.Job) { j.RepetitionPenalty = ptr(0.0) }, "repetition_penalty must be above 0"},
+		{"repetition_penalty too high", func(j *genq.Job) { j.RepetitionPenalty = ptr(11.0) }, "at most 10"},
 		{"top_k below -1", func(j *genq.Job) { j.TopK = ptr(-2) }, "top_k must be -1 or 0"},
 		{"min_p over 1", func(j *genq.Job) { j.MinP = ptr(1.5) }, "min_p must be between 0 and 1"},
 		{"penalties and biases in range", func(j *genq.Job) {

@@ -323,6 +323,9 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	if job.MinP != nil {
 		params.MinP = *job.MinP
 	}
+	if job.RepetitionPenalty != nil {
+		params.RepetitionPenalty = *job.RepetitionPenalty
+	}
 	if job.FrequencyPenalty != nil {
 		params.FrequencyPenalty = *job.FrequencyPenalty
 	}
@@ -348,8 +351,11 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	case b.cfg.Seed == 0:
 		seed = rand.Uint64()
 	}
-	req := newRequest(prompt, sample.New(params, seed))
+	sampler := sample.New(params, seed)
+	sampler.RememberPrompt(prompt)
+	req := newRequest(prompt, sampler)
 	req.maxTokens, req.stop, req.narrowK = maxNew, job.Stop, params.Narrowed()
+	req.ignoreEOS = job.IgnoreEOS
 	if job.Logprobs {
 		// The log-sum-exp needs every logit: whole rows.
 		req.logprobs, req.topLogprobs, req.narrowK = true, job.TopLogprobs, 0
@@ -608,7 +614,7 @@ func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
 // limit.
 func (b *Backend) accept(seq *sequence, tok int32, logprob *rowLogprob) (done bool, err error) {
 	seq.generated++
-	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS {
+	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}

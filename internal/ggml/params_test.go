@@ -233,3 +233,52 @@ func TestJobParameters(t *testing.T) {
 		}
 	})
 }
+
+// TestVLLMExtras: ignore_eos and repetition_penalty reach the sampler and
+// the stop check.
+func TestVLLMExtras(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20, Narrow: "device"})
+	ctx := context.Background()
+	chat := []genq.Message{{Role: "user", Content: "hi"}}
+	zero := 0.0
+	var eos int32 = -1
+	for id := range b.vocab.stop {
+		eos = id
+		break
+	}
+	// An end-of-turn token raised far above the rest ends the answer at
+	// once, unless the job ignores it.
+	toEOS := map[int32]float64{eos: 100}
+	ended, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: toEOS})
+	if err != nil || ended.Tokens != 1 || ended.FinishReason != genq.FinishStop || ended.Text != "" {
+		t.Fatalf("with the end-of-turn token raised: %+v, %v", ended, err)
+	}
+	ignored, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: toEOS, IgnoreEOS: true, MaxTokens: 7})
+	if err != nil || ignored.Tokens != 7 || ignored.FinishReason != genq.FinishLength {
+		t.Fatalf("ignoring it: %+v, %v", ignored, err)
+	}
+
+	// The tiny model's greedy answer repeats a few tokens; a strong
+	// repetition penalty spreads it over more (counted by the tokens'
+	// pieces: their text alone reads U+FFFD for many).
+	greedy, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strong := 10.0
+	spread, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true, RepetitionPenalty: &strong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if distinct(spread.Logprobs) <= distinct(greedy.Logprobs) {
+		t.Fatalf("repetition penalty 10: %q (%d distinct tokens), greedy %q (%d)", spread.Text, distinct(spread.Logprobs), greedy.Text, distinct(greedy.Logprobs))
+	}
+}
+
+func distinct(entries []genq.TokenLogprob) int {
+	seen := map[string]bool{}
+	for _, e := range entries {
+		seen[e.Token] = true
+	}
+	return len(seen)
+}

@@ -49,6 +49,7 @@ type request struct {
 	maxTokens int
 	stop      []string
 	narrowK   int
+	ignoreEOS bool // generate to maxTokens past end-of-turn tokens
 	// logprobs asks for each token's log-probability, with topLogprobs of
 	// the most likely at its position (logprobs.go).
 	logprobs    bool

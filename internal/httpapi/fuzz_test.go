@@ -41,6 +41,7 @@ func FuzzDecodeV1(f *testing.F) {
 	for _, seed := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":3,"logit_bias":{"5":-100}}`,
 		`{"prompt":"x","logprobs":2,"frequency_penalty":-2,"presence_penalty":2,"top_k":-1,"min_p":0.5}`,
+		`{"prompt":"x","repetition_penalty":1.1,"ignore_eos":true,"max_tokens":3}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{}],"tool_choice":"none"}`,
 		`{"prompt":["x"],"logit_bias":{"a":1}}`, `{"prompt":"x","response_format":{"type":"json_object"}}`,
 		`{"messages":[],"stop":["a","b"],"n":1,"seed":-1}`, `{"prompt":"x","max_tokens":0}`, `[]`, `{`,

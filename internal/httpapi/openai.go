@@ -39,11 +39,13 @@ type v1Params struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	TopK             *int        `json:"top_k"` // vLLM's and llama.cpp's extensions
-	MinP             *float64    `json:"min_p"`
-	FrequencyPenalty *float64    `json:"frequency_penalty"`
-	PresencePenalty  *float64    `json:"presence_penalty"`
-	LogitBias        tokenBiases `json:"logit_bias"`
+	TopK              *int        `json:"top_k"` // vLLM's and llama.cpp's extensions
+	MinP              *float64    `json:"min_p"`
+	RepetitionPenalty *float64    `json:"repetition_penalty"`
+	IgnoreEOS         bool        `json:"ignore_eos"`
+	FrequencyPenalty  *float64    `json:"frequency_penalty"`
+	PresencePenalty   *float64    `json:"presence_penalty"`
+	LogitBias         tokenBiases `json:"logit_bias"`
 
 	// Features genq does not have, read only to refuse them when asked for.
 	Tools          []any           `json:"tools"`
@@ -138,7 +140,7 @@ func (p v1Params) job(j *genq.Job) error {
 		j.MaxCompletionTokens = *p.MaxCompletionTokens
 	}
 	j.Temperature, j.TopP, j.Seed, j.Stop, j.Stream = p.Temperature, p.TopP, p.Seed, p.Stop, p.Stream
-	j.TopK, j.MinP = p.TopK, p.MinP
+	j.TopK, j.MinP, j.RepetitionPenalty, j.IgnoreEOS = p.TopK, p.MinP, p.RepetitionPenalty, p.IgnoreEOS
 	j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = p.FrequencyPenalty, p.PresencePenalty, p.LogitBias
 	return nil
 }

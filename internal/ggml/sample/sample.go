@@ -35,7 +35,13 @@ type Params struct {
 	FrequencyPenalty, PresencePenalty float64
 	// LogitBias is added to the logits of the token ids it names.
 	LogitBias map[int32]float32
+	// RepetitionPenalty divides the positive logits, and multiplies the
+	// negative ones, of every token in the prompt (RememberPrompt) or
+	// sampled so far: Hugging Face's and vLLM's. 0 and 1 are none.
+	RepetitionPenalty float64
 }
+
+func (p Params) repeats() bool { return p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 }
 
 // Adjusts reports whether Sample changes the logits it is given (penalties,
 // biases).
@@ -45,7 +51,7 @@ func (s *Sampler) Adjusts() bool { return s.params.adjusts() }
 // row must be seen whole: a device's top-k of the raw logits may miss a
 // token that a bias raises or a penalty lets overtake.
 func (p Params) adjusts() bool {
-	return p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
+	return p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0 || p.repeats()
 }
 
 // Validate reports a setting no sampler can use.
@@ -59,6 +65,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("top-p %v must be in [0, 1]", p.TopP)
 	case !(p.MinP >= 0 && p.MinP <= 1):
 		return fmt.Errorf("min-p %v must be in [0, 1]", p.MinP)
+	case !(p.RepetitionPenalty >= 0) || math.IsInf(p.RepetitionPenalty, 0):
+		return fmt.Errorf("repetition penalty %v must be a finite number above 0", p.RepetitionPenalty)
 	case !isFinite(p.FrequencyPenalty) || !isFinite(p.PresencePenalty):
 		return fmt.Errorf("penalties %v and %v must be finite numbers", p.FrequencyPenalty, p.PresencePenalty)
 	}
@@ -79,8 +87,11 @@ type Sampler struct {
 	params Params
 	seed   uint64
 	rng    *rand.Rand
-	// counts are the sampled tokens' counts, for the penalties.
+	// counts are the sampled tokens' counts, for the penalties; seen the
+	// prompt's and sampled tokens, for the repetition penalty.
 	counts map[int32]int32
+	seen   map[int32]bool
+	prompt []int32
 	// Reused between calls: sampling runs once per token.
 	cands []candidate
 	keys  []uint64
@@ -102,6 +113,18 @@ func (s *Sampler) Restart() {
 	if s.params.FrequencyPenalty != 0 || s.params.PresencePenalty != 0 {
 		s.counts = make(map[int32]int32)
 	}
+	if s.params.repeats() {
+		s.seen = make(map[int32]bool, len(s.prompt))
+		for _, t := range s.prompt {
+			s.seen[t] = true
+		}
+	}
+}
+
+// RememberPrompt gives the repetition penalty the prompt's tokens.
+func (s *Sampler) RememberPrompt(tokens []int32) {
+	s.prompt = tokens
+	s.Restart()
 }
 
 type candidate struct {
@@ -130,9 +153,15 @@ func (s *Sampler) Sample(logits []float32) (int32, error) {
 	return tok, err
 }
 
-// adjustRow applies the penalties and biases to a whole row: only the
-// tokens they name are touched.
+// adjustRow applies the penalties and biases to a whole row, in vLLM's
+// order (the repetition penalty, then frequency and presence) with the
+// biases last: only the tokens they name are touched.
 func (s *Sampler) adjustRow(logits []float32) {
+	for id := range s.seen {
+		if int(id) < len(logits) {
+			logits[id] = s.repeat(logits[id])
+		}
+	}
 	for id, n := range s.counts {
 		if int(id) < len(logits) {
 			logits[id] -= s.penalty(n)
@@ -147,7 +176,19 @@ func (s *Sampler) adjustRow(logits []float32) {
 
 // adjusted is one candidate's logit after the penalties and biases.
 func (s *Sampler) adjusted(id int32, logit float32) float32 {
+	if s.seen[id] {
+		logit = s.repeat(logit)
+	}
 	return logit - s.penalty(s.counts[id]) + s.params.LogitBias[id]
+}
+
+// repeat is a seen token's logit under the repetition penalty: always less
+// likely for a penalty above 1.
+func (s *Sampler) repeat(logit float32) float32 {
+	if logit > 0 {
+		return float32(float64(logit) / s.params.RepetitionPenalty)
+	}
+	return float32(float64(logit) * s.params.RepetitionPenalty)
 }
 
 // penalty is what the penalties take from a token sampled n times.
@@ -159,8 +200,14 @@ func (s *Sampler) penalty(n int32) float32 {
 }
 
 func (s *Sampler) count(tok int32, err error) {
-	if err == nil && s.counts != nil {
+	if err != nil {
+		return
+	}
+	if s.counts != nil {
 		s.counts[tok]++
+	}
+	if s.seen != nil {
+		s.seen[tok] = true
 	}
 }
 

@@ -181,6 +181,9 @@ func TestValidate(t *testing.T) {
 		{Params{FrequencyPenalty: -2, PresencePenalty: 2, LogitBias: map[int32]float32{0: -100, 7: 100}}, false},
 		{Params{FrequencyPenalty: math.NaN()}, true},
 		{Params{MinP: 1}, false},
+		{Params{RepetitionPenalty: 1.3}, false},
+		{Params{RepetitionPenalty: -1}, true},
+		{Params{RepetitionPenalty: math.NaN()}, true},
 		{Params{MinP: -0.1}, true},
 		{Params{MinP: math.NaN()}, true},
 		{Params{PresencePenalty: math.Inf(-1)}, true},
@@ -201,28 +204,35 @@ func TestPenaltiesAndBias(t *testing.T) {
 	// Token 0 leads token 1 by 1.0, and token 1 leads token 2 by 1.0.
 	row := []float32{3, 2, 1, -1}
 	tests := []struct {
-		name string
-		p    Params
-		want []int32
+		name   string
+		p      Params
+		prompt []int32
+		want   []int32
 	}{
-		{"none", Params{}, []int32{0, 0, 0, 0}},
+		{"none", Params{}, nil, []int32{0, 0, 0, 0}},
 		// 3 - 0.6n drops below 2 at n = 2; then token 1 pays too.
-		{"frequency", Params{FrequencyPenalty: 0.6}, []int32{0, 0, 1, 0, 1}},
+		{"frequency", Params{FrequencyPenalty: 0.6}, nil, []int32{0, 0, 1, 0, 1}},
 		// Presence costs each token once, however often: 0 falls to 1.5,
 		// below 1's 2; then 1 falls to 0.5, and 0 leads again for good.
-		{"presence", Params{PresencePenalty: 1.5}, []int32{0, 1, 0, 0, 0}},
+		{"presence", Params{PresencePenalty: 1.5}, nil, []int32{0, 1, 0, 0, 0}},
 		// A negative penalty favours what was said: 0 stays ahead.
-		{"negative", Params{FrequencyPenalty: -0.5, PresencePenalty: -0.5}, []int32{0, 0, 0}},
-		{"bias up", Params{LogitBias: map[int32]float32{3: 5}}, []int32{3, 3}},
-		{"bias away", Params{LogitBias: map[int32]float32{0: -100}}, []int32{1, 1}},
-		{"bias beyond the row is ignored", Params{LogitBias: map[int32]float32{99: 100}}, []int32{0}},
+		{"negative", Params{FrequencyPenalty: -0.5, PresencePenalty: -0.5}, nil, []int32{0, 0, 0}},
+		{"bias up", Params{LogitBias: map[int32]float32{3: 5}}, nil, []int32{3, 3}},
+		{"bias away", Params{LogitBias: map[int32]float32{0: -100}}, nil, []int32{1, 1}},
+		{"bias beyond the row is ignored", Params{LogitBias: map[int32]float32{99: 100}}, nil, []int32{0}},
 		// 2 rises to 2.5; each pick then costs 3: 0, 2, 1, and 0 again,
 		// whose 0 still beats 1's -1, 2's -0.5 and 3's -1.
-		{"bias and penalty", Params{PresencePenalty: 3, LogitBias: map[int32]float32{2: 1.5}}, []int32{0, 2, 1, 0}},
+		{"bias and penalty", Params{PresencePenalty: 3, LogitBias: map[int32]float32{2: 1.5}}, nil, []int32{0, 2, 1, 0}},
+		// 2 halves the prompt's token 0 to 1.5, below token 1's 2; once
+		// sampled, 1 falls to 1 and 0 leads again. A negative logit is
+		// doubled: token 3 stays last.
+		{"repetition", Params{RepetitionPenalty: 2}, []int32{0, 3}, []int32{1, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			whole, narrowed := New(tt.p, 1), New(tt.p, 1)
+			whole.RememberPrompt(tt.prompt)
+			narrowed.RememberPrompt(tt.prompt)
 			ids := []int32{3, 1, 0, 2} // the whole row, in another order
 			for i, want := range tt.want {
 				got, err := whole.Sample(slices.Clone(row))
@@ -242,7 +252,7 @@ func TestPenaltiesAndBias(t *testing.T) {
 // would miss the token a bias raises, so such params narrow nothing.
 func TestAdjustingParamsNeedWholeRows(t *testing.T) {
 	for _, p := range []Params{
-		{FrequencyPenalty: 0.1}, {PresencePenalty: -0.1}, {LogitBias: map[int32]float32{5: 1}},
+		{FrequencyPenalty: 0.1}, {PresencePenalty: -0.1}, {LogitBias: map[int32]float32{5: 1}}, {RepetitionPenalty: 1.1},
 		{Temperature: 0.7, TopK: 40, LogitBias: map[int32]float32{5: 1}},
 	} {
 		if n := p.Narrowed(); n != 0 {
@@ -259,7 +269,8 @@ func TestRestartReplays(t *testing.T) {
 	for i := range row {
 		row[i] = float32(math.Sin(float64(i))) * 2
 	}
-	s := New(Params{Temperature: 1, FrequencyPenalty: 0.8, PresencePenalty: 0.4}, 42)
+	s := New(Params{Temperature: 1, FrequencyPenalty: 0.8, PresencePenalty: 0.4, RepetitionPenalty: 1.5}, 42)
+	s.RememberPrompt([]int32{1, 2, 3})
 	draws := func() []int32 {
 		var out []int32
 		for range 40 {
