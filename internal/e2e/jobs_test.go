@@ -108,6 +108,12 @@ func TestAsyncJobs(t *testing.T) {
 		t.Fatalf("the cancelled job: %+v", st)
 	}
 
+	t.Run("n over 1 is for the synchronous routes", func(t *testing.T) {
+		r := s.postKey("/v1/jobs", "", `{"type":"completion","request":{"prompt":"x","n":2}}`)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "submit one job per choice") {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
 	t.Run("logprobs", func(t *testing.T) {
 		r := s.postKey("/v1/jobs", "", `{"type":"chat.completion","request":{"messages":[{"role":"user","content":"x"}],
 			"max_tokens":3,"logprobs":true,"top_logprobs":1}}`)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -249,6 +250,31 @@ func TestOpenAIRoutes(t *testing.T) {
 			t.Fatalf("without logprobs: %d %s", r.status, r.body)
 		}
 	})
+	t.Run("n choices, each its own seed", func(t *testing.T) {
+		ask := func(extra string) chatCompletion {
+			r := s.postKey("/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":8,"temperature":1.5`+extra+`}`)
+			c := decodeAs[chatCompletion](t, r)
+			if r.status != http.StatusOK {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			return c
+		}
+		three := ask(`,"n":3,"seed":11`)
+		if len(three.Choices) != 3 || three.Usage.CompletionTokens != 24 {
+			t.Fatalf("%d choices, %d completion tokens: %+v", len(three.Choices), three.Usage.CompletionTokens, three)
+		}
+		texts := map[string]bool{}
+		for i, c := range three.Choices {
+			alone := ask(fmt.Sprintf(`,"seed":%d`, 11+i))
+			if c.Index != i || c.Message.Content != alone.Choices[0].Message.Content || three.Usage.PromptTokens != alone.Usage.PromptTokens {
+				t.Fatalf("choice %d (index %d): %q; alone with seed %d: %q", i, c.Index, c.Message.Content, 11+i, alone.Choices[0].Message.Content)
+			}
+			texts[c.Message.Content] = true
+		}
+		if len(texts) < 2 {
+			t.Fatalf("three choices at temperature 1.5 all read %q", three.Choices[0].Message.Content)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -277,7 +303,8 @@ func TestOpenAIRoutes(t *testing.T) {
 	}{
 		{"no key", "/v1/chat/completions", "", `{"messages":[{"role":"user","content":"x"}]}`, 401, "authentication_error", "API key"},
 		{"wrong key", "/v1/completions", "sk-wrong", `{"prompt":"x"}`, 401, "authentication_error", "API key"},
-		{"n over 1", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"n":2}`, 400, "invalid_request_error", "one choice per request"},
+		{"n over 8", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"n":9}`, 400, "invalid_request_error", "n must be between 1 and 8, not 9"},
+		{"n zero", "/v1/completions", key, `{"prompt":"x","n":0}`, 400, "invalid_request_error", "n must be between 1 and 8, not 0"},
 		{"temperature out of range", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":3}`, 400, "invalid_request_error", "temperature must be between 0 and 2"},
 		{"max_tokens over the cap", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":17}`, 400, "invalid_request_error", "at most 16 tokens"},
 		{"max_tokens zero", "/v1/completions", key, `{"prompt":"x","max_tokens":0}`, 400, "invalid_request_error", "max_tokens must be at least 1"},

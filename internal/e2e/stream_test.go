@@ -168,6 +168,45 @@ func TestOpenAIStream(t *testing.T) {
 			}
 		})
 	}
+	// n choices stream side by side, each its own index: each joins into
+	// what the same request answers whole.
+	choices := `"temperature":1.5,"seed":3,"max_tokens":10,"n":2,"messages":[{"role":"user","content":"Hi."}]`
+	wholeN := decodeAs[chatCompletion](t, s.postKey("/v1/chat/completions", "", "{"+choices+"}"))
+	_, events := s.stream(context.Background(), "/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true},`+choices+`}`, nil)
+	joined, finished, tokens := map[int]string{}, map[int]int{}, 0
+	for _, e := range events {
+		var c struct {
+			Choices []struct {
+				Index        int
+				Delta        struct{ Content string }
+				FinishReason *string `json:"finish_reason"`
+			}
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
+		}
+		if e.data == "[DONE]" || json.Unmarshal([]byte(e.data), &c) != nil {
+			continue
+		}
+		for _, ch := range c.Choices {
+			joined[ch.Index] += ch.Delta.Content
+			if ch.FinishReason != nil {
+				finished[ch.Index]++
+			}
+		}
+		if c.Usage != nil {
+			tokens = c.Usage.CompletionTokens
+		}
+	}
+	if len(wholeN.Choices) != 2 || tokens != 20 || finished[0] != 1 || finished[1] != 1 {
+		t.Fatalf("n=2: %d whole choices, %d streamed tokens, finishes %v", len(wholeN.Choices), tokens, finished)
+	}
+	for i, c := range wholeN.Choices {
+		if joined[i] != c.Message.Content {
+			t.Errorf("choice %d streamed %q, whole %q", i, joined[i], c.Message.Content)
+		}
+	}
+
 	// Log-probabilities come whole with the choice that finishes, equal to
 	// the whole answer's.
 	logprobs := `"temperature":0,"max_tokens":12,"logprobs":true,"top_logprobs":2,"messages":[{"role":"user","content":"Hi."}]`
@@ -178,7 +217,7 @@ func TestOpenAIStream(t *testing.T) {
 	if err := json.Unmarshal(whole.body, &wholeBody); err != nil || len(wholeBody.Choices) != 1 || len(wholeBody.Choices[0].Logprobs) < 50 {
 		t.Fatalf("%d %s", whole.status, whole.body)
 	}
-	_, events := s.stream(context.Background(), "/v1/chat/completions", `{"stream":true,`+logprobs+`}`, nil)
+	_, events = s.stream(context.Background(), "/v1/chat/completions", `{"stream":true,`+logprobs+`}`, nil)
 	var withLogprobs []string
 	for _, e := range events {
 		var c struct {

@@ -155,6 +155,9 @@ func (s *Server) asyncJob(req jobSubmit, job *genq.Job) (string, error) {
 		var params v1Params
 		params, err = read(req.Request, job)
 		model = params.Model
+		if err == nil && params.choices() > 1 {
+			err = genq.Errorf(genq.Invalid, "n must be 1 for an asynchronous job: submit one job per choice")
+		}
 	case jobImage:
 		if s.cfg.Variant.Kind() != genq.OutputImage {
 			return "", genq.Errorf(genq.Invalid, "variant %s makes text: type image needs the image variant (C)", s.cfg.Variant)
@@ -340,21 +343,38 @@ func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.Answer) (a
 	return renderChat(out), nil
 }
 
-// renderChat and renderCompletion build OpenAI's objects from a text answer.
-func renderChat(answer textAnswer) any {
-	return chatCompletion{
-		ID: "chatcmpl-" + answer.jobID, Object: "chat.completion", Created: answer.created, Model: answer.model,
-		Choices: []chatChoice{{Message: chatMessageOut{Role: genq.RoleAssistant, Content: answer.GeneratedText},
-			Logprobs: chatLogprobsOf(answer.logprobEntries()), FinishReason: answer.FinishReason}},
-		Usage: answer.usage(),
+// renderChat and renderCompletion build OpenAI's objects from the answers
+// of a request's choices, in order: the first names the object, the usage
+// counts the prompt once and every choice's tokens.
+func renderChat(answers ...textAnswer) any {
+	first := answers[0]
+	c := chatCompletion{ID: "chatcmpl-" + first.jobID, Object: "chat.completion", Created: first.created, Model: first.model,
+		Usage: choicesUsage(answers)}
+	for i, a := range answers {
+		c.Choices = append(c.Choices, chatChoice{Index: i, Message: chatMessageOut{Role: genq.RoleAssistant, Content: a.GeneratedText},
+			Logprobs: chatLogprobsOf(a.logprobEntries()), FinishReason: a.FinishReason})
 	}
+	return c
 }
 
-func renderCompletion(answer textAnswer) any {
-	return completion{
-		ID: "cmpl-" + answer.jobID, Object: "text_completion", Created: answer.created, Model: answer.model,
-		Choices: []completionChoice{{Text: answer.GeneratedText, Logprobs: completionLogprobsOf(answer.GeneratedText, answer.logprobEntries()),
-			FinishReason: answer.FinishReason}},
-		Usage: answer.usage(),
+func renderCompletion(answers ...textAnswer) any {
+	first := answers[0]
+	c := completion{ID: "cmpl-" + first.jobID, Object: "text_completion", Created: first.created, Model: first.model,
+		Usage: choicesUsage(answers)}
+	for i, a := range answers {
+		c.Choices = append(c.Choices, completionChoice{Index: i, Text: a.GeneratedText,
+			Logprobs: completionLogprobsOf(a.GeneratedText, a.logprobEntries()), FinishReason: a.FinishReason})
 	}
+	return c
+}
+
+// choicesUsage counts the prompt once, as it is one prompt, and the
+// tokens of every choice.
+func choicesUsage(answers []textAnswer) v1Usage {
+	u := answers[0].usage()
+	for _, a := range answers[1:] {
+		u.CompletionTokens += a.usage().CompletionTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,8 +25,8 @@ import (
 // the tools built on them work against genq unchanged. Only what genq can
 // honour is accepted. The rest of OpenAI's fields are ignored, except those
 // whose silent loss would hand back another kind of answer than the one
-// asked for: n > 1, tool calls, JSON output, echo, best_of and suffix are
-// refused with a 400 that says so.
+// asked for: tool calls, JSON output, echo, best_of and suffix are refused
+// with a 400 that says so.
 
 // v1Params are the generation fields both request kinds share.
 type v1Params struct {
@@ -96,6 +99,40 @@ func (p v1Params) unsupported() string {
 	return ""
 }
 
+// MaxChoices bounds n, the choices one request asks for: each is a job of
+// its own, run at once beside the others.
+const MaxChoices = 8
+
+// choices is how many answers the request asks for.
+func (p v1Params) choices() int {
+	if p.N == nil {
+		return 1
+	}
+	return *p.N
+}
+
+// choiceJobs are the jobs of a request for n choices: job, and n-1 more
+// like it under ids of their own. Each draws from a seed of its own, the
+// request's plus its index when it gives one (n answers of one seed would
+// be n copies), a random one otherwise (a worker's fixed TEXT_SEED would
+// make copies too).
+func (s *Server) choiceJobs(job genq.Job, n int) []genq.Job {
+	jobs := make([]genq.Job, n)
+	for i := range jobs {
+		j := job
+		if i > 0 {
+			j.ID = s.newID()
+		}
+		seed := rand.Int64()
+		if job.Seed != nil {
+			seed = *job.Seed + int64(i)
+		}
+		j.Seed = &seed
+		jobs[i] = j
+	}
+	return jobs
+}
+
 // includeUsage reports whether a stream ends with a chunk of token counts.
 func (p v1Params) includeUsage() bool { return p.StreamOptions != nil && p.StreamOptions.IncludeUsage }
 
@@ -123,8 +160,8 @@ type completionRequest struct {
 // cannot do.
 func (p v1Params) job(j *genq.Job) error {
 	switch {
-	case p.N != nil && *p.N != 1:
-		return genq.Errorf(genq.Invalid, "n is %d: this server returns one choice per request; send n: 1 or leave it out", *p.N)
+	case p.N != nil && (*p.N < 1 || *p.N > MaxChoices):
+		return genq.Errorf(genq.Invalid, "n must be between 1 and %d, not %d", MaxChoices, *p.N)
 	case p.MaxTokens != nil && *p.MaxTokens < 1:
 		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not %d", *p.MaxTokens)
 	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens < 1:
@@ -321,7 +358,7 @@ const maxTextResult = 16 << 20
 // decode fill the job, run it, and answer with render's object. Errors take
 // OpenAI's shape.
 func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
-	decode func(body []byte, job *genq.Job) (v1Params, error), chunk chunkRenderer, render func(textAnswer) any) {
+	decode func(body []byte, job *genq.Job) (v1Params, error), chunk chunkRenderer, render func(...textAnswer) any) {
 	start := time.Now()
 	body, ok := s.requestBody(w, r, writeV1Error)
 	if !ok {
@@ -349,13 +386,65 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 	// away cancels the job.
 	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
 	defer cancel()
+	jobs := []genq.Job{job}
+	if n := params.choices(); n > 1 {
+		jobs = s.choiceJobs(job, n)
+	}
 	if job.Stream {
-		s.streamV1(ctx, w, job, params, start, log, chunk)
+		s.streamV1(ctx, w, jobs, params, start, log, chunk)
 		return
 	}
-	answer := s.runJob(ctx, w, job, start, log, writeV1Error)
-	if answer == nil {
+	answers, err := s.runTexts(ctx, jobs, model, start, log)
+	if err != nil {
+		writeV1Error(w, log, err)
 		return
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	writeJSON(w, http.StatusOK, render(answers...))
+}
+
+// runTexts runs the jobs of one request's choices at once and returns
+// their answers in order. The first failure cancels the rest: the caller
+// gets an error, not part of what it asked for.
+func (s *Server) runTexts(ctx context.Context, jobs []genq.Job, model string, start time.Time, log *slog.Logger) ([]textAnswer, error) {
+	if len(jobs) == 1 {
+		a, err := s.runText(ctx, jobs[0], model, start, log)
+		return []textAnswer{a}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]textAnswer, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Go(func() {
+			if out[i], errs[i] = s.runText(ctx, job, model, start, log.With("choice", i)); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return out, firstFailure(errs)
+}
+
+// firstFailure is the first real failure among errs, not the
+// cancellations it caused.
+func firstFailure(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err != nil && (first == nil || genq.ErrorCode(first) == genq.Canceled) {
+			first = err
+		}
+	}
+	return first
+}
+
+// runText runs one job and reads its detailed text result.
+func (s *Server) runText(ctx context.Context, job genq.Job, model string, start time.Time, log *slog.Logger) (textAnswer, error) {
+	var failed error
+	answer := s.runJobWith(ctx, nil, job, start, log, func(_ http.ResponseWriter, _ *slog.Logger, err error) { failed = err }, s.jobs.Run)
+	if answer == nil {
+		return textAnswer{}, failed
 	}
 	defer answer.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
@@ -364,13 +453,11 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 		err = json.Unmarshal(data, &out.TextResponse)
 	}
 	if err != nil {
-		writeV1Error(w, log, fmt.Errorf("read the text result: %w", err))
-		return
+		return textAnswer{}, fmt.Errorf("read the text result: %w", err)
 	}
-	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
-	writeJSON(w, http.StatusOK, render(out))
 	log.Info("generate done", "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
 		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
+	return out, nil
 }
 
 // modelOf names the model a worker serves, from its heartbeat. When that

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -19,10 +21,10 @@ type StreamJobs interface {
 	RunStream(ctx context.Context, job genq.Job, emit func(text string) error) (*genq.Answer, error)
 }
 
-// chunkRenderer builds one streamed object of a route: a piece of text, or
-// with finish set the last choice (no text), or with usage set the usage
-// chunk (no choice).
-type chunkRenderer func(base textAnswer, text, finish string, first bool, usage *v1Usage) any
+// chunkRenderer builds one streamed object of a route: a piece of choice
+// index's text, or with finish set that choice's last chunk (no text), or
+// with usage set the usage chunk (no choice).
+type chunkRenderer func(base textAnswer, index int, text, finish string, first bool, usage *v1Usage) any
 
 // sse writes server-sent events. Its headers go with the first event, so a
 // job that fails before any text (a full queue, a bad prompt) still gets
@@ -56,27 +58,38 @@ func (e *sse) write(s string) error {
 	return e.rc.Flush()
 }
 
-// streamV1 runs a streaming job and answers with its chunks, then the last
-// choice, the usage chunk when asked for, and [DONE]. A failure after the
-// first event ends the stream with one error event in OpenAI's error shape
-// and no [DONE], which the SDKs raise as an error: a stream never ends
-// short without saying so.
-func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, job genq.Job, params v1Params,
+// streamV1 runs the streaming jobs of a request's choices at once and
+// answers with their chunks as they come, each choice's last chunk when it
+// ends, then the usage chunk when asked for, and [DONE]. A failure after
+// the first event ends the stream with one error event in OpenAI's error
+// shape and no [DONE], which the SDKs raise as an error: a stream never
+// ends short without saying so. The first failure cancels the other
+// choices.
+func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []genq.Job, params v1Params,
 	start time.Time, log *slog.Logger, chunk chunkRenderer) {
-	jobs, ok := s.jobs.(StreamJobs)
+	streamer, ok := s.jobs.(StreamJobs)
 	if !ok {
 		writeV1Error(w, log, genq.Errorf(genq.Invalid, "streaming is not supported by this server; send stream: false"))
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	out := sse{w: w, rc: http.NewResponseController(w)}
-	base := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf("", params.Model), logprobs: job.Logprobs}
-	first := true
-	emit := func(text string) error {
-		err := out.event(chunk(base, text, "", first, nil))
-		first = false
-		return err
-	}
-	render := func(w http.ResponseWriter, log *slog.Logger, err error) {
+	// Every chunk of the stream, whatever its choice, carries the first
+	// job's id, as OpenAI's chunks share one id.
+	base := textAnswer{jobID: jobs[0].ID, created: start.Unix(), model: s.modelOf("", params.Model), logprobs: jobs[0].Logprobs}
+	var mu sync.Mutex // the stream and what follows: one event at a time
+	started := make([]bool, len(jobs)) // a choice's first chunk carries the role
+	answers := make([]textAnswer, len(jobs))
+	var failed, gone error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed != nil || gone != nil {
+			return
+		}
+		failed = err
+		cancel()
 		if !out.started {
 			writeV1Error(w, log, err)
 			return
@@ -84,23 +97,56 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, job genq.J
 		code := genq.ErrorCode(err)
 		_ = out.event(v1ErrorResponse{Error: v1Error{Message: genq.ErrorMessage(err), Type: v1ErrorType(code), Code: string(code)}})
 	}
-	answer := s.runJobWith(ctx, w, job, start, log, render, func(ctx context.Context, job genq.Job) (*genq.Answer, error) {
-		return jobs.RunStream(ctx, job, emit)
-	})
-	if answer == nil {
+	send := func(index int, text, finish string, a textAnswer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed != nil || gone != nil {
+			return cmp.Or(failed, gone)
+		}
+		err := out.event(chunk(a, index, text, finish, !started[index], nil))
+		started[index] = true
+		if err != nil {
+			gone = err // the client went away: the request's context ends the jobs
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Go(func() {
+			log := log
+			if len(jobs) > 1 {
+				log = log.With("choice", i)
+			}
+			var runErr error
+			answer := s.runJobWith(ctx, nil, job, start, log, func(_ http.ResponseWriter, _ *slog.Logger, err error) { runErr = err },
+				func(ctx context.Context, job genq.Job) (*genq.Answer, error) {
+					return streamer.RunStream(ctx, job, func(text string) error { return send(i, text, "", base) })
+				})
+			if answer == nil {
+				fail(runErr)
+				return
+			}
+			defer answer.Body.Close()
+			a := base
+			if err := json.NewDecoder(io.LimitReader(answer.Body, maxTextResult)).Decode(&a.TextResponse); err != nil {
+				fail(fmt.Errorf("read the text result: %w", err))
+				return
+			}
+			answers[i] = a
+			if send(i, "", a.FinishReason, a) == nil {
+				log.Info("generate done", "stream", true, "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
+					"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
+			}
+		})
+	}
+	wg.Wait()
+	if failed != nil {
 		return
 	}
-	defer answer.Body.Close()
-	var res genq.TextResponse
-	if err := json.NewDecoder(io.LimitReader(answer.Body, maxTextResult)).Decode(&res); err != nil {
-		render(w, log, fmt.Errorf("read the text result: %w", err))
-		return
-	}
-	base.TextResponse = res
-	err := out.event(chunk(base, "", res.FinishReason, first, nil))
+	err := gone
 	if err == nil && params.includeUsage() {
-		u := base.usage()
-		err = out.event(chunk(base, "", "", false, &u))
+		u := choicesUsage(answers)
+		err = out.event(chunk(base, 0, "", "", false, &u))
 	}
 	if err == nil {
 		err = out.write("data: [DONE]\n\n")
@@ -110,8 +156,6 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, job genq.J
 		return
 	}
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
-	log.Info("generate done", "stream", true, "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
-		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
 }
 
 type chatCompletionChunk struct {
@@ -139,11 +183,11 @@ type chatDelta struct {
 	Content string `json:"content,omitempty"`
 }
 
-func chatChunk(base textAnswer, text, finish string, first bool, usage *v1Usage) any {
+func chatChunk(base textAnswer, index int, text, finish string, first bool, usage *v1Usage) any {
 	c := chatCompletionChunk{ID: "chatcmpl-" + base.jobID, Object: "chat.completion.chunk", Created: base.created,
 		Model: base.model, Choices: []chatChunkChoice{}, Usage: usage}
 	if usage == nil {
-		choice := chatChunkChoice{Delta: chatDelta{Content: text}}
+		choice := chatChunkChoice{Index: index, Delta: chatDelta{Content: text}}
 		if first {
 			choice.Delta.Role = genq.RoleAssistant
 		}
@@ -175,11 +219,11 @@ type completionChunkChoice struct {
 	FinishReason *string             `json:"finish_reason"`
 }
 
-func completionChunk(base textAnswer, text, finish string, _ bool, usage *v1Usage) any {
+func completionChunk(base textAnswer, index int, text, finish string, _ bool, usage *v1Usage) any {
 	c := completionChunkObject{ID: "cmpl-" + base.jobID, Object: "text_completion", Created: base.created,
 		Model: base.model, Choices: []completionChunkChoice{}, Usage: usage}
 	if usage == nil {
-		choice := completionChunkChoice{Text: text}
+		choice := completionChunkChoice{Index: index, Text: text}
 		if finish != "" {
 			choice.FinishReason = &finish
 			choice.Logprobs = completionLogprobsOf(base.GeneratedText, base.logprobEntries())

@@ -90,10 +90,27 @@ test("max_tokens over the worker's cap is a BadRequestError that says the cap", 
   );
 });
 
-test("n > 1 is refused clearly", async () => {
+test("n choices, each from its own seed; n over 8 is refused clearly", async () => {
+  const ask = (extra) =>
+    client.chat.completions.create({
+      model: "genq",
+      messages: [{ role: "user", content: "x" }],
+      max_tokens: 5,
+      temperature: 1.5,
+      ignore_eos: true, // vLLM's extension: every choice 5 tokens long
+      ...extra,
+    });
+  const two = await ask({ n: 2, seed: 21 });
+  assert.deepEqual(
+    two.choices.map((c) => c.index),
+    [0, 1],
+  );
+  assert.equal(two.usage.completion_tokens, two.choices.length * 5);
+  const second = await ask({ seed: 22 });
+  assert.equal(two.choices[1].message.content, second.choices[0].message.content);
   await assert.rejects(
-    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], n: 2 }),
-    (err) => err instanceof OpenAI.BadRequestError && /one choice per request/.test(err.message),
+    ask({ n: 9 }),
+    (err) => err instanceof OpenAI.BadRequestError && /n must be between 1 and 8/.test(err.message),
   );
 });
 
