@@ -78,7 +78,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 	// Every chunk of the stream, whatever its choice, carries the first
 	// job's id, as OpenAI's chunks share one id.
 	base := textAnswer{jobID: jobs[0].ID, created: start.Unix(), model: s.modelOf("", params.Model), logprobs: jobs[0].Logprobs}
-	var mu sync.Mutex // the stream and what follows: one event at a time
+	var mu sync.Mutex                  // the stream and what follows: one event at a time
 	started := make([]bool, len(jobs)) // a choice's first chunk carries the role
 	answers := make([]textAnswer, len(jobs))
 	var failed, gone error
