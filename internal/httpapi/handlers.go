@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -181,4 +182,31 @@ func (s *Server) rejectAs(w http.ResponseWriter, err error, render errorRenderer
 	}
 	s.metrics.rejections.WithLabelValues(reason).Inc()
 	render(w, s.log, err)
+}
+
+// runAll runs one request's jobs at once (its images, its choices) and
+// returns their results in order. The first failure cancels the rest: the
+// caller gets an error, not part of what it asked for, and the error is
+// the first real failure, not the cancellations it caused.
+func runAll[T any](ctx context.Context, jobs []genq.Job, run func(context.Context, int, genq.Job) (T, error)) ([]T, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]T, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Go(func() {
+			if out[i], errs[i] = run(ctx, i, job); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if err != nil && (first == nil || genq.ErrorCode(first) == genq.Canceled) {
+			first = err
+		}
+	}
+	return out, first
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -174,32 +173,12 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 	log.Info("generate done", "ms", time.Since(start).Milliseconds())
 }
 
-// runImages runs the jobs at once and returns their images in order. The
-// first failure cancels the rest: the caller gets an error, not part of
-// what it asked for.
+// runImages runs the jobs at once and returns their images in order.
 func (s *Server) runImages(ctx context.Context, jobs []genq.Job) ([]imageData, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make([]imageData, len(jobs))
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, job := range jobs {
-		wg.Go(func() {
-			out[i].B64JSON, errs[i] = s.runImage(ctx, job)
-			if errs[i] != nil {
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	// The first real failure, not the cancellations it caused.
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || genq.ErrorCode(first) == genq.Canceled) {
-			first = err
-		}
-	}
-	return out, first
+	return runAll(ctx, jobs, func(ctx context.Context, _ int, job genq.Job) (imageData, error) {
+		b64, err := s.runImage(ctx, job)
+		return imageData{B64JSON: b64}, err
+	})
 }
 
 func (s *Server) runImage(ctx context.Context, job genq.Job) (string, error) {

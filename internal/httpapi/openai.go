@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -404,39 +403,15 @@ func (s *Server) handleV1(w http.ResponseWriter, r *http.Request,
 }
 
 // runTexts runs the jobs of one request's choices at once and returns
-// their answers in order. The first failure cancels the rest: the caller
-// gets an error, not part of what it asked for.
+// their answers in order.
 func (s *Server) runTexts(ctx context.Context, jobs []genq.Job, model string, start time.Time, log *slog.Logger) ([]textAnswer, error) {
-	if len(jobs) == 1 {
-		a, err := s.runText(ctx, jobs[0], model, start, log)
-		return []textAnswer{a}, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make([]textAnswer, len(jobs))
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, job := range jobs {
-		wg.Go(func() {
-			if out[i], errs[i] = s.runText(ctx, job, model, start, log.With("choice", i)); errs[i] != nil {
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	return out, firstFailure(errs)
-}
-
-// firstFailure is the first real failure among errs, not the
-// cancellations it caused.
-func firstFailure(errs []error) error {
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || genq.ErrorCode(first) == genq.Canceled) {
-			first = err
+	return runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (textAnswer, error) {
+		choiceLog := log
+		if len(jobs) > 1 {
+			choiceLog = log.With("choice", i)
 		}
-	}
-	return first
+		return s.runText(ctx, job, model, start, choiceLog)
+	})
 }
 
 // runText runs one job and reads its detailed text result.
