@@ -18,7 +18,7 @@ import (
 // message is "count:<n>:<ms>" streams "t1 ", "t2 ", … every ms; "crash"
 // streams one piece and then waits to be cut off. Anything else is
 // Generate's.
-func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(string)) (genq.Result, error) {
+func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(genq.TextPiece)) (genq.Result, error) {
 	if len(job.Messages) == 0 {
 		return b.Generate(ctx, job, progress)
 	}
@@ -26,7 +26,7 @@ func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress
 	b.started <- job.ID
 	cmd := strings.Split(job.Messages[len(job.Messages)-1].Content, ":")
 	if cmd[0] == "crash" {
-		emit(fmt.Sprintf("attempt %d ", job.Attempt))
+		emit(genq.TextPiece{Text: fmt.Sprintf("attempt %d ", job.Attempt)})
 		<-ctx.Done()
 		b.ended <- job.ID
 		return genq.Result{}, ctx.Err()
@@ -43,7 +43,7 @@ func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress
 		}
 		piece := fmt.Sprintf("t%d ", i)
 		text.WriteString(piece)
-		emit(piece)
+		emit(genq.TextPiece{Text: piece})
 	}
 	return genq.NewDetailedTextResult(text.String(), genq.FinishLength, genq.Usage{PromptTokens: 1, CompletionTokens: n}, nil), nil
 }
@@ -207,34 +207,54 @@ func TestOpenAIStream(t *testing.T) {
 		}
 	}
 
-	// Log-probabilities come whole with the choice that finishes, equal to
-	// the whole answer's.
+	// Log-probabilities come with the text of their tokens, chunk by chunk,
+	// and join into the whole answer's.
 	logprobs := `"temperature":0,"max_tokens":12,"logprobs":true,"top_logprobs":2,"messages":[{"role":"user","content":"Hi."}]`
 	whole := s.postKey("/v1/chat/completions", "", "{"+logprobs+"}")
-	var wholeBody struct {
-		Choices []struct{ Logprobs json.RawMessage }
+	type entries struct {
+		Content []json.RawMessage
 	}
-	if err := json.Unmarshal(whole.body, &wholeBody); err != nil || len(wholeBody.Choices) != 1 || len(wholeBody.Choices[0].Logprobs) < 50 {
+	var wholeBody struct {
+		Choices []struct{ Logprobs entries }
+	}
+	if err := json.Unmarshal(whole.body, &wholeBody); err != nil || len(wholeBody.Choices) != 1 || len(wholeBody.Choices[0].Logprobs.Content) == 0 {
 		t.Fatalf("%d %s", whole.status, whole.body)
 	}
 	_, events = s.stream(context.Background(), "/v1/chat/completions", `{"stream":true,`+logprobs+`}`, nil)
-	var withLogprobs []string
+	var streamedEntries []json.RawMessage
+	carrying := 0
 	for _, e := range events {
 		var c struct {
 			Choices []struct {
-				Logprobs     json.RawMessage
+				Delta        struct{ Content string }
+				Logprobs     *entries
 				FinishReason *string `json:"finish_reason"`
 			}
 		}
-		if json.Unmarshal([]byte(e.data), &c) == nil && len(c.Choices) == 1 && string(c.Choices[0].Logprobs) != "null" {
-			if c.Choices[0].FinishReason == nil {
-				t.Errorf("logprobs before the last choice: %s", e.data)
+		if json.Unmarshal([]byte(e.data), &c) != nil || len(c.Choices) != 1 {
+			continue
+		}
+		ch := c.Choices[0]
+		switch {
+		case ch.FinishReason != nil && ch.Logprobs != nil:
+			t.Errorf("the finishing choice carries logprobs: %s", e.data)
+		case ch.FinishReason == nil && ch.Logprobs == nil:
+			t.Errorf("a chunk of a job that asked for logprobs has none: %s", e.data)
+		case ch.Logprobs != nil:
+			streamedEntries = append(streamedEntries, ch.Logprobs.Content...)
+			if len(ch.Logprobs.Content) > 0 {
+				carrying++
 			}
-			withLogprobs = append(withLogprobs, string(c.Choices[0].Logprobs))
 		}
 	}
-	if len(withLogprobs) != 1 || withLogprobs[0] != string(wholeBody.Choices[0].Logprobs) {
-		t.Fatalf("streamed logprobs %q, want once %s", withLogprobs, wholeBody.Choices[0].Logprobs)
+	want := wholeBody.Choices[0].Logprobs.Content
+	if len(streamedEntries) != len(want) || carrying < 2 {
+		t.Fatalf("%d entries over %d chunks streamed, want %d over several", len(streamedEntries), carrying, len(want))
+	}
+	for i := range want {
+		if string(streamedEntries[i]) != string(want[i]) {
+			t.Fatalf("entry %d streamed %s, whole %s", i, streamedEntries[i], want[i])
+		}
 	}
 }
 

@@ -10,7 +10,16 @@ type TextStreamer interface {
 	// answer's text, in order, from one goroutine at a time. Every piece is
 	// whole UTF-8, never holds text the final answer does not (text that
 	// may turn out to start a stop string is held back), and the pieces of
-	// a successful run join into exactly the result's text. emit must not
-	// block; it may be called until GenerateStream returns.
-	GenerateStream(ctx context.Context, job Job, progress func(), emit func(text string)) (Result, error)
+	// a successful run join into exactly the result's text, their
+	// log-probabilities (when the job asks for them) into the result's.
+	// emit must not block; it may be called until GenerateStream returns.
+	GenerateStream(ctx context.Context, job Job, progress func(), emit func(TextPiece)) (Result, error)
+}
+
+// TextPiece is a piece of a streamed answer: its text and, when the job
+// asked for them, the entries of the tokens whose characters start in it
+// (their offsets count from the start of the whole answer).
+type TextPiece struct {
+	Text     string
+	Logprobs []TokenLogprob
 }

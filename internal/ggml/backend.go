@@ -235,7 +235,7 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 
 // GenerateStream is Generate, handing each new piece of the answer to emit
 // (when not nil) as it is sampled: genq.TextStreamer.
-func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(string)) (genq.Result, error) {
+func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(genq.TextPiece)) (genq.Result, error) {
 	// A batch producer can publish anything: check again what the api checked.
 	if err := job.ValidateInput(); err != nil {
 		return genq.Result{}, err
@@ -270,7 +270,7 @@ func (b *Backend) generateJob(ctx context.Context, job genq.Job) (generation, er
 	return b.generateJobStream(ctx, job, nil)
 }
 
-func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(string)) (generation, error) {
+func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece)) (generation, error) {
 	req, err := b.newJobRequest(job)
 	if err != nil {
 		return generation{}, err

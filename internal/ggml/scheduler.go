@@ -55,7 +55,7 @@ type request struct {
 	logprobs    bool
 	topLogprobs int
 	// emit, when set, gets the answer's text piece by piece (stream.go).
-	emit func(string)
+	emit func(genq.TextPiece)
 
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
@@ -89,6 +89,7 @@ type sequence struct {
 	utf8      utf8stream.Stream
 	emitted   int                 // bytes of text handed to req.emit
 	logprobs  []genq.TokenLogprob // the tokens', when the request asked for them
+	emittedLP int                 // entries of logprobs handed to req.emit
 
 	// isolate is the group a failed step's bisection put the sequence in
 	// (0: none); redo says it starts over from its prompt once no step in
@@ -849,7 +850,7 @@ func (s *scheduler) restart(seq *sequence) {
 	}
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
-	seq.logprobs = nil
+	seq.logprobs, seq.emittedLP = nil, 0
 	seq.req.sampler.Restart()
 	seq.text.Reset()
 	seq.utf8 = utf8stream.Stream{}

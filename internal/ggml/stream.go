@@ -3,6 +3,8 @@ package ggml
 import (
 	"errors"
 	"strings"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // errStreamRestarted fails a streamed answer that a failed step would
@@ -17,10 +19,8 @@ func (seq *sequence) emitSafe() {
 		return
 	}
 	text := seq.text.String()
-	safe := len(text) - stopPrefixLen(text, seq.req.stop)
-	if safe > seq.emitted {
-		seq.req.emit(text[seq.emitted:safe])
-		seq.emitted = safe
+	if safe := len(text) - stopPrefixLen(text, seq.req.stop); safe > seq.emitted {
+		seq.emitUpTo(text, safe, false)
 	}
 }
 
@@ -30,10 +30,24 @@ func (seq *sequence) emitRest() {
 	if seq.req == nil || seq.req.emit == nil {
 		return
 	}
-	if text := seq.text.String(); len(text) > seq.emitted {
-		seq.req.emit(text[seq.emitted:])
-		seq.emitted = len(text)
+	if text := seq.text.String(); len(text) > seq.emitted || len(seq.logprobs) > seq.emittedLP {
+		seq.emitUpTo(text, len(text), true)
 	}
+}
+
+// emitUpTo hands emit text up to end, with the entries of the tokens that
+// start before it, or with all of them when the answer is complete. An
+// entry never comes before its token's first character, which a stop
+// string could still cut off with it.
+func (seq *sequence) emitUpTo(text string, end int, complete bool) {
+	piece := genq.TextPiece{Text: text[seq.emitted:end]}
+	n := seq.emittedLP
+	for n < len(seq.logprobs) && (seq.logprobs[n].Offset < end || complete) {
+		n++
+	}
+	piece.Logprobs = seq.logprobs[seq.emittedLP:n:n]
+	seq.req.emit(piece)
+	seq.emitted, seq.emittedLP = end, n
 }
 
 // stopPrefixLen is the length of the longest tail of text that is a proper

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,13 +19,14 @@ import (
 // generated; the pieces join into the answer's text. natsqueue.Client is
 // one. A Jobs without it answers stream: true with a 400.
 type StreamJobs interface {
-	RunStream(ctx context.Context, job genq.Job, emit func(text string) error) (*genq.Answer, error)
+	RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.Answer, error)
 }
 
 // chunkRenderer builds one streamed object of a route: a piece of choice
-// index's text, or with finish set that choice's last chunk (no text), or
-// with usage set the usage chunk (no choice).
-type chunkRenderer func(base textAnswer, index int, text, finish string, first bool, usage *v1Usage) any
+// index's text with its tokens' log-probabilities (sofar is the choice's
+// text before the piece), or with finish set that choice's last chunk (no
+// text), or with usage set the usage chunk (no choice).
+type chunkRenderer func(base textAnswer, index int, sofar string, piece genq.TextPiece, finish string, first bool, usage *v1Usage) any
 
 // sse writes server-sent events. Its headers go with the first event, so a
 // job that fails before any text (a full queue, a bad prompt) still gets
@@ -80,6 +82,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 	base := textAnswer{jobID: jobs[0].ID, created: start.Unix(), model: s.modelOf("", params.Model), logprobs: jobs[0].Logprobs}
 	var mu sync.Mutex                  // the stream and what follows: one event at a time
 	started := make([]bool, len(jobs)) // a choice's first chunk carries the role
+	sofar := make([]strings.Builder, len(jobs))
 	answers := make([]textAnswer, len(jobs))
 	var failed, gone error
 	fail := func(err error) {
@@ -97,14 +100,15 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 		code := genq.ErrorCode(err)
 		_ = out.event(v1ErrorResponse{Error: v1Error{Message: genq.ErrorMessage(err), Type: v1ErrorType(code), Code: string(code)}})
 	}
-	send := func(index int, text, finish string, a textAnswer) error {
+	send := func(index int, piece genq.TextPiece, finish string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failed != nil || gone != nil {
 			return cmp.Or(failed, gone)
 		}
-		err := out.event(chunk(a, index, text, finish, !started[index], nil))
+		err := out.event(chunk(base, index, sofar[index].String(), piece, finish, !started[index], nil))
 		started[index] = true
+		sofar[index].WriteString(piece.Text)
 		if err != nil {
 			gone = err // the client went away: the request's context ends the jobs
 		}
@@ -120,7 +124,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 			var runErr error
 			answer := s.runJobWith(ctx, nil, job, start, log, func(_ http.ResponseWriter, _ *slog.Logger, err error) { runErr = err },
 				func(ctx context.Context, job genq.Job) (*genq.Answer, error) {
-					return streamer.RunStream(ctx, job, func(text string) error { return send(i, text, "", base) })
+					return streamer.RunStream(ctx, job, func(piece genq.TextPiece) error { return send(i, piece, "") })
 				})
 			if answer == nil {
 				fail(runErr)
@@ -133,7 +137,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 				return
 			}
 			answers[i] = a
-			if send(i, "", a.FinishReason, a) == nil {
+			if send(i, genq.TextPiece{}, a.FinishReason) == nil {
 				log.Info("generate done", "stream", true, "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
 					"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker)
 			}
@@ -146,7 +150,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 	err := gone
 	if err == nil && params.includeUsage() {
 		u := choicesUsage(answers)
-		err = out.event(chunk(base, 0, "", "", false, &u))
+		err = out.event(chunk(base, 0, "", genq.TextPiece{}, "", false, &u))
 	}
 	if err == nil {
 		err = out.write("data: [DONE]\n\n")
@@ -168,9 +172,7 @@ type chatCompletionChunk struct {
 }
 
 // chatChunkChoice is a chat choice in a stream. Log-probabilities, when
-// asked for, come whole with the last choice, the one with the finish
-// reason: the worker streams text only, and the entries arrive with its
-// result.
+// asked for, come with the text of their tokens.
 type chatChunkChoice struct {
 	Index        int           `json:"index"`
 	Delta        chatDelta     `json:"delta"`
@@ -183,17 +185,19 @@ type chatDelta struct {
 	Content string `json:"content,omitempty"`
 }
 
-func chatChunk(base textAnswer, index int, text, finish string, first bool, usage *v1Usage) any {
+func chatChunk(base textAnswer, index int, _ string, piece genq.TextPiece, finish string, first bool, usage *v1Usage) any {
 	c := chatCompletionChunk{ID: "chatcmpl-" + base.jobID, Object: "chat.completion.chunk", Created: base.created,
 		Model: base.model, Choices: []chatChunkChoice{}, Usage: usage}
 	if usage == nil {
-		choice := chatChunkChoice{Index: index, Delta: chatDelta{Content: text}}
+		choice := chatChunkChoice{Index: index, Delta: chatDelta{Content: piece.Text}}
+		if base.logprobs && finish == "" {
+			choice.Logprobs = chatLogprobsOf(orEmpty(piece.Logprobs))
+		}
 		if first {
 			choice.Delta.Role = genq.RoleAssistant
 		}
 		if finish != "" {
 			choice.FinishReason = &finish
-			choice.Logprobs = chatLogprobsOf(base.logprobEntries())
 		}
 		c.Choices = append(c.Choices, choice)
 	}
@@ -211,7 +215,7 @@ type completionChunkObject struct {
 
 // completionChunkChoice is a completion's choice in a stream: the finish
 // reason is null until the last chunk, as OpenAI sends it, and the
-// log-probabilities come whole with it, as with chats.
+// log-probabilities come with the text of their tokens, as with chats.
 type completionChunkChoice struct {
 	Text         string              `json:"text"`
 	Index        int                 `json:"index"`
@@ -219,16 +223,28 @@ type completionChunkChoice struct {
 	FinishReason *string             `json:"finish_reason"`
 }
 
-func completionChunk(base textAnswer, index int, text, finish string, _ bool, usage *v1Usage) any {
+func completionChunk(base textAnswer, index int, sofar string, piece genq.TextPiece, finish string, _ bool, usage *v1Usage) any {
 	c := completionChunkObject{ID: "cmpl-" + base.jobID, Object: "text_completion", Created: base.created,
 		Model: base.model, Choices: []completionChunkChoice{}, Usage: usage}
 	if usage == nil {
-		choice := completionChunkChoice{Index: index, Text: text}
+		choice := completionChunkChoice{Index: index, Text: piece.Text}
+		if base.logprobs && finish == "" {
+			// Offsets count characters from the start of the answer.
+			choice.Logprobs = completionLogprobsOf(sofar+piece.Text, orEmpty(piece.Logprobs))
+		}
 		if finish != "" {
 			choice.FinishReason = &finish
-			choice.Logprobs = completionLogprobsOf(base.GeneratedText, base.logprobEntries())
 		}
 		c.Choices = append(c.Choices, choice)
 	}
 	return c
+}
+
+// orEmpty is entries, or an empty list for none: a chunk of a job that
+// asked for log-probabilities lists its tokens' entries, maybe none.
+func orEmpty(entries []genq.TokenLogprob) []genq.TokenLogprob {
+	if entries == nil {
+		return []genq.TokenLogprob{}
+	}
+	return entries
 }

@@ -22,6 +22,7 @@ import (
 // lost chunk or a second run from the text that belongs to the answer.
 const (
 	HeaderChunkSeq = "Genq-Chunk-Seq" // a chunk's place in its run, from 1
+	HeaderLogprobs = "Genq-Logprobs"  // a chunk's tokens' log-probabilities, JSON, when the job asked for them
 	KindChunk      = "chunk"          // Genq-Kind of a chunk
 )
 
@@ -48,16 +49,21 @@ func (d *Delivery) Chunks() *ChunkWriter {
 	return &ChunkWriter{conn: d.conn, subject: d.Job.ReplyTo, jobID: d.Job.ID, attempt: strconv.Itoa(d.Job.Attempt)}
 }
 
-// Send publishes the next piece of text. After Close it does nothing: the
-// backend may still call it while it notices that its run ended.
-func (w *ChunkWriter) Send(text string) {
+// Send publishes the next piece of text, with its tokens' log-probabilities
+// when there are any. After Close it does nothing: the backend may still
+// call it while it notices that its run ended.
+func (w *ChunkWriter) Send(piece genq.TextPiece) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || text == "" {
+	if w.closed || piece.Text == "" && len(piece.Logprobs) == 0 {
 		return
 	}
 	w.seq++
-	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: []byte(text)}
+	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: []byte(piece.Text)}
+	if len(piece.Logprobs) > 0 {
+		entries, _ := json.Marshal(piece.Logprobs) // one line: JSON escapes control characters
+		m.Header.Set(HeaderLogprobs, string(entries))
+	}
 	m.Header.Set(HeaderKind, KindChunk)
 	m.Header.Set(HeaderJobID, w.jobID)
 	m.Header.Set(HeaderAttempt, w.attempt)
@@ -88,52 +94,62 @@ type follower struct {
 	attempt int
 	next    int
 	sent    strings.Builder
+	entries int // log-probability entries forwarded
 }
 
-// chunk returns the text of m to forward ("" for none), or an error that
-// ends the stream.
-func (f *follower) chunk(m *nats.Msg) (string, error) {
+// chunk returns the piece of m to forward (empty for none), or an error
+// that ends the stream.
+func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 	attempt := atoiOr0(m.Header.Get(HeaderAttempt))
 	seq := atoiOr0(m.Header.Get(HeaderChunkSeq))
 	switch {
 	case attempt < f.attempt:
-		return "", nil // a run already superseded, still going
+		return genq.TextPiece{}, nil // a run already superseded, still going
 	case attempt > f.attempt && f.sent.Len() > 0:
-		return "", errStreamBroken("the worker stopped after %d bytes and attempt %d started over", f.sent.Len(), attempt)
+		return genq.TextPiece{}, errStreamBroken("the worker stopped after %d bytes and attempt %d started over", f.sent.Len(), attempt)
 	case attempt > f.attempt:
 		f.attempt, f.next = attempt, 1
 	}
 	if seq != f.next {
-		return "", errStreamBroken("chunk %d of attempt %d came where chunk %d was due", seq, attempt, f.next)
+		return genq.TextPiece{}, errStreamBroken("chunk %d of attempt %d came where chunk %d was due", seq, attempt, f.next)
+	}
+	piece := genq.TextPiece{Text: string(m.Data)}
+	if raw := m.Header.Get(HeaderLogprobs); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &piece.Logprobs); err != nil {
+			return genq.TextPiece{}, errStreamBroken("chunk %d of attempt %d has log-probabilities genq could not read", seq, attempt)
+		}
 	}
 	f.next++
 	f.sent.Write(m.Data)
-	return string(m.Data), nil
+	f.entries += len(piece.Logprobs)
+	return piece, nil
 }
 
 // final checks the answer against the text forwarded, and returns what of
-// its text is still to forward: chunks lost at the end of a run are made
-// up from the answer, which holds the whole text. The answer's body is
-// replaced by the bytes read.
-func (f *follower) final(a *genq.Answer) (string, error) {
+// it is still to forward: chunks lost at the end of a run are made up from
+// the answer, which holds the whole text and every log-probability. The
+// answer's body is replaced by the bytes read.
+func (f *follower) final(a *genq.Answer) (genq.TextPiece, error) {
 	data, err := io.ReadAll(io.LimitReader(a.Body, 16<<20))
 	a.Body.Close()
 	if err != nil {
-		return "", genq.WrapError(genq.Unavailable, err, "the result could not be read")
+		return genq.TextPiece{}, genq.WrapError(genq.Unavailable, err, "the result could not be read")
 	}
 	a.Body = io.NopCloser(bytes.NewReader(data))
 	var out genq.TextResponse
 	if err := json.Unmarshal(data, &out); err != nil {
-		return "", genq.WrapError(genq.Internal, err, "the worker sent a text result genq could not read")
+		return genq.TextPiece{}, genq.WrapError(genq.Internal, err, "the worker sent a text result genq could not read")
 	}
 	sent := f.sent.String()
 	switch {
 	case sent != "" && a.Attempt != f.attempt:
-		return "", errStreamBroken("the answer came from attempt %d, the text streamed from attempt %d", a.Attempt, f.attempt)
+		return genq.TextPiece{}, errStreamBroken("the answer came from attempt %d, the text streamed from attempt %d", a.Attempt, f.attempt)
 	case !strings.HasPrefix(out.GeneratedText, sent):
-		return "", errStreamBroken("the answer does not continue the text streamed")
+		return genq.TextPiece{}, errStreamBroken("the answer does not continue the text streamed")
+	case f.entries > len(out.Logprobs):
+		return genq.TextPiece{}, errStreamBroken("%d log-probabilities streamed, the answer has %d", f.entries, len(out.Logprobs))
 	}
-	return out.GeneratedText[len(sent):], nil
+	return genq.TextPiece{Text: out.GeneratedText[len(sent):], Logprobs: out.Logprobs[f.entries:]}, nil
 }
 
 // ChunkSubject is where the chunks of a streaming job whose reply goes to
@@ -148,11 +164,11 @@ const chunkBuffer = 4096
 
 // RunStream is Run for a job whose text is wanted as it is generated: emit
 // gets each new piece, in order, and the pieces join into the answer's
-// text, which RunStream returns as Run does. When the stream cannot be
+// text and log-probabilities, which RunStream returns as Run does. When the stream cannot be
 // continued consistently (a worker died after some text was forwarded, a
 // chunk was lost) it returns an Unavailable error and cancels the job.
 // An error from emit (its client went away) cancels the job too.
-func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(text string) error) (*genq.Answer, error) {
+func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.Answer, error) {
 	job.Stream = true
 	chunks := make(chan *nats.Msg, chunkBuffer)
 	// Subscribed before the job is published, on the same connection: the
@@ -178,9 +194,9 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(text st
 	}()
 	var f follower
 	forward := func(m *nats.Msg) error {
-		text, err := f.chunk(m)
-		if err == nil && text != "" {
-			err = emit(text)
+		piece, err := f.chunk(m)
+		if err == nil && (piece.Text != "" || len(piece.Logprobs) > 0) {
+			err = emit(piece)
 		}
 		return err
 	}
@@ -212,7 +228,7 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(text st
 				}
 			}
 			rest, err := f.final(o.a)
-			if err == nil && rest != "" {
+			if err == nil && (rest.Text != "" || len(rest.Logprobs) > 0) {
 				err = emit(rest)
 			}
 			if err != nil {

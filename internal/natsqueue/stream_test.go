@@ -1,6 +1,7 @@
 package natsqueue
 
 import (
+	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
@@ -42,12 +43,12 @@ func TestFollower(t *testing.T) {
 			var got strings.Builder
 			broken := false
 			for _, ch := range tt.chunks {
-				text, err := f.chunk(chunkMsg(ch.attempt, ch.seq, string(rune('a'+ch.seq-1))))
+				piece, err := f.chunk(chunkMsg(ch.attempt, ch.seq, string(rune('a'+ch.seq-1))))
 				if err != nil {
 					broken = genq.ErrorCode(err) == genq.Unavailable
 					break
 				}
-				got.WriteString(text)
+				got.WriteString(piece.Text)
 			}
 			if !broken {
 				a := &genq.Answer{Attempt: tt.final, Body: io.NopCloser(strings.NewReader(`{"generated_text":"abc"}`))}
@@ -55,12 +56,51 @@ func TestFollower(t *testing.T) {
 				if err != nil {
 					broken = genq.ErrorCode(err) == genq.Unavailable
 				} else {
-					got.WriteString("|" + rest)
+					got.WriteString("|" + rest.Text)
 				}
 			}
 			if got.String() != tt.want || broken != tt.wantBroken {
 				t.Fatalf("forwarded %q, broken %v; want %q, %v", got.String(), broken, tt.want, tt.wantBroken)
 			}
 		})
+	}
+}
+
+// The follower forwards each chunk's log-probabilities, and makes up the
+// ones of lost chunks from the answer.
+func TestFollowerLogprobs(t *testing.T) {
+	withEntries := func(seq int, text string, tokens ...string) *nats.Msg {
+		m := chunkMsg(1, seq, text)
+		var entries []genq.TokenLogprob
+		for _, tok := range tokens {
+			entries = append(entries, genq.TokenLogprob{Logprob: genq.Logprob{Token: tok, Logprob: -1}})
+		}
+		raw, _ := json.Marshal(entries)
+		m.Header.Set(HeaderLogprobs, string(raw))
+		return m
+	}
+	answer := `{"generated_text":"abc","logprobs":[{"token":"a"},{"token":"b"},{"token":"c"}]}`
+	var f follower
+	piece, err := f.chunk(withEntries(1, "ab", "a", "b"))
+	if err != nil || piece.Text != "ab" || len(piece.Logprobs) != 2 || piece.Logprobs[1].Token != "b" {
+		t.Fatalf("%+v, %v", piece, err)
+	}
+	rest, err := f.final(&genq.Answer{Attempt: 1, Body: io.NopCloser(strings.NewReader(answer))})
+	if err != nil || rest.Text != "c" || len(rest.Logprobs) != 1 || rest.Logprobs[0].Token != "c" {
+		t.Fatalf("rest %+v, %v", rest, err)
+	}
+
+	var g follower
+	if _, err := g.chunk(withEntries(1, "abc", "a", "b", "c", "d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.final(&genq.Answer{Attempt: 1, Body: io.NopCloser(strings.NewReader(answer))}); genq.ErrorCode(err) != genq.Unavailable {
+		t.Fatalf("more entries streamed than the answer has: %v", err)
+	}
+	bad := chunkMsg(1, 1, "a")
+	bad.Header.Set(HeaderLogprobs, "[{")
+	var h follower
+	if _, err := h.chunk(bad); genq.ErrorCode(err) != genq.Unavailable {
+		t.Fatalf("unreadable entries: %v", err)
 	}
 }
