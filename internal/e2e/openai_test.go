@@ -131,6 +131,13 @@ func TestOpenAIRoutes(t *testing.T) {
 			t.Fatalf("with stop %s: %q (%s), want %q", stop, got, cut.Choices[0].FinishReason, want)
 		}
 	})
+	t.Run("a prompt of token ids", func(t *testing.T) {
+		r := s.postKey("/v1/completions", key, `{"prompt":[[5,6,7,8]],"max_tokens":3}`)
+		c := decodeAs[chatCompletion](t, r)
+		if r.status != http.StatusOK || c.Usage.PromptTokens != 4 || c.Usage.CompletionTokens != 3 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
 	t.Run("completions", func(t *testing.T) {
 		r := s.postKey("/v1/completions", key, `{"model":"m","prompt":"Once upon a time","max_tokens":4}`)
 		c := decodeAs[chatCompletion](t, r)
@@ -331,7 +338,10 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"stop not a string", "/v1/completions", key, `{"prompt":"x","stop":3}`, 400, "invalid_request_error", "stop must be a string or a list"},
 		{"malformed JSON", "/v1/completions", key, `{"prompt":`, 400, "invalid_request_error", "not valid JSON"},
 		{"no prompt", "/v1/completions", key, `{}`, 400, "invalid_request_error", "prompt is required"},
-		{"token prompt", "/v1/completions", key, `{"prompt":[1,2]}`, 400, "invalid_request_error", "token ids are not supported"},
+		{"token ids past the vocabulary", "/v1/completions", key, `{"prompt":[1,999999]}`, 400, "invalid_request_error", "prompt holds the token id 999999; this model's vocabulary has tokens 0 to"},
+		{"a negative token id", "/v1/completions", key, `{"prompt":[[1,-2]]}`, 400, "invalid_request_error", "ids are not negative"},
+		{"two token prompts", "/v1/completions", key, `{"prompt":[[1],[2]]}`, 400, "invalid_request_error", "holds 2 prompts"},
+		{"token ids not integers", "/v1/completions", key, `{"prompt":[1.5]}`, 400, "invalid_request_error", "a list of token ids"},
 		{"unknown route", "/v1/embeddings", key, `{}`, 404, "not_found_error", "no route /v1/embeddings"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

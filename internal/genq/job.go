@@ -31,9 +31,13 @@ type Job struct {
 
 	// Messages is a chat, rendered with the model's chat template; Prompt is
 	// raw text, given to the model as it is (completions). A job carries
-	// exactly one of Text, Messages and Prompt.
+	// exactly one of Text, Messages, Prompt and PromptTokenIDs.
 	Messages []Message `json:"messages,omitempty"`
 	Prompt   string    `json:"prompt,omitempty"`
+	// PromptTokenIDs is a raw prompt already tokenized by its producer,
+	// given to the model as it is (no BOS added): OpenAI's completions take
+	// a prompt as a list of token ids too.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 	// MaxTokens bounds the answer, in tokens; 0 takes the worker's limit,
 	// and more than that limit is invalid. MaxCompletionTokens is the same
 	// setting under OpenAI's newer name; a job may give either.
@@ -109,7 +113,7 @@ func (j Job) Validate() error {
 	if j.Variant.Kind() == OutputText && j.HasImageParams() {
 		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps and guidance_scale are for images; variant %s makes text", j.Variant)
 	}
-	if j.Variant.Kind() == OutputImage && (len(j.Messages) > 0 || j.Prompt != "") {
+	if j.Variant.Kind() == OutputImage && (len(j.Messages) > 0 || j.Prompt != "" || len(j.PromptTokenIDs) > 0) {
 		return Errorf(Invalid, "variant %s makes images from text: messages and prompt are for the text variants", j.Variant)
 	}
 	return j.ValidateInput()
@@ -119,14 +123,22 @@ func (j Job) Validate() error {
 // messages or prompt, and generation parameters in their ranges.
 func (j Job) ValidateInput() error {
 	inputs := 0
-	for _, set := range []bool{j.Text != "", len(j.Messages) > 0, j.Prompt != ""} {
+	for _, set := range []bool{j.Text != "", len(j.Messages) > 0, j.Prompt != "", len(j.PromptTokenIDs) > 0} {
 		if set {
 			inputs++
 		}
 	}
 	switch {
 	case inputs > 1:
-		return Errorf(Invalid, "a job carries one of text, messages and prompt, not %d of them", inputs)
+		return Errorf(Invalid, "a job carries one of text, messages, prompt and prompt_token_ids, not %d of them", inputs)
+	case len(j.PromptTokenIDs) > MaxPromptTokenIDs:
+		return Errorf(Invalid, "prompt holds %d token ids; the limit is %d", len(j.PromptTokenIDs), MaxPromptTokenIDs)
+	case len(j.PromptTokenIDs) > 0:
+		for _, id := range j.PromptTokenIDs {
+			if id < 0 {
+				return Errorf(Invalid, "prompt holds the token id %d: ids are not negative", id)
+			}
+		}
 	case len(j.Messages) > 0:
 		if err := ValidateMessages(j.Messages); err != nil {
 			return err
@@ -150,11 +162,14 @@ func (j Job) ValidateInput() error {
 // OpenAI's; MaxMessages and MaxStopBytes bound the work a job may ask of a
 // worker's tokenizer and stop search.
 const (
-	MaxMessages    = 1024
-	MaxStops       = 4
-	MaxStopBytes   = 256
-	MaxTemperature = 2.0
-	MaxPenalty     = 2.0
+	MaxMessages = 1024
+	// MaxPromptTokenIDs bounds a prompt given as token ids: the longest
+	// context of the models genq serves.
+	MaxPromptTokenIDs = 131072
+	MaxStops          = 4
+	MaxStopBytes      = 256
+	MaxTemperature    = 2.0
+	MaxPenalty        = 2.0
 	// MaxRepetitionPenalty bounds repetition_penalty, a divisor of logits.
 	MaxRepetitionPenalty = 10.0
 	MaxLogitBias         = 100.0
@@ -289,7 +304,9 @@ func (j Job) MaxNewTokens() int { return max(j.MaxTokens, j.MaxCompletionTokens)
 // Detailed reports whether the job's result carries its finish reason and
 // token counts besides the text: chats and raw prompts do, and a job of
 // text alone keeps POST /generate's result of one field.
-func (j Job) Detailed() bool { return len(j.Messages) > 0 || j.Prompt != "" }
+func (j Job) Detailed() bool {
+	return len(j.Messages) > 0 || j.Prompt != "" || len(j.PromptTokenIDs) > 0
+}
 
 // Chat roles.
 const (

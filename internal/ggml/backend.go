@@ -364,7 +364,8 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 }
 
 // jobPrompt is the job's prompt in tokens, BOS first: a chat rendered with
-// the model's template, or raw text as it is.
+// the model's template, or raw text as it is; token ids are taken as they
+// come.
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
@@ -375,6 +376,13 @@ func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 		return b.encode(text)
 	case job.Prompt != "":
 		return b.encode(job.Prompt)
+	case len(job.PromptTokenIDs) > 0:
+		for _, id := range job.PromptTokenIDs {
+			if vocab := len(b.vocab.control); int(id) >= vocab {
+				return nil, genq.Errorf(genq.Invalid, "prompt holds the token id %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
+			}
+		}
+		return job.PromptTokenIDs, nil
 	}
 	return b.promptTokens(job.Text)
 }

@@ -130,6 +130,20 @@ func TestJobParameters(t *testing.T) {
 			t.Fatalf("result %s", s)
 		}
 	})
+	t.Run("a prompt of token ids is the prompt", func(t *testing.T) {
+		ids, err := b.tok.Encode("Once upon a time", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := b.generateJob(ctx, genq.Job{Prompt: "Once upon a time", Temperature: &zero, MaxTokens: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, err := b.generateJob(ctx, genq.Job{PromptTokenIDs: ids, Temperature: &zero, MaxTokens: 6})
+		if err != nil || tokens.Text != text.Text || tokens.PromptTokens != len(ids) {
+			t.Fatalf("from ids %+v (%v); from the text %+v", tokens, err, text)
+		}
+	})
 	t.Run("raw prompt is BOS and the text", func(t *testing.T) {
 		g, err := b.generateJob(ctx, genq.Job{Prompt: "Once upon a time", MaxTokens: 3})
 		if err != nil {

@@ -210,11 +210,9 @@ func (s *Server) completionJob(body []byte, job *genq.Job) (v1Params, error) {
 	if err := decodeV1(body, &req); err != nil {
 		return v1Params{}, err
 	}
-	prompt, err := s.promptText(req.Prompt)
-	if err != nil {
+	if err := s.completionPrompt(req.Prompt, job); err != nil {
 		return v1Params{}, err
 	}
-	job.Prompt = prompt
 	if n := req.Logprobs; n != nil {
 		job.Logprobs, job.TopLogprobs = true, *n
 	}

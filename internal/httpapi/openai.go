@@ -287,30 +287,49 @@ func contentText(raw json.RawMessage) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// promptText is a completion's prompt: a string, or a list of one string.
-func (s *Server) promptText(raw json.RawMessage) (string, error) {
+// completionPrompt is a completion's prompt: a string, a list of one
+// string, a list of token ids, or a list of one such list, as OpenAI's
+// API takes them. Token ids go to the model as they are.
+func (s *Server) completionPrompt(raw json.RawMessage, job *genq.Job) error {
 	var text string
-	var list []string
+	var texts []string
+	var ids []int32
+	var idLists [][]int32
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '"':
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", malformed(err)
+			return malformed(err)
 		}
-	case raw[0] != '[' || json.Unmarshal(raw, &list) != nil:
-		return "", genq.Errorf(genq.Invalid, "prompt must be a string (token ids are not supported)")
-	case len(list) > 1:
-		return "", genq.Errorf(genq.Invalid, "prompt holds %d prompts: this server answers one per request", len(list))
-	case len(list) == 1:
-		text = list[0]
+	case json.Unmarshal(raw, &texts) == nil:
+		if len(texts) > 1 {
+			return genq.Errorf(genq.Invalid, "prompt holds %d prompts: this server answers one per request", len(texts))
+		}
+		if len(texts) == 1 {
+			text = texts[0]
+		}
+	case json.Unmarshal(raw, &ids) == nil:
+		job.PromptTokenIDs = ids
+	case json.Unmarshal(raw, &idLists) == nil:
+		if len(idLists) > 1 {
+			return genq.Errorf(genq.Invalid, "prompt holds %d prompts: this server answers one per request", len(idLists))
+		}
+		if len(idLists) == 1 {
+			job.PromptTokenIDs = idLists[0]
+		}
+	default:
+		return genq.Errorf(genq.Invalid, "prompt must be a string, or a list of token ids (integers from 0)")
 	}
 	switch {
+	case len(job.PromptTokenIDs) > 0:
+		return nil
 	case text == "":
-		return "", genq.Errorf(genq.Invalid, "prompt is required")
+		return genq.Errorf(genq.Invalid, "prompt is required")
 	case len(text) > s.cfg.MaxPromptBytes:
-		return "", genq.Errorf(genq.Invalid, "prompt is %d bytes long; the limit is %d", len(text), s.cfg.MaxPromptBytes)
+		return genq.Errorf(genq.Invalid, "prompt is %d bytes long; the limit is %d", len(text), s.cfg.MaxPromptBytes)
 	}
-	return text, nil
+	job.Prompt = text
+	return nil
 }
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {

@@ -60,6 +60,11 @@ test("completion", async () => {
   assert.ok(c.usage.prompt_tokens >= 2);
 });
 
+test("a completion of token ids", async () => {
+  const c = await client.completions.create({ model: "genq", prompt: [5, 6, 7, 8], max_tokens: 2 });
+  assert.equal(c.usage.prompt_tokens, 4);
+});
+
 test("models", async () => {
   const page = await client.models.list();
   const models = page.data;
