@@ -251,7 +251,7 @@ func (j Job) validateParams() error {
 	case j.TopLogprobs > 0 && !j.Logprobs:
 		return Errorf(Invalid, "top_logprobs needs logprobs: true")
 	case j.Logprobs && !j.Detailed():
-		return Errorf(Invalid, "logprobs are for jobs of messages or prompt: a job of text alone keeps the one-field result of POST /generate")
+		return Errorf(Invalid, "logprobs are for jobs of messages, prompt or prompt_token_ids: a job of text alone keeps the one-field result of POST /generate")
 	}
 	if k := j.TopK; k != nil && *k < -1 {
 		return Errorf(Invalid, "top_k must be -1 or 0 (every token) or a count, not %d", *k)

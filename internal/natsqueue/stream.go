@@ -164,10 +164,11 @@ const chunkBuffer = 4096
 
 // RunStream is Run for a job whose text is wanted as it is generated: emit
 // gets each new piece, in order, and the pieces join into the answer's
-// text and log-probabilities, which RunStream returns as Run does. When the stream cannot be
-// continued consistently (a worker died after some text was forwarded, a
-// chunk was lost) it returns an Unavailable error and cancels the job.
-// An error from emit (its client went away) cancels the job too.
+// text and log-probabilities, which RunStream returns as Run does. When
+// the stream cannot be continued consistently (a worker died after some
+// text was forwarded, a chunk was lost) it returns an Unavailable error
+// and cancels the job. An error from emit (its client went away) cancels
+// the job too.
 func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.Answer, error) {
 	job.Stream = true
 	chunks := make(chan *nats.Msg, chunkBuffer)
