@@ -353,8 +353,8 @@ type textAnswer struct {
 // not ask for them, and a list, empty for an empty answer, when it did
 // (the worker's result leaves an empty list out).
 func (a textAnswer) logprobEntries() []genq.TokenLogprob {
-	if a.logprobs && a.Logprobs == nil {
-		return []genq.TokenLogprob{}
+	if a.logprobs {
+		return orEmpty(a.Logprobs)
 	}
 	return a.Logprobs
 }
@@ -510,6 +510,15 @@ type chatLogprobs struct {
 type chatLogprob struct {
 	genq.Logprob
 	TopLogprobs []genq.Logprob `json:"top_logprobs"`
+}
+
+// orEmpty is entries, or an empty list for none: a job that asked for
+// log-probabilities gets a list, maybe empty, never null.
+func orEmpty(entries []genq.TokenLogprob) []genq.TokenLogprob {
+	if entries == nil {
+		return []genq.TokenLogprob{}
+	}
+	return entries
 }
 
 // chatLogprobsOf renders a result's entries; nil (null) when the job did

@@ -240,11 +240,3 @@ func completionChunk(base textAnswer, index int, sofar string, piece genq.TextPi
 	return c
 }
 
-// orEmpty is entries, or an empty list for none: a chunk of a job that
-// asked for log-probabilities lists its tokens' entries, maybe none.
-func orEmpty(entries []genq.TokenLogprob) []genq.TokenLogprob {
-	if entries == nil {
-		return []genq.TokenLogprob{}
-	}
-	return entries
-}
