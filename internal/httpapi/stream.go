@@ -239,4 +239,3 @@ func completionChunk(base textAnswer, index int, sofar string, piece genq.TextPi
 	}
 	return c
 }
-
