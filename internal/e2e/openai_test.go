@@ -301,6 +301,26 @@ func TestOpenAIRoutes(t *testing.T) {
 			raw.Data[0]["object"] != "model" || raw.Data[0]["owned_by"] != "genq" || raw.Data[0]["created"].(float64) < 1e9 {
 			t.Fatalf("%d %+v", resp.StatusCode, raw)
 		}
+		get := func(path string) response {
+			req, _ := http.NewRequest(http.MethodGet, s.api.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return response{status: resp.StatusCode, header: resp.Header, body: body}
+		}
+		one := get("/v1/models/" + model)
+		var m map[string]any
+		if err := json.Unmarshal(one.body, &m); err != nil || one.status != 200 || m["id"] != model || m["created"] != raw.Data[0]["created"] {
+			t.Fatalf("GET /v1/models/%s: %d %s", model, one.status, one.body)
+		}
+		missing := get("/v1/models/org/none")
+		if e := decodeAs[v1Err](t, missing); missing.status != 404 || !strings.Contains(e.Error.Message, `the model "org/none" does not exist`) {
+			t.Fatalf("a model not served: %d %s", missing.status, missing.body)
+		}
 	})
 
 	for _, tt := range []struct {

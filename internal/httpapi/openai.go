@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/go-chi/chi/v5"
 )
 
 // The OpenAI-compatible routes: the request and response shapes of
@@ -612,16 +613,34 @@ type v1Model struct {
 // its first live worker started. With no worker live the list is empty:
 // which model a worker would load is the worker's to say.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: s.liveModels()})
+}
+
+// handleModel is one model of the list, or a 404 in OpenAI's words. The id
+// is the rest of the path: a model's name may hold slashes.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "*")
+	for _, m := range s.liveModels() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "the model %q does not exist: GET /v1/models lists the models served", id))
+}
+
+// liveModels are the models the live workers serve, sorted by id.
+func (s *Server) liveModels() []v1Model {
 	byID := map[string]int64{}
 	for _, hb := range s.workers.Live() {
 		if c, ok := byID[hb.Model]; !ok || hb.StartedAt.Unix() < c {
 			byID[hb.Model] = hb.StartedAt.Unix()
 		}
 	}
-	list := modelList{Object: "list", Data: []v1Model{}}
+	models := []v1Model{}
 	for id, created := range byID {
-		list.Data = append(list.Data, v1Model{ID: id, Object: "model", Created: created, OwnedBy: "genq"})
+		models = append(models, v1Model{ID: id, Object: "model", Created: created, OwnedBy: "genq"})
 	}
-	slices.SortFunc(list.Data, func(a, b v1Model) int { return strings.Compare(a.ID, b.ID) })
-	writeJSON(w, http.StatusOK, list)
+	slices.SortFunc(models, func(a, b v1Model) int { return strings.Compare(a.ID, b.ID) })
+	return models
 }

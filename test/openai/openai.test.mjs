@@ -73,6 +73,9 @@ test("models", async () => {
   assert.equal(models[0].object, "model");
   assert.equal(models[0].owned_by, "genq");
   assert.ok(models[0].created > 1e9);
+  const one = await client.models.retrieve(models[0].id);
+  assert.equal(one.id, models[0].id);
+  await assert.rejects(client.models.retrieve("no-such-model"), (err) => err instanceof OpenAI.NotFoundError);
 });
 
 test("an invalid parameter is a BadRequestError", async () => {
