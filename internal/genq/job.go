@@ -75,6 +75,11 @@ type Job struct {
 	// tokens at each position. Detailed results only.
 	Logprobs    bool `json:"logprobs,omitempty"`
 	TopLogprobs int  `json:"top_logprobs,omitempty"`
+	// Echo asks for the prompt back with the answer (prompt_text), scored
+	// token by token when Logprobs is set too (prompt_logprobs): what
+	// evaluation harnesses read a prompt's likelihood from. Detailed
+	// results only; streaming ones give it whole with the reply.
+	Echo bool `json:"echo,omitempty"`
 	// Stop ends the answer before the first of these strings, which the
 	// answer never holds. In JSON, a string or a list of strings.
 	Stop StopList `json:"stop,omitempty"`
@@ -250,8 +255,8 @@ func (j Job) validateParams() error {
 		return Errorf(Invalid, "top_logprobs must be between 0 and %d, not %d", MaxTopLogprobs, j.TopLogprobs)
 	case j.TopLogprobs > 0 && !j.Logprobs:
 		return Errorf(Invalid, "top_logprobs needs logprobs: true")
-	case j.Logprobs && !j.Detailed():
-		return Errorf(Invalid, "logprobs are for jobs of messages, prompt or prompt_token_ids: a job of text alone keeps the one-field result of POST /generate")
+	case (j.Logprobs || j.Echo) && !j.Detailed():
+		return Errorf(Invalid, "logprobs and echo are for jobs of messages, prompt or prompt_token_ids: a job of text alone keeps the one-field result of POST /generate")
 	}
 	if k := j.TopK; k != nil && *k < -1 {
 		return Errorf(Invalid, "top_k must be -1 or 0 (every token) or a count, not %d", *k)
@@ -432,6 +437,11 @@ type TextResponse struct {
 	// Logprobs has one entry per token of the text, in order, when the job
 	// asked for them.
 	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
+	// PromptText is the prompt's text as the model read it, and
+	// PromptLogprobs an entry per prompt token (the first unscored: logprob
+	// 0, no alternatives), when the job asked for its prompt echoed.
+	PromptText     string         `json:"prompt_text,omitempty"`
+	PromptLogprobs []TokenLogprob `json:"prompt_logprobs,omitempty"`
 }
 
 // TokenLogprob is one answer token's log-probability, with the most likely
@@ -474,7 +484,12 @@ type Usage struct {
 // NewDetailedTextResult wraps generated text with its finish reason and
 // token counts, the result of a detailed job.
 func NewDetailedTextResult(text, finishReason string, usage Usage, logprobs []TokenLogprob) Result {
-	b, _ := json.Marshal(TextResponse{GeneratedText: text, FinishReason: finishReason, Usage: &usage, Logprobs: logprobs})
+	return TextResponse{GeneratedText: text, FinishReason: finishReason, Usage: &usage, Logprobs: logprobs}.Result()
+}
+
+// Result is the response as a job's result.
+func (r TextResponse) Result() Result {
+	b, _ := json.Marshal(r) // plain values: cannot fail
 	return Result{ContentType: "application/json", Data: b}
 }
 

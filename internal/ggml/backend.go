@@ -245,8 +245,10 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 		return genq.Result{}, err
 	}
 	if job.Detailed() {
-		return genq.NewDetailedTextResult(out.Text, out.FinishReason,
-			genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens}, out.Logprobs), nil
+		res := genq.TextResponse{GeneratedText: out.Text, FinishReason: out.FinishReason,
+			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens},
+			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
+		return res.Result(), nil
 	}
 	return genq.NewTextResult(out.Text), nil
 }
@@ -260,6 +262,10 @@ type generation struct {
 	Tokens       int           // tokens generated, the stop token included
 	FirstToken   time.Duration // from submission to the first sampled token
 	Logprobs     []genq.TokenLogprob
+	// PromptText and PromptLogprobs give the prompt back when the job
+	// echoes it (echoPrompt).
+	PromptText     string
+	PromptLogprobs []genq.TokenLogprob
 }
 
 func (b *Backend) generate(ctx context.Context, text string) (generation, error) {
@@ -360,6 +366,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 		// The log-sum-exp needs every logit: whole rows.
 		req.logprobs, req.topLogprobs, req.narrowK = true, job.TopLogprobs, 0
 	}
+	req.echo = job.Echo
 	return req, nil
 }
 

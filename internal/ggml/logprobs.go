@@ -3,14 +3,18 @@ package ggml
 import (
 	"math"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
+	"github.com/genq/genq/internal/ggml/utf8stream"
 )
 
 // rowLogprob is what a sampled row says of its token: its log-probability
 // under the raw logits' softmax, and the most likely tokens with theirs.
 type rowLogprob struct {
+	token   int32 // set for prompt scores
 	logprob float64
 	top     []sample.Logprob
 }
@@ -54,4 +58,82 @@ func logprobOf(piece string, logprob float64) genq.Logprob {
 		bytes[i] = int(piece[i])
 	}
 	return genq.Logprob{Token: piece, Bytes: bytes, Logprob: logprob}
+}
+
+// scorePrompt reports whether the request's prompt tokens are scored: it
+// echoes its prompt with logprobs.
+func (r *request) scorePrompt() bool { return r.echo && r.logprobs }
+
+// prefixCopied is how many of req's first tokens the cached shared prefix
+// gives it, 0 for none. A request whose prompt is scored computes every
+// token itself: the copied cells come with no logits.
+func (b *Backend) prefixCopied(req *request) int {
+	n := len(b.prefix)
+	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], b.prefix) {
+		return 0
+	}
+	return n
+}
+
+// scorePrompts scores the prompt tokens st's rows were asked for, before
+// sampling changes any row. Large rows are scored on goroutines of their
+// own, as sampled rows with logprobs are.
+func (s *scheduler) scorePrompts(st *step) {
+	if len(st.scores) == 0 {
+		return
+	}
+	vocab := st.logits.Dim(0)
+	var wg sync.WaitGroup
+	for seq, rows := range st.scores {
+		if seq.finished {
+			continue
+		}
+		scores := make([]*rowLogprob, len(rows))
+		for i, r := range rows {
+			score := func() {
+				row := st.floats[r.row*vocab : (r.row+1)*vocab]
+				logSumExp, top := sample.RowLogprobs(row, seq.req.topLogprobs)
+				scores[i] = &rowLogprob{token: r.target, logprob: float64(row[r.target]) - logSumExp, top: top}
+			}
+			if vocab >= parallelSampleFloats/64 {
+				wg.Go(score)
+			} else {
+				score()
+			}
+		}
+		wg.Wait()
+		seq.promptScores = append(seq.promptScores, scores...)
+	}
+}
+
+// echoPrompt is the prompt of an echoing request as the answer gives it
+// back: the text of its tokens that are text and, when scored, an entry
+// per token, the first of which nothing scores (its logprob is 0 and it
+// has no alternatives).
+func (b *Backend) echoPrompt(req *request, scores []*rowLogprob) (string, []genq.TokenLogprob) {
+	var text strings.Builder
+	var utf8 utf8stream.Stream
+	var entries []genq.TokenLogprob
+	for i, tok := range req.prompt {
+		piece, err := b.tok.Decode([]int32{tok})
+		if err != nil {
+			piece = ""
+		}
+		start := text.Len()
+		if !b.vocab.isControl(tok) {
+			out, at := utf8.WriteAt(piece)
+			start += at
+			text.WriteString(out)
+		}
+		if !req.scorePrompt() {
+			continue
+		}
+		entry := genq.TokenLogprob{Logprob: logprobOf(piece, 0), Offset: start}
+		if i > 0 && i-1 < len(scores) {
+			entry = b.tokenLogprob(piece, start, scores[i-1])
+		}
+		entries = append(entries, entry)
+	}
+	text.WriteString(utf8.Flush())
+	return text.String(), entries
 }

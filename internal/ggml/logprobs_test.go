@@ -199,3 +199,62 @@ func TestWholeRowsBesideNarrowedOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestEchoScoresThePrompt: a job that echoes its prompt with logprobs gets
+// every prompt token back, each after the first scored against the raw
+// logits of the prompt before it, computed apart on the plain path; and it
+// answers as it does without the echo, beside other jobs.
+func TestEchoScoresThePrompt(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 6, Slots: 3, BatchSize: 5, IgnoreEOS: true})
+	ctx := context.Background()
+	prompt, err := b.tok.Encode("Once upon a time there was a queue", true)
+	if err != nil || len(prompt) < 8 {
+		t.Fatalf("%v %v", prompt, err)
+	}
+	zero := 0.0
+	echo := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 2}
+	plain := genq.Job{PromptTokenIDs: prompt, Temperature: &zero}
+	other := genq.Job{Prompt: "Something else entirely", Temperature: &zero}
+	together, errs := jobsTogether(t, b, []genq.Job{echo, other, plain})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got, alone := together[0], together[2]
+	if got.Text != alone.Text {
+		t.Fatalf("echoing changed the answer: %q, without the echo %q", got.Text, alone.Text)
+	}
+	if otherAlone, err := b.generateJob(ctx, other); err != nil || together[1].Text != otherAlone.Text {
+		t.Fatalf("the job beside the echo answered %q, alone %q (%v)", together[1].Text, otherAlone.Text, err)
+	}
+	if len(got.PromptLogprobs) != len(prompt) {
+		t.Fatalf("%d prompt entries for %d tokens", len(got.PromptLogprobs), len(prompt))
+	}
+	if first := got.PromptLogprobs[0]; first.Logprob.Logprob != 0 || first.Top != nil {
+		t.Fatalf("the first prompt token is scored: %+v", first)
+	}
+	// The prompt's text is its tokens that are text: BOS is not.
+	var text strings.Builder
+	for _, id := range prompt[1:] {
+		piece, _ := b.tok.Decode([]int32{id})
+		text.WriteString(piece)
+	}
+	if got.PromptText != text.String() {
+		t.Fatalf("prompt text %q, want %q", got.PromptText, text.String())
+	}
+	for _, i := range []int{1, len(prompt) / 2, len(prompt) - 1} {
+		raw := firstLogits(t, b, genq.Job{PromptTokenIDs: prompt[:i]})
+		var sum float64
+		for _, l := range raw {
+			sum += math.Exp(float64(l))
+		}
+		want := float64(raw[prompt[i]]) - math.Log(sum)
+		if e := got.PromptLogprobs[i]; math.Abs(e.Logprob.Logprob-want) > 1e-3 || len(e.Top) != 2 {
+			t.Errorf("prompt token %d: %+v; the raw logits give %v", i, e, want)
+		}
+	}
+	// Echo without logprobs: the text alone.
+	textOnly, err := b.generateJob(ctx, genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true})
+	if err != nil || textOnly.PromptText != got.PromptText || textOnly.PromptLogprobs != nil {
+		t.Fatalf("echo without logprobs: %q, %d entries, %v", textOnly.PromptText, len(textOnly.PromptLogprobs), err)
+	}
+}

@@ -51,9 +51,11 @@ type request struct {
 	narrowK   int
 	ignoreEOS bool // generate to maxTokens past end-of-turn tokens
 	// logprobs asks for each token's log-probability, with topLogprobs of
-	// the most likely at its position (logprobs.go).
+	// the most likely at its position (logprobs.go). echo asks for the
+	// prompt back, scored too when logprobs is set (scorePrompt).
 	logprobs    bool
 	topLogprobs int
+	echo        bool
 	// emit, when set, gets the answer's text piece by piece (stream.go).
 	emit func(genq.TextPiece)
 
@@ -90,6 +92,9 @@ type sequence struct {
 	emitted   int                 // bytes of text handed to req.emit
 	logprobs  []genq.TokenLogprob // the tokens', when the request asked for them
 	emittedLP int                 // entries of logprobs handed to req.emit
+	// promptScores score the prompt's tokens after the first, in order,
+	// when the request echoes its prompt with logprobs.
+	promptScores []*rowLogprob
 
 	// isolate is the group a failed step's bisection put the sequence in
 	// (0: none); redo says it starts over from its prompt once no step in
@@ -110,6 +115,10 @@ type step struct {
 	placeholders map[*sequence]int
 	// samples maps a sequence to its row of logits.
 	samples map[*sequence]int
+	// scores are the rows that score prompt tokens of the sequences that
+	// echo their prompt with logprobs: each row scores the token after
+	// the one it is computed at.
+	scores map[*sequence][]scoreRow
 	seqs    []*sequence
 	draws   []draw
 
@@ -128,6 +137,12 @@ type step struct {
 	whole  []float32 // with narrowed: the whole rows, vocab each, of narrowed.wholeRow
 	err    error
 	done   chan struct{}
+}
+
+// scoreRow is a row of a step's logits and the prompt token it scores.
+type scoreRow struct {
+	row    int
+	target int32
 }
 
 type narrowing struct {
@@ -399,7 +414,7 @@ func (s *scheduler) start(req *request) {
 	s.free = slices.Delete(s.free, i, i+1)
 	seq := &sequence{req: req, slot: slot, pending: req.prompt}
 	b := s.b
-	if n := len(b.prefix); n > 0 && n < len(req.prompt) && slices.Equal(req.prompt[:n], b.prefix) {
+	if n := b.prefixCopied(req); n > 0 {
 		if err := b.graph.copyPrefix(b.prefixSeq(), slot, int32(n)); err == nil {
 			seq.pending, seq.pos = req.prompt[n:], int32(n)
 		}
@@ -491,8 +506,25 @@ func (s *scheduler) plan() (*step, error) {
 		}
 		n := min(budget, len(seq.pending))
 		chunks++
+		first := len(st.tokens)
 		for _, tok := range seq.pending[:n] {
 			add(seq, tok)
+		}
+		if seq.req.scorePrompt() {
+			// Each token's row scores the prompt token after it; the last
+			// prompt token's row is the one sampled.
+			prompt := seq.req.prompt
+			at := len(prompt) - len(seq.pending)
+			for t := range n {
+				if at+t+1 == len(prompt) {
+					break
+				}
+				if st.scores == nil {
+					st.scores = map[*sequence][]scoreRow{}
+				}
+				st.scores[seq] = append(st.scores[seq], scoreRow{row: len(outputs), target: prompt[at+t+1]})
+				outputs = append(outputs, int32(first+t))
+			}
 		}
 		seq.pending = seq.pending[n:]
 		if len(seq.pending) == 0 {
@@ -553,8 +585,8 @@ func (s *scheduler) plan() (*step, error) {
 // the host. When no row can be narrowed, k is 0.
 func (s *scheduler) stepNarrowK(st *step) (k int, whole []*sequence) {
 	most := s.b.narrowK
-	if most == 0 {
-		return 0, nil
+	if most == 0 || len(st.scores) > 0 {
+		return 0, nil // prompt scores need their rows whole, and so many are no few
 	}
 	k = min(4, most)
 	narrowable := 0
@@ -654,6 +686,7 @@ func (s *scheduler) finish(st *step, next *step) {
 		s.failStep(st, fmt.Errorf("compute step: %w", st.err))
 		return
 	}
+	s.scorePrompts(st)
 	draws := st.draws[:0]
 	for seq, row := range st.samples {
 		seq.awaiting = false
@@ -776,6 +809,9 @@ func (s *scheduler) complete(seq *sequence, err error) {
 		req.res.PromptTokens = len(req.prompt)
 		req.res.Tokens = seq.generated
 		req.res.Logprobs = seq.logprobs
+		if req.echo {
+			req.res.PromptText, req.res.PromptLogprobs = s.b.echoPrompt(req, seq.promptScores)
+		}
 	}
 	close(req.done)
 }
@@ -843,14 +879,14 @@ func (s *scheduler) restart(seq *sequence) {
 	}
 	prompt := seq.req.prompt
 	seq.pending, seq.pos = prompt, 0
-	if n := len(b.prefix); n > 0 && n < len(prompt) && slices.Equal(prompt[:n], b.prefix) {
+	if n := b.prefixCopied(seq.req); n > 0 {
 		if err := b.graph.copyPrefix(b.prefixSeq(), seq.slot, int32(n)); err == nil {
 			seq.pending, seq.pos = prompt[n:], int32(n)
 		}
 	}
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
-	seq.logprobs, seq.emittedLP = nil, 0
+	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
 	seq.req.sampler.Restart()
 	seq.text.Reset()
 	seq.utf8 = utf8stream.Stream{}
