@@ -282,6 +282,50 @@ func TestOpenAIRoutes(t *testing.T) {
 			t.Fatalf("three choices at temperature 1.5 all read %q", three.Choices[0].Message.Content)
 		}
 	})
+	t.Run("echo with logprobs scores the prompt", func(t *testing.T) {
+		// What evaluation harnesses send to read a prompt's likelihood.
+		r := s.postKey("/v1/completions", key, `{"prompt":"Once upon a time","max_tokens":2,"temperature":0,"echo":true,"logprobs":1}`)
+		var c struct {
+			Choices []struct {
+				Text     string
+				Logprobs struct {
+					Tokens        []string
+					TokenLogprobs []*float64       `json:"token_logprobs"`
+					TopLogprobs   []map[string]any `json:"top_logprobs"`
+					TextOffset    []int            `json:"text_offset"`
+				}
+			}
+			Usage struct {
+				PromptTokens     int `json:"prompt_tokens"`
+				CompletionTokens int `json:"completion_tokens"`
+			}
+		}
+		if err := json.Unmarshal(r.body, &c); err != nil || r.status != http.StatusOK || len(c.Choices) != 1 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		ch := c.Choices[0]
+		lp := ch.Logprobs
+		n := len(lp.Tokens)
+		if !strings.HasPrefix(ch.Text, "Once upon a time") || n < c.Usage.PromptTokens+1 || n > c.Usage.PromptTokens+c.Usage.CompletionTokens ||
+			len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n {
+			t.Fatalf("echo: %s", r.body)
+		}
+		if lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil {
+			t.Fatalf("the first prompt token is scored: %s", r.body)
+		}
+		for i := 1; i < n; i++ {
+			if lp.TokenLogprobs[i] == nil || *lp.TokenLogprobs[i] > 0 || lp.TextOffset[i] < lp.TextOffset[i-1] {
+				t.Fatalf("token %d of %s", i, r.body)
+			}
+		}
+		if at := lp.TextOffset[c.Usage.PromptTokens]; at != len("Once upon a time") {
+			t.Fatalf("the answer's first token starts at character %d, want %d, after the prompt", at, len("Once upon a time"))
+		}
+		plain := decodeAs[chatCompletion](t, s.postKey("/v1/completions", key, `{"prompt":"Once upon a time","max_tokens":2,"temperature":0}`))
+		if ch.Text != "Once upon a time"+plain.Choices[0].Text {
+			t.Fatalf("echoed %q, answered alone %q", ch.Text, plain.Choices[0].Text)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, s.api.URL+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -352,7 +396,8 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"tools", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "invalid_request_error", "tools are not supported"},
 		{"legacy functions", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, 400, "invalid_request_error", "tools are not supported"},
 		{"JSON output", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "invalid_request_error", `response_format "json_object" is not supported`},
-		{"echo", "/v1/completions", key, `{"prompt":"x","echo":true}`, 400, "invalid_request_error", "echo is not supported"},
+		{"echo in a chat", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"echo":true}`, 400, "invalid_request_error", "echo is for /v1/completions"},
+		{"echo streamed", "/v1/completions", key, `{"prompt":"x","echo":true,"stream":true}`, 400, "invalid_request_error", "echo with stream: true is not supported"},
 		{"best_of", "/v1/completions", key, `{"prompt":"x","best_of":3}`, 400, "invalid_request_error", "best_of is 3"},
 		{"suffix", "/v1/completions", key, `{"prompt":"x","suffix":"end"}`, 400, "invalid_request_error", "suffix is not supported"},
 		{"stop not a string", "/v1/completions", key, `{"prompt":"x","stop":3}`, 400, "invalid_request_error", "stop must be a string or a list"},

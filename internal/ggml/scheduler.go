@@ -119,8 +119,8 @@ type step struct {
 	// echo their prompt with logprobs: each row scores the token after
 	// the one it is computed at.
 	scores map[*sequence][]scoreRow
-	seqs    []*sequence
-	draws   []draw
+	seqs   []*sequence
+	draws  []draw
 
 	// narrowed holds the device's top-k of each sampled row, when the step
 	// narrows: ids [k, rows] and their logits [1, k, rows]. Only these cross

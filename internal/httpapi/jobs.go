@@ -72,6 +72,7 @@ type jobRecord struct {
 	Webhook   string `json:"webhook,omitempty"`
 	Cancelled bool   `json:"cancelled,omitempty"`
 	Logprobs  bool   `json:"logprobs,omitempty"` // asked for: an empty answer has an empty list
+	Echo      bool   `json:"echo,omitempty"`
 }
 
 type jobStatus struct {
@@ -110,7 +111,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
-	rec.Logprobs = job.Logprobs
+	rec.Logprobs, rec.Echo = job.Logprobs, job.Echo
 	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", req.Type)
 	raw, _ := json.Marshal(rec)
 	// The record first: a job whose outcome comes before its record would
@@ -195,6 +196,9 @@ func (s *Server) chatJob(body []byte, job *genq.Job) (v1Params, error) {
 	var req chatRequest
 	if err := decodeV1(body, &req); err != nil {
 		return v1Params{}, err
+	}
+	if req.Echo {
+		return v1Params{}, genq.Errorf(genq.Invalid, "echo is for /v1/completions: a chat answer does not repeat its messages")
 	}
 	msgs, err := s.messages(req.Messages)
 	if err != nil {
@@ -331,7 +335,7 @@ func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.Answer) (a
 	if rec == nil {
 		return json.RawMessage(data), nil
 	}
-	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model), logprobs: rec.Logprobs}
+	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model), logprobs: rec.Logprobs, echo: rec.Echo}
 	if err := json.Unmarshal(data, &out.TextResponse); err != nil {
 		return nil, fmt.Errorf("job %s: read its text result: %w", id, err)
 	}
@@ -360,8 +364,12 @@ func renderCompletion(answers ...textAnswer) any {
 	c := completion{ID: "cmpl-" + first.jobID, Object: "text_completion", Created: first.created, Model: first.model,
 		Usage: choicesUsage(answers)}
 	for i, a := range answers {
-		c.Choices = append(c.Choices, completionChoice{Index: i, Text: a.GeneratedText,
-			Logprobs: completionLogprobsOf(a.GeneratedText, a.logprobEntries()), FinishReason: a.FinishReason})
+		text, prompt := a.GeneratedText, []genq.TokenLogprob(nil)
+		if a.echo {
+			text, prompt = a.PromptText+a.GeneratedText, a.PromptLogprobs
+		}
+		c.Choices = append(c.Choices, completionChoice{Index: i, Text: text,
+			Logprobs: completionLogprobsOf(text, prompt, a.logprobEntries(), a.PromptText), FinishReason: a.FinishReason})
 	}
 	return c
 }

@@ -25,8 +25,8 @@ import (
 // the tools built on them work against genq unchanged. Only what genq can
 // honour is accepted. The rest of OpenAI's fields are ignored, except those
 // whose silent loss would hand back another kind of answer than the one
-// asked for: tool calls, JSON output, echo, best_of and suffix are refused
-// with a 400 that says so.
+// asked for: tool calls, JSON output, best_of and suffix are refused with
+// a 400 that says so, as are echo in a chat and echo with streaming.
 
 // v1Params are the generation fields both request kinds share.
 type v1Params struct {
@@ -57,7 +57,7 @@ type v1Params struct {
 	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
-	Echo   bool   `json:"echo"`
+	Echo   bool   `json:"echo"` // completions only: a chat refuses it
 	BestOf *int   `json:"best_of"`
 	Suffix string `json:"suffix"`
 }
@@ -89,8 +89,8 @@ func (p v1Params) unsupported() string {
 		return "tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"
 	case p.ResponseFormat != nil && p.ResponseFormat.Type != "" && p.ResponseFormat.Type != "text":
 		return fmt.Sprintf("response_format %q is not supported: this server does not constrain answers to JSON; ask for JSON in the prompt and leave response_format out", p.ResponseFormat.Type)
-	case p.Echo:
-		return "echo is not supported: the answer does not repeat the prompt; leave echo out"
+	case p.Echo && p.Stream:
+		return "echo with stream: true is not supported: ask for the echo without streaming"
 	case p.BestOf != nil && *p.BestOf > 1:
 		return fmt.Sprintf("best_of is %d: this server generates one answer per request; send best_of: 1 or leave it out", *p.BestOf)
 	case p.Suffix != "":
@@ -177,7 +177,7 @@ func (p v1Params) job(j *genq.Job) error {
 		j.MaxCompletionTokens = *p.MaxCompletionTokens
 	}
 	j.Temperature, j.TopP, j.Seed, j.Stop, j.Stream = p.Temperature, p.TopP, p.Seed, p.Stop, p.Stream
-	j.TopK, j.MinP, j.RepetitionPenalty, j.IgnoreEOS = p.TopK, p.MinP, p.RepetitionPenalty, p.IgnoreEOS
+	j.TopK, j.MinP, j.RepetitionPenalty, j.IgnoreEOS, j.Echo = p.TopK, p.MinP, p.RepetitionPenalty, p.IgnoreEOS, p.Echo
 	j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = p.FrequencyPenalty, p.PresencePenalty, p.LogitBias
 	return nil
 }
@@ -348,6 +348,7 @@ type textAnswer struct {
 	created  int64
 	model    string
 	logprobs bool // the job asked for them
+	echo     bool // the job asked for its prompt back
 }
 
 // logprobEntries are the answer's log-probabilities: nil when the job did
@@ -443,7 +444,7 @@ func (s *Server) runText(ctx context.Context, job genq.Job, model string, start 
 	}
 	defer answer.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
-	out := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf(answer.Worker, model), logprobs: job.Logprobs}
+	out := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf(answer.Worker, model), logprobs: job.Logprobs, echo: job.Echo}
 	if err == nil {
 		err = json.Unmarshal(data, &out.TextResponse)
 	}
@@ -540,31 +541,47 @@ func chatLogprobsOf(entries []genq.TokenLogprob) *chatLogprobs {
 
 // completionLogprobs are the legacy completions' log-probabilities: a
 // column per token. Each top_logprobs entry holds the sampled token too,
-// as vLLM's do; text_offset counts characters of the text.
+// as vLLM's do; text_offset counts characters of the text. With echo the
+// prompt's tokens come first, the first of them with null for its
+// log-probability and its alternatives: nothing comes before it.
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
 }
 
-func completionLogprobsOf(text string, entries []genq.TokenLogprob) *completionLogprobs {
+// completionLogprobsOf renders the entries of text, and before them those
+// of an echoed prompt whose text starts text (prompt nil: no echo).
+func completionLogprobsOf(text string, prompt, entries []genq.TokenLogprob, promptText string) *completionLogprobs {
 	if entries == nil {
 		return nil
 	}
-	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-	for _, e := range entries {
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	add := func(e genq.TokenLogprob, offset int, scored bool) {
 		out.Tokens = append(out.Tokens, e.Token)
-		out.TokenLogprobs = append(out.TokenLogprobs, e.Logprob.Logprob)
+		out.TextOffset = append(out.TextOffset, charOffset(text, offset))
+		if !scored {
+			out.TokenLogprobs = append(out.TokenLogprobs, nil)
+			out.TopLogprobs = append(out.TopLogprobs, nil)
+			return
+		}
+		logprob := e.Logprob.Logprob
+		out.TokenLogprobs = append(out.TokenLogprobs, &logprob)
 		// Different tokens may read the same (bytes that are not UTF-8
 		// all read U+FFFD): the sampled one's entry wins.
 		top := map[string]float64{}
 		for _, t := range e.Top {
 			top[t.Token] = t.Logprob
 		}
-		top[e.Token] = e.Logprob.Logprob
+		top[e.Token] = logprob
 		out.TopLogprobs = append(out.TopLogprobs, top)
-		out.TextOffset = append(out.TextOffset, charOffset(text, e.Offset))
+	}
+	for i, e := range prompt {
+		add(e, e.Offset, i > 0)
+	}
+	for _, e := range entries {
+		add(e, len(promptText)+e.Offset, true)
 	}
 	return out
 }

@@ -230,7 +230,7 @@ func completionChunk(base textAnswer, index int, sofar string, piece genq.TextPi
 		choice := completionChunkChoice{Index: index, Text: piece.Text}
 		if base.logprobs && finish == "" {
 			// Offsets count characters from the start of the answer.
-			choice.Logprobs = completionLogprobsOf(sofar+piece.Text, orEmpty(piece.Logprobs))
+			choice.Logprobs = completionLogprobsOf(sofar+piece.Text, nil, orEmpty(piece.Logprobs), "")
 		}
 		if finish != "" {
 			choice.FinishReason = &finish

@@ -60,6 +60,14 @@ test("completion", async () => {
   assert.ok(c.usage.prompt_tokens >= 2);
 });
 
+test("echo with logprobs scores the prompt, as evaluation harnesses ask", async () => {
+  const c = await client.completions.create({ model: "genq", prompt: [5, 6, 7, 8], max_tokens: 1, temperature: 0, echo: true, logprobs: 1 });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.token_logprobs[0], null);
+  assert.ok(lp.token_logprobs.slice(1).every((x) => typeof x === "number" && x <= 0));
+  assert.ok(lp.tokens.length >= c.usage.prompt_tokens);
+});
+
 test("a completion of token ids", async () => {
   const c = await client.completions.create({ model: "genq", prompt: [5, 6, 7, 8], max_tokens: 2 });
   assert.equal(c.usage.prompt_tokens, 4);
