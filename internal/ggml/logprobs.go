@@ -14,7 +14,6 @@ import (
 // rowLogprob is what a sampled row says of its token: its log-probability
 // under the raw logits' softmax, and the most likely tokens with theirs.
 type rowLogprob struct {
-	token   int32 // set for prompt scores
 	logprob float64
 	top     []sample.Logprob
 }
@@ -93,7 +92,7 @@ func (s *scheduler) scorePrompts(st *step) {
 			score := func() {
 				row := st.floats[r.row*vocab : (r.row+1)*vocab]
 				logSumExp, top := sample.RowLogprobs(row, seq.req.topLogprobs)
-				scores[i] = &rowLogprob{token: r.target, logprob: float64(row[r.target]) - logSumExp, top: top}
+				scores[i] = &rowLogprob{logprob: float64(row[r.target]) - logSumExp, top: top}
 			}
 			if vocab >= parallelSampleFloats/64 {
 				wg.Go(score)

@@ -113,18 +113,24 @@ func (s *Sampler) Restart() {
 	if s.params.FrequencyPenalty != 0 || s.params.PresencePenalty != 0 {
 		s.counts = make(map[int32]int32)
 	}
-	if s.params.repeats() {
-		s.seen = make(map[int32]bool, len(s.prompt))
-		for _, t := range s.prompt {
-			s.seen[t] = true
-		}
-	}
+	s.forgetAnswer()
 }
 
 // RememberPrompt gives the repetition penalty the prompt's tokens.
 func (s *Sampler) RememberPrompt(tokens []int32) {
 	s.prompt = tokens
-	s.Restart()
+	s.forgetAnswer()
+}
+
+// forgetAnswer leaves the repetition penalty only the prompt's tokens.
+func (s *Sampler) forgetAnswer() {
+	if !s.params.repeats() {
+		return
+	}
+	s.seen = make(map[int32]bool, len(s.prompt))
+	for _, t := range s.prompt {
+		s.seen[t] = true
+	}
 }
 
 type candidate struct {
