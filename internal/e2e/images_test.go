@@ -132,8 +132,8 @@ func TestOpenAIImages(t *testing.T) {
 			}
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
-			if err != nil || st.Status == "queued" {
-				continue
+			if err != nil || st.Status == "queued" || st.Status == "running" {
+				continue // not done yet: a running job has no result
 			}
 			pngs(t, response{status: 200, body: st.Result}, 64, 96)
 			return
