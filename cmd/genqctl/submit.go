@@ -397,7 +397,7 @@ func (b *batch) one(ctx context.Context, line int, l batchLine) error {
 	return b.rec.write(res)
 }
 
-func (b *batch) runJob(ctx context.Context, id string, l batchLine) (*genq.Answer, error) {
+func (b *batch) runJob(ctx context.Context, id string, l batchLine) (*genq.ReceivedResult, error) {
 	job := genq.Job{ID: id, Variant: b.cfg.variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.timeout), Store: true}
 	jctx, cancel := context.WithDeadline(ctx, job.Deadline)
 	defer cancel()
@@ -413,9 +413,9 @@ func retryID(id string) string {
 	return id[:min(len(id), genq.MaxJobIDLen-suffix)] + "-retry-" + uuid.NewString()[:8]
 }
 
-func (b *batch) save(res *batchResult, answer *genq.Answer) error {
+func (b *batch) save(res *batchResult, answer *genq.ReceivedResult) error {
 	if b.cfg.variant.Kind() == genq.OutputText {
-		var tr genq.TextResponse
+		var tr genq.TextResult
 		if err := json.NewDecoder(answer.Body).Decode(&tr); err != nil {
 			return fmt.Errorf("decode result: %w", err)
 		}

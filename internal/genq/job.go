@@ -411,10 +411,10 @@ type Result struct {
 	Data        []byte
 }
 
-// Answer is a job's successful result as its producer receives it, the
+// ReceivedResult is a job's successful result as its producer receives it, the
 // other end of the worker's reply. Body streams the bytes, from the reply
 // message itself or from the results store; the receiver must close it.
-type Answer struct {
+type ReceivedResult struct {
 	JobID       string
 	ContentType string
 	Size        int64
@@ -425,11 +425,11 @@ type Answer struct {
 	Worker      string
 }
 
-// TextResponse is the body of a text result, the same JSON on the queue and
+// TextResult is the body of a text result, the same JSON on the queue and
 // over HTTP /generate. A detailed job's result (Job.Detailed) also says why
 // the answer ended and how many tokens it took, from which the api builds
 // OpenAI's objects.
-type TextResponse struct {
+type TextResult struct {
 	GeneratedText string `json:"generated_text"`
 	// FinishReason is FinishStop or FinishLength.
 	FinishReason string `json:"finish_reason,omitempty"`
@@ -484,18 +484,18 @@ type Usage struct {
 // NewDetailedTextResult wraps generated text with its finish reason and
 // token counts, the result of a detailed job.
 func NewDetailedTextResult(text, finishReason string, usage Usage, logprobs []TokenLogprob) Result {
-	return TextResponse{GeneratedText: text, FinishReason: finishReason, Usage: &usage, Logprobs: logprobs}.Result()
+	return TextResult{GeneratedText: text, FinishReason: finishReason, Usage: &usage, Logprobs: logprobs}.Result()
 }
 
 // Result is the response as a job's result.
-func (r TextResponse) Result() Result {
+func (r TextResult) Result() Result {
 	b, _ := json.Marshal(r) // plain values: cannot fail
 	return Result{ContentType: "application/json", Data: b}
 }
 
 // NewTextResult wraps generated text as the JSON body variants A and B return.
 func NewTextResult(text string) Result {
-	b, _ := json.Marshal(TextResponse{GeneratedText: text}) // a struct of one string cannot fail
+	b, _ := json.Marshal(TextResult{GeneratedText: text}) // a struct of one string cannot fail
 	return Result{ContentType: "application/json", Data: b}
 }
 

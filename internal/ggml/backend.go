@@ -245,7 +245,7 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 		return genq.Result{}, err
 	}
 	if job.Detailed() {
-		res := genq.TextResponse{GeneratedText: out.Text, FinishReason: out.FinishReason,
+		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason,
 			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens},
 			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
 		return res.Result(), nil

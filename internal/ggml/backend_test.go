@@ -73,7 +73,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 			if res.ContentType != "application/json" {
 				t.Fatalf("content type %q", res.ContentType)
 			}
-			var body genq.TextResponse
+			var body genq.TextResult
 			if err := json.Unmarshal(res.Data, &body); err != nil {
 				t.Fatalf("body %q: %v", res.Data, err)
 			}

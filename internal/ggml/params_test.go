@@ -113,7 +113,7 @@ func TestJobParameters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var body genq.TextResponse
+		var body genq.TextResult
 		if err := json.Unmarshal(res.Data, &body); err != nil {
 			t.Fatal(err)
 		}

@@ -124,13 +124,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // job. On failure it answers the client with render and returns nil; the
 // caller closes a returned answer's body.
 func (s *Server) runJob(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
-	log *slog.Logger, render errorRenderer) *genq.Answer {
+	log *slog.Logger, render errorRenderer) *genq.ReceivedResult {
 	return s.runJobWith(ctx, w, job, start, log, render, s.jobs.Run)
 }
 
 // runJobWith is runJob with run in place of Jobs.Run: a streaming job's.
 func (s *Server) runJobWith(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
-	log *slog.Logger, render errorRenderer, run func(context.Context, genq.Job) (*genq.Answer, error)) *genq.Answer {
+	log *slog.Logger, render errorRenderer, run func(context.Context, genq.Job) (*genq.ReceivedResult, error)) *genq.ReceivedResult {
 	s.metrics.inFlight.Inc()
 	answer, err := run(ctx, job)
 	s.metrics.inFlight.Dec()

@@ -30,7 +30,7 @@ type AsyncJobs interface {
 	Submit(ctx context.Context, job genq.Job) error
 	// Outcome is the job's stored result, its error, or NotFound while
 	// it has none.
-	Outcome(ctx context.Context, id string) (*genq.Answer, error)
+	Outcome(ctx context.Context, id string) (*genq.ReceivedResult, error)
 	CancelJob(id string)
 	PutJobRecord(ctx context.Context, id string, record []byte) error
 	// JobRecord is NotFound for a job with no record.
@@ -316,7 +316,7 @@ func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (job
 // renderResult gives a job's result in its type's shape, that of the
 // synchronous route; a job without a record gets the worker's own JSON,
 // or its image as the image route gives it.
-func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.Answer) (any, error) {
+func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.ReceivedResult) (any, error) {
 	if answer.ContentType == "image/png" {
 		data, err := io.ReadAll(io.LimitReader(answer.Body, maxImageResult))
 		if err != nil {
@@ -336,7 +336,7 @@ func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.Answer) (a
 		return json.RawMessage(data), nil
 	}
 	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model), logprobs: rec.Logprobs, echo: rec.Echo}
-	if err := json.Unmarshal(data, &out.TextResponse); err != nil {
+	if err := json.Unmarshal(data, &out.TextResult); err != nil {
 		return nil, fmt.Errorf("job %s: read its text result: %w", id, err)
 	}
 	if rec.Type == jobCompletion {

@@ -343,7 +343,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 
 // textAnswer is a detailed text result with what an OpenAI object adds.
 type textAnswer struct {
-	genq.TextResponse
+	genq.TextResult
 	jobID    string
 	created  int64
 	model    string
@@ -446,7 +446,7 @@ func (s *Server) runText(ctx context.Context, job genq.Job, model string, start 
 	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
 	out := textAnswer{jobID: job.ID, created: start.Unix(), model: s.modelOf(answer.Worker, model), logprobs: job.Logprobs, echo: job.Echo}
 	if err == nil {
-		err = json.Unmarshal(data, &out.TextResponse)
+		err = json.Unmarshal(data, &out.TextResult)
 	}
 	if err != nil {
 		return textAnswer{}, fmt.Errorf("read the text result: %w", err)

@@ -19,7 +19,7 @@ import (
 
 // Jobs runs a job to its answer.
 type Jobs interface {
-	Run(ctx context.Context, job genq.Job) (*genq.Answer, error)
+	Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error)
 }
 
 // Workers lists the live workers of the served variant.

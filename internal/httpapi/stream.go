@@ -19,7 +19,7 @@ import (
 // generated; the pieces join into the answer's text. natsqueue.Client is
 // one. A Jobs without it answers stream: true with a 400.
 type StreamJobs interface {
-	RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.Answer, error)
+	RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.ReceivedResult, error)
 }
 
 // chunkRenderer builds one streamed object of a route: a piece of choice
@@ -123,7 +123,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 			}
 			var runErr error
 			answer := s.runJobWith(ctx, nil, job, start, log, func(_ http.ResponseWriter, _ *slog.Logger, err error) { runErr = err },
-				func(ctx context.Context, job genq.Job) (*genq.Answer, error) {
+				func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 					return streamer.RunStream(ctx, job, func(piece genq.TextPiece) error { return send(i, piece, "") })
 				})
 			if answer == nil {
@@ -132,7 +132,7 @@ func (s *Server) streamV1(ctx context.Context, w http.ResponseWriter, jobs []gen
 			}
 			defer answer.Body.Close()
 			a := base
-			if err := json.NewDecoder(io.LimitReader(answer.Body, maxTextResult)).Decode(&a.TextResponse); err != nil {
+			if err := json.NewDecoder(io.LimitReader(answer.Body, maxTextResult)).Decode(&a.TextResult); err != nil {
 				fail(fmt.Errorf("read the text result: %w", err))
 				return
 			}

@@ -52,11 +52,11 @@ type CancelWatch struct {
 	ttl       time.Duration
 }
 
-// Cancelled reports whether the caller of the job queued at queued has
+// IsCancelled reports whether the caller of the job queued at queued has
 // cancelled it. A mark older than the job belongs to an earlier job of the
 // same id (a batch rerun after an interrupted run republishes its ids), and
 // one older than the bucket's TTL is gone from the bucket: neither counts.
-func (w *CancelWatch) Cancelled(id string, queued time.Time) bool {
+func (w *CancelWatch) IsCancelled(id string, queued time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	at, ok := w.cancelled[id]
@@ -97,9 +97,9 @@ func (w *CancelWatch) add(id string, at time.Time) {
 
 // WatchCancels follows GENQ_CANCEL until ctx ends. It returns once the
 // cancels already in the bucket are known; from then on, a job cancelled at
-// any time is either in Cancelled or, if the cancel comes later, passed to
+// any time is either in IsCancelled or, if the cancel comes later, passed to
 // fn as it arrives. A worker that registers a job for fn before checking
-// Cancelled therefore never misses a cancel.
+// IsCancelled therefore never misses a cancel.
 func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWatch, error) {
 	kw, err := c.cancels.WatchAll(ctx)
 	if err != nil {

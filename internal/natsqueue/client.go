@@ -71,7 +71,7 @@ func (cl *Client) ReplySubject(id string) string { return cl.inbox + "." + id }
 // running it stops. The error is a *genq.Error: Overloaded when the queue is
 // full, Timeout at ctx's deadline, Canceled when ctx is cancelled, or the
 // worker's own error.
-func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
+func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 	job.ReplyTo = cl.ReplySubject(job.ID)
 	ch := make(chan *nats.Msg, 1)
 	cl.mu.Lock()
@@ -149,7 +149,7 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.Answer, error) {
 // connection that is down does not outlast the next.
 const pollTimeout = 5 * time.Second
 
-func (c *Conn) pollResult(ctx context.Context, id string, drop bool) (*genq.Answer, error) {
+func (c *Conn) pollResult(ctx context.Context, id string, drop bool) (*genq.ReceivedResult, error) {
 	pctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
 	r, err := c.fetchResult(pctx, id, drop)
@@ -277,13 +277,13 @@ const jsErrStoreFailed = 10077
 // FetchResult returns a stored result by job id: the reply of a job that
 // asked for Store, or whose result was too large to travel inline. It
 // returns a genq.Error with code NotFound when no result is stored (yet).
-func (c *Conn) FetchResult(ctx context.Context, id string) (*genq.Answer, error) {
+func (c *Conn) FetchResult(ctx context.Context, id string) (*genq.ReceivedResult, error) {
 	return c.fetchResult(ctx, id, false)
 }
 
 // fetchResult reads a stored result; with drop, closing its body after
 // reading it whole deletes it.
-func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.Answer, error) {
+func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.ReceivedResult, error) {
 	obj, done, err := c.getResult(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, genq.Errorf(genq.NotFound, "no stored result for job %s", id)
@@ -302,7 +302,7 @@ func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.Ans
 		defer obj.Close()
 		return nil, decodeErrorBody(obj)
 	}
-	return &genq.Answer{
+	return &genq.ReceivedResult{
 		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size),
 		Body:    &storedBody{ObjectResult: obj, drop: drop, conn: c, name: id, done: done},
 		Attempt: atoiOr0(info.Metadata[HeaderAttempt]), Worker: info.Metadata[HeaderWorker],
@@ -312,12 +312,12 @@ func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.Ans
 // decodeReply turns a reply message into an Answer or a *genq.Error. When the
 // bytes sit in the results store and drop is true, closing the body deletes
 // them: nobody will fetch them again.
-func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*genq.Answer, error) {
+func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*genq.ReceivedResult, error) {
 	h := m.Header
 	if h.Get(HeaderStatus) == StatusErr {
 		return nil, decodeErrorBody(bytes.NewReader(m.Data))
 	}
-	r := &genq.Answer{
+	r := &genq.ReceivedResult{
 		JobID:       h.Get(HeaderJobID),
 		ContentType: h.Get(HeaderContentType),
 		QueueWait:   time.Duration(atoiOr0(h.Get(HeaderQueueWaitMs))) * time.Millisecond,

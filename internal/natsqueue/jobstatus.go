@@ -105,7 +105,7 @@ func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
 
 // Outcome is the stored result of job id: an answer, the job's error, or a
 // *genq.Error with code NotFound while there is none (yet).
-func (cl *JobStore) Outcome(ctx context.Context, id string) (*genq.Answer, error) {
+func (cl *JobStore) Outcome(ctx context.Context, id string) (*genq.ReceivedResult, error) {
 	return cl.conn.FetchResult(ctx, id)
 }
 

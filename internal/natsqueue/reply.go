@@ -71,10 +71,10 @@ func (d *Delivery) GiveUp(ctx context.Context, reason error, meta ReplyMeta) err
 	return d.msg.Term()
 }
 
-// Cancelled ends a job whose caller cancelled it: it is never delivered
+// SettleCancelled ends a job whose caller cancelled it: it is never delivered
 // again, and its outcome, canceled, is stored under its id, so a producer
 // can tell its cancel took effect. Nobody waits for a reply.
-func (d *Delivery) Cancelled(ctx context.Context, meta ReplyMeta) error {
+func (d *Delivery) SettleCancelled(ctx context.Context, meta ReplyMeta) error {
 	body, _ := json.Marshal(errorBody{Code: genq.Canceled, Error: "the job was cancelled by its caller"})
 	h := nats.Header{}
 	h.Set(HeaderStatus, StatusErr)

@@ -129,14 +129,14 @@ func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 // it is still to forward: chunks lost at the end of a run are made up from
 // the answer, which holds the whole text and every log-probability. The
 // answer's body is replaced by the bytes read.
-func (f *follower) final(a *genq.Answer) (genq.TextPiece, error) {
+func (f *follower) final(a *genq.ReceivedResult) (genq.TextPiece, error) {
 	data, err := io.ReadAll(io.LimitReader(a.Body, 16<<20))
 	a.Body.Close()
 	if err != nil {
 		return genq.TextPiece{}, genq.WrapError(genq.Unavailable, err, "the result could not be read")
 	}
 	a.Body = io.NopCloser(bytes.NewReader(data))
-	var out genq.TextResponse
+	var out genq.TextResult
 	if err := json.Unmarshal(data, &out); err != nil {
 		return genq.TextPiece{}, genq.WrapError(genq.Internal, err, "the worker sent a text result genq could not read")
 	}
@@ -169,7 +169,7 @@ const chunkBuffer = 4096
 // text was forwarded, a chunk was lost) it returns an Unavailable error
 // and cancels the job. An error from emit (its client went away) cancels
 // the job too.
-func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.Answer, error) {
+func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.ReceivedResult, error) {
 	job.Stream = true
 	chunks := make(chan *nats.Msg, chunkBuffer)
 	// Subscribed before the job is published, on the same connection: the
@@ -185,7 +185,7 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.Te
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	type outcome struct {
-		a   *genq.Answer
+		a   *genq.ReceivedResult
 		err error
 	}
 	done := make(chan outcome, 1)

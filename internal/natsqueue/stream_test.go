@@ -51,7 +51,7 @@ func TestFollower(t *testing.T) {
 				got.WriteString(piece.Text)
 			}
 			if !broken {
-				a := &genq.Answer{Attempt: tt.final, Body: io.NopCloser(strings.NewReader(`{"generated_text":"abc"}`))}
+				a := &genq.ReceivedResult{Attempt: tt.final, Body: io.NopCloser(strings.NewReader(`{"generated_text":"abc"}`))}
 				rest, err := f.final(a)
 				if err != nil {
 					broken = genq.ErrorCode(err) == genq.Unavailable
@@ -85,7 +85,7 @@ func TestFollowerLogprobs(t *testing.T) {
 	if err != nil || piece.Text != "ab" || len(piece.Logprobs) != 2 || piece.Logprobs[1].Token != "b" {
 		t.Fatalf("%+v, %v", piece, err)
 	}
-	rest, err := f.final(&genq.Answer{Attempt: 1, Body: io.NopCloser(strings.NewReader(answer))})
+	rest, err := f.final(&genq.ReceivedResult{Attempt: 1, Body: io.NopCloser(strings.NewReader(answer))})
 	if err != nil || rest.Text != "c" || len(rest.Logprobs) != 1 || rest.Logprobs[0].Token != "c" {
 		t.Fatalf("rest %+v, %v", rest, err)
 	}
@@ -94,7 +94,7 @@ func TestFollowerLogprobs(t *testing.T) {
 	if _, err := g.chunk(withEntries(1, "abc", "a", "b", "c", "d")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.final(&genq.Answer{Attempt: 1, Body: io.NopCloser(strings.NewReader(answer))}); genq.ErrorCode(err) != genq.Unavailable {
+	if _, err := g.final(&genq.ReceivedResult{Attempt: 1, Body: io.NopCloser(strings.NewReader(answer))}); genq.ErrorCode(err) != genq.Unavailable {
 		t.Fatalf("more entries streamed than the answer has: %v", err)
 	}
 	bad := chunkMsg(1, 1, "a")

@@ -241,9 +241,9 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	// Registered first, checked second: a cancel that lands in between is
 	// passed to r.cancel by the watcher; one that came before is in the
 	// watch's memory, so the check costs no round trip.
-	if r.cancels.Cancelled(job.ID, d.Queued) {
+	if r.cancels.IsCancelled(job.ID, d.Queued) {
 		log.Info("job was cancelled before it started; dropping it")
-		r.settle(log, "cancelled", d.Cancelled(ctx, r.meta()))
+		r.settle(log, "cancelled", d.SettleCancelled(ctx, r.meta()))
 		return
 	}
 
@@ -305,7 +305,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	switch {
 	case errors.Is(cause, errCancelledByCaller):
 		log.Info("job cancelled by its caller while running", "run_ms", ran.Milliseconds())
-		r.settle(log, "cancelled", d.Cancelled(ctx, r.meta()))
+		r.settle(log, "cancelled", d.SettleCancelled(ctx, r.meta()))
 	case errors.Is(cause, errDrainTimedOut):
 		log.Warn("job handed back: the worker is stopping")
 		if rec.AloneAt > 0 {

@@ -146,7 +146,7 @@ func newJob(text string, deadline time.Time) genq.Job {
 }
 
 // run queues job and waits up to 40 s for its answer.
-func (h *harness) run(job genq.Job) (*genq.Answer, error) {
+func (h *harness) run(job genq.Job) (*genq.ReceivedResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	a, err := h.client.Run(ctx, job)
@@ -159,7 +159,7 @@ func (h *harness) run(job genq.Job) (*genq.Answer, error) {
 }
 
 type result struct {
-	a   *genq.Answer
+	a   *genq.ReceivedResult
 	err error
 }
 
