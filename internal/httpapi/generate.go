@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/webhook"
 )
 
-// HeaderJobID carries the id of the job a /generate request became.
-const HeaderJobID = "Genq-Job-Id"
+// HeaderJobID carries the id of the job a request became; a webhook
+// carries it too.
+const HeaderJobID = webhook.HeaderJobID
 
 type rootResponse struct {
 	Message       string       `json:"message"`

@@ -1,18 +1,21 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/webhook"
 )
 
 // Asynchronous jobs over HTTP: POST /v1/jobs queues a chat, completion or
@@ -56,6 +59,56 @@ const (
 	statusFailed    = "failed"
 	statusCancelled = "cancelled"
 )
+
+// AsyncConfig sets up POST /v1/jobs and its webhooks.
+type AsyncConfig struct {
+	// JobTimeout is an asynchronous job's deadline, queueing included.
+	JobTimeout time.Duration
+	// PollEvery is how often the api that accepted a job with a webhook
+	// looks for its outcome in the results store.
+	PollEvery time.Duration
+	// WebhookSecret keys the HMAC-SHA256 signature of every webhook;
+	// without one, webhooks are refused. It never reaches the logs.
+	WebhookSecret string
+	// WebhookAllow lists the hosts webhooks may go to (exact names or IP
+	// literals, no wildcards); without any, webhooks are refused.
+	WebhookAllow []string
+	// WebhookAllowPrivate lets webhooks reach loopback, private,
+	// link-local and other non-public addresses: for tests and closed
+	// networks only.
+	WebhookAllowPrivate bool
+	// WebhookAttempts bounds the deliveries of one webhook; the waits
+	// between them start at WebhookBackoff and double.
+	WebhookAttempts int
+	WebhookBackoff  time.Duration
+	// WebhookTimeout bounds one delivery.
+	WebhookTimeout time.Duration
+}
+
+// Defaults of AsyncConfig. An asynchronous job lives as long as a queued
+// job may (JOB_MAX_AGE's default).
+const (
+	DefaultAsyncJobTimeout = time.Hour
+	DefaultWebhookAttempts = webhook.DefaultAttempts
+)
+
+func (c AsyncConfig) withDefaults() AsyncConfig {
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultAsyncJobTimeout)
+	c.PollEvery = cmp.Or(c.PollEvery, 500*time.Millisecond)
+	return c
+}
+
+func (c AsyncConfig) webhooks() webhook.Sender {
+	return webhook.New(webhook.Config{Secret: c.WebhookSecret, Allow: c.WebhookAllow, AllowPrivate: c.WebhookAllowPrivate,
+		Attempts: c.WebhookAttempts, Backoff: c.WebhookBackoff, Timeout: c.WebhookTimeout})
+}
+
+// HeaderSignature signs a webhook (webhook.Sign).
+const HeaderSignature = webhook.HeaderSignature
+
+// Sign returns the Genq-Signature value of body at t.
+func Sign(secret string, t time.Time, body []byte) string { return webhook.Sign(secret, t, body) }
+
 
 type jobSubmit struct {
 	Type    string          `json:"type"`
@@ -105,7 +158,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		rec.Model, err = s.asyncJob(req, &job)
 	}
 	if err == nil && req.Webhook != "" {
-		err = s.webhooks().check(req.Webhook)
+		err = s.cfg.Async.webhooks().Check(req.Webhook)
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
@@ -383,4 +436,44 @@ func choicesUsage(answers []textAnswer) v1Usage {
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
+}
+
+// watchJob waits for the outcome of a job with a webhook and delivers it.
+// It lives in the api that accepted the job: if that api stops first, the
+// webhook is not sent, and the job's status stays readable by GET.
+func (s *Server) watchJob(async AsyncJobs, id string, rec jobRecord, log *slog.Logger) {
+	h := s.cfg.Async.webhooks()
+	// The deadline, plus time for the outcome to be stored and the
+	// deliveries to run their course.
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(rec.Deadline, 0).Add(5*time.Minute))
+	defer cancel()
+	tick := time.NewTicker(s.cfg.Async.withDefaults().PollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Warn("no outcome by the job's deadline; webhook not sent")
+			return
+		case <-tick.C:
+		}
+		st, _, err := s.jobStatus(ctx, async, id)
+		if err != nil {
+			log.Debug("job status unavailable; polling again", "err", err)
+			continue
+		}
+		if st.Status == statusQueued || st.Status == statusRunning {
+			continue
+		}
+		body, err := json.Marshal(st)
+		if err != nil {
+			log.Error("could not encode the webhook", "err", err)
+			return
+		}
+		if err := h.Send(ctx, rec.Webhook, id, body, log); err != nil {
+			log.Warn("webhook not delivered", "err", err)
+			return
+		}
+		log.Info("webhook delivered", "status", st.Status)
+		return
+	}
 }

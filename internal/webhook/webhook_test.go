@@ -13,7 +13,7 @@ import (
 )
 
 func TestWebhookCheck(t *testing.T) {
-	h := webhooks{AsyncConfig{WebhookSecret: "s", WebhookAllow: []string{"hooks.example.com", "10.0.0.5", "169.254.169.254"}}.withDefaults()}
+	h := New(Config{Secret: "s", Allow: []string{"hooks.example.com", "10.0.0.5", "169.254.169.254"}})
 	for _, tt := range []struct {
 		url string
 		ok  bool
@@ -27,11 +27,11 @@ func TestWebhookCheck(t *testing.T) {
 		{"http://169.254.169.254/latest", false}, // link-local: cloud metadata
 		{"not a url", false},
 	} {
-		if err := h.check(tt.url); (err == nil) != tt.ok {
-			t.Errorf("check(%q) = %v, want ok %v", tt.url, err, tt.ok)
+		if err := h.Check(tt.url); (err == nil) != tt.ok {
+			t.Errorf("Check(%q) = %v, want ok %v", tt.url, err, tt.ok)
 		}
 	}
-	if err := (webhooks{AsyncConfig{WebhookAllow: []string{"a"}}}).check("https://a/x"); err == nil {
+	if err := New(Config{Allow: []string{"a"}}).Check("https://a/x"); err == nil {
 		t.Error("a webhook without WEBHOOK_SECRET was accepted")
 	}
 }
@@ -56,14 +56,13 @@ func TestWebhookDialRefusesResolvedPrivateAddress(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
 	defer srv.Close()
 	target := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
-	h := webhooks{AsyncConfig{WebhookSecret: "s", WebhookAllow: []string{"localhost"}, WebhookAttempts: 2,
-		WebhookBackoff: time.Millisecond}.withDefaults()}
-	if err := h.check(target); err != nil {
-		t.Fatalf("check: %v (a name passes; its address is checked at send)", err)
+	h := New(Config{Secret: "s", Allow: []string{"localhost"}, Attempts: 2, Backoff: time.Millisecond})
+	if err := h.Check(target); err != nil {
+		t.Fatalf("Check: %v (a name passes; its address is checked at send)", err)
 	}
-	err := h.send(context.Background(), target, "job", []byte("{}"), slog.New(slog.DiscardHandler))
-	if !errors.Is(err, errNotPublic) || called {
-		t.Fatalf("send = %v (called %v), want errNotPublic", err, called)
+	err := h.Send(context.Background(), target, "job", []byte("{}"), slog.New(slog.DiscardHandler))
+	if !errors.Is(err, ErrNotPublic) || called {
+		t.Fatalf("Send = %v (called %v), want ErrNotPublic", err, called)
 	}
 }
 
