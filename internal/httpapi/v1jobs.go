@@ -109,7 +109,6 @@ const HeaderSignature = webhook.HeaderSignature
 // Sign returns the Genq-Signature value of body at t.
 func Sign(secret string, t time.Time, body []byte) string { return webhook.Sign(secret, t, body) }
 
-
 type jobSubmit struct {
 	Type    string          `json:"type"`
 	Request json.RawMessage `json:"request"`
