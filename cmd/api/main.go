@@ -174,7 +174,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := httpapi.NewServer(cfg.http, log, natsqueue.NewJobStore(client), workers, conn, reg, newJobID)
+	store := natsqueue.NewJobStore(client)
+	handler := httpapi.NewServer(cfg.http, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Workers: workers, Waker: conn,
+		Registry: reg, NewID: newJobID, Log: log})
 	if cfg.metricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.metricsAddr, httpapi.NewMetricsHandler(reg), log)
 		if err != nil {

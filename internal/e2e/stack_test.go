@@ -122,7 +122,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		cfg.WakeupEvery = 10 * time.Second
 	}
 	reg := prometheus.NewRegistry()
-	h := httpapi.NewServer(cfg, testLog(t), natsqueue.NewJobStore(client), workers, conn, reg, uuid.NewString)
+	store := natsqueue.NewJobStore(client)
+	h := httpapi.NewServer(cfg, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Workers: workers, Waker: conn,
+		Registry: reg, NewID: uuid.NewString, Log: testLog(t)})
 	api := httptest.NewUnstartedServer(h)
 	hs := httpapi.NewHTTPServer(h, cfg)
 	api.Config = hs.Server

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 )
 
 // readBody reads at most limit bytes of the request body.
@@ -62,7 +63,7 @@ func decodePrompt(body []byte, maxPrompt int) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if err != nil {
-		return "", malformed(err)
+		return "", openai.Malformed(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return "", genq.Errorf(genq.Invalid, "request body must be a JSON object")
@@ -72,12 +73,12 @@ func decodePrompt(body []byte, maxPrompt int) (string, error) {
 	for dec.More() {
 		keyTok, err := dec.Token()
 		if err != nil {
-			return "", malformed(err)
+			return "", openai.Malformed(err)
 		}
 		key, _ := keyTok.(string)
 		var value json.RawMessage
 		if err := dec.Decode(&value); err != nil {
-			return "", malformed(err)
+			return "", openai.Malformed(err)
 		}
 		if key != "text" {
 			continue
@@ -89,7 +90,7 @@ func decodePrompt(body []byte, maxPrompt int) (string, error) {
 		seen, text = true, value
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return "", malformed(err)
+		return "", openai.Malformed(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return "", genq.Errorf(genq.Invalid, "request body has data after the JSON object")
@@ -104,7 +105,7 @@ func promptOf(raw json.RawMessage, maxPrompt int) (string, error) {
 			return "", genq.Errorf(genq.Invalid, "text must be a string, not %s", jsonKind(raw[0]))
 		}
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", malformed(err)
+			return "", openai.Malformed(err)
 		}
 	}
 	if err := genq.ValidateText(text); err != nil {
@@ -132,19 +133,13 @@ func jsonKind(first byte) string {
 	}
 }
 
-func malformed(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return genq.Errorf(genq.Invalid, "request body is not valid JSON: unexpected end of input")
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}
-	return genq.Errorf(genq.Invalid, "request body is not valid JSON: %s", jsonMessage(err))
-}
-
-// jsonMessage keeps the decoder's description of a syntax error, which names
-// the offending character, and nothing else.
-func jsonMessage(err error) string {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return fmt.Sprintf("%s (at byte %d)", syn.Error(), syn.Offset)
-	}
-	return err.Error()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
 }

@@ -1,12 +1,12 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 )
 
 // statusOf is the one place where an application error code becomes an
@@ -65,52 +65,8 @@ func errorStatus(w http.ResponseWriter, log *slog.Logger, err error) int {
 	return statusOf(code)
 }
 
-// v1ErrorResponse is OpenAI's error shape, which its SDKs parse.
-type v1ErrorResponse struct {
-	Error v1Error `json:"error"`
-}
-
-type v1Error struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
 // writeV1Error answers with err's status in OpenAI's error shape, for the
-// /v1 routes. The SDKs pick their error class from the status; type names
-// the class in OpenAI's words, and code is genq's own.
+// /v1 routes.
 func writeV1Error(w http.ResponseWriter, log *slog.Logger, err error) {
-	status := errorStatus(w, log, err)
-	code := genq.ErrorCode(err)
-	writeJSON(w, status, v1ErrorResponse{Error: v1Error{
-		Message: genq.ErrorMessage(err), Type: v1ErrorType(code), Code: string(code),
-	}})
-}
-
-func v1ErrorType(code genq.Code) string {
-	switch code {
-	case genq.Invalid, genq.TooLarge:
-		return "invalid_request_error"
-	case genq.Unauthorized:
-		return "authentication_error"
-	case genq.NotFound:
-		return "not_found_error"
-	case genq.Overloaded:
-		return "rate_limit_error"
-	case genq.Unavailable, genq.Timeout, genq.Canceled:
-		return "service_unavailable_error"
-	}
-	return "server_error"
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	writeJSON(w, errorStatus(w, log, err), openai.ErrorResponse{Error: openai.ErrorOf(err)})
 }

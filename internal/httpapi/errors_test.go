@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 )
 
 // TestStatusOf pins the one mapping from application codes to HTTP statuses
@@ -47,7 +48,7 @@ func TestRenderersShareTheMapping(t *testing.T) {
 		if seed.Code != statusOf(code) || v1.Code != seed.Code || v1.Header().Get("Retry-After") != seed.Header().Get("Retry-After") {
 			t.Errorf("%s: seed %d, v1 %d", code, seed.Code, v1.Code)
 		}
-		var body v1ErrorResponse
+		var body openai.ErrorResponse
 		if err := json.Unmarshal(v1.Body.Bytes(), &body); err != nil || body.Error.Message != "what went wrong" ||
 			body.Error.Type == "" || body.Error.Code != string(code) || !strings.Contains(v1.Body.String(), `"param":null`) {
 			t.Errorf("%s: v1 body %s", code, v1.Body)

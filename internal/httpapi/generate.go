@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -99,61 +97,26 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	// cancelled, whether it is still queued or already running.
 	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
 	defer cancel()
-	answer := s.runJob(ctx, w, job, start, log, writeError)
-	if answer == nil {
+	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
+	if err != nil {
+		writeError(w, log, err)
 		return
 	}
-	defer answer.Body.Close()
+	defer res.Body.Close()
 
-	w.Header().Set("Content-Type", answer.ContentType)
-	if answer.Size > 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(answer.Size, 10))
+	w.Header().Set("Content-Type", res.ContentType)
+	if res.Size > 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(res.Size, 10))
 	}
 	w.WriteHeader(http.StatusOK)
 	// Large images stream from the results store as they are read.
-	n, err := io.Copy(w, answer.Body)
+	n, err := io.Copy(w, res.Body)
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("result not fully sent", "bytes", n, "err", err)
 		return
 	}
-	log.Info("generate done", "ms", time.Since(start).Milliseconds(), "queue_wait_ms", answer.QueueWait.Milliseconds(),
-		"run_ms", answer.RunTime.Milliseconds(), "attempt", answer.Attempt, "worker", answer.Worker, "bytes", n)
-}
-
-// runJob queues job and waits for its answer until ctx ends: the job's
-// deadline, queueing included, or the client going away, which cancels the
-// job. On failure it answers the client with render and returns nil; the
-// caller closes a returned answer's body.
-func (s *Server) runJob(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
-	log *slog.Logger, render errorRenderer) *genq.ReceivedResult {
-	return s.runJobWith(ctx, w, job, start, log, render, s.jobs.Run)
-}
-
-// runJobWith is runJob with run in place of Jobs.Run: a streaming job's.
-func (s *Server) runJobWith(ctx context.Context, w http.ResponseWriter, job genq.Job, start time.Time,
-	log *slog.Logger, render errorRenderer, run func(context.Context, genq.Job) (*genq.ReceivedResult, error)) *genq.ReceivedResult {
-	s.metrics.inFlight.Inc()
-	answer, err := run(ctx, job)
-	s.metrics.inFlight.Dec()
-	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
-		err = errShuttingDown // the job is cancelled; the caller may retry elsewhere
-	}
-	if err != nil {
-		s.metrics.generateSeconds.WithLabelValues(string(genq.ErrorCode(err))).Observe(time.Since(start).Seconds())
-		if code := genq.ErrorCode(err); code == genq.Overloaded {
-			s.metrics.rejections.WithLabelValues("queue_full").Inc()
-		}
-		log.Info("generate failed", "code", genq.ErrorCode(err), "err", err, "ms", time.Since(start).Milliseconds())
-		render(w, log, err)
-		return nil
-	}
-	s.metrics.queueWait.Observe(answer.QueueWait.Seconds())
-	s.metrics.jobSeconds.Observe(answer.RunTime.Seconds())
-	if answer.Attempt > 1 {
-		s.metrics.redeliveries.Inc()
-	}
-	return answer
+	logDone(log, start, res, "bytes", n)
 }
 
 // reject answers a request that never became a job.
@@ -184,31 +147,4 @@ func (s *Server) rejectAs(w http.ResponseWriter, err error, render errorRenderer
 	}
 	s.metrics.rejections.WithLabelValues(reason).Inc()
 	render(w, s.log, err)
-}
-
-// runAll runs one request's jobs at once (its images, its choices) and
-// returns their results in order. The first failure cancels the rest: the
-// caller gets an error, not part of what it asked for, and the error is
-// the first real failure, not the cancellations it caused.
-func runAll[T any](ctx context.Context, jobs []genq.Job, run func(context.Context, int, genq.Job) (T, error)) ([]T, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make([]T, len(jobs))
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, job := range jobs {
-		wg.Go(func() {
-			if out[i], errs[i] = run(ctx, i, job); errs[i] != nil {
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || genq.ErrorCode(first) == genq.Canceled) {
-			first = err
-		}
-	}
-	return out, first
 }

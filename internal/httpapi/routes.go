@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 )
 
 // routes is every route the api serves to its clients. /metrics is not one
@@ -37,7 +38,7 @@ func (s *Server) routes() http.Handler {
 		})
 		v1.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
-			writeJSON(w, http.StatusMethodNotAllowed, v1ErrorResponse{Error: v1Error{
+			writeJSON(w, http.StatusMethodNotAllowed, openai.ErrorResponse{Error: openai.Error{
 				Message: "method " + req.Method + " is not allowed on " + req.URL.Path, Type: "invalid_request_error", Code: "method_not_allowed"}})
 		})
 		v1.Post("/chat/completions", s.handleChatCompletions)

@@ -1,6 +1,6 @@
 // Package httpapi is genq's HTTP façade: the three routes of the interface contract (README's route table), OpenAI's
-// /v1 routes for text (and, on an internal address, /metrics). It validates a request, hands the job to the
-// queue, and waits for the answer; it never runs a model itself.
+// /v1 routes (and, on an internal address, /metrics). It validates a request, hands the job to the queue, and
+// waits for its result; it never runs a model itself. OpenAI's shapes are package openai's.
 package httpapi
 
 import (
@@ -15,9 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 )
 
-// Jobs runs a job to its answer.
+// Jobs runs a job to its result.
 type Jobs interface {
 	Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error)
 }
@@ -109,25 +110,46 @@ func (s *HTTPServer) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Server holds the façade's dependencies.
+// Deps are the façade's dependencies. A nil Streamer or Async switches its
+// feature off: stream: true is refused with a 400, /v1/jobs answers 503.
+type Deps struct {
+	Jobs     Jobs
+	Streamer StreamJobs
+	Async    AsyncJobs
+	Workers  Workers
+	Waker    Waker
+	// Registry takes the metrics; NewMetricsHandler serves them.
+	Registry prometheus.Registerer
+	// NewID names each job.
+	NewID func() string
+	Log   *slog.Logger
+}
+
+// Server holds the façade's settings and dependencies.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	jobs    Jobs
-	workers Workers
-	waker   Waker
-	metrics *metrics
-	newID   func() string
+	cfg      Config
+	log      *slog.Logger
+	jobs     Jobs
+	streamer StreamJobs
+	async    AsyncJobs
+	workers  Workers
+	waker    Waker
+	metrics  *metrics
+	newID    func() string
 
 	wakeMu   sync.Mutex
 	lastWake time.Time
 }
 
-// NewServer returns the façade as an http.Handler. Metrics are registered on
-// reg; NewMetricsHandler serves them.
-func NewServer(cfg Config, log *slog.Logger, jobs Jobs, workers Workers, waker Waker,
-	reg prometheus.Registerer, newID func() string) http.Handler {
-	s := &Server{cfg: cfg, log: log, jobs: jobs, workers: workers, waker: waker, newID: newID}
-	s.metrics = newMetrics(reg, func() float64 { return float64(len(workers.Live())) })
+// NewServer returns the façade as an http.Handler.
+func NewServer(cfg Config, deps Deps) http.Handler {
+	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async,
+		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID}
+	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	return s.routes()
+}
+
+// limits are what one request may ask for.
+func (s *Server) limits() openai.Limits {
+	return openai.Limits{MaxPromptBytes: s.cfg.MaxPromptBytes, Images: s.cfg.Images}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/webhook"
 )
 
@@ -27,8 +27,7 @@ import (
 // (GENQ_JOB_RECORDS) keeps what the api needs to render it.
 
 // AsyncJobs queues jobs without waiting for them and answers for them by
-// id. The api's Jobs gives these routes when it implements this too
-// (natsqueue.JobStore); otherwise they answer 503.
+// id (natsqueue.JobStore).
 type AsyncJobs interface {
 	Submit(ctx context.Context, job genq.Job) error
 	// Outcome is the job's stored result, its error, or NotFound while
@@ -41,13 +40,6 @@ type AsyncJobs interface {
 	// Running reports whether a worker has started job id.
 	Running(ctx context.Context, id string) (bool, error)
 }
-
-// Job types, the object names of the synchronous routes' answers.
-const (
-	jobChat       = "chat.completion"
-	jobCompletion = "completion"
-	jobImage      = "image"
-)
 
 // Job statuses. A job is queued until a worker marks it running (see
 // natsqueue.Delivery.MarkRunning), and running until its outcome is
@@ -109,12 +101,6 @@ const HeaderSignature = webhook.HeaderSignature
 // Sign returns the Genq-Signature value of body at t.
 func Sign(secret string, t time.Time, body []byte) string { return webhook.Sign(secret, t, body) }
 
-type jobSubmit struct {
-	Type    string          `json:"type"`
-	Request json.RawMessage `json:"request"`
-	Webhook string          `json:"webhook"`
-}
-
 // jobRecord is what the api keeps of a job it queued for later.
 type jobRecord struct {
 	Type      string `json:"type"`
@@ -128,13 +114,13 @@ type jobRecord struct {
 }
 
 type jobStatus struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Type    string   `json:"type,omitempty"`
-	Status  string   `json:"status"`
-	Created int64    `json:"created,omitempty"`
-	Result  any      `json:"result,omitempty"`
-	Error   *v1Error `json:"error,omitempty"`
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Type    string        `json:"type,omitempty"`
+	Status  string        `json:"status"`
+	Created int64         `json:"created,omitempty"`
+	Result  any           `json:"result,omitempty"`
+	Error   *openai.Error `json:"error,omitempty"`
 }
 
 func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
@@ -143,19 +129,12 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	async, ok := s.jobs.(AsyncJobs)
-	if !ok {
-		writeV1Error(w, s.log, genq.Errorf(genq.Unavailable, "asynchronous jobs are not available on this server"))
+	if s.async == nil {
+		writeV1Error(w, s.log, errNoAsync)
 		return
 	}
-	var req jobSubmit
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}
-	rec := jobRecord{Created: start.Unix(), Deadline: job.Deadline.Unix()}
-	err := decodeV1(body, &req)
-	if err == nil {
-		rec.Type, rec.Webhook = req.Type, req.Webhook
-		rec.Model, err = s.asyncJob(req, &job)
-	}
+	req, model, err := openai.DecodeJobSubmit(body, s.limits(), &job)
 	if err == nil && req.Webhook != "" {
 		err = s.cfg.Async.webhooks().Check(req.Webhook)
 	}
@@ -163,16 +142,17 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
-	rec.Logprobs, rec.Echo = job.Logprobs, job.Echo
+	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: job.Deadline.Unix(), Webhook: req.Webhook,
+		Logprobs: job.Logprobs, Echo: job.Echo}
 	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", req.Type)
 	raw, _ := json.Marshal(rec)
 	// The record first: a job whose outcome comes before its record would
 	// read as one queued straight onto NATS.
-	if err := async.PutJobRecord(r.Context(), job.ID, raw); err != nil {
+	if err := s.async.PutJobRecord(r.Context(), job.ID, raw); err != nil {
 		writeV1Error(w, log, err)
 		return
 	}
-	if err := async.Submit(r.Context(), job); err != nil {
+	if err := s.async.Submit(r.Context(), job); err != nil {
 		log.Info("submit failed", "code", genq.ErrorCode(err), "err", err)
 		writeV1Error(w, log, err)
 		return
@@ -180,7 +160,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	if req.Webhook != "" {
 		// The api that accepted the job sends its webhook; it watches with
 		// its own lifetime, not the request's.
-		go s.watchJob(async, job.ID, rec, log)
+		go s.watchJob(job.ID, rec, log)
 	}
 	w.Header().Set(HeaderJobID, job.ID)
 	w.Header().Set("Location", "/v1/jobs/"+job.ID)
@@ -188,92 +168,9 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	log.Info("job queued", "webhook", req.Webhook != "")
 }
 
-// asyncJob fills job from the request of its type, checked as the
-// synchronous route checks it, and returns the model asked for.
-func (s *Server) asyncJob(req jobSubmit, job *genq.Job) (string, error) {
-	if len(req.Request) == 0 {
-		return "", genq.Errorf(genq.Invalid, "request is required: the body of the synchronous route")
-	}
-	var model string
-	var err error
-	switch req.Type {
-	case jobChat, jobCompletion:
-		if s.cfg.Variant.Kind() != genq.OutputText {
-			return "", genq.Errorf(genq.Invalid, "variant %s makes images: type %s needs a text variant (A or B)", s.cfg.Variant, req.Type)
-		}
-		read := s.chatJob
-		if req.Type == jobCompletion {
-			read = s.completionJob
-		}
-		var params v1Params
-		params, err = read(req.Request, job)
-		model = params.Model
-		if err == nil && params.choices() > 1 {
-			err = genq.Errorf(genq.Invalid, "n must be 1 for an asynchronous job: submit one job per choice")
-		}
-	case jobImage:
-		if s.cfg.Variant.Kind() != genq.OutputImage {
-			return "", genq.Errorf(genq.Invalid, "variant %s makes text: type image needs the image variant (C)", s.cfg.Variant)
-		}
-		var ir imageRequest
-		if err := decodeV1(req.Request, &ir); err != nil {
-			return "", err
-		}
-		if ir.N != nil && *ir.N != 1 {
-			return "", genq.Errorf(genq.Invalid, "n must be 1 for an asynchronous job: submit one job per image")
-		}
-		jobs, err := s.imageJobs(ir, job.Deadline)
-		if err != nil {
-			return "", err
-		}
-		id := job.ID
-		*job = jobs[0]
-		job.ID = id
-		return ir.Model, nil
-	default:
-		return "", genq.Errorf(genq.Invalid, "type must be %s, %s or %s, not %q", jobChat, jobCompletion, jobImage, req.Type)
-	}
-	if err == nil && job.Stream {
-		err = genq.Errorf(genq.Invalid, "stream is for the synchronous routes: an asynchronous job's result is read whole")
-	}
-	if err == nil {
-		err = job.Validate()
-	}
-	return model, err
-}
-
-// chatJob and completionJob read the bodies of /v1/chat/completions and
-// /v1/completions into a job.
-func (s *Server) chatJob(body []byte, job *genq.Job) (v1Params, error) {
-	var req chatRequest
-	if err := decodeV1(body, &req); err != nil {
-		return v1Params{}, err
-	}
-	if req.Echo {
-		return v1Params{}, genq.Errorf(genq.Invalid, "echo is for /v1/completions: a chat answer does not repeat its messages")
-	}
-	msgs, err := s.messages(req.Messages)
-	if err != nil {
-		return v1Params{}, err
-	}
-	job.Messages = msgs
-	job.Logprobs, job.TopLogprobs = req.Logprobs, req.TopLogprobs
-	return req.v1Params, req.job(job)
-}
-
-func (s *Server) completionJob(body []byte, job *genq.Job) (v1Params, error) {
-	var req completionRequest
-	if err := decodeV1(body, &req); err != nil {
-		return v1Params{}, err
-	}
-	if err := s.completionPrompt(req.Prompt, job); err != nil {
-		return v1Params{}, err
-	}
-	if n := req.Logprobs; n != nil {
-		job.Logprobs, job.TopLogprobs = true, *n
-	}
-	return req.v1Params, req.job(job)
-}
+// errNoAsync answers the /v1/jobs routes on a server without asynchronous
+// jobs.
+var errNoAsync = genq.Errorf(genq.Unavailable, "asynchronous jobs are not available on this server")
 
 func (s *Server) handleJobGet(w http.ResponseWriter, r *http.Request) {
 	s.answerJob(w, r, false)
@@ -286,9 +183,8 @@ func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request) {
 // answerJob answers GET and DELETE /v1/jobs/{id} with the job's status;
 // DELETE first cancels a job that has no outcome yet.
 func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) {
-	async, ok := s.jobs.(AsyncJobs)
-	if !ok {
-		writeV1Error(w, s.log, genq.Errorf(genq.Unavailable, "asynchronous jobs are not available on this server"))
+	if s.async == nil {
+		writeV1Error(w, s.log, errNoAsync)
 		return
 	}
 	id := chi.URLParam(r, "id")
@@ -297,13 +193,13 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) 
 		return
 	}
 	log := s.log.With("job_id", id, "route", r.URL.Path)
-	st, rec, err := s.jobStatus(r.Context(), async, id)
+	st, rec, err := s.jobStatus(r.Context(), id)
 	if err == nil && cancel && (st.Status == statusQueued || st.Status == statusRunning) {
-		async.CancelJob(id)
+		s.async.CancelJob(id)
 		if rec != nil {
 			rec.Cancelled = true
 			raw, _ := json.Marshal(rec)
-			err = async.PutJobRecord(r.Context(), id, raw)
+			err = s.async.PutJobRecord(r.Context(), id, raw)
 		}
 		st.Status = statusCancelled
 		log.Info("job cancelled")
@@ -318,10 +214,10 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) 
 // jobStatus reads job id's status from its record and stored outcome. A
 // job queued straight onto NATS has no record: it is known once its
 // outcome is stored, and its result is given as the worker wrote it.
-func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (jobStatus, *jobRecord, error) {
+func (s *Server) jobStatus(ctx context.Context, id string) (jobStatus, *jobRecord, error) {
 	st := jobStatus{ID: id, Object: "job", Status: statusQueued}
 	var rec *jobRecord
-	raw, err := async.JobRecord(ctx, id)
+	raw, err := s.async.JobRecord(ctx, id)
 	switch {
 	case err == nil:
 		rec = &jobRecord{}
@@ -332,13 +228,13 @@ func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (job
 	case genq.ErrorCode(err) != genq.NotFound:
 		return st, nil, err
 	}
-	answer, err := async.Outcome(ctx, id)
+	res, err := s.async.Outcome(ctx, id)
 	var appErr *genq.Error
 	switch {
 	case err == nil:
-		defer answer.Body.Close()
+		defer res.Body.Close()
 		st.Status = statusSucceeded
-		st.Result, err = s.renderResult(rec, id, answer)
+		st.Result, err = s.renderResult(rec, id, res)
 		return st, rec, err
 	case genq.ErrorCode(err) == genq.NotFound:
 		if rec == nil {
@@ -348,7 +244,7 @@ func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (job
 			st.Status = statusCancelled
 			return st, rec, nil
 		}
-		running, err := async.Running(ctx, id)
+		running, err := s.async.Running(ctx, id)
 		if running {
 			st.Status = statusRunning
 		}
@@ -360,87 +256,45 @@ func (s *Server) jobStatus(ctx context.Context, async AsyncJobs, id string) (job
 	default:
 		st.Status = statusFailed
 	}
-	code := genq.ErrorCode(err)
-	st.Error = &v1Error{Message: genq.ErrorMessage(err), Type: v1ErrorType(code), Code: string(code)}
+	jobErr := openai.ErrorOf(err)
+	st.Error = &jobErr
 	return st, rec, nil
 }
 
 // renderResult gives a job's result in its type's shape, that of the
 // synchronous route; a job without a record gets the worker's own JSON,
 // or its image as the image route gives it.
-func (s *Server) renderResult(rec *jobRecord, id string, answer *genq.ReceivedResult) (any, error) {
-	if answer.ContentType == "image/png" {
-		data, err := io.ReadAll(io.LimitReader(answer.Body, maxImageResult))
+func (s *Server) renderResult(rec *jobRecord, id string, res *genq.ReceivedResult) (any, error) {
+	if res.ContentType == "image/png" {
+		data, err := readImage(res)
 		if err != nil {
-			return nil, fmt.Errorf("job %s: read its image: %w", id, err)
+			return nil, fmt.Errorf("job %s: %w", id, err)
 		}
 		created := time.Now().Unix()
 		if rec != nil {
 			created = rec.Created
 		}
-		return imagesResponse{Created: created, Data: []imageData{{B64JSON: base64.StdEncoding.EncodeToString(data)}}}, nil
+		return openai.ImagesResponse{Created: created, Data: []openai.ImageData{{B64JSON: base64.StdEncoding.EncodeToString(data)}}}, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(answer.Body, maxTextResult))
+	raw, text, err := readTextResult(res)
 	if err != nil {
-		return nil, fmt.Errorf("job %s: read its result: %w", id, err)
+		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	if rec == nil {
-		return json.RawMessage(data), nil
+		return raw, nil
 	}
-	out := textAnswer{jobID: id, created: rec.Created, model: s.modelOf(answer.Worker, rec.Model), logprobs: rec.Logprobs, echo: rec.Echo}
-	if err := json.Unmarshal(data, &out.TextResult); err != nil {
-		return nil, fmt.Errorf("job %s: read its text result: %w", id, err)
+	out := openai.TextResult{TextResult: text, JobID: id, Created: rec.Created, Model: s.modelOf(res.Worker, rec.Model),
+		LogprobsAsked: rec.Logprobs, EchoAsked: rec.Echo}
+	if rec.Type == openai.JobCompletion {
+		return openai.RenderCompletion(out), nil
 	}
-	if rec.Type == jobCompletion {
-		return renderCompletion(out), nil
-	}
-	return renderChat(out), nil
-}
-
-// renderChat and renderCompletion build OpenAI's objects from the answers
-// of a request's choices, in order: the first names the object, the usage
-// counts the prompt once and every choice's tokens.
-func renderChat(answers ...textAnswer) any {
-	first := answers[0]
-	c := chatCompletion{ID: "chatcmpl-" + first.jobID, Object: "chat.completion", Created: first.created, Model: first.model,
-		Usage: choicesUsage(answers)}
-	for i, a := range answers {
-		c.Choices = append(c.Choices, chatChoice{Index: i, Message: chatMessageOut{Role: genq.RoleAssistant, Content: a.GeneratedText},
-			Logprobs: chatLogprobsOf(a.logprobEntries()), FinishReason: a.FinishReason})
-	}
-	return c
-}
-
-func renderCompletion(answers ...textAnswer) any {
-	first := answers[0]
-	c := completion{ID: "cmpl-" + first.jobID, Object: "text_completion", Created: first.created, Model: first.model,
-		Usage: choicesUsage(answers)}
-	for i, a := range answers {
-		text, prompt := a.GeneratedText, []genq.TokenLogprob(nil)
-		if a.echo {
-			text, prompt = a.PromptText+a.GeneratedText, a.PromptLogprobs
-		}
-		c.Choices = append(c.Choices, completionChoice{Index: i, Text: text,
-			Logprobs: completionLogprobsOf(text, prompt, a.logprobEntries(), a.PromptText), FinishReason: a.FinishReason})
-	}
-	return c
-}
-
-// choicesUsage counts the prompt once, as it is one prompt, and the
-// tokens of every choice.
-func choicesUsage(answers []textAnswer) v1Usage {
-	u := answers[0].usage()
-	for _, a := range answers[1:] {
-		u.CompletionTokens += a.usage().CompletionTokens
-	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u
+	return openai.RenderChat(out), nil
 }
 
 // watchJob waits for the outcome of a job with a webhook and delivers it.
 // It lives in the api that accepted the job: if that api stops first, the
 // webhook is not sent, and the job's status stays readable by GET.
-func (s *Server) watchJob(async AsyncJobs, id string, rec jobRecord, log *slog.Logger) {
+func (s *Server) watchJob(id string, rec jobRecord, log *slog.Logger) {
 	h := s.cfg.Async.webhooks()
 	// The deadline, plus time for the outcome to be stored and the
 	// deliveries to run their course.
@@ -455,7 +309,7 @@ func (s *Server) watchJob(async AsyncJobs, id string, rec jobRecord, log *slog.L
 			return
 		case <-tick.C:
 		}
-		st, _, err := s.jobStatus(ctx, async, id)
+		st, _, err := s.jobStatus(ctx, id)
 		if err != nil {
 			log.Debug("job status unavailable; polling again", "err", err)
 			continue

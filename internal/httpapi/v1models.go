@@ -1,0 +1,49 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
+)
+
+// handleModels lists the models the live workers serve, as their heartbeats
+// name them (the GGUF file or the export's directory), each created when
+// its first live worker started. With no worker live the list is empty:
+// which model a worker would load is the worker's to say.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: s.liveModels()})
+}
+
+// handleModel is one model of the list, or a 404 in OpenAI's words. The id
+// is the rest of the path: a model's name may hold slashes.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "*")
+	for _, m := range s.liveModels() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "the model %q does not exist: GET /v1/models lists the models served", id))
+}
+
+// liveModels are the models the live workers serve, sorted by id.
+func (s *Server) liveModels() []openai.Model {
+	byID := map[string]int64{}
+	for _, hb := range s.workers.Live() {
+		if c, ok := byID[hb.Model]; !ok || hb.StartedAt.Unix() < c {
+			byID[hb.Model] = hb.StartedAt.Unix()
+		}
+	}
+	models := []openai.Model{}
+	for id, created := range byID {
+		models = append(models, openai.Model{ID: id, Object: "model", Created: created, OwnedBy: "genq"})
+	}
+	slices.SortFunc(models, func(a, b openai.Model) int { return strings.Compare(a.ID, b.ID) })
+	return models
+}

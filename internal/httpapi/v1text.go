@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
+)
+
+// POST /v1/chat/completions and POST /v1/completions: OpenAI's text
+// routes, so that its SDKs and the tools built on them work against genq
+// unchanged. Each choice of a request is a job of its own, run at once
+// beside the others, answered whole or streamed.
+
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	if t, ok := s.textRequest(w, r, openai.DecodeChat); ok {
+		answerText(s, w, r, t, openai.ChatChunks{Stream: s.stream(t)}, openai.RenderChat)
+	}
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	if t, ok := s.textRequest(w, r, openai.DecodeCompletion); ok {
+		answerText(s, w, r, t, openai.CompletionChunks{Stream: s.stream(t)}, openai.RenderCompletion)
+	}
+}
+
+// answerText runs a text request's jobs and answers with chunks as they
+// come when it streams, else with render's object of their results. As
+// for /generate, the deadline counts queueing, and a client that goes away
+// cancels the jobs.
+func answerText[T any](s *Server, w http.ResponseWriter, r *http.Request, t textRequest, chunks textChunks,
+	render func(...openai.TextResult) T) {
+	ctx, cancel := context.WithDeadline(r.Context(), t.jobs[0].Deadline)
+	defer cancel()
+	if t.params.Stream {
+		s.streamText(ctx, w, t, chunks)
+		return
+	}
+	if results, ok := s.runTexts(ctx, w, t); ok {
+		writeJSON(w, http.StatusOK, render(results...))
+	}
+}
+
+// textRequest is a decoded text request: the jobs of its choices, and
+// what their answer needs.
+type textRequest struct {
+	jobs   []genq.Job
+	params openai.Params
+	start  time.Time
+	log    *slog.Logger
+}
+
+// textDecoder reads a text route's body into a job.
+type textDecoder func(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error)
+
+// textRequest reads and checks a text request, or refuses it in OpenAI's
+// error shape.
+func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode textDecoder) (textRequest, bool) {
+	start := time.Now()
+	body, ok := s.requestBody(w, r, writeV1Error)
+	if !ok {
+		return textRequest{}, false
+	}
+	if err := openai.RequireKind(s.cfg.Variant, genq.OutputText, r.URL.Path, "; use POST /generate"); err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return textRequest{}, false
+	}
+	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
+	params, err := decode(body, s.cfg.MaxPromptBytes, &job)
+	if err == nil {
+		err = job.Validate()
+	}
+	if err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return textRequest{}, false
+	}
+	w.Header().Set(HeaderJobID, job.ID)
+	jobs := []genq.Job{job}
+	if n := params.Choices(); n > 1 {
+		jobs = openai.ChoiceJobs(job, n, s.newID)
+	}
+	return textRequest{jobs: jobs, params: params, start: start, log: s.log.With("job_id", job.ID, "route", r.URL.Path)}, true
+}
+
+// choiceLog is the log of choice i.
+func (t textRequest) choiceLog(i int) *slog.Logger {
+	if len(t.jobs) > 1 {
+		return t.log.With("choice", i)
+	}
+	return t.log
+}
+
+// runTexts runs the jobs of a request's choices at once and returns their
+// results in order, or answers the first failure.
+func (s *Server) runTexts(ctx context.Context, w http.ResponseWriter, t textRequest) ([]openai.TextResult, bool) {
+	results, err := runAll(ctx, t.jobs, func(ctx context.Context, i int, job genq.Job) (openai.TextResult, error) {
+		return s.runText(ctx, job, t.params.Model, t.start, t.choiceLog(i))
+	})
+	if err != nil {
+		writeV1Error(w, t.log, err)
+		return nil, false
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(t.start).Seconds())
+	return results, true
+}
+
+// runText runs one choice's job and reads its text result.
+func (s *Server) runText(ctx context.Context, job genq.Job, model string, start time.Time, log *slog.Logger) (openai.TextResult, error) {
+	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
+	if err != nil {
+		return openai.TextResult{}, err
+	}
+	defer res.Body.Close()
+	_, text, err := readTextResult(res)
+	if err != nil {
+		return openai.TextResult{}, err
+	}
+	logDone(log, start, res)
+	return openai.TextResult{TextResult: text, JobID: job.ID, Created: start.Unix(), Model: s.modelOf(res.Worker, model),
+		LogprobsAsked: job.Logprobs, EchoAsked: job.Echo}, nil
+}
+
+// stream is what every chunk of a streamed request shares.
+func (s *Server) stream(t textRequest) openai.Stream {
+	return openai.Stream{JobID: t.jobs[0].ID, Created: t.start.Unix(), Model: s.modelOf("", t.params.Model), Logprobs: t.jobs[0].Logprobs}
+}
+
+// modelOf names the model a worker serves, from its heartbeat. When that
+// worker is unknown (gone, or a stream that has not heard from it yet) it is
+// the one model the live workers serve, as GET /v1/models lists it; then
+// asked, the request's model.
+func (s *Server) modelOf(workerID, asked string) string {
+	served := map[string]bool{}
+	for _, hb := range s.workers.Live() {
+		if hb.WorkerID == workerID {
+			return hb.Model
+		}
+		served[hb.Model] = true
+	}
+	if len(served) == 1 {
+		for m := range served {
+			return m
+		}
+	}
+	if asked != "" {
+		return asked
+	}
+	return "genq-" + string(s.cfg.Variant)
+}

@@ -1,0 +1,273 @@
+package openai
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+func TestRequireKind(t *testing.T) {
+	for _, tt := range []struct {
+		v    genq.Variant
+		want genq.OutputKind
+		what string
+		hint string
+		msg  string // "" when allowed
+	}{
+		{genq.VariantB, genq.OutputText, "/v1/completions", "", ""},
+		{genq.VariantC, genq.OutputImage, "type image", "", ""},
+		{genq.VariantC, genq.OutputText, "/v1/completions", "; use POST /generate",
+			"variant C makes images: /v1/completions needs a text variant (A or B); use POST /generate"},
+		{genq.VariantB, genq.OutputImage, "type image", "", "variant B makes text: type image needs the image variant (C)"},
+	} {
+		err := RequireKind(tt.v, tt.want, tt.what, tt.hint)
+		if tt.msg == "" {
+			if err != nil {
+				t.Errorf("RequireKind(%s, %s) = %v, want nil", tt.v, tt.want, err)
+			}
+			continue
+		}
+		if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
+			t.Errorf("RequireKind(%s, %s) = %v, want %q", tt.v, tt.want, err, tt.msg)
+		}
+	}
+}
+
+func TestDecodeRefusals(t *testing.T) {
+	for _, tt := range []struct {
+		name, body, msg string
+		chat            bool
+	}{
+		{"empty", ``, "request body is not valid JSON: unexpected end of input", true},
+		{"list", `[]`, "request body must be a JSON object", true},
+		{"embedded field type", `{"prompt":"x","temperature":"hot"}`, "temperature must be a number, not string", false},
+		{"echo in a chat", `{"messages":[{"role":"user","content":"hi"}],"echo":true}`,
+			"echo is for /v1/completions: a chat answer does not repeat its messages", true},
+		{"no messages", `{"messages":[]}`, "messages is required: a list of {role, content}", true},
+		{"image part", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
+			`messages[0].content has a part of type "image_url": only text parts are supported`, true},
+		{"two prompts", `{"prompt":["a","b"]}`, "prompt holds 2 prompts: this server answers one per request", false},
+		{"long prompt", `{"prompt":"0123456789"}`, "prompt is 10 bytes long; the limit is 8", false},
+		{"n too big", `{"prompt":"x","n":9}`, "n must be between 1 and 8, not 9", false},
+		{"logit_bias key", `{"prompt":"x","logit_bias":{"a":1}}`, `logit_bias names "a": keys are token ids, as "1234"`, false},
+		{"tools", `{"prompt":"x","tools":[{}]}`,
+			"tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			decode := DecodeCompletion
+			if tt.chat {
+				decode = DecodeChat
+			}
+			var job genq.Job
+			_, err := decode([]byte(tt.body), 8, &job)
+			if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
+				t.Errorf("got %v, want %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestDecodeFillsTheJob(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		body  string
+		chat  bool
+		check func(genq.Job, Params) bool
+	}{
+		{"chat", `{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"logprobs":true,"top_logprobs":2}`, true,
+			func(j genq.Job, p Params) bool {
+				return p.Model == "m" && len(j.Messages) == 1 && j.Messages[0].Role == genq.RoleSystem && j.Messages[0].Content == "a\nb" &&
+					j.Logprobs && j.TopLogprobs == 2
+			}},
+		{"token ids", `{"prompt":[[1,2,3]],"logprobs":0,"max_tokens":4,"n":2}`, false,
+			func(j genq.Job, p Params) bool {
+				return len(j.PromptTokenIDs) == 3 && j.Logprobs && j.TopLogprobs == 0 && j.MaxTokens == 4 && p.Choices() == 2
+			}},
+		{"stream with usage", `{"prompt":"x","stream":true,"stream_options":{"include_usage":true}}`, false,
+			func(j genq.Job, p Params) bool { return j.Prompt == "x" && j.Stream && p.IncludeUsage() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			decode := DecodeCompletion
+			if tt.chat {
+				decode = DecodeChat
+			}
+			var job genq.Job
+			p, err := decode([]byte(tt.body), 64, &job)
+			if err != nil || !tt.check(job, p) {
+				t.Errorf("got %+v, %+v, %v", job, p, err)
+			}
+		})
+	}
+}
+
+func TestChoiceJobs(t *testing.T) {
+	seed := int64(10)
+	ids := []string{"b", "c"}
+	next := func() string { id := ids[0]; ids = ids[1:]; return id }
+	jobs := ChoiceJobs(genq.Job{ID: "a", Seed: &seed}, 3, next)
+	for i, want := range []struct {
+		id   string
+		seed int64
+	}{{"a", 10}, {"b", 11}, {"c", 12}} {
+		if jobs[i].ID != want.id || *jobs[i].Seed != want.seed {
+			t.Errorf("job %d: id %s seed %d, want %s %d", i, jobs[i].ID, *jobs[i].Seed, want.id, want.seed)
+		}
+	}
+}
+
+func TestImageJobs(t *testing.T) {
+	prompt, steps, n2, seed := "a cat", 200, 2, int64(5)
+	tmpl := genq.Job{ID: "first", Variant: genq.VariantC, Deadline: time.Now().Add(time.Minute)}
+	for _, tt := range []struct {
+		name string
+		req  ImageRequest
+		msg  string // "" when accepted
+	}{
+		{"no prompt", ImageRequest{}, "prompt is required"},
+		{"url", ImageRequest{Prompt: &prompt, ResponseFormat: "url"},
+			"response_format url is not supported: this server returns images inline; send response_format: b64_json"},
+		{"size", ImageRequest{Prompt: &prompt, Size: "big"}, `size must be WIDTHxHEIGHT (for example 1024x1024) or auto, not "big"`},
+		{"steps", ImageRequest{Prompt: &prompt, Steps: &steps}, "num_inference_steps must be between 1 and 100, not 200"},
+		{"two", ImageRequest{Prompt: &prompt, N: &n2, Seed: &seed, Size: "64x64"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			jobs, err := ImageJobs(tt.req, ImageLimits{}, 100, tmpl, func() string { return "next" })
+			if tt.msg != "" {
+				if genq.ErrorMessage(err) != tt.msg {
+					t.Errorf("got %v, want %q", err, tt.msg)
+				}
+				return
+			}
+			if err != nil || len(jobs) != 2 || jobs[0].ID != "first" || jobs[1].ID != "next" || *jobs[1].Seed != 6 ||
+				jobs[0].Width != 64 || jobs[1].Text != prompt {
+				t.Errorf("got %+v, %v", jobs, err)
+			}
+		})
+	}
+}
+
+func TestDecodeJobSubmit(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		variant genq.Variant
+		body    string
+		msg     string // "" when accepted
+	}{
+		{"chat", genq.VariantB, `{"type":"chat.completion","request":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`, ""},
+		{"image", genq.VariantC, `{"type":"image","request":{"prompt":"a cat"}}`, ""},
+		{"no request", genq.VariantB, `{"type":"completion"}`, "request is required: the body of the synchronous route"},
+		{"wrong kind", genq.VariantC, `{"type":"completion","request":{"prompt":"x"}}`,
+			"variant C makes images: type completion needs a text variant (A or B)"},
+		{"n", genq.VariantB, `{"type":"completion","request":{"prompt":"x","n":2}}`,
+			"n must be 1 for an asynchronous job: submit one job per choice"},
+		{"stream", genq.VariantB, `{"type":"completion","request":{"prompt":"x","stream":true}}`,
+			"stream is for the synchronous routes: an asynchronous job's result is read whole"},
+		{"type", genq.VariantB, `{"type":"audio","request":{}}`, `type must be chat.completion, completion or image, not "audio"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := genq.Job{ID: "id", Variant: tt.variant, Deadline: time.Now().Add(time.Minute)}
+			_, _, err := DecodeJobSubmit([]byte(tt.body), Limits{MaxPromptBytes: 64}, &job)
+			if genq.ErrorMessage(err) != tt.msg || (tt.msg == "" && job.ID != "id") {
+				t.Errorf("got %v (job %s), want %q", err, job.ID, tt.msg)
+			}
+		})
+	}
+}
+
+func TestCompletionLogprobsOf(t *testing.T) {
+	entry := func(tok string, offset int, lp float64) genq.TokenLogprob {
+		return genq.TokenLogprob{Logprob: genq.Logprob{Token: tok, Logprob: lp}, Offset: offset,
+			Top: []genq.Logprob{{Token: "x", Logprob: -3}}}
+	}
+	for _, tt := range []struct {
+		name             string
+		text, promptText string
+		prompt, entries  []genq.TokenLogprob
+		want             string
+	}{
+		{"none asked", "ab", "", nil, nil, "null"},
+		{"empty", "", "", nil, []genq.TokenLogprob{}, `{"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]}`},
+		{"characters, not bytes", "éb", "", nil, []genq.TokenLogprob{entry("é", 0, -1), entry("b", 2, -2)},
+			`{"tokens":["é","b"],"token_logprobs":[-1,-2],"top_logprobs":[{"x":-3,"é":-1},{"b":-2,"x":-3}],"text_offset":[0,1]}`},
+		{"echo", "Qa", "Q", []genq.TokenLogprob{entry("Q", 0, 0)}, []genq.TokenLogprob{entry("a", 0, -1)},
+			`{"tokens":["Q","a"],"token_logprobs":[null,-1],"top_logprobs":[null,{"a":-1,"x":-3}],"text_offset":[0,1]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := json.Marshal(completionLogprobsOf(tt.text, tt.prompt, tt.entries, tt.promptText))
+			if string(got) != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRender(t *testing.T) {
+	result := func(text string, completion int) TextResult {
+		return TextResult{TextResult: genq.TextResult{GeneratedText: text, FinishReason: genq.FinishStop, PromptText: "P",
+			Usage: &genq.Usage{PromptTokens: 3, CompletionTokens: completion}}, JobID: "j", Created: 7, Model: "m"}
+	}
+	echoed := result("b", 1)
+	echoed.EchoAsked = true
+	for _, tt := range []struct {
+		name string
+		got  any
+		want string
+	}{
+		{"chat, two choices", RenderChat(result("a", 1), result("bc", 2)),
+			`{"id":"chatcmpl-j","object":"chat.completion","created":7,"model":"m","choices":[` +
+				`{"index":0,"message":{"role":"assistant","content":"a"},"logprobs":null,"finish_reason":"stop"},` +
+				`{"index":1,"message":{"role":"assistant","content":"bc"},"logprobs":null,"finish_reason":"stop"}],` +
+				`"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`},
+		{"completion with echo", RenderCompletion(echoed),
+			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[` +
+				`{"text":"Pb","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := json.Marshal(tt.got); string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChunks(t *testing.T) {
+	s := Stream{JobID: "j", Created: 7, Model: "m", Logprobs: true}
+	piece := genq.TextPiece{Text: "hi"}
+	for _, tt := range []struct {
+		name string
+		got  any
+		want string
+	}{
+		{"chat piece, first", ChatChunks{s}.Piece(0, "", piece, true),
+			`{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"logprobs":{"content":[],"refusal":null},"finish_reason":null}]}`},
+		{"chat finish", ChatChunks{s}.Finish(1, "stop", false),
+			`{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":1,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`},
+		{"chat usage", ChatChunks{s}.Usage(Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}),
+			`{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`},
+		{"completion piece", CompletionChunks{s}.Piece(0, "ab", piece, true),
+			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[{"text":"hi","index":0,"logprobs":{"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]},"finish_reason":null}]}`},
+		{"completion finish", CompletionChunks{s}.Finish(0, "length", false),
+			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := json.Marshal(tt.got); string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorOf(t *testing.T) {
+	for code, typ := range map[genq.Code]string{
+		genq.Invalid: "invalid_request_error", genq.TooLarge: "invalid_request_error", genq.Unauthorized: "authentication_error",
+		genq.NotFound: "not_found_error", genq.Overloaded: "rate_limit_error", genq.Timeout: "service_unavailable_error",
+		genq.Internal: "server_error",
+	} {
+		got, _ := json.Marshal(ErrorOf(genq.Errorf(code, "why")))
+		if want := `{"message":"why","type":"` + typ + `","param":null,"code":"` + string(code) + `"}`; string(got) != want {
+			t.Errorf("%s: got %s, want %s", code, got, want)
+		}
+	}
+}

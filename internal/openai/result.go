@@ -1,0 +1,59 @@
+package openai
+
+import "github.com/genq/genq/internal/genq"
+
+// TextResult is a choice's text result with what an OpenAI object adds.
+type TextResult struct {
+	genq.TextResult
+	JobID         string
+	Created       int64
+	Model         string
+	LogprobsAsked bool // an empty answer still gets a list
+	EchoAsked     bool // the prompt's text comes first
+}
+
+// logprobEntries are the result's log-probabilities: nil when the job did
+// not ask for them, and a list, empty for an empty answer, when it did
+// (the worker's result leaves an empty list out).
+func (r TextResult) logprobEntries() []genq.TokenLogprob {
+	if r.LogprobsAsked {
+		return orEmpty(r.Logprobs)
+	}
+	return r.Logprobs
+}
+
+func (r TextResult) usage() Usage {
+	var u Usage
+	if r.TextResult.Usage != nil {
+		u = Usage{PromptTokens: r.TextResult.Usage.PromptTokens, CompletionTokens: r.TextResult.Usage.CompletionTokens}
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// Usage counts a request's tokens, in OpenAI's shape.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// ChoicesUsage counts the prompt once, as it is one prompt, and the tokens
+// of every choice.
+func ChoicesUsage(results []TextResult) Usage {
+	u := results[0].usage()
+	for _, r := range results[1:] {
+		u.CompletionTokens += r.usage().CompletionTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// Stream is what every chunk of one streamed answer shares, whatever its
+// choice: the first job's id, as OpenAI's chunks share one id.
+type Stream struct {
+	JobID    string
+	Created  int64
+	Model    string
+	Logprobs bool // the jobs asked for them
+}
