@@ -14,6 +14,22 @@ import (
 	"github.com/genq/genq/internal/openai"
 )
 
+// requestBody reads the request's body, or answers the error in render's
+// shape. A body over the limit is read on and dropped first, so that a
+// client that writes its whole body before reading gets the 413, not a
+// connection reset.
+func (s *Server) requestBody(w http.ResponseWriter, r *http.Request, render errorRenderer) ([]byte, bool) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		if genq.ErrorCode(err) == genq.TooLarge {
+			discardBody(w, r)
+		}
+		s.rejectAs(w, err, render)
+		return nil, false
+	}
+	return body, true
+}
+
 // readBody reads at most limit bytes of the request body.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	// A declared length over the limit is refused before a byte is read.

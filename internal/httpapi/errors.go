@@ -45,6 +45,21 @@ type errorResponse struct {
 // Every renderer takes its status from statusOf.
 type errorRenderer func(w http.ResponseWriter, log *slog.Logger, err error)
 
+// reject answers a request that never became a job.
+func (s *Server) reject(w http.ResponseWriter, err error) {
+	s.rejectAs(w, err, writeError)
+}
+
+// rejectAs is reject in render's error shape.
+func (s *Server) rejectAs(w http.ResponseWriter, err error, render errorRenderer) {
+	reason := "invalid"
+	if genq.ErrorCode(err) == genq.TooLarge {
+		reason = "too_large"
+	}
+	s.metrics.rejections.WithLabelValues(reason).Inc()
+	render(w, s.log, err)
+}
+
 // writeError answers with err's status and its user-facing message, in the
 // seed routes' shape {"error":"…"}. Details of internal errors go to the log
 // only.

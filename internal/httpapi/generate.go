@@ -118,33 +118,3 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	logDone(log, start, res, "bytes", n)
 }
-
-// reject answers a request that never became a job.
-func (s *Server) reject(w http.ResponseWriter, err error) {
-	s.rejectAs(w, err, writeError)
-}
-
-// requestBody reads the request's body, or answers the error in render's
-// shape. A body over the limit is read on and dropped first, so that a
-// client that writes its whole body before reading gets the 413, not a
-// connection reset.
-func (s *Server) requestBody(w http.ResponseWriter, r *http.Request, render errorRenderer) ([]byte, bool) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		if genq.ErrorCode(err) == genq.TooLarge {
-			discardBody(w, r)
-		}
-		s.rejectAs(w, err, render)
-		return nil, false
-	}
-	return body, true
-}
-
-func (s *Server) rejectAs(w http.ResponseWriter, err error, render errorRenderer) {
-	reason := "invalid"
-	if genq.ErrorCode(err) == genq.TooLarge {
-		reason = "too_large"
-	}
-	s.metrics.rejections.WithLabelValues(reason).Inc()
-	render(w, s.log, err)
-}
