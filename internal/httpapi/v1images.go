@@ -52,8 +52,8 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 
 	ctx, cancel := context.WithDeadline(r.Context(), jobs[0].Deadline)
 	defer cancel()
-	images, err := runAll(ctx, jobs, func(ctx context.Context, _ int, job genq.Job) (openai.ImageData, error) {
-		b64, err := s.runImage(ctx, job, start, log)
+	images, err := runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (openai.ImageData, error) {
+		b64, err := s.runImage(ctx, job, start, log.With("image", i, "image_job_id", job.ID))
 		return openai.ImageData{B64JSON: b64}, err
 	})
 	if err != nil {
