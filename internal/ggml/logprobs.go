@@ -36,10 +36,10 @@ func sampleWithLogprob(req *request, row []float32) (int32, *rowLogprob, error) 
 
 // tokenLogprob is the entry of a token whose text is piece and starts at
 // offset in the answer.
-func (b *Backend) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
+func (e *engine) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
 	entry := genq.TokenLogprob{Logprob: logprobOf(piece, lp.logprob), Offset: offset}
 	for _, t := range lp.top {
-		text, err := b.tok.Decode([]int32{t.ID})
+		text, err := e.tok.Decode([]int32{t.ID})
 		if err != nil {
 			text = ""
 		}
@@ -66,9 +66,9 @@ func (r *request) scorePrompt() bool { return r.echo && r.logprobs }
 // prefixCopied is how many of req's first tokens the cached shared prefix
 // gives it, 0 for none. A request whose prompt is scored computes every
 // token itself: the copied cells come with no logits.
-func (b *Backend) prefixCopied(req *request) int {
-	n := len(b.prefix)
-	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], b.prefix) {
+func (e *engine) prefixCopied(req *request) int {
+	n := len(e.prefix)
+	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], e.prefix) {
 		return 0
 	}
 	return n
@@ -109,17 +109,17 @@ func (s *scheduler) scorePrompts(st *step) {
 // back: the text of its tokens that are text and, when scored, an entry
 // per token, the first of which nothing scores (its logprob is 0 and it
 // has no alternatives).
-func (b *Backend) echoPrompt(req *request, scores []*rowLogprob) (string, []genq.TokenLogprob) {
+func (e *engine) echoPrompt(req *request, scores []*rowLogprob) (string, []genq.TokenLogprob) {
 	var text strings.Builder
 	var utf8 utf8stream.Stream
 	var entries []genq.TokenLogprob
 	for i, tok := range req.prompt {
-		piece, err := b.tok.Decode([]int32{tok})
+		piece, err := e.tok.Decode([]int32{tok})
 		if err != nil {
 			piece = ""
 		}
 		start := text.Len()
-		if !b.vocab.isControl(tok) {
+		if !e.vocab.isControl(tok) {
 			out, at := utf8.WriteAt(piece)
 			start += at
 			text.WriteString(out)
@@ -129,7 +129,7 @@ func (b *Backend) echoPrompt(req *request, scores []*rowLogprob) (string, []genq
 		}
 		entry := genq.TokenLogprob{Logprob: logprobOf(piece, 0), Offset: start}
 		if i > 0 && i-1 < len(scores) {
-			entry = b.tokenLogprob(piece, start, scores[i-1])
+			entry = e.tokenLogprob(piece, start, scores[i-1])
 		}
 		entries = append(entries, entry)
 	}

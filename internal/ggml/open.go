@@ -31,28 +31,13 @@ import (
 	"github.com/genq/genq/internal/procfs"
 )
 
-// Backend serves one GGUF chat model. It implements genq.Backend.
+// Backend serves one GGUF chat model. It implements genq.Backend: it turns
+// jobs into requests for its scheduler, which runs them on the engine.
 type Backend struct {
+	*engine
 	cfg   Config
-	log   *slog.Logger
-	model model.Model
-	tok   tokenizer.Tokenizer
-	graph stepGraph
 	tmpl  *chatTemplate
-	vocab vocabInfo
 	info  genq.BackendInfo
-
-	// prefix holds the tokens every prompt starts with (BOS, the system
-	// message, the user header). They are computed once, at start-up, into
-	// the cache sequence prefixSeq, and each new sequence shares them.
-	prefix []int32
-
-	// narrowK is the most candidates per row a step's graph may hand the
-	// sampler, or 0 when whole rows of logits reach the host. A step narrows
-	// when it samples at least narrowMinRows rows, to the most its rows'
-	// samplers need (stepNarrowK).
-	narrowK, narrowMinRows int
-
 	sched *scheduler
 }
 
@@ -152,7 +137,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	cfg.Threads = threads
 	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
-	b := &Backend{cfg: cfg, log: log, model: m, tmpl: tmpl}
+	e := &engine{model: m, log: log, slots: cfg.Slots, batchSize: cfg.BatchSize,
+		maxNewTokens: cfg.MaxNewTokens, ignoreEOS: cfg.IgnoreEOS, pipeline: cfg.pipeline}
+	b := &Backend{engine: e, cfg: cfg, tmpl: tmpl}
 	switch {
 	case cfg.Narrow == "device":
 		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 1
@@ -165,7 +152,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			b.closeModel()
+			e.close()
 		}
 	}()
 
@@ -211,7 +198,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots}
-	b.sched = newScheduler(b)
+	b.sched = newScheduler(e)
 	go b.sched.loop()
 	ok = true
 
@@ -226,6 +213,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 
 // Info says which device and model the backend runs.
 func (b *Backend) Info() genq.BackendInfo { return b.info }
+
+// DecodeStepTimes are the mean times of the decode-only steps so far (one
+// token per sequence, no prompt), the steady state benchmarks compare.
+func (b *Backend) DecodeStepTimes() StepTimes { return b.sched.stats.decode.means() }
 
 // Generate answers one job. It blocks until the answer is complete or ctx
 // ends; in the latter case the sequence leaves the batch at once.
@@ -283,16 +274,6 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	}
 	req.emit = emit
 	return b.sched.run(ctx, req)
-}
-
-// prepare tokenizes a one-message conversation and seeds its sampler with
-// the worker's settings.
-func (b *Backend) prepare(text string) ([]int32, *sample.Sampler, error) {
-	req, err := b.newJobRequest(genq.Job{Text: text})
-	if err != nil {
-		return nil, nil, err
-	}
-	return req.prompt, req.sampler, nil
 }
 
 // newJobRequest tokenizes the job's prompt, checks that it leaves room for
@@ -436,19 +417,8 @@ func (b *Backend) Close() error {
 	if b.sched != nil {
 		b.sched.stop()
 	}
-	b.closeModel()
+	b.engine.close()
 	return nil
-}
-
-func (b *Backend) closeModel() {
-	if b.graph != nil {
-		b.graph.close()
-		b.graph = nil
-	}
-	if b.model != nil {
-		b.model.Backend().Close()
-		b.model = nil
-	}
 }
 
 // modelPath picks the .gguf to load: the configured file, or the one .gguf
@@ -584,9 +554,6 @@ func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
 	return model.New(path, params)
 }
 
-// prefixSeq is the cache sequence that keeps the shared prompt prefix.
-func (b *Backend) prefixSeq() int { return b.cfg.Slots }
-
 var errClosed = errors.New("text backend closed")
 
 // run submits req and waits for its answer or for ctx to end.
@@ -627,31 +594,31 @@ func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
 // accept adds a sampled token to seq's answer and reports whether the
 // answer is complete: an end-of-turn token, a stop string, or the token
 // limit.
-func (b *Backend) accept(seq *sequence, tok int32, logprob *rowLogprob) (done bool, err error) {
+func (seq *sequence) accept(e *engine, tok int32, logprob *rowLogprob) (done bool, err error) {
 	seq.generated++
-	if b.vocab.isStop(tok) && !b.cfg.IgnoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
+	if e.vocab.isStop(tok) && !e.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.
-	if !b.vocab.isControl(tok) {
-		piece, err := b.tok.Decode([]int32{tok})
+	if !e.vocab.isControl(tok) {
+		piece, err := e.tok.Decode([]int32{tok})
 		if err != nil {
 			return true, fmt.Errorf("decode token %d: %w", tok, err)
 		}
 		before := seq.text.Len()
 		text, start := seq.utf8.WriteAt(piece)
 		if logprob != nil {
-			seq.logprobs = append(seq.logprobs, b.tokenLogprob(piece, before+start, logprob))
+			seq.logprobs = append(seq.logprobs, e.tokenLogprob(piece, before+start, logprob))
 		}
 		seq.text.WriteString(text)
-		if seq.req != nil && cutAtStop(seq, before) {
+		if seq.req != nil && seq.cutAtStop(before) {
 			seq.finishAs(genq.FinishStop)
 			return true, nil
 		}
 		seq.emitSafe()
 	}
-	if seq.generated >= b.maxTokens(seq) {
+	if seq.generated >= seq.maxTokens(e.maxNewTokens) {
 		seq.finishAs(genq.FinishLength)
 		return true, nil
 	}
@@ -659,11 +626,11 @@ func (b *Backend) accept(seq *sequence, tok int32, logprob *rowLogprob) (done bo
 }
 
 // maxTokens is seq's answer limit: its request's, or the worker's.
-func (b *Backend) maxTokens(seq *sequence) int {
+func (seq *sequence) maxTokens(worker int) int {
 	if seq.req != nil && seq.req.maxTokens > 0 {
 		return seq.req.maxTokens
 	}
-	return b.cfg.MaxNewTokens
+	return worker
 }
 
 func (seq *sequence) finishAs(reason string) {
@@ -676,7 +643,7 @@ func (seq *sequence) finishAs(reason string) {
 // when the text written since before completes one, and reports whether it
 // did. Only the tail a new piece can complete is searched, so the cost per
 // token does not grow with the answer.
-func cutAtStop(seq *sequence, before int) bool {
+func (seq *sequence) cutAtStop(before int) bool {
 	text := seq.text.String()
 	cut := -1
 	for _, stop := range seq.req.stop {
@@ -700,11 +667,11 @@ func cutAtStop(seq *sequence, before int) bool {
 
 // reserveGraphs allocates compute memory for the largest steps up front, the
 // way ollama's runner does, so a step never fails for want of memory.
-func (b *Backend) reserveGraphs() error {
+func (e *engine) reserveGraphs() error {
 	// The shapes a step takes: a whole batch of one prompt, one token for
 	// every slot, and the mix (every other slot decoding beside a chunk).
 	// The stream graph's groups differ between them.
-	slots, batch := b.cfg.Slots, b.cfg.BatchSize
+	slots, batch := e.slots, e.batchSize
 	var seqs []int
 	var positions []int32
 	prompt := func(slot, n int) {
@@ -718,7 +685,7 @@ func (b *Backend) reserveGraphs() error {
 		}
 	}
 	reserve := func() error {
-		err := b.reserveGraph(seqs, positions)
+		err := e.reserveGraph(seqs, positions)
 		seqs, positions = nil, nil
 		return err
 	}
@@ -738,25 +705,25 @@ func (b *Backend) reserveGraphs() error {
 	return nil
 }
 
-func (b *Backend) reserveGraph(seqs []int, positions []int32) (err error) {
+func (e *engine) reserveGraph(seqs []int, positions []int32) (err error) {
 	defer recoverError(&err)
-	ctx := b.model.Backend().NewContext()
+	ctx := e.model.Backend().NewContext()
 	defer ctx.Close()
 	n := len(seqs)
 	tokens := make([]int32, n)
 	batch := input.Batch{
 		Inputs:    ctx.Input().FromInts(tokens, n),
-		Outputs:   ctx.Input().Empty(ml.DTypeI32, b.cfg.Slots),
+		Outputs:   ctx.Input().Empty(ml.DTypeI32, e.slots),
 		Positions: positions,
 		Sequences: seqs,
 	}
-	t, err := b.graph.forward(ctx, batch, true)
+	t, err := e.graph.forward(ctx, batch, true)
 	if err != nil {
 		return err
 	}
 	ctx.Forward(t)
-	if b.narrowK > 0 {
-		narrow(ctx, t, b.narrowK)
+	if e.narrowK > 0 {
+		narrow(ctx, t, e.narrowK)
 	}
 	ctx.SetBatchSize(n)
 	ctx.Reserve()
@@ -765,10 +732,10 @@ func (b *Backend) reserveGraph(seqs []int, positions []int32) (err error) {
 
 // prefillPrefix computes the shared prompt prefix into its own cache
 // sequence, before any request arrives.
-func (b *Backend) prefillPrefix() error {
-	for start := 0; start < len(b.prefix); start += b.cfg.BatchSize {
-		chunk := b.prefix[start:min(len(b.prefix), start+b.cfg.BatchSize)]
-		if _, err := b.forwardSequence(chunk, int32(start), b.prefixSeq()); err != nil {
+func (e *engine) prefillPrefix() error {
+	for start := 0; start < len(e.prefix); start += e.batchSize {
+		chunk := e.prefix[start:min(len(e.prefix), start+e.batchSize)]
+		if _, err := e.forwardSequence(chunk, int32(start), e.prefixSeq()); err != nil {
 			return err
 		}
 	}
@@ -777,7 +744,7 @@ func (b *Backend) prefillPrefix() error {
 
 // forwardSequence computes tokens of one cache sequence, starting at pos,
 // and returns the logits of the last one.
-func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
+func (e *engine) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
 	defer recoverError(&err)
 	positions := make([]int32, len(tokens))
 	seqs := make([]int, len(tokens))
@@ -785,7 +752,7 @@ func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits 
 		positions[i] = pos + int32(i)
 		seqs[i] = seqID
 	}
-	ctx := b.model.Backend().NewContext()
+	ctx := e.model.Backend().NewContext()
 	defer ctx.Close()
 	batch := input.Batch{
 		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
@@ -794,7 +761,7 @@ func (b *Backend) forwardSequence(tokens []int32, pos int32, seqID int) (logits 
 		Sequences: seqs,
 	}
 	ctx.SetBatchSize(len(tokens))
-	t, err := b.graph.forward(ctx, batch, false)
+	t, err := e.graph.forward(ctx, batch, false)
 	if err != nil {
 		return nil, err
 	}

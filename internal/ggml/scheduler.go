@@ -156,7 +156,7 @@ type narrowing struct {
 }
 
 type scheduler struct {
-	b      *Backend
+	engine *engine
 	submit chan *request
 	// exclusive runs a function on the loop while no sequence holds a
 	// slot, so it may use the cache alone (GenerateUnbatched).
@@ -220,10 +220,6 @@ func (t *stepTimes) means() StepTimes {
 	return StepTimes{Steps: n, Plan: mean(&t.planNanos), Compute: mean(&t.computeNanos), Finish: mean(&t.finishNanos)}
 }
 
-// DecodeStepTimes are the mean times of the decode-only steps so far (one
-// token per sequence, no prompt), the steady state benchmarks compare.
-func (b *Backend) DecodeStepTimes() StepTimes { return b.sched.stats.decode.means() }
-
 func (s *scheduler) record(st *step) {
 	s.stats.all.add(st)
 	if st.decodeOnly {
@@ -263,21 +259,21 @@ func (s *scheduler) logThroughput(now time.Time) {
 			active++
 		}
 	}
-	s.b.log.Info("text throughput",
+	s.engine.log.Info("text throughput",
 		"tokens_per_s", float64(w.tokens-prev.tokens)/now.Sub(prev.start).Seconds(),
 		"steps", steps, "active", active, "waiting", len(s.waiting),
 		"plan_ms", ms(w.plan-prev.plan), "compute_ms", ms(w.compute-prev.compute), "finish_ms", ms(w.finish-prev.finish))
 }
 
-func newScheduler(b *Backend) *scheduler {
+func newScheduler(e *engine) *scheduler {
 	s := &scheduler{
-		b:         b,
-		submit:    make(chan *request, b.cfg.Slots),
+		engine:    e,
+		submit:    make(chan *request, e.slots),
 		exclusive: make(chan func()),
 		quit:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
-	for i := range b.cfg.Slots {
+	for i := range e.slots {
 		s.free = append(s.free, i)
 	}
 	return s
@@ -330,7 +326,7 @@ func (s *scheduler) loop() {
 		s.record(st)
 	}
 	for {
-		if inflight != nil && !s.b.cfg.pipeline {
+		if inflight != nil && !s.engine.pipeline {
 			end(inflight, nil)
 			inflight = nil
 		}
@@ -413,9 +409,9 @@ func (s *scheduler) start(req *request) {
 	slot := s.free[i]
 	s.free = slices.Delete(s.free, i, i+1)
 	seq := &sequence{req: req, slot: slot, pending: req.prompt}
-	b := s.b
-	if n := b.prefixCopied(req); n > 0 {
-		if err := b.graph.copyPrefix(b.prefixSeq(), slot, int32(n)); err == nil {
+	e := s.engine
+	if n := e.prefixCopied(req); n > 0 {
+		if err := e.graph.copyPrefix(e.prefixSeq(), slot, int32(n)); err == nil {
 			seq.pending, seq.pos = req.prompt[n:], int32(n)
 		}
 	}
@@ -435,10 +431,10 @@ func (s *scheduler) release() {
 			s.restart(seq)
 		}
 		if seq.finished && seq.inflight == 0 {
-			if err := s.b.graph.clear(seq.slot); err != nil {
+			if err := s.engine.graph.clear(seq.slot); err != nil {
 				// Remove from 0 never shifts, so this cannot happen; if it
 				// did, the slot must not be reused with stale cells.
-				s.b.log.Error("free cache slot", "slot", seq.slot, "err", err)
+				s.engine.log.Error("free cache slot", "slot", seq.slot, "err", err)
 				continue
 			}
 			s.free = append(s.free, seq.slot)
@@ -453,7 +449,7 @@ func (s *scheduler) release() {
 // plan builds the next step's graph, or returns nil when no sequence has a
 // token to feed.
 func (s *scheduler) plan() (*step, error) {
-	b := s.b
+	e := s.engine
 	st := &step{placeholders: map[*sequence]int{}, samples: map[*sequence]int{}, done: make(chan struct{})}
 	var positions []int32
 	var seqIDs []int
@@ -481,7 +477,7 @@ func (s *scheduler) plan() (*step, error) {
 			continue
 		}
 		switch {
-		case seq.awaiting && seq.generated+1 < b.maxTokens(seq):
+		case seq.awaiting && seq.generated+1 < seq.maxTokens(e.maxNewTokens):
 			// Its next token is being sampled from the step in flight.
 			seq.awaiting = false
 			add(seq, 0)
@@ -497,8 +493,8 @@ func (s *scheduler) plan() (*step, error) {
 	decoding := len(st.tokens)
 	chunks := 0
 	for _, seq := range s.active {
-		budget := b.cfg.BatchSize - len(st.tokens)
-		if limit := b.graph.maxChunks(); budget <= 0 || limit > 0 && chunks == limit {
+		budget := e.batchSize - len(st.tokens)
+		if limit := e.graph.maxChunks(); budget <= 0 || limit > 0 && chunks == limit {
 			break
 		}
 		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
@@ -548,7 +544,7 @@ func (s *scheduler) plan() (*step, error) {
 		outputs = append(outputs, int32(len(st.tokens)-1))
 	}
 
-	st.ctx = b.model.Backend().NewContext()
+	st.ctx = e.model.Backend().NewContext()
 	st.inputs = st.ctx.Input().Empty(ml.DTypeI32, len(st.tokens))
 	batch := input.Batch{
 		Inputs:    st.inputs,
@@ -557,7 +553,7 @@ func (s *scheduler) plan() (*step, error) {
 		Sequences: seqIDs,
 	}
 	st.ctx.SetBatchSize(len(st.tokens))
-	logits, err := buildForward(b.graph, st.ctx, batch, false)
+	logits, err := buildForward(e.graph, st.ctx, batch, false)
 	if err != nil {
 		st.ctx.Close()
 		for _, seq := range st.seqs {
@@ -566,7 +562,7 @@ func (s *scheduler) plan() (*step, error) {
 		return nil, err
 	}
 	st.logits = logits
-	if k, whole := s.stepNarrowK(st); k > 0 && len(st.samples) >= b.narrowMinRows {
+	if k, whole := s.stepNarrowK(st); k > 0 && len(st.samples) >= e.narrowMinRows {
 		st.narrowed = narrow(st.ctx, logits, k)
 		if len(whole) > 0 {
 			st.narrowed.keepWhole(st.ctx, logits, whole, st.samples)
@@ -584,7 +580,7 @@ func (s *scheduler) plan() (*step, error) {
 // candidates, so one such request does not bring every row of the step to
 // the host. When no row can be narrowed, k is 0.
 func (s *scheduler) stepNarrowK(st *step) (k int, whole []*sequence) {
-	most := s.b.narrowK
+	most := s.engine.narrowK
 	if most == 0 || len(st.scores) > 0 {
 		return 0, nil // prompt scores need their rows whole, and so many are no few
 	}
@@ -633,7 +629,7 @@ func (n *narrowing) keepWhole(ctx ml.Context, logits ml.Tensor, seqs []*sequence
 // when its logits are readable.
 func (s *scheduler) launch(st *step) {
 	st.inputs.FromInts(st.tokens)
-	if !s.b.cfg.pipeline {
+	if !s.engine.pipeline {
 		// Nothing to overlap with: computing here saves two goroutine
 		// hand-offs per step (15% of a tiny model's step in a profile).
 		s.compute(st)
@@ -702,7 +698,7 @@ func (s *scheduler) finish(st *step, next *step) {
 	st.draws = draws
 	s.sample(st, draws)
 
-	b := s.b
+	e := s.engine
 	for _, d := range draws {
 		seq := d.seq
 		if d.err != nil {
@@ -712,7 +708,7 @@ func (s *scheduler) finish(st *step, next *step) {
 		if seq.generated == 0 {
 			seq.req.res.FirstToken = time.Since(seq.req.submitted)
 		}
-		if done, err := b.accept(seq, d.tok, d.logprob); done || err != nil {
+		if done, err := seq.accept(e, d.tok, d.logprob); done || err != nil {
 			s.complete(seq, err)
 			continue
 		}
@@ -810,7 +806,7 @@ func (s *scheduler) complete(seq *sequence, err error) {
 		req.res.Tokens = seq.generated
 		req.res.Logprobs = seq.logprobs
 		if req.echo {
-			req.res.PromptText, req.res.PromptLogprobs = s.b.echoPrompt(req, seq.promptScores)
+			req.res.PromptText, req.res.PromptLogprobs = s.engine.echoPrompt(req, seq.promptScores)
 		}
 	}
 	close(req.done)
@@ -836,7 +832,7 @@ func (s *scheduler) failStep(st *step, err error) {
 	if len(seqs) == 0 {
 		return // a step planned before the failure: its sequences start over already
 	}
-	s.b.log.Error("text step failed", "err", err, "sequences", len(seqs))
+	s.engine.log.Error("text step failed", "err", err, "sequences", len(seqs))
 	if len(seqs) == 1 {
 		s.complete(seqs[0], err)
 		return
@@ -872,15 +868,15 @@ func (s *scheduler) restart(seq *sequence) {
 		s.complete(seq, errStreamRestarted)
 		return
 	}
-	b := s.b
-	if err := b.graph.clear(seq.slot); err != nil {
+	e := s.engine
+	if err := e.graph.clear(seq.slot); err != nil {
 		s.complete(seq, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
 	prompt := seq.req.prompt
 	seq.pending, seq.pos = prompt, 0
-	if n := b.prefixCopied(seq.req); n > 0 {
-		if err := b.graph.copyPrefix(b.prefixSeq(), seq.slot, int32(n)); err == nil {
+	if n := e.prefixCopied(seq.req); n > 0 {
+		if err := e.graph.copyPrefix(e.prefixSeq(), seq.slot, int32(n)); err == nil {
 			seq.pending, seq.pos = prompt[n:], int32(n)
 		}
 	}
@@ -897,7 +893,7 @@ func (s *scheduler) restart(seq *sequence) {
 // over elsewhere (the error is retryable). A step that failed to compute is
 // bisected instead (failStep).
 func (s *scheduler) fail(err error) {
-	s.b.log.Error("text step failed", "err", err)
+	s.engine.log.Error("text step failed", "err", err)
 	for _, seq := range s.active {
 		if !seq.finished {
 			s.complete(seq, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
 )
 
@@ -18,11 +19,11 @@ import (
 // still hold it until the loop's next pass, and sharing it then would mix
 // two sequences' cells. A worker never calls it.
 func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out string, err error) {
-	prompt, sampler, err := b.prepare(text)
+	req, err := b.newJobRequest(genq.Job{Text: text})
 	if err != nil {
 		return "", err
 	}
-	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, prompt, sampler) }); xerr != nil {
+	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, req.prompt, req.sampler) }); xerr != nil {
 		return "", xerr
 	}
 	return out, err
@@ -55,7 +56,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 		if err != nil {
 			return "", fmt.Errorf("sample: %w", err)
 		}
-		done, err := b.accept(seq, tok, nil)
+		done, err := seq.accept(b.engine, tok, nil)
 		if err != nil {
 			return "", err
 		}
