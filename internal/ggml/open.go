@@ -244,9 +244,9 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 	return genq.NewTextResult(out.Text), nil
 }
 
-// generation is one answer and how it was produced, for tests and
-// benchmarks.
-type generation struct {
+// seqResult is one sequence's answer and how it was produced: GenerateStream
+// makes a genq.Result of it; tests and benchmarks read the rest.
+type seqResult struct {
 	Text         string
 	FinishReason string // genq.FinishStop or genq.FinishLength
 	PromptTokens int
@@ -259,18 +259,10 @@ type generation struct {
 	PromptLogprobs []genq.TokenLogprob
 }
 
-func (b *Backend) generate(ctx context.Context, text string) (generation, error) {
-	return b.generateJob(ctx, genq.Job{Text: text})
-}
-
-func (b *Backend) generateJob(ctx context.Context, job genq.Job) (generation, error) {
-	return b.generateJobStream(ctx, job, nil)
-}
-
-func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece)) (generation, error) {
+func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece)) (seqResult, error) {
 	req, err := b.newJobRequest(job)
 	if err != nil {
-		return generation{}, err
+		return seqResult{}, err
 	}
 	req.emit = emit
 	return b.sched.run(ctx, req)
@@ -557,20 +549,20 @@ func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
 var errClosed = errors.New("text backend closed")
 
 // run submits req and waits for its answer or for ctx to end.
-func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
+func (s *scheduler) run(ctx context.Context, req *request) (seqResult, error) {
 	closed := genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down")
 	select {
 	case <-s.quit:
-		return generation{}, closed
+		return seqResult{}, closed
 	default:
 	}
 	req.submitted = time.Now()
 	select {
 	case s.submit <- req:
 	case <-ctx.Done():
-		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
+		return seqResult{}, fmt.Errorf("text generation: %w", ctx.Err())
 	case <-s.quit:
-		return generation{}, closed
+		return seqResult{}, closed
 	}
 	select {
 	case <-req.done:
@@ -581,13 +573,13 @@ func (s *scheduler) run(ctx context.Context, req *request) (generation, error) {
 		case <-req.done:
 			return req.res, req.err
 		default:
-			return generation{}, closed
+			return seqResult{}, closed
 		}
 	case <-ctx.Done():
 		// The scheduler sees the flag before its next step and frees the
 		// slot; the caller does not wait for that.
 		req.cancelled.Store(true)
-		return generation{}, fmt.Errorf("text generation: %w", ctx.Err())
+		return seqResult{}, fmt.Errorf("text generation: %w", ctx.Err())
 	}
 }
 

@@ -224,7 +224,7 @@ func TestJobParameters(t *testing.T) {
 			{Messages: chat, Seed: &seed},
 			{Messages: chat, Temperature: &zero},
 		}
-		out := make([]generation, len(jobs))
+		out := make([]seqResult, len(jobs))
 		errs := make([]error, len(jobs))
 		done := make(chan int)
 		for i, j := range jobs {

@@ -64,7 +64,7 @@ type request struct {
 	cancelled atomic.Bool
 
 	done chan struct{} // closed once result is final
-	res  generation
+	res  seqResult
 	err  error
 }
 
