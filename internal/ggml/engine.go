@@ -1,9 +1,12 @@
 package ggml
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/input"
 	"github.com/ollama/ollama/tokenizer"
 )
 
@@ -46,4 +49,69 @@ func (e *engine) close() {
 		e.model.Backend().Close()
 		e.model = nil
 	}
+}
+
+// prefixCopied is how many of req's first tokens the cached shared prefix
+// gives it, 0 for none. A request whose prompt is scored computes every
+// token itself: the copied cells come with no logits.
+func (e *engine) prefixCopied(req *request) int {
+	n := len(e.prefix)
+	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], e.prefix) {
+		return 0
+	}
+	return n
+}
+
+// prefillPrefix computes the shared prompt prefix into its own cache
+// sequence, before any request arrives.
+func (e *engine) prefillPrefix() error {
+	for start := 0; start < len(e.prefix); start += e.batchSize {
+		chunk := e.prefix[start:min(len(e.prefix), start+e.batchSize)]
+		if _, err := e.forwardSequence(chunk, int32(start), e.prefixSeq()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forwardSequence computes tokens of one cache sequence, starting at pos,
+// and returns the logits of the last one.
+func (e *engine) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
+	defer recoverError(&err)
+	positions := make([]int32, len(tokens))
+	seqs := make([]int, len(tokens))
+	for i := range tokens {
+		positions[i] = pos + int32(i)
+		seqs[i] = seqID
+	}
+	ctx := e.model.Backend().NewContext()
+	defer ctx.Close()
+	batch := input.Batch{
+		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
+		Outputs:   ctx.Input().FromInts([]int32{int32(len(tokens) - 1)}, 1),
+		Positions: positions,
+		Sequences: seqs,
+	}
+	ctx.SetBatchSize(len(tokens))
+	t, err := e.graph.forward(ctx, batch, false)
+	if err != nil {
+		return nil, err
+	}
+	ctx.Compute(t)
+	return t.Floats(), nil
+}
+
+// recoverError turns a panic into *err. ggml reports a malformed file, a
+// lack of memory or a failed compute by panicking, and none of these may
+// kill the worker; call it deferred, directly.
+func recoverError(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(error); ok {
+		*err = e
+		return
+	}
+	*err = fmt.Errorf("%v", r)
 }

@@ -59,21 +59,6 @@ func logprobOf(piece string, logprob float64) genq.Logprob {
 	return genq.Logprob{Token: piece, Bytes: bytes, Logprob: logprob}
 }
 
-// scorePrompt reports whether the request's prompt tokens are scored: it
-// echoes its prompt with logprobs.
-func (r *request) scorePrompt() bool { return r.echo && r.logprobs }
-
-// prefixCopied is how many of req's first tokens the cached shared prefix
-// gives it, 0 for none. A request whose prompt is scored computes every
-// token itself: the copied cells come with no logits.
-func (e *engine) prefixCopied(req *request) int {
-	n := len(e.prefix)
-	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], e.prefix) {
-		return 0
-	}
-	return n
-}
-
 // scorePrompts scores the prompt tokens st's rows were asked for, before
 // sampling changes any row. Large rows are scored on goroutines of their
 // own, as sampled rows with logprobs are.
