@@ -83,7 +83,7 @@ func newGraph(m model.Model, cfg Config, device genq.Device) (g stepGraph, err e
 	defer recoverError(&err) // ggml panics when the cache does not fit
 	// Attended cells are rounded up to a padding. ggml's default of 256
 	// suits GPU kernels; on the CPU padded cells are pure cost, a large one
-	// for small models (c4 +5-10% on the tiny one with 32).
+	// for small models (docs/benchmarks.md).
 	padding := 0
 	if !device.IsCUDA() {
 		padding = 32

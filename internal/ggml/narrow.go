@@ -45,8 +45,7 @@ func (s *scheduler) stepNarrowK(st *step) (k int, whole []*sequence) {
 
 // narrow adds the device's top-k to the step's graph: the ids of each row's
 // k best logits, and those logits. Only they cross to the host, so the host
-// work per step no longer grows with the vocabulary (128,256 for Llama 3:
-// 33 MB of logits a step at 64 sequences).
+// work per step no longer grows with the vocabulary.
 func narrow(ctx ml.Context, logits ml.Tensor, k int) *narrowing {
 	vocab, rows := logits.Dim(0), logits.Dim(1)
 	ids := logits.TopK(ctx, k).Contiguous(ctx)

@@ -72,10 +72,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	params := ml.BackendParams{AllocMemory: true, NumThreads: threads}
 	if cfg.flashAttention || cfg.Graph != "engine" && arch == "llama" && modelParams(meta) >= smallModelParams {
 		// On the CPU, with attention per sequence (streamGraph), ggml's
-		// flash kernel beats the plain one on real models: mid-B at 8
-		// sequences 316 against 255 tok/s, at 1 113 against 93. On tiny
-		// ones its fixed cost per op loses (c1 8,600 against 13,600); they
-		// keep the plain kernel, whose queries streamGraph folds.
+		// flash kernel beats the plain one on real models; on tiny ones its
+		// fixed cost per op loses (docs/text.md), and they keep the plain
+		// kernel, whose queries streamGraph folds.
 		params.FlashAttention = ml.FlashAttentionEnabled
 	}
 	device := genq.Device{Kind: "cpu", Name: procfs.CPUName()}
@@ -127,9 +126,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	case cfg.Narrow == "device":
 		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 1
 	case cfg.Narrow == "auto" && device.IsCUDA():
-		// Measured on an H100 with the 8B model: one row is 4% faster copied
-		// whole to the host (138 against 132 tok/s), four rows 13% faster
-		// narrowed on the device (402 against 355).
+		// One row is cheaper copied whole to the host than sorted on the
+		// device; from two rows on, narrowing wins (docs/text.md).
 		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 2
 	}
 	ok := false
@@ -291,9 +289,8 @@ func findGPU(path string, threads, blocks int) (*ml.DeviceInfo, ml.GPULayersList
 
 // smallModelParams is the size below which one compute thread beats
 // several: each op of a model this small takes about as long as ggml's
-// threads take to meet at the barrier after it. Measured on the tiny model
-// (0.3M parameters): 8,400 tok/s on one thread, 3,400 on two; on the mid one
-// (100M) two threads win (docs/benchmarks.md).
+// threads take to meet at the barrier after it: the tiny model runs faster
+// on one thread than on two, the mid one faster on two (docs/benchmarks.md).
 const smallModelParams = 20_000_000
 
 func defaultThreads(meta *fsggml.GGML) int {

@@ -125,9 +125,7 @@ func (s *scheduler) loop() {
 	// The loop runs ggml's compute in cgo calls on its own thread (one
 	// compute thread for small models) between short stretches of Go. Kept
 	// on one OS thread, it is not queued behind the process's other
-	// goroutines each time a call returns: through HTTP on the 2-core
-	// machine, the tiny model's c4 rose from 25.6-27.1k to 26.1-29.8k
-	// generated characters per second (make run, Python client).
+	// goroutines each time a call returns (docs/benchmarks.md).
 	runtime.LockOSThread()
 	defer close(s.stopped)
 	var inflight *step

@@ -187,7 +187,8 @@ func (s *scheduler) launch(st *step) {
 	st.inputs.FromInts(st.tokens)
 	if !s.engine.pipeline {
 		// Nothing to overlap with: computing here saves two goroutine
-		// hand-offs per step (15% of a tiny model's step in a profile).
+		// hand-offs per step, a large share of a small model's step
+		// (docs/benchmarks.md).
 		s.compute(st)
 		return
 	}
@@ -319,8 +320,7 @@ func (s *scheduler) sample(st *step, draws []draw) {
 	}
 	workers := min(len(draws), runtime.GOMAXPROCS(0))
 	// A row scored for logprobs costs a pass of exp over the vocabulary
-	// (about 1 ms at 128,256 on the 2-core machine): a large one is worth
-	// a goroutine of its own.
+	// (docs/text.md): a large one is worth a goroutine of its own.
 	scored := vocab >= parallelSampleFloats/64 && slices.ContainsFunc(draws, func(d draw) bool { return d.seq.req.logprobs })
 	if len(st.floats)+len(st.whole) < parallelSampleFloats && !scored || workers < 2 {
 		for i := range draws {
