@@ -3,7 +3,6 @@ package ggml
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
@@ -49,17 +48,6 @@ func (e *engine) close() {
 		e.model.Backend().Close()
 		e.model = nil
 	}
-}
-
-// prefixCopied is how many of req's first tokens the cached shared prefix
-// gives it, 0 for none. A request whose prompt is scored computes every
-// token itself: the copied cells come with no logits.
-func (e *engine) prefixCopied(req *request) int {
-	n := len(e.prefix)
-	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], e.prefix) {
-		return 0
-	}
-	return n
 }
 
 // prefillPrefix computes the shared prompt prefix into its own cache

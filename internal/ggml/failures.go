@@ -28,7 +28,7 @@ func (s *scheduler) failStep(st *step, err error) {
 	}
 	s.engine.log.Error("text step failed", "err", err, "sequences", len(seqs))
 	if len(seqs) == 1 {
-		s.complete(seqs[0], err)
+		seqs[0].complete(s.engine, err)
 		return
 	}
 	half := (len(seqs) + 1) / 2
@@ -59,21 +59,15 @@ func (s *scheduler) restart(seq *sequence) {
 		// Its caller already has part of the answer, which a new start
 		// need not repeat: fail it (retryable), and let the stream's
 		// receiver end with an error rather than contradicting text.
-		s.complete(seq, errStreamRestarted)
+		seq.complete(s.engine, errStreamRestarted)
 		return
 	}
 	e := s.engine
 	if err := e.graph.clear(seq.slot); err != nil {
-		s.complete(seq, fmt.Errorf("restart after a failed step: %w", err))
+		seq.complete(s.engine, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
-	prompt := seq.req.prompt
-	seq.pending, seq.pos = prompt, 0
-	if n := e.prefixCopied(seq.req); n > 0 {
-		if err := e.graph.copyPrefix(e.prefixSeq(), seq.slot, int32(n)); err == nil {
-			seq.pending, seq.pos = prompt[n:], int32(n)
-		}
-	}
+	s.startFromPrefix(seq)
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
@@ -90,7 +84,7 @@ func (s *scheduler) fail(err error) {
 	s.engine.log.Error("text step failed", "err", err)
 	for _, seq := range s.active {
 		if !seq.finished {
-			s.complete(seq, err)
+			seq.complete(s.engine, err)
 		}
 	}
 }

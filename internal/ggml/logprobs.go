@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
@@ -57,37 +56,6 @@ func logprobOf(piece string, logprob float64) genq.Logprob {
 		bytes[i] = int(piece[i])
 	}
 	return genq.Logprob{Token: piece, Bytes: bytes, Logprob: logprob}
-}
-
-// scorePrompts scores the prompt tokens st's rows were asked for, before
-// sampling changes any row. Large rows are scored on goroutines of their
-// own, as sampled rows with logprobs are.
-func (s *scheduler) scorePrompts(st *step) {
-	if len(st.scores) == 0 {
-		return
-	}
-	vocab := st.logits.Dim(0)
-	var wg sync.WaitGroup
-	for seq, rows := range st.scores {
-		if seq.finished {
-			continue
-		}
-		scores := make([]*rowLogprob, len(rows))
-		for i, r := range rows {
-			score := func() {
-				row := st.floats[r.row*vocab : (r.row+1)*vocab]
-				logSumExp, top := sample.RowLogprobs(row, seq.req.topLogprobs)
-				scores[i] = &rowLogprob{logprob: float64(row[r.target]) - logSumExp, top: top}
-			}
-			if vocab >= parallelSampleFloats/64 {
-				wg.Go(score)
-			} else {
-				score()
-			}
-		}
-		wg.Wait()
-		seq.promptScores = append(seq.promptScores, scores...)
-	}
 }
 
 // echoPrompt is the prompt of an echoing request as the answer gives it

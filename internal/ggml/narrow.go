@@ -14,35 +14,6 @@ type narrowing struct {
 	wholeRow map[*sequence]int
 }
 
-// stepNarrowK is how many candidates per row st's graph hands the sampler:
-// the most any of its narrowable rows needs, at least a few so ties go to
-// the lower id as on the host, and at most the backend's narrowK, which the
-// graphs were reserved for. The sequences whose sampler needs more, or the
-// whole row, come back in whole: their rows cross whole beside the others'
-// candidates, so one such request does not bring every row of the step to
-// the host. When no row can be narrowed, k is 0.
-func (s *scheduler) stepNarrowK(st *step) (k int, whole []*sequence) {
-	most := s.engine.narrowK
-	if most == 0 || len(st.scores) > 0 {
-		return 0, nil // prompt scores need their rows whole, and so many are no few
-	}
-	k = min(4, most)
-	narrowable := 0
-	for seq := range st.samples {
-		need := seq.req.narrowK
-		if need == 0 || need > most {
-			whole = append(whole, seq)
-			continue
-		}
-		k = max(k, need)
-		narrowable++
-	}
-	if narrowable == 0 {
-		return 0, nil
-	}
-	return k, whole
-}
-
 // narrow adds the device's top-k to the step's graph: the ids of each row's
 // k best logits, and those logits. Only they cross to the host, so the host
 // work per step no longer grows with the vocabulary.

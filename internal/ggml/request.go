@@ -3,51 +3,10 @@ package ggml
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
-	"time"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
 )
-
-// request is one Generate call as the scheduler sees it.
-type request struct {
-	prompt    []int32
-	sampler   *sample.Sampler
-	submitted time.Time
-
-	// The request's own limits: its answer's most tokens (0: the worker's),
-	// its stop strings, and the candidates per row its sampler needs (0:
-	// the whole row; sample.Params.Narrowed).
-	maxTokens int
-	stop      []string
-	narrowK   int
-	ignoreEOS bool // generate to maxTokens past end-of-turn tokens
-	// logprobs asks for each token's log-probability, with topLogprobs of
-	// the most likely at its position (logprobs.go). echo asks for the
-	// prompt back, scored too when logprobs is set (scorePrompt).
-	logprobs    bool
-	topLogprobs int
-	echo        bool
-	// emit, when set, gets the answer's text piece by piece (emit.go).
-	emit func(genq.TextPiece)
-
-	// cancelled is set by Generate when its ctx ends; the scheduler reads it
-	// at every step.
-	cancelled atomic.Bool
-
-	done chan struct{} // closed once result is final
-	res  seqResult
-	err  error
-}
-
-func newRequest(prompt []int32, s *sample.Sampler) *request {
-	return &request{prompt: prompt, sampler: s, done: make(chan struct{})}
-}
-
-// scorePrompt reports whether the request's prompt tokens are scored: it
-// echoes its prompt with logprobs.
-func (r *request) scorePrompt() bool { return r.echo && r.logprobs }
 
 // newJobRequest tokenizes the job's prompt, checks that it leaves room for
 // the answer, and seeds a sampler with the job's settings over the

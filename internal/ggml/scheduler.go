@@ -141,7 +141,7 @@ func (s *scheduler) loop() {
 		<-st.done
 		t := time.Now()
 		s.finish(st, next)
-		st.finishTime = time.Since(t)
+		st.took.finish = time.Since(t)
 		st.ctx.Close()
 		s.record(st)
 	}
@@ -156,7 +156,7 @@ func (s *scheduler) loop() {
 		t := time.Now()
 		next, err := s.plan()
 		if next != nil {
-			next.planTime = time.Since(t)
+			next.took.plan = time.Since(t)
 		}
 		if err != nil {
 			s.fail(err)
@@ -228,15 +228,51 @@ func (s *scheduler) start(req *request) {
 	i := slices.Index(s.free, slices.Min(s.free))
 	slot := s.free[i]
 	s.free = slices.Delete(s.free, i, i+1)
-	seq := &sequence{req: req, slot: slot, pending: req.prompt}
-	e := s.engine
-	if n := e.prefixCopied(req); n > 0 {
-		if err := e.graph.copyPrefix(e.prefixSeq(), slot, int32(n)); err == nil {
-			seq.pending, seq.pos = req.prompt[n:], int32(n)
-		}
-	}
+	seq := &sequence{req: req, slot: slot}
+	s.startFromPrefix(seq)
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
+}
+
+// startFromPrefix puts seq at the start of its prompt: after the cached
+// shared prefix, copied into its slot, when the prompt begins with it. A
+// request whose prompt is scored computes every token itself: copied
+// cells come with no logits.
+func (s *scheduler) startFromPrefix(seq *sequence) {
+	e, prompt := s.engine, seq.req.prompt
+	seq.pending, seq.pos = prompt, 0
+	n := len(e.prefix)
+	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], e.prefix) {
+		return
+	}
+	if err := e.graph.copyPrefix(e.prefixSeq(), seq.slot, int32(n)); err == nil {
+		seq.pending, seq.pos = prompt[n:], int32(n)
+	}
+}
+
+// record counts a finished step and, every throughputLogEvery while the
+// scheduler is busy, logs its throughput.
+func (s *scheduler) record(st *step) {
+	s.stats.record(st.took, st.decodeOnly, len(st.draws))
+	now := time.Now()
+	if now.Sub(s.window.start) < throughputLogEvery {
+		return
+	}
+	w := s.stats.window(now)
+	t, ok := w.since(s.window)
+	s.window = w
+	if !ok {
+		return
+	}
+	active := 0
+	for _, seq := range s.active {
+		if !seq.finished {
+			active++
+		}
+	}
+	s.engine.log.Info("text throughput",
+		"tokens_per_s", t.tokensPerSecond, "steps", t.steps, "active", active, "waiting", len(s.waiting),
+		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS)
 }
 
 // release frees the slots of finished sequences that no step in flight

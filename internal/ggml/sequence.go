@@ -4,11 +4,52 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/sample"
 	"github.com/genq/genq/internal/ggml/utf8stream"
 )
+
+// request is one Generate call as the scheduler sees it.
+type request struct {
+	prompt    []int32
+	sampler   *sample.Sampler
+	submitted time.Time
+
+	// The request's own limits: its answer's most tokens (0: the worker's),
+	// its stop strings, and the candidates per row its sampler needs (0:
+	// the whole row; sample.Params.Narrowed).
+	maxTokens int
+	stop      []string
+	narrowK   int
+	ignoreEOS bool // generate to maxTokens past end-of-turn tokens
+	// logprobs asks for each token's log-probability, with topLogprobs of
+	// the most likely at its position (logprobs.go). echo asks for the
+	// prompt back, scored too when logprobs is set (scorePrompt).
+	logprobs    bool
+	topLogprobs int
+	echo        bool
+	// emit, when set, gets the answer's text piece by piece (emit.go).
+	emit func(genq.TextPiece)
+
+	// cancelled is set by Generate when its ctx ends; the scheduler reads it
+	// at every step.
+	cancelled atomic.Bool
+
+	done chan struct{} // closed once result is final
+	res  seqResult
+	err  error
+}
+
+func newRequest(prompt []int32, s *sample.Sampler) *request {
+	return &request{prompt: prompt, sampler: s, done: make(chan struct{})}
+}
+
+// scorePrompt reports whether the request's prompt tokens are scored: it
+// echoes its prompt with logprobs.
+func (r *request) scorePrompt() bool { return r.echo && r.logprobs }
 
 // sequence is an admitted request: it holds a cache slot.
 type sequence struct {
@@ -131,7 +172,7 @@ type seqResult struct {
 }
 
 // complete ends seq and hands its caller the answer or err.
-func (s *scheduler) complete(seq *sequence, err error) {
+func (seq *sequence) complete(e *engine, err error) {
 	seq.finished = true
 	req := seq.req
 	if err != nil {
@@ -144,7 +185,7 @@ func (s *scheduler) complete(seq *sequence, err error) {
 		req.res.Tokens = seq.generated
 		req.res.Logprobs = seq.logprobs
 		if req.echo {
-			req.res.PromptText, req.res.PromptLogprobs = s.engine.echoPrompt(req, seq.promptScores)
+			req.res.PromptText, req.res.PromptLogprobs = e.echoPrompt(req, seq.promptScores)
 		}
 	}
 	close(req.done)

@@ -24,11 +24,16 @@ type stepTimes struct {
 	finishNanos  atomic.Int64 // sampling and decoding
 }
 
-func (t *stepTimes) add(st *step) {
+// stepDurations are where one step spent its time.
+type stepDurations struct {
+	plan, compute, finish time.Duration
+}
+
+func (t *stepTimes) add(d stepDurations) {
 	t.steps.Add(1)
-	t.planNanos.Add(int64(st.planTime))
-	t.computeNanos.Add(int64(st.computeTime))
-	t.finishNanos.Add(int64(st.finishTime))
+	t.planNanos.Add(int64(d.plan))
+	t.computeNanos.Add(int64(d.compute))
+	t.finishNanos.Add(int64(d.finish))
 }
 
 // StepTimes are the mean times of a kind of step: the host's work
@@ -51,22 +56,20 @@ func (t *stepTimes) means() StepTimes {
 	return StepTimes{Steps: n, Plan: mean(&t.planNanos), Compute: mean(&t.computeNanos), Finish: mean(&t.finishNanos)}
 }
 
-func (s *scheduler) record(st *step) {
-	s.stats.all.add(st)
-	if st.decodeOnly {
-		s.stats.decode.add(st)
+// record counts a finished step: its times, and the tokens it sampled.
+func (s *schedulerStats) record(took stepDurations, decodeOnly bool, sampled int) {
+	s.all.add(took)
+	if decodeOnly {
+		s.decode.add(took)
 	}
-	s.stats.tokens.Add(int64(len(st.draws)))
-	if now := time.Now(); now.Sub(s.window.start) >= throughputLogEvery {
-		s.logThroughput(now)
-	}
+	s.tokens.Add(int64(sampled))
 }
 
 // throughputLogEvery is how often a busy scheduler logs its throughput and
 // where its steps spend their time, as vLLM logs its own every 10 s.
 const throughputLogEvery = 10 * time.Second
 
-// window is what the last throughput log line saw.
+// window is what a throughput log line saw: the counters at its time.
 type window struct {
 	start         time.Time
 	tokens, steps int64
@@ -74,24 +77,31 @@ type window struct {
 	finish        int64
 }
 
-func (s *scheduler) logThroughput(now time.Time) {
-	w := window{start: now, tokens: s.stats.tokens.Load(), steps: s.stats.all.steps.Load(),
-		plan: s.stats.all.planNanos.Load(), compute: s.stats.all.computeNanos.Load(), finish: s.stats.all.finishNanos.Load()}
-	prev := s.window
-	s.window = w
+func (s *schedulerStats) window(now time.Time) window {
+	return window{start: now, tokens: s.tokens.Load(), steps: s.all.steps.Load(),
+		plan: s.all.planNanos.Load(), compute: s.all.computeNanos.Load(), finish: s.all.finishNanos.Load()}
+}
+
+// throughput is what the steps between two windows did: tokens sampled per
+// second, and the mean milliseconds a step spent planning, computing and
+// finishing.
+type throughput struct {
+	tokensPerSecond             float64
+	steps                       int64
+	planMS, computeMS, finishMS float64
+}
+
+// since is the throughput from prev to w; false when prev is no window yet
+// or no step ran in between.
+func (w window) since(prev window) (throughput, bool) {
 	steps := w.steps - prev.steps
 	if prev.start.IsZero() || steps == 0 {
-		return
+		return throughput{}, false
 	}
 	ms := func(n int64) float64 { return float64(n) / float64(steps) / 1e6 }
-	active := 0
-	for _, seq := range s.active {
-		if !seq.finished {
-			active++
-		}
-	}
-	s.engine.log.Info("text throughput",
-		"tokens_per_s", float64(w.tokens-prev.tokens)/now.Sub(prev.start).Seconds(),
-		"steps", steps, "active", active, "waiting", len(s.waiting),
-		"plan_ms", ms(w.plan-prev.plan), "compute_ms", ms(w.compute-prev.compute), "finish_ms", ms(w.finish-prev.finish))
+	return throughput{
+		tokensPerSecond: float64(w.tokens-prev.tokens) / w.start.Sub(prev.start).Seconds(),
+		steps:           steps,
+		planMS:          ms(w.plan - prev.plan), computeMS: ms(w.compute - prev.compute), finishMS: ms(w.finish - prev.finish),
+	}, true
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model/input"
+
+	"github.com/genq/genq/internal/ggml/sample"
 )
 
 // step is one forward pass.
@@ -39,8 +41,8 @@ type step struct {
 
 	// decodeOnly is set when the step carries no prompt token: one token
 	// per sequence, the steady state benchmarks measure.
-	decodeOnly                        bool
-	planTime, computeTime, finishTime time.Duration
+	decodeOnly bool
+	took       stepDurations
 
 	floats []float32 // the logits that reached the host: k or vocab per row
 	ids    []int32   // with narrowed: the candidates' token ids, k per row
@@ -171,7 +173,7 @@ func (s *scheduler) plan() (*step, error) {
 		return nil, err
 	}
 	st.logits = logits
-	if k, whole := s.stepNarrowK(st); k > 0 && len(st.samples) >= e.narrowMinRows {
+	if k, whole := stepNarrowK(st, e.narrowK); k > 0 && len(st.samples) >= e.narrowMinRows {
 		st.narrowed = narrow(st.ctx, logits, k)
 		if len(whole) > 0 {
 			st.narrowed.keepWhole(st.ctx, logits, whole, st.samples)
@@ -179,6 +181,34 @@ func (s *scheduler) plan() (*step, error) {
 		}
 	}
 	return st, nil
+}
+
+// stepNarrowK is how many candidates per row st's graph hands the sampler:
+// the most any of its narrowable rows needs, at least a few so ties go to
+// the lower id as on the host, and at most most, the engine's narrowK, which the
+// graphs were reserved for. The sequences whose sampler needs more, or the
+// whole row, come back in whole: their rows cross whole beside the others'
+// candidates, so one such request does not bring every row of the step to
+// the host. When no row can be narrowed, k is 0.
+func stepNarrowK(st *step, most int) (k int, whole []*sequence) {
+	if most == 0 || len(st.scores) > 0 {
+		return 0, nil // prompt scores need their rows whole, and so many are no few
+	}
+	k = min(4, most)
+	narrowable := 0
+	for seq := range st.samples {
+		need := seq.req.narrowK
+		if need == 0 || need > most {
+			whole = append(whole, seq)
+			continue
+		}
+		k = max(k, need)
+		narrowable++
+	}
+	if narrowable == 0 {
+		return 0, nil
+	}
+	return k, whole
 }
 
 // launch computes st, in the background when pipelining; st.done closes
@@ -214,7 +244,7 @@ func (s *scheduler) compute(st *step) {
 		st.ctx.Compute(st.logits)
 		st.floats = st.logits.Floats()
 	}
-	st.computeTime = time.Since(t)
+	st.took.compute = time.Since(t)
 }
 
 // int32s reinterprets a tensor's little-endian bytes as int32s, without a
@@ -239,7 +269,7 @@ func (s *scheduler) finish(st *step, next *step) {
 		s.failStep(st, fmt.Errorf("compute step: %w", st.err))
 		return
 	}
-	s.scorePrompts(st)
+	st.scorePrompts()
 	draws := st.draws[:0]
 	for seq, row := range st.samples {
 		seq.awaiting = false
@@ -259,14 +289,14 @@ func (s *scheduler) finish(st *step, next *step) {
 	for _, d := range draws {
 		seq := d.seq
 		if d.err != nil {
-			s.complete(seq, fmt.Errorf("sample: %w", d.err))
+			seq.complete(s.engine, fmt.Errorf("sample: %w", d.err))
 			continue
 		}
 		if seq.generated == 0 {
 			seq.req.res.FirstToken = time.Since(seq.req.submitted)
 		}
 		if done, err := seq.accept(e, d.tok, d.logprob); done || err != nil {
-			s.complete(seq, err)
+			seq.complete(s.engine, err)
 			continue
 		}
 		if i, ok := next.placeholderOf(seq); ok {
@@ -275,6 +305,37 @@ func (s *scheduler) finish(st *step, next *step) {
 		} else {
 			seq.next, seq.hasNext = d.tok, true
 		}
+	}
+}
+
+// scorePrompts scores the prompt tokens st's rows were asked for, before
+// sampling changes any row. Large rows are scored on goroutines of their
+// own, as sampled rows with logprobs are.
+func (st *step) scorePrompts() {
+	if len(st.scores) == 0 {
+		return
+	}
+	vocab := st.logits.Dim(0)
+	var wg sync.WaitGroup
+	for seq, rows := range st.scores {
+		if seq.finished {
+			continue
+		}
+		scores := make([]*rowLogprob, len(rows))
+		for i, r := range rows {
+			score := func() {
+				row := st.floats[r.row*vocab : (r.row+1)*vocab]
+				logSumExp, top := sample.RowLogprobs(row, seq.req.topLogprobs)
+				scores[i] = &rowLogprob{logprob: float64(row[r.target]) - logSumExp, top: top}
+			}
+			if vocab >= parallelSampleFloats/64 {
+				wg.Go(score)
+			} else {
+				score()
+			}
+		}
+		wg.Wait()
+		seq.promptScores = append(seq.promptScores, scores...)
 	}
 }
 
