@@ -6,7 +6,8 @@ import (
 	"github.com/genq/genq/internal/ggml/utf8stream"
 )
 
-// failStep handles a step that failed to compute. Its graph writes only
+// failStep handles a step that failed to compute, given the sequences it
+// carried. Its graph writes only
 // the cells of its own tokens, which belong to its sequences, so the other
 // sequences go on untouched. Its sequences may hold anything in their
 // cells: each starts over from its prompt (restart), its answer so far
@@ -16,9 +17,9 @@ import (
 // that fails every step it is in is thus cornered alone and gets err, and
 // the others finish; when the failure came from the step as a whole (too
 // large, say), the halves simply succeed.
-func (s *scheduler) failStep(st *step, err error) {
+func (s *scheduler) failStep(carried []*sequence, err error) {
 	var seqs []*sequence
-	for _, seq := range st.seqs {
+	for _, seq := range carried {
 		if !seq.finished && !seq.redo {
 			seqs = append(seqs, seq)
 		}
@@ -67,7 +68,7 @@ func (s *scheduler) restart(seq *sequence) {
 		seq.complete(s.engine, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
-	s.startFromPrefix(seq)
+	seq.startFromPrefix(s.engine)
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil

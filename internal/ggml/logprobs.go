@@ -17,16 +17,17 @@ type rowLogprob struct {
 	top     []sample.Logprob
 }
 
-// sampleWithLogprob samples req's token from row and measures it against
-// the raw logits, before the sampler's penalties and biases change the row
-// in place: the model's own distribution, as vLLM reports it.
-func sampleWithLogprob(req *request, row []float32) (int32, *rowLogprob, error) {
-	logSumExp, top := sample.RowLogprobs(row, req.topLogprobs)
+// sampleWithLogprob samples a token from row with sampler and measures it
+// against the raw logits, with the topLogprobs most likely tokens, before
+// the sampler's penalties and biases change the row in place: the model's
+// own distribution, as vLLM reports it.
+func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) (int32, *rowLogprob, error) {
+	logSumExp, top := sample.RowLogprobs(row, topLogprobs)
 	raw := row
-	if req.sampler.Adjusts() {
+	if sampler.Adjusts() {
 		raw = slices.Clone(row)
 	}
-	tok, err := req.sampler.Sample(row)
+	tok, err := sampler.Sample(row)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -62,11 +63,11 @@ func logprobOf(piece string, logprob float64) genq.Logprob {
 // back: the text of its tokens that are text and, when scored, an entry
 // per token, the first of which nothing scores (its logprob is 0 and it
 // has no alternatives).
-func (e *engine) echoPrompt(req *request, scores []*rowLogprob) (string, []genq.TokenLogprob) {
+func (e *engine) echoPrompt(prompt []int32, scored bool, scores []*rowLogprob) (string, []genq.TokenLogprob) {
 	var text strings.Builder
 	var utf8 utf8stream.Stream
 	var entries []genq.TokenLogprob
-	for i, tok := range req.prompt {
+	for i, tok := range prompt {
 		piece, err := e.tok.Decode([]int32{tok})
 		if err != nil {
 			piece = ""
@@ -77,7 +78,7 @@ func (e *engine) echoPrompt(req *request, scores []*rowLogprob) (string, []genq.
 			start += at
 			text.WriteString(out)
 		}
-		if !req.scorePrompt() {
+		if !scored {
 			continue
 		}
 		entry := genq.TokenLogprob{Logprob: logprobOf(piece, 0), Offset: start}

@@ -82,6 +82,22 @@ type sequence struct {
 	redo    bool
 }
 
+// startFromPrefix puts seq at the start of its prompt: after the cached
+// shared prefix, copied into its slot, when the prompt begins with it. A
+// request whose prompt is scored computes every token itself: copied
+// cells come with no logits.
+func (seq *sequence) startFromPrefix(e *engine) {
+	prompt := seq.req.prompt
+	seq.pending, seq.pos = prompt, 0
+	n := len(e.prefix)
+	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], e.prefix) {
+		return
+	}
+	if err := e.graph.copyPrefix(e.prefixSeq(), seq.slot, int32(n)); err == nil {
+		seq.pending, seq.pos = prompt[n:], int32(n)
+	}
+}
+
 // accept adds a sampled token to seq's answer and reports whether the
 // answer is complete: an end-of-turn token, a stop string, or the token
 // limit.
@@ -185,7 +201,7 @@ func (seq *sequence) complete(e *engine, err error) {
 		req.res.Tokens = seq.generated
 		req.res.Logprobs = seq.logprobs
 		if req.echo {
-			req.res.PromptText, req.res.PromptLogprobs = e.echoPrompt(req, seq.promptScores)
+			req.res.PromptText, req.res.PromptLogprobs = e.echoPrompt(req.prompt, req.scorePrompt(), seq.promptScores)
 		}
 	}
 	close(req.done)

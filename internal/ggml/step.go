@@ -266,7 +266,7 @@ func (s *scheduler) finish(st *step, next *step) {
 		st.err = s.fault(st)
 	}
 	if st.err != nil {
-		s.failStep(st, fmt.Errorf("compute step: %w", st.err))
+		s.failStep(st.seqs, fmt.Errorf("compute step: %w", st.err))
 		return
 	}
 	st.scorePrompts()
@@ -374,7 +374,7 @@ func (s *scheduler) sample(st *step, draws []draw) {
 			return
 		}
 		if d.seq.req.logprobs {
-			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req, row)
+			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req.sampler, d.seq.req.topLogprobs, row)
 			return
 		}
 		d.tok, d.err = d.seq.req.sampler.Sample(row)
