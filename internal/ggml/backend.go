@@ -7,9 +7,10 @@ import (
 )
 
 // Backend serves one GGUF chat model. It implements genq.Backend: it turns
-// jobs into requests for its scheduler, which runs them on the engine.
+// jobs into requests for its scheduler, which runs them on the loaded
+// textModel.
 type Backend struct {
-	*engine
+	*textModel
 	cfg   Config
 	tmpl  *chatTemplate
 	info  genq.BackendInfo
@@ -65,6 +66,6 @@ func (b *Backend) Close() error {
 	if b.sched != nil {
 		b.sched.stop()
 	}
-	b.engine.close()
+	b.textModel.close()
 	return nil
 }

@@ -27,9 +27,9 @@ func (s *scheduler) failStep(carried []*sequence, err error) {
 	if len(seqs) == 0 {
 		return // a step planned before the failure: its sequences start over already
 	}
-	s.engine.log.Error("text step failed", "err", err, "sequences", len(seqs))
+	s.model.log.Error("text step failed", "err", err, "sequences", len(seqs))
 	if len(seqs) == 1 {
-		seqs[0].complete(s.engine, err)
+		seqs[0].complete(s.model, err)
 		return
 	}
 	half := (len(seqs) + 1) / 2
@@ -60,15 +60,15 @@ func (s *scheduler) restart(seq *sequence) {
 		// Its caller already has part of the answer, which a new start
 		// need not repeat: fail it (retryable), and let the stream's
 		// receiver end with an error rather than contradicting text.
-		seq.complete(s.engine, errStreamRestarted)
+		seq.complete(s.model, errStreamRestarted)
 		return
 	}
-	e := s.engine
-	if err := e.graph.clear(seq.slot); err != nil {
-		seq.complete(s.engine, fmt.Errorf("restart after a failed step: %w", err))
+	tm := s.model
+	if err := tm.graph.clear(seq.slot); err != nil {
+		seq.complete(s.model, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
-	seq.startFromPrefix(s.engine)
+	seq.startFromPrefix(s.model)
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
 	seq.generated, seq.redo = 0, false
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
@@ -82,10 +82,10 @@ func (s *scheduler) restart(seq *sequence) {
 // over elsewhere (the error is retryable). A step that failed to compute is
 // bisected instead (failStep).
 func (s *scheduler) fail(err error) {
-	s.engine.log.Error("text step failed", "err", err)
+	s.model.log.Error("text step failed", "err", err)
 	for _, seq := range s.active {
 		if !seq.finished {
-			seq.complete(s.engine, err)
+			seq.complete(s.model, err)
 		}
 	}
 }

@@ -36,10 +36,10 @@ func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) 
 
 // tokenLogprob is the entry of a token whose text is piece and starts at
 // offset in the answer.
-func (e *engine) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
+func (tm *textModel) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
 	entry := genq.TokenLogprob{Logprob: logprobOf(piece, lp.logprob), Offset: offset}
 	for _, t := range lp.top {
-		text, err := e.tok.Decode([]int32{t.ID})
+		text, err := tm.tok.Decode([]int32{t.ID})
 		if err != nil {
 			text = ""
 		}
@@ -63,17 +63,17 @@ func logprobOf(piece string, logprob float64) genq.Logprob {
 // back: the text of its tokens that are text and, when scored, an entry
 // per token, the first of which nothing scores (its logprob is 0 and it
 // has no alternatives).
-func (e *engine) echoPrompt(prompt []int32, scored bool, scores []*rowLogprob) (string, []genq.TokenLogprob) {
+func (tm *textModel) echoPrompt(prompt []int32, scored bool, scores []*rowLogprob) (string, []genq.TokenLogprob) {
 	var text strings.Builder
 	var utf8 utf8stream.Stream
 	var entries []genq.TokenLogprob
 	for i, tok := range prompt {
-		piece, err := e.tok.Decode([]int32{tok})
+		piece, err := tm.tok.Decode([]int32{tok})
 		if err != nil {
 			piece = ""
 		}
 		start := text.Len()
-		if !e.vocab.isControl(tok) {
+		if !tm.vocab.isControl(tok) {
 			out, at := utf8.WriteAt(piece)
 			start += at
 			text.WriteString(out)
@@ -83,7 +83,7 @@ func (e *engine) echoPrompt(prompt []int32, scored bool, scores []*rowLogprob) (
 		}
 		entry := genq.TokenLogprob{Logprob: logprobOf(piece, 0), Offset: start}
 		if i > 0 && i-1 < len(scores) {
-			entry = e.tokenLogprob(piece, start, scores[i-1])
+			entry = tm.tokenLogprob(piece, start, scores[i-1])
 		}
 		entries = append(entries, entry)
 	}

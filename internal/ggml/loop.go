@@ -33,7 +33,7 @@ func (s *scheduler) loop() {
 		s.record(st)
 	}
 	for {
-		if inflight != nil && !s.engine.pipeline {
+		if inflight != nil && !s.model.pipeline {
 			end(inflight, nil)
 			inflight = nil
 		}
@@ -116,7 +116,7 @@ func (s *scheduler) start(req *request) {
 	slot := s.free[i]
 	s.free = slices.Delete(s.free, i, i+1)
 	seq := &sequence{req: req, slot: slot}
-	seq.startFromPrefix(s.engine)
+	seq.startFromPrefix(s.model)
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
 }
@@ -141,7 +141,7 @@ func (s *scheduler) record(st *step) {
 			active++
 		}
 	}
-	s.engine.log.Info("text throughput",
+	s.model.log.Info("text throughput",
 		"tokens_per_s", t.tokensPerSecond, "steps", t.steps, "active", active, "waiting", len(s.waiting),
 		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS)
 }
@@ -158,10 +158,10 @@ func (s *scheduler) release() {
 			s.restart(seq)
 		}
 		if seq.finished && seq.inflight == 0 {
-			if err := s.engine.graph.clear(seq.slot); err != nil {
+			if err := s.model.graph.clear(seq.slot); err != nil {
 				// Remove from 0 never shifts, so this cannot happen; if it
 				// did, the slot must not be reused with stale cells.
-				s.engine.log.Error("free cache slot", "slot", seq.slot, "err", err)
+				s.model.log.Error("free cache slot", "slot", seq.slot, "err", err)
 				continue
 			}
 			s.free = append(s.free, seq.slot)

@@ -9,10 +9,10 @@ import (
 	"github.com/ollama/ollama/tokenizer"
 )
 
-// engine is the loaded model as steps run on it: the scheduler's, the
+// textModel is the loaded model as steps run on it: the scheduler's, the
 // unbatched loop's, the reservation's and the shared prefix's. Open builds
 // it once; afterwards only the cache its graph owns changes.
-type engine struct {
+type textModel struct {
 	model model.Model // its backend gives each step its ml.Context
 	graph stepGraph
 	tok   tokenizer.Tokenizer
@@ -37,25 +37,25 @@ type engine struct {
 }
 
 // prefixSeq is the cache sequence that keeps the shared prompt prefix.
-func (e *engine) prefixSeq() int { return e.slots }
+func (tm *textModel) prefixSeq() int { return tm.slots }
 
-func (e *engine) close() {
-	if e.graph != nil {
-		e.graph.close()
-		e.graph = nil
+func (tm *textModel) close() {
+	if tm.graph != nil {
+		tm.graph.close()
+		tm.graph = nil
 	}
-	if e.model != nil {
-		e.model.Backend().Close()
-		e.model = nil
+	if tm.model != nil {
+		tm.model.Backend().Close()
+		tm.model = nil
 	}
 }
 
 // prefillPrefix computes the shared prompt prefix into its own cache
 // sequence, before any request arrives.
-func (e *engine) prefillPrefix() error {
-	for start := 0; start < len(e.prefix); start += e.batchSize {
-		chunk := e.prefix[start:min(len(e.prefix), start+e.batchSize)]
-		if _, err := e.forwardSequence(chunk, int32(start), e.prefixSeq()); err != nil {
+func (tm *textModel) prefillPrefix() error {
+	for start := 0; start < len(tm.prefix); start += tm.batchSize {
+		chunk := tm.prefix[start:min(len(tm.prefix), start+tm.batchSize)]
+		if _, err := tm.forwardSequence(chunk, int32(start), tm.prefixSeq()); err != nil {
 			return err
 		}
 	}
@@ -64,7 +64,7 @@ func (e *engine) prefillPrefix() error {
 
 // forwardSequence computes tokens of one cache sequence, starting at pos,
 // and returns the logits of the last one.
-func (e *engine) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
+func (tm *textModel) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
 	defer recoverError(&err)
 	positions := make([]int32, len(tokens))
 	seqs := make([]int, len(tokens))
@@ -72,7 +72,7 @@ func (e *engine) forwardSequence(tokens []int32, pos int32, seqID int) (logits [
 		positions[i] = pos + int32(i)
 		seqs[i] = seqID
 	}
-	ctx := e.model.Backend().NewContext()
+	ctx := tm.model.Backend().NewContext()
 	defer ctx.Close()
 	batch := input.Batch{
 		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
@@ -81,7 +81,7 @@ func (e *engine) forwardSequence(tokens []int32, pos int32, seqID int) (logits [
 		Sequences: seqs,
 	}
 	ctx.SetBatchSize(len(tokens))
-	t, err := e.graph.forward(ctx, batch, false)
+	t, err := tm.graph.forward(ctx, batch, false)
 	if err != nil {
 		return nil, err
 	}

@@ -119,9 +119,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	cfg.Threads = threads
 	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
-	e := &engine{model: m, log: log, slots: cfg.Slots, batchSize: cfg.BatchSize,
+	tm := &textModel{model: m, log: log, slots: cfg.Slots, batchSize: cfg.BatchSize,
 		maxNewTokens: cfg.MaxNewTokens, ignoreEOS: cfg.IgnoreEOS, pipeline: cfg.pipeline}
-	b := &Backend{engine: e, cfg: cfg, tmpl: tmpl}
+	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
 	switch {
 	case cfg.Narrow == "device":
 		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 1
@@ -133,7 +133,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			e.close()
+			tm.close()
 		}
 	}()
 
@@ -179,7 +179,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots}
-	b.sched = newScheduler(e)
+	b.sched = newScheduler(tm)
 	go b.sched.loop()
 	ok = true
 

@@ -68,7 +68,7 @@ func TestStopStrings(t *testing.T) {
 			doneAt := -1
 			for i, c := range tt.pieces {
 				id := b.tok.Vocabulary().Encode(string(c))
-				done, err := seq.accept(b.engine, id, nil)
+				done, err := seq.accept(b.textModel, id, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,11 +7,11 @@ import (
 
 // reserveGraphs allocates compute memory for the largest steps up front, the
 // way ollama's runner does, so a step never fails for want of memory.
-func (e *engine) reserveGraphs() error {
+func (tm *textModel) reserveGraphs() error {
 	// The shapes a step takes: a whole batch of one prompt, one token for
 	// every slot, and the mix (every other slot decoding beside a chunk).
 	// The stream graph's groups differ between them.
-	slots, batch := e.slots, e.batchSize
+	slots, batch := tm.slots, tm.batchSize
 	var seqs []int
 	var positions []int32
 	prompt := func(slot, n int) {
@@ -25,7 +25,7 @@ func (e *engine) reserveGraphs() error {
 		}
 	}
 	reserve := func() error {
-		err := e.reserveGraph(seqs, positions)
+		err := tm.reserveGraph(seqs, positions)
 		seqs, positions = nil, nil
 		return err
 	}
@@ -45,25 +45,25 @@ func (e *engine) reserveGraphs() error {
 	return nil
 }
 
-func (e *engine) reserveGraph(seqs []int, positions []int32) (err error) {
+func (tm *textModel) reserveGraph(seqs []int, positions []int32) (err error) {
 	defer recoverError(&err)
-	ctx := e.model.Backend().NewContext()
+	ctx := tm.model.Backend().NewContext()
 	defer ctx.Close()
 	n := len(seqs)
 	tokens := make([]int32, n)
 	batch := input.Batch{
 		Inputs:    ctx.Input().FromInts(tokens, n),
-		Outputs:   ctx.Input().Empty(ml.DTypeI32, e.slots),
+		Outputs:   ctx.Input().Empty(ml.DTypeI32, tm.slots),
 		Positions: positions,
 		Sequences: seqs,
 	}
-	t, err := e.graph.forward(ctx, batch, true)
+	t, err := tm.graph.forward(ctx, batch, true)
 	if err != nil {
 		return err
 	}
 	ctx.Forward(t)
-	if e.narrowK > 0 {
-		narrow(ctx, t, e.narrowK)
+	if tm.narrowK > 0 {
+		narrow(ctx, t, tm.narrowK)
 	}
 	ctx.SetBatchSize(n)
 	ctx.Reserve()

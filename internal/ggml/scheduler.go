@@ -28,7 +28,7 @@ import (
 // (docs/benchmarks.md), so there steps run one after the other, and the
 // compute runs on the loop's own goroutine.
 type scheduler struct {
-	engine *engine
+	model  *textModel
 	submit chan *request
 	// exclusive runs a function on the loop while no sequence holds a
 	// slot, so it may use the cache alone.
@@ -48,15 +48,15 @@ type scheduler struct {
 	stats schedulerStats
 }
 
-func newScheduler(e *engine) *scheduler {
+func newScheduler(tm *textModel) *scheduler {
 	s := &scheduler{
-		engine:    e,
-		submit:    make(chan *request, e.slots),
+		model:     tm,
+		submit:    make(chan *request, tm.slots),
 		exclusive: make(chan func()),
 		quit:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
-	for i := range e.slots {
+	for i := range tm.slots {
 		s.free = append(s.free, i)
 	}
 	return s

@@ -86,14 +86,14 @@ type sequence struct {
 // shared prefix, copied into its slot, when the prompt begins with it. A
 // request whose prompt is scored computes every token itself: copied
 // cells come with no logits.
-func (seq *sequence) startFromPrefix(e *engine) {
+func (seq *sequence) startFromPrefix(tm *textModel) {
 	prompt := seq.req.prompt
 	seq.pending, seq.pos = prompt, 0
-	n := len(e.prefix)
-	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], e.prefix) {
+	n := len(tm.prefix)
+	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], tm.prefix) {
 		return
 	}
-	if err := e.graph.copyPrefix(e.prefixSeq(), seq.slot, int32(n)); err == nil {
+	if err := tm.graph.copyPrefix(tm.prefixSeq(), seq.slot, int32(n)); err == nil {
 		seq.pending, seq.pos = prompt[n:], int32(n)
 	}
 }
@@ -101,22 +101,22 @@ func (seq *sequence) startFromPrefix(e *engine) {
 // accept adds a sampled token to seq's answer and reports whether the
 // answer is complete: an end-of-turn token, a stop string, or the token
 // limit.
-func (seq *sequence) accept(e *engine, tok int32, logprob *rowLogprob) (done bool, err error) {
+func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done bool, err error) {
 	seq.generated++
-	if e.vocab.isStop(tok) && !e.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
+	if tm.vocab.isStop(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.
-	if !e.vocab.isControl(tok) {
-		piece, err := e.tok.Decode([]int32{tok})
+	if !tm.vocab.isControl(tok) {
+		piece, err := tm.tok.Decode([]int32{tok})
 		if err != nil {
 			return true, fmt.Errorf("decode token %d: %w", tok, err)
 		}
 		before := seq.text.Len()
 		text, start := seq.utf8.WriteAt(piece)
 		if logprob != nil {
-			seq.logprobs = append(seq.logprobs, e.tokenLogprob(piece, before+start, logprob))
+			seq.logprobs = append(seq.logprobs, tm.tokenLogprob(piece, before+start, logprob))
 		}
 		seq.text.WriteString(text)
 		if seq.req != nil && seq.cutAtStop(before) {
@@ -125,7 +125,7 @@ func (seq *sequence) accept(e *engine, tok int32, logprob *rowLogprob) (done boo
 		}
 		seq.emitSafe()
 	}
-	if seq.generated >= seq.maxTokens(e.maxNewTokens) {
+	if seq.generated >= seq.maxTokens(tm.maxNewTokens) {
 		seq.finishAs(genq.FinishLength)
 		return true, nil
 	}
@@ -188,7 +188,7 @@ type seqResult struct {
 }
 
 // complete ends seq and hands its caller the answer or err.
-func (seq *sequence) complete(e *engine, err error) {
+func (seq *sequence) complete(tm *textModel, err error) {
 	seq.finished = true
 	req := seq.req
 	if err != nil {
@@ -201,7 +201,7 @@ func (seq *sequence) complete(e *engine, err error) {
 		req.res.Tokens = seq.generated
 		req.res.Logprobs = seq.logprobs
 		if req.echo {
-			req.res.PromptText, req.res.PromptLogprobs = e.echoPrompt(req.prompt, req.scorePrompt(), seq.promptScores)
+			req.res.PromptText, req.res.PromptLogprobs = tm.echoPrompt(req.prompt, req.scorePrompt(), seq.promptScores)
 		}
 	}
 	close(req.done)

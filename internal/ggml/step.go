@@ -60,7 +60,7 @@ type scoreRow struct {
 // plan builds the next step's graph, or returns nil when no sequence has a
 // token to feed.
 func (s *scheduler) plan() (*step, error) {
-	e := s.engine
+	tm := s.model
 	st := &step{placeholders: map[*sequence]int{}, samples: map[*sequence]int{}, done: make(chan struct{})}
 	var positions []int32
 	var seqIDs []int
@@ -88,7 +88,7 @@ func (s *scheduler) plan() (*step, error) {
 			continue
 		}
 		switch {
-		case seq.awaiting && seq.generated+1 < seq.maxTokens(e.maxNewTokens):
+		case seq.awaiting && seq.generated+1 < seq.maxTokens(tm.maxNewTokens):
 			// Its next token is being sampled from the step in flight.
 			seq.awaiting = false
 			add(seq, 0)
@@ -104,8 +104,8 @@ func (s *scheduler) plan() (*step, error) {
 	decoding := len(st.tokens)
 	chunks := 0
 	for _, seq := range s.active {
-		budget := e.batchSize - len(st.tokens)
-		if limit := e.graph.maxChunks(); budget <= 0 || limit > 0 && chunks == limit {
+		budget := tm.batchSize - len(st.tokens)
+		if limit := tm.graph.maxChunks(); budget <= 0 || limit > 0 && chunks == limit {
 			break
 		}
 		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
@@ -155,7 +155,7 @@ func (s *scheduler) plan() (*step, error) {
 		outputs = append(outputs, int32(len(st.tokens)-1))
 	}
 
-	st.ctx = e.model.Backend().NewContext()
+	st.ctx = tm.model.Backend().NewContext()
 	st.inputs = st.ctx.Input().Empty(ml.DTypeI32, len(st.tokens))
 	batch := input.Batch{
 		Inputs:    st.inputs,
@@ -164,7 +164,7 @@ func (s *scheduler) plan() (*step, error) {
 		Sequences: seqIDs,
 	}
 	st.ctx.SetBatchSize(len(st.tokens))
-	logits, err := buildForward(e.graph, st.ctx, batch, false)
+	logits, err := buildForward(tm.graph, st.ctx, batch, false)
 	if err != nil {
 		st.ctx.Close()
 		for _, seq := range st.seqs {
@@ -173,7 +173,7 @@ func (s *scheduler) plan() (*step, error) {
 		return nil, err
 	}
 	st.logits = logits
-	if k, whole := stepNarrowK(st, e.narrowK); k > 0 && len(st.samples) >= e.narrowMinRows {
+	if k, whole := stepNarrowK(st, tm.narrowK); k > 0 && len(st.samples) >= tm.narrowMinRows {
 		st.narrowed = narrow(st.ctx, logits, k)
 		if len(whole) > 0 {
 			st.narrowed.keepWhole(st.ctx, logits, whole, st.samples)
@@ -185,11 +185,11 @@ func (s *scheduler) plan() (*step, error) {
 
 // stepNarrowK is how many candidates per row st's graph hands the sampler:
 // the most any of its narrowable rows needs, at least a few so ties go to
-// the lower id as on the host, and at most most, the engine's narrowK, which the
-// graphs were reserved for. The sequences whose sampler needs more, or the
-// whole row, come back in whole: their rows cross whole beside the others'
-// candidates, so one such request does not bring every row of the step to
-// the host. When no row can be narrowed, k is 0.
+// the lower id as on the host, and at most most (the model's narrowK, which
+// the graphs were reserved for). The sequences whose sampler needs more, or
+// the whole row, come back in whole: their rows cross whole beside the
+// others' candidates, so one such request does not bring every row of the
+// step to the host. When no row can be narrowed, k is 0.
 func stepNarrowK(st *step, most int) (k int, whole []*sequence) {
 	if most == 0 || len(st.scores) > 0 {
 		return 0, nil // prompt scores need their rows whole, and so many are no few
@@ -215,7 +215,7 @@ func stepNarrowK(st *step, most int) (k int, whole []*sequence) {
 // when its logits are readable.
 func (s *scheduler) launch(st *step) {
 	st.inputs.FromInts(st.tokens)
-	if !s.engine.pipeline {
+	if !s.model.pipeline {
 		// Nothing to overlap with: computing here saves two goroutine
 		// hand-offs per step, a large share of a small model's step
 		// (docs/benchmarks.md).
@@ -285,18 +285,18 @@ func (s *scheduler) finish(st *step, next *step) {
 	st.draws = draws
 	s.sample(st, draws)
 
-	e := s.engine
+	tm := s.model
 	for _, d := range draws {
 		seq := d.seq
 		if d.err != nil {
-			seq.complete(s.engine, fmt.Errorf("sample: %w", d.err))
+			seq.complete(s.model, fmt.Errorf("sample: %w", d.err))
 			continue
 		}
 		if seq.generated == 0 {
 			seq.req.res.FirstToken = time.Since(seq.req.submitted)
 		}
-		if done, err := seq.accept(e, d.tok, d.logprob); done || err != nil {
-			seq.complete(s.engine, err)
+		if done, err := seq.accept(tm, d.tok, d.logprob); done || err != nil {
+			seq.complete(s.model, err)
 			continue
 		}
 		if i, ok := next.placeholderOf(seq); ok {

@@ -56,7 +56,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 		if err != nil {
 			return "", fmt.Errorf("sample: %w", err)
 		}
-		done, err := seq.accept(b.engine, tok, nil)
+		done, err := seq.accept(b.textModel, tok, nil)
 		if err != nil {
 			return "", err
 		}
