@@ -118,3 +118,11 @@ func backendCacheConfig(m model.Model) ml.CacheConfig {
 	}
 	return ml.CacheConfig{CachePadding: 256, PermutedV: true}
 }
+
+// setCacheConfig overrides the cache's layout unless the model has already
+// chosen one (the cache panics then, and the model's choice stands).
+func setCacheConfig(c kvcache.Cache, cc ml.CacheConfig) {
+	var ignored error
+	defer recoverError(&ignored)
+	c.SetConfig(cc)
+}

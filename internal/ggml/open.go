@@ -15,7 +15,6 @@ import (
 	"time"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
-	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
 	_ "github.com/ollama/ollama/ml/backend" // registers the ggml backend
 	"github.com/ollama/ollama/model"
@@ -306,14 +305,6 @@ func modelParams(meta *fsggml.GGML) uint64 {
 		params += t.Elements()
 	}
 	return params
-}
-
-// setCacheConfig overrides the cache's layout unless the model has already
-// chosen one (the cache panics then, and the model's choice stands).
-func setCacheConfig(c kvcache.Cache, cc ml.CacheConfig) {
-	var ignored error
-	defer recoverError(&ignored)
-	c.SetConfig(cc)
 }
 
 // newModel is model.New with its panics (ggml's way to report a malformed
