@@ -8,6 +8,8 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
+// loop is the scheduler's goroutine: it admits requests, plans each step,
+// launches it and finishes the one before, until stop.
 func (s *scheduler) loop() {
 	// The loop runs ggml's compute in cgo calls on its own thread (one
 	// compute thread for small models) between short stretches of Go. Kept
