@@ -9,9 +9,9 @@ import (
 	"github.com/ollama/ollama/tokenizer"
 )
 
-// textModel is the loaded model as steps run on it: the scheduler's, the
-// unbatched loop's, the reservation's and the shared prefix's. Open builds
-// it once; afterwards only the cache its graph owns changes.
+// textModel is the loaded model as steps run on it: its step graph and
+// cache, its tokenizer and vocabulary, and the limits Open settled. Open
+// builds it once; afterwards only the cache its graph owns changes.
 type textModel struct {
 	model model.Model // its backend gives each step its ml.Context
 	graph stepGraph

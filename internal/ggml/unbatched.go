@@ -29,7 +29,8 @@ func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out strin
 	return out, err
 }
 
-// plainLoop is GenerateUnbatched's loop; the cache is its alone.
+// plainLoop answers prompt as one sequence in slot 0: the whole prompt, then
+// one forward step per token. The cache is its alone.
 func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample.Sampler) (string, error) {
 	var err error
 	seq := &sequence{slot: 0}
