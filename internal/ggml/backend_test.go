@@ -220,7 +220,7 @@ func TestGenerateAfterCloseFails(t *testing.T) {
 }
 
 // concurrently runs one generate per text at once and returns the answers.
-func concurrently(t *testing.T, b *Backend, texts []string) []generation {
+func concurrently(t *testing.T, b *Backend, texts []string) []seqResult {
 	t.Helper()
 	out, errs := generateTogether(t, b, texts)
 	if err := errors.Join(errs...); err != nil {
@@ -234,7 +234,7 @@ func concurrently(t *testing.T, b *Backend, texts []string) []generation {
 // takes have arrived, so they are admitted to the same step however a
 // loaded machine schedules the goroutines: tests that count sequences per
 // step do not depend on the goroutines' start order.
-func generateTogether(t *testing.T, b *Backend, texts []string) ([]generation, []error) {
+func generateTogether(t *testing.T, b *Backend, texts []string) ([]seqResult, []error) {
 	t.Helper()
 	jobs := make([]genq.Job, len(texts))
 	for i, text := range texts {
@@ -244,9 +244,9 @@ func generateTogether(t *testing.T, b *Backend, texts []string) ([]generation, [
 }
 
 // jobsTogether is generateTogether for jobs with their own parameters.
-func jobsTogether(t *testing.T, b *Backend, jobs []genq.Job) ([]generation, []error) {
+func jobsTogether(t *testing.T, b *Backend, jobs []genq.Job) ([]seqResult, []error) {
 	t.Helper()
-	out := make([]generation, len(jobs))
+	out := make([]seqResult, len(jobs))
 	errs := make([]error, len(jobs))
 	queued := min(len(jobs), cap(b.sched.submit))
 	held := make(chan struct{})

@@ -78,7 +78,7 @@ func BenchmarkThroughput(b *testing.B) {
 					var rates []float64
 					var ttfts []time.Duration
 					for b.Loop() {
-						gens := make([]generation, n)
+						gens := make([]seqResult, n)
 						var wg sync.WaitGroup
 						start := time.Now()
 						for i := range n {

@@ -175,10 +175,9 @@ func (c Config) samplerParams() sample.Params {
 }
 
 // narrowCandidates is the most candidates per row the device hands over
-// under this config: TopK for a sampled row, 1 for a greedy one. A request
-// that asks for a larger top_k, or none, gets whole rows (stepNarrowK).
-// Without a top-k, a sampling config narrows nothing (stepNarrowK sends
-// greedy requests whole rows then too).
+// under this config: TopK for a sampled row, 1 for a greedy one, 0 (whole
+// rows for every request) when it samples without a top-k. A request that
+// asks for a larger top_k, or none, gets whole rows (stepNarrowK).
 func (c Config) narrowCandidates() int {
 	if c.TopK > 0 {
 		return c.TopK

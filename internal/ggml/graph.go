@@ -83,7 +83,7 @@ func newGraph(m model.Model, cfg Config, device genq.Device) (g stepGraph, err e
 	defer recoverError(&err) // ggml panics when the cache does not fit
 	// Attended cells are rounded up to a padding. ggml's default of 256
 	// suits GPU kernels; on the CPU padded cells are pure cost, a large one
-	// for small models (c4 +5-10% on the tiny one with 32).
+	// for small models (docs/benchmarks.md).
 	padding := 0
 	if !device.IsCUDA() {
 		padding = 32
@@ -117,4 +117,12 @@ func backendCacheConfig(m model.Model) ml.CacheConfig {
 		return b.CacheConfig()
 	}
 	return ml.CacheConfig{CachePadding: 256, PermutedV: true}
+}
+
+// setCacheConfig overrides the cache's layout unless the model has already
+// chosen one (the cache panics then, and the model's choice stands).
+func setCacheConfig(c kvcache.Cache, cc ml.CacheConfig) {
+	var ignored error
+	defer recoverError(&ignored)
+	c.SetConfig(cc)
 }

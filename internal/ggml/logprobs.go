@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
@@ -18,16 +17,17 @@ type rowLogprob struct {
 	top     []sample.Logprob
 }
 
-// sampleWithLogprob samples req's token from row and measures it against
-// the raw logits, before the sampler's penalties and biases change the row
-// in place: the model's own distribution, as vLLM reports it.
-func sampleWithLogprob(req *request, row []float32) (int32, *rowLogprob, error) {
-	logSumExp, top := sample.RowLogprobs(row, req.topLogprobs)
+// sampleWithLogprob samples a token from row with sampler and measures it
+// against the raw logits, with the topLogprobs most likely tokens, before
+// the sampler's penalties and biases change the row in place: the model's
+// own distribution, as vLLM reports it.
+func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) (int32, *rowLogprob, error) {
+	logSumExp, top := sample.RowLogprobs(row, topLogprobs)
 	raw := row
-	if req.sampler.Adjusts() {
+	if sampler.Adjusts() {
 		raw = slices.Clone(row)
 	}
-	tok, err := req.sampler.Sample(row)
+	tok, err := sampler.Sample(row)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -36,10 +36,10 @@ func sampleWithLogprob(req *request, row []float32) (int32, *rowLogprob, error) 
 
 // tokenLogprob is the entry of a token whose text is piece and starts at
 // offset in the answer.
-func (b *Backend) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
+func (tm *textModel) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
 	entry := genq.TokenLogprob{Logprob: logprobOf(piece, lp.logprob), Offset: offset}
 	for _, t := range lp.top {
-		text, err := b.tok.Decode([]int32{t.ID})
+		text, err := tm.tok.Decode([]int32{t.ID})
 		if err != nil {
 			text = ""
 		}
@@ -59,77 +59,31 @@ func logprobOf(piece string, logprob float64) genq.Logprob {
 	return genq.Logprob{Token: piece, Bytes: bytes, Logprob: logprob}
 }
 
-// scorePrompt reports whether the request's prompt tokens are scored: it
-// echoes its prompt with logprobs.
-func (r *request) scorePrompt() bool { return r.echo && r.logprobs }
-
-// prefixCopied is how many of req's first tokens the cached shared prefix
-// gives it, 0 for none. A request whose prompt is scored computes every
-// token itself: the copied cells come with no logits.
-func (b *Backend) prefixCopied(req *request) int {
-	n := len(b.prefix)
-	if n == 0 || n >= len(req.prompt) || req.scorePrompt() || !slices.Equal(req.prompt[:n], b.prefix) {
-		return 0
-	}
-	return n
-}
-
-// scorePrompts scores the prompt tokens st's rows were asked for, before
-// sampling changes any row. Large rows are scored on goroutines of their
-// own, as sampled rows with logprobs are.
-func (s *scheduler) scorePrompts(st *step) {
-	if len(st.scores) == 0 {
-		return
-	}
-	vocab := st.logits.Dim(0)
-	var wg sync.WaitGroup
-	for seq, rows := range st.scores {
-		if seq.finished {
-			continue
-		}
-		scores := make([]*rowLogprob, len(rows))
-		for i, r := range rows {
-			score := func() {
-				row := st.floats[r.row*vocab : (r.row+1)*vocab]
-				logSumExp, top := sample.RowLogprobs(row, seq.req.topLogprobs)
-				scores[i] = &rowLogprob{logprob: float64(row[r.target]) - logSumExp, top: top}
-			}
-			if vocab >= parallelSampleFloats/64 {
-				wg.Go(score)
-			} else {
-				score()
-			}
-		}
-		wg.Wait()
-		seq.promptScores = append(seq.promptScores, scores...)
-	}
-}
-
 // echoPrompt is the prompt of an echoing request as the answer gives it
 // back: the text of its tokens that are text and, when scored, an entry
 // per token, the first of which nothing scores (its logprob is 0 and it
 // has no alternatives).
-func (b *Backend) echoPrompt(req *request, scores []*rowLogprob) (string, []genq.TokenLogprob) {
+func (tm *textModel) echoPrompt(prompt []int32, scored bool, scores []*rowLogprob) (string, []genq.TokenLogprob) {
 	var text strings.Builder
 	var utf8 utf8stream.Stream
 	var entries []genq.TokenLogprob
-	for i, tok := range req.prompt {
-		piece, err := b.tok.Decode([]int32{tok})
+	for i, tok := range prompt {
+		piece, err := tm.tok.Decode([]int32{tok})
 		if err != nil {
 			piece = ""
 		}
 		start := text.Len()
-		if !b.vocab.isControl(tok) {
+		if !tm.vocab.isControl(tok) {
 			out, at := utf8.WriteAt(piece)
 			start += at
 			text.WriteString(out)
 		}
-		if !req.scorePrompt() {
+		if !scored {
 			continue
 		}
 		entry := genq.TokenLogprob{Logprob: logprobOf(piece, 0), Offset: start}
 		if i > 0 && i-1 < len(scores) {
-			entry = b.tokenLogprob(piece, start, scores[i-1])
+			entry = tm.tokenLogprob(piece, start, scores[i-1])
 		}
 		entries = append(entries, entry)
 	}

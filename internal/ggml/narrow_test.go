@@ -73,9 +73,9 @@ func TestNoTopKNeedsWholeRows(t *testing.T) {
 	}
 }
 
-func oneByOne(t *testing.T, b *Backend, texts []string) []generation {
+func oneByOne(t *testing.T, b *Backend, texts []string) []seqResult {
 	t.Helper()
-	out := make([]generation, len(texts))
+	out := make([]seqResult, len(texts))
 	for i, text := range texts {
 		g, err := b.generate(context.Background(), text)
 		if err != nil {

@@ -68,7 +68,7 @@ func TestStopStrings(t *testing.T) {
 			doneAt := -1
 			for i, c := range tt.pieces {
 				id := b.tok.Vocabulary().Encode(string(c))
-				done, err := b.accept(seq, id, nil)
+				done, err := seq.accept(b.textModel, id, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -224,7 +224,7 @@ func TestJobParameters(t *testing.T) {
 			{Messages: chat, Seed: &seed},
 			{Messages: chat, Temperature: &zero},
 		}
-		out := make([]generation, len(jobs))
+		out := make([]seqResult, len(jobs))
 		errs := make([]error, len(jobs))
 		done := make(chan int)
 		for i, j := range jobs {

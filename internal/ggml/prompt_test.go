@@ -121,7 +121,7 @@ func TestAccept(t *testing.T) {
 			seq := &sequence{req: newRequest(nil, nil)}
 			doneAt := -1
 			for i, id := range tt.tokens {
-				done, err := b.accept(seq, id, nil)
+				done, err := seq.accept(b.textModel, id, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

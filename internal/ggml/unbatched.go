@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
 )
 
@@ -18,17 +19,18 @@ import (
 // still hold it until the loop's next pass, and sharing it then would mix
 // two sequences' cells. A worker never calls it.
 func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out string, err error) {
-	prompt, sampler, err := b.prepare(text)
+	req, err := b.newJobRequest(genq.Job{Text: text})
 	if err != nil {
 		return "", err
 	}
-	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, prompt, sampler) }); xerr != nil {
+	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, req.prompt, req.sampler) }); xerr != nil {
 		return "", xerr
 	}
 	return out, err
 }
 
-// plainLoop is GenerateUnbatched's loop; the cache is its alone.
+// plainLoop answers prompt as one sequence in slot 0: the whole prompt, then
+// one forward step per token. The cache is its alone.
 func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample.Sampler) (string, error) {
 	var err error
 	seq := &sequence{slot: 0}
@@ -55,7 +57,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 		if err != nil {
 			return "", fmt.Errorf("sample: %w", err)
 		}
-		done, err := b.accept(seq, tok, nil)
+		done, err := seq.accept(b.textModel, tok, nil)
 		if err != nil {
 			return "", err
 		}

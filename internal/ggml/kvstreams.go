@@ -121,11 +121,9 @@ func newStreamGraph(m model.Model, streams, cellsPerStream, padding int) (*strea
 // chunksPerStep is how many prompt chunks fit a step's node budget (the
 // engine sizes a graph's node and tensor pool from the model's tensor
 // count) beside the layers' own nodes and the decoding group. The costs
-// come from a measurement, with a margin: on the tiny model (2 layers, a
-// pool of 1,024) 12 chunks fit and 16 overflowed, about 30 tensors per
-// chunk and layer; 40 are counted, 100 per layer for the rest of a layer
-// and the decoding group, 128 for the embeddings, the output and the
-// inputs. Real models get 4, the tiny ones 8.
+// are measured ones with a margin (docs/benchmarks.md): 40 per chunk and
+// layer, 100 per layer for the rest of a layer and the decoding group, 128
+// for the embeddings, the output and the inputs.
 func chunksPerStep(b ml.Backend, layers int) int {
 	ctx := b.NewContext()
 	nodes := ctx.MaxGraphNodes()
