@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/worker"
 )
@@ -261,7 +262,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 // embeddedNATS starts a JetStream server for one test.
 func embeddedNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
