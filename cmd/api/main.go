@@ -147,7 +147,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log = log.With("variant", string(cfg.http.Variant))
 
 	if cfg.nats.URL == "" {
-		ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{
+		ns, err := natsembed.Start(natsembed.Options{
 			Port: cfg.embeddedPort, StoreDir: cfg.embeddedStore, MaxPayload: int32(cfg.embeddedMax), HTTPPort: cfg.embeddedMon,
 		})
 		if err != nil {

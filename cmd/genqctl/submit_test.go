@@ -262,7 +262,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 // embeddedNATS starts a JetStream server for one test.
 func embeddedNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func testLog(t *testing.T) *slog.Logger {
 
 func startNATS(t *testing.T, maxPayload int32) *server.Server {
 	t.Helper()
-	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: -1, StoreDir: t.TempDir(), MaxPayload: maxPayload})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir(), MaxPayload: maxPayload})
 	if err != nil {
 		t.Fatal(err)
 	}

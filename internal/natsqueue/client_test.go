@@ -38,7 +38,7 @@ func newTestServer(t *testing.T) *testServer {
 }
 
 func (s *testServer) start() {
-	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: s.port, StoreDir: s.dir})
+	ns, err := natsembed.Start(natsembed.Options{Port: s.port, StoreDir: s.dir})
 	if err != nil {
 		s.t.Fatal(err)
 	}

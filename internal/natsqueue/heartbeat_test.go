@@ -17,7 +17,7 @@ import (
 // re-create it, and the api's watch must see heartbeats again.
 func TestHeartbeatsSurviveANATSRestart(t *testing.T) {
 	store := t.TempDir()
-	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: -1, StoreDir: store})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestHeartbeatsSurviveANATSRestart(t *testing.T) {
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	ns, err = natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: port, StoreDir: store})
+	ns, err = natsembed.Start(natsembed.Options{Port: port, StoreDir: store})
 	if err != nil {
 		t.Fatal(err)
 	}

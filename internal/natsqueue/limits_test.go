@@ -15,7 +15,7 @@ import (
 // started with other flags serves by the consumer's AckWait and attempts
 // (the server's), leaves them as they are, and follows a later rewrite.
 func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
-	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (l *lockedBuffer) String() string {
 // stored, and the warning names the job, not the subject.
 func TestDeliverPublishesOnlyToAllowedReplySubjects(t *testing.T) {
 	t.Parallel()
-	ns, err := natsembed.StartEmbedded(natsembed.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
