@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/genq/genq/internal/batch"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
@@ -78,17 +79,17 @@ func submitCtx(ctx context.Context, url string, args ...string) (string, error) 
 	return out.String(), err
 }
 
-func readResults(t *testing.T, dir string) []batchResult {
+func readResults(t *testing.T, dir string) []batch.Result {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, resultsFile))
+	f, err := os.Open(filepath.Join(dir, batch.ResultsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var rs []batchResult
+	var rs []batch.Result
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r batchResult
+		var r batch.Result
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -199,15 +200,6 @@ func TestSubmitBadLines(t *testing.T) {
 	}
 	if len(codes) != 3 || codes["x"] != genq.Invalid || codes["line-2"] != genq.Invalid || b.calls.Load() != 1 {
 		t.Fatalf("results %v, %d jobs ran; want the good one run and two invalid lines", codes, b.calls.Load())
-	}
-}
-
-func TestRetryIDFitsTheLimit(t *testing.T) {
-	for _, n := range []int{1, 100, genq.MaxJobIDLen} {
-		id := retryID(strings.Repeat("a", n))
-		if err := genq.ValidateJobID(id); err != nil {
-			t.Errorf("retry id of a %d-character id: %v", n, err)
-		}
 	}
 }
 

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/genq/genq/internal/batch"
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/logging"
+	"github.com/genq/genq/internal/natsqueue"
+)
+
+// submitConfig is what the flags and the environment say.
+type submitConfig struct {
+	batch   batch.Config
+	in, out string
+	strict  bool
+	nats    natsqueue.ConnectOptions
+	queue   natsqueue.Settings
+}
+
+// runSubmit handles "genqctl submit": it runs every prompt of a JSON-lines
+// file as a job, straight on NATS (internal/batch). A rerun skips the jobs
+// already done.
+func runSubmit(ctx context.Context, args []string, e env) error {
+	cfg, err := parseSubmitFlags(args, e)
+	if err != nil {
+		return err
+	}
+	lines, bad, err := readBatch(cfg.in, cfg.batch.Variant)
+	if err != nil {
+		return err
+	}
+	for _, b := range bad {
+		fmt.Fprintf(e.stderr, "%s line %d: %s\n", cfg.in, b.Line, b.Error)
+	}
+	if cfg.strict && len(bad) > 0 {
+		return fmt.Errorf("%d bad lines in %s; nothing was submitted (--strict)", len(bad), cfg.in)
+	}
+	journal, err := batch.OpenJournal(cfg.out)
+	if err != nil {
+		return err
+	}
+	done, err := journal.Finished()
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(e.stderr, "warn", "genqctl")
+	if err != nil {
+		return err
+	}
+	cfg.nats.Name = "genqctl-submit"
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := natsqueue.Dial(openCtx, cfg.nats, cfg.queue, log, cfg.batch.Variant)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// Batch jobs have their own capacity and yield to interactive ones, so
+	// a large submit neither fills the api's queue nor delays its callers.
+	client, err := natsqueue.NewBatchClient(conn)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	err = batch.NewRunner(cfg.batch, conn, client, journal).Run(ctx, lines, bad, done, e.stderr)
+	return errors.Join(err, journal.Close())
+}
+
+// readBatch reads the input file whole.
+func readBatch(path string, v genq.Variant) ([]batch.Line, []batch.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("input: %w", err)
+	}
+	defer f.Close()
+	lines, bad, err := batch.Read(f, v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("input: %w", err)
+	}
+	return lines, bad, nil
+}
+
+func parseSubmitFlags(args []string, e env) (submitConfig, error) {
+	var cfg submitConfig
+	var variant string
+	fs := envflag.New("genqctl submit", e.getenv, e.stderr)
+	fs.String(&variant, "variant", "VARIANT", "B", "variant of the jobs: A, B or C")
+	fs.String(&cfg.in, "in", "", "", "JSON-lines input: one {\"text\": …} per line, with an optional \"id\"")
+	fs.String(&cfg.out, "out", "", "results", "output directory: results.jsonl, and one PNG per job for images")
+	fs.Int(&cfg.batch.Concurrency, "concurrency", "SUBMIT_CONCURRENCY", 16, "jobs in flight at once")
+	fs.Duration(&cfg.batch.Timeout, "timeout", "SUBMIT_TIMEOUT", 30*time.Minute, "deadline of each job, queueing included")
+	fs.Bool(&cfg.strict, "strict", "", false, "abort before submitting anything when a line is bad (default: report it and go on)")
+	cfg.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
+	cfg.queue.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, flagError(err)
+	}
+	v, err := genq.ParseVariant(variant)
+	if err != nil {
+		return cfg, usageError{err.Error()}
+	}
+	cfg.batch.Variant = v
+	switch {
+	case cfg.in == "":
+		return cfg, usageError{"--in is required"}
+	case cfg.batch.Concurrency < 1:
+		return cfg, usageError{"--concurrency must be at least 1"}
+	case cfg.batch.Timeout <= 0:
+		return cfg, usageError{"--timeout must be positive"}
+	}
+	return cfg, nil
+}
