@@ -16,7 +16,7 @@ const AttemptsBucket = "GENQ_ATTEMPTS"
 
 // RunRecord is what the workers that ran a job before wrote about its
 // earlier deliveries, stored so that it survives their crash. natsqueue
-// stores it; the worker reads it (internal/worker/fate.go).
+// stores it and does not interpret it.
 type RunRecord struct {
 	// Seq is the stream sequence of the job message the record belongs to:
 	// a record of an earlier job under the same id (a batch rerun) is not

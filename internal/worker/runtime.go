@@ -191,8 +191,6 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		r.giveUp(ctx, log, d, malformed(d.Malformed))
 		return
 	}
-	// Only a redelivered job has a record to read: a first delivery costs
-	// no round trip here.
 	rec, err := d.Record(ctx)
 	if err != nil {
 		log.Warn("could not read the job's run record; treating it as a suspect", "err", err)
@@ -265,8 +263,6 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 				log.Warn("could not record the run alone; a crash now is not charged", "err", perr)
 			}
 		}
-		// Only for jobs that asked for a stored result: an async job's
-		// caller polls for its status, an interactive one waits on it.
 		if merr := d.MarkRunning(jobCtx); merr != nil {
 			log.Warn("could not mark the job running; it reads queued until done", "err", merr)
 		}
@@ -355,8 +351,7 @@ func (r *Runtime) keepAlive(d *natsqueue.Delivery, log *slog.Logger) (stop func(
 	return func() { once.Do(func() { tick.Stop(); close(done); <-exited }) }
 }
 
-// touch sends progress for d; unless forced, at most once a second, since
-// a backend may report every step.
+// touch sends progress for d and logs a failure.
 func (r *Runtime) touch(d *natsqueue.Delivery, log *slog.Logger, force bool) {
 	if err := d.Touch(force); err != nil {
 		log.Warn("could not send progress", "err", err)
