@@ -72,6 +72,12 @@ func judge(a arrival, rec natsqueue.RunRecord, maxAttempts int) judgement {
 	return j
 }
 
+// The causes with which the runtime ends a job's context.
+var (
+	errCancelledByCaller = errors.New("cancelled by its caller")
+	errDrainTimedOut     = errors.New("drain grace period over")
+)
+
 // ending is how a run that returned an error ended.
 type ending int
 

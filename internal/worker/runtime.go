@@ -37,12 +37,6 @@ type Config struct {
 	RetryDelay time.Duration
 }
 
-// The causes with which the runtime ends a job's context.
-var (
-	errCancelledByCaller = errors.New("cancelled by its caller")
-	errDrainTimedOut     = errors.New("drain grace period over")
-)
-
 // Runtime runs one backend for one variant.
 type Runtime struct {
 	cfg      Config
@@ -269,7 +263,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		r.metrics.queueWait.Observe(wait.Seconds())
 		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone)
 		r.metrics.inFlight.Inc()
-		res, err = r.generate(jobCtx, d, func() { r.touch(d, log, false) })
+		res, err = generate(jobCtx, r.backend, d, func() { r.touch(d, log, false) })
 		r.metrics.inFlight.Dec()
 		// Left once the job is settled: a suspect that starts while this
 		// job's result is still on its way could kill it unacked, and it
