@@ -277,6 +277,12 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		r.settleFailure(ctx, log, d, afterFailure(endingOf(jobCtx, err), a, rec, r.attempts, r.cfg.RetryDelay, rand.N[time.Duration]), err, ran)
 		return
 	}
+	r.settleSuccess(ctx, log, d, res, wait, ran)
+}
+
+// settleSuccess replies the result of a run that waited wait in the queue
+// and ran for ran, and acknowledges the job.
+func (r *Runtime) settleSuccess(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, res genq.Result, wait, ran time.Duration) {
 	log.Info("job generated", "run_ms", ran.Milliseconds())
 	meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
 	cerr := d.Complete(ctx, res, meta)
