@@ -1,9 +1,7 @@
 package genq_test
 
 import (
-	"encoding/json"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -102,42 +100,3 @@ func TestJobValidate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Old job messages, of text alone, read as they always did; stop may be a
-// string or a list; max_completion_tokens stands for max_tokens.
-func TestJobJSON(t *testing.T) {
-	tests := []struct {
-		body string
-		want genq.Job
-	}{
-		{`{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`, genq.Job{ID: "a", Variant: "B", Text: "hi"}},
-		{`{"id":"a","variant":"B","prompt":"p","stop":"\n","max_completion_tokens":7}`,
-			genq.Job{ID: "a", Variant: "B", Prompt: "p", Stop: genq.StopList{"\n"}, MaxCompletionTokens: 7}},
-		{`{"id":"a","variant":"B","messages":[{"role":"user","content":"x"}],"stop":["a","b"],"seed":3,"temperature":0}`,
-			genq.Job{ID: "a", Variant: "B", Messages: []genq.Message{{Role: "user", Content: "x"}}, Stop: genq.StopList{"a", "b"}, Seed: ptr(int64(3)), Temperature: ptr(0.0)}},
-	}
-	for _, tt := range tests {
-		var j genq.Job
-		if err := json.Unmarshal([]byte(tt.body), &j); err != nil {
-			t.Fatalf("%s: %v", tt.body, err)
-		}
-		if !reflect.DeepEqual(j, tt.want) {
-			t.Errorf("%s:\ngot  %+v\nwant %+v", tt.body, j, tt.want)
-		}
-		if err := j.Validate(); err != nil {
-			t.Errorf("%s: %v", tt.body, err)
-		}
-	}
-	if got := (genq.Job{MaxCompletionTokens: 7}).MaxNewTokens(); got != 7 {
-		t.Errorf("MaxNewTokens() = %d, want 7", got)
-	}
-	var j genq.Job
-	if err := json.Unmarshal([]byte(`{"stop":3}`), &j); err == nil || !strings.Contains(err.Error(), "stop must be a string or a list") {
-		t.Errorf("stop 3: %v", err)
-	}
-	// A job of text alone marshals as it did before these fields.
-	b, _ := json.Marshal(genq.Job{ID: "a", Variant: "B", Text: "hi"})
-	if want := `{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`; string(b) != want {
-		t.Errorf("marshal: %s, want %s", b, want)
-	}
-}
