@@ -27,6 +27,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/logging"
+	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 )
 
@@ -146,7 +147,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log = log.With("variant", string(cfg.http.Variant))
 
 	if cfg.nats.URL == "" {
-		ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{
+		ns, err := natsembed.Start(natsembed.Options{
 			Port: cfg.embeddedPort, StoreDir: cfg.embeddedStore, MaxPayload: int32(cfg.embeddedMax), HTTPPort: cfg.embeddedMon,
 		})
 		if err != nil {

@@ -19,7 +19,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/genq/genq/internal/batch"
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/worker"
 )
@@ -77,17 +79,17 @@ func submitCtx(ctx context.Context, url string, args ...string) (string, error) 
 	return out.String(), err
 }
 
-func readResults(t *testing.T, dir string) []batchResult {
+func readResults(t *testing.T, dir string) []batch.Result {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, resultsFile))
+	f, err := os.Open(filepath.Join(dir, batch.ResultsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var rs []batchResult
+	var rs []batch.Result
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r batchResult
+		var r batch.Result
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -201,15 +203,6 @@ func TestSubmitBadLines(t *testing.T) {
 	}
 }
 
-func TestRetryIDFitsTheLimit(t *testing.T) {
-	for _, n := range []int{1, 100, genq.MaxJobIDLen} {
-		id := retryID(strings.Repeat("a", n))
-		if err := genq.ValidateJobID(id); err != nil {
-			t.Errorf("retry id of a %d-character id: %v", n, err)
-		}
-	}
-}
-
 func TestSubmitHelp(t *testing.T) {
 	log, err := submit(t, "nats://127.0.0.1:1", "--help")
 	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(log, "-strict") {
@@ -261,7 +254,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 // embeddedNATS starts a JetStream server for one test.
 func embeddedNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,12 +143,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	slog.SetDefault(log)
 	if cfg.variant.Kind() == genq.OutputText && getenv("GOGC") == "" {
 		// A text worker's Go heap is small (the weights and the cache live
-		// in ggml's memory) and churns fast: every step builds a graph. At
-		// Go's default the collector ran every few milliseconds and its
-		// assists landed on the scheduler loop; at 400 the tiny model's
-		// four-client rate through HTTP rose from 28.0k to 31.3k generated
-		// characters a second (make run, scripts/chars-per-second.py).
-		// GOGC still overrides.
+		// in ggml's memory) and churns fast: every step builds a graph, and
+		// at Go's default the collector's assists land on the scheduler
+		// loop (docs/benchmarks.md, "The text worker's GOGC"). GOGC still
+		// overrides.
 		debug.SetGCPercent(textGCPercent)
 	}
 	logManifest(log, cfg.modelDir)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/worker"
 )
@@ -40,7 +41,7 @@ func testLog(t *testing.T) *slog.Logger {
 
 func startNATS(t *testing.T, maxPayload int32) *server.Server {
 	t.Helper()
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir(), MaxPayload: maxPayload})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir(), MaxPayload: maxPayload})
 	if err != nil {
 		t.Fatal(err)
 	}

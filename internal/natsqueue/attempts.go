@@ -14,13 +14,9 @@ import (
 // §5, "Suspects"): key = job id. It is part of the protocol.
 const AttemptsBucket = "GENQ_ATTEMPTS"
 
-// RunRecord is what the workers that ran a job before know about its
-// earlier deliveries. It survives the crash of the worker that wrote it,
-// which is the point: a delivery that ended without a word is told apart
-// from one that ended in a reported failure only by it.
-//
-// Nothing is written on a job's first delivery unless it fails, so the
-// common path (delivered once, done) costs no round trip.
+// RunRecord is what the workers that ran a job before wrote about its
+// earlier deliveries, stored so that it survives their crash. natsqueue
+// stores it and does not interpret it.
 type RunRecord struct {
 	// Seq is the stream sequence of the job message the record belongs to:
 	// a record of an earlier job under the same id (a batch rerun) is not
@@ -37,11 +33,6 @@ type RunRecord struct {
 	// yet: if a later delivery finds it, that run's worker died.
 	AloneAt int `json:"alone_at,omitempty"`
 }
-
-// Charged is how many attempts the job has used: its reported failures
-// and its crashes while running alone. Crashes beside other jobs are not
-// charged: the job may have died of a neighbour.
-func (r RunRecord) Charged() int { return r.Failures + r.AloneCrashes }
 
 // ensureAttemptsBucket creates or updates GENQ_ATTEMPTS. A record is of use
 // while its job can be delivered, so it lives as long as a queued job.

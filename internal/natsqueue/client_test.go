@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 )
 
 // testServer is an embedded nats-server that a test can stop and start
@@ -37,7 +38,7 @@ func newTestServer(t *testing.T) *testServer {
 }
 
 func (s *testServer) start() {
-	ns, err := StartEmbedded(EmbeddedOptions{Port: s.port, StoreDir: s.dir})
+	ns, err := natsembed.Start(natsembed.Options{Port: s.port, StoreDir: s.dir})
 	if err != nil {
 		s.t.Fatal(err)
 	}

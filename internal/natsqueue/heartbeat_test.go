@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 )
 
 // TestHeartbeatsSurviveANATSRestart: GENQ_WORKERS lives in memory, so a
@@ -16,7 +17,7 @@ import (
 // re-create it, and the api's watch must see heartbeats again.
 func TestHeartbeatsSurviveANATSRestart(t *testing.T) {
 	store := t.TempDir()
-	ns, err := StartEmbedded(EmbeddedOptions{Port: -1, StoreDir: store})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestHeartbeatsSurviveANATSRestart(t *testing.T) {
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	ns, err = StartEmbedded(EmbeddedOptions{Port: port, StoreDir: store})
+	ns, err = natsembed.Start(natsembed.Options{Port: port, StoreDir: store})
 	if err != nil {
 		t.Fatal(err)
 	}

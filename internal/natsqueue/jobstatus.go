@@ -55,7 +55,7 @@ func (cl *JobStore) Running(ctx context.Context, id string) (bool, error) {
 }
 
 // JobStore is a Client that also queues jobs without waiting for them and
-// answers for them later by id: the api's POST /v1/jobs and its kin.
+// answers for them later by id.
 type JobStore struct {
 	*Client
 	records jobRecords

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 )
 
 // TestWorkerKeepsTheConsumersLimits: the api wrote the consumer; a worker
 // started with other flags serves by the consumer's AckWait and attempts
 // (the server's), leaves them as they are, and follows a later rewrite.
 func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
-	ns, err := StartEmbedded(EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

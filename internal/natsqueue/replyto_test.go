@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 )
 
 // lockedBuffer is a log sink the connection's goroutines may write to.
@@ -38,7 +39,7 @@ func (l *lockedBuffer) String() string {
 // stored, and the warning names the job, not the subject.
 func TestDeliverPublishesOnlyToAllowedReplySubjects(t *testing.T) {
 	t.Parallel()
-	ns, err := StartEmbedded(EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

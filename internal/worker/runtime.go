@@ -37,12 +37,6 @@ type Config struct {
 	RetryDelay time.Duration
 }
 
-// The causes with which the runtime ends a job's context.
-var (
-	errCancelledByCaller = errors.New("cancelled by its caller")
-	errDrainTimedOut     = errors.New("drain grace period over")
-)
-
 // Runtime runs one backend for one variant.
 type Runtime struct {
 	cfg      Config
@@ -178,7 +172,7 @@ func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller) {
 	}
 }
 
-// handle decides the fate of one delivery.
+// handle judges one delivery, runs it if it is to run, and settles it.
 func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	job := d.Job
 	log := r.log.With("job_id", job.ID, "attempt", job.Attempt)
@@ -191,36 +185,23 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		r.giveUp(ctx, log, d, malformed(d.Malformed))
 		return
 	}
-	// Only a redelivered job has a record to read: a first delivery costs
-	// no round trip here.
 	rec, err := d.Record(ctx)
 	if err != nil {
 		log.Warn("could not read the job's run record; treating it as a suspect", "err", err)
 	}
-	if rec.AloneAt > 0 {
-		// A run alone began and never reported its end: it killed its worker.
-		rec.AloneCrashes++
-		rec.AloneAt = 0
-	}
-	// A redelivery whose previous delivery reported no failure was running
-	// when its worker died: it may be what killed it, or a neighbour's victim.
-	suspect := job.Attempt > 1 && rec.LastFailure != job.Attempt-1
-	switch {
-	case rec.Charged() >= r.attempts:
+	a := arrival{attempt: job.Attempt, last: d.Last, expired: job.Expired(time.Now())}
+	j := judge(a, rec, r.attempts)
+	switch j.fate {
+	case fateExhausted:
 		log.Error("job exhausted its attempts without finishing; dead-lettering",
-			"failures", rec.Failures, "crashes_alone", rec.AloneCrashes)
+			"failures", j.record.Failures, "crashes_alone", j.record.AloneCrashes)
 		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job crashed or timed out on %d workers", r.attempts))
 		return
-	case d.Last:
-		// The server never delivers it again: a crash now would leave its
-		// caller waiting for nothing. maxDeliver leaves room for the charged
-		// attempts and an uncharged crash after each; deliveries used
-		// otherwise (hand-backs, suspects that died waiting, records that
-		// could not be written) can still bring a job here.
+	case fateLastDelivery:
 		log.Error("job reached the consumer's last delivery; dead-lettering")
 		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job was delivered %d times without an answer", job.Attempt-1))
 		return
-	case job.Expired(time.Now()):
+	case fateExpired:
 		log.Info("job expired in the queue; dropping it")
 		r.settle(log, "expired", d.Fail(ctx, genq.Errorf(genq.Timeout, "the job was not started before its deadline"), r.meta()))
 		return
@@ -228,7 +209,12 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	if job.Attempt > 1 {
 		r.metrics.redeliveries.Inc()
 	}
+	r.run(ctx, log, d, a, j)
+}
 
+// run runs a delivery judged to run, and settles it.
+func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, a arrival, j judgement) {
+	job := d.Job
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if !job.Deadline.IsZero() {
@@ -254,15 +240,16 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	stopProgress := r.keepAlive(d, log)
 	defer stopProgress()
 
-	if suspect {
+	if j.alone {
 		log.Warn("job was running when its worker died; it will run alone")
 	}
+	rec := j.record
 	var res genq.Result
-	err = r.gate.enter(jobCtx, suspect)
+	err := r.gate.enter(jobCtx, j.alone)
 	start := time.Now()
 	wait := start.Sub(d.Queued)
 	if err == nil {
-		if suspect {
+		if j.alone {
 			// Written before the run: if this worker dies now, the next
 			// delivery finds the run open and charges the job for it.
 			rec.AloneAt = job.Attempt
@@ -270,77 +257,76 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 				log.Warn("could not record the run alone; a crash now is not charged", "err", perr)
 			}
 		}
-		// Only for jobs that asked for a stored result: an async job's
-		// caller polls for its status, an interactive one waits on it.
 		if merr := d.MarkRunning(jobCtx); merr != nil {
 			log.Warn("could not mark the job running; it reads queued until done", "err", merr)
 		}
 		r.metrics.queueWait.Observe(wait.Seconds())
-		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", suspect)
+		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone)
 		r.metrics.inFlight.Inc()
-		res, err = r.generate(jobCtx, d, func() { r.touch(d, log, false) })
+		res, err = generate(jobCtx, r.backend, d, func() { r.touch(d, log, false) })
 		r.metrics.inFlight.Dec()
 		// Left once the job is settled: a suspect that starts while this
 		// job's result is still on its way could kill it unacked, and it
 		// would run again.
-		defer r.gate.leave(suspect)
+		defer r.gate.leave(j.alone)
 		r.metrics.duration.Observe(time.Since(start).Seconds())
 	}
 	ran := time.Since(start)
 
-	if err == nil {
-		log.Info("job generated", "run_ms", ran.Milliseconds())
-		meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
-		cerr := d.Complete(ctx, res, meta)
-		if errors.Is(cerr, natsqueue.ErrUnsettled) {
-			log.Error("could not deliver the result; retrying the job", "err", cerr)
-			r.settle(log, "reply_failed", d.Retry(r.cfg.RetryDelay))
-			return
-		}
-		log.Info("job done", "run_ms", ran.Milliseconds(), "bytes", len(res.Data))
-		r.settle(log, "ok", cerr)
+	if err != nil {
+		r.settleFailure(ctx, log, d, afterFailure(endingOf(jobCtx, err), a, rec, r.attempts, r.cfg.RetryDelay, rand.N[time.Duration]), err, ran)
 		return
 	}
-	cause := context.Cause(jobCtx)
-	switch {
-	case errors.Is(cause, errCancelledByCaller):
+	r.settleSuccess(ctx, log, d, res, wait, ran)
+}
+
+// settleSuccess replies the result of a run that waited wait in the queue
+// and ran for ran, and acknowledges the job.
+func (r *Runtime) settleSuccess(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, res genq.Result, wait, ran time.Duration) {
+	log.Info("job generated", "run_ms", ran.Milliseconds())
+	meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
+	cerr := d.Complete(ctx, res, meta)
+	if errors.Is(cerr, natsqueue.ErrUnsettled) {
+		log.Error("could not deliver the result; retrying the job", "err", cerr)
+		r.settle(log, "reply_failed", d.Retry(r.cfg.RetryDelay))
+		return
+	}
+	log.Info("job done", "run_ms", ran.Milliseconds(), "bytes", len(res.Data))
+	r.settle(log, "ok", cerr)
+}
+
+// settleFailure settles a run that ended in err as rv says.
+func (r *Runtime) settleFailure(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, rv recovery, err error, ran time.Duration) {
+	switch rv.next {
+	case nextCancelled:
 		log.Info("job cancelled by its caller while running", "run_ms", ran.Milliseconds())
 		r.settle(log, "cancelled", d.SettleCancelled(ctx, r.meta()))
-	case errors.Is(cause, errDrainTimedOut):
+	case nextHandBack:
 		log.Warn("job handed back: the worker is stopping")
-		if rec.AloneAt > 0 {
-			// Not a crash: the next delivery must not charge it.
-			rec.AloneAt = 0
-			if perr := d.PutRecord(ctx, rec); perr != nil {
+		if rv.write {
+			if perr := d.PutRecord(ctx, rv.record); perr != nil {
 				log.Warn("could not record the hand-back", "err", perr)
 			}
 		}
 		r.settle(log, "handed_back", d.Release())
-	case errors.Is(jobCtx.Err(), context.DeadlineExceeded):
+	case nextTimeout:
 		log.Info("job ran past its deadline", "run_ms", ran.Milliseconds())
 		r.settle(log, "timeout", d.Fail(ctx, genq.WrapError(genq.Timeout, err, "the job was not done by its deadline"), r.meta()))
-	case genq.ErrorCode(err) == genq.Invalid:
+	case nextRefuse:
 		log.Info("job refused by the model", "err", err)
 		r.settle(log, "invalid", d.Fail(ctx, err, r.meta()))
-	case rec.Charged()+1 >= r.attempts || d.Last:
+	case nextGiveUp:
 		log.Error("job failed on its last attempt; dead-lettering", "err", err)
 		r.giveUp(ctx, log, d, genq.WrapError(genq.Internal, err,
-			fmt.Sprintf("generation failed after %d attempts: %s", rec.Charged()+1, genq.ErrorMessage(err))))
-	default:
-		// Recorded, so that the next delivery knows this one ended in a
-		// failure, not a crash, and counts it.
-		rec.Failures++
-		rec.LastFailure = job.Attempt
-		rec.AloneAt = 0
-		if perr := d.PutRecord(ctx, rec); perr != nil {
-			log.Warn("could not record the failure; the next delivery runs alone", "err", perr)
+			fmt.Sprintf("generation failed after %d attempts: %s", rv.attempts, genq.ErrorMessage(err))))
+	case nextRetry:
+		if rv.write {
+			if perr := d.PutRecord(ctx, rv.record); perr != nil {
+				log.Warn("could not record the failure; the next delivery runs alone", "err", perr)
+			}
 		}
-		// Jittered, so jobs that failed together (in one failed batch step,
-		// say) do not all meet again in the next.
-		base := r.cfg.RetryDelay << (job.Attempt - 1)
-		delay := base/2 + rand.N(base)
-		log.Warn("job failed; it will be retried", "err", err, "retry_in", delay.String())
-		r.settle(log, "retried", d.Retry(delay))
+		log.Warn("job failed; it will be retried", "err", err, "retry_in", rv.delay.String())
+		r.settle(log, "retried", d.Retry(rv.delay))
 	}
 }
 
@@ -365,8 +351,7 @@ func (r *Runtime) keepAlive(d *natsqueue.Delivery, log *slog.Logger) (stop func(
 	return func() { once.Do(func() { tick.Stop(); close(done); <-exited }) }
 }
 
-// touch sends progress for d; unless forced, at most once a second, since
-// a backend may report every step.
+// touch sends progress for d and logs a failure.
 func (r *Runtime) touch(d *natsqueue.Delivery, log *slog.Logger, force bool) {
 	if err := d.Touch(force); err != nil {
 		log.Warn("could not send progress", "err", err)

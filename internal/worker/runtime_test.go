@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/worker"
 )
@@ -86,7 +87,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	ns, err := natsqueue.StartEmbedded(natsqueue.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

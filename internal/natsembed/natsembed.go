@@ -1,4 +1,7 @@
-package natsqueue
+// Package natsembed starts nats-server in process, for the api on one
+// machine and for tests. It is a package of its own so that only what
+// imports it links the server.
+package natsembed
 
 import (
 	"fmt"
@@ -9,9 +12,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// EmbeddedOptions configure the in-process nats-server the api starts when
+// Options configure the in-process nats-server the api starts when
 // no NATS_URL is given.
-type EmbeddedOptions struct {
+type Options struct {
 	Host       string // loopback by default: the embedded server is for one machine
 	Port       int    // -1 picks a free port
 	StoreDir   string // JetStream file storage
@@ -19,9 +22,9 @@ type EmbeddedOptions struct {
 	HTTPPort   int    // monitoring port (KEDA and nats' own tools read it); 0 disables
 }
 
-// StartEmbedded starts a nats-server with JetStream and waits until it
+// Start starts a nats-server with JetStream and waits until it
 // accepts connections.
-func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+func Start(o Options) (*server.Server, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}

@@ -1,0 +1,35 @@
+package genq
+
+import (
+	"time"
+)
+
+// Device is what a worker computes on.
+type Device struct {
+	Kind string `json:"kind"`           // "cpu" or "cuda"
+	Name string `json:"name,omitempty"` // the GPU's name, or the CPU model
+}
+
+// IsCUDA reports whether the device is an NVIDIA GPU.
+func (d Device) IsCUDA() bool { return d.Kind == "cuda" }
+
+// BackendInfo is what a loaded model says about itself.
+type BackendInfo struct {
+	Device Device `json:"device"`
+	Model  string `json:"model"`
+	// Slots is how many jobs the backend runs at once.
+	Slots int `json:"slots"`
+}
+
+// Heartbeat is what a live worker publishes about itself, every few seconds.
+type Heartbeat struct {
+	WorkerID  string    `json:"worker_id"`
+	Variant   Variant   `json:"variant"`
+	Device    Device    `json:"device"`
+	Model     string    `json:"model"`
+	Slots     int       `json:"slots"`
+	FreeSlots int       `json:"free_slots"`
+	Draining  bool      `json:"draining,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	At        time.Time `json:"at"`
+}

@@ -1,0 +1,107 @@
+package genq
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// Result is what a backend produces: the exact bytes a caller receives, and
+// their media type.
+type Result struct {
+	ContentType string
+	Data        []byte
+}
+
+// ReceivedResult is a job's successful result as its producer receives it, the
+// other end of the worker's reply. Body streams the bytes, from the reply
+// message itself or from the results store; the receiver must close it.
+type ReceivedResult struct {
+	JobID       string
+	ContentType string
+	Size        int64
+	Body        io.ReadCloser
+	QueueWait   time.Duration
+	RunTime     time.Duration
+	Attempt     int
+	Worker      string
+}
+
+// TextResult is the body of a text result, the same JSON on the queue and
+// over HTTP /generate. A detailed job's result (Job.Detailed) also says why
+// the answer ended and how many tokens it took, from which the api builds
+// OpenAI's objects.
+type TextResult struct {
+	GeneratedText string `json:"generated_text"`
+	// FinishReason is FinishStop or FinishLength.
+	FinishReason string `json:"finish_reason,omitempty"`
+	Usage        *Usage `json:"usage,omitempty"`
+	// Logprobs has one entry per token of the text, in order, when the job
+	// asked for them.
+	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
+	// PromptText is the prompt's text as the model read it, and
+	// PromptLogprobs an entry per prompt token (the first unscored: logprob
+	// 0, no alternatives), when the job asked for its prompt echoed.
+	PromptText     string         `json:"prompt_text,omitempty"`
+	PromptLogprobs []TokenLogprob `json:"prompt_logprobs,omitempty"`
+}
+
+// TokenLogprob is one answer token's log-probability, with the most likely
+// tokens at its position when the job asked for them.
+type TokenLogprob struct {
+	Logprob
+	// Offset is where, in bytes, the character that holds the token's
+	// first byte starts in the answer's text: the token's own start unless
+	// it begins inside a character (byte-level vocabularies split them) or
+	// in bytes that are not UTF-8 (which the text holds as U+FFFD).
+	Offset int       `json:"offset"`
+	Top    []Logprob `json:"top_logprobs,omitempty"`
+}
+
+// Logprob is a token's text, its bytes (a token may hold part of a
+// character, so the text alone cannot say) and its log-probability.
+type Logprob struct {
+	Token   string  `json:"token"`
+	Bytes   []int   `json:"bytes"`
+	Logprob float64 `json:"logprob"`
+}
+
+// MinLogprob stands for a log-probability of -Inf, which JSON cannot hold:
+// vLLM's choice.
+const MinLogprob = -9999.0
+
+// Why an answer ended: an end-of-turn token or a stop string, or the token
+// limit.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length"
+)
+
+// Usage counts a job's tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// NewDetailedTextResult wraps generated text with its finish reason and
+// token counts, the result of a detailed job.
+func NewDetailedTextResult(text, finishReason string, usage Usage, logprobs []TokenLogprob) Result {
+	return TextResult{GeneratedText: text, FinishReason: finishReason, Usage: &usage, Logprobs: logprobs}.Result()
+}
+
+// Result is the response as a job's result.
+func (r TextResult) Result() Result {
+	b, _ := json.Marshal(r) // plain values: cannot fail
+	return Result{ContentType: "application/json", Data: b}
+}
+
+// NewTextResult wraps generated text as the JSON body variants A and B return.
+func NewTextResult(text string) Result {
+	b, _ := json.Marshal(TextResult{GeneratedText: text}) // a struct of one string cannot fail
+	return Result{ContentType: "application/json", Data: b}
+}
+
+// NewImageResult wraps PNG bytes as the body variant C returns.
+func NewImageResult(png []byte) Result {
+	return Result{ContentType: "image/png", Data: png}
+}
