@@ -160,7 +160,8 @@ fi
 wait
 answered=$(answered_by kill)
 restarts=$(($(docker inspect -f '{{.RestartCount}}' "$worker") - restarts_before))
-twice=$(docker logs "$worker" 2>&1 | grep '"msg":"job done"' | grep -o '"job_id":"[^"]*"' | sort | uniq -d | wc -l)
+docker logs "$worker" >"$work/worker.log" 2>&1
+twice=$(grep '"msg":"job done"' "$work/worker.log" | grep -o '"job_id":"[^"]*"' | sort | uniq -d | wc -l)
 if [[ $answered == 20 && $twice == 0 && $early -lt 20 ]] && ((crashed == 0 || restarts >= 1)); then
 	pass "worker killed mid-load ($early answered before): 20 of 20 answered, 0 run twice, restarted by its policy $restarts time(s)"
 else
@@ -183,7 +184,8 @@ code=$(docker inspect -f '{{.State.ExitCode}}' "$worker")
 dc start worker-cpu >/dev/null 2>&1
 wait
 answered=$(answered_by drain)
-if [[ $code == 0 && $answered == 6 ]] && docker logs "$worker" 2>&1 | grep -q '"msg":"draining'; then
+docker logs "$worker" >"$work/worker.log" 2>&1
+if [[ $code == 0 && $answered == 6 ]] && grep -q '"msg":"draining' "$work/worker.log"; then
 	pass "compose stop drained the worker in $stopped s (exit 0, not killed), 6 of 6 answered"
 else
 	fail "compose stop: exit code $code after $stopped s, $answered of 6 answered"
