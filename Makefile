@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build test test-openai fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build test test-openai compose-test fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -49,6 +49,12 @@ fuzz:
 # npm; make test covers the same behaviour in Go (internal/e2e).
 test-openai: build
 	test/openai/run.sh
+
+# The compose stack on a real Docker engine (not part of make test): builds
+# the api and CPU worker images, runs the cpu profile and checks it from
+# outside, then takes it down. scripts/compose-test.sh says what it needs.
+compose-test:
+	scripts/compose-test.sh
 
 # The whole stack in the foreground: embedded NATS, the api, one worker.
 run: build $(ORT_LIB)

@@ -54,7 +54,7 @@ func TestComposeServicesAndPorts(t *testing.T) {
 	p := loadCompose(t, map[string]string{}, "*")
 	names := p.ServiceNames()
 	slices.Sort(names)
-	if !slices.Equal(names, []string{"api", "nats", "worker", "worker-cpu"}) {
+	if !slices.Equal(names, []string{"api", "genqctl", "nats", "worker", "worker-cpu"}) {
 		t.Fatalf("services %v", names)
 	}
 	for _, tc := range []struct {
@@ -169,6 +169,10 @@ func TestComposeProfiles(t *testing.T) {
 	}
 }
 
+// imageRef is Docker's grammar of a local image reference: a lower-case
+// repository, then an optional tag.
+var imageRef = regexp.MustCompile(`^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`)
+
 func TestComposeVariantSwitch(t *testing.T) {
 	for _, v := range []string{"A", "B", "C"} {
 		t.Run(v, func(t *testing.T) {
@@ -182,8 +186,22 @@ func TestComposeVariantSwitch(t *testing.T) {
 			if got := w.Build.Args["VARIANT"]; got == nil || *got != v {
 				t.Errorf("worker build arg VARIANT = %v, want %s", got, v)
 			}
-			if w.Image != "genq-worker-"+v+":local" {
-				t.Errorf("worker image %q", w.Image)
+			cpu := p.Services["worker-cpu"]
+			for _, tc := range []struct{ service, image, got string }{
+				{"worker", "genq-worker:" + v, w.Image},
+				{"worker-cpu", "genq-worker-cpu:" + v, cpu.Image},
+				{"genqctl", "genq-worker-cpu:" + v, p.Services["genqctl"].Image},
+			} {
+				// Docker refuses upper case in a repository name, not in a tag.
+				if tc.got != tc.image || !imageRef.MatchString(tc.got) {
+					t.Errorf("%s image %q, want %q", tc.service, tc.got, tc.image)
+				}
+			}
+			if cpu.Build == nil || cpu.Build.Target != "runtime-cpu" {
+				t.Errorf("worker-cpu build %+v: want Dockerfile.worker's runtime-cpu target", cpu.Build)
+			}
+			if got := cpu.Build.Args["VARIANT"]; got == nil || *got != v {
+				t.Errorf("worker-cpu build arg VARIANT = %v, want %s", got, v)
 			}
 		})
 	}
@@ -410,5 +428,64 @@ func TestNATSChartValues(t *testing.T) {
 	}
 	if !c.Monitor.Enabled || c.Monitor.Port != 8222 || !v.Service.Ports.Monitor.Enabled {
 		t.Errorf("monitoring %+v, service monitor port %v: want 8222 reachable", c.Monitor, v.Service.Ports.Monitor.Enabled)
+	}
+}
+
+// stage is the instructions of the stage named name, FROM first.
+func stage(ins []instruction, name string) []instruction {
+	for i, in := range ins {
+		if in.cmd != "FROM" || !strings.HasSuffix(in.args, " AS "+name) {
+			continue
+		}
+		end := i + 1
+		for end < len(ins) && ins[end].cmd != "FROM" {
+			end++
+		}
+		return ins[i:end]
+	}
+	return nil
+}
+
+func TestDockerfileWorkerCPU(t *testing.T) {
+	ins := parseDockerfile(t, "Dockerfile.worker")
+	froms := map[string]string{} // a stage's name to its base image
+	images := stages(ins)
+	for _, in := range ins {
+		if in.cmd == "FROM" {
+			f := strings.Fields(in.args)
+			froms[f[len(f)-1]], images = images[0], images[1:]
+		}
+	}
+	for name, want := range map[string]string{"build-cpu": "golang:", "models-cpu": "build-cpu", "runtime-cpu": "debian:"} {
+		st := stage(ins, name)
+		if st == nil {
+			t.Errorf("Dockerfile.worker has no %s stage", name)
+			continue
+		}
+		if !strings.HasPrefix(froms[name], want) {
+			t.Errorf("stage %s starts from %q, want %s…", name, froms[name], want)
+		}
+		for _, in := range st {
+			if l := strings.ToLower(in.args); strings.Contains(l, "cuda") || strings.Contains(l, "cmake") {
+				t.Errorf("CPU stage %s builds or names CUDA: %s %s", name, in.cmd, in.args)
+			}
+		}
+	}
+	rt := stage(ins, "runtime-cpu")
+	checkNonRoot(t, "Dockerfile.worker runtime-cpu", rt)
+	for _, want := range []struct{ cmd, text string }{
+		{"ENV", "VARIANT=${VARIANT}"},
+		{"ENV", "TEXT_GPU=false"},
+		{"HEALTHCHECK", "healthcheck"},
+	} {
+		if !find(rt, want.cmd, want.text) {
+			t.Errorf("runtime-cpu has no %s with %q", want.cmd, want.text)
+		}
+	}
+	if !find(stage(ins, "models-cpu"), "RUN", "--mount=type=secret,id=hf_token") {
+		t.Error("the CPU target's download runs without the secret mount")
+	}
+	if !find(parseDockerfile(t, "Dockerfile.api"), "HEALTHCHECK", "healthcheck") {
+		t.Error("Dockerfile.api has no HEALTHCHECK")
 	}
 }

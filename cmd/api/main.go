@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/healthcheck"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/logging"
 	"github.com/genq/genq/internal/natsembed"
@@ -136,6 +138,9 @@ func loadAPIKeys(list, file string) ([]string, error) {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 1 && args[0] == "healthcheck" {
+		return healthcheck.Probe(ctx, "http://127.0.0.1:"+cmp.Or(getenv("PORT"), "8080")+"/")
+	}
 	cfg, err := parseConfig(args, getenv, stdout)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +29,7 @@ import (
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/healthcheck"
 	"github.com/genq/genq/internal/hub"
 	"github.com/genq/genq/internal/logging"
 	"github.com/genq/genq/internal/natsqueue"
@@ -129,6 +131,13 @@ func variantArg(args []string, getenv func(string) string) string {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 1 && args[0] == "healthcheck" {
+		url, err := healthcheck.LocalURL(cmp.Or(getenv("METRICS_ADDR"), defaultMetricsAddr), "/healthz")
+		if err != nil {
+			return err
+		}
+		return healthcheck.Probe(ctx, url)
+	}
 	started := time.Now()
 	cfg, err := parseConfig(args, getenv, stdout)
 	if err != nil {
