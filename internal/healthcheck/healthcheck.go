@@ -5,11 +5,12 @@
 package healthcheck
 
 import (
+	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -27,22 +28,35 @@ func LocalURL(addr, path string) (string, error) {
 	return "http://" + net.JoinHostPort("127.0.0.1", port) + path, nil
 }
 
-// Probe GETs url and succeeds on a 2xx answer.
-func Probe(ctx context.Context, url string) error {
+// Probe GETs rawURL (plain HTTP) and succeeds on a 2xx status. It speaks
+// HTTP/1.0 over a bare connection: net/http's client would add its
+// transport, TLS and HTTP/2 code to binaries that otherwise only serve.
+func Probe(ctx context.Context, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("probe %q: want an http:// URL", rawURL)
+	}
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", u.Host)
 	if err != nil {
 		return fmt.Errorf("unhealthy: %w", err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("unhealthy: GET %s answered %s", url, resp.Status)
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", u.RequestURI(), u.Host); err != nil {
+		return fmt.Errorf("unhealthy: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("unhealthy: GET %s: %w", rawURL, err)
+	}
+	// "HTTP/1.1 200 OK"
+	_, status, _ := strings.Cut(strings.TrimSpace(line), " ")
+	if !strings.HasPrefix(status, "2") {
+		return fmt.Errorf("unhealthy: GET %s answered %q", rawURL, status)
 	}
 	return nil
 }

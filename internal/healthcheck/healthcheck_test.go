@@ -41,4 +41,7 @@ func TestProbe(t *testing.T) {
 	if err := Probe(context.Background(), srv.URL); err == nil {
 		t.Error("a closed server is healthy")
 	}
+	if err := Probe(context.Background(), "https://127.0.0.1:1/"); err == nil {
+		t.Error("an https URL was probed over plain HTTP")
+	}
 }
