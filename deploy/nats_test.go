@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -347,5 +348,44 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	}
 	if !slices.ContainsFunc(denied, func(e string) bool { return strings.Contains(e, `Publish to "genq.jobs.B"`) }) {
 		t.Fatalf("the batch role published an interactive job; violations reported: %v", denied)
+	}
+}
+
+// TestNATSSecretsScriptParses: the passwords scripts/nats-secrets.sh writes
+// for compose come through nats-server's parsing of genq.conf intact. A
+// value that starts with a digit is read as a number and refused, which a
+// few runs in a row are all but sure to draw if the script allows it.
+func TestNATSSecretsScriptParses(t *testing.T) {
+	conf := filepath.Join(root, "deploy", "nats", "genq.conf")
+	for run := range 24 {
+		env := filepath.Join(t.TempDir(), "nats.env")
+		cmd := exec.Command(filepath.Join(root, "scripts", "nats-secrets.sh"))
+		cmd.Env = append(os.Environ(), "GENQ_NATS_ENV="+env)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nats-secrets.sh: %v\n%s", err, out)
+		}
+		b, err := os.ReadFile(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		passwords := map[string]string{}
+		for _, line := range strings.Fields(string(b)) {
+			k, v, _ := strings.Cut(line, "=")
+			t.Setenv(k, v)
+			role := strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(k, "GENQ_NATS_"), "_PASSWORD"))
+			passwords["genq-"+role] = v
+		}
+		if len(passwords) != 3 {
+			t.Fatalf("run %d wrote %q, want three passwords", run, b)
+		}
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("run %d: genq.conf with %q does not parse: %v", run, b, err)
+		}
+		for _, u := range opts.Users {
+			if u.Password != passwords[u.Username] {
+				t.Fatalf("run %d: user %s's password did not come through intact", run, u.Username)
+			}
+		}
 	}
 }

@@ -11,16 +11,23 @@
 # and the password GENQ_NATS_BATCH_PASSWORD from the same file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-f=.genq/nats.env
+f=${GENQ_NATS_ENV:-.genq/nats.env}
 if [[ -s $f ]]; then
 	echo "$f exists; keeping it" >&2
 	exit 0
 fi
-mkdir -p .genq
+mkdir -p "$(dirname "$f")"
 umask 077
+# 32 letters and digits, the first a letter: nats-server parses a variable it
+# substitutes into its configuration as a value, and one that starts with a
+# digit is read as a number and refused (internal/deploy's NewSecretValue
+# follows the same rule).
+password() {
+	printf '%s%s' "$(LC_ALL=C tr -dc 'A-Za-z' </dev/urandom | head -c 1)" "$(LC_ALL=C tr -dc 'A-Za-z0-9' </dev/urandom | head -c 31)"
+}
 {
 	for role in API WORKER BATCH; do
-		printf 'GENQ_NATS_%s_PASSWORD=%s\n' "$role" "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+		printf 'GENQ_NATS_%s_PASSWORD=%s\n' "$role" "$(password)"
 	done
 } > "$f"
 echo "wrote $f" >&2
