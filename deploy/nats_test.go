@@ -351,10 +351,14 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	}
 }
 
+// secretValue is the shape of a generated password: nats-server reads a
+// value that starts with digits as a number ("69K2…" as 69K, then refuses
+// the rest).
+var secretValue = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{31}$`)
+
 // TestNATSSecretsScriptParses: the passwords scripts/nats-secrets.sh writes
-// for compose come through nats-server's parsing of genq.conf intact. A
-// value that starts with a digit is read as a number and refused, which a
-// few runs in a row are all but sure to draw if the script allows it.
+// for compose have a letter first and come through nats-server's parsing of
+// genq.conf intact, run after run.
 func TestNATSSecretsScriptParses(t *testing.T) {
 	conf := filepath.Join(root, "deploy", "nats", "genq.conf")
 	for run := range 24 {
@@ -371,6 +375,9 @@ func TestNATSSecretsScriptParses(t *testing.T) {
 		passwords := map[string]string{}
 		for _, line := range strings.Fields(string(b)) {
 			k, v, _ := strings.Cut(line, "=")
+			if !secretValue.MatchString(v) {
+				t.Fatalf("run %d: %s is not 32 letters and digits with a letter first", run, k)
+			}
 			t.Setenv(k, v)
 			role := strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(k, "GENQ_NATS_"), "_PASSWORD"))
 			passwords["genq-"+role] = v
