@@ -97,14 +97,7 @@ func contentText(raw json.RawMessage) (string, error) {
 }
 
 // ChatCompletion is a chat's answer.
-type ChatCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   Usage        `json:"usage"`
-}
+type ChatCompletion = Response[chatChoice]
 
 type chatChoice struct {
 	Index        int            `json:"index"`
@@ -131,14 +124,7 @@ func RenderChat(results ...TextResult) ChatCompletion {
 }
 
 // ChatCompletionChunk is one event of a streamed chat.
-type ChatCompletionChunk struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []chatChunkChoice `json:"choices"`
-	Usage   *Usage            `json:"usage,omitempty"`
-}
+type ChatCompletionChunk = Chunk[chatChunkChoice]
 
 // chatChunkChoice is a chat choice in a stream. Log-probabilities, when
 // asked for, come with the text of their tokens.

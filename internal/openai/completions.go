@@ -77,14 +77,7 @@ func completionPrompt(raw json.RawMessage, maxPrompt int, job *genq.Job) error {
 }
 
 // Completion is a completion's answer.
-type Completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   Usage              `json:"usage"`
-}
+type Completion = Response[completionChoice]
 
 type completionChoice struct {
 	Text         string              `json:"text"`
@@ -111,14 +104,7 @@ func RenderCompletion(results ...TextResult) Completion {
 }
 
 // CompletionChunk is one event of a streamed completion.
-type CompletionChunk struct {
-	ID      string                  `json:"id"`
-	Object  string                  `json:"object"`
-	Created int64                   `json:"created"`
-	Model   string                  `json:"model"`
-	Choices []completionChunkChoice `json:"choices"`
-	Usage   *Usage                  `json:"usage,omitempty"`
-}
+type CompletionChunk = Chunk[completionChunkChoice]
 
 // completionChunkChoice is a completion's choice in a stream: the finish
 // reason is null until the last chunk, as OpenAI sends it, and the

@@ -31,6 +31,29 @@ func (r TextResult) usage() Usage {
 	return u
 }
 
+// Response is the frame of a text route's whole answer: its id and object
+// name, when and by which model, the choices of the route's shape, and the
+// token counts.
+type Response[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   Usage  `json:"usage"`
+}
+
+// Chunk is the frame of one streamed event of a text route: as Response,
+// with the token counts only in the last chunk, when they were asked for.
+type Chunk[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *Usage `json:"usage,omitempty"`
+}
+
 // Usage counts a request's tokens, in OpenAI's shape.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
