@@ -46,6 +46,10 @@ type TextResult struct {
 	PromptLogprobs []TokenLogprob `json:"prompt_logprobs,omitempty"`
 }
 
+// MaxTextResultBytes bounds a text result read into memory, by the api and
+// by a follower of streamed chunks; text results are a few KiB.
+const MaxTextResultBytes = 16 << 20
+
 // TokenLogprob is one answer token's log-probability, with the most likely
 // tokens at its position when the job asked for them.
 type TokenLogprob struct {

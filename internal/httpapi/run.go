@@ -78,15 +78,11 @@ func runAll[T any](ctx context.Context, jobs []genq.Job, run func(context.Contex
 	return out, first
 }
 
-// maxTextResult bounds the text result the api reads into memory; text
-// results are a few KiB.
-const maxTextResult = 16 << 20
-
 // readTextResult reads a text result: its JSON as the worker wrote it, and
 // decoded.
 func readTextResult(res *genq.ReceivedResult) (json.RawMessage, genq.TextResult, error) {
 	var out genq.TextResult
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxTextResult))
+	data, err := io.ReadAll(io.LimitReader(res.Body, genq.MaxTextResultBytes))
 	if err == nil {
 		err = json.Unmarshal(data, &out)
 	}

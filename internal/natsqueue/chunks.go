@@ -130,7 +130,7 @@ func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 // the answer, which holds the whole text and every log-probability. The
 // answer's body is replaced by the bytes read.
 func (f *follower) final(a *genq.ReceivedResult) (genq.TextPiece, error) {
-	data, err := io.ReadAll(io.LimitReader(a.Body, 16<<20))
+	data, err := io.ReadAll(io.LimitReader(a.Body, genq.MaxTextResultBytes))
 	a.Body.Close()
 	if err != nil {
 		return genq.TextPiece{}, genq.WrapError(genq.Unavailable, err, "the result could not be read")
