@@ -8,7 +8,7 @@
 # drain within stop_grace_period, no secret in any image layer or history,
 # and variant C's PNG. It leaves nothing running.
 #
-# Needs a Docker engine with Compose v2 and BuildKit, curl and python3.
+# Needs a Docker engine with Compose v2 and BuildKit, and curl.
 # Images it cannot pull must exist locally (golang:1.26-bookworm,
 # debian:bookworm-slim, gcr.io/distroless/static-debian12:nonroot,
 # nats:2.11-alpine, docker/dockerfile:1.7).
@@ -27,7 +27,7 @@ pass() {
 passed=0 failed=0
 
 docker info >/dev/null 2>&1 || {
-	echo "compose-test: no Docker engine answers (docker info failed); start one, e.g. ../shared/docker/setup-all.sh" >&2
+	echo "compose-test: no Docker engine answers (docker info failed); start a Docker engine with Compose v2 (docs/deploy.md, "Compose on one machine")" >&2
 	exit 1
 }
 docker compose version >/dev/null 2>&1 || {
