@@ -40,6 +40,10 @@ type Job struct {
 	// setting under OpenAI's newer name; a job may give either.
 	MaxTokens           int `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
+	// PromptOnly asks for no answer at all, only the echoed prompt
+	// (OpenAI's max_tokens: 0 with echo): how harnesses score a prompt's
+	// likelihood. A worker older than the field ignores it and answers.
+	PromptOnly bool `json:"prompt_only,omitempty"`
 	// Temperature (0 to 2; 0 is greedy), TopP (0 to 1) and Seed override
 	// the worker's sampling settings when set.
 	Temperature *float64 `json:"temperature,omitempty"`

@@ -250,3 +250,55 @@ func TestEchoScoresThePrompt(t *testing.T) {
 		t.Fatalf("echo without logprobs: %q, %d entries, %v", textOnly.PromptText, len(textOnly.PromptLogprobs), err)
 	}
 }
+
+// TestPromptOnlyScoresWithoutAnswering: a prompt-only job (max_tokens 0
+// with echo) gets its prompt scored as an echo that answers gets it, no
+// answer, and a finish of "length"; the job beside it answers as alone.
+func TestPromptOnlyScoresWithoutAnswering(t *testing.T) {
+	for _, pipeline := range []string{"off", "on"} {
+		t.Run("pipeline "+pipeline, func(t *testing.T) { testPromptOnly(t, pipeline) })
+	}
+}
+
+func testPromptOnly(t *testing.T, pipeline string) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 6, Slots: 3, BatchSize: 5, IgnoreEOS: true, Pipeline: pipeline})
+	ctx := context.Background()
+	prompt, err := b.tok.Encode("Once upon a time there was a queue", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	scored := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, PromptOnly: true}
+	answered := scored
+	answered.PromptOnly = false
+	other := genq.Job{Prompt: "Something else entirely", Temperature: &zero}
+	together, errs := jobsTogether(t, b, []genq.Job{scored, other, scored})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.generateJob(ctx, answered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range []seqResult{together[0], together[2]} {
+		if got.Text != "" || got.Tokens != 0 || got.Logprobs != nil || got.FinishReason != genq.FinishLength {
+			t.Fatalf("a prompt-only job answered %q (%d tokens, finish %q)", got.Text, got.Tokens, got.FinishReason)
+		}
+		if got.PromptText != want.PromptText || len(got.PromptLogprobs) != len(prompt) {
+			t.Fatalf("prompt %q with %d entries, want %q with %d", got.PromptText, len(got.PromptLogprobs), want.PromptText, len(prompt))
+		}
+		for i, e := range got.PromptLogprobs {
+			if w := want.PromptLogprobs[i]; math.Abs(e.Logprob.Logprob-w.Logprob.Logprob) > 1e-3 {
+				t.Errorf("prompt token %d: %v, answering %v", i, e.Logprob.Logprob, w.Logprob.Logprob)
+			}
+		}
+	}
+	if otherAlone, err := b.generateJob(ctx, other); err != nil || together[1].Text != otherAlone.Text {
+		t.Fatalf("the job beside answered %q, alone %q (%v)", together[1].Text, otherAlone.Text, err)
+	}
+	// The whole context may be prompt: no room is kept for an answer.
+	long := genq.Job{PromptTokenIDs: make([]int32, b.cfg.ContextSize), Echo: true, PromptOnly: true}
+	if _, err := b.newJobRequest(long); err != nil {
+		t.Fatalf("a prompt-only job of the whole context: %v", err)
+	}
+}

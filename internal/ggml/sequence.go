@@ -31,6 +31,7 @@ type request struct {
 	logprobs    bool
 	topLogprobs int
 	echo        bool
+	promptOnly  bool // no answer: the prompt, echoed, is all
 	// emit, when set, gets the answer's text piece by piece (emit.go).
 	emit func(genq.TextPiece)
 
