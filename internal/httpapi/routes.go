@@ -43,6 +43,7 @@ func (s *Server) routes() http.Handler {
 		})
 		v1.Post("/chat/completions", s.handleChatCompletions)
 		v1.Post("/completions", s.handleCompletions)
+		v1.Post("/responses", s.handleResponses)
 		v1.Get("/models", s.handleModels)
 		v1.Get("/models/*", s.handleModel)
 		v1.Post("/images/generations", s.handleImageGenerations)
