@@ -1,6 +1,7 @@
 package genq_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -54,5 +55,27 @@ func TestTightest(t *testing.T) {
 	}
 	if got := genq.Tightest(); got != (genq.Limits{}) {
 		t.Fatalf("no workers: %+v", got)
+	}
+}
+
+// TestHeartbeatLimitsJSON: the limits are optional in a heartbeat, both
+// ways: an older worker's heartbeat reads with none, and a worker that
+// knows no limits sends none.
+func TestHeartbeatLimitsJSON(t *testing.T) {
+	var old genq.Heartbeat
+	if err := json.Unmarshal([]byte(`{"worker_id":"w","variant":"B","model":"m","slots":2,"free_slots":1,"at":"2026-11-22T09:00:00Z"}`), &old); err != nil || old.Limits != nil {
+		t.Fatalf("an older heartbeat: %+v, %v", old, err)
+	}
+	if b, _ := json.Marshal(genq.Heartbeat{WorkerID: "w"}); strings.Contains(string(b), "limits") {
+		t.Fatalf("no limits sent as %s", b)
+	}
+	hb := genq.Heartbeat{WorkerID: "w", Limits: &genq.Limits{MaxNewTokens: 16, ContextSize: 64, VocabSize: 100}}
+	b, _ := json.Marshal(hb)
+	if !strings.Contains(string(b), `"limits":{"max_new_tokens":16,"context_size":64,"vocab_size":100}`) {
+		t.Fatalf("limits sent as %s", b)
+	}
+	var back genq.Heartbeat
+	if err := json.Unmarshal(b, &back); err != nil || back.Limits == nil || *back.Limits != *hb.Limits {
+		t.Fatalf("read back %+v, %v", back, err)
 	}
 }
