@@ -84,7 +84,7 @@ func TestResponses(t *testing.T) {
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_x"}`, "this server keeps no conversation state"},
 		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, `text.format "json_schema" is not supported`},
 		{"tools", `{"input":"hi","tools":[{"type":"function","name":"f"}]}`, "tools are not supported"},
-		{"over the cap", `{"input":"hi","max_output_tokens":17}`, "this server answers with at most 16 tokens"},
+		{"over the cap", `{"input":"hi","max_output_tokens":17}`, "max_output_tokens is 17; this server answers with at most 16 tokens"},
 		{"no input", `{}`, "input is required"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -98,6 +98,12 @@ type Job struct {
 	Steps          int      `json:"num_inference_steps,omitempty"`
 	GuidanceScale  *float64 `json:"guidance_scale,omitempty"`
 
+	// MaxTokensParam is the name the client gave the answer's limit in,
+	// for messages, when it is neither max_tokens nor
+	// max_completion_tokens (the Responses API's max_output_tokens). It
+	// does not travel.
+	MaxTokensParam string `json:"-"`
+
 	// Attempt is which delivery of the job this is, counted from 1. It comes
 	// from JetStream's metadata, never from the message body.
 	Attempt int `json:"-"`

@@ -37,6 +37,9 @@ func Tightest(lims ...Limits) Limits {
 // MaxTokensField names the field a job gave its answer's limit in, as its
 // client wrote it.
 func (j Job) MaxTokensField() string {
+	if j.MaxTokensParam != "" {
+		return j.MaxTokensParam
+	}
 	if j.MaxTokens == 0 && j.MaxCompletionTokens > 0 {
 		return "max_completion_tokens"
 	}

@@ -22,6 +22,7 @@ func TestLimitsCheck(t *testing.T) {
 		{"max_tokens over the cap", text, genq.Job{MaxTokens: 17}, "max_tokens is 17; this server answers with at most 16 tokens"},
 		{"max_completion_tokens over the cap", text, genq.Job{MaxCompletionTokens: 17}, "max_completion_tokens is 17"},
 		{"both over the cap", text, genq.Job{MaxTokens: 17, MaxCompletionTokens: 17}, "max_tokens is 17"},
+		{"max_output_tokens over the cap", text, genq.Job{MaxCompletionTokens: 17, MaxTokensParam: "max_output_tokens"}, "max_output_tokens is 17"},
 		{"token id in the vocabulary", text, genq.Job{PromptTokenIDs: []int32{0, 99}}, ""},
 		{"token id past the vocabulary", text, genq.Job{PromptTokenIDs: []int32{1, 100}}, "token id 100; this model's vocabulary has tokens 0 to 99"},
 		{"logit_bias past the vocabulary", text, genq.Job{Prompt: "x", LogitBias: map[int32]float64{100: 1}}, "logit_bias names token 100"},

@@ -68,7 +68,7 @@ func DecodeResponse(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 		if *n < 1 {
 			return Params{}, genq.Errorf(genq.Invalid, "max_output_tokens must be at least 1, not %d", *n)
 		}
-		job.MaxCompletionTokens = *n
+		job.MaxCompletionTokens, job.MaxTokensParam = *n, "max_output_tokens"
 	}
 	job.Temperature, job.TopP, job.Stream = req.Temperature, req.TopP, req.Stream
 	return Params{Model: req.Model, Stream: req.Stream}, nil
