@@ -57,6 +57,8 @@ func TestRequestsCheckedAgainstTheWorkersLimits(t *testing.T) {
 			`this request asks for 6 answers (prompts × n), and the queue holds at most 4 jobs (QUEUE_CAPACITY): ask for fewer`},
 		{"n over the queue", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":5}`, genq.VariantB, nil, 400,
 			`the queue holds at most 4 jobs (QUEUE_CAPACITY)`},
+		{"images over the queue", "/v1/images/generations", `{"prompt":"x","n":5}`, genq.VariantC, nil, 400,
+			`this request asks for 5 images (n), and the queue holds at most 4 jobs (QUEUE_CAPACITY): ask for fewer`},
 		{"image over the worker's size", "/v1/images/generations", `{"prompt":"x","size":"256x256"}`, genq.VariantC, []*genq.Limits{image}, 400,
 			`width and height must be multiples of 16 from 64 to 128`},
 		{"image over the worker's steps", "/v1/images/generations", `{"prompt":"x","num_inference_steps":5}`, genq.VariantC, []*genq.Limits{image}, 400,
@@ -70,7 +72,7 @@ func TestRequestsCheckedAgainstTheWorkersLimits(t *testing.T) {
 			jobs := &countedJobs{}
 			ids := 0
 			h := NewServer(Config{Variant: tt.variant, MaxBodyBytes: 1 << 20, MaxPromptBytes: 1 << 10, JobTimeout: time.Minute, QueueCapacity: 4,
-				Images: ImageLimits{MaxSize: 1024, MaxSteps: 50}},
+				Images: ImageLimits{MaxSize: 1024, MaxSteps: 50, MaxN: 8}},
 				Deps{Jobs: jobs, Workers: workers, Registry: prometheus.NewRegistry(),
 					NewID: func() string { ids++; return "job-" + strconv.Itoa(ids) }, Log: slog.New(slog.DiscardHandler)})
 			rec := httptest.NewRecorder()

@@ -165,6 +165,15 @@ func (s *Server) checkLimits(job genq.Job) error {
 	return genq.Tightest(lims...).Check(job)
 }
 
+// fitsQueue refuses a request of more jobs than the queue holds, which
+// could never be queued whole: a 429 would have clients retry it forever.
+func (s *Server) fitsQueue(jobs int, what string) error {
+	if c := s.cfg.QueueCapacity; c > 0 && int64(jobs) > c {
+		return genq.Errorf(genq.Invalid, "this request asks for %d %s, and the queue holds at most %d jobs (QUEUE_CAPACITY): ask for fewer", jobs, what, c)
+	}
+	return nil
+}
+
 // limits are what one request may ask for.
 func (s *Server) limits() openai.Limits {
 	return openai.Limits{MaxPromptBytes: s.cfg.MaxPromptBytes, Images: s.cfg.Images}

@@ -44,6 +44,9 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		jobs, err = openai.ImageJobs(req, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID)
 	}
 	if err == nil {
+		err = s.fitsQueue(len(jobs), "images (n)")
+	}
+	if err == nil {
 		err = s.checkLimits(jobs[0]) // the images of a request differ only in their seeds
 	}
 	if err != nil {

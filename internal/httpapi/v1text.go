@@ -95,9 +95,8 @@ func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode text
 // each, prompt by prompt; it refuses a request larger than the queue,
 // which could never be queued whole.
 func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
-	if c := s.cfg.QueueCapacity; c > 0 && int64(len(prompts)*n) > c {
-		return nil, genq.Errorf(genq.Invalid, "this request asks for %d answers (prompts × n), and the queue holds at most %d jobs (QUEUE_CAPACITY): ask for fewer",
-			len(prompts)*n, c)
+	if err := s.fitsQueue(len(prompts)*n, "answers (prompts × n)"); err != nil {
+		return nil, err
 	}
 	jobs := make([]genq.Job, 0, len(prompts)*n)
 	for _, p := range prompts {
