@@ -50,7 +50,7 @@ func TestRequestsCheckedAgainstTheWorkersLimits(t *testing.T) {
 		{"a worker that tells no limits", "/v1/completions", `{"prompt":"x","max_tokens":17}`, genq.VariantB, []*genq.Limits{nil}, 200, `"text_completion"`},
 		{"no live worker", "/v1/completions", `{"prompt":"x","max_tokens":17}`, genq.VariantB, nil, 200, `"text_completion"`},
 		{"a token id past the vocabulary", "/v1/completions", `{"prompt":[[1],[100]]}`, genq.VariantB, []*genq.Limits{text}, 400,
-			`prompt holds the token id 100; this model's vocabulary has tokens 0 to 99`},
+			`"message":"prompt[1]: prompt holds the token id 100; this model's vocabulary has tokens 0 to 99"`},
 		{"token ids past the context", "/v1/completions", `{"prompt":[` + strings.Repeat("1,", 48) + `1]}`, genq.VariantB, []*genq.Limits{text}, 400,
 			`prompt is too long: 49 tokens`},
 		{"prompts × n over the queue", "/v1/completions", `{"prompt":["a","b","c"],"n":2}`, genq.VariantB, []*genq.Limits{text}, 400,

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -99,12 +100,16 @@ func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
 		return nil, err
 	}
 	jobs := make([]genq.Job, 0, len(prompts)*n)
-	for _, p := range prompts {
+	for i, p := range prompts {
 		p.ID = s.newID()
-		if err := p.Validate(); err != nil {
-			return nil, err
+		err := p.Validate()
+		if err == nil {
+			err = s.checkLimits(p)
 		}
-		if err := s.checkLimits(p); err != nil {
+		if err != nil && len(prompts) > 1 {
+			err = genq.WrapError(genq.ErrorCode(err), err, fmt.Sprintf("prompt[%d]: %s", i, genq.ErrorMessage(err)))
+		}
+		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, openai.ChoiceJobs(p, n, s.newID)...)
