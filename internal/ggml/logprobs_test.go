@@ -302,3 +302,56 @@ func testPromptOnly(t *testing.T, pipeline string) {
 		t.Fatalf("a prompt-only job of the whole context: %v", err)
 	}
 }
+
+// TestEchoScoresTokensOutsideTheText: a harness that scores a prompt with
+// one answer token drops the answer's last entry; when that token is not
+// the answer's text (it ends the turn, or is another special token), the
+// entry is still there, so the drop takes it and not a prompt token. An
+// answer that does not echo keeps no entry for it, as OpenAI's chats give
+// none.
+func TestEchoScoresTokensOutsideTheText(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 4, Slots: 2})
+	ctx := context.Background()
+	var eos, special int32 = -1, -1
+	for id := range b.vocab.stop {
+		eos = id
+		break
+	}
+	for id := range b.vocab.control {
+		if b.vocab.isControl(int32(id)) && !b.vocab.isStop(int32(id)) {
+			special = int32(id)
+			break
+		}
+	}
+	if eos < 0 || special < 0 {
+		t.Fatalf("the tiny model has no end-of-turn (%d) or other special token (%d)", eos, special)
+	}
+	prompt, err := b.tok.Encode("Once upon a time", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	for _, tt := range []struct {
+		name   string
+		tok    int32
+		finish string
+	}{{"end of turn", eos, genq.FinishStop}, {"another special token", special, genq.FinishLength}} {
+		t.Run(tt.name, func(t *testing.T) {
+			forced := map[int32]float64{tt.tok: genq.MaxLogitBias}
+			echo := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, MaxTokens: 1, LogitBias: forced}
+			got, err := b.generateJob(ctx, echo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Text != "" || got.FinishReason != tt.finish || len(got.Logprobs) != 1 || got.Logprobs[0].Offset != 0 ||
+				len(got.PromptLogprobs) != len(prompt) {
+				t.Fatalf("answer %q (%s), %d entries %+v, %d prompt entries", got.Text, got.FinishReason, len(got.Logprobs), got.Logprobs, len(got.PromptLogprobs))
+			}
+			plain := echo
+			plain.Echo = false
+			if res, err := b.generateJob(ctx, plain); err != nil || res.FinishReason != tt.finish || len(res.Logprobs) != 0 {
+				t.Fatalf("without echo: %d entries, finish %s, %v", len(res.Logprobs), res.FinishReason, err)
+			}
+		})
+	}
+}

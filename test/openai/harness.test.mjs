@@ -26,19 +26,17 @@ async function complete(body) {
 
 // parseLogprobs reads a scoring batch as the harness's parse_logprobs
 // does: choices in index order, the continuation's log-probabilities from
-// ctxlen on (max_tokens 0: no answer token to drop at the end), and
-// whether each continuation token was the most likely one.
-function parseLogprobs(out, ctxlens) {
+// ctxlen on, the last entry dropped when the request asked for an answer
+// token (max_tokens 1), and whether each continuation token was the most
+// likely one.
+function parseLogprobs(out, ctxlens, answered) {
   const choices = [...out.choices].sort((a, b) => a.index - b.index);
   assert.equal(choices.length, ctxlens.length);
   return choices.map((choice, i) => {
-    const logprobs = choice.logprobs.token_logprobs.slice(ctxlens[i]);
-    const tops = choice.logprobs.top_logprobs.slice(ctxlens[i]);
-    const tokens = choice.logprobs.tokens.slice(ctxlens[i]);
-    const isGreedy = tokens.every((tok, k) => {
-      const top = Object.entries(tops[k]).sort((a, b) => b[1] - a[1])[0][0];
-      return top === tok;
-    });
+    const end = answered ? -1 : undefined;
+    const logprobs = choice.logprobs.token_logprobs.slice(ctxlens[i], end);
+    const tops = choice.logprobs.top_logprobs.slice(ctxlens[i], end);
+    const isGreedy = logprobs.every((lp, k) => lp === Math.max(...Object.values(tops[k])));
     return { sum: logprobs.reduce((a, b) => a + b, 0), isGreedy, n: logprobs.length };
   });
 }
@@ -53,19 +51,21 @@ test("lm-evaluation-harness: a scoring batch, max_tokens 0 with echo", async () 
   const out = await complete({ prompt: prompts, echo: true, logprobs: 1, max_tokens: 0, temperature: 0, seed: 1234 });
   assert.equal(out.usage.completion_tokens, 0);
   for (const c of out.choices) assert.equal(c.finish_reason, "length");
-  const scored = parseLogprobs(out, contexts.map((c) => c.length));
-  // The same prompts echoed with an answer token after them score the same:
-  // their prompt's part, sliced by the prompt's length (an answer that is
-  // an end-of-turn token has no entry of its own).
-  const older = await complete({ prompt: prompts, echo: true, logprobs: 1, max_tokens: 1, temperature: 0, seed: 1234 });
-  const olderSums = [...older.choices]
-    .sort((a, b) => a.index - b.index)
-    .map((c, i) => c.logprobs.token_logprobs.slice(contexts[i].length, prompts[i].length).reduce((a, b) => a + b, 0));
+  const ctxlens = contexts.map((c) => c.length);
+  const scored = parseLogprobs(out, ctxlens, false);
+  // The same batch as the harness's local-completions sends it, with one
+  // answer token that it drops, scores the same, even where that token
+  // ends the turn.
+  const older = parseLogprobs(
+    await complete({ prompt: prompts, echo: true, logprobs: 1, max_tokens: 1, temperature: 0, seed: 1234 }),
+    ctxlens,
+    true,
+  );
   scored.forEach((s, i) => {
     assert.equal(s.n, continuations[i].length);
     assert.ok(Number.isFinite(s.sum) && s.sum < 0, `sum ${s.sum}`);
-    assert.ok(Math.abs(s.sum - olderSums[i]) < 1e-3, `prompt ${i}: ${s.sum} and ${olderSums[i]}`);
-    assert.equal(typeof s.isGreedy, "boolean");
+    assert.ok(Math.abs(s.sum - older[i].sum) < 1e-3, `prompt ${i}: ${s.sum} and ${older[i].sum}`);
+    assert.equal(s.isGreedy, older[i].isGreedy);
   });
 });
 
