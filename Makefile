@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build test test-openai compose-test fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build test test-openai test-run-local compose-test fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -49,6 +49,11 @@ fuzz:
 # npm; make test covers the same behaviour in Go (internal/e2e).
 test-openai: build
 	test/openai/run.sh
+
+# make run as a newcomer meets it: a taken port named by its variable,
+# every port moved, Ctrl-C stopping the worker before the api.
+test-run-local: build
+	scripts/run-local-test.py
 
 # The compose stack on a real Docker engine (not part of make test): builds
 # the api and CPU worker images, runs the cpu profile and checks it from

@@ -1,14 +1,41 @@
 #!/usr/bin/env bash
 # run-local.sh: the whole genq stack on this machine, in the foreground.
 # The api starts an embedded nats-server; one worker serves $VARIANT.
-# Ctrl-C stops everything.
+# Ctrl-C stops everything, the worker first. Each port moves with its
+# variable: PORT, EMBEDDED_NATS_PORT, API_METRICS_ADDR (the api's metrics)
+# and METRICS_ADDR (the worker's).
 set -euo pipefail
+# Job control puts each process in a group of its own, so Ctrl-C reaches
+# this script alone, and stop() ends the worker before the api: a worker
+# whose NATS went first would warn at every pull.
+set -m
 cd "$(dirname "$0")/.."
 
 VARIANT="${VARIANT:-B}"
 PORT="${PORT:-8080}"
 model_dir="${MODEL_DIR:-models/$VARIANT}"
 nats_port="${EMBEDDED_NATS_PORT:-4222}"
+api_metrics="${API_METRICS_ADDR-127.0.0.1:9090}"
+worker_metrics="${METRICS_ADDR-127.0.0.1:9091}"
+
+# taken reports whether something listens on address (host:port, or
+# :port for every interface).
+taken() {
+	local host=${1%:*} port=${1##*:}
+	(exec 3<>"/dev/tcp/${host:-127.0.0.1}/$port") 2>/dev/null
+}
+busy=()
+for pair in "PORT=:$PORT" "EMBEDDED_NATS_PORT=:$nats_port" "API_METRICS_ADDR=$api_metrics" "METRICS_ADDR=$worker_metrics"; do
+	name=${pair%%=*} addr=${pair#*=}
+	if [[ -n "$addr" ]] && taken "$addr"; then
+		busy+=("$name ($addr is taken)")
+	fi
+done
+if ((${#busy[@]} > 0)); then
+	list=$(printf '%s, ' "${busy[@]}")
+	echo "make run: ports in use; move them with ${list%, }: for example make run PORT=8081 EMBEDDED_NATS_PORT=4223 API_METRICS_ADDR=127.0.0.1:9190 METRICS_ADDR=127.0.0.1:9191 (an empty metrics address turns /metrics off)" >&2
+	exit 1
+fi
 
 if [[ -z "$(find "$model_dir" -mindepth 1 -maxdepth 1 ! -name README.md 2>/dev/null | head -n 1)" ]]; then
 	cat >&2 <<MSG
@@ -30,9 +57,9 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="${API_METRICS_ADDR:-127.0.0.1:9090}" bin/api &
+VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="$api_metrics" bin/api &
 pids+=($!)
-VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="${METRICS_ADDR:-127.0.0.1:9091}" bin/worker &
+VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$worker_metrics" bin/worker &
 pids+=($!)
 echo "genq variant $VARIANT: http://localhost:$PORT  (Ctrl-C stops)" >&2
 # Whichever exits first ends the stack.

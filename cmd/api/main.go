@@ -103,6 +103,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 		return c, err
 	}
 	c.http.Variant = v
+	c.http.QueueCapacity = c.queue.QueueCapacity
 	if c.addr == "" {
 		c.addr = ":" + strconv.Itoa(c.port)
 	}

@@ -173,3 +173,25 @@ func TestOpenAIImagesOnTextVariant(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 }
+
+// TestImageLimitsFromTheWorker: an api whose own image bounds are wider
+// than its worker's refuses at once, from the worker's heartbeat, an image
+// the worker could not make, and queues nothing.
+func TestImageLimitsFromTheWorker(t *testing.T) {
+	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{Images: httpapi.ImageLimits{MaxSize: 1024, MaxSteps: 50, MaxN: 2}}})
+	s.tinyImageWorker(onnx.Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	for _, tt := range []struct{ body, want string }{
+		{`{"prompt":"a cat","size":"256x256"}`, "width and height must be multiples of 16 from 64 to 128"},
+		{`{"prompt":"a cat","num_inference_steps":5}`, "num_inference_steps must be between 1 and 4, not 5"},
+	} {
+		before := s.jobsPublished()
+		r := s.postKey("/v1/images/generations", "", tt.body)
+		if e := decodeAs[v1Err](t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Error.Message, tt.want) {
+			t.Fatalf("%s: %d %s; want 400 with %q", tt.body, r.status, r.body, tt.want)
+		}
+		if after := s.jobsPublished(); after != before {
+			t.Fatalf("%s: a refused image was queued", tt.body)
+		}
+	}
+	pngs(t, s.postKey("/v1/images/generations", "", `{"prompt":"a cat","size":"128x64","num_inference_steps":4}`), 128, 64)
+}

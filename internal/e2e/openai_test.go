@@ -405,7 +405,7 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"no prompt", "/v1/completions", key, `{}`, 400, "invalid_request_error", "prompt is required"},
 		{"token ids past the vocabulary", "/v1/completions", key, `{"prompt":[1,999999]}`, 400, "invalid_request_error", "prompt holds the token id 999999; this model's vocabulary has tokens 0 to"},
 		{"a negative token id", "/v1/completions", key, `{"prompt":[[1,-2]]}`, 400, "invalid_request_error", "ids are not negative"},
-		{"two token prompts", "/v1/completions", key, `{"prompt":[[1],[2]]}`, 400, "invalid_request_error", "holds 2 prompts"},
+		{"a token prompt of several past the vocabulary", "/v1/completions", key, `{"prompt":[[1],[2,999999]]}`, 400, "invalid_request_error", "prompt holds the token id 999999"},
 		{"token ids not integers", "/v1/completions", key, `{"prompt":[1.5]}`, 400, "invalid_request_error", "a list of token ids"},
 		{"unknown route", "/v1/embeddings", key, `{}`, 404, "not_found_error", "no route /v1/embeddings"},
 	} {

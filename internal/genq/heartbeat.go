@@ -19,17 +19,22 @@ type BackendInfo struct {
 	Model  string `json:"model"`
 	// Slots is how many jobs the backend runs at once.
 	Slots int `json:"slots"`
+	// Limits bound the jobs the model can serve.
+	Limits Limits `json:"limits"`
 }
 
 // Heartbeat is what a live worker publishes about itself, every few seconds.
 type Heartbeat struct {
-	WorkerID  string    `json:"worker_id"`
-	Variant   Variant   `json:"variant"`
-	Device    Device    `json:"device"`
-	Model     string    `json:"model"`
-	Slots     int       `json:"slots"`
-	FreeSlots int       `json:"free_slots"`
-	Draining  bool      `json:"draining,omitempty"`
+	WorkerID  string  `json:"worker_id"`
+	Variant   Variant `json:"variant"`
+	Device    Device  `json:"device"`
+	Model     string  `json:"model"`
+	Slots     int     `json:"slots"`
+	FreeSlots int     `json:"free_slots"`
+	Draining  bool    `json:"draining,omitempty"`
+	// Limits let the api refuse at once a job this worker would refuse;
+	// absent from workers older than the field.
+	Limits    *Limits   `json:"limits,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	At        time.Time `json:"at"`
 }

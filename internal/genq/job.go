@@ -40,6 +40,10 @@ type Job struct {
 	// setting under OpenAI's newer name; a job may give either.
 	MaxTokens           int `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
+	// PromptOnly asks for no answer at all, only the echoed prompt
+	// (OpenAI's max_tokens: 0 with echo): how harnesses score a prompt's
+	// likelihood. A worker older than the field ignores it and answers.
+	PromptOnly bool `json:"prompt_only,omitempty"`
 	// Temperature (0 to 2; 0 is greedy), TopP (0 to 1) and Seed override
 	// the worker's sampling settings when set.
 	Temperature *float64 `json:"temperature,omitempty"`
@@ -93,6 +97,12 @@ type Job struct {
 	Height         int      `json:"height,omitempty"`
 	Steps          int      `json:"num_inference_steps,omitempty"`
 	GuidanceScale  *float64 `json:"guidance_scale,omitempty"`
+
+	// MaxTokensParam is the name the client gave the answer's limit in,
+	// for messages, when it is neither max_tokens nor
+	// max_completion_tokens (the Responses API's max_output_tokens). It
+	// does not travel.
+	MaxTokensParam string `json:"-"`
 
 	// Attempt is which delivery of the job this is, counted from 1. It comes
 	// from JetStream's metadata, never from the message body.

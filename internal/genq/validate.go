@@ -146,6 +146,10 @@ func (j Job) validateParams() error {
 		return Errorf(Invalid, "max_completion_tokens must be at least 1, not %d", j.MaxCompletionTokens)
 	case j.MaxTokens > 0 && j.MaxCompletionTokens > 0 && j.MaxTokens != j.MaxCompletionTokens:
 		return Errorf(Invalid, "max_tokens (%d) and max_completion_tokens (%d) disagree: give one", j.MaxTokens, j.MaxCompletionTokens)
+	case j.PromptOnly && !j.Echo:
+		return Errorf(Invalid, "max_tokens 0 generates nothing: it is for scoring a prompt, with echo: true")
+	case j.PromptOnly && j.MaxNewTokens() > 0:
+		return Errorf(Invalid, "prompt_only generates nothing: leave max_tokens out")
 	}
 	if t := j.Temperature; t != nil && !(*t >= 0 && *t <= MaxTemperature) { // NaN fails too
 		return Errorf(Invalid, "temperature must be between 0 and %g, not %v", MaxTemperature, *t)

@@ -250,3 +250,108 @@ func TestEchoScoresThePrompt(t *testing.T) {
 		t.Fatalf("echo without logprobs: %q, %d entries, %v", textOnly.PromptText, len(textOnly.PromptLogprobs), err)
 	}
 }
+
+// TestPromptOnlyScoresWithoutAnswering: a prompt-only job (max_tokens 0
+// with echo) gets its prompt scored as an echo that answers gets it, no
+// answer, and a finish of "length"; the job beside it answers as alone.
+func TestPromptOnlyScoresWithoutAnswering(t *testing.T) {
+	for _, pipeline := range []string{"off", "on"} {
+		t.Run("pipeline "+pipeline, func(t *testing.T) { testPromptOnly(t, pipeline) })
+	}
+}
+
+func testPromptOnly(t *testing.T, pipeline string) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 6, Slots: 3, BatchSize: 5, IgnoreEOS: true, Pipeline: pipeline})
+	ctx := context.Background()
+	prompt, err := b.tok.Encode("Once upon a time there was a queue", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	scored := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, PromptOnly: true}
+	answered := scored
+	answered.PromptOnly = false
+	other := genq.Job{Prompt: "Something else entirely", Temperature: &zero}
+	together, errs := jobsTogether(t, b, []genq.Job{scored, other, scored})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.generateJob(ctx, answered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range []seqResult{together[0], together[2]} {
+		if got.Text != "" || got.Tokens != 0 || got.Logprobs != nil || got.FinishReason != genq.FinishLength {
+			t.Fatalf("a prompt-only job answered %q (%d tokens, finish %q)", got.Text, got.Tokens, got.FinishReason)
+		}
+		if got.PromptText != want.PromptText || len(got.PromptLogprobs) != len(prompt) {
+			t.Fatalf("prompt %q with %d entries, want %q with %d", got.PromptText, len(got.PromptLogprobs), want.PromptText, len(prompt))
+		}
+		for i, e := range got.PromptLogprobs {
+			if w := want.PromptLogprobs[i]; math.Abs(e.Logprob.Logprob-w.Logprob.Logprob) > 1e-3 {
+				t.Errorf("prompt token %d: %v, answering %v", i, e.Logprob.Logprob, w.Logprob.Logprob)
+			}
+		}
+	}
+	if otherAlone, err := b.generateJob(ctx, other); err != nil || together[1].Text != otherAlone.Text {
+		t.Fatalf("the job beside answered %q, alone %q (%v)", together[1].Text, otherAlone.Text, err)
+	}
+	// The whole context may be prompt: no room is kept for an answer.
+	long := genq.Job{PromptTokenIDs: make([]int32, b.cfg.ContextSize), Echo: true, PromptOnly: true}
+	if _, err := b.newJobRequest(long); err != nil {
+		t.Fatalf("a prompt-only job of the whole context: %v", err)
+	}
+}
+
+// TestEchoScoresTokensOutsideTheText: a harness that scores a prompt with
+// one answer token drops the answer's last entry; when that token is not
+// the answer's text (it ends the turn, or is another special token), the
+// entry is still there, so the drop takes it and not a prompt token. An
+// answer that does not echo keeps no entry for it, as OpenAI's chats give
+// none.
+func TestEchoScoresTokensOutsideTheText(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 4, Slots: 2})
+	ctx := context.Background()
+	var eos, special int32 = -1, -1
+	for id := range b.vocab.stop {
+		eos = id
+		break
+	}
+	for id := range b.vocab.control {
+		if b.vocab.isControl(int32(id)) && !b.vocab.isStop(int32(id)) {
+			special = int32(id)
+			break
+		}
+	}
+	if eos < 0 || special < 0 {
+		t.Fatalf("the tiny model has no end-of-turn (%d) or other special token (%d)", eos, special)
+	}
+	prompt, err := b.tok.Encode("Once upon a time", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	for _, tt := range []struct {
+		name   string
+		tok    int32
+		finish string
+	}{{"end of turn", eos, genq.FinishStop}, {"another special token", special, genq.FinishLength}} {
+		t.Run(tt.name, func(t *testing.T) {
+			forced := map[int32]float64{tt.tok: genq.MaxLogitBias}
+			echo := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, MaxTokens: 1, LogitBias: forced}
+			got, err := b.generateJob(ctx, echo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Text != "" || got.FinishReason != tt.finish || len(got.Logprobs) != 1 || got.Logprobs[0].Offset != 0 ||
+				len(got.PromptLogprobs) != len(prompt) {
+				t.Fatalf("answer %q (%s), %d entries %+v, %d prompt entries", got.Text, got.FinishReason, len(got.Logprobs), got.Logprobs, len(got.PromptLogprobs))
+			}
+			plain := echo
+			plain.Echo = false
+			if res, err := b.generateJob(ctx, plain); err != nil || res.FinishReason != tt.finish || len(res.Logprobs) != 0 {
+				t.Fatalf("without echo: %d entries, finish %s, %v", len(res.Logprobs), res.FinishReason, err)
+			}
+		})
+	}
+}

@@ -177,7 +177,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("text model %s: compute the shared prompt prefix: %w", path, err)
 	}
 
-	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots}
+	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots,
+		Limits: genq.Limits{MaxNewTokens: cfg.MaxNewTokens, ContextSize: cfg.ContextSize, VocabSize: len(b.vocab.control)}}
 	b.sched = newScheduler(tm)
 	go b.sched.loop()
 	ok = true

@@ -16,9 +16,12 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	if n := job.MaxNewTokens(); n > 0 {
 		if n > maxNew {
 			return nil, genq.Errorf(genq.Invalid,
-				"max_tokens is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)", n, maxNew)
+				"%s is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)", job.MaxTokensField(), n, maxNew)
 		}
 		maxNew = n
+	}
+	if job.PromptOnly {
+		maxNew = 0 // the whole context is the prompt's
 	}
 	prompt, err := b.jobPrompt(job)
 	if err != nil {
@@ -79,7 +82,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 		// The log-sum-exp needs every logit: whole rows.
 		req.logprobs, req.topLogprobs, req.narrowK = true, job.TopLogprobs, 0
 	}
-	req.echo = job.Echo
+	req.echo, req.promptOnly = job.Echo, job.PromptOnly
 	return req, nil
 }
 

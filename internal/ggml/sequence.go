@@ -31,6 +31,7 @@ type request struct {
 	logprobs    bool
 	topLogprobs int
 	echo        bool
+	promptOnly  bool // no answer: the prompt, echoed, is all
 	// emit, when set, gets the answer's text piece by piece (emit.go).
 	emit func(genq.TextPiece)
 
@@ -104,11 +105,14 @@ func (seq *sequence) startFromPrefix(tm *textModel) {
 func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done bool, err error) {
 	seq.generated++
 	if tm.vocab.isStop(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
+		seq.scoreUnwritten(tm, tok, logprob)
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.
-	if !tm.vocab.isControl(tok) {
+	if tm.vocab.isControl(tok) {
+		seq.scoreUnwritten(tm, tok, logprob)
+	} else {
 		piece, err := tm.tok.Decode([]int32{tok})
 		if err != nil {
 			return true, fmt.Errorf("decode token %d: %w", tok, err)
@@ -130,6 +134,23 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 		return true, nil
 	}
 	return false, nil
+}
+
+// scoreUnwritten gives a token that is not the answer's text (an
+// end-of-turn or other special token) its entry when the request echoes
+// its prompt with logprobs: a harness scoring the prompt with an answer
+// token drops the last entry, which must then be that token's, as vLLM
+// gives it, and not a prompt token's. Other requests keep no entry for
+// it, as OpenAI's chats give none.
+func (seq *sequence) scoreUnwritten(tm *textModel, tok int32, logprob *rowLogprob) {
+	if logprob == nil || seq.req == nil || !seq.req.echo {
+		return
+	}
+	piece, err := tm.tok.Decode([]int32{tok})
+	if err != nil {
+		piece = ""
+	}
+	seq.logprobs = append(seq.logprobs, tm.tokenLogprob(piece, seq.text.Len(), logprob))
 }
 
 // maxTokens is seq's answer limit: its request's, or the worker's.

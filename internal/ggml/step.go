@@ -12,6 +12,7 @@ import (
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model/input"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml/sample"
 )
 
@@ -88,7 +89,7 @@ func (s *scheduler) plan() (*step, error) {
 			continue
 		}
 		switch {
-		case seq.awaiting && seq.generated+1 < seq.maxTokens(tm.maxNewTokens):
+		case seq.awaiting && !seq.req.promptOnly && seq.generated+1 < seq.maxTokens(tm.maxNewTokens):
 			// Its next token is being sampled from the step in flight.
 			seq.awaiting = false
 			add(seq, 0)
@@ -278,6 +279,12 @@ func (s *scheduler) finish(st *step, next *step) {
 		}
 		if seq.req.cancelled.Load() {
 			seq.finished = true
+			continue
+		}
+		if seq.req.promptOnly {
+			// Its prompt is scored: nothing to sample.
+			seq.finishAs(genq.FinishLength)
+			seq.complete(s.model, nil)
 			continue
 		}
 		draws = append(draws, draw{seq: seq, row: row})

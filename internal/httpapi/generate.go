@@ -86,7 +86,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}
-	if err := job.Validate(); err != nil {
+	err = job.Validate()
+	if err == nil {
+		err = s.checkLimits(job)
+	}
+	if err != nil {
 		s.reject(w, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
@@ -34,6 +35,19 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// HeaderRequestID names every response, as OpenAI's do: its SDKs read it
+// into request_id. Genq-Job-Id names the job.
+const HeaderRequestID = "X-Request-Id"
+
+// requestID gives every response an id of its own; it draws none from the
+// jobs' ids.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(HeaderRequestID, "req_"+rand.Text())
+		next.ServeHTTP(w, r)
+	})
+}
 
 // countRequests counts requests by route pattern and method, each from a
 // fixed set, so unknown paths and made-up methods do not grow the label set

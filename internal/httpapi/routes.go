@@ -16,7 +16,7 @@ import (
 // of them: it is served on an internal address (NewMetricsHandler).
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverPanics, s.countRequests)
+	r.Use(s.requestID, s.recoverPanics, s.countRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, genq.Errorf(genq.NotFound, "no route %s", r.URL.Path))
 	})
@@ -43,6 +43,7 @@ func (s *Server) routes() http.Handler {
 		})
 		v1.Post("/chat/completions", s.handleChatCompletions)
 		v1.Post("/completions", s.handleCompletions)
+		v1.Post("/responses", s.handleResponses)
 		v1.Get("/models", s.handleModels)
 		v1.Get("/models/*", s.handleModel)
 		v1.Post("/images/generations", s.handleImageGenerations)

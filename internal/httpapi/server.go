@@ -40,6 +40,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxPromptBytes bounds text; more gives 400.
 	MaxPromptBytes int
+	// QueueCapacity is the queue's bound on jobs (QUEUE_CAPACITY): a
+	// request of more jobs is a 400, since it could never be queued.
+	QueueCapacity int64
 	// JobTimeout is how long a request waits for its answer, queueing
 	// included, before it gets 504.
 	JobTimeout time.Duration
@@ -147,6 +150,28 @@ func NewServer(cfg Config, deps Deps) http.Handler {
 		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID}
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	return s.routes()
+}
+
+// checkLimits refuses a job that the live workers' models cannot serve,
+// as their heartbeats tell their limits. With no live worker that tells
+// them, the job is queued, and the worker that takes it checks it.
+func (s *Server) checkLimits(job genq.Job) error {
+	var lims []genq.Limits
+	for _, hb := range s.workers.Live() {
+		if hb.Limits != nil {
+			lims = append(lims, *hb.Limits)
+		}
+	}
+	return genq.Tightest(lims...).Check(job)
+}
+
+// fitsQueue refuses a request of more jobs than the queue holds, which
+// could never be queued whole: a 429 would have clients retry it forever.
+func (s *Server) fitsQueue(jobs int, what string) error {
+	if c := s.cfg.QueueCapacity; c > 0 && int64(jobs) > c {
+		return genq.Errorf(genq.Invalid, "this request asks for %d %s, and the queue holds at most %d jobs (QUEUE_CAPACITY): ask for fewer", jobs, what, c)
+	}
+	return nil
 }
 
 // limits are what one request may ask for.

@@ -77,7 +77,7 @@ func TestRoutes(t *testing.T) {
 		{"images on a text variant", "POST", "/v1/images/generations", `{"prompt":"x"}`, genq.VariantB, textJobs, 400,
 			`variant B makes text: /v1/images/generations needs the image variant (C); use /v1/chat/completions`},
 		{"chat on the image variant", "POST", "/v1/chat/completions", `{}`, genq.VariantC, textJobs, 400,
-			`variant C makes images: /v1/chat/completions needs a text variant (A or B); use POST /generate`},
+			`variant C makes images: /v1/chat/completions needs a text variant (A or B); use POST /v1/images/generations`},
 		{"image", "POST", "/v1/images/generations", `{"prompt":"x"}`, genq.VariantC,
 			fakeJobs{contentType: "image/png", body: "PNG", attempt: 1}, 200, `"data":[{"b64_json":"UE5H"}]`},
 	} {

@@ -134,7 +134,7 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 				fail(err)
 				return
 			}
-			results[i] = openai.TextResult{TextResult: text}
+			results[i] = openai.TextResult{TextResult: text, Choice: t.choice(i)}
 			finish := func(_ string, first bool) any { return chunks.Finish(i, text.FinishReason, first) }
 			if send(i, finish, "") == nil {
 				logDone(log, t.start, res, "stream", true)

@@ -43,6 +43,12 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		tmpl := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
 		jobs, err = openai.ImageJobs(req, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID)
 	}
+	if err == nil {
+		err = s.fitsQueue(len(jobs), "images (n)")
+	}
+	if err == nil {
+		err = s.checkLimits(jobs[0]) // the images of a request differ only in their seeds
+	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
 		return

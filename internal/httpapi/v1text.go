@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,13 +17,13 @@ import (
 // beside the others, answered whole or streamed.
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	if t, ok := s.textRequest(w, r, openai.DecodeChat); ok {
+	if t, ok := s.textRequest(w, r, oneJob(openai.DecodeChat)); ok {
 		answerText(s, w, r, t, openai.ChatChunks{Stream: s.stream(t)}, openai.RenderChat)
 	}
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	if t, ok := s.textRequest(w, r, openai.DecodeCompletion); ok {
+	if t, ok := s.textRequest(w, r, openai.DecodeCompletions); ok {
 		answerText(s, w, r, t, openai.CompletionChunks{Stream: s.stream(t)}, openai.RenderCompletion)
 	}
 }
@@ -44,8 +45,8 @@ func answerText[T any](s *Server, w http.ResponseWriter, r *http.Request, t text
 	}
 }
 
-// textRequest is a decoded text request: the jobs of its choices, and
-// what their answer needs.
+// textRequest is a decoded text request: the jobs of its prompts'
+// choices, prompt by prompt, and what their answer needs.
 type textRequest struct {
 	jobs   []genq.Job
 	params openai.Params
@@ -53,8 +54,17 @@ type textRequest struct {
 	log    *slog.Logger
 }
 
-// textDecoder reads a text route's body into a job.
-type textDecoder func(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error)
+// textDecoder reads a text route's body into a job per prompt, each a copy
+// of job.
+type textDecoder func(body []byte, maxPrompt int, job genq.Job) (openai.Params, []genq.Job, error)
+
+// oneJob is a textDecoder of a route that takes one prompt.
+func oneJob(decode func(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error)) textDecoder {
+	return func(body []byte, maxPrompt int, job genq.Job) (openai.Params, []genq.Job, error) {
+		params, err := decode(body, maxPrompt, &job)
+		return params, []genq.Job{job}, err
+	}
+}
 
 // textRequest reads and checks a text request, or refuses it in OpenAI's
 // error shape.
@@ -64,26 +74,51 @@ func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode text
 	if !ok {
 		return textRequest{}, false
 	}
-	if err := openai.RequireKind(s.cfg.Variant, genq.OutputText, r.URL.Path, "; use POST /generate"); err != nil {
+	if err := openai.RequireKind(s.cfg.Variant, genq.OutputText, r.URL.Path, "; use POST /v1/images/generations"); err != nil {
 		s.rejectAs(w, err, writeV1Error)
 		return textRequest{}, false
 	}
-	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
-	params, err := decode(body, s.cfg.MaxPromptBytes, &job)
+	tmpl := genq.Job{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
+	params, prompts, err := decode(body, s.cfg.MaxPromptBytes, tmpl)
+	var jobs []genq.Job
 	if err == nil {
-		err = job.Validate()
+		jobs, err = s.requestJobs(prompts, params.Choices())
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
 		return textRequest{}, false
 	}
-	w.Header().Set(HeaderJobID, job.ID)
-	jobs := []genq.Job{job}
-	if n := params.Choices(); n > 1 {
-		jobs = openai.ChoiceJobs(job, n, s.newID)
-	}
-	return textRequest{jobs: jobs, params: params, start: start, log: s.log.With("job_id", job.ID, "route", r.URL.Path)}, true
+	w.Header().Set(HeaderJobID, jobs[0].ID)
+	return textRequest{jobs: jobs, params: params, start: start, log: s.log.With("job_id", jobs[0].ID, "route", r.URL.Path)}, true
 }
+
+// requestJobs names and checks the jobs of a request's prompts, n choices
+// each, prompt by prompt; it refuses a request larger than the queue,
+// which could never be queued whole.
+func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
+	if err := s.fitsQueue(len(prompts)*n, "answers (prompts × n)"); err != nil {
+		return nil, err
+	}
+	jobs := make([]genq.Job, 0, len(prompts)*n)
+	for i, p := range prompts {
+		p.ID = s.newID()
+		err := p.Validate()
+		if err == nil {
+			err = s.checkLimits(p)
+		}
+		if err != nil && len(prompts) > 1 {
+			err = genq.WrapError(genq.ErrorCode(err), err, fmt.Sprintf("prompt[%d]: %s", i, genq.ErrorMessage(err)))
+		}
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, openai.ChoiceJobs(p, n, s.newID)...)
+	}
+	return jobs, nil
+}
+
+// choice is job i's index among its prompt's choices.
+func (t textRequest) choice(i int) int { return i % t.params.Choices() }
 
 // choiceLog is the log of choice i.
 func (t textRequest) choiceLog(i int) *slog.Logger {
@@ -97,7 +132,7 @@ func (t textRequest) choiceLog(i int) *slog.Logger {
 // results in order, or answers the first failure.
 func (s *Server) runTexts(ctx context.Context, w http.ResponseWriter, t textRequest) ([]openai.TextResult, bool) {
 	results, err := runAll(ctx, t.jobs, func(ctx context.Context, i int, job genq.Job) (openai.TextResult, error) {
-		return s.runText(ctx, job, t.params.Model, t.start, t.choiceLog(i))
+		return s.runText(ctx, job, t.choice(i), t.params.Model, t.start, t.choiceLog(i))
 	})
 	if err != nil {
 		writeV1Error(w, t.log, err)
@@ -108,7 +143,7 @@ func (s *Server) runTexts(ctx context.Context, w http.ResponseWriter, t textRequ
 }
 
 // runText runs one choice's job and reads its text result.
-func (s *Server) runText(ctx context.Context, job genq.Job, model string, start time.Time, log *slog.Logger) (openai.TextResult, error) {
+func (s *Server) runText(ctx context.Context, job genq.Job, choice int, model string, start time.Time, log *slog.Logger) (openai.TextResult, error) {
 	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
 	if err != nil {
 		return openai.TextResult{}, err
@@ -120,7 +155,7 @@ func (s *Server) runText(ctx context.Context, job genq.Job, model string, start 
 	}
 	logDone(log, start, res)
 	return openai.TextResult{TextResult: text, JobID: job.ID, Created: start.Unix(), Model: s.modelOf(res.Worker, model),
-		LogprobsAsked: job.Logprobs, EchoAsked: job.Echo}, nil
+		LogprobsAsked: job.Logprobs, EchoAsked: job.Echo, Choice: choice}, nil
 }
 
 // stream is what every chunk of a streamed request shares.

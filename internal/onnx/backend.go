@@ -105,7 +105,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots}
+	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots,
+		Limits: genq.Limits{ImageMaxSize: cfg.MaxSize, ImageMaxSteps: cfg.MaxSteps}}
 
 	err = b.loadModels(device.IsCUDA())
 	if err != nil && errors.Is(err, errSession) && device.IsCUDA() && cfg.Device == DeviceAuto {

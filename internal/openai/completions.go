@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -15,65 +16,110 @@ type CompletionRequest struct {
 	Logprobs *int `json:"logprobs"`
 }
 
-// DecodeCompletion reads the body of a completion into job, its prompt's
-// text at most maxPrompt bytes.
+// DecodeCompletion reads the body of a completion of one prompt into job,
+// its prompt's text at most maxPrompt bytes: an asynchronous job answers
+// one prompt.
 func DecodeCompletion(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
-	var req CompletionRequest
-	if err := Decode(body, &req); err != nil {
+	params, jobs, err := DecodeCompletions(body, maxPrompt, *job)
+	if err != nil {
 		return Params{}, err
 	}
-	if err := completionPrompt(req.Prompt, maxPrompt, job); err != nil {
-		return Params{}, err
+	if len(jobs) > 1 {
+		return Params{}, genq.Errorf(genq.Invalid, "prompt holds %d prompts: an asynchronous job answers one; submit one job per prompt", len(jobs))
+	}
+	*job = jobs[0]
+	return params, nil
+}
+
+// DecodeCompletions reads the body of a completion: its parameters, and a
+// job per prompt, each job a copy of job with its prompt and the request's
+// parameters. Each prompt's text is at most maxPrompt bytes.
+func DecodeCompletions(body []byte, maxPrompt int, job genq.Job) (Params, []genq.Job, error) {
+	var req CompletionRequest
+	if err := Decode(body, &req); err != nil {
+		return Params{}, nil, err
+	}
+	prompts, err := completionPrompts(req.Prompt, maxPrompt)
+	if err != nil {
+		return Params{}, nil, err
+	}
+	if n := len(prompts) * req.Choices(); n > MaxRequestJobs {
+		return Params{}, nil, genq.Errorf(genq.Invalid,
+			"prompt holds %d prompts and n is %d: %d answers, and this server gives at most %d per request (prompts × n); split the batch",
+			len(prompts), req.Choices(), n, MaxRequestJobs)
 	}
 	if n := req.Logprobs; n != nil {
 		job.Logprobs, job.TopLogprobs = true, *n
 	}
-	return req.Params, req.fill(job)
+	if err := req.fill(&job); err != nil {
+		return Params{}, nil, err
+	}
+	jobs := make([]genq.Job, len(prompts))
+	for i, p := range prompts {
+		jobs[i] = job
+		jobs[i].Prompt, jobs[i].PromptTokenIDs = p.text, p.ids
+	}
+	return req.Params, jobs, nil
 }
 
-// completionPrompt is a completion's prompt: a string, a list of one
-// string, a list of token ids, or a list of one such list, as OpenAI's
-// API takes them. Token ids go to the model as they are.
-func completionPrompt(raw json.RawMessage, maxPrompt int, job *genq.Job) error {
+// MaxRequestJobs bounds the answers one request asks for, prompts × n:
+// each is a job of its own, run at once beside the others.
+const MaxRequestJobs = 64
+
+// prompt is one prompt of a completion: text, or token ids.
+type prompt struct {
+	text string
+	ids  []int32
+}
+
+// completionPrompts are a completion's prompts: a string, a list of
+// strings, a list of token ids, or a list of such lists, as OpenAI's API
+// takes them. Token ids go to the model as they are.
+func completionPrompts(raw json.RawMessage, maxPrompt int) ([]prompt, error) {
 	var text string
 	var texts []string
 	var ids []int32
 	var idLists [][]int32
+	var out []prompt
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '"':
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return Malformed(err)
+			return nil, Malformed(err)
 		}
+		out = []prompt{{text: text}}
 	case json.Unmarshal(raw, &texts) == nil:
-		if len(texts) > 1 {
-			return genq.Errorf(genq.Invalid, "prompt holds %d prompts: this server answers one per request", len(texts))
-		}
-		if len(texts) == 1 {
-			text = texts[0]
+		for _, t := range texts {
+			out = append(out, prompt{text: t})
 		}
 	case json.Unmarshal(raw, &ids) == nil:
-		job.PromptTokenIDs = ids
-	case json.Unmarshal(raw, &idLists) == nil:
-		if len(idLists) > 1 {
-			return genq.Errorf(genq.Invalid, "prompt holds %d prompts: this server answers one per request", len(idLists))
+		if len(ids) > 0 {
+			out = []prompt{{ids: ids}}
 		}
-		if len(idLists) == 1 {
-			job.PromptTokenIDs = idLists[0]
+	case json.Unmarshal(raw, &idLists) == nil:
+		for _, l := range idLists {
+			out = append(out, prompt{ids: l})
 		}
 	default:
-		return genq.Errorf(genq.Invalid, "prompt must be a string, or a list of token ids (integers from 0)")
+		return nil, genq.Errorf(genq.Invalid, "prompt must be a string, a list of strings, a list of token ids (integers from 0), or a list of such lists")
 	}
-	switch {
-	case len(job.PromptTokenIDs) > 0:
-		return nil
-	case text == "":
-		return genq.Errorf(genq.Invalid, "prompt is required")
-	case len(text) > maxPrompt:
-		return genq.Errorf(genq.Invalid, "prompt is %d bytes long; the limit is %d", len(text), maxPrompt)
+	if len(out) == 0 {
+		return nil, genq.Errorf(genq.Invalid, "prompt is required")
 	}
-	job.Prompt = text
-	return nil
+	for i, p := range out {
+		where := "prompt"
+		if len(out) > 1 {
+			where = fmt.Sprintf("prompt[%d]", i)
+		}
+		switch {
+		case len(p.ids) > 0:
+		case p.text == "":
+			return nil, genq.Errorf(genq.Invalid, "%s is required", where)
+		case len(p.text) > maxPrompt:
+			return nil, genq.Errorf(genq.Invalid, "%s is %d bytes long; the limit is %d", where, len(p.text), maxPrompt)
+		}
+	}
+	return out, nil
 }
 
 // Completion is a completion's answer.

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
@@ -64,7 +66,7 @@ func completionLogprobsOf(text string, prompt, entries []genq.TokenLogprob, prom
 	}
 	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	add := func(e genq.TokenLogprob, offset int, scored bool) {
-		out.Tokens = append(out.Tokens, e.Token)
+		out.Tokens = append(out.Tokens, legacyToken(e.Logprob))
 		out.TextOffset = append(out.TextOffset, charOffset(text, offset))
 		if !scored {
 			out.TokenLogprobs = append(out.TokenLogprobs, nil)
@@ -73,13 +75,12 @@ func completionLogprobsOf(text string, prompt, entries []genq.TokenLogprob, prom
 		}
 		logprob := e.Logprob.Logprob
 		out.TokenLogprobs = append(out.TokenLogprobs, &logprob)
-		// Different tokens may read the same (bytes that are not UTF-8
-		// all read U+FFFD): the sampled one's entry wins.
+		// Two tokens may read the same: the sampled one's entry wins.
 		top := map[string]float64{}
 		for _, t := range e.Top {
-			top[t.Token] = t.Logprob
+			top[legacyToken(t)] = t.Logprob
 		}
-		top[e.Token] = logprob
+		top[legacyToken(e.Logprob)] = logprob
 		out.TopLogprobs = append(out.TopLogprobs, top)
 	}
 	for i, e := range prompt {
@@ -89,6 +90,25 @@ func completionLogprobsOf(text string, prompt, entries []genq.TokenLogprob, prom
 		add(e, len(promptText)+e.Offset, true)
 	}
 	return out
+}
+
+// legacyToken is a token as the legacy completions write it: its text, or,
+// for a token that holds part of a character (byte-level vocabularies
+// split them), "bytes:" and its bytes as \xNN each, as OpenAI writes them.
+func legacyToken(l genq.Logprob) string {
+	b := make([]byte, len(l.Bytes))
+	for i, v := range l.Bytes {
+		b[i] = byte(v)
+	}
+	if utf8.Valid(b) {
+		return l.Token
+	}
+	var sb strings.Builder
+	sb.WriteString("bytes:")
+	for _, c := range b {
+		fmt.Fprintf(&sb, "\\x%02x", c)
+	}
+	return sb.String()
 }
 
 // charOffset is the number of characters of text before its byte offset,

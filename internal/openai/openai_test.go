@@ -2,6 +2,8 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +50,12 @@ func TestDecodeRefusals(t *testing.T) {
 		{"no messages", `{"messages":[]}`, "messages is required: a list of {role, content}", true},
 		{"image part", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
 			`messages[0].content has a part of type "image_url": only text parts are supported`, true},
-		{"two prompts", `{"prompt":["a","b"]}`, "prompt holds 2 prompts: this server answers one per request", false},
+		{"two prompts, asynchronous", `{"prompt":["a","b"]}`, "prompt holds 2 prompts: an asynchronous job answers one; submit one job per prompt", false},
+		{"an empty prompt of several", `{"prompt":["a",""]}`, "prompt[1] is required", false},
+		{"a long prompt of several", `{"prompt":["a","0123456789"]}`, "prompt[1] is 10 bytes long; the limit is 8", false},
+		{"no prompt in the list", `{"prompt":[]}`, "prompt is required", false},
+		{"prompts of mixed kinds", `{"prompt":["a",[1]]}`, "prompt must be a string, a list of strings, a list of token ids (integers from 0), or a list of such lists", false},
+		{"max_tokens 0 without echo", `{"prompt":"x","max_tokens":0}`, "max_tokens must be at least 1, not 0 (0 is for scoring a prompt, with echo: true)", false},
 		{"long prompt", `{"prompt":"0123456789"}`, "prompt is 10 bytes long; the limit is 8", false},
 		{"n too big", `{"prompt":"x","n":9}`, "n must be between 1 and 8, not 9", false},
 		{"logit_bias key", `{"prompt":"x","logit_bias":{"a":1}}`, `logit_bias names "a": keys are token ids, as "1234"`, false},
@@ -97,6 +104,49 @@ func TestDecodeFillsTheJob(t *testing.T) {
 			p, err := decode([]byte(tt.body), 64, &job)
 			if err != nil || !tt.check(job, p) {
 				t.Errorf("got %+v, %+v, %v", job, p, err)
+			}
+		})
+	}
+}
+
+func TestDecodeCompletions(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		body    string
+		prompts []string // each job's prompt, as text or as ids
+		msg     string   // "" when accepted
+	}{
+		{"one string", `{"prompt":"a"}`, []string{"a"}, ""},
+		{"strings", `{"prompt":["a","b","c"]}`, []string{"a", "b", "c"}, ""},
+		{"token ids", `{"prompt":[1,2]}`, []string{"[1 2]"}, ""},
+		{"lists of token ids", `{"prompt":[[1],[2,3]]}`, []string{"[1]", "[2 3]"}, ""},
+		{"scoring batch", `{"prompt":["a","b"],"echo":true,"logprobs":1,"max_tokens":0,"temperature":0}`, []string{"a", "b"}, ""},
+		{"the most answers", `{"prompt":["a","a","a","a","a","a","a","a"],"n":8}`, []string{"a", "a", "a", "a", "a", "a", "a", "a"}, ""},
+		{"too many answers", `{"prompt":["a","a","a","a","a","a","a","a","a"],"n":8}`, nil,
+			"prompt holds 9 prompts and n is 8: 72 answers, and this server gives at most 64 per request (prompts × n); split the batch"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, jobs, err := DecodeCompletions([]byte(tt.body), 64, genq.Job{ID: "tmpl"})
+			if tt.msg != "" {
+				if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
+					t.Fatalf("got %v, want %q", err, tt.msg)
+				}
+				return
+			}
+			if err != nil || len(jobs) != len(tt.prompts) {
+				t.Fatalf("got %d jobs, %v; want %d", len(jobs), err, len(tt.prompts))
+			}
+			for i, j := range jobs {
+				got := j.Prompt
+				if j.Prompt == "" {
+					got = fmt.Sprint(j.PromptTokenIDs)
+				}
+				if got != tt.prompts[i] || j.ID != "tmpl" || j.Temperature != p.Temperature {
+					t.Errorf("job %d: %+v", i, j)
+				}
+				if strings.Contains(tt.body, `"max_tokens":0`) && (!j.PromptOnly || !j.Echo || !j.Logprobs || j.TopLogprobs != 1) {
+					t.Errorf("job %d of a scoring batch: %+v", i, j)
+				}
 			}
 		})
 	}
@@ -191,6 +241,10 @@ func TestCompletionLogprobsOf(t *testing.T) {
 		{"empty", "", "", nil, []genq.TokenLogprob{}, `{"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]}`},
 		{"characters, not bytes", "éb", "", nil, []genq.TokenLogprob{entry("é", 0, -1), entry("b", 2, -2)},
 			`{"tokens":["é","b"],"token_logprobs":[-1,-2],"top_logprobs":[{"x":-3,"é":-1},{"b":-2,"x":-3}],"text_offset":[0,1]}`},
+		{"part of a character", "é", "", nil, []genq.TokenLogprob{
+			{Logprob: genq.Logprob{Token: "\ufffd", Bytes: []int{0xc3}, Logprob: -1}, Top: []genq.Logprob{{Token: "\ufffd", Bytes: []int{0xc4}, Logprob: -3}}},
+			{Logprob: genq.Logprob{Token: "\ufffd", Bytes: []int{0xa9}, Logprob: -2}, Offset: 0}},
+			`{"tokens":["bytes:\\xc3","bytes:\\xa9"],"token_logprobs":[-1,-2],"top_logprobs":[{"bytes:\\xc3":-1,"bytes:\\xc4":-3},{"bytes:\\xa9":-2}],"text_offset":[0,0]}`},
 		{"echo", "Qa", "Q", []genq.TokenLogprob{entry("Q", 0, 0)}, []genq.TokenLogprob{entry("a", 0, -1)},
 			`{"tokens":["Q","a"],"token_logprobs":[null,-1],"top_logprobs":[null,{"a":-1,"x":-3}],"text_offset":[0,1]}`},
 	} {
@@ -210,12 +264,18 @@ func TestRender(t *testing.T) {
 	}
 	echoed := result("b", 1)
 	echoed.EchoAsked = true
+	second := result("bc", 2)
+	second.Choice = 1
+	otherPrompt := result("d", 1)
+	otherPrompt.TextResult.Usage.PromptTokens = 5
+	scored := result("", 0)
+	scored.EchoAsked, scored.FinishReason = true, genq.FinishLength
 	for _, tt := range []struct {
 		name string
 		got  any
 		want string
 	}{
-		{"chat, two choices", RenderChat(result("a", 1), result("bc", 2)),
+		{"chat, two choices", RenderChat(result("a", 1), second),
 			`{"id":"chatcmpl-j","object":"chat.completion","created":7,"model":"m","choices":[` +
 				`{"index":0,"message":{"role":"assistant","content":"a"},"logprobs":null,"finish_reason":"stop"},` +
 				`{"index":1,"message":{"role":"assistant","content":"bc"},"logprobs":null,"finish_reason":"stop"}],` +
@@ -223,6 +283,14 @@ func TestRender(t *testing.T) {
 		{"completion with echo", RenderCompletion(echoed),
 			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[` +
 				`{"text":"Pb","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`},
+		{"two prompts, two choices each: each prompt counts once", RenderCompletion(result("a", 1), second, otherPrompt, second),
+			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[` +
+				`{"text":"a","index":0,"logprobs":null,"finish_reason":"stop"},{"text":"bc","index":1,"logprobs":null,"finish_reason":"stop"},` +
+				`{"text":"d","index":2,"logprobs":null,"finish_reason":"stop"},{"text":"bc","index":3,"logprobs":null,"finish_reason":"stop"}],` +
+				`"usage":{"prompt_tokens":8,"completion_tokens":6,"total_tokens":14}}`},
+		{"a prompt scored, nothing generated", RenderCompletion(scored),
+			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[` +
+				`{"text":"P","index":0,"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":0,"total_tokens":3}}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got, _ := json.Marshal(tt.got); string(got) != tt.want {

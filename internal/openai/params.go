@@ -80,8 +80,7 @@ func (p Params) unsupported() string {
 	return ""
 }
 
-// MaxChoices bounds n, the choices one request asks for: each is a job of
-// its own, run at once beside the others.
+// MaxChoices bounds n, the choices one request asks for per prompt.
 const MaxChoices = 8
 
 // Choices is how many answers the request asks for.
@@ -101,7 +100,9 @@ func (p Params) fill(j *genq.Job) error {
 	switch {
 	case p.N != nil && (*p.N < 1 || *p.N > MaxChoices):
 		return genq.Errorf(genq.Invalid, "n must be between 1 and %d, not %d", MaxChoices, *p.N)
-	case p.MaxTokens != nil && *p.MaxTokens < 1:
+	case p.MaxTokens != nil && *p.MaxTokens == 0 && !p.Echo:
+		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not 0 (0 is for scoring a prompt, with echo: true)")
+	case p.MaxTokens != nil && *p.MaxTokens < 0:
 		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not %d", *p.MaxTokens)
 	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens < 1:
 		return genq.Errorf(genq.Invalid, "max_completion_tokens must be at least 1, not %d", *p.MaxCompletionTokens)
@@ -110,7 +111,8 @@ func (p Params) fill(j *genq.Job) error {
 		return genq.Errorf(genq.Invalid, "%s", msg)
 	}
 	if p.MaxTokens != nil {
-		j.MaxTokens = *p.MaxTokens
+		// OpenAI's max_tokens 0 with echo: the prompt scored, no answer.
+		j.MaxTokens, j.PromptOnly = *p.MaxTokens, *p.MaxTokens == 0
 	}
 	if p.MaxCompletionTokens != nil {
 		j.MaxCompletionTokens = *p.MaxCompletionTokens

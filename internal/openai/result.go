@@ -10,6 +10,9 @@ type TextResult struct {
 	Model         string
 	LogprobsAsked bool // an empty answer still gets a list
 	EchoAsked     bool // the prompt's text comes first
+	// Choice is the result's index among its prompt's n choices: the
+	// prompt's tokens count once, with its first.
+	Choice int
 }
 
 // logprobEntries are the result's log-probabilities: nil when the job did
@@ -61,12 +64,16 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// ChoicesUsage counts the prompt once, as it is one prompt, and the tokens
-// of every choice.
+// ChoicesUsage counts each prompt once, however many choices answer it,
+// and the tokens of every choice.
 func ChoicesUsage(results []TextResult) Usage {
-	u := results[0].usage()
-	for _, r := range results[1:] {
-		u.CompletionTokens += r.usage().CompletionTokens
+	var u Usage
+	for _, r := range results {
+		ru := r.usage()
+		if r.Choice == 0 {
+			u.PromptTokens += ru.PromptTokens
+		}
+		u.CompletionTokens += ru.CompletionTokens
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u

@@ -435,6 +435,9 @@ func (r *Runtime) beat(ctx context.Context) {
 		WorkerID: r.cfg.WorkerID, Variant: r.cfg.Variant, Device: r.info.Device, Model: r.info.Model,
 		Slots: r.info.Slots, FreeSlots: free, Draining: draining, StartedAt: r.started, At: time.Now(),
 	}
+	if r.info.Limits != (genq.Limits{}) {
+		hb.Limits = &r.info.Limits
+	}
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := r.conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {

@@ -56,3 +56,10 @@ test("the text routes are a BadRequestError on variant C", async () => {
     (err) => err instanceof OpenAI.BadRequestError && /makes images/.test(err.message),
   );
 });
+
+test("a text route on the image variant points at /v1/images/generations", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }] }),
+    (err) => err instanceof OpenAI.BadRequestError && /use POST \/v1\/images\/generations/.test(err.message),
+  );
+});

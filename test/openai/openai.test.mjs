@@ -229,3 +229,47 @@ test("a missing or wrong key is an AuthenticationError", async () => {
     );
   }
 });
+
+test("every answer carries x-request-id, which the SDK reads into _request_id", async () => {
+  const c = await client.completions.create({ model: "genq", prompt: "x", max_tokens: 1 });
+  assert.match(c._request_id, /^req_/);
+  const err = await client.completions.create({ model: "genq", prompt: "x", max_tokens: 100000 }).catch((e) => e);
+  assert.match(err.requestID, /^req_/);
+});
+
+test("max_completion_tokens over the cap names max_completion_tokens", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: "genq", messages: [{ role: "user", content: "x" }], max_completion_tokens: 100000 }),
+    (err) => err instanceof OpenAI.BadRequestError && /^max_completion_tokens is 100000; this server answers with at most 16 tokens/.test(err.error.message),
+  );
+});
+
+test("prompts × n past QUEUE_CAPACITY is a BadRequestError naming it, not a 429 to retry", async () => {
+  let calls = 0;
+  const counting = new OpenAI({
+    baseURL,
+    apiKey,
+    maxRetries: 2,
+    fetch: (...args) => {
+      calls++;
+      return fetch(...args);
+    },
+  });
+  await assert.rejects(
+    counting.completions.create({ model: "genq", prompt: ["a", "b", "c", "d", "e"], n: 8, max_tokens: 1 }),
+    (err) => err instanceof OpenAI.BadRequestError && /40 answers .*QUEUE_CAPACITY/.test(err.message),
+  );
+  assert.equal(calls, 1);
+});
+
+test("a list of prompts: one choice per prompt, n per prompt, indexed prompt by prompt", async () => {
+  const c = await client.completions.create({ model: "genq", prompt: ["Once upon", "The queue"], n: 2, max_tokens: 3, temperature: 0 });
+  assert.deepEqual(c.choices.map((ch) => ch.index), [0, 1, 2, 3]);
+  const second = await client.completions.create({ model: "genq", prompt: "The queue", max_tokens: 3, temperature: 0 });
+  assert.equal(c.choices[2].text, second.choices[0].text);
+  assert.equal(c.choices[3].text, second.choices[0].text);
+  const stream = await client.completions.create({ model: "genq", prompt: ["Once upon", "The queue"], max_tokens: 3, temperature: 0, stream: true });
+  const texts = ["", ""];
+  for await (const chunk of stream) for (const ch of chunk.choices) texts[ch.index] += ch.text;
+  assert.equal(texts[1], second.choices[0].text);
+});

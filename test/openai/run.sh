@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh: genq's /v1 routes against the official openai npm package and
+# run.sh: genq's /v1 routes against the official openai npm package,
+# LangChain JS, the AI SDK, lm-evaluation-harness's request shapes and
 # Python's urllib, over two real stacks on free ports: bin/api with its
 # embedded nats-server and bin/worker, one serving variant B's tiny model
 # (the text routes), one variant C's tiny SD3 export (the image route), and a
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [[ ! -d test/openai/node_modules/openai ]]; then
+if [[ ! -d test/openai/node_modules/openai || ! -d test/openai/node_modules/ai ]]; then
 	(cd test/openai && npm install --no-audit --no-fund)
 fi
 
@@ -36,10 +37,10 @@ key="sk-genq-test-$RANDOM"
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
 bin/genqctl models tiny --variant C --dir "$work/model-c" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
-	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
-	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
+	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
 pids+=($!)
 # Variant C: 64×64 images in 2 steps by default, so each takes milliseconds.
 VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_NATS_STORE="$work/nats-c" \
@@ -81,7 +82,7 @@ done
 export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
 	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_API_KEY="$key"
 status=0
-(cd test/openai && node --test openai.test.mjs images.test.mjs abort.test.mjs) || status=$?
+(cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs) || status=$?
 python3 test/openai/smoke_urllib.py || status=$?
 if ((status != 0)); then
 	tail -n 30 "$work"/api*.log "$work"/worker*.log >&2

@@ -1,0 +1,90 @@
+package openai
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+func TestDecodeResponse(t *testing.T) {
+	for _, tt := range []struct {
+		name, body string
+		msgs       []genq.Message // the job's chat, when accepted
+		msg        string         // the refusal, else ""
+	}{
+		{"a string", `{"model":"m","input":"hi"}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
+		{"instructions first", `{"input":"hi","instructions":"be"}`,
+			[]genq.Message{{Role: "system", Content: "be"}, {Role: "user", Content: "hi"}}, ""},
+		{"messages and parts, as the SDKs send them", `{"input":[{"role":"developer","content":"sys"},
+			{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},
+			{"role":"user","content":"c"}]}`,
+			[]genq.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "a"}, {Role: "assistant", Content: "b"}, {Role: "user", Content: "c"}}, ""},
+		{"an image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, nil,
+			`input[0].content has a part of type "input_image": only text parts are supported`},
+		{"store false", `{"input":"hi","store":false}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
+		{"no input", `{"model":"m"}`, nil, "input is required: a string, or a list of messages"},
+		{"an empty list", `{"input":[]}`, nil, "input is required: a string, or a list of messages"},
+		{"input a number", `{"input":3}`, nil, "input must be a string, or a list of messages ({role, content})"},
+		{"a function call output", `{"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, nil,
+			`input[0] is of type "function_call_output": only messages are supported`},
+		{"store true", `{"input":"hi","store":true}`, nil,
+			"store: true is not supported: this server keeps no conversation state; send store: false (or leave it out) and the whole conversation in input"},
+		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_1"}`, nil,
+			"previous_response_id is not supported: this server keeps no conversation state; send the whole conversation in input"},
+		{"text.format", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, nil,
+			`text.format "json_schema" is not supported: this server does not constrain answers to JSON; ask for JSON in the prompt and leave text.format out`},
+		{"text.format text", `{"input":"hi","text":{"format":{"type":"text"}}}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
+		{"tools", `{"input":"hi","tools":[{"type":"function","name":"f"}]}`, nil,
+			"tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"},
+		{"max_output_tokens 0", `{"input":"hi","max_output_tokens":0}`, nil, "max_output_tokens must be at least 1, not 0"},
+		{"too long", `{"input":"0123456789"}`, nil, "messages hold 10 bytes of content; the limit is 8"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var job genq.Job
+			_, err := DecodeResponse([]byte(tt.body), 8, &job)
+			if tt.msg != "" {
+				if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
+					t.Fatalf("got %v, want %q", err, tt.msg)
+				}
+				return
+			}
+			got, _ := json.Marshal(job.Messages)
+			want, _ := json.Marshal(tt.msgs)
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("got %s, %v; want %s", got, err, want)
+			}
+		})
+	}
+	var job genq.Job
+	p, err := DecodeResponse([]byte(`{"model":"m","input":"x","max_output_tokens":5,"temperature":0.5,"top_p":0.9,"stream":true}`), 8, &job)
+	if err != nil || p.Model != "m" || !p.Stream || !job.Stream || job.MaxNewTokens() != 5 || *job.Temperature != 0.5 || *job.TopP != 0.9 {
+		t.Fatalf("%+v %+v %v", p, job, err)
+	}
+}
+
+func TestRenderResponse(t *testing.T) {
+	rs := ResponseStream{JobID: "j", Created: 7, Model: "m"}
+	done := genq.TextResult{GeneratedText: "hi", FinishReason: genq.FinishStop, Usage: &genq.Usage{PromptTokens: 3, CompletionTokens: 1}}
+	got, _ := json.Marshal(rs.Done(done))
+	want := `{"id":"resp_j","object":"response","created_at":7,"status":"completed","error":null,"incomplete_details":null,"model":"m",` +
+		`"output":[{"type":"message","id":"msg_j","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hi","annotations":[],"logprobs":[]}]}],` +
+		`"parallel_tool_calls":false,"previous_response_id":null,"store":false,"text":{"format":{"type":"text"}},"tool_choice":"none","tools":[],` +
+		`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	done.FinishReason = genq.FinishLength
+	if r := rs.Done(done); r.Status != "incomplete" || r.IncompleteDetails == nil || r.IncompleteDetails.Reason != "max_output_tokens" {
+		t.Errorf("at the limit: %+v", r)
+	}
+	var types []string
+	for _, e := range append(append(rs.Start(), rs.Delta("h")), rs.End(done)...) {
+		types = append(types, e.Type())
+	}
+	wantTypes := `["response.created","response.in_progress","response.output_item.added","response.content_part.added",` +
+		`"response.output_text.delta","response.output_text.done","response.content_part.done","response.output_item.done","response.incomplete"]`
+	if got, _ := json.Marshal(types); string(got) != wantTypes {
+		t.Errorf("events %s, want %s", got, wantTypes)
+	}
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""run-local-test.py: make run as a newcomer meets it (make test-run-local).
+
+Over scripts/run-local.sh and bin/ (built first), with a tiny model in a
+temporary directory:
+  1. a port that is taken stops it at once, naming the variable that moves
+     it (API_METRICS_ADDR for the api's metrics);
+  2. with every port moved (PORT, EMBEDDED_NATS_PORT, API_METRICS_ADDR,
+     METRICS_ADDR) the stack comes up there, its worker live;
+  3. Ctrl-C, SIGINT to the foreground process group as a terminal sends it,
+     stops the worker before the api: no "pull failed" in its output.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fail(msg, out=""):
+    sys.stderr.write(f"FAIL: {msg}\n{out[-4000:]}\n")
+    sys.exit(1)
+
+
+def foreground():
+    # A session of its own, SIGINT at its default: the group is what a
+    # terminal's foreground job would be.
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+work = tempfile.mkdtemp()
+try:
+    ports = {name: free_port() for name in ("PORT", "EMBEDDED_NATS_PORT", "API_METRICS", "WORKER_METRICS")}
+    env = dict(os.environ, VARIANT="B", MODEL_DIR=os.path.join(work, "model"), EMBEDDED_NATS_STORE=os.path.join(work, "nats"),
+               PORT=str(ports["PORT"]), EMBEDDED_NATS_PORT=str(ports["EMBEDDED_NATS_PORT"]),
+               API_METRICS_ADDR=f"127.0.0.1:{ports['API_METRICS']}", METRICS_ADDR=f"127.0.0.1:{ports['WORKER_METRICS']}")
+
+    # 1. The api's metrics port taken.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", ports["API_METRICS"]))
+        busy.listen()
+        p = subprocess.run(["scripts/run-local.sh"], env=env, capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or "API_METRICS_ADDR (127.0.0.1:%d is taken)" % ports["API_METRICS"] not in p.stderr:
+        fail("a taken metrics port is not named by API_METRICS_ADDR", p.stdout + p.stderr)
+    print("ok: a taken port names API_METRICS_ADDR")
+
+    # 2. Every port moved.
+    log = open(os.path.join(work, "run.log"), "w+")
+    p = subprocess.Popen(["scripts/run-local.sh"], env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
+    live = False
+    for _ in range(240):
+        try:
+            root = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ports['PORT']}/", timeout=2))
+            if root.get("live_workers", 0) >= 1:
+                live = True
+                break
+        except OSError:
+            pass
+        if p.poll() is not None:
+            break
+        time.sleep(0.5)
+    log.seek(0)
+    if not live:
+        p.kill()
+        fail("the stack did not come up on the moved ports", log.read())
+    for name in ("API_METRICS", "WORKER_METRICS"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/metrics", timeout=5) as r:
+            if r.status != 200:
+                fail(f"no /metrics on {name}")
+    print("ok: the stack serves on the moved ports")
+
+    # 3. Ctrl-C.
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("Ctrl-C did not stop the stack")
+    log.seek(0)
+    out = log.read()
+    stopped, api_down = out.find('"worker stopped"'), out.find('"shutting down')
+    if "pull failed" in out or stopped < 0 or api_down < 0 or stopped > api_down:
+        fail("Ctrl-C: the worker did not stop cleanly before the api", out)
+    print("ok: Ctrl-C stops the worker, then the api, with no pull failures")
+finally:
+    shutil.rmtree(work, ignore_errors=True)
