@@ -97,7 +97,7 @@ func contentText(raw json.RawMessage) (string, error) {
 }
 
 // ChatCompletion is a chat's answer.
-type ChatCompletion = Response[chatChoice]
+type ChatCompletion = answerFrame[chatChoice]
 
 type chatChoice struct {
 	Index        int            `json:"index"`
@@ -124,7 +124,7 @@ func RenderChat(results ...TextResult) ChatCompletion {
 }
 
 // ChatCompletionChunk is one event of a streamed chat.
-type ChatCompletionChunk = Chunk[chatChunkChoice]
+type ChatCompletionChunk = chunkFrame[chatChunkChoice]
 
 // chatChunkChoice is a chat choice in a stream. Log-probabilities, when
 // asked for, come with the text of their tokens.

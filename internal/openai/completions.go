@@ -123,7 +123,7 @@ func completionPrompts(raw json.RawMessage, maxPrompt int) ([]prompt, error) {
 }
 
 // Completion is a completion's answer.
-type Completion = Response[completionChoice]
+type Completion = answerFrame[completionChoice]
 
 type completionChoice struct {
 	Text         string              `json:"text"`
@@ -150,7 +150,7 @@ func RenderCompletion(results ...TextResult) Completion {
 }
 
 // CompletionChunk is one event of a streamed completion.
-type CompletionChunk = Chunk[completionChunkChoice]
+type CompletionChunk = chunkFrame[completionChunkChoice]
 
 // completionChunkChoice is a completion's choice in a stream: the finish
 // reason is null until the last chunk, as OpenAI sends it, and the

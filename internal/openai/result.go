@@ -34,10 +34,10 @@ func (r TextResult) usage() Usage {
 	return u
 }
 
-// Response is the frame of a text route's whole answer: its id and object
-// name, when and by which model, the choices of the route's shape, and the
-// token counts.
-type Response[C any] struct {
+// answerFrame is the frame of a text route's whole answer: its id and
+// object name, when and by which model, the choices of the route's shape,
+// and the token counts.
+type answerFrame[C any] struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
@@ -46,9 +46,10 @@ type Response[C any] struct {
 	Usage   Usage  `json:"usage"`
 }
 
-// Chunk is the frame of one streamed event of a text route: as Response,
-// with the token counts only in the last chunk, when they were asked for.
-type Chunk[C any] struct {
+// chunkFrame is the frame of one streamed event of a text route: as
+// answerFrame, with the token counts only in the last chunk, when they
+// were asked for.
+type chunkFrame[C any] struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
