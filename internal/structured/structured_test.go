@@ -1,0 +1,391 @@
+package structured
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// testVocab is a small vocabulary built to stress the masks: every single
+// byte (controls, invalid UTF-8 bytes and all), JSON pieces that cross
+// token boundaries the way real tokenizers' do, words, escapes, multi-byte
+// UTF-8 whole and cut in half. Its last token is the end of sequence.
+func testVocab() ([][]byte, int32) {
+	var toks [][]byte
+	for b := 0; b < 256; b++ {
+		toks = append(toks, []byte{byte(b)})
+	}
+	pieces := []string{
+		`{"`, `":`, `",`, `"}`, `"]`, `},`, `}]`, `[{`, `[]`, `{}`, `", "`, `": "`, `":"`, `"}}`, `"}]}`,
+		`true`, `false`, `null`, `tr`, `ue`, `nul`, `null,`, `true]`, `0.`, `1e`, `-1`, `12`, `345`, `.5`, `E+`, `1,`, `2}`, `00`,
+		`name`, ` name`, `"name`, `name"`, `age`, `type`, `value`, `children`, `hello`, ` world`, `red`, `blue`,
+		`celsius`, `query`, `location`, `unit`, `"location":"`, `op`, `args`, `head`, `next`, `kind`, `circle`,
+		` "`, "\n ", "\n  ", "\n    ", `  `, ` :`, `, `, ` }`,
+		`\n`, `\u00e9`, `\"`, `\u12`, `\ud800`, `\\`, `\/`,
+		"é", "名前", "✓", "\xe5\x90", "\x90\x8d", "ü", "état", "prêt",
+	}
+	for _, p := range pieces {
+		toks = append(toks, []byte(p))
+	}
+	toks = append(toks, []byte("<eos>"))
+	return toks, int32(len(toks) - 1)
+}
+
+type corpusEntry struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+func loadCorpus(t testing.TB) []corpusEntry {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c []corpusEntry
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func allowed(mask []uint64) []int32 {
+	var ids []int32
+	for i, x := range mask {
+		for x != 0 {
+			b := bits.TrailingZeros64(x)
+			ids = append(ids, int32(i*64+b))
+			x &= x - 1
+		}
+	}
+	return ids
+}
+
+// walk generates one answer by picking uniformly among the allowed tokens,
+// as a random-weight model at temperature 1 would under the constraint. It
+// checks at every step that the mask is not empty and that the picked token
+// is taken by the matcher.
+func walk(t *testing.T, g *Grammar, v *Vocab, toks [][]byte, eos int32, rng *rand.Rand, maxSteps int, check func(m *Matcher, mask []uint64)) ([]byte, bool) {
+	t.Helper()
+	m := g.NewMatcher()
+	mask := make([]uint64, (v.Size()+63)/64)
+	var out []byte
+	for step := 0; step < maxSteps; step++ {
+		m.Mask(v, mask)
+		if check != nil {
+			check(m, mask)
+		}
+		ids := allowed(mask)
+		if len(ids) == 0 {
+			t.Fatalf("empty mask after %q", out)
+		}
+		id := ids[rng.IntN(len(ids))]
+		if id == eos {
+			if !m.Accepting() {
+				t.Fatalf("eos allowed where the grammar does not accept, after %q", out)
+			}
+			return out, true
+		}
+		if !m.Advance(toks[id]) {
+			t.Fatalf("the mask allowed %q after %q but the matcher refuses it", toks[id], out)
+		}
+		out = append(out, toks[id]...)
+	}
+	return out, false
+}
+
+// bruteForce checks a mask token by token: a token is allowed exactly when
+// a clone of the matcher takes its bytes, and eos exactly when it accepts.
+func bruteForce(t *testing.T, m *Matcher, mask []uint64, toks [][]byte, eos int32, ctx string) {
+	t.Helper()
+	for id, tok := range toks {
+		want := false
+		if int32(id) == eos {
+			want = m.Accepting()
+		} else if len(tok) > 0 {
+			want = m.Clone().Advance(tok)
+		}
+		got := mask[id>>6]&(1<<(id&63)) != 0
+		if got != want {
+			t.Fatalf("%s: token %q: mask says %v, the matcher says %v", ctx, tok, got, want)
+		}
+	}
+}
+
+type ajvLine struct {
+	Schema  json.RawMessage `json:"schema"`
+	Answers []string        `json:"answers"`
+}
+
+// ajvCheck validates answers with ajv (test/structured), an independent
+// validator. It reports false when node or the package is missing.
+func ajvCheck(t *testing.T, lines []ajvLine) ([][]string, bool) {
+	t.Helper()
+	dir := filepath.Join("..", "..", "test", "structured")
+	if _, err := exec.LookPath("node"); err != nil {
+		return nil, false
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ajv")); err != nil {
+		return nil, false
+	}
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("node", "validate.mjs")
+	cmd.Dir = dir
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ajv: %v: %s", err, stderr.String())
+	}
+	var errs [][]string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		var r struct {
+			CompileError string `json:"compileError"`
+			Results      []struct {
+				OK    bool   `json:"ok"`
+				Error string `json:"error"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		var e []string
+		if r.CompileError != "" {
+			e = append(e, "ajv cannot compile the schema: "+r.CompileError)
+		}
+		for _, res := range r.Results {
+			if !res.OK {
+				e = append(e, res.Error)
+			} else {
+				e = append(e, "")
+			}
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) != len(lines) {
+		t.Fatalf("ajv answered %d lines for %d", len(errs), len(lines))
+	}
+	return errs, true
+}
+
+// TestCorpusRandomWalk drives random walks through every schema of the
+// corpus: every answer that ends must be JSON that validates under ajv,
+// and the masks along the first walks must equal a token-by-token check.
+func TestCorpusRandomWalk(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	corpus := loadCorpus(t)
+	const walks, maxSteps = 24, 400
+	var lines []ajvLine
+	finished, length := 0, 0
+	for ci, c := range corpus {
+		g, err := Compile(c.Schema)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		line := ajvLine{Schema: c.Schema}
+		for w := 0; w < walks; w++ {
+			rng := rand.New(rand.NewPCG(uint64(ci), uint64(w)))
+			var check func(*Matcher, []uint64)
+			if w < 3 {
+				step := 0
+				check = func(m *Matcher, mask []uint64) {
+					step++
+					bruteForce(t, m, mask, toks, eos, c.Name)
+				}
+			}
+			out, ok := walk(t, g, v, toks, eos, rng, maxSteps, check)
+			if !ok {
+				length++
+				continue
+			}
+			finished++
+			if !json.Valid(out) {
+				t.Errorf("%s: walk %d wrote invalid JSON %q", c.Name, w, out)
+			}
+			line.Answers = append(line.Answers, string(out))
+		}
+		lines = append(lines, line)
+	}
+	errs, ran := ajvCheck(t, lines)
+	valid := 0
+	if ran {
+		for i, e := range errs {
+			for j, msg := range e {
+				if msg != "" {
+					t.Errorf("%s: ajv refuses %q: %s", corpus[i].Name, lines[i].Answers[j], msg)
+				} else {
+					valid++
+				}
+			}
+		}
+		t.Logf("%d schemas, %d walks: %d finished, %d valid under ajv, %d hit the step cap", len(corpus), len(corpus)*walks, finished, valid, length)
+	} else {
+		t.Logf("%d schemas, %d walks: %d finished (all JSON), %d hit the step cap; ajv not run: npm ci in test/structured", len(corpus), len(corpus)*walks, finished, length)
+	}
+	if finished < len(corpus)*walks/2 {
+		t.Errorf("only %d of %d walks finished: the walks say too little", finished, len(corpus)*walks)
+	}
+}
+
+func TestJSONObject(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	g := CompileJSONObject()
+	for w := 0; w < 40; w++ {
+		rng := rand.New(rand.NewPCG(7, uint64(w)))
+		out, ok := walk(t, g, v, toks, eos, rng, 400, nil)
+		if !ok {
+			continue
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(out, &obj); err != nil || obj == nil {
+			t.Errorf("%q is not a JSON object: %v", out, err)
+		}
+	}
+}
+
+func TestMatcher(t *testing.T) {
+	g, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":2}},"required":["b"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		text   string
+		ok     bool // every byte taken
+		accept bool // may end after it
+	}{
+		{`{"b":"xy"}`, true, true},
+		{`{"a":1,"b":""}`, true, true},
+		{`{ "a" : -12 ,` + "\n  " + `"b":"é"}`, true, true},
+		{`{"b":"xyz"}`, false, false},
+		{`{"a":1}`, false, false},
+		{`{"b":"x","a":1}`, false, false},
+		{`{"a":01,"b":""}`, false, false},
+		{`{"b":""}  `, false, false},
+		{`{"b":""`, true, false},
+		{`{   "b":""}`, false, false},
+		{"{\n" + strings.Repeat(" ", maxIndent) + `"b":""}`, true, true},
+		{"{\n" + strings.Repeat(" ", maxIndent+1) + `"b":""}`, false, false},
+		{`{"b":"\u00e9"}`, true, true},
+		{`{"b":"\ud800"}`, false, false},
+		{"{\"b\":\"\xff\"}", false, false},
+		{"{\"b\":\"\x01\"}", false, false},
+	}
+	for _, tt := range tests {
+		m := g.NewMatcher()
+		ok := true
+		for i := 0; i < len(tt.text) && ok; i++ {
+			ok = m.Advance([]byte{tt.text[i]})
+		}
+		if ok != tt.ok || (ok && m.Accepting() != tt.accept) {
+			t.Errorf("%q: took %v accepting %v; want %v %v", tt.text, ok, m.Accepting(), tt.ok, tt.accept)
+		}
+		// The whole text at once agrees with byte by byte, and a refusal
+		// leaves the matcher where it was.
+		m2 := g.NewMatcher()
+		before := m2.Clone()
+		if got := m2.Advance([]byte(tt.text)); got != tt.ok {
+			t.Errorf("%q at once: %v", tt.text, got)
+		}
+		if !tt.ok && (len(m2.cur) != len(before.cur) || m2.Accepting() != before.Accepting()) {
+			t.Errorf("%q: a refused Advance changed the matcher", tt.text)
+		}
+	}
+}
+
+func TestBadSchemas(t *testing.T) {
+	var props []string
+	for c := 'a'; c <= 'z'; c++ {
+		props = append(props, `"`+string(c)+`":{"type":"string","maxLength":1000}`)
+	}
+	manyStates := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	big := `{"type":"object","properties":{` + strings.Repeat(`"p":{"type":"string"},`, 60000) + `"q":{"type":"string"}}}`
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"unsupported keyword", `{"type":"number","minimum":3}`, `"minimum"`},
+		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"string","format":"hostname"}}}`, `"format"`},
+		{"oneOf", `{"oneOf":[{"type":"string"}]}`, `"oneOf"`},
+		{"empty enum", `{"enum":[]}`, "never be satisfied"},
+		{"empty anyOf", `{"anyOf":[]}`, "anyOf"},
+		{"ref to nowhere", `{"$ref":"#/$defs/missing"}`, `points to nothing`},
+		{"ref outside", `{"$ref":"other.json#/a"}`, `not supported`},
+		{"oversized", big, "limit"},
+		{"not json", `{"type":`, "not valid JSON"},
+		{"trailing", `{} {}`, "one JSON value"},
+		{"false", `false`, "never be satisfied"},
+		{"unknown type", `{"type":"date"}`, `unknown type "date"`},
+		{"empty type list", `{"type":[]}`, "empty type list"},
+		{"required undefined", `{"type":"object","properties":{"a":{}},"required":["b"]}`, `required names "b"`},
+		{"required unsatisfiable", `{"type":"object","properties":{"a":false},"required":["a"]}`, "never be satisfied"},
+		{"infinite recursion", `{"type":"object","properties":{"a":{"$ref":"#"}},"required":["a"]}`, "never be satisfied"},
+		{"ref loop", `{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}}}`, "refers back to itself"},
+		{"length inverted", `{"type":"string","minLength":3,"maxLength":2}`, "maxLength (2) is below minLength (3)"},
+		{"items inverted", `{"type":"array","minItems":3,"maxItems":1}`, "maxItems (1) is below minItems (3)"},
+		{"huge maxLength", `{"type":"string","maxLength":100000}`, "at most"},
+		{"negative count", `{"type":"array","minItems":-1}`, "non-negative"},
+		{"enum type mismatch", `{"type":"string","enum":[1,2]}`, "never be satisfied"},
+		{"enum with sibling", `{"enum":["a"],"maxLength":3}`, `"maxLength" beside it`},
+		{"ref with sibling", `{"$ref":"#","minItems":1}`, `"minItems" beside it`},
+		{"schema not object", `{"type":"object","properties":{"a":3}}`, "must be an object or a boolean"},
+		{"duplicate key", `{"type":"string","type":"number"}`, `repeats the key "type"`},
+		{"deep", strings.Repeat(`{"items":`, 80) + `{}` + strings.Repeat(`}`, 80), "nests deeper"},
+		{"too many states", manyStates, "too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Compile([]byte(tt.schema))
+			if err == nil {
+				t.Fatalf("compiled")
+			}
+			if genq.ErrorCode(err) != genq.Invalid {
+				t.Errorf("code %q, want invalid: %v", genq.ErrorCode(err), err)
+			}
+			if msg := genq.ErrorMessage(err); !strings.Contains(msg, tt.want) {
+				t.Errorf("message %q does not say %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+func TestCache(t *testing.T) {
+	c := NewCache(2)
+	a, b, d := []byte(`{"type":"string"}`), []byte(`{"type":"integer"}`), []byte(`{"type":"null"}`)
+	g1, err := c.Compile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2, _ := c.Compile(a); g2 != g1 {
+		t.Error("the same schema compiled twice")
+	}
+	c.Compile(b)
+	c.Compile(d) // drops a, the least recently used
+	if c.Len() != 2 {
+		t.Errorf("len %d, want 2", c.Len())
+	}
+	if g3, _ := c.Compile(a); g3 == g1 {
+		t.Error("a was kept beyond the cache's size")
+	}
+	if _, err := c.Compile([]byte(`{"enum":[]}`)); err == nil {
+		t.Error("a bad schema compiled through the cache")
+	}
+}
