@@ -140,7 +140,7 @@ func (v *value) encode(buf *bytes.Buffer) {
 func writeString(buf *bytes.Buffer, s string) {
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a Go string always encodes
+	_ = enc.Encode(s)           // a Go string always encodes
 	buf.Truncate(buf.Len() - 1) // Encode's newline
 }
 
