@@ -203,7 +203,7 @@ func enforced(k string) (typ string, ok bool) {
 		return "object", true
 	case "items", "minItems", "maxItems":
 		return "array", true
-	case "minLength", "maxLength":
+	case "minLength", "maxLength", "pattern", "format":
 		return "string", true
 	}
 	return "", false
@@ -505,6 +505,35 @@ func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
 
 func (c *compiler) str(s *value, path string) (frag, error) {
 	b := c.b
+	pat, format := s.get("pattern"), s.get("format")
+	if pat != nil || format != nil {
+		// A pattern and a length bound would need the product of two
+		// automata: refused rather than half enforced.
+		var others []string
+		for _, k := range []string{"pattern", "format", "minLength", "maxLength"} {
+			if s.get(k) != nil {
+				others = append(others, k)
+			}
+		}
+		if len(others) > 1 {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: %s together are not supported: use one", path, strings.Join(others, " and "))
+		}
+		if format != nil {
+			p, ok := formatPattern(format.str)
+			if format.kind != 's' || !ok {
+				return frag{}, genq.Errorf(genq.Invalid, "at %s: format %q is not supported: date, date-time, uuid and email are", path, format.str)
+			}
+			return c.pattern(p)
+		}
+		if pat.kind != 's' {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
+		}
+		f, err := c.pattern(pat.str)
+		if err != nil {
+			return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
+		}
+		return f, nil
+	}
 	min, max, err := bounds(s, "minLength", "maxLength", path)
 	if err != nil {
 		return frag{}, err

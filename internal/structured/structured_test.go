@@ -323,7 +323,15 @@ func TestBadSchemas(t *testing.T) {
 		name, schema, want string
 	}{
 		{"unsupported keyword", `{"type":"number","minimum":3}`, `"minimum"`},
-		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"string","format":"hostname"}}}`, `"format"`},
+		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"string","format":"hostname"}}}`, `format "hostname" is not supported`},
+		{"pattern and length", `{"type":"string","pattern":"a","maxLength":3}`, "pattern and maxLength together"},
+		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},
+		{"pattern backreference", `{"type":"string","pattern":"(a)\\1"}`, `escape \1`},
+		{"pattern word boundary", `{"type":"string","pattern":"\\ba"}`, `escape \b`},
+		{"pattern case fold", `{"type":"string","pattern":"(?i)a"}`, "case-insensitive"},
+		{"pattern anchor inside", `{"type":"string","pattern":"a^b"}`, "anchor"},
+		{"pattern posix", `{"type":"string","pattern":"[[:alpha:]]"}`, "POSIX"},
+		{"pattern non-space", `{"type":"string","pattern":"\\S+"}`, `\S`},
 		{"oneOf", `{"oneOf":[{"type":"string"}]}`, `"oneOf"`},
 		{"empty enum", `{"enum":[]}`, "never be satisfied"},
 		{"empty anyOf", `{"anyOf":[]}`, "anyOf"},
