@@ -3,12 +3,15 @@ package structured
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -395,5 +398,98 @@ func TestCache(t *testing.T) {
 	}
 	if _, err := c.Compile([]byte(`{"enum":[]}`)); err == nil {
 		t.Error("a bad schema compiled through the cache")
+	}
+}
+
+// TestConcurrentMasks has several sequences of one grammar fill its shared
+// mask tables at once (run under -race); each must get the masks a lone
+// matcher gets.
+func TestConcurrentMasks(t *testing.T) {
+	toks, eos := testVocab()
+	corpus := loadCorpus(t)
+	g, err := Compile(corpus[len(corpus)-1].Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := func(seed uint64) ([][]byte, [][]uint64) {
+		v := NewVocab(toks, []int32{eos})
+		rng := rand.New(rand.NewPCG(seed, 1))
+		m := g.NewMatcher()
+		var picks [][]byte
+		var masks [][]uint64
+		for step := 0; step < 60; step++ {
+			mask := make([]uint64, (v.Size()+63)/64)
+			m.Mask(v, mask)
+			masks = append(masks, mask)
+			ids := allowed(mask)
+			id := ids[rng.IntN(len(ids))]
+			if id == eos {
+				break
+			}
+			m.Advance(toks[id])
+			picks = append(picks, toks[id])
+		}
+		return picks, masks
+	}
+	v := NewVocab(toks, []int32{eos})
+	done := make(chan error)
+	for s := uint64(0); s < 4; s++ {
+		go func() {
+			picks, want := script(s) // a fresh vocabulary: nothing shared
+			m := g.NewMatcher()
+			mask := make([]uint64, (v.Size()+63)/64)
+			for i, p := range picks {
+				m.Mask(v, mask)
+				if !slices.Equal(mask, want[i]) {
+					done <- fmt.Errorf("seed %d step %d: the shared tables gave another mask", s, i)
+					return
+				}
+				m.Advance(p)
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestLlama3Masks checks masks against token-by-token advances on Llama 3's
+// own vocabulary, whose tokens cross JSON's boundaries in every way, when
+// scripts/fetch-vocab.sh has fetched it.
+func TestLlama3Masks(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", ".cache", "llama3-vocab.hex"))
+	if err != nil {
+		t.Skip("no .cache/llama3-vocab.hex: run scripts/fetch-vocab.sh")
+	}
+	var toks [][]byte
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		b, err := hex.DecodeString(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, b)
+	}
+	const eos = 128009
+	v := NewVocab(toks, []int32{eos})
+	corpus := loadCorpus(t)
+	for ci, c := range corpus {
+		if ci%4 != 0 { // a quarter of the corpus: each check advances 128k tokens
+			continue
+		}
+		g, err := Compile(c.Schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(ci), 5))
+		step := 0
+		walk(t, g, v, toks, eos, rng, 12, func(m *Matcher, mask []uint64) {
+			if step%3 == 0 {
+				bruteForce(t, m, mask, toks, eos, c.Name)
+			}
+			step++
+		})
 	}
 }
