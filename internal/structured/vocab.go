@@ -2,8 +2,9 @@ package structured
 
 import (
 	"bytes"
+	"context"
 	"math/bits"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -46,7 +47,12 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 			order = append(order, int32(i))
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return bytes.Compare(tokens[order[a]], tokens[order[b]]) < 0 })
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := bytes.Compare(tokens[a], tokens[b]); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
 	v.toks = order
 	v.nodes = append(v.nodes, trieNode{})
 	v.build(tokens, 0, 0, len(order), 0)
@@ -239,4 +245,37 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 			dst[e>>6] |= 1 << (e & 63)
 		}
 	}
+}
+
+// Warm works out the masks of the nodes every grammar shares (strings,
+// numbers, any value) now rather than on the first answer that reaches
+// them: call it once when the model loads, so that no sequence's step pays
+// for them.
+func (v *Vocab) Warm() {
+	g := CompileJSONObject()
+	m := g.NewMatcher()
+	t := g.table(v)
+	for n := int32(0); n < g.builtinNodes; n++ {
+		if len(g.nodes[n].edges) > 0 {
+			m.maskFor(v, t, n)
+		}
+	}
+}
+
+// Prepare works out the masks of every node of g for v ahead of the first
+// answer (the worker can run it while the prompt is read): afterwards no
+// step pays for a node seen the first time. It stops early when ctx ends.
+func (g *Grammar) Prepare(ctx context.Context, v *Vocab) error {
+	m := g.NewMatcher()
+	t := g.table(v)
+	for n := range g.nodes {
+		if len(g.nodes[n].edges) == 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m.maskFor(v, t, int32(n))
+	}
+	return nil
 }
