@@ -3,6 +3,7 @@ package structured
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -491,5 +492,48 @@ func TestLlama3Masks(t *testing.T) {
 			}
 			step++
 		})
+	}
+}
+
+// TestPrepareAgrees checks that masks worked out ahead (Warm, Prepare)
+// are the masks worked out on first use.
+func TestPrepareAgrees(t *testing.T) {
+	toks, eos := testVocab()
+	ahead := NewVocab(toks, []int32{eos})
+	ahead.Warm()
+	for ci, c := range loadCorpus(t) {
+		g1, err := Compile(c.Schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g1.Prepare(context.Background(), ahead); err != nil {
+			t.Fatal(err)
+		}
+		g2, _ := Compile(c.Schema)
+		lazy := NewVocab(toks, []int32{eos})
+		m1, m2 := g1.NewMatcher(), g2.NewMatcher()
+		mask1 := make([]uint64, (ahead.Size()+63)/64)
+		mask2 := make([]uint64, (lazy.Size()+63)/64)
+		rng := rand.New(rand.NewPCG(uint64(ci), 3))
+		for step := 0; step < 100; step++ {
+			m1.Mask(ahead, mask1)
+			m2.Mask(lazy, mask2)
+			if !slices.Equal(mask1, mask2) {
+				t.Fatalf("%s: step %d: a mask worked out ahead differs from one worked out on use", c.Name, step)
+			}
+			ids := allowed(mask1)
+			id := ids[rng.IntN(len(ids))]
+			if id == eos {
+				break
+			}
+			m1.Advance(toks[id])
+			m2.Advance(toks[id])
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g, _ := Compile(loadCorpus(t)[0].Schema)
+	if err := g.Prepare(ctx, ahead); err == nil {
+		t.Error("Prepare went on after its context ended")
 	}
 }
