@@ -1,5 +1,7 @@
 package structured
 
+import "github.com/genq/genq/internal/genq"
+
 // frame is one return address on a Matcher's stack. Frames are immutable and
 // interned, so equal stacks are the same pointer and a state compares, copies
 // and deduplicates by pointer.
@@ -32,7 +34,14 @@ type stepper struct {
 
 	accepting bool // the last closure reached the top rule's end
 	escaped   bool // the last closure popped the bottom frame
+	overflow  bool // the last step made more than maxThreads threads
 }
+
+// maxThreads bounds the threads of one state. Schemas whose branches
+// overlap through recursion (an anyOf of two arrays of the same $ref, say)
+// can read one answer in exponentially many ways; past the bound the byte
+// is refused and the matcher reports why, rather than slowing every step.
+const maxThreads = 4096
 
 func newStepper(g *Grammar) *stepper {
 	return &stepper{
@@ -64,7 +73,7 @@ func (st *stepper) begin() {
 	if len(st.extra) > 0 {
 		clear(st.extra)
 	}
-	st.accepting, st.escaped = false, false
+	st.accepting, st.escaped, st.overflow = false, false, false
 }
 
 func (st *stepper) firstVisit(n int32, s *frame) bool {
@@ -94,6 +103,10 @@ func (st *stepper) closure(dst []config, n int32, s *frame) []config {
 	}
 	nd := &st.g.nodes[n]
 	if len(nd.edges) > 0 {
+		if len(dst) >= maxThreads {
+			st.overflow = true
+			return dst
+		}
 		dst = append(dst, config{n, s})
 	}
 	for _, t := range nd.eps {
@@ -128,7 +141,7 @@ func (st *stepper) step(dst, src []config, c byte) ([]config, bool) {
 			}
 		}
 	}
-	return dst, took
+	return dst, took && !st.overflow
 }
 
 // Matcher follows one sequence through a Grammar. The zero value is not
@@ -140,6 +153,7 @@ type Matcher struct {
 	cur       []config
 	accepting bool
 	buf       [2][]config
+	err       error
 }
 
 // NewMatcher returns a matcher at the start of an answer.
@@ -165,6 +179,9 @@ func (m *Matcher) Advance(b []byte) bool {
 		var took bool
 		dst, took = m.st.step(dst, src, c)
 		m.buf[i&1] = dst
+		if m.st.overflow {
+			m.err = genq.Errorf(genq.Invalid, "the schema is too ambiguous to follow: its branches read this answer in more than %d ways at once", maxThreads)
+		}
 		if !took {
 			return false
 		}
@@ -174,6 +191,11 @@ func (m *Matcher) Advance(b []byte) bool {
 	m.accepting = accepting
 	return true
 }
+
+// Err is set when an Advance was refused because the schema's branches
+// overlap too much to follow (a *genq.Error, Invalid): the sequence cannot
+// go on under this grammar. A refusal for any other reason leaves it nil.
+func (m *Matcher) Err() error { return m.err }
 
 // Accepting reports whether the answer may end here: end-of-sequence is
 // allowed only then.

@@ -537,3 +537,27 @@ func TestPrepareAgrees(t *testing.T) {
 		t.Error("Prepare went on after its context ended")
 	}
 }
+
+// TestAmbiguousSchema: two branches that both recurse through the same
+// definition read "[[[[..." in twice as many ways at each level. The
+// matcher must give up with an error once the threads pass their bound,
+// not slow down without end.
+func TestAmbiguousSchema(t *testing.T) {
+	g, err := Compile([]byte(`{"$ref":"#/$defs/a","$defs":{"a":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/a"}},{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":5}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	for depth := 0; depth < 64; depth++ {
+		if !m.Advance([]byte("[")) {
+			if m.Err() == nil || genq.ErrorCode(m.Err()) != genq.Invalid {
+				t.Fatalf("refused at depth %d without an error: %v", depth, m.Err())
+			}
+			if depth < 3 {
+				t.Fatalf("gave up already at depth %d", depth)
+			}
+			return
+		}
+	}
+	t.Fatalf("64 levels followed: %d threads", len(m.cur))
+}
