@@ -32,6 +32,12 @@ type stepper struct {
 	markSt []*frame
 	extra  map[config]struct{}
 
+	// The mask's scratch: the table of the vocabulary last masked over,
+	// and a walker whose buffers are kept between masks.
+	table      *nodeTable
+	tableVocab *Vocab
+	walker     walker
+
 	accepting bool // the last closure reached the top rule's end
 	escaped   bool // the last closure popped the bottom frame
 	overflow  bool // the last step made more than maxThreads threads

@@ -206,14 +206,18 @@ func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 	return slot.Load()
 }
 
-// Mask sets in dst, a bitset of (v.Size()+63)/64 words, the tokens that may
+// Mask sets in dst, a bitset of at least (v.Size()+63)/64 words, the tokens that may
 // come next, and clears the rest. End-of-sequence tokens are set only where
 // the answer may end.
 func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 	dst = dst[:v.words]
 	clear(dst)
-	t := m.st.g.table(v)
-	var w *walker
+	if m.st.tableVocab != v {
+		m.st.table, m.st.tableVocab = m.st.g.table(v), v
+	}
+	t := m.st.table
+	w := &m.st.walker
+	w.st, w.v, w.accepted, w.escapes = m.st, v, dst, nil
 	for _, cf := range m.cur {
 		nm := m.maskFor(v, t, cf.node)
 		if nm.bits != nil {
@@ -230,9 +234,6 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 		}
 		// The rule may end inside a token: what may follow depends on the
 		// caller, so those tokens are walked from where the rule returns.
-		if w == nil {
-			w = &walker{st: m.st, v: v, accepted: dst}
-		}
 		m.st.begin()
 		after := m.st.closure(w.buf(0), cf.st.ret, cf.st.up)
 		w.bufs[0] = after
