@@ -2,6 +2,7 @@ package structured
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,7 @@ type compiler struct {
 	rootRule int32
 	defRules map[string]int32
 	memo     map[memoKey]int32
+	shared   map[string]int32
 }
 
 func newCompiler() *compiler {
@@ -49,6 +51,7 @@ func newCompiler() *compiler {
 		b:        &builder{g: &Grammar{}},
 		defRules: map[string]int32{},
 		memo:     map[memoKey]int32{},
+		shared:   map[string]int32{},
 	}
 	c.buildBuiltins()
 	c.b.g.builtinNodes = int32(len(c.b.g.nodes))
@@ -523,12 +526,12 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 			if format.kind != 's' || !ok {
 				return frag{}, genq.Errorf(genq.Invalid, "at %s: format %q is not supported: date, date-time, uuid and email are", path, format.str)
 			}
-			return c.pattern(p)
+			return c.sharedString("pattern "+p, func() (frag, error) { return c.pattern(p) })
 		}
 		if pat.kind != 's' {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
 		}
-		f, err := c.pattern(pat.str)
+		f, err := c.sharedString("pattern "+pat.str, func() (frag, error) { return c.pattern(pat.str) })
 		if err != nil {
 			return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
 		}
@@ -541,7 +544,34 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 	if min == 0 && max < 0 {
 		return b.call(c.bi.str), nil
 	}
-	return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
+	return c.sharedString(fmt.Sprintf("length %d %d", min, max), func() (frag, error) {
+		return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
+	})
+}
+
+// sharedString compiles a string with bounds or a pattern into a rule of
+// its own, named by key, built once per grammar. Its nodes are numbered
+// contiguously and the rule calls nothing, so the same key builds the same
+// nodes in every grammar: their masks, which cost a walk of nearly the
+// whole vocabulary each, are kept per Vocab under the key and shared by
+// every grammar that holds the rule.
+func (c *compiler) sharedString(key string, build func() (frag, error)) (frag, error) {
+	if r, ok := c.shared[key]; ok {
+		return c.b.call(r), nil
+	}
+	first := int32(len(c.b.g.nodes))
+	r := c.b.newRule(key)
+	f, err := build()
+	if err != nil {
+		return frag{}, err
+	}
+	c.b.define(r, f)
+	if c.b.err != nil {
+		return frag{}, c.b.err
+	}
+	c.shared[key] = r
+	c.b.g.sharedRules = append(c.b.g.sharedRules, sharedRange{key: key, first: first, end: int32(len(c.b.g.nodes))})
+	return c.b.call(r), nil
 }
 
 func (c *compiler) array(s *value, path string) (frag, error) {

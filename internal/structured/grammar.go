@@ -9,6 +9,8 @@
 package structured
 
 import (
+	"sort"
+
 	"github.com/genq/genq/internal/genq"
 )
 
@@ -51,7 +53,25 @@ type Grammar struct {
 	// builtinNodes counts the nodes every grammar starts with, identical
 	// in all grammars, so that their token masks are shared per Vocab.
 	builtinNodes int32
-	tables       tableSet
+	// sharedRules are the rules whose masks are kept per Vocab by key
+	// (strings with bounds or patterns), in node order.
+	sharedRules []sharedRange
+	tables      tableSet
+}
+
+// sharedRange is a rule built alone on nodes [first, end).
+type sharedRange struct {
+	key        string
+	first, end int32
+}
+
+// sharedRule returns the shared rule that node n belongs to, if any.
+func (g *Grammar) sharedRule(n int32) (sharedRange, bool) {
+	i := sort.Search(len(g.sharedRules), func(i int) bool { return g.sharedRules[i].end > n })
+	if i < len(g.sharedRules) && g.sharedRules[i].first <= n {
+		return g.sharedRules[i], true
+	}
+	return sharedRange{}, false
 }
 
 // frag is a piece of a rule under construction: enter at start, leave

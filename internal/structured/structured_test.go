@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -319,7 +320,8 @@ func TestMatcher(t *testing.T) {
 func TestBadSchemas(t *testing.T) {
 	var props []string
 	for c := 'a'; c <= 'z'; c++ {
-		props = append(props, `"`+string(c)+`":{"type":"string","maxLength":1000}`)
+		// Distinct bounds: equal ones would share one rule.
+		props = append(props, `"`+string(c)+`":{"type":"string","maxLength":`+strconv.Itoa(1000-int(c-'a'))+`}`)
 	}
 	manyStates := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
 	big := `{"type":"object","properties":{` + strings.Repeat(`"p":{"type":"string"},`, 60000) + `"q":{"type":"string"}}}`
@@ -560,4 +562,52 @@ func TestAmbiguousSchema(t *testing.T) {
 		}
 	}
 	t.Fatalf("64 levels followed: %d threads", len(m.cur))
+}
+
+// TestSharedStrings: a string with a format (or bounds) is a rule of its
+// own whose masks the Vocab keeps by key, so a second grammar holding the
+// same string reuses them rather than walking the vocabulary again.
+func TestSharedStrings(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	g1, err := Compile([]byte(`{"type":"object","properties":{"d":{"type":"string","format":"date"},"e":{"type":"string","format":"date"}},"required":["d","e"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := Compile([]byte(`{"type":"array","items":{"type":"string","format":"date"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g1.sharedRules) != 1 {
+		t.Fatalf("two equal date strings in one grammar made %d rules", len(g1.sharedRules))
+	}
+	filled := func() int {
+		n := 0
+		for _, tab := range v.shared {
+			for i := range tab.masks {
+				if tab.masks[i].Load() != nil {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	mask1 := make([]uint64, (v.Size()+63)/64)
+	mask2 := make([]uint64, (v.Size()+63)/64)
+	m1, m2 := g1.NewMatcher(), g2.NewMatcher()
+	if !m1.Advance([]byte(`{"d":"20`)) || !m2.Advance([]byte(`["20`)) {
+		t.Fatal("the prefixes were refused")
+	}
+	m1.Mask(v, mask1)
+	before := filled()
+	if before == 0 || len(v.shared) != 1 {
+		t.Fatalf("no shared masks after the first grammar: %d tables, %d masks", len(v.shared), before)
+	}
+	m2.Mask(v, mask2)
+	if after := filled(); after != before {
+		t.Errorf("the second grammar worked out %d masks anew", after-before)
+	}
+	if !slices.Equal(mask1, mask2) {
+		t.Error("the same place in the same date string got two masks")
+	}
 }

@@ -25,6 +25,23 @@ type Vocab struct {
 
 	builtinOnce sync.Once
 	builtin     *nodeTable
+
+	sharedMu sync.Mutex
+	shared   map[string]*nodeTable // by sharedRange.key
+}
+
+func (v *Vocab) sharedTable(r sharedRange) *nodeTable {
+	v.sharedMu.Lock()
+	defer v.sharedMu.Unlock()
+	if v.shared == nil {
+		v.shared = map[string]*nodeTable{}
+	}
+	t := v.shared[r.key]
+	if t == nil {
+		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], r.end-r.first)}
+		v.shared[r.key] = t
+	}
+	return t
 }
 
 type trieNode struct {
@@ -177,6 +194,8 @@ func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 	if n < g.builtinNodes {
 		v.builtinOnce.Do(func() { v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes)} })
 		slot = &v.builtin.masks[n]
+	} else if r, ok := g.sharedRule(n); ok {
+		slot = &v.sharedTable(r).masks[n-r.first]
 	} else {
 		slot = &t.masks[n]
 	}
