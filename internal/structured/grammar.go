@@ -1,0 +1,361 @@
+// Package structured constrains decoding to a JSON schema: a schema compiles
+// to a grammar over bytes (a recursive transition network: one small NFA per
+// rule, with calls between rules for nesting and recursion), a Matcher follows
+// the bytes generated so far, and Mask tells which tokens of a model's
+// vocabulary may come next.
+//
+// The package is pure Go and knows nothing of models, HTTP or queues: the
+// sampler owns one Matcher per constrained sequence and a Vocab per model.
+package structured
+
+import (
+	"sort"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Limits on what one schema may cost. A schema over them is refused as too
+// large rather than compiled slowly or held in memory.
+const (
+	MaxSchemaBytes = 256 << 10 // the schema's JSON text
+	MaxNodes       = 200_000   // automaton nodes once compiled
+	maxSchemaDepth = 64        // nesting of the schema's own JSON
+	maxRepeat      = 1024      // minItems, maxItems, minLength, maxLength
+)
+
+// edge is a byte transition: any byte in [lo, hi] leads to node to.
+type edge struct {
+	lo, hi byte
+	to     int32
+}
+
+// node is a state of one rule's NFA. A node may have byte edges, epsilon
+// edges, a call (enter rule call, come back at ret) and be the rule's end.
+type node struct {
+	edges []edge
+	eps   []int32
+	call  int32 // rule entered from here, or -1
+	ret   int32 // where the call comes back
+	final bool  // the rule may end here
+}
+
+type rule struct {
+	start int32
+	name  string
+}
+
+// Grammar is a compiled schema: rules of byte NFAs. It is immutable once
+// compiled and safe for concurrent use; Matchers hold the per-sequence state.
+type Grammar struct {
+	nodes []node
+	rules []rule
+	top   int32 // the rule a whole answer must match
+	// builtinNodes counts the nodes every grammar starts with, identical
+	// in all grammars, so that their token masks are shared per Vocab.
+	builtinNodes int32
+	// sharedRules are the rules whose masks are kept per Vocab by key
+	// (strings with bounds or patterns), in node order.
+	sharedRules []sharedRange
+	tables      tableSet
+}
+
+// sharedRange is a rule built alone on nodes [first, end).
+type sharedRange struct {
+	key        string
+	first, end int32
+}
+
+// sharedRule returns the shared rule that node n belongs to, if any.
+func (g *Grammar) sharedRule(n int32) (sharedRange, bool) {
+	i := sort.Search(len(g.sharedRules), func(i int) bool { return g.sharedRules[i].end > n })
+	if i < len(g.sharedRules) && g.sharedRules[i].first <= n {
+		return g.sharedRules[i], true
+	}
+	return sharedRange{}, false
+}
+
+// frag is a piece of a rule under construction: enter at start, leave
+// through end (which gets epsilon edges to whatever follows).
+type frag struct{ start, end int32 }
+
+type builder struct {
+	g   *Grammar
+	err error
+}
+
+func (b *builder) node() int32 {
+	if len(b.g.nodes) >= MaxNodes {
+		if b.err == nil {
+			b.err = genq.Errorf(genq.Invalid, "the schema is too large: it compiles to more than %d states", MaxNodes)
+		}
+		// Keep building on a dummy node; the error ends the compile.
+		return 0
+	}
+	b.g.nodes = append(b.g.nodes, node{call: -1, ret: -1})
+	return int32(len(b.g.nodes) - 1)
+}
+
+func (b *builder) failed() bool { return b.err != nil }
+
+func (b *builder) eps(from, to int32) {
+	if b.err != nil {
+		return
+	}
+	b.g.nodes[from].eps = append(b.g.nodes[from].eps, to)
+}
+
+func (b *builder) byteEdge(from int32, lo, hi byte, to int32) {
+	if b.err != nil {
+		return
+	}
+	b.g.nodes[from].edges = append(b.g.nodes[from].edges, edge{lo, hi, to})
+}
+
+// empty matches nothing (the empty string).
+func (b *builder) empty() frag {
+	n := b.node()
+	return frag{n, n}
+}
+
+// lit matches exactly s.
+func (b *builder) lit(s string) frag {
+	start := b.node()
+	cur := start
+	for i := 0; i < len(s); i++ {
+		next := b.node()
+		b.byteEdge(cur, s[i], s[i], next)
+		cur = next
+	}
+	return frag{start, cur}
+}
+
+// ranges matches one byte in any of the [lo,hi] pairs.
+func (b *builder) ranges(r ...byte) frag {
+	start, end := b.node(), b.node()
+	for i := 0; i+1 < len(r); i += 2 {
+		b.byteEdge(start, r[i], r[i+1], end)
+	}
+	return frag{start, end}
+}
+
+func (b *builder) seq(fs ...frag) frag {
+	if len(fs) == 0 {
+		return b.empty()
+	}
+	for i := 1; i < len(fs); i++ {
+		b.eps(fs[i-1].end, fs[i].start)
+	}
+	return frag{fs[0].start, fs[len(fs)-1].end}
+}
+
+// alt matches any of fs; with none it matches nothing at all.
+func (b *builder) alt(fs ...frag) frag {
+	start, end := b.node(), b.node()
+	for _, f := range fs {
+		b.eps(start, f.start)
+		b.eps(f.end, end)
+	}
+	return frag{start, end}
+}
+
+func (b *builder) opt(f frag) frag {
+	b.eps(f.start, f.end)
+	return f
+}
+
+// star matches f zero or more times. f must not match the empty string.
+func (b *builder) star(f frag) frag {
+	start := b.node()
+	b.eps(start, f.start)
+	b.eps(f.end, start)
+	return frag{start, start}
+}
+
+// repeat matches between min and max copies of what mk builds; max < 0 is
+// unbounded. Optional copies nest (a(b(c)?)?)?, so that each count has one path.
+func (b *builder) repeat(min, max int, mk func() frag) frag {
+	parts := make([]frag, 0, min+1)
+	for i := 0; i < min; i++ {
+		parts = append(parts, mk())
+	}
+	switch {
+	case max < 0:
+		parts = append(parts, b.star(mk()))
+	case max > min:
+		// Each optional copy is entered through its own choice node, which
+		// may jump to the end instead.
+		end := b.node()
+		var prev int32 = -1
+		first := int32(-1)
+		for i := min; i < max && !b.failed(); i++ {
+			f := mk()
+			choice := b.node()
+			b.eps(choice, f.start)
+			b.eps(choice, end)
+			if first < 0 {
+				first = choice
+			}
+			if prev >= 0 {
+				b.eps(prev, choice)
+			}
+			prev = f.end
+		}
+		if prev >= 0 {
+			b.eps(prev, end)
+		}
+		if first < 0 {
+			first = end
+		}
+		parts = append(parts, frag{first, end})
+	}
+	return b.seq(parts...)
+}
+
+// newRule reserves a rule whose body is defined later (for recursion).
+func (b *builder) newRule(name string) int32 {
+	b.g.rules = append(b.g.rules, rule{start: -1, name: name})
+	return int32(len(b.g.rules) - 1)
+}
+
+func (b *builder) define(r int32, f frag) {
+	if b.err != nil {
+		return
+	}
+	b.g.rules[r].start = f.start
+	b.g.nodes[f.end].final = true
+}
+
+// call matches whatever rule r matches.
+func (b *builder) call(r int32) frag {
+	n, ret := b.node(), b.node()
+	if b.err == nil {
+		b.g.nodes[n].call = r
+		b.g.nodes[n].ret = ret
+	}
+	return frag{n, ret}
+}
+
+// finish checks and trims a built grammar: a top rule that can match no
+// string at all is an unsatisfiable schema; paths that can never complete
+// (a required property whose schema is unsatisfiable, say) are cut, so that
+// every state a Matcher reaches can still be completed; and a rule that can
+// enter itself without consuming a byte (a $ref loop with nothing between)
+// is refused, since no matcher could follow it.
+func (b *builder) finish() error {
+	if b.err != nil {
+		return b.err
+	}
+	g := b.g
+	prod := make([]bool, len(g.nodes))
+	ruleProd := make([]bool, len(g.rules))
+	for changed := true; changed; {
+		changed = false
+		for i := len(g.nodes) - 1; i >= 0; i-- {
+			if prod[i] {
+				continue
+			}
+			n := &g.nodes[i]
+			p := n.final
+			for _, e := range n.edges {
+				p = p || prod[e.to]
+			}
+			for _, t := range n.eps {
+				p = p || prod[t]
+			}
+			if n.call >= 0 && ruleProd[n.call] && prod[n.ret] {
+				p = true
+			}
+			if p {
+				prod[i] = true
+				changed = true
+			}
+		}
+		for r := range g.rules {
+			if !ruleProd[r] && g.rules[r].start >= 0 && prod[g.rules[r].start] {
+				ruleProd[r] = true
+				changed = true
+			}
+		}
+	}
+	if !ruleProd[g.top] {
+		return genq.Errorf(genq.Invalid, "the schema can never be satisfied: no JSON value matches it")
+	}
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		edges := n.edges[:0]
+		for _, e := range n.edges {
+			if prod[e.to] {
+				edges = append(edges, e)
+			}
+		}
+		n.edges = edges
+		eps := n.eps[:0]
+		for _, t := range n.eps {
+			if prod[t] {
+				eps = append(eps, t)
+			}
+		}
+		n.eps = eps
+		if n.call >= 0 && !(ruleProd[n.call] && prod[n.ret]) {
+			n.call, n.ret = -1, -1
+		}
+	}
+	return b.checkLeftRecursion()
+}
+
+// checkLeftRecursion refuses a rule that reaches a call of itself before
+// any byte. Every rule matches at least one byte (a JSON value is never
+// empty), so following epsilon edges and calls from each start is enough.
+func (b *builder) checkLeftRecursion() error {
+	g := b.g
+	firstCalls := make([][]int32, len(g.rules))
+	for r := range g.rules {
+		seen := map[int32]bool{}
+		stack := []int32{g.rules[r].start}
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if n < 0 || seen[n] {
+				continue
+			}
+			seen[n] = true
+			if g.nodes[n].final {
+				return genq.Errorf(genq.Invalid, "the schema matches an empty value at %s", g.rules[r].name)
+			}
+			if c := g.nodes[n].call; c >= 0 {
+				firstCalls[r] = append(firstCalls[r], c)
+			}
+			stack = append(stack, g.nodes[n].eps...)
+		}
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(g.rules))
+	var visit func(r int32) error
+	visit = func(r int32) error {
+		color[r] = grey
+		for _, c := range firstCalls[r] {
+			switch color[c] {
+			case grey:
+				return genq.Errorf(genq.Invalid, "$ref %s refers back to itself before any value is written", g.rules[c].name)
+			case white:
+				if err := visit(c); err != nil {
+					return err
+				}
+			}
+		}
+		color[r] = black
+		return nil
+	}
+	for r := range g.rules {
+		if color[r] == white {
+			if err := visit(int32(r)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,613 @@
+package structured
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// testVocab is a small vocabulary built to stress the masks: every single
+// byte (controls, invalid UTF-8 bytes and all), JSON pieces that cross
+// token boundaries the way real tokenizers' do, words, escapes, multi-byte
+// UTF-8 whole and cut in half. Its last token is the end of sequence.
+func testVocab() ([][]byte, int32) {
+	var toks [][]byte
+	for b := 0; b < 256; b++ {
+		toks = append(toks, []byte{byte(b)})
+	}
+	pieces := []string{
+		`{"`, `":`, `",`, `"}`, `"]`, `},`, `}]`, `[{`, `[]`, `{}`, `", "`, `": "`, `":"`, `"}}`, `"}]}`,
+		`true`, `false`, `null`, `tr`, `ue`, `nul`, `null,`, `true]`, `0.`, `1e`, `-1`, `12`, `345`, `.5`, `E+`, `1,`, `2}`, `00`,
+		`name`, ` name`, `"name`, `name"`, `age`, `type`, `value`, `children`, `hello`, ` world`, `red`, `blue`,
+		`celsius`, `query`, `location`, `unit`, `"location":"`, `op`, `args`, `head`, `next`, `kind`, `circle`,
+		` "`, "\n ", "\n  ", "\n    ", `  `, ` :`, `, `, ` }`,
+		`\n`, `\u00e9`, `\"`, `\u12`, `\ud800`, `\\`, `\/`,
+		"é", "名前", "✓", "\xe5\x90", "\x90\x8d", "ü", "état", "prêt",
+	}
+	for _, p := range pieces {
+		toks = append(toks, []byte(p))
+	}
+	toks = append(toks, []byte("<eos>"))
+	return toks, int32(len(toks) - 1)
+}
+
+type corpusEntry struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+func loadCorpus(t testing.TB) []corpusEntry {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c []corpusEntry
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func allowed(mask []uint64) []int32 {
+	var ids []int32
+	for i, x := range mask {
+		for x != 0 {
+			b := bits.TrailingZeros64(x)
+			ids = append(ids, int32(i*64+b))
+			x &= x - 1
+		}
+	}
+	return ids
+}
+
+// walk generates one answer by picking uniformly among the allowed tokens,
+// as a random-weight model at temperature 1 would under the constraint. It
+// checks at every step that the mask is not empty and that the picked token
+// is taken by the matcher.
+func walk(t *testing.T, g *Grammar, v *Vocab, toks [][]byte, eos int32, rng *rand.Rand, maxSteps int, check func(m *Matcher, mask []uint64)) ([]byte, bool) {
+	t.Helper()
+	m := g.NewMatcher()
+	mask := make([]uint64, (v.Size()+63)/64)
+	var out []byte
+	for step := 0; step < maxSteps; step++ {
+		m.Mask(v, mask)
+		if check != nil {
+			check(m, mask)
+		}
+		ids := allowed(mask)
+		if len(ids) == 0 {
+			t.Fatalf("empty mask after %q", out)
+		}
+		id := ids[rng.IntN(len(ids))]
+		if id == eos {
+			if !m.Accepting() {
+				t.Fatalf("eos allowed where the grammar does not accept, after %q", out)
+			}
+			return out, true
+		}
+		if !m.Advance(toks[id]) {
+			t.Fatalf("the mask allowed %q after %q but the matcher refuses it", toks[id], out)
+		}
+		out = append(out, toks[id]...)
+	}
+	return out, false
+}
+
+// bruteForce checks a mask token by token: a token is allowed exactly when
+// a clone of the matcher takes its bytes, and eos exactly when it accepts.
+func bruteForce(t *testing.T, m *Matcher, mask []uint64, toks [][]byte, eos int32, ctx string) {
+	t.Helper()
+	for id, tok := range toks {
+		want := false
+		if int32(id) == eos {
+			want = m.Accepting()
+		} else if len(tok) > 0 {
+			want = m.Clone().Advance(tok)
+		}
+		got := mask[id>>6]&(1<<(id&63)) != 0
+		if got != want {
+			t.Fatalf("%s: token %q: mask says %v, the matcher says %v", ctx, tok, got, want)
+		}
+	}
+}
+
+type ajvLine struct {
+	Schema  json.RawMessage `json:"schema"`
+	Answers []string        `json:"answers"`
+}
+
+// ajvCheck validates answers with ajv (test/structured), an independent
+// validator. It reports false when node or the package is missing.
+func ajvCheck(t *testing.T, lines []ajvLine) ([][]string, bool) {
+	t.Helper()
+	dir := filepath.Join("..", "..", "test", "structured")
+	if _, err := exec.LookPath("node"); err != nil {
+		return nil, false
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ajv")); err != nil {
+		return nil, false
+	}
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("node", "validate.mjs")
+	cmd.Dir = dir
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ajv: %v: %s", err, stderr.String())
+	}
+	var errs [][]string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		var r struct {
+			CompileError string `json:"compileError"`
+			Results      []struct {
+				OK    bool   `json:"ok"`
+				Error string `json:"error"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		var e []string
+		if r.CompileError != "" {
+			e = append(e, "ajv cannot compile the schema: "+r.CompileError)
+		}
+		for _, res := range r.Results {
+			if !res.OK {
+				e = append(e, res.Error)
+			} else {
+				e = append(e, "")
+			}
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) != len(lines) {
+		t.Fatalf("ajv answered %d lines for %d", len(errs), len(lines))
+	}
+	return errs, true
+}
+
+// TestCorpusRandomWalk drives random walks through every schema of the
+// corpus: every answer that ends must be JSON that validates under ajv,
+// and the masks along the first walks must equal a token-by-token check.
+func TestCorpusRandomWalk(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	corpus := loadCorpus(t)
+	const walks, maxSteps = 24, 400
+	var lines []ajvLine
+	finished, length := 0, 0
+	for ci, c := range corpus {
+		g, err := Compile(c.Schema)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		line := ajvLine{Schema: c.Schema}
+		for w := 0; w < walks; w++ {
+			rng := rand.New(rand.NewPCG(uint64(ci), uint64(w)))
+			var check func(*Matcher, []uint64)
+			if w < 3 {
+				step := 0
+				check = func(m *Matcher, mask []uint64) {
+					step++
+					bruteForce(t, m, mask, toks, eos, c.Name)
+				}
+			}
+			out, ok := walk(t, g, v, toks, eos, rng, maxSteps, check)
+			if !ok {
+				length++
+				continue
+			}
+			finished++
+			if !json.Valid(out) {
+				t.Errorf("%s: walk %d wrote invalid JSON %q", c.Name, w, out)
+			}
+			line.Answers = append(line.Answers, string(out))
+		}
+		lines = append(lines, line)
+	}
+	errs, ran := ajvCheck(t, lines)
+	valid := 0
+	if ran {
+		for i, e := range errs {
+			for j, msg := range e {
+				if msg != "" {
+					t.Errorf("%s: ajv refuses %q: %s", corpus[i].Name, lines[i].Answers[j], msg)
+				} else {
+					valid++
+				}
+			}
+		}
+		t.Logf("%d schemas, %d walks: %d finished, %d valid under ajv, %d hit the step cap", len(corpus), len(corpus)*walks, finished, valid, length)
+	} else {
+		t.Logf("%d schemas, %d walks: %d finished (all JSON), %d hit the step cap; ajv not run: npm ci in test/structured", len(corpus), len(corpus)*walks, finished, length)
+	}
+	if finished < len(corpus)*walks/2 {
+		t.Errorf("only %d of %d walks finished: the walks say too little", finished, len(corpus)*walks)
+	}
+}
+
+func TestJSONObject(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	g := CompileJSONObject()
+	for w := 0; w < 40; w++ {
+		rng := rand.New(rand.NewPCG(7, uint64(w)))
+		out, ok := walk(t, g, v, toks, eos, rng, 400, nil)
+		if !ok {
+			continue
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(out, &obj); err != nil || obj == nil {
+			t.Errorf("%q is not a JSON object: %v", out, err)
+		}
+	}
+}
+
+func TestMatcher(t *testing.T) {
+	g, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":2}},"required":["b"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		text   string
+		ok     bool // every byte taken
+		accept bool // may end after it
+	}{
+		{`{"b":"xy"}`, true, true},
+		{`{"a":1,"b":""}`, true, true},
+		{`{ "a" : -12 ,` + "\n  " + `"b":"é"}`, true, true},
+		{`{"b":"xyz"}`, false, false},
+		{`{"a":1}`, false, false},
+		{`{"b":"x","a":1}`, false, false},
+		{`{"a":01,"b":""}`, false, false},
+		{`{"b":""}  `, false, false},
+		{`{"b":""`, true, false},
+		{`{   "b":""}`, false, false},
+		{"{\n" + strings.Repeat(" ", maxIndent) + `"b":""}`, true, true},
+		{"{\n" + strings.Repeat(" ", maxIndent+1) + `"b":""}`, false, false},
+		{`{"b":"\u00e9"}`, true, true},
+		{`{"b":"\ud800"}`, false, false},
+		{"{\"b\":\"\xff\"}", false, false},
+		{"{\"b\":\"\x01\"}", false, false},
+	}
+	for _, tt := range tests {
+		m := g.NewMatcher()
+		ok := true
+		for i := 0; i < len(tt.text) && ok; i++ {
+			ok = m.Advance([]byte{tt.text[i]})
+		}
+		if ok != tt.ok || (ok && m.Accepting() != tt.accept) {
+			t.Errorf("%q: took %v accepting %v; want %v %v", tt.text, ok, m.Accepting(), tt.ok, tt.accept)
+		}
+		// The whole text at once agrees with byte by byte, and a refusal
+		// leaves the matcher where it was.
+		m2 := g.NewMatcher()
+		before := m2.Clone()
+		if got := m2.Advance([]byte(tt.text)); got != tt.ok {
+			t.Errorf("%q at once: %v", tt.text, got)
+		}
+		if !tt.ok && (len(m2.cur) != len(before.cur) || m2.Accepting() != before.Accepting()) {
+			t.Errorf("%q: a refused Advance changed the matcher", tt.text)
+		}
+	}
+}
+
+func TestBadSchemas(t *testing.T) {
+	var props []string
+	for c := 'a'; c <= 'z'; c++ {
+		// Distinct bounds: equal ones would share one rule.
+		props = append(props, `"`+string(c)+`":{"type":"string","maxLength":`+strconv.Itoa(1000-int(c-'a'))+`}`)
+	}
+	manyStates := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	big := `{"type":"object","properties":{` + strings.Repeat(`"p":{"type":"string"},`, 60000) + `"q":{"type":"string"}}}`
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"unsupported keyword", `{"type":"number","minimum":3}`, `"minimum"`},
+		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"string","format":"hostname"}}}`, `format "hostname" is not supported`},
+		{"pattern and length", `{"type":"string","pattern":"a","maxLength":3}`, "pattern and maxLength together"},
+		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},
+		{"pattern backreference", `{"type":"string","pattern":"(a)\\1"}`, `escape \1`},
+		{"pattern word boundary", `{"type":"string","pattern":"\\ba"}`, `escape \b`},
+		{"pattern case fold", `{"type":"string","pattern":"(?i)a"}`, "case-insensitive"},
+		{"pattern anchor inside", `{"type":"string","pattern":"a^b"}`, "anchor"},
+		{"pattern posix", `{"type":"string","pattern":"[[:alpha:]]"}`, "POSIX"},
+		{"pattern non-space", `{"type":"string","pattern":"\\S+"}`, `\S`},
+		{"oneOf", `{"oneOf":[{"type":"string"}]}`, `"oneOf"`},
+		{"empty enum", `{"enum":[]}`, "never be satisfied"},
+		{"empty anyOf", `{"anyOf":[]}`, "anyOf"},
+		{"ref to nowhere", `{"$ref":"#/$defs/missing"}`, `points to nothing`},
+		{"ref outside", `{"$ref":"other.json#/a"}`, `not supported`},
+		{"oversized", big, "limit"},
+		{"not json", `{"type":`, "not valid JSON"},
+		{"trailing", `{} {}`, "one JSON value"},
+		{"false", `false`, "never be satisfied"},
+		{"unknown type", `{"type":"date"}`, `unknown type "date"`},
+		{"empty type list", `{"type":[]}`, "empty type list"},
+		{"required undefined", `{"type":"object","properties":{"a":{}},"required":["b"]}`, `required names "b"`},
+		{"required unsatisfiable", `{"type":"object","properties":{"a":false},"required":["a"]}`, "never be satisfied"},
+		{"infinite recursion", `{"type":"object","properties":{"a":{"$ref":"#"}},"required":["a"]}`, "never be satisfied"},
+		{"ref loop", `{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}}}`, "refers back to itself"},
+		{"length inverted", `{"type":"string","minLength":3,"maxLength":2}`, "maxLength (2) is below minLength (3)"},
+		{"items inverted", `{"type":"array","minItems":3,"maxItems":1}`, "maxItems (1) is below minItems (3)"},
+		{"huge maxLength", `{"type":"string","maxLength":100000}`, "at most"},
+		{"negative count", `{"type":"array","minItems":-1}`, "non-negative"},
+		{"enum type mismatch", `{"type":"string","enum":[1,2]}`, "never be satisfied"},
+		{"enum with sibling", `{"enum":["a"],"maxLength":3}`, `"maxLength" beside it`},
+		{"ref with sibling", `{"$ref":"#","minItems":1}`, `"minItems" beside it`},
+		{"schema not object", `{"type":"object","properties":{"a":3}}`, "must be an object or a boolean"},
+		{"duplicate key", `{"type":"string","type":"number"}`, `repeats the key "type"`},
+		{"deep", strings.Repeat(`{"items":`, 80) + `{}` + strings.Repeat(`}`, 80), "nests deeper"},
+		{"too many states", manyStates, "too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Compile([]byte(tt.schema))
+			if err == nil {
+				t.Fatalf("compiled")
+			}
+			if genq.ErrorCode(err) != genq.Invalid {
+				t.Errorf("code %q, want invalid: %v", genq.ErrorCode(err), err)
+			}
+			if msg := genq.ErrorMessage(err); !strings.Contains(msg, tt.want) {
+				t.Errorf("message %q does not say %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+func TestCache(t *testing.T) {
+	c := NewCache(2)
+	a, b, d := []byte(`{"type":"string"}`), []byte(`{"type":"integer"}`), []byte(`{"type":"null"}`)
+	g1, err := c.Compile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2, _ := c.Compile(a); g2 != g1 {
+		t.Error("the same schema compiled twice")
+	}
+	c.Compile(b)
+	c.Compile(d) // drops a, the least recently used
+	if c.Len() != 2 {
+		t.Errorf("len %d, want 2", c.Len())
+	}
+	if g3, _ := c.Compile(a); g3 == g1 {
+		t.Error("a was kept beyond the cache's size")
+	}
+	if _, err := c.Compile([]byte(`{"enum":[]}`)); err == nil {
+		t.Error("a bad schema compiled through the cache")
+	}
+}
+
+// TestConcurrentMasks has several sequences of one grammar fill its shared
+// mask tables at once (run under -race); each must get the masks a lone
+// matcher gets.
+func TestConcurrentMasks(t *testing.T) {
+	toks, eos := testVocab()
+	corpus := loadCorpus(t)
+	g, err := Compile(corpus[len(corpus)-1].Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := func(seed uint64) ([][]byte, [][]uint64) {
+		v := NewVocab(toks, []int32{eos})
+		rng := rand.New(rand.NewPCG(seed, 1))
+		m := g.NewMatcher()
+		var picks [][]byte
+		var masks [][]uint64
+		for step := 0; step < 60; step++ {
+			mask := make([]uint64, (v.Size()+63)/64)
+			m.Mask(v, mask)
+			masks = append(masks, mask)
+			ids := allowed(mask)
+			id := ids[rng.IntN(len(ids))]
+			if id == eos {
+				break
+			}
+			m.Advance(toks[id])
+			picks = append(picks, toks[id])
+		}
+		return picks, masks
+	}
+	v := NewVocab(toks, []int32{eos})
+	done := make(chan error)
+	for s := uint64(0); s < 4; s++ {
+		go func() {
+			picks, want := script(s) // a fresh vocabulary: nothing shared
+			m := g.NewMatcher()
+			mask := make([]uint64, (v.Size()+63)/64)
+			for i, p := range picks {
+				m.Mask(v, mask)
+				if !slices.Equal(mask, want[i]) {
+					done <- fmt.Errorf("seed %d step %d: the shared tables gave another mask", s, i)
+					return
+				}
+				m.Advance(p)
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestLlama3Masks checks masks against token-by-token advances on Llama 3's
+// own vocabulary, whose tokens cross JSON's boundaries in every way, when
+// scripts/fetch-vocab.sh has fetched it.
+func TestLlama3Masks(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", ".cache", "llama3-vocab.hex"))
+	if err != nil {
+		t.Skip("no .cache/llama3-vocab.hex: run scripts/fetch-vocab.sh")
+	}
+	var toks [][]byte
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		b, err := hex.DecodeString(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, b)
+	}
+	const eos = 128009
+	v := NewVocab(toks, []int32{eos})
+	corpus := loadCorpus(t)
+	for ci, c := range corpus {
+		if ci%4 != 0 { // a quarter of the corpus: each check advances 128k tokens
+			continue
+		}
+		g, err := Compile(c.Schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(ci), 5))
+		step := 0
+		walk(t, g, v, toks, eos, rng, 12, func(m *Matcher, mask []uint64) {
+			if step%3 == 0 {
+				bruteForce(t, m, mask, toks, eos, c.Name)
+			}
+			step++
+		})
+	}
+}
+
+// TestPrepareAgrees checks that masks worked out ahead (Warm, Prepare)
+// are the masks worked out on first use.
+func TestPrepareAgrees(t *testing.T) {
+	toks, eos := testVocab()
+	ahead := NewVocab(toks, []int32{eos})
+	ahead.Warm()
+	for ci, c := range loadCorpus(t) {
+		g1, err := Compile(c.Schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g1.Prepare(context.Background(), ahead); err != nil {
+			t.Fatal(err)
+		}
+		g2, _ := Compile(c.Schema)
+		lazy := NewVocab(toks, []int32{eos})
+		m1, m2 := g1.NewMatcher(), g2.NewMatcher()
+		mask1 := make([]uint64, (ahead.Size()+63)/64)
+		mask2 := make([]uint64, (lazy.Size()+63)/64)
+		rng := rand.New(rand.NewPCG(uint64(ci), 3))
+		for step := 0; step < 100; step++ {
+			m1.Mask(ahead, mask1)
+			m2.Mask(lazy, mask2)
+			if !slices.Equal(mask1, mask2) {
+				t.Fatalf("%s: step %d: a mask worked out ahead differs from one worked out on use", c.Name, step)
+			}
+			ids := allowed(mask1)
+			id := ids[rng.IntN(len(ids))]
+			if id == eos {
+				break
+			}
+			m1.Advance(toks[id])
+			m2.Advance(toks[id])
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g, _ := Compile(loadCorpus(t)[0].Schema)
+	if err := g.Prepare(ctx, ahead); err == nil {
+		t.Error("Prepare went on after its context ended")
+	}
+}
+
+// TestAmbiguousSchema: two branches that both recurse through the same
+// definition read "[[[[..." in twice as many ways at each level. The
+// matcher must give up with an error once the threads pass their bound,
+// not slow down without end.
+func TestAmbiguousSchema(t *testing.T) {
+	g, err := Compile([]byte(`{"$ref":"#/$defs/a","$defs":{"a":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/a"}},{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":5}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	for depth := 0; depth < 64; depth++ {
+		if !m.Advance([]byte("[")) {
+			if m.Err() == nil || genq.ErrorCode(m.Err()) != genq.Invalid {
+				t.Fatalf("refused at depth %d without an error: %v", depth, m.Err())
+			}
+			if depth < 3 {
+				t.Fatalf("gave up already at depth %d", depth)
+			}
+			return
+		}
+	}
+	t.Fatalf("64 levels followed: %d threads", len(m.cur))
+}
+
+// TestSharedStrings: a string with a format (or bounds) is a rule of its
+// own whose masks the Vocab keeps by key, so a second grammar holding the
+// same string reuses them rather than walking the vocabulary again.
+func TestSharedStrings(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	g1, err := Compile([]byte(`{"type":"object","properties":{"d":{"type":"string","format":"date"},"e":{"type":"string","format":"date"}},"required":["d","e"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := Compile([]byte(`{"type":"array","items":{"type":"string","format":"date"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g1.sharedRules) != 1 {
+		t.Fatalf("two equal date strings in one grammar made %d rules", len(g1.sharedRules))
+	}
+	filled := func() int {
+		n := 0
+		for _, tab := range v.shared {
+			for i := range tab.masks {
+				if tab.masks[i].Load() != nil {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	mask1 := make([]uint64, (v.Size()+63)/64)
+	mask2 := make([]uint64, (v.Size()+63)/64)
+	m1, m2 := g1.NewMatcher(), g2.NewMatcher()
+	if !m1.Advance([]byte(`{"d":"20`)) || !m2.Advance([]byte(`["20`)) {
+		t.Fatal("the prefixes were refused")
+	}
+	m1.Mask(v, mask1)
+	before := filled()
+	if before == 0 || len(v.shared) != 1 {
+		t.Fatalf("no shared masks after the first grammar: %d tables, %d masks", len(v.shared), before)
+	}
+	m2.Mask(v, mask2)
+	if after := filled(); after != before {
+		t.Errorf("the second grammar worked out %d masks anew", after-before)
+	}
+	if !slices.Equal(mask1, mask2) {
+		t.Error("the same place in the same date string got two masks")
+	}
+}

@@ -1,0 +1,301 @@
+package structured
+
+import (
+	"bytes"
+	"context"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Vocab is a model's vocabulary analysed for masking: its tokens in a byte
+// trie, so that tokens sharing a prefix are checked once, and the token
+// masks of the nodes every grammar shares. Build one per model; it is safe
+// for concurrent use.
+type Vocab struct {
+	size  int
+	words int
+	eos   []int32
+
+	nodes     []trieNode
+	childByte []byte
+	childNode []int32
+	toks      []int32 // token ids in trie order
+
+	builtinOnce sync.Once
+	builtin     *nodeTable
+
+	sharedMu sync.Mutex
+	shared   map[string]*nodeTable // by sharedRange.key
+}
+
+func (v *Vocab) sharedTable(r sharedRange) *nodeTable {
+	v.sharedMu.Lock()
+	defer v.sharedMu.Unlock()
+	if v.shared == nil {
+		v.shared = map[string]*nodeTable{}
+	}
+	t := v.shared[r.key]
+	if t == nil {
+		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], r.end-r.first)}
+		v.shared[r.key] = t
+	}
+	return t
+}
+
+type trieNode struct {
+	child0, nchild int32 // children in childByte/childNode
+	tok0, ntok     int32 // tokens that end here, in toks
+}
+
+// NewVocab analyses a vocabulary: tokens[i] is token i's bytes. Tokens with
+// no bytes (control tokens) are never allowed; the eos tokens are allowed
+// only where the grammar accepts.
+func NewVocab(tokens [][]byte, eos []int32) *Vocab {
+	v := &Vocab{size: len(tokens), words: (len(tokens) + 63) / 64, eos: append([]int32(nil), eos...)}
+	isEOS := map[int32]bool{}
+	for _, e := range eos {
+		isEOS[e] = true
+	}
+	order := make([]int32, 0, len(tokens))
+	for i, t := range tokens {
+		if len(t) > 0 && !isEOS[int32(i)] {
+			order = append(order, int32(i))
+		}
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := bytes.Compare(tokens[a], tokens[b]); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	v.toks = order
+	v.nodes = append(v.nodes, trieNode{})
+	v.build(tokens, 0, 0, len(order), 0)
+	return v
+}
+
+// build fills trie node n from order[lo:hi], whose tokens all share their
+// first depth bytes.
+func (v *Vocab) build(tokens [][]byte, n int32, lo, hi, depth int) {
+	i := lo
+	for i < hi && len(tokens[v.toks[i]]) == depth {
+		i++
+	}
+	v.nodes[n].tok0, v.nodes[n].ntok = int32(lo), int32(i-lo)
+	type group struct{ lo, hi int }
+	var groups []group
+	for i < hi {
+		c := tokens[v.toks[i]][depth]
+		j := i
+		for j < hi && tokens[v.toks[j]][depth] == c {
+			j++
+		}
+		groups = append(groups, group{i, j})
+		i = j
+	}
+	v.nodes[n].child0, v.nodes[n].nchild = int32(len(v.childByte)), int32(len(groups))
+	first := int32(len(v.nodes))
+	for _, gr := range groups {
+		v.childByte = append(v.childByte, tokens[v.toks[gr.lo]][depth])
+		v.childNode = append(v.childNode, int32(len(v.nodes)))
+		v.nodes = append(v.nodes, trieNode{})
+	}
+	for k, gr := range groups {
+		v.build(tokens, first+int32(k), gr.lo, gr.hi, depth+1)
+	}
+}
+
+// Size is the number of tokens; a mask holds (Size+63)/64 words.
+func (v *Vocab) Size() int { return v.size }
+
+// nodeMask is what a grammar node allows whatever the stack below it: the
+// tokens accepted outright, and the trie nodes at which the node's rule may
+// end with bytes of the token left, whose fate depends on the caller.
+type nodeMask struct {
+	bits    []uint64 // accepted tokens, or nil when ids holds them
+	ids     []int32
+	escapes []int32
+}
+
+type nodeTable struct{ masks []atomic.Pointer[nodeMask] }
+
+// tableSet holds a grammar's node masks per vocabulary, filled lazily.
+type tableSet struct {
+	mu      sync.Mutex
+	byVocab map[*Vocab]*nodeTable
+}
+
+func (g *Grammar) table(v *Vocab) *nodeTable {
+	g.tables.mu.Lock()
+	defer g.tables.mu.Unlock()
+	if g.tables.byVocab == nil {
+		g.tables.byVocab = map[*Vocab]*nodeTable{}
+	}
+	t := g.tables.byVocab[v]
+	if t == nil {
+		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], len(g.nodes))}
+		g.tables.byVocab[v] = t
+	}
+	return t
+}
+
+// walker walks the vocabulary trie with a set of configs.
+type walker struct {
+	st   *stepper
+	v    *Vocab
+	bufs [][]config
+	// accepted collects what a walk allows: bits of the mask being built.
+	accepted []uint64
+	escapes  []int32
+}
+
+func (w *walker) buf(depth int) []config {
+	for len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, nil)
+	}
+	return w.bufs[depth][:0]
+}
+
+// walk marks every token below trie node t that cur can take. With
+// record set (cur stands on the bottom frame) it also records where the
+// rule escapes to its unknown caller.
+func (w *walker) walk(t int32, cur []config, depth int, record bool) {
+	tn := &w.v.nodes[t]
+	for k := tn.child0; k < tn.child0+tn.nchild; k++ {
+		c, child := w.v.childByte[k], w.v.childNode[k]
+		next, took := w.st.step(w.buf(depth), cur, c)
+		w.bufs[depth] = next
+		if !took {
+			continue
+		}
+		escaped := w.st.escaped
+		cn := &w.v.nodes[child]
+		for _, id := range w.v.toks[cn.tok0 : cn.tok0+cn.ntok] {
+			w.accepted[id>>6] |= 1 << (id & 63)
+		}
+		if cn.nchild == 0 {
+			continue
+		}
+		if escaped && record {
+			w.escapes = append(w.escapes, child)
+		}
+		if len(next) > 0 {
+			w.walk(child, next, depth+1, record)
+		}
+	}
+}
+
+// maskFor returns node n's context-free mask, computing it on first use.
+func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
+	g := m.st.g
+	var slot *atomic.Pointer[nodeMask]
+	if n < g.builtinNodes {
+		v.builtinOnce.Do(func() { v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes)} })
+		slot = &v.builtin.masks[n]
+	} else if r, ok := g.sharedRule(n); ok {
+		slot = &v.sharedTable(r).masks[n-r.first]
+	} else {
+		slot = &t.masks[n]
+	}
+	if nm := slot.Load(); nm != nil {
+		return nm
+	}
+	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words)}
+	w.walk(0, []config{{n, m.st.bottom}}, 0, true)
+	nm := &nodeMask{escapes: w.escapes}
+	count := 0
+	for _, x := range w.accepted {
+		count += bits.OnesCount64(x)
+	}
+	if count*2 < v.words {
+		nm.ids = make([]int32, 0, count)
+		for i, x := range w.accepted {
+			for x != 0 {
+				b := bits.TrailingZeros64(x)
+				nm.ids = append(nm.ids, int32(i*64+b))
+				x &= x - 1
+			}
+		}
+	} else {
+		nm.bits = w.accepted
+	}
+	slot.CompareAndSwap(nil, nm)
+	return slot.Load()
+}
+
+// Mask sets in dst, a bitset of at least (v.Size()+63)/64 words, the tokens that may
+// come next, and clears the rest. End-of-sequence tokens are set only where
+// the answer may end.
+func (m *Matcher) Mask(v *Vocab, dst []uint64) {
+	dst = dst[:v.words]
+	clear(dst)
+	if m.st.tableVocab != v {
+		m.st.table, m.st.tableVocab = m.st.g.table(v), v
+	}
+	t := m.st.table
+	w := &m.st.walker
+	w.st, w.v, w.accepted, w.escapes = m.st, v, dst, nil
+	for _, cf := range m.cur {
+		nm := m.maskFor(v, t, cf.node)
+		if nm.bits != nil {
+			for i, x := range nm.bits {
+				dst[i] |= x
+			}
+		} else {
+			for _, id := range nm.ids {
+				dst[id>>6] |= 1 << (id & 63)
+			}
+		}
+		if len(nm.escapes) == 0 || cf.st == nil {
+			continue
+		}
+		// The rule may end inside a token: what may follow depends on the
+		// caller, so those tokens are walked from where the rule returns.
+		m.st.begin()
+		after := m.st.closure(w.buf(0), cf.st.ret, cf.st.up)
+		w.bufs[0] = after
+		for _, e := range nm.escapes {
+			w.walk(e, after, 1, false)
+		}
+	}
+	if m.accepting {
+		for _, e := range v.eos {
+			dst[e>>6] |= 1 << (e & 63)
+		}
+	}
+}
+
+// Warm works out the masks of the nodes every grammar shares (strings,
+// numbers, any value) now rather than on the first answer that reaches
+// them: call it once when the model loads, so that no sequence's step pays
+// for them.
+func (v *Vocab) Warm() {
+	g := CompileJSONObject()
+	m := g.NewMatcher()
+	t := g.table(v)
+	for n := int32(0); n < g.builtinNodes; n++ {
+		if len(g.nodes[n].edges) > 0 {
+			m.maskFor(v, t, n)
+		}
+	}
+}
+
+// Prepare works out the masks of every node of g for v ahead of the first
+// answer (the worker can run it while the prompt is read): afterwards no
+// step pays for a node seen the first time. It stops early when ctx ends.
+func (g *Grammar) Prepare(ctx context.Context, v *Vocab) error {
+	m := g.NewMatcher()
+	t := g.table(v)
+	for n := range g.nodes {
+		if len(g.nodes[n].edges) == 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m.maskFor(v, t, int32(n))
+	}
+	return nil
+}
