@@ -35,11 +35,17 @@ $(ORT_LIB):
 
 onnxruntime: $(ORT_LIB)
 
+# ajv, the JSON-schema validator the structured-output tests check every
+# constrained answer with, from test/structured's lock file.
+AJV := test/structured/node_modules/.package-lock.json
+$(AJV): test/structured/package-lock.json
+	npm ci --prefix test/structured --no-audit --no-fund --silent
+
 # A short run of each fuzz target, then every test, against the real
 # nats-server, ggml and ONNX Runtime. gotestsum closes with the counts.
-test: $(ORT_LIB)
+test: $(ORT_LIB) $(AJV)
 	$(MAKE) --no-print-directory fuzz
-	GENQ_REQUIRE_ORT=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
+	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)

@@ -132,15 +132,22 @@ type ajvLine struct {
 }
 
 // ajvCheck validates answers with ajv (test/structured), an independent
-// validator. It reports false when node or the package is missing.
+// validator. It reports false when node or the package is missing, which
+// fails the test under GENQ_REQUIRE_AJV=1 (make test installs it).
 func ajvCheck(t *testing.T, lines []ajvLine) ([][]string, bool) {
 	t.Helper()
 	dir := filepath.Join("..", "..", "test", "structured")
-	if _, err := exec.LookPath("node"); err != nil {
+	missing := func(what string, err error) ([][]string, bool) {
+		if os.Getenv("GENQ_REQUIRE_AJV") == "1" {
+			t.Fatalf("ajv cannot run (%s: %v); npm ci in test/structured installs it", what, err)
+		}
 		return nil, false
 	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return missing("node", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ajv")); err != nil {
-		return nil, false
+		return missing("ajv", err)
 	}
 	var in bytes.Buffer
 	enc := json.NewEncoder(&in)
