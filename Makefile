@@ -41,9 +41,15 @@ AJV := test/structured/node_modules/.package-lock.json
 $(AJV): test/structured/package-lock.json
 	npm ci --prefix test/structured --no-audit --no-fund --silent
 
+# Llama 3's 128,256 tokens (npm's llama3-tokenizer-js), so the structured
+# tests check masks over a real vocabulary, fetched only when missing.
+LLAMA3_VOCAB := .cache/llama3-vocab.hex
+$(LLAMA3_VOCAB):
+	scripts/fetch-vocab.sh $@
+
 # A short run of each fuzz target, then every test, against the real
 # nats-server, ggml and ONNX Runtime. gotestsum closes with the counts.
-test: $(ORT_LIB) $(AJV)
+test: $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 	$(MAKE) --no-print-directory fuzz
 	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
