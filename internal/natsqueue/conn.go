@@ -123,6 +123,8 @@ type Conn struct {
 	limits     consumerLimits // the consumer's, over settings' (limits.go)
 	// replyPrefixes bound where replies go (replyto.go); none: anywhere.
 	replyPrefixes []string
+	// storeTry bounds one Put of a result (reply.go); tests shorten it.
+	storeTry time.Duration
 }
 
 // open ensures the assets for the given variants exist with the settings,
@@ -149,7 +151,7 @@ func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, vari
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
-	c := &Conn{nc: nc, js: js, settings: s, log: log}
+	c := &Conn{nc: nc, js: js, settings: s, log: log, storeTry: storeTry}
 	if c.results, err = js.ObjectStore(ctx, ResultsBucket); err != nil {
 		return nil, fmt.Errorf("bind %s: %w", ResultsBucket, err)
 	}
