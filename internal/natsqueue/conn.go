@@ -39,7 +39,7 @@ type ConnectOptions struct {
 // start-up sequence of the api, the workers and genqctl. Close the Conn to
 // close the connection.
 func Dial(ctx context.Context, o ConnectOptions, s Settings, log *slog.Logger, variants ...genq.Variant) (*Conn, error) {
-	nc, err := connect(o, log)
+	nc, err := connect(o, s.AckWait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -55,10 +55,31 @@ func Dial(ctx context.Context, o ConnectOptions, s Settings, log *slog.Logger, v
 // Close closes the NATS connection.
 func (c *Conn) Close() { c.nc.Close() }
 
+// Liveness returns the ping interval and the pings a connection may leave
+// unanswered, for a job's AckWait: a server that died or froze without
+// closing the socket is given up within half of AckWait, so that a
+// worker's ack, or an api's publish, reaches another server of the
+// cluster before the job is handed to another worker. The interval stays
+// within [minPing, maxPing]; NATS's own default notices a frozen server
+// only after minutes.
+func Liveness(ackWait time.Duration) (interval time.Duration, maxOut int) {
+	const outstanding = 2
+	return min(max(ackWait/2/(outstanding+1), minPing), maxPing), outstanding
+}
+
+// The bounds of the ping interval: below minPing a busy server's pause
+// reads as a death; above maxPing a dead one is noticed too late.
+const (
+	minPing = time.Second
+	maxPing = 20 * time.Second
+)
+
 // connect dials NATS. It keeps retrying the first connection and reconnects
 // forever afterwards: a worker or api started before NATS, or across a NATS
-// restart, recovers by itself.
-func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
+// restart, recovers by itself. Every component connects with the same
+// settings (docs/deploy.md, "When a NATS node fails").
+func connect(o ConnectOptions, ackWait time.Duration, log *slog.Logger) (*nats.Conn, error) {
+	ping, maxOut := Liveness(ackWait)
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.RetryOnFailedConnect(true),
@@ -66,6 +87,8 @@ func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(64 << 20),
+		nats.PingInterval(ping),
+		nats.MaxPingsOutstanding(maxOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err == nil {
 				return // our own Close: no news

@@ -285,6 +285,20 @@ func TestCancelWatchMarks(t *testing.T) {
 	}
 }
 
+// Liveness gives up a silent server within half of AckWait, and keeps the
+// interval within its bounds.
+func TestLiveness(t *testing.T) {
+	for _, ackWait := range []time.Duration{time.Second, 15 * time.Second, time.Minute, time.Hour} {
+		interval, maxOut := Liveness(ackWait)
+		if interval < minPing || interval > maxPing {
+			t.Errorf("AckWait %s: interval %s outside [%s, %s]", ackWait, interval, minPing, maxPing)
+		}
+		if notice := interval * time.Duration(maxOut+1); interval > minPing && interval < maxPing && notice > ackWait/2 {
+			t.Errorf("AckWait %s: a dead server is noticed after %s, past half of AckWait", ackWait, notice)
+		}
+	}
+}
+
 // testLog is the connection's log: to the test's output when verbose.
 func testLog(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
