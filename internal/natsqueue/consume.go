@@ -250,7 +250,7 @@ func retryEach(ctx context.Context, within, each time.Duration, try func(ctx con
 // protocol).
 var (
 	ackBody  = []byte("+ACK")
-	termBody = []byte("-TERM")
+	termBody = []byte("+TERM")
 )
 
 // confirm sends one acknowledgement of kind body and waits for the

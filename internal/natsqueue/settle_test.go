@@ -129,6 +129,27 @@ func TestAckRetriedThroughAnOutage(t *testing.T) {
 	}
 }
 
+// A job failed for good (a Term) while the server is away is terminated
+// once it is back: it leaves the queue and is not delivered again.
+func TestTermRetriedThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	c := s.dialWith(settleSettings(), testLog(t))
+	d := pullOne(t, c)
+	s.outage(settleTry + 500*time.Millisecond)
+	if err := d.Fail(t.Context(), genq.Errorf(genq.Timeout, "too late"), ReplyMeta{}); err != nil {
+		t.Fatalf("Fail: %v; want the term to land once the server is back", err)
+	}
+	waitFor(t, "the queue to be empty", func(ctx context.Context) bool {
+		st, err := c.js.Stream(ctx, JobsStream)
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
 // An ack that lands at once leaves no run record: the common path never
 // touches GENQ_ATTEMPTS.
 func TestAckAtOnceWritesNoRecord(t *testing.T) {
