@@ -140,9 +140,7 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		}
 		if job.ReplyTo != "" {
 			h.Set(HeaderObject, job.ID)
-			if err := c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h}); err != nil {
-				c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", err)
-			}
+			c.reply(job, &nats.Msg{Subject: job.ReplyTo, Header: h}, nil)
 		}
 		return nil
 	}
@@ -158,9 +156,29 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		return errors.Join(replyErr, err)
 	}
 	if replyErr != nil {
-		c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", replyErr)
+		c.reply(job, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data}, replyErr)
 	}
 	return nil
+}
+
+// reply sends m, the reply of a job whose result is stored, once more if
+// it fails (first, when not nil, is a failure already seen). A reply that
+// failed because this worker's server died is gone, and its caller, still
+// connected to another server, has no reason to look in the store: the
+// store going through shows that the connection is back, so a second try
+// reaches it. A caller that gets the reply twice keeps the first.
+func (c *Conn) reply(job genq.Job, m *nats.Msg, first error) {
+	err := first
+	if err == nil {
+		if err = c.publishReply(m); err == nil {
+			return
+		}
+	}
+	if err := c.publishReply(m); err != nil {
+		c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", err)
+		return
+	}
+	c.log.Info("reply sent again after a failure", "job_id", job.ID, "err", err)
 }
 
 // publishReply sends a reply and flushes it, so that a worker acks a job

@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	only := fs.String("run", "", "regular expression of the scenarios to run")
 	report := fs.String("report", "", "Markdown file whose figures section to rewrite")
 	cluster := fs.Bool("cluster", false, "run the scenarios of a 3-node NATS cluster instead (their own figures section)")
+	keep := fs.Bool("keep", false, "keep the processes' logs and storage (their folder is printed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,7 +70,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if *keep {
+		fmt.Fprintln(out, "keeping logs in", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	fmt.Fprintln(out, "building binaries…")
 	bin, err := localstack.Build(ctx, root, filepath.Join(work, "bin"))
 	if err != nil {
