@@ -57,20 +57,21 @@ func (c *Conn) Close() { c.nc.Close() }
 
 // Liveness returns the ping interval and the pings a connection may leave
 // unanswered, for a job's AckWait: a server that died or froze without
-// closing the socket is given up within half of AckWait, so that a
+// closing the socket is given up within about half of AckWait, so that a
 // worker's ack, or an api's publish, reaches another server of the
 // cluster before the job is handed to another worker. The interval stays
 // within [minPing, maxPing]; NATS's own default notices a frozen server
 // only after minutes.
 func Liveness(ackWait time.Duration) (interval time.Duration, maxOut int) {
-	const outstanding = 2
+	const outstanding = 3
 	return min(max(ackWait/2/(outstanding+1), minPing), maxPing), outstanding
 }
 
-// The bounds of the ping interval: below minPing a busy server's pause
-// reads as a death; above maxPing a dead one is noticed too late.
+// The bounds of the ping interval: below minPing a slow link's round trip
+// or a busy server's pause reads as a death; above maxPing a dead server
+// is noticed too late.
 const (
-	minPing = time.Second
+	minPing = 2 * time.Second
 	maxPing = 20 * time.Second
 )
 

@@ -306,16 +306,17 @@ func TestCancelWatchMarks(t *testing.T) {
 	}
 }
 
-// Liveness gives up a silent server within half of AckWait, and keeps the
-// interval within its bounds.
+// Liveness gives up a silent server within about half of AckWait, never
+// sooner than minPing allows, and keeps the interval within its bounds.
 func TestLiveness(t *testing.T) {
-	for _, ackWait := range []time.Duration{time.Second, 15 * time.Second, time.Minute, time.Hour} {
+	for _, ackWait := range []time.Duration{time.Second, 3 * time.Second, 15 * time.Second, time.Minute, time.Hour} {
 		interval, maxOut := Liveness(ackWait)
 		if interval < minPing || interval > maxPing {
 			t.Errorf("AckWait %s: interval %s outside [%s, %s]", ackWait, interval, minPing, maxPing)
 		}
-		if notice := interval * time.Duration(maxOut+1); interval > minPing && interval < maxPing && notice > ackWait/2 {
-			t.Errorf("AckWait %s: a dead server is noticed after %s, past half of AckWait", ackWait, notice)
+		notice := interval * time.Duration(maxOut+1)
+		if interval < maxPing && notice > max(ackWait/2+ackWait/10, minPing*time.Duration(maxOut+1)) {
+			t.Errorf("AckWait %s: a dead server is noticed after %s, past about half of AckWait", ackWait, notice)
 		}
 	}
 }

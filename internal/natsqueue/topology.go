@@ -180,20 +180,22 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 // asset sent at once to a fresh cluster contend, and all but one go
 // unanswered until the client's timeout; a short try followed by another
 // after a jittered pause finds the asset made by the winner, and updates it
-// to the same settings at once.
+// to the same settings at once. Each try that times out doubles the next
+// one's bound, up to assetTryMax, so a slow link's round trips still fit.
 const (
 	assetTry      = time.Second
-	assetRetryFor = 30 * time.Second
+	assetTryMax   = 10 * time.Second
+	assetRetryFor = time.Minute
 )
 
-// ensureAsset runs create, each try bounded by assetTry, until it succeeds,
-// fails for a reason other than a timeout, or assetRetryFor passes.
+// ensureAsset runs create, each try bounded, until it succeeds, fails for
+// a reason other than a timeout, or assetRetryFor passes.
 func ensureAsset(ctx context.Context, what string, create func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, assetRetryFor)
 	defer cancel()
-	pause := 100 * time.Millisecond
+	pause, each := 100*time.Millisecond, assetTry
 	for {
-		tctx, tcancel := context.WithTimeout(ctx, assetTry)
+		tctx, tcancel := context.WithTimeout(ctx, each)
 		err := create(tctx)
 		tcancel()
 		if err == nil {
@@ -208,6 +210,9 @@ func ensureAsset(ctx context.Context, what string, create func(ctx context.Conte
 		case <-time.After(pause/2 + rand.N(pause)):
 		}
 		pause = min(pause*2, time.Second)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			each = min(each*2, assetTryMax)
+		}
 	}
 }
 
