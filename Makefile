@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build test test-openai test-run-local compose-test fuzz run chaos bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -117,3 +117,8 @@ clean:
 # Fault scenarios over real processes; rewrites the figures in docs/reliability.md.
 chaos: $(ORT_LIB)
 	go run ./test/chaos --report docs/reliability.md
+
+# The same over a 3-node NATS cluster, one node failing under load (about
+# 6 min); rewrites the cluster figures in docs/reliability.md.
+chaos-cluster: $(ORT_LIB)
+	go run ./test/chaos --cluster --report docs/reliability.md

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -115,7 +116,7 @@ func (b *Runner) Run(ctx context.Context, lines []Line, bad []Result, done map[s
 // dedup window does not know; one never finished runs under its own id,
 // its cancel mark (left by an interrupted run) withdrawn first.
 func (b *Runner) one(ctx context.Context, line int, l Line) error {
-	received, err := b.results.FetchResult(ctx, l.ID)
+	received, err := b.fetch(ctx, l.ID)
 	switch code := genq.ErrorCode(err); code {
 	case "", genq.Unavailable:
 	case genq.NotFound:
@@ -130,6 +131,12 @@ func (b *Runner) one(ctx context.Context, line int, l Line) error {
 			received, err = b.runJob(ctx, retryID(l.ID), l)
 		}
 	default:
+		received, err = b.runJob(ctx, retryID(l.ID), l)
+	}
+	// A queue that did not take the job in time (a NATS cluster electing a
+	// leader) may take it a moment later. Under a fresh id: the copy that
+	// may still reach the stream is marked abandoned, and never runs.
+	for try := 1; genq.ErrorCode(err) == genq.Unavailable && try < unavailableTries && pause(ctx, try); try++ {
 		received, err = b.runJob(ctx, retryID(l.ID), l)
 	}
 	res := Result{ID: l.ID, Line: line}
@@ -149,6 +156,33 @@ func (b *Runner) one(ctx context.Context, line int, l Line) error {
 	}
 	b.ok.Add(1)
 	return b.journal.Write(res)
+}
+
+// unavailableTries bounds the tries of a job, or of the read of its stored
+// result, that the queue answers with Unavailable: a cluster's election
+// passes within them, a NATS that stays down does not.
+const unavailableTries = 5
+
+// pause waits before the next of unavailableTries, longer at each; it
+// reports false when ctx ended.
+func pause(ctx context.Context, try int) bool {
+	d := time.Duration(try) * time.Second
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d/2 + rand.N(d)):
+		return true
+	}
+}
+
+// fetch reads the stored result of id, tried again while the store is
+// unavailable.
+func (b *Runner) fetch(ctx context.Context, id string) (*genq.ReceivedResult, error) {
+	received, err := b.results.FetchResult(ctx, id)
+	for try := 1; genq.ErrorCode(err) == genq.Unavailable && try < unavailableTries && pause(ctx, try); try++ {
+		received, err = b.results.FetchResult(ctx, id)
+	}
+	return received, err
 }
 
 func (b *Runner) runJob(ctx context.Context, id string, l Line) (*genq.ReceivedResult, error) {

@@ -57,10 +57,13 @@ func (q *fakeQueue) Uncancel(_ context.Context, id string) error {
 
 func (q *fakeQueue) Run(_ context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.ran = append(q.ran, job.ID)
-	q.mu.Unlock()
 	if job.Text == "fail" {
 		return nil, genq.Errorf(genq.Invalid, "refused")
+	}
+	if job.Text == "unavailable once" && len(q.ran) == 1 {
+		return nil, genq.Errorf(genq.Unavailable, "the queue did not accept the job in time")
 	}
 	return body(strings.ToUpper(job.Text)), nil
 }
@@ -100,6 +103,11 @@ func TestRunner(t *testing.T) {
 			name:  "a failure is recorded and fails the batch",
 			lines: []Line{{ID: "a", Text: "fail"}, {ID: "b", Text: "y"}},
 			errIn: "1 of 2 jobs failed", ran: []string{"a", "b"}, results: map[string]string{"a": "error: refused", "b": "Y"},
+		},
+		{
+			name:  "a job the queue did not take in time runs again under a fresh id",
+			lines: []Line{{ID: "a", Text: "unavailable once"}},
+			ran:   []string{"a", "a-retry"}, results: map[string]string{"a": "UNAVAILABLE ONCE"},
 		},
 		{
 			name:  "bad lines are recorded as failed",

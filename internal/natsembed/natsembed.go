@@ -6,6 +6,7 @@ package natsembed
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -20,6 +21,19 @@ type Options struct {
 	StoreDir   string // JetStream file storage
 	MaxPayload int32  // 0 keeps the server's default, 1 MB
 	HTTPPort   int    // monitoring port (KEDA and nats' own tools read it); 0 disables
+	// Name is the server's name, unique within a cluster; "genq-embedded"
+	// when empty.
+	Name string
+	// Cluster, when set, makes the server one node of a JetStream cluster
+	// (tests of a cluster on one machine).
+	Cluster *Cluster
+}
+
+// Cluster is how a node joins its cluster.
+type Cluster struct {
+	Name   string
+	Port   int      // the route listener's port, on Host
+	Routes []string // every node's route URL, nats://host:port (its own is skipped by the server)
 }
 
 // Start starts a nats-server with JetStream and waits until it
@@ -37,6 +51,19 @@ func Start(o Options) (*server.Server, error) {
 		MaxPayload: o.MaxPayload,
 		NoSigs:     true,
 		NoLog:      true,
+	}
+	if o.Name != "" {
+		opts.ServerName = o.Name
+	}
+	if c := o.Cluster; c != nil {
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: o.Host, Port: c.Port}
+		for _, r := range c.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("embedded nats: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
 	}
 	if o.HTTPPort != 0 {
 		opts.HTTPHost = o.Host

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -32,18 +31,22 @@ type RunRecord struct {
 	// AloneAt is the delivery of a run alone whose end is not recorded
 	// yet: if a later delivery finds it, that run's worker died.
 	AloneAt int `json:"alone_at,omitempty"`
+	// Finished is the delivery whose run delivered its result, written
+	// when the ack that followed went unconfirmed: a later delivery is
+	// then settled without running.
+	Finished int `json:"finished,omitempty"`
 }
 
 // ensureAttemptsBucket creates or updates GENQ_ATTEMPTS. A record is of use
 // while its job can be delivered, so it lives as long as a queued job.
 func ensureAttemptsBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
-		TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
-	}); err != nil {
-		return fmt.Errorf("ensure bucket %s: %w", AttemptsBucket, err)
-	}
-	return nil
+	return ensureAsset(ctx, "bucket "+AttemptsBucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
+			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+		})
+		return err
+	})
 }
 
 // attemptsKV binds the bucket on first use: only workers need it, and only
@@ -62,41 +65,48 @@ func (c *Conn) attemptsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// recordTimeout bounds one read or write of a run record.
-const recordTimeout = 3 * time.Second
-
-// Record reads the run record of the delivered job. A job with none (or
-// only an earlier job's under its id) has an empty one. The first
-// delivery never has one and is answered without a round trip.
+// Record reads the run record of the delivered job, retried for up to a
+// third of AckWait (the job has no progress yet while it is read). A job
+// with none (or only an earlier job's under its id) has an empty one. The
+// first delivery never has one and is answered without a round trip.
 func (d *Delivery) Record(ctx context.Context) (RunRecord, error) {
 	empty := RunRecord{Seq: d.Seq}
 	if d.Job.Attempt <= 1 {
 		return empty, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
-	defer cancel()
-	kv, err := d.conn.attemptsKV(ctx)
+	r := empty
+	err := retry(ctx, d.settleWithin()/3, func(ctx context.Context) error {
+		kv, err := d.conn.attemptsKV(ctx)
+		if err != nil {
+			return err
+		}
+		e, err := kv.Get(ctx, d.Job.ID)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the run record of %s: %w", d.Job.ID, err)
+		}
+		var got RunRecord
+		if json.Unmarshal(e.Value(), &got) == nil && got.Seq == d.Seq {
+			r = got // else unreadable, or another job's
+		}
+		return nil
+	})
 	if err != nil {
 		return empty, err
-	}
-	e, err := kv.Get(ctx, d.Job.ID)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return empty, nil
-	}
-	if err != nil {
-		return empty, fmt.Errorf("read the run record of %s: %w", d.Job.ID, err)
-	}
-	var r RunRecord
-	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Seq != d.Seq {
-		return empty, nil // unreadable, or another job's
 	}
 	return r, nil
 }
 
-// PutRecord writes the run record of the delivered job.
+// PutRecord writes the run record of the delivered job, retried until
+// AckWait passes.
 func (d *Delivery) PutRecord(ctx context.Context, r RunRecord) error {
-	ctx, cancel := settleContext(ctx)
-	defer cancel()
+	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.putRecord(ctx, r) })
+}
+
+// putRecord is one write of the run record, under ctx's bound.
+func (d *Delivery) putRecord(ctx context.Context, r RunRecord) error {
 	r.Seq = d.Seq
 	kv, err := d.conn.attemptsKV(ctx)
 	if err != nil {

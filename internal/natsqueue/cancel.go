@@ -1,6 +1,7 @@
 package natsqueue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,22 +11,40 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// cancelRetryFor is how long a cancel mark that NATS did not take is tried
-// again in the background: long enough to ride out a NATS restart.
+// cancelRetryFor is how long a cancel mark, or its withdrawal, that NATS
+// did not take is tried again: long enough to ride out a NATS restart or a
+// cluster's election.
 const cancelRetryFor = time.Minute
 
+// The values of a cancel mark. A cancelled job's mark counts for a copy of
+// the job queued before it. An abandoned job's publish was never
+// confirmed and its caller was told so: the mark counts for a copy queued
+// at any time, since a PubAck lost with a frozen server can be followed by
+// that server storing the job after the caller has gone.
+var (
+	markCancelled = []byte("cancelled")
+	markAbandoned = []byte("abandoned")
+)
+
 // Cancel marks a job cancelled. It does not take the caller's ctx, which
-// has usually ended already. It waits at most two seconds; a mark that did
+// has usually ended already. It waits at most settleTry; a mark that did
 // not land by then (NATS is down) is tried again in the background, since
 // a job queued without its caller would otherwise run for nobody.
-func (c *Conn) Cancel(id string) {
-	if c.putCancel(id) == nil {
+func (c *Conn) Cancel(id string) { c.mark(id, markCancelled) }
+
+// Abandon marks a job whose publish was never confirmed, so that no copy
+// of it runs, whenever it reaches the stream. The job's id must not be
+// used again, unless its mark is withdrawn first (Uncancel).
+func (c *Conn) Abandon(id string) { c.mark(id, markAbandoned) }
+
+func (c *Conn) mark(id string, value []byte) {
+	if c.putMark(id, value) == nil {
 		return
 	}
 	go func() {
 		for end := time.Now().Add(cancelRetryFor); time.Now().Before(end) && !c.nc.IsClosed(); {
 			time.Sleep(time.Second)
-			if c.putCancel(id) == nil {
+			if c.putMark(id, value) == nil {
 				return
 			}
 		}
@@ -33,10 +52,10 @@ func (c *Conn) Cancel(id string) {
 	}()
 }
 
-func (c *Conn) putCancel(id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+func (c *Conn) putMark(id string, value []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTry)
 	defer cancel()
-	_, err := c.cancels.Put(ctx, id, []byte("cancelled"))
+	_, err := c.cancels.Put(ctx, id, value)
 	if err != nil {
 		c.log.Debug("could not mark job cancelled yet", "job_id", id, "err", err)
 	}
@@ -48,19 +67,27 @@ func (c *Conn) putCancel(id string) error {
 // so checking a job costs no round trip on its way to the model.
 type CancelWatch struct {
 	mu        sync.Mutex
-	cancelled map[string]time.Time // job id → when it was cancelled
+	cancelled map[string]cancelMark
 	ttl       time.Duration
 }
 
+// cancelMark is when a job was marked, and whether it was abandoned.
+type cancelMark struct {
+	at        time.Time
+	abandoned bool
+}
+
 // IsCancelled reports whether the caller of the job queued at queued has
-// cancelled it. A mark older than the job belongs to an earlier job of the
-// same id (a batch rerun after an interrupted run republishes its ids), and
-// one older than the bucket's TTL is gone from the bucket: neither counts.
+// cancelled or abandoned it. A cancel mark older than the job belongs to an
+// earlier job of the same id (a batch rerun after an interrupted run
+// republishes its ids), and one older than the bucket's TTL is gone from
+// the bucket: neither counts. An abandon mark counts whenever the job was
+// queued.
 func (w *CancelWatch) IsCancelled(id string, queued time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	at, ok := w.cancelled[id]
-	return ok && time.Since(at) <= w.ttl && !at.Before(queued)
+	m, ok := w.cancelled[id]
+	return ok && time.Since(m.at) <= w.ttl && (m.abandoned || !m.at.Before(queued))
 }
 
 // forget drops a mark that was withdrawn.
@@ -71,9 +98,17 @@ func (w *CancelWatch) forget(id string) {
 }
 
 // Uncancel withdraws the cancel mark of id, so a producer that runs the same
-// job again (a batch rerun) gets it run.
+// job again (a batch rerun) gets it run. A withdrawal NATS does not take
+// (an election in a cluster) is tried again until cancelRetryFor passes or
+// ctx ends.
 func (c *Conn) Uncancel(ctx context.Context, id string) error {
-	if err := c.cancels.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	err := retryEach(ctx, cancelRetryFor, settleTry, func(ctx context.Context) error {
+		if err := c.cancels.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("withdraw the cancel of %s: %w", id, err)
 	}
 	return nil
@@ -81,15 +116,15 @@ func (c *Conn) Uncancel(ctx context.Context, id string) error {
 
 // add records a cancel and forgets those the bucket has expired, so memory
 // stays bounded by the cancels of one TTL.
-func (w *CancelWatch) add(id string, at time.Time) {
+func (w *CancelWatch) add(id string, m cancelMark) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.cancelled[id] = at
+	w.cancelled[id] = m
 	if len(w.cancelled)%1024 != 0 {
 		return
 	}
-	for k, t := range w.cancelled {
-		if time.Since(t) > w.ttl {
+	for k, m := range w.cancelled {
+		if time.Since(m.at) > w.ttl {
 			delete(w.cancelled, k)
 		}
 	}
@@ -105,7 +140,7 @@ func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWat
 	if err != nil {
 		return nil, fmt.Errorf("watch cancels: %w", err)
 	}
-	cw := &CancelWatch{cancelled: map[string]time.Time{}, ttl: c.settings.MaxJobAge}
+	cw := &CancelWatch{cancelled: map[string]cancelMark{}, ttl: c.settings.MaxJobAge}
 	synced := make(chan struct{})
 	var once sync.Once
 	go func() {
@@ -122,7 +157,7 @@ func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWat
 				cw.forget(e.Key())
 				continue
 			}
-			cw.add(e.Key(), e.Created())
+			cw.add(e.Key(), cancelMark{at: e.Created(), abandoned: bytes.Equal(e.Value(), markAbandoned)})
 			if !initial {
 				fn(e.Key())
 			}

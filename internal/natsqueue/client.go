@@ -87,9 +87,12 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 	if err != nil {
 		forget()
 		// The server may have queued the job before the PubAck was lost, and
-		// a worker may even be running it: without the cancel mark it would
-		// run for nobody. Every way out of Run without an answer puts it.
-		cl.conn.Cancel(job.ID)
+		// a worker may even be running it: without the mark it would run for
+		// nobody. A frozen server may even store it after the caller has
+		// been told the queue is unavailable, so the mark is one that counts
+		// whenever the job is queued. Every way out of Run without an
+		// answer puts a mark.
+		cl.conn.Abandon(job.ID)
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx)
 		}

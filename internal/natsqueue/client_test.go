@@ -149,7 +149,7 @@ func TestRunPollsThroughAStoreOutage(t *testing.T) {
 	}
 	h := nats.Header{}
 	h.Set(HeaderStatus, StatusOK)
-	if err := c.store(t.Context(), job, []byte(`{"generated_text":"HI"}`), h); err != nil {
+	if err := c.store(t.Context(), job, []byte(`{"generated_text":"HI"}`), h, storeFloor); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
@@ -167,7 +167,7 @@ func TestStoredResultReadPastTheDeadline(t *testing.T) {
 	data := bytes.Repeat([]byte("png!"), 1<<20) // 4 MiB, 32 chunks
 	h := nats.Header{}
 	h.Set(HeaderStatus, StatusOK)
-	if err := c.store(t.Context(), job, data, h); err != nil {
+	if err := c.store(t.Context(), job, data, h, storeFloor); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)

@@ -39,7 +39,7 @@ type ConnectOptions struct {
 // start-up sequence of the api, the workers and genqctl. Close the Conn to
 // close the connection.
 func Dial(ctx context.Context, o ConnectOptions, s Settings, log *slog.Logger, variants ...genq.Variant) (*Conn, error) {
-	nc, err := connect(o, log)
+	nc, err := connect(o, s.AckWait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -55,10 +55,32 @@ func Dial(ctx context.Context, o ConnectOptions, s Settings, log *slog.Logger, v
 // Close closes the NATS connection.
 func (c *Conn) Close() { c.nc.Close() }
 
+// Liveness returns the ping interval and the pings a connection may leave
+// unanswered, for a job's AckWait: a server that died or froze without
+// closing the socket is given up within about half of AckWait, so that a
+// worker's ack, or an api's publish, reaches another server of the
+// cluster before the job is handed to another worker. The interval stays
+// within [minPing, maxPing]; NATS's own default notices a frozen server
+// only after minutes.
+func Liveness(ackWait time.Duration) (interval time.Duration, maxOut int) {
+	const outstanding = 3
+	return min(max(ackWait/2/(outstanding+1), minPing), maxPing), outstanding
+}
+
+// The bounds of the ping interval: below minPing a slow link's round trip
+// or a busy server's pause reads as a death; above maxPing a dead server
+// is noticed too late.
+const (
+	minPing = 2 * time.Second
+	maxPing = 20 * time.Second
+)
+
 // connect dials NATS. It keeps retrying the first connection and reconnects
 // forever afterwards: a worker or api started before NATS, or across a NATS
-// restart, recovers by itself.
-func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
+// restart, recovers by itself. Every component connects with the same
+// settings (docs/deploy.md, "When a NATS node fails").
+func connect(o ConnectOptions, ackWait time.Duration, log *slog.Logger) (*nats.Conn, error) {
+	ping, maxOut := Liveness(ackWait)
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.RetryOnFailedConnect(true),
@@ -66,6 +88,8 @@ func connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(64 << 20),
+		nats.PingInterval(ping),
+		nats.MaxPingsOutstanding(maxOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err == nil {
 				return // our own Close: no news
@@ -123,6 +147,8 @@ type Conn struct {
 	limits     consumerLimits // the consumer's, over settings' (limits.go)
 	// replyPrefixes bound where replies go (replyto.go); none: anywhere.
 	replyPrefixes []string
+	// storeTry bounds one Put of a result (reply.go); tests shorten it.
+	storeTry time.Duration
 }
 
 // open ensures the assets for the given variants exist with the settings,
@@ -149,7 +175,7 @@ func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, vari
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
-	c := &Conn{nc: nc, js: js, settings: s, log: log}
+	c := &Conn{nc: nc, js: js, settings: s, log: log, storeTry: storeTry}
 	if c.results, err = js.ObjectStore(ctx, ResultsBucket); err != nil {
 		return nil, fmt.Errorf("bind %s: %w", ResultsBucket, err)
 	}

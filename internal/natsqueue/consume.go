@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -196,22 +197,104 @@ func (d *Delivery) Touch(force bool) error {
 	return d.msg.InProgress()
 }
 
-// ackTimeout bounds the wait for the server's confirmation of an ack.
-const ackTimeout = 5 * time.Second
+// settleTry bounds one wait for the server's confirmation of a settle (an
+// ack, a term, a record or a store): short, because a confirmation lost
+// with a server that died never comes, and the next try reaches the
+// stream's new leader.
+const settleTry = 2 * time.Second
+
+// markTimeout bounds a write that is not a settle (a running mark).
+const markTimeout = 5 * time.Second
 
 // settleContext is ctx's values with a fresh timeout: an ack or a dead
 // letter must leave even when the job's own context has ended (a drain's
 // grace period over, say), or the job is run again.
-func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+func settleContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
-// Ack removes the job from the queue, waiting for the server to confirm so
-// a lost ack cannot make a delivered job run again.
-func (d *Delivery) Ack(ctx context.Context) error {
-	ctx, cancel := settleContext(ctx)
+// settleWithin is how long a settle is retried: the consumer's AckWait,
+// after which the server hands the job to another worker anyway.
+func (d *Delivery) settleWithin() time.Duration { return d.conn.Settings().AckWait }
+
+// retry calls try, each call bounded by settleTry, until it succeeds or
+// within passes, with a short jittered pause between calls, even when ctx
+// has ended: a settle must leave. It returns the last error.
+func retry(ctx context.Context, within time.Duration, try func(ctx context.Context) error) error {
+	return retryEach(context.WithoutCancel(ctx), within, settleTry, try)
+}
+
+// retryEach calls try, each call bounded by each, until it succeeds,
+// within passes or ctx ends.
+func retryEach(ctx context.Context, within, each time.Duration, try func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	return d.msg.DoubleAck(ctx)
+	pause := 50 * time.Millisecond
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, each)
+		err := try(tctx)
+		tcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause/2 + rand.N(pause)):
+		}
+		pause = min(pause*2, time.Second)
+	}
+}
+
+// The bodies of the acknowledgements a worker sends (JetStream's ack
+// protocol).
+var (
+	ackBody  = []byte("+ACK")
+	termBody = []byte("+TERM")
+)
+
+// confirm sends one acknowledgement of kind body and waits for the
+// server's answer. The server answers a repeated ack too, so a try whose
+// answer was lost can be made again.
+func (d *Delivery) confirm(ctx context.Context, body []byte) error {
+	if _, err := d.conn.nc.RequestWithContext(ctx, d.msg.Reply(), body); err != nil {
+		return fmt.Errorf("%s: %w", body, err)
+	}
+	return nil
+}
+
+// Ack removes the job from the queue, waiting for the server to confirm.
+// A refused or unanswered ack is tried again until AckWait passes. Once one
+// try went unanswered the ack may have landed or not, and NATS cannot say:
+// the run record then says the job finished (RunRecord.Finished), so a
+// redelivery is settled without running it again.
+func (d *Delivery) Ack(ctx context.Context) error {
+	tctx, cancel := settleContext(ctx, settleTry)
+	err := d.confirm(tctx, ackBody)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	d.conn.log.Warn("ack not confirmed; trying again", "job_id", d.Job.ID, "err", err)
+	recorded := d.Wakeup || d.Job.ID == ""
+	return retryEach(context.WithoutCancel(ctx), d.settleWithin(), 2*settleTry, func(ctx context.Context) error {
+		if !recorded {
+			rctx, cancel := context.WithTimeout(ctx, settleTry)
+			err := d.putRecord(rctx, RunRecord{Finished: d.Job.Attempt})
+			cancel()
+			if err != nil {
+				d.conn.log.Warn("could not record the job as finished yet", "job_id", d.Job.ID, "err", err)
+			} else {
+				recorded = true
+			}
+		}
+		return d.confirm(ctx, ackBody)
+	})
+}
+
+// term ends the job for good, retried like Ack until the server confirms.
+func (d *Delivery) term(ctx context.Context) error {
+	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.confirm(ctx, termBody) })
 }
 
 // Retry hands the job back for another delivery after delay.
@@ -222,4 +305,4 @@ func (d *Delivery) Release() error { return d.msg.Nak() }
 
 // Drop ends the job without a word to its caller: it is never delivered
 // again. For a job whose caller has gone away.
-func (d *Delivery) Drop() error { return d.msg.Term() }
+func (d *Delivery) Drop(ctx context.Context) error { return d.term(ctx) }

@@ -32,7 +32,7 @@ func (d *Delivery) MarkRunning(ctx context.Context) error {
 	if !d.Job.Store {
 		return nil
 	}
-	ctx, cancel := settleContext(ctx)
+	ctx, cancel := settleContext(ctx, markTimeout)
 	defer cancel()
 	_, err := d.conn.js.Publish(ctx, "$KV."+JobRecordsBucket+"."+d.Job.ID+runningSuffix, nil)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
@@ -97,8 +97,9 @@ func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
 	job.ReplyTo, job.Store = "", true
 	_, err := cl.conn.Publish(ctx, job, AsBatch())
 	if err != nil {
-		// As in Run: the job may have been queued before the PubAck was lost.
-		cl.conn.Cancel(job.ID)
+		// As in Run: the job may have been queued before the PubAck was
+		// lost, or be stored later by a server that froze.
+		cl.conn.Abandon(job.ID)
 	}
 	return err
 }

@@ -53,7 +53,7 @@ func (d *Delivery) Complete(ctx context.Context, res genq.Result, meta ReplyMeta
 // the caller ends at its deadline. The error is the termination's.
 func (d *Delivery) Fail(ctx context.Context, reason error, meta ReplyMeta) error {
 	d.replyError(ctx, reason, meta)
-	return d.msg.Term()
+	return d.term(ctx)
 }
 
 // GiveUp copies the job to the dead-letter stream with reason, for an
@@ -68,7 +68,7 @@ func (d *Delivery) GiveUp(ctx context.Context, reason error, meta ReplyMeta) err
 	if d.Job.ID != "" { // a malformed message may name no caller
 		d.replyError(ctx, reason, meta)
 	}
-	return d.msg.Term()
+	return d.term(ctx)
 }
 
 // SettleCancelled ends a job whose caller cancelled it: it is never delivered
@@ -82,12 +82,10 @@ func (d *Delivery) SettleCancelled(ctx context.Context, meta ReplyMeta) error {
 	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderContentType, "application/json")
-	sctx, cancel := settleContext(ctx)
-	defer cancel()
-	if err := d.conn.store(sctx, d.Job, body, h); err != nil {
+	if err := d.conn.store(ctx, d.Job, body, h, d.settleWithin()); err != nil {
 		d.conn.log.Warn("could not store the cancelled outcome", "job_id", d.Job.ID, "err", err)
 	}
-	return d.msg.Term()
+	return d.term(ctx)
 }
 
 // replyError delivers a failure to the job's caller and into the store.
@@ -105,9 +103,19 @@ func (d *Delivery) replyError(ctx context.Context, reason error, meta ReplyMeta)
 	}
 }
 
-// storeTimeout bounds how long delivering a result may wait for NATS: long
-// enough to ride out a server restart.
-const storeTimeout = 30 * time.Second
+// storeFloor is the least time a result's store is retried for, however
+// little of its job's time is left: a result that was ready in time is
+// worth storing.
+const storeFloor = 10 * time.Second
+
+// storeWithin is how long the result of job is tried in the store: the
+// job's remaining time, at least storeFloor.
+func storeWithin(job genq.Job, now time.Time) time.Duration {
+	if job.Deadline.IsZero() {
+		return storeFloor
+	}
+	return max(job.Deadline.Sub(now), storeFloor)
+}
 
 // deliver gets a result to the job's caller and into the results store.
 //
@@ -125,17 +133,14 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		c.log.Warn("reply_to is outside the allowed prefixes (NATS_REPLY_PREFIXES); storing the result only", "job_id", job.ID)
 		job.ReplyTo = "" // and a store that fails is an error: nobody heard a reply
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
+	within := storeWithin(job, time.Now())
 	if len(data) > c.inlineLimit() {
-		if err := c.store(ctx, job, data, h); err != nil {
+		if err := c.store(ctx, job, data, h, within); err != nil {
 			return err
 		}
 		if job.ReplyTo != "" {
 			h.Set(HeaderObject, job.ID)
-			if err := c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h}); err != nil {
-				c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", err)
-			}
+			c.reply(job, &nats.Msg{Subject: job.ReplyTo, Header: h}, nil)
 		}
 		return nil
 	}
@@ -143,7 +148,7 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 	if job.ReplyTo != "" {
 		replyErr = c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h, Data: data})
 	}
-	if err := c.store(ctx, job, data, h); err != nil {
+	if err := c.store(ctx, job, data, h, within); err != nil {
 		if replyErr == nil && job.ReplyTo != "" && !job.Store {
 			c.log.Warn("result replied but not stored", "job_id", job.ID, "err", err)
 			return nil
@@ -151,9 +156,29 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		return errors.Join(replyErr, err)
 	}
 	if replyErr != nil {
-		c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", replyErr)
+		c.reply(job, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data}, replyErr)
 	}
 	return nil
+}
+
+// reply sends m, the reply of a job whose result is stored, once more if
+// it fails (first, when not nil, is a failure already seen). A reply that
+// failed because this worker's server died is gone, and its caller, still
+// connected to another server, has no reason to look in the store: the
+// store going through shows that the connection is back, so a second try
+// reaches it. A caller that gets the reply twice keeps the first.
+func (c *Conn) reply(job genq.Job, m *nats.Msg, first error) {
+	err := first
+	if err == nil {
+		if err = c.publishReply(m); err == nil {
+			return
+		}
+	}
+	if err := c.publishReply(m); err != nil {
+		c.log.Warn("reply lost; the caller can fetch the stored result", "job_id", job.ID, "err", err)
+		return
+	}
+	c.log.Info("reply sent again after a failure", "job_id", job.ID, "err", err)
 }
 
 // publishReply sends a reply and flushes it, so that a worker acks a job
@@ -168,30 +193,59 @@ func (c *Conn) publishReply(m *nats.Msg) error {
 	return nil
 }
 
-func (c *Conn) store(ctx context.Context, job genq.Job, data []byte, h nats.Header) error {
+// storeTry bounds one Put of a result. A Put whose chunks' PubAcks were
+// lost with the results store's old leader would otherwise wait out its
+// whole context although a new leader answers seconds later; a fresh Put
+// reaches it.
+const storeTry = 3 * time.Second
+
+// storeTryPerMiB lengthens the bound of one Put for a large result, whose
+// chunks take their time to cross.
+const storeTryPerMiB = 125 * time.Millisecond
+
+// store puts the result of job in the results store, each Put bounded by
+// c.storeTry and the result's size, retried until one succeeds or within
+// passes.
+func (c *Conn) store(ctx context.Context, job genq.Job, data []byte, h nats.Header, within time.Duration) error {
 	meta := jetstream.ObjectMeta{Name: job.ID, Metadata: map[string]string{}}
 	for _, k := range []string{HeaderStatus, HeaderContentType, HeaderAttempt, HeaderWorker, HeaderErrorCode} {
 		if v := h.Get(k); v != "" {
 			meta.Metadata[k] = v
 		}
 	}
-	if _, err := c.results.Put(ctx, meta, bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("store result of %s: %w", job.ID, err)
+	tries := 0
+	each := c.storeTry + time.Duration(len(data)>>20)*storeTryPerMiB
+	err := retryEach(context.WithoutCancel(ctx), within, each, func(ctx context.Context) error {
+		tries++
+		_, err := c.results.Put(ctx, meta, bytes.NewReader(data))
+		if err != nil {
+			c.log.Debug("result not stored yet; trying again", "job_id", job.ID, "try", tries, "err", err)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store result of %s (%d tries): %w", job.ID, tries, err)
+	}
+	if tries > 1 {
+		c.log.Info("result stored after retries", "job_id", job.ID, "tries", tries)
 	}
 	return nil
 }
 
 // deadLetter copies the job's message to the dead-letter stream of its
-// variant, with the reason.
+// variant, with the reason, retried until AckWait passes. Its message id
+// makes the stream keep one copy however many tries landed.
 func (d *Delivery) deadLetter(ctx context.Context, reason error) error {
 	h := nats.Header{}
 	h.Set(HeaderJobID, d.Job.ID)
 	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
 	h.Set("Genq-Error", reason.Error())
 	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
-	ctx, cancel := settleContext(ctx)
-	defer cancel()
-	_, err := d.conn.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(d.variant), Header: h, Data: d.Data})
+	h.Set(HeaderMsgID, fmt.Sprintf("dead-%s-%d", d.variant, d.Seq))
+	err := retry(ctx, d.settleWithin(), func(ctx context.Context) error {
+		_, err := d.conn.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(d.variant), Header: h, Data: d.Data})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("dead-letter %s: %w", d.Job.ID, err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
@@ -107,35 +109,41 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 	// subjects, so an existing deployment and its consumers stay as they
 	// are; GENQ_BATCH_JOBS is added beside it.
 	for _, c := range []Class{Interactive, Batch} {
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:                 c.Stream(),
-			Description:          c.streamDescription(),
-			Subjects:             []string{c.Subject("*")},
-			Retention:            jetstream.WorkQueuePolicy,
-			Discard:              jetstream.DiscardNew,
-			DiscardNewPerSubject: true,
-			MaxMsgsPerSubject:    s.capacity(c),
-			MaxAge:               s.MaxJobAge,
-			Duplicates:           s.DedupWindow,
-			Storage:              s.storage(),
-			Replicas:             s.replicas(),
+		if err := ensureAsset(ctx, "stream "+c.Stream(), func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name:                 c.Stream(),
+				Description:          c.streamDescription(),
+				Subjects:             []string{c.Subject("*")},
+				Retention:            jetstream.WorkQueuePolicy,
+				Discard:              jetstream.DiscardNew,
+				DiscardNewPerSubject: true,
+				MaxMsgsPerSubject:    s.capacity(c),
+				MaxAge:               s.MaxJobAge,
+				Duplicates:           s.DedupWindow,
+				Storage:              s.storage(),
+				Replicas:             s.replicas(),
+			})
+			return err
 		}); err != nil {
-			return fmt.Errorf("ensure stream %s: %w", c.Stream(), err)
+			return err
 		}
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        DeadStream,
-		Description: "genq jobs that failed every attempt",
-		Subjects:    []string{fmt.Sprintf(deadSubjectFmt, "*")},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardOld,
-		MaxAge:      7 * 24 * time.Hour,
-		MaxMsgs:     100_000,
-		Storage:     s.storage(),
-		Replicas:    s.replicas(),
+	err := ensureAsset(ctx, "stream "+DeadStream, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        DeadStream,
+			Description: "genq jobs that failed every attempt",
+			Subjects:    []string{fmt.Sprintf(deadSubjectFmt, "*")},
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			MaxAge:      7 * 24 * time.Hour,
+			MaxMsgs:     100_000,
+			Storage:     s.storage(),
+			Replicas:    s.replicas(),
+		})
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("ensure stream %s: %w", DeadStream, err)
+		return err
 	}
 	for _, v := range variants {
 		for _, c := range []Class{Interactive, Batch} {
@@ -150,19 +158,71 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 	if err := ensureAttemptsBucket(ctx, js, s); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: CancelBucket, Description: "genq cancelled jobs",
-		TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+	if err := ensureAsset(ctx, "bucket "+CancelBucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: CancelBucket, Description: "genq cancelled jobs",
+			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+		})
+		return err
 	}); err != nil {
-		return fmt.Errorf("ensure bucket %s: %w", CancelBucket, err)
+		return err
 	}
-	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: ResultsBucket, Description: "genq results kept for fetch by job id",
-		TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
-	}); err != nil {
-		return fmt.Errorf("ensure object store %s: %w", ResultsBucket, err)
+	return ensureAsset(ctx, "object store "+ResultsBucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: ResultsBucket, Description: "genq results kept for fetch by job id",
+			TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
+		})
+		return err
+	})
+}
+
+// Bounds of the creation of one asset. Identical creates of a replicated
+// asset sent at once to a fresh cluster contend, and all but one go
+// unanswered until the client's timeout; a short try followed by another
+// after a jittered pause finds the asset made by the winner, and updates it
+// to the same settings at once. Each try that times out doubles the next
+// one's bound, up to assetTryMax, so a slow link's round trips still fit.
+const (
+	assetTry      = time.Second
+	assetTryMax   = 10 * time.Second
+	assetRetryFor = time.Minute
+)
+
+// ensureAsset runs create, each try bounded, until it succeeds, fails for
+// a reason other than a timeout, or assetRetryFor passes.
+func ensureAsset(ctx context.Context, what string, create func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, assetRetryFor)
+	defer cancel()
+	pause, each := 100*time.Millisecond, assetTry
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, each)
+		err := create(tctx)
+		tcancel()
+		if err == nil {
+			return nil
+		}
+		if !transient(err) {
+			return fmt.Errorf("ensure %s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ensure %s: %w", what, err)
+		case <-time.After(pause/2 + rand.N(pause)):
+		}
+		pause = min(pause*2, time.Second)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			each = min(each*2, assetTryMax)
+		}
 	}
-	return nil
+}
+
+// transient reports whether err may go away by itself: an answer that did
+// not come, or a cluster without a leader yet.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		(errors.As(err, &apiErr) && apiErr.Code >= 500)
 }
 
 // ensureConsumer creates or updates the durable consumer of class c's
@@ -173,35 +233,34 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 			return nil
 		}
 	}
-	_, err := js.CreateOrUpdateConsumer(ctx, c.Stream(), jetstream.ConsumerConfig{
-		Durable:       c.Consumer(v),
-		Description:   fmt.Sprintf("workers of variant %s, %s jobs", v, c),
-		FilterSubject: c.Subject(v),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.AckWait,
-		// See maxDeliver: room for the attempts, the crashes that are
-		// not charged, and a last delivery that only dead-letters.
-		MaxDeliver:    maxDeliver(s.MaxAttempts),
-		MaxAckPending: -1,
-		MaxWaiting:    4096,
+	return ensureAsset(ctx, "consumer "+c.Consumer(v), func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateConsumer(ctx, c.Stream(), jetstream.ConsumerConfig{
+			Durable:       c.Consumer(v),
+			Description:   fmt.Sprintf("workers of variant %s, %s jobs", v, c),
+			FilterSubject: c.Subject(v),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       s.AckWait,
+			// See maxDeliver: room for the attempts, the crashes that are
+			// not charged, and a last delivery that only dead-letters.
+			MaxDeliver:    maxDeliver(s.MaxAttempts),
+			MaxAckPending: -1,
+			MaxWaiting:    4096,
+		})
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("ensure consumer %s: %w", c.Consumer(v), err)
-	}
-	return nil
 }
 
 // ensureWorkersBucket creates or updates GENQ_WORKERS. It lives in memory,
 // so a standalone server loses it on restart; heartbeats call this again
 // when the server says it is missing.
 func ensureWorkersBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: WorkersBucket, Description: "genq worker heartbeats",
-		TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
-	}); err != nil {
-		return fmt.Errorf("ensure bucket %s: %w", WorkersBucket, err)
-	}
-	return nil
+	return ensureAsset(ctx, "bucket "+WorkersBucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: WorkersBucket, Description: "genq worker heartbeats",
+			TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
+		})
+		return err
+	})
 }
 
 func orUnlimited(n int64) int64 {

@@ -33,6 +33,7 @@ const (
 	fateExhausted         // dead-lettered: its charged attempts are used up
 	fateLastDelivery      // dead-lettered: a crash now would leave its caller waiting for nothing
 	fateExpired           // dropped: nobody waits for it any more
+	fateFinished          // acked unrun: an earlier delivery delivered its result
 )
 
 // judgement is the fate of a delivery, and what it runs with if it runs.
@@ -58,6 +59,10 @@ func judge(a arrival, rec natsqueue.RunRecord, maxAttempts int) judgement {
 	// when its worker died.
 	j := judgement{record: rec, alone: a.attempt > 1 && rec.LastFailure != a.attempt-1}
 	switch {
+	case rec.Finished > 0:
+		// Its result was delivered and only the ack went unconfirmed:
+		// running it again would answer twice.
+		j.fate, j.alone = fateFinished, false
 	case charged(rec) >= maxAttempts:
 		j.fate = fateExhausted
 	case a.last:

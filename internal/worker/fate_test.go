@@ -29,6 +29,16 @@ func TestJudge(t *testing.T) {
 		},
 		{name: "a redelivery without a reported failure runs alone", a: arrival{attempt: 2}, fate: fateRun, alone: true},
 		{
+			name: "a job that finished before its ack went unconfirmed is acked unrun",
+			a:    arrival{attempt: 2}, rec: natsqueue.RunRecord{Finished: 1},
+			fate: fateFinished, record: natsqueue.RunRecord{Finished: 1},
+		},
+		{
+			name: "finished comes before exhausted, the last delivery and expiry",
+			a:    arrival{attempt: 7, last: true, expired: true}, rec: natsqueue.RunRecord{Failures: 3, LastFailure: 3, Finished: 6},
+			fate: fateFinished, record: natsqueue.RunRecord{Failures: 3, LastFailure: 3, Finished: 6},
+		},
+		{
 			name: "an earlier failure does not clear a later crash",
 			a:    arrival{attempt: 3}, rec: natsqueue.RunRecord{Failures: 1, LastFailure: 1},
 			fate: fateRun, alone: true, record: natsqueue.RunRecord{Failures: 1, LastFailure: 1},

@@ -192,6 +192,11 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	a := arrival{attempt: job.Attempt, last: d.Last, expired: job.Expired(time.Now())}
 	j := judge(a, rec, r.attempts)
 	switch j.fate {
+	case fateFinished:
+		log.Warn("job already delivered its result on an earlier delivery whose ack went unconfirmed; acking it without running it",
+			"finished_on", j.record.Finished)
+		r.settle(log, "already_finished", d.Ack(ctx))
+		return
 	case fateExhausted:
 		log.Error("job exhausted its attempts without finishing; dead-lettering",
 			"failures", j.record.Failures, "crashes_alone", j.record.AloneCrashes)

@@ -347,6 +347,11 @@ func TestCancelledBeforeStart(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			h.publish(job)
 		}, true},
+		{"abandoned before a frozen server stored it", func(h *harness, job genq.Job) {
+			h.conn.Abandon(job.ID)
+			time.Sleep(10 * time.Millisecond)
+			h.publish(job)
+		}, false},
 		{"a withdrawn mark", func(h *harness, job genq.Job) {
 			h.publish(job)
 			h.conn.Cancel(job.ID)
@@ -377,6 +382,53 @@ func TestCancelledBeforeStart(t *testing.T) {
 				t.Error("a cancelled job was dead-lettered")
 			}
 		})
+	}
+}
+
+// A job whose result was delivered but whose ack went unconfirmed (its
+// run record says it finished) is acked on its next delivery without
+// running it again.
+func TestFinishedJobIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	job := newJob("once", time.Now().Add(time.Minute))
+	h.publish(job)
+	p, err := h.conn.NewPuller(t.Context(), variant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.Next(5 * time.Second)
+	if err != nil || d == nil || d.Job.ID != job.ID {
+		t.Fatalf("pull: %v, %v", d, err)
+	}
+	// What Ack writes when its first try goes unanswered; the ack itself
+	// is never sent, so the job comes back after AckWait.
+	if err := d.PutRecord(t.Context(), natsqueue.RunRecord{Finished: d.Job.Attempt}); err != nil {
+		t.Fatal(err)
+	}
+	b := newScripted(echo)
+	h.startWorker("w1", b, time.Second)
+	js, err := jetstream.New(h.conn.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := js.Stream(t.Context(), natsqueue.JobsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := info.Info(t.Context()); err == nil && st.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the finished job was not acked on its redelivery")
+		}
+	}
+	if n := b.callsOf(job.ID); n != 0 {
+		t.Errorf("the model ran the finished job %d times, want 0", n)
+	}
+	if h.deadLetter(job.ID) != nil {
+		t.Error("the finished job was dead-lettered")
 	}
 }
 

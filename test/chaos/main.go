@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	only := fs.String("run", "", "regular expression of the scenarios to run")
 	report := fs.String("report", "", "Markdown file whose figures section to rewrite")
+	cluster := fs.Bool("cluster", false, "run the scenarios of a 3-node NATS cluster instead (their own figures section)")
+	keep := fs.Bool("keep", false, "keep the processes' logs and storage (their folder is printed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,7 +70,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if *keep {
+		fmt.Fprintln(out, "keeping logs in", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	fmt.Fprintln(out, "building binaries…")
 	bin, err := localstack.Build(ctx, root, filepath.Join(work, "bin"))
 	if err != nil {
@@ -89,6 +95,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"NATS down past the publish bound", natsDown},
 		{"interrupted batch, rerun", batchRerun},
 		{"api SIGTERM with requests waiting", apiShutdown},
+	}
+	section := "chaos"
+	if *cluster {
+		scenarios, section = clusterScenarios, "chaos-cluster"
 	}
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -123,7 +133,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	table := localstack.Table(reports)
 	fmt.Fprintf(out, "\n%s\nall scenarios in %s\n", table, time.Since(start).Round(time.Second))
 	if *report != "" {
-		if err := writeReport(*report, table, time.Since(start)); err != nil {
+		if err := writeReport(*report, section, table, time.Since(start)); err != nil {
 			return err
 		}
 	}
@@ -756,8 +766,8 @@ func apiShutdown(ctx context.Context, e env) (localstack.Report, error) {
 }
 
 // writeReport replaces the figures between the markers in path.
-func writeReport(path, table string, took time.Duration) error {
+func writeReport(path, section, table string, took time.Duration) error {
 	body := fmt.Sprintf("Last run: %s, %d cores (%s), %s in all.\n\n%s",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), took.Round(time.Second), table)
-	return localstack.ReplaceSection(path, "<!-- chaos:begin -->", "<!-- chaos:end -->", body)
+	return localstack.ReplaceSection(path, "<!-- "+section+":begin -->", "<!-- "+section+":end -->", body)
 }

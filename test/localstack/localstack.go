@@ -228,6 +228,14 @@ type Stack struct {
 	Env []string
 	// NATSArgs are extra nats-server arguments (authentication, say).
 	NATSArgs []string
+	// Nodes, above 1, makes the stack's NATS a JetStream cluster of that
+	// many servers (cluster.go).
+	Nodes int
+
+	// NATSNodes are the cluster's servers, when Nodes is above 1; NATS is
+	// the first.
+	NATSNodes []*Proc
+	nodes     []node
 
 	NATS *Proc
 	API  *Proc
@@ -237,8 +245,18 @@ type Stack struct {
 	nextID  int
 }
 
-// NATSURL is the server's client URL.
-func (s *Stack) NATSURL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.NATSPort) }
+// NATSURL is the server's client URL; for a cluster, every node's,
+// comma-separated.
+func (s *Stack) NATSURL() string {
+	if len(s.nodes) == 0 {
+		return "nats://127.0.0.1:" + strconv.Itoa(s.NATSPort)
+	}
+	var urls []string
+	for _, n := range s.nodes {
+		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(n.clientPort))
+	}
+	return strings.Join(urls, ",")
+}
 
 // URL is the api's base URL.
 func (s *Stack) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.APIPort) }
@@ -257,6 +275,9 @@ func (s *Stack) WriteTinyModel(ctx context.Context, extra ...string) error {
 // StartNATS starts nats-server with JetStream, storing under Dir/nats so a
 // restart keeps the queue.
 func (s *Stack) StartNATS(ctx context.Context) error {
+	if s.Nodes > 1 {
+		return s.startCluster(ctx)
+	}
 	if s.NATSPort == 0 {
 		p, err := FreePort()
 		if err != nil {
@@ -364,15 +385,22 @@ func (s *Stack) Close() {
 	if s.API != nil && !s.API.Exited() {
 		_ = s.API.Stop(10 * time.Second)
 	}
-	if s.NATS != nil && !s.NATS.Exited() {
-		_ = s.NATS.Stop(10 * time.Second)
+	nats := s.NATSNodes
+	if len(nats) == 0 {
+		nats = []*Proc{s.NATS}
+	}
+	for _, n := range nats {
+		if n != nil && !n.Exited() {
+			_ = syscall.Kill(n.PID(), syscall.SIGCONT) // a frozen node cannot stop
+			_ = n.Stop(10 * time.Second)
+		}
 	}
 }
 
 // Logs returns every process's log, concatenated.
 func (s *Stack) Logs() string {
 	var b bytes.Buffer
-	for _, p := range append([]*Proc{s.NATS, s.API}, s.Workers()...) {
+	for _, p := range append(append([]*Proc{s.NATS, s.API}, s.NATSNodes...), s.Workers()...) {
 		if p != nil {
 			b.WriteString(p.Log())
 		}
