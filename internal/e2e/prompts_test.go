@@ -7,10 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/genq/genq/internal/httpapi"
-	"github.com/genq/genq/internal/natsqueue"
 )
 
 // legacyCompletion is a /v1/completions answer with its log-probabilities,
@@ -175,22 +172,4 @@ func TestAsyncJobOverTheCap(t *testing.T) {
 	if st := s.waitJob(decodeAs[jobStatus](t, ok).ID); ok.status != http.StatusAccepted || st.Status != "succeeded" {
 		t.Fatalf("a job at the cap: %d %+v", ok.status, st)
 	}
-}
-
-// jobsPublished is the last sequence of the jobs stream: it grows with
-// every job queued, run and acknowledged or not.
-func (s *stack) jobsPublished() uint64 {
-	s.t.Helper()
-	jsz, err := s.ns.Jsz(&server.JSzOptions{Streams: true, Accounts: true})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for _, a := range jsz.AccountDetails {
-		for _, st := range a.Streams {
-			if st.Name == natsqueue.JobsStream {
-				return st.State.LastSeq
-			}
-		}
-	}
-	return 0
 }

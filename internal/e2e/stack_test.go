@@ -249,39 +249,32 @@ func (s *stack) generateCtx(ctx context.Context, text string) (response, error) 
 	return s.do(ctx, http.MethodPost, "/generate", body)
 }
 
-// streamMsgs counts the messages in the jobs stream.
-func (s *stack) streamMsgs() uint64 {
+// streamState is the state of the JetStream stream name, as the server
+// reports it (zero when it has none).
+func (s *stack) streamState(name string) server.StreamState {
 	s.t.Helper()
-	var n uint64
 	jsz, err := s.ns.Jsz(&server.JSzOptions{Streams: true, Accounts: true})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	for _, a := range jsz.AccountDetails {
 		for _, st := range a.Streams {
-			if st.Name == natsqueue.JobsStream {
-				n += st.State.Msgs
+			if st.Name == name {
+				return st.State
 			}
 		}
 	}
-	return n
+	return server.StreamState{}
 }
 
-func (s *stack) deadLetters() uint64 {
-	s.t.Helper()
-	jsz, err := s.ns.Jsz(&server.JSzOptions{Streams: true, Accounts: true})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for _, a := range jsz.AccountDetails {
-		for _, st := range a.Streams {
-			if st.Name == natsqueue.DeadStream {
-				return st.State.Msgs
-			}
-		}
-	}
-	return 0
-}
+// streamMsgs counts the messages in the jobs stream.
+func (s *stack) streamMsgs() uint64 { return s.streamState(natsqueue.JobsStream).Msgs }
+
+// jobsPublished is the last sequence of the jobs stream: it grows with
+// every job queued, run and acknowledged or not.
+func (s *stack) jobsPublished() uint64 { return s.streamState(natsqueue.JobsStream).LastSeq }
+
+func (s *stack) deadLetters() uint64 { return s.streamState(natsqueue.DeadStream).Msgs }
 
 // testBackend stands in for a model. What it does is read from the prompt:
 //

@@ -71,24 +71,7 @@ func newClusterStack(ctx context.Context, e env, name string) (*localstack.Stack
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Nodes: 3, Env: append([]string{}, clusterEnv...)}
-	err := s.WriteTinyModel(ctx)
-	if err == nil {
-		err = s.StartNATS(ctx)
-	}
-	if err == nil {
-		err = s.StartAPI(ctx)
-	}
-	for range 2 {
-		if err == nil {
-			_, err = s.StartWorker(ctx, true)
-		}
-	}
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return startStack(ctx, &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Nodes: 3, Env: append([]string{}, clusterEnv...)}, 2)
 }
 
 // leaderOf names the node that leads stream, or its consumer when consumer

@@ -151,7 +151,13 @@ func newStack(ctx context.Context, e env, name, variant string, workers int, ext
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: variant, Env: append(append([]string{}, commonEnv...), extra...)}
+	return startStack(ctx, &localstack.Stack{Bin: e.bin, Dir: dir, Variant: variant, Env: append(append([]string{}, commonEnv...), extra...)}, workers)
+}
+
+// startStack writes s's tiny model and starts its NATS, its api and the
+// given number of workers, each ready before the next; on a failure it
+// stops what it started.
+func startStack(ctx context.Context, s *localstack.Stack, workers int) (*localstack.Stack, error) {
 	err := s.WriteTinyModel(ctx)
 	if err == nil {
 		err = s.StartNATS(ctx)
