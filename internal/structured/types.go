@@ -1,0 +1,316 @@
+package structured
+
+// The fragments each JSON type compiles to: whitespace, characters and
+// numbers, the built-in rules, strings, arrays and objects.
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+func (c *compiler) ws() frag {
+	b := c.b
+	return b.alt(b.empty(), b.lit(" "), b.seq(b.lit("\n"), b.repeat(0, maxIndent, func() frag { return b.lit(" ") })))
+}
+
+// char matches one character of a JSON string's body: a code point in valid
+// UTF-8 other than '"', '\' and controls, or an escape. \u escapes of
+// surrogates are left out, so that one match is always one code point.
+func (c *compiler) char() frag {
+	b := c.b
+	hex := func() frag { return b.ranges('0', '9', 'a', 'f', 'A', 'F') }
+	cont := func() frag { return b.ranges(0x80, 0xBF) }
+	return b.alt(
+		b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F),
+		b.seq(b.ranges(0xC2, 0xDF), cont()),
+		b.seq(b.lit("\xE0"), b.ranges(0xA0, 0xBF), cont()),
+		b.seq(b.ranges(0xE1, 0xEC, 0xEE, 0xEF), cont(), cont()),
+		b.seq(b.lit("\xED"), b.ranges(0x80, 0x9F), cont()),
+		b.seq(b.lit("\xF0"), b.ranges(0x90, 0xBF), cont(), cont()),
+		b.seq(b.ranges(0xF1, 0xF3), cont(), cont(), cont()),
+		b.seq(b.lit("\xF4"), b.ranges(0x80, 0x8F), cont(), cont()),
+		b.seq(b.lit("\\"), b.alt(
+			b.ranges('"', '"', '\\', '\\', '/', '/', 'b', 'b', 'f', 'f', 'n', 'n', 'r', 'r', 't', 't'),
+			b.seq(b.lit("u"), b.alt(
+				b.seq(b.ranges('0', '9', 'a', 'c', 'A', 'C', 'e', 'f', 'E', 'F'), hex(), hex(), hex()),
+				b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('0', '7'), hex(), hex()),
+			)),
+		)),
+	)
+}
+
+func (c *compiler) digits(min, max int) frag {
+	return c.b.repeat(min, max, func() frag { return c.b.ranges('0', '9') })
+}
+
+func (c *compiler) intPart() frag {
+	b := c.b
+	return b.seq(b.opt(b.lit("-")), b.alt(b.lit("0"), b.seq(b.ranges('1', '9'), c.digits(0, maxIntDigits-1))))
+}
+
+func (c *compiler) buildBuiltins() {
+	b := c.b
+	c.bi.str = b.newRule(stringRuleName)
+	c.bi.num = b.newRule("number")
+	c.bi.integer = b.newRule("integer")
+	c.bi.value = b.newRule(anyValueRule)
+	c.bi.object = b.newRule(anyObjectRule)
+	c.bi.array = b.newRule(anyArrayRule)
+
+	b.define(c.bi.str, b.seq(b.lit(`"`), b.star(c.char()), b.lit(`"`)))
+	b.define(c.bi.integer, c.intPart())
+	b.define(c.bi.num, b.seq(c.intPart(),
+		b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits))),
+		b.opt(b.seq(b.ranges('e', 'e', 'E', 'E'), b.opt(b.ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits)))))
+	b.define(c.bi.value, b.alt(b.call(c.bi.object), b.call(c.bi.array), b.call(c.bi.str), b.call(c.bi.num),
+		b.lit("true"), b.lit("false"), b.lit("null")))
+	b.define(c.bi.object, c.mapObject(func() frag { return b.call(c.bi.value) }))
+	b.define(c.bi.array, c.list(0, -1, func() frag { return b.call(c.bi.value) }))
+}
+
+// mapObject matches an object with any keys whose values match val.
+func (c *compiler) mapObject(val func() frag) frag {
+	b := c.b
+	member := func() frag { return b.seq(b.call(c.bi.str), c.ws(), b.lit(":"), c.ws(), val()) }
+	return b.seq(b.lit("{"), c.ws(),
+		b.opt(b.seq(member(), b.star(b.seq(c.ws(), b.lit(","), c.ws(), member())), c.ws())),
+		b.lit("}"))
+}
+
+// list matches an array of min to max items (max < 0: no bound).
+func (c *compiler) list(min, max int, item func() frag) frag {
+	b := c.b
+	if max == 0 {
+		return b.seq(b.lit("["), c.ws(), b.lit("]"))
+	}
+	restMax := -1
+	if max > 0 {
+		restMax = max - 1
+	}
+	restMin := 0
+	if min > 1 {
+		restMin = min - 1
+	}
+	items := b.seq(item(), b.repeat(restMin, restMax, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), item()) }), c.ws())
+	if min == 0 {
+		items = b.opt(items)
+	}
+	return b.seq(b.lit("["), c.ws(), items, b.lit("]"))
+}
+
+func count(s *value, key, path string) (int, bool, error) {
+	v := s.get(key)
+	if v == nil {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(v.num.String())
+	if v.kind != 'n' || err != nil || n < 0 {
+		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s must be a non-negative integer", path, key)
+	}
+	if n > maxRepeat {
+		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d", path, key, n, maxRepeat)
+	}
+	return n, true, nil
+}
+
+func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
+	min, _, err := count(s, minKey, path)
+	if err != nil {
+		return 0, 0, err
+	}
+	max, hasMax, err := count(s, maxKey, path)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !hasMax {
+		max = -1
+	} else if max < min {
+		return 0, 0, genq.Errorf(genq.Invalid, "at %s: %s (%d) is below %s (%d): it can never be satisfied", path, maxKey, max, minKey, min)
+	}
+	return min, max, nil
+}
+
+func (c *compiler) str(s *value, path string) (frag, error) {
+	b := c.b
+	pat, format := s.get("pattern"), s.get("format")
+	if pat != nil || format != nil {
+		// A pattern and a length bound would need the product of two
+		// automata: refused rather than half enforced.
+		var others []string
+		for _, k := range []string{"pattern", "format", "minLength", "maxLength"} {
+			if s.get(k) != nil {
+				others = append(others, k)
+			}
+		}
+		if len(others) > 1 {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: %s together are not supported: use one", path, strings.Join(others, " and "))
+		}
+		if format != nil {
+			p, ok := formatPattern(format.str)
+			if format.kind != 's' || !ok {
+				return frag{}, genq.Errorf(genq.Invalid, "at %s: format %q is not supported: date, date-time, uuid and email are", path, format.str)
+			}
+			return c.sharedString("pattern "+p, func() (frag, error) { return c.pattern(p) })
+		}
+		if pat.kind != 's' {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
+		}
+		f, err := c.sharedString("pattern "+pat.str, func() (frag, error) { return c.pattern(pat.str) })
+		if err != nil {
+			return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
+		}
+		return f, nil
+	}
+	min, max, err := bounds(s, "minLength", "maxLength", path)
+	if err != nil {
+		return frag{}, err
+	}
+	if min == 0 && max < 0 {
+		return b.call(c.bi.str), nil
+	}
+	return c.sharedString(fmt.Sprintf("length %d %d", min, max), func() (frag, error) {
+		return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
+	})
+}
+
+// sharedString compiles a string with bounds or a pattern into a rule of
+// its own, named by key, built once per grammar. Its nodes are numbered
+// contiguously and the rule calls nothing, so the same key builds the same
+// nodes in every grammar: their masks, which cost a walk of nearly the
+// whole vocabulary each, are kept per Vocab under the key and shared by
+// every grammar that holds the rule.
+func (c *compiler) sharedString(key string, build func() (frag, error)) (frag, error) {
+	if r, ok := c.shared[key]; ok {
+		return c.b.call(r), nil
+	}
+	first := int32(len(c.b.g.nodes))
+	r := c.b.newRule(key)
+	f, err := build()
+	if err != nil {
+		return frag{}, err
+	}
+	c.b.define(r, f)
+	if c.b.err != nil {
+		return frag{}, c.b.err
+	}
+	c.shared[key] = r
+	c.b.g.sharedRules = append(c.b.g.sharedRules, sharedRange{key: key, first: first, end: int32(len(c.b.g.nodes))})
+	return c.b.call(r), nil
+}
+
+func (c *compiler) array(s *value, path string) (frag, error) {
+	min, max, err := bounds(s, "minItems", "maxItems", path)
+	if err != nil {
+		return frag{}, err
+	}
+	items := s.get("items")
+	if items == nil {
+		return c.list(min, max, func() frag { return c.b.call(c.bi.value) }), nil
+	}
+	r := c.b.newRule(path + "/items")
+	f, err := c.compile(items, path+"/items")
+	if err != nil {
+		return frag{}, err
+	}
+	c.b.define(r, f)
+	return c.list(min, max, func() frag { return c.b.call(r) }), nil
+}
+
+func (c *compiler) object(s *value, path string) (frag, error) {
+	b := c.b
+	props := s.get("properties")
+	if props != nil && props.kind != 'o' {
+		return frag{}, genq.Errorf(genq.Invalid, "at %s: properties must be an object", path)
+	}
+	required := map[string]bool{}
+	if r := s.get("required"); r != nil {
+		if r.kind != 'a' {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+		}
+		for _, n := range r.arr {
+			if n.kind != 's' {
+				return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+			}
+			if props == nil || props.get(n.str) == nil {
+				return frag{}, genq.Errorf(genq.Invalid, "at %s: required names %q, which properties does not define", path, n.str)
+			}
+			required[n.str] = true
+		}
+	}
+	addl := s.get("additionalProperties")
+	if props == nil || len(props.obj) == 0 {
+		// Without properties the object is a map: its values follow
+		// additionalProperties, or are any value.
+		switch {
+		case addl != nil && addl.kind == 'b' && !addl.b:
+			return b.seq(b.lit("{"), c.ws(), b.lit("}")), nil
+		case addl != nil && addl.kind == 'o':
+			r := b.newRule(path + "/additionalProperties")
+			f, err := c.compile(addl, path+"/additionalProperties")
+			if err != nil {
+				return frag{}, err
+			}
+			b.define(r, f)
+			return c.mapObject(func() frag { return b.call(r) }), nil
+		}
+		return b.call(c.bi.object), nil
+	}
+	// Properties come in the schema's order; required ones always, optional
+	// ones may be left out. none: no property written yet; some: at least one.
+	open := b.seq(b.lit("{"), c.ws())
+	none, some := open.end, int32(-1)
+	for _, m := range props.obj {
+		var buf bytes.Buffer
+		writeString(&buf, m.key)
+		key := buf.String()
+		p := path + "/properties/" + m.key
+		prop := func() (frag, error) {
+			v, err := c.compile(m.val, p)
+			if err != nil {
+				return frag{}, err
+			}
+			return b.seq(b.lit(key), c.ws(), b.lit(":"), c.ws(), v), nil
+		}
+		opt := !required[m.key]
+		newNone, newSome := int32(-1), b.node()
+		if none >= 0 {
+			f, err := prop()
+			if err != nil {
+				return frag{}, err
+			}
+			b.eps(none, f.start)
+			b.eps(f.end, newSome)
+			if opt {
+				newNone = b.node()
+				b.eps(none, newNone)
+			}
+		}
+		if some >= 0 {
+			f, err := prop()
+			if err != nil {
+				return frag{}, err
+			}
+			sep := b.seq(c.ws(), b.lit(","), c.ws(), f)
+			b.eps(some, sep.start)
+			b.eps(sep.end, newSome)
+			if opt {
+				b.eps(some, newSome)
+			}
+		}
+		none, some = newNone, newSome
+	}
+	end := b.node()
+	if none >= 0 {
+		cl := b.lit("}")
+		b.eps(none, cl.start)
+		b.eps(cl.end, end)
+	}
+	cl := b.seq(c.ws(), b.lit("}"))
+	b.eps(some, cl.start)
+	b.eps(cl.end, end)
+	return frag{open.start, end}, b.err
+}
