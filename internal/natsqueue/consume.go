@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -216,35 +215,6 @@ func settleContext(ctx context.Context, d time.Duration) (context.Context, conte
 // settleWithin is how long a settle is retried: the consumer's AckWait,
 // after which the server hands the job to another worker anyway.
 func (d *Delivery) settleWithin() time.Duration { return d.conn.Settings().AckWait }
-
-// retry calls try, each call bounded by settleTry, until it succeeds or
-// within passes, with a short jittered pause between calls, even when ctx
-// has ended: a settle must leave. It returns the last error.
-func retry(ctx context.Context, within time.Duration, try func(ctx context.Context) error) error {
-	return retryEach(context.WithoutCancel(ctx), within, settleTry, try)
-}
-
-// retryEach calls try, each call bounded by each, until it succeeds,
-// within passes or ctx ends.
-func retryEach(ctx context.Context, within, each time.Duration, try func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	pause := 50 * time.Millisecond
-	for {
-		tctx, tcancel := context.WithTimeout(ctx, each)
-		err := try(tctx)
-		tcancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause/2 + rand.N(pause)):
-		}
-		pause = min(pause*2, time.Second)
-	}
-}
 
 // The bodies of the acknowledgements a worker sends (JetStream's ack
 // protocol).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -191,29 +190,11 @@ const (
 // ensureAsset runs create, each try bounded, until it succeeds, fails for
 // a reason other than a timeout, or assetRetryFor passes.
 func ensureAsset(ctx context.Context, what string, create func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, assetRetryFor)
-	defer cancel()
-	pause, each := 100*time.Millisecond, assetTry
-	for {
-		tctx, tcancel := context.WithTimeout(ctx, each)
-		err := create(tctx)
-		tcancel()
-		if err == nil {
-			return nil
-		}
-		if !transient(err) {
-			return fmt.Errorf("ensure %s: %w", what, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ensure %s: %w", what, err)
-		case <-time.After(pause/2 + rand.N(pause)):
-		}
-		pause = min(pause*2, time.Second)
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-			each = min(each*2, assetTryMax)
-		}
+	t := tries{within: assetRetryFor, each: assetTry, eachMax: assetTryMax, permanent: func(err error) bool { return !transient(err) }}
+	if err := retryTries(ctx, t, create); err != nil {
+		return fmt.Errorf("ensure %s: %w", what, err)
 	}
+	return nil
 }
 
 // transient reports whether err may go away by itself: an answer that did
