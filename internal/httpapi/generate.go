@@ -88,7 +88,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}
 	err = job.Validate()
 	if err == nil {
-		err = s.checkLimits(job)
+		err = s.workerLimits().Check(job)
 	}
 	if err != nil {
 		s.reject(w, err)

@@ -152,17 +152,18 @@ func NewServer(cfg Config, deps Deps) http.Handler {
 	return s.routes()
 }
 
-// checkLimits refuses a job that the live workers' models cannot serve,
-// as their heartbeats tell their limits. With no live worker that tells
-// them, the job is queued, and the worker that takes it checks it.
-func (s *Server) checkLimits(job genq.Job) error {
+// workerLimits are the tightest limits of the live workers' models, as
+// their heartbeats tell them: a job that breaks them is refused before it
+// is queued. With no live worker that tells them, they hold nothing back,
+// and the worker that takes the job checks it.
+func (s *Server) workerLimits() genq.Limits {
 	var lims []genq.Limits
 	for _, hb := range s.workers.Live() {
 		if hb.Limits != nil {
 			lims = append(lims, *hb.Limits)
 		}
 	}
-	return genq.Tightest(lims...).Check(job)
+	return genq.Tightest(lims...)
 }
 
 // fitsQueue refuses a request of more jobs than the queue holds, which

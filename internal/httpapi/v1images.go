@@ -47,7 +47,7 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		err = s.fitsQueue(len(jobs), "images (n)")
 	}
 	if err == nil {
-		err = s.checkLimits(jobs[0]) // the images of a request differ only in their seeds
+		err = s.workerLimits().Check(jobs[0]) // the images of a request differ only in their seeds
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)

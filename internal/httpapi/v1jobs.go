@@ -136,7 +136,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}
 	req, model, err := openai.DecodeJobSubmit(body, s.limits(), &job)
 	if err == nil {
-		err = s.checkLimits(job)
+		err = s.workerLimits().Check(job)
 	}
 	if err == nil && req.Webhook != "" {
 		err = s.cfg.Async.webhooks().Check(req.Webhook)

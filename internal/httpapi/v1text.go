@@ -100,11 +100,12 @@ func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
 		return nil, err
 	}
 	jobs := make([]genq.Job, 0, len(prompts)*n)
+	lims := s.workerLimits()
 	for i, p := range prompts {
 		p.ID = s.newID()
 		err := p.Validate()
 		if err == nil {
-			err = s.checkLimits(p)
+			err = lims.Check(p)
 		}
 		if err != nil && len(prompts) > 1 {
 			err = genq.WrapError(genq.ErrorCode(err), err, fmt.Sprintf("prompt[%d]: %s", i, genq.ErrorMessage(err)))
