@@ -144,7 +144,7 @@ func writeString(buf *bytes.Buffer, s string) {
 	buf.Truncate(buf.Len() - 1) // Encode's newline
 }
 
-// jsonType names v's type the way a schema's "type" does; a number with no
+// isType reports whether v is of a schema's "type" t; a number with no
 // fraction is an integer as well.
 func (v *value) isType(t string) bool {
 	switch t {
