@@ -379,7 +379,7 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"temperature out of range", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":3}`, 400, "invalid_request_error", "temperature must be between 0 and 2"},
 		{"max_tokens over the cap", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"max_tokens":17}`, 400, "invalid_request_error", "at most 16 tokens"},
 		{"max_tokens zero", "/v1/completions", key, `{"prompt":"x","max_tokens":0}`, 400, "invalid_request_error", "max_tokens must be at least 1"},
-		{"unknown role", "/v1/chat/completions", key, `{"messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request_error", `role "tool"`},
+		{"unknown role", "/v1/chat/completions", key, `{"messages":[{"role":"function","content":"x"}]}`, 400, "invalid_request_error", `role "function"`},
 		{"no messages", "/v1/chat/completions", key, `{"model":"m"}`, 400, "invalid_request_error", "messages is required"},
 		{"image part", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_request_error", "only text parts"},
 		{"wrong type", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, "invalid_request_error", "temperature must be a number, not string"},

@@ -88,6 +88,15 @@ type Job struct {
 	// answer's text to ReplyTo as it is sampled, before the usual reply
 	// (docs/protocol.md, "Streaming").
 	Stream bool `json:"stream,omitempty"`
+	// ResponseFormat holds the answer to free text, any JSON object or a
+	// JSON schema; Tools are functions the model may call, offered as
+	// ToolChoice says (by default "auto"), more than one call in an answer
+	// unless ParallelToolCalls is false. Decoding is constrained to them
+	// (docs/protocol.md, "Structured output and tools").
+	ResponseFormat    *ResponseFormat `json:"response_format,omitempty"`
+	Tools             []Tool          `json:"tools,omitempty"`
+	ToolChoice        *ToolChoice     `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
 
 	// Image parameters (variant C), all optional: zero takes the worker's
 	// setting. Seed above is the image's noise seed too. Width and Height
@@ -125,12 +134,16 @@ const (
 	RoleSystem    = "system"
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
+	RoleTool      = "tool"
 )
 
-// Message is one turn of a chat.
+// Message is one turn of a chat. An assistant's turn may hold the tool
+// calls it made, and a tool's turn answers the call ToolCallID names.
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
 // StopList is a job's stop strings. Its JSON is a list, and a single string

@@ -47,3 +47,36 @@ func TestJobJSON(t *testing.T) {
 		t.Errorf("marshal: %s, want %s", b, want)
 	}
 }
+
+func TestToolChoiceJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    genq.ToolChoice
+		wantErr string
+	}{
+		{`"auto"`, genq.ToolChoice{Mode: "auto"}, ""},
+		{`"none"`, genq.ToolChoice{Mode: "none"}, ""},
+		{`"required"`, genq.ToolChoice{Mode: "required"}, ""},
+		{`{"type":"function","function":{"name":"w"}}`, genq.ToolChoice{Function: "w"}, ""},
+		{`"any"`, genq.ToolChoice{}, `"any" is not one of`},
+		{`{"type":"function"}`, genq.ToolChoice{}, "tool_choice must be"},
+		{`3`, genq.ToolChoice{}, "tool_choice must be"},
+	} {
+		var got genq.ToolChoice
+		err := json.Unmarshal([]byte(tc.in), &got)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.in, got, err, tc.want)
+			continue
+		}
+		back, err := json.Marshal(got)
+		if err != nil || string(back) != tc.in {
+			t.Errorf("%s: marshals back to %s, %v", tc.in, back, err)
+		}
+	}
+}

@@ -33,8 +33,12 @@ type ReceivedResult struct {
 // OpenAI's objects.
 type TextResult struct {
 	GeneratedText string `json:"generated_text"`
-	// FinishReason is FinishStop or FinishLength.
+	// FinishReason is FinishStop, FinishLength or FinishToolCalls.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// ToolCalls are the calls the answer made, when the job offered tools
+	// and the model called them: GeneratedText is then the calls' text as
+	// the model wrote it.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Usage        *Usage `json:"usage,omitempty"`
 	// Logprobs has one entry per token of the text, in order, when the job
 	// asked for them.
@@ -74,11 +78,12 @@ type Logprob struct {
 // vLLM's choice.
 const MinLogprob = -9999.0
 
-// Why an answer ended: an end-of-turn token or a stop string, or the token
-// limit.
+// Why an answer ended: an end-of-turn token or a stop string, the token
+// limit, or the end of the tool calls it made.
 const (
-	FinishStop   = "stop"
-	FinishLength = "length"
+	FinishStop      = "stop"
+	FinishLength    = "length"
+	FinishToolCalls = "tool_calls"
 )
 
 // Usage counts a job's tokens.

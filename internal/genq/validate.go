@@ -1,6 +1,7 @@
 package genq
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode/utf8"
 )
@@ -61,6 +62,9 @@ func (j Job) ValidateInput() error {
 		}
 	}
 	if err := j.validateImageParams(); err != nil {
+		return err
+	}
+	if err := j.validateStructured(); err != nil {
 		return err
 	}
 	return j.validateParams()
@@ -210,7 +214,9 @@ func (j Job) validateParams() error {
 }
 
 // ValidateMessages checks a chat: at most MaxMessages turns, each with a
-// known role and no NUL, and at least one with content.
+// known role and no NUL, and at least one with content or a tool call.
+// Tool calls belong to the assistant, and a tool's turn names the call it
+// answers.
 func ValidateMessages(msgs []Message) error {
 	if len(msgs) == 0 {
 		return Errorf(Invalid, "messages must hold at least one message")
@@ -221,17 +227,40 @@ func ValidateMessages(msgs []Message) error {
 	content := false
 	for i, m := range msgs {
 		switch m.Role {
-		case RoleSystem, RoleUser, RoleAssistant:
+		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
 		default:
-			return Errorf(Invalid, "messages[%d]: role %q is not one of system, user and assistant", i, m.Role)
+			return Errorf(Invalid, "messages[%d]: role %q is not one of system, user, assistant and tool", i, m.Role)
 		}
 		if strings.ContainsRune(m.Content, 0) {
 			return Errorf(Invalid, "messages[%d]: content must not contain NUL characters", i)
 		}
-		content = content || strings.TrimSpace(m.Content) != ""
+		if err := validateToolTurn(i, m); err != nil {
+			return err
+		}
+		content = content || strings.TrimSpace(m.Content) != "" || len(m.ToolCalls) > 0
 	}
 	if !content {
 		return Errorf(Invalid, "messages must hold some content")
+	}
+	return nil
+}
+
+func validateToolTurn(i int, m Message) error {
+	switch {
+	case len(m.ToolCalls) > 0 && m.Role != RoleAssistant:
+		return Errorf(Invalid, "messages[%d]: only an assistant's message holds tool_calls", i)
+	case m.Role == RoleTool && m.ToolCallID == "":
+		return Errorf(Invalid, "messages[%d]: a tool's message needs tool_call_id", i)
+	case m.Role != RoleTool && m.ToolCallID != "":
+		return Errorf(Invalid, "messages[%d]: only a tool's message holds tool_call_id", i)
+	}
+	for k, c := range m.ToolCalls {
+		if c.Function.Name == "" {
+			return Errorf(Invalid, "messages[%d].tool_calls[%d].function.name is required", i, k)
+		}
+		if !json.Valid([]byte(c.Function.Arguments)) {
+			return Errorf(Invalid, "messages[%d].tool_calls[%d].function.arguments is not JSON", i, k)
+		}
 	}
 	return nil
 }

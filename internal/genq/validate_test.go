@@ -35,8 +35,54 @@ func TestJobValidate(t *testing.T) {
 		{"too many token ids", func(j *genq.Job) { j.Text, j.PromptTokenIDs = "", make([]int32, genq.MaxPromptTokenIDs+1) }, "the limit is 131072"},
 		{"text and prompt", func(j *genq.Job) { j.Prompt = "x" }, "one of text, messages, prompt and prompt_token_ids"},
 		{"text and messages", func(j *genq.Job) { j.Messages = []genq.Message{{Role: "user", Content: "x"}} }, "one of text, messages, prompt and prompt_token_ids"},
-		{"unknown role", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "tool", Content: "x"}} }, `role "tool"`},
+		{"unknown role", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "function", Content: "x"}} }, `role "function"`},
 		{"no content", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: " "}} }, "some content"},
+		{"tool round trip", func(j *genq.Job) {
+			j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "weather?"},
+				{Role: "assistant", ToolCalls: []genq.ToolCall{{ID: "call_1", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: `{"city":"Oslo"}`}}}},
+				{Role: "tool", ToolCallID: "call_1", Content: "sunny"}}
+			j.Tools = []genq.Tool{weatherTool}
+		}, ""},
+		{"tool turn without its call id", func(j *genq.Job) {
+			j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "x"}, {Role: "tool", Content: "sunny"}}
+		}, "needs tool_call_id"},
+		{"tool calls from the user", func(j *genq.Job) {
+			j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "x", ToolCalls: []genq.ToolCall{{Function: genq.ToolCallFunction{Name: "w", Arguments: "{}"}}}}}
+		}, "only an assistant"},
+		{"tool call arguments not JSON", func(j *genq.Job) {
+			j.Text, j.Messages = "", []genq.Message{{Role: "assistant", ToolCalls: []genq.ToolCall{{Function: genq.ToolCallFunction{Name: "w", Arguments: "{"}}}}}
+		}, "arguments is not JSON"},
+		{"tools", func(j *genq.Job) { j.Text, j.Prompt, j.Tools = "", "x", []genq.Tool{weatherTool} }, ""},
+		{"tools on a seed job", func(j *genq.Job) { j.Tools = []genq.Tool{weatherTool} }, "need messages or a prompt"},
+		{"tool without a name", func(j *genq.Job) {
+			j.Text, j.Prompt, j.Tools = "", "x", []genq.Tool{{Type: "function"}}
+		}, "tools[0].function.name is required"},
+		{"tool of another type", func(j *genq.Job) {
+			j.Text, j.Prompt, j.Tools = "", "x", []genq.Tool{{Type: "code_interpreter", Function: genq.ToolFunction{Name: "w"}}}
+		}, `tools[0].type "code_interpreter"`},
+		{"tool name with a space", func(j *genq.Job) {
+			j.Text, j.Prompt, j.Tools = "", "x", []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "get weather"}}}
+		}, "letters, digits"},
+		{"two tools of one name", func(j *genq.Job) { j.Text, j.Prompt, j.Tools = "", "x", []genq.Tool{weatherTool, weatherTool} }, "names two tools"},
+		{"tool_choice of an unknown function", func(j *genq.Job) {
+			j.Text, j.Prompt, j.Tools, j.ToolChoice = "", "x", []genq.Tool{weatherTool}, &genq.ToolChoice{Function: "nope"}
+		}, `names function "nope"`},
+		{"tool_choice without tools", func(j *genq.Job) {
+			j.Text, j.Prompt, j.ToolChoice = "", "x", &genq.ToolChoice{Mode: "required"}
+		}, "tool_choice needs tools"},
+		{"json_object", func(j *genq.Job) {
+			j.Text, j.Prompt, j.ResponseFormat = "", "x", &genq.ResponseFormat{Type: "json_object"}
+		}, ""},
+		{"json_schema without a schema", func(j *genq.Job) {
+			j.Text, j.Prompt, j.ResponseFormat = "", "x", &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "a"}}
+		}, "schema is required"},
+		{"response_format of an unknown type", func(j *genq.Job) {
+			j.Text, j.Prompt, j.ResponseFormat = "", "x", &genq.ResponseFormat{Type: "yaml"}
+		}, `response_format.type "yaml"`},
+		{"response_format and required tools", func(j *genq.Job) {
+			j.Text, j.Prompt, j.Tools, j.ResponseFormat = "", "x", []genq.Tool{weatherTool}, &genq.ResponseFormat{Type: "json_object"}
+		}, "cannot both constrain"},
+
 		{"NUL in a message", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "a\x00"}} }, "NUL"},
 		{"too many messages", func(j *genq.Job) {
 			j.Text, j.Messages = "", make([]genq.Message, genq.MaxMessages+1)
@@ -103,3 +149,5 @@ func TestJobValidate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+var weatherTool = genq.Tool{Type: "function", Function: genq.ToolFunction{Name: "w", Parameters: []byte(`{"type":"object"}`)}}

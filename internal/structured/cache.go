@@ -31,11 +31,15 @@ func NewCache(size int) *Cache {
 // Compile returns the grammar of schema, compiled once. Schemas that fail
 // are not kept: their errors come back each time.
 func (c *Cache) Compile(schema []byte) (*Grammar, error) {
-	key := sha256.Sum256(schema)
+	return c.compileKeyed(sha256.Sum256(schema), func() (*Grammar, error) { return Compile(schema) })
+}
+
+// compileKeyed returns the grammar kept under key, compiling it once.
+func (c *Cache) compileKeyed(key [sha256.Size]byte, compile func() (*Grammar, error)) (*Grammar, error) {
 	if g := c.get(key); g != nil {
 		return g, nil
 	}
-	g, err := Compile(schema)
+	g, err := compile()
 	if err != nil {
 		return nil, err
 	}

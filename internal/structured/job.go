@@ -1,0 +1,88 @@
+package structured
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Constraint is what decoding holds a job's answer to.
+type Constraint struct {
+	// Grammar is the language of the answer; nil leaves it free.
+	Grammar *Grammar
+	// Lazy binds the grammar only once the answer opens with the first
+	// byte of a call ('{'): with tool_choice "auto" the model may answer
+	// in prose instead, and once it starts a call, the call is held to
+	// the tools' schemas.
+	Lazy bool
+	// ToolCalls says the answer, when it matches the grammar, is tool
+	// calls to parse (ParseToolCalls) rather than content.
+	ToolCalls bool
+}
+
+// LazyTrigger is the byte that opens a tool call, on which a lazy
+// grammar binds.
+const LazyTrigger = '{'
+
+// ForJob works out a job's constraint from its response_format and tools,
+// compiling each grammar once per distinct request (by the hash of what
+// shapes it). Errors are genq.Invalid and say what is wrong: a schema
+// keyword genq cannot enforce, a $ref to nowhere, a schema nothing
+// satisfies.
+func (c *Cache) ForJob(j genq.Job) (Constraint, error) {
+	if mode := j.ToolMode(); mode != "" {
+		parallel := j.Parallel() && (j.ToolChoice == nil || j.ToolChoice.Function == "")
+		tools := j.OfferedTools()
+		key, err := toolsKey(tools, parallel)
+		if err != nil {
+			return Constraint{}, err
+		}
+		g, err := c.compileKeyed(key, func() (*Grammar, error) { return CompileToolCalls(tools, parallel) })
+		if err != nil {
+			return Constraint{}, err
+		}
+		return Constraint{Grammar: g, Lazy: mode == genq.ToolChoiceAuto, ToolCalls: true}, nil
+	}
+	f := j.ResponseFormat
+	if f == nil {
+		return Constraint{}, nil
+	}
+	switch f.Type {
+	case genq.FormatJSONObject:
+		g, err := c.compileKeyed(sha256.Sum256([]byte("json_object")), func() (*Grammar, error) { return CompileJSONObject(), nil })
+		return Constraint{Grammar: g}, err
+	case genq.FormatJSONSchema:
+		if f.JSONSchema == nil || len(bytes.TrimSpace(f.JSONSchema.Schema)) == 0 {
+			return Constraint{}, genq.Errorf(genq.Invalid, "response_format.json_schema.schema is required")
+		}
+		g, err := c.Compile(f.JSONSchema.Schema)
+		if err != nil {
+			return Constraint{}, prefixed("response_format.json_schema.schema", err)
+		}
+		return Constraint{Grammar: g}, nil
+	}
+	return Constraint{}, nil
+}
+
+// toolsKey hashes what shapes a tool grammar: the tools' names and
+// parameters, and whether calls may repeat. Descriptions do not change it.
+func toolsKey(tools []genq.Tool, parallel bool) ([sha256.Size]byte, error) {
+	type shape struct {
+		Name       string          `json:"n"`
+		Parameters json.RawMessage `json:"p,omitempty"`
+	}
+	shapes := make([]shape, len(tools))
+	for i, t := range tools {
+		shapes[i] = shape{t.Function.Name, t.Function.Parameters}
+	}
+	b, err := json.Marshal(struct {
+		Tools    []shape `json:"t"`
+		Parallel bool    `json:"par"`
+	}{shapes, parallel})
+	if err != nil {
+		return [sha256.Size]byte{}, genq.WrapError(genq.Invalid, err, "tools: a parameters schema is not JSON")
+	}
+	return sha256.Sum256(append([]byte("tools\x00"), b...)), nil
+}
