@@ -39,7 +39,7 @@ type TextResult struct {
 	// and the model called them: GeneratedText is then the calls' text as
 	// the model wrote it.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
-	Usage        *Usage `json:"usage,omitempty"`
+	Usage     *Usage     `json:"usage,omitempty"`
 	// Logprobs has one entry per token of the text, in order, when the job
 	// asked for them.
 	Logprobs []TokenLogprob `json:"logprobs,omitempty"`

@@ -43,7 +43,7 @@ func TestToolCallGrammar(t *testing.T) {
 		{tree, true, true},
 		{ping, true, true},
 		{weather + "; " + tree, false, true},
-		{FormatToolCall("get_weather", `{"city": "Oslo"}`), false, false},            // unit missing
+		{FormatToolCall("get_weather", `{"city": "Oslo"}`), false, false},              // unit missing
 		{FormatToolCall("get_weather", `{"city": "Oslo", "unit": "k"}`), false, false}, // not in the enum
 		{FormatToolCall("nope", `{}`), false, false},
 		{`{"name": "get_weather"}`, false, false},
