@@ -79,6 +79,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Int(&c.embeddedMax, "embedded-nats-max-payload", "EMBEDDED_NATS_MAX_PAYLOAD", 0, "max_payload of the embedded nats-server in bytes (0: the default 1 MB)")
 	fs.Int(&c.embeddedMon, "embedded-nats-monitor-port", "EMBEDDED_NATS_MONITOR_PORT", 0, "monitoring port of the embedded nats-server (0: off)")
 	fs.Int64(&c.http.MaxBodyBytes, "max-body-bytes", "MAX_BODY_BYTES", 1<<20, "largest request body; more gets 413")
+	fs.Int64(&c.http.MaxV1BodyBytes, "max-v1-body-bytes", "MAX_V1_BODY_BYTES", 8<<20, "largest request body on the /v1 routes (conversations, tools, schemas); more gets 413")
 	fs.Int(&c.http.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 64<<10, "longest text in bytes; more gets 400")
 	fs.Duration(&c.http.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
 	fs.Duration(&c.http.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -19,7 +20,16 @@ import (
 // client that writes its whole body before reading gets the 413, not a
 // connection reset.
 func (s *Server) requestBody(w http.ResponseWriter, r *http.Request, render errorRenderer) ([]byte, bool) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	return s.requestBodyOf(w, r, render, s.cfg.MaxBodyBytes)
+}
+
+// v1RequestBody is requestBody on OpenAI's routes, under their limit.
+func (s *Server) v1RequestBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	return s.requestBodyOf(w, r, writeV1Error, cmp.Or(s.cfg.MaxV1BodyBytes, s.cfg.MaxBodyBytes))
+}
+
+func (s *Server) requestBodyOf(w http.ResponseWriter, r *http.Request, render errorRenderer, limit int64) ([]byte, bool) {
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		if genq.ErrorCode(err) == genq.TooLarge {
 			discardBody(w, r)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/structured"
 )
 
 // Jobs runs a job to its result.
@@ -38,6 +39,10 @@ type Config struct {
 	Variant genq.Variant
 	// MaxBodyBytes bounds a request body; more gives 413.
 	MaxBodyBytes int64
+	// MaxV1BodyBytes bounds the body of a POST on OpenAI's routes, whose
+	// conversations, tools and schemas outgrow a seed request; zero takes
+	// MaxBodyBytes.
+	MaxV1BodyBytes int64
 	// MaxPromptBytes bounds text; more gives 400.
 	MaxPromptBytes int
 	// QueueCapacity is the queue's bound on jobs (QUEUE_CAPACITY): a
@@ -139,6 +144,9 @@ type Server struct {
 	waker    Waker
 	metrics  *metrics
 	newID    func() string
+	// constraints compiles the schemas and tools of requests, so that one
+	// no worker could hold an answer to is refused before it is queued.
+	constraints *structured.Cache
 
 	wakeMu   sync.Mutex
 	lastWake time.Time
@@ -147,7 +155,7 @@ type Server struct {
 // NewServer returns the façade as an http.Handler.
 func NewServer(cfg Config, deps Deps) http.Handler {
 	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async,
-		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID}
+		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, constraints: structured.NewCache(constraintCacheSize)}
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	return s.routes()
 }
@@ -164,6 +172,18 @@ func (s *Server) workerLimits() genq.Limits {
 		}
 	}
 	return genq.Tightest(lims...)
+}
+
+// constraintCacheSize is how many compiled schemas and tool sets the api
+// keeps: a client's tools repeat with every request of a conversation.
+const constraintCacheSize = 256
+
+// checkConstraint refuses a job whose response_format or tools no answer
+// could be held to: a schema keyword genq cannot enforce, a $ref to
+// nowhere, a schema nothing satisfies.
+func (s *Server) checkConstraint(job genq.Job) error {
+	_, err := s.constraints.ForJob(job)
+	return err
 }
 
 // fitsQueue refuses a request of more jobs than the queue holds, which

@@ -28,7 +28,7 @@ const (
 
 func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, ok := s.requestBody(w, r, writeV1Error)
+	body, ok := s.v1RequestBody(w, r)
 	if !ok {
 		return
 	}

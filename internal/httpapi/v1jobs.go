@@ -125,7 +125,7 @@ type jobStatus struct {
 
 func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, ok := s.requestBody(w, r, writeV1Error)
+	body, ok := s.v1RequestBody(w, r)
 	if !ok {
 		return
 	}
@@ -137,6 +137,9 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	req, model, err := openai.DecodeJobSubmit(body, s.limits(), &job)
 	if err == nil {
 		err = s.workerLimits().Check(job)
+	}
+	if err == nil {
+		err = s.checkConstraint(job)
 	}
 	if err == nil && req.Webhook != "" {
 		err = s.cfg.Async.webhooks().Check(req.Webhook)

@@ -70,7 +70,7 @@ func oneJob(decode func(body []byte, maxPrompt int, job *genq.Job) (openai.Param
 // error shape.
 func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode textDecoder) (textRequest, bool) {
 	start := time.Now()
-	body, ok := s.requestBody(w, r, writeV1Error)
+	body, ok := s.v1RequestBody(w, r)
 	if !ok {
 		return textRequest{}, false
 	}
@@ -106,6 +106,9 @@ func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
 		err := p.Validate()
 		if err == nil {
 			err = lims.Check(p)
+		}
+		if err == nil {
+			err = s.checkConstraint(p)
 		}
 		if err != nil && len(prompts) > 1 {
 			err = genq.WrapError(genq.ErrorCode(err), err, fmt.Sprintf("prompt[%d]: %s", i, genq.ErrorMessage(err)))

@@ -18,8 +18,10 @@ type ChatRequest struct {
 }
 
 type chatMessageIn struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []genq.ToolCall `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // DecodeChat reads the body of a chat into job, its messages at most
@@ -60,7 +62,7 @@ func messages(in []chatMessageIn, maxPrompt int) ([]genq.Message, error) {
 			return nil, genq.Errorf(genq.Invalid, "messages[%d].content %s", i, err.Error())
 		}
 		size += len(content)
-		out[i] = genq.Message{Role: role, Content: content}
+		out[i] = genq.Message{Role: role, Content: content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 	}
 	if size > maxPrompt {
 		return nil, genq.Errorf(genq.Invalid, "messages hold %d bytes of content; the limit is %d", size, maxPrompt)
@@ -106,9 +108,13 @@ type chatChoice struct {
 	FinishReason string         `json:"finish_reason"`
 }
 
+// chatMessageOut is the answer's message: its content, or null and the
+// tool calls it made, as OpenAI gives them.
 type chatMessageOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string          `json:"role"`
+	Content   *string         `json:"content"`
+	Refusal   *string         `json:"refusal"`
+	ToolCalls []genq.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // RenderChat is the chat answer of a request's choices, in order.
@@ -117,7 +123,11 @@ func RenderChat(results ...TextResult) ChatCompletion {
 	c := ChatCompletion{ID: "chatcmpl-" + first.JobID, Object: "chat.completion", Created: first.Created, Model: first.Model,
 		Usage: ChoicesUsage(results)}
 	for i, r := range results {
-		c.Choices = append(c.Choices, chatChoice{Index: i, Message: chatMessageOut{Role: genq.RoleAssistant, Content: r.GeneratedText},
+		msg := chatMessageOut{Role: genq.RoleAssistant, ToolCalls: r.ToolCalls}
+		if len(r.ToolCalls) == 0 {
+			msg.Content = &r.GeneratedText
+		}
+		c.Choices = append(c.Choices, chatChoice{Index: i, Message: msg,
 			Logprobs: chatLogprobsOf(r.logprobEntries()), FinishReason: r.FinishReason})
 	}
 	return c

@@ -51,6 +51,9 @@ func DecodeCompletions(body []byte, maxPrompt int, job genq.Job) (Params, []genq
 	if n := req.Logprobs; n != nil {
 		job.Logprobs, job.TopLogprobs = true, *n
 	}
+	if len(req.Tools) > 0 || req.ToolChoice != nil || req.ParallelToolCalls != nil {
+		return Params{}, nil, genq.Errorf(genq.Invalid, "tools are for /v1/chat/completions: a completion continues its prompt; use response_format to hold it to JSON")
+	}
 	if err := req.fill(&job); err != nil {
 		return Params{}, nil, err
 	}

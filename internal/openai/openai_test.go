@@ -59,8 +59,14 @@ func TestDecodeRefusals(t *testing.T) {
 		{"long prompt", `{"prompt":"0123456789"}`, "prompt is 10 bytes long; the limit is 8", false},
 		{"n too big", `{"prompt":"x","n":9}`, "n must be between 1 and 8, not 9", false},
 		{"logit_bias key", `{"prompt":"x","logit_bias":{"a":1}}`, `logit_bias names "a": keys are token ids, as "1234"`, false},
-		{"tools", `{"prompt":"x","tools":[{}]}`,
-			"tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none", false},
+		{"tools in a completion", `{"prompt":"x","tools":[{}]}`,
+			"tools are for /v1/chat/completions: a completion continues its prompt; use response_format to hold it to JSON", false},
+		{"functions", `{"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}`,
+			"functions and function_call are the deprecated form of tools: send tools and tool_choice", true},
+		{"tool_choice of an unknown mode", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"always"}`,
+			`tool_choice "always" is not one of "none", "auto" and "required", nor a function`, true},
+		{"tool turn without its call", `{"messages":[{"role":"user","content":"hi"},{"role":"tool","content":"42"}]}`,
+			"messages[1]: a tool's message needs tool_call_id", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			decode := DecodeCompletion
@@ -270,6 +276,9 @@ func TestRender(t *testing.T) {
 	otherPrompt.TextResult.Usage.PromptTokens = 5
 	scored := result("", 0)
 	scored.EchoAsked, scored.FinishReason = true, genq.FinishLength
+	called := result(`{"name": "w", "parameters": {"city": "Oslo"}}`, 9)
+	called.FinishReason = genq.FinishToolCalls
+	called.ToolCalls = []genq.ToolCall{{ID: "call_1", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: `{"city": "Oslo"}`}}}
 	for _, tt := range []struct {
 		name string
 		got  any
@@ -277,9 +286,13 @@ func TestRender(t *testing.T) {
 	}{
 		{"chat, two choices", RenderChat(result("a", 1), second),
 			`{"id":"chatcmpl-j","object":"chat.completion","created":7,"model":"m","choices":[` +
-				`{"index":0,"message":{"role":"assistant","content":"a"},"logprobs":null,"finish_reason":"stop"},` +
-				`{"index":1,"message":{"role":"assistant","content":"bc"},"logprobs":null,"finish_reason":"stop"}],` +
+				`{"index":0,"message":{"role":"assistant","content":"a","refusal":null},"logprobs":null,"finish_reason":"stop"},` +
+				`{"index":1,"message":{"role":"assistant","content":"bc","refusal":null},"logprobs":null,"finish_reason":"stop"}],` +
 				`"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`},
+		{"chat that called a tool: content null", RenderChat(called),
+			`{"id":"chatcmpl-j","object":"chat.completion","created":7,"model":"m","choices":[` +
+				`{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"w","arguments":"{\"city\": \"Oslo\"}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],` +
+				`"usage":{"prompt_tokens":3,"completion_tokens":9,"total_tokens":12}}`},
 		{"completion with echo", RenderCompletion(echoed),
 			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[` +
 				`{"text":"Pb","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`},

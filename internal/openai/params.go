@@ -31,13 +31,15 @@ type Params struct {
 	PresencePenalty   *float64    `json:"presence_penalty"`
 	LogitBias         tokenBiases `json:"logit_bias"`
 
+	// Structured output and tools (chats only, but response_format).
+	ResponseFormat    *genq.ResponseFormat `json:"response_format"`
+	Tools             []genq.Tool          `json:"tools"`
+	ToolChoice        *genq.ToolChoice     `json:"tool_choice"`
+	ParallelToolCalls *bool                `json:"parallel_tool_calls"`
+
 	// Features genq does not have, read only to refuse them when asked for.
-	Tools          []any           `json:"tools"`
-	ToolChoice     json.RawMessage `json:"tool_choice"`
-	Functions      []any           `json:"functions"`
-	ResponseFormat *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	Functions    []any           `json:"functions"`
+	FunctionCall json.RawMessage `json:"function_call"`
 	Echo   bool   `json:"echo"` // completions only: a chat refuses it
 	BestOf *int   `json:"best_of"`
 	Suffix string `json:"suffix"`
@@ -66,10 +68,8 @@ func (b *tokenBiases) UnmarshalJSON(data []byte) error {
 // as the refusal's message; "" when there is none.
 func (p Params) unsupported() string {
 	switch {
-	case len(p.Tools) > 0 && string(p.ToolChoice) != `"none"`, len(p.Functions) > 0:
-		return "tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"
-	case p.ResponseFormat != nil && p.ResponseFormat.Type != "" && p.ResponseFormat.Type != "text":
-		return fmt.Sprintf("response_format %q is not supported: this server does not constrain answers to JSON; ask for JSON in the prompt and leave response_format out", p.ResponseFormat.Type)
+	case len(p.Functions) > 0 || len(p.FunctionCall) > 0:
+		return "functions and function_call are the deprecated form of tools: send tools and tool_choice"
 	case p.Echo && p.Stream:
 		return "echo with stream: true is not supported: ask for the echo without streaming"
 	case p.BestOf != nil && *p.BestOf > 1:
@@ -120,6 +120,7 @@ func (p Params) fill(j *genq.Job) error {
 	j.Temperature, j.TopP, j.Seed, j.Stop, j.Stream = p.Temperature, p.TopP, p.Seed, p.Stop, p.Stream
 	j.TopK, j.MinP, j.RepetitionPenalty, j.IgnoreEOS, j.Echo = p.TopK, p.MinP, p.RepetitionPenalty, p.IgnoreEOS, p.Echo
 	j.FrequencyPenalty, j.PresencePenalty, j.LogitBias = p.FrequencyPenalty, p.PresencePenalty, p.LogitBias
+	j.ResponseFormat, j.Tools, j.ToolChoice, j.ParallelToolCalls = p.ResponseFormat, p.Tools, p.ToolChoice, p.ParallelToolCalls
 	return nil
 }
 
