@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // ResponseFormat is the shape a text answer must take, OpenAI's
@@ -228,3 +230,10 @@ func (j Job) OfferedTools() []Tool {
 // Parallel reports whether the answer may make more than one call:
 // parallel_tool_calls, true unless the job says otherwise, as OpenAI's.
 func (j Job) Parallel() bool { return j.ParallelToolCalls == nil || *j.ParallelToolCalls }
+
+// ToolCallID names call i of a job's answer. It is worked out from the
+// job's id, so a job run again answers with the same ids, and a stream's
+// deltas carry the ids of the whole answer.
+func ToolCallID(jobID string, i int) string {
+	return "call_" + strings.ReplaceAll(jobID, "-", "") + "_" + strconv.Itoa(i)
+}

@@ -27,6 +27,7 @@ type StreamJobs interface {
 type textChunks interface {
 	// Piece carries a piece of choice index's text; sofar is the choice's
 	// text before it, and first says whether it is the choice's first chunk.
+	// Nil is no chunk: the piece is held back until it says something.
 	Piece(index int, sofar string, piece genq.TextPiece, first bool) any
 	// Finish ends choice index with its finish reason.
 	Finish(index int, reason string, first bool) any
@@ -107,9 +108,13 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 		if failed != nil || gone != nil {
 			return cmp.Or(failed, gone)
 		}
-		err := out.event(chunk(sofar[index].String(), !started[index]))
-		started[index] = true
+		c := chunk(sofar[index].String(), !started[index])
 		sofar[index].WriteString(text)
+		if c == nil { // nothing to say yet
+			return nil
+		}
+		err := out.event(c)
+		started[index] = true
 		if err != nil {
 			gone = err // the client went away: the request's context ends the jobs
 		}

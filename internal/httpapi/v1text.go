@@ -18,7 +18,7 @@ import (
 
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	if t, ok := s.textRequest(w, r, oneJob(openai.DecodeChat)); ok {
-		answerText(s, w, r, t, openai.ChatChunks{Stream: s.stream(t)}, openai.RenderChat)
+		answerText(s, w, r, t, openai.NewChatChunks(s.stream(t), t.jobs), openai.RenderChat)
 	}
 }
 

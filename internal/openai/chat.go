@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -146,33 +147,105 @@ type chatChunkChoice struct {
 }
 
 type chatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
-// ChatChunks builds the chunks of one streamed chat.
-type ChatChunks struct{ Stream }
+// toolCallDelta is a piece of a streamed tool call: the first names the
+// call's id and function, the next carry pieces of its arguments.
+type toolCallDelta struct {
+	Index    int               `json:"index"`
+	ID       string            `json:"id,omitempty"`
+	Type     string            `json:"type,omitempty"`
+	Function toolFunctionDelta `json:"function"`
+}
 
-func (s ChatChunks) object(choices []chatChunkChoice, usage *Usage) ChatCompletionChunk {
+type toolFunctionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// ChatChunks builds the chunks of one streamed chat. A choice whose job
+// offers tools is read as it comes (structured.CallStream), and the calls
+// it makes go out as delta.tool_calls.
+type ChatChunks struct {
+	Stream
+	jobIDs []string
+	calls  []*structured.CallStream // by choice; nil for a choice without tools
+	held   [][]genq.TokenLogprob    // by choice: of pieces that gave no chunk yet
+}
+
+// NewChatChunks builds the chunks of a chat streamed by jobs, a job per
+// choice.
+func NewChatChunks(s Stream, jobs []genq.Job) *ChatChunks {
+	c := &ChatChunks{Stream: s, jobIDs: make([]string, len(jobs)), calls: make([]*structured.CallStream, len(jobs)),
+		held: make([][]genq.TokenLogprob, len(jobs))}
+	for i, j := range jobs {
+		c.jobIDs[i] = j.ID
+		if mode := j.ToolMode(); mode != "" {
+			c.calls[i] = structured.NewCallStream(mode == genq.ToolChoiceAuto)
+		}
+	}
+	return c
+}
+
+func (s *ChatChunks) object(choices []chatChunkChoice, usage *Usage) ChatCompletionChunk {
 	return ChatCompletionChunk{ID: "chatcmpl-" + s.JobID, Object: "chat.completion.chunk", Created: s.Created,
 		Model: s.Model, Choices: choices, Usage: usage}
 }
 
 // Piece carries a piece of choice index's text; a choice's first chunk
-// names the role.
-func (s ChatChunks) Piece(index int, _ string, piece genq.TextPiece, first bool) any {
-	return s.choice(index, piece, "", first)
+// names the role. A piece that says nothing yet (the start of a tool call
+// whose name is still coming) gives nil: no chunk.
+func (s *ChatChunks) Piece(index int, _ string, piece genq.TextPiece, first bool) any {
+	if s.calls[index] == nil {
+		return s.choice(index, chatDelta{Content: piece.Text}, piece.Logprobs, "", first)
+	}
+	delta := s.delta(index, s.calls[index].Write(piece.Text))
+	s.held[index] = append(s.held[index], piece.Logprobs...)
+	if delta.Content == "" && len(delta.ToolCalls) == 0 {
+		return nil
+	}
+	logprobs := s.held[index]
+	s.held[index] = nil
+	return s.choice(index, delta, logprobs, "", first)
 }
 
-// Finish ends choice index with its finish reason.
-func (s ChatChunks) Finish(index int, reason string, first bool) any {
-	return s.choice(index, genq.TextPiece{}, reason, first)
+// Finish ends choice index with its finish reason, and what was held back
+// of its tool calls.
+func (s *ChatChunks) Finish(index int, reason string, first bool) any {
+	var delta chatDelta
+	if s.calls[index] != nil {
+		delta = s.delta(index, s.calls[index].Close())
+	}
+	return s.choice(index, delta, nil, reason, first)
 }
 
-func (s ChatChunks) choice(index int, piece genq.TextPiece, finish string, first bool) ChatCompletionChunk {
-	choice := chatChunkChoice{Index: index, Delta: chatDelta{Content: piece.Text}}
+// delta is the chat delta of a choice's call events.
+func (s *ChatChunks) delta(index int, events []structured.CallEvent) chatDelta {
+	var d chatDelta
+	for _, e := range events {
+		d.Content += e.Content
+		switch {
+		case e.Start:
+			d.ToolCalls = append(d.ToolCalls, toolCallDelta{Index: e.Index, ID: genq.ToolCallID(s.jobIDs[index], e.Index), Type: "function",
+				Function: toolFunctionDelta{Name: e.Name}})
+		case e.Arguments != "":
+			if n := len(d.ToolCalls); n > 0 && d.ToolCalls[n-1].Index == e.Index {
+				d.ToolCalls[n-1].Function.Arguments += e.Arguments
+			} else {
+				d.ToolCalls = append(d.ToolCalls, toolCallDelta{Index: e.Index, Function: toolFunctionDelta{Arguments: e.Arguments}})
+			}
+		}
+	}
+	return d
+}
+
+func (s *ChatChunks) choice(index int, delta chatDelta, logprobs []genq.TokenLogprob, finish string, first bool) ChatCompletionChunk {
+	choice := chatChunkChoice{Index: index, Delta: delta}
 	if s.Logprobs && finish == "" {
-		choice.Logprobs = chatLogprobsOf(orEmpty(piece.Logprobs))
+		choice.Logprobs = chatLogprobsOf(orEmpty(logprobs))
 	}
 	if first {
 		choice.Delta.Role = genq.RoleAssistant
@@ -185,6 +258,6 @@ func (s ChatChunks) choice(index int, piece genq.TextPiece, finish string, first
 
 // Usage is the stream's last chunk before [DONE], when asked for: no
 // choice, the token counts.
-func (s ChatChunks) Usage(u Usage) any {
+func (s *ChatChunks) Usage(u Usage) any {
 	return s.object([]chatChunkChoice{}, &u)
 }

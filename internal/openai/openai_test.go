@@ -316,16 +316,17 @@ func TestRender(t *testing.T) {
 func TestChunks(t *testing.T) {
 	s := Stream{JobID: "j", Created: 7, Model: "m", Logprobs: true}
 	piece := genq.TextPiece{Text: "hi"}
+	chat := func() *ChatChunks { return NewChatChunks(s, []genq.Job{{ID: "j"}, {ID: "k"}}) }
 	for _, tt := range []struct {
 		name string
 		got  any
 		want string
 	}{
-		{"chat piece, first", ChatChunks{s}.Piece(0, "", piece, true),
+		{"chat piece, first", chat().Piece(0, "", piece, true),
 			`{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"logprobs":{"content":[],"refusal":null},"finish_reason":null}]}`},
-		{"chat finish", ChatChunks{s}.Finish(1, "stop", false),
+		{"chat finish", chat().Finish(1, "stop", false),
 			`{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":1,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`},
-		{"chat usage", ChatChunks{s}.Usage(Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}),
+		{"chat usage", chat().Usage(Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}),
 			`{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`},
 		{"completion piece", CompletionChunks{s}.Piece(0, "ab", piece, true),
 			`{"id":"cmpl-j","object":"text_completion","created":7,"model":"m","choices":[{"text":"hi","index":0,"logprobs":{"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]},"finish_reason":null}]}`},
@@ -350,5 +351,32 @@ func TestErrorOf(t *testing.T) {
 		if want := `{"message":"why","type":"` + typ + `","param":null,"code":"` + string(code) + `"}`; string(got) != want {
 			t.Errorf("%s: got %s, want %s", code, got, want)
 		}
+	}
+}
+
+// A streamed chat whose job offers tools sends its calls as
+// delta.tool_calls: the id and name first, then the arguments in pieces,
+// held back while the call's head is incomplete.
+func TestToolCallChunks(t *testing.T) {
+	s := Stream{JobID: "j", Created: 7, Model: "m"}
+	tools := []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}
+	chunks := NewChatChunks(s, []genq.Job{{ID: "a-b", Tools: tools, ToolChoice: &genq.ToolChoice{Mode: "required"}}})
+	var got []string
+	for _, text := range []string{`{"name": "`, `w", "param`, `eters": {"city`, `": "Oslo"}`, `}`} {
+		if c := chunks.Piece(0, "", genq.TextPiece{Text: text}, len(got) == 0); c != nil {
+			b, _ := json.Marshal(c)
+			got = append(got, string(b))
+		}
+	}
+	b, _ := json.Marshal(chunks.Finish(0, "tool_calls", false))
+	got = append(got, string(b))
+	const head = `{"id":"chatcmpl-j","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":`
+	want := []string{
+		head + `{"role":"assistant","tool_calls":[{"index":0,"id":"call_ab_0","type":"function","function":{"name":"w","arguments":"{\"city"}}]},"logprobs":null,"finish_reason":null}]}`,
+		head + `{"tool_calls":[{"index":0,"function":{"arguments":"\": \"Oslo\"}"}}]},"logprobs":null,"finish_reason":null}]}`,
+		head + `{},"logprobs":null,"finish_reason":"tool_calls"}]}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
