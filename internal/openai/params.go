@@ -40,9 +40,9 @@ type Params struct {
 	// Features genq does not have, read only to refuse them when asked for.
 	Functions    []any           `json:"functions"`
 	FunctionCall json.RawMessage `json:"function_call"`
-	Echo   bool   `json:"echo"` // completions only: a chat refuses it
-	BestOf *int   `json:"best_of"`
-	Suffix string `json:"suffix"`
+	Echo         bool            `json:"echo"` // completions only: a chat refuses it
+	BestOf       *int            `json:"best_of"`
+	Suffix       string          `json:"suffix"`
 }
 
 // tokenBiases is logit_bias: token ids, as strings, to numbers.
