@@ -22,13 +22,18 @@ import (
 // real worker: greedy, every answer maxNew tokens long unless a stop string
 // ends it (a random model's end-of-turn would come at a random place).
 func (s *stack) tinyTextWorker(maxNew int) string {
+	return s.tinyTextWorkerWith(ggml.Config{Slots: 2, Threads: 1, MaxNewTokens: maxNew, IgnoreEOS: true})
+}
+
+// tinyTextWorkerWith serves the tiny model with cfg, its model file set.
+func (s *stack) tinyTextWorkerWith(cfg ggml.Config) string {
 	s.t.Helper()
 	path := filepath.Join(s.t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
 	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
 		s.t.Fatal(err)
 	}
-	b, err := ggml.Open(context.Background(), ggml.Config{ModelFile: path, Slots: 2, Threads: 1,
-		MaxNewTokens: maxNew, IgnoreEOS: true}, testLog(s.t))
+	cfg.ModelFile = path
+	b, err := ggml.Open(context.Background(), cfg, testLog(s.t))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -393,9 +398,6 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"top_logprobs without logprobs", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, 400, "invalid_request_error", "top_logprobs needs logprobs: true"},
 		{"top_logprobs over 20", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, 400, "invalid_request_error", "top_logprobs must be between 0 and 20"},
 		{"completion logprobs not a count", "/v1/completions", key, `{"prompt":"x","logprobs":true}`, 400, "invalid_request_error", "logprobs must be an integer"},
-		{"tools", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "invalid_request_error", "tools are not supported"},
-		{"legacy functions", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, 400, "invalid_request_error", "tools are not supported"},
-		{"JSON output", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "invalid_request_error", `response_format "json_object" is not supported`},
 		{"echo in a chat", "/v1/chat/completions", key, `{"messages":[{"role":"user","content":"x"}],"echo":true}`, 400, "invalid_request_error", "echo is for /v1/completions"},
 		{"echo streamed", "/v1/completions", key, `{"prompt":"x","echo":true,"stream":true}`, 400, "invalid_request_error", "echo with stream: true is not supported"},
 		{"best_of", "/v1/completions", key, `{"prompt":"x","best_of":3}`, 400, "invalid_request_error", "best_of is 3"},

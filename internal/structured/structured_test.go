@@ -1,8 +1,6 @@
 package structured
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +8,6 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/ajvtest"
 )
 
 // testVocab is a small vocabulary built to stress the masks: every single
@@ -126,78 +124,6 @@ func bruteForce(t *testing.T, m *Matcher, mask []uint64, toks [][]byte, eos int3
 	}
 }
 
-type ajvLine struct {
-	Schema  json.RawMessage `json:"schema"`
-	Answers []string        `json:"answers"`
-}
-
-// ajvCheck validates answers with ajv (test/structured), an independent
-// validator. It reports false when node or the package is missing, which
-// fails the test under GENQ_REQUIRE_AJV=1 (make test installs it).
-func ajvCheck(t *testing.T, lines []ajvLine) ([][]string, bool) {
-	t.Helper()
-	dir := filepath.Join("..", "..", "test", "structured")
-	missing := func(what string, err error) ([][]string, bool) {
-		if os.Getenv("GENQ_REQUIRE_AJV") == "1" {
-			t.Fatalf("ajv cannot run (%s: %v); npm ci in test/structured installs it", what, err)
-		}
-		return nil, false
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		return missing("node", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ajv")); err != nil {
-		return missing("ajv", err)
-	}
-	var in bytes.Buffer
-	enc := json.NewEncoder(&in)
-	for _, l := range lines {
-		if err := enc.Encode(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("node", "validate.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("ajv: %v: %s", err, stderr.String())
-	}
-	var errs [][]string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<26)
-	for sc.Scan() {
-		var r struct {
-			CompileError string `json:"compileError"`
-			Results      []struct {
-				OK    bool   `json:"ok"`
-				Error string `json:"error"`
-			} `json:"results"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		var e []string
-		if r.CompileError != "" {
-			e = append(e, "ajv cannot compile the schema: "+r.CompileError)
-		}
-		for _, res := range r.Results {
-			if !res.OK {
-				e = append(e, res.Error)
-			} else {
-				e = append(e, "")
-			}
-		}
-		errs = append(errs, e)
-	}
-	if len(errs) != len(lines) {
-		t.Fatalf("ajv answered %d lines for %d", len(errs), len(lines))
-	}
-	return errs, true
-}
-
 // TestCorpusRandomWalk drives random walks through every schema of the
 // corpus: every answer that ends must be JSON that validates under ajv,
 // and the masks along the first walks must equal a token-by-token check.
@@ -206,14 +132,14 @@ func TestCorpusRandomWalk(t *testing.T) {
 	v := NewVocab(toks, []int32{eos})
 	corpus := loadCorpus(t)
 	const walks, maxSteps = 24, 400
-	var lines []ajvLine
+	var lines []ajvtest.Line
 	finished, length := 0, 0
 	for ci, c := range corpus {
 		g, err := Compile(c.Schema)
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
-		line := ajvLine{Schema: c.Schema}
+		line := ajvtest.Line{Schema: c.Schema}
 		for w := 0; w < walks; w++ {
 			rng := rand.New(rand.NewPCG(uint64(ci), uint64(w)))
 			var check func(*Matcher, []uint64)
@@ -237,7 +163,7 @@ func TestCorpusRandomWalk(t *testing.T) {
 		}
 		lines = append(lines, line)
 	}
-	errs, ran := ajvCheck(t, lines)
+	errs, ran := ajvtest.Check(t, lines)
 	valid := 0
 	if ran {
 		for i, e := range errs {

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/structured/ajvtest"
+)
+
+// Requests whose response_format or tools no answer could be held to are
+// 400s in OpenAI's shape that say what is wrong, and none reaches a
+// worker: the api compiles every schema before it queues the job.
+func TestStructuredBadInput(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{MaxV1BodyBytes: 8 << 20}})
+	b := newTestBackend(2)
+	s.startWorker(b, 0)
+	chat := func(extra string) string { return `{"messages":[{"role":"user","content":"x"}],` + extra + `}` }
+	format := func(schema string) string {
+		return chat(`"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":` + schema + `,"strict":true}}`)
+	}
+	var big strings.Builder
+	big.WriteString(`{"type":"object","properties":{`)
+	for i := 0; big.Len() < 1<<20; i++ {
+		fmt.Fprintf(&big, `"property_%d":{"type":"string","description":"a property of a schema over a megabyte long"},`, i)
+	}
+	big.WriteString(`"last":{"type":"string"}}}`)
+	weather := `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`
+	for _, tc := range []struct {
+		name, path, body, message string
+	}{
+		{"unsupported keyword", "/v1/chat/completions", format(`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`), `the schema keyword "patternProperties"`},
+		{"unsatisfiable schema", "/v1/chat/completions", format(`{"enum":[]}`), "enum must be a non-empty array"},
+		{"a $ref to nowhere", "/v1/chat/completions", format(`{"$ref":"#/$defs/missing"}`), `$ref "#/$defs/missing" points to nothing`},
+		{"a schema over a megabyte", "/v1/chat/completions", format(big.String()), "the limit is 262144"},
+		{"json_schema without a schema", "/v1/chat/completions", chat(`"response_format":{"type":"json_schema","json_schema":{"name":"a"}}`), "schema is required"},
+		{"response_format of an unknown type", "/v1/chat/completions", chat(`"response_format":{"type":"xml"}`), `response_format.type "xml"`},
+		{"a tool without a name", "/v1/chat/completions", chat(`"tools":[{"type":"function","function":{"parameters":{"type":"object"}}}]`), "tools[0].function.name is required"},
+		{"tool_choice naming an unknown function", "/v1/chat/completions", chat(`"tools":[` + weather + `],"tool_choice":{"type":"function","function":{"name":"nope"}}`), `tool_choice names function "nope"`},
+		{"tool parameters genq cannot enforce", "/v1/chat/completions", chat(`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}}}]`),
+			`tools[0].function.parameters: the schema keyword "multipleOf"`},
+		{"tools in a completion", "/v1/completions", `{"prompt":"x","tools":[` + weather + `]}`, "tools are for /v1/chat/completions"},
+		{"a bad schema in a completion", "/v1/completions", `{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"enum":[]}}}}`, "enum must be a non-empty array"},
+		{"a bad schema in an asynchronous job", "/v1/jobs", `{"type":"chat.completion","request":` + format(`{"$ref":"#/$defs/none"}`) + `}`, "points to nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.postKey(tc.path, "", tc.body)
+			e := decodeAs[v1Err](t, r)
+			if r.status != 400 || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, tc.message) {
+				t.Fatalf("%d %.300s; want 400 with %q", r.status, r.body, tc.message)
+			}
+		})
+	}
+	if n := b.calls.Load(); n != 0 {
+		t.Fatalf("%d refused requests reached the worker", n)
+	}
+}
+
+type corpusSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+// The schema corpus through /v1/chat/completions, on the tiny
+// random-weight model at temperature 1: a random model never writes valid
+// JSON by chance, so every answer that stops validates only because the
+// constraint held it. ajv, a validator written apart from genq's
+// compiler, checks them.
+func TestStructuredCorpusOverHTTP(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "structured", "testdata", "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corpus []corpusSchema
+	if err := json.Unmarshal(data, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	const maxTokens = 256
+	s := newStack(t, stackOptions{})
+	s.tinyTextWorkerWith(ggml.Config{Slots: 4, Threads: 1, MaxNewTokens: maxTokens})
+	type answer struct {
+		text, finish string
+	}
+	answers := make([]answer, len(corpus))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, c := range corpus {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			body, _ := json.Marshal(map[string]any{
+				"messages":        []map[string]string{{"role": "user", "content": "Answer in JSON: " + c.Name}},
+				"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": c.Schema, "strict": true}},
+				"temperature":     1, "seed": i, "max_tokens": maxTokens,
+			})
+			r := s.postKey("/v1/chat/completions", "", string(body))
+			if r.status != 200 {
+				t.Errorf("%s: %d %.300s", c.Name, r.status, r.body)
+				return
+			}
+			cc := decodeAs[chatCompletion](t, r)
+			answers[i] = answer{cc.Choices[0].Message.Content, cc.Choices[0].FinishReason}
+		})
+	}
+	wg.Wait()
+	var lines []ajvtest.Line
+	var names []string
+	finished, length := 0, 0
+	for i, a := range answers {
+		switch a.finish {
+		case "stop":
+			finished++
+			lines = append(lines, ajvtest.Line{Schema: corpus[i].Schema, Answers: []string{a.text}})
+			names = append(names, corpus[i].Name)
+		case "length":
+			length++
+		default:
+			t.Errorf("%s: finish_reason %q", corpus[i].Name, a.finish)
+		}
+	}
+	errs, ran := ajvtest.Check(t, lines)
+	valid := 0
+	for i, e := range errs {
+		if e[0] != "" {
+			t.Errorf("%s: ajv refuses %q: %s", names[i], lines[i].Answers[0], e[0])
+			continue
+		}
+		valid++
+	}
+	if !ran {
+		t.Logf("ajv not run: npm ci in test/structured")
+	}
+	t.Logf("%d schemas at temperature 1: %d finished, %d valid under ajv, %d hit length (max_tokens %d)", len(corpus), finished, valid, length, maxTokens)
+	if finished < len(corpus)/2 {
+		t.Errorf("only %d of %d answers finished: the run says too little", finished, len(corpus))
+	}
+}
