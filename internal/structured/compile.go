@@ -117,6 +117,8 @@ func enforced(k string) (typ string, ok bool) {
 		return "array", true
 	case "minLength", "maxLength", "pattern", "format":
 		return "string", true
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+		return "number", true
 	}
 	return "", false
 }
@@ -313,8 +315,14 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 	case "boolean":
 		return b.alt(b.lit("true"), b.lit("false")), nil
 	case "integer":
+		if hasBounds(s) {
+			return c.bounded(s, path, true)
+		}
 		return b.call(c.bi.integer), nil
 	case "number":
+		if hasBounds(s) {
+			return c.bounded(s, path, false)
+		}
 		return b.call(c.bi.num), nil
 	case "string":
 		return c.str(s, path)

@@ -261,7 +261,7 @@ func TestBadSchemas(t *testing.T) {
 	tests := []struct {
 		name, schema, want string
 	}{
-		{"unsupported keyword", `{"type":"number","minimum":3}`, `"minimum"`},
+		{"unsupported keyword", `{"type":"number","multipleOf":3}`, `"multipleOf"`},
 		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"string","format":"hostname"}}}`, `format "hostname" is not supported`},
 		{"pattern and length", `{"type":"string","pattern":"a","maxLength":3}`, "pattern and maxLength together"},
 		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},

@@ -1,0 +1,259 @@
+package structured
+
+import (
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum)
+// compile to the decimal strings inside them, digit by digit: zod writes
+// the safe-integer bounds into every integer it describes, and tool
+// schemas bound their numbers often. Integers take any bound; numbers take
+// whole ones, since a fraction's digits cannot be compared one at a time
+// against a fractional bound without a far larger automaton. A bounded
+// number is written without an exponent.
+
+// maxMagnitude is the largest integer part the grammar writes.
+var maxMagnitude = uint64(math.Pow10(maxIntDigits)) - 1
+
+// numBound is one side of a range: unbounded, or a whole value that the
+// range holds or excludes.
+type numBound struct {
+	set       bool
+	value     int64
+	inclusive bool
+}
+
+// numericRange reads the bounds of s. whole says the value is an integer,
+// so a fractional bound rounds inward; a number refuses one.
+func numericRange(s *value, path string, whole bool) (lo, hi numBound, err error) {
+	read := func(key string, upper, exclusive bool) error {
+		v := s.get(key)
+		if v == nil {
+			return nil
+		}
+		if v.kind != 'n' {
+			return genq.Errorf(genq.Invalid, "at %s: %s must be a number (draft 4's boolean form is not supported)", path, key)
+		}
+		r, ok := new(big.Rat).SetString(v.num.String())
+		if !ok {
+			return genq.Errorf(genq.Invalid, "at %s: %s is not a number", path, key)
+		}
+		b := numBound{set: true, inclusive: !exclusive}
+		if !r.IsInt() {
+			if !whole {
+				return genq.Errorf(genq.Invalid, "at %s: %s %s on a number is not supported: genq bounds numbers by whole values (use an integral bound, or type integer)", path, key, v.num)
+			}
+			// An integer inside a fractional bound is inside the whole
+			// one next to it, inclusively.
+			f, _ := r.Float64()
+			if upper {
+				f = math.Floor(f)
+			} else {
+				f = math.Ceil(f)
+			}
+			r.SetFloat64(f)
+			b.inclusive = true
+		}
+		n := r.Num()
+		limit := new(big.Int).SetUint64(maxMagnitude + 1)
+		switch {
+		case n.CmpAbs(limit) >= 0 && (n.Sign() > 0) == upper:
+			return nil // beyond what the grammar writes: no bound
+		case n.CmpAbs(limit) >= 0:
+			return genq.Errorf(genq.Invalid, "at %s: %s %s leaves no number genq can write (at most %d digits)", path, key, v.num, maxIntDigits)
+		}
+		b.value = n.Int64()
+		if upper {
+			hi = tighter(hi, b, true)
+		} else {
+			lo = tighter(lo, b, false)
+		}
+		return nil
+	}
+	for _, k := range []struct {
+		key              string
+		upper, exclusive bool
+	}{{"minimum", false, false}, {"exclusiveMinimum", false, true}, {"maximum", true, false}, {"exclusiveMaximum", true, true}} {
+		if err := read(k.key, k.upper, k.exclusive); err != nil {
+			return lo, hi, err
+		}
+	}
+	if whole { // whole bounds of an integer are inclusive
+		if lo.set && !lo.inclusive {
+			lo = numBound{set: true, value: lo.value + 1, inclusive: true}
+		}
+		if hi.set && !hi.inclusive {
+			hi = numBound{set: true, value: hi.value - 1, inclusive: true}
+		}
+	}
+	if lo.set && hi.set && (lo.value > hi.value || lo.value == hi.value && !(lo.inclusive && hi.inclusive)) {
+		return lo, hi, genq.Errorf(genq.Invalid, "at %s: the bounds leave no number between them: it can never be satisfied", path)
+	}
+	return lo, hi, nil
+}
+
+// tighter is the stricter of two bounds on one side.
+func tighter(a, b numBound, upper bool) numBound {
+	switch {
+	case !a.set:
+		return b
+	case a.value == b.value:
+		a.inclusive = a.inclusive && b.inclusive
+		return a
+	case (b.value < a.value) == upper:
+		return b
+	}
+	return a
+}
+
+// hasBounds tells whether s bounds its numbers.
+func hasBounds(s *value) bool {
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if s.get(k) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// bounded compiles a bounded integer (whole) or number.
+func (c *compiler) bounded(s *value, path string, whole bool) (frag, error) {
+	lo, hi, err := numericRange(s, path, whole)
+	if err != nil {
+		return frag{}, err
+	}
+	return c.boundedNumber(lo, hi, !whole), nil
+}
+
+// boundedNumber matches the integers, or with fraction the numbers,
+// inside lo and hi.
+func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) frag {
+	b := c.b
+	var alts []frag
+	// x >= 0: the magnitude's bounds are x's own, from 0 when x has none
+	// below zero.
+	if !hi.set || hi.value > 0 || hi.value == 0 && hi.inclusive {
+		mlo := numBound{set: true, value: 0, inclusive: true}
+		if lo.set && lo.value >= 0 {
+			mlo = lo
+		}
+		alts = append(alts, c.magnitude(mlo, hi, fraction))
+	}
+	// x < 0: the magnitude -x has x's bounds swapped and negated, and is
+	// never zero, so "-0" is never written.
+	if !lo.set || lo.value < 0 {
+		mlo := numBound{set: true, value: 0, inclusive: false}
+		if hi.set && hi.value < 0 {
+			mlo = numBound{set: true, value: -hi.value, inclusive: hi.inclusive}
+		}
+		var mhi numBound
+		if lo.set {
+			mhi = numBound{set: true, value: -lo.value, inclusive: lo.inclusive}
+		}
+		alts = append(alts, b.seq(b.lit("-"), c.magnitude(mlo, mhi, fraction)))
+	}
+	return b.alt(alts...)
+}
+
+// magnitude matches the non-negative values between lo (set) and hi, as
+// an integer part and, with fraction, an optional fraction.
+func (c *compiler) magnitude(lo, hi numBound, fraction bool) frag {
+	b := c.b
+	top := maxMagnitude
+	if hi.set {
+		top = uint64(hi.value)
+	}
+	bottom := uint64(lo.value)
+	if !fraction {
+		if !lo.inclusive {
+			bottom++
+		}
+		if hi.set && !hi.inclusive {
+			if top == 0 {
+				return b.alt()
+			}
+			top--
+		}
+		return c.intRange(bottom, top)
+	}
+	anyFrac := b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits)))
+	zeroFrac := b.opt(b.seq(b.lit("."), b.repeat(1, maxFracDigits, func() frag { return b.lit("0") })))
+	someFrac := b.seq(b.lit("."), b.repeat(0, maxFracDigits-1, func() frag { return b.lit("0") }), b.ranges('1', '9'), c.digits(0, maxFracDigits-1))
+	var alts []frag
+	if bottom == top { // both inclusive: the one whole value
+		return b.seq(c.intRange(bottom, bottom), zeroFrac)
+	}
+	// The integer part at the bottom: any fraction if it is held, else a
+	// fraction above zero.
+	if lo.inclusive {
+		alts = append(alts, b.seq(c.intRange(bottom, bottom), anyFrac))
+	} else {
+		alts = append(alts, b.seq(c.intRange(bottom, bottom), someFrac))
+	}
+	if bottom+1 <= top-1 || !hi.set && bottom+1 <= top {
+		upper := top - 1
+		if !hi.set {
+			upper = top
+		}
+		alts = append(alts, b.seq(c.intRange(bottom+1, upper), anyFrac))
+	}
+	if hi.set && hi.inclusive { // the top itself, with no fraction
+		alts = append(alts, b.seq(c.intRange(top, top), zeroFrac))
+	}
+	return b.alt(alts...)
+}
+
+// intRange matches the decimal integers from lo to hi, without leading
+// zeros.
+func (c *compiler) intRange(lo, hi uint64) frag {
+	b := c.b
+	if lo > hi {
+		return b.alt()
+	}
+	var alts []frag
+	for n := len(strconv.FormatUint(lo, 10)); n <= len(strconv.FormatUint(hi, 10)); n++ {
+		first, last := uint64(0), uint64(math.Pow10(n))-1
+		if n > 1 {
+			first = uint64(math.Pow10(n - 1))
+		}
+		from, to := max(lo, first), min(hi, last)
+		if from > to {
+			continue
+		}
+		alts = append(alts, c.digitRange(pad(from, n), pad(to, n)))
+	}
+	return b.alt(alts...)
+}
+
+func pad(n uint64, width int) string {
+	s := strconv.FormatUint(n, 10)
+	return strings.Repeat("0", width-len(s)) + s
+}
+
+// digitRange matches the digit strings of lo's length from lo to hi.
+func (c *compiler) digitRange(lo, hi string) frag {
+	b := c.b
+	switch {
+	case lo == "":
+		return b.empty()
+	case lo == hi:
+		return b.lit(lo)
+	case lo[0] == hi[0]:
+		return b.seq(b.lit(lo[:1]), c.digitRange(lo[1:], hi[1:]))
+	}
+	rest := len(lo) - 1
+	if strings.Trim(lo[1:], "0") == "" && strings.Trim(hi[1:], "9") == "" {
+		return b.seq(b.ranges(lo[0], hi[0]), c.digits(rest, rest))
+	}
+	alts := []frag{b.seq(b.lit(lo[:1]), c.digitRange(lo[1:], strings.Repeat("9", rest)))}
+	if lo[0]+1 <= hi[0]-1 {
+		alts = append(alts, b.seq(b.ranges(lo[0]+1, hi[0]-1), c.digits(rest, rest)))
+	}
+	alts = append(alts, b.seq(b.lit(hi[:1]), c.digitRange(strings.Repeat("0", rest), hi[1:])))
+	return b.alt(alts...)
+}
