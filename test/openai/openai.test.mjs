@@ -156,11 +156,15 @@ test("logprobs in the chat and completion shapes", async () => {
   assert.equal(plain.choices[0].logprobs, null);
 });
 
-test("what genq cannot do is refused, not ignored: JSON mode, tools", async () => {
+test("a schema or tool no answer could be held to is a BadRequestError that says why", async () => {
   const chat = { model: "genq", messages: [{ role: "user", content: "x" }] };
+  const schema = (s) => ({ response_format: { type: "json_schema", json_schema: { name: "x", schema: s, strict: true } } });
   for (const [extra, message] of [
-    [{ response_format: { type: "json_object" } }, /response_format "json_object" is not supported/],
-    [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, /tools are not supported/],
+    [schema({ type: "number", multipleOf: 2 }), /the schema keyword "multipleOf"/],
+    [schema({ enum: [] }), /enum must be a non-empty array/],
+    [schema({ $ref: "#/$defs/nowhere" }), /points to nothing/],
+    [{ tools: [{ type: "function", function: { parameters: {} } }] }, /tools\[0\]\.function\.name is required/],
+    [{ tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } }, /tool_choice names function "g"/],
   ]) {
     await assert.rejects(
       client.chat.completions.create({ ...chat, ...extra }),

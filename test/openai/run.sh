@@ -5,7 +5,9 @@
 # embedded nats-server and bin/worker, one serving variant B's tiny model
 # (the text routes), one variant C's tiny SD3 export (the image route), and a
 # third, variant B with one slot whose answers run to 8000 tokens (about four
-# seconds on one CPU thread), for the test that aborts a stream.
+# seconds on one CPU thread), for the test that aborts a stream, and a
+# fourth, variant B with answers of up to 256 tokens, for structured output
+# and tools.
 # make test-openai builds bin/ and runs it; make test does not (it needs
 # Node).
 set -euo pipefail
@@ -32,6 +34,8 @@ port_c=$(free_port)
 nats_port_c=$(free_port)
 port_1=$(free_port)
 nats_port_1=$(free_port)
+port_s=$(free_port)
+nats_port_s=$(free_port)
 key="sk-genq-test-$RANDOM"
 
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
@@ -62,8 +66,17 @@ VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_1" METRI
 	bin/worker >"$work/worker-1.log" 2>&1 &
 pids+=($!)
 
+# Structured output and tools: answers of up to 256 tokens, so that a
+# constrained answer of the random model ends inside the limit.
+VARIANT=B PORT="$port_s" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_s" EMBEDDED_NATS_STORE="$work/nats-s" \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=120s LOG_LEVEL=warn bin/api >"$work/api-s.log" 2>&1 &
+pids+=($!)
+VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_s" METRICS_ADDR=127.0.0.1:0 \
+	SLOTS=4 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=256 LOG_LEVEL=warn bin/worker >"$work/worker-s.log" 2>&1 &
+pids+=($!)
+
 # Ready once each api sees its worker's heartbeat.
-for p in "$port" "$port_c" "$port_1"; do
+for p in "$port" "$port_c" "$port_1" "$port_s"; do
 	ready=""
 	for _ in $(seq 1 120); do
 		if curl -sf "http://127.0.0.1:$p/" 2>/dev/null | grep -q '"live_workers":[1-9]'; then
@@ -80,9 +93,9 @@ for p in "$port" "$port_c" "$port_1"; do
 done
 
 export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
-	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_API_KEY="$key"
+	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_OPENAI_STRUCTURED_URL="http://127.0.0.1:$port_s/v1" GENQ_API_KEY="$key"
 status=0
-(cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs) || status=$?
+(cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs) || status=$?
 python3 test/openai/smoke_urllib.py || status=$?
 if ((status != 0)); then
 	tail -n 30 "$work"/api*.log "$work"/worker*.log >&2

@@ -1,0 +1,208 @@
+// Structured output and tool calling through the clients applications use:
+// the openai SDK's parse helpers with zod, a tools round trip, streamed
+// tool-call deltas, and LangChain JS's withStructuredOutput and bindTools.
+// run.sh's structured stack serves the tiny random-weight model with
+// answers of up to 256 tokens: a random model never writes valid JSON by
+// chance, so what parses here parses because decoding was constrained.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { zodResponseFormat, zodFunction } from "openai/helpers/zod";
+import { z } from "zod";
+import { ChatOpenAI } from "@langchain/openai";
+import { HumanMessage, ToolMessage } from "@langchain/core/messages";
+import { tool } from "@langchain/core/tools";
+
+const baseURL = process.env.GENQ_OPENAI_STRUCTURED_URL;
+const apiKey = process.env.GENQ_API_KEY;
+if (!baseURL || !apiKey) {
+  throw new Error("GENQ_OPENAI_STRUCTURED_URL and GENQ_API_KEY are required: run test/openai/run.sh (make test-openai)");
+}
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
+
+// Bounded strings, so that a random model's answer ends well inside the
+// token limit.
+const Person = z.object({
+  name: z.string().max(8),
+  age: z.number().int().min(0).max(120),
+  member: z.boolean(),
+  color: z.enum(["red", "green", "blue"]),
+  pets: z.array(z.object({ kind: z.enum(["cat", "dog"]), legs: z.number().int() })).max(2),
+});
+
+const weatherParams = z.object({ city: z.string().max(10), unit: z.enum(["celsius", "fahrenheit"]) });
+const weatherTool = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "The weather in a city.",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 10 }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } },
+      required: ["city", "unit"],
+      additionalProperties: false,
+    },
+  },
+};
+const timeTool = {
+  type: "function",
+  function: { name: "get_time", parameters: { type: "object", properties: { zone: { enum: ["UTC", "CET"] } }, required: ["zone"], additionalProperties: false } },
+};
+const ask = [{ role: "user", content: "What is the weather in Oslo?" }];
+
+test("chat.completions.parse with zodResponseFormat gives an object the schema accepts", async () => {
+  for (const seed of [1, 2, 3]) {
+    const c = await client.chat.completions.parse({
+      model: "genq",
+      messages: [{ role: "user", content: "Describe a person." }],
+      response_format: zodResponseFormat(Person, "person"),
+      temperature: 1,
+      seed,
+      max_tokens: 256,
+    });
+    const msg = c.choices[0].message;
+    assert.equal(c.choices[0].finish_reason, "stop");
+    assert.deepEqual(Person.parse(msg.parsed), msg.parsed);
+    assert.deepEqual(JSON.parse(msg.content), msg.parsed);
+  }
+});
+
+test("json_object gives a JSON object", async () => {
+  const c = await client.chat.completions.create({
+    model: "genq",
+    messages: [{ role: "user", content: "JSON please." }],
+    response_format: { type: "json_object" },
+    temperature: 1,
+    seed: 4,
+    max_tokens: 256,
+  });
+  if (c.choices[0].finish_reason === "stop") {
+    const v = JSON.parse(c.choices[0].message.content);
+    assert.equal(typeof v, "object");
+    assert.ok(v !== null && !Array.isArray(v));
+  } else {
+    assert.equal(c.choices[0].finish_reason, "length");
+    assert.ok(c.choices[0].message.content.startsWith("{"));
+  }
+});
+
+test("tools round trip with tool_choice required: call, tool message, final answer", async () => {
+  const first = await client.chat.completions.create({
+    model: "genq",
+    messages: ask,
+    tools: [weatherTool, timeTool],
+    tool_choice: "required",
+    parallel_tool_calls: false,
+    temperature: 1,
+    seed: 5,
+    max_tokens: 128,
+  });
+  const choice = first.choices[0];
+  assert.equal(choice.finish_reason, "tool_calls");
+  assert.equal(choice.message.content, null);
+  assert.equal(choice.message.tool_calls.length, 1);
+  const call = choice.message.tool_calls[0];
+  assert.equal(call.type, "function");
+  assert.match(call.id, /^call_/);
+  assert.ok(["get_weather", "get_time"].includes(call.function.name));
+  const args = JSON.parse(call.function.arguments);
+  if (call.function.name === "get_weather") weatherParams.parse(args);
+  else assert.ok(["UTC", "CET"].includes(args.zone));
+
+  const second = await client.chat.completions.create({
+    model: "genq",
+    messages: [...ask, choice.message, { role: "tool", tool_call_id: call.id, content: "Sunny, 21 degrees." }],
+    tools: [weatherTool, timeTool],
+    tool_choice: "none",
+    temperature: 0,
+    max_tokens: 8,
+  });
+  assert.equal(typeof second.choices[0].message.content, "string");
+  assert.ok(["stop", "length"].includes(second.choices[0].finish_reason));
+  assert.ok(second.usage.prompt_tokens > first.usage.prompt_tokens, "the call and its result are part of the prompt");
+});
+
+test("a named function is the one called, and zodFunction parses its arguments", async () => {
+  const c = await client.chat.completions.parse({
+    model: "genq",
+    messages: ask,
+    tools: [zodFunction({ name: "get_weather", parameters: weatherParams }), timeTool],
+    tool_choice: { type: "function", function: { name: "get_weather" } },
+    temperature: 1,
+    seed: 6,
+    max_tokens: 128,
+  });
+  const calls = c.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].function.name, "get_weather");
+  assert.deepEqual(weatherParams.parse(calls[0].function.parsed_arguments), calls[0].function.parsed_arguments);
+});
+
+test("streamed tool-call deltas join into the calls the whole answer gives", async () => {
+  const body = {
+    model: "genq",
+    messages: ask,
+    tools: [weatherTool, timeTool],
+    tool_choice: "required",
+    temperature: 1,
+    seed: 7,
+    max_tokens: 200,
+  };
+  const whole = await client.chat.completions.create(body);
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  const calls = [];
+  let finish = null;
+  let content = "";
+  for await (const chunk of stream) {
+    const delta = chunk.choices[0]?.delta ?? {};
+    content += delta.content ?? "";
+    for (const d of delta.tool_calls ?? []) {
+      calls[d.index] ??= { id: "", type: "", function: { name: "", arguments: "" } };
+      const c = calls[d.index];
+      if (d.id) c.id = d.id;
+      if (d.type) c.type = d.type;
+      if (d.function?.name) c.function.name += d.function.name;
+      c.function.arguments += d.function?.arguments ?? "";
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(content, "");
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.equal(finish, "tool_calls");
+  assert.deepEqual(calls, whole.choices[0].message.tool_calls);
+  for (const c of calls) JSON.parse(c.function.arguments);
+
+  // The SDK's own stream helper assembles the same calls.
+  const runner = client.chat.completions.stream({ ...body });
+  const final = await runner.finalChatCompletion();
+  assert.deepEqual(final.choices[0].message.tool_calls, whole.choices[0].message.tool_calls);
+});
+
+const langchain = (options = {}) =>
+  new ChatOpenAI({ model: "genq", apiKey, configuration: { baseURL }, maxRetries: 0, temperature: 1, maxTokens: 256, ...options });
+
+test("LangChain withStructuredOutput(zodSchema)", async () => {
+  const person = await langchain({ seed: 8 }).withStructuredOutput(Person, { name: "person" }).invoke("Describe a person.");
+  assert.deepEqual(Person.parse(person), person);
+});
+
+test("LangChain bindTools with a ToolMessage round trip", async () => {
+  const getWeather = tool(async ({ city }) => `Sunny in ${city}.`, {
+    name: "get_weather",
+    description: "The weather in a city.",
+    schema: weatherParams,
+  });
+  const model = langchain({ seed: 9 }).bindTools([getWeather], { tool_choice: "required" });
+  const question = new HumanMessage("What is the weather in Oslo?");
+  const ai = await model.invoke([question]);
+  assert.equal(ai.tool_calls.length >= 1, true);
+  const call = ai.tool_calls[0];
+  assert.equal(call.name, "get_weather");
+  weatherParams.parse(call.args);
+  const result = await getWeather.invoke(call.args);
+  const final = await langchain({ temperature: 0, maxTokens: 8 })
+    .bindTools([getWeather], { tool_choice: "none" })
+    .invoke([question, ai, new ToolMessage({ content: result, tool_call_id: call.id })]);
+  assert.equal(typeof final.content, "string");
+  assert.equal(final.tool_calls.length, 0);
+});
