@@ -82,7 +82,8 @@ func TestResponses(t *testing.T) {
 	for _, tt := range []struct{ name, body, want string }{
 		{"store", `{"input":"hi","store":true}`, "this server keeps no conversation state"},
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_x"}`, "this server keeps no conversation state"},
-		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, `text.format "json_schema" is not supported`},
+		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, "schema is required"},
+		{"a bad schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","propertyNames":{}}}}}`, `the schema keyword "propertyNames"`},
 		{"tools", `{"input":"hi","tools":[{"type":"function","name":"f"}]}`, "tools are not supported"},
 		{"over the cap", `{"input":"hi","max_output_tokens":17}`, "max_output_tokens is 17; this server answers with at most 16 tokens"},
 		{"no input", `{}`, "input is required"},

@@ -25,13 +25,34 @@ type ResponseRequest struct {
 	Store              *bool           `json:"store"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
-	Text               *struct {
-		Format *struct {
-			Type string `json:"type"`
-		} `json:"format"`
-	} `json:"text"`
 	Tools      []any           `json:"tools"`
 	ToolChoice json.RawMessage `json:"tool_choice"`
+
+	// Text.Format holds the answer to JSON, as chats' response_format.
+	Text *struct {
+		Format *responseFormat `json:"format"`
+	} `json:"text"`
+}
+
+// responseFormat is the Responses API's text.format: response_format's
+// fields, the schema's beside its type.
+type responseFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// job is the response format of a chat job: nil for free text.
+func (f *responseFormat) job() *genq.ResponseFormat {
+	switch {
+	case f == nil || f.Type == "" || f.Type == genq.FormatText:
+		return nil
+	case f.Type == genq.FormatJSONSchema:
+		return &genq.ResponseFormat{Type: f.Type, JSONSchema: &genq.JSONSchema{Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}}
+	}
+	return &genq.ResponseFormat{Type: f.Type}
 }
 
 // responseItem is one item of a request's input: a message, its content a
@@ -71,11 +92,14 @@ func DecodeResponse(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 		job.MaxCompletionTokens, job.MaxTokensParam = *n, "max_output_tokens"
 	}
 	job.Temperature, job.TopP, job.Stream = req.Temperature, req.TopP, req.Stream
+	if req.Text != nil {
+		job.ResponseFormat = req.Text.Format.job()
+	}
 	return Params{Model: req.Model, Stream: req.Stream}, nil
 }
 
 // unsupported names the first thing req asks for that a stateless server
-// without structured output cannot give; "" when there is none.
+// cannot give; "" when there is none.
 func (r ResponseRequest) unsupported() string {
 	switch {
 	case r.Store != nil && *r.Store:
@@ -85,9 +109,7 @@ func (r ResponseRequest) unsupported() string {
 	case len(r.Conversation) > 0 && string(r.Conversation) != "null":
 		return "conversation is not supported: this server keeps no conversation state; send the whole conversation in input"
 	case len(r.Tools) > 0 && string(r.ToolChoice) != `"none"`:
-		return "tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"
-	case r.Text != nil && r.Text.Format != nil && r.Text.Format.Type != "" && r.Text.Format.Type != "text":
-		return fmt.Sprintf("text.format %q is not supported: this server does not constrain answers to JSON; ask for JSON in the prompt and leave text.format out", r.Text.Format.Type)
+		return "tools are not supported on /v1/responses yet: call tools through /v1/chat/completions, or send tool_choice: none"
 	}
 	return ""
 }

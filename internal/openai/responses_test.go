@@ -32,11 +32,10 @@ func TestDecodeResponse(t *testing.T) {
 			"store: true is not supported: this server keeps no conversation state; send store: false (or leave it out) and the whole conversation in input"},
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_1"}`, nil,
 			"previous_response_id is not supported: this server keeps no conversation state; send the whole conversation in input"},
-		{"text.format", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, nil,
-			`text.format "json_schema" is not supported: this server does not constrain answers to JSON; ask for JSON in the prompt and leave text.format out`},
+		{"text.format", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
 		{"text.format text", `{"input":"hi","text":{"format":{"type":"text"}}}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
 		{"tools", `{"input":"hi","tools":[{"type":"function","name":"f"}]}`, nil,
-			"tools are not supported: this server's models answer in text and call no tools; leave tools out, or send tool_choice: none"},
+			"tools are not supported on /v1/responses yet: call tools through /v1/chat/completions, or send tool_choice: none"},
 		{"max_output_tokens 0", `{"input":"hi","max_output_tokens":0}`, nil, "max_output_tokens must be at least 1, not 0"},
 		{"too long", `{"input":"0123456789"}`, nil, "messages hold 10 bytes of content; the limit is 8"},
 	} {
@@ -55,6 +54,11 @@ func TestDecodeResponse(t *testing.T) {
 				t.Fatalf("got %s, %v; want %s", got, err, want)
 			}
 		})
+	}
+	var format genq.Job
+	if _, err := DecodeResponse([]byte(`{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"integer"},"strict":true}}}`), 8, &format); err != nil ||
+		format.ResponseFormat == nil || format.ResponseFormat.Type != "json_schema" || string(format.ResponseFormat.JSONSchema.Schema) != `{"type":"integer"}` {
+		t.Fatalf("text.format becomes %+v, %v", format.ResponseFormat, err)
 	}
 	var job genq.Job
 	p, err := DecodeResponse([]byte(`{"model":"m","input":"x","max_output_tokens":5,"temperature":0.5,"top_p":0.9,"stream":true}`), 8, &job)

@@ -7,7 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { zodResponseFormat, zodFunction } from "openai/helpers/zod";
+import { zodResponseFormat, zodFunction, zodTextFormat } from "openai/helpers/zod";
 import { z } from "zod";
 import { ChatOpenAI } from "@langchain/openai";
 import { HumanMessage, ToolMessage } from "@langchain/core/messages";
@@ -65,6 +65,18 @@ test("chat.completions.parse with zodResponseFormat gives an object the schema a
     assert.deepEqual(Person.parse(msg.parsed), msg.parsed);
     assert.deepEqual(JSON.parse(msg.content), msg.parsed);
   }
+});
+
+test("responses.parse with zodTextFormat: the Responses API's text.format", async () => {
+  const r = await client.responses.parse({
+    model: "genq",
+    input: "Describe a person.",
+    text: { format: zodTextFormat(Person, "person") },
+    temperature: 1,
+    max_output_tokens: 256,
+  });
+  assert.equal(r.status, "completed");
+  assert.deepEqual(Person.parse(r.output_parsed), r.output_parsed);
 });
 
 test("json_object gives a JSON object", async () => {
