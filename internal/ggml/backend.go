@@ -15,6 +15,8 @@ type Backend struct {
 	tmpl  *chatTemplate
 	info  genq.BackendInfo
 	sched *scheduler
+	// constraints serves response_format and tools (constraint.go).
+	constraints *constraints
 }
 
 var _ genq.Backend = (*Backend)(nil)
@@ -44,7 +46,7 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 		return genq.Result{}, err
 	}
 	if job.Detailed() {
-		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason,
+		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason, ToolCalls: out.ToolCalls,
 			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens},
 			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
 		return res.Result(), nil
@@ -57,8 +59,16 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	if err != nil {
 		return seqResult{}, err
 	}
+	if err := b.constrain(ctx, job, req); err != nil {
+		return seqResult{}, err
+	}
 	req.emit = emit
-	return b.sched.run(ctx, req)
+	out, err := b.sched.run(ctx, req)
+	if err == nil {
+		// req.done is closed: the loop is done with the constraint.
+		req.constraint.settle(job.ID, &out)
+	}
+	return out, err
 }
 
 // Close stops the scheduler and frees the model. Jobs still running fail.

@@ -73,6 +73,9 @@ func (s *scheduler) restart(seq *sequence) {
 	seq.generated, seq.redo = 0, false
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
 	seq.req.sampler.Restart()
+	if c := seq.req.constraint; c != nil {
+		c.start(seq.req)
+	}
 	seq.text.Reset()
 	seq.utf8 = utf8stream.Stream{}
 }

@@ -142,6 +142,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.tok = tok
 	b.vocab = newVocabInfo(tok.Vocabulary())
+	b.constraints = newConstraints(tok, b.vocab)
 	if b.narrowK > 0 {
 		// Greedy needs one candidate; a few more let ties go to the lower
 		// id, as on the host.

@@ -34,6 +34,8 @@ type request struct {
 	promptOnly  bool // no answer: the prompt, echoed, is all
 	// emit, when set, gets the answer's text piece by piece (emit.go).
 	emit func(genq.TextPiece)
+	// constraint, when set, holds the answer to a grammar (constraint.go).
+	constraint *seqConstraint
 
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
@@ -104,14 +106,24 @@ func (seq *sequence) startFromPrefix(tm *textModel) {
 // limit.
 func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done bool, err error) {
 	seq.generated++
+	var constraint *seqConstraint
+	if seq.req != nil {
+		constraint = seq.req.constraint
+	}
 	if tm.vocab.isStop(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
 		seq.scoreUnwritten(tm, tok, logprob)
+		constraint.ended()
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text.
 	if tm.vocab.isControl(tok) {
 		seq.scoreUnwritten(tm, tok, logprob)
+		if constraint != nil {
+			if _, err := constraint.follow(seq.req, nil); err != nil {
+				return true, err
+			}
+		}
 	} else {
 		piece, err := tm.tok.Decode([]int32{tok})
 		if err != nil {
@@ -126,6 +138,17 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 		if seq.req != nil && seq.cutAtStop(before) {
 			seq.finishAs(genq.FinishStop)
 			return true, nil
+		}
+		if constraint != nil {
+			// The grammar's answer ends where nothing more may follow.
+			done, err := constraint.follow(seq.req, []byte(piece))
+			if err != nil {
+				return true, err
+			}
+			if done {
+				seq.finishAs(genq.FinishStop)
+				return true, nil
+			}
 		}
 		seq.emitSafe()
 	}
@@ -202,6 +225,9 @@ type seqResult struct {
 	Tokens       int           // tokens generated, the stop token included
 	FirstToken   time.Duration // from submission to the first sampled token
 	Logprobs     []genq.TokenLogprob
+	// ToolCalls are the calls a tool-calling answer made (constraint.go);
+	// FinishReason is then genq.FinishToolCalls.
+	ToolCalls []genq.ToolCall
 	// PromptText and PromptLogprobs give the prompt back when the job
 	// echoes it (echoPrompt).
 	PromptText     string

@@ -380,6 +380,10 @@ func (s *scheduler) sample(st *step, draws []draw) {
 			d.tok, d.err = d.seq.req.sampler.SampleTop(st.ids[lo:hi], st.floats[lo:hi])
 			return
 		}
+		if d.seq.req.constraint.masks() {
+			d.tok, d.logprob, d.err = sampleMasked(d.seq.req, row)
+			return
+		}
 		if d.seq.req.logprobs {
 			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req.sampler, d.seq.req.topLogprobs, row)
 			return
