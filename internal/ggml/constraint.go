@@ -2,13 +2,10 @@ package ggml
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/ollama/ollama/tokenizer"
@@ -269,14 +266,7 @@ func (c *seqConstraint) settle(jobID string, res *seqResult) {
 	}
 	res.ToolCalls = make([]genq.ToolCall, len(calls))
 	for i, f := range calls {
-		res.ToolCalls[i] = genq.ToolCall{ID: toolCallID(jobID, i), Type: "function", Function: f}
+		res.ToolCalls[i] = genq.ToolCall{ID: genq.ToolCallID(jobID, i), Type: "function", Function: f}
 	}
 	res.FinishReason = genq.FinishToolCalls
-}
-
-// toolCallID names call i of job jobID: the same job, run again, names its
-// calls the same.
-func toolCallID(jobID string, i int) string {
-	sum := sha256.Sum256([]byte(jobID + "\x00" + strconv.Itoa(i)))
-	return "call_" + hex.EncodeToString(sum[:12])
 }

@@ -158,7 +158,7 @@ func checkCalls(t *testing.T, job genq.Job, res seqResult) {
 	var written []genq.ToolCall
 	for i, c := range res.ToolCalls {
 		offered := slices.ContainsFunc(job.OfferedTools(), func(tl genq.Tool) bool { return tl.Function.Name == c.Function.Name })
-		if !offered || c.Type != "function" || c.ID != toolCallID(job.ID, i) || !json.Valid([]byte(c.Function.Arguments)) {
+		if !offered || c.Type != "function" || c.ID != genq.ToolCallID(job.ID, i) || !json.Valid([]byte(c.Function.Arguments)) {
 			t.Errorf("%s: call %d = %+v", job.ID, i, c)
 		}
 		written = append(written, c)

@@ -25,8 +25,8 @@ type ResponseRequest struct {
 	Store              *bool           `json:"store"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
-	Tools      []any           `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	Tools              []any           `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
 
 	// Text.Format holds the answer to JSON, as chats' response_format.
 	Text *struct {
