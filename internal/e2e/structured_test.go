@@ -81,13 +81,14 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 	if err := json.Unmarshal(data, &corpus); err != nil {
 		t.Fatal(err)
 	}
-	const maxTokens = 256
+	const maxTokens = 400
 	s := newStack(t, stackOptions{})
 	s.tinyTextWorkerWith(ggml.Config{Slots: 4, Threads: 1, MaxNewTokens: maxTokens})
 	type answer struct {
 		text, finish string
 	}
-	answers := make([]answer, len(corpus))
+	const choices = 2 // each schema answered twice, as n asks, from seeds of their own
+	answers := make([][]answer, len(corpus))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
 	for i, c := range corpus {
@@ -97,7 +98,7 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 			body, _ := json.Marshal(map[string]any{
 				"messages":        []map[string]string{{"role": "user", "content": "Answer in JSON: " + c.Name}},
 				"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": c.Schema, "strict": true}},
-				"temperature":     1, "seed": i, "max_tokens": maxTokens,
+				"temperature":     1, "seed": i, "max_tokens": maxTokens, "n": choices,
 			})
 			r := s.postKey("/v1/chat/completions", "", string(body))
 			if r.status != 200 {
@@ -105,23 +106,27 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 				return
 			}
 			cc := decodeAs[chatCompletion](t, r)
-			answers[i] = answer{cc.Choices[0].Message.Content, cc.Choices[0].FinishReason}
+			for _, ch := range cc.Choices {
+				answers[i] = append(answers[i], answer{ch.Message.Content, ch.FinishReason})
+			}
 		})
 	}
 	wg.Wait()
 	var lines []ajvtest.Line
 	var names []string
 	finished, length := 0, 0
-	for i, a := range answers {
-		switch a.finish {
-		case "stop":
-			finished++
-			lines = append(lines, ajvtest.Line{Schema: corpus[i].Schema, Answers: []string{a.text}})
-			names = append(names, corpus[i].Name)
-		case "length":
-			length++
-		default:
-			t.Errorf("%s: finish_reason %q", corpus[i].Name, a.finish)
+	for i, as := range answers {
+		for _, a := range as {
+			switch a.finish {
+			case "stop":
+				finished++
+				lines = append(lines, ajvtest.Line{Schema: corpus[i].Schema, Answers: []string{a.text}})
+				names = append(names, corpus[i].Name)
+			case "length":
+				length++
+			default:
+				t.Errorf("%s: finish_reason %q", corpus[i].Name, a.finish)
+			}
 		}
 	}
 	errs, ran := ajvtest.Check(t, lines)
@@ -136,8 +141,9 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 	if !ran {
 		t.Logf("ajv not run: npm ci in test/structured")
 	}
-	t.Logf("%d schemas at temperature 1: %d finished, %d valid under ajv, %d hit length (max_tokens %d)", len(corpus), finished, valid, length, maxTokens)
-	if finished < len(corpus)/2 {
-		t.Errorf("only %d of %d answers finished: the run says too little", finished, len(corpus))
+	t.Logf("%d schemas, %d answers at temperature 1: %d finished, %d valid under ajv, %d hit length (max_tokens %d)",
+		len(corpus), len(corpus)*choices, finished, valid, length, maxTokens)
+	if finished < len(corpus)*choices/2 {
+		t.Errorf("only %d of %d answers finished: the run says too little", finished, len(corpus)*choices)
 	}
 }
