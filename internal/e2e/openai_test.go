@@ -81,8 +81,9 @@ type chatCompletion struct {
 	Choices []struct {
 		Index   int `json:"index"`
 		Message struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
+			Role      string          `json:"role"`
+			Content   string          `json:"content"`
+			ToolCalls []genq.ToolCall `json:"tool_calls"`
 		} `json:"message"`
 		Text         string `json:"text"`
 		FinishReason string `json:"finish_reason"`

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/structured/ajvtest"
@@ -146,4 +147,70 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 	if finished < len(corpus)*choices/2 {
 		t.Errorf("only %d of %d answers finished: the run says too little", finished, len(corpus)*choices)
 	}
+}
+
+// Tools and schemas work the same whichever way a job comes in: a chat
+// answered whole, and an asynchronous job read later.
+func TestStructuredEveryWayIn(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	s.tinyTextWorkerWith(ggml.Config{Slots: 2, Threads: 1, MaxNewTokens: 256})
+	const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+		"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
+		"required":["city","days"],"additionalProperties":false}}}],"tool_choice":"required","temperature":1,"seed":3`
+	chat := `{"messages":[{"role":"user","content":"Weather in Oslo?"}],` + tools + `}`
+	checkCalls := func(t *testing.T, cc chatCompletion) {
+		t.Helper()
+		ch := cc.Choices[0]
+		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || ch.Message.Content != "" {
+			t.Fatalf("choice %+v: want tool calls", ch)
+		}
+		for _, c := range ch.Message.ToolCalls {
+			var args struct {
+				City *string `json:"city"`
+				Days *int    `json:"days"`
+			}
+			if err := json.Unmarshal([]byte(c.Function.Arguments), &args); err != nil || c.Function.Name != "get_weather" ||
+				args.City == nil || len([]rune(*args.City)) > 12 || args.Days == nil || *args.Days < 1 || *args.Days > 7 {
+				t.Fatalf("call %+v does not match the tool's schema (%v)", c, err)
+			}
+		}
+	}
+	t.Run("chat", func(t *testing.T) {
+		r := s.postKey("/v1/chat/completions", "", chat)
+		if r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		cc := decodeAs[chatCompletion](t, r)
+		checkCalls(t, cc)
+		if want := genq.ToolCallID(r.header.Get(httpapi.HeaderJobID), 0); cc.Choices[0].Message.ToolCalls[0].ID != want {
+			t.Fatalf("the call's id is %q, want %q", cc.Choices[0].Message.ToolCalls[0].ID, want)
+		}
+	})
+	t.Run("asynchronous job", func(t *testing.T) {
+		r := s.postKey("/v1/jobs", "", `{"type":"chat.completion","request":`+chat+`}`)
+		if r.status != 202 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		st := s.waitJob(decodeAs[jobStatus](t, r).ID)
+		if st.Status != "succeeded" || st.Result == nil {
+			t.Fatalf("job %+v", st)
+		}
+		checkCalls(t, *st.Result)
+	})
+	t.Run("asynchronous job with a schema", func(t *testing.T) {
+		r := s.postKey("/v1/jobs", "", `{"type":"completion","request":{"prompt":"A number:","temperature":1,"seed":4,
+			"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"integer","minimum":10,"maximum":20}}}}}`)
+		if r.status != 202 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		st := s.waitJob(decodeAs[jobStatus](t, r).ID)
+		if st.Status != "succeeded" || st.Result == nil {
+			t.Fatalf("job %+v", st)
+		}
+		var n int
+		ch := st.Result.Choices[0]
+		if err := json.Unmarshal([]byte(ch.Text), &n); ch.FinishReason != "stop" || err != nil || n < 10 || n > 20 {
+			t.Fatalf("answer %q (%s): want an integer from 10 to 20", ch.Text, ch.FinishReason)
+		}
+	})
 }
