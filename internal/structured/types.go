@@ -136,45 +136,53 @@ func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
 
 func (c *compiler) str(s *value, path string) (frag, error) {
 	b := c.b
-	pat, format := s.get("pattern"), s.get("format")
-	if pat != nil || format != nil {
-		// A pattern and a length bound would need the product of two
-		// automata: refused rather than half enforced.
-		var others []string
-		for _, k := range []string{"pattern", "format", "minLength", "maxLength"} {
-			if s.get(k) != nil {
-				others = append(others, k)
-			}
-		}
-		if len(others) > 1 {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: %s together are not supported: use one", path, strings.Join(others, " and "))
-		}
-		if format != nil {
-			p, ok := formatPattern(format.str)
-			if format.kind != 's' || !ok {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: format %q is not supported: date, date-time, uuid and email are", path, format.str)
-			}
-			return c.sharedString("pattern "+p, func() (frag, error) { return c.pattern(p) })
-		}
-		if pat.kind != 's' {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
-		}
-		f, err := c.sharedString("pattern "+pat.str, func() (frag, error) { return c.pattern(pat.str) })
-		if err != nil {
-			return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
-		}
-		return f, nil
-	}
 	min, max, err := bounds(s, "minLength", "maxLength", path)
 	if err != nil {
 		return frag{}, err
 	}
-	if min == 0 && max < 0 {
-		return b.call(c.bi.str), nil
+	// Each constraint is an automaton of whole JSON strings; more than one
+	// is their product.
+	var keys []string
+	var parts []func() (frag, error)
+	if pat := s.get("pattern"); pat != nil {
+		if pat.kind != 's' {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
+		}
+		keys = append(keys, "pattern "+pat.str)
+		parts = append(parts, func() (frag, error) {
+			f, err := c.pattern(pat.str)
+			if err != nil {
+				return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
+			}
+			return f, nil
+		})
 	}
-	return c.sharedString(fmt.Sprintf("length %d %d", min, max), func() (frag, error) {
-		return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
-	})
+	if format := s.get("format"); format != nil {
+		p, ok := formatPattern(format.str)
+		if format.kind != 's' || !ok {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: format %q is not supported: date, date-time, uuid and email are", path, format.str)
+		}
+		keys = append(keys, "pattern "+p)
+		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+	}
+	if min > 0 || max >= 0 {
+		keys = append(keys, fmt.Sprintf("length %d %d", min, max))
+		parts = append(parts, func() (frag, error) {
+			b := c.b // the builder of the moment: a product builds each part alone
+			return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
+		})
+	}
+	switch len(parts) {
+	case 0:
+		return b.call(c.bi.str), nil
+	case 1:
+		return c.sharedString(keys[0], parts[0])
+	}
+	f, err := c.sharedString(strings.Join(keys, " and "), func() (frag, error) { return c.intersect(parts) })
+	if err != nil {
+		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+	}
+	return f, nil
 }
 
 // sharedString compiles a string with bounds or a pattern into a rule of
