@@ -84,7 +84,8 @@ func TestResponses(t *testing.T) {
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_x"}`, "this server keeps no conversation state"},
 		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, "schema is required"},
 		{"a bad schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","propertyNames":{}}}}}`, `the schema keyword "propertyNames"`},
-		{"tools", `{"input":"hi","tools":[{"type":"function","name":"f"}]}`, "tools are not supported"},
+		{"a hosted tool", `{"input":"hi","tools":[{"type":"file_search"}]}`, "only function tools are supported"},
+		{"a tool's schema genq cannot enforce", `{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":1}}]}`, `the schema keyword "minProperties"`},
 		{"over the cap", `{"input":"hi","max_output_tokens":17}`, "max_output_tokens is 17; this server answers with at most 16 tokens"},
 		{"no input", `{}`, "input is required"},
 	} {

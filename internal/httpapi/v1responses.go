@@ -42,6 +42,7 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, t te
 		return
 	}
 	out := sse{w: w, rc: http.NewResponseController(w)}
+	events := openai.NewResponseEvents(rs, t.jobs[0])
 	seq := 0
 	send := func(events ...openai.ResponseEvent) error {
 		for _, e := range events {
@@ -57,21 +58,12 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, t te
 		}
 		return nil
 	}
-	opened := func() error {
-		if out.started {
-			return nil
-		}
-		return send(rs.Start()...)
-	}
 	res, err := s.runJob(ctx, t.jobs[0], t.start, t.log, func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 		return s.streamer.RunStream(ctx, job, func(piece genq.TextPiece) error {
 			if piece.Text == "" {
 				return nil
 			}
-			if err := opened(); err != nil {
-				return err
-			}
-			return send(rs.Delta(piece.Text))
+			return send(events.Piece(piece.Text)...)
 		})
 	})
 	var text genq.TextResult
@@ -87,9 +79,7 @@ func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, t te
 		_ = send(openai.ResponseError(err))
 		return
 	}
-	if err := opened(); err == nil {
-		err = send(rs.End(text)...)
-	}
+	err = send(events.End(text)...)
 	if err != nil {
 		t.log.Info("stream client went away at its end", "err", err)
 		return

@@ -20,13 +20,15 @@ type ResponseRequest struct {
 	TopP            *float64        `json:"top_p"`
 	Stream          bool            `json:"stream"`
 
-	// Read only to refuse them: genq keeps no conversation, constrains no
-	// answer and calls no tool.
+	// Read only to refuse them: genq keeps no conversation.
 	Store              *bool           `json:"store"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
-	Tools              []any           `json:"tools"`
-	ToolChoice         json.RawMessage `json:"tool_choice"`
+
+	// Function tools, in the Responses API's flat shape.
+	Tools             []responseTool      `json:"tools"`
+	ToolChoice        *responseToolChoice `json:"tool_choice"`
+	ParallelToolCalls *bool               `json:"parallel_tool_calls"`
 
 	// Text.Format holds the answer to JSON, as chats' response_format.
 	Text *struct {
@@ -56,11 +58,17 @@ func (f *responseFormat) job() *genq.ResponseFormat {
 }
 
 // responseItem is one item of a request's input: a message, its content a
-// string or a list of text parts.
+// string or a list of text parts; a function call the model made; or a
+// call's output.
 type responseItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
 }
 
 // DecodeResponse reads the body of a response request into job, a chat
@@ -95,6 +103,13 @@ func DecodeResponse(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 	if req.Text != nil {
 		job.ResponseFormat = req.Text.Format.job()
 	}
+	if job.Tools, err = responseTools(req.Tools); err != nil {
+		return Params{}, err
+	}
+	if req.ToolChoice != nil {
+		job.ToolChoice = &req.ToolChoice.ToolChoice
+	}
+	job.ParallelToolCalls = req.ParallelToolCalls
 	return Params{Model: req.Model, Stream: req.Stream}, nil
 }
 
@@ -108,8 +123,6 @@ func (r ResponseRequest) unsupported() string {
 		return "previous_response_id is not supported: this server keeps no conversation state; send the whole conversation in input"
 	case len(r.Conversation) > 0 && string(r.Conversation) != "null":
 		return "conversation is not supported: this server keeps no conversation state; send the whole conversation in input"
-	case len(r.Tools) > 0 && string(r.ToolChoice) != `"none"`:
-		return "tools are not supported on /v1/responses yet: call tools through /v1/chat/completions, or send tool_choice: none"
 	}
 	return ""
 }
@@ -134,16 +147,33 @@ func responseInput(raw json.RawMessage) ([]chatMessageIn, error) {
 	if len(items) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "input is required: a string, or a list of messages")
 	}
-	out := make([]chatMessageIn, len(items))
+	out := make([]chatMessageIn, 0, len(items))
 	for i, it := range items {
-		if it.Type != "" && it.Type != "message" {
-			return nil, genq.Errorf(genq.Invalid, "input[%d] is of type %q: only messages are supported", i, it.Type)
+		switch it.Type {
+		case "", "message":
+			content, err := responseContent(it.Content)
+			if err != nil {
+				return nil, genq.Errorf(genq.Invalid, "input[%d].content %s", i, err.Error())
+			}
+			out = append(out, chatMessageIn{Role: it.Role, Content: content})
+		case "function_call":
+			call := genq.ToolCall{ID: it.CallID, Type: "function", Function: genq.ToolCallFunction{Name: it.Name, Arguments: it.Arguments}}
+			// The calls of one turn come as items one after another: one
+			// assistant message holds them.
+			if n := len(out); n > 0 && out[n-1].Role == genq.RoleAssistant && len(out[n-1].ToolCalls) > 0 {
+				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
+			} else {
+				out = append(out, chatMessageIn{Role: genq.RoleAssistant, ToolCalls: []genq.ToolCall{call}})
+			}
+		case "function_call_output":
+			content, err := responseContent(it.Output)
+			if err != nil {
+				return nil, genq.Errorf(genq.Invalid, "input[%d].output %s", i, err.Error())
+			}
+			out = append(out, chatMessageIn{Role: genq.RoleTool, Content: content, ToolCallID: it.CallID})
+		default:
+			return nil, genq.Errorf(genq.Invalid, "input[%d] is of type %q: only messages, function calls and their outputs are supported", i, it.Type)
 		}
-		content, err := responseContent(it.Content)
-		if err != nil {
-			return nil, genq.Errorf(genq.Invalid, "input[%d].content %s", i, err.Error())
-		}
-		out[i] = chatMessageIn{Role: it.Role, Content: content}
 	}
 	return out, nil
 }
@@ -187,7 +217,7 @@ type Response struct {
 	Error              *Error             `json:"error"`
 	IncompleteDetails  *incompleteDetails `json:"incomplete_details"`
 	Model              string             `json:"model"`
-	Output             []ResponseMessage  `json:"output"`
+	Output             []any              `json:"output"`
 	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
 	PreviousResponseID *string            `json:"previous_response_id"`
 	Store              bool               `json:"store"`
@@ -207,8 +237,9 @@ type responseText struct {
 	} `json:"format"`
 }
 
-// ResponseMessage is the one item of a response's output: the assistant's
-// message.
+// ResponseMessage is an item of a response's output: the assistant's
+// message. The calls it made are items of their own
+// (responseFunctionCall).
 type ResponseMessage struct {
 	Type    string         `json:"type"`
 	ID      string         `json:"id"`
@@ -243,7 +274,7 @@ type ResponseStream Stream
 
 func (s ResponseStream) object(status string) Response {
 	r := Response{ID: "resp_" + s.JobID, Object: "response", CreatedAt: s.Created, Status: status, Model: s.Model,
-		Output: []ResponseMessage{}, ToolChoice: "none", Tools: []any{}}
+		Output: []any{}, ToolChoice: "none", Tools: []any{}}
 	r.Text.Format.Type = "text"
 	return r
 }
@@ -253,8 +284,9 @@ func (s ResponseStream) message(status, text string) ResponseMessage {
 		Content: []responsePart{{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}}}
 }
 
-// Done is the response of a finished answer: "incomplete" when the
-// answer reached its token limit, as OpenAI says it.
+// Done is the response of a finished answer: its message, or the calls it
+// made; "incomplete" when the answer reached its token limit, as OpenAI
+// says it.
 func (s ResponseStream) Done(r genq.TextResult) Response {
 	resp := s.object("completed")
 	status := "completed"
@@ -262,7 +294,12 @@ func (s ResponseStream) Done(r genq.TextResult) Response {
 		resp.Status, status = "incomplete", "incomplete"
 		resp.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
 	}
-	resp.Output = []ResponseMessage{s.message(status, r.GeneratedText)}
+	if len(r.ToolCalls) == 0 {
+		resp.Output = []any{s.message(status, r.GeneratedText)}
+	}
+	for i, c := range r.ToolCalls {
+		resp.Output = append(resp.Output, functionCall(s.JobID, i, c.Function.Name, c.Function.Arguments, status))
+	}
 	u := &ResponseUsage{}
 	if r.Usage != nil {
 		u.InputTokens, u.OutputTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens
@@ -278,46 +315,6 @@ type ResponseEvent map[string]any
 
 // Type is the event's type.
 func (e ResponseEvent) Type() string { s, _ := e["type"].(string); return s }
-
-// Start are the events that open a stream: the response created and in
-// progress, its message and its text part added.
-func (s ResponseStream) Start() []ResponseEvent {
-	resp := s.object("in_progress")
-	msg := s.message("in_progress", "")
-	msg.Content = []responsePart{}
-	return []ResponseEvent{
-		{"type": "response.created", "response": resp},
-		{"type": "response.in_progress", "response": resp},
-		{"type": "response.output_item.added", "output_index": 0, "item": msg},
-		{"type": "response.content_part.added", "item_id": msg.ID, "output_index": 0, "content_index": 0,
-			"part": responsePart{Type: "output_text", Text: "", Annotations: []any{}, Logprobs: []any{}}},
-	}
-}
-
-// Delta carries a piece of the answer's text.
-func (s ResponseStream) Delta(text string) ResponseEvent {
-	return ResponseEvent{"type": "response.output_text.delta", "item_id": "msg_" + s.JobID, "output_index": 0,
-		"content_index": 0, "delta": text, "logprobs": []any{}}
-}
-
-// End are the events that close a stream: the text, its part and its
-// message done, then the whole response, "response.completed" or, at the
-// token limit, "response.incomplete".
-func (s ResponseStream) End(r genq.TextResult) []ResponseEvent {
-	resp := s.Done(r)
-	msg := resp.Output[0]
-	last := "response.completed"
-	if resp.Status == "incomplete" {
-		last = "response.incomplete"
-	}
-	return []ResponseEvent{
-		{"type": "response.output_text.done", "item_id": msg.ID, "output_index": 0, "content_index": 0,
-			"text": r.GeneratedText, "logprobs": []any{}},
-		{"type": "response.content_part.done", "item_id": msg.ID, "output_index": 0, "content_index": 0, "part": msg.Content[0]},
-		{"type": "response.output_item.done", "output_index": 0, "item": msg},
-		{"type": last, "response": resp},
-	}
-}
 
 // ResponseError is the event that ends a stream that failed.
 func ResponseError(err error) ResponseEvent {

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
@@ -26,16 +27,26 @@ func TestDecodeResponse(t *testing.T) {
 		{"no input", `{"model":"m"}`, nil, "input is required: a string, or a list of messages"},
 		{"an empty list", `{"input":[]}`, nil, "input is required: a string, or a list of messages"},
 		{"input a number", `{"input":3}`, nil, "input must be a string, or a list of messages ({role, content})"},
-		{"a function call output", `{"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, nil,
-			`input[0] is of type "function_call_output": only messages are supported`},
+		{"function calls and their outputs", `{"input":[{"role":"user","content":"w?"},
+			{"type":"function_call","call_id":"c1","name":"w","arguments":"{}"},{"type":"function_call","call_id":"c2","name":"w","arguments":"{\"a\":1}"},
+			{"type":"function_call_output","call_id":"c1","output":"x"},{"type":"function_call_output","call_id":"c2","output":[{"type":"input_text","text":"y"}]}]}`,
+			[]genq.Message{{Role: "user", Content: "w?"},
+				{Role: "assistant", ToolCalls: []genq.ToolCall{{ID: "c1", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: "{}"}},
+					{ID: "c2", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: `{"a":1}`}}}},
+				{Role: "tool", Content: "x", ToolCallID: "c1"}, {Role: "tool", Content: "y", ToolCallID: "c2"}}, ""},
+		{"a reasoning item", `{"input":[{"type":"reasoning","summary":[]}]}`, nil,
+			`input[0] is of type "reasoning": only messages, function calls and their outputs are supported`},
 		{"store true", `{"input":"hi","store":true}`, nil,
 			"store: true is not supported: this server keeps no conversation state; send store: false (or leave it out) and the whole conversation in input"},
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_1"}`, nil,
 			"previous_response_id is not supported: this server keeps no conversation state; send the whole conversation in input"},
 		{"text.format", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
 		{"text.format text", `{"input":"hi","text":{"format":{"type":"text"}}}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
-		{"tools", `{"input":"hi","tools":[{"type":"function","name":"f"}]}`, nil,
-			"tools are not supported on /v1/responses yet: call tools through /v1/chat/completions, or send tool_choice: none"},
+		{"function tools", `{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
+			[]genq.Message{{Role: "user", Content: "hi"}}, ""},
+		{"a hosted tool", `{"input":"hi","tools":[{"type":"web_search"}]}`, nil, `tools[0] is of type "web_search": only function tools are supported`},
+		{"tool_choice of another shape", `{"input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, nil,
+			`tool_choice must be "none", "auto", "required" or {"type":"function","name":…}`},
 		{"max_output_tokens 0", `{"input":"hi","max_output_tokens":0}`, nil, "max_output_tokens must be at least 1, not 0"},
 		{"too long", `{"input":"0123456789"}`, nil, "messages hold 10 bytes of content; the limit is 8"},
 	} {
@@ -82,13 +93,58 @@ func TestRenderResponse(t *testing.T) {
 	if r := rs.Done(done); r.Status != "incomplete" || r.IncompleteDetails == nil || r.IncompleteDetails.Reason != "max_output_tokens" {
 		t.Errorf("at the limit: %+v", r)
 	}
+	events := NewResponseEvents(rs, genq.Job{ID: "j"})
 	var types []string
-	for _, e := range append(append(rs.Start(), rs.Delta("h")), rs.End(done)...) {
+	for _, e := range append(events.Piece("h"), events.End(done)...) {
 		types = append(types, e.Type())
 	}
 	wantTypes := `["response.created","response.in_progress","response.output_item.added","response.content_part.added",` +
 		`"response.output_text.delta","response.output_text.done","response.content_part.done","response.output_item.done","response.incomplete"]`
 	if got, _ := json.Marshal(types); string(got) != wantTypes {
 		t.Errorf("events %s, want %s", got, wantTypes)
+	}
+}
+
+// A response that calls tools has a function_call item per call, whole or
+// streamed: the item added with its name, the arguments by deltas, then
+// done; the streamed arguments join into the whole response's.
+func TestResponseToolCalls(t *testing.T) {
+	rs := ResponseStream{JobID: "j", Created: 7, Model: "m"}
+	job := genq.Job{ID: "j", Tools: []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}, ToolChoice: &genq.ToolChoice{Mode: "required"}}
+	text := `{"name": "w", "parameters": {"city": "Oslo"}}`
+	done := genq.TextResult{GeneratedText: text, FinishReason: genq.FinishToolCalls, Usage: &genq.Usage{PromptTokens: 3, CompletionTokens: 9},
+		ToolCalls: []genq.ToolCall{{ID: genq.ToolCallID("j", 0), Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: `{"city": "Oslo"}`}}}}
+	whole, _ := json.Marshal(rs.Done(done).Output)
+	wantOutput := `[{"type":"function_call","id":"fc_j_0","call_id":"call_j_0","name":"w","arguments":"{\"city\": \"Oslo\"}","status":"completed"}]`
+	if string(whole) != wantOutput {
+		t.Errorf("output %s, want %s", whole, wantOutput)
+	}
+	events := NewResponseEvents(rs, job)
+	var all []ResponseEvent
+	for i := 0; i < len(text); i += 5 {
+		all = append(all, events.Piece(text[i:min(i+5, len(text))])...)
+	}
+	all = append(all, events.End(done)...)
+	var types []string
+	args := ""
+	for _, e := range all {
+		types = append(types, e.Type())
+		if e.Type() == "response.function_call_arguments.delta" {
+			args += e["delta"].(string)
+		}
+	}
+	if args != `{"city": "Oslo"}` {
+		t.Errorf("the deltas join into %q", args)
+	}
+	got, _ := json.Marshal(types)
+	want := `["response.created","response.in_progress","response.output_item.added",` +
+		strings.TrimSuffix(strings.Repeat(`"response.function_call_arguments.delta",`, strings.Count(string(got), "arguments.delta")), ",") +
+		`,"response.function_call_arguments.done","response.output_item.done","response.completed"]`
+	if string(got) != want {
+		t.Errorf("events %s\nwant   %s", got, want)
+	}
+	last, _ := json.Marshal(all[len(all)-1]["response"].(Response).Output)
+	if string(last) != wantOutput {
+		t.Errorf("the stream's last response has %s, want %s", last, wantOutput)
 	}
 }

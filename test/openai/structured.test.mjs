@@ -12,6 +12,8 @@ import { z } from "zod";
 import { ChatOpenAI } from "@langchain/openai";
 import { HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText, streamText, generateObject, tool as aiTool, stepCountIs } from "ai";
 
 const baseURL = process.env.GENQ_OPENAI_STRUCTURED_URL;
 const apiKey = process.env.GENQ_API_KEY;
@@ -225,4 +227,102 @@ test("LangChain bindTools with a ToolMessage round trip", async () => {
     .invoke([question, ai, new ToolMessage({ content: result, tool_call_id: call.id })]);
   assert.equal(typeof final.content, "string");
   assert.equal(final.tool_calls.length, 0);
+});
+
+test("the Responses API: function tools, a call, its output, a final answer", async () => {
+  const tools = [{ type: "function", name: "get_weather", description: "The weather in a city.", strict: true, parameters: weatherTool.function.parameters }];
+  const first = await client.responses.create({
+    model: "genq",
+    input: "What is the weather in Oslo?",
+    tools,
+    tool_choice: "required",
+    parallel_tool_calls: false,
+    temperature: 1,
+    max_output_tokens: 128,
+  });
+  assert.equal(first.status, "completed");
+  const calls = first.output.filter((o) => o.type === "function_call");
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].name, "get_weather");
+  assert.match(calls[0].call_id, /^call_/);
+  weatherParams.parse(JSON.parse(calls[0].arguments));
+  const second = await client.responses.create({
+    model: "genq",
+    input: [
+      { role: "user", content: "What is the weather in Oslo?" },
+      ...calls,
+      { type: "function_call_output", call_id: calls[0].call_id, output: "Sunny, 21 degrees." },
+    ],
+    tools,
+    tool_choice: "none",
+    temperature: 0,
+    max_output_tokens: 8,
+  });
+  assert.equal(typeof second.output_text, "string");
+  assert.ok(second.usage.input_tokens > first.usage.input_tokens);
+});
+
+test("the Responses API streams a call's arguments as deltas that join into the whole call", async () => {
+  const body = {
+    model: "genq",
+    input: "What is the weather in Oslo?",
+    tools: [{ type: "function", name: "get_weather", parameters: weatherTool.function.parameters }],
+    tool_choice: "required",
+    temperature: 1,
+    max_output_tokens: 128,
+  };
+  const stream = await client.responses.create({ ...body, stream: true });
+  let args = "";
+  let done = null;
+  for await (const e of stream) {
+    if (e.type === "response.function_call_arguments.delta") args += e.delta;
+    if (e.type === "response.completed") done = e.response;
+  }
+  const call = done.output.find((o) => o.type === "function_call");
+  assert.equal(args, call.arguments);
+  weatherParams.parse(JSON.parse(args));
+});
+
+// The AI SDK's default provider, openai("…"), calls /v1/responses.
+const aiOpenAI = createOpenAI({ baseURL, apiKey });
+
+test("the AI SDK: generateText with a tool, executed, then answered", async () => {
+  let executed = null;
+  const res = await generateText({
+    model: aiOpenAI("genq"),
+    prompt: "What is the weather in Oslo?",
+    tools: {
+      get_weather: aiTool({
+        description: "The weather in a city.",
+        inputSchema: weatherParams,
+        execute: async (input) => ((executed = input), `Sunny in ${input.city}.`),
+      }),
+    },
+    prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? "required" : "none" }),
+    stopWhen: stepCountIs(2),
+    temperature: 1,
+    maxOutputTokens: 128,
+    maxRetries: 0,
+  });
+  assert.equal(res.steps.length, 2);
+  assert.equal(res.steps[0].toolCalls[0].toolName, "get_weather");
+  assert.deepEqual(weatherParams.parse(executed), executed);
+  assert.equal(typeof res.text, "string");
+});
+
+test("the AI SDK: generateObject and a streamed tool call", async () => {
+  const { object } = await generateObject({ model: aiOpenAI("genq"), schema: Person, prompt: "Describe a person.", temperature: 1, maxOutputTokens: 256, maxRetries: 0 });
+  assert.deepEqual(Person.parse(object), object);
+  const s = streamText({
+    model: aiOpenAI("genq"),
+    prompt: "What is the weather in Oslo?",
+    tools: { get_weather: aiTool({ inputSchema: weatherParams }) },
+    toolChoice: "required",
+    temperature: 1,
+    maxOutputTokens: 128,
+    maxRetries: 0,
+  });
+  const calls = await s.toolCalls;
+  assert.equal(calls.length >= 1, true);
+  weatherParams.parse(calls[0].input);
 });
