@@ -103,32 +103,24 @@ func (s *CallStream) step() (*CallEvent, bool) {
 		return ev, false
 	case callHead:
 		t := strings.TrimLeft(s.pending, " \t\r\n")
-		if len(t) < len(callOpen) {
-			if !strings.HasPrefix(callOpen, t) {
-				s.state = callContent
-				return nil, true
-			}
-			return nil, false
-		}
-		if !strings.HasPrefix(t, callOpen) {
+		switch opens(t, callOpen) {
+		case litNo:
 			s.state = callContent
 			return nil, true
+		case litSoFar:
+			return nil, false
 		}
 		name, rest, ok := strings.Cut(t[len(callOpen):], `"`)
 		if !ok {
 			return nil, false
 		}
 		after := `"` + rest
-		if len(after) < len(callArgs) {
-			if !strings.HasPrefix(callArgs, after) {
-				s.state = callContent
-				return nil, true
-			}
-			return nil, false
-		}
-		if !strings.HasPrefix(after, callArgs) {
+		switch opens(after, callArgs) {
+		case litNo:
 			s.state = callContent
 			return nil, true
+		case litSoFar:
+			return nil, false
 		}
 		s.pending = strings.TrimLeft(after[len(callArgs):], " \t\r\n")
 		s.state, s.args = callArguments, jsonScanner{}
@@ -164,6 +156,24 @@ func (s *CallStream) step() (*CallEvent, bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+// Whether a text opens with a literal: it does, it does so far (the text
+// is shorter and could still), or it cannot.
+const (
+	litYes = iota
+	litSoFar
+	litNo
+)
+
+func opens(t, lit string) int {
+	switch {
+	case strings.HasPrefix(t, lit):
+		return litYes
+	case len(t) < len(lit) && strings.HasPrefix(lit, t):
+		return litSoFar
+	}
+	return litNo
 }
 
 // jsonScanner finds where a JSON value ends, byte by byte.
