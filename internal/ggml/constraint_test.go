@@ -3,6 +3,7 @@ package ggml
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -370,5 +371,76 @@ func TestBadConstraintIsInvalid(t *testing.T) {
 	}
 	if got := b.sched.stats.admitted.Load(); got != 0 {
 		t.Errorf("%d sequences admitted; want none", got)
+	}
+}
+
+// TestConstrainedRowsBesideNarrowedOnes: on a device that narrows, a
+// constrained row crosses whole beside the others' candidates: they stay
+// narrowed, and every job answers as it does alone.
+func TestConstrainedRowsBesideNarrowedOnes(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 120, Slots: 4, ContextSize: 2048, Temperature: 0.8, TopK: 20, Narrow: "device"})
+	zero, seed := 0.0, int64(9)
+	object, tools := chatJob("object", 2), chatJob("tools", 3)
+	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
+	tools.Tools, tools.ToolChoice = []genq.Tool{weatherTool, timeTool}, &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
+	chat := []genq.Message{{Role: genq.RoleUser, Content: "Hello"}}
+	jobs := []genq.Job{
+		{Messages: chat, Temperature: &zero, IgnoreEOS: true},
+		{Messages: chat, Seed: &seed, IgnoreEOS: true},
+		object, tools,
+	}
+	together, errs := jobsTogether(t, b, jobs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.sched.stats.mixedSteps.Load(); n == 0 {
+		t.Fatal("no step narrowed some rows and kept others whole: the check below proves nothing")
+	}
+	for i, job := range jobs {
+		alone, err := b.generateJob(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if together[i].Text != alone.Text || together[i].FinishReason != alone.FinishReason {
+			t.Errorf("job %d: beside the others %s %q, alone %s %q", i, together[i].FinishReason, together[i].Text, alone.FinishReason, alone.Text)
+		}
+	}
+	if together[3].FinishReason != genq.FinishToolCalls {
+		t.Errorf("the tool job: %s %q, want tool calls", together[3].FinishReason, together[3].Text)
+	}
+}
+
+// TestConstrainedAnswerRestartsAfterAFailedStep: a constrained sequence
+// that a failed step starts over (failStep) starts its grammar over too,
+// and answers as it does alone.
+func TestConstrainedAnswerRestartsAfterAFailedStep(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 120, Slots: 2, ContextSize: 2048})
+	errBad := errors.New("injected step failure")
+	object := chatJob("object", 4)
+	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
+	poison := genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: "poison"}}, IgnoreEOS: true}
+	bad, err := b.jobPrompt(poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sched.fault = func(st *step) error {
+		for _, seq := range st.seqs {
+			if slices.Equal(seq.req.prompt, bad) && seq.generated >= 5 {
+				return errBad
+			}
+		}
+		return nil
+	}
+	got, errs := jobsTogether(t, b, []genq.Job{object, poison})
+	if !errors.Is(errs[1], errBad) || errs[0] != nil {
+		t.Fatalf("errors %v; want the poison's alone", errs)
+	}
+	b.sched.fault = nil
+	alone, err := b.generateJob(context.Background(), object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Text != alone.Text || got[0].FinishReason != alone.FinishReason || got[0].FinishReason != genq.FinishStop {
+		t.Errorf("after the restart %s %q, alone %s %q; want the same stopped answer", got[0].FinishReason, got[0].Text, alone.FinishReason, alone.Text)
 	}
 }
