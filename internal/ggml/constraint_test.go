@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/sample"
 	"github.com/genq/genq/internal/structured"
 )
 
@@ -442,5 +444,64 @@ func TestConstrainedAnswerRestartsAfterAFailedStep(t *testing.T) {
 	}
 	if got[0].Text != alone.Text || got[0].FinishReason != alone.FinishReason || got[0].FinishReason != genq.FinishStop {
 		t.Errorf("after the restart %s %q, alone %s %q; want the same stopped answer", got[0].FinishReason, got[0].Text, alone.FinishReason, alone.Text)
+	}
+}
+
+// TestFewAllowedDrawsAsTheMaskedRow: a row with few tokens allowed is
+// sampled from its candidates (SampleTop), and draws what the sampler
+// draws from the whole row with the rest set to NaN, settings and seed
+// alike.
+func TestFewAllowedDrawsAsTheMaskedRow(t *testing.T) {
+	var tokens [][]byte
+	for c := range 256 {
+		tokens = append(tokens, []byte{byte(c)})
+	}
+	tokens = append(tokens, []byte(`{"`), []byte(`{}`), []byte(`{ "`), nil)
+	eos := int32(len(tokens) - 1)
+	mv := maskVocabOf(tokens, []int32{eos})
+	g := structured.CompileJSONObject()
+	rng := rand.New(rand.NewPCG(3, 4))
+	tests := []sample.Params{
+		{Temperature: 1},
+		{Temperature: 0.7, TopK: 2, TopP: 0.9},
+		{Temperature: 1.3, MinP: 0.05},
+		{Temperature: 0},
+		{Temperature: 0.8, FrequencyPenalty: 0.5, PresencePenalty: 0.3, RepetitionPenalty: 1.2, LogitBias: map[int32]float32{' ': 3, '"': -2}},
+	}
+	for i, params := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			for seed := range uint64(20) {
+				m := g.NewMatcher()
+				prefix := []string{"", `{`, `{"a":1`, `{"a":`}[seed%4]
+				m.Advance([]byte(prefix))
+				row := make([]float32, len(tokens))
+				for j := range row {
+					row[j] = float32(rng.NormFloat64() * 2)
+				}
+				sc := &seqConstraint{c: structured.Constraint{Grammar: g}, v: mv, m: m, mask: make([]uint64, (len(tokens)+63)/64)}
+				req := &request{sampler: sample.New(params, seed), constraint: sc}
+				req.sampler.RememberPrompt([]int32{' ', '{'})
+				few, _, err := sampleMasked(req, slices.Clone(row))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if allowed, _ := sc.fillMask(len(row)); allowed > fewAllowed {
+					t.Fatalf("%d allowed: the test needs few", allowed)
+				}
+				whole := slices.Clone(row)
+				if err := sc.maskRow(whole); err != nil {
+					t.Fatal(err)
+				}
+				ref := sample.New(params, seed)
+				ref.RememberPrompt([]int32{' ', '{'})
+				want, err := ref.Sample(whole)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if few != want {
+					t.Errorf("seed %d after %q: %q from the candidates, %q from the masked row", seed, prefix, tokens[few], tokens[want])
+				}
+			}
+		})
 	}
 }
