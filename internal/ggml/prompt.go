@@ -38,16 +38,15 @@ func newChatTemplate(jinja string) (*chatTemplate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", named.Name, err)
 	}
-	return newParsedTemplate(named.Name, t)
+	return newParsedTemplate(named.Name, t), nil
 }
 
-// newParsedTemplate wraps a parsed template, noting whether it renders tools.
-func newParsedTemplate(name string, t *template.Template) (*chatTemplate, error) {
+// newParsedTemplate wraps a parsed template, noting whether it renders
+// tools. A template whose variables cannot be listed renders chats as
+// before, and tools the Llama 3.1 way.
+func newParsedTemplate(name string, t *template.Template) *chatTemplate {
 	vars, err := t.Vars()
-	if err != nil {
-		return nil, fmt.Errorf("chat template %s: %w", name, err)
-	}
-	return &chatTemplate{name: name, tmpl: t, rendersTools: slices.Contains(vars, "tools")}, nil
+	return &chatTemplate{name: name, tmpl: t, rendersTools: err == nil && slices.Contains(vars, "tools")}
 }
 
 // Render returns the prompt text up to and including the generation prompt

@@ -108,10 +108,7 @@ func TestRenderToolsWithTheTemplatesOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := newParsedTemplate("tools", parsed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := newParsedTemplate("tools", parsed)
 	if !tmpl.rendersTools {
 		t.Fatal("a template that reads .Tools: rendersTools is false")
 	}
