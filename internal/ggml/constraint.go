@@ -146,6 +146,9 @@ type seqConstraint struct {
 	m     *structured.Matcher
 	state bindState
 	mask  []uint64
+	// ids and logits are the candidates of a row with few tokens allowed.
+	ids    []int32
+	logits []float32
 	// narrowK is the candidates the request's own sampler needs, which it
 	// gets back when a lazy grammar lets the answer go.
 	narrowK int
@@ -161,18 +164,11 @@ func (c *seqConstraint) masks() bool { return c != nil && c.state != free }
 // penalties, biases and the seed then apply to the allowed tokens alone,
 // as they would to a whole row.
 func (c *seqConstraint) maskRow(row []float32) error {
-	c.m.Mask(c.v.vocab, c.mask)
-	if c.state == waiting {
-		// Before its first token a lazy answer is free, except that a token
-		// opening a call must open one the grammar allows.
-		for i, w := range c.v.opensCall {
-			c.mask[i] |= ^w
-		}
+	if _, err := c.fillMask(len(row)); err != nil {
+		return err
 	}
 	nan := float32(math.NaN())
-	allowed := 0
 	for i, w := range c.mask {
-		allowed += bits.OnesCount64(w)
 		for x := ^w; x != 0; x &= x - 1 {
 			id := i*64 + bits.TrailingZeros64(x)
 			if id >= len(row) {
@@ -181,11 +177,52 @@ func (c *seqConstraint) maskRow(row []float32) error {
 			row[id] = nan
 		}
 	}
-	if allowed == 0 {
-		return genq.Errorf(genq.Internal, "the grammar allows no token of this model's vocabulary here")
-	}
 	return nil
 }
+
+// fillMask works out the tokens allowed next into c.mask and counts them,
+// of a vocabulary of size tokens.
+func (c *seqConstraint) fillMask(size int) (int, error) {
+	c.m.Mask(c.v.vocab, c.mask)
+	if c.state == waiting {
+		// Before its first token a lazy answer is free, except that a token
+		// opening a call must open one the grammar allows.
+		for i, w := range c.v.opensCall {
+			c.mask[i] |= ^w
+		}
+	}
+	if tail := size % 64; tail != 0 && len(c.mask) > size/64 {
+		c.mask[size/64] &= 1<<tail - 1
+	}
+	allowed := 0
+	for _, w := range c.mask {
+		allowed += bits.OnesCount64(w)
+	}
+	if allowed == 0 {
+		return 0, genq.Errorf(genq.Internal, "the grammar allows no token of this model's vocabulary here")
+	}
+	return allowed, nil
+}
+
+// allowedOnly gathers the allowed tokens' ids and logits from row into
+// the constraint's buffers.
+func (c *seqConstraint) allowedOnly(row []float32) ([]int32, []float32) {
+	ids, logits := c.ids[:0], c.logits[:0]
+	for i, w := range c.mask {
+		for x := w; x != 0; x &= x - 1 {
+			id := i*64 + bits.TrailingZeros64(x)
+			ids, logits = append(ids, int32(id)), append(logits, row[id])
+		}
+	}
+	c.ids, c.logits = ids, logits
+	return ids, logits
+}
+
+// fewAllowed is the most allowed tokens that are sampled as candidates
+// (Sampler.SampleTop, which sorts them) rather than as a whole row with
+// the rest set to NaN (which scans the row): between a schema's values a
+// grammar allows a handful of a vocabulary's tokens (docs/benchmarks.md).
+const fewAllowed = 1024
 
 // follow moves req's constraint over a sampled token's bytes (nil for a
 // token that writes none) and reports whether the answer is complete:
@@ -234,14 +271,26 @@ func sampleMasked(req *request, row []float32) (int32, *rowLogprob, error) {
 		logSumExp, top = sample.RowLogprobs(row, req.topLogprobs)
 		lp = &rowLogprob{top: top}
 	}
-	if err := req.constraint.maskRow(row); err != nil {
+	c := req.constraint
+	allowed, err := c.fillMask(len(row))
+	if err != nil {
 		return 0, nil, err
 	}
+	var tok int32
 	raw := row
-	if lp != nil && req.sampler.Adjusts() {
-		raw = slices.Clone(row) // the allowed tokens' logits are still raw
+	if allowed <= fewAllowed {
+		// Sampled as candidates, drawn as from the masked row (the
+		// sampler's contract); the row stays raw.
+		tok, err = req.sampler.SampleTop(c.allowedOnly(row))
+	} else {
+		if err := c.maskRow(row); err != nil {
+			return 0, nil, err
+		}
+		if lp != nil && req.sampler.Adjusts() {
+			raw = slices.Clone(row) // the allowed tokens' logits are still raw
+		}
+		tok, err = req.sampler.Sample(row)
 	}
-	tok, err := req.sampler.Sample(row)
 	if err != nil {
 		return 0, nil, err
 	}

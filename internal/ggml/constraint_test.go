@@ -3,12 +3,15 @@ package ggml
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml/sample"
 	"github.com/genq/genq/internal/structured"
 )
 
@@ -370,5 +373,135 @@ func TestBadConstraintIsInvalid(t *testing.T) {
 	}
 	if got := b.sched.stats.admitted.Load(); got != 0 {
 		t.Errorf("%d sequences admitted; want none", got)
+	}
+}
+
+// TestConstrainedRowsBesideNarrowedOnes: on a device that narrows, a
+// constrained row crosses whole beside the others' candidates: they stay
+// narrowed, and every job answers as it does alone.
+func TestConstrainedRowsBesideNarrowedOnes(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 120, Slots: 4, ContextSize: 2048, Temperature: 0.8, TopK: 20, Narrow: "device"})
+	zero, seed := 0.0, int64(9)
+	object, tools := chatJob("object", 2), chatJob("tools", 3)
+	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
+	tools.Tools, tools.ToolChoice = []genq.Tool{weatherTool, timeTool}, &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
+	chat := []genq.Message{{Role: genq.RoleUser, Content: "Hello"}}
+	jobs := []genq.Job{
+		{Messages: chat, Temperature: &zero, IgnoreEOS: true},
+		{Messages: chat, Seed: &seed, IgnoreEOS: true},
+		object, tools,
+	}
+	together, errs := jobsTogether(t, b, jobs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.sched.stats.mixedSteps.Load(); n == 0 {
+		t.Fatal("no step narrowed some rows and kept others whole: the check below proves nothing")
+	}
+	for i, job := range jobs {
+		alone, err := b.generateJob(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if together[i].Text != alone.Text || together[i].FinishReason != alone.FinishReason {
+			t.Errorf("job %d: beside the others %s %q, alone %s %q", i, together[i].FinishReason, together[i].Text, alone.FinishReason, alone.Text)
+		}
+	}
+	if together[3].FinishReason != genq.FinishToolCalls {
+		t.Errorf("the tool job: %s %q, want tool calls", together[3].FinishReason, together[3].Text)
+	}
+}
+
+// TestConstrainedAnswerRestartsAfterAFailedStep: a constrained sequence
+// that a failed step starts over (failStep) starts its grammar over too,
+// and answers as it does alone.
+func TestConstrainedAnswerRestartsAfterAFailedStep(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 120, Slots: 2, ContextSize: 2048})
+	errBad := errors.New("injected step failure")
+	object := chatJob("object", 4)
+	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
+	poison := genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: "poison"}}, IgnoreEOS: true}
+	bad, err := b.jobPrompt(poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sched.fault = func(st *step) error {
+		for _, seq := range st.seqs {
+			if slices.Equal(seq.req.prompt, bad) && seq.generated >= 5 {
+				return errBad
+			}
+		}
+		return nil
+	}
+	got, errs := jobsTogether(t, b, []genq.Job{object, poison})
+	if !errors.Is(errs[1], errBad) || errs[0] != nil {
+		t.Fatalf("errors %v; want the poison's alone", errs)
+	}
+	b.sched.fault = nil
+	alone, err := b.generateJob(context.Background(), object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Text != alone.Text || got[0].FinishReason != alone.FinishReason || got[0].FinishReason != genq.FinishStop {
+		t.Errorf("after the restart %s %q, alone %s %q; want the same stopped answer", got[0].FinishReason, got[0].Text, alone.FinishReason, alone.Text)
+	}
+}
+
+// TestFewAllowedDrawsAsTheMaskedRow: a row with few tokens allowed is
+// sampled from its candidates (SampleTop), and draws what the sampler
+// draws from the whole row with the rest set to NaN, settings and seed
+// alike.
+func TestFewAllowedDrawsAsTheMaskedRow(t *testing.T) {
+	var tokens [][]byte
+	for c := range 256 {
+		tokens = append(tokens, []byte{byte(c)})
+	}
+	tokens = append(tokens, []byte(`{"`), []byte(`{}`), []byte(`{ "`), nil)
+	eos := int32(len(tokens) - 1)
+	mv := maskVocabOf(tokens, []int32{eos})
+	g := structured.CompileJSONObject()
+	rng := rand.New(rand.NewPCG(3, 4))
+	tests := []sample.Params{
+		{Temperature: 1},
+		{Temperature: 0.7, TopK: 2, TopP: 0.9},
+		{Temperature: 1.3, MinP: 0.05},
+		{Temperature: 0},
+		{Temperature: 0.8, FrequencyPenalty: 0.5, PresencePenalty: 0.3, RepetitionPenalty: 1.2, LogitBias: map[int32]float32{' ': 3, '"': -2}},
+	}
+	for i, params := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			for seed := range uint64(20) {
+				m := g.NewMatcher()
+				prefix := []string{"", `{`, `{"a":1`, `{"a":`}[seed%4]
+				m.Advance([]byte(prefix))
+				row := make([]float32, len(tokens))
+				for j := range row {
+					row[j] = float32(rng.NormFloat64() * 2)
+				}
+				sc := &seqConstraint{c: structured.Constraint{Grammar: g}, v: mv, m: m, mask: make([]uint64, (len(tokens)+63)/64)}
+				req := &request{sampler: sample.New(params, seed), constraint: sc}
+				req.sampler.RememberPrompt([]int32{' ', '{'})
+				few, _, err := sampleMasked(req, slices.Clone(row))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if allowed, _ := sc.fillMask(len(row)); allowed > fewAllowed {
+					t.Fatalf("%d allowed: the test needs few", allowed)
+				}
+				whole := slices.Clone(row)
+				if err := sc.maskRow(whole); err != nil {
+					t.Fatal(err)
+				}
+				ref := sample.New(params, seed)
+				ref.RememberPrompt([]int32{' ', '{'})
+				want, err := ref.Sample(whole)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if few != want {
+					t.Errorf("seed %d after %q: %q from the candidates, %q from the masked row", seed, prefix, tokens[few], tokens[want])
+				}
+			}
+		})
 	}
 }

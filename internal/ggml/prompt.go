@@ -3,9 +3,9 @@ package ggml
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/ollama/ollama/api"
 	"github.com/ollama/ollama/template"
 	"github.com/ollama/ollama/tokenizer"
 
@@ -16,6 +16,10 @@ import (
 type chatTemplate struct {
 	name string
 	tmpl *template.Template
+	// rendersTools is set when the template renders tool definitions
+	// itself (it reads .Tools); otherwise they are rendered into the
+	// conversation the Llama 3.1 way (prompt_tools.go).
+	rendersTools bool
 }
 
 // newChatTemplate maps the model's jinja chat template (GGUF
@@ -34,7 +38,15 @@ func newChatTemplate(jinja string) (*chatTemplate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", named.Name, err)
 	}
-	return &chatTemplate{name: named.Name, tmpl: t}, nil
+	return newParsedTemplate(named.Name, t), nil
+}
+
+// newParsedTemplate wraps a parsed template, noting whether it renders
+// tools. A template whose variables cannot be listed renders chats as
+// before, and tools the Llama 3.1 way.
+func newParsedTemplate(name string, t *template.Template) *chatTemplate {
+	vars, err := t.Vars()
+	return &chatTemplate{name: name, tmpl: t, rendersTools: err == nil && slices.Contains(vars, "tools")}
 }
 
 // Render returns the prompt text up to and including the generation prompt
@@ -47,20 +59,7 @@ func (c *chatTemplate) Render(system, user string) (string, error) {
 // renders one: the system message goes first unless the chat opens with its
 // own, and the text ends with the assistant's header.
 func (c *chatTemplate) RenderMessages(system string, msgs []genq.Message) (string, error) {
-	all := make([]api.Message, 0, len(msgs)+1)
-	if len(msgs) == 0 || msgs[0].Role != genq.RoleSystem {
-		all = append(all, api.Message{Role: genq.RoleSystem, Content: strings.TrimSpace(system)})
-	}
-	for _, m := range msgs {
-		// Meta's template trims each message's content; so do we, to render
-		// the same text.
-		all = append(all, api.Message{Role: m.Role, Content: strings.TrimSpace(m.Content)})
-	}
-	var b strings.Builder
-	if err := c.tmpl.Execute(&b, template.Values{Messages: all}); err != nil {
-		return "", fmt.Errorf("render chat template %s: %w", c.name, err)
-	}
-	return b.String(), nil
+	return c.RenderChat(system, msgs, nil)
 }
 
 // endOfTurnTokens are the Llama 3 tokens that end an answer, besides the eos

@@ -92,7 +92,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
-		text, err := b.tmpl.RenderMessages(b.cfg.SystemPrompt, job.Messages)
+		text, err := b.tmpl.RenderChat(b.cfg.SystemPrompt, job.Messages, job.OfferedTools())
 		if err != nil {
 			return nil, err
 		}

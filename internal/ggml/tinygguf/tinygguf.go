@@ -40,7 +40,7 @@ const (
 )
 
 // Sizes names the shapes Options.Size accepts, smallest first.
-var Sizes = []string{"tiny", "tiny-128k", "mid", "8b", "70b"}
+var Sizes = []string{"tiny", "tiny-128k", "mid", "mid-128k", "8b", "70b"}
 
 // Options describe a generated model.
 type Options struct {
@@ -49,7 +49,9 @@ type Options struct {
 	// tests), "tiny-128k" (the tiny blocks with Llama 3's 128,256-token
 	// vocabulary, for benchmarks of the host's work per step, which grows
 	// with the vocabulary, not the model), "mid" (about 100M, for CPU
-	// benchmarks), or "8b" and "70b"
+	// benchmarks), "mid-128k" (its blocks with Llama 3's vocabulary, for
+	// CPU benchmarks of work that grows with the vocabulary, such as
+	// structured output's masks), or "8b" and "70b"
 	// (Llama 3's shapes and its 128,256-token vocabulary, for GPU
 	// benchmarks: 16 GB in BF16, 40 GB in Q4_0).
 	Size string
@@ -97,6 +99,8 @@ func (o Options) shape() (shape, error) {
 		// CPU performance bar was measured on (whose extra weights are a
 		// 32k vocabulary, which costs little per token).
 		return shape{hidden: 768, layers: 14, heads: 12, kvHeads: 12, ffn: 2048}, nil
+	case "mid-128k":
+		return shape{hidden: 768, layers: 14, heads: 12, kvHeads: 12, ffn: 2048, fullVocab: true}, nil
 	case "8b":
 		return shape{hidden: 4096, layers: 32, heads: 32, kvHeads: 8, ffn: 14336, fullVocab: true}, nil
 	case "70b":
