@@ -70,7 +70,7 @@ func (s *scheduler) restart(seq *sequence) {
 	}
 	seq.startFromPrefix(s.model)
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
-	seq.generated, seq.redo = 0, false
+	seq.generated, seq.redo, seq.fed = 0, false, nil
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
 	seq.req.sampler.Restart()
 	seq.text.Reset()

@@ -29,6 +29,8 @@ type stepGraph interface {
 	copyPrefix(src, dst int, n int32) error
 	// clear forgets every cell of slot.
 	clear(slot int) error
+	// trim forgets the cells of slot from position n on.
+	trim(slot int, n int32) error
 	// maxChunks is the most prompt chunks one step may carry (0: no limit).
 	maxChunks() int
 	close()
