@@ -64,6 +64,7 @@ func (s *scheduler) restart(seq *sequence) {
 		return
 	}
 	tm := s.model
+	s.forgetCopiesFrom(seq.slot) // it writes its cells again
 	if err := tm.graph.clear(seq.slot); err != nil {
 		seq.complete(s.model, fmt.Errorf("restart after a failed step: %w", err))
 		return

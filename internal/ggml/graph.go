@@ -31,6 +31,9 @@ type stepGraph interface {
 	clear(slot int) error
 	// trim forgets the cells of slot from position n on.
 	trim(slot int, n int32) error
+	// dropCopiesFrom cancels the copies from src that no step has made
+	// yet, and returns the slots they were for.
+	dropCopiesFrom(src int) []int
 	// maxChunks is the most prompt chunks one step may carry (0: no limit).
 	maxChunks() int
 	close()

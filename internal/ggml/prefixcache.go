@@ -35,6 +35,7 @@ type prefixCache struct {
 	hitTokens, missTokens atomic.Int64 // prompt tokens reused and computed
 	heldTokens            atomic.Int64 // tokens kept in free slots
 	evictions             atomic.Int64 // entries overwritten, wholly or past the start a prompt reused
+	copies                atomic.Int64 // starts copied from a busy slot
 	capacity              int64        // cells of every request slot
 }
 
@@ -128,7 +129,16 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 	if n := len(tm.prefix); n < len(req.prompt) && slices.Equal(req.prompt[:n], tm.prefix) {
 		shared = n
 	}
-	slot, reuse := c.pick(s.free, req.prompt, !req.scorePrompt(), shared)
+	lookup := !req.scorePrompt()
+	slot, reuse := c.pick(s.free, req.prompt, lookup, shared)
+	var src *sequence
+	if lookup {
+		// A busy slot may hold a longer start: copy it into this one.
+		if a, n := s.busyMatch(req.prompt, max(reuse, shared)); a != nil {
+			src, reuse = a, n
+		}
+	}
+	s.forgetCopiesFrom(slot)
 	s.free = slices.DeleteFunc(s.free, func(f int) bool { return f == slot })
 	held := len(c.held[slot])
 	if held > reuse {
@@ -136,9 +146,23 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 	}
 	c.take(slot)
 	seq := &sequence{req: req, slot: slot}
+	if src != nil {
+		if held > 0 {
+			if err := tm.graph.clear(slot); err != nil {
+				tm.log.Error("evict cached prefix", "slot", slot, "err", err)
+			}
+		}
+		if err := tm.graph.copyPrefix(src.slot, slot, int32(reuse)); err == nil {
+			seq.pending, seq.pos, seq.cached = req.prompt[reuse:], int32(reuse), reuse
+			c.count(reuse, len(req.prompt))
+			c.copies.Add(1)
+			return seq
+		}
+		reuse = 0
+	}
 	if reuse > shared {
 		if err := tm.graph.trim(slot, int32(reuse)); err == nil {
-			seq.pending, seq.pos, seq.cached = req.prompt[reuse:], int32(reuse), reuse
+			seq.pending, seq.pos, seq.cached, seq.inPlace = req.prompt[reuse:], int32(reuse), reuse, true
 			c.count(reuse, len(req.prompt))
 			return seq
 		}
@@ -152,6 +176,43 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 	seq.startFromPrefix(tm)
 	c.count(seq.cached, len(req.prompt))
 	return seq
+}
+
+// busyMatch finds the active sequence whose slot holds the longest start
+// of prompt, longer than beyond, among cells that stay as they are while
+// it runs: those it reused in place, written by a sequence that ended with
+// its answer, so already there whatever becomes of the steps in flight.
+// It never writes below them unless it starts over, and then
+// forgetCopiesFrom cancels the copies not yet made.
+func (s *scheduler) busyMatch(prompt []int32, beyond int) (*sequence, int) {
+	var best *sequence
+	bestLen := beyond
+	for _, a := range s.active {
+		if a.finished || a.redo || !a.inPlace {
+			continue
+		}
+		if n := commonPrefix(a.req.prompt[:a.cached], prompt[:max(0, len(prompt)-1)]); n > bestLen {
+			best, bestLen = a, n
+		}
+	}
+	return best, bestLen
+}
+
+// forgetCopiesFrom is called before slot's cells change (a sequence takes
+// it, or its own starts over): copies from it that no step has made yet
+// are dropped, and their sequences, which have run no step, start after
+// the shared prefix instead.
+func (s *scheduler) forgetCopiesFrom(slot int) {
+	for _, dst := range s.model.graph.dropCopiesFrom(slot) {
+		for _, seq := range s.active {
+			if seq.slot == dst && !seq.finished {
+				copied := seq.cached
+				seq.startFromPrefix(s.model)
+				s.cache.hitTokens.Add(int64(seq.cached - copied))
+				s.cache.missTokens.Add(int64(copied - seq.cached))
+			}
+		}
+	}
 }
 
 // keepCells is what a sequence leaving its slot leaves in the cache: the
@@ -186,6 +247,24 @@ func (s *scheduler) leave(seq *sequence) error {
 // unified cache; the cells before n stay for the slot's next sequence.
 func (g *engineGraph) trim(slot int, n int32) error {
 	return g.cache.Remove(slot, n, math.MaxInt32)
+}
+
+// dropCopiesFrom: the engine's cache shares cells at once (copyPrefix), so
+// no copy is ever pending.
+func (g *engineGraph) dropCopiesFrom(int) []int { return nil }
+
+// dropCopiesFrom drops the pending copies that read from src and returns
+// the slots they were for.
+func (g *streamGraph) dropCopiesFrom(src int) []int {
+	var dsts []int
+	g.pendingCopies = slices.DeleteFunc(g.pendingCopies, func(c prefixCopy) bool {
+		if c.src == src {
+			dsts = append(dsts, c.dst)
+			return true
+		}
+		return false
+	})
+	return dsts
 }
 
 // trim has nothing to free in a stream (clear says why); a copy still

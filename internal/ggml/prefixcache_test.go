@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -329,6 +330,50 @@ func TestPrefixCacheSkipsHalfWrittenCells(t *testing.T) {
 					t.Errorf("restarted turn: %q, cache off %q", res[0].Text, w)
 				}
 			})
+		})
+	}
+}
+
+// TestPrefixCacheCopiesFromABusySlot: questions over one document sent
+// together, after an earlier question left the document's cells in a slot:
+// the first to start reuses that slot in place, the others copy the
+// document's cells from it while it runs; every one answers as with the
+// cache off, over both graphs.
+func TestPrefixCacheCopiesFromABusySlot(t *testing.T) {
+	doc := strings.Repeat("The harbour opens at dawn and the ships leave with the tide. ", 6)
+	ask := func(q string) genq.Job {
+		return genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: doc + q}}}
+	}
+	questions := []string{"Who opens it?", "When do they leave?", "What is the tide?"}
+	for _, graph := range []string{"streams", "engine"} {
+		t.Run(graph, func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 16, Slots: 4, Graph: graph, IgnoreEOS: true}
+			on := openTiny(t, genq.VariantB, cfg)
+			cfg.PrefixCache = "off"
+			off := openTiny(t, genq.VariantB, cfg)
+			if _, err := on.generateJob(context.Background(), ask("Where is it?")); err != nil {
+				t.Fatal(err)
+			}
+			jobs := make([]genq.Job, len(questions))
+			for i, q := range questions {
+				jobs[i] = ask(q)
+			}
+			got, errs := jobsTogether(t, on, jobs)
+			want, wantErrs := jobsTogether(t, off, jobs)
+			if err := errors.Join(append(errs, wantErrs...)...); err != nil {
+				t.Fatal(err)
+			}
+			for i := range questions {
+				if got[i].Text != want[i].Text {
+					t.Errorf("question %d:\ncache on  %q\ncache off %q", i, got[i].Text, want[i].Text)
+				}
+				if got[i].CachedTokens <= len(on.prefix)+len(doc)/2 {
+					t.Errorf("question %d reused %d tokens: not the document's", i, got[i].CachedTokens)
+				}
+			}
+			if n := on.sched.cache.copies.Load(); n != int64(len(questions)-1) {
+				t.Errorf("%d starts copied from a busy slot, want %d", n, len(questions)-1)
+			}
 		})
 	}
 }

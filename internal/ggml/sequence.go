@@ -83,10 +83,12 @@ type sequence struct {
 	redo    bool
 
 	// cached is how many prompt tokens it did not compute: copied from the
-	// shared prefix or found in its slot (prefixcache.go). fed are the
-	// answer's tokens fed back into its cells, and answered says it ended
-	// with its answer: what the cache may keep of it.
+	// shared prefix or another slot, or found in its own (inPlace;
+	// prefixcache.go). fed are the answer's tokens fed back into its
+	// cells, and answered says it ended with its answer: what the cache may
+	// keep of it.
 	cached   int
+	inPlace  bool
 	fed      []int32
 	answered bool
 }
@@ -97,7 +99,7 @@ type sequence struct {
 // cells come with no logits.
 func (seq *sequence) startFromPrefix(tm *textModel) {
 	prompt := seq.req.prompt
-	seq.pending, seq.pos, seq.cached = prompt, 0, 0
+	seq.pending, seq.pos, seq.cached, seq.inPlace = prompt, 0, 0, false
 	n := len(tm.prefix)
 	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], tm.prefix) {
 		return
