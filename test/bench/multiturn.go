@@ -38,8 +38,16 @@ const (
 // chatTarget is a server with an OpenAI chat route: genq's api or
 // llama.cpp's llama-server.
 type chatTarget struct {
-	name string
-	url  string // base; the route is url + "/v1/chat/completions"
+	name   string
+	url    string // base; the route is url + "/v1/chat/completions"
+	client *http.Client
+}
+
+// newChatClient is a client without keep-alive: llama-server's HTTP
+// library closes a connection after a few requests, and a request sent on
+// one it is closing fails with EOF. Every server gets the same client.
+func newChatClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
 // turnResult is one streamed chat answer as the client saw it.
@@ -227,7 +235,7 @@ func (b *bench) startGenq(ctx context.Context, modelDir, cache string) (chatTarg
 		s.Close()
 		return chatTarget{}, nil, err
 	}
-	return chatTarget{name: "genq, cache " + cache, url: s.URL()}, s.Close, nil
+	return chatTarget{name: "genq, cache " + cache, url: s.URL(), client: newChatClient()}, s.Close, nil
 }
 
 // findLlamaServer is the peer's binary: $LLAMA_SERVER, or the one
@@ -274,7 +282,7 @@ func startLlamaServer(ctx context.Context, bin, model, dir string) (chatTarget, 
 		stop()
 		return chatTarget{}, nil, fmt.Errorf("%w\n%s", err, p.Log())
 	}
-	return chatTarget{name: "llama-server", url: url}, stop, nil
+	return chatTarget{name: "llama-server", url: url, client: newChatClient()}, stop, nil
 }
 
 // runConversations runs the multi-turn workload on t.
@@ -364,7 +372,7 @@ func chat(ctx context.Context, t chatTarget, messages []map[string]string, maxTo
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := t.client.Do(req)
 	if err != nil {
 		return turnResult{}, err
 	}
