@@ -17,8 +17,8 @@ import (
 // least recently used one, whose cells it overwrites (eviction).
 //
 // The key is the token sequence itself, compared token by token against
-// at most one entry per slot: a few slots of a few thousand tokens cost
-// microseconds to scan, less than hashing the prompt would.
+// at most one entry per slot: a scan of the free slots stops at the first
+// differing token and costs less than hashing the prompt into blocks.
 //
 // Only the loop goroutine calls its methods; the counters are read by the
 // worker's metrics while it runs.
@@ -129,7 +129,7 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 	if n := len(tm.prefix); n < len(req.prompt) && slices.Equal(req.prompt[:n], tm.prefix) {
 		shared = n
 	}
-	lookup := !req.scorePrompt()
+	lookup := c.enabled && !req.scorePrompt()
 	slot, reuse := c.pick(s.free, req.prompt, lookup, shared)
 	var src *sequence
 	if lookup {
