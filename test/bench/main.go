@@ -39,13 +39,16 @@ func main() {
 }
 
 type bench struct {
-	bin    localstack.Binaries
-	root   string
-	work   string
-	out    io.Writer
-	runs   int
-	quick  bool
-	result results
+	bin   localstack.Binaries
+	root  string
+	work  string
+	out   io.Writer
+	runs  int
+	quick bool
+	// mtThreads are the compute threads of every server in the multi-turn
+	// step.
+	mtThreads int
+	result    results
 }
 
 type results struct {
@@ -94,6 +97,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
 	only := fs.String("only", "", "run only this step (multiturn), rewriting only its section")
+	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, result: results{
+	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, mtThreads: *mtThreads, result: results{
 		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
 		plain: map[string]float64{}, inProcess: map[string]float64{}, coldStarts: map[string]time.Duration{},
 		hostStep: map[string]ggml.StepTimes{},

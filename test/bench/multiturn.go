@@ -31,7 +31,6 @@ const (
 	mtNewTokens     = 150
 	mtAnswerTokens  = 32
 	mtSlots         = 8
-	mtThreads       = 2
 	mtPrefillTokens = 1500
 )
 
@@ -141,7 +140,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 		targets = append(targets, t)
 	}
 	if peer != "" {
-		t, stop, err := startLlamaServer(ctx, peer, r.model, dir)
+		t, stop, err := startLlamaServer(ctx, peer, r.model, dir, b.mtThreads)
 		if err != nil {
 			return err
 		}
@@ -218,7 +217,7 @@ func (b *bench) startGenq(ctx context.Context, modelDir, cache string) (chatTarg
 		return chatTarget{}, nil, err
 	}
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: modelDir, Env: []string{
-		fmt.Sprintf("SLOTS=%d", mtSlots), fmt.Sprintf("TEXT_THREADS=%d", mtThreads), "TEXT_PREFIX_CACHE=" + cache,
+		fmt.Sprintf("SLOTS=%d", mtSlots), fmt.Sprintf("TEXT_THREADS=%d", b.mtThreads), "TEXT_PREFIX_CACHE=" + cache,
 		fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", mtAnswerTokens), "TEXT_CONTEXT_SIZE=2048",
 	}}
 	err = s.StartNATS(ctx)
@@ -259,13 +258,13 @@ func findLlamaServer() (path, how string) {
 // startLlamaServer starts llama-server on model with the same slots,
 // threads and context per slot as genq, its prompt cache at its default
 // (on).
-func startLlamaServer(ctx context.Context, bin, model, dir string) (chatTarget, func(), error) {
+func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) (chatTarget, func(), error) {
 	port, err := localstack.FreePort()
 	if err != nil {
 		return chatTarget{}, nil, err
 	}
 	args := []string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"-t", strconv.Itoa(mtThreads), "-tb", strconv.Itoa(mtThreads), "-np", strconv.Itoa(mtSlots),
+		"-t", strconv.Itoa(threads), "-tb", strconv.Itoa(threads), "-np", strconv.Itoa(mtSlots),
 		"-c", strconv.Itoa(mtSlots * 2048), "-n", strconv.Itoa(mtAnswerTokens)}
 	p, err := localstack.Start("llama-server", bin, args, nil, dir)
 	if err != nil {
@@ -447,7 +446,7 @@ func (b *bench) multiTurnMarkdown() string {
 		"llama-server: `-np %d -t %d -tb %d -c %d`, its prompt cache at its default (on). "+
 		"Peer: %s. Time to first token (TTFT) is to the first chunk with text; medians over the conversations, then over the rounds.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), loadAverage(),
-		mtConversations, mtTurns, mtNewTokens, mtAnswerTokens, mtSlots, mtThreads, mtSlots, mtThreads, mtThreads, mtSlots*2048, r.peer)
+		mtConversations, mtTurns, mtNewTokens, mtAnswerTokens, mtSlots, b.mtThreads, mtSlots, b.mtThreads, b.mtThreads, mtSlots*2048, r.peer)
 	s.WriteString("| server | rounds | wall time, all turns | TTFT turn 1 | TTFT turn 8 | prompt tokens turn 8 | cached tokens turn 8 |\n|---|---|---|---|---|---|---|\n")
 	byTarget := map[string][]mtRun{}
 	var order []string
