@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -87,6 +87,12 @@ bench-image: $(ORT_LIB)
 # section and docs/benchmarks.png.
 bench: build $(ORT_LIB)
 	go run ./test/bench --report docs/benchmarks.md --chart docs/benchmarks.png
+
+# make bench's multi-turn step alone (docs/benchmarks.md): genq with the
+# prefix cache on and off, and llama-server when LLAMA_SERVER names one
+# (scripts/build-llama-server.sh builds it); rewrites only its section.
+bench-multiturn: build
+	go run ./test/bench --only multiturn --report docs/benchmarks.md
 
 # The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the
 # kit fits a small upload), the pinned engine's ggml sources for building

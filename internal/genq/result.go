@@ -90,6 +90,9 @@ const (
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// CachedTokens are the prompt tokens the backend reused from its
+	// cache rather than computed.
+	CachedTokens int `json:"cached_tokens,omitempty"`
 }
 
 // NewDetailedTextResult wraps generated text with its finish reason and

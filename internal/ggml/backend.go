@@ -28,6 +28,10 @@ func (b *Backend) Info() genq.BackendInfo { return b.info }
 // token per sequence, no prompt), the steady state benchmarks compare.
 func (b *Backend) DecodeStepTimes() StepTimes { return b.sched.stats.decode.means() }
 
+// PrefixCacheStats are the prefix cache's counters and occupancy:
+// genq.PrefixCacheReporter.
+func (b *Backend) PrefixCacheStats() genq.PrefixCacheStats { return b.sched.cache.stats() }
+
 // Generate answers one job. It blocks until the answer is complete or ctx
 // ends; in the latter case the sequence leaves the batch at once.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
@@ -47,7 +51,7 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 	}
 	if job.Detailed() {
 		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason, ToolCalls: out.ToolCalls,
-			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens},
+			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens, CachedTokens: out.CachedTokens},
 			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
 		return res.Result(), nil
 	}

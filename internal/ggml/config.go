@@ -68,6 +68,11 @@ type Config struct {
 	// docs/benchmarks.md).
 	Pipeline string
 
+	// PrefixCache is "on" or "off": whether a finished sequence's cells
+	// stay in its slot for a later prompt that starts with the same
+	// tokens (prefixcache.go).
+	PrefixCache string
+
 	// IgnoreEOS makes every answer MaxNewTokens long, as llama.cpp's
 	// --ignore-eos does: benchmarks count tokens that way, and a
 	// random-weight model would otherwise stop at a random length. Never
@@ -103,6 +108,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
 	fs.String(&c.Narrow, "text-narrow", "TEXT_NARROW", "auto", "where rows are narrowed to the sampler's top-k: device (in the step's graph), host, or auto (device on a GPU for steps of two rows or more)")
 	fs.String(&c.Graph, "text-graph", "TEXT_GRAPH", "auto", "forward pass: streams (genq's llama graph, attention per sequence), engine (the engine's graph, one unified cache), or auto (streams for llama models)")
+	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 
@@ -126,6 +132,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.Graph, err = oneOf("graph", c.Graph, "auto", "streams", "engine"); err != nil {
+		return c, err
+	}
+	if c.PrefixCache, err = oneOf("prefix cache", c.PrefixCache, "on", "off"); err != nil {
 		return c, err
 	}
 	if c.Narrow, err = oneOf("narrow", c.Narrow, "auto", "device", "host"); err != nil {

@@ -64,13 +64,14 @@ func (s *scheduler) restart(seq *sequence) {
 		return
 	}
 	tm := s.model
+	s.forgetCopiesFrom(seq.slot) // it writes its cells again
 	if err := tm.graph.clear(seq.slot); err != nil {
 		seq.complete(s.model, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
 	seq.startFromPrefix(s.model)
 	seq.next, seq.hasNext, seq.awaiting = 0, false, false
-	seq.generated, seq.redo = 0, false
+	seq.generated, seq.redo, seq.fed = 0, false, nil
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
 	seq.req.sampler.Restart()
 	if c := seq.req.constraint; c != nil {

@@ -29,6 +29,11 @@ type stepGraph interface {
 	copyPrefix(src, dst int, n int32) error
 	// clear forgets every cell of slot.
 	clear(slot int) error
+	// trim forgets the cells of slot from position n on.
+	trim(slot int, n int32) error
+	// dropCopiesFrom cancels the copies from src that no step has made
+	// yet, and returns the slots they were for.
+	dropCopiesFrom(src int) []int
 	// maxChunks is the most prompt chunks one step may carry (0: no limit).
 	maxChunks() int
 	close()

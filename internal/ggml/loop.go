@@ -2,7 +2,6 @@ package ggml
 
 import (
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -73,7 +72,8 @@ func (s *scheduler) admit(idle bool) bool {
 		default:
 		}
 		if idle && len(s.active) == 0 && len(s.waiting) == 0 {
-			// Every slot is free here: the cache holds only the shared prefix.
+			// Every slot is free here: the cache holds the shared prefix
+			// and the cells finished sequences left (prefixcache.go).
 			select {
 			case req := <-s.submit:
 				s.waiting = append(s.waiting, req)
@@ -110,15 +110,12 @@ func (s *scheduler) admit(idle bool) bool {
 	}
 }
 
-// start gives req a slot, sharing the cached system prefix when its prompt
-// begins with it. The lowest free slot: the decoding sequences' slots then
-// stay packed, and the stream graph attends over the range they span.
+// start gives req a slot: the one whose cached cells begin its prompt, or
+// an empty one, the lowest, sharing the cached system prefix when its
+// prompt begins with it (admitSlot). Low slots keep the decoding
+// sequences packed, and the stream graph attends over the range they span.
 func (s *scheduler) start(req *request) {
-	i := slices.Index(s.free, slices.Min(s.free))
-	slot := s.free[i]
-	s.free = slices.Delete(s.free, i, i+1)
-	seq := &sequence{req: req, slot: slot}
-	seq.startFromPrefix(s.model)
+	seq := s.admitSlot(req)
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
 }
@@ -160,7 +157,7 @@ func (s *scheduler) release() {
 			s.restart(seq)
 		}
 		if seq.finished && seq.inflight == 0 {
-			if err := s.model.graph.clear(seq.slot); err != nil {
+			if err := s.leave(seq); err != nil {
 				// Remove from 0 never shifts, so this cannot happen; if it
 				// did, the slot must not be reused with stale cells.
 				s.model.log.Error("free cache slot", "slot", seq.slot, "err", err)

@@ -23,6 +23,8 @@ type textModel struct {
 	maxNewTokens     int  // an answer's limit when its request sets none
 	ignoreEOS        bool // Config.IgnoreEOS
 	pipeline         bool // Config.Pipeline, resolved by Open
+	prefixCache      bool // Config.PrefixCache is "on"
+	contextSize      int
 
 	// prefix holds the tokens every prompt starts with (BOS, the system
 	// message, the user header). They are computed once, at start-up, into

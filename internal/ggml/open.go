@@ -119,7 +119,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	cfg.Threads = threads
 	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
 	tm := &textModel{model: m, log: log, slots: cfg.Slots, batchSize: cfg.BatchSize,
-		maxNewTokens: cfg.MaxNewTokens, ignoreEOS: cfg.IgnoreEOS, pipeline: cfg.pipeline}
+		maxNewTokens: cfg.MaxNewTokens, ignoreEOS: cfg.IgnoreEOS, pipeline: cfg.pipeline,
+		prefixCache: cfg.PrefixCache == "on", contextSize: cfg.ContextSize}
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
 	switch {
 	case cfg.Narrow == "device":
@@ -187,7 +188,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	log.Info("text model ready",
 		"model", path, "architecture", arch, "template", tmpl.name,
 		"device", device.Kind, "device_name", device.Name, "threads", threads, "pipeline", cfg.pipeline,
-		"narrow_top_k", b.narrowK,
+		"narrow_top_k", b.narrowK, "prefix_cache", tm.prefixCache,
 		"slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
 	return b, nil

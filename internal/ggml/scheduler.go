@@ -46,6 +46,7 @@ type scheduler struct {
 	fault func(*step) error
 
 	stats schedulerStats
+	cache *prefixCache
 }
 
 func newScheduler(tm *textModel) *scheduler {
@@ -55,6 +56,7 @@ func newScheduler(tm *textModel) *scheduler {
 		exclusive: make(chan func()),
 		quit:      make(chan struct{}),
 		stopped:   make(chan struct{}),
+		cache:     newPrefixCache(tm.prefixCache, tm.slots, tm.contextSize),
 	}
 	for i := range tm.slots {
 		s.free = append(s.free, i)

@@ -83,6 +83,16 @@ type sequence struct {
 	// flight carries it (failStep).
 	isolate int
 	redo    bool
+
+	// cached is how many prompt tokens it did not compute: copied from the
+	// shared prefix or another slot, or found in its own (inPlace;
+	// prefixcache.go). fed are the answer's tokens fed back into its
+	// cells, and answered says it ended with its answer: what the cache may
+	// keep of it.
+	cached   int
+	inPlace  bool
+	fed      []int32
+	answered bool
 }
 
 // startFromPrefix puts seq at the start of its prompt: after the cached
@@ -91,13 +101,13 @@ type sequence struct {
 // cells come with no logits.
 func (seq *sequence) startFromPrefix(tm *textModel) {
 	prompt := seq.req.prompt
-	seq.pending, seq.pos = prompt, 0
+	seq.pending, seq.pos, seq.cached, seq.inPlace = prompt, 0, 0, false
 	n := len(tm.prefix)
 	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], tm.prefix) {
 		return
 	}
 	if err := tm.graph.copyPrefix(tm.prefixSeq(), seq.slot, int32(n)); err == nil {
-		seq.pending, seq.pos = prompt[n:], int32(n)
+		seq.pending, seq.pos, seq.cached = prompt[n:], int32(n), n
 	}
 }
 
@@ -222,6 +232,7 @@ type seqResult struct {
 	Text         string
 	FinishReason string // genq.FinishStop or genq.FinishLength
 	PromptTokens int
+	CachedTokens int           // prompt tokens reused, not computed
 	Tokens       int           // tokens generated, the stop token included
 	FirstToken   time.Duration // from submission to the first sampled token
 	Logprobs     []genq.TokenLogprob
@@ -245,6 +256,8 @@ func (seq *sequence) complete(tm *textModel, err error) {
 		seq.emitRest()
 		req.res.Text = seq.text.String()
 		req.res.PromptTokens = len(req.prompt)
+		req.res.CachedTokens = seq.cached
+		seq.answered = true
 		req.res.Tokens = seq.generated
 		req.res.Logprobs = seq.logprobs
 		if req.echo {

@@ -306,6 +306,7 @@ func (s *scheduler) finish(st *step, next *step) {
 			seq.complete(s.model, err)
 			continue
 		}
+		seq.fed = append(seq.fed, d.tok) // its cells will hold it
 		if i, ok := next.placeholderOf(seq); ok {
 			next.tokens[i] = d.tok
 			seq.awaiting = true // next samples it

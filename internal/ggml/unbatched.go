@@ -34,6 +34,11 @@ func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out strin
 func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample.Sampler) (string, error) {
 	var err error
 	seq := &sequence{slot: 0}
+	// The slot may hold a finished sequence's cells, kept for reuse.
+	b.sched.cache.take(seq.slot)
+	if err := b.graph.clear(seq.slot); err != nil {
+		return "", fmt.Errorf("text generation: %w", err)
+	}
 	defer func() {
 		if err := b.graph.clear(seq.slot); err != nil {
 			b.log.Error("free cache slot", "slot", seq.slot, "err", err)

@@ -303,6 +303,7 @@ func (s ResponseStream) Done(r genq.TextResult) Response {
 	u := &ResponseUsage{}
 	if r.Usage != nil {
 		u.InputTokens, u.OutputTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens
+		u.InputTokensDetails.CachedTokens = r.Usage.CachedTokens
 	}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	resp.Usage = u

@@ -29,6 +29,9 @@ func (r TextResult) usage() Usage {
 	var u Usage
 	if r.TextResult.Usage != nil {
 		u = Usage{PromptTokens: r.TextResult.Usage.PromptTokens, CompletionTokens: r.TextResult.Usage.CompletionTokens}
+		if n := r.TextResult.Usage.CachedTokens; n > 0 {
+			u.PromptTokensDetails = &PromptTokensDetails{CachedTokens: n}
+		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
@@ -63,6 +66,21 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails says how many prompt tokens came from the
+	// worker's prefix cache, as OpenAI and vLLM report them.
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails break a prompt's tokens down.
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func (u Usage) cachedTokens() int {
+	if u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
 }
 
 // ChoicesUsage counts each prompt once, however many choices answer it,
@@ -73,6 +91,9 @@ func ChoicesUsage(results []TextResult) Usage {
 		ru := r.usage()
 		if r.Choice == 0 {
 			u.PromptTokens += ru.PromptTokens
+			if d := ru.PromptTokensDetails; d != nil {
+				u.PromptTokensDetails = &PromptTokensDetails{CachedTokens: d.CachedTokens + u.cachedTokens()}
+			}
 		}
 		u.CompletionTokens += ru.CompletionTokens
 	}

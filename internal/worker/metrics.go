@@ -1,6 +1,10 @@
 package worker
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+)
 
 // metrics are the worker's Prometheus series.
 type metrics struct {
@@ -39,4 +43,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.jobs, m.redeliveries, m.inFlight, m.slots, m.duration, m.queueWait)
 	return m
+}
+
+// watchPrefixCache exports a text backend's prefix cache: prompt tokens
+// reused and computed, and the tokens it holds against its capacity, read
+// from the backend at each scrape.
+func watchPrefixCache(reg prometheus.Registerer, c genq.PrefixCacheReporter) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "genq_worker_prefix_cache_hit_tokens_total", Help: "Prompt tokens reused from the prefix cache (the shared system prefix included), not computed.",
+		}, func() float64 { return float64(c.PrefixCacheStats().HitTokens) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "genq_worker_prefix_cache_miss_tokens_total", Help: "Prompt tokens computed because no cached prefix held them.",
+		}, func() float64 { return float64(c.PrefixCacheStats().MissTokens) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "genq_worker_prefix_cache_tokens", Help: "Tokens whose KV cells the prefix cache holds for reuse.",
+		}, func() float64 { return float64(c.PrefixCacheStats().HeldTokens) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "genq_worker_prefix_cache_capacity_tokens", Help: "Most tokens the prefix cache can hold: every slot's context.",
+		}, func() float64 { return float64(c.PrefixCacheStats().CapacityTokens) }),
+	)
 }

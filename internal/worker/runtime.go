@@ -76,6 +76,9 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 		gate:     newGate(),
 	}
 	r.metrics.slots.Set(float64(r.info.Slots))
+	if c, ok := backend.(genq.PrefixCacheReporter); ok {
+		watchPrefixCache(reg, c)
+	}
 	return r
 }
 

@@ -39,13 +39,16 @@ func main() {
 }
 
 type bench struct {
-	bin    localstack.Binaries
-	root   string
-	work   string
-	out    io.Writer
-	runs   int
-	quick  bool
-	result results
+	bin   localstack.Binaries
+	root  string
+	work  string
+	out   io.Writer
+	runs  int
+	quick bool
+	// mtThreads are the compute threads of every server in the multi-turn
+	// step.
+	mtThreads int
+	result    results
 }
 
 type results struct {
@@ -61,6 +64,7 @@ type results struct {
 	rss        []rssRow
 	hostStep   map[string]ggml.StepTimes // decode steps at 64 × 128,256, by where rows were narrowed
 	noise      []float64                 // (max-min)/median of repeated measurements
+	multiTurn  multiTurnResult
 }
 
 type overhead struct {
@@ -92,6 +96,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
+	only := fs.String("only", "", "run only this step (multiturn), rewriting only its section")
+	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, result: results{
+	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, mtThreads: *mtThreads, result: results{
 		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
 		plain: map[string]float64{}, inProcess: map[string]float64{}, coldStarts: map[string]time.Duration{},
 		hostStep: map[string]ggml.StepTimes{},
@@ -129,6 +135,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"host time per step", b.hostPerStep},
 		{"images", b.images},
 		{"cold start", b.coldStart},
+		{"multiturn", b.multiTurn},
+	}
+	if *only != "" {
+		steps = slices.DeleteFunc(steps, func(st struct {
+			name string
+			fn   func(context.Context) error
+		}) bool {
+			return st.name != *only
+		})
+		if len(steps) == 0 {
+			return fmt.Errorf("-only %q: no such step", *only)
+		}
 	}
 	for _, st := range steps {
 		fmt.Fprintf(out, "== %s\n", st.name)
@@ -137,6 +155,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("%s: %w", st.name, err)
 		}
 		fmt.Fprintf(out, "   (%s)\n", time.Since(t0).Round(time.Second))
+	}
+	mt := b.multiTurnMarkdown()
+	fmt.Fprintln(out, mt)
+	if err := localstack.ReplaceSection(*report, "<!-- bench-multiturn:begin -->", "<!-- bench-multiturn:end -->", mt); err != nil {
+		return err
+	}
+	if *only != "" {
+		return nil
 	}
 	if err := writeChart(*chart, b.result.text); err != nil {
 		return err

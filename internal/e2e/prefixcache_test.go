@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/ggml/tinygguf"
+	"github.com/genq/genq/internal/worker"
+)
+
+// TestPrefixCacheThroughTheAPI: a conversation's second turn, sent whole
+// through /v1/chat/completions to a real worker over the tiny model,
+// reports at least its first turn's prompt as cached tokens, and the
+// worker's metrics count them.
+func TestPrefixCacheThroughTheAPI(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	path := filepath.Join(t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
+	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ggml.Open(context.Background(), ggml.Config{ModelFile: path, Slots: 2, Threads: 1, MaxNewTokens: 8, IgnoreEOS: true}, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	conn, _ := openConn(t, s.ns, s.settings, s.variant)
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	id := "w-" + uuid.NewString()[:8]
+	rt := worker.New(worker.Config{WorkerID: id, Variant: s.variant, PollWait: 500 * time.Millisecond,
+		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second, RetryDelay: 100 * time.Millisecond},
+		conn, b, testLog(t), reg)
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	s.waitLive(1)
+
+	type usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+	turn := func(messages []genq.Message) (string, usage) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": filepath.Base(path), "messages": messages})
+		r := s.postKey("/v1/chat/completions", "", string(body))
+		var v struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+			Usage usage `json:"usage"`
+		}
+		if err := json.Unmarshal(r.body, &v); err != nil || r.status != 200 || len(v.Choices) != 1 {
+			t.Fatalf("%d %s: %v", r.status, r.body, err)
+		}
+		return v.Choices[0].Message.Content, v.Usage
+	}
+	messages := []genq.Message{{Role: genq.RoleUser, Content: "Tell me about the sea."}}
+	answer, first := turn(messages)
+	messages = append(messages, genq.Message{Role: genq.RoleAssistant, Content: answer}, genq.Message{Role: genq.RoleUser, Content: "And the ships?"})
+	_, second := turn(messages)
+	if second.PromptTokensDetails == nil || second.PromptTokensDetails.CachedTokens < first.PromptTokens || second.PromptTokensDetails.CachedTokens >= second.PromptTokens {
+		t.Fatalf("turn 2 of %d prompt tokens: details %+v, want at least turn 1's %d cached", second.PromptTokens, second.PromptTokensDetails, first.PromptTokens)
+	}
+	if first.PromptTokensDetails == nil {
+		t.Fatalf("turn 1 reports no cached tokens: the shared system prefix is reused")
+	}
+	cached := first.PromptTokensDetails.CachedTokens + second.PromptTokensDetails.CachedTokens
+	for name, want := range map[string]float64{
+		"genq_worker_prefix_cache_hit_tokens_total":  float64(cached),
+		"genq_worker_prefix_cache_miss_tokens_total": float64(first.PromptTokens + second.PromptTokens - cached),
+	} {
+		if v := gatherValue(t, reg, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if held := gatherValue(t, reg, "genq_worker_prefix_cache_tokens"); held < float64(second.PromptTokens) {
+		t.Errorf("the cache holds %v tokens after a turn of %d prompt tokens", held, second.PromptTokens)
+	}
+}
+
+func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		m := f.GetMetric()[0]
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}
