@@ -67,12 +67,14 @@ VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_1" METRI
 pids+=($!)
 
 # Structured output and tools: answers of up to 256 tokens, so that a
-# constrained answer of the random model ends inside the limit.
+# constrained answer of the random model ends inside the limit, and a
+# context of 2048, since tools' definitions are rendered into the prompt
+# (the tiny model's vocabulary is byte-level: a token per byte).
 VARIANT=B PORT="$port_s" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_s" EMBEDDED_NATS_STORE="$work/nats-s" \
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=120s LOG_LEVEL=warn bin/api >"$work/api-s.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_s" METRICS_ADDR=127.0.0.1:0 \
-	SLOTS=4 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=256 LOG_LEVEL=warn bin/worker >"$work/worker-s.log" 2>&1 &
+	SLOTS=4 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=256 TEXT_CONTEXT_SIZE=2048 LOG_LEVEL=warn bin/worker >"$work/worker-s.log" 2>&1 &
 pids+=($!)
 
 # Ready once each api sees its worker's heartbeat.
