@@ -136,8 +136,8 @@ func TestRenderToolsWithTheTemplatesOwn(t *testing.T) {
 }
 
 // TestJobPromptRendersOfferedTools: a job's prompt holds the tools its
-// answer may call: all of them, the one tool_choice names, or none when
-// tool_choice is "none".
+// answer may call: all of them, or the one tool_choice names; with
+// tool_choice "none", all of them still, as vLLM renders them.
 func TestJobPromptRendersOfferedTools(t *testing.T) {
 	b := openTiny(t, genq.VariantA, Config{Slots: 1, ContextSize: 2048})
 	tests := []struct {
@@ -147,7 +147,7 @@ func TestJobPromptRendersOfferedTools(t *testing.T) {
 	}{
 		{"auto", nil, []string{"Given the following functions", `"name": "get_weather"`, `"name": "now"`}, nil},
 		{"named", &genq.ToolChoice{Function: "now"}, []string{"Given the following functions", `"name": "now"`}, []string{`"name": "get_weather"`}},
-		{"none", &genq.ToolChoice{Mode: genq.ToolChoiceNone}, nil, []string{"Given the following functions", "get_weather"}},
+		{"none", &genq.ToolChoice{Mode: genq.ToolChoiceNone}, []string{"Given the following functions", `"name": "get_weather"`, `"name": "now"`}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
