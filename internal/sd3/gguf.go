@@ -1,0 +1,199 @@
+package sd3
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/x448/float16"
+)
+
+// GGUF architecture names of the parts, the prefix of their metadata keys.
+const (
+	ArchVAE = "sd3_vae"
+)
+
+// GGUF metadata keys of the VAE.
+const (
+	keyLatentChannels = "latent_channels"
+	keyBlockOut       = "block_out_channels"
+	keyLayersPerBlock = "layers_per_block"
+	keyGroups         = "norm_num_groups"
+	keyScaling        = "scaling_factor"
+	keyShift          = "shift_factor"
+)
+
+// VAEMetadata is the decoder's configuration as GGUF keys.
+func (c VAEConfig) VAEMetadata() fsggml.KV {
+	blocks := make([]uint32, len(c.BlockOut))
+	for i, b := range c.BlockOut {
+		blocks[i] = uint32(b)
+	}
+	return fsggml.KV{
+		ArchVAE + "." + keyLatentChannels: uint32(c.LatentChannels),
+		ArchVAE + "." + keyBlockOut:       blocks,
+		ArchVAE + "." + keyLayersPerBlock: uint32(c.LayersPerBlock),
+		ArchVAE + "." + keyGroups:         uint32(c.Groups),
+		ArchVAE + "." + keyScaling:        float32(c.Scaling),
+		ArchVAE + "." + keyShift:          float32(c.Shift),
+	}
+}
+
+// VAEConfigOf reads the decoder's configuration back from GGUF metadata.
+func VAEConfigOf(kv fsggml.KV) (VAEConfig, error) {
+	if a := kv.Architecture(); a != ArchVAE {
+		return VAEConfig{}, fmt.Errorf("architecture %q, want %q", a, ArchVAE)
+	}
+	c := VAEConfig{
+		LatentChannels: int(kv.Uint(keyLatentChannels)),
+		LayersPerBlock: int(kv.Uint(keyLayersPerBlock)),
+		Groups:         int(kv.Uint(keyGroups)),
+		Scaling:        float64(kv.Float(keyScaling)),
+		Shift:          float64(kv.Float(keyShift)),
+	}
+	for _, b := range kv.Uints(keyBlockOut) {
+		c.BlockOut = append(c.BlockOut, int(b))
+	}
+	return c, c.Check()
+}
+
+// DType is how a GGUF file stores the matrices and kernels; vectors (norms,
+// biases) are always float32, as ggml's element-wise kernels want them.
+type DType string
+
+const (
+	F16 DType = "f16" // what SD3-medium's weights are published in
+	F32 DType = "f32" // for comparisons with an fp32 reference
+)
+
+// WriteGGUF writes a part's weights, in the order of specs, with its
+// metadata. The file appears whole or not at all.
+func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Weights, dtype DType) error {
+	if dtype != F16 && dtype != F32 {
+		return fmt.Errorf("gguf %s: dtype %q, want f16 or f32", path, dtype)
+	}
+	kv := fsggml.KV{"general.architecture": arch, "general.name": "genq " + arch}
+	for k, v := range meta {
+		kv[k] = v
+	}
+	// The engine places each tensor by the first number in its name, one
+	// "block" per number: there must be as many blocks as that number runs to.
+	kv[arch+".block_count"] = uint32(BlockCount(specs))
+	fileType := uint32(fsggml.FileTypeF32)
+	if dtype == F16 {
+		fileType = uint32(fsggml.FileTypeF16)
+	}
+	kv["general.file_type"] = fileType
+
+	var ts []*fsggml.Tensor
+	for _, s := range specs {
+		t, ok := w[s.Name]
+		if !ok {
+			return fmt.Errorf("gguf %s: no weights for %s", path, s.Name)
+		}
+		if !slices.Equal(t.Shape, s.Shape) {
+			return fmt.Errorf("gguf %s: %s has shape %v, want %v", path, s.Name, t.Shape, s.Shape)
+		}
+		kind := fsggml.TensorTypeF32
+		if dtype == F16 && len(s.Shape) > 1 {
+			kind = fsggml.TensorTypeF16
+		}
+		ts = append(ts, &fsggml.Tensor{Name: s.Name, Kind: uint32(kind), Shape: GGMLShape(s.Shape), WriterTo: encoded{t.Data, kind}})
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".part-*.gguf")
+	if err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("gguf: %w", err)
+	}
+	if err := fsggml.WriteGGUF(tmp, kv, ts); err != nil {
+		tmp.Close()
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// GGMLShape is a PyTorch shape in ggml's order, innermost first: the bytes
+// are the same, only the dimensions are listed the other way round.
+func GGMLShape(shape []int) []uint64 {
+	out := make([]uint64, len(shape))
+	for i, d := range shape {
+		out[len(shape)-1-i] = uint64(d)
+	}
+	return out
+}
+
+// BlockCount is one more than the largest first number in the names.
+func BlockCount(specs []Spec) int {
+	n := 0
+	for _, s := range specs {
+		fields := strings.FieldsFunc(s.Name, func(r rune) bool { return !unicode.IsDigit(r) })
+		if len(fields) > 0 {
+			if i, err := strconv.Atoi(fields[0]); err == nil {
+				n = max(n, i+1)
+			}
+		}
+	}
+	return n
+}
+
+// encoded writes values as float32 or float16.
+type encoded struct {
+	data []float32
+	kind fsggml.TensorType
+}
+
+func (e encoded) WriteTo(w io.Writer) (int64, error) {
+	var b bytes.Buffer
+	for _, v := range e.data {
+		if e.kind == fsggml.TensorTypeF16 {
+			_ = binary.Write(&b, binary.LittleEndian, float16.Fromfloat32(v).Bits())
+		} else {
+			_ = binary.Write(&b, binary.LittleEndian, math.Float32bits(v))
+		}
+	}
+	return b.WriteTo(w)
+}
+
+// CheckShapes compares a GGUF file's tensors with the specs a part needs:
+// the first missing or misshapen one is named, in one line.
+func CheckShapes(path string, ts fsggml.Tensors, specs []Spec) error {
+	have := map[string]*fsggml.Tensor{}
+	for _, t := range ts.Items() {
+		have[t.Name] = t
+	}
+	for _, s := range specs {
+		t, ok := have[s.Name]
+		if !ok {
+			return fmt.Errorf("%s: tensor %s is missing", path, s.Name)
+		}
+		if want := GGMLShape(s.Shape); !slices.Equal(t.Shape, want) {
+			return fmt.Errorf("%s: tensor %s has shape %v, want %v (PyTorch order)", path, s.Name, reversed(t.Shape), s.Shape)
+		}
+	}
+	return nil
+}
+
+func reversed(s []uint64) []uint64 {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
