@@ -197,3 +197,9 @@ func reversed(s []uint64) []uint64 {
 	slices.Reverse(out)
 	return out
 }
+
+// Where the ggml engine's files lie in a model directory, beside the ONNX
+// export's parts.
+const (
+	VAEDecoderFile = "ggml/vae_decoder.gguf"
+)

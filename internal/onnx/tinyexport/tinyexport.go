@@ -17,6 +17,7 @@ import (
 	"github.com/genq/genq/internal/onnx/half"
 	"github.com/genq/genq/internal/onnx/onnxproto"
 	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/sd3"
 )
 
 // Widths of the tiny export. The real SD3-medium has 768 (CLIP-L), 1280
@@ -53,6 +54,15 @@ type Options struct {
 	Float32 bool
 	// Int32IDs makes the text encoders take int32 token ids.
 	Int32IDs bool
+	// Faithful writes the SD3 VAE decoder in its real architecture at tiny
+	// widths (sd3.TinyVAE), and the same weights as a GGUF file
+	// (sd3.VAEDecoderFile) for the ggml engine, so the two can be
+	// compared. The default stand-in decoder is cheaper and makes images
+	// that do not compress, which tests of large results need.
+	Faithful bool
+	// GGMLWeights is how the GGUF file stores matrices and kernels
+	// (default f16).
+	GGMLWeights sd3.DType
 }
 
 // UNetLatentChannels is the latent width of SD 1.5 and SDXL.
@@ -135,6 +145,13 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 	default:
 		return fmt.Errorf("tiny export: unknown pipeline %q", opts.Pipeline)
 	}
+	var vae *sd3.VAEConfig
+	if opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "") {
+		cfg := sd3.TinyVAE()
+		vae = &cfg
+		files["vae_decoder/model.onnx"] = sd3VAEDecoderModel(newGraph("tiny_sd3_vae_decoder", rng, io), cfg, vaeWeights(cfg, seed))
+		files["vae_decoder/config.json"] = mustJSON(vaeConfig(cfg.LatentChannels, cfg.Scaling, cfg.Shift))
+	}
 	for name, data := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -144,7 +161,23 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 			return fmt.Errorf("tiny export: %w", err)
 		}
 	}
+	if vae != nil {
+		dtype := opts.GGMLWeights
+		if dtype == "" {
+			dtype = sd3.F16
+		}
+		specs := vae.VAEDecoderTensors()
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.VAEDecoderFile), sd3.ArchVAE, vae.VAEMetadata(), specs, vaeWeights(*vae, seed), dtype); err != nil {
+			return fmt.Errorf("tiny export: %w", err)
+		}
+	}
 	return nil
+}
+
+// vaeWeights are the faithful VAE decoder's weights, the same for both
+// engines.
+func vaeWeights(cfg sd3.VAEConfig, seed int64) sd3.Weights {
+	return sd3.RandomWeights(cfg.VAEDecoderTensors(), seed)
 }
 
 func vaeConfig(channels int, scaling float64, shift any) map[string]any {

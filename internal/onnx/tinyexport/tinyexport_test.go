@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/sd3"
 )
 
 func TestWriteIsDeterministicPerSeed(t *testing.T) {
@@ -83,5 +84,30 @@ func TestTokenizersOfTheExport(t *testing.T) {
 	a, b := fromJSON.Encode(prompt, 16), fromSP.Encode(prompt, 16)
 	if !slices.Equal(a, b) {
 		t.Errorf("tokenizer.json gives %v, spiece.model %v", a, b)
+	}
+}
+
+// A faithful export differs from the default only in its VAE decoder, and
+// adds the decoder's GGUF; the default writes no GGUF.
+func TestFaithfulExportChangesOnlyTheVAE(t *testing.T) {
+	plain, faithful := t.TempDir(), t.TempDir()
+	if err := Write(plain, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWithOptions(faithful, 3, Options{Faithful: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "vae_decoder"} {
+		x, _ := os.ReadFile(filepath.Join(plain, part, "model.onnx"))
+		y, _ := os.ReadFile(filepath.Join(faithful, part, "model.onnx"))
+		if changed := !bytes.Equal(x, y); changed != (part == "vae_decoder") {
+			t.Errorf("%s changed: %v", part, changed)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(faithful, sd3.VAEDecoderFile)); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(plain, sd3.VAEDecoderFile)); err == nil {
+		t.Error("the default export wrote a GGUF")
 	}
 }

@@ -1,0 +1,107 @@
+// Package ggmlimage runs SD3's parts as ggml graphs written on ollama's ml
+// package, the engine and CUDA build that text runs on. Weights come from
+// GGUF files in diffusers' names (internal/sd3 lists them); each part is
+// one file and one ggml backend.
+package ggmlimage
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/ollama/ollama/ml"
+	_ "github.com/ollama/ollama/ml/backend" // registers the ggml backend
+
+	"github.com/genq/genq/internal/sd3"
+)
+
+// part is one loaded GGUF file: its weights on a ggml backend.
+type part struct {
+	path    string
+	backend ml.Backend
+}
+
+// openPart checks the file at path against the tensors specsOf derives
+// from its metadata, then loads it. A missing or misshapen tensor fails
+// before anything is allocated, naming the tensor in one line.
+func openPart(ctx context.Context, path string, threads int, specsOf func(fsggml.KV) ([]sd3.Spec, error)) (p *part, kv fsggml.KV, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := fsggml.Decode(f, -1)
+	f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: not a GGUF file: %w", path, err)
+	}
+	specs, err := specsOf(meta.KV())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := sd3.CheckShapes(path, meta.Tensors(), specs); err != nil {
+		return nil, nil, err
+	}
+	defer recoverError(&err) // ggml panics when memory runs out
+	b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: threads})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := b.Load(ctx, nil); err != nil {
+		b.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &part{path: path, backend: b}, meta.KV(), nil
+}
+
+func (p *part) close() {
+	if p != nil && p.backend != nil {
+		p.backend.Close()
+		p.backend = nil
+	}
+}
+
+// weight returns a tensor openPart has checked to be there.
+func (p *part) weight(name string) ml.Tensor {
+	t := p.backend.Get(name)
+	if t == nil {
+		panic(fmt.Sprintf("%s: tensor %s not loaded", p.path, name)) // openPart checked every name
+	}
+	return t
+}
+
+// conv is a 2-D convolution with bias, stride 1, as torch's Conv2d.
+func (p *part) conv(ctx ml.Context, prefix string, x ml.Tensor, pad int) ml.Tensor {
+	y := p.weight(prefix+"weight").Conv2D(ctx, x, 1, 1, pad, pad, 1, 1)
+	return y.Add(ctx, p.weight(prefix+"bias").Reshape(ctx, 1, 1, -1))
+}
+
+// linear is torch's Linear over the first dimension.
+func (p *part) linear(ctx ml.Context, prefix string, x ml.Tensor) ml.Tensor {
+	return p.weight(prefix+"weight").Mulmat(ctx, x).Add(ctx, p.weight(prefix+"bias"))
+}
+
+// groupNorm is torch's GroupNorm on x [W, H, C, N]: each group of C/groups
+// channels is normalized over its channels and pixels together, which in
+// ggml's layout is one contiguous row per group.
+func (p *part) groupNorm(ctx ml.Context, prefix string, x ml.Tensor, groups int, eps float32) ml.Tensor {
+	w, h, c, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	y := x.Contiguous(ctx).Reshape(ctx, w*h*c/groups, groups, n).LayerNorm(ctx, nil, nil, eps)
+	y = y.Reshape(ctx, w, h, c, n)
+	return y.Mul(ctx, p.weight(prefix+"weight").Reshape(ctx, 1, 1, c)).Add(ctx, p.weight(prefix+"bias").Reshape(ctx, 1, 1, c))
+}
+
+// recoverError turns a panic into *err: ggml reports a failed allocation
+// or compute by panicking, which must fail the job, not the worker. Call it
+// deferred, directly.
+func recoverError(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(error); ok {
+		*err = e
+		return
+	}
+	*err = fmt.Errorf("%v", r)
+}
