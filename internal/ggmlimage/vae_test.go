@@ -103,6 +103,17 @@ var ortOnce sync.Once
 // Runtime, the reference engine.
 func runONNX(t *testing.T, path, inName, outName string, in []float32, inShape, outShape []int64) []float32 {
 	t.Helper()
+	return runONNXInputs(t, path, []onnxInput{{inName, in, inShape}}, outName, outShape)
+}
+
+type onnxInput struct {
+	name  string
+	data  []float32
+	shape []int64
+}
+
+func runONNXInputs(t *testing.T, path string, ins []onnxInput, outName string, outShape []int64) []float32 {
+	t.Helper()
 	lib := ortLibrary(t)
 	var initErr error
 	ortOnce.Do(func() {
@@ -114,22 +125,27 @@ func runONNX(t *testing.T, path, inName, outName string, in []float32, inShape, 
 	if initErr != nil {
 		t.Fatal(initErr)
 	}
-	input, err := ort.NewTensor(ort.NewShape(inShape...), in)
-	if err != nil {
-		t.Fatal(err)
+	var inputs []ort.Value
+	var names []string
+	for _, in := range ins {
+		v, err := ort.NewTensor(ort.NewShape(in.shape...), in.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Destroy()
+		inputs, names = append(inputs, v), append(names, in.name)
 	}
-	defer input.Destroy()
 	output, err := ort.NewEmptyTensor[float32](ort.NewShape(outShape...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer output.Destroy()
-	s, err := ort.NewDynamicAdvancedSession(path, []string{inName}, []string{outName}, nil)
+	s, err := ort.NewDynamicAdvancedSession(path, names, []string{outName}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Destroy()
-	if err := s.Run([]ort.Value{input}, []ort.Value{output}); err != nil {
+	if err := s.Run(inputs, []ort.Value{output}); err != nil {
 		t.Fatal(err)
 	}
 	return slices.Clone(output.GetData())

@@ -19,7 +19,8 @@ import (
 
 // GGUF architecture names of the parts, the prefix of their metadata keys.
 const (
-	ArchVAE = "sd3_vae"
+	ArchVAE   = "sd3_vae"
+	ArchMMDiT = "sd3_mmdit"
 )
 
 // GGUF metadata keys of the VAE.
@@ -67,7 +68,8 @@ func VAEConfigOf(kv fsggml.KV) (VAEConfig, error) {
 }
 
 // DType is how a GGUF file stores the matrices and kernels; vectors (norms,
-// biases) are always float32, as ggml's element-wise kernels want them.
+// biases) and tables that are added (the position table) are always
+// float32, as ggml's element-wise kernels want them.
 type DType string
 
 const (
@@ -104,7 +106,7 @@ func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Weights, dtype
 			return fmt.Errorf("gguf %s: %s has shape %v, want %v", path, s.Name, t.Shape, s.Shape)
 		}
 		kind := fsggml.TensorTypeF32
-		if dtype == F16 && len(s.Shape) > 1 {
+		if dtype == F16 && len(s.Shape) > 1 && strings.HasSuffix(s.Name, ".weight") {
 			kind = fsggml.TensorTypeF16
 		}
 		ts = append(ts, &fsggml.Tensor{Name: s.Name, Kind: uint32(kind), Shape: GGMLShape(s.Shape), WriterTo: encoded{t.Data, kind}})
@@ -201,5 +203,38 @@ func reversed(s []uint64) []uint64 {
 // Where the ggml engine's files lie in a model directory, beside the ONNX
 // export's parts.
 const (
-	VAEDecoderFile = "ggml/vae_decoder.gguf"
+	VAEDecoderFile  = "ggml/vae_decoder.gguf"
+	TransformerFile = "ggml/transformer.gguf"
 )
+
+// MMDiTMetadata is the transformer's configuration as GGUF keys.
+func (c MMDiTConfig) MMDiTMetadata() fsggml.KV {
+	kv := fsggml.KV{}
+	for key, v := range c.fields() {
+		kv[ArchMMDiT+"."+key] = uint32(*v)
+	}
+	return kv
+}
+
+// MMDiTConfigOf reads the transformer's configuration back from GGUF
+// metadata.
+func MMDiTConfigOf(kv fsggml.KV) (MMDiTConfig, error) {
+	if a := kv.Architecture(); a != ArchMMDiT {
+		return MMDiTConfig{}, fmt.Errorf("architecture %q, want %q", a, ArchMMDiT)
+	}
+	var c MMDiTConfig
+	for key, v := range c.fields() {
+		*v = int(kv.Uint(key))
+	}
+	return c, c.Check()
+}
+
+// fields names the configuration's GGUF keys, diffusers' config names.
+func (c *MMDiTConfig) fields() map[string]*int {
+	return map[string]*int{
+		"patch_size": &c.PatchSize, "in_channels": &c.InChannels, "out_channels": &c.OutChannels,
+		"num_layers": &c.Layers, "num_attention_heads": &c.Heads, "attention_head_dim": &c.HeadDim,
+		"joint_attention_dim": &c.JointDim, "pooled_projection_dim": &c.PooledDim,
+		"sample_size": &c.SampleSize, "pos_embed_max_size": &c.PosEmbedMax,
+	}
+}

@@ -33,7 +33,7 @@ func RandomWeights(specs []Spec, seed int64) Weights {
 		rng := rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
 		mean, std := 0.0, 0.1
 		switch {
-		case isNorm(s.Name) && strings.HasSuffix(s.Name, ".weight"):
+		case len(s.Shape) == 1 && isNorm(s.Name) && strings.HasSuffix(s.Name, ".weight"):
 			mean = 1
 		case len(s.Shape) > 1:
 			fanIn := 1

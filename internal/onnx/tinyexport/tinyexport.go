@@ -54,11 +54,12 @@ type Options struct {
 	Float32 bool
 	// Int32IDs makes the text encoders take int32 token ids.
 	Int32IDs bool
-	// Faithful writes the SD3 VAE decoder in its real architecture at tiny
-	// widths (sd3.TinyVAE), and the same weights as a GGUF file
-	// (sd3.VAEDecoderFile) for the ggml engine, so the two can be
-	// compared. The default stand-in decoder is cheaper and makes images
-	// that do not compress, which tests of large results need.
+	// Faithful writes the SD3 VAE decoder and transformer in their real
+	// architectures at tiny widths (sd3.TinyVAE, sd3.TinyMMDiT), and the
+	// same weights as GGUF files (sd3.VAEDecoderFile, sd3.TransformerFile)
+	// for the ggml engine, so the two can be compared. The default
+	// stand-ins are cheaper and make images that do not compress, which
+	// tests of large results need.
 	Faithful bool
 	// GGMLWeights is how the GGUF file stores matrices and kernels
 	// (default f16).
@@ -145,12 +146,12 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 	default:
 		return fmt.Errorf("tiny export: unknown pipeline %q", opts.Pipeline)
 	}
-	var vae *sd3.VAEConfig
-	if opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "") {
-		cfg := sd3.TinyVAE()
-		vae = &cfg
-		files["vae_decoder/model.onnx"] = sd3VAEDecoderModel(newGraph("tiny_sd3_vae_decoder", rng, io), cfg, vaeWeights(cfg, seed))
-		files["vae_decoder/config.json"] = mustJSON(vaeConfig(cfg.LatentChannels, cfg.Scaling, cfg.Shift))
+	faithful := opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "")
+	vae, mmdit := sd3.TinyVAE(), sd3.TinyMMDiT()
+	if faithful {
+		files["vae_decoder/model.onnx"] = sd3VAEDecoderModel(newGraph("tiny_sd3_vae_decoder", rng, io), vae, vaeWeights(vae, seed))
+		files["vae_decoder/config.json"] = mustJSON(vaeConfig(vae.LatentChannels, vae.Scaling, vae.Shift))
+		files["transformer/model.onnx"] = sd3TransformerModel(newGraph("tiny_sd3_transformer", rng, io), mmdit, mmdit.RandomMMDiTWeights(seed))
 	}
 	for name, data := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
@@ -161,13 +162,15 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 			return fmt.Errorf("tiny export: %w", err)
 		}
 	}
-	if vae != nil {
+	if faithful {
 		dtype := opts.GGMLWeights
 		if dtype == "" {
 			dtype = sd3.F16
 		}
-		specs := vae.VAEDecoderTensors()
-		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.VAEDecoderFile), sd3.ArchVAE, vae.VAEMetadata(), specs, vaeWeights(*vae, seed), dtype); err != nil {
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.VAEDecoderFile), sd3.ArchVAE, vae.VAEMetadata(), vae.VAEDecoderTensors(), vaeWeights(vae, seed), dtype); err != nil {
+			return fmt.Errorf("tiny export: %w", err)
+		}
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.TransformerFile), sd3.ArchMMDiT, mmdit.MMDiTMetadata(), mmdit.MMDiTTensors(), mmdit.RandomMMDiTWeights(seed), dtype); err != nil {
 			return fmt.Errorf("tiny export: %w", err)
 		}
 	}

@@ -87,8 +87,8 @@ func TestTokenizersOfTheExport(t *testing.T) {
 	}
 }
 
-// A faithful export differs from the default only in its VAE decoder, and
-// adds the decoder's GGUF; the default writes no GGUF.
+// A faithful export differs from the default only in its VAE decoder and
+// transformer, and adds their GGUF files; the default writes no GGUF.
 func TestFaithfulExportChangesOnlyTheVAE(t *testing.T) {
 	plain, faithful := t.TempDir(), t.TempDir()
 	if err := Write(plain, 3); err != nil {
@@ -100,12 +100,14 @@ func TestFaithfulExportChangesOnlyTheVAE(t *testing.T) {
 	for _, part := range []string{"text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "vae_decoder"} {
 		x, _ := os.ReadFile(filepath.Join(plain, part, "model.onnx"))
 		y, _ := os.ReadFile(filepath.Join(faithful, part, "model.onnx"))
-		if changed := !bytes.Equal(x, y); changed != (part == "vae_decoder") {
+		if changed := !bytes.Equal(x, y); changed != (part == "vae_decoder" || part == "transformer") {
 			t.Errorf("%s changed: %v", part, changed)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(faithful, sd3.VAEDecoderFile)); err != nil {
-		t.Error(err)
+	for _, f := range []string{sd3.VAEDecoderFile, sd3.TransformerFile} {
+		if _, err := os.Stat(filepath.Join(faithful, f)); err != nil {
+			t.Error(err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(plain, sd3.VAEDecoderFile)); err == nil {
 		t.Error("the default export wrote a GGUF")

@@ -17,7 +17,7 @@ import (
 // a group norm is an InstanceNormalization over [N, groups, rest].
 func sd3VAEDecoderModel(b *graph, cfg sd3.VAEConfig, w sd3.Weights) []byte {
 	b.input("latent_sample", b.io.float, param("batch_size"), fixed(int64(cfg.LatentChannels)), param("latent_height"), param("latent_width"))
-	v := vaeGraph{graph: b, cfg: cfg, w: w}
+	v := vaeGraph{weighted{b, w}, cfg}
 	x := v.conv("decoder.conv_in.", b.toFloat("latent_sample"), 1)
 	mid := cfg.MidResnets()
 	x = v.resnet(mid[0], x)
@@ -40,15 +40,20 @@ func sd3VAEDecoderModel(b *graph, cfg sd3.VAEConfig, w sd3.Weights) []byte {
 	return b.model()
 }
 
-type vaeGraph struct {
+// weighted is a graph whose weights come from a part's sd3.Weights.
+type weighted struct {
 	*graph
+	w sd3.Weights
+}
+
+type vaeGraph struct {
+	weighted
 	cfg sd3.VAEConfig
-	w   sd3.Weights
 }
 
 // tensor adds w[name] as an fp16 initializer of the given dims (its own
 // shape when none) and returns its fp32 cast.
-func (v vaeGraph) tensor(name string, dims ...int64) string {
+func (v weighted) tensor(name string, dims ...int64) string {
 	t := v.w[name]
 	if len(dims) == 0 {
 		for _, d := range t.Shape {
@@ -59,14 +64,14 @@ func (v vaeGraph) tensor(name string, dims ...int64) string {
 	return v.toFloat(name)
 }
 
-func (v vaeGraph) conv(prefix, x string, pad int64) string {
+func (v weighted) conv(prefix, x string, pad int64) string {
 	k := int64(v.w[prefix+"weight"].Shape[2])
 	return v.op("Conv", []string{x, v.tensor(prefix + "weight"), v.tensor(prefix + "bias")},
 		onnxproto.IntsAttr("kernel_shape", k, k), onnxproto.IntsAttr("pads", pad, pad, pad, pad))
 }
 
 // linear is x·Wᵀ + b over the last axis.
-func (v vaeGraph) linear(prefix, x string) string {
+func (v weighted) linear(prefix, x string) string {
 	wt := v.op("Transpose", []string{v.tensor(prefix + "weight")}, onnxproto.IntsAttr("perm", 1, 0))
 	return v.op("Add", []string{v.op("MatMul", []string{x, wt}), v.tensor(prefix + "bias")})
 }
@@ -86,7 +91,7 @@ func (v vaeGraph) groupNorm(prefix, x string) string {
 	return v.op("Add", []string{y, v.tensor(prefix+"bias", c, 1, 1)})
 }
 
-func (v vaeGraph) silu(x string) string {
+func (v weighted) silu(x string) string {
 	return v.op("Mul", []string{x, v.op("Sigmoid", []string{x})})
 }
 
