@@ -31,10 +31,10 @@ func TestTransformerMatchesONNX(t *testing.T) {
 			in.Pooled = normal(in.N*cfg.PooledDim, 3)
 			n, h, w := int64(in.N), int64(in.H), int64(in.W)
 			want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
-				{"hidden_states", in.Latents, []int64{n, 16, h, w}},
-				{"encoder_hidden_states", in.Text, []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
-				{"pooled_projections", in.Pooled, []int64{n, int64(cfg.PooledDim)}},
-				{"timestep", in.Timesteps, []int64{n}},
+				{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
+				{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
+				{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
+				{name: "timestep", data: in.Timesteps, shape: []int64{n}},
 			}, "out_hidden_states", []int64{n, 16, h, w})
 
 			m, err := ggmlimage.OpenTransformer(context.Background(), filepath.Join(dir, sd3.TransformerFile), 2)

@@ -103,13 +103,20 @@ var ortOnce sync.Once
 // Runtime, the reference engine.
 func runONNX(t *testing.T, path, inName, outName string, in []float32, inShape, outShape []int64) []float32 {
 	t.Helper()
-	return runONNXInputs(t, path, []onnxInput{{inName, in, inShape}}, outName, outShape)
+	return runONNXInputs(t, path, []onnxInput{{name: inName, data: in, shape: inShape}}, outName, outShape)
 }
 
 type onnxInput struct {
 	name  string
 	data  []float32
+	ids   []int64 // instead of data, for token ids
 	shape []int64
+}
+
+// runONNXIDs runs a text encoder on token ids and returns one output.
+func runONNXIDs(t *testing.T, path string, ids, shape []int64, outName string, outShape []int64) []float32 {
+	t.Helper()
+	return runONNXInputs(t, path, []onnxInput{{name: "input_ids", ids: ids, shape: shape}}, outName, outShape)
 }
 
 func runONNXInputs(t *testing.T, path string, ins []onnxInput, outName string, outShape []int64) []float32 {
@@ -128,7 +135,13 @@ func runONNXInputs(t *testing.T, path string, ins []onnxInput, outName string, o
 	var inputs []ort.Value
 	var names []string
 	for _, in := range ins {
-		v, err := ort.NewTensor(ort.NewShape(in.shape...), in.data)
+		var v ort.Value
+		var err error
+		if in.ids != nil {
+			v, err = ort.NewTensor(ort.NewShape(in.shape...), in.ids)
+		} else {
+			v, err = ort.NewTensor(ort.NewShape(in.shape...), in.data)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -205,6 +205,9 @@ func reversed(s []uint64) []uint64 {
 const (
 	VAEDecoderFile  = "ggml/vae_decoder.gguf"
 	TransformerFile = "ggml/transformer.gguf"
+	ClipLFile       = "ggml/text_encoder.gguf"
+	ClipGFile       = "ggml/text_encoder_2.gguf"
+	T5File          = "ggml/text_encoder_3.gguf"
 )
 
 // MMDiTMetadata is the transformer's configuration as GGUF keys.
@@ -236,5 +239,37 @@ func (c *MMDiTConfig) fields() map[string]*int {
 		"num_layers": &c.Layers, "num_attention_heads": &c.Heads, "attention_head_dim": &c.HeadDim,
 		"joint_attention_dim": &c.JointDim, "pooled_projection_dim": &c.PooledDim,
 		"sample_size": &c.SampleSize, "pos_embed_max_size": &c.PosEmbedMax,
+	}
+}
+
+// ArchCLIP is the GGUF architecture of both CLIP text encoders.
+const ArchCLIP = "sd3_clip"
+
+// CLIPMetadata is the encoder's configuration as GGUF keys.
+func (c CLIPConfig) CLIPMetadata() fsggml.KV {
+	kv := fsggml.KV{ArchCLIP + ".quick_gelu": c.QuickGELU}
+	for key, v := range c.fields() {
+		kv[ArchCLIP+"."+key] = uint32(*v)
+	}
+	return kv
+}
+
+// CLIPConfigOf reads a CLIP encoder's configuration from GGUF metadata.
+func CLIPConfigOf(kv fsggml.KV) (CLIPConfig, error) {
+	if a := kv.Architecture(); a != ArchCLIP {
+		return CLIPConfig{}, fmt.Errorf("architecture %q, want %q", a, ArchCLIP)
+	}
+	c := CLIPConfig{QuickGELU: kv.Bool("quick_gelu")}
+	for key, v := range c.fields() {
+		*v = int(kv.Uint(key))
+	}
+	return c, c.Check()
+}
+
+func (c *CLIPConfig) fields() map[string]*int {
+	return map[string]*int{
+		"vocab_size": &c.Vocab, "max_position_embeddings": &c.Positions, "hidden_size": &c.Width,
+		"num_hidden_layers": &c.Layers, "num_attention_heads": &c.Heads, "intermediate_size": &c.FFN,
+		"projection_dim": &c.Projection,
 	}
 }

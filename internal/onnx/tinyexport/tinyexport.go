@@ -54,10 +54,11 @@ type Options struct {
 	Float32 bool
 	// Int32IDs makes the text encoders take int32 token ids.
 	Int32IDs bool
-	// Faithful writes the SD3 VAE decoder and transformer in their real
-	// architectures at tiny widths (sd3.TinyVAE, sd3.TinyMMDiT), and the
-	// same weights as GGUF files (sd3.VAEDecoderFile, sd3.TransformerFile)
-	// for the ggml engine, so the two can be compared. The default
+	// Faithful writes the SD3 VAE decoder, transformer and CLIP text
+	// encoders in their real architectures at tiny widths (sd3.TinyVAE,
+	// sd3.TinyMMDiT, sd3.TinyCLIP), and the same weights as GGUF files
+	// (sd3.VAEDecoderFile and its neighbours) for the ggml engine, so the
+	// two can be compared. The default
 	// stand-ins are cheaper and make images that do not compress, which
 	// tests of large results need.
 	Faithful bool
@@ -148,10 +149,22 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 	}
 	faithful := opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "")
 	vae, mmdit := sd3.TinyVAE(), sd3.TinyMMDiT()
+	// The two CLIPs share their tensor names: each draws from its own seed.
+	clips := []struct {
+		part, file string
+		cfg        sd3.CLIPConfig
+		seed       int64
+	}{
+		{"text_encoder", sd3.ClipLFile, sd3.TinyCLIP(len(clipVocab), ClipLWidth, true), seed},
+		{"text_encoder_2", sd3.ClipGFile, sd3.TinyCLIP(len(clipVocab), ClipGWidth, false), seed + 1},
+	}
 	if faithful {
 		files["vae_decoder/model.onnx"] = sd3VAEDecoderModel(newGraph("tiny_sd3_vae_decoder", rng, io), vae, vaeWeights(vae, seed))
 		files["vae_decoder/config.json"] = mustJSON(vaeConfig(vae.LatentChannels, vae.Scaling, vae.Shift))
 		files["transformer/model.onnx"] = sd3TransformerModel(newGraph("tiny_sd3_transformer", rng, io), mmdit, mmdit.RandomMMDiTWeights(seed))
+		for _, c := range clips {
+			files[c.part+"/model.onnx"] = sd3CLIPModel(newGraph("tiny_clip_text_model", rng, io), c.cfg, sd3.RandomWeights(c.cfg.CLIPTensors(), c.seed))
+		}
 	}
 	for name, data := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
@@ -172,6 +185,12 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 		}
 		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.TransformerFile), sd3.ArchMMDiT, mmdit.MMDiTMetadata(), mmdit.MMDiTTensors(), mmdit.RandomMMDiTWeights(seed), dtype); err != nil {
 			return fmt.Errorf("tiny export: %w", err)
+		}
+		for _, c := range clips {
+			specs := c.cfg.CLIPTensors()
+			if err := sd3.WriteGGUF(filepath.Join(dir, c.file), sd3.ArchCLIP, c.cfg.CLIPMetadata(), specs, sd3.RandomWeights(specs, c.seed), dtype); err != nil {
+				return fmt.Errorf("tiny export: %w", err)
+			}
 		}
 	}
 	return nil
