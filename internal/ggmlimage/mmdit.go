@@ -144,7 +144,7 @@ func modulate(ctx ml.Context, x, shift, scale ml.Tensor) ml.Tensor {
 }
 
 func (m *Transformer) feedForward(ctx ml.Context, prefix string, x ml.Tensor) ml.Tensor {
-	h := m.part.linear(ctx, prefix+"net.0.proj.", x).GELU(ctx)
+	h := geluTanh(ctx, m.part.linear(ctx, prefix+"net.0.proj.", x))
 	return m.part.linear(ctx, prefix+"net.2.", h)
 }
 

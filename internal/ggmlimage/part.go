@@ -7,6 +7,7 @@ package ggmlimage
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
@@ -104,4 +105,12 @@ func recoverError(err *error) {
 		return
 	}
 	*err = fmt.Errorf("%v", r)
+}
+
+// geluTanh is GELU's tanh approximation (torch's approximate="tanh",
+// transformers' gelu_new), written out: ggml's fused GELU reads a float16
+// table on the CPU, an error that grows through the layers.
+func geluTanh(ctx ml.Context, x ml.Tensor) ml.Tensor {
+	inner := x.Add(ctx, x.Mul(ctx, x).Mul(ctx, x).Scale(ctx, 0.044715)).Scale(ctx, math.Sqrt(2/math.Pi)).Tanh(ctx)
+	return x.Add(ctx, x.Mul(ctx, inner)).Scale(ctx, 0.5)
 }

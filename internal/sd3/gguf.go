@@ -273,3 +273,35 @@ func (c *CLIPConfig) fields() map[string]*int {
 		"projection_dim": &c.Projection,
 	}
 }
+
+// ArchT5 is the GGUF architecture of the T5 encoder.
+const ArchT5 = "sd3_t5"
+
+// T5Metadata is the encoder's configuration as GGUF keys.
+func (c T5Config) T5Metadata() fsggml.KV {
+	kv := fsggml.KV{}
+	for key, v := range c.fields() {
+		kv[ArchT5+"."+key] = uint32(*v)
+	}
+	return kv
+}
+
+// T5ConfigOf reads the encoder's configuration from GGUF metadata.
+func T5ConfigOf(kv fsggml.KV) (T5Config, error) {
+	if a := kv.Architecture(); a != ArchT5 {
+		return T5Config{}, fmt.Errorf("architecture %q, want %q", a, ArchT5)
+	}
+	var c T5Config
+	for key, v := range c.fields() {
+		*v = int(kv.Uint(key))
+	}
+	return c, c.Check()
+}
+
+func (c *T5Config) fields() map[string]*int {
+	return map[string]*int{
+		"vocab_size": &c.Vocab, "d_model": &c.Width, "num_layers": &c.Layers, "num_heads": &c.Heads,
+		"d_kv": &c.HeadDim, "d_ff": &c.FFN, "relative_attention_num_buckets": &c.Buckets,
+		"relative_attention_max_distance": &c.MaxDistance,
+	}
+}

@@ -111,3 +111,23 @@ func TestRandomWeightsAreFixedAndHalfExact(t *testing.T) {
 		t.Errorf("a norm's scale is %v, want near 1", norm[0])
 	}
 }
+
+// Buckets of transformers' _relative_position_bucket for an encoder with
+// 32 buckets and a maximum distance of 128, worked by hand from its code.
+func TestT5Buckets(t *testing.T) {
+	c := T5XXL()
+	const seq = 300
+	b := c.T5Buckets(seq)
+	at := func(q, k int) int32 { return b[q*seq+k] }
+	for _, tc := range []struct{ rel, bucket int }{
+		{0, 0}, {-1, 1}, {1, 17}, {-7, 7}, {7, 23}, {-8, 8}, {-9, 8}, {-12, 9}, {-20, 10}, {-127, 15}, {-128, 15}, {-250, 15}, {128, 31}, {250, 31},
+	} {
+		q := 260
+		if tc.rel > 0 {
+			q = 0
+		}
+		if got := at(q, q+tc.rel); got != int32(tc.bucket) {
+			t.Errorf("relative position %d: bucket %d, want %d", tc.rel, got, tc.bucket)
+		}
+	}
+}

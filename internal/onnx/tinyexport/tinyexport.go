@@ -54,11 +54,10 @@ type Options struct {
 	Float32 bool
 	// Int32IDs makes the text encoders take int32 token ids.
 	Int32IDs bool
-	// Faithful writes the SD3 VAE decoder, transformer and CLIP text
-	// encoders in their real architectures at tiny widths (sd3.TinyVAE,
-	// sd3.TinyMMDiT, sd3.TinyCLIP), and the same weights as GGUF files
-	// (sd3.VAEDecoderFile and its neighbours) for the ggml engine, so the
-	// two can be compared. The default
+	// Faithful writes every SD3 part in its real architecture at tiny
+	// widths (sd3.TinyVAE, sd3.TinyMMDiT, sd3.TinyCLIP, sd3.TinyT5), and the
+	// same weights as GGUF files (sd3.VAEDecoderFile and its neighbours)
+	// for the ggml engine, so the two can be compared. The default
 	// stand-ins are cheaper and make images that do not compress, which
 	// tests of large results need.
 	Faithful bool
@@ -148,7 +147,7 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 		return fmt.Errorf("tiny export: unknown pipeline %q", opts.Pipeline)
 	}
 	faithful := opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "")
-	vae, mmdit := sd3.TinyVAE(), sd3.TinyMMDiT()
+	vae, mmdit, t5 := sd3.TinyVAE(), sd3.TinyMMDiT(), sd3.TinyT5(len(t5Vocabulary()), JointWidth)
 	// The two CLIPs share their tensor names: each draws from its own seed.
 	clips := []struct {
 		part, file string
@@ -165,6 +164,7 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 		for _, c := range clips {
 			files[c.part+"/model.onnx"] = sd3CLIPModel(newGraph("tiny_clip_text_model", rng, io), c.cfg, sd3.RandomWeights(c.cfg.CLIPTensors(), c.seed))
 		}
+		files["text_encoder_3/model.onnx"] = sd3T5Model(newGraph("tiny_t5_encoder", rng, io), t5, sd3.RandomWeights(t5.T5Tensors(), seed))
 	}
 	for name, data := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
@@ -184,6 +184,9 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 			return fmt.Errorf("tiny export: %w", err)
 		}
 		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.TransformerFile), sd3.ArchMMDiT, mmdit.MMDiTMetadata(), mmdit.MMDiTTensors(), mmdit.RandomMMDiTWeights(seed), dtype); err != nil {
+			return fmt.Errorf("tiny export: %w", err)
+		}
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.T5File), sd3.ArchT5, t5.T5Metadata(), t5.T5Tensors(), sd3.RandomWeights(t5.T5Tensors(), seed), dtype); err != nil {
 			return fmt.Errorf("tiny export: %w", err)
 		}
 		for _, c := range clips {
