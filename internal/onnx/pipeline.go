@@ -9,6 +9,7 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/onnx/scheduler"
 )
@@ -271,16 +272,6 @@ func (b *Backend) generate(ctx context.Context, text string, p params, progress 
 	return b.decode(ro, latents, p)
 }
 
-// initialLatents draws unit normal noise from seed.
-func initialLatents(seed int64, n int) []float32 {
-	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>32^0x5d3))
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
-}
-
 // noiseSchedule is one image's noise levels and the denoiser's timestep
 // input at each step.
 type noiseSchedule struct {
@@ -314,7 +305,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 	c, h, w := b.shapes.latentChannels, int64(p.height/8), int64(p.width/8)
 	per := int(c * h * w)
 	sched := b.schedule(p.steps)
-	latents := initialLatents(p.seed, per)
+	latents := diffusion.InitialLatents(p.seed, per)
 	for i := range latents {
 		latents[i] *= float32(sched.initNoise)
 	}
@@ -377,7 +368,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 		if len(out) != 2*per {
 			return nil, fmt.Errorf("%s: %d output values, want %d", den.part, len(out), 2*per)
 		}
-		applyGuidance(pred, out[:per], out[per:], p.guidance)
+		diffusion.Guidance(pred, out[:per], out[per:], p.guidance)
 		if sched.unet {
 			b.euler.Derivative(latents, pred, sigma)
 		}
@@ -454,7 +445,7 @@ func (s *session) timestepTensor(name string, t float32, batch int64) (ort.Value
 func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p params) ([]byte, error) {
 	vae := b.vaeDecoder
 	shape := ort.NewShape(1, b.shapes.latentChannels, int64(p.height/8), int64(p.width/8))
-	in, err := newFloatTensor(vae.inputType("latent_sample"), shape, unscaleLatents(latents, b.vae.Scaling, b.vae.Shift))
+	in, err := newFloatTensor(vae.inputType("latent_sample"), shape, diffusion.Unscale(latents, b.vae.Scaling, b.vae.Shift))
 	if err != nil {
 		return nil, fmt.Errorf("vae_decoder: %w", err)
 	}
@@ -472,5 +463,5 @@ func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p params) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("vae_decoder: %w", err)
 	}
-	return encodePNG(sample, outShape)
+	return diffusion.EncodePNG(sample, outShape)
 }
