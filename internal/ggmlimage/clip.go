@@ -21,8 +21,12 @@ type CLIP struct {
 
 // OpenCLIP loads a CLIP encoder GGUF written by internal/sd3.
 func OpenCLIP(ctx context.Context, path string, threads int) (*CLIP, error) {
+	return openCLIP(ctx, path, loadOptions{threads: threads})
+}
+
+func openCLIP(ctx context.Context, path string, opts loadOptions) (*CLIP, error) {
 	var cfg sd3.CLIPConfig
-	p, _, err := openPart(ctx, path, threads, func(kv fsggml.KV) ([]sd3.Spec, error) {
+	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
 		var err error
 		if cfg, err = sd3.CLIPConfigOf(kv); err != nil {
 			return nil, err
@@ -38,8 +42,12 @@ func OpenCLIP(ctx context.Context, path string, threads int) (*CLIP, error) {
 // Config is the encoder's configuration, read from its file.
 func (e *CLIP) Config() sd3.CLIPConfig { return e.cfg }
 
-// Close frees the weights.
-func (e *CLIP) Close() { e.part.close() }
+// Close frees the weights; a nil CLIP is a no-op.
+func (e *CLIP) Close() {
+	if e != nil {
+		e.part.close()
+	}
+}
 
 // Encode runs n token sequences of seq ids each and returns what SD3 takes
 // from them: the penultimate layer's hidden states [n, seq, width] (the
@@ -71,7 +79,11 @@ func (e *CLIP) Encode(ids []int32, n, seq int) (hidden, pooled []float32, err er
 			mask[q*seq+k] = float32(math.Inf(-1))
 		}
 	}
-	pen, final := e.forward(ctx, in.FromInts(ids, seq*n), seq, n, in.FromFloats(mask, seq, seq))
+	positions := make([]int32, seq)
+	for i := range positions {
+		positions[i] = int32(i)
+	}
+	pen, final := e.forward(ctx, in.FromInts(ids, seq*n), in.FromInts(positions, seq), n, in.FromFloats(mask, seq, seq))
 	// The penultimate state feeds the last layer, so the graph's allocator
 	// would reuse its memory: copy it out to a buffer of its own.
 	penOut := pen.Copy(ctx, in.Empty(ml.DTypeF32, c.Width, seq, n))
@@ -83,10 +95,12 @@ func (e *CLIP) Encode(ids []int32, n, seq int) (hidden, pooled []float32, err er
 
 // forward returns the penultimate hidden states and the final normed
 // states, [width, seq, n] each.
-func (e *CLIP) forward(ctx ml.Context, ids ml.Tensor, seq, n int, mask ml.Tensor) (pen, final ml.Tensor) {
+func (e *CLIP) forward(ctx ml.Context, ids, positions ml.Tensor, n int, mask ml.Tensor) (pen, final ml.Tensor) {
 	p, c := e.part, e.cfg
+	seq := positions.Dim(0)
+	// Rows reads float16 tables into float32, which additions need.
 	x := p.weight("text_model.embeddings.token_embedding.weight").Rows(ctx, ids).Reshape(ctx, c.Width, seq, n)
-	x = x.Add(ctx, p.weight("text_model.embeddings.position_embedding.weight").Slice(ctx, 1, 0, seq, 1))
+	x = x.Add(ctx, p.weight("text_model.embeddings.position_embedding.weight").Rows(ctx, positions))
 	for i := range c.Layers {
 		if i == c.Layers-1 {
 			pen = x

@@ -20,8 +20,12 @@ type Transformer struct {
 
 // OpenTransformer loads a transformer GGUF written by internal/sd3.
 func OpenTransformer(ctx context.Context, path string, threads int) (*Transformer, error) {
+	return openTransformer(ctx, path, loadOptions{threads: threads})
+}
+
+func openTransformer(ctx context.Context, path string, opts loadOptions) (*Transformer, error) {
 	var cfg sd3.MMDiTConfig
-	p, _, err := openPart(ctx, path, threads, func(kv fsggml.KV) ([]sd3.Spec, error) {
+	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
 		var err error
 		if cfg, err = sd3.MMDiTConfigOf(kv); err != nil {
 			return nil, err
@@ -37,8 +41,12 @@ func OpenTransformer(ctx context.Context, path string, threads int) (*Transforme
 // Config is the transformer's configuration, read from its file.
 func (m *Transformer) Config() sd3.MMDiTConfig { return m.cfg }
 
-// Close frees the weights.
-func (m *Transformer) Close() { m.part.close() }
+// Close frees the weights; a nil Transformer is a no-op.
+func (m *Transformer) Close() {
+	if m != nil {
+		m.part.close()
+	}
+}
 
 // TransformerInput is one call's batch of n items, in PyTorch's layouts.
 type TransformerInput struct {

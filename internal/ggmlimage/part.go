@@ -5,10 +5,12 @@
 package ggmlimage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/ml"
@@ -26,7 +28,7 @@ type part struct {
 // openPart checks the file at path against the tensors specsOf derives
 // from its metadata, then loads it. A missing or misshapen tensor fails
 // before anything is allocated, naming the tensor in one line.
-func openPart(ctx context.Context, path string, threads int, specsOf func(fsggml.KV) ([]sd3.Spec, error)) (p *part, kv fsggml.KV, err error) {
+func openPart(ctx context.Context, path string, opts loadOptions, specsOf func(fsggml.KV) ([]sd3.Spec, error)) (p *part, kv fsggml.KV, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -44,7 +46,17 @@ func openPart(ctx context.Context, path string, threads int, specsOf func(fsggml
 		return nil, nil, err
 	}
 	defer recoverError(&err) // ggml panics when memory runs out
-	b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: threads})
+	params := ml.BackendParams{AllocMemory: true, NumThreads: opts.threads}
+	if opts.gpu != nil {
+		// Every block and the output "layer" on the GPU.
+		layers := make([]int, meta.KV().BlockCount()+1)
+		for i := range layers {
+			layers[i] = i
+		}
+		params.GPULayers = ml.GPULayersList{{DeviceID: opts.gpu.id, Layers: layers}}
+		params.FlashAttention = ml.FlashAttentionEnabled
+	}
+	b, err := ml.NewBackend(path, params)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -53,6 +65,49 @@ func openPart(ctx context.Context, path string, threads int, specsOf func(fsggml
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &part{path: path, backend: b}, meta.KV(), nil
+}
+
+// loadOptions say where a part's weights go.
+type loadOptions struct {
+	threads int
+	gpu     *gpuDevice // nil: the CPU
+}
+
+// gpuDevice is the CUDA device ggml found.
+type gpuDevice struct {
+	id   ml.DeviceID
+	name string
+}
+
+// findGPU asks ggml for a CUDA device, loading nothing of the file at path
+// but its metadata. DeviceCPU never looks; DeviceCUDA fails without one.
+func findGPU(path, want string) (gpu *gpuDevice, err error) {
+	if want == DeviceCPU {
+		return nil, nil
+	}
+	var devices []ml.DeviceInfo
+	probe := func() (err error) {
+		defer recoverError(&err)
+		b, err := ml.NewBackend(path, ml.BackendParams{GPULayers: ml.GPULayersList{{}}})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		devices = b.BackendDevices()
+		return nil
+	}
+	if err := probe(); err != nil {
+		return nil, fmt.Errorf("image device: probing ggml's devices with %s: %w", path, err)
+	}
+	for _, d := range devices {
+		if strings.EqualFold(d.Library, "CUDA") {
+			return &gpuDevice{id: d.DeviceID, name: cmp.Or(d.Description, d.Name)}, nil
+		}
+	}
+	if want == DeviceCUDA {
+		return nil, fmt.Errorf("image device cuda: ggml found no CUDA GPU (is the engine built with CUDA?)")
+	}
+	return nil, nil
 }
 
 func (p *part) close() {

@@ -18,8 +18,12 @@ type T5 struct {
 
 // OpenT5 loads a T5 encoder GGUF written by internal/sd3.
 func OpenT5(ctx context.Context, path string, threads int) (*T5, error) {
+	return openT5(ctx, path, loadOptions{threads: threads})
+}
+
+func openT5(ctx context.Context, path string, opts loadOptions) (*T5, error) {
 	var cfg sd3.T5Config
-	p, _, err := openPart(ctx, path, threads, func(kv fsggml.KV) ([]sd3.Spec, error) {
+	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
 		var err error
 		if cfg, err = sd3.T5ConfigOf(kv); err != nil {
 			return nil, err
@@ -35,8 +39,12 @@ func OpenT5(ctx context.Context, path string, threads int) (*T5, error) {
 // Config is the encoder's configuration, read from its file.
 func (e *T5) Config() sd3.T5Config { return e.cfg }
 
-// Close frees the weights.
-func (e *T5) Close() { e.part.close() }
+// Close frees the weights; a nil T5 is a no-op.
+func (e *T5) Close() {
+	if e != nil {
+		e.part.close()
+	}
+}
 
 // Encode runs n sequences of seq ids and returns the last hidden states
 // [n, seq, width].

@@ -20,8 +20,12 @@ type VAEDecoder struct {
 
 // OpenVAEDecoder loads a VAE decoder GGUF written by internal/sd3.
 func OpenVAEDecoder(ctx context.Context, path string, threads int) (*VAEDecoder, error) {
+	return openVAEDecoder(ctx, path, loadOptions{threads: threads})
+}
+
+func openVAEDecoder(ctx context.Context, path string, opts loadOptions) (*VAEDecoder, error) {
 	var cfg sd3.VAEConfig
-	p, _, err := openPart(ctx, path, threads, func(kv fsggml.KV) ([]sd3.Spec, error) {
+	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
 		var err error
 		if cfg, err = sd3.VAEConfigOf(kv); err != nil {
 			return nil, err
@@ -37,8 +41,12 @@ func OpenVAEDecoder(ctx context.Context, path string, threads int) (*VAEDecoder,
 // Config is the decoder's configuration, read from its file.
 func (d *VAEDecoder) Config() sd3.VAEConfig { return d.cfg }
 
-// Close frees the weights.
-func (d *VAEDecoder) Close() { d.part.close() }
+// Close frees the weights; a nil VAEDecoder is a no-op.
+func (d *VAEDecoder) Close() {
+	if d != nil {
+		d.part.close()
+	}
+}
 
 // Decode turns n latents [n, C, h, w] (already unscaled: x/scaling + shift)
 // into n images [n, 3, h·s, w·s], s the decoder's upscale.

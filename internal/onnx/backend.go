@@ -53,7 +53,14 @@ type Backend struct {
 	// negative is the embedding of the empty negative prompt, the same for
 	// every request, so it is computed once at Open.
 	negative embedding
+
+	onStep func(step int, latents []float32) // ObserveSteps
 }
+
+// ObserveSteps has f see the latents after every denoising step of every
+// later job (tests compare the engines step by step with it). Call it
+// before any Generate.
+func (b *Backend) ObserveSteps(f func(step int, latents []float32)) { b.onStep = f }
 
 var _ genq.Backend = (*Backend)(nil)
 

@@ -334,6 +334,9 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 			b.euler.Derivative(latents, pred, sigma)
 		}
 		scheduler.Step(latents, pred, sigma, next)
+		if b.onStep != nil {
+			b.onStep(step, latents)
+		}
 		if progress != nil {
 			progress()
 		}
