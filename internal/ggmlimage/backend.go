@@ -17,6 +17,9 @@ import (
 	"github.com/genq/genq/internal/sd3"
 )
 
+// Engine names ggml in the worker's heartbeat and logs.
+const Engine = "ggml"
+
 // Token lengths prompts are encoded to (diffusers' defaults).
 const (
 	clipTokens = 77
@@ -70,6 +73,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if cfg.Device == "" {
 		cfg.Device = DeviceAuto
 	}
+	// The configured size and steps are always allowed, as in the ONNX
+	// engine.
+	cfg.MaxSize = max(cfg.MaxSize, cfg.Width, cfg.Height)
+	cfg.MaxSteps = max(cfg.MaxSteps, cfg.Steps)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -92,9 +99,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName()}
+	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: Engine}
 	if gpu != nil {
-		device = genq.Device{Kind: "cuda", Name: gpu.name}
+		device = genq.Device{Kind: "cuda", Name: gpu.name, Engine: Engine}
 	}
 	opts := loadOptions{threads: cfg.Threads, gpu: gpu}
 	at := func(file string) string { return filepath.Join(dir, file) }
@@ -124,7 +131,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("encoding the negative prompt: %w", err)
 	}
 	ok = true
-	log.Info("image backend ready", "engine", "ggml", "model", name, "device", device.Kind, "device_name", device.Name,
+	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
 		"t5", !cfg.NoT5, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil

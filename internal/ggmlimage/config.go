@@ -34,8 +34,11 @@ func (c Config) validate() error {
 	if c.Width < 16 || c.Height < 16 || c.Width%16 != 0 || c.Height%16 != 0 {
 		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", c.Width, c.Height)
 	}
-	if c.Steps < 1 || c.MaxSteps < c.Steps || c.MaxSize < max(c.Width, c.Height) {
-		return fmt.Errorf("image steps %d (at most %d), size limit %d: the configured image must be within the limits", c.Steps, c.MaxSteps, c.MaxSize)
+	if c.Steps < 1 {
+		return fmt.Errorf("image steps %d: want at least 1", c.Steps)
+	}
+	if c.Threads < 0 {
+		return fmt.Errorf("image threads %d: want 0 or more", c.Threads)
 	}
 	switch c.Device {
 	case DeviceAuto, DeviceCPU, DeviceCUDA:

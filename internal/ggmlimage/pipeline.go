@@ -71,7 +71,7 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 		}
 		return genq.Result{}, err
 	}
-	b.log.Debug("image generated", "engine", "ggml", "job", job.ID, "seed", p.Seed, "size", fmt.Sprintf("%dx%d", p.Width, p.Height),
+	b.log.Debug("image generated", "engine", Engine, "job", job.ID, "seed", p.Seed, "size", fmt.Sprintf("%dx%d", p.Width, p.Height),
 		"steps", p.Steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
 	return genq.NewImageResult(png), nil
 }
