@@ -1,7 +1,6 @@
 package sd3
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -77,9 +76,35 @@ const (
 	F32 DType = "f32" // for comparisons with an fp32 reference
 )
 
-// WriteGGUF writes a part's weights, in the order of specs, with its
-// metadata. The file appears whole or not at all.
-func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Weights, dtype DType) error {
+// Source gives a part's tensors by name: Weights in memory, or a
+// checkpoint read as it is written.
+type Source interface {
+	Shape(name string) []int // nil when absent
+	Values(name string) ([]float32, error)
+}
+
+// Shape is a tensor's shape, nil when absent.
+func (w Weights) Shape(name string) []int {
+	t, ok := w[name]
+	if !ok {
+		return nil
+	}
+	return t.Shape
+}
+
+// Values are a tensor's values.
+func (w Weights) Values(name string) ([]float32, error) {
+	t, ok := w[name]
+	if !ok {
+		return nil, fmt.Errorf("tensor %s is missing", name)
+	}
+	return t.Data, nil
+}
+
+// WriteGGUF writes a part's tensors, in the order of specs, with its
+// metadata. Each tensor is read from w as it is written, so a checkpoint
+// larger than memory converts. The file appears whole or not at all.
+func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Source, dtype DType) error {
 	if dtype != F16 && dtype != F32 {
 		return fmt.Errorf("gguf %s: dtype %q, want f16 or f32", path, dtype)
 	}
@@ -98,18 +123,18 @@ func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Weights, dtype
 
 	var ts []*fsggml.Tensor
 	for _, s := range specs {
-		t, ok := w[s.Name]
-		if !ok {
-			return fmt.Errorf("gguf %s: no weights for %s", path, s.Name)
+		shape := w.Shape(s.Name)
+		if shape == nil {
+			return fmt.Errorf("gguf %s: tensor %s is missing", path, s.Name)
 		}
-		if !slices.Equal(t.Shape, s.Shape) {
-			return fmt.Errorf("gguf %s: %s has shape %v, want %v", path, s.Name, t.Shape, s.Shape)
+		if !slices.Equal(shape, s.Shape) {
+			return fmt.Errorf("gguf %s: tensor %s has shape %v, want %v", path, s.Name, shape, s.Shape)
 		}
 		kind := fsggml.TensorTypeF32
 		if dtype == F16 && len(s.Shape) > 1 && strings.HasSuffix(s.Name, ".weight") {
 			kind = fsggml.TensorTypeF16
 		}
-		ts = append(ts, &fsggml.Tensor{Name: s.Name, Kind: uint32(kind), Shape: GGMLShape(s.Shape), WriterTo: encoded{t.Data, kind}})
+		ts = append(ts, &fsggml.Tensor{Name: s.Name, Kind: uint32(kind), Shape: GGMLShape(s.Shape), WriterTo: encoded{w, s.Name, kind}})
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("gguf: %w", err)
@@ -157,22 +182,28 @@ func BlockCount(specs []Spec) int {
 	return n
 }
 
-// encoded writes values as float32 or float16.
+// encoded writes a tensor's values as float32 or float16.
 type encoded struct {
-	data []float32
+	src  Source
+	name string
 	kind fsggml.TensorType
 }
 
 func (e encoded) WriteTo(w io.Writer) (int64, error) {
-	var b bytes.Buffer
-	for _, v := range e.data {
+	data, err := e.src.Values(e.name)
+	if err != nil {
+		return 0, err
+	}
+	out := make([]byte, 0, 4*len(data))
+	for _, v := range data {
 		if e.kind == fsggml.TensorTypeF16 {
-			_ = binary.Write(&b, binary.LittleEndian, float16.Fromfloat32(v).Bits())
+			out = binary.LittleEndian.AppendUint16(out, float16.Fromfloat32(v).Bits())
 		} else {
-			_ = binary.Write(&b, binary.LittleEndian, math.Float32bits(v))
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
 		}
 	}
-	return b.WriteTo(w)
+	n, err := w.Write(out)
+	return int64(n), err
 }
 
 // CheckShapes compares a GGUF file's tensors with the specs a part needs:
