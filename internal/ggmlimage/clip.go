@@ -122,8 +122,8 @@ func (e *CLIP) layer(ctx ml.Context, pre string, x, mask ml.Tensor) ml.Tensor {
 	hd := e.cfg.Width / heads
 	seq, n := x.Dim(1), x.Dim(2)
 	h := e.norm(ctx, pre+"layer_norm1.", x)
-	q := p.linear(ctx, pre+"self_attn.q_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 0, 2, 1, 3) // [hd, seq, heads, n]
-	k := p.linear(ctx, pre+"self_attn.k_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 0, 2, 1, 3)
+	q := p.linear(ctx, pre+"self_attn.q_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, seq, heads, n]; contiguous for the fast matrix kernel
+	k := p.linear(ctx, pre+"self_attn.k_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)
 	v := p.linear(ctx, pre+"self_attn.v_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 1, 2, 0, 3).Contiguous(ctx) // [seq, hd, heads, n]
 	scores := k.Mulmat(ctx, q).Scale(ctx, 1/math.Sqrt(float64(hd))).Add(ctx, mask).Softmax(ctx)                             // [keys, queries, heads, n]
 	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx).Reshape(ctx, hd*heads, seq, n)

@@ -78,16 +78,34 @@ func (m *Transformer) Predict(in TransformerInput) (out []float32, err error) {
 		temb = append(temb, sd3.TimestepEmbedding(t)...)
 	}
 	input := ctx.Input()
+	// The keys are padded to a multiple of keyPadding, masked off: ggml's
+	// fast CPU matrix kernel needs the inner dimension of the attention's
+	// second product (the keys) to be such a multiple, and the slow one
+	// costs several times more.
+	tokens := (in.H/c.PatchSize)*(in.W/c.PatchSize) + in.SeqLen
+	var keyMask ml.Tensor
+	if padded := (tokens + keyPadding - 1) / keyPadding * keyPadding; padded > tokens {
+		mask := make([]float32, padded)
+		for i := tokens; i < padded; i++ {
+			mask[i] = float32(math.Inf(-1))
+		}
+		keyMask = input.FromFloats(mask, padded, 1)
+	}
 	y := m.forward(ctx,
 		input.FromFloats(in.Latents, in.W, in.H, c.InChannels, in.N),
 		input.FromFloats(in.Text, c.JointDim, in.SeqLen, in.N),
 		input.FromFloats(in.Pooled, c.PooledDim, in.N),
-		input.FromFloats(temb, sd3.TimestepChannels, in.N))
+		input.FromFloats(temb, sd3.TimestepChannels, in.N), keyMask)
 	ctx.Forward(y).Compute(y)
 	return y.Floats(), nil
 }
 
-func (m *Transformer) forward(ctx ml.Context, latents, text, pooled, temb ml.Tensor) ml.Tensor {
+// keyPadding is the multiple the attention's keys are padded to.
+const keyPadding = 32
+
+// forward builds the graph; keyMask, when not nil, masks the padded keys
+// off (0 for a token, −∞ for padding).
+func (m *Transformer) forward(ctx ml.Context, latents, text, pooled, temb, keyMask ml.Tensor) ml.Tensor {
 	p, c := m.part, m.cfg
 	d, ps := c.Width(), c.PatchSize
 	gw, gh, n := latents.Dim(0)/ps, latents.Dim(1)/ps, latents.Dim(3)
@@ -103,7 +121,7 @@ func (m *Transformer) forward(ctx ml.Context, latents, text, pooled, temb ml.Ten
 
 	txt := p.linear(ctx, "context_embedder.", text) // [D, seq, n]
 	for i := range c.Layers {
-		x, txt = m.block(ctx, i, x, txt, cond)
+		x, txt = m.block(ctx, i, x, txt, cond, keyMask)
 	}
 	mod := m.chunks(ctx, p.linear(ctx, "norm_out.linear.", cond), 2) // scale, shift
 	x = modulate(ctx, layerNorm(ctx, x), mod[1], mod[0])
@@ -158,7 +176,7 @@ func (m *Transformer) feedForward(ctx ml.Context, prefix string, x ml.Tensor) ml
 
 // block is one JointTransformerBlock: image tokens x and text tokens txt
 // attend together; the last block updates x only.
-func (m *Transformer) block(ctx ml.Context, i int, x, txt, cond ml.Tensor) (ml.Tensor, ml.Tensor) {
+func (m *Transformer) block(ctx ml.Context, i int, x, txt, cond, keyMask ml.Tensor) (ml.Tensor, ml.Tensor) {
 	p, pre, last := m.part, sd3.Block(i), m.cfg.ContextPreOnly(i)
 	mx := m.chunks(ctx, p.linear(ctx, pre+"norm1.linear.", cond), 6) // shift, scale, gate (attention); shift, scale, gate (feed-forward)
 	nx := modulate(ctx, layerNorm(ctx, x), mx[0], mx[1])
@@ -171,7 +189,7 @@ func (m *Transformer) block(ctx ml.Context, i int, x, txt, cond ml.Tensor) (ml.T
 		mc = m.chunks(ctx, p.linear(ctx, pre+"norm1_context.linear.", cond), 6)
 		nc = modulate(ctx, layerNorm(ctx, txt), mc[0], mc[1])
 	}
-	ax, ac := m.jointAttention(ctx, pre+"attn.", nx, nc, last)
+	ax, ac := m.jointAttention(ctx, pre+"attn.", nx, nc, keyMask, last)
 	x = x.Add(ctx, ax.Mul(ctx, mx[2]))
 	x = x.Add(ctx, m.feedForward(ctx, pre+"ff.", modulate(ctx, layerNorm(ctx, x), mx[3], mx[4])).Mul(ctx, mx[5]))
 	if last {
@@ -184,7 +202,7 @@ func (m *Transformer) block(ctx ml.Context, i int, x, txt, cond ml.Tensor) (ml.T
 
 // jointAttention attends over the image tokens then the text tokens, one
 // sequence, and splits the result back.
-func (m *Transformer) jointAttention(ctx ml.Context, pre string, x, txt ml.Tensor, last bool) (ml.Tensor, ml.Tensor) {
+func (m *Transformer) jointAttention(ctx ml.Context, pre string, x, txt, keyMask ml.Tensor, last bool) (ml.Tensor, ml.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
 	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
 	joint := func(img, text string) ml.Tensor { // [hd, heads, ni+nt, n]
@@ -192,11 +210,20 @@ func (m *Transformer) jointAttention(ctx ml.Context, pre string, x, txt ml.Tenso
 		b := p.linear(ctx, pre+text, txt).Reshape(ctx, hd, heads, nt, n)
 		return a.Concat(ctx, b, 2)
 	}
-	q := joint("to_q.", "add_q_proj.").Permute(ctx, 0, 2, 1, 3) // [hd, tokens, heads, n]
-	k := joint("to_k.", "add_k_proj.").Permute(ctx, 0, 2, 1, 3)
-	v := joint("to_v.", "add_v_proj.").Permute(ctx, 1, 2, 0, 3).Contiguous(ctx)  // [tokens, hd, heads, n]
-	scores := k.Mulmat(ctx, q).Scale(ctx, 1/math.Sqrt(float64(hd))).Softmax(ctx) // [keys, queries, heads, n]
-	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)          // [hd, heads, queries, n]
+	q := joint("to_q.", "add_q_proj.").Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, tokens, heads, n]; contiguous for the fast matrix kernel
+	k, v := joint("to_k.", "add_k_proj."), joint("to_v.", "add_v_proj.")
+	if keyMask != nil {
+		pad := keyMask.Dim(0) - (ni + nt)
+		k, v = k.Pad(ctx, 0, 0, pad, 0), v.Pad(ctx, 0, 0, pad, 0)
+	}
+	k = k.Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)
+	v = v.Permute(ctx, 1, 2, 0, 3).Contiguous(ctx) // [keys, hd, heads, n]
+	scores := k.Mulmat(ctx, q).Scale(ctx, 1/math.Sqrt(float64(hd)))
+	if keyMask != nil {
+		scores = scores.Add(ctx, keyMask)
+	}
+	scores = scores.Softmax(ctx)                                        // [keys, queries, heads, n]
+	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, heads, queries, n]
 	o = o.Reshape(ctx, hd*heads, ni+nt, n)
 	ox := p.linear(ctx, pre+"to_out.0.", o.Slice(ctx, 1, 0, ni, 1).Contiguous(ctx))
 	if last {

@@ -82,8 +82,8 @@ func (e *T5) block(ctx ml.Context, pre string, x, bias ml.Tensor) ml.Tensor {
 	proj := func(name string) ml.Tensor {
 		return p.weight(pre+"layer.0.SelfAttention."+name).Mulmat(ctx, h).Reshape(ctx, hd, heads, seq, n)
 	}
-	q := proj("q.weight").Permute(ctx, 0, 2, 1, 3) // [hd, seq, heads, n]
-	k := proj("k.weight").Permute(ctx, 0, 2, 1, 3)
+	q := proj("q.weight").Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, seq, heads, n]; contiguous for the fast matrix kernel
+	k := proj("k.weight").Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)
 	v := proj("v.weight").Permute(ctx, 1, 2, 0, 3).Contiguous(ctx) // [seq, hd, heads, n]
 	scores := k.Mulmat(ctx, q).Add(ctx, bias).Softmax(ctx)         // T5 does not scale its scores
 	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx).Reshape(ctx, hd*heads, seq, n)

@@ -167,7 +167,7 @@ func runONNXInputs(t *testing.T, path string, ins []onnxInput, outName string, o
 // ortLibrary finds ONNX Runtime as internal/onnx's tests do: ONNXRUNTIME_LIB,
 // else the repository's lib/onnxruntime; missing, the test is skipped unless
 // GENQ_REQUIRE_ORT=1 (make test).
-func ortLibrary(t *testing.T) string {
+func ortLibrary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("ONNXRUNTIME_LIB"); p != "" {
 		return p

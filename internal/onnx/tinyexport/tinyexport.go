@@ -64,6 +64,11 @@ type Options struct {
 	// GGMLWeights is how the GGUF file stores matrices and kernels
 	// (default f16).
 	GGMLWeights sd3.DType
+	// MMDiT and VAE replace the faithful transformer's and VAE's tiny
+	// shapes (benchmarks write larger ones); the transformer keeps the tiny
+	// text widths.
+	MMDiT *sd3.MMDiTConfig
+	VAE   *sd3.VAEConfig
 }
 
 // UNetLatentChannels is the latent width of SD 1.5 and SDXL.
@@ -148,6 +153,12 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 	}
 	faithful := opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "")
 	vae, mmdit, t5 := sd3.TinyVAE(), sd3.TinyMMDiT(), sd3.TinyT5(len(t5Vocabulary()), JointWidth)
+	if opts.MMDiT != nil {
+		mmdit = *opts.MMDiT
+	}
+	if opts.VAE != nil {
+		vae = *opts.VAE
+	}
 	// The two CLIPs share their tensor names: each draws from its own seed.
 	clips := []struct {
 		part, file string
