@@ -1,6 +1,7 @@
 package ggmlimage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -42,6 +44,7 @@ type Backend struct {
 	t5           *T5 // nil with Config.NoT5
 	mmdit        *Transformer
 	vae          *VAEDecoder
+	steps        *stepBatcher // the transformer's calls, shared by concurrent jobs
 
 	// negative is the empty negative prompt, encoded once at Open.
 	negative embedding
@@ -103,7 +106,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if gpu != nil {
 		device = genq.Device{Kind: "cuda", Name: gpu.name, Engine: Engine}
 	}
-	opts := loadOptions{threads: cfg.Threads, gpu: gpu}
+	opts := loadOptions{threads: cfg.Threads, gpu: gpu, compute: new(sync.Mutex)}
 	at := func(file string) string { return filepath.Join(dir, file) }
 	if b.textL, err = openCLIP(ctx, at(sd3.ClipLFile), opts); err != nil {
 		return nil, err
@@ -125,6 +128,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err := b.checkWidths(); err != nil {
 		return nil, err
 	}
+	b.steps = newStepBatcher(b.mmdit, cmp.Or(cfg.MaxBatch, 2*cfg.Slots))
 	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots,
 		Limits: genq.Limits{ImageMaxSize: cfg.MaxSize, ImageMaxSteps: cfg.MaxSteps}}
 	if b.negative, err = b.encodePrompt(""); err != nil {
@@ -200,11 +204,18 @@ func (b *Backend) checkWidths() error {
 	return nil
 }
 
+// TransformerCalls is how many transformer calls the backend has made: with
+// concurrent jobs, fewer than their steps together.
+func (b *Backend) TransformerCalls() int64 { return b.steps.calls.Load() }
+
 // Info says which engine, device and model serve.
 func (b *Backend) Info() genq.BackendInfo { return b.info }
 
 // Close frees every part.
 func (b *Backend) Close() error {
+	if b.steps != nil {
+		b.steps.close()
+	}
 	b.textL.Close()
 	b.textG.Close()
 	b.t5.Close()

@@ -69,6 +69,8 @@ func (e *CLIP) Encode(ids []int32, n, seq int) (hidden, pooled []float32, err er
 		row := ids[i*seq : (i+1)*seq]
 		ends[i] = int32(i*seq + slices.Index(row, slices.Max(row)))
 	}
+	e.part.mu.Lock()
+	defer e.part.mu.Unlock()
 	defer recoverError(&err)
 	ctx := e.part.backend.NewContext()
 	defer ctx.Close()

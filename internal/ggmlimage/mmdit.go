@@ -70,6 +70,8 @@ func (m *Transformer) Predict(in TransformerInput) (out []float32, err error) {
 		len(in.Pooled) != in.N*c.PooledDim, len(in.Timesteps) != in.N:
 		return nil, fmt.Errorf("transformer: inputs do not match a batch of %d", in.N)
 	}
+	m.part.mu.Lock()
+	defer m.part.mu.Unlock()
 	defer recoverError(&err)
 	ctx := m.part.backend.NewContext()
 	defer ctx.Close()

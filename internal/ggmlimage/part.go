@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/ml"
@@ -23,6 +24,12 @@ import (
 type part struct {
 	path    string
 	backend ml.Backend
+	// mu makes one call at a time, shared by all parts of a Backend: a
+	// graph's outputs live in the backend's compute buffer, which the next
+	// compute reuses, and ollama keeps one ggml CPU backend (and its work
+	// buffer) per device for the whole process, which two graphs computing
+	// at once would both write.
+	mu *sync.Mutex
 }
 
 // openPart checks the file at path against the tensors specsOf derives
@@ -64,13 +71,18 @@ func openPart(ctx context.Context, path string, opts loadOptions, specsOf func(f
 		b.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &part{path: path, backend: b}, meta.KV(), nil
+	mu := opts.compute
+	if mu == nil {
+		mu = new(sync.Mutex)
+	}
+	return &part{path: path, backend: b, mu: mu}, meta.KV(), nil
 }
 
 // loadOptions say where a part's weights go.
 type loadOptions struct {
 	threads int
-	gpu     *gpuDevice // nil: the CPU
+	gpu     *gpuDevice  // nil: the CPU
+	compute *sync.Mutex // shared by the parts of one Backend; nil: the part's own
 }
 
 // gpuDevice is the CUDA device ggml found.

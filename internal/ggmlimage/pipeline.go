@@ -77,6 +77,18 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 }
 
 func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {
+	// The job counts for the step batcher from here, so that jobs that
+	// arrive together step together from their first step; it stops
+	// counting before the VAE.
+	b.steps.enter()
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			b.steps.leave()
+		}
+	}
+	defer leave()
 	positive, err := b.encodePrompt(text)
 	if err != nil {
 		return nil, err
@@ -91,6 +103,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 		progress()
 	}
 	latents, err := b.denoise(ctx, positive, negative, p, progress)
+	leave()
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +120,9 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 }
 
 // denoise runs the flow-matching Euler loop with classifier-free
-// guidance, both halves (negative prompt, prompt) in one batch-2
-// transformer call per step.
+// guidance, both halves (negative prompt, prompt) in one batch-2 step,
+// which the step batcher runs in one transformer call with the steps of
+// the other jobs denoising at the same time.
 func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func()) ([]float32, error) {
 	m := b.mmdit.Config()
 	up := b.vae.Config().Upscale()
@@ -132,7 +146,7 @@ func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p d
 		copy(in.Latents[per:], latents)
 		t := float32(b.flow.Timestep(sigma))
 		in.Timesteps[0], in.Timesteps[1] = t, t
-		out, err := b.mmdit.Predict(in)
+		out, err := b.steps.predict(ctx, in)
 		if err != nil {
 			return nil, err
 		}

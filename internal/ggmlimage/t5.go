@@ -58,6 +58,8 @@ func (e *T5) Encode(ids []int32, n, seq int) (hidden []float32, err error) {
 			return nil, fmt.Errorf("t5: token id %d outside the vocabulary of %d", id, c.Vocab)
 		}
 	}
+	e.part.mu.Lock()
+	defer e.part.mu.Unlock()
 	defer recoverError(&err)
 	ctx := e.part.backend.NewContext()
 	defer ctx.Close()

@@ -54,6 +54,8 @@ func (d *VAEDecoder) Decode(latents []float32, n, h, w int) (pixels []float32, e
 	if want := n * d.cfg.LatentChannels * h * w; len(latents) != want {
 		return nil, fmt.Errorf("vae decoder: %d latent values for %d×%d×%d×%d", len(latents), n, d.cfg.LatentChannels, h, w)
 	}
+	d.part.mu.Lock()
+	defer d.part.mu.Unlock()
 	defer recoverError(&err)
 	ctx := d.part.backend.NewContext()
 	defer ctx.Close()
