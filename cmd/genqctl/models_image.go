@@ -12,8 +12,24 @@ import (
 // layout and with the names and dtypes of a real optimum export; with
 // engine ggml, in SD3's real architecture and with the ggml engine's GGUF
 // files beside it. It returns the path it wrote.
-func writeTinyImage(dir, engine, weights string, seed int64) (string, error) {
+func writeTinyImage(dir, engine, size, weights string, seed int64) (string, error) {
 	opts := tinyexport.Options{Pipeline: tinyexport.Pipeline(genq.VariantC.Spec().TestModel)}
+	switch {
+	case size == "medium" && engine == "ggml":
+		dtype := sd3.DType(weights)
+		if weights == "" {
+			dtype = sd3.F16
+		}
+		if dtype != sd3.F16 && dtype != sd3.F32 {
+			return "", usageError{fmt.Sprintf("--weights %q: the ggml image files are f16 or f32", weights)}
+		}
+		if err := tinyexport.WriteMediumGGML(dir, seed, dtype); err != nil {
+			return "", fmt.Errorf("medium image model: %w", err)
+		}
+		return dir, nil
+	case size != "tiny":
+		return "", usageError{fmt.Sprintf("--size %q: variant C has tiny, and medium with --engine ggml (SD3-medium's shapes, random weights)", size)}
+	}
 	switch engine {
 	case "onnx":
 		if weights != "" {

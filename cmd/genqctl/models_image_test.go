@@ -42,7 +42,8 @@ func TestModelsTinyImageEngines(t *testing.T) {
 		}
 	}
 
-	for _, bad := range [][]string{{"--engine", "tensorrt"}, {"--engine", "ggml", "--weights", "q4_0"}, {"--weights", "f16"}} {
+	for _, bad := range [][]string{{"--engine", "tensorrt"}, {"--engine", "ggml", "--weights", "q4_0"}, {"--weights", "f16"},
+		{"--size", "medium"}, {"--size", "mid"}, {"--engine", "ggml", "--size", "medium", "--weights", "q4_0"}} {
 		_, err := run(append([]string{"--dir", t.TempDir()}, bad...)...)
 		var usage usageError
 		if !errors.As(err, &usage) {

@@ -103,8 +103,19 @@ func (c MMDiTConfig) MMDiTTensors() []Spec {
 // position table SD3 ships (sine and cosine, not learned).
 func (c MMDiTConfig) RandomMMDiTWeights(seed int64) Weights {
 	w := RandomWeights(c.MMDiTTensors(), seed)
-	w["pos_embed.pos_embed"] = Tensor{Shape: []int{1, c.PosEmbedMax * c.PosEmbedMax, c.Width()}, Data: c.PosTable()}
+	for name, t := range c.fixedTensors() {
+		w[name] = t
+	}
 	return w
+}
+
+// RandomMMDiTSource is RandomMMDiTWeights drawn one tensor at a time.
+func (c MMDiTConfig) RandomMMDiTSource(seed int64) RandomSource {
+	return RandomSource{Specs: c.MMDiTTensors(), Seed: seed, Fixed: c.fixedTensors()}
+}
+
+func (c MMDiTConfig) fixedTensors() Weights {
+	return Weights{"pos_embed.pos_embed": {Shape: []int{1, c.PosEmbedMax * c.PosEmbedMax, c.Width()}, Data: c.PosTable()}}
 }
 
 // PosTable is diffusers' get_2d_sincos_pos_embed for the whole table: row

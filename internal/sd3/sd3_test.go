@@ -131,3 +131,51 @@ func TestT5Buckets(t *testing.T) {
 		}
 	}
 }
+
+// RandomSource draws, tensor by tensor, what RandomWeights draws at once.
+func TestRandomSourceIsRandomWeights(t *testing.T) {
+	c := TinyMMDiT()
+	w, src := c.RandomMMDiTWeights(4), c.RandomMMDiTSource(4)
+	for _, s := range c.MMDiTTensors() {
+		got, err := src.Values(s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, w[s.Name].Data) || !slices.Equal(src.Shape(s.Name), s.Shape) {
+			t.Fatalf("%s differs", s.Name)
+		}
+	}
+	if _, err := src.Values("nope"); err == nil || src.Shape("nope") != nil {
+		t.Error("an unknown tensor was found")
+	}
+}
+
+// SD3-medium's parts fit together as the ggml engine checks them, and
+// have the parameter counts of the published model.
+func TestMediumShapes(t *testing.T) {
+	m, l, g, t5, v := MediumMMDiT(), ClipL(), ClipG(), T5XXL(), MediumVAE()
+	if l.Width+g.Width > m.JointDim || l.Projection+g.Projection != m.PooledDim || t5.Width != m.JointDim || v.LatentChannels != m.InChannels {
+		t.Error("the medium parts do not fit together")
+	}
+	count := func(specs []Spec) int {
+		n := 0
+		for _, s := range specs {
+			n += s.Elements()
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name     string
+		n        int
+		min, max int
+	}{
+		{"transformer", count(m.MMDiTTensors()), 2_000_000_000, 2_100_000_000},
+		{"clip-l", count(l.CLIPTensors()), 123_000_000, 124_000_000},
+		{"clip-g", count(g.CLIPTensors()), 694_000_000, 695_000_000},
+		{"t5", count(t5.T5Tensors()), 4_700_000_000, 4_800_000_000},
+	} {
+		if tc.n < tc.min || tc.n > tc.max {
+			t.Errorf("%s: %d parameters, want %d to %d", tc.name, tc.n, tc.min, tc.max)
+		}
+	}
+}
