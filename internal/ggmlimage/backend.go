@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -106,6 +107,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if gpu != nil {
 		device = genq.Device{Kind: "cuda", Name: gpu.name, Engine: Engine}
 	}
+	if cfg.Threads == 0 {
+		cfg.Threads = defaultThreads(filepath.Join(dir, sd3.TransformerFile))
+		b.cfg.Threads = cfg.Threads
+	}
 	opts := loadOptions{threads: cfg.Threads, gpu: gpu, compute: new(sync.Mutex)}
 	at := func(file string) string { return filepath.Join(dir, file) }
 	if b.textL, err = openCLIP(ctx, at(sd3.ClipLFile), opts); err != nil {
@@ -136,9 +141,24 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	ok = true
 	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
-		"t5", !cfg.NoT5, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"t5", !cfg.NoT5, "threads", cfg.Threads, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
+}
+
+// smallModelBytes is the transformer file size below which one CPU thread
+// beats several: each op of a model this small takes about as long as
+// ggml's threads take to meet after it, and far longer on a shared CPU
+// (docs/benchmarks.md), as the text engine found for small models.
+const smallModelBytes = 80 << 20
+
+// defaultThreads is IMAGE_THREADS=0's thread count: one for a small model,
+// every core otherwise.
+func defaultThreads(transformer string) int {
+	if fi, err := os.Stat(transformer); err == nil && fi.Size() < smallModelBytes {
+		return 1
+	}
+	return runtime.NumCPU()
 }
 
 // readConfigs reads the tokenizers and scheduler config and returns the
