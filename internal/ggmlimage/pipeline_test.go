@@ -5,6 +5,8 @@ import (
 	"context"
 	"image"
 	"image/png"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -146,4 +148,67 @@ func TestPipelineRefusesBadJobs(t *testing.T) {
 	if _, err := b.Generate(cancelled, genq.Job{Text: "x"}, nil); err == nil {
 		t.Error("a cancelled job ran")
 	}
+}
+
+// Without T5 (IMAGE_T5=off) the engine needs no T5 file, and the
+// transformer sees zeros in its rows: another image than with T5.
+func TestPipelineWithoutT5(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 4, tinyexport.Options{Faithful: true}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, GuidanceScale: 7, Threads: 1}
+	seed := int64(5)
+	job := genq.Job{Text: "a red cat", Seed: &seed}
+	generate := func(cfg ggmlimage.Config) []byte {
+		b, err := ggmlimage.Open(ctx, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		r, err := b.Generate(ctx, job, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Data
+	}
+	with := generate(cfg)
+	if err := os.Remove(filepath.Join(dir, sd3.T5File)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ggmlimage.Open(ctx, cfg, nil); err == nil {
+		t.Fatal("opened with T5 on and no T5 file")
+	}
+	cfg.NoT5 = true
+	if without := generate(cfg); bytes.Equal(with, without) {
+		t.Error("T5's rows made no difference")
+	}
+}
+
+// A misshapen tensor in any part stops Open with one line naming it.
+func TestOpenRefusesAMisshapenTensor(t *testing.T) {
+	dir := t.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 4, tinyexport.Options{Faithful: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := sd3.TinyMMDiT()
+	specs := c.MMDiTTensors()
+	const name = "transformer_blocks.1.ff.net.2.weight"
+	i := slices.IndexFunc(specs, func(s sd3.Spec) bool { return s.Name == name })
+	specs[i].Shape = []int{specs[i].Shape[0], specs[i].Shape[1] / 2}
+	w := sd3.RandomWeights(specs, 1)
+	for k, v := range c.RandomMMDiTWeights(1) {
+		if k != name {
+			w[k] = v
+		}
+	}
+	if err := sd3.WriteGGUF(filepath.Join(dir, sd3.TransformerFile), sd3.ArchMMDiT, c.MMDiTMetadata(), specs, w, sd3.F16); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, Threads: 1}, nil)
+	if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("want one line naming %s, got %v", name, err)
+	}
+	t.Log(err)
 }
