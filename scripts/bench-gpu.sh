@@ -17,6 +17,10 @@
 # settings as space-separated NAME=value pairs (for example
 # "8b:B:8B BF16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed);
 # a size of SIZE/WEIGHTS writes other weights than the variant's ("8b/f16").
+# GPU_IMAGES (default 1; 0 skips it): after the text runs, the ggml image
+# engine in process on SD3-medium's shapes with random fp16 weights, 1024×1024,
+# 28 steps, with T5 and without: results/images/*.json (benchgpu image; the
+# report of the text runs does not read them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kit="$(realpath "${GPU_KIT:-.gpu}")"
@@ -101,6 +105,33 @@ sweep() {
 	return $ok
 }
 
+# image_bench: SD3-medium's shapes on the ggml image engine, with and
+# without T5. The disk holds one big model at a time: the text model goes.
+image_bench() {
+	[[ ${GPU_IMAGES:-1} == 0 ]] && return 0
+	local dir="$work/models/sd3-medium"
+	mkdir -p "$work/results/images"
+	gpu_env
+	if [[ ! -f $dir/ok ]]; then
+		rm -rf "$work/models"
+		say "writing SD3-medium's shapes for the ggml engine (15.6 GB, fp16)"
+		"$work/bin/genqctl" models tiny --variant C --engine ggml --size medium --dir "$dir" >>"$work/logs/models.log" 2>&1 || return 1
+		touch "$dir/ok"
+	fi
+	local t5 name
+	for t5 in on off; do
+		name=image-sd3-medium-t5-$t5
+		[[ -s $work/results/images/$name.json ]] && continue
+		local flags=()
+		[[ $t5 == off ]] && flags=(--no-t5)
+		say "image benchmark, T5 $t5: 1024x1024, 28 steps"
+		"$work/bin/benchgpu" image --dir "$dir" --size 1024 --steps 28 --images 3 "${flags[@]}" \
+			--label "SD3-medium shapes fp16, T5 $t5" --out "$work/results/images/$name.json" >>"$work/logs/$name.log" 2>&1 ||
+			{ say "image benchmark failed: $(tail -n 3 "$work/logs/$name.log")"; continue; }
+		say "$(tail -n 1 "$work/logs/$name.log")"
+	done
+}
+
 # does_not_fit: a start whose slots cannot fit must fail fast, in one line.
 does_not_fit() { # size variant
 	[[ -s $work/results/does-not-fit.txt ]] && return 0
@@ -148,6 +179,7 @@ run_all() {
 		sweep "$size" "$variant" "$label" "$levels" "$settings"
 		does_not_fit "$size" "$variant"
 	done
+	image_bench
 	say "done"
 	touch "$work/done"
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/hub"
+	"github.com/genq/genq/internal/sd3"
 )
 
 // containerDir is where models live inside genq's images (seed rule 1).
@@ -28,6 +30,7 @@ type downloadConfig struct {
 	parallel, retries            int
 	stallTimeout                 time.Duration
 	progress                     string
+	engine                       string
 }
 
 // runDownload handles "genqctl download": a snapshot of a hub repository
@@ -53,7 +56,28 @@ func runDownload(ctx context.Context, args []string, e env) error {
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("interrupted: what was fetched is kept; run the same command again to resume: %w", err)
 	}
-	return err
+	if err != nil || cfg.engine != "ggml" {
+		return err
+	}
+	return convertForGGML(opts.Dir, e)
+}
+
+// convertForGGML writes the ggml engine's GGUF files from the downloaded
+// diffusers checkpoint, once: files already there are kept.
+func convertForGGML(dir string, e env) error {
+	if _, err := os.Stat(filepath.Join(dir, sd3.T5File)); err == nil {
+		fmt.Fprintf(e.stdout, "%s already holds the ggml files; delete %s to convert again\n", dir, filepath.Join(dir, "ggml"))
+		return nil
+	}
+	start := time.Now()
+	err := sd3.ConvertDiffusers(dir, sd3.F16, true, func(part string) {
+		fmt.Fprintf(e.stdout, "converting %s to GGUF (fp16)\n", part)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %s in %s\n", filepath.Join(dir, "ggml"), time.Since(start).Round(time.Second))
+	return nil
 }
 
 func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
@@ -72,6 +96,7 @@ func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	fs.Int(&cfg.retries, "retries", "GENQ_DOWNLOAD_RETRIES", 5, "attempts per request, with exponential backoff, on network errors and 5xx")
 	fs.Duration(&cfg.stallTimeout, "stall-timeout", "GENQ_DOWNLOAD_STALL_TIMEOUT", time.Minute, "retry a transfer that receives nothing for this long")
 	fs.String(&cfg.progress, "progress", "GENQ_PROGRESS", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
+	fs.String(&cfg.engine, "engine", "IMAGE_ENGINE", "onnx", "variant C: onnx fetches the ONNX export; ggml fetches the diffusers checkpoint and converts it once into ggml/*.gguf (fp16)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -87,6 +112,9 @@ func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	if cfg.parallel < 1 || cfg.retries < 1 {
 		return nil, usageError{"--parallel and --retries must be at least 1"}
 	}
+	if cfg.engine != "onnx" && cfg.engine != "ggml" {
+		return nil, usageError{fmt.Sprintf("--engine %q: want onnx or ggml", cfg.engine)}
+	}
 	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, cfg.progress) {
 		return nil, usageError{fmt.Sprintf("--progress %q: want auto, bar, lines or none", cfg.progress)}
 	}
@@ -100,6 +128,12 @@ func (cfg *downloadConfig) options(e env) (hub.Options, error) {
 		return hub.Options{}, usageError{err.Error()}
 	}
 	preset, _ := hub.VariantPreset(v)
+	if cfg.engine == "ggml" {
+		if v.Kind() != genq.OutputImage {
+			return hub.Options{}, usageError{"--engine ggml is for variant C: the text variants always run on ggml"}
+		}
+		preset = v.Spec().HubGGML
+	}
 	opts := hub.Options{
 		Repo:         cfg.repo,
 		Revision:     cfg.revision,

@@ -12,15 +12,16 @@ import (
 // random weights in the real format of the variant, for tests and demos.
 func runModels(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "tiny" {
-		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid|8b|70b] [--weights q4_0|f16|bf16|f32] [--seed N]"}
+		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--size tiny|mid|8b|70b|medium] [--weights q4_0|f16|bf16|f32] [--engine onnx|ggml] [--seed N]"}
 	}
 	fs := envflag.New("genqctl models tiny", e.getenv, e.stderr)
-	var variant, dir, size, weights string
+	var variant, dir, size, weights, engine string
 	var seed int64
 	fs.String(&variant, "variant", "VARIANT", "B", "variant whose model to write: A, B or C")
 	fs.String(&dir, "dir", "", "", "directory to write into (default models/<variant>)")
-	fs.String(&size, "size", "", "tiny", "text models only: tiny (tests), mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in BF16, 40 GB in Q4_0)")
+	fs.String(&size, "size", "", "tiny", "tiny (tests); text: mid (about 100M parameters, for CPU benchmarks), 8b or 70b (Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in BF16, 40 GB in Q4_0); variant C with --engine ggml: medium (SD3-medium's shapes, 15.6 GB in fp16, for GPU benchmarks)")
 	fs.String(&weights, "weights", "", "", "text models only: how the matrices are stored, q4_0, f16, bf16 or f32 (default the variant's: q4_0 for A, bf16 for B), to compare formats on the same shape")
+	fs.String(&engine, "engine", "", "onnx", "variant C only: onnx writes the ONNX export with cheap stand-in graphs; ggml writes every part in SD3's real architecture, as the ONNX export and as the ggml engine's GGUF files (f16, or --weights f32), with the same weights, so the two engines can be compared")
 	fs.Int64(&seed, "seed", "", 1, "seed of the random weights: the same seed writes the same model")
 	if err := fs.Parse(args[1:]); err != nil {
 		return flagError(err)
@@ -36,7 +37,7 @@ func runModels(ctx context.Context, args []string, e env) error {
 	if v.Kind() == genq.OutputText {
 		path, err = writeTinyText(v, dir, size, weights, seed)
 	} else {
-		path, err = writeTinyImage(dir, seed)
+		path, err = writeTinyImage(dir, engine, size, weights, seed)
 	}
 	if err != nil {
 		return err

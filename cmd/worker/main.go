@@ -29,6 +29,7 @@ import (
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggml"
+	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/healthcheck"
 	"github.com/genq/genq/internal/hub"
 	"github.com/genq/genq/internal/logging"
@@ -64,6 +65,8 @@ type config struct {
 	runtime     worker.Config
 	text        ggml.Config
 	image       onnx.Config
+	imageEngine string // IMAGE_ENGINE: onnx or ggml
+	imageT5     string // IMAGE_T5: on or off (ggml only)
 }
 
 func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
@@ -98,8 +101,18 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Duration(&c.runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
 	c.text.RegisterFlags(fs, v)
 	c.image.RegisterFlags(fs)
+	fs.String(&c.imageEngine, "image-engine", "IMAGE_ENGINE", "onnx", "image engine: onnx (ONNX Runtime, the ONNX export) or ggml (the ggml/*.gguf files beside it)")
+	fs.String(&c.imageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its place")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	switch {
+	case c.imageEngine != "onnx" && c.imageEngine != "ggml":
+		return c, fmt.Errorf("image engine %q: want onnx or ggml", c.imageEngine)
+	case c.imageT5 != "on" && c.imageT5 != "off":
+		return c, fmt.Errorf("IMAGE_T5 %q: want on or off", c.imageT5)
+	case c.imageT5 == "off" && c.imageEngine != "ggml":
+		return c, errors.New("IMAGE_T5=off needs IMAGE_ENGINE=ggml: the ONNX engine always runs T5")
 	}
 	if c.slots < 1 && (c.slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")
@@ -197,9 +210,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (genq.Backend, error) {
 	if cfg.variant.Kind() == genq.OutputImage {
+		if cfg.imageEngine == "ggml" {
+			return ggmlimage.Open(ctx, ggmlImageConfig(cfg), log)
+		}
 		return onnx.Open(ctx, cfg.image, log)
 	}
 	return ggml.Open(ctx, cfg.text, log)
+}
+
+// ggmlImageConfig gives the ggml engine the IMAGE_* settings the ONNX
+// engine reads.
+func ggmlImageConfig(cfg config) ggmlimage.Config {
+	im := cfg.image
+	return ggmlimage.Config{ModelDir: im.ModelDir, Slots: im.Slots, Device: im.Device,
+		Width: im.Width, Height: im.Height, Steps: im.Steps, GuidanceScale: im.GuidanceScale, Seed: im.Seed,
+		MaxSize: im.MaxSize, MaxSteps: im.MaxSteps, Threads: im.Threads, NoT5: cfg.imageT5 == "off"}
 }
 
 // logManifest says where the model came from, when genqctl download wrote it.

@@ -8,6 +8,9 @@ import (
 type Device struct {
 	Kind string `json:"kind"`           // "cpu" or "cuda"
 	Name string `json:"name,omitempty"` // the GPU's name, or the CPU model
+	// Engine runs the model on the device, where a variant has a choice
+	// (images: "onnxruntime" or "ggml").
+	Engine string `json:"engine,omitempty"`
 }
 
 // IsCUDA reports whether the device is an NVIDIA GPU.

@@ -47,6 +47,10 @@ type Spec struct {
 	ContextSize int
 	// Hub is the model genqctl download fetches by default.
 	Hub HubModel
+	// HubGGML is what genqctl download --engine ggml fetches for an image
+	// variant: the diffusers checkpoint it converts to the ggml engine's
+	// GGUF files.
+	HubGGML HubModel
 	// TestModel is what the tiny random-weight model of the variant is
 	// written as: the GGUF weight type of a text model (q4_0, or bf16 as
 	// the hub model's own file is), the diffusers pipeline of an image
@@ -109,6 +113,14 @@ func (v Variant) Spec() Spec {
 				// tokenizers and configs; no sample images.
 				Include: []string{"*.onnx", "*.onnx.data", "*.onnx_data", "*.json", "*.txt", "*.model"},
 				About:   "Stable Diffusion 3 Medium, ONNX export (fp16)",
+			},
+			HubGGML: HubModel{
+				Repo: "stabilityai/stable-diffusion-3-medium-diffusers",
+				// The safetensors of every part, their configs, the
+				// tokenizers and the scheduler config.
+				Include: []string{"model_index.json", "scheduler/*", "tokenizer*/*", "text_encoder*/*.json", "text_encoder*/*.safetensors",
+					"transformer/*.json", "transformer/*.safetensors", "vae/*.json", "vae/*.safetensors"},
+				About: "Stable Diffusion 3 Medium, diffusers checkpoint (fp16), converted to GGUF for the ggml engine",
 			},
 			TestModel: "sd3",
 		}

@@ -18,6 +18,9 @@ import (
 	"github.com/genq/genq/internal/procfs"
 )
 
+// Engine names ONNX Runtime in the worker's heartbeat and logs.
+const Engine = "onnxruntime"
+
 // Token lengths prompts are encoded to (diffusers' defaults).
 const (
 	clipTokens = 77
@@ -53,7 +56,14 @@ type Backend struct {
 	// negative is the embedding of the empty negative prompt, the same for
 	// every request, so it is computed once at Open.
 	negative embedding
+
+	onStep func(step int, latents []float32) // ObserveSteps
 }
+
+// ObserveSteps has f see the latents after every denoising step of every
+// later job (tests compare the engines step by step with it). Call it
+// before any Generate.
+func (b *Backend) ObserveSteps(f func(step int, latents []float32)) { b.onStep = f }
 
 var _ genq.Backend = (*Backend)(nil)
 
@@ -105,6 +115,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	device.Engine = Engine
 	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots,
 		Limits: genq.Limits{ImageMaxSize: cfg.MaxSize, ImageMaxSteps: cfg.MaxSteps}}
 
@@ -114,7 +125,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		// too little memory): the CPU still can.
 		log.Warn("image backend: CUDA sessions failed, running on the CPU", "err", err)
 		b.Close()
-		device = genq.Device{Kind: "cpu", Name: procfs.CPUName()}
+		device = genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: Engine}
 		b.info.Device = device
 		err = b.loadModels(false)
 	}
@@ -133,7 +144,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		b.Close()
 		return nil, fmt.Errorf("encoding the negative prompt: %w", err)
 	}
-	log.Info("image backend ready", "model", name, "pipeline", b.kind.name, "device", device.Kind, "device_name", device.Name,
+	log.Info("image backend ready", "engine", Engine, "model", name, "pipeline", b.kind.name, "device", device.Kind, "device_name", device.Name,
 		"size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil

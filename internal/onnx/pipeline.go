@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/onnx/scheduler"
 )
@@ -161,49 +161,11 @@ func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text str
 	return e, nil
 }
 
-// params are one image's settings: the job's where it gives them, else the
-// backend's.
-type params struct {
-	width, height, steps int
-	guidance             float64
-	seed                 int64
-	negative             string
-}
-
 // paramsOf resolves the job's image parameters against the configuration
-// and checks them against its limits: the worker's own check, whatever the
-// producer checked before queuing.
-func (b *Backend) paramsOf(job genq.Job) (params, error) {
-	if err := job.ValidateInput(); err != nil {
-		return params{}, err
-	}
-	if len(job.Messages) > 0 || job.Prompt != "" {
-		return params{}, genq.Errorf(genq.Invalid, "an image job needs text: messages and prompt are for the text variants")
-	}
-	p := params{width: b.cfg.Width, height: b.cfg.Height, steps: b.cfg.Steps, guidance: b.cfg.GuidanceScale,
-		seed: b.cfg.Seed, negative: job.NegativePrompt}
-	if job.Width != 0 {
-		if err := genq.ValidateImageSize(job.Width, job.Height, b.cfg.MaxSize); err != nil {
-			return params{}, err
-		}
-		p.width, p.height = job.Width, job.Height
-	}
-	if job.Steps != 0 {
-		if job.Steps > b.cfg.MaxSteps {
-			return params{}, genq.Errorf(genq.Invalid, "num_inference_steps must be between 1 and %d, not %d", b.cfg.MaxSteps, job.Steps)
-		}
-		p.steps = job.Steps
-	}
-	if job.GuidanceScale != nil {
-		p.guidance = *job.GuidanceScale
-	}
-	if job.Seed != nil {
-		p.seed = *job.Seed
-	}
-	if p.seed == 0 {
-		p.seed = rand.Int64N(1<<62) + 1
-	}
-	return p, nil
+// and its limits.
+func (b *Backend) paramsOf(job genq.Job) (diffusion.Params, error) {
+	return diffusion.Resolve(job, diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
+		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps})
 }
 
 // Generate runs the pipeline for job.Text, with the job's image parameters
@@ -227,12 +189,12 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 		}
 		return genq.Result{}, err
 	}
-	b.log.Debug("image generated", "job", job.ID, "seed", p.seed, "size", fmt.Sprintf("%dx%d", p.width, p.height),
-		"steps", p.steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
+	b.log.Debug("image generated", "job", job.ID, "seed", p.Seed, "size", fmt.Sprintf("%dx%d", p.Width, p.Height),
+		"steps", p.Steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
 	return genq.NewImageResult(png), nil
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p params, progress func()) ([]byte, error) {
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx run options: %w", err)
@@ -256,8 +218,8 @@ func (b *Backend) generate(ctx context.Context, text string, p params, progress 
 		return nil, err
 	}
 	negative := b.negative
-	if p.negative != "" {
-		if negative, err = b.encodePrompt(ctx, ro, p.negative); err != nil {
+	if p.Negative != "" {
+		if negative, err = b.encodePrompt(ctx, ro, p.Negative); err != nil {
 			return nil, err
 		}
 	}
@@ -269,16 +231,6 @@ func (b *Backend) generate(ctx context.Context, text string, p params, progress 
 		return nil, err
 	}
 	return b.decode(ro, latents, p)
-}
-
-// initialLatents draws unit normal noise from seed.
-func initialLatents(seed int64, n int) []float32 {
-	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>32^0x5d3))
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
 }
 
 // noiseSchedule is one image's noise levels and the denoiser's timestep
@@ -306,15 +258,15 @@ func (b *Backend) schedule(steps int) noiseSchedule {
 
 // denoise runs the Euler loop with classifier-free guidance, both halves
 // (negative prompt, prompt) in one batch-2 denoiser call.
-func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p params, progress func()) ([]float32, error) {
+func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p diffusion.Params, progress func()) ([]float32, error) {
 	if neg.seqLen != positive.seqLen || neg.width != positive.width || len(neg.pooled) != len(positive.pooled) {
 		return nil, fmt.Errorf("prompt embeddings differ in shape from the negative prompt's")
 	}
 	den, io := b.denoiser, b.kind.io
-	c, h, w := b.shapes.latentChannels, int64(p.height/8), int64(p.width/8)
+	c, h, w := b.shapes.latentChannels, int64(p.Height/8), int64(p.Width/8)
 	per := int(c * h * w)
-	sched := b.schedule(p.steps)
-	latents := initialLatents(p.seed, per)
+	sched := b.schedule(p.Steps)
+	latents := diffusion.InitialLatents(p.Seed, per)
 	for i := range latents {
 		latents[i] *= float32(sched.initNoise)
 	}
@@ -344,7 +296,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 	}
 	if io.timeIDs != "" {
 		// SDXL's size conditioning: original size, crop origin, target size.
-		hh, ww := float32(p.height), float32(p.width)
+		hh, ww := float32(p.Height), float32(p.Width)
 		ids := []float32{hh, ww, 0, 0, hh, ww}
 		if err := addFixed(io.timeIDs, ort.NewShape(2, 6), append(append([]float32(nil), ids...), ids...)); err != nil {
 			return nil, err
@@ -358,7 +310,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 	if err != nil {
 		return nil, err
 	}
-	for step := range p.steps {
+	for step := range p.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -377,11 +329,14 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 		if len(out) != 2*per {
 			return nil, fmt.Errorf("%s: %d output values, want %d", den.part, len(out), 2*per)
 		}
-		applyGuidance(pred, out[:per], out[per:], p.guidance)
+		diffusion.Guidance(pred, out[:per], out[per:], p.Guidance)
 		if sched.unet {
 			b.euler.Derivative(latents, pred, sigma)
 		}
 		scheduler.Step(latents, pred, sigma, next)
+		if b.onStep != nil {
+			b.onStep(step, latents)
+		}
 		if progress != nil {
 			progress()
 		}
@@ -451,15 +406,15 @@ func (s *session) timestepTensor(name string, t float32, batch int64) (ort.Value
 }
 
 // decode turns latents into a PNG through the VAE decoder.
-func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p params) ([]byte, error) {
+func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p diffusion.Params) ([]byte, error) {
 	vae := b.vaeDecoder
-	shape := ort.NewShape(1, b.shapes.latentChannels, int64(p.height/8), int64(p.width/8))
-	in, err := newFloatTensor(vae.inputType("latent_sample"), shape, unscaleLatents(latents, b.vae.Scaling, b.vae.Shift))
+	shape := ort.NewShape(1, b.shapes.latentChannels, int64(p.Height/8), int64(p.Width/8))
+	in, err := newFloatTensor(vae.inputType("latent_sample"), shape, diffusion.Unscale(latents, b.vae.Scaling, b.vae.Shift))
 	if err != nil {
 		return nil, fmt.Errorf("vae_decoder: %w", err)
 	}
 	defer in.Destroy()
-	outShape, err := vae.outputShape(0, 1, 3, int64(p.height), int64(p.width))
+	outShape, err := vae.outputShape(0, 1, 3, int64(p.Height), int64(p.Width))
 	if err != nil {
 		return nil, err
 	}
@@ -472,5 +427,5 @@ func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p params) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("vae_decoder: %w", err)
 	}
-	return encodePNG(sample, outShape)
+	return diffusion.EncodePNG(sample, outShape)
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/onnx/scheduler"
 )
 
@@ -71,7 +72,7 @@ func TestStepAndGuidanceMatchFormulas(t *testing.T) {
 	const n, scale = 4096, 7.0
 	rng := rand.New(rand.NewPCG(1, 2))
 	sigmas, _ := refFlowMatch(3, 1000, 28)
-	x := initialLatents(42, n)
+	x := diffusion.InitialLatents(42, n)
 	u, c, v := make([]float32, n), make([]float32, n), make([]float32, n)
 	worst := 0.0
 	check := func(what string, step int, got float32, want float64) {
@@ -86,7 +87,7 @@ func TestStepAndGuidanceMatchFormulas(t *testing.T) {
 			u[i], c[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 		}
 		before := append([]float32(nil), x...)
-		applyGuidance(v, u, c, scale)
+		diffusion.Guidance(v, u, c, scale)
 		scheduler.Step(x, v, sigmas[step], sigmas[step+1])
 		for i := range n {
 			u64, c64 := float64(u[i]), float64(c[i])
@@ -95,7 +96,7 @@ func TestStepAndGuidanceMatchFormulas(t *testing.T) {
 			check("latent", step, x[i], float64(before[i])+(sigmas[step+1]-sigmas[step])*v64)
 		}
 	}
-	vae := unscaleLatents(x, 1.5305, 0.0609)
+	vae := diffusion.Unscale(x, 1.5305, 0.0609)
 	for i := range n {
 		check("VAE input", 28, vae[i], float64(x[i])/1.5305+0.0609)
 	}

@@ -102,7 +102,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	go func() { defer close(beatsDone); r.heartbeats(beatsCtx) }()
 
 	slots := max(r.info.Slots, 1)
-	r.log.Info("worker ready", "device", r.info.Device.Kind, "device_name", r.info.Device.Name,
+	r.log.Info("worker ready", "device", r.info.Device.Kind, "device_name", r.info.Device.Name, "engine", r.info.Device.Engine,
 		"model", r.info.Model, "slots", slots, "startup", time.Since(r.started).Round(time.Millisecond).String())
 	var wg sync.WaitGroup
 	for range slots {

@@ -5,10 +5,14 @@
 //
 //	benchgpu sweep  --url URL --model FILE --levels 1,4,16,64 --tokens 256 --out results.json
 //	benchgpu report --in DIR --doc docs/benchmarks-gpu.md
+//	benchgpu image  --dir MODEL_DIR --size 1024 --steps 28 --images 3 --out image.json
 //
 // sweep runs a closed loop at each concurrency, samples nvidia-smi while it
 // runs, and reads the weight bytes one token reads from the model file;
-// report turns one or more results files into the page's measured section.
+// report turns one or more results files into the page's measured section;
+// image times the ggml image engine in process (seconds per image and per
+// step, GPU memory and busy fraction) on a model written by `genqctl models
+// tiny --variant C --engine ggml --size medium`.
 package main
 
 import (
@@ -35,7 +39,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: benchgpu sweep|report [flags]")
+		return errors.New("usage: benchgpu sweep|report|image [flags]")
 	}
 	switch args[0] {
 	case "sweep":
@@ -76,6 +80,34 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		return report(*in, *doc, stdout)
+	case "image":
+		fs := flag.NewFlagSet("image", flag.ContinueOnError)
+		var o imageOptions
+		fs.StringVar(&o.dir, "dir", "", "the model directory (ggml/*.gguf beside the tokenizers)")
+		fs.IntVar(&o.size, "size", 1024, "image width and height")
+		fs.IntVar(&o.steps, "steps", 28, "denoising steps")
+		fs.IntVar(&o.images, "images", 3, "images timed, after one warm-up image")
+		fs.BoolVar(&o.noT5, "no-t5", false, "run without T5 (IMAGE_T5=off)")
+		fs.StringVar(&o.device, "device", "cuda", "auto, cpu or cuda")
+		fs.StringVar(&o.label, "label", "SD3-medium shapes fp16", "the model's name in the results")
+		fs.StringVar(&o.out, "out", "image.json", "where to write the results")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if o.dir == "" || o.images < 1 || o.steps < 1 {
+			return errors.New("image: --dir is required, --images and --steps at least 1")
+		}
+		res, err := imageBench(ctx, o, stdout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s, %dx%d, %d steps, T5 %v: %.2f s/image, %.3f s/step, GPU busy %.0f%%, GPU memory %.0f MiB\n",
+			res.GPU, res.Size, res.Size, res.Steps, res.T5, res.SecondsPerImage, res.SecondsPerStep, res.GPUUtilPct, res.GPUMemMiB)
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(o.out, b, 0o644)
 	}
-	return fmt.Errorf("unknown subcommand %q: want sweep or report", args[0])
+	return fmt.Errorf("unknown subcommand %q: want sweep, report or image", args[0])
 }

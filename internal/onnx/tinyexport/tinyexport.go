@@ -17,6 +17,7 @@ import (
 	"github.com/genq/genq/internal/onnx/half"
 	"github.com/genq/genq/internal/onnx/onnxproto"
 	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/sd3"
 )
 
 // Widths of the tiny export. The real SD3-medium has 768 (CLIP-L), 1280
@@ -53,6 +54,21 @@ type Options struct {
 	Float32 bool
 	// Int32IDs makes the text encoders take int32 token ids.
 	Int32IDs bool
+	// Faithful writes every SD3 part in its real architecture at tiny
+	// widths (sd3.TinyVAE, sd3.TinyMMDiT, sd3.TinyCLIP, sd3.TinyT5), and the
+	// same weights as GGUF files (sd3.VAEDecoderFile and its neighbours)
+	// for the ggml engine, so the two can be compared. The default
+	// stand-ins are cheaper and make images that do not compress, which
+	// tests of large results need.
+	Faithful bool
+	// GGMLWeights is how the GGUF file stores matrices and kernels
+	// (default f16).
+	GGMLWeights sd3.DType
+	// MMDiT and VAE replace the faithful transformer's and VAE's tiny
+	// shapes (benchmarks write larger ones); the transformer keeps the tiny
+	// text widths.
+	MMDiT *sd3.MMDiTConfig
+	VAE   *sd3.VAEConfig
 }
 
 // UNetLatentChannels is the latent width of SD 1.5 and SDXL.
@@ -135,6 +151,32 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 	default:
 		return fmt.Errorf("tiny export: unknown pipeline %q", opts.Pipeline)
 	}
+	faithful := opts.Faithful && (opts.Pipeline == SD3 || opts.Pipeline == "")
+	vae, mmdit, t5 := sd3.TinyVAE(), sd3.TinyMMDiT(), sd3.TinyT5(len(t5Vocabulary()), JointWidth)
+	if opts.MMDiT != nil {
+		mmdit = *opts.MMDiT
+	}
+	if opts.VAE != nil {
+		vae = *opts.VAE
+	}
+	// The two CLIPs share their tensor names: each draws from its own seed.
+	clips := []struct {
+		part, file string
+		cfg        sd3.CLIPConfig
+		seed       int64
+	}{
+		{"text_encoder", sd3.ClipLFile, sd3.TinyCLIP(len(clipVocab), ClipLWidth, true), seed},
+		{"text_encoder_2", sd3.ClipGFile, sd3.TinyCLIP(len(clipVocab), ClipGWidth, false), seed + 1},
+	}
+	if faithful {
+		files["vae_decoder/model.onnx"] = sd3VAEDecoderModel(newGraph("tiny_sd3_vae_decoder", rng, io), vae, vaeWeights(vae, seed))
+		files["vae_decoder/config.json"] = mustJSON(vaeConfig(vae.LatentChannels, vae.Scaling, vae.Shift))
+		files["transformer/model.onnx"] = sd3TransformerModel(newGraph("tiny_sd3_transformer", rng, io), mmdit, mmdit.RandomMMDiTWeights(seed))
+		for _, c := range clips {
+			files[c.part+"/model.onnx"] = sd3CLIPModel(newGraph("tiny_clip_text_model", rng, io), c.cfg, sd3.RandomWeights(c.cfg.CLIPTensors(), c.seed))
+		}
+		files["text_encoder_3/model.onnx"] = sd3T5Model(newGraph("tiny_t5_encoder", rng, io), t5, sd3.RandomWeights(t5.T5Tensors(), seed))
+	}
 	for name, data := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -144,7 +186,34 @@ func WriteWithOptions(dir string, seed int64, opts Options) error {
 			return fmt.Errorf("tiny export: %w", err)
 		}
 	}
+	if faithful {
+		dtype := opts.GGMLWeights
+		if dtype == "" {
+			dtype = sd3.F16
+		}
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.VAEDecoderFile), sd3.ArchVAE, vae.VAEMetadata(), vae.VAEDecoderTensors(), vaeWeights(vae, seed), dtype); err != nil {
+			return fmt.Errorf("tiny export: %w", err)
+		}
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.TransformerFile), sd3.ArchMMDiT, mmdit.MMDiTMetadata(), mmdit.MMDiTTensors(), mmdit.RandomMMDiTWeights(seed), dtype); err != nil {
+			return fmt.Errorf("tiny export: %w", err)
+		}
+		if err := sd3.WriteGGUF(filepath.Join(dir, sd3.T5File), sd3.ArchT5, t5.T5Metadata(), t5.T5Tensors(), sd3.RandomWeights(t5.T5Tensors(), seed), dtype); err != nil {
+			return fmt.Errorf("tiny export: %w", err)
+		}
+		for _, c := range clips {
+			specs := c.cfg.CLIPTensors()
+			if err := sd3.WriteGGUF(filepath.Join(dir, c.file), sd3.ArchCLIP, c.cfg.CLIPMetadata(), specs, sd3.RandomWeights(specs, c.seed), dtype); err != nil {
+				return fmt.Errorf("tiny export: %w", err)
+			}
+		}
+	}
 	return nil
+}
+
+// vaeWeights are the faithful VAE decoder's weights, the same for both
+// engines.
+func vaeWeights(cfg sd3.VAEConfig, seed int64) sd3.Weights {
+	return sd3.RandomWeights(cfg.VAEDecoderTensors(), seed)
 }
 
 func vaeConfig(channels int, scaling float64, shift any) map[string]any {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/sd3"
 )
 
 func TestWriteIsDeterministicPerSeed(t *testing.T) {
@@ -83,5 +84,32 @@ func TestTokenizersOfTheExport(t *testing.T) {
 	a, b := fromJSON.Encode(prompt, 16), fromSP.Encode(prompt, 16)
 	if !slices.Equal(a, b) {
 		t.Errorf("tokenizer.json gives %v, spiece.model %v", a, b)
+	}
+}
+
+// A faithful export writes every model in its real architecture, and adds
+// their GGUF files; the default writes no GGUF.
+func TestFaithfulExportChangesEveryModel(t *testing.T) {
+	plain, faithful := t.TempDir(), t.TempDir()
+	if err := Write(plain, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWithOptions(faithful, 3, Options{Faithful: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "vae_decoder"} {
+		x, _ := os.ReadFile(filepath.Join(plain, part, "model.onnx"))
+		y, _ := os.ReadFile(filepath.Join(faithful, part, "model.onnx"))
+		if bytes.Equal(x, y) {
+			t.Errorf("%s is the stand-in's", part)
+		}
+	}
+	for _, f := range []string{sd3.VAEDecoderFile, sd3.TransformerFile, sd3.ClipLFile, sd3.ClipGFile, sd3.T5File} {
+		if _, err := os.Stat(filepath.Join(faithful, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(plain, sd3.VAEDecoderFile)); err == nil {
+		t.Error("the default export wrote a GGUF")
 	}
 }

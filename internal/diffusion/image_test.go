@@ -1,4 +1,4 @@
-package onnx
+package diffusion
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func TestApplyGuidance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out := make([]float32, 1)
-		applyGuidance(out, []float32{float32(tt.uncond)}, []float32{float32(tt.cond)}, tt.scale)
+		Guidance(out, []float32{float32(tt.uncond)}, []float32{float32(tt.cond)}, tt.scale)
 		if math.Abs(float64(out[0])-tt.want) > 1e-6 {
 			t.Errorf("guidance(u=%v, c=%v, s=%v) = %v, want %v", tt.uncond, tt.cond, tt.scale, out[0], tt.want)
 		}
@@ -28,7 +28,7 @@ func TestApplyGuidance(t *testing.T) {
 
 func TestUnscaleLatents(t *testing.T) {
 	// SD3: x/1.5305 + 0.0609.
-	got := unscaleLatents([]float32{0, 1.5305, -3.061}, 1.5305, 0.0609)
+	got := Unscale([]float32{0, 1.5305, -3.061}, 1.5305, 0.0609)
 	want := []float64{0.0609, 1.0609, -1.9391}
 	for i := range want {
 		if math.Abs(float64(got[i])-want[i]) > 1e-6 {
@@ -57,7 +57,7 @@ func TestToPixel(t *testing.T) {
 func TestEncodePNGPlanesToPixels(t *testing.T) {
 	// A 2x1 image, planar [1,3,1,2]: R = (-1, 1), G = (1, -1), B = (0, 0).
 	sample := []float32{-1, 1, 1, -1, 0, 0}
-	data, err := encodePNG(sample, []int64{1, 3, 1, 2})
+	data, err := EncodePNG(sample, []int64{1, 3, 1, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +72,13 @@ func TestEncodePNGPlanesToPixels(t *testing.T) {
 			t.Errorf("pixel %d = %v alpha %d, want %v opaque", x, got, a, w)
 		}
 	}
-	if _, err := encodePNG(sample, []int64{1, 4, 1, 2}); err == nil {
+	if _, err := EncodePNG(sample, []int64{1, 4, 1, 2}); err == nil {
 		t.Error("a 4-channel output should be refused")
 	}
 }
 
 func TestInitialLatents(t *testing.T) {
-	a, b, c := initialLatents(9, 4096), initialLatents(9, 4096), initialLatents(10, 4096)
+	a, b, c := InitialLatents(9, 4096), InitialLatents(9, 4096), InitialLatents(10, 4096)
 	if !equalFloats(a, b) {
 		t.Error("the same seed drew different noise")
 	}

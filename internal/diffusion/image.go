@@ -1,4 +1,9 @@
-package onnx
+// Package diffusion holds the steps of a diffusion pipeline that need no
+// engine: the starting noise, classifier-free guidance, the VAE's latent
+// scaling and the PNG of the decoded pixels. Both image engines (ONNX
+// Runtime in internal/onnx, ggml in internal/ggmlimage) run them, so the
+// same job gives the same numbers around their models.
+package diffusion
 
 import (
 	"bytes"
@@ -6,20 +11,21 @@ import (
 	"image"
 	"image/png"
 	"math"
+	"math/rand/v2"
 )
 
-// applyGuidance writes classifier-free guidance into out:
+// Guidance writes classifier-free guidance into out:
 // v = u + scale·(c − u). uncond and cond are the two halves of the batch.
-func applyGuidance(out, uncond, cond []float32, scale float64) {
+func Guidance(out, uncond, cond []float32, scale float64) {
 	s := float32(scale)
 	for i := range out {
 		out[i] = uncond[i] + s*(cond[i]-uncond[i])
 	}
 }
 
-// unscaleLatents maps denoised latents to the VAE decoder's input:
+// Unscale maps denoised latents to the VAE decoder's input:
 // x/scaling + shift (SD3: 1.5305 and 0.0609).
-func unscaleLatents(latents []float32, scaling, shift float64) []float32 {
+func Unscale(latents []float32, scaling, shift float64) []float32 {
 	out := make([]float32, len(latents))
 	for i, x := range latents {
 		out[i] = float32(float64(x)/scaling + shift)
@@ -35,9 +41,9 @@ func toPixel(v float32) uint8 {
 	return uint8(math.Round(x * 255))
 }
 
-// encodePNG writes the first image of a decoder output [N,3,H,W] as an
+// EncodePNG writes the first image of a decoder output [N,3,H,W] as an
 // opaque RGB PNG.
-func encodePNG(sample []float32, shape []int64) ([]byte, error) {
+func EncodePNG(sample []float32, shape []int64) ([]byte, error) {
 	if len(shape) != 4 || shape[1] != 3 {
 		return nil, fmt.Errorf("vae output has shape %v, want [N,3,H,W]", shape)
 	}
@@ -62,4 +68,14 @@ func encodePNG(sample []float32, shape []int64) ([]byte, error) {
 		return nil, fmt.Errorf("png: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// InitialLatents draws unit normal noise from seed.
+func InitialLatents(seed int64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>32^0x5d3))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
 }

@@ -1,0 +1,245 @@
+package ggmlimage
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/onnx/scheduler"
+	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/procfs"
+	"github.com/genq/genq/internal/sd3"
+)
+
+// Engine names ggml in the worker's heartbeat and logs.
+const Engine = "ggml"
+
+// Token lengths prompts are encoded to (diffusers' defaults).
+const (
+	clipTokens = 77
+	t5Tokens   = 256
+)
+
+// Backend runs SD3 on ggml: the model directory's tokenizers and scheduler
+// config (the diffusers layout the ONNX engine reads) and its ggml/*.gguf
+// parts. It implements genq.Backend.
+type Backend struct {
+	cfg  Config
+	log  *slog.Logger
+	info genq.BackendInfo
+
+	flow         scheduler.FlowMatchEuler
+	clipL, clipG *tokenizer.CLIP
+	t5tok        *tokenizer.T5
+
+	textL, textG *CLIP
+	t5           *T5 // nil with Config.NoT5
+	mmdit        *Transformer
+	vae          *VAEDecoder
+	steps        *stepBatcher // the transformer's calls, shared by concurrent jobs
+
+	// negative is the empty negative prompt, encoded once at Open.
+	negative embedding
+
+	onStep func(step int, latents []float32) // ObserveSteps
+}
+
+// ObserveSteps has f see the latents after every denoising step of every
+// later job (tests compare the engines step by step with it). Call it
+// before any Generate.
+func (b *Backend) ObserveSteps(f func(step int, latents []float32)) { b.onStep = f }
+
+var _ genq.Backend = (*Backend)(nil)
+
+// embedding is one prompt encoded for the transformer.
+type embedding struct {
+	seq    []float32 // [seqLen, JointDim]
+	seqLen int
+	pooled []float32
+}
+
+// Open loads the model and checks that its parts fit together; a missing
+// or misshapen tensor stops it with one line naming the tensor.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
+	start := time.Now()
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	if cfg.Device == "" {
+		cfg.Device = DeviceAuto
+	}
+	// The configured size and steps are always allowed, as in the ONNX
+	// engine.
+	cfg.MaxSize = max(cfg.MaxSize, cfg.Width, cfg.Height)
+	cfg.MaxSteps = max(cfg.MaxSteps, cfg.Steps)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir := cfg.ModelDir
+	b := &Backend{cfg: cfg, log: log}
+	name, err := b.readConfigs()
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			b.Close()
+		}
+	}()
+	gpu, err := findGPU(filepath.Join(dir, sd3.VAEDecoderFile), cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: Engine}
+	if gpu != nil {
+		device = genq.Device{Kind: "cuda", Name: gpu.name, Engine: Engine}
+	}
+	if cfg.Threads == 0 {
+		cfg.Threads = defaultThreads(filepath.Join(dir, sd3.TransformerFile))
+		b.cfg.Threads = cfg.Threads
+	}
+	opts := loadOptions{threads: cfg.Threads, gpu: gpu, compute: new(sync.Mutex)}
+	at := func(file string) string { return filepath.Join(dir, file) }
+	if b.textL, err = openCLIP(ctx, at(sd3.ClipLFile), opts); err != nil {
+		return nil, err
+	}
+	if b.textG, err = openCLIP(ctx, at(sd3.ClipGFile), opts); err != nil {
+		return nil, err
+	}
+	if !cfg.NoT5 {
+		if b.t5, err = openT5(ctx, at(sd3.T5File), opts); err != nil {
+			return nil, err
+		}
+	}
+	if b.mmdit, err = openTransformer(ctx, at(sd3.TransformerFile), opts); err != nil {
+		return nil, err
+	}
+	if b.vae, err = openVAEDecoder(ctx, at(sd3.VAEDecoderFile), opts); err != nil {
+		return nil, err
+	}
+	if err := b.checkWidths(); err != nil {
+		return nil, err
+	}
+	b.steps = newStepBatcher(b.mmdit, cmp.Or(cfg.MaxBatch, 2*cfg.Slots))
+	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots,
+		Limits: genq.Limits{ImageMaxSize: cfg.MaxSize, ImageMaxSteps: cfg.MaxSteps}}
+	if b.negative, err = b.encodePrompt(""); err != nil {
+		return nil, fmt.Errorf("encoding the negative prompt: %w", err)
+	}
+	ok = true
+	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
+		"t5", !cfg.NoT5, "threads", cfg.Threads, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"took", time.Since(start).Round(time.Millisecond))
+	return b, nil
+}
+
+// smallModelBytes is the transformer file size below which one CPU thread
+// beats several: each op of a model this small takes about as long as
+// ggml's threads take to meet after it, and far longer on a shared CPU
+// (docs/benchmarks.md), as the text engine found for small models.
+const smallModelBytes = 80 << 20
+
+// defaultThreads is IMAGE_THREADS=0's thread count: one for a small model,
+// every core otherwise.
+func defaultThreads(transformer string) int {
+	if fi, err := os.Stat(transformer); err == nil && fi.Size() < smallModelBytes {
+		return 1
+	}
+	return runtime.NumCPU()
+}
+
+// readConfigs reads the tokenizers and scheduler config and returns the
+// model's name.
+func (b *Backend) readConfigs() (string, error) {
+	dir := b.cfg.ModelDir
+	var index struct {
+		Class string `json:"_class_name"`
+		Name  string `json:"_name_or_path"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "model_index.json"))
+	if err != nil {
+		return "", fmt.Errorf("model dir %s: %w (want the diffusers layout with ggml/*.gguf beside it: genqctl download --variant C --engine ggml)", dir, err)
+	}
+	if err := json.Unmarshal(raw, &index); err != nil {
+		return "", fmt.Errorf("model dir %s: model_index.json: %w", dir, err)
+	}
+	if index.Class != "StableDiffusion3Pipeline" {
+		return "", fmt.Errorf("model dir %s: pipeline %q: the ggml engine runs StableDiffusion3Pipeline", dir, index.Class)
+	}
+	if b.flow, err = scheduler.Load(filepath.Join(dir, "scheduler", "scheduler_config.json")); err != nil {
+		return "", err
+	}
+	if b.clipL, err = tokenizer.LoadCLIP(filepath.Join(dir, "tokenizer")); err != nil {
+		return "", fmt.Errorf("model dir %s: tokenizer: %w", dir, err)
+	}
+	if b.clipG, err = tokenizer.LoadCLIP(filepath.Join(dir, "tokenizer_2")); err != nil {
+		return "", fmt.Errorf("model dir %s: tokenizer_2: %w", dir, err)
+	}
+	if !b.cfg.NoT5 {
+		if b.t5tok, err = tokenizer.LoadT5(filepath.Join(dir, "tokenizer_3")); err != nil {
+			return "", fmt.Errorf("model dir %s: tokenizer_3: %w", dir, err)
+		}
+	}
+	if index.Name == "" {
+		return filepath.Base(filepath.Clean(dir)), nil
+	}
+	return index.Name, nil
+}
+
+// checkWidths checks that the parts' widths fit together.
+func (b *Backend) checkWidths() error {
+	m, l, g, v := b.mmdit.Config(), b.textL.Config(), b.textG.Config(), b.vae.Config()
+	var problems []error
+	if l.Width+g.Width > m.JointDim {
+		problems = append(problems, fmt.Errorf("clip widths %d+%d do not fit the transformer's text width %d", l.Width, g.Width, m.JointDim))
+	}
+	if l.Projection+g.Projection != m.PooledDim {
+		problems = append(problems, fmt.Errorf("clip projections %d+%d are not the transformer's pooled width %d", l.Projection, g.Projection, m.PooledDim))
+	}
+	if b.t5 != nil && b.t5.Config().Width != m.JointDim {
+		problems = append(problems, fmt.Errorf("t5 width %d is not the transformer's text width %d", b.t5.Config().Width, m.JointDim))
+	}
+	if m.OutChannels != v.LatentChannels || m.InChannels != v.LatentChannels {
+		problems = append(problems, fmt.Errorf("transformer channels %d/%d are not the vae's %d", m.InChannels, m.OutChannels, v.LatentChannels))
+	}
+	if v.Upscale()*m.PatchSize > 16 {
+		problems = append(problems, fmt.Errorf("vae upscale %d × patch %d is more than 16", v.Upscale(), m.PatchSize))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return fmt.Errorf("model dir %s: %w", b.cfg.ModelDir, err)
+	}
+	return nil
+}
+
+// TransformerCalls is how many transformer calls the backend has made: with
+// concurrent jobs, fewer than their steps together.
+func (b *Backend) TransformerCalls() int64 { return b.steps.calls.Load() }
+
+// Info says which engine, device and model serve.
+func (b *Backend) Info() genq.BackendInfo { return b.info }
+
+// Close frees every part.
+func (b *Backend) Close() error {
+	if b.steps != nil {
+		b.steps.close()
+	}
+	b.textL.Close()
+	b.textG.Close()
+	b.t5.Close()
+	b.mmdit.Close()
+	b.vae.Close()
+	return nil
+}

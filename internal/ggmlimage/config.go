@@ -1,0 +1,53 @@
+package ggmlimage
+
+import "fmt"
+
+// Device choices for Config.Device.
+const (
+	DeviceAuto = "auto" // CUDA when ggml has it and a GPU is present
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda" // CUDA or fail at start-up
+)
+
+// Config is how the ggml image backend runs. The worker main fills it from
+// the same IMAGE_* settings the ONNX engine reads.
+type Config struct {
+	ModelDir string
+	Slots    int
+	Device   string
+
+	Width, Height, Steps int
+	GuidanceScale        float64
+	Seed                 int64
+	MaxSize, MaxSteps    int
+	// Threads is ggml's CPU thread count; 0 uses every core.
+	Threads int
+	// MaxBatch is the most batch items one transformer call takes; each
+	// image's step brings two (negative prompt and prompt). Concurrent
+	// jobs share calls up to it. 0: two per slot.
+	MaxBatch int
+	// NoT5 leaves T5 unloaded and gives the transformer zeros in its place,
+	// as SD3 allows (IMAGE_T5=off): T5-XXL is most of SD3-medium's weights.
+	NoT5 bool
+}
+
+func (c Config) validate() error {
+	if c.ModelDir == "" {
+		return fmt.Errorf("no model directory given")
+	}
+	if c.Width < 16 || c.Height < 16 || c.Width%16 != 0 || c.Height%16 != 0 {
+		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", c.Width, c.Height)
+	}
+	if c.Steps < 1 {
+		return fmt.Errorf("image steps %d: want at least 1", c.Steps)
+	}
+	if c.Threads < 0 {
+		return fmt.Errorf("image threads %d: want 0 or more", c.Threads)
+	}
+	switch c.Device {
+	case DeviceAuto, DeviceCPU, DeviceCUDA:
+	default:
+		return fmt.Errorf("image device %q: want auto, cpu or cuda", c.Device)
+	}
+	return nil
+}

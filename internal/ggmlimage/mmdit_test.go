@@ -1,0 +1,56 @@
+package ggmlimage_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/genq/genq/internal/ggmlimage"
+	"github.com/genq/genq/internal/onnx/tinyexport"
+	"github.com/genq/genq/internal/sd3"
+)
+
+// The ggml transformer against ONNX Runtime running the tiny export's
+// faithful transformer, on the same weights and inputs: a batch of two
+// with their own timesteps, latents that are not square, and a text
+// sequence of the real one's 77+256 layout at tiny width.
+func TestTransformerMatchesONNX(t *testing.T) {
+	for _, tc := range []struct {
+		dtype sd3.DType
+		tol   float64
+	}{{sd3.F32, 1e-3}, {sd3.F16, 1e-2}} {
+		t.Run(string(tc.dtype), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := tinyexport.WriteWithOptions(dir, 5, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: tc.dtype}); err != nil {
+				t.Fatal(err)
+			}
+			cfg := sd3.TinyMMDiT()
+			in := ggmlimage.TransformerInput{N: 2, H: 8, W: 12, SeqLen: 333, Timesteps: []float32{1000, 250.5}}
+			in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
+			in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
+			in.Pooled = normal(in.N*cfg.PooledDim, 3)
+			n, h, w := int64(in.N), int64(in.H), int64(in.W)
+			want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
+				{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
+				{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
+				{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
+				{name: "timestep", data: in.Timesteps, shape: []int64{n}},
+			}, "out_hidden_states", []int64{n, 16, h, w})
+
+			m, err := ggmlimage.OpenTransformer(context.Background(), filepath.Join(dir, sd3.TransformerFile), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			got, err := m.Predict(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			diff, scale := compare(t, got, want)
+			t.Logf("%s weights: largest difference %.3g, %.3g of the largest value %.3g", tc.dtype, diff, diff/scale, scale)
+			if diff > tc.tol*scale {
+				t.Errorf("largest difference %.3g is over %.0e of the largest value %.3g", diff, tc.tol, scale)
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package ggmlimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/onnx/scheduler"
+)
+
+// encodePrompt encodes one prompt as diffusers' StableDiffusion3Pipeline
+// does: both CLIPs' penultimate states side by side, zero-padded to the
+// transformer's text width, then T5's states (zeros without T5); pooled is
+// both CLIPs' projections.
+func (b *Backend) encodePrompt(text string) (embedding, error) {
+	l, pl, err := b.textL.Encode(toInt32(b.clipL.Encode(text, clipTokens)), 1, clipTokens)
+	if err != nil {
+		return embedding{}, err
+	}
+	g, pg, err := b.textG.Encode(toInt32(b.clipG.Encode(text, clipTokens)), 1, clipTokens)
+	if err != nil {
+		return embedding{}, err
+	}
+	width := b.mmdit.Config().JointDim
+	wl, wg := b.textL.Config().Width, b.textG.Config().Width
+	e := embedding{seqLen: clipTokens + t5Tokens, pooled: append(pl, pg...)}
+	e.seq = make([]float32, e.seqLen*width)
+	for row := range clipTokens {
+		dst := e.seq[row*width:]
+		copy(dst, l[row*wl:(row+1)*wl])
+		copy(dst[wl:], g[row*wg:(row+1)*wg])
+	}
+	if b.t5 != nil {
+		t5, err := b.t5.Encode(toInt32(b.t5tok.Encode(text, t5Tokens)), 1, t5Tokens)
+		if err != nil {
+			return embedding{}, err
+		}
+		copy(e.seq[clipTokens*width:], t5)
+	}
+	return e, nil
+}
+
+func toInt32(ids []int64) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// Generate runs the pipeline for job.Text, with the job's image parameters
+// where it sets them, and returns a PNG.
+func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+	if err := genq.ValidateText(job.Text); err != nil {
+		return genq.Result{}, err
+	}
+	c := b.cfg
+	p, err := diffusion.Resolve(job, diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
+		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps})
+	if err != nil {
+		return genq.Result{}, err
+	}
+	start := time.Now()
+	png, err := b.generate(ctx, job.Text, p, progress)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			err = fmt.Errorf("%w (%w)", ctxErr, err)
+		}
+		return genq.Result{}, err
+	}
+	b.log.Debug("image generated", "engine", Engine, "job", job.ID, "seed", p.Seed, "size", fmt.Sprintf("%dx%d", p.Width, p.Height),
+		"steps", p.Steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
+	return genq.NewImageResult(png), nil
+}
+
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {
+	// The job counts for the step batcher from here, so that jobs that
+	// arrive together step together from their first step; it stops
+	// counting before the VAE.
+	b.steps.enter()
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			b.steps.leave()
+		}
+	}
+	defer leave()
+	positive, err := b.encodePrompt(text)
+	if err != nil {
+		return nil, err
+	}
+	negative := b.negative
+	if p.Negative != "" {
+		if negative, err = b.encodePrompt(p.Negative); err != nil {
+			return nil, err
+		}
+	}
+	if progress != nil {
+		progress()
+	}
+	latents, err := b.denoise(ctx, positive, negative, p, progress)
+	leave()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	vae := b.vae.Config()
+	h, w := p.Height/vae.Upscale(), p.Width/vae.Upscale()
+	pixels, err := b.vae.Decode(diffusion.Unscale(latents, vae.Scaling, vae.Shift), 1, h, w)
+	if err != nil {
+		return nil, err
+	}
+	return diffusion.EncodePNG(pixels, []int64{1, 3, int64(p.Height), int64(p.Width)})
+}
+
+// denoise runs the flow-matching Euler loop with classifier-free
+// guidance, both halves (negative prompt, prompt) in one batch-2 step,
+// which the step batcher runs in one transformer call with the steps of
+// the other jobs denoising at the same time.
+func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func()) ([]float32, error) {
+	m := b.mmdit.Config()
+	up := b.vae.Config().Upscale()
+	h, w := p.Height/up, p.Width/up
+	per := m.InChannels * h * w
+	sigmas := b.flow.Sigmas(p.Steps)
+	latents := diffusion.InitialLatents(p.Seed, per)
+	in := TransformerInput{N: 2, H: h, W: w, SeqLen: positive.seqLen,
+		Text:      append(append([]float32(nil), negative.seq...), positive.seq...),
+		Pooled:    append(append([]float32(nil), negative.pooled...), positive.pooled...),
+		Latents:   make([]float32, 2*per),
+		Timesteps: make([]float32, 2),
+	}
+	pred := make([]float32, per)
+	for step := range p.Steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sigma, next := sigmas[step], sigmas[step+1]
+		copy(in.Latents, latents)
+		copy(in.Latents[per:], latents)
+		t := float32(b.flow.Timestep(sigma))
+		in.Timesteps[0], in.Timesteps[1] = t, t
+		out, err := b.steps.predict(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		diffusion.Guidance(pred, out[:per], out[per:], p.Guidance)
+		scheduler.Step(latents, pred, sigma, next)
+		if b.onStep != nil {
+			b.onStep(step, latents)
+		}
+		if progress != nil {
+			progress()
+		}
+	}
+	return latents, nil
+}

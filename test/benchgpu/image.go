@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggmlimage"
+)
+
+// imageOptions are the flags of `benchgpu image`.
+type imageOptions struct {
+	dir                 string
+	size, steps, images int
+	noT5                bool
+	device, out, label  string
+}
+
+// ImageResults are one image benchmark: the ggml engine in process, one
+// image at a time after a warm-up image.
+type ImageResults struct {
+	GPU             string  `json:"gpu"`
+	Device          string  `json:"device"`
+	Label           string  `json:"label"`
+	Size            int     `json:"size"`
+	Steps           int     `json:"steps"`
+	T5              bool    `json:"t5"`
+	Images          int     `json:"images"`
+	SecondsPerImage float64 `json:"seconds_per_image"` // median
+	SecondsPerStep  float64 `json:"seconds_per_step"`  // median over every step
+	GPUUtilPct      float64 `json:"gpu_util_pct"`      // mean of nvidia-smi's samples
+	GPUMemMiB       float64 `json:"gpu_mem_mib"`       // the most nvidia-smi saw
+	At              string  `json:"at"`
+}
+
+func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResults, error) {
+	cfg := ggmlimage.Config{ModelDir: o.dir, Device: o.device, Slots: 1, Width: o.size, Height: o.size, Steps: o.steps,
+		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5}
+	b, err := ggmlimage.Open(ctx, cfg, slog.New(slog.NewTextHandler(log, nil)))
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	var steps []time.Duration
+	last := time.Now()
+	b.ObserveSteps(func(int, []float32) {
+		steps = append(steps, time.Since(last))
+		last = time.Now()
+	})
+	seed := int64(1)
+	job := genq.Job{Text: "a photo of an astronaut riding a horse on the moon", Seed: &seed}
+	progress := func() { last = time.Now() }
+	if _, err := b.Generate(ctx, job, progress); err != nil { // warm-up: first-call allocations
+		return nil, fmt.Errorf("warm-up image: %w", err)
+	}
+	steps = steps[:0]
+	smi := startSMI(ctx)
+	var images []time.Duration
+	for i := range o.images {
+		start := time.Now()
+		if _, err := b.Generate(ctx, job, progress); err != nil {
+			smi.stop()
+			return nil, fmt.Errorf("image %d: %w", i+1, err)
+		}
+		images = append(images, time.Since(start))
+		fmt.Fprintf(log, "image %d: %.2f s\n", i+1, images[i].Seconds())
+	}
+	util, mem := smi.stop()
+	slices.Sort(images)
+	slices.Sort(steps)
+	return &ImageResults{GPU: gpuName(ctx), Device: b.Info().Device.Name, Label: o.label, Size: o.size, Steps: o.steps, T5: !o.noT5,
+		Images: o.images, SecondsPerImage: images[len(images)/2].Seconds(), SecondsPerStep: steps[len(steps)/2].Seconds(),
+		GPUUtilPct: util, GPUMemMiB: mem, At: time.Now().UTC().Format(time.RFC3339)}, nil
+}
