@@ -33,12 +33,13 @@ func TestRootAndReadiness(t *testing.T) {
 
 	// A CUDA worker's heartbeat turns cuda_available on.
 	b := newTestBackend(1)
-	b.device = genq.Device{Kind: "cuda", Name: "NVIDIA A10G"}
+	b.device = genq.Device{Kind: "cuda", Name: "NVIDIA A10G", Engine: "ggml"}
 	s.startWorker(b, time.Second)
 	s.waitLive(1)
-	_ = json.Unmarshal(s.get("/").body, &root)
-	if root["cuda_available"] != true {
-		t.Fatalf("with a CUDA worker live, GET / = %v", root)
+	body := s.get("/").body
+	_ = json.Unmarshal(body, &root)
+	if root["cuda_available"] != true || !strings.Contains(string(body), `"devices":[{"kind":"cuda","name":"NVIDIA A10G","engine":"ggml"}]`) {
+		t.Fatalf("with a CUDA worker live, GET / = %s", body)
 	}
 }
 

@@ -9,7 +9,7 @@ type Device struct {
 	Kind string `json:"kind"`           // "cpu" or "cuda"
 	Name string `json:"name,omitempty"` // the GPU's name, or the CPU model
 	// Engine runs the model on the device, where a variant has a choice
-	// (images: "onnxruntime" or "ggml").
+	// (images: "onnxruntime" or "ggml"; text: "ggml").
 	Engine string `json:"engine,omitempty"`
 }
 

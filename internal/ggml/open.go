@@ -76,7 +76,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		// kernel, whose queries streamGraph folds.
 		params.FlashAttention = ml.FlashAttentionEnabled
 	}
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName()}
+	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "ggml"}
 	var plan *memoryPlan
 	if cfg.GPU {
 		gpu, layers, err := findGPU(path, threads, int(meta.KV().BlockCount()))
@@ -86,7 +86,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		if gpu != nil {
 			params.GPULayers = layers
 			params.FlashAttention = ml.FlashAttentionEnabled
-			device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name)}
+			device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name), Engine: "ggml"}
 			p := newMemoryPlan(meta, *gpu, cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
 			plan = &p
 		}

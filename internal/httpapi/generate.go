@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,16 +23,23 @@ type rootResponse struct {
 	CUDAAvailable bool         `json:"cuda_available"`
 	Variant       genq.Variant `json:"variant"`
 	LiveWorkers   int          `json:"live_workers"`
+	// Devices are what the live workers compute on, and with which engine,
+	// each kind once.
+	Devices []genq.Device `json:"devices,omitempty"`
 }
 
 func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 	live := s.workers.Live()
 	cuda := false
+	var devices []genq.Device
 	for _, hb := range live {
 		cuda = cuda || hb.Device.IsCUDA()
+		if !slices.Contains(devices, hb.Device) {
+			devices = append(devices, hb.Device)
+		}
 	}
 	writeJSON(w, http.StatusOK, rootResponse{
-		Message: "Hello World", CUDAAvailable: cuda, Variant: s.cfg.Variant, LiveWorkers: len(live),
+		Message: "Hello World", CUDAAvailable: cuda, Variant: s.cfg.Variant, LiveWorkers: len(live), Devices: devices,
 	})
 }
 
