@@ -133,7 +133,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err := b.checkWidths(); err != nil {
 		return nil, err
 	}
-	b.steps = newStepBatcher(b.mmdit, cmp.Or(cfg.MaxBatch, 2*cfg.Slots))
+	if cfg.MaxBatch == 0 {
+		files := []string{at(sd3.ClipLFile), at(sd3.ClipGFile), at(sd3.TransformerFile), at(sd3.VAEDecoderFile)}
+		if !cfg.NoT5 {
+			files = append(files, at(sd3.T5File))
+		}
+		cfg.MaxBatch = memoryBatch(b.mmdit.cfg, cmp.Or(cfg.MaxSize, cfg.Width, cfg.Height), cfg.Slots, freeBytes(gpu, files))
+		b.cfg.MaxBatch = cfg.MaxBatch
+	}
+	b.steps = newStepBatcher(b.mmdit, cfg.MaxBatch)
 	b.info = genq.BackendInfo{Device: device, Model: name, Slots: cfg.Slots,
 		Limits: genq.Limits{ImageMaxSize: cfg.MaxSize, ImageMaxSteps: cfg.MaxSteps}}
 	if b.negative, err = b.encodePrompt(""); err != nil {
@@ -141,7 +149,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	ok = true
 	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
-		"t5", !cfg.NoT5, "threads", cfg.Threads, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }

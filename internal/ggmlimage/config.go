@@ -24,7 +24,8 @@ type Config struct {
 	Threads int
 	// MaxBatch is the most batch items one transformer call takes; each
 	// image's step brings two (negative prompt and prompt). Concurrent
-	// jobs share calls up to it. 0: two per slot.
+	// jobs share calls up to it. 0: sized from the memory the device has
+	// left beside the weights, for images of MaxSize, up to two per slot.
 	MaxBatch int
 	// NoT5 leaves T5 unloaded and gives the transformer zeros in its place,
 	// as SD3 allows (IMAGE_T5=off): T5-XXL is most of SD3-medium's weights.

@@ -89,6 +89,7 @@ type loadOptions struct {
 type gpuDevice struct {
 	id   ml.DeviceID
 	name string
+	free uint64 // bytes free when probed, before any weight was loaded
 }
 
 // findGPU asks ggml for a CUDA device, loading nothing of the file at path
@@ -113,7 +114,7 @@ func findGPU(path, want string) (gpu *gpuDevice, err error) {
 	}
 	for _, d := range devices {
 		if strings.EqualFold(d.Library, "CUDA") {
-			return &gpuDevice{id: d.DeviceID, name: cmp.Or(d.Description, d.Name)}, nil
+			return &gpuDevice{id: d.DeviceID, name: cmp.Or(d.Description, d.Name), free: d.FreeMemory}, nil
 		}
 	}
 	if want == DeviceCUDA {
