@@ -97,9 +97,6 @@ func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
 // are worked out here, on the caller's goroutine, so that no step of the
 // decoding loop pays for a node's first use.
 func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) error {
-	if req.promptOnly {
-		return nil
-	}
 	c, err := b.constraints.cache.ForJob(job)
 	if err != nil {
 		if genq.ErrorCode(err) != genq.Invalid {
@@ -107,7 +104,7 @@ func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) err
 		}
 		return err
 	}
-	if c.Grammar == nil {
+	if c.Grammar == nil || req.promptOnly { // a scored prompt has no answer to hold
 		return nil
 	}
 	mv := b.constraints.vocabulary()
