@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -127,6 +128,10 @@ func (c *seqConstraint) start(req *request) {
 	// may hold no allowed token.
 	req.narrowK = 0
 }
+
+// errConstrainedRowNarrowed fails a masked sequence whose row reached the
+// host narrowed: a bug, never an unmasked token.
+var errConstrainedRowNarrowed = errors.New("a constrained row was narrowed on the device")
 
 // bindState is where a sequence stands with its grammar.
 type bindState int
