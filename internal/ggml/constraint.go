@@ -2,6 +2,7 @@ package ggml
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -94,9 +95,6 @@ func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
 // are worked out here, on the caller's goroutine, so that no step of the
 // decoding loop pays for a node's first use.
 func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) error {
-	if req.promptOnly {
-		return nil
-	}
 	c, err := b.constraints.cache.ForJob(job)
 	if err != nil {
 		if genq.ErrorCode(err) != genq.Invalid {
@@ -104,7 +102,7 @@ func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) err
 		}
 		return err
 	}
-	if c.Grammar == nil {
+	if c.Grammar == nil || req.promptOnly { // a scored prompt has no answer to hold
 		return nil
 	}
 	mv := b.constraints.vocabulary()
@@ -127,6 +125,10 @@ func (c *seqConstraint) start(req *request) {
 	// may hold no allowed token.
 	req.narrowK = 0
 }
+
+// errConstrainedRowNarrowed fails a masked sequence whose row reached the
+// host narrowed: a bug, never an unmasked token.
+var errConstrainedRowNarrowed = errors.New("a constrained row was narrowed on the device")
 
 // bindState is where a sequence stands with its grammar.
 type bindState int

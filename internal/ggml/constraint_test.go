@@ -505,3 +505,22 @@ func TestFewAllowedDrawsAsTheMaskedRow(t *testing.T) {
 		})
 	}
 }
+
+// TestAmbiguousGrammarEndsTheAnswer: a schema whose branches read the
+// answer in too many ways at once (the matcher's Err) ends that answer
+// with an invalid error, and the backend goes on serving.
+func TestAmbiguousGrammarEndsTheAnswer(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{ContextSize: 2048, MaxNewTokens: 100})
+	job := chatJob("ambiguous", 1)
+	job.LogitBias = map[int32]float64{'[': 100} // deeper at every token
+	job.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONSchema, JSONSchema: &genq.JSONSchema{Name: "a",
+		Schema: json.RawMessage(`{"$ref":"#/$defs/a","$defs":{"a":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/a"}},` +
+			`{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":5}]}}}`)}}
+	_, err := b.Generate(context.Background(), job, nil)
+	if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "too ambiguous") {
+		t.Fatalf("err = %v; want invalid, too ambiguous", err)
+	}
+	if _, err := b.Generate(context.Background(), chatJob("next", 1), nil); err != nil {
+		t.Fatalf("the next job: %v", err)
+	}
+}

@@ -375,6 +375,11 @@ func (s *scheduler) sample(st *step, draws []draw) {
 				row = st.whole[r*vocab : (r+1)*vocab]
 			}
 		}
+		if row == nil && d.seq.req.constraint.masks() {
+			// Never drawn unmasked: the row of a masked request crosses whole.
+			d.err = errConstrainedRowNarrowed
+			return
+		}
 		if row == nil {
 			n := st.narrowed
 			lo, hi := d.row*n.k, (d.row+1)*n.k
