@@ -13,7 +13,7 @@ func (g *streamGraph) matmulChunk(grp attentionGroup) bool {
 // [headDim, heads, tokens] in, [headDim·heads, tokens] out. ggml's CPU
 // flash kernel walks the cells once per query row; a chunk of hundreds of
 // rows is a matrix product, which the CPU's GEMM does several times faster
-// (docs/benchmarks.md, "Prefill"). The values, stored head-major for the
+// (docs/text.md, "The forward graph"). The values, stored head-major for the
 // flash kernel, are transposed for the product: a copy of the chunk's
 // attended cells, small beside the chunk's own weights.
 func (g *streamGraph) matmulChunkAttention(ctx ml.Context, query, keys, values, mask ml.Tensor, grp attentionGroup, scale float64) ml.Tensor {
