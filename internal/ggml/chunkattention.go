@@ -12,7 +12,7 @@ func (g *streamGraph) matmulChunk(grp attentionGroup) bool {
 // products over its stream, where the flash kernel serves decoding: query
 // [headDim, heads, tokens] in, [headDim·heads, tokens] out. ggml's CPU
 // flash kernel walks the cells once per query row; a chunk of hundreds of
-// rows is a matrix product, which the CPU's GEMM does several times faster
+// rows is a matrix product, which the CPU's GEMM does faster
 // (docs/text.md, "The forward graph"). The values, stored head-major for the
 // flash kernel, are transposed for the product: a copy of the chunk's
 // attended cells, small beside the chunk's own weights.
