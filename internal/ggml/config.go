@@ -81,6 +81,10 @@ type Config struct {
 	pipeline  bool // Pipeline, resolved by Open
 	// noSharedPrefix prefills every prompt whole: tests compare against it.
 	noSharedPrefix bool
+	// flashChunks has prompt chunks attend with the flash kernel on a CPU
+	// too, as decoding does there (matmulChunkAttention): tests and
+	// benchmarks compare the two.
+	flashChunks bool
 	// flashAttention forces ggml's flash kernel on the CPU, where Open
 	// otherwise takes it for real models only: tests cover both kernels.
 	flashAttention bool

@@ -96,6 +96,7 @@ func newGraph(m model.Model, cfg Config, device genq.Device) (g stepGraph, err e
 	arch := m.Backend().Config().Architecture()
 	if cfg.Graph != "engine" {
 		if sg, ok := newStreamGraph(m, cfg.Slots+1, cfg.ContextSize, padding); ok {
+			sg.matmulChunks = !device.IsCUDA() && !sg.permutedV && !cfg.flashChunks
 			return sg, nil
 		}
 		if cfg.Graph == "streams" {

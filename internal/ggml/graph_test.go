@@ -31,7 +31,8 @@ type graphStep struct {
 // prompt chunks beside single tokens, sequences out of slot order, slots
 // with no token in the step, and a slot that starts from the shared prefix.
 // Both kernels are covered: the plain one (with query heads folded onto
-// their key head) and flash attention.
+// their key head) and flash attention, its prompt chunks attending with
+// matrix products (a CPU's choice) or with the flash kernel too.
 func TestStreamGraphMatchesEngine(t *testing.T) {
 	steps := []graphStep{
 		{seqs: []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 1}, positions: []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 0}},
@@ -44,9 +45,10 @@ func TestStreamGraphMatchesEngine(t *testing.T) {
 		{seqs: []int{2, 2, 1}, positions: []int32{afterPrefix, afterPrefix + 1, afterPrefix + 5}},
 	}
 	for _, v := range []genq.Variant{genq.VariantA, genq.VariantB} {
-		for _, flash := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/flash=%v", v, flash), func(t *testing.T) {
-				streams := openTiny(t, v, Config{Slots: 3, Graph: "streams", flashAttention: flash})
+		for _, k := range []struct{ flash, flashChunks bool }{{false, false}, {true, false}, {true, true}} {
+			flash := k.flash
+			t.Run(fmt.Sprintf("%s/flash=%v/flash-chunks=%v", v, flash, k.flashChunks), func(t *testing.T) {
+				streams := openTiny(t, v, Config{Slots: 3, Graph: "streams", flashAttention: flash, flashChunks: k.flashChunks})
 				engine := openTiny(t, v, Config{Slots: 3, Graph: "engine", flashAttention: flash})
 				if _, ok := streams.graph.(*streamGraph); !ok {
 					t.Fatalf("Graph streams got %T", streams.graph)
@@ -248,11 +250,11 @@ func TestStreamLayout(t *testing.T) {
 
 // TestGPUShapedConfigAnswersAlike runs the stream graph as a GPU runs it,
 // on the CPU: flash attention (values not permuted, an F16 mask, the
-// backend's attention for every group), steps pipelined, rows narrowed in
+// backend's attention for every group, prompt chunks included), steps pipelined, rows narrowed in
 // the graph. Pipelining and narrowing change no sums, so the greedy answers
 // must equal those of plain sequential steps with the same kernel.
 func TestGPUShapedConfigAnswersAlike(t *testing.T) {
-	base := Config{MaxNewTokens: 24, Slots: 4, BatchSize: 9, flashAttention: true}
+	base := Config{MaxNewTokens: 24, Slots: 4, BatchSize: 9, flashAttention: true, flashChunks: true}
 	sequential := base
 	sequential.Pipeline, sequential.Narrow = "off", "host"
 	gpuShaped := base

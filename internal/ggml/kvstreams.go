@@ -44,6 +44,10 @@ type streamGraph struct {
 	// fold is how many query heads share a key head (grouped-query
 	// attention), when the plain kernel attends: plainDecodeAttention.
 	fold int
+	// matmulChunks has prompt chunks attend with two matrix products
+	// (matmulChunkAttention) while the flash kernel serves the decoding
+	// group: on a CPU, ggml's flash kernel takes one query row at a time.
+	matmulChunks bool
 
 	cacheCtxs    []ml.Context
 	keys, values []ml.Tensor // per layer: keys [headDim, kvHeads, cells], values [cells, headDim, kvHeads] when permutedV
@@ -323,7 +327,7 @@ func (g *streamGraph) forward(ctx ml.Context, batch input.Batch, reserve bool) (
 	gathers := make([]ml.Tensor, len(l.groups))
 	for i, grp := range l.groups {
 		masks[i] = ctx.Input().FromFloats(grp.mask, grp.cells, grp.maskRows, 1, grp.streams)
-		if g.maskType != ml.DTypeF32 {
+		if g.maskType != ml.DTypeF32 && !g.matmulChunk(grp) {
 			masks[i] = masks[i].Cast(ctx, g.maskType)
 		}
 		if grp.single && !l.inOrder {
@@ -403,6 +407,10 @@ func (g *streamGraph) attention(ctx ml.Context, layer int, x, positions, cells m
 			query = query.Reshape(ctx, s.headDim, s.heads, 1, grp.streams)
 		} else {
 			query = q.View(ctx, grp.first*q.Stride(2), s.headDim, q.Stride(1), s.heads, q.Stride(2), grp.tokens)
+			if g.matmulChunk(grp) {
+				out = appendRows(ctx, out, g.matmulChunkAttention(ctx, query, keys, values, masks[i], grp, scale))
+				continue
+			}
 		}
 		key, value := g.streamViews(ctx, keys, values, grp)
 		att := query.(ml.ScaledDotProductAttention).ScaledDotProductAttention(ctx, key, value, masks[i], nil, nil, scale, true)

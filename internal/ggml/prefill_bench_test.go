@@ -16,7 +16,9 @@ import (
 // time to first token is the prefill's. Prompts differ from each other
 // from their first token, so no cache is of use, whatever the setting.
 // GENQ_BENCH_BATCHES picks the step budgets (TEXT_BATCH_SIZE; default
-// 256,512,2048), GENQ_BENCH_PROMPT the prompt's tokens (default 1500).
+// 256,512,2048), GENQ_BENCH_PROMPT the prompt's tokens (default 1500),
+// GENQ_BENCH_CHUNKS how chunks attend where decoding uses the flash kernel
+// (matmul, the default, or flash).
 //
 //	GENQ_BENCH_SIZES=mid GENQ_BENCH_THREADS=2 go test ./internal/ggml -run '^$' -bench Prefill -benchtime 5x
 func BenchmarkPrefill(b *testing.B) {
@@ -42,6 +44,7 @@ func BenchmarkPrefill(b *testing.B) {
 				be, err := Open(context.Background(), Config{
 					ModelFile: path, Slots: 8, ContextSize: 2048, MaxNewTokens: 1, BatchSize: batch,
 					Threads: benchThreads(), IgnoreEOS: true, Graph: os.Getenv("GENQ_BENCH_GRAPH"),
+					flashChunks: os.Getenv("GENQ_BENCH_CHUNKS") == "flash",
 				}, nil)
 				if err != nil {
 					b.Fatal(err)

@@ -161,7 +161,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 	}
 
 	// Unique prompts: nothing to reuse beyond the shared system prefix.
-	for round := range 3 {
+	for round := range 5 {
 		for _, t := range targets[:2] {
 			rate, hits, err := uniquePrompts(ctx, t, uint64(100+round))
 			if err != nil {
