@@ -22,9 +22,10 @@ import (
 )
 
 // The multi-turn workload (issue 23): conversations at once, turns each,
-// about newTokens of user text a turn (the mid model's vocabulary is
-// nearly byte-level: a character is about a token) and answers of
-// answerTokens, every turn sending the whole history.
+// about newTokens of user text a turn and answers of answerTokens, every
+// turn sending the whole history. Texts are made of words, their length in
+// characters scaled by the model's characters per token, which the step
+// measures first (charsPerToken).
 const (
 	mtConversations = 4
 	mtTurns         = 8
@@ -87,7 +88,8 @@ type multiTurnResult struct {
 	uniqueHits    int                  // tokens reused beyond the shared prefix in the unique runs, cache on
 	prefill       map[string][]time.Duration
 	prefillTokens int
-	peer          string // how the peer was found, or why it was skipped
+	charsPerToken float64 // of the words' text, on the model's tokenizer
+	peer          string  // how the peer was found, or why it was skipped
 	model         string
 }
 
@@ -148,10 +150,17 @@ func (b *bench) multiTurn(ctx context.Context) error {
 		targets = append(targets, t)
 	}
 
+	cpt, err := charsPerToken(ctx, targets[1])
+	if err != nil {
+		return err
+	}
+	r.charsPerToken = cpt
+	chars := func(tokens int) int { return int(float64(tokens)*cpt + 0.5) }
+
 	// One round: the cache-off run alone takes minutes on two cores.
 	for round := range 1 {
 		for _, t := range targets {
-			run, err := runConversations(ctx, t, uint64(round))
+			run, err := runConversations(ctx, t, uint64(round), chars(mtNewTokens))
 			if err != nil {
 				return err
 			}
@@ -163,7 +172,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 	// Unique prompts: nothing to reuse beyond the shared system prefix.
 	for round := range 5 {
 		for _, t := range targets[:2] {
-			rate, hits, err := uniquePrompts(ctx, t, uint64(100+round))
+			rate, hits, err := uniquePrompts(ctx, t, uint64(100+round), chars(mtNewTokens))
 			if err != nil {
 				return err
 			}
@@ -183,7 +192,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 	}
 	for i := range 4 {
 		rng := rand.New(rand.NewPCG(uint64(1000+i), 1))
-		text := userText(rng, mtPrefillTokens)
+		text := userText(rng, chars(mtPrefillTokens))
 		for _, t := range prefillOn {
 			res, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, 1)
 			if err != nil {
@@ -281,8 +290,28 @@ func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) 
 	return chatTarget{name: "llama-server", url: url, client: newChatClient()}, stop, nil
 }
 
+// charsPerToken measures the characters of words' text a token of t's
+// model holds: the prompt counts of a long text and of one character, the
+// chat template's tokens taken out.
+func charsPerToken(ctx context.Context, t chatTarget) (float64, error) {
+	text := userText(rand.New(rand.NewPCG(999, 1)), 4000)
+	long, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, 1)
+	if err != nil {
+		return 0, err
+	}
+	short, err := chat(ctx, t, []map[string]string{{"role": "user", "content": "x"}}, 1)
+	if err != nil {
+		return 0, err
+	}
+	tokens := long.promptTokens - short.promptTokens + 1
+	if tokens <= 0 {
+		return 0, fmt.Errorf("%s: a text of %d characters counts %d prompt tokens, one character %d", t.name, len(text), long.promptTokens, short.promptTokens)
+	}
+	return float64(len(text)) / float64(tokens), nil
+}
+
 // runConversations runs the multi-turn workload on t.
-func runConversations(ctx context.Context, t chatTarget, seed uint64) (mtRun, error) {
+func runConversations(ctx context.Context, t chatTarget, seed uint64, newChars int) (mtRun, error) {
 	run := mtRun{target: t.name}
 	var mu sync.Mutex
 	errs := make(chan error, mtConversations)
@@ -292,7 +321,7 @@ func runConversations(ctx context.Context, t chatTarget, seed uint64) (mtRun, er
 			rng := rand.New(rand.NewPCG(seed, uint64(c)))
 			var history []map[string]string
 			for turn := range mtTurns {
-				history = append(history, map[string]string{"role": "user", "content": userText(rng, mtNewTokens)})
+				history = append(history, map[string]string{"role": "user", "content": userText(rng, newChars)})
 				res, err := chat(ctx, t, history, mtAnswerTokens)
 				if err != nil {
 					errs <- fmt.Errorf("%s, conversation %d, turn %d: %w", t.name, c, turn+1, err)
@@ -319,12 +348,12 @@ func runConversations(ctx context.Context, t chatTarget, seed uint64) (mtRun, er
 // one-message chat of the same size as a turn, four at a time, and
 // returns the answers' tokens per second and the tokens reused beyond the
 // shared prefix (the least cached count seen is that prefix).
-func uniquePrompts(ctx context.Context, t chatTarget, seed uint64) (float64, int, error) {
+func uniquePrompts(ctx context.Context, t chatTarget, seed uint64, newChars int) (float64, int, error) {
 	const n = mtConversations * mtTurns
 	rng := rand.New(rand.NewPCG(seed, 7))
 	texts := make([]string, n)
 	for i := range texts {
-		texts[i] = userText(rng, mtNewTokens)
+		texts[i] = userText(rng, newChars)
 	}
 	results := make([]turnResult, n)
 	errs := make(chan error, n)
@@ -440,13 +469,13 @@ func (b *bench) multiTurnMarkdown() string {
 	fmt.Fprintf(&s, "## Multi-turn chat and the prefix cache (measured by `make bench`)\n\n"+
 		"Commit `%s`, %s, %d cores of %s, shared with other work (load average at the end: %s). "+
 		"The mid model (BF16, `genqctl models tiny --variant B --size mid`), one file for every server. "+
-		"%d conversations at once, %d turns each; a turn adds about %d tokens of user text and asks for exactly %d answer tokens "+
+		"%d conversations at once, %d turns each; a turn adds about %d tokens of user text (words, %.2f characters a token on this model, measured at the start) and asks for exactly %d answer tokens "+
 		"(`ignore_eos`, greedy), streamed through `/v1/chat/completions`, the whole history sent every turn. "+
 		"genq: api, NATS and one worker, `SLOTS=%d`, `TEXT_THREADS=%d`, `TEXT_CONTEXT_SIZE=2048`, `TEXT_PREFIX_CACHE` on or off. "+
 		"llama-server: `-np %d -t %d -tb %d -c %d`, its prompt cache at its default (on). "+
 		"Peer: %s. Time to first token (TTFT) is to the first chunk with text; medians over the conversations, then over the rounds.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), loadAverage(),
-		mtConversations, mtTurns, mtNewTokens, mtAnswerTokens, mtSlots, b.mtThreads, mtSlots, b.mtThreads, b.mtThreads, mtSlots*2048, r.peer)
+		mtConversations, mtTurns, mtNewTokens, r.charsPerToken, mtAnswerTokens, mtSlots, b.mtThreads, mtSlots, b.mtThreads, b.mtThreads, mtSlots*2048, r.peer)
 	s.WriteString("| server | rounds | wall time, all turns | TTFT turn 1 | TTFT turn 8 | prompt tokens turn 8 | cached tokens turn 8 |\n|---|---|---|---|---|---|---|\n")
 	byTarget := map[string][]mtRun{}
 	var order []string
