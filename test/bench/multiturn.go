@@ -294,7 +294,7 @@ func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) 
 // model holds: the prompt counts of a long text and of one character, the
 // chat template's tokens taken out.
 func charsPerToken(ctx context.Context, t chatTarget) (float64, error) {
-	text := userText(rand.New(rand.NewPCG(999, 1)), 4000)
+	text := userText(rand.New(rand.NewPCG(999, 1)), 1500)
 	long, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, 1)
 	if err != nil {
 		return 0, err
