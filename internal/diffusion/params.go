@@ -1,7 +1,11 @@
 package diffusion
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -56,4 +60,45 @@ func Resolve(job genq.Job, s Settings) (Params, error) {
 		p.Seed = rand.Int64N(1<<62) + 1
 	}
 	return p, nil
+}
+
+// ModelIndex is a diffusers model directory's model_index.json: the
+// pipeline's class and the model's name.
+type ModelIndex struct {
+	Class string `json:"_class_name"`
+	Name  string `json:"_name_or_path"`
+}
+
+// ReadModelIndex reads dir's model_index.json; want says, when it is
+// missing, what layout the engine expects. The name falls back to the
+// directory's.
+func ReadModelIndex(dir, want string) (ModelIndex, error) {
+	var index ModelIndex
+	raw, err := os.ReadFile(filepath.Join(dir, "model_index.json"))
+	if err != nil {
+		return index, fmt.Errorf("model dir %s: %w (want %s)", dir, err, want)
+	}
+	if err := json.Unmarshal(raw, &index); err != nil {
+		return index, fmt.Errorf("model dir %s: model_index.json: %w", dir, err)
+	}
+	if index.Name == "" {
+		index.Name = filepath.Base(filepath.Clean(dir))
+	}
+	return index, nil
+}
+
+// CheckSettings checks the image settings every engine shares: the VAE
+// works in 8×8 pixel blocks and SD3's transformer in 2×2 latent patches,
+// so sizes are multiples of 16.
+func CheckSettings(width, height, steps, threads int) error {
+	if width < 16 || height < 16 || width%16 != 0 || height%16 != 0 {
+		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", width, height)
+	}
+	if steps < 1 {
+		return fmt.Errorf("image steps %d: want at least 1", steps)
+	}
+	if threads < 0 {
+		return fmt.Errorf("image threads %d: want 0 or more", threads)
+	}
+	return nil
 }

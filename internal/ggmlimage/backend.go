@@ -3,7 +3,6 @@ package ggmlimage
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/onnx/scheduler"
 	"github.com/genq/genq/internal/onnx/tokenizer"
@@ -173,16 +173,9 @@ func defaultThreads(transformer string) int {
 // model's name.
 func (b *Backend) readConfigs() (string, error) {
 	dir := b.cfg.ModelDir
-	var index struct {
-		Class string `json:"_class_name"`
-		Name  string `json:"_name_or_path"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "model_index.json"))
+	index, err := diffusion.ReadModelIndex(dir, "the diffusers layout with ggml/*.gguf beside it: genqctl download --variant C --engine ggml")
 	if err != nil {
-		return "", fmt.Errorf("model dir %s: %w (want the diffusers layout with ggml/*.gguf beside it: genqctl download --variant C --engine ggml)", dir, err)
-	}
-	if err := json.Unmarshal(raw, &index); err != nil {
-		return "", fmt.Errorf("model dir %s: model_index.json: %w", dir, err)
+		return "", err
 	}
 	if index.Class != "StableDiffusion3Pipeline" {
 		return "", fmt.Errorf("model dir %s: pipeline %q: the ggml engine runs StableDiffusion3Pipeline", dir, index.Class)
@@ -200,9 +193,6 @@ func (b *Backend) readConfigs() (string, error) {
 		if b.t5tok, err = tokenizer.LoadT5(filepath.Join(dir, "tokenizer_3")); err != nil {
 			return "", fmt.Errorf("model dir %s: tokenizer_3: %w", dir, err)
 		}
-	}
-	if index.Name == "" {
-		return filepath.Base(filepath.Clean(dir)), nil
 	}
 	return index.Name, nil
 }

@@ -1,6 +1,10 @@
 package ggmlimage
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/genq/genq/internal/diffusion"
+)
 
 // Device choices for Config.Device.
 const (
@@ -36,14 +40,8 @@ func (c Config) validate() error {
 	if c.ModelDir == "" {
 		return fmt.Errorf("no model directory given")
 	}
-	if c.Width < 16 || c.Height < 16 || c.Width%16 != 0 || c.Height%16 != 0 {
-		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", c.Width, c.Height)
-	}
-	if c.Steps < 1 {
-		return fmt.Errorf("image steps %d: want at least 1", c.Steps)
-	}
-	if c.Threads < 0 {
-		return fmt.Errorf("image threads %d: want 0 or more", c.Threads)
+	if err := diffusion.CheckSettings(c.Width, c.Height, c.Steps, c.Threads); err != nil {
+		return err
 	}
 	switch c.Device {
 	case DeviceAuto, DeviceCPU, DeviceCUDA:

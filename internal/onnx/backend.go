@@ -12,6 +12,7 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/onnx/scheduler"
 	"github.com/genq/genq/internal/onnx/tokenizer"
@@ -154,16 +155,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 // the model's name.
 func (b *Backend) readConfigs() (string, error) {
 	dir := b.cfg.ModelDir
-	var index struct {
-		Class string `json:"_class_name"`
-		Name  string `json:"_name_or_path"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "model_index.json"))
+	index, err := diffusion.ReadModelIndex(dir, "a diffusers-layout ONNX export, as optimum-cli export onnx writes")
 	if err != nil {
-		return "", fmt.Errorf("model dir %s: %w (want a diffusers-layout ONNX export, as optimum-cli export onnx writes)", dir, err)
-	}
-	if err := json.Unmarshal(raw, &index); err != nil {
-		return "", fmt.Errorf("model dir %s: model_index.json: %w", dir, err)
+		return "", err
 	}
 	var ok bool
 	if b.kind, ok = kindOf(index.Class); !ok {
@@ -209,11 +203,7 @@ func (b *Backend) readConfigs() (string, error) {
 			return "", fmt.Errorf("model dir %s: %s: %w", dir, tokDir, err)
 		}
 	}
-	name := index.Name
-	if name == "" {
-		name = filepath.Base(filepath.Clean(dir))
-	}
-	return name, nil
+	return index.Name, nil
 }
 
 // Info says which device and model the backend runs.

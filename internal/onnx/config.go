@@ -7,6 +7,7 @@ package onnx
 import (
 	"fmt"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/envflag"
 )
 
@@ -102,16 +103,8 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	// The VAE works in 8×8 pixel blocks and SD3's transformer in 2×2 latent
-	// patches.
-	if c.Width < 16 || c.Height < 16 || c.Width%16 != 0 || c.Height%16 != 0 {
-		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", c.Width, c.Height)
-	}
-	if c.Steps < 1 {
-		return fmt.Errorf("image steps %d: want at least 1", c.Steps)
-	}
-	if c.Threads < 0 {
-		return fmt.Errorf("image threads %d: want 0 or more", c.Threads)
+	if err := diffusion.CheckSettings(c.Width, c.Height, c.Steps, c.Threads); err != nil {
+		return err
 	}
 	switch c.Device {
 	case DeviceAuto, DeviceCPU, DeviceCUDA:
