@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/diffusion/scheduler"
+	"github.com/genq/genq/internal/diffusion/tokenizer"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/onnx/scheduler"
-	"github.com/genq/genq/internal/onnx/tokenizer"
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/internal/sd3"
 )

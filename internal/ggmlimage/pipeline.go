@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/diffusion/scheduler"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/onnx/scheduler"
 )
 
 // encodePrompt encodes one prompt as diffusers' StableDiffusion3Pipeline

@@ -13,9 +13,9 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/diffusion/scheduler"
+	"github.com/genq/genq/internal/diffusion/tokenizer"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/onnx/scheduler"
-	"github.com/genq/genq/internal/onnx/tokenizer"
 	"github.com/genq/genq/internal/procfs"
 )
 

@@ -9,8 +9,8 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/diffusion/scheduler"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/onnx/scheduler"
 )
 
 // embedding is one prompt encoded for the denoiser.

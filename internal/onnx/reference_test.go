@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/diffusion"
-	"github.com/genq/genq/internal/onnx/scheduler"
+	"github.com/genq/genq/internal/diffusion/scheduler"
 )
 
 // refFlowMatch transcribes diffusers' FlowMatchEulerDiscreteScheduler in

@@ -1,5 +1,5 @@
 // golden.mjs writes the reference token ids that genq's tokenizers are
-// tested against (internal/onnx/tokenizer/ref_test.go), so that `make test`
+// tested against (internal/diffusion/tokenizer/ref_test.go), so that `make test`
 // needs no Node.
 //
 //   cd scripts/tokref && npm ci && node golden.mjs
@@ -29,7 +29,7 @@ const require = createRequire(import.meta.url);
 const rust = require("@anush008/tokenizers");
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = join(here, "..", "..", "internal", "onnx", "tokenizer", "testdata", "ref");
+const out = join(here, "..", "..", "internal", "diffusion", "tokenizer", "testdata", "ref");
 
 // ---- deterministic random numbers (mulberry32) ----
 function rng(seed) {

@@ -14,9 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/genq/genq/internal/diffusion/tokenizer"
 	"github.com/genq/genq/internal/onnx/half"
 	"github.com/genq/genq/internal/onnx/onnxproto"
-	"github.com/genq/genq/internal/onnx/tokenizer"
 	"github.com/genq/genq/internal/sd3"
 )
 

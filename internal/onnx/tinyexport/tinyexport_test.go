@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/genq/genq/internal/onnx/tokenizer"
+	"github.com/genq/genq/internal/diffusion/tokenizer"
 	"github.com/genq/genq/internal/sd3"
 )
 
