@@ -8,7 +8,8 @@ import (
 )
 
 // WriteMediumGGML writes a model in SD3-medium's shapes for the ggml engine
-// alone, with random weights (15.6 GB in fp16, drawn a tensor at a time):
+// alone, with random weights (drawn a tensor at a time; its size is in
+// docs/image.md, "What fits where"):
 // the GGUF files of every part, and the tiny export's tokenizers, scheduler
 // and configs beside them. Its ONNX graphs are the tiny stand-ins, which
 // the ONNX engine cannot run with it. GPU benchmarks use it.
