@@ -2,9 +2,6 @@ package ggmlimage
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/diffusion/scheduler"
@@ -54,26 +51,12 @@ func toInt32(ids []int64) []int32 {
 // Generate runs the pipeline for job.Text, with the job's image parameters
 // where it sets them, and returns a PNG.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
-	if err := genq.ValidateText(job.Text); err != nil {
-		return genq.Result{}, err
-	}
 	c := b.cfg
-	p, err := diffusion.Resolve(job, diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
-		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps})
-	if err != nil {
-		return genq.Result{}, err
-	}
-	start := time.Now()
-	png, err := b.generate(ctx, job.Text, p, progress)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			err = fmt.Errorf("%w (%w)", ctxErr, err)
-		}
-		return genq.Result{}, err
-	}
-	b.log.Debug("image generated", "engine", Engine, "job", job.ID, "seed", p.Seed, "size", fmt.Sprintf("%dx%d", p.Width, p.Height),
-		"steps", p.Steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
-	return genq.NewImageResult(png), nil
+	s := diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
+		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps}
+	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) ([]byte, error) {
+		return b.generate(ctx, text, p, progress)
+	})
 }
 
 func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {

@@ -2,9 +2,7 @@ package onnx
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -161,37 +159,15 @@ func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text str
 	return e, nil
 }
 
-// paramsOf resolves the job's image parameters against the configuration
-// and its limits.
-func (b *Backend) paramsOf(job genq.Job) (diffusion.Params, error) {
-	return diffusion.Resolve(job, diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
-		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps})
-}
-
 // Generate runs the pipeline for job.Text, with the job's image parameters
 // (size, steps, guidance, seed, negative prompt) where it sets them, and
 // returns a PNG.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
-	// The worker only runs validated jobs; benchmarks and tests call here
-	// directly, and an empty prompt is no image anyone asked for.
-	if err := genq.ValidateText(job.Text); err != nil {
-		return genq.Result{}, err
-	}
-	p, err := b.paramsOf(job)
-	if err != nil {
-		return genq.Result{}, err
-	}
-	start := time.Now()
-	png, err := b.generate(ctx, job.Text, p, progress)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			err = fmt.Errorf("%w (%w)", ctxErr, err)
-		}
-		return genq.Result{}, err
-	}
-	b.log.Debug("image generated", "job", job.ID, "seed", p.Seed, "size", fmt.Sprintf("%dx%d", p.Width, p.Height),
-		"steps", p.Steps, "bytes", len(png), "took", time.Since(start).Round(time.Millisecond))
-	return genq.NewImageResult(png), nil
+	s := diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
+		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps}
+	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) ([]byte, error) {
+		return b.generate(ctx, text, p, progress)
+	})
 }
 
 func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {
