@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/ml"
 
 	"github.com/genq/genq/internal/sd3"
@@ -25,14 +24,7 @@ func OpenCLIP(ctx context.Context, path string, threads int) (*CLIP, error) {
 }
 
 func openCLIP(ctx context.Context, path string, opts loadOptions) (*CLIP, error) {
-	var cfg sd3.CLIPConfig
-	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
-		var err error
-		if cfg, err = sd3.CLIPConfigOf(kv); err != nil {
-			return nil, err
-		}
-		return cfg.CLIPTensors(), nil
-	})
+	p, cfg, err := openPart(ctx, path, opts, sd3.CLIPConfigOf, sd3.CLIPConfig.CLIPTensors)
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}

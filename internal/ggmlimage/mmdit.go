@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/ml"
 
 	"github.com/genq/genq/internal/sd3"
@@ -24,14 +23,7 @@ func OpenTransformer(ctx context.Context, path string, threads int) (*Transforme
 }
 
 func openTransformer(ctx context.Context, path string, opts loadOptions) (*Transformer, error) {
-	var cfg sd3.MMDiTConfig
-	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
-		var err error
-		if cfg, err = sd3.MMDiTConfigOf(kv); err != nil {
-			return nil, err
-		}
-		return cfg.MMDiTTensors(), nil
-	})
+	p, cfg, err := openPart(ctx, path, opts, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors)
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
 	}

@@ -32,25 +32,27 @@ type part struct {
 	mu *sync.Mutex
 }
 
-// openPart checks the file at path against the tensors specsOf derives
-// from its metadata, then loads it. A missing or misshapen tensor fails
+// openPart reads a part's configuration from its file's metadata
+// (configOf), checks the file against the tensors that configuration has,
+// then loads it. A missing or misshapen tensor fails
 // before anything is allocated, naming the tensor in one line.
-func openPart(ctx context.Context, path string, opts loadOptions, specsOf func(fsggml.KV) ([]sd3.Spec, error)) (p *part, kv fsggml.KV, err error) {
+func openPart[C any](ctx context.Context, path string, opts loadOptions,
+	configOf func(fsggml.KV) (C, error), tensors func(C) []sd3.Spec) (p *part, cfg C, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, cfg, err
 	}
 	meta, err := fsggml.Decode(f, -1)
 	f.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: not a GGUF file: %w", path, err)
+		return nil, cfg, fmt.Errorf("%s: not a GGUF file: %w", path, err)
 	}
-	specs, err := specsOf(meta.KV())
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	if cfg, err = configOf(meta.KV()); err != nil {
+		return nil, cfg, fmt.Errorf("%s: %w", path, err)
 	}
+	specs := tensors(cfg)
 	if err := sd3.CheckShapes(path, meta.Tensors(), specs); err != nil {
-		return nil, nil, err
+		return nil, cfg, err
 	}
 	defer recoverError(&err) // ggml panics when memory runs out
 	params := ml.BackendParams{AllocMemory: true, NumThreads: opts.threads}
@@ -65,17 +67,17 @@ func openPart(ctx context.Context, path string, opts loadOptions, specsOf func(f
 	}
 	b, err := ml.NewBackend(path, params)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := b.Load(ctx, nil); err != nil {
 		b.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	mu := opts.compute
 	if mu == nil {
 		mu = new(sync.Mutex)
 	}
-	return &part{path: path, backend: b, mu: mu}, meta.KV(), nil
+	return &part{path: path, backend: b, mu: mu}, cfg, nil
 }
 
 // loadOptions say where a part's weights go.

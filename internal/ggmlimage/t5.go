@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/ml"
 
 	"github.com/genq/genq/internal/sd3"
@@ -22,14 +21,7 @@ func OpenT5(ctx context.Context, path string, threads int) (*T5, error) {
 }
 
 func openT5(ctx context.Context, path string, opts loadOptions) (*T5, error) {
-	var cfg sd3.T5Config
-	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
-		var err error
-		if cfg, err = sd3.T5ConfigOf(kv); err != nil {
-			return nil, err
-		}
-		return cfg.T5Tensors(), nil
-	})
+	p, cfg, err := openPart(ctx, path, opts, sd3.T5ConfigOf, sd3.T5Config.T5Tensors)
 	if err != nil {
 		return nil, fmt.Errorf("t5: %w", err)
 	}

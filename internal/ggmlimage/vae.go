@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/ml"
 
 	"github.com/genq/genq/internal/sd3"
@@ -24,14 +23,7 @@ func OpenVAEDecoder(ctx context.Context, path string, threads int) (*VAEDecoder,
 }
 
 func openVAEDecoder(ctx context.Context, path string, opts loadOptions) (*VAEDecoder, error) {
-	var cfg sd3.VAEConfig
-	p, _, err := openPart(ctx, path, opts, func(kv fsggml.KV) ([]sd3.Spec, error) {
-		var err error
-		if cfg, err = sd3.VAEConfigOf(kv); err != nil {
-			return nil, err
-		}
-		return cfg.VAEDecoderTensors(), nil
-	})
+	p, cfg, err := openPart(ctx, path, opts, sd3.VAEConfigOf, sd3.VAEConfig.VAEDecoderTensors)
 	if err != nil {
 		return nil, fmt.Errorf("vae decoder: %w", err)
 	}
