@@ -80,3 +80,37 @@ func TestToolChoiceJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestToolsOfferedAndShown(t *testing.T) {
+	a := genq.Tool{Type: "function", Function: genq.ToolFunction{Name: "a"}}
+	b := genq.Tool{Type: "function", Function: genq.ToolFunction{Name: "b"}}
+	names := func(ts []genq.Tool) string {
+		var s []string
+		for _, t := range ts {
+			s = append(s, t.Function.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		name           string
+		choice         *genq.ToolChoice
+		mode           string
+		offered, shown string
+	}{
+		{"auto by default", nil, "auto", "a,b", "a,b"},
+		{"required", &genq.ToolChoice{Mode: "required"}, "required", "a,b", "a,b"},
+		{"named", &genq.ToolChoice{Function: "b"}, "required", "b", "b"},
+		{"none", &genq.ToolChoice{Mode: "none"}, "", "", "a,b"},
+	} {
+		j := genq.Job{Tools: []genq.Tool{a, b}, ToolChoice: tc.choice}
+		if got := j.ToolMode(); got != tc.mode {
+			t.Errorf("%s: mode %q, want %q", tc.name, got, tc.mode)
+		}
+		if got := names(j.OfferedTools()); got != tc.offered {
+			t.Errorf("%s: offered %q, want %q", tc.name, got, tc.offered)
+		}
+		if got := names(j.PromptTools()); got != tc.shown {
+			t.Errorf("%s: shown %q, want %q", tc.name, got, tc.shown)
+		}
+	}
+}

@@ -227,6 +227,16 @@ func (j Job) OfferedTools() []Tool {
 	return j.Tools
 }
 
+// PromptTools is the tools a prompt shows the model: those it may call,
+// and with tool_choice "none" all of them still, as vLLM shows them, so
+// that a conversation that called them reads as it did.
+func (j Job) PromptTools() []Tool {
+	if offered := j.OfferedTools(); len(offered) > 0 {
+		return offered
+	}
+	return j.Tools
+}
+
 // Parallel reports whether the answer may make more than one call:
 // parallel_tool_calls, true unless the job says otherwise, as OpenAI's.
 func (j Job) Parallel() bool { return j.ParallelToolCalls == nil || *j.ParallelToolCalls }

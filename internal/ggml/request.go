@@ -92,13 +92,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
-		// tool_choice "none" still shows the model its tools, as vLLM
-		// does: a conversation that called them reads as it did.
-		tools := job.OfferedTools()
-		if len(tools) == 0 {
-			tools = job.Tools
-		}
-		text, err := b.tmpl.RenderChat(b.cfg.SystemPrompt, job.Messages, tools)
+		text, err := b.tmpl.RenderChat(b.cfg.SystemPrompt, job.Messages, job.PromptTools())
 		if err != nil {
 			return nil, err
 		}
