@@ -33,6 +33,10 @@ const (
 	mtAnswerTokens  = 32
 	mtSlots         = 8
 	mtPrefillTokens = 1500
+	// mtPrefillPrompts is how many long prompts each server is timed on: a
+	// prefill takes seconds on this machine, and other work on it moves
+	// single figures by a fifth.
+	mtPrefillPrompts = 9
 )
 
 // chatTarget is a server with an OpenAI chat route: genq's api or
@@ -185,15 +189,20 @@ func (b *bench) multiTurn(ctx context.Context) error {
 	}
 
 	// One long prompt alone, a new one each time: prefill, then the first
-	// token. The first of each server warms it up.
+	// token. The first of each server warms it up; the servers take turns
+	// going first, so neither always runs right after the other.
 	prefillOn := []chatTarget{targets[0]}
 	if peer != "" {
 		prefillOn = append(prefillOn, targets[2])
 	}
-	for i := range 4 {
+	for i := range mtPrefillPrompts + 1 {
 		rng := rand.New(rand.NewPCG(uint64(1000+i), 1))
 		text := userText(rng, chars(mtPrefillTokens))
-		for _, t := range prefillOn {
+		order := slices.Clone(prefillOn)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, t := range order {
 			res, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, 1)
 			if err != nil {
 				return err
@@ -512,11 +521,15 @@ func (b *bench) multiTurnMarkdown() string {
 			r.uniqueHits, mtConversations*mtTurns, len(on), rOn, rOff, rates(on), rates(off), rOn/rOff)
 	}
 	if len(r.prefill) > 0 {
-		fmt.Fprintf(&s, "**Prefill**: one %d-token prompt alone, one answer token, after a warm-up (3 prompts, all different, each sent to every server in turn):", r.prefillTokens)
+		fmt.Fprintf(&s, "**Prefill**: one %d-token prompt alone, one answer token, %d prompts after a warm-up, all different, each sent to every server, the servers taking turns going first. Time to first token:\n\n", r.prefillTokens, mtPrefillPrompts)
+		s.WriteString("| server | median | fastest | every prompt |\n|---|---|---|---|\n")
 		for _, t := range sortedKeys(r.prefill) {
-			fmt.Fprintf(&s, " %s %s (median of %s);", t, ms(medianDuration(r.prefill[t])), durations(r.prefill[t]))
+			fmt.Fprintf(&s, "| %s | %s | %s | %s |\n", t, ms(medianDuration(r.prefill[t])), ms(slices.Min(r.prefill[t])), durations(r.prefill[t]))
 		}
-		s.WriteString("\n")
+		if on, peer := r.prefill["genq, cache on"], r.prefill["llama-server"]; len(on) > 0 && len(peer) > 0 {
+			fmt.Fprintf(&s, "\ngenq over llama-server: median **%.2f×**, fastest %.2f×.\n",
+				ratio(medianDuration(on), medianDuration(peer)), ratio(slices.Min(on), slices.Min(peer)))
+		}
 	}
 	return s.String()
 }
