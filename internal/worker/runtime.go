@@ -75,6 +75,11 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 	if cfg.StealAfter <= 0 {
 		cfg.StealAfter = natsqueue.DefaultStealAfter
 	}
+	if _, ok := backend.(genq.PrefixCacheReporter); cfg.RouteByPrefix && !ok {
+		// Nothing to gain from a conversation's turns coming back here.
+		log.Info("ROUTE_BY_PREFIX has no effect: this backend keeps no prefix cache")
+		cfg.RouteByPrefix = false
+	}
 	r := &Runtime{
 		cfg: cfg, conn: conn, backend: backend, info: backend.Info(),
 		log:     log,
