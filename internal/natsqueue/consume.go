@@ -115,7 +115,8 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 // A worker that takes routed jobs asks its own consumer before the
 // interactive one, and, with nothing in either, looks for a job another
 // worker did not start in time before it asks the batch consumer; it waits
-// on the interactive consumer ownCheckEvery at a time.
+// on the interactive consumer ownCheckEvery at a time, and asks the batch
+// consumer no more often than without routing.
 func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 	interactive, batch := &p.queues[0], &p.queues[1]
 	if d, err := p.interactiveNow(); d != nil || err != nil {
@@ -126,9 +127,14 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 	if p.own != nil {
 		slice = ownCheckEvery
 	}
+	var batchChecked time.Time
 	for {
-		if d, err := p.fetch(batch, 0); d != nil || err != nil {
-			return d, err
+		// At most every batchCheckEvery, however short the slice.
+		if time.Since(batchChecked) >= batchCheckEvery-slice/2 {
+			batchChecked = time.Now()
+			if d, err := p.fetch(batch, 0); d != nil || err != nil {
+				return d, err
+			}
 		}
 		left := time.Until(end)
 		if left <= 0 {
