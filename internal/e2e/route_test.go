@@ -36,7 +36,7 @@ func (s *stack) runRoutedWorker(id, modelPath string) *routedWorker {
 	w := &routedWorker{id: id, nc: nc, reg: prometheus.NewRegistry()}
 	rt := worker.New(worker.Config{WorkerID: id, Variant: s.variant, PollWait: 500 * time.Millisecond,
 		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: time.Second, RetryDelay: 100 * time.Millisecond,
-		RouteByPrefix: true, StealAfter: 300 * time.Millisecond},
+		RouteByPrefix: true, StealAfter: routeStealAfter},
 		conn, b, testLog(s.t).With("worker_id", id), w.reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -44,6 +44,11 @@ func (s *stack) runRoutedWorker(id, modelPath string) *routedWorker {
 	s.t.Cleanup(func() { cancel(); <-done; b.Close() })
 	return w
 }
+
+// routeStealAfter is far above a turn's wait on an idle worker, so that a
+// loaded machine cannot make the other worker steal a turn; a cut-off
+// worker's turns are stolen once its heartbeat expires, sooner.
+const routeStealAfter = 10 * time.Second
 
 // taken is how many jobs the worker pulled from the given consumer.
 func (w *routedWorker) taken(t *testing.T, from string) float64 {
@@ -136,8 +141,9 @@ func TestConversationFollowsItsWorker(t *testing.T) {
 	}
 
 	// The worker that holds the conversation is cut off, as by SIGKILL:
-	// the next turns go to its subject while its heartbeat lives, and are
-	// stolen, then to the other worker's own once it has expired.
+	// the next turn goes to its subject while its heartbeat lives, and is
+	// stolen once it has expired; the turns after it go to the other
+	// worker's own subject.
 	served.nc.Close()
 	for n := turns + 1; n <= turns+3; n++ {
 		messages = append(messages, genq.Message{Role: genq.RoleAssistant, Content: answer}, genq.Message{Role: genq.RoleUser, Content: fmt.Sprintf("And question %d?", n)})
