@@ -149,8 +149,8 @@ func TestConversationFollowsItsWorker(t *testing.T) {
 		messages = append(messages, genq.Message{Role: genq.RoleAssistant, Content: answer}, genq.Message{Role: genq.RoleUser, Content: fmt.Sprintf("And question %d?", n)})
 		answer, _ = turn(messages)
 	}
-	if got := other.takenAll(t); got != 3 {
-		t.Fatalf("%s took %v jobs after %s was cut off, want the 3 turns", other.id, got, served.id)
+	if got := other.takenAll(t); got != 3 || other.taken(t, "stolen") < 1 {
+		t.Fatalf("%s took %v jobs (%v stolen) after %s was cut off, want the 3 turns, the first stolen", other.id, got, other.taken(t, "stolen"), served.id)
 	}
 	if msgs := s.streamMsgs(); msgs != 0 {
 		t.Fatalf("%d jobs left in the stream", msgs)
