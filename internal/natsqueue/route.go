@@ -1,10 +1,13 @@
 package natsqueue
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,50 +38,64 @@ func NewRouter(workers liveWorkers) *Router {
 	return &Router{workers: workers, routed: map[string]int{}}
 }
 
+// loadFactor bounds a worker's share of this producer's routed jobs: at
+// most this times an even share, rounded up (consistent hashing with
+// bounded loads), so conversations that happen to hash to one worker do
+// not leave the others idle.
+const loadFactor = 1.25
+
 // route returns the subject job is to be published to, "" for its class's
 // shared subject, and a done to call once its answer came or the wait
-// ended. The worker is chosen by rendezvous hashing of the job's affinity
-// key over the live workers that take routed jobs, so every turn of a
-// conversation picks the same one, and a worker that comes or goes moves
-// only its own share of the keys. The choice ignores load, or a
-// conversation would move with it; a chosen worker that already has as many
-// of this producer's routed jobs as it has slots gets none, and the job
-// goes to the shared subject.
+// ended. The workers, the live ones that take routed jobs, are ranked by
+// rendezvous hashing of the job's affinity key, so every turn of a
+// conversation ranks them alike, and a worker that comes or goes moves
+// only its own share of the keys. The job goes to the first in rank that
+// has fewer of this producer's routed jobs than its slots and than its
+// bounded share (loadFactor); to the shared subject when none has.
 func (r *Router) route(job genq.Job) (subject string, done func()) {
 	key := job.AffinityKey()
 	if key == "" {
 		return "", func() {}
 	}
-	var best genq.Heartbeat
-	var bestScore uint64
-	found := false
+	type ranked struct {
+		hb    genq.Heartbeat
+		score uint64
+	}
+	var workers []ranked
 	for _, hb := range r.workers.Live() {
-		if !hb.Routed || hb.Variant != job.Variant {
-			continue
-		}
-		if s := rendezvousScore(key, hb.WorkerID); !found || s > bestScore {
-			best, bestScore, found = hb, s, true
+		if hb.Routed && hb.Variant == job.Variant {
+			workers = append(workers, ranked{hb, rendezvousScore(key, hb.WorkerID)})
 		}
 	}
-	if !found {
+	if len(workers) == 0 {
 		return "", func() {}
 	}
+	slices.SortFunc(workers, func(a, b ranked) int { return cmp.Compare(b.score, a.score) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.routed[best.WorkerID] >= max(best.Slots, 1) {
-		return "", func() {}
+	total := 1 // this job
+	for _, w := range workers {
+		total += r.routed[w.hb.WorkerID]
 	}
-	r.routed[best.WorkerID]++
-	var once sync.Once
-	return RoutedSubject(job.Variant, best.WorkerID), func() {
-		once.Do(func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if r.routed[best.WorkerID]--; r.routed[best.WorkerID] <= 0 {
-				delete(r.routed, best.WorkerID)
-			}
-		})
+	share := int(math.Ceil(loadFactor * float64(total) / float64(len(workers))))
+	for _, w := range workers {
+		id := w.hb.WorkerID
+		if n := r.routed[id]; n >= max(w.hb.Slots, 1) || n >= share {
+			continue
+		}
+		r.routed[id]++
+		var once sync.Once
+		return RoutedSubject(job.Variant, id), func() {
+			once.Do(func() {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.routed[id]--; r.routed[id] <= 0 {
+					delete(r.routed, id)
+				}
+			})
+		}
 	}
+	return "", func() {}
 }
 
 // rendezvousScore is worker's score for key: the highest score wins.

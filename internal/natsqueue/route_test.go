@@ -41,9 +41,10 @@ func chatJob(conversation int) genq.Job {
 }
 
 // TestRouterChoice: each key goes to one worker, the keys spread over the
-// workers, a worker that leaves moves only its own keys, and a worker full
-// of this producer's routed jobs, one that takes no routed jobs, and a job
-// with no key all go to the shared subject.
+// workers, a worker that leaves moves only its own keys, a worker past its
+// bounded share gives way to the next in rank, and a worker full of this
+// producer's routed jobs, one that takes no routed jobs, and a job with no
+// key all go to the shared subject.
 func TestRouterChoice(t *testing.T) {
 	hbs := &heartbeats{}
 	hbs.set(routedBeat("w1", 64), routedBeat("w2", 64), routedBeat("w3.host", 64), genq.Heartbeat{WorkerID: "old", Variant: genq.VariantB, Slots: 64})
@@ -52,8 +53,8 @@ func TestRouterChoice(t *testing.T) {
 	per := map[string]int{}
 	for i := range 300 {
 		s1, done1 := r.route(chatJob(i))
-		s2, done2 := r.route(chatJob(i))
 		done1()
+		s2, done2 := r.route(chatJob(i))
 		done2()
 		if s1 == "" || s1 != s2 {
 			t.Fatalf("conversation %d routed to %q then %q", i, s1, s2)
@@ -100,6 +101,18 @@ func TestRouterChoice(t *testing.T) {
 		t.Fatal("not routed once a routed job ended")
 	} else {
 		done()
+	}
+	dones[1]()
+	// Bounded loads: one conversation's jobs all at once, on two workers,
+	// spill to the second in rank past 1.25 times an even share.
+	hbs.set(routedBeat("w1", 64), routedBeat("w2", 64))
+	per = map[string]int{}
+	for range 8 {
+		s, _ := r.route(chatJob(7))
+		per[s]++
+	}
+	if len(per) != 2 || per[RoutedSubject(genq.VariantB, "w1")] > 5 || per[RoutedSubject(genq.VariantB, "w2")] > 5 {
+		t.Fatalf("8 jobs at once over 2 workers: %v, want at most 5 on each", per)
 	}
 	if s, _ := r.route(genq.Job{ID: "x", Variant: genq.VariantB}); s != "" {
 		t.Fatalf("a job with no key routed to %q", s)
