@@ -144,6 +144,9 @@ func TestConversationFollowsItsWorker(t *testing.T) {
 	// the next turn goes to its subject while its heartbeat lives, and is
 	// stolen once it has expired; the turns after it go to the other
 	// worker's own subject.
+	// Once its last turn is acked: a worker cut off between its reply and
+	// its ack runs that turn again elsewhere, as on the shared queue.
+	waitEmpty(t, s)
 	served.nc.Close()
 	for n := turns + 1; n <= turns+3; n++ {
 		messages = append(messages, genq.Message{Role: genq.RoleAssistant, Content: answer}, genq.Message{Role: genq.RoleUser, Content: fmt.Sprintf("And question %d?", n)})
@@ -152,7 +155,15 @@ func TestConversationFollowsItsWorker(t *testing.T) {
 	if got := other.takenAll(t); got != 3 || other.taken(t, "stolen") < 1 {
 		t.Fatalf("%s took %v jobs (%v stolen) after %s was cut off, want the 3 turns, the first stolen", other.id, got, other.taken(t, "stolen"), served.id)
 	}
-	if msgs := s.streamMsgs(); msgs != 0 {
-		t.Fatalf("%d jobs left in the stream", msgs)
+	waitEmpty(t, s)
+}
+
+// waitEmpty waits until every queued job is acked.
+func waitEmpty(t *testing.T, s *stack) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); s.streamMsgs() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d jobs left in the stream", s.streamMsgs())
+		}
 	}
 }
