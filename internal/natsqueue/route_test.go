@@ -180,7 +180,10 @@ func next(t *testing.T, p *Puller, job genq.Job, from Source) *Delivery {
 // worker take it, once; a gone owner's empty consumer is swept.
 func TestRoutedDelivery(t *testing.T) {
 	s := newTestServer(t)
-	c := s.dial()
+	st := DefaultSettings()
+	st.AckWait = 2 * time.Second
+	st.HeartbeatTTL = time.Second // a gone worker's consumer is swept a second after it was seen gone
+	c := s.dialWith(st, testLog(t))
 	hbs := &heartbeats{}
 	hbs.set(routedBeat("w1", 1), routedBeat("w2", 1))
 	w1 := routedWorker(t, c, "w1", hbs)

@@ -62,7 +62,7 @@ func (c *Conn) NewRoutedPuller(ctx context.Context, v genq.Variant, o RouteOptio
 		return nil, err
 	}
 	p.thief = &stealer{conn: c, variant: v, ownToken: p.own.token, workers: o.Workers, after: o.StealAfter,
-		bound: map[string]*pullQueue{}}
+		bound: map[string]*pullQueue{}, goneSince: map[string]time.Time{}}
 	return p, nil
 }
 
@@ -125,31 +125,6 @@ func (p *Puller) stolen() *Delivery {
 	return p.thief.take(p)
 }
 
-// Close withdraws the worker's own consumer when nothing is left on it,
-// so it is not left behind for the other workers to sweep. A job routed to
-// it meanwhile is found by their sweep and pulled all the same.
-func (p *Puller) Close(ctx context.Context) error {
-	if p.own == nil {
-		return nil
-	}
-	name := routedConsumerPrefix(p.variant) + p.own.token
-	cons, err := p.conn.js.Consumer(ctx, JobsStream, name)
-	if err != nil {
-		return fmt.Errorf("look at consumer %s: %w", name, err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("look at consumer %s: %w", name, err)
-	}
-	if info.NumPending > 0 || info.NumAckPending > 0 {
-		return nil
-	}
-	if err := p.conn.js.DeleteConsumer(ctx, JobsStream, name); err != nil {
-		return fmt.Errorf("remove consumer %s: %w", name, err)
-	}
-	return nil
-}
-
 // stealer looks, for one worker, at the other workers' consumers of its
 // variant. A job on one of them is taken when its owner is gone (no live
 // heartbeat, or draining: anything the consumer would deliver), when its
@@ -157,9 +132,13 @@ func (p *Puller) Close(ctx context.Context) error {
 // redelivery due (its owner went silent past the ack wait). A taken job is
 // an ordinary delivery of that consumer: the ack, the redelivery count and
 // the dead letter are the same as from the owner. Each look also sweeps:
-// an empty consumer whose owner is gone is removed, and a worker's subject
-// holding jobs with no consumer (removed just as a job was routed to it)
-// gets its consumer again.
+// a consumer whose owner this worker has seen gone for a heartbeat's life
+// is removed once it is empty, and a worker's subject holding jobs with no
+// consumer gets its consumer again. The wait keeps the removal safe: the
+// producers stop routing to a worker when its heartbeat expires, so a
+// heartbeat's life later no job can reach the consumer any more, and one
+// found empty stays empty; removed sooner, a job routed in the meantime
+// could be taken from it and delivered again by the consumer given back.
 type stealer struct {
 	conn     *Conn
 	variant  genq.Variant
@@ -170,6 +149,8 @@ type stealer struct {
 	mu    sync.Mutex
 	next  time.Time
 	bound map[string]*pullQueue // consumers bound so far, by name
+	// goneSince is when this worker first saw each consumer's owner gone.
+	goneSince map[string]time.Time
 }
 
 // take makes at most one look every stealEvery, across all of the worker's
@@ -217,10 +198,16 @@ func (s *stealer) look(ctx context.Context, p *Puller) (*Delivery, error) {
 		if token == s.ownToken {
 			continue
 		}
+		if live[token] {
+			delete(s.goneSince, token)
+		} else if _, ok := s.goneSince[token]; !ok {
+			s.goneSince[token] = time.Now()
+		}
 		switch {
 		case info.NumPending == 0 && info.NumAckPending == 0:
-			if !live[token] {
+			if !live[token] && time.Since(s.goneSince[token]) >= s.conn.settings.HeartbeatTTL {
 				s.sweep(ctx, stream, info.Name)
+				delete(s.goneSince, token)
 			}
 		case !live[token], info.NumPending == 0:
 			due = append(due, info.Name)

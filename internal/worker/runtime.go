@@ -145,11 +145,6 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	stopBeats()
 	<-beatsDone
-	closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancelClose()
-	if err := puller.Close(closeCtx); err != nil {
-		r.log.Warn("could not withdraw this worker's own consumer; another worker's sweep will", "err", err)
-	}
 	rmCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := r.conn.RemoveBeat(rmCtx, r.cfg.Variant, r.cfg.WorkerID); err != nil {
