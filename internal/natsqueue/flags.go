@@ -40,7 +40,7 @@ func (s *Settings) RegisterFlags(fs *envflag.Set) {
 // conversation's turns to the worker that served it, which pulls its own
 // subject first; idle workers steal what waited past DefaultStealAfter.
 const (
-	DefaultRouteByPrefix = false
+	DefaultRouteByPrefix = true
 	DefaultStealAfter    = 500 * time.Millisecond
 )
 
