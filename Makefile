@@ -19,7 +19,7 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -93,6 +93,11 @@ bench: build $(ORT_LIB)
 # (scripts/build-llama-server.sh builds it); rewrites only its section.
 bench-multiturn: build
 	go run ./test/bench --only multiturn --report docs/benchmarks.md
+
+# Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
+# workers with ROUTE_BY_PREFIX on and off; rewrites only its section.
+bench-route: build
+	go run ./test/bench --only route --report docs/benchmarks.md
 
 # The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the
 # kit fits a small upload), the pinned engine's ggml sources for building

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
@@ -326,6 +327,19 @@ func testIsolation(t *testing.T, ns *server.Server) {
 		t.Fatal(err)
 	}
 
+	// The api may route a job to one worker's subject (routing by prefix);
+	// the batch role may not.
+	apiJS, err := jetstream.New(api.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apiJS.Publish(ctx, natsqueue.RoutedSubject(genq.VariantB, "w1"), []byte("{}")); err != nil {
+		t.Fatalf("the api could not queue a job on a worker's subject: %v", err)
+	}
+	if err := batch.NATS().Publish(natsqueue.RoutedSubject(genq.VariantB, "w1"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+
 	// The batch role cannot pull the workers' jobs either.
 	p, err := batch.NewPuller(ctx, genq.VariantB)
 	if err == nil {
@@ -348,6 +362,9 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	}
 	if !slices.ContainsFunc(denied, func(e string) bool { return strings.Contains(e, `Publish to "genq.jobs.B"`) }) {
 		t.Fatalf("the batch role published an interactive job; violations reported: %v", denied)
+	}
+	if !slices.ContainsFunc(denied, func(e string) bool { return strings.Contains(e, `Publish to "genq.jobs.B.w1"`) }) {
+		t.Fatalf("the batch role published to a worker's subject; violations reported: %v", denied)
 	}
 }
 

@@ -62,6 +62,7 @@ type config struct {
 	apiKeysFile   string
 	webhookAllow  string
 	shutdownGrace time.Duration
+	routeByPrefix bool
 }
 
 func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
@@ -96,6 +97,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Int(&c.http.Async.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", httpapi.DefaultWebhookAttempts, "deliveries of one webhook at most, 1 s apart and doubling")
 	fs.Duration(&c.http.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
 	fs.Duration(&c.shutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
+	natsqueue.RegisterRouteFlag(fs, &c.routeByPrefix)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -178,6 +180,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	workers, err := conn.WatchWorkers(ctx, cfg.http.Variant)
 	if err != nil {
 		return err
+	}
+	if cfg.routeByPrefix {
+		client.RouteBy(natsqueue.NewRouter(workers))
 	}
 
 	reg := prometheus.NewRegistry()

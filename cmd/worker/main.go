@@ -99,6 +99,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Duration(&c.runtime.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
 	fs.Duration(&c.runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
 	fs.Duration(&c.runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
+	natsqueue.RegisterRouteFlag(fs, &c.runtime.RouteByPrefix)
+	fs.Duration(&c.runtime.StealAfter, "route-steal-after", "ROUTE_STEAL_AFTER", natsqueue.DefaultStealAfter, "with ROUTE_BY_PREFIX: how long a job routed to a busy or stopped worker waits before an idle worker takes it")
 	c.text.RegisterFlags(fs, v)
 	c.image.RegisterFlags(fs)
 	fs.String(&c.imageEngine, "image-engine", "IMAGE_ENGINE", "onnx", "image engine: onnx (ONNX Runtime, the ONNX export) or ggml (the ggml/*.gguf files beside it)")

@@ -84,6 +84,8 @@ type stackOptions struct {
 	maxPayload int32
 	settings   *natsqueue.Settings
 	http       httpapi.Config
+	// routeByPrefix is the api's ROUTE_BY_PREFIX.
+	routeByPrefix bool
 }
 
 // newStack starts NATS and the api; workers are started separately.
@@ -107,6 +109,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	workers, err := conn.WatchWorkers(ctx, o.variant)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.routeByPrefix {
+		client.RouteBy(natsqueue.NewRouter(workers))
 	}
 	cfg := o.http
 	cfg.Variant = o.variant

@@ -35,6 +35,10 @@ type Heartbeat struct {
 	Slots     int     `json:"slots"`
 	FreeSlots int     `json:"free_slots"`
 	Draining  bool    `json:"draining,omitempty"`
+	// Routed says the worker pulls its own subject before the shared one
+	// (ROUTE_BY_PREFIX), so a producer may send it the jobs whose prefix it
+	// holds; absent from workers that do not.
+	Routed bool `json:"routed,omitempty"`
 	// Limits let the api refuse at once a job this worker would refuse;
 	// absent from workers older than the field.
 	Limits    *Limits   `json:"limits,omitempty"`

@@ -68,10 +68,12 @@ func (c *Conn) attemptsKV(ctx context.Context) (jetstream.KeyValue, error) {
 // Record reads the run record of the delivered job, retried for up to a
 // third of AckWait (the job has no progress yet while it is read). A job
 // with none (or only an earlier job's under its id) has an empty one. The
-// first delivery never has one and is answered without a round trip.
+// first delivery of the shared consumer never has one and is answered
+// without a round trip; a worker's own consumer may have been removed and
+// restored, counting from 1 again, so its deliveries always read it.
 func (d *Delivery) Record(ctx context.Context) (RunRecord, error) {
 	empty := RunRecord{Seq: d.Seq}
-	if d.Job.Attempt <= 1 {
+	if d.Job.Attempt <= 1 && !d.routed {
 		return empty, nil
 	}
 	r := empty

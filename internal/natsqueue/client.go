@@ -25,6 +25,9 @@ type Client struct {
 	inbox string
 	sub   *nats.Subscription
 	class Class // of every job it queues; see NewBatchClient
+	// router, when set, sends interactive jobs to the worker that likely
+	// holds their prefix (RouteBy).
+	router *Router
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
@@ -83,7 +86,9 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 		cl.mu.Unlock()
 	}
 
-	dup, err := cl.conn.Publish(ctx, job, WithClass(cl.class))
+	subject, routed := cl.subjectOf(job)
+	defer routed()
+	dup, err := cl.conn.publish(ctx, job, cl.class, subject, pubAckWait, publishGiveUp)
 	if err != nil {
 		forget()
 		// The server may have queued the job before the PubAck was lost, and
@@ -203,15 +208,20 @@ var errNotConnected = errors.New("not connected to NATS")
 // one was dropped. opts pick the job's class (AsBatch); it is interactive by
 // default.
 func (c *Conn) Publish(ctx context.Context, job genq.Job, opts ...PublishOption) (duplicate bool, err error) {
-	return c.publish(ctx, job, applyPublishOptions(opts).class, pubAckWait, publishGiveUp)
+	return c.publish(ctx, job, applyPublishOptions(opts).class, "", pubAckWait, publishGiveUp)
 }
 
-func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, ackWait, giveUp time.Duration) (bool, error) {
+// publish queues job on subject, or on its class's shared subject when
+// subject is "".
+func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject string, ackWait, giveUp time.Duration) (bool, error) {
 	data, err := json.Marshal(job)
 	if err != nil {
 		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
 	}
-	msg := &nats.Msg{Subject: class.Subject(job.Variant), Header: nats.Header{}, Data: data}
+	if subject == "" {
+		subject = class.Subject(job.Variant)
+	}
+	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
 	ack, err := c.publishMsg(ctx, msg, ackWait, giveUp)
 	if err != nil {

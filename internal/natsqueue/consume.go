@@ -23,6 +23,9 @@ type Delivery struct {
 	Job genq.Job
 	// Class is the class of the consumer it came from.
 	Class Class
+	// Source says whether it came from the shared consumer, the worker's
+	// own, or another worker's.
+	Source Source
 	// Wakeup marks a wake-up signal: it carries no job and is only acked.
 	Wakeup bool
 	// Malformed is set when the body could not be decoded; Job.ID may be empty.
@@ -38,6 +41,9 @@ type Delivery struct {
 	Seq uint64
 	// Data is the raw message body, kept for dead letters.
 	Data []byte
+	// routed: it came from a worker's own consumer, which a sweep may have
+	// removed and restored, counting its deliveries afresh.
+	routed bool
 
 	progressMu   sync.Mutex
 	lastProgress time.Time
@@ -50,6 +56,11 @@ type Puller struct {
 	variant genq.Variant
 	// queues in the order they are served: interactive, then batch.
 	queues [2]pullQueue
+	// own and thief are set when the worker takes routed jobs
+	// (NewRoutedPuller): own is served before queues, thief after the
+	// interactive one.
+	own   *ownQueue
+	thief *stealer
 }
 
 // pullQueue is the durable consumer of one class.
@@ -58,6 +69,9 @@ type pullQueue struct {
 	consumer jetstream.Consumer
 	// maxDeliver is the consumer's delivery limit; 0 or less: none.
 	maxDeliver int
+	source     Source
+	// routed: a worker's own consumer (see Delivery.routed).
+	routed bool
 }
 
 // batchCheckEvery bounds how long an idle Next waits on the interactive
@@ -74,7 +88,7 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bind consumer %s: %w", class.Consumer(v), err)
 		}
-		p.queues[i] = pullQueue{class: class, consumer: cons}
+		p.queues[i] = pullQueue{class: class, consumer: cons, source: FromShared}
 		if info := cons.CachedInfo(); info != nil {
 			p.queues[i].maxDeliver = info.Config.MaxDeliver
 		}
@@ -97,24 +111,56 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 //
 // The pull takes no context on purpose: abandoning it midway could drop a
 // message already on its way, which would then wait out AckWait.
+//
+// A worker that takes routed jobs asks its own consumer before the
+// interactive one, and, with nothing in either, looks for a job another
+// worker did not start in time before it asks the batch consumer; it waits
+// on the interactive consumer ownCheckEvery at a time, and asks the batch
+// consumer no more often than without routing.
 func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 	interactive, batch := &p.queues[0], &p.queues[1]
-	if d, err := p.fetch(interactive, 0); d != nil || err != nil {
+	if d, err := p.interactiveNow(); d != nil || err != nil {
 		return d, err
 	}
 	end := time.Now().Add(wait)
+	slice := batchCheckEvery
+	if p.own != nil {
+		slice = ownCheckEvery
+	}
+	var batchChecked time.Time
 	for {
-		if d, err := p.fetch(batch, 0); d != nil || err != nil {
-			return d, err
+		// At most every batchCheckEvery, however short the slice.
+		if time.Since(batchChecked) >= batchCheckEvery-slice/2 {
+			batchChecked = time.Now()
+			if d, err := p.fetch(batch, 0); d != nil || err != nil {
+				return d, err
+			}
 		}
 		left := time.Until(end)
 		if left <= 0 {
 			return nil, nil
 		}
-		if d, err := p.fetch(interactive, min(left, batchCheckEvery)); d != nil || err != nil {
+		if d, err := p.fetch(interactive, min(left, slice)); d != nil || err != nil {
 			return d, err
 		}
+		if p.own != nil {
+			if d, err := p.interactiveNow(); d != nil || err != nil {
+				return d, err
+			}
+		}
 	}
+}
+
+// interactiveNow pulls an interactive job already waiting: the worker's own
+// first, then the shared consumer's, then one due to be stolen.
+func (p *Puller) interactiveNow() (*Delivery, error) {
+	if d, err := p.preferred(); d != nil || err != nil {
+		return d, err
+	}
+	if d, err := p.fetch(&p.queues[0], 0); d != nil || err != nil {
+		return d, err
+	}
+	return p.stolen(), nil
 }
 
 // fetch pulls at most one message from q, waiting up to wait for it; with
@@ -144,7 +190,7 @@ func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
 }
 
 func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
-	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Data: m.Data()}
+	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Source: q.source, routed: q.routed, Data: m.Data()}
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp

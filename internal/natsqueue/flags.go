@@ -1,6 +1,10 @@
 package natsqueue
 
-import "github.com/genq/genq/internal/envflag"
+import (
+	"time"
+
+	"github.com/genq/genq/internal/envflag"
+)
 
 // RegisterFlags binds the connection settings, shared by every component.
 func (o *ConnectOptions) RegisterFlags(fs *envflag.Set, defaultURL string) {
@@ -30,4 +34,19 @@ func (s *Settings) RegisterFlags(fs *envflag.Set) {
 	fs.Int64(&s.ResultMaxBytes, "result-max-bytes", "RESULT_MAX_BYTES", d.ResultMaxBytes, "size bound of the results store (0: none)")
 	fs.Duration(&s.HeartbeatTTL, "heartbeat-ttl", "HEARTBEAT_TTL", d.HeartbeatTTL, "a worker counts as live this long after its last heartbeat")
 	fs.Int(&s.Replicas, "nats-replicas", "NATS_REPLICAS", d.Replicas, "replicas of each JetStream asset (3 in a NATS cluster)")
+}
+
+// Routing by prefix (docs/text.md, "Across workers"): the api sends a
+// conversation's turns to the worker that served it, which pulls its own
+// subject first; idle workers steal what waited past DefaultStealAfter.
+const (
+	DefaultRouteByPrefix = true
+	DefaultStealAfter    = 500 * time.Millisecond
+)
+
+// RegisterRouteFlag binds ROUTE_BY_PREFIX, which the api and the workers
+// both read.
+func RegisterRouteFlag(fs *envflag.Set, on *bool) {
+	fs.Bool(on, "route-by-prefix", "ROUTE_BY_PREFIX", DefaultRouteByPrefix,
+		"send a conversation's turns to the worker whose prefix cache holds it (api), and take such jobs (worker)")
 }

@@ -89,6 +89,15 @@ func (s Settings) capacity(c Class) int64 {
 	return s.QueueCapacity
 }
 
+// streamSubjects are the subjects class c's stream holds: one per variant,
+// and for interactive jobs one per variant and worker (RoutedSubject).
+func (c Class) streamSubjects() []string {
+	if c == Batch {
+		return []string{BatchSubject("*")}
+	}
+	return []string{JobsSubject("*"), JobsSubject("*") + ".*"}
+}
+
 func (c Class) streamDescription() string {
 	return fmt.Sprintf("genq %s jobs, one subject per variant", c)
 }

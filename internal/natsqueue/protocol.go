@@ -5,7 +5,10 @@
 package natsqueue
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -55,6 +58,45 @@ func DeadSubject(v genq.Variant) string { return fmt.Sprintf(deadSubjectFmt, v) 
 
 // ConsumerName is the durable pull consumer the workers of variant v share.
 func ConsumerName(v genq.Variant) string { return "genq-worker-" + string(v) }
+
+// RoutedSubject is where jobs of variant v meant for one worker are
+// published: a subject of GENQ_JOBS beside the shared one, pulled by that
+// worker's own consumer first and by any idle worker once the job has
+// waited too long (docs/protocol.md, "Routing by prefix").
+func RoutedSubject(v genq.Variant, workerID string) string {
+	return JobsSubject(v) + "." + workerToken(workerID)
+}
+
+// RoutedConsumerName is the durable pull consumer of one worker's subject.
+func RoutedConsumerName(v genq.Variant, workerID string) string {
+	return routedConsumerPrefix(v) + workerToken(workerID)
+}
+
+// routedConsumerPrefix begins the name of every worker's own consumer of
+// variant v; what follows is the worker's token, the last token of its
+// subject.
+func routedConsumerPrefix(v genq.Variant) string { return ConsumerName(v) + "-to-" }
+
+// workerToken is a worker id as one subject token that is also valid in a
+// consumer name. An id that needs changing gets a hash of itself appended,
+// so two ids that differ only in the characters replaced stay apart.
+func workerToken(id string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, id)
+	if clean == id && id != "" && len(id) <= maxWorkerToken {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return clean[:min(len(clean), maxWorkerToken-9)] + "-" + hex.EncodeToString(sum[:4])
+}
+
+// maxWorkerToken bounds a worker's token, so its consumer's name stays
+// well inside JetStream's limit on names.
+const maxWorkerToken = 64
 
 // BatchConsumerName is the durable pull consumer of BatchStream the workers
 // of variant v share.

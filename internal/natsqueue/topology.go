@@ -112,7 +112,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 			_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 				Name:                 c.Stream(),
 				Description:          c.streamDescription(),
-				Subjects:             []string{c.Subject("*")},
+				Subjects:             c.streamSubjects(),
 				Retention:            jetstream.WorkQueuePolicy,
 				Discard:              jetstream.DiscardNew,
 				DiscardNewPerSubject: true,

@@ -9,6 +9,7 @@ import (
 // metrics are the worker's Prometheus series.
 type metrics struct {
 	jobs         *prometheus.CounterVec
+	taken        *prometheus.CounterVec
 	redeliveries prometheus.Counter
 	inFlight     prometheus.Gauge
 	slots        prometheus.Gauge
@@ -25,6 +26,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "genq_worker_jobs_total", Help: "Jobs handled by this worker, by outcome.",
 		}, []string{"outcome"}),
+		taken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "genq_worker_jobs_taken_total",
+			Help: "Jobs this worker pulled, by consumer: shared, own (routed to it) or stolen (routed to another worker that did not start them in time).",
+		}, []string{"from"}),
 		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "genq_worker_redeliveries_total", Help: "Jobs received on a second or later delivery.",
 		}),
@@ -41,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "genq_worker_queue_wait_seconds", Help: "Time from queueing to the start of the run.", Buckets: minuteBuckets,
 		}),
 	}
-	reg.MustRegister(m.jobs, m.redeliveries, m.inFlight, m.slots, m.duration, m.queueWait)
+	reg.MustRegister(m.jobs, m.taken, m.redeliveries, m.inFlight, m.slots, m.duration, m.queueWait)
 	return m
 }
 

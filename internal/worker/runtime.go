@@ -35,6 +35,11 @@ type Config struct {
 	// RetryDelay is the wait before a failed job's next attempt, doubled
 	// at each attempt.
 	RetryDelay time.Duration
+	// RouteByPrefix makes the worker take jobs routed to it (its own
+	// subject, pulled first) and steal those other workers did not start
+	// within StealAfter (docs/text.md, "Across workers").
+	RouteByPrefix bool
+	StealAfter    time.Duration
 }
 
 // Runtime runs one backend for one variant.
@@ -67,6 +72,14 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = time.Second
 	}
+	if cfg.StealAfter <= 0 {
+		cfg.StealAfter = natsqueue.DefaultStealAfter
+	}
+	if _, ok := backend.(genq.PrefixCacheReporter); cfg.RouteByPrefix && !ok {
+		// Nothing to gain from a conversation's turns coming back here.
+		log.Info("ROUTE_BY_PREFIX has no effect: this backend keeps no prefix cache")
+		cfg.RouteByPrefix = false
+	}
 	r := &Runtime{
 		cfg: cfg, conn: conn, backend: backend, info: backend.Info(),
 		log:     log,
@@ -85,7 +98,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 // Run serves jobs until ctx ends, then drains: it stops pulling, lets jobs in
 // flight finish within the grace period, hands back the rest, and returns.
 func (r *Runtime) Run(ctx context.Context) error {
-	puller, err := r.conn.NewPuller(ctx, r.cfg.Variant)
+	puller, err := r.newPuller(ctx)
 	if err != nil {
 		return err
 	}
@@ -141,6 +154,21 @@ func (r *Runtime) Run(ctx context.Context) error {
 	return nil
 }
 
+// newPuller binds the consumers the worker pulls: the shared ones, and
+// with RouteByPrefix its own, stealing by the heartbeats it watches.
+func (r *Runtime) newPuller(ctx context.Context) (*natsqueue.Puller, error) {
+	if !r.cfg.RouteByPrefix {
+		return r.conn.NewPuller(ctx, r.cfg.Variant)
+	}
+	workers, err := r.conn.WatchWorkers(ctx, r.cfg.Variant)
+	if err != nil {
+		return nil, err
+	}
+	return r.conn.NewRoutedPuller(ctx, r.cfg.Variant, natsqueue.RouteOptions{
+		WorkerID: r.cfg.WorkerID, Workers: workers, StealAfter: r.cfg.StealAfter,
+	})
+}
+
 // slot is one of the worker's parallel lanes: it keeps one pull outstanding
 // while it is free, so the worker never holds more jobs than it can run.
 func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller) {
@@ -183,6 +211,9 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	case d.Wakeup:
 		r.settle(log, "wakeup", d.Ack(ctx))
 		return
+	}
+	r.metrics.taken.WithLabelValues(string(d.Source)).Inc()
+	switch {
 	case d.Malformed != nil:
 		log.Error("malformed job; dead-lettering", "err", d.Malformed)
 		r.giveUp(ctx, log, d, malformed(d.Malformed))
@@ -269,7 +300,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 			log.Warn("could not mark the job running; it reads queued until done", "err", merr)
 		}
 		r.metrics.queueWait.Observe(wait.Seconds())
-		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone)
+		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone, "from", string(d.Source))
 		r.metrics.inFlight.Inc()
 		res, err = generate(jobCtx, r.backend, d, func() { r.touch(d, log, false) })
 		r.metrics.inFlight.Dec()
@@ -441,7 +472,7 @@ func (r *Runtime) beat(ctx context.Context) {
 	r.mu.Unlock()
 	hb := genq.Heartbeat{
 		WorkerID: r.cfg.WorkerID, Variant: r.cfg.Variant, Device: r.info.Device, Model: r.info.Model,
-		Slots: r.info.Slots, FreeSlots: free, Draining: draining, StartedAt: r.started, At: time.Now(),
+		Slots: r.info.Slots, FreeSlots: free, Draining: draining, Routed: r.cfg.RouteByPrefix, StartedAt: r.started, At: time.Now(),
 	}
 	if r.info.Limits != (genq.Limits{}) {
 		hb.Limits = &r.info.Limits

@@ -65,6 +65,7 @@ type results struct {
 	hostStep   map[string]ggml.StepTimes // decode steps at 64 × 128,256, by where rows were narrowed
 	noise      []float64                 // (max-min)/median of repeated measurements
 	multiTurn  multiTurnResult
+	route      routeResult
 }
 
 type overhead struct {
@@ -96,7 +97,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
-	only := fs.String("only", "", "run only this step (multiturn), rewriting only its section")
+	only := fs.String("only", "", "run only this step (multiturn, or route: routing by prefix, not part of a full run), rewriting only its section")
 	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -137,6 +138,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"cold start", b.coldStart},
 		{"multiturn", b.multiTurn},
 	}
+	if *only == "route" {
+		steps = append(steps, struct {
+			name string
+			fn   func(context.Context) error
+		}{"route", b.routing})
+	}
 	if *only != "" {
 		steps = slices.DeleteFunc(steps, func(st struct {
 			name string
@@ -155,6 +162,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("%s: %w", st.name, err)
 		}
 		fmt.Fprintf(out, "   (%s)\n", time.Since(t0).Round(time.Second))
+	}
+	if *only == "route" {
+		md := b.routeMarkdown()
+		fmt.Fprintln(out, md)
+		return localstack.ReplaceSection(*report, "<!-- bench-route:begin -->", "<!-- bench-route:end -->", md)
 	}
 	mt := b.multiTurnMarkdown()
 	fmt.Fprintln(out, mt)

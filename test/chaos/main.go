@@ -95,6 +95,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"NATS down past the publish bound", natsDown},
 		{"interrupted batch, rerun", batchRerun},
 		{"api SIGTERM with requests waiting", apiShutdown},
+		{"routed: conversations under load on 2 workers", routedTurns},
+		{"routed: preferred worker SIGKILL mid-job", routedSigkillMidJob},
+		{"routed: preferred worker SIGKILL holding routed jobs", routedSigkillHolding},
+		{"routed: preferred worker frozen past the steal bound", routedFreeze},
 	}
 	section := "chaos"
 	if *cluster {
