@@ -43,28 +43,9 @@ func TestPrefixCacheThroughTheAPI(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	s.waitLive(1)
 
-	type usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	}
-	turn := func(messages []genq.Message) (string, usage) {
+	turn := func(messages []genq.Message) (string, chatUsage) {
 		t.Helper()
-		body, _ := json.Marshal(map[string]any{"model": filepath.Base(path), "messages": messages})
-		r := s.postKey("/v1/chat/completions", "", string(body))
-		var v struct {
-			Choices []struct {
-				Message struct {
-					Content string `json:"content"`
-				} `json:"message"`
-			} `json:"choices"`
-			Usage usage `json:"usage"`
-		}
-		if err := json.Unmarshal(r.body, &v); err != nil || r.status != 200 || len(v.Choices) != 1 {
-			t.Fatalf("%d %s: %v", r.status, r.body, err)
-		}
-		return v.Choices[0].Message.Content, v.Usage
+		return s.chatTurn(t, filepath.Base(path), messages)
 	}
 	messages := []genq.Message{{Role: genq.RoleUser, Content: "Tell me about the sea."}}
 	answer, first := turn(messages)
@@ -108,4 +89,32 @@ func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// chatUsage is the usage of a chat answer, with the cached tokens.
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// chatTurn asks /v1/chat/completions for one answer to messages, and fails
+// the test unless it is a 200 with one choice.
+func (s *stack) chatTurn(t *testing.T, model string, messages []genq.Message) (string, chatUsage) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "messages": messages})
+	r := s.postKey("/v1/chat/completions", "", string(body))
+	var v struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage chatUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(r.body, &v); err != nil || r.status != 200 || len(v.Choices) != 1 {
+		t.Fatalf("%d %s: %v", r.status, r.body, err)
+	}
+	return v.Choices[0].Message.Content, v.Usage
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -90,28 +89,9 @@ func TestConversationFollowsItsWorker(t *testing.T) {
 	workers := []*routedWorker{s.runRoutedWorker("w1", path), s.runRoutedWorker("w2", path)}
 	s.waitLive(2)
 
-	type usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	}
-	turn := func(messages []genq.Message) (string, usage) {
+	turn := func(messages []genq.Message) (string, chatUsage) {
 		t.Helper()
-		body, _ := json.Marshal(map[string]any{"model": filepath.Base(path), "messages": messages})
-		r := s.postKey("/v1/chat/completions", "", string(body))
-		var v struct {
-			Choices []struct {
-				Message struct {
-					Content string `json:"content"`
-				} `json:"message"`
-			} `json:"choices"`
-			Usage usage `json:"usage"`
-		}
-		if err := json.Unmarshal(r.body, &v); err != nil || r.status != 200 || len(v.Choices) != 1 {
-			t.Fatalf("%d %s: %v", r.status, r.body, err)
-		}
-		return v.Choices[0].Message.Content, v.Usage
+		return s.chatTurn(t, filepath.Base(path), messages)
 	}
 
 	messages := []genq.Message{{Role: genq.RoleSystem, Content: "You are a sailor."}, {Role: genq.RoleUser, Content: "Tell me about the sea."}}
@@ -129,7 +109,7 @@ func TestConversationFollowsItsWorker(t *testing.T) {
 	prev := first.PromptTokens
 	for n := 2; n <= turns; n++ {
 		messages = append(messages, genq.Message{Role: genq.RoleAssistant, Content: answer}, genq.Message{Role: genq.RoleUser, Content: fmt.Sprintf("And question %d?", n)})
-		var u usage
+		var u chatUsage
 		answer, u = turn(messages)
 		if u.PromptTokensDetails == nil || u.PromptTokensDetails.CachedTokens < prev {
 			t.Fatalf("turn %d of %d prompt tokens: details %+v, want at least turn %d's %d cached", n, u.PromptTokens, u.PromptTokensDetails, n-1, prev)

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -575,12 +576,15 @@ func (b *bench) coldStart(ctx context.Context) error {
 	return nil
 }
 
-func median(xs []float64) float64 {
+// median is the middle of xs (the upper one of an even count), zero for
+// none.
+func median[T cmp.Ordered](xs []T) T {
+	var zero T
+	if len(xs) == 0 {
+		return zero
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
 	return s[len(s)/2]
 }
 

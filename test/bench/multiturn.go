@@ -501,10 +501,10 @@ func (b *bench) multiTurnMarkdown() string {
 		for _, run := range runs {
 			wall, first, last = append(wall, run.wall), append(first, run.ttft(0)), append(last, run.ttft(mtTurns-1))
 		}
-		ttft8[t] = medianDuration(last)
+		ttft8[t] = median(last)
 		lr := runs[len(runs)-1]
-		fmt.Fprintf(&s, "| %s | %d | %s | %s | %s | %d | %d |\n", t, len(runs), medianDuration(wall).Round(10*time.Millisecond),
-			ms(medianDuration(first)), ms(ttft8[t]),
+		fmt.Fprintf(&s, "| %s | %d | %s | %s | %s | %d | %d |\n", t, len(runs), median(wall).Round(10*time.Millisecond),
+			ms(median(first)), ms(ttft8[t]),
 			lr.meanOf(mtTurns-1, func(t turnResult) int { return t.promptTokens }), lr.meanOf(mtTurns-1, func(t turnResult) int { return t.cached }))
 	}
 	on, off, peer := ttft8["genq, cache on"], ttft8["genq, cache off"], ttft8["llama-server"]
@@ -524,23 +524,14 @@ func (b *bench) multiTurnMarkdown() string {
 		fmt.Fprintf(&s, "**Prefill**: one %d-token prompt alone, one answer token, %d prompts after a warm-up, all different, each sent to every server, the servers taking turns going first. Time to first token:\n\n", r.prefillTokens, mtPrefillPrompts)
 		s.WriteString("| server | median | fastest | every prompt |\n|---|---|---|---|\n")
 		for _, t := range sortedKeys(r.prefill) {
-			fmt.Fprintf(&s, "| %s | %s | %s | %s |\n", t, ms(medianDuration(r.prefill[t])), ms(slices.Min(r.prefill[t])), durations(r.prefill[t]))
+			fmt.Fprintf(&s, "| %s | %s | %s | %s |\n", t, ms(median(r.prefill[t])), ms(slices.Min(r.prefill[t])), durations(r.prefill[t]))
 		}
 		if on, peer := r.prefill["genq, cache on"], r.prefill["llama-server"]; len(on) > 0 && len(peer) > 0 {
 			fmt.Fprintf(&s, "\ngenq over llama-server: median **%.2f×**, fastest %.2f×.\n",
-				ratio(medianDuration(on), medianDuration(peer)), ratio(slices.Min(on), slices.Min(peer)))
+				ratio(median(on), median(peer)), ratio(slices.Min(on), slices.Min(peer)))
 		}
 	}
 	return s.String()
-}
-
-func medianDuration(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func rates(xs []float64) string {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -127,25 +126,16 @@ func (b *bench) routeMarkdown() string {
 		if len(last) == 0 {
 			continue
 		}
-		ttft8[name], cached8[name] = medianDuration(last), medianInt(cached)
+		ttft8[name], cached8[name] = median(last), median(cached)
 		each := make([]string, len(last))
 		for i, d := range last {
 			each[i] = ms(d)
 		}
 		fmt.Fprintf(&s, "| %s | %d | %s | %s | %s | %d | %v | %d |\n", strings.TrimPrefix(name, "routing "), len(last),
-			medianDuration(wall).Round(10*time.Millisecond), strings.Join(each, ", "), ms(ttft8[name]), prompt, cached, cached8[name])
+			median(wall).Round(10*time.Millisecond), strings.Join(each, ", "), ms(ttft8[name]), prompt, cached, cached8[name])
 	}
 	if on, off := ttft8["routing on"], ttft8["routing off"]; on > 0 && off > 0 {
 		fmt.Fprintf(&s, "\nTTFT at turn 8, routing on over off: **%.2f×**; cached tokens at turn 8: %d on, %d off.\n", ratio(on, off), cached8["routing on"], cached8["routing off"])
 	}
 	return s.String()
-}
-
-func medianInt(v []int) int {
-	if len(v) == 0 {
-		return 0
-	}
-	c := slices.Clone(v)
-	slices.Sort(c)
-	return c[len(c)/2]
 }
