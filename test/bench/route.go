@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,8 +132,12 @@ func (b *bench) routeMarkdown() string {
 		for i, d := range last {
 			each[i] = ms(d)
 		}
-		fmt.Fprintf(&s, "| %s | %d | %s | %s | %s | %d | %v | %d |\n", strings.TrimPrefix(name, "routing "), len(last),
-			median(wall).Round(10*time.Millisecond), strings.Join(each, ", "), ms(ttft8[name]), prompt, cached, cached8[name])
+		eachCached := make([]string, len(cached))
+		for i, n := range cached {
+			eachCached[i] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(&s, "| %s | %d | %s | %s | %s | %d | %s | %d |\n", strings.TrimPrefix(name, "routing "), len(last),
+			median(wall).Round(10*time.Millisecond), strings.Join(each, ", "), ms(ttft8[name]), prompt, strings.Join(eachCached, ", "), cached8[name])
 	}
 	if on, off := ttft8["routing on"], ttft8["routing off"]; on > 0 && off > 0 {
 		fmt.Fprintf(&s, "\nTTFT at turn 8, routing on over off: **%.2f×**; cached tokens at turn 8: %d on, %d off.\n", ratio(on, off), cached8["routing on"], cached8["routing off"])
