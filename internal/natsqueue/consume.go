@@ -144,8 +144,13 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 			return d, err
 		}
 		if p.own != nil {
-			if d, err := p.interactiveNow(); d != nil || err != nil {
+			// The shared consumer was just asked; only the worker's own
+			// and the other workers' remain.
+			if d, err := p.preferred(); d != nil || err != nil {
 				return d, err
+			}
+			if d := p.stolen(); d != nil {
+				return d, nil
 			}
 		}
 	}

@@ -151,6 +151,9 @@ type stealer struct {
 	bound map[string]*pullQueue // consumers bound so far, by name
 	// goneSince is when this worker first saw each consumer's owner gone.
 	goneSince map[string]time.Time
+	// stream is the jobs stream, bound on the first look and again after a
+	// look that failed, rather than asked for at every look.
+	stream jetstream.Stream
 }
 
 // take makes at most one look every stealEvery, across all of the worker's
@@ -175,10 +178,14 @@ func (s *stealer) take(p *Puller) *Delivery {
 }
 
 func (s *stealer) look(ctx context.Context, p *Puller) (*Delivery, error) {
-	stream, err := s.conn.js.Stream(ctx, JobsStream)
-	if err != nil {
-		return nil, fmt.Errorf("bind stream %s: %w", JobsStream, err)
+	if s.stream == nil {
+		stream, err := s.conn.js.Stream(ctx, JobsStream)
+		if err != nil {
+			return nil, fmt.Errorf("bind stream %s: %w", JobsStream, err)
+		}
+		s.stream = stream
 	}
+	stream := s.stream
 	live := map[string]bool{}
 	for _, hb := range s.workers.Live() {
 		if hb.Routed && hb.Variant == s.variant {
@@ -216,7 +223,13 @@ func (s *stealer) look(ctx context.Context, p *Puller) (*Delivery, error) {
 		}
 	}
 	if err := lister.Err(); err != nil {
+		s.stream = nil
 		return nil, fmt.Errorf("list consumers: %w", err)
+	}
+	for token := range s.goneSince {
+		if !has[token] { // removed by another worker's sweep
+			delete(s.goneSince, token)
+		}
 	}
 	s.adoptOrphans(ctx, stream, has)
 	for _, name := range due {
