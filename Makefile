@@ -78,7 +78,7 @@ run: build $(ORT_LIB)
 	VARIANT=$(VARIANT) PORT=$(PORT) scripts/run-local.sh
 
 bench-text:
-	go test -run '^$$' -bench . -benchtime 3x ./internal/ggml/
+	go test -run '^$$' -bench . -benchtime 3x ./internal/textgen/
 
 bench-image: $(ORT_LIB)
 	go test -run '^$$' -bench . ./internal/onnx/

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml/tinygguf"
+	"github.com/genq/genq/internal/tinygguf"
 )
 
 // writeTinyText writes a random-weight llama GGUF for variant A (Q4_0) or B

@@ -28,13 +28,13 @@ import (
 
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/healthcheck"
 	"github.com/genq/genq/internal/hub"
 	"github.com/genq/genq/internal/logging"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/onnx"
+	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -63,7 +63,7 @@ type config struct {
 	nats        natsqueue.ConnectOptions
 	queue       natsqueue.Settings
 	runtime     worker.Config
-	text        ggml.Config
+	text        textgen.Config
 	image       onnx.Config
 	imageEngine string // IMAGE_ENGINE: onnx or ggml
 	imageT5     string // IMAGE_T5: on or off (ggml only)
@@ -217,7 +217,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (genq.Backen
 		}
 		return onnx.Open(ctx, cfg.image, log)
 	}
-	return ggml.Open(ctx, cfg.text, log)
+	return textgen.Open(ctx, cfg.text, log)
 }
 
 // ggmlImageConfig gives the ggml engine the IMAGE_* settings the ONNX

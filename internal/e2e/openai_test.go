@@ -13,27 +13,27 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
-	"github.com/genq/genq/internal/ggml/tinygguf"
 	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
 )
 
 // tinyTextWorker serves the tiny random-weight model of variant B through a
 // real worker: greedy, every answer maxNew tokens long unless a stop string
 // ends it (a random model's end-of-turn would come at a random place).
 func (s *stack) tinyTextWorker(maxNew int) string {
-	return s.tinyTextWorkerWith(ggml.Config{Slots: 2, Threads: 1, MaxNewTokens: maxNew, IgnoreEOS: true})
+	return s.tinyTextWorkerWith(textgen.Config{Slots: 2, Threads: 1, MaxNewTokens: maxNew, IgnoreEOS: true})
 }
 
 // tinyTextWorkerWith serves the tiny model with cfg, its model file set.
-func (s *stack) tinyTextWorkerWith(cfg ggml.Config) string {
+func (s *stack) tinyTextWorkerWith(cfg textgen.Config) string {
 	s.t.Helper()
 	path := filepath.Join(s.t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
 	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
 		s.t.Fatal(err)
 	}
 	cfg.ModelFile = path
-	b, err := ggml.Open(context.Background(), cfg, testLog(s.t))
+	b, err := textgen.Open(context.Background(), cfg, testLog(s.t))
 	if err != nil {
 		s.t.Fatal(err)
 	}

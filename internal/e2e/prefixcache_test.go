@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
-	"github.com/genq/genq/internal/ggml/tinygguf"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -26,7 +26,7 @@ func TestPrefixCacheThroughTheAPI(t *testing.T) {
 	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := ggml.Open(context.Background(), ggml.Config{ModelFile: path, Slots: 2, Threads: 1, MaxNewTokens: 8, IgnoreEOS: true}, testLog(t))
+	b, err := textgen.Open(context.Background(), textgen.Config{ModelFile: path, Slots: 2, Threads: 1, MaxNewTokens: 8, IgnoreEOS: true}, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
-	"github.com/genq/genq/internal/ggml/tinygguf"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -27,7 +27,7 @@ type routedWorker struct {
 
 func (s *stack) runRoutedWorker(id, modelPath string) *routedWorker {
 	s.t.Helper()
-	b, err := ggml.Open(context.Background(), ggml.Config{ModelFile: modelPath, Slots: 2, Threads: 1, MaxNewTokens: 8, IgnoreEOS: true}, testLog(s.t))
+	b, err := textgen.Open(context.Background(), textgen.Config{ModelFile: modelPath, Slots: 2, Threads: 1, MaxNewTokens: 8, IgnoreEOS: true}, testLog(s.t))
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/textgen"
 )
 
 // Requests whose response_format or tools no answer could be held to are
@@ -84,7 +84,7 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 	}
 	const maxTokens = 400
 	s := newStack(t, stackOptions{})
-	s.tinyTextWorkerWith(ggml.Config{Slots: 4, Threads: 1, MaxNewTokens: maxTokens})
+	s.tinyTextWorkerWith(textgen.Config{Slots: 4, Threads: 1, MaxNewTokens: maxTokens})
 	type answer struct {
 		text, finish string
 	}
@@ -153,7 +153,7 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 // answered whole, and an asynchronous job read later.
 func TestStructuredEveryWayIn(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	s.tinyTextWorkerWith(ggml.Config{Slots: 2, Threads: 1, MaxNewTokens: 256, ContextSize: 2048}) // tools make long prompts
+	s.tinyTextWorkerWith(textgen.Config{Slots: 2, Threads: 1, MaxNewTokens: 256, ContextSize: 2048}) // tools make long prompts
 	const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
 		"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
 		"required":["city","days"],"additionalProperties":false}}}],"tool_choice":"required","temperature":1,"seed":3`

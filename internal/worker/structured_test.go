@@ -10,19 +10,19 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
-	"github.com/genq/genq/internal/ggml/tinygguf"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
 )
 
 // openTinyText opens the tiny random-weight text model of the tests'
 // variant.
-func openTinyText(t *testing.T) *ggml.Backend {
+func openTinyText(t *testing.T) *textgen.Backend {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), tinygguf.FileName(variant, "tiny"))
 	if err := tinygguf.Write(path, tinygguf.OptionsFor(variant, "tiny", 1)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := ggml.Open(context.Background(), ggml.Config{ModelFile: path, Slots: 2, Threads: 1, ContextSize: 2048}, testLog())
+	b, err := textgen.Open(context.Background(), textgen.Config{ModelFile: path, Slots: 2, Threads: 1, ContextSize: 2048}, testLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,9 @@ import (
 
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/ggml"
-	"github.com/genq/genq/internal/ggml/tinygguf"
 	"github.com/genq/genq/internal/procfs"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/test/localstack"
 )
 
@@ -63,8 +63,8 @@ type results struct {
 	image      imageResult
 	coldStarts map[string]time.Duration
 	rss        []rssRow
-	hostStep   map[string]ggml.StepTimes // decode steps at 64 × 128,256, by where rows were narrowed
-	noise      []float64                 // (max-min)/median of repeated measurements
+	hostStep   map[string]textgen.StepTimes // decode steps at 64 × 128,256, by where rows were narrowed
+	noise      []float64                    // (max-min)/median of repeated measurements
 	multiTurn  multiTurnResult
 	route      routeResult
 }
@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, mtThreads: *mtThreads, result: results{
 		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
 		plain: map[string]float64{}, inProcess: map[string]float64{}, coldStarts: map[string]time.Duration{},
-		hostStep: map[string]ggml.StepTimes{},
+		hostStep: map[string]textgen.StepTimes{},
 	}}
 	steps := []struct {
 		name string
@@ -292,13 +292,13 @@ func (b *bench) facadeOverhead(ctx context.Context) error {
 
 // openTextBackend opens the text backend in this process with exactly the
 // settings a worker reads from env.
-func openTextBackend(ctx context.Context, modelDir string, env []string) (*ggml.Backend, error) {
+func openTextBackend(ctx context.Context, modelDir string, env []string) (*textgen.Backend, error) {
 	vars := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	var cfg ggml.Config
+	var cfg textgen.Config
 	fs := envflag.New("bench", func(k string) string { return vars[k] }, io.Discard)
 	cfg.RegisterFlags(fs, genq.VariantB)
 	if err := fs.Parse(nil); err != nil {
@@ -306,7 +306,7 @@ func openTextBackend(ctx context.Context, modelDir string, env []string) (*ggml.
 	}
 	cfg.ModelDir = modelDir
 	cfg.Slots, _ = strconv.Atoi(vars["SLOTS"])
-	return ggml.Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return textgen.Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func pct(sorted []time.Duration, p float64) time.Duration {

@@ -140,7 +140,7 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	for _, m := range sortedKeys(r.ttft) {
 		fmt.Fprintf(&s, "| %s | %s | %s |\n", m, ms(r.ttft[m]), ms(r.perToken[m]))
 	}
-	s.WriteString("\n**Against the engine alone**, at concurrency 1 with the same model and settings: a plain loop over the engine (one sequence, whole-prompt prefill, one forward step per token, the same graph and sampler: `ggml.Backend.GenerateUnbatched`), genq's scheduler in process (shared system prefix, continuous batching), and genq through HTTP, NATS and the worker. Ratios are to the plain loop; on this shared machine, differences within the run-to-run spread quoted at the top are noise.\n\n")
+	s.WriteString("\n**Against the engine alone**, at concurrency 1 with the same model and settings: a plain loop over the engine (one sequence, whole-prompt prefill, one forward step per token, the same graph and sampler: `textgen.Backend.GenerateUnbatched`), genq's scheduler in process (shared system prefix, continuous batching), and genq through HTTP, NATS and the worker. Ratios are to the plain loop; on this shared machine, differences within the run-to-run spread quoted at the top are noise.\n\n")
 	s.WriteString("| model | plain loop (tok/s) | scheduler in process | ratio | genq through HTTP | ratio |\n|---|---|---|---|---|---|\n")
 	for _, m := range sortedKeys(r.plain) {
 		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f× | %.0f | %.2f× |\n", m, r.plain[m], r.inProcess[m], r.inProcess[m]/r.plain[m], base[m], base[m]/r.plain[m])

@@ -1,0 +1,85 @@
+package textgen
+
+import (
+	"context"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Backend serves one GGUF chat model. It implements genq.Backend: it turns
+// jobs into requests for its scheduler, which runs them on the loaded
+// textModel.
+type Backend struct {
+	*textModel
+	cfg   Config
+	tmpl  *chatTemplate
+	info  genq.BackendInfo
+	sched *scheduler
+	// constraints serves response_format and tools (constraint.go).
+	constraints *constraints
+}
+
+var _ genq.Backend = (*Backend)(nil)
+
+// Info says which device and model the backend runs.
+func (b *Backend) Info() genq.BackendInfo { return b.info }
+
+// DecodeStepTimes are the mean times of the decode-only steps so far (one
+// token per sequence, no prompt), the steady state benchmarks compare.
+func (b *Backend) DecodeStepTimes() StepTimes { return b.sched.stats.decode.means() }
+
+// PrefixCacheStats are the prefix cache's counters and occupancy:
+// genq.PrefixCacheReporter.
+func (b *Backend) PrefixCacheStats() genq.PrefixCacheStats { return b.sched.cache.stats() }
+
+// Generate answers one job. It blocks until the answer is complete or ctx
+// ends; in the latter case the sequence leaves the batch at once.
+func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+	return b.GenerateStream(ctx, job, progress, nil)
+}
+
+// GenerateStream is Generate, handing each new piece of the answer to emit
+// (when not nil) as it is sampled: genq.TextStreamer.
+func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(genq.TextPiece)) (genq.Result, error) {
+	// A batch producer can publish anything: check again what the api checked.
+	if err := job.ValidateInput(); err != nil {
+		return genq.Result{}, err
+	}
+	out, err := b.generateJobStream(ctx, job, emit)
+	if err != nil {
+		return genq.Result{}, err
+	}
+	if job.Detailed() {
+		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason, ToolCalls: out.ToolCalls,
+			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens, CachedTokens: out.CachedTokens},
+			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
+		return res.Result(), nil
+	}
+	return genq.NewTextResult(out.Text), nil
+}
+
+func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece)) (seqResult, error) {
+	req, err := b.newJobRequest(job)
+	if err != nil {
+		return seqResult{}, err
+	}
+	if err := b.constrain(ctx, job, req); err != nil {
+		return seqResult{}, err
+	}
+	req.emit = emit
+	out, err := b.sched.run(ctx, req)
+	if err == nil {
+		// req.done is closed: the loop is done with the constraint.
+		req.constraint.settle(job.ID, &out)
+	}
+	return out, err
+}
+
+// Close stops the scheduler and frees the model. Jobs still running fail.
+func (b *Backend) Close() error {
+	if b.sched != nil {
+		b.sched.stop()
+	}
+	b.textModel.close()
+	return nil
+}

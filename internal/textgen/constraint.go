@@ -1,0 +1,323 @@
+package textgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sync"
+
+	"github.com/ollama/ollama/tokenizer"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/textgen/sample"
+)
+
+// constraints is the backend's side of structured output and tools: the
+// job's grammar, compiled once per distinct schema (structured.Cache), and
+// the model's vocabulary analysed for masking, built once, on the first
+// constrained job: most workers never see one, and Open stays as fast as
+// before (docs/text.md).
+type constraints struct {
+	tok   tokenizer.Tokenizer
+	info  vocabInfo
+	cache *structured.Cache
+
+	once  sync.Once
+	masks *maskVocab
+}
+
+// maskVocab is the vocabulary as masks see it.
+type maskVocab struct {
+	vocab *structured.Vocab
+	// opensCall marks the tokens whose text begins with the byte that opens
+	// a tool call: a lazy grammar binds on them.
+	opensCall []uint64
+}
+
+// grammarCacheSize bounds the compiled grammars a worker keeps: a client's
+// schemas and tool sets repeat with every request, and each grammar holds
+// its node masks.
+const grammarCacheSize = 256
+
+func newConstraints(tok tokenizer.Tokenizer, info vocabInfo) *constraints {
+	return &constraints{tok: tok, info: info, cache: structured.NewCache(grammarCacheSize)}
+}
+
+// vocabulary returns the model's vocabulary for masking, building it on
+// first use.
+func (c *constraints) vocabulary() *maskVocab {
+	c.once.Do(func() { c.masks = newMaskVocab(c.tok, c.info) })
+	return c.masks
+}
+
+// newMaskVocab gives each token the bytes it adds to the answer: what
+// sequence.accept writes for it. Byte-level BPE strings decode back to
+// their bytes; control tokens write nothing and get none, so a grammar
+// never allows them; the end-of-turn tokens are allowed only where the
+// grammar accepts.
+func newMaskVocab(tok tokenizer.Tokenizer, info vocabInfo) *maskVocab {
+	tokens := make([][]byte, len(info.control))
+	for id := range tokens {
+		if info.control[id] {
+			continue
+		}
+		if piece, err := tok.Decode([]int32{int32(id)}); err == nil {
+			tokens[id] = []byte(piece)
+		}
+	}
+	eos := make([]int32, 0, len(info.stop))
+	for id := range info.stop {
+		eos = append(eos, id)
+	}
+	slices.Sort(eos)
+	return maskVocabOf(tokens, eos)
+}
+
+// maskVocabOf analyses tokens (each one's bytes; none for a token never
+// allowed) with eos, the tokens that end the answer.
+func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
+	opens := make([]uint64, (len(tokens)+63)/64)
+	for id, t := range tokens {
+		if len(t) > 0 && t[0] == structured.LazyTrigger {
+			opens[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return &maskVocab{vocab: structured.NewVocab(tokens, eos), opensCall: opens}
+}
+
+// constrain works out job's constraint and, when it has one, gives req a
+// matcher of its own. Errors are the job's fault (genq.Invalid): a schema
+// genq cannot enforce is refused, never retried. The grammar's node masks
+// are worked out here, on the caller's goroutine, so that no step of the
+// decoding loop pays for a node's first use.
+func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) error {
+	c, err := b.constraints.cache.ForJob(job)
+	if err != nil {
+		if genq.ErrorCode(err) != genq.Invalid {
+			err = genq.WrapError(genq.Invalid, err, err.Error())
+		}
+		return err
+	}
+	if c.Grammar == nil || req.promptOnly { // a scored prompt has no answer to hold
+		return nil
+	}
+	mv := b.constraints.vocabulary()
+	if err := c.Grammar.Prepare(ctx, mv.vocab); err != nil {
+		return fmt.Errorf("text generation: %w", err)
+	}
+	req.constraint = &seqConstraint{c: c, v: mv, mask: make([]uint64, (mv.vocab.Size()+63)/64), narrowK: req.narrowK}
+	req.constraint.start(req)
+	return nil
+}
+
+// start puts the constraint at the start of req's answer, for its first
+// start and for a start over after a failed step.
+func (c *seqConstraint) start(req *request) {
+	c.m, c.state, c.matched = c.c.Grammar.NewMatcher(), bound, false
+	if c.c.Lazy {
+		c.state = waiting
+	}
+	// The mask needs the row whole: a device's top-k of the raw logits
+	// may hold no allowed token.
+	req.narrowK = 0
+}
+
+// errConstrainedRowNarrowed fails a masked sequence whose row reached the
+// host narrowed: a bug, never an unmasked token.
+var errConstrainedRowNarrowed = errors.New("a constrained row was narrowed on the device")
+
+// bindState is where a sequence stands with its grammar.
+type bindState int
+
+const (
+	bound   bindState = iota // every token is masked
+	waiting                  // lazy, before the answer's first token
+	free                     // lazy, and the answer is prose: no mask
+)
+
+// seqConstraint holds one sequence's answer to its grammar. It is used by
+// the scheduler's loop and, while its row is sampled, by one sampling
+// goroutine at a time.
+type seqConstraint struct {
+	c     structured.Constraint
+	v     *maskVocab
+	m     *structured.Matcher
+	state bindState
+	mask  []uint64
+	// ids and logits are the candidates of a row with few tokens allowed.
+	ids    []int32
+	logits []float32
+	// narrowK is the candidates the request's own sampler needs, which it
+	// gets back when a lazy grammar lets the answer go.
+	narrowK int
+	// matched is set once the answer is complete under the grammar.
+	matched bool
+}
+
+// masks reports whether the sequence's next row is masked.
+func (c *seqConstraint) masks() bool { return c != nil && c.state != free }
+
+// maskRow sets the logits of the tokens the grammar does not allow next to
+// NaN, which the sampler never picks: temperature, top-k, top-p, min-p,
+// penalties, biases and the seed then apply to the allowed tokens alone,
+// as they would to a whole row.
+func (c *seqConstraint) maskRow(row []float32) error {
+	if _, err := c.fillMask(len(row)); err != nil {
+		return err
+	}
+	nan := float32(math.NaN())
+	for i, w := range c.mask {
+		for x := ^w; x != 0; x &= x - 1 {
+			id := i*64 + bits.TrailingZeros64(x)
+			if id >= len(row) {
+				break
+			}
+			row[id] = nan
+		}
+	}
+	return nil
+}
+
+// fillMask works out the tokens allowed next into c.mask and counts them,
+// of a vocabulary of size tokens.
+func (c *seqConstraint) fillMask(size int) (int, error) {
+	c.m.Mask(c.v.vocab, c.mask)
+	if c.state == waiting {
+		// Before its first token a lazy answer is free, except that a token
+		// opening a call must open one the grammar allows.
+		for i, w := range c.v.opensCall {
+			c.mask[i] |= ^w
+		}
+	}
+	if tail := size % 64; tail != 0 && len(c.mask) > size/64 {
+		c.mask[size/64] &= 1<<tail - 1
+	}
+	allowed := 0
+	for _, w := range c.mask {
+		allowed += bits.OnesCount64(w)
+	}
+	if allowed == 0 {
+		return 0, genq.Errorf(genq.Internal, "the grammar allows no token of this model's vocabulary here")
+	}
+	return allowed, nil
+}
+
+// allowedOnly gathers the allowed tokens' ids and logits from row into
+// the constraint's buffers.
+func (c *seqConstraint) allowedOnly(row []float32) ([]int32, []float32) {
+	ids, logits := c.ids[:0], c.logits[:0]
+	for i, w := range c.mask {
+		for x := w; x != 0; x &= x - 1 {
+			id := i*64 + bits.TrailingZeros64(x)
+			ids, logits = append(ids, int32(id)), append(logits, row[id])
+		}
+	}
+	c.ids, c.logits = ids, logits
+	return ids, logits
+}
+
+// fewAllowed is the most allowed tokens that are sampled as candidates
+// (Sampler.SampleTop, which sorts them) rather than as a whole row with
+// the rest set to NaN (which scans the row): between a schema's values a
+// grammar allows a handful of a vocabulary's tokens (docs/benchmarks.md).
+const fewAllowed = 1024
+
+// follow moves req's constraint over a sampled token's bytes (nil for a
+// token that writes none) and reports whether the answer is complete:
+// nothing but its end may follow. A grammar the matcher cannot follow (too
+// ambiguous) ends the answer with its error, genq.Invalid.
+func (c *seqConstraint) follow(req *request, piece []byte) (done bool, err error) {
+	switch c.state {
+	case free:
+		return false, nil
+	case waiting:
+		if len(piece) == 0 || piece[0] != structured.LazyTrigger {
+			// Prose: the rest of the answer is free, and its rows may be
+			// narrowed on the device again.
+			c.state, req.narrowK = free, c.narrowK
+			return false, nil
+		}
+		c.state = bound
+	}
+	if !c.m.Advance(piece) {
+		if err := c.m.Err(); err != nil {
+			return true, err
+		}
+		return true, genq.Errorf(genq.Internal, "the grammar refused the token %q its mask allowed", piece)
+	}
+	c.matched = c.m.Accepting()
+	return c.m.Done(), nil
+}
+
+// ended notes that the answer ended on a token outside the grammar's
+// bytes: an end-of-turn token, which the mask allows only where the
+// grammar accepts.
+func (c *seqConstraint) ended() {
+	if c != nil && c.state == bound {
+		c.matched = c.m.Accepting()
+	}
+}
+
+// sampleMasked draws req's token from row under its constraint's mask. The
+// log-probabilities, when asked for, are the model's own, measured on the
+// row before the mask, as for any other row.
+func sampleMasked(req *request, row []float32) (int32, *rowLogprob, error) {
+	var lp *rowLogprob
+	var logSumExp float64
+	if req.logprobs {
+		var top []sample.Logprob
+		logSumExp, top = sample.RowLogprobs(row, req.topLogprobs)
+		lp = &rowLogprob{top: top}
+	}
+	c := req.constraint
+	allowed, err := c.fillMask(len(row))
+	if err != nil {
+		return 0, nil, err
+	}
+	var tok int32
+	raw := row
+	if allowed <= fewAllowed {
+		// Sampled as candidates, drawn as from the masked row (the
+		// sampler's contract); the row stays raw.
+		tok, err = req.sampler.SampleTop(c.allowedOnly(row))
+	} else {
+		if err := c.maskRow(row); err != nil {
+			return 0, nil, err
+		}
+		if lp != nil && req.sampler.Adjusts() {
+			raw = slices.Clone(row) // the allowed tokens' logits are still raw
+		}
+		tok, err = req.sampler.Sample(row)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if lp != nil {
+		lp.logprob = float64(raw[tok]) - logSumExp
+	}
+	return tok, lp, nil
+}
+
+// settle turns a complete answer made of tool calls into them: the answer
+// matched the tool grammar and ended there. Ids are derived from the job's
+// id and the call's place, so a redelivered job answers with the same
+// ids. The text stays the calls' text as the model wrote it; a lazy
+// answer in prose stays content.
+func (c *seqConstraint) settle(jobID string, res *seqResult) {
+	if c == nil || !c.c.ToolCalls || !c.matched || res.FinishReason != genq.FinishStop {
+		return
+	}
+	calls, ok := structured.ParseToolCalls(res.Text)
+	if !ok {
+		return
+	}
+	res.ToolCalls = make([]genq.ToolCall, len(calls))
+	for i, f := range calls {
+		res.ToolCalls[i] = genq.ToolCall{ID: genq.ToolCallID(jobID, i), Type: "function", Function: f}
+	}
+	res.FinishReason = genq.FinishToolCalls
+}

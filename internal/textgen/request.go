@@ -1,0 +1,128 @@
+package textgen
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/textgen/sample"
+)
+
+// newJobRequest tokenizes the job's prompt, checks that it leaves room for
+// the answer, and seeds a sampler with the job's settings over the
+// worker's.
+func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
+	maxNew := b.cfg.MaxNewTokens
+	if n := job.MaxNewTokens(); n > 0 {
+		if n > maxNew {
+			return nil, genq.Errorf(genq.Invalid,
+				"%s is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)", job.MaxTokensField(), n, maxNew)
+		}
+		maxNew = n
+	}
+	if job.PromptOnly {
+		maxNew = 0 // the whole context is the prompt's
+	}
+	prompt, err := b.jobPrompt(job)
+	if err != nil {
+		return nil, err
+	}
+	if room := b.cfg.ContextSize - maxNew; len(prompt) > room {
+		return nil, genq.Errorf(genq.Invalid,
+			"prompt is too long: %d tokens, and this model's context of %d tokens holds at most %d prompt tokens besides the %d of the answer",
+			len(prompt), b.cfg.ContextSize, room, maxNew)
+	}
+	params := b.cfg.samplerParams()
+	if job.Temperature != nil {
+		params.Temperature = *job.Temperature
+	}
+	if job.TopP != nil {
+		params.TopP = *job.TopP
+	}
+	if job.TopK != nil {
+		params.TopK = max(*job.TopK, 0) // vLLM's -1, like 0, keeps every token
+	}
+	if job.MinP != nil {
+		params.MinP = *job.MinP
+	}
+	if job.RepetitionPenalty != nil {
+		params.RepetitionPenalty = *job.RepetitionPenalty
+	}
+	if job.FrequencyPenalty != nil {
+		params.FrequencyPenalty = *job.FrequencyPenalty
+	}
+	if job.PresencePenalty != nil {
+		params.PresencePenalty = *job.PresencePenalty
+	}
+	if len(job.LogitBias) > 0 {
+		params.LogitBias = make(map[int32]float32, len(job.LogitBias))
+		for id, bias := range job.LogitBias {
+			if vocab := len(b.vocab.control); int(id) >= vocab {
+				return nil, genq.Errorf(genq.Invalid, "logit_bias names token %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
+			}
+			params.LogitBias[id] = float32(bias)
+		}
+	}
+	if err := params.Validate(); err != nil {
+		return nil, genq.WrapError(genq.Invalid, err, err.Error())
+	}
+	seed := uint64(b.cfg.Seed)
+	switch {
+	case job.Seed != nil:
+		seed = uint64(*job.Seed)
+	case b.cfg.Seed == 0:
+		seed = rand.Uint64()
+	}
+	sampler := sample.New(params, seed)
+	sampler.RememberPrompt(prompt)
+	req := newRequest(prompt, sampler)
+	req.maxTokens, req.stop, req.narrowK = maxNew, job.Stop, params.Narrowed()
+	req.ignoreEOS = job.IgnoreEOS
+	if job.Logprobs {
+		// The log-sum-exp needs every logit: whole rows.
+		req.logprobs, req.topLogprobs, req.narrowK = true, job.TopLogprobs, 0
+	}
+	req.echo, req.promptOnly = job.Echo, job.PromptOnly
+	return req, nil
+}
+
+// jobPrompt is the job's prompt in tokens, BOS first: a chat rendered with
+// the model's template, or raw text as it is; token ids are taken as they
+// come.
+func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
+	switch {
+	case len(job.Messages) > 0:
+		text, err := b.tmpl.RenderChat(b.cfg.SystemPrompt, job.Messages, job.PromptTools())
+		if err != nil {
+			return nil, err
+		}
+		return b.encode(text)
+	case job.Prompt != "":
+		return b.encode(job.Prompt)
+	case len(job.PromptTokenIDs) > 0:
+		for _, id := range job.PromptTokenIDs {
+			if vocab := len(b.vocab.control); int(id) >= vocab {
+				return nil, genq.Errorf(genq.Invalid, "prompt holds the token id %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
+			}
+		}
+		return job.PromptTokenIDs, nil
+	}
+	return b.promptTokens(job.Text)
+}
+
+func (b *Backend) encode(text string) ([]int32, error) {
+	ids, err := b.tok.Encode(text, true)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize prompt: %w", err)
+	}
+	return ids, nil
+}
+
+// promptTokens renders the conversation and tokenizes it, BOS first.
+func (b *Backend) promptTokens(user string) ([]int32, error) {
+	text, err := b.tmpl.Render(b.cfg.SystemPrompt, user)
+	if err != nil {
+		return nil, err
+	}
+	return b.encode(text)
+}
