@@ -326,18 +326,22 @@ func TestDockerfileWorker(t *testing.T) {
 	for _, want := range []struct{ cmd, text string }{
 		{"ENV", "CGO_ENABLED=1"},
 		{"ENV", "-march=${MARCH}"},
-		{"RUN", `cmake --preset "CUDA 12"`},
-		{"RUN", "cmake --install build --component CPU"},
+		{"RUN", "scripts/build-llama.sh --flavour cuda"},
 		{"RUN", "onnxruntime-linux-x64-gpu"},
 		{"ARG", "ORT_GPU_URL"},
 		{"RUN", "--mount=type=secret,id=hf_token"},
 		{"RUN", "/out/genqctl download --variant"},
 		{"ENV", "MODEL_DIR=/models"},
-		{"ENV", "OLLAMA_LIBRARY_PATH="},
+		{"ENV", "LLAMA_LIB_DIR=/opt/genq/lib/llama"},
 	} {
 		if !find(ins, want.cmd, want.text) {
 			t.Errorf("Dockerfile.worker has no %s with %q", want.cmd, want.text)
 		}
+	}
+	// yzma reaches libllama through libffi, which the CUDA runtime image
+	// need not carry.
+	if !find(final, "RUN", "libffi8") || !find(final, "ENV", "LLAMA_LIB_DIR=/opt/genq/lib/llama") {
+		t.Error("the runtime stage does not install libffi8 and set LLAMA_LIB_DIR")
 	}
 	// The token travels only as a secret mount, never as an argument or
 	// variable that would stay in the image's history.
@@ -466,16 +470,21 @@ func TestDockerfileWorkerCPU(t *testing.T) {
 			t.Errorf("stage %s starts from %q, want %s…", name, froms[name], want)
 		}
 		for _, in := range st {
-			if l := strings.ToLower(in.args); strings.Contains(l, "cuda") || strings.Contains(l, "cmake") {
+			if l := strings.ToLower(in.args); strings.Contains(l, "cuda") {
 				t.Errorf("CPU stage %s builds or names CUDA: %s %s", name, in.cmd, in.args)
 			}
 		}
+	}
+	if !find(stage(ins, "build-cpu"), "RUN", "scripts/build-llama.sh --flavour cpu-portable") {
+		t.Error("the CPU target does not build llama.cpp's portable CPU flavour")
 	}
 	rt := stage(ins, "runtime-cpu")
 	checkNonRoot(t, "Dockerfile.worker runtime-cpu", rt)
 	for _, want := range []struct{ cmd, text string }{
 		{"ENV", "VARIANT=${VARIANT}"},
 		{"ENV", "TEXT_GPU=false"},
+		{"ENV", "LLAMA_LIB_DIR=/opt/genq/lib/llama"},
+		{"RUN", "libffi8"},
 		{"HEALTHCHECK", "healthcheck"},
 	} {
 		if !find(rt, want.cmd, want.text) {
