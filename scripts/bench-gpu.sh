@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # bench-gpu.sh: genq's text throughput on a CUDA GPU, through HTTP → NATS →
-# worker, for `make bench-gpu`. It runs on the GPU machine from a kit that
-# `make gpu-kit` builds where Go is (binaries, the pinned ggml sources, the
-# bandwidth probe), so the GPU machine needs only CUDA, CMake and Ninja.
+# worker, for `make bench-gpu`, beside llama.cpp's own llama-batched-bench
+# from the same engine build. It runs on the GPU machine from a kit that
+# `make gpu-kit` builds where Go is (binaries, the pinned llama.cpp sources,
+# the bandwidth probe), so the GPU machine needs only CUDA, CMake and Ninja,
+# and this repository's scripts/.
 #
-#   scripts/bench-gpu.sh start      # build ggml's CUDA backend, write the models, sweep; in the background
+#   scripts/bench-gpu.sh start      # build the engine, write the models, sweep; in the background
 #   scripts/bench-gpu.sh wait SECS  # follow the log until done or SECS pass; exit 0 when done
 #   scripts/bench-gpu.sh run        # both, in the foreground
 #
 # Each phase leaves a marker in $GPU_WORK, so a run cut short resumes where
-# it stopped. Results: $GPU_WORK/results/*.json, for `benchgpu report`.
+# it stopped. Results: $GPU_WORK/results/*.json, for `benchgpu report`, and
+# beside each run llama-batched-bench's lines, *.llama-batched-bench.jsonl.
 #
 # GPU_KIT (default .gpu), GPU_WORK (default /tmp/genq-gpu), CUDA_ARCH
-# (default 90, Hopper), GPU_MODELS (default "8b:B:8B BF16:1,4,16,64"): runs
+# (default 90, Hopper), GPU_ENGINE_FLAVOUR (default cuda; cpu-native makes
+# a dry run of every phase on a machine without a GPU), GPU_MODELS (default
+# "8b:B:8B BF16:1,4,16,64"): runs
 # separated by ';', each size:variant:label:levels[:worker settings], the
 # settings as space-separated NAME=value pairs (for example
 # "8b:B:8B BF16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed);
@@ -20,9 +25,11 @@
 # GPU_IMAGES (default 1; 0 skips it): after the text runs, the ggml image
 # engine in process on SD3-medium's shapes with random fp16 weights, 1024×1024,
 # 28 steps, with T5 and without: results/images/*.json (benchgpu image; the
-# report of the text runs does not read them).
+# report of the text runs does not read them). The image engine is still
+# ollama's ggml, so this phase alone builds that ggml's CUDA backend.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+repo="$PWD"
 kit="$(realpath "${GPU_KIT:-.gpu}")"
 work="${GPU_WORK:-/tmp/genq-gpu}"
 models="${GPU_MODELS:-8b:B:8B BF16:1,4,16,64}"
@@ -31,15 +38,34 @@ log="$work/log"
 
 say() { echo "[$(date -u +%T)] $*" | tee -a "$log" >&2; }
 
-build_ggml() {
-	[[ -f $work/build.ok ]] && return 0
-	say "building ggml's CUDA backend from the pinned module's sources"
-	rm -rf "$work/src" && mkdir -p "$work/src" && tar xzf "$kit/ggml-src.tar.gz" -C "$work/src" || return 1
-	cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-		-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DOLLAMA_RUNNER_DIR=cuda_v13 >>"$work/logs/cmake.log" 2>&1 || return 1
-	cmake --build "$work/build" -j "$(nproc)" --target ggml-cuda ggml-base >>"$work/logs/cmake.log" 2>&1 || return 1
-	touch "$work/build.ok"
-	say "ggml CUDA backend built"
+# build_engine: the pinned llama.cpp (scripts/llama.env) as the cuda flavour
+# for this card alone, with llama-batched-bench, by the script `make engine`
+# and the images use; its stamp makes a second call return at once.
+build_engine() {
+	[[ -s $work/engine.dir ]] && return 0
+	local flavour=${GPU_ENGINE_FLAVOUR:-cuda}
+	say "building llama.cpp ($flavour, CUDA_ARCH=${CUDA_ARCH:-90}) from the kit's sources"
+	if [[ ! -f $work/llama-src/llama.cpp/.genq-llama-src ]]; then
+		rm -rf "$work/llama-src" && mkdir -p "$work/llama-src" &&
+			tar xzf "$kit/llama-src.tar.gz" -C "$work/llama-src" || return 1
+	fi
+	local dir
+	dir="$(GENQ_CACHE="$work/cache" LLAMA_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
+		"$repo/scripts/build-llama.sh" --flavour "$flavour" --tools --src "$work/llama-src/llama.cpp" 2>>"$work/logs/engine.log")" || return 1
+	echo "$dir" >"$work/engine.dir"
+	say "engine built: $dir ($(du -sh "$dir/lib" | cut -f1) of libraries)"
+}
+
+# build_image_ggml: ollama's ggml CUDA backend, for the image engine only.
+build_image_ggml() {
+	[[ -f $work/image-ggml.ok ]] && return 0
+	say "building ollama's ggml CUDA backend for the image engine"
+	rm -rf "$work/image-src" && mkdir -p "$work/image-src" && tar xzf "$kit/ggml-image-src.tar.gz" -C "$work/image-src" || return 1
+	cmake -S "$work/image-src" -B "$work/image-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DOLLAMA_RUNNER_DIR=cuda_v13 >>"$work/logs/cmake-image.log" 2>&1 || return 1
+	cmake --build "$work/image-build" -j "$(nproc)" --target ggml-cuda ggml-base >>"$work/logs/cmake-image.log" 2>&1 || return 1
+	touch "$work/image-ggml.ok"
+	say "ollama's ggml CUDA backend built"
 }
 
 # model_dir size variant: where a run's model lives (size may be SIZE/WEIGHTS).
@@ -64,9 +90,37 @@ copy_bandwidth() {
 	say "device copy bandwidth: $(cat "$work/copybw.txt") GB/s"
 }
 
+# gpu_env: the text worker loads the engine from LLAMA_LIB_DIR; cuBLAS and
+# the CUDA runtime come from the toolkit.
 gpu_env() {
-	export OLLAMA_LIBRARY_PATH="$work/build/lib/ollama"
-	export LD_LIBRARY_PATH="$work/build/lib/ollama:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+	LLAMA_LIB_DIR="$(cat "$work/engine.dir")/lib"
+	export LLAMA_LIB_DIR
+	export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+}
+
+image_env() {
+	export OLLAMA_LIBRARY_PATH="$work/image-build/lib/ollama"
+	export LD_LIBRARY_PATH="$work/image-build/lib/ollama:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+}
+
+# peer: llama-batched-bench from the same build on the same model, every
+# layer on the GPU, flash attention on, 48 prompt and 256 generated tokens
+# per sequence at each level (its decode column is the engine's ceiling:
+# it samples nothing).
+peer() { # size variant label levels
+	local name=${3// /-} dir out
+	dir="$(model_dir "$1" "$2")"
+	out="$work/results/$name.llama-batched-bench.jsonl"
+	[[ -s $out ]] && return 0
+	gpu_env
+	local max=1 l
+	for l in ${4//,/ }; do ((l > max)) && max=$l; done
+	say "llama-batched-bench on $3 at $4"
+	"$(cat "$work/engine.dir")/bin/llama-batched-bench" -m "$(ls "$dir"/*.gguf)" -ngl 99 -fa on \
+		-c $((max * (48 + 256))) -npp 48 -ntg 256 -npl "$4" --output-format jsonl \
+		>"$out.partial" 2>"$work/logs/peer-$name.log" || { say "llama-batched-bench failed: $(tail -n 3 "$work/logs/peer-$name.log")"; return 1; }
+	mv "$out.partial" "$out"
+	say "$(cat "$out")"
 }
 
 # sweep size variant label levels: the api with its embedded NATS and one
@@ -111,7 +165,8 @@ image_bench() {
 	[[ ${GPU_IMAGES:-1} == 0 ]] && return 0
 	local dir="$work/models/sd3-medium"
 	mkdir -p "$work/results/images"
-	gpu_env
+	build_image_ggml || { say "the image engine's ggml build failed: $(tail -n 20 "$work/logs/cmake-image.log")"; return 1; }
+	image_env
 	if [[ ! -f $dir/ok ]]; then
 		rm -rf "$work/models"
 		say "writing SD3-medium's shapes for the ggml engine (15.6 GB, fp16)"
@@ -164,7 +219,7 @@ run_all() {
 	: >"$log"
 	unpack_bins || { say "cannot unpack the kit's binaries"; touch "$work/done"; return 1; }
 	local first=1
-	build_ggml &
+	build_engine &
 	local b=$!
 	copy_bandwidth
 	local spec size variant label levels
@@ -173,10 +228,11 @@ run_all() {
 		IFS=':' read -r size variant label levels settings <<<"$spec"
 		write_model "$size" "$variant" || { say "writing $size failed"; continue; }
 		if ((first)); then
-			wait $b || { say "the ggml build failed: $(tail -n 20 "$work/logs/cmake.log")"; touch "$work/done"; return 1; }
+			wait $b || { say "the engine build failed: $(tail -n 20 "$work/logs/engine.log")"; touch "$work/done"; return 1; }
 			first=0
 		fi
 		sweep "$size" "$variant" "$label" "$levels" "$settings"
+		peer "$size" "$variant" "$label" "$levels"
 		does_not_fit "$size" "$variant"
 	done
 	image_bench
