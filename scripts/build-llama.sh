@@ -271,7 +271,7 @@ say "build: ${targets[*]} with $jobs jobs"
 		sleep 30 &
 		nap=$!
 		wait "$nap"
-		mark="$(tail -n 50 "$log" | grep -aoE '^\[ *[0-9]+(/[0-9]+|%)\]' | tail -n 1 || true)"
+		mark="$(tail -n 400 "$log" | grep -aoE '^\[ *[0-9]+(/[0-9]+|%)\]' | tail -n 1 || true)"
 		say "build: ${mark:-starting}"
 	done
 ) >/dev/null 9>&- &
