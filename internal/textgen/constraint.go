@@ -2,16 +2,14 @@ package textgen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sync"
 
-	"github.com/ollama/ollama/tokenizer"
-
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/llamacpp"
 	"github.com/genq/genq/internal/structured"
 	"github.com/genq/genq/internal/textgen/sample"
 )
@@ -22,8 +20,7 @@ import (
 // constrained job: most workers never see one, and Open stays as fast as
 // before (docs/text.md).
 type constraints struct {
-	tok   tokenizer.Tokenizer
-	info  vocabInfo
+	vocab *llamacpp.Vocab
 	cache *structured.Cache
 
 	once  sync.Once
@@ -43,37 +40,32 @@ type maskVocab struct {
 // its node masks.
 const grammarCacheSize = 256
 
-func newConstraints(tok tokenizer.Tokenizer, info vocabInfo) *constraints {
-	return &constraints{tok: tok, info: info, cache: structured.NewCache(grammarCacheSize)}
+func newConstraints(vocab *llamacpp.Vocab) *constraints {
+	return &constraints{vocab: vocab, cache: structured.NewCache(grammarCacheSize)}
 }
 
 // vocabulary returns the model's vocabulary for masking, building it on
 // first use.
 func (c *constraints) vocabulary() *maskVocab {
-	c.once.Do(func() { c.masks = newMaskVocab(c.tok, c.info) })
+	c.once.Do(func() { c.masks = newMaskVocab(c.vocab) })
 	return c.masks
 }
 
 // newMaskVocab gives each token the bytes it adds to the answer: what
-// sequence.accept writes for it. Byte-level BPE strings decode back to
-// their bytes; control tokens write nothing and get none, so a grammar
-// never allows them; the end-of-turn tokens are allowed only where the
-// grammar accepts.
-func newMaskVocab(tok tokenizer.Tokenizer, info vocabInfo) *maskVocab {
-	tokens := make([][]byte, len(info.control))
+// sequence.accept writes for it. Control tokens write nothing and get none,
+// so a grammar never allows them; the end-of-generation tokens are allowed
+// only where the grammar accepts.
+func newMaskVocab(v *llamacpp.Vocab) *maskVocab {
+	tokens := make([][]byte, v.Size())
+	var eos []int32
 	for id := range tokens {
-		if info.control[id] {
-			continue
+		if v.IsEndOfGeneration(int32(id)) {
+			eos = append(eos, int32(id))
 		}
-		if piece, err := tok.Decode([]int32{int32(id)}); err == nil {
-			tokens[id] = []byte(piece)
+		if !v.IsControl(int32(id)) {
+			tokens[id] = v.Piece(int32(id))
 		}
 	}
-	eos := make([]int32, 0, len(info.stop))
-	for id := range info.stop {
-		eos = append(eos, id)
-	}
-	slices.Sort(eos)
 	return maskVocabOf(tokens, eos)
 }
 
@@ -125,10 +117,6 @@ func (c *seqConstraint) start(req *request) {
 	// may hold no allowed token.
 	req.narrowK = 0
 }
-
-// errConstrainedRowNarrowed fails a masked sequence whose row reached the
-// host narrowed: a bug, never an unmasked token.
-var errConstrainedRowNarrowed = errors.New("a constrained row was narrowed on the device")
 
 // bindState is where a sequence stands with its grammar.
 type bindState int

@@ -39,11 +39,7 @@ func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) 
 func (tm *textModel) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
 	entry := genq.TokenLogprob{Logprob: logprobOf(piece, lp.logprob), Offset: offset}
 	for _, t := range lp.top {
-		text, err := tm.tok.Decode([]int32{t.ID})
-		if err != nil {
-			text = ""
-		}
-		entry.Top = append(entry.Top, logprobOf(text, t.Logprob))
+		entry.Top = append(entry.Top, logprobOf(string(tm.vocab.Text(t.ID)), t.Logprob))
 	}
 	return entry
 }
@@ -68,12 +64,9 @@ func (tm *textModel) echoPrompt(prompt []int32, scored bool, scores []*rowLogpro
 	var utf8 utf8stream.Stream
 	var entries []genq.TokenLogprob
 	for i, tok := range prompt {
-		piece, err := tm.tok.Decode([]int32{tok})
-		if err != nil {
-			piece = ""
-		}
+		piece := string(tm.vocab.Text(tok))
 		start := text.Len()
-		if !tm.vocab.isControl(tok) {
+		if !tm.vocab.IsControl(tok) {
 			out, at := utf8.WriteAt(piece)
 			start += at
 			text.WriteString(out)

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/ollama/ollama/template"
-	"github.com/ollama/ollama/tokenizer"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -60,39 +59,4 @@ func (c *chatTemplate) Render(system, user string) (string, error) {
 // own, and the text ends with the assistant's header.
 func (c *chatTemplate) RenderMessages(system string, msgs []genq.Message) (string, error) {
 	return c.RenderChat(system, msgs, nil)
-}
-
-// endOfTurnTokens are the Llama 3 tokens that end an answer, besides the eos
-// ids the model's metadata names.
-var endOfTurnTokens = []string{"<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"}
-
-// vocabInfo is what generation needs to know about the vocabulary: which ids
-// stop it and which ids never appear in the answer.
-type vocabInfo struct {
-	stop    map[int32]bool
-	control []bool // token_type 3: special tokens, never part of the text
-}
-
-func newVocabInfo(v *tokenizer.Vocabulary) vocabInfo {
-	info := vocabInfo{stop: make(map[int32]bool), control: make([]bool, len(v.Values))}
-	for _, id := range v.EOS {
-		if id >= 0 && int(id) < len(v.Values) {
-			info.stop[id] = true
-		}
-	}
-	for _, s := range endOfTurnTokens {
-		if id := v.Encode(s); id >= 0 {
-			info.stop[id] = true
-		}
-	}
-	for i, typ := range v.Types {
-		info.control[i] = typ == tokenizer.TOKEN_TYPE_CONTROL
-	}
-	return info
-}
-
-func (v vocabInfo) isStop(id int32) bool { return v.stop[id] }
-
-func (v vocabInfo) isControl(id int32) bool {
-	return id >= 0 && int(id) < len(v.control) && v.control[id]
 }

@@ -157,7 +157,7 @@ func TestJobPromptRendersOfferedTools(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			text, err := b.tok.Decode(ids)
+			text, err := b.testDecode(ids)
 			if err != nil {
 				t.Fatal(err)
 			}
