@@ -19,7 +19,7 @@ func TestStreamedCallsEveryFormat(t *testing.T) {
 		{ID: "a1B2c3D4e", Function: genq.ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Oslo \"}\" {", "days": [1, {"a": []}]}`}},
 		{ID: "f5G6h7I8j", Function: genq.ToolCallFunction{Name: "ping", Arguments: `{}`}},
 	}
-	for _, f := range structured.ToolFormats {
+	for _, f := range structured.ToolFormats() {
 		for _, reasoning := range []bool{false, true} {
 			d := structured.Dialect{Format: f, Reasoning: reasoning}
 			text := f.Write(calls)

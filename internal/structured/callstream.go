@@ -177,7 +177,7 @@ func (s *CallStream) opening() (*CallEvent, bool) {
 			wait = true
 		}
 	}
-	for _, f := range ToolFormats {
+	for _, f := range ToolFormats() {
 		switch opens(t, f.Opener()) {
 		case litYes:
 			s.started = true

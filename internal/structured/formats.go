@@ -41,20 +41,23 @@ const (
 
 // ToolFormats are the formats genq knows, in the order CallStream tries
 // their openers.
-var ToolFormats = [...]ToolFormat{Llama3JSON, Hermes, Mistral}
+func ToolFormats() []ToolFormat { return []ToolFormat{Llama3JSON, Hermes, Mistral} }
 
 // layout is a format's fixed text around its calls: a call is head, the
 // function's name, args, the arguments' JSON object, an optional id (Mistral)
-// and tail; calls are joined by sep, after open and before close.
+// and tail; calls are joined by sep, after open and before close. The
+// calls begin with opener.
 type layout struct {
 	open, head, args, tail, sep, close string
+	opener                             string
 	id                                 bool
 }
 
 var layouts = [...]layout{
-	Llama3JSON: {head: `{"name": "`, args: `", "parameters": `, tail: `}`, sep: "; "},
-	Hermes:     {head: "<tool_call>\n{\"name\": \"", args: `", "arguments": `, tail: "}\n</tool_call>", sep: "\n"},
-	Mistral:    {open: "[TOOL_CALLS][", head: `{"name": "`, args: `", "arguments": `, tail: `}`, sep: ", ", close: "]", id: true},
+	Llama3JSON: {head: `{"name": "`, args: `", "parameters": `, tail: `}`, sep: "; ", opener: "{"},
+	Hermes:     {head: "<tool_call>\n{\"name\": \"", args: `", "arguments": `, tail: "}\n</tool_call>", sep: "\n", opener: "<tool_call>"},
+	Mistral: {open: "[TOOL_CALLS][", head: `{"name": "`, args: `", "arguments": `, tail: `}`, sep: ", ", close: "]", id: true,
+		opener: "[TOOL_CALLS]"},
 }
 
 // mistralID is the id field of a Mistral call, before its nine characters
@@ -86,16 +89,7 @@ func (f ToolFormat) String() string {
 
 // Opener is the text an answer's calls begin with: the bytes on which a lazy
 // grammar binds, and by which CallStream tells the format.
-func (f ToolFormat) Opener() string {
-	l := f.layout()
-	if l.open != "" {
-		return strings.TrimSuffix(l.open, "[")
-	}
-	if f == Hermes {
-		return "<tool_call>"
-	}
-	return l.head[:1]
-}
+func (f ToolFormat) Opener() string { return f.layout().opener }
 
 // PreservedTokens are the special tokens of the format whose text the
 // answer must keep, as llama.cpp's preserved_tokens: a vocabulary that has

@@ -52,7 +52,7 @@ func TestMistralCallID(t *testing.T) {
 // writes and Parse reads it back, one call or several; and refuses what is
 // not its calls.
 func TestToolFormatsGrammarAndParse(t *testing.T) {
-	for _, f := range ToolFormats {
+	for _, f := range ToolFormats() {
 		t.Run(f.String(), func(t *testing.T) {
 			single, err := f.Compile(testTools, false)
 			if err != nil {
@@ -155,7 +155,7 @@ func TestCallStreamFormats(t *testing.T) {
 		reasoning string
 	}
 	var cases []tcase
-	for _, f := range ToolFormats {
+	for _, f := range ToolFormats() {
 		calls := f.Write([]genq.ToolCall{weatherCall, pingCall})
 		want, ok := f.Parse(calls)
 		if !ok {
