@@ -2,6 +2,7 @@ package chattemplate
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,5 +250,39 @@ func TestTojsonIndent(t *testing.T) {
 		"    \"parameters\": {\n      \"b\": 1,\n      \"a\": [\n        1.5,\n        true,\n        null,\n        {}\n      ],\n      \"c\": []\n    }\n  }\n}"
 	if got != want {
 		t.Errorf("rendered\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestConcurrentRenders: one Template serves many requests at once.
+func TestConcurrentRenders(t *testing.T) {
+	tmpl, err := New(readTemplate(t, "Qwen-Qwen3-0.6B"), llama3Special)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []genq.Message{{Role: "user", Content: "Weather?"}}
+	want, err := tmpl.Render(msgs, []genq.Tool{weatherTool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 50 {
+				got, err := tmpl.Render(msgs, []genq.Tool{weatherTool})
+				if err == nil && got != want {
+					err = errors.New("a concurrent render differs")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
