@@ -3,6 +3,7 @@ module github.com/genq/genq
 go 1.26.8
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/ebitengine/purego v0.10.0
 	github.com/go-chi/chi/v5 v5.5.0
