@@ -131,13 +131,14 @@ type Vocab struct {
 	EOS    int32
 	EOT    int32
 	AddBOS bool
+	AddEOS bool
 }
 
 func newVocab(v llama.Vocab) *Vocab {
 	n := int(llama.VocabNTokens(v))
 	vc := &Vocab{v: v, pieces: make([][]byte, n), raw: make([][]byte, n), attrs: make([]TokenAttr, n), eog: make([]bool, n),
 		BOS: int32(llama.VocabBOS(v)), EOS: int32(llama.VocabEOS(v)), EOT: int32(llama.VocabEOT(v)), AddBOS: llama.VocabGetAddBOS(v),
-		byText: make(map[string]int32, n)}
+		AddEOS: llama.VocabGetAddEOS(v), byText: make(map[string]int32, n)}
 	buf := make([]byte, 256)
 	piece := func(id int, special bool) []byte {
 		for {

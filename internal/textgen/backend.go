@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/genq/genq/internal/chattemplate"
 	"github.com/genq/genq/internal/genq"
 )
 
@@ -13,7 +14,7 @@ import (
 type Backend struct {
 	*textModel
 	cfg   Config
-	tmpl  *chatTemplate
+	tmpl  *chattemplate.Template
 	info  genq.BackendInfo
 	sched *scheduler
 	// constraints serves response_format and tools (constraint.go).

@@ -342,7 +342,7 @@ func BenchmarkMaskVocab(b *testing.B) {
 	}
 	defer be.Close()
 	for b.Loop() {
-		newMaskVocab(be.vocab)
+		newMaskVocab(be.textModel)
 	}
 	// The bytes a token gets are what decoding it writes: Llama 3's own.
 	differ := 0

@@ -172,9 +172,10 @@ func checkCalls(t *testing.T, job genq.Job, res seqResult) {
 }
 
 // TestLazyGrammarBindsOnTheFirstToken: before a lazy answer's first token,
-// every token is allowed except those that open a call the grammar
-// refuses; a first token that opens a call binds the grammar, any other
-// leaves the answer free.
+// every token with text is allowed except those that open a call the
+// grammar refuses; a first token that opens a call binds the grammar, one
+// of prose leaves the answer free, and one without text (a special token
+// the dialect does not keep) is not allowed, and would leave it waiting.
 func TestLazyGrammarBindsOnTheFirstToken(t *testing.T) {
 	tokens := [][]byte{[]byte(`{`), []byte(`{"`), []byte(`{x`), []byte(`a`), []byte(`"`), nil, []byte(`<eot>`)}
 	const eot = 6
@@ -192,7 +193,7 @@ func TestLazyGrammarBindsOnTheFirstToken(t *testing.T) {
 	}{
 		{"a call binds", []byte(`{"`), bound},
 		{"prose is free", []byte(`a`), free},
-		{"a token without text is free", nil, free},
+		{"a token without text decides nothing", nil, opening},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,9 +208,9 @@ func TestLazyGrammarBindsOnTheFirstToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			// '{' and '{"' may open the call; '{x' opens none the grammar
-			// allows; the rest is prose, the end of turn and the token
-			// with no text included.
-			for id, want := range []bool{true, true, false, true, true, true, true} {
+			// allows; the rest is prose, and the end of turn ends an
+			// answer of none; the token with no text is no answer.
+			for id, want := range []bool{true, true, false, true, true, false, true} {
 				if got := !isNaN(row[id]); got != want {
 					t.Errorf("first token %q allowed: %v, want %v", tokens[id], got, want)
 				}
@@ -223,6 +224,12 @@ func TestLazyGrammarBindsOnTheFirstToken(t *testing.T) {
 			if tt.wantState == free {
 				if req.narrowK != 40 || sc.masks() {
 					t.Fatalf("a free answer: narrowK %d, masks %v; want its sampler's 40 and no mask", req.narrowK, sc.masks())
+				}
+				return
+			}
+			if tt.wantState == opening {
+				if req.narrowK != 0 || !sc.masks() {
+					t.Fatalf("an answer still waiting: narrowK %d, masks %v; want 0 and true", req.narrowK, sc.masks())
 				}
 				return
 			}

@@ -24,6 +24,11 @@ type textModel struct {
 	prefixCache      bool // Config.PrefixCache is "on"
 	contextSize      int
 
+	// preserved are the control tokens whose text an answer keeps: a tool
+	// call's opener, a reasoning block's tags, where the model's vocabulary
+	// makes them special (structured.Dialect.PreservedTokens).
+	preserved map[int32]bool
+
 	// prefix holds the tokens every prompt starts with (BOS, the system
 	// message, the user header). They are computed once, at start-up, into
 	// the cache sequence prefixSeq, and each new sequence shares them.
@@ -81,6 +86,18 @@ func (tm *textModel) forwardSequence(tokens []int32, pos int, seq int) ([]float3
 		return nil, fmt.Errorf("the engine returned no logits for token %d of the step", last)
 	}
 	return row, nil
+}
+
+// piece is the text token id writes into an answer, and whether it writes
+// any: none for a control token, unless the model's dialect preserves it.
+func (tm *textModel) piece(id int32) ([]byte, bool) {
+	if tm.vocab.IsControl(id) {
+		if tm.preserved[id] {
+			return tm.vocab.Text(id), true
+		}
+		return nil, false
+	}
+	return tm.vocab.Piece(id), true
 }
 
 // clearSlot forgets every cell of slot.

@@ -76,9 +76,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		}
 	}()
 	arch := m.Architecture()
-	tmpl, err := newChatTemplate(m.ChatTemplate())
+	tmpl, err := newChatTemplate(m.ChatTemplate(), m.Vocab)
 	if err != nil {
 		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+	dialect := tmpl.Dialect()
+	tm.preserved = map[int32]bool{}
+	for _, text := range dialect.PreservedTokens() {
+		if id := m.Vocab.Lookup(text); id >= 0 && m.Vocab.IsControl(id) {
+			tm.preserved[id] = true
+		}
 	}
 	if !hasEndOfGeneration(m.Vocab) {
 		return nil, fmt.Errorf("text model %s: no end-of-turn token in its vocabulary", path)
@@ -126,7 +133,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.slots, tm.batchSize, tm.contextSize = cfg.Slots, cfg.BatchSize, cfg.ContextSize
 	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cfg.MaxNewTokens, cfg.IgnoreEOS, cfg.PrefixCache == "on"
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
-	b.constraints = newConstraints(m.Vocab)
+	b.constraints = newConstraints(tm, dialect)
 	if trained := m.TrainedContext(); trained > 0 && cfg.ContextSize > trained {
 		log.Warn("text context is longer than the model was trained for",
 			"context", cfg.ContextSize, "trained", trained)
@@ -149,7 +156,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	ok = true
 
 	log.Info("text model ready",
-		"model", path, "architecture", arch, "template", tmpl.name, "engine", "llama.cpp "+lib.Version,
+		"model", path, "architecture", arch, "tool_format", dialect.String(), "engine", "llama.cpp "+lib.Version,
 		"device", device.Kind, "device_name", device.Name, "threads", threads, "kv_unified", unified,
 		"prefix_cache", tm.prefixCache, "slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))

@@ -7,14 +7,10 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/tinygguf"
 )
 
 func TestRenderMessages(t *testing.T) {
-	tmpl, err := newChatTemplate(tinygguf.Llama3ChatTemplate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, SystemPrompt: "sys"})
 	h := func(role, content string) string {
 		return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + content + "<|eot_id|>"
 	}
@@ -33,7 +29,7 @@ func TestRenderMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tmpl.RenderMessages("sys", tt.msgs)
+			got, err := b.renderChat(tt.msgs, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,10 +10,7 @@ import (
 )
 
 func TestRenderLlama3Conversation(t *testing.T) {
-	tmpl, err := newChatTemplate(tinygguf.Llama3ChatTemplate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openTiny(t, genq.VariantA, Config{Slots: 1})
 	tests := []struct {
 		name, system, user, want string
 	}{
@@ -40,7 +37,8 @@ func TestRenderLlama3Conversation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tmpl.Render(tt.system, tt.user)
+			b.cfg.SystemPrompt = tt.system
+			got, err := b.renderChat([]genq.Message{{Role: genq.RoleUser, Content: tt.user}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,7 +91,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
-		text, err := b.tmpl.RenderChat(b.cfg.SystemPrompt, job.Messages, job.PromptTools())
+		text, err := b.renderChat(job.Messages, job.PromptTools())
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +118,7 @@ func (b *Backend) encode(text string) ([]int32, error) {
 
 // promptTokens renders the conversation and tokenizes it, BOS first.
 func (b *Backend) promptTokens(user string) ([]int32, error) {
-	text, err := b.tmpl.Render(b.cfg.SystemPrompt, user)
+	text, err := b.renderChat([]genq.Message{{Role: genq.RoleUser, Content: user}}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -124,8 +124,9 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
-	// Special tokens (headers, reserved ones) never belong in the text.
-	if tm.vocab.IsControl(tok) {
+	// Special tokens (headers, reserved ones) never belong in the text,
+	// but for those the model's dialect preserves.
+	if _, writes := tm.piece(tok); !writes {
 		seq.scoreUnwritten(tm, tok, logprob)
 		if constraint != nil {
 			if _, err := constraint.follow(seq.req, nil); err != nil {
@@ -133,7 +134,8 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 			}
 		}
 	} else {
-		piece := string(tm.vocab.Piece(tok))
+		p, _ := tm.piece(tok)
+		piece := string(p)
 		before := seq.text.Len()
 		text, start := seq.utf8.WriteAt(piece)
 		if logprob != nil {
