@@ -139,7 +139,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 			"context", cfg.ContextSize, "trained", trained)
 	}
 
-	if !cfg.noSharedPrefix {
+	// With the prefix cache on, a new conversation reuses the system
+	// prompt from the cells its slot holds, as llama.cpp's server does, and
+	// its prompt is computed as that server computes it. A shared prefix
+	// computed apart would split every new prompt into two steps, and on a
+	// CPU llama.cpp's flash attention sums in an order that depends on that
+	// split: answers would differ from the engine's own by rounding
+	// (docs/text.md). Without the cache, it is the only reuse there is.
+	if !cfg.noSharedPrefix && !tm.prefixCache {
 		b.prefix, err = b.sharedPrefix()
 		if err != nil {
 			return nil, fmt.Errorf("text model %s: %w", path, err)

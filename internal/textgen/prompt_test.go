@@ -50,7 +50,7 @@ func TestRenderLlama3Conversation(t *testing.T) {
 }
 
 func TestPromptTokensStartWithBOSAndSharedPrefix(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{Slots: 1})
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, PrefixCache: "off"})
 	v := b.vocab
 	bos := v.Lookup("<|begin_of_text|>")
 	ids, err := b.promptTokens("What is 2+2?")

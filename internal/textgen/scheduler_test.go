@@ -65,9 +65,10 @@ func TestBatchedGreedyMatchesSingle(t *testing.T) {
 }
 
 // TestSharedPrefixChangesNothing: sequences that start from the cached
-// system prefix answer exactly as ones that prefill their whole prompt.
+// system prefix (kept when the prefix cache is off) answer exactly as ones
+// that prefill their whole prompt.
 func TestSharedPrefixChangesNothing(t *testing.T) {
-	cfg := Config{MaxNewTokens: 40, Slots: 3}
+	cfg := Config{MaxNewTokens: 40, Slots: 3, PrefixCache: "off"}
 	shared := openTiny(t, genq.VariantB, cfg)
 	cfg.noSharedPrefix = true
 	whole := openTiny(t, genq.VariantB, cfg)
