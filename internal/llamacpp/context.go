@@ -40,6 +40,11 @@ type Context struct {
 	params ContextParams
 	// seqCells is the cells one sequence may hold.
 	seqCells int
+	// topK and chains are the device top-k each sequence's rows are
+	// narrowed to (SetDeviceTopK), and the sampler chains doing it, which
+	// the engine borrows and the context frees.
+	topK   map[int]int
+	chains map[int]llama.Sampler
 }
 
 // NewContext makes a context for m.
@@ -79,7 +84,8 @@ func (m *Model) NewContext(p ContextParams) (*Context, error) {
 		llama.Free(c)
 		return nil, fmt.Errorf("context: no KV cache: %v", err)
 	}
-	ctx := &Context{c: c, mem: mem, vocab: m.Vocab.Size(), params: p, seqCells: p.Cells}
+	ctx := &Context{c: c, mem: mem, vocab: m.Vocab.Size(), params: p, seqCells: p.Cells,
+		topK: map[int]int{}, chains: map[int]llama.Sampler{}}
 	if !p.Unified {
 		ctx.seqCells = int(llama.NCtxSeq(c))
 	}
@@ -99,6 +105,64 @@ func (c *Context) Close() {
 		llama.Free(c.c)
 		c.c = 0
 	}
+	for seq, chain := range c.chains {
+		llama.SamplerFree(chain)
+		delete(c.chains, seq)
+	}
+}
+
+// SetDeviceTopK has the engine narrow sequence seq's rows to their k best
+// logits on the device, in the step's own graph (llama.cpp's backend
+// sampling): only those k logits and their ids reach the host, read with
+// Candidates, and a step whose rows are all narrowed copies no whole row.
+// k 0 hands the rows back whole. The engine sizes its graph again after a
+// change, so a sequence's k is best kept as it is.
+func (c *Context) SetDeviceTopK(seq, k int) error {
+	if c.topK[seq] == k {
+		return nil
+	}
+	var chain llama.Sampler
+	if k > 0 {
+		chain = llama.SamplerChainInit(llama.SamplerChainDefaultParams())
+		llama.SamplerChainAdd(chain, llama.SamplerInitTopK(int32(k)))
+	}
+	if !llama.SetSampler(c.c, llama.SeqId(seq), chain) {
+		if chain != 0 {
+			llama.SamplerFree(chain)
+		}
+		return engineSaid(fmt.Errorf("the engine cannot narrow sequence %d's rows to %d on its device", seq, k))
+	}
+	if old, ok := c.chains[seq]; ok {
+		llama.SamplerFree(old) // detached above
+	}
+	if k > 0 {
+		c.topK[seq], c.chains[seq] = k, chain
+	} else {
+		delete(c.topK, seq)
+		delete(c.chains, seq)
+	}
+	return nil
+}
+
+// DeviceTopK is the k sequence seq's rows are narrowed to, or 0.
+func (c *Context) DeviceTopK(seq int) int { return c.topK[seq] }
+
+// Candidates are the ids and logits of the best tokens of the batch's
+// token at index i, whose sequence the device narrows (SetDeviceTopK), in
+// no particular order: views of the engine's buffers, valid until the next
+// Decode.
+func (c *Context) Candidates(i int) ([]int32, []float32, error) {
+	n, _ := llama.GetSampledCandidatesCountIth(c.c, int32(i))
+	m, _ := llama.GetSampledLogitsCountIth(c.c, int32(i))
+	if n == 0 || n != m {
+		return nil, nil, fmt.Errorf("the engine narrowed token %d of the step to %d candidates and %d logits", i, n, m)
+	}
+	ids, _ := llama.GetSampledCandidatesIth(c.c, int32(i), int(n))
+	logits, _ := llama.GetSampledLogitsIth(c.c, int32(i), int(n))
+	if ids == nil || logits == nil {
+		return nil, nil, fmt.Errorf("the engine kept no candidates for token %d of the step", i)
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&ids[0])), n), logits, nil
 }
 
 // Params are the settings the context was made with.

@@ -54,6 +54,15 @@ type Config struct {
 	// FlashAttention is "auto", "on" or "off": llama.cpp's flash_attn_type.
 	FlashAttention string
 
+	// DeviceSampling is "auto", "on" or "off": whether the rows of a request
+	// whose sampler needs only its top-k candidates are narrowed to them on
+	// the device, in the step's own graph (llama.cpp's backend sampling),
+	// so that only k logits per row reach the host. Rows that need the
+	// whole vocabulary (a grammar's mask, logprobs, penalties and biases, a
+	// sampler without top-k) cross whole. Auto narrows when a GPU computes,
+	// where copying and scanning whole rows costs the step most.
+	DeviceSampling string
+
 	// PrefixCache is "on" or "off": whether a finished sequence's cells
 	// stay in its slot for a later prompt that starts with the same
 	// tokens (prefixcache.go).
@@ -91,6 +100,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
 	fs.String(&c.KVUnified, "text-kv-unified", "TEXT_KV_UNIFIED", "auto", "one KV buffer for every slot (on), a stream per slot (off), or auto (docs/text.md)")
 	fs.String(&c.FlashAttention, "text-flash-attention", "TEXT_FLASH_ATTENTION", "auto", "llama.cpp's flash attention: on, off, or auto (where the device supports it)")
+	fs.String(&c.DeviceSampling, "text-device-sampling", "TEXT_DEVICE_SAMPLING", "auto", "narrow rows to their sampler's top-k on the device: on, off, or auto (on when a GPU computes)")
 	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's), as make engine builds them")
 	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
@@ -116,6 +126,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.FlashAttention, err = oneOf("flash attention", c.FlashAttention, "auto", "on", "off"); err != nil {
+		return c, err
+	}
+	if c.DeviceSampling, err = oneOf("device sampling", c.DeviceSampling, "auto", "on", "off"); err != nil {
 		return c, err
 	}
 	if c.PrefixCache, err = oneOf("prefix cache", c.PrefixCache, "on", "off"); err != nil {

@@ -100,6 +100,11 @@ func (s *scheduler) admit() bool {
 // prompt begins with it (admitSlot).
 func (s *scheduler) start(req *request) {
 	seq := s.admitSlot(req)
+	if err := s.model.narrowSlot(seq.slot, req); err != nil {
+		// Whole rows serve any request: note it and go on without.
+		s.model.log.Warn("narrow rows on the device", "slot", seq.slot, "err", err)
+		s.model.ctx.SetDeviceTopK(seq.slot, 0)
+	}
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
 }

@@ -23,6 +23,9 @@ type textModel struct {
 	ignoreEOS        bool // Config.IgnoreEOS
 	prefixCache      bool // Config.PrefixCache is "on"
 	contextSize      int
+	// deviceTopK narrows the rows of requests that need only their top-k
+	// on the device (Config.DeviceSampling, resolved by Open).
+	deviceTopK bool
 
 	// preserved are the control tokens whose text an answer keeps: a tool
 	// call's opener, a reasoning block's tags, where the model's vocabulary
@@ -98,6 +101,21 @@ func (tm *textModel) piece(id int32) ([]byte, bool) {
 		return nil, false
 	}
 	return tm.vocab.Piece(id), true
+}
+
+// minDeviceTopK is the fewest candidates a row is narrowed to: greedy
+// needs one, and a few more let ties go to the lower id, as on the host.
+const minDeviceTopK = 4
+
+// narrowSlot sets how the device narrows the rows of req in slot: to the
+// candidates its sampler needs, when it needs no more (sample.Params.
+// Narrowed) and nothing else wants the whole row; else not at all.
+func (tm *textModel) narrowSlot(slot int, req *request) error {
+	k := 0
+	if tm.deviceTopK && req.narrowK > 0 && req.constraint == nil && !req.logprobs && !req.scorePrompt() {
+		k = min(max(req.narrowK, minDeviceTopK), tm.vocab.Size())
+	}
+	return tm.ctx.SetDeviceTopK(slot, k)
 }
 
 // clearSlot forgets every cell of slot.

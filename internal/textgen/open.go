@@ -132,6 +132,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.batch = llamacpp.NewBatch(cfg.BatchSize)
 	tm.slots, tm.batchSize, tm.contextSize = cfg.Slots, cfg.BatchSize, cfg.ContextSize
 	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cfg.MaxNewTokens, cfg.IgnoreEOS, cfg.PrefixCache == "on"
+	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
 	b.constraints = newConstraints(tm, dialect)
 	if trained := m.TrainedContext(); trained > 0 && cfg.ContextSize > trained {
@@ -164,7 +165,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 
 	log.Info("text model ready",
 		"model", path, "architecture", arch, "tool_format", dialect.String(), "engine", "llama.cpp "+lib.Version,
-		"device", device.Kind, "device_name", device.Name, "threads", threads, "kv_unified", unified,
+		"device", device.Kind, "device_name", device.Name, "threads", threads, "kv_unified", unified, "device_sampling", tm.deviceTopK,
 		"prefix_cache", tm.prefixCache, "slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
 	return b, nil

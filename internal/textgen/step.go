@@ -243,6 +243,15 @@ const parallelSampleFloats = 1 << 20
 func (s *scheduler) sample(st *step, draws []draw) {
 	vocab := s.model.vocab.Size()
 	one := func(d *draw) {
+		if s.model.ctx.DeviceTopK(d.seq.slot) > 0 {
+			ids, logits, err := s.model.ctx.Candidates(d.row)
+			if err != nil {
+				d.err = err
+				return
+			}
+			d.tok, d.err = d.seq.req.sampler.SampleTop(ids, logits)
+			return
+		}
 		row, err := s.row(d.row)
 		if err != nil {
 			d.err = err

@@ -39,6 +39,9 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 	if err := b.clearSlot(seq.slot); err != nil {
 		return "", fmt.Errorf("text generation: %w", err)
 	}
+	if err := b.ctx.SetDeviceTopK(seq.slot, 0); err != nil { // its rows are read whole
+		return "", fmt.Errorf("text generation: %w", err)
+	}
 	defer func() {
 		if err := b.clearSlot(seq.slot); err != nil {
 			b.log.Error("free cache slot", "slot", seq.slot, "err", err)
