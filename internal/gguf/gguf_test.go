@@ -10,13 +10,20 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// buffer is an in-memory io.WriterAt.
-type buffer struct{ b []byte }
+// buffer is an in-memory io.WriterAt, safe for the parallel writes to
+// disjoint ranges that io.WriterAt allows.
+type buffer struct {
+	mu sync.Mutex
+	b  []byte
+}
 
 func (w *buffer) WriteAt(p []byte, off int64) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if end := int(off) + len(p); end > len(w.b) {
 		w.b = append(w.b, make([]byte, end-len(w.b))...)
 	}
@@ -303,4 +310,27 @@ func TestTensorSize(t *testing.T) {
 			t.Errorf("%s %v: %d bytes (%v), want %d", c.typ, c.shape, got, err, c.want)
 		}
 	}
+}
+
+// FuzzRead: no input makes Read panic or allocate past what the file can
+// hold, and what it accepts has consistent tensors.
+func FuzzRead(f *testing.F) {
+	var w buffer
+	if err := Write(&w, []KV{{"general.architecture", "x"}, {"a", []string{"p", "q"}}, {"n", [][]uint8{{1}, {}}}},
+		[]Tensor{{Name: "w", Type: TensorQ4_0, Shape: []uint64{32, 2}, Data: raw(make([]byte, 36))}}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(w.b)
+	f.Add([]byte("GGUF\x03\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := Read(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		for _, ti := range file.Tensors {
+			if ti.Offset < file.DataOffset || ti.Offset%file.Alignment != 0 {
+				t.Fatalf("tensor %s at %d, data from %d, alignment %d", ti.Name, ti.Offset, file.DataOffset, file.Alignment)
+			}
+		}
+	})
 }

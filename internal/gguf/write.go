@@ -28,7 +28,9 @@ type Tensor struct {
 // (DefaultAlignment unless meta sets it), padded with zeros.
 //
 // The tensors are written in parallel, one per core at a time, each through
-// its own offset into w, so a model far larger than memory streams out.
+// its own offset into w (parallel WriteAt calls to disjoint ranges, as
+// io.WriterAt allows and an *os.File serves), so a model far larger than
+// memory streams out.
 func Write(w io.WriterAt, meta []KV, tensors []Tensor) error {
 	align := uint64(DefaultAlignment)
 	seen := make(map[string]bool, len(meta))
@@ -99,37 +101,45 @@ func Write(w io.WriterAt, meta []KV, tensors []Tensor) error {
 
 	// One worker per core takes the next tensor: each draws and encodes its
 	// weights a chunk at a time, so memory stays at a few chunks per core.
+	// After a failure no new tensor starts: the file is lost anyway.
+	var mu sync.Mutex
+	var failed error
 	next := make(chan int)
-	errs := make([]error, len(tensors))
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(1, len(tensors))) {
 		wg.Go(func() {
 			for i := range next {
-				errs[i] = writeTensor(w, tensors[i], int64(dataStart+offsets[i]), sizes[i], align)
+				if err := writeTensor(w, tensors[i], int64(dataStart+offsets[i]), sizes[i], align); err != nil {
+					mu.Lock()
+					failed = cmpOr(failed, err)
+					mu.Unlock()
+				}
 			}
 		})
 	}
 	for i := range tensors {
-		if err := firstError(errs[:i]); err != nil {
+		mu.Lock()
+		stop := failed != nil
+		mu.Unlock()
+		if stop {
 			break
 		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	if err := firstError(errs); err != nil {
-		return fmt.Errorf("write gguf: %w", err)
+	if failed != nil {
+		return fmt.Errorf("write gguf: %w", failed)
 	}
 	return nil
 }
 
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+// cmpOr is the first error that is not nil.
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
 	}
-	return nil
+	return b
 }
 
 // writeTensor writes t's data at off, checks it wrote size bytes, and pads
