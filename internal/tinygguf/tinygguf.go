@@ -46,9 +46,9 @@ const (
 	// BPE and special tokens, Meta's template.
 	FamilyLlama Family = "llama"
 	// FamilyQwen3 is Qwen3: architecture qwen3 (per-head q and k norms,
-	// heads wider than the model's width over the head count, the output
-	// tied to the embeddings as in the small Qwen3s), Qwen's byte-level BPE
-	// and added tokens, and its ChatML template with <tool_call> JSON.
+	// heads wider than the model's width over the head count), Qwen's
+	// byte-level BPE and added tokens, and its ChatML template with
+	// <tool_call> JSON.
 	FamilyQwen3 Family = "qwen3"
 	// FamilyMistral is Mistral Nemo: architecture llama with 128-wide heads,
 	// the tekken tokenizer with its 1,000 control tokens, and the
@@ -194,9 +194,12 @@ type model struct {
 	meta map[string]any
 	// qkNorm adds Qwen3's per-head RMS norms of q and k to each block.
 	qkNorm bool
-	// tied leaves output.weight out: the output reuses token_embd.
-	tied  bool
-	vocab int
+	vocab  int
+	// quietFrom and quietTo are tokens whose output rows are zeros, so the
+	// model seldom writes them: tekken's 980 unnamed control tokens, which
+	// no real model writes and which would otherwise be most of a tiny
+	// vocabulary's draws (and end no answer, nor show in its text).
+	quietFrom, quietTo int
 }
 
 // build returns the metadata of family f at shape s, and its tensors' plan.
@@ -235,7 +238,10 @@ func build(f Family, s shape, name string) model {
 		m["tokenizer.ggml.padding_token_id"] = v.id("<|endoftext|>")
 		m["tokenizer.ggml.add_bos_token"] = false
 		m["tokenizer.chat_template"] = Qwen3ChatTemplate
-		return model{meta: m, qkNorm: true, tied: true, vocab: len(v.tokens)}
+		// The output is its own matrix, as in Qwen3-8B and larger: the small
+		// Qwen3s tie it to the embeddings, but tied random weights repeat
+		// the last token forever (its own embedding stays in the residual).
+		return model{meta: m, qkNorm: true, vocab: len(v.tokens)}
 	case FamilyMistral:
 		v := mistralVocab()
 		hp("llama", m)
@@ -256,7 +262,7 @@ func build(f Family, s shape, name string) model {
 		m["tokenizer.ggml.add_bos_token"] = true
 		m["tokenizer.ggml.add_eos_token"] = false
 		m["tokenizer.chat_template"] = MistralNemoChatTemplate
-		return model{meta: m, vocab: len(v.tokens)}
+		return model{meta: m, vocab: len(v.tokens), quietFrom: len(tekkenSpecials), quietTo: tekkenControls}
 	}
 	v := llamaVocab(s.fullVocab)
 	hp("llama", m)
@@ -323,10 +329,10 @@ func Write(path string, opts Options) error {
 	head := s.head()
 	qDim, kvDim := head*s.heads, head*s.kvHeads
 	var ts []gguf.Tensor
-	matrix := func(name string, in, out int, std float64) {
-		ts = append(ts, gguf.Tensor{Name: name, Type: matrixKind,
-			Shape: []uint64{uint64(in), uint64(out)},
-			Data:  randomTensor{seed: opts.Seed, name: name, n: in * out, std: std, kind: matrixKind}})
+	matrix := func(name string, in, out int, std float64) *randomTensor {
+		r := &randomTensor{seed: opts.Seed, name: name, n: in * out, std: std, kind: matrixKind}
+		ts = append(ts, gguf.Tensor{Name: name, Type: matrixKind, Shape: []uint64{uint64(in), uint64(out)}, Data: r})
+		return r
 	}
 	norm := func(name string, n int) {
 		ts = append(ts, gguf.Tensor{Name: name, Type: gguf.TensorF32,
@@ -335,15 +341,11 @@ func Write(path string, opts Options) error {
 
 	// Scales: unit-variance activations through the blocks, and logits
 	// with a spread of a few units, so the next token is not a coin toss
-	// between near-equal logits. Tied embeddings serve as the output too,
-	// so they take the output's scale (the first norm rescales the input).
+	// between near-equal logits.
 	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
-	if m.tied {
-		matrix("token_embd.weight", s.hidden, m.vocab, 4*inv(s.hidden))
-	} else {
-		matrix("token_embd.weight", s.hidden, m.vocab, 1)
-		matrix("output.weight", s.hidden, m.vocab, 4*inv(s.hidden))
-	}
+	matrix("token_embd.weight", s.hidden, m.vocab, 1)
+	out := matrix("output.weight", s.hidden, m.vocab, 4*inv(s.hidden))
+	out.zeroFrom, out.zeroTo = m.quietFrom*s.hidden, m.quietTo*s.hidden
 	norm("output_norm.weight", s.hidden)
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)

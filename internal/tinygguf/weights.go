@@ -26,6 +26,9 @@ type randomTensor struct {
 	n    int
 	std  float64
 	kind gguf.TensorType
+	// zeroFrom and zeroTo are a range of weights written as zeros (rows of
+	// tokens the model must not favour); equal, none.
+	zeroFrom, zeroTo int
 }
 
 func (r randomTensor) WriteTo(w io.Writer) (int64, error) {
@@ -40,6 +43,9 @@ func (r randomTensor) WriteTo(w io.Writer) (int64, error) {
 		x = x[:min(chunkWeights, r.n-start)]
 		for i := range x {
 			x[i] = float32(rng.NormFloat64() * r.std)
+		}
+		for i := max(r.zeroFrom, start); i < min(r.zeroTo, start+len(x)); i++ {
+			x[i-start] = 0
 		}
 		switch r.kind {
 		case gguf.TensorQ4_0:
