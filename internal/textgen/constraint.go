@@ -30,6 +30,7 @@ type constraints struct {
 // maskVocab is the vocabulary as masks see it.
 type maskVocab struct {
 	vocab *structured.Vocab
+	eos   []int32 // the tokens that end an answer
 }
 
 // grammarCacheSize bounds the compiled grammars a worker keeps: a client's
@@ -70,7 +71,7 @@ func newMaskVocab(tm *textModel) *maskVocab {
 // maskVocabOf analyses tokens (each one's bytes; none for a token never
 // allowed) with eos, the tokens that end the answer.
 func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
-	return &maskVocab{vocab: structured.NewVocab(tokens, eos)}
+	return &maskVocab{vocab: structured.NewVocab(tokens, eos), eos: eos}
 }
 
 // constrain works out job's constraint and, when it has one, gives req a
@@ -158,6 +159,24 @@ func (c *seqConstraint) masks() bool {
 		return c.opening.Phase() == structured.Waiting
 	}
 	return false
+}
+
+// bansEnd reports whether the answer may not end at its next token
+// though its row is not masked: an answer that must make calls, inside
+// the reasoning block it may open with.
+func (c *seqConstraint) bansEnd() bool {
+	return c != nil && c.state == opening && !c.c.Lazy && c.opening.Phase() == structured.Thinking
+}
+
+// banEnd sets the logits of the tokens that end an answer to NaN, which
+// the sampler never picks.
+func (c *seqConstraint) banEnd(row []float32) {
+	nan := float32(math.NaN())
+	for _, id := range c.v.eos {
+		if int(id) < len(row) {
+			row[id] = nan
+		}
+	}
 }
 
 // maskRow sets the logits of the tokens the grammar does not allow next to

@@ -20,9 +20,13 @@ type rowLogprob struct {
 // sampleWithLogprob samples a token from row with sampler and measures it
 // against the raw logits, with the topLogprobs most likely tokens, before
 // the sampler's penalties and biases change the row in place: the model's
-// own distribution, as vLLM reports it.
-func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) (int32, *rowLogprob, error) {
+// own distribution, as vLLM reports it. ban, when set, takes tokens out of
+// the draw once the row is measured.
+func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32, ban func([]float32)) (int32, *rowLogprob, error) {
 	logSumExp, top := sample.RowLogprobs(row, topLogprobs)
+	if ban != nil {
+		ban(row) // the banned are never drawn, so raw[tok] below is untouched
+	}
 	raw := row
 	if sampler.Adjusts() {
 		raw = slices.Clone(row)

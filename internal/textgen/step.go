@@ -257,12 +257,20 @@ func (s *scheduler) sample(st *step, draws []draw) {
 			d.err = err
 			return
 		}
+		// An answer that must make calls may think first, but not end there.
+		var ban func([]float32)
+		if c := d.seq.req.constraint; c.bansEnd() {
+			ban = c.banEnd
+		}
 		switch {
 		case d.seq.req.constraint.masks():
 			d.tok, d.logprob, d.err = sampleMasked(d.seq.req, row)
 		case d.seq.req.logprobs:
-			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req.sampler, d.seq.req.topLogprobs, row)
+			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req.sampler, d.seq.req.topLogprobs, row, ban)
 		default:
+			if ban != nil {
+				ban(row)
+			}
 			d.tok, d.err = d.seq.req.sampler.Sample(row)
 		}
 	}
