@@ -300,3 +300,10 @@ func (b *Batch) Free() {
 		b.cap = 0
 	}
 }
+
+// SetThreads sets the CPU threads the next steps compute on.
+func (c *Context) SetThreads(n int) {
+	if n > 0 {
+		llama.SetNThreads(c.c, int32(n), int32(n))
+	}
+}

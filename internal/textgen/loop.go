@@ -1,6 +1,7 @@
 package textgen
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
@@ -38,12 +39,27 @@ func (s *scheduler) loop() {
 			continue
 		}
 		st.took.plan = time.Since(t)
+		s.fitThreads(t)
 		s.compute(st)
 		t = time.Now()
 		s.finish(st)
 		st.took.finish = time.Since(t)
 		s.record(st)
 	}
+}
+
+// fitThreads has the step compute on as many threads as the governor
+// allows now (threads.go).
+func (s *scheduler) fitThreads(now time.Time) {
+	tm := s.model
+	n := tm.governor.threads(now)
+	if n == 0 || n == tm.threads {
+		return
+	}
+	tm.log.Info("text compute threads", "threads", n, "was", tm.threads,
+		"others_busy_cpus", fmt.Sprintf("%.2f", tm.governor.others))
+	tm.ctx.SetThreads(n)
+	tm.threads = n
 }
 
 // admit takes new requests into free slots. When nothing is active, it
@@ -131,7 +147,7 @@ func (s *scheduler) record(st *step) {
 	}
 	s.model.log.Info("text throughput",
 		"tokens_per_s", t.tokensPerSecond, "steps", t.steps, "active", active, "waiting", len(s.waiting),
-		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS)
+		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS, "threads", s.model.threads)
 }
 
 // release frees the slots of finished sequences, and starts over those a

@@ -23,6 +23,11 @@ type textModel struct {
 	ignoreEOS        bool // Config.IgnoreEOS
 	prefixCache      bool // Config.PrefixCache is "on"
 	contextSize      int
+	// governor fits the compute threads to the CPUs other processes leave
+	// free (threads.go); nil when TEXT_THREADS sets them or a GPU computes.
+	governor *threadGovernor
+	threads  int // the threads steps compute on now
+
 	// deviceTopK narrows the rows of requests that need only their top-k
 	// on the device (Config.DeviceSampling, resolved by Open).
 	deviceTopK bool

@@ -94,7 +94,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	threads := cfg.Threads
 	if threads <= 0 {
 		threads = defaultThreads(m.Params())
+		if threads > 1 && gpu == nil {
+			tm.governor = newThreadGovernor(threads)
+		}
 	}
+	tm.threads = threads
 	var plan *memoryPlan
 	if gpu != nil {
 		free, _ := gpu.Memory()
