@@ -222,7 +222,9 @@ func (s *ChatChunks) Finish(index int, reason string, first bool) any {
 	return s.choice(index, delta, nil, reason, first)
 }
 
-// delta is the chat delta of a choice's call events.
+// delta is the chat delta of a choice's call events. A reasoning block
+// before the calls goes out in no delta, as the final message, whose content
+// is null when it made calls, holds none.
 func (s *ChatChunks) delta(index int, events []structured.CallEvent) chatDelta {
 	var d chatDelta
 	for _, e := range events {

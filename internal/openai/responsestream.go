@@ -130,7 +130,8 @@ func (e *ResponseEvents) content(out []ResponseEvent, text string) []ResponseEve
 		"content_index": 0, "delta": text, "logprobs": []any{}})
 }
 
-// event adds the events of what a CallStream read.
+// event adds the events of what a CallStream read; a reasoning block before
+// the calls makes none, as the final response's output holds only the calls.
 func (e *ResponseEvents) event(out []ResponseEvent, ev structured.CallEvent) []ResponseEvent {
 	out = e.content(out, ev.Content)
 	if ev.Start {

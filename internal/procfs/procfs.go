@@ -48,3 +48,76 @@ func PeakRSSMiB(pid int) float64 {
 	}
 	return float64(kb) / 1024
 }
+
+// CPUUse is a sample of CPU time, in clock ticks since boot: the busy and
+// total time of the CPUs this process may run on, and the time the process
+// itself has used. Two samples tell how busy the other processes kept
+// those CPUs in between (OthersBusy).
+type CPUUse struct {
+	Busy, Total, Self uint64
+	CPUs              int
+}
+
+// SampleCPU reads /proc/stat's lines of the CPUs in cpus (all of them when
+// nil) and /proc/<pid>/stat.
+func SampleCPU(pid int, cpus []int) (CPUUse, error) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUUse{}, err
+	}
+	var u CPUUse
+	want := map[int]bool{}
+	for _, c := range cpus {
+		want[c] = true
+	}
+	for _, line := range strings.Split(string(stat), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 || !strings.HasPrefix(fields[0], "cpu") || fields[0] == "cpu" {
+			continue
+		}
+		n, err := strconv.Atoi(fields[0][3:])
+		if err != nil || len(cpus) > 0 && !want[n] {
+			continue
+		}
+		// user nice system idle iowait irq softirq steal …
+		for i, f := range fields[1:] {
+			v, _ := strconv.ParseUint(f, 10, 64)
+			if i >= 8 { // guest time is counted in user already
+				break
+			}
+			u.Total += v
+			if i != 3 && i != 4 { // idle, iowait
+				u.Busy += v
+			}
+		}
+		u.CPUs++
+	}
+	self, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return CPUUse{}, err
+	}
+	// The command may hold spaces: the fields that follow start after its ')'.
+	rest := string(self)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return CPUUse{}, os.ErrInvalid
+	}
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	u.Self = utime + stime
+	return u, nil
+}
+
+// OthersBusy is how many CPUs' worth of time processes other than this one
+// were busy from prev to u.
+func (u CPUUse) OthersBusy(prev CPUUse) float64 {
+	total := float64(u.Total - prev.Total)
+	if total <= 0 || u.CPUs == 0 {
+		return 0
+	}
+	others := float64(u.Busy-prev.Busy) - float64(u.Self-prev.Self)
+	return max(0, others/total*float64(u.CPUs))
+}

@@ -2,6 +2,8 @@ package procfs
 
 import (
 	"os"
+	"os/exec"
+	"time"
 	"path/filepath"
 	"testing"
 )
@@ -27,5 +29,39 @@ func TestPeakRSSMiB(t *testing.T) {
 	}
 	if got := PeakRSSMiB(-1); got != -1 {
 		t.Fatalf("PeakRSSMiB of no process = %v, want -1", got)
+	}
+}
+
+// TestOthersBusy: this process's own work counts as its own, and a busy
+// loop in another process shows as about one CPU of others' time (at
+// least: the machine may be busy with more).
+func TestOthersBusy(t *testing.T) {
+	prev, err := SampleCPU(os.Getpid(), nil)
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	// Busy in this process: not the others'.
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+	}
+	cur, err := SampleCPU(os.Getpid(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 300 ms of one CPU is about 30 ticks of 10 ms.
+	if cur.CPUs < 1 || cur.Self-prev.Self < 20 || cur.Busy-prev.Busy < cur.Self-prev.Self {
+		t.Fatalf("samples %+v then %+v: want CPUs, and 300 ms of this process's own time among the busy", prev, cur)
+	}
+	// Busy in another process: the others'.
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	prev, _ = SampleCPU(os.Getpid(), nil)
+	time.Sleep(500 * time.Millisecond)
+	cur, _ = SampleCPU(os.Getpid(), nil)
+	if o := cur.OthersBusy(prev); o < 0.6 {
+		t.Errorf("another process's busy loop counted as %.2f CPUs of others', want about 1", o)
 	}
 }

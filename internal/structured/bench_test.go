@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // benchVocab is Llama 3's vocabulary when scripts/fetch-vocab.sh has
@@ -195,4 +197,49 @@ func BenchmarkPrepare(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkOpeningMask times the mask of a tool-calling answer's first
+// token (Opening.Mask), the step at which it is widest: a lazy answer
+// allows nearly the whole vocabulary, less the openings the grammar
+// refuses; a required one, after a reasoning tag's start, the call's
+// openings. The vocabulary is benchVocab's with each format's special
+// tokens added.
+func BenchmarkOpeningMask(b *testing.B) {
+	toks, eos, name := benchVocab(b)
+	toks = append(slices.Clone(toks), []byte("<tool_call>"), []byte("</tool_call>"), []byte("[TOOL_CALLS]"), []byte("<think>"), []byte("</think>"))
+	v := NewVocab(toks, eos)
+	v.Warm()
+	job := genq.Job{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: []genq.Tool{{Type: "function",
+		Function: genq.ToolFunction{Name: "create_event", Parameters: []byte(typicalSchema)}}}}
+	required := job
+	required.ToolChoice = &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
+	mask := make([]uint64, (v.Size()+63)/64)
+	for _, tc := range []struct {
+		name string
+		job  genq.Job
+		d    Dialect
+	}{
+		{"llama3-json lazy", job, Dialect{Format: Llama3JSON}},
+		{"hermes lazy", job, Dialect{Format: Hermes}},
+		{"hermes+think lazy", job, Dialect{Format: Hermes, Reasoning: true}},
+		{"hermes+think required", required, Dialect{Format: Hermes, Reasoning: true}},
+		{"mistral lazy", job, Dialect{Format: Mistral}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c, err := NewCache(1).ForJobIn(tc.job, tc.d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Grammar.Prepare(context.Background(), v); err != nil {
+				b.Fatal(err)
+			}
+			o, start := c.NewOpening(), c.Grammar.NewMatcher()
+			for b.Loop() {
+				o.Mask(start, v, mask)
+			}
+			b.ReportMetric(float64(len(allowed(mask))), "allowed")
+		})
+	}
+	b.Logf("vocabulary: %s, %d tokens", name, len(toks))
 }

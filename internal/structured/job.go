@@ -12,38 +12,46 @@ import (
 type Constraint struct {
 	// Grammar is the language of the answer; nil leaves it free.
 	Grammar *Grammar
-	// Lazy binds the grammar only once the answer opens with the first
-	// byte of a call ('{'): with tool_choice "auto" the model may answer
-	// in prose instead, and once it starts a call, the call is held to
-	// the tools' schemas.
+	// Lazy binds the grammar only once the answer opens a call (its
+	// format's Opener, after whitespace and, in a dialect with reasoning,
+	// a reasoning block): with tool_choice "auto" the model may answer in
+	// prose instead, and once it starts a call, the call is held to the
+	// tools' schemas.
 	Lazy bool
 	// ToolCalls says the answer, when it matches the grammar, is tool
-	// calls to parse (ParseToolCalls) rather than content.
+	// calls to parse (Dialect.Parse) rather than content.
 	ToolCalls bool
+	// Dialect is the model's way of writing calls, for a tool constraint.
+	Dialect Dialect
 }
 
-// LazyTrigger is the byte that opens a tool call, on which a lazy
-// grammar binds.
+// LazyTrigger is the byte that opens a Llama3JSON call, on which a lazy
+// grammar of that format binds; ToolFormat.Opener names every format's.
 const LazyTrigger = '{'
 
 // ForJob works out a job's constraint from its response_format and tools,
 // compiling each grammar once per distinct request (by the hash of what
 // shapes it). Errors are genq.Invalid and say what is wrong: a schema
 // keyword genq cannot enforce, a $ref to nowhere, a schema nothing
-// satisfies.
-func (c *Cache) ForJob(j genq.Job) (Constraint, error) {
+// satisfies. Calls are held to Llama3JSON; ForJobIn takes the model's
+// dialect.
+func (c *Cache) ForJob(j genq.Job) (Constraint, error) { return c.ForJobIn(j, Dialect{}) }
+
+// ForJobIn is ForJob for a model whose calls are written in dialect d
+// (chattemplate.Template.Dialect).
+func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 	if mode := j.ToolMode(); mode != "" {
 		parallel := j.Parallel() && (j.ToolChoice == nil || j.ToolChoice.Function == "")
 		tools := j.OfferedTools()
-		key, err := toolsKey(tools, parallel)
+		key, err := toolsKey(tools, parallel, d.Format)
 		if err != nil {
 			return Constraint{}, err
 		}
-		g, err := c.compileKeyed(key, func() (*Grammar, error) { return CompileToolCalls(tools, parallel) })
+		g, err := c.compileKeyed(key, func() (*Grammar, error) { return d.Format.Compile(tools, parallel) })
 		if err != nil {
 			return Constraint{}, err
 		}
-		return Constraint{Grammar: g, Lazy: mode == genq.ToolChoiceAuto, ToolCalls: true}, nil
+		return Constraint{Grammar: g, Lazy: mode == genq.ToolChoiceAuto, ToolCalls: true, Dialect: d}, nil
 	}
 	f := j.ResponseFormat
 	if f == nil {
@@ -67,8 +75,9 @@ func (c *Cache) ForJob(j genq.Job) (Constraint, error) {
 }
 
 // toolsKey hashes what shapes a tool grammar: the tools' names and
-// parameters, and whether calls may repeat. Descriptions do not change it.
-func toolsKey(tools []genq.Tool, parallel bool) ([sha256.Size]byte, error) {
+// parameters, whether calls may repeat, and the format they are written in.
+// Descriptions do not change it.
+func toolsKey(tools []genq.Tool, parallel bool, f ToolFormat) ([sha256.Size]byte, error) {
 	type shape struct {
 		Name       string          `json:"n"`
 		Parameters json.RawMessage `json:"p,omitempty"`
@@ -78,9 +87,10 @@ func toolsKey(tools []genq.Tool, parallel bool) ([sha256.Size]byte, error) {
 		shapes[i] = shape{t.Function.Name, t.Function.Parameters}
 	}
 	b, err := json.Marshal(struct {
-		Tools    []shape `json:"t"`
-		Parallel bool    `json:"par"`
-	}{shapes, parallel})
+		Tools    []shape    `json:"t"`
+		Parallel bool       `json:"par"`
+		Format   ToolFormat `json:"f,omitempty"`
+	}{shapes, parallel, f})
 	if err != nil {
 		return [sha256.Size]byte{}, genq.WrapError(genq.Invalid, err, "tools: a parameters schema is not JSON")
 	}

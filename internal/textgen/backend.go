@@ -2,7 +2,9 @@ package textgen
 
 import (
 	"context"
+	"sync"
 
+	"github.com/genq/genq/internal/chattemplate"
 	"github.com/genq/genq/internal/genq"
 )
 
@@ -12,11 +14,16 @@ import (
 type Backend struct {
 	*textModel
 	cfg   Config
-	tmpl  *chatTemplate
+	tmpl  *chattemplate.Template
 	info  genq.BackendInfo
 	sched *scheduler
 	// constraints serves response_format and tools (constraint.go).
 	constraints *constraints
+
+	// mu keeps Close from freeing the model while a request is being
+	// tokenized; closed says it has.
+	mu     sync.RWMutex
+	closed bool
 }
 
 var _ genq.Backend = (*Backend)(nil)
@@ -59,11 +66,8 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 }
 
 func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece)) (seqResult, error) {
-	req, err := b.newJobRequest(job)
+	req, err := b.prepare(ctx, job)
 	if err != nil {
-		return seqResult{}, err
-	}
-	if err := b.constrain(ctx, job, req); err != nil {
 		return seqResult{}, err
 	}
 	req.emit = emit
@@ -75,11 +79,34 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	return out, err
 }
 
+// prepare turns job into a request for the scheduler: its prompt in
+// tokens, its sampler and its constraint.
+func (b *Backend) prepare(ctx context.Context, job genq.Job) (*request, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return nil, genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down")
+	}
+	req, err := b.newJobRequest(job)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.constrain(ctx, job, req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
 // Close stops the scheduler and frees the model. Jobs still running fail.
 func (b *Backend) Close() error {
 	if b.sched != nil {
 		b.sched.stop()
 	}
-	b.textModel.close()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.textModel.close()
+	}
 	return nil
 }

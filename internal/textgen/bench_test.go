@@ -69,7 +69,7 @@ func BenchmarkThroughput(b *testing.B) {
 					be, err := Open(context.Background(), Config{
 						ModelFile: path, Slots: n, ContextSize: 512, MaxNewTokens: benchTokens(),
 						Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
-						IgnoreEOS: true, Pipeline: os.Getenv("GENQ_BENCH_PIPELINE"), Graph: os.Getenv("GENQ_BENCH_GRAPH"),
+						IgnoreEOS: true, KVUnified: os.Getenv("GENQ_BENCH_KV_UNIFIED"),
 					}, nil)
 					if err != nil {
 						b.Fatal(err)
@@ -171,10 +171,9 @@ func medianDuration(xs []time.Duration) time.Duration {
 // BenchmarkHostPerStep measures the host's work per decode step (building
 // the batch, the cache's mask and the graph; sampling and decoding the
 // answers) at 64 sequences over Llama 3's 128,256-token vocabulary, with the
-// engine's compute reported apart. Rows are narrowed on the device (ggml's
-// sort in the step's graph, as on a GPU) or copied whole to the host.
+// engine's compute reported apart, with the KV cache unified and not.
 //
-//	go test ./internal/ggml -run '^$' -bench HostPerStep -benchtime 1x
+//	go test ./internal/textgen -run '^$' -bench HostPerStep -benchtime 1x
 func BenchmarkHostPerStep(b *testing.B) {
 	dir := filepath.Join(os.TempDir(), "genq-ggml-bench")
 	path := filepath.Join(dir, tinygguf.FileName(genq.VariantB, "tiny-128k"))
@@ -184,12 +183,12 @@ func BenchmarkHostPerStep(b *testing.B) {
 		}
 	}
 	const slots = 64
-	for _, narrow := range []string{"device", "host"} {
-		b.Run("narrow="+narrow, func(b *testing.B) {
+	for _, kv := range []string{"off", "on"} {
+		b.Run("kv-unified="+kv, func(b *testing.B) {
 			be, err := Open(context.Background(), Config{
 				ModelFile: path, Slots: slots, ContextSize: 512, MaxNewTokens: 24,
 				Temperature: 0.6, TopP: 0.9, TopK: 50, Seed: 1, Threads: benchThreads(),
-				IgnoreEOS: true, Pipeline: "off", Narrow: narrow,
+				IgnoreEOS: true, KVUnified: kv,
 			}, nil)
 			if err != nil {
 				b.Fatal(err)

@@ -17,9 +17,9 @@ func TestFailedStepIsBisected(t *testing.T) {
 	errBad := errors.New("injected step failure")
 	texts := batchTexts[:4]
 	const poison = 3
-	for _, pipeline := range []string{"off", "on"} {
-		t.Run("pipeline "+pipeline, func(t *testing.T) {
-			cfg := Config{MaxNewTokens: 24, Slots: 4, Pipeline: pipeline, IgnoreEOS: true}
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 24, Slots: 4, KVUnified: kv, IgnoreEOS: true}
 			single := openTiny(t, genq.VariantB, Config{MaxNewTokens: 24, Slots: 1, IgnoreEOS: true})
 			b := openTiny(t, genq.VariantB, cfg)
 			bad, err := b.promptTokens(texts[poison])

@@ -1,6 +1,7 @@
-// Package ggml is genq's text backend: it serves a GGUF chat model with
-// ollama's Go-native ggml engine, in process, and runs its own continuous-
-// batching scheduler and sampler on top of it.
+// Package textgen is genq's text backend: it serves a GGUF chat model on
+// llama.cpp (internal/llamacpp), in process, and runs genq's own
+// continuous-batching scheduler, sampler, structured-output masks and
+// prefix cache on top of it.
 package textgen
 
 import (
@@ -44,29 +45,23 @@ type Config struct {
 	// sized from it, as vLLM's gpu_memory_utilization.
 	GPUMemoryUtilization float64
 
-	// Narrow is where each sampled row is narrowed to the sampler's top-k:
-	// "device" sorts in the step's own graph and only k logits per row reach
-	// the host; "host" copies whole rows and selects there; "auto" narrows
-	// on the device when a GPU computes and the step samples two rows or
-	// more (one row is cheaper to copy than to sort). A CPU's sort over a
-	// 128k vocabulary costs more than the host's selection, and for small
-	// vocabularies neither matters.
-	Narrow string
+	// KVUnified is "auto", "on" or "off": whether the engine keeps one KV
+	// buffer for every slot (llama.cpp's kv_unified), where a step's tokens
+	// attend over every slot's cells, masked to their own, and a prompt
+	// shares the cells it copies from another slot; or a stream of cells
+	// per slot, each attending over its own (docs/text.md measures both).
+	KVUnified string
+	// FlashAttention is "auto", "on" or "off": llama.cpp's flash_attn_type.
+	FlashAttention string
 
-	// Graph is which forward pass steps run: "streams" is genq's own llama
-	// graph, each slot with its own stream of cache cells, so a token
-	// attends over its own sequence only; "engine" is the engine's model
-	// graph over one unified cache, where every token scores the cells of
-	// every sequence in the step; "auto" takes streams for llama models and
-	// the engine's graph for other architectures.
-	Graph string
-
-	// Pipeline is "on", "off" or "auto": whether the graph of step N+1 is
-	// built while step N computes. Auto turns it on when a GPU computes,
-	// leaving the CPU free to build; on a CPU it steals a core from ggml's
-	// threads, which then spin at their barriers (measured in
-	// docs/benchmarks.md).
-	Pipeline string
+	// DeviceSampling is "auto", "on" or "off": whether the rows of a request
+	// whose sampler needs only its top-k candidates are narrowed to them on
+	// the device, in the step's own graph (llama.cpp's backend sampling),
+	// so that only k logits per row reach the host. Rows that need the
+	// whole vocabulary (a grammar's mask, logprobs, penalties and biases, a
+	// sampler without top-k) cross whole. Auto narrows when a GPU computes,
+	// where copying and scanning whole rows costs the step most.
+	DeviceSampling string
 
 	// PrefixCache is "on" or "off": whether a finished sequence's cells
 	// stay in its slot for a later prompt that starts with the same
@@ -78,16 +73,10 @@ type Config struct {
 	// random-weight model would otherwise stop at a random length. Never
 	// for serving users.
 	IgnoreEOS bool
-	pipeline  bool // Pipeline, resolved by Open
 	// noSharedPrefix prefills every prompt whole: tests compare against it.
 	noSharedPrefix bool
-	// flashChunks has prompt chunks attend with the flash kernel on a CPU
-	// too, as decoding does there (matmulChunkAttention): tests and
-	// benchmarks compare the two.
-	flashChunks bool
-	// flashAttention forces ggml's flash kernel on the CPU, where Open
-	// otherwise takes it for real models only: tests cover both kernels.
-	flashAttention bool
+	// LibDir is the directory of the engine's libraries (LLAMA_LIB_DIR).
+	LibDir string
 }
 
 // DefaultSystemPrompt is the system message of every conversation unless
@@ -105,13 +94,14 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.Int(&c.TopK, "text-top-k", "TEXT_TOP_K", 50, "keep only the k most likely tokens; 0 keeps all (Hugging Face samples with 50)")
 	fs.Int64(&c.Seed, "text-seed", "TEXT_SEED", 0, "sampling seed: 0 draws a fresh one per request, any other value makes output reproducible")
 	fs.Int(&c.Threads, "text-threads", "TEXT_THREADS", 0, "CPU threads for compute; 0 uses every CPU")
-	fs.Int(&c.BatchSize, "text-batch-size", "TEXT_BATCH_SIZE", 256, "most tokens in one forward step; long prompts are prefilled in chunks of this size")
-	fs.String(&c.Pipeline, "text-pipeline", "TEXT_PIPELINE", "auto", "build step N+1 while step N computes: on, off, or auto (on when a GPU computes)")
+	fs.Int(&c.BatchSize, "text-batch-size", "TEXT_BATCH_SIZE", 512, "most tokens in one forward step; long prompts are prefilled in chunks of this size")
 	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
 	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
 	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
-	fs.String(&c.Narrow, "text-narrow", "TEXT_NARROW", "auto", "where rows are narrowed to the sampler's top-k: device (in the step's graph), host, or auto (device on a GPU for steps of two rows or more)")
-	fs.String(&c.Graph, "text-graph", "TEXT_GRAPH", "auto", "forward pass: streams (genq's llama graph, attention per sequence), engine (the engine's graph, one unified cache), or auto (streams for llama models)")
+	fs.String(&c.KVUnified, "text-kv-unified", "TEXT_KV_UNIFIED", "auto", "one KV buffer for every slot (on), a stream per slot (off), or auto (docs/text.md)")
+	fs.String(&c.FlashAttention, "text-flash-attention", "TEXT_FLASH_ATTENTION", "auto", "llama.cpp's flash attention: on, off, or auto (where the device supports it)")
+	fs.String(&c.DeviceSampling, "text-device-sampling", "TEXT_DEVICE_SAMPLING", "auto", "narrow rows to their sampler's top-k on the device: on, off, or auto (on when a GPU computes)")
+	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's), as make engine builds them")
 	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
@@ -129,19 +119,19 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxNewTokens = 256
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 256
+		c.BatchSize = 512
 	}
 	var err error
-	if c.Pipeline, err = oneOf("pipeline", c.Pipeline, "auto", "on", "off"); err != nil {
+	if c.KVUnified, err = oneOf("KV unified", c.KVUnified, "auto", "on", "off"); err != nil {
 		return c, err
 	}
-	if c.Graph, err = oneOf("graph", c.Graph, "auto", "streams", "engine"); err != nil {
+	if c.FlashAttention, err = oneOf("flash attention", c.FlashAttention, "auto", "on", "off"); err != nil {
+		return c, err
+	}
+	if c.DeviceSampling, err = oneOf("device sampling", c.DeviceSampling, "auto", "on", "off"); err != nil {
 		return c, err
 	}
 	if c.PrefixCache, err = oneOf("prefix cache", c.PrefixCache, "on", "off"); err != nil {
-		return c, err
-	}
-	if c.Narrow, err = oneOf("narrow", c.Narrow, "auto", "device", "host"); err != nil {
 		return c, err
 	}
 	if c.GPUMemoryUtilization <= 0 || c.GPUMemoryUtilization > 1 {
@@ -185,15 +175,4 @@ func (c Config) withSlots(slots int) Config {
 
 func (c Config) samplerParams() sample.Params {
 	return sample.Params{Temperature: c.Temperature, TopK: c.TopK, TopP: c.TopP}
-}
-
-// narrowCandidates is the most candidates per row the device hands over
-// under this config: TopK for a sampled row, 1 for a greedy one, 0 (whole
-// rows for every request) when it samples without a top-k. A request that
-// asks for a larger top_k, or none, gets whole rows (stepNarrowK).
-func (c Config) narrowCandidates() int {
-	if c.TopK > 0 {
-		return c.TopK
-	}
-	return c.samplerParams().Narrowed()
 }

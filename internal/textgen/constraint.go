@@ -2,14 +2,11 @@ package textgen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sync"
-
-	"github.com/ollama/ollama/tokenizer"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
@@ -22,9 +19,9 @@ import (
 // constrained job: most workers never see one, and Open stays as fast as
 // before (docs/text.md).
 type constraints struct {
-	tok   tokenizer.Tokenizer
-	info  vocabInfo
-	cache *structured.Cache
+	tm      *textModel
+	dialect structured.Dialect // how the model writes calls (its chat template's)
+	cache   *structured.Cache
 
 	once  sync.Once
 	masks *maskVocab
@@ -33,9 +30,7 @@ type constraints struct {
 // maskVocab is the vocabulary as masks see it.
 type maskVocab struct {
 	vocab *structured.Vocab
-	// opensCall marks the tokens whose text begins with the byte that opens
-	// a tool call: a lazy grammar binds on them.
-	opensCall []uint64
+	eos   []int32 // the tokens that end an answer
 }
 
 // grammarCacheSize bounds the compiled grammars a worker keeps: a client's
@@ -43,50 +38,40 @@ type maskVocab struct {
 // its node masks.
 const grammarCacheSize = 256
 
-func newConstraints(tok tokenizer.Tokenizer, info vocabInfo) *constraints {
-	return &constraints{tok: tok, info: info, cache: structured.NewCache(grammarCacheSize)}
+func newConstraints(tm *textModel, dialect structured.Dialect) *constraints {
+	return &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize)}
 }
 
 // vocabulary returns the model's vocabulary for masking, building it on
 // first use.
 func (c *constraints) vocabulary() *maskVocab {
-	c.once.Do(func() { c.masks = newMaskVocab(c.tok, c.info) })
+	c.once.Do(func() { c.masks = newMaskVocab(c.tm) })
 	return c.masks
 }
 
 // newMaskVocab gives each token the bytes it adds to the answer: what
-// sequence.accept writes for it. Byte-level BPE strings decode back to
-// their bytes; control tokens write nothing and get none, so a grammar
-// never allows them; the end-of-turn tokens are allowed only where the
-// grammar accepts.
-func newMaskVocab(tok tokenizer.Tokenizer, info vocabInfo) *maskVocab {
-	tokens := make([][]byte, len(info.control))
+// sequence.accept writes for it (textModel.piece). Control tokens write
+// nothing and get none, so a grammar never allows them, but for those the
+// model's dialect preserves (a call's opener); the end-of-generation
+// tokens are allowed only where the grammar accepts.
+func newMaskVocab(tm *textModel) *maskVocab {
+	tokens := make([][]byte, tm.vocab.Size())
+	var eos []int32
 	for id := range tokens {
-		if info.control[id] {
-			continue
+		if tm.vocab.IsEndOfGeneration(int32(id)) {
+			eos = append(eos, int32(id))
 		}
-		if piece, err := tok.Decode([]int32{int32(id)}); err == nil {
-			tokens[id] = []byte(piece)
+		if piece, ok := tm.piece(int32(id)); ok {
+			tokens[id] = piece
 		}
 	}
-	eos := make([]int32, 0, len(info.stop))
-	for id := range info.stop {
-		eos = append(eos, id)
-	}
-	slices.Sort(eos)
 	return maskVocabOf(tokens, eos)
 }
 
 // maskVocabOf analyses tokens (each one's bytes; none for a token never
 // allowed) with eos, the tokens that end the answer.
 func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
-	opens := make([]uint64, (len(tokens)+63)/64)
-	for id, t := range tokens {
-		if len(t) > 0 && t[0] == structured.LazyTrigger {
-			opens[id>>6] |= 1 << (id & 63)
-		}
-	}
-	return &maskVocab{vocab: structured.NewVocab(tokens, eos), opensCall: opens}
+	return &maskVocab{vocab: structured.NewVocab(tokens, eos), eos: eos}
 }
 
 // constrain works out job's constraint and, when it has one, gives req a
@@ -95,7 +80,7 @@ func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
 // are worked out here, on the caller's goroutine, so that no step of the
 // decoding loop pays for a node's first use.
 func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) error {
-	c, err := b.constraints.cache.ForJob(job)
+	c, err := b.constraints.cache.ForJobIn(job, b.constraints.dialect)
 	if err != nil {
 		if genq.ErrorCode(err) != genq.Invalid {
 			err = genq.WrapError(genq.Invalid, err, err.Error())
@@ -117,25 +102,23 @@ func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) err
 // start puts the constraint at the start of req's answer, for its first
 // start and for a start over after a failed step.
 func (c *seqConstraint) start(req *request) {
-	c.m, c.state, c.matched = c.c.Grammar.NewMatcher(), bound, false
-	if c.c.Lazy {
-		c.state = waiting
+	c.m, c.matched = c.c.Grammar.NewMatcher(), false
+	c.opening = c.c.NewOpening()
+	c.state = bound
+	if c.opening != nil {
+		c.state = opening
 	}
 	// The mask needs the row whole: a device's top-k of the raw logits
 	// may hold no allowed token.
 	req.narrowK = 0
 }
 
-// errConstrainedRowNarrowed fails a masked sequence whose row reached the
-// host narrowed: a bug, never an unmasked token.
-var errConstrainedRowNarrowed = errors.New("a constrained row was narrowed on the device")
-
 // bindState is where a sequence stands with its grammar.
 type bindState int
 
 const (
 	bound   bindState = iota // every token is masked
-	waiting                  // lazy, before the answer's first token
+	opening                  // before the calls: Opening says whether a token is masked
 	free                     // lazy, and the answer is prose: no mask
 )
 
@@ -147,7 +130,11 @@ type seqConstraint struct {
 	v     *maskVocab
 	m     *structured.Matcher
 	state bindState
-	mask  []uint64
+	// opening follows a tool-calling answer up to its first call
+	// (structured.Opening): through whitespace, a reasoning block, or
+	// prose, where a lazy answer lets the grammar go.
+	opening *structured.Opening
+	mask    []uint64
 	// ids and logits are the candidates of a row with few tokens allowed.
 	ids    []int32
 	logits []float32
@@ -158,8 +145,39 @@ type seqConstraint struct {
 	matched bool
 }
 
-// masks reports whether the sequence's next row is masked.
-func (c *seqConstraint) masks() bool { return c != nil && c.state != free }
+// masks reports whether the sequence's next row is masked: always once
+// bound, and before the calls while nothing is decided (inside a reasoning
+// block the answer is free).
+func (c *seqConstraint) masks() bool {
+	if c == nil {
+		return false
+	}
+	switch c.state {
+	case bound:
+		return true
+	case opening:
+		return c.opening.Phase() == structured.Waiting
+	}
+	return false
+}
+
+// bansEnd reports whether the answer may not end at its next token
+// though its row is not masked: an answer that must make calls, inside
+// the reasoning block it may open with.
+func (c *seqConstraint) bansEnd() bool {
+	return c != nil && c.state == opening && !c.c.Lazy && c.opening.Phase() == structured.Thinking
+}
+
+// banEnd sets the logits of the tokens that end an answer to NaN, which
+// the sampler never picks.
+func (c *seqConstraint) banEnd(row []float32) {
+	nan := float32(math.NaN())
+	for _, id := range c.v.eos {
+		if int(id) < len(row) {
+			row[id] = nan
+		}
+	}
+}
 
 // maskRow sets the logits of the tokens the grammar does not allow next to
 // NaN, which the sampler never picks: temperature, top-k, top-p, min-p,
@@ -185,13 +203,12 @@ func (c *seqConstraint) maskRow(row []float32) error {
 // fillMask works out the tokens allowed next into c.mask and counts them,
 // of a vocabulary of size tokens.
 func (c *seqConstraint) fillMask(size int) (int, error) {
-	c.m.Mask(c.v.vocab, c.mask)
-	if c.state == waiting {
-		// Before its first token a lazy answer is free, except that a token
-		// opening a call must open one the grammar allows.
-		for i, w := range c.v.opensCall {
-			c.mask[i] |= ^w
-		}
+	if c.state == opening {
+		// Before the calls: whitespace, a reasoning block's tag, the start
+		// of a call the grammar allows, and (lazy) any prose.
+		c.opening.Mask(c.m, c.v.vocab, c.mask)
+	} else {
+		c.m.Mask(c.v.vocab, c.mask)
 	}
 	if tail := size % 64; tail != 0 && len(c.mask) > size/64 {
 		c.mask[size/64] &= 1<<tail - 1
@@ -234,23 +251,52 @@ func (c *seqConstraint) follow(req *request, piece []byte) (done bool, err error
 	switch c.state {
 	case free:
 		return false, nil
-	case waiting:
-		if len(piece) == 0 || piece[0] != structured.LazyTrigger {
-			// Prose: the rest of the answer is free, and its rows may be
-			// narrowed on the device again.
+	case opening:
+		before := c.opening.Phase()
+		phase, calls := c.opening.Feed(piece)
+		switch phase {
+		case structured.Prose:
+			// The rest of the answer is free, and its rows may be narrowed
+			// on the device again.
 			c.state, req.narrowK = free, c.narrowK
 			return false, nil
+		case structured.Thinking:
+			if before != structured.Thinking {
+				req.narrowK = c.narrowK // free text until the block closes
+			}
+			return false, nil
+		case structured.Waiting:
+			req.narrowK = 0 // masked again (a reasoning block closed)
+			return false, nil
 		}
-		c.state = bound
+		// The calls began: the grammar takes the answer from the opener on.
+		c.state, req.narrowK = bound, 0
+		if !c.m.Advance(calls) {
+			if c.c.Lazy && c.m.Err() == nil {
+				// One token closed the reasoning block and went on into
+				// text no call begins with: prose after all.
+				c.state, req.narrowK = free, c.narrowK
+				return false, nil
+			}
+			return true, c.refused(calls)
+		}
+		c.matched = c.m.Accepting()
+		return c.m.Done(), nil
 	}
 	if !c.m.Advance(piece) {
-		if err := c.m.Err(); err != nil {
-			return true, err
-		}
-		return true, genq.Errorf(genq.Internal, "the grammar refused the token %q its mask allowed", piece)
+		return true, c.refused(piece)
 	}
 	c.matched = c.m.Accepting()
 	return c.m.Done(), nil
+}
+
+// refused is the error of a token the grammar refused after its mask
+// allowed it: the matcher's own (an ambiguous grammar), or a bug.
+func (c *seqConstraint) refused(piece []byte) error {
+	if err := c.m.Err(); err != nil {
+		return err
+	}
+	return genq.Errorf(genq.Internal, "the grammar refused the token %q its mask allowed", piece)
 }
 
 // ended notes that the answer ended on a token outside the grammar's
@@ -311,7 +357,7 @@ func (c *seqConstraint) settle(jobID string, res *seqResult) {
 	if c == nil || !c.c.ToolCalls || !c.matched || res.FinishReason != genq.FinishStop {
 		return
 	}
-	calls, ok := structured.ParseToolCalls(res.Text)
+	calls, ok := c.c.Dialect.Parse(res.Text)
 	if !ok {
 		return
 	}

@@ -7,9 +7,8 @@ import (
 )
 
 // failStep handles a step that failed to compute, given the sequences it
-// carried. Its graph writes only
-// the cells of its own tokens, which belong to its sequences, so the other
-// sequences go on untouched. Its sequences may hold anything in their
+// carried. The engine writes only the cells of the step's own tokens, which
+// belong to its sequences, so the other sequences go on untouched. Its sequences may hold anything in their
 // cells: each starts over from its prompt (restart), its answer so far
 // dropped (nothing of it has reached its caller yet). They are bisected:
 // two halves that never share a step with anything else until every one
@@ -63,14 +62,12 @@ func (s *scheduler) restart(seq *sequence) {
 		seq.complete(s.model, errStreamRestarted)
 		return
 	}
-	tm := s.model
-	s.forgetCopiesFrom(seq.slot) // it writes its cells again
-	if err := tm.graph.clear(seq.slot); err != nil {
+	if err := s.model.clearSlot(seq.slot); err != nil {
 		seq.complete(s.model, fmt.Errorf("restart after a failed step: %w", err))
 		return
 	}
 	seq.startFromPrefix(s.model)
-	seq.next, seq.hasNext, seq.awaiting = 0, false, false
+	seq.next, seq.hasNext = 0, false
 	seq.generated, seq.redo, seq.fed = 0, false, nil
 	seq.logprobs, seq.emittedLP, seq.promptScores = nil, 0, nil
 	seq.req.sampler.Restart()
@@ -81,9 +78,9 @@ func (s *scheduler) restart(seq *sequence) {
 	seq.utf8 = utf8stream.Stream{}
 }
 
-// fail ends every active sequence with err: a step whose graph could not
-// be built (plan) may have taken cache cells for any of them, so all start
-// over elsewhere (the error is retryable). A step that failed to compute is
+// fail ends every active sequence with err: a step that could not be
+// planned leaves them in no known state, so all start over elsewhere (the
+// error is retryable). A step that failed to compute is
 // bisected instead (failStep).
 func (s *scheduler) fail(err error) {
 	s.model.log.Error("text step failed", "err", err)

@@ -20,9 +20,13 @@ type rowLogprob struct {
 // sampleWithLogprob samples a token from row with sampler and measures it
 // against the raw logits, with the topLogprobs most likely tokens, before
 // the sampler's penalties and biases change the row in place: the model's
-// own distribution, as vLLM reports it.
-func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) (int32, *rowLogprob, error) {
+// own distribution, as vLLM reports it. ban, when set, takes tokens out of
+// the draw once the row is measured.
+func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32, ban func([]float32)) (int32, *rowLogprob, error) {
 	logSumExp, top := sample.RowLogprobs(row, topLogprobs)
+	if ban != nil {
+		ban(row) // the banned are never drawn, so raw[tok] below is untouched
+	}
 	raw := row
 	if sampler.Adjusts() {
 		raw = slices.Clone(row)
@@ -39,11 +43,7 @@ func sampleWithLogprob(sampler *sample.Sampler, topLogprobs int, row []float32) 
 func (tm *textModel) tokenLogprob(piece string, offset int, lp *rowLogprob) genq.TokenLogprob {
 	entry := genq.TokenLogprob{Logprob: logprobOf(piece, lp.logprob), Offset: offset}
 	for _, t := range lp.top {
-		text, err := tm.tok.Decode([]int32{t.ID})
-		if err != nil {
-			text = ""
-		}
-		entry.Top = append(entry.Top, logprobOf(text, t.Logprob))
+		entry.Top = append(entry.Top, logprobOf(string(tm.vocab.Text(t.ID)), t.Logprob))
 	}
 	return entry
 }
@@ -68,12 +68,9 @@ func (tm *textModel) echoPrompt(prompt []int32, scored bool, scores []*rowLogpro
 	var utf8 utf8stream.Stream
 	var entries []genq.TokenLogprob
 	for i, tok := range prompt {
-		piece, err := tm.tok.Decode([]int32{tok})
-		if err != nil {
-			piece = ""
-		}
+		piece := string(tm.vocab.Text(tok))
 		start := text.Len()
-		if !tm.vocab.isControl(tok) {
+		if !tm.vocab.IsControl(tok) {
 			out, at := utf8.WriteAt(piece)
 			start += at
 			text.WriteString(out)

@@ -17,7 +17,7 @@ import (
 // answer's first token is scored under the model's own softmax, before the
 // temperature, penalties and biases that chose it.
 func TestLogprobs(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 10, Slots: 2, Temperature: 0.8, TopK: 20, Narrow: "device", IgnoreEOS: true})
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 10, Slots: 2, Temperature: 0.8, TopK: 20, IgnoreEOS: true})
 	ctx := context.Background()
 	chat := []genq.Message{{Role: "user", Content: "tell me"}}
 	raw := firstLogits(t, b, genq.Job{Messages: chat})
@@ -28,7 +28,7 @@ func TestLogprobs(t *testing.T) {
 		}
 		return float64(raw[id]) - math.Log(sum)
 	}
-	letterA, err := b.tok.Encode("A", false)
+	letterA, err := b.testEncode("A", false)
 	if err != nil || len(letterA) != 1 {
 		t.Fatalf("%v %v", letterA, err)
 	}
@@ -65,13 +65,13 @@ func TestLogprobs(t *testing.T) {
 			case -2: // sampled: the token whose piece the entry holds
 				id = -1
 				for i := range raw {
-					if piece, _ := b.tok.Decode([]int32{int32(i)}); piece == first.Token {
+					if piece, _ := b.testDecode([]int32{int32(i)}); piece == first.Token {
 						id = int32(i)
 						break
 					}
 				}
 			}
-			if piece, _ := b.tok.Decode([]int32{id}); first.Token != piece || !strings.HasPrefix(g.Text, strings.ToValidUTF8(piece, "\uFFFD")[:1]) {
+			if piece, _ := b.testDecode([]int32{id}); first.Token != piece || !strings.HasPrefix(g.Text, strings.ToValidUTF8(piece, "\uFFFD")[:1]) {
 				t.Fatalf("first entry %q, text %q; want token %d (%q)", first.Token, g.Text, id, piece)
 			}
 			if want := logprob(id); math.Abs(first.Logprob.Logprob-want) > 1e-3 {
@@ -141,13 +141,18 @@ func firstLogits(t *testing.T, b *Backend, job genq.Job) []float32 {
 	}
 	var logits []float32
 	xerr := b.sched.exclusively(context.Background(), func() {
-		defer b.graph.clear(0)
-		pos := int32(0)
+		defer b.clearSlot(0)
+		b.sched.cache.take(0)
+		if err = b.clearSlot(0); err != nil {
+			return
+		}
+		pos := 0
 		for in := prompt; len(in) > 0 && err == nil; {
 			n := min(len(in), b.cfg.BatchSize)
 			logits, err = b.forwardSequence(in[:n], pos, 0)
-			in, pos = in[n:], pos+int32(n)
+			in, pos = in[n:], pos+n
 		}
+		logits = slices.Clone(logits) // the engine's buffer is the next step's
 	})
 	if err = cmp.Or(xerr, err); err != nil {
 		t.Fatal(err)
@@ -155,12 +160,11 @@ func firstLogits(t *testing.T, b *Backend, job genq.Job) []float32 {
 	return logits
 }
 
-// TestWholeRowsBesideNarrowedOnes: on a device that narrows, a step that
-// carries requests needing whole rows (logprobs, a bias, a top_k over the
-// worker's) narrows the others' rows still, and every request answers as
-// it does alone.
-func TestWholeRowsBesideNarrowedOnes(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Slots: 4, Temperature: 0.8, TopK: 20, Narrow: "device", IgnoreEOS: true})
+// TestScoredRowsBesideOthers: a step that carries requests of every kind
+// (greedy, seeded, scored with logprobs, a top_k over the worker's) gives
+// each the answer, and the log-probabilities, it gets alone.
+func TestScoredRowsBesideOthers(t *testing.T) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Slots: 4, Temperature: 0.8, TopK: 20, IgnoreEOS: true})
 	chat := func(content string) []genq.Message { return []genq.Message{{Role: "user", Content: content}} }
 	zero, seed, large := 0.0, int64(9), 200
 	jobs := []genq.Job{
@@ -173,8 +177,8 @@ func TestWholeRowsBesideNarrowedOnes(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.sched.stats.mixedSteps.Load(); n == 0 {
-		t.Fatal("no step narrowed some rows and kept others whole: the check below proves nothing")
+	if n := b.sched.stats.maxSequences.Load(); n < 2 {
+		t.Fatalf("at most %d sequence(s) shared a step: the check below proves nothing", n)
 	}
 	for i, job := range jobs {
 		alone, err := b.generateJob(context.Background(), job)
@@ -199,7 +203,7 @@ func TestWholeRowsBesideNarrowedOnes(t *testing.T) {
 func TestEchoScoresThePrompt(t *testing.T) {
 	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 6, Slots: 3, BatchSize: 5, IgnoreEOS: true})
 	ctx := context.Background()
-	prompt, err := b.tok.Encode("Once upon a time there was a queue", true)
+	prompt, err := b.testEncode("Once upon a time there was a queue", true)
 	if err != nil || len(prompt) < 8 {
 		t.Fatalf("%v %v", prompt, err)
 	}
@@ -227,7 +231,7 @@ func TestEchoScoresThePrompt(t *testing.T) {
 	// The prompt's text is its tokens that are text: BOS is not.
 	var text strings.Builder
 	for _, id := range prompt[1:] {
-		piece, _ := b.tok.Decode([]int32{id})
+		piece, _ := b.testDecode([]int32{id})
 		text.WriteString(piece)
 	}
 	if got.PromptText != text.String() {
@@ -255,15 +259,15 @@ func TestEchoScoresThePrompt(t *testing.T) {
 // with echo) gets its prompt scored as an echo that answers gets it, no
 // answer, and a finish of "length"; the job beside it answers as alone.
 func TestPromptOnlyScoresWithoutAnswering(t *testing.T) {
-	for _, pipeline := range []string{"off", "on"} {
-		t.Run("pipeline "+pipeline, func(t *testing.T) { testPromptOnly(t, pipeline) })
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) { testPromptOnly(t, kv) })
 	}
 }
 
-func testPromptOnly(t *testing.T, pipeline string) {
-	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 6, Slots: 3, BatchSize: 5, IgnoreEOS: true, Pipeline: pipeline})
+func testPromptOnly(t *testing.T, kv string) {
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 6, Slots: 3, BatchSize: 5, IgnoreEOS: true, KVUnified: kv})
 	ctx := context.Background()
-	prompt, err := b.tok.Encode("Once upon a time there was a queue", true)
+	prompt, err := b.testEncode("Once upon a time there was a queue", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,12 +317,9 @@ func TestEchoScoresTokensOutsideTheText(t *testing.T) {
 	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 4, Slots: 2})
 	ctx := context.Background()
 	var eos, special int32 = -1, -1
-	for id := range b.vocab.stop {
-		eos = id
-		break
-	}
-	for id := range b.vocab.control {
-		if b.vocab.isControl(int32(id)) && !b.vocab.isStop(int32(id)) {
+	eos = b.stopTokens()[0]
+	for id := range b.vocab.Size() {
+		if b.vocab.IsControl(int32(id)) && !b.vocab.IsEndOfGeneration(int32(id)) {
 			special = int32(id)
 			break
 		}
@@ -326,7 +327,7 @@ func TestEchoScoresTokensOutsideTheText(t *testing.T) {
 	if eos < 0 || special < 0 {
 		t.Fatalf("the tiny model has no end-of-turn (%d) or other special token (%d)", eos, special)
 	}
-	prompt, err := b.tok.Encode("Once upon a time", true)
+	prompt, err := b.testEncode("Once upon a time", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package textgen
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
@@ -8,70 +9,70 @@ import (
 )
 
 // loop is the scheduler's goroutine: it admits requests, plans each step,
-// launches it and finishes the one before, until stop.
+// runs it and samples its rows, until stop.
+//
+// Steps run one after the other. llama.cpp builds a step's graph inside
+// Decode, reusing the last one when the shape repeats, and the next step's
+// tokens depend on this step's samples, so nothing is left to overlap.
 func (s *scheduler) loop() {
-	// The loop runs ggml's compute in cgo calls on its own thread (one
-	// compute thread for small models) between short stretches of Go. Kept
-	// on one OS thread, it is not queued behind the process's other
-	// goroutines each time a call returns (docs/benchmarks.md).
+	// The loop calls the engine on its own thread between short stretches
+	// of Go. Kept on one OS thread, it is not queued behind the process's
+	// other goroutines each time a call returns (docs/benchmarks.md). It
+	// is unlocked before the goroutine ends: a goroutine that ends locked
+	// takes its thread down with it, and OpenMP's state for that thread
+	// (ggml's compute threads) with it, which corrupts the C heap.
 	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer close(s.stopped)
-	var inflight *step
-	defer func() {
-		if inflight != nil {
-			<-inflight.done
-			inflight.ctx.Close()
-		}
-		s.failAll(genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down"))
-	}()
-
-	end := func(st, next *step) {
-		<-st.done
-		t := time.Now()
-		s.finish(st, next)
-		st.took.finish = time.Since(t)
-		st.ctx.Close()
-		s.record(st)
-	}
+	defer s.failAll(genq.WrapError(genq.Unavailable, errClosed, "the text model is shutting down"))
 	for {
-		if inflight != nil && !s.model.pipeline {
-			end(inflight, nil)
-			inflight = nil
-		}
-		if !s.admit(inflight == nil) {
+		if !s.admit() {
 			return
 		}
 		t := time.Now()
-		next, err := s.plan()
-		if next != nil {
-			next.took.plan = time.Since(t)
-		}
+		st, err := s.plan()
 		if err != nil {
 			s.fail(err)
-			next = nil
+			continue
 		}
-		if inflight != nil {
-			end(inflight, next)
-			inflight = nil
+		if st == nil {
+			continue
 		}
-		if next != nil {
-			s.launch(next)
-			inflight = next
-		}
+		st.took.plan = time.Since(t)
+		s.fitThreads(t)
+		s.compute(st)
+		t = time.Now()
+		s.finish(st)
+		st.took.finish = time.Since(t)
+		s.record(st)
 	}
 }
 
-// admit takes new requests into free slots. When idle is true and nothing
-// is active, it blocks for the next request. It reports false once the
-// scheduler must stop.
-func (s *scheduler) admit(idle bool) bool {
+// fitThreads has the step compute on as many threads as the governor
+// allows now (threads.go).
+func (s *scheduler) fitThreads(now time.Time) {
+	tm := s.model
+	n := tm.governor.threads(now)
+	if n == 0 || n == tm.threads {
+		return
+	}
+	tm.log.Info("text compute threads", "threads", n, "was", tm.threads,
+		"others_busy_cpus", fmt.Sprintf("%.2f", tm.governor.others))
+	tm.ctx.SetThreads(n)
+	tm.threads = n
+}
+
+// admit takes new requests into free slots. When nothing is active, it
+// blocks for the next request. It reports false once the scheduler must
+// stop.
+func (s *scheduler) admit() bool {
 	for {
 		select {
 		case <-s.quit:
 			return false
 		default:
 		}
-		if idle && len(s.active) == 0 && len(s.waiting) == 0 {
+		if len(s.active) == 0 && len(s.waiting) == 0 {
 			// Every slot is free here: the cache holds the shared prefix
 			// and the cells finished sequences left (prefixcache.go).
 			select {
@@ -103,7 +104,7 @@ func (s *scheduler) admit(idle bool) bool {
 			}
 			s.start(req)
 		}
-		if len(s.active) > 0 || !idle {
+		if len(s.active) > 0 {
 			return true
 		}
 		// Every waiting request was cancelled: wait again.
@@ -112,10 +113,14 @@ func (s *scheduler) admit(idle bool) bool {
 
 // start gives req a slot: the one whose cached cells begin its prompt, or
 // an empty one, the lowest, sharing the cached system prefix when its
-// prompt begins with it (admitSlot). Low slots keep the decoding
-// sequences packed, and the stream graph attends over the range they span.
+// prompt begins with it (admitSlot).
 func (s *scheduler) start(req *request) {
 	seq := s.admitSlot(req)
+	if err := s.model.narrowSlot(seq.slot, req); err != nil {
+		// Whole rows serve any request: note it and go on without.
+		s.model.log.Warn("narrow rows on the device", "slot", seq.slot, "err", err)
+		s.model.ctx.SetDeviceTopK(seq.slot, 0)
+	}
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
 }
@@ -142,24 +147,24 @@ func (s *scheduler) record(st *step) {
 	}
 	s.model.log.Info("text throughput",
 		"tokens_per_s", t.tokensPerSecond, "steps", t.steps, "active", active, "waiting", len(s.waiting),
-		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS)
+		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS, "threads", s.model.threads)
 }
 
-// release frees the slots of finished sequences that no step in flight
-// still writes to.
+// release frees the slots of finished sequences, and starts over those a
+// failed step set to.
 func (s *scheduler) release() {
 	kept := s.active[:0]
 	for _, seq := range s.active {
 		if !seq.finished && seq.req.cancelled.Load() {
 			seq.finished = true
 		}
-		if seq.redo && !seq.finished && seq.inflight == 0 {
+		if seq.redo && !seq.finished {
 			s.restart(seq)
 		}
-		if seq.finished && seq.inflight == 0 {
+		if seq.finished {
 			if err := s.leave(seq); err != nil {
-				// Remove from 0 never shifts, so this cannot happen; if it
-				// did, the slot must not be reused with stale cells.
+				// Remove from 0 never fails on a KV cache; if it did, the
+				// slot must not be reused with stale cells.
 				s.model.log.Error("free cache slot", "slot", seq.slot, "err", err)
 				continue
 			}

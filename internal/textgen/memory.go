@@ -1,12 +1,9 @@
 package textgen
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
-	"github.com/ollama/ollama/ml"
+	"github.com/genq/genq/internal/llamacpp"
 )
 
 // defaultCPUSlots is how many sequences share a batch on the CPU when
@@ -20,52 +17,36 @@ const defaultCPUSlots = 4
 const maxAutoSlots = 256
 
 // gpuReserve is memory kept free on the GPU for what the plan cannot see:
-// the CUDA context's own buffers, cuBLAS workspaces, the sort's scratch.
+// the CUDA context's own buffers, cuBLAS workspaces.
 const gpuReserve = 768 << 20
 
-// memoryPlan is what a model needs on one GPU, computed from its file before
-// anything is allocated, the way vLLM's gpu_memory_utilization sizes its
-// cache: weights first, then the compute graph, then as many sequences' KV
-// cache as the rest holds.
+// memoryPlan is what the KV cache and the compute buffers may take on one
+// GPU, measured once the weights are on it, the way vLLM's
+// gpu_memory_utilization sizes its cache: what was free before the load,
+// less the weights, then as many sequences' KV cache as the rest holds.
 type memoryPlan struct {
 	device string
-	free   uint64 // on the device before the model loads
+	free   uint64 // on the device before the weights loaded
 
-	weights      uint64 // what lives on the device (token embeddings stay in host memory)
+	weights      uint64 // what the load took on the device
 	kvPerSlot    uint64 // one sequence of the full context, keys and values in F16
 	graphBase    uint64 // compute memory for a full prefill step, without the per-slot part
-	graphPerSlot uint64 // the sampled rows: logits and the device's sort over them
+	graphPerSlot uint64 // the sampled rows' logits
 
 	contextSize int
 }
 
-func newMemoryPlan(meta *fsggml.GGML, dev ml.DeviceInfo, contextSize, batchSize int) memoryPlan {
-	p := memoryPlan{device: dev.Description, free: dev.FreeMemory, contextSize: contextSize}
-	if p.device == "" {
-		p.device = dev.Name
-	}
-	var kvWidth uint64 // K and V widths, summed over layers
-	for _, t := range meta.Tensors().Items() {
-		if t.Name != "token_embd.weight" {
-			p.weights += t.Size()
-		}
-		if strings.HasSuffix(t.Name, ".attn_k.weight") || strings.HasSuffix(t.Name, ".attn_v.weight") {
-			if len(t.Shape) == 2 {
-				kvWidth += t.Shape[1]
-			}
-		}
-	}
-	kv := meta.KV()
-	vocab := uint64(len(kv.Strings("tokenizer.ggml.tokens")))
-	hidden := kv.EmbeddingLength()
-	ffn := uint64(kv.Uint("feed_forward_length"))
-	p.kvPerSlot = kvWidth * uint64(contextSize) * 2 // F16
+// newMemoryPlan sizes m's needs on a device that had free bytes before m's
+// weights took weights of them.
+func newMemoryPlan(m *llamacpp.Model, device string, free, weights uint64, contextSize, batchSize int) memoryPlan {
+	p := memoryPlan{device: device, free: free, weights: weights, contextSize: contextSize}
+	p.kvPerSlot = m.KVBytesPerToken() * uint64(contextSize)
 	// Float32 activations of one step of batchSize tokens: the widest
-	// layer's inputs and outputs, a few at once, and the last token's
-	// logits; each sampled row adds its logits, their sort indices and the
-	// sort's scratch.
+	// layer's inputs and outputs, a few at once; each sampled row adds its
+	// logits, on the device and their copy.
+	hidden, ffn := m.Widths()
 	p.graphBase = uint64(batchSize) * (4*ffn + 8*hidden) * 4
-	p.graphPerSlot = vocab * 4 * 3
+	p.graphPerSlot = uint64(m.Vocab.Size()) * 4 * 2
 	return p
 }
 
@@ -112,30 +93,6 @@ func (p memoryPlan) doesNotFit(slots int, utilization float64) error {
 	return fmt.Errorf("the model does not fit on %s: %d slots of %d tokens need %s of KV cache beside %s of weights and about %s of compute graph, and %s of %s free is usable; %s",
 		p.device, slots, p.contextSize, gib(uint64(slots+1)*p.kvPerSlot), gib(p.weights),
 		gib(p.graphBase+uint64(slots+1)*p.graphPerSlot), gib(p.budget(utilization)), gib(p.free), advice)
-}
-
-// noMemory rewrites ggml's out-of-memory panic, a dump of every layer's
-// allocations, as one sentence; other errors pass unchanged.
-func noMemory(err error, slots, contextSize int, plan *memoryPlan, utilization float64) error {
-	var nomem ml.ErrNoMem
-	if !errors.As(err, &nomem) {
-		return err
-	}
-	if plan != nil {
-		return plan.doesNotFit(slots, utilization)
-	}
-	var weights, cache, graph uint64
-	for _, d := range append([]ml.DeviceMemory{nomem.CPU}, nomem.GPUs...) {
-		for _, w := range d.Weights {
-			weights += w
-		}
-		for _, c := range d.Cache {
-			cache += c
-		}
-		graph += d.Graph
-	}
-	return fmt.Errorf("out of memory: %d slots of %d tokens asked for %s of KV cache beside %s of weights and %s of compute graph; lower SLOTS or TEXT_CONTEXT_SIZE",
-		slots, contextSize, gib(cache), gib(weights), gib(graph))
 }
 
 func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }

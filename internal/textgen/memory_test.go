@@ -1,11 +1,8 @@
 package textgen
 
 import (
-	"errors"
 	"strings"
 	"testing"
-
-	"github.com/ollama/ollama/ml"
 )
 
 // An 8B Llama 3 in F16 at a context of 2048 on a card with 79 GiB free:
@@ -50,8 +47,7 @@ func TestSlotsThatFit(t *testing.T) {
 
 func TestDoesNotFitIsOneSentence(t *testing.T) {
 	p := llama8BPlan()
-	err := noMemory(ml.ErrNoMem{}, 256, 2048, &p, 0.9)
-	msg := err.Error()
+	msg := p.doesNotFit(256, 0.9).Error()
 	for _, want := range []string{"256 slots of 2048 tokens", "NVIDIA H100", "SLOTS=", "TEXT_CONTEXT_SIZE"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q: %s", want, msg)
@@ -59,13 +55,5 @@ func TestDoesNotFitIsOneSentence(t *testing.T) {
 	}
 	if strings.Contains(msg, "\n") || strings.Contains(msg, "{") {
 		t.Errorf("message is not one plain line: %s", msg)
-	}
-	other := errors.New("something else")
-	if got := noMemory(other, 1, 1, &p, 0.9); got != other {
-		t.Errorf("noMemory changed an unrelated error: %v", got)
-	}
-	cpu := noMemory(ml.ErrNoMem{BackendMemory: ml.BackendMemory{CPU: ml.DeviceMemory{Cache: []uint64{3 << 30}}}}, 8, 4096, nil, 0.9)
-	if !strings.Contains(cpu.Error(), "3.0 GiB of KV cache") || strings.Contains(cpu.Error(), "{") {
-		t.Errorf("CPU message: %v", cpu)
 	}
 }

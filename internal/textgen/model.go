@@ -4,50 +4,59 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/ollama/ollama/model"
-	"github.com/ollama/ollama/model/input"
-	"github.com/ollama/ollama/tokenizer"
+	"github.com/genq/genq/internal/llamacpp"
 )
 
-// textModel is the loaded model as steps run on it: its step graph and
-// cache, its tokenizer and vocabulary, and the limits Open settled. Open
-// builds it once; afterwards only the cache its graph owns changes.
+// textModel is the loaded model as steps run on it: the engine's model and
+// context (its KV cache holds a sequence per slot), the vocabulary, and the
+// limits Open settled. Open builds it once; afterwards only the cache
+// changes, and only the scheduler's loop touches it.
 type textModel struct {
-	model model.Model // its backend gives each step its ml.Context
-	graph stepGraph
-	tok   tokenizer.Tokenizer
-	vocab vocabInfo
+	model *llamacpp.Model
+	ctx   *llamacpp.Context
+	batch *llamacpp.Batch // reused by every step
+	vocab *llamacpp.Vocab
 	log   *slog.Logger
 
 	slots, batchSize int
 	maxNewTokens     int  // an answer's limit when its request sets none
 	ignoreEOS        bool // Config.IgnoreEOS
-	pipeline         bool // Config.Pipeline, resolved by Open
 	prefixCache      bool // Config.PrefixCache is "on"
 	contextSize      int
+	// governor fits the compute threads to the CPUs other processes leave
+	// free (threads.go); nil when TEXT_THREADS sets them or a GPU computes.
+	governor *threadGovernor
+	threads  int // the threads steps compute on now
+
+	// deviceTopK narrows the rows of requests that need only their top-k
+	// on the device (Config.DeviceSampling, resolved by Open).
+	deviceTopK bool
+
+	// preserved are the control tokens whose text an answer keeps: a tool
+	// call's opener, a reasoning block's tags, where the model's vocabulary
+	// makes them special (structured.Dialect.PreservedTokens).
+	preserved map[int32]bool
 
 	// prefix holds the tokens every prompt starts with (BOS, the system
 	// message, the user header). They are computed once, at start-up, into
 	// the cache sequence prefixSeq, and each new sequence shares them.
 	prefix []int32
-
-	// narrowK is the most candidates per row a step's graph may hand the
-	// sampler, or 0 when whole rows of logits reach the host. A step narrows
-	// when it samples at least narrowMinRows rows, to the most its rows'
-	// samplers need (stepNarrowK).
-	narrowK, narrowMinRows int
 }
 
 // prefixSeq is the cache sequence that keeps the shared prompt prefix.
 func (tm *textModel) prefixSeq() int { return tm.slots }
 
 func (tm *textModel) close() {
-	if tm.graph != nil {
-		tm.graph.close()
-		tm.graph = nil
+	if tm.batch != nil {
+		tm.batch.Free()
+		tm.batch = nil
+	}
+	if tm.ctx != nil {
+		tm.ctx.Close()
+		tm.ctx = nil
 	}
 	if tm.model != nil {
-		tm.model.Backend().Close()
+		tm.model.Close()
 		tm.model = nil
 	}
 }
@@ -57,7 +66,7 @@ func (tm *textModel) close() {
 func (tm *textModel) prefillPrefix() error {
 	for start := 0; start < len(tm.prefix); start += tm.batchSize {
 		chunk := tm.prefix[start:min(len(tm.prefix), start+tm.batchSize)]
-		if _, err := tm.forwardSequence(chunk, int32(start), tm.prefixSeq()); err != nil {
+		if _, err := tm.forwardSequence(chunk, start, tm.prefixSeq()); err != nil {
 			return err
 		}
 	}
@@ -65,43 +74,66 @@ func (tm *textModel) prefillPrefix() error {
 }
 
 // forwardSequence computes tokens of one cache sequence, starting at pos,
-// and returns the logits of the last one.
-func (tm *textModel) forwardSequence(tokens []int32, pos int32, seqID int) (logits []float32, err error) {
-	defer recoverError(&err)
-	positions := make([]int32, len(tokens))
-	seqs := make([]int, len(tokens))
-	for i := range tokens {
-		positions[i] = pos + int32(i)
-		seqs[i] = seqID
+// and returns the logits of the last one (the engine's buffer, valid until
+// the next step).
+func (tm *textModel) forwardSequence(tokens []int32, pos int, seq int) ([]float32, error) {
+	b := tm.batch
+	b.Clear()
+	last := 0
+	for i, tok := range tokens {
+		var err error
+		if last, err = b.Add(tok, pos+i, seq, i == len(tokens)-1); err != nil {
+			return nil, err
+		}
 	}
-	ctx := tm.model.Backend().NewContext()
-	defer ctx.Close()
-	batch := input.Batch{
-		Inputs:    ctx.Input().FromInts(tokens, len(tokens)),
-		Outputs:   ctx.Input().FromInts([]int32{int32(len(tokens) - 1)}, 1),
-		Positions: positions,
-		Sequences: seqs,
-	}
-	ctx.SetBatchSize(len(tokens))
-	t, err := tm.graph.forward(ctx, batch, false)
-	if err != nil {
+	if err := tm.ctx.Decode(b); err != nil {
 		return nil, err
 	}
-	ctx.Compute(t)
-	return t.Floats(), nil
+	row := tm.ctx.Logits(last)
+	if row == nil {
+		return nil, fmt.Errorf("the engine returned no logits for token %d of the step", last)
+	}
+	return row, nil
 }
 
-// recoverError turns a panic into *err. ggml reports a malformed file, a
-// lack of memory or a failed compute by panicking, and none of these may
-// kill the worker; call it deferred, directly.
-func recoverError(err *error) {
-	r := recover()
-	if r == nil {
-		return
+// piece is the text token id writes into an answer, and whether it writes
+// any: none for a control token, unless the model's dialect preserves it.
+func (tm *textModel) piece(id int32) ([]byte, bool) {
+	if tm.vocab.IsControl(id) {
+		if tm.preserved[id] {
+			return tm.vocab.Text(id), true
+		}
+		return nil, false
 	}
-	if e, ok := r.(error); ok {
-		*err = e
-		return
+	return tm.vocab.Piece(id), true
+}
+
+// minDeviceTopK is the fewest candidates a row is narrowed to: greedy
+// needs one, and a few more let ties go to the lower id, as on the host.
+const minDeviceTopK = 4
+
+// narrowSlot sets how the device narrows the rows of req in slot: to the
+// candidates its sampler needs, when it needs no more (sample.Params.
+// Narrowed) and nothing else wants the whole row; else not at all.
+func (tm *textModel) narrowSlot(slot int, req *request) error {
+	k := 0
+	if tm.deviceTopK && req.narrowK > 0 && req.constraint == nil && !req.logprobs && !req.scorePrompt() {
+		k = min(max(req.narrowK, minDeviceTopK), tm.vocab.Size())
 	}
-	*err = fmt.Errorf("%v", r)
+	return tm.ctx.SetDeviceTopK(slot, k)
+}
+
+// clearSlot forgets every cell of slot.
+func (tm *textModel) clearSlot(slot int) error { return tm.ctx.RemoveCells(slot, 0, -1) }
+
+// trimSlot forgets the cells of slot from position n on; the cells before
+// n stay for the slot's next sequence.
+func (tm *textModel) trimSlot(slot, n int) error { return tm.ctx.RemoveCells(slot, n, -1) }
+
+// copyPrefix makes the first n cells of slot dst those of slot src.
+func (tm *textModel) copyPrefix(src, dst, n int) error {
+	if n > tm.contextSize {
+		return fmt.Errorf("prefix of %d tokens exceeds the context of %d", n, tm.contextSize)
+	}
+	return tm.ctx.CopyCells(src, dst, n)
 }

@@ -2,19 +2,18 @@ package textgen
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
 )
 
 // TestDeviceNarrowingMatchesHost: narrowing each row to its top-k in the
-// step's graph (ggml's sort, here on the CPU backend) and sampling the
-// survivors gives the very answers of copying whole rows to the host, for
-// greedy and for seeded sampling, with pipelining on. Greedy runs the
-// prompts together (batched steps) and also matches the plain one-sequence
-// loop. Sampling runs them one at a time: a batch's composition depends on
-// when requests arrive, and it moves the logits by rounding, which a
-// seeded draw may feel.
+// step's graph (llama.cpp's backend sampling, here on the CPU backend) and
+// sampling the survivors gives the very answers of reading whole rows, for
+// greedy and for seeded sampling; requests that need whole rows (logprobs,
+// a bias, a grammar) share steps with narrowed ones and answer as they do
+// on the host. Greedy also matches the plain one-sequence loop.
 func TestDeviceNarrowingMatchesHost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -25,20 +24,25 @@ func TestDeviceNarrowingMatchesHost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := tc.cfg
-			base.MaxNewTokens, base.Slots, base.Pipeline = 32, 4, "on"
+			base.MaxNewTokens, base.Slots = 32, 4
 			host, device := base, base
-			host.Narrow, device.Narrow = "host", "device"
+			host.DeviceSampling, device.DeviceSampling = "off", "on"
 			hb := openTiny(t, genq.VariantB, host)
 			db := openTiny(t, genq.VariantB, device)
-			if hb.narrowK != 0 || db.narrowK < 4 {
-				t.Fatalf("narrowK: host %d, device %d", hb.narrowK, db.narrowK)
+			if hb.deviceTopK || !db.deviceTopK {
+				t.Fatalf("device top-k: host %v, device %v", hb.deviceTopK, db.deviceTopK)
 			}
-			run := concurrently
-			if tc.cfg.Temperature > 0 {
-				run = oneByOne
+			want := concurrently(t, hb, batchTexts)
+			got := concurrently(t, db, batchTexts)
+			narrowed := 0
+			for slot := range db.slots {
+				if db.ctx.DeviceTopK(slot) > 0 {
+					narrowed++
+				}
 			}
-			want := run(t, hb, batchTexts)
-			got := run(t, db, batchTexts)
+			if narrowed == 0 {
+				t.Fatal("no slot's rows were narrowed on the device: the comparison proves nothing")
+			}
 			distinct := map[string]bool{}
 			for i := range want {
 				if got[i].Text != want[i].Text {
@@ -58,30 +62,42 @@ func TestDeviceNarrowingMatchesHost(t *testing.T) {
 					t.Errorf("unbatched %q, narrowed %q", plain, want[1].Text)
 				}
 			}
+
+			// Whole rows beside narrowed ones.
+			chat := func(content string) []genq.Message { return []genq.Message{{Role: "user", Content: content}} }
+			seed := int64(9)
+			object := chatJob("object", 2)
+			object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
+			jobs := []genq.Job{
+				{Messages: chat("narrowed")},
+				{Messages: chat("scored"), Logprobs: true, TopLogprobs: 2, Seed: &seed},
+				{Messages: chat("biased"), LogitBias: map[int32]float64{65: 5}, Seed: &seed},
+				object,
+			}
+			onHost, errs := jobsTogether(t, hb, jobs)
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			onDevice, errs := jobsTogether(t, db, jobs)
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			for i := range jobs {
+				if onDevice[i].Text != onHost[i].Text || len(onDevice[i].Logprobs) != len(onHost[i].Logprobs) {
+					t.Errorf("job %d: device %q (%d logprobs), host %q (%d)", i, onDevice[i].Text, len(onDevice[i].Logprobs), onHost[i].Text, len(onHost[i].Logprobs))
+				}
+			}
 		})
 	}
 }
 
 // Without top-k a sampler needs whole rows: nothing is narrowed.
 func TestNoTopKNeedsWholeRows(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{Temperature: 1, TopP: 0.9, Narrow: "device", MaxNewTokens: 4})
-	if b.narrowK != 0 {
-		t.Fatalf("narrowK %d without a top-k", b.narrowK)
-	}
+	b := openTiny(t, genq.VariantB, Config{Temperature: 1, TopP: 0.9, DeviceSampling: "on", MaxNewTokens: 4, Slots: 1})
 	if _, err := b.generate(context.Background(), "hi"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func oneByOne(t *testing.T, b *Backend, texts []string) []seqResult {
-	t.Helper()
-	out := make([]seqResult, len(texts))
-	for i, text := range texts {
-		g, err := b.generate(context.Background(), text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = g
+	if k := b.ctx.DeviceTopK(0); k != 0 {
+		t.Fatalf("a sampler without top-k had its rows narrowed to %d", k)
 	}
-	return out
 }

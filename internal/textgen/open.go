@@ -14,20 +14,15 @@ import (
 	"strings"
 	"time"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
-	"github.com/ollama/ollama/ml"
-	_ "github.com/ollama/ollama/ml/backend" // registers the ggml backend
-	"github.com/ollama/ollama/model"
-	_ "github.com/ollama/ollama/model/models" // registers the architectures
-	"github.com/ollama/ollama/tokenizer"
-
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/llamacpp"
 	"github.com/genq/genq/internal/procfs"
 )
 
 // Open loads the model at start-up. Everything that can make a model
-// unservable (not GGUF, an architecture the engine lacks, a chat template it
-// cannot render) fails here, never on the first request.
+// unservable (not GGUF, an architecture the engine lacks, a chat template
+// genq cannot render, too little memory) fails here, in a sentence, never
+// on the first request.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if log == nil {
 		log = slog.Default()
@@ -42,54 +37,73 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := readMetadata(path)
+	if err := checkGGUF(path); err != nil {
+		return nil, err
+	}
+	lib, err := llamacpp.Load(cfg.LibDir, log)
 	if err != nil {
 		return nil, err
 	}
-	arch := meta.KV().Architecture()
-	tmpl, err := newChatTemplate(meta.KV().ChatTemplate())
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}
+	var gpu *llamacpp.Device
+	if cfg.GPU {
+		gpu = lib.GPU()
+	}
+	params := llamacpp.ModelParams{}
+	var freeBefore uint64
+	if gpu != nil {
+		params.GPULayers, params.Device = -1, gpu
+		device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name), Engine: "llama.cpp"}
+		freeBefore, _ = gpu.Memory()
+		if size := fileSize(path); size > 0 && uint64(size) > freeBefore {
+			return nil, fmt.Errorf("text model %s: its %s of weights do not fit in the %s free on %s: use a smaller or more quantized model, or TEXT_GPU=false",
+				path, gib(uint64(size)), gib(freeBefore), device.Name)
+		}
+	}
+	m, err := lib.OpenModel(path, params)
 	if err != nil {
 		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
-
-	// Check the architecture before the backend sees the file: ggml panics
-	// on metadata it does not expect, where this names the problem.
-	if _, err := model.NewTextProcessor(path); err != nil {
-		switch {
-		case errors.Is(err, model.ErrUnsupportedModel):
-			return nil, fmt.Errorf("text model %s: architecture %q is not supported by the engine: %w", path, arch, err)
-		case errors.Is(err, model.ErrUnsupportedTokenizer):
-			return nil, fmt.Errorf("text model %s: its tokenizer is not supported: %w", path, err)
+	ok := false
+	tm := &textModel{model: m, vocab: m.Vocab, log: log}
+	defer func() {
+		if !ok {
+			tm.close()
 		}
+	}()
+	arch := m.Architecture()
+	tmpl, err := newChatTemplate(m.ChatTemplate(), m.Vocab)
+	if err != nil {
 		return nil, fmt.Errorf("text model %s: %w", path, err)
+	}
+	dialect := tmpl.Dialect()
+	tm.preserved = map[int32]bool{}
+	for _, text := range dialect.PreservedTokens() {
+		if id := m.Vocab.Lookup(text); id >= 0 && m.Vocab.IsControl(id) {
+			tm.preserved[id] = true
+		}
+	}
+	if !hasEndOfGeneration(m.Vocab) {
+		return nil, fmt.Errorf("text model %s: no end-of-turn token in its vocabulary", path)
 	}
 
 	threads := cfg.Threads
 	if threads <= 0 {
-		threads = defaultThreads(meta)
+		threads = defaultThreads(m.Params())
+		if threads > 1 && gpu == nil {
+			tm.governor = newThreadGovernor(threads)
+		}
 	}
-	params := ml.BackendParams{AllocMemory: true, NumThreads: threads}
-	if cfg.flashAttention || cfg.Graph != "engine" && arch == "llama" && modelParams(meta) >= smallModelParams {
-		// On the CPU, with attention per sequence (streamGraph), ggml's
-		// flash kernel beats the plain one on real models; on tiny ones its
-		// fixed cost per op loses (docs/text.md), and they keep the plain
-		// kernel, whose queries streamGraph folds.
-		params.FlashAttention = ml.FlashAttentionEnabled
-	}
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "ggml"}
+	tm.threads = threads
 	var plan *memoryPlan
-	if cfg.GPU {
-		gpu, layers, err := findGPU(path, threads, int(meta.KV().BlockCount()))
-		if err != nil {
-			return nil, err
-		}
-		if gpu != nil {
-			params.GPULayers = layers
-			params.FlashAttention = ml.FlashAttentionEnabled
-			device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name), Engine: "ggml"}
-			p := newMemoryPlan(meta, *gpu, cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
-			plan = &p
-		}
+	if gpu != nil {
+		free, _ := gpu.Memory()
+		p := newMemoryPlan(m, device.Name, freeBefore, freeBefore-min(free, freeBefore), cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
+		plan = &p
 	}
 	switch {
 	case plan != nil && cfg.Slots == 0:
@@ -100,76 +114,44 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		cfg = cfg.withSlots(n)
 		log.Info("text slots sized from free GPU memory", "slots", n, "free", gib(plan.free),
 			"utilization", cfg.GPUMemoryUtilization, "weights", gib(plan.weights), "kv_per_slot", gib(plan.kvPerSlot))
-	case plan != nil && plan.weights+uint64(cfg.Slots+1)*plan.kvPerSlot > plan.free:
-		// Weights and cache alone overflow the card: fail now, in a
-		// sentence, rather than after loading for seconds.
+	case plan != nil && plan.need(cfg.Slots) > plan.budget(1):
+		// Cache and graph overflow the card: fail now, in a sentence,
+		// rather than in the engine's allocator.
 		return nil, fmt.Errorf("text model %s: %w", path, plan.doesNotFit(cfg.Slots, cfg.GPUMemoryUtilization))
 	case cfg.Slots == 0:
 		cfg = cfg.withSlots(cmp.Or(cfg.DefaultSlots, defaultCPUSlots))
 	}
-
-	m, err := newModel(path, params)
+	cfg.Threads = threads
+	unified := cfg.KVUnified == "on" || cfg.KVUnified == "auto" && defaultKVUnified
+	tm.ctx, err = m.NewContext(llamacpp.ContextParams{
+		Cells: (cfg.Slots + 1) * cfg.ContextSize, Sequences: cfg.Slots + 1, Batch: cfg.BatchSize,
+		Threads: threads, FlashAttention: cfg.FlashAttention, Unified: unified, OffloadKQV: gpu != nil,
+	})
 	if err != nil {
-		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
-		if errors.Is(err, model.ErrUnsupportedModel) {
-			return nil, fmt.Errorf("text model %s: architecture %q is not supported by the engine: %w", path, arch, err)
+		if plan != nil {
+			err = fmt.Errorf("%w; %w", plan.doesNotFit(cfg.Slots, cfg.GPUMemoryUtilization), err)
 		}
 		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
-	cfg.Threads = threads
-	cfg.pipeline = cfg.Pipeline == "on" || cfg.Pipeline == "auto" && device.IsCUDA()
-	tm := &textModel{model: m, log: log, slots: cfg.Slots, batchSize: cfg.BatchSize,
-		maxNewTokens: cfg.MaxNewTokens, ignoreEOS: cfg.IgnoreEOS, pipeline: cfg.pipeline,
-		prefixCache: cfg.PrefixCache == "on", contextSize: cfg.ContextSize}
+	tm.batch = llamacpp.NewBatch(cfg.BatchSize)
+	tm.slots, tm.batchSize, tm.contextSize = cfg.Slots, cfg.BatchSize, cfg.ContextSize
+	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cfg.MaxNewTokens, cfg.IgnoreEOS, cfg.PrefixCache == "on"
+	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
-	switch {
-	case cfg.Narrow == "device":
-		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 1
-	case cfg.Narrow == "auto" && device.IsCUDA():
-		// One row is cheaper copied whole to the host than sorted on the
-		// device; from two rows on, narrowing wins (docs/text.md).
-		b.narrowK, b.narrowMinRows = cfg.narrowCandidates(), 2
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tm.close()
-		}
-	}()
-
-	tok, isTok := m.(tokenizer.Tokenizer)
-	if !isTok {
-		return nil, fmt.Errorf("text model %s: architecture %q has no tokenizer", path, arch)
-	}
-	b.tok = tok
-	b.vocab = newVocabInfo(tok.Vocabulary())
-	b.constraints = newConstraints(tok, b.vocab)
-	if b.narrowK > 0 {
-		// Greedy needs one candidate; a few more let ties go to the lower
-		// id, as on the host.
-		b.narrowK = min(max(b.narrowK, 4), len(tok.Vocabulary().Values))
-	}
-	if len(b.vocab.stop) == 0 {
-		return nil, fmt.Errorf("text model %s: no end-of-turn token in its vocabulary", path)
-	}
-	if trained := meta.KV().ContextLength(); trained > 0 && uint64(cfg.ContextSize) > trained {
+	b.constraints = newConstraints(tm, dialect)
+	if trained := m.TrainedContext(); trained > 0 && cfg.ContextSize > trained {
 		log.Warn("text context is longer than the model was trained for",
 			"context", cfg.ContextSize, "trained", trained)
 	}
-	if b.graph, err = newGraph(m, cfg, device); err != nil {
-		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
-		return nil, fmt.Errorf("text model %s: %w", path, err)
-	}
-	if err := b.reserveGraphs(); err != nil {
-		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
-		return nil, fmt.Errorf("text model %s: reserve compute memory: %w", path, err)
-	}
-	if err := m.Backend().Load(ctx, func(float32) {}); err != nil {
-		err = noMemory(err, cfg.Slots, cfg.ContextSize, plan, cfg.GPUMemoryUtilization)
-		return nil, fmt.Errorf("text model %s: load weights: %w", path, err)
-	}
 
-	if !cfg.noSharedPrefix {
+	// With the prefix cache on, a new conversation reuses the system
+	// prompt from the cells its slot holds, as llama.cpp's server does, and
+	// its prompt is computed as that server computes it. A shared prefix
+	// computed apart would split every new prompt into two steps, and on a
+	// CPU llama.cpp's flash attention sums in an order that depends on that
+	// split: answers would differ from the engine's own by rounding
+	// (docs/text.md). Without the cache, it is the only reuse there is.
+	if !cfg.noSharedPrefix && !tm.prefixCache {
 		b.prefix, err = b.sharedPrefix()
 		if err != nil {
 			return nil, fmt.Errorf("text model %s: %w", path, err)
@@ -180,18 +162,30 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots,
-		Limits: genq.Limits{MaxNewTokens: cfg.MaxNewTokens, ContextSize: cfg.ContextSize, VocabSize: len(b.vocab.control)}}
+		Limits: genq.Limits{MaxNewTokens: cfg.MaxNewTokens, ContextSize: cfg.ContextSize, VocabSize: m.Vocab.Size()}}
 	b.sched = newScheduler(tm)
 	go b.sched.loop()
 	ok = true
 
 	log.Info("text model ready",
-		"model", path, "architecture", arch, "template", tmpl.name,
-		"device", device.Kind, "device_name", device.Name, "threads", threads, "pipeline", cfg.pipeline,
-		"narrow_top_k", b.narrowK, "prefix_cache", tm.prefixCache,
-		"slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
+		"model", path, "architecture", arch, "tool_format", dialect.String(), "engine", "llama.cpp "+lib.Version,
+		"device", device.Kind, "device_name", device.Name, "threads", threads, "kv_unified", unified, "device_sampling", tm.deviceTopK,
+		"prefix_cache", tm.prefixCache, "slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
 	return b, nil
+}
+
+// defaultKVUnified is TEXT_KV_UNIFIED=auto's choice (docs/text.md has the
+// measurements behind it).
+const defaultKVUnified = false
+
+func hasEndOfGeneration(v *llamacpp.Vocab) bool {
+	for id := range v.Size() {
+		if v.IsEndOfGeneration(int32(id)) {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedPrefix finds the tokens every prompt begins with: the common start
@@ -241,84 +235,37 @@ func modelPath(cfg Config) (string, error) {
 		len(matches), cfg.ModelDir, strings.Join(matches, ", "))
 }
 
-// readMetadata checks that path is a GGUF file and reads its metadata,
-// without the large arrays (the vocabulary).
-func readMetadata(path string) (*fsggml.GGML, error) {
+// checkGGUF checks that path is a readable GGUF file, so that a wrong file
+// is named as such rather than as whatever the engine makes of it.
+func checkGGUF(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("text model: %w", err)
+		return fmt.Errorf("text model: %w", err)
 	}
 	defer f.Close()
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("GGUF")) {
-		return nil, fmt.Errorf("text model %s: not a GGUF file (it does not start with the GGUF magic)", path)
+		return fmt.Errorf("text model %s: not a GGUF file (it does not start with the GGUF magic)", path)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("text model %s: %w", path, err)
-	}
-	meta, err := fsggml.Decode(f, 0)
-	if err != nil {
-		return nil, fmt.Errorf("text model %s: read GGUF metadata: %w", path, err)
-	}
-	return meta, nil
+	return nil
 }
 
-// findGPU asks ggml for CUDA devices without loading any weights, and
-// returns the first one with every layer (and the output layer) on it.
-// ggml finds CUDA only when its CUDA backend library is on the library path
-// (docs/text.md); otherwise there are no GPUs and the model runs on the CPU.
-func findGPU(path string, threads, blocks int) (*ml.DeviceInfo, ml.GPULayersList, error) {
-	probe, err := newModel(path, ml.BackendParams{NumThreads: threads, GPULayers: ml.GPULayersList{{}}})
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
 	if err != nil {
-		if errors.Is(err, model.ErrUnsupportedModel) {
-			return nil, nil, fmt.Errorf("text model %s: architecture not supported by the engine: %w", path, err)
-		}
-		return nil, nil, fmt.Errorf("text model %s: %w", path, err)
+		return 0
 	}
-	defer probe.Backend().Close()
-	for _, d := range probe.Backend().BackendDevices() {
-		if !strings.EqualFold(d.Library, "CUDA") {
-			continue
-		}
-		layers := make([]int, blocks+1) // the extra one is the output layer
-		for i := range layers {
-			layers[i] = i
-		}
-		return &d, ml.GPULayersList{{DeviceID: d.DeviceID, Layers: layers}}, nil
-	}
-	return nil, nil, nil
+	return fi.Size()
 }
 
 // smallModelParams is the size below which one compute thread beats
 // several: each op of a model this small takes about as long as ggml's
-// threads take to meet at the barrier after it: the tiny model runs faster
-// on one thread than on two, the mid one faster on two (docs/benchmarks.md).
+// threads take to meet at the barrier after it (docs/benchmarks.md).
 const smallModelParams = 20_000_000
 
-func defaultThreads(meta *fsggml.GGML) int {
-	if modelParams(meta) < smallModelParams {
+func defaultThreads(params uint64) int {
+	if params < smallModelParams {
 		return 1
 	}
 	return runtime.NumCPU()
-}
-
-func modelParams(meta *fsggml.GGML) uint64 {
-	var params uint64
-	for _, t := range meta.Tensors().Items() {
-		params += t.Elements()
-	}
-	return params
-}
-
-// newModel is model.New with its panics (ggml's way to report a malformed
-// file or no memory) turned into errors.
-func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
-	var panicked error
-	defer func() {
-		if panicked != nil {
-			m, err = nil, fmt.Errorf("load model: %w", panicked)
-		}
-	}()
-	defer recoverError(&panicked)
-	return model.New(path, params)
 }

@@ -7,14 +7,10 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/tinygguf"
 )
 
 func TestRenderMessages(t *testing.T) {
-	tmpl, err := newChatTemplate(tinygguf.Llama3ChatTemplate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, SystemPrompt: "sys"})
 	h := func(role, content string) string {
 		return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + content + "<|eot_id|>"
 	}
@@ -33,7 +29,7 @@ func TestRenderMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tmpl.RenderMessages("sys", tt.msgs)
+			got, err := b.renderChat(tt.msgs, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +63,7 @@ func TestStopStrings(t *testing.T) {
 			seq := &sequence{req: req}
 			doneAt := -1
 			for i, c := range tt.pieces {
-				id := b.tok.Vocabulary().Encode(string(c))
+				id := b.vocab.Lookup(string(c))
 				done, err := seq.accept(b.textModel, id, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -91,7 +87,7 @@ func TestStopStrings(t *testing.T) {
 // scheduler: limits, finish reasons, token counts, raw prompts, seeds, and
 // greedy and sampled rows in one batch with device narrowing.
 func TestJobParameters(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20, Narrow: "device", IgnoreEOS: true})
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20, IgnoreEOS: true})
 	ctx := context.Background()
 	chat := []genq.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: "more"}}
 	zero, seed := 0.0, int64(7)
@@ -131,7 +127,7 @@ func TestJobParameters(t *testing.T) {
 		}
 	})
 	t.Run("a prompt of token ids is the prompt", func(t *testing.T) {
-		ids, err := b.tok.Encode("Once upon a time", true)
+		ids, err := b.testEncode("Once upon a time", true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +145,7 @@ func TestJobParameters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, _ := b.tok.Encode("Once upon a time", true)
+		ids, _ := b.testEncode("Once upon a time", true)
 		if g.PromptTokens != len(ids) || g.Tokens != 3 || g.FinishReason != genq.FinishLength {
 			t.Fatalf("%+v; want %d prompt tokens", g, len(ids))
 		}
@@ -189,7 +185,7 @@ func TestJobParameters(t *testing.T) {
 		// penalty (2 per use) hands the turn to the other.
 		var ids []int32
 		for _, letter := range []string{"A", "B"} {
-			tok, err := b.tok.Encode(letter, false)
+			tok, err := b.testEncode(letter, false)
 			if err != nil || len(tok) != 1 {
 				t.Fatalf("%q encodes to %v, %v", letter, tok, err)
 			}
@@ -251,15 +247,12 @@ func TestJobParameters(t *testing.T) {
 // TestVLLMExtras: ignore_eos and repetition_penalty reach the sampler and
 // the stop check.
 func TestVLLMExtras(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20, Narrow: "device"})
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20})
 	ctx := context.Background()
 	chat := []genq.Message{{Role: "user", Content: "hi"}}
 	zero := 0.0
 	var eos int32 = -1
-	for id := range b.vocab.stop {
-		eos = id
-		break
-	}
+	eos = b.stopTokens()[0]
 	// An end-of-turn token raised far above the rest ends the answer at
 	// once, unless the job ignores it.
 	toEOS := map[int32]float64{eos: 100}

@@ -18,10 +18,9 @@ import (
 // from their first token, so no cache is of use, whatever the setting.
 // GENQ_BENCH_BATCHES picks the step budgets (TEXT_BATCH_SIZE; default
 // 256,512,2048), GENQ_BENCH_PROMPT the prompt's tokens (default 1500),
-// GENQ_BENCH_CHUNKS how chunks attend where decoding uses the flash kernel
-// (matmul, the default, or flash).
+// GENQ_BENCH_KV_UNIFIED the cache's layout.
 //
-//	GENQ_BENCH_SIZES=mid GENQ_BENCH_THREADS=2 go test ./internal/ggml -run '^$' -bench Prefill -benchtime 5x
+//	GENQ_BENCH_SIZES=mid GENQ_BENCH_THREADS=2 go test ./internal/textgen -run '^$' -bench Prefill -benchtime 5x
 func BenchmarkPrefill(b *testing.B) {
 	batches := []int{256, 512, 2048}
 	if s := os.Getenv("GENQ_BENCH_BATCHES"); s != "" {
@@ -44,14 +43,13 @@ func BenchmarkPrefill(b *testing.B) {
 			b.Run(fmt.Sprintf("%s-B/batch%d", size, batch), func(b *testing.B) {
 				be, err := Open(context.Background(), Config{
 					ModelFile: path, Slots: 8, ContextSize: 2048, MaxNewTokens: 1, BatchSize: batch,
-					Threads: benchThreads(), IgnoreEOS: true, Graph: os.Getenv("GENQ_BENCH_GRAPH"),
-					flashChunks: os.Getenv("GENQ_BENCH_CHUNKS") == "flash",
+					Threads: benchThreads(), IgnoreEOS: true, KVUnified: os.Getenv("GENQ_BENCH_KV_UNIFIED"),
 				}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer be.Close()
-				vocab := len(be.vocab.control)
+				vocab := be.vocab.Size()
 				var ttfts []time.Duration
 				round := 0
 				for b.Loop() {

@@ -1,7 +1,6 @@
 package textgen
 
 import (
-	"math"
 	"slices"
 	"sync/atomic"
 
@@ -138,7 +137,6 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 			src, reuse = a, n
 		}
 	}
-	s.forgetCopiesFrom(slot)
 	s.free = slices.DeleteFunc(s.free, func(f int) bool { return f == slot })
 	held := len(c.held[slot])
 	if held > reuse {
@@ -147,12 +145,7 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 	c.take(slot)
 	seq := &sequence{req: req, slot: slot}
 	if src != nil {
-		if held > 0 {
-			if err := tm.graph.clear(slot); err != nil {
-				tm.log.Error("evict cached prefix", "slot", slot, "err", err)
-			}
-		}
-		if err := tm.graph.copyPrefix(src.slot, slot, int32(reuse)); err == nil {
+		if err := tm.copyPrefix(src.slot, slot, reuse); err == nil {
 			seq.pending, seq.pos, seq.cached = req.prompt[reuse:], int32(reuse), reuse
 			c.count(reuse, len(req.prompt))
 			c.copies.Add(1)
@@ -161,7 +154,7 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 		reuse = 0
 	}
 	if reuse > shared {
-		if err := tm.graph.trim(slot, int32(reuse)); err == nil {
+		if err := tm.trimSlot(slot, reuse); err == nil {
 			seq.pending, seq.pos, seq.cached, seq.inPlace = req.prompt[reuse:], int32(reuse), reuse, true
 			c.count(reuse, len(req.prompt))
 			return seq
@@ -169,7 +162,7 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 	}
 	if held > 0 {
 		// Another conversation's cells: the shared prefix replaces them.
-		if err := tm.graph.clear(slot); err != nil {
+		if err := tm.clearSlot(slot); err != nil {
 			tm.log.Error("evict cached prefix", "slot", slot, "err", err)
 		}
 	}
@@ -181,9 +174,9 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 // busyMatch finds the active sequence whose slot holds the longest start
 // of prompt, longer than beyond, among cells that stay as they are while
 // it runs: those it reused in place, written by a sequence that ended with
-// its answer, so already there whatever becomes of the steps in flight.
-// It never writes below them unless it starts over, and then
-// forgetCopiesFrom cancels the copies not yet made.
+// its answer. It never writes below them; when it starts over it forgets
+// them, and a copy made before that keeps them (the engine's copies share
+// cells, or copy them before the next step writes any).
 func (s *scheduler) busyMatch(prompt []int32, beyond int) (*sequence, int) {
 	var best *sequence
 	bestLen := beyond
@@ -196,23 +189,6 @@ func (s *scheduler) busyMatch(prompt []int32, beyond int) (*sequence, int) {
 		}
 	}
 	return best, bestLen
-}
-
-// forgetCopiesFrom is called before slot's cells change (a sequence takes
-// it, or its own starts over): copies from it that no step has made yet
-// are dropped, and their sequences, which have run no step, start after
-// the shared prefix instead.
-func (s *scheduler) forgetCopiesFrom(slot int) {
-	for _, dst := range s.model.graph.dropCopiesFrom(slot) {
-		for _, seq := range s.active {
-			if seq.slot == dst && !seq.finished {
-				copied := seq.cached
-				seq.startFromPrefix(s.model)
-				s.cache.hitTokens.Add(int64(seq.cached - copied))
-				s.cache.missTokens.Add(int64(copied - seq.cached))
-			}
-		}
-	}
 }
 
 // keepCells is what a sequence leaving its slot leaves in the cache: the
@@ -233,40 +209,12 @@ func (s *scheduler) leave(seq *sequence) error {
 	tokens := seq.keepCells()
 	if !s.cache.enabled || len(tokens) == 0 {
 		s.cache.take(seq.slot)
-		return s.model.graph.clear(seq.slot)
+		return s.model.clearSlot(seq.slot)
 	}
-	if err := s.model.graph.trim(seq.slot, int32(len(tokens))); err != nil {
+	if err := s.model.trimSlot(seq.slot, len(tokens)); err != nil {
 		s.cache.take(seq.slot)
-		return s.model.graph.clear(seq.slot)
+		return s.model.clearSlot(seq.slot)
 	}
 	s.cache.store(seq.slot, tokens)
 	return nil
 }
-
-// trim forgets the cells of slot from position n on, in the engine's
-// unified cache; the cells before n stay for the slot's next sequence.
-func (g *engineGraph) trim(slot int, n int32) error {
-	return g.cache.Remove(slot, n, math.MaxInt32)
-}
-
-// dropCopiesFrom: the engine's cache shares cells at once (copyPrefix), so
-// no copy is ever pending.
-func (g *engineGraph) dropCopiesFrom(int) []int { return nil }
-
-// dropCopiesFrom drops the pending copies that read from src and returns
-// the slots they were for.
-func (g *streamGraph) dropCopiesFrom(src int) []int {
-	var dsts []int
-	g.pendingCopies = slices.DeleteFunc(g.pendingCopies, func(c prefixCopy) bool {
-		if c.src == src {
-			dsts = append(dsts, c.dst)
-			return true
-		}
-		return false
-	})
-	return dsts
-}
-
-// trim has nothing to free in a stream (clear says why); a copy still
-// pending into the slot is dropped, as clear drops it.
-func (g *streamGraph) trim(slot int, n int32) error { return g.clear(slot) }

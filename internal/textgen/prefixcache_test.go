@@ -36,14 +36,14 @@ var turnTexts = []string{
 // TestPrefixCacheChangesNoAnswer: conversations whose later turns start
 // from the cells their earlier turns left answer exactly as with the cache
 // off (greedy, and seeded sampling), with log-probabilities within 1e-3,
-// over both graphs; and the later turns did reuse cells.
+// with the KV cache unified and not; and the later turns did reuse cells.
 func TestPrefixCacheChangesNoAnswer(t *testing.T) {
 	seed := int64(7)
 	temp := 0.8
-	for _, graph := range []string{"streams", "engine"} {
+	for _, kv := range []string{"off", "on"} {
 		for _, sampling := range []string{"greedy", "seeded"} {
-			t.Run(graph+"/"+sampling, func(t *testing.T) {
-				cfg := Config{MaxNewTokens: 24, Slots: 2, Graph: graph}
+			t.Run("kv-unified "+kv+"/"+sampling, func(t *testing.T) {
+				cfg := Config{MaxNewTokens: 24, Slots: 2, KVUnified: kv}
 				on := openTiny(t, genq.VariantB, cfg)
 				cfg.PrefixCache = "off"
 				off := openTiny(t, genq.VariantB, cfg)
@@ -101,9 +101,9 @@ func assertLogprobsNear(t *testing.T, got, want []genq.TokenLogprob, tol float64
 // turns admitted together, evict each other's cells; every answer is still
 // the one the cache-off backend gives.
 func TestPrefixCacheEvictsUnderPressure(t *testing.T) {
-	for _, graph := range []string{"streams", "engine"} {
-		t.Run(graph, func(t *testing.T) {
-			cfg := Config{MaxNewTokens: 16, Slots: 2, Graph: graph}
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 16, Slots: 2, KVUnified: kv}
 			on := openTiny(t, genq.VariantB, cfg)
 			cfg.PrefixCache = "off"
 			off := openTiny(t, genq.VariantB, cfg)
@@ -156,9 +156,9 @@ func TestPrefixCacheEvictsUnderPressure(t *testing.T) {
 // leaves them at token 30 reuses 30, and a chat's next turn reuses at
 // least its previous prompt.
 func TestCachedTokensOfAKnownConversation(t *testing.T) {
-	for _, graph := range []string{"streams", "engine"} {
-		t.Run(graph, func(t *testing.T) {
-			b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 32, Slots: 1, Graph: graph})
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) {
+			b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 32, Slots: 1, KVUnified: kv})
 			prompt := make([]int32, 40)
 			for i := range prompt {
 				prompt[i] = int32(10 + 7*i%250)
@@ -218,10 +218,10 @@ func TestCachedTokensOfAKnownConversation(t *testing.T) {
 // answers as the cache-off backend does.
 func TestPrefixCacheSkipsHalfWrittenCells(t *testing.T) {
 	errBad := errors.New("injected step failure")
-	for _, graph := range []string{"streams", "engine"} {
-		t.Run(graph, func(t *testing.T) {
-			cfg := Config{MaxNewTokens: 16, Slots: 2, Graph: graph, IgnoreEOS: true}
-			off := openTiny(t, genq.VariantB, Config{MaxNewTokens: 16, Slots: 2, Graph: graph, IgnoreEOS: true, PrefixCache: "off"})
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 16, Slots: 2, KVUnified: kv, IgnoreEOS: true}
+			off := openTiny(t, genq.VariantB, Config{MaxNewTokens: 16, Slots: 2, KVUnified: kv, IgnoreEOS: true, PrefixCache: "off"})
 			want := func(job genq.Job) string {
 				res, err := off.generateJob(context.Background(), job)
 				if err != nil {
@@ -345,9 +345,9 @@ func TestPrefixCacheCopiesFromABusySlot(t *testing.T) {
 		return genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: doc + q}}}
 	}
 	questions := []string{"Who opens it?", "When do they leave?", "What is the tide?"}
-	for _, graph := range []string{"streams", "engine"} {
-		t.Run(graph, func(t *testing.T) {
-			cfg := Config{MaxNewTokens: 16, Slots: 4, Graph: graph, IgnoreEOS: true}
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) {
+			cfg := Config{MaxNewTokens: 16, Slots: 4, KVUnified: kv, IgnoreEOS: true}
 			on := openTiny(t, genq.VariantB, cfg)
 			cfg.PrefixCache = "off"
 			off := openTiny(t, genq.VariantB, cfg)

@@ -1,98 +1,33 @@
 package textgen
 
 import (
-	"errors"
-	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/ollama/ollama/template"
-	"github.com/ollama/ollama/tokenizer"
-
+	"github.com/genq/genq/internal/chattemplate"
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/llamacpp"
 )
 
-// chatTemplate renders a conversation with the model's own chat template.
-type chatTemplate struct {
-	name string
-	tmpl *template.Template
-	// rendersTools is set when the template renders tool definitions
-	// itself (it reads .Tools); otherwise they are rendered into the
-	// conversation the Llama 3.1 way (prompt_tools.go).
-	rendersTools bool
-}
-
-// newChatTemplate maps the model's jinja chat template (GGUF
-// tokenizer.chat_template) to the ollama Go template that renders the same
-// text. Go cannot run jinja, so a model whose template matches none of
-// ollama's known ones cannot be served.
-func newChatTemplate(jinja string) (*chatTemplate, error) {
-	if strings.TrimSpace(jinja) == "" {
-		return nil, errors.New("the model has no chat template (GGUF key tokenizer.chat_template)")
+// newChatTemplate compiles the model's own Jinja chat template (GGUF
+// tokenizer.chat_template), told what the vocabulary says of its BOS and
+// EOS, as llama.cpp's server tells it.
+func newChatTemplate(source string, v *llamacpp.Vocab) (*chattemplate.Template, error) {
+	special := chattemplate.SpecialTokens{AddBOS: v.AddBOS, AddEOS: v.AddEOS}
+	if v.BOS >= 0 {
+		special.BOS = string(v.Text(v.BOS))
 	}
-	named, err := template.Named(jinja)
-	if err != nil {
-		return nil, fmt.Errorf("the model's chat template matches no known template: %w", err)
+	if v.EOS >= 0 {
+		special.EOS = string(v.Text(v.EOS))
 	}
-	t, err := template.Parse(string(named.Bytes))
-	if err != nil {
-		return nil, fmt.Errorf("chat template %s: %w", named.Name, err)
+	return chattemplate.New(source, special)
+}
+
+// renderChat renders a conversation with the model's template, the tools
+// the answer may call, and the generation prompt: the worker's system
+// prompt goes first unless the chat opens with its own.
+func (b *Backend) renderChat(msgs []genq.Message, tools []genq.Tool) (string, error) {
+	if len(msgs) == 0 || msgs[0].Role != genq.RoleSystem {
+		msgs = append([]genq.Message{{Role: genq.RoleSystem, Content: strings.TrimSpace(b.cfg.SystemPrompt)}}, msgs...)
 	}
-	return newParsedTemplate(named.Name, t), nil
-}
-
-// newParsedTemplate wraps a parsed template, noting whether it renders
-// tools. A template whose variables cannot be listed renders chats as
-// before, and tools the Llama 3.1 way.
-func newParsedTemplate(name string, t *template.Template) *chatTemplate {
-	vars, err := t.Vars()
-	return &chatTemplate{name: name, tmpl: t, rendersTools: err == nil && slices.Contains(vars, "tools")}
-}
-
-// Render returns the prompt text up to and including the generation prompt
-// (the assistant header). It adds no BOS: the tokenizer does.
-func (c *chatTemplate) Render(system, user string) (string, error) {
-	return c.RenderMessages(system, []genq.Message{{Role: genq.RoleUser, Content: user}})
-}
-
-// RenderMessages renders a chat of any number of turns, the way Render
-// renders one: the system message goes first unless the chat opens with its
-// own, and the text ends with the assistant's header.
-func (c *chatTemplate) RenderMessages(system string, msgs []genq.Message) (string, error) {
-	return c.RenderChat(system, msgs, nil)
-}
-
-// endOfTurnTokens are the Llama 3 tokens that end an answer, besides the eos
-// ids the model's metadata names.
-var endOfTurnTokens = []string{"<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"}
-
-// vocabInfo is what generation needs to know about the vocabulary: which ids
-// stop it and which ids never appear in the answer.
-type vocabInfo struct {
-	stop    map[int32]bool
-	control []bool // token_type 3: special tokens, never part of the text
-}
-
-func newVocabInfo(v *tokenizer.Vocabulary) vocabInfo {
-	info := vocabInfo{stop: make(map[int32]bool), control: make([]bool, len(v.Values))}
-	for _, id := range v.EOS {
-		if id >= 0 && int(id) < len(v.Values) {
-			info.stop[id] = true
-		}
-	}
-	for _, s := range endOfTurnTokens {
-		if id := v.Encode(s); id >= 0 {
-			info.stop[id] = true
-		}
-	}
-	for i, typ := range v.Types {
-		info.control[i] = typ == tokenizer.TOKEN_TYPE_CONTROL
-	}
-	return info
-}
-
-func (v vocabInfo) isStop(id int32) bool { return v.stop[id] }
-
-func (v vocabInfo) isControl(id int32) bool {
-	return id >= 0 && int(id) < len(v.control) && v.control[id]
+	return b.tmpl.Render(msgs, tools)
 }

@@ -10,10 +10,7 @@ import (
 )
 
 func TestRenderLlama3Conversation(t *testing.T) {
-	tmpl, err := newChatTemplate(tinygguf.Llama3ChatTemplate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openTiny(t, genq.VariantA, Config{Slots: 1})
 	tests := []struct {
 		name, system, user, want string
 	}{
@@ -40,7 +37,8 @@ func TestRenderLlama3Conversation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tmpl.Render(tt.system, tt.user)
+			b.cfg.SystemPrompt = tt.system
+			got, err := b.renderChat([]genq.Message{{Role: genq.RoleUser, Content: tt.user}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,9 +50,9 @@ func TestRenderLlama3Conversation(t *testing.T) {
 }
 
 func TestPromptTokensStartWithBOSAndSharedPrefix(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{Slots: 1})
-	v := b.tok.Vocabulary()
-	bos := v.Encode("<|begin_of_text|>")
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, PrefixCache: "off"})
+	v := b.vocab
+	bos := v.Lookup("<|begin_of_text|>")
 	ids, err := b.promptTokens("What is 2+2?")
 	if err != nil {
 		t.Fatal(err)
@@ -66,13 +64,13 @@ func TestPromptTokensStartWithBOSAndSharedPrefix(t *testing.T) {
 		t.Fatalf("prompt %v does not start with the shared prefix %v", ids, b.prefix)
 	}
 	// The special tokens of the template are single tokens, not their text.
-	text, _ := b.tok.Decode(ids)
+	text, _ := b.testDecode(ids)
 	if !strings.HasSuffix(text, "<|start_header_id|>assistant<|end_header_id|>\n\n") {
 		t.Fatalf("prompt ends %q; want the generation prompt", text)
 	}
 	// Three headers (system, user, assistant), two ended turns.
 	for s, want := range map[string]int{"<|start_header_id|>": 3, "<|end_header_id|>": 3, "<|eot_id|>": 2, "<|begin_of_text|>": 1} {
-		if n := countToken(ids, v.Encode(s)); n != want {
+		if n := countToken(ids, v.Lookup(s)); n != want {
 			t.Errorf("%s appears %d times as a token, want %d", s, n, want)
 		}
 	}
@@ -92,9 +90,9 @@ func countToken(ids []int32, id int32) int {
 // it, special tokens are dropped, and the token limit ends it.
 func TestAccept(t *testing.T) {
 	b := openTiny(t, genq.VariantA, Config{Slots: 1, MaxNewTokens: 6})
-	v := b.tok.Vocabulary()
+	v := b.vocab
 	tok := func(s string) int32 {
-		id := v.Encode(s)
+		id := v.Lookup(s)
 		if id < 0 {
 			t.Fatalf("no token %q", s)
 		}

@@ -1,7 +1,6 @@
 package textgen
 
 import (
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/genq/genq/internal/genq"
@@ -57,7 +56,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	if len(job.LogitBias) > 0 {
 		params.LogitBias = make(map[int32]float32, len(job.LogitBias))
 		for id, bias := range job.LogitBias {
-			if vocab := len(b.vocab.control); int(id) >= vocab {
+			if vocab := b.vocab.Size(); int(id) >= vocab {
 				return nil, genq.Errorf(genq.Invalid, "logit_bias names token %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
 			}
 			params.LogitBias[id] = float32(bias)
@@ -92,7 +91,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
-		text, err := b.tmpl.RenderChat(b.cfg.SystemPrompt, job.Messages, job.PromptTools())
+		text, err := b.renderChat(job.Messages, job.PromptTools())
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +100,7 @@ func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 		return b.encode(job.Prompt)
 	case len(job.PromptTokenIDs) > 0:
 		for _, id := range job.PromptTokenIDs {
-			if vocab := len(b.vocab.control); int(id) >= vocab {
+			if vocab := b.vocab.Size(); int(id) >= vocab {
 				return nil, genq.Errorf(genq.Invalid, "prompt holds the token id %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
 			}
 		}
@@ -110,17 +109,16 @@ func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	return b.promptTokens(job.Text)
 }
 
+// encode tokenizes a prompt the way llama.cpp's server does: BOS first
+// when the model's metadata asks for it, and the texts of special tokens
+// (a chat template writes them) read as those tokens.
 func (b *Backend) encode(text string) ([]int32, error) {
-	ids, err := b.tok.Encode(text, true)
-	if err != nil {
-		return nil, fmt.Errorf("tokenize prompt: %w", err)
-	}
-	return ids, nil
+	return b.vocab.Tokenize(text, true, true), nil
 }
 
 // promptTokens renders the conversation and tokenizes it, BOS first.
 func (b *Backend) promptTokens(user string) ([]int32, error) {
-	text, err := b.tmpl.Render(b.cfg.SystemPrompt, user)
+	text, err := b.renderChat([]genq.Message{{Role: genq.RoleUser, Content: user}}, nil)
 	if err != nil {
 		return nil, err
 	}

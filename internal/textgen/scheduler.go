@@ -11,22 +11,12 @@ import (
 )
 
 // scheduler runs continuous batching. One goroutine (loop) owns every
-// sequence and the KV cache; Generate calls only hand it requests and wait.
+// sequence and the engine's context; Generate calls only hand it requests
+// and wait.
 //
-// Each forward step carries one token for every decoding sequence and fills
-// the rest of its budget (BatchSize) with prompt chunks, oldest request
-// first, so a long prompt never stalls the sequences already decoding.
-//
-// Steps can be pipelined (Config.Pipeline): while step N computes, the
-// graph of step N+1 is built. A decoding sequence's next input is the token
-// step N will sample, not yet known, so step N+1 gets a placeholder that is
-// filled in between sampling step N and starting step N+1. The price: a
-// sequence that stops at step N still has a token in step N+1, whose result
-// is thrown away, and its KV cells are freed only once no step in flight
-// includes it. The overlap pays when a GPU computes and the CPU is idle; on
-// a small CPU the builder competes with ggml's threads for cores and loses
-// (docs/benchmarks.md), so there steps run one after the other, and the
-// compute runs on the loop's own goroutine.
+// Each step carries one token for every decoding sequence and fills the
+// rest of its budget (BatchSize) with prompt chunks, oldest request first,
+// so a long prompt never stalls the sequences already decoding.
 type scheduler struct {
 	model  *textModel
 	submit chan *request

@@ -40,14 +40,14 @@ func TestBatchedGreedyMatchesSingle(t *testing.T) {
 				t.Fatalf("greedy answers %q do not tell prompts apart: the comparison below would prove nothing", want)
 			}
 			for _, tc := range []struct {
-				batch    int
-				pipeline string
+				batch int
+				kv    string
 			}{
 				{256, "off"}, {256, "on"}, // whole prompts
 				{5, "off"}, {5, "on"}, // 5-token chunks mixed with decoding
 			} {
-				t.Run(fmt.Sprintf("batch %d pipeline %s", tc.batch, tc.pipeline), func(t *testing.T) {
-					cfg := Config{MaxNewTokens: 48, Slots: 4, BatchSize: tc.batch, Pipeline: tc.pipeline}
+				t.Run(fmt.Sprintf("batch %d kv-unified %s", tc.batch, tc.kv), func(t *testing.T) {
+					cfg := Config{MaxNewTokens: 48, Slots: 4, BatchSize: tc.batch, KVUnified: tc.kv}
 					b := openTiny(t, v, cfg)
 					got := concurrently(t, b, batchTexts)
 					for i := range got {
@@ -65,9 +65,10 @@ func TestBatchedGreedyMatchesSingle(t *testing.T) {
 }
 
 // TestSharedPrefixChangesNothing: sequences that start from the cached
-// system prefix answer exactly as ones that prefill their whole prompt.
+// system prefix (kept when the prefix cache is off) answer exactly as ones
+// that prefill their whole prompt.
 func TestSharedPrefixChangesNothing(t *testing.T) {
-	cfg := Config{MaxNewTokens: 40, Slots: 3}
+	cfg := Config{MaxNewTokens: 40, Slots: 3, PrefixCache: "off"}
 	shared := openTiny(t, genq.VariantB, cfg)
 	cfg.noSharedPrefix = true
 	whole := openTiny(t, genq.VariantB, cfg)
@@ -87,7 +88,7 @@ func TestSharedPrefixChangesNothing(t *testing.T) {
 func TestJoinRunningBatch(t *testing.T) {
 	// IgnoreEOS: a random model may stop early, and the first job must
 	// still be running when the second arrives.
-	b := openTiny(t, genq.VariantA, Config{Slots: 2, ContextSize: 4096, MaxNewTokens: 3000, Pipeline: "on", IgnoreEOS: true})
+	b := openTiny(t, genq.VariantA, Config{Slots: 2, ContextSize: 4096, MaxNewTokens: 3000, IgnoreEOS: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	firstDone := make(chan struct{})
@@ -117,7 +118,7 @@ func TestJoinRunningBatch(t *testing.T) {
 // and the queued ones must join the running batch rather than wait for it
 // to drain.
 func TestAllSequencesProgress(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64, Pipeline: "on", IgnoreEOS: true})
+	b := openTiny(t, genq.VariantA, Config{Slots: 3, MaxNewTokens: 64, IgnoreEOS: true})
 	texts := make([]string, 9)
 	for i := range texts {
 		texts[i] = fmt.Sprintf("job number %d", i)
@@ -136,13 +137,13 @@ func TestAllSequencesProgress(t *testing.T) {
 // TestCancelFreesSlot: with one slot, a cancelled job must return at once
 // and let the next job start.
 func TestCancelFreesSlot(t *testing.T) {
-	for _, pipeline := range []string{"off", "on"} {
-		t.Run("pipeline "+pipeline, func(t *testing.T) { testCancelFreesSlot(t, pipeline) })
+	for _, kv := range []string{"off", "on"} {
+		t.Run("kv-unified "+kv, func(t *testing.T) { testCancelFreesSlot(t, kv) })
 	}
 }
 
-func testCancelFreesSlot(t *testing.T, pipeline string) {
-	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000, Pipeline: pipeline, IgnoreEOS: true})
+func testCancelFreesSlot(t *testing.T, kv string) {
+	b := openTiny(t, genq.VariantB, Config{Slots: 1, ContextSize: 4096, MaxNewTokens: 4000, KVUnified: kv, IgnoreEOS: true})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	firstDone := make(chan error, 1)
@@ -215,16 +216,12 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// TestPromptsBeyondOneStepsNodeBudget: more new prompts than one step's
-// graph has nodes for (every chunk is an attention group of its own) are
-// spread over several steps, and each answer is what it is alone.
-func TestPromptsBeyondOneStepsNodeBudget(t *testing.T) {
+// TestManyPromptsInOneStep: as many new prompts as one step can carry,
+// each a sequence of its own, and each answer is what it is alone.
+func TestManyPromptsInOneStep(t *testing.T) {
 	const n = 64
 	// A batch wide enough for every prompt at once.
 	b := openTiny(t, genq.VariantA, Config{MaxNewTokens: 3, Slots: n, ContextSize: 1024, BatchSize: 1024})
-	if limit := b.graph.maxChunks(); limit == 0 || limit >= n {
-		t.Fatalf("a step may carry %d chunks: %d prompts at once test nothing", limit, n)
-	}
 	texts := make([]string, n)
 	for i := range texts {
 		texts[i] = fmt.Sprintf("word %d", i)

@@ -62,10 +62,8 @@ type sequence struct {
 	pending []int32 // prompt tokens not yet in a step
 	pos     int32   // position of the next token put in a step
 
-	next     int32 // the last sampled token, when it is not in a step yet
-	hasNext  bool
-	awaiting bool // a step in flight ends this sequence's prompt or carries its last token: it samples
-	inflight int  // steps in flight that carry tokens of this sequence
+	next    int32 // the last sampled token, to feed in the next step
+	hasNext bool
 
 	generated int
 	finished  bool // no more tokens: answered, or its caller went away
@@ -106,7 +104,7 @@ func (seq *sequence) startFromPrefix(tm *textModel) {
 	if n == 0 || n >= len(prompt) || seq.req.scorePrompt() || !slices.Equal(prompt[:n], tm.prefix) {
 		return
 	}
-	if err := tm.graph.copyPrefix(tm.prefixSeq(), seq.slot, int32(n)); err == nil {
+	if err := tm.copyPrefix(tm.prefixSeq(), seq.slot, n); err == nil {
 		seq.pending, seq.pos, seq.cached = prompt[n:], int32(n), n
 	}
 }
@@ -120,14 +118,15 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 	if seq.req != nil {
 		constraint = seq.req.constraint
 	}
-	if tm.vocab.isStop(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
+	if tm.vocab.IsEndOfGeneration(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
 		seq.scoreUnwritten(tm, tok, logprob)
 		constraint.ended()
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
-	// Special tokens (headers, reserved ones) never belong in the text.
-	if tm.vocab.isControl(tok) {
+	// Special tokens (headers, reserved ones) never belong in the text,
+	// but for those the model's dialect preserves.
+	if _, writes := tm.piece(tok); !writes {
 		seq.scoreUnwritten(tm, tok, logprob)
 		if constraint != nil {
 			if _, err := constraint.follow(seq.req, nil); err != nil {
@@ -135,10 +134,8 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 			}
 		}
 	} else {
-		piece, err := tm.tok.Decode([]int32{tok})
-		if err != nil {
-			return true, fmt.Errorf("decode token %d: %w", tok, err)
-		}
+		p, _ := tm.piece(tok)
+		piece := string(p)
 		before := seq.text.Len()
 		text, start := seq.utf8.WriteAt(piece)
 		if logprob != nil {
@@ -179,11 +176,7 @@ func (seq *sequence) scoreUnwritten(tm *textModel, tok int32, logprob *rowLogpro
 	if logprob == nil || seq.req == nil || !seq.req.echo {
 		return
 	}
-	piece, err := tm.tok.Decode([]int32{tok})
-	if err != nil {
-		piece = ""
-	}
-	seq.logprobs = append(seq.logprobs, tm.tokenLogprob(piece, seq.text.Len(), logprob))
+	seq.logprobs = append(seq.logprobs, tm.tokenLogprob(string(tm.vocab.Text(tok)), seq.text.Len(), logprob))
 }
 
 // maxTokens is seq's answer limit: its request's, or the worker's.

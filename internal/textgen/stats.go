@@ -10,7 +10,6 @@ type schedulerStats struct {
 	steps        atomic.Int64
 	admitted     atomic.Int64
 	maxSequences atomic.Int64 // most sequences one step carried
-	mixedSteps   atomic.Int64 // narrowed steps that also brought whole rows
 	tokens       atomic.Int64 // sampled
 	all, decode  stepTimes    // every step; steps that carried no prompt token
 }
@@ -19,8 +18,8 @@ type schedulerStats struct {
 // host's work; compute is ggml's, with the copy of the results to the host.
 type stepTimes struct {
 	steps        atomic.Int64
-	planNanos    atomic.Int64 // building graphs: the batch, the cache's mask, the graph
-	computeNanos atomic.Int64 // ggml computing them
+	planNanos    atomic.Int64 // filling the batch
+	computeNanos atomic.Int64 // the engine's Decode: its graph, its compute, the logits
 	finishNanos  atomic.Int64 // sampling and decoding
 }
 

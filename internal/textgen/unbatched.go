@@ -36,11 +36,14 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 	seq := &sequence{slot: 0}
 	// The slot may hold a finished sequence's cells, kept for reuse.
 	b.sched.cache.take(seq.slot)
-	if err := b.graph.clear(seq.slot); err != nil {
+	if err := b.clearSlot(seq.slot); err != nil {
+		return "", fmt.Errorf("text generation: %w", err)
+	}
+	if err := b.ctx.SetDeviceTopK(seq.slot, 0); err != nil { // its rows are read whole
 		return "", fmt.Errorf("text generation: %w", err)
 	}
 	defer func() {
-		if err := b.graph.clear(seq.slot); err != nil {
+		if err := b.clearSlot(seq.slot); err != nil {
 			b.log.Error("free cache slot", "slot", seq.slot, "err", err)
 		}
 	}()
@@ -53,7 +56,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 		var logits []float32
 		for len(in) > 0 {
 			n := min(len(in), b.cfg.BatchSize)
-			if logits, err = b.forwardSequence(in[:n], seq.pos, seq.slot); err != nil {
+			if logits, err = b.forwardSequence(in[:n], int(seq.pos), seq.slot); err != nil {
 				return "", fmt.Errorf("text generation: %w", err)
 			}
 			in, seq.pos = in[n:], seq.pos+int32(n)

@@ -1,7 +1,8 @@
-// Package tinygguf writes llama-architecture GGUF models with random
-// weights: real format, real shapes, a byte-level BPE vocabulary carrying
-// Llama 3's special tokens and Meta's chat template. Tests and benchmarks run
-// on them; their output is noise, they prove the plumbing and the speed.
+// Package tinygguf writes GGUF models with random weights in the shapes and
+// metadata of real model families: Llama 3, Qwen3 and Mistral Nemo, each
+// with its architecture's tensors, its tokenizer's form of vocabulary, its
+// special tokens and its vendor's chat template. Tests and benchmarks run on
+// them; their output is noise, they prove the plumbing and the speed.
 //
 // It is pure Go (no cgo), so commands that only write models do not link
 // the engine.
@@ -9,20 +10,17 @@ package tinygguf
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
-	"io"
+	"maps"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-
-	fsggml "github.com/ollama/ollama/fs/ggml"
-	"github.com/x448/float16"
+	"strconv"
+	"strings"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/gguf"
 )
 
 // Weights is how a model stores its matrices.
@@ -39,11 +37,47 @@ const (
 	WeightsF32 Weights = "f32"
 )
 
-// Sizes names the shapes Options.Size accepts, smallest first.
+// Family is a model family: its architecture, tokenizer, special tokens,
+// chat template and tool-call format.
+type Family string
+
+const (
+	// FamilyLlama is Llama 3.x: architecture llama, Llama 3's byte-level
+	// BPE and special tokens, Meta's template.
+	FamilyLlama Family = "llama"
+	// FamilyQwen3 is Qwen3: architecture qwen3 (per-head q and k norms,
+	// heads wider than the model's width over the head count), Qwen's
+	// byte-level BPE and added tokens, and its ChatML template with
+	// <tool_call> JSON.
+	FamilyQwen3 Family = "qwen3"
+	// FamilyMistral is Mistral Nemo: architecture llama with 128-wide heads,
+	// the tekken tokenizer with its 1,000 control tokens, and the
+	// [INST]/[AVAILABLE_TOOLS]/[TOOL_CALLS] template.
+	FamilyMistral Family = "mistral"
+)
+
+// Families lists the families Options.Family accepts.
+var Families = []Family{FamilyLlama, FamilyQwen3, FamilyMistral}
+
+// ParseFamily returns the family called s; "" is llama.
+func ParseFamily(s string) (Family, error) {
+	if s == "" {
+		return FamilyLlama, nil
+	}
+	if f := Family(s); slices.Contains(Families, f) {
+		return f, nil
+	}
+	return "", fmt.Errorf("model family %q: want one of %v", s, Families)
+}
+
+// Sizes names the shapes Options.Size accepts, smallest first. Every family
+// has tiny and mid; the sizes with Llama 3's vocabulary are llama's only.
 var Sizes = []string{"tiny", "tiny-128k", "mid", "mid-128k", "8b", "70b"}
 
 // Options describe a generated model.
 type Options struct {
+	// Family is the model family; "" is FamilyLlama.
+	Family  Family
 	Weights Weights
 	// Size is one of Sizes: "tiny" (a few hundred thousand parameters, for
 	// tests), "tiny-128k" (the tiny blocks with Llama 3's 128,256-token
@@ -62,150 +96,190 @@ type Options struct {
 	Override map[string]any
 }
 
-// OptionsFor returns the options of variant v's test model.
+// OptionsFor returns the options of variant v's test model (a llama).
 func OptionsFor(v genq.Variant, size string, seed int64) Options {
 	return Options{Weights: Weights(v.Spec().TestModel), Size: size, Seed: seed}
 }
 
-// FileName is the name genqctl gives a generated model of a variant.
+// FileName is the name genqctl gives a generated llama of a variant.
 func FileName(v genq.Variant, size string) string {
-	if size == "" || size == "tiny" {
-		return fmt.Sprintf("tiny-%s.gguf", v)
+	return FamilyFileName(FamilyLlama, v, size)
+}
+
+// FamilyFileName is the name genqctl gives a generated model of a family
+// in a variant's weights: tiny-B.gguf for a llama, tiny-qwen3-B.gguf for
+// another family.
+func FamilyFileName(f Family, v genq.Variant, size string) string {
+	size = cmp.Or(size, "tiny")
+	if f == "" || f == FamilyLlama {
+		return fmt.Sprintf("%s-%s.gguf", size, v)
 	}
-	return fmt.Sprintf("%s-%s.gguf", size, v)
+	return fmt.Sprintf("%s-%s-%s.gguf", size, f, v)
 }
 
 type shape struct {
 	hidden, layers, heads, kvHeads, ffn int
+	// headDim is each head's width; 0 is hidden/heads. Qwen3 and Mistral
+	// Nemo set it apart from that (Nemo: 5120 wide, 32 heads of 128).
+	headDim int
 	// fullVocab pads the vocabulary to Llama 3's 128,256 tokens, with the
 	// special tokens at Llama 3's ids: the output layer and the sampler then
 	// cost what they cost on the real model.
 	fullVocab bool
 }
 
+func (s shape) head() int { return cmp.Or(s.headDim, s.hidden/s.heads) }
+
 func (o Options) shape() (shape, error) {
-	switch o.Size {
-	case "", "tiny":
-		// Two heads of 32 with one shared KV head: a 16-wide head (4 heads)
-		// made attention, not the scheduler, the cost of a batched step
-		// (ggml's F16 GEMM over a 16-long dot and twice the softmax rows):
-		// concurrency 4 gave 1.7x of concurrency 1 instead of 2.1x.
-		return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128}, nil
-	case "tiny-128k":
-		return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128, fullVocab: true}, nil
-	case "mid":
-		// 14 layers at width 768 with full multi-head attention: about 99M
-		// parameters in the blocks, the size class of the 126M llama the
-		// CPU performance bar was measured on (whose extra weights are a
-		// 32k vocabulary, which costs little per token).
-		return shape{hidden: 768, layers: 14, heads: 12, kvHeads: 12, ffn: 2048}, nil
-	case "mid-128k":
-		return shape{hidden: 768, layers: 14, heads: 12, kvHeads: 12, ffn: 2048, fullVocab: true}, nil
-	case "8b":
-		return shape{hidden: 4096, layers: 32, heads: 32, kvHeads: 8, ffn: 14336, fullVocab: true}, nil
-	case "70b":
-		return shape{hidden: 8192, layers: 80, heads: 64, kvHeads: 8, ffn: 28672, fullVocab: true}, nil
+	switch cmp.Or(o.Family, FamilyLlama) {
+	case FamilyLlama:
+		switch o.Size {
+		case "", "tiny":
+			// Two heads of 32 with one shared KV head: a 16-wide head (4 heads)
+			// made attention, not the scheduler, the cost of a batched step
+			// (ggml's F16 GEMM over a 16-long dot and twice the softmax rows):
+			// concurrency 4 gave 1.7x of concurrency 1 instead of 2.1x.
+			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128}, nil
+		case "tiny-128k":
+			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128, fullVocab: true}, nil
+		case "mid":
+			// 14 layers at width 768 with full multi-head attention: about 99M
+			// parameters in the blocks, the size class of the 126M llama the
+			// CPU performance bar was measured on (whose extra weights are a
+			// 32k vocabulary, which costs little per token).
+			return shape{hidden: 768, layers: 14, heads: 12, kvHeads: 12, ffn: 2048}, nil
+		case "mid-128k":
+			return shape{hidden: 768, layers: 14, heads: 12, kvHeads: 12, ffn: 2048, fullVocab: true}, nil
+		case "8b":
+			return shape{hidden: 4096, layers: 32, heads: 32, kvHeads: 8, ffn: 14336, fullVocab: true}, nil
+		case "70b":
+			return shape{hidden: 8192, layers: 80, heads: 64, kvHeads: 8, ffn: 28672, fullVocab: true}, nil
+		}
+	case FamilyQwen3:
+		switch o.Size {
+		case "", "tiny":
+			// Two heads of 64 over a width of 64, as Qwen3-0.6B has 16 heads
+			// of 128 over 1024: the attention is wider than the model.
+			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, headDim: 64, ffn: 128}, nil
+		case "mid":
+			// Qwen3's heads of 128, two query heads per KV head: about 99M
+			// parameters in the blocks, as the llama mid.
+			return shape{hidden: 768, layers: 14, heads: 8, kvHeads: 4, headDim: 128, ffn: 2048}, nil
+		}
+	case FamilyMistral:
+		switch o.Size {
+		case "", "tiny":
+			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, headDim: 64, ffn: 128}, nil
+		case "mid":
+			// Nemo's heads of 128, four query heads per KV head: about 94M
+			// parameters in the blocks.
+			return shape{hidden: 768, layers: 14, heads: 8, kvHeads: 2, headDim: 128, ffn: 2048}, nil
+		}
+	default:
+		return shape{}, fmt.Errorf("model family %q: want one of %v", o.Family, Families)
+	}
+	if o.Family != "" && o.Family != FamilyLlama && slices.Contains(Sizes, o.Size) {
+		return shape{}, fmt.Errorf("model size %q: the %s family has tiny and mid; the larger ones are llama's", o.Size, o.Family)
 	}
 	return shape{}, fmt.Errorf("model size %q: want one of %v", o.Size, Sizes)
 }
 
-// Llama3ChatTemplate is Meta's chat template of the Llama 3 instruct models,
-// as their tokenizer_config.json carries it.
-const Llama3ChatTemplate = "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+// contextLength is every generated model's training context: tests and
+// benchmarks size their caches from it, so it stays small whatever the
+// family's real one (Qwen3's 40,960, Nemo's 1,024,000).
+const contextLength = 8192
 
-// Llama3Specials are Llama 3's first special tokens, in their id order.
-func Llama3Specials() []string {
-	return []string{
-		"<|begin_of_text|>", "<|end_of_text|>",
-		"<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
-		"<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
-		"<|start_header_id|>", "<|end_header_id|>",
-		"<|eom_id|>", "<|eot_id|>", "<|python_tag|>",
-	}
+// model is what a family's file holds, apart from the weights' format.
+type model struct {
+	meta map[string]any
+	// qkNorm adds Qwen3's per-head RMS norms of q and k to each block.
+	qkNorm bool
+	vocab  int
+	// quietFrom and quietTo are tokens whose output rows are zeros, so the
+	// model seldom writes them: tekken's 980 unnamed control tokens, which
+	// no real model writes and which would otherwise be most of a tiny
+	// vocabulary's draws (and end no answer, nor show in its text).
+	quietFrom, quietTo int
 }
 
-// Llama 3's vocabulary: 128,000 regular tokens, then 256 special ones.
-const (
-	llama3Regular = 128000
-	llama3Vocab   = 128256
-)
-
-// tinyMerges are a few byte-pair merges, so the tokenizer really merges
-// (Ġ is the byte-level form of a space, Ċ of a newline).
-var tinyMerges = [][2]string{
-	{"Ċ", "Ċ"}, {"Ġ", "t"}, {"h", "e"}, {"i", "n"}, {"e", "r"}, {"a", "n"},
-	{"o", "n"}, {"Ġt", "he"}, {"r", "e"}, {"Ġ", "a"}, {"e", "n"}, {"o", "r"},
-	{"Ġ", "s"}, {"Ġ", "w"}, {"Ġ", "h"}, {"s", "t"}, {"a", "t"}, {"Ġ", "i"},
-	{"o", "u"}, {"Ġ", "y"}, {"Ġy", "ou"}, {"Ġ", "c"}, {"Ġ", "o"}, {"e", "d"},
-}
-
-// ByteLevelAlphabet is GPT-2's byte-to-character map: each of the 256 bytes
-// gets a printable character, the form byte-level BPE vocabularies store.
-func ByteLevelAlphabet() []string {
-	var keep []int
-	for b := '!'; b <= '~'; b++ {
-		keep = append(keep, int(b))
+// build returns the metadata of family f at shape s, and its tensors' plan.
+func build(f Family, s shape, name string) model {
+	hp := func(arch string, m map[string]any) {
+		m["general.architecture"] = arch
+		m["general.name"] = name
+		m[arch+".block_count"] = uint32(s.layers)
+		m[arch+".context_length"] = uint32(contextLength)
+		m[arch+".embedding_length"] = uint32(s.hidden)
+		m[arch+".feed_forward_length"] = uint32(s.ffn)
+		m[arch+".attention.head_count"] = uint32(s.heads)
+		m[arch+".attention.head_count_kv"] = uint32(s.kvHeads)
 	}
-	for b := '¡'; b <= '¬'; b++ {
-		keep = append(keep, int(b))
+	m := map[string]any{}
+	switch f {
+	case FamilyQwen3:
+		v := qwen3Vocab()
+		hp("qwen3", m)
+		// The keys Qwen3 GGUFs carry: no rope.dimension_count (it is the
+		// head's width), the head's width as key and value lengths.
+		m["qwen3.attention.key_length"] = uint32(s.head())
+		m["qwen3.attention.value_length"] = uint32(s.head())
+		m["qwen3.attention.layer_norm_rms_epsilon"] = float32(1e-6)
+		m["qwen3.rope.freq_base"] = float32(1000000)
+		m["tokenizer.ggml.model"] = "gpt2"
+		m["tokenizer.ggml.pre"] = "qwen2"
+		m["tokenizer.ggml.tokens"] = v.tokens
+		m["tokenizer.ggml.token_type"] = v.types
+		m["tokenizer.ggml.merges"] = v.merges
+		// As converted from Qwen3's files: eos is <|im_end|> (the end of a
+		// turn), bos and padding <|endoftext|>, and no BOS is added.
+		// llama.cpp finds the end-of-turn token by its text.
+		m["tokenizer.ggml.eos_token_id"] = v.id("<|im_end|>")
+		m["tokenizer.ggml.bos_token_id"] = v.id("<|endoftext|>")
+		m["tokenizer.ggml.padding_token_id"] = v.id("<|endoftext|>")
+		m["tokenizer.ggml.add_bos_token"] = false
+		m["tokenizer.chat_template"] = Qwen3ChatTemplate
+		// The output is its own matrix, as in Qwen3-8B and larger: the small
+		// Qwen3s tie it to the embeddings, but tied random weights repeat
+		// the last token forever (its own embedding stays in the residual).
+		return model{meta: m, qkNorm: true, vocab: len(v.tokens)}
+	case FamilyMistral:
+		v := mistralVocab()
+		hp("llama", m)
+		m["llama.attention.key_length"] = uint32(s.head())
+		m["llama.attention.value_length"] = uint32(s.head())
+		m["llama.attention.layer_norm_rms_epsilon"] = float32(1e-5)
+		m["llama.rope.freq_base"] = float32(1000000)
+		m["llama.rope.dimension_count"] = uint32(s.head())
+		m["llama.vocab_size"] = uint32(len(v.tokens))
+		m["tokenizer.ggml.model"] = "gpt2"
+		m["tokenizer.ggml.pre"] = "tekken"
+		m["tokenizer.ggml.tokens"] = v.tokens
+		m["tokenizer.ggml.token_type"] = v.types
+		m["tokenizer.ggml.merges"] = v.merges
+		m["tokenizer.ggml.bos_token_id"] = v.id("<s>")
+		m["tokenizer.ggml.eos_token_id"] = v.id("</s>")
+		m["tokenizer.ggml.unknown_token_id"] = v.id("<unk>")
+		m["tokenizer.ggml.add_bos_token"] = true
+		m["tokenizer.ggml.add_eos_token"] = false
+		m["tokenizer.chat_template"] = MistralNemoChatTemplate
+		return model{meta: m, vocab: len(v.tokens), quietFrom: len(tekkenSpecials), quietTo: tekkenControls}
 	}
-	for b := '®'; b <= 'ÿ'; b++ {
-		keep = append(keep, int(b))
-	}
-	isKept := make([]bool, 256)
-	for _, b := range keep {
-		isKept[b] = true
-	}
-	alphabet := make([]string, 256)
-	next := 256
-	for b := range 256 {
-		if isKept[b] {
-			alphabet[b] = string(rune(b))
-		} else {
-			alphabet[b] = string(rune(next))
-			next++
-		}
-	}
-	return alphabet
-}
-
-// Token types as GGUF stores them.
-const (
-	tokenNormal  = 1
-	tokenControl = 3
-	tokenUnused  = 5
-)
-
-// vocabulary returns the tokens, their types and the merges. The full one
-// pads the regular range with unused tokens no merge can produce, and puts
-// the special tokens at Llama 3's ids (begin_of_text = 128000).
-func vocabulary(full bool) (tokens []string, types []int32, merges []string) {
-	tokens = ByteLevelAlphabet()
-	for _, m := range tinyMerges {
-		tokens = append(tokens, m[0]+m[1])
-		merges = append(merges, m[0]+" "+m[1])
-	}
-	types = make([]int32, len(tokens))
-	for i := range types {
-		types[i] = tokenNormal
-	}
-	if full {
-		for i := len(tokens); i < llama3Regular; i++ {
-			tokens = append(tokens, fmt.Sprintf("<|genq_pad_%d|>", i))
-			types = append(types, tokenUnused)
-		}
-	}
-	specials := Llama3Specials()
-	if full {
-		for i := len(specials); i < llama3Vocab-llama3Regular; i++ {
-			specials = append(specials, fmt.Sprintf("<|reserved_special_token_%d|>", i-8))
-		}
-	}
-	for _, s := range specials {
-		tokens = append(tokens, s)
-		types = append(types, tokenControl)
-	}
-	return tokens, types, merges
+	v := llamaVocab(s.fullVocab)
+	hp("llama", m)
+	m["llama.attention.layer_norm_rms_epsilon"] = float32(1e-5)
+	m["llama.rope.freq_base"] = float32(500000)
+	m["llama.rope.dimension_count"] = uint32(s.head())
+	m["llama.vocab_size"] = uint32(len(v.tokens))
+	m["tokenizer.ggml.model"] = "gpt2"
+	m["tokenizer.ggml.pre"] = "llama-bpe"
+	m["tokenizer.ggml.tokens"] = v.tokens
+	m["tokenizer.ggml.token_type"] = v.types
+	m["tokenizer.ggml.merges"] = v.merges
+	m["tokenizer.ggml.bos_token_id"] = v.id("<|begin_of_text|>")
+	m["tokenizer.ggml.eos_token_id"] = v.id("<|eot_id|>")
+	m["tokenizer.ggml.add_bos_token"] = true
+	m["tokenizer.chat_template"] = Llama3ChatTemplate
+	return model{meta: m, vocab: len(v.tokens)}
 }
 
 // Write writes a model with opts to path. Tensors are generated and written
@@ -218,94 +292,83 @@ func Write(path string, opts Options) error {
 		return err
 	}
 	var fileType uint32
-	var matrixKind fsggml.TensorType
+	var matrixKind gguf.TensorType
 	switch opts.Weights {
 	case WeightsQ4_0:
-		fileType, matrixKind = 2, fsggml.TensorTypeQ4_0 // MOSTLY_Q4_0
+		fileType, matrixKind = 2, gguf.TensorQ4_0 // LLAMA_FTYPE_MOSTLY_Q4_0
 	case WeightsF16:
-		fileType, matrixKind = 1, fsggml.TensorTypeF16 // MOSTLY_F16
+		fileType, matrixKind = 1, gguf.TensorF16 // LLAMA_FTYPE_MOSTLY_F16
 	case WeightsBF16:
-		fileType, matrixKind = uint32(fsggml.FileTypeBF16), fsggml.TensorTypeBF16
+		fileType, matrixKind = 32, gguf.TensorBF16 // LLAMA_FTYPE_MOSTLY_BF16
 	case WeightsF32:
-		fileType, matrixKind = 0, fsggml.TensorTypeF32 // ALL_F32
+		fileType, matrixKind = 0, gguf.TensorF32 // LLAMA_FTYPE_ALL_F32
 	default:
 		return fmt.Errorf("model weights %q: want q4_0, f16, bf16 or f32", opts.Weights)
 	}
 
-	tokens, types, merges := vocabulary(s.fullVocab)
-	id := func(tok string) uint32 {
-		i := slices.Index(tokens, tok)
-		if i < 0 {
-			panic("vocabulary lacks " + tok)
-		}
-		return uint32(i)
+	f := cmp.Or(opts.Family, FamilyLlama)
+	name := fmt.Sprintf("genq-%s-%s", cmp.Or(opts.Size, "tiny"), opts.Weights)
+	if f != FamilyLlama {
+		name = fmt.Sprintf("genq-%s-%s-%s", f, cmp.Or(opts.Size, "tiny"), opts.Weights)
 	}
-	headDim := s.hidden / s.heads
-	kv := fsggml.KV{
-		"general.architecture":                   "llama",
-		"general.name":                           fmt.Sprintf("genq-%s-%s", cmp.Or(opts.Size, "tiny"), opts.Weights),
-		"general.file_type":                      fileType,
-		"llama.block_count":                      uint32(s.layers),
-		"llama.context_length":                   uint32(8192),
-		"llama.embedding_length":                 uint32(s.hidden),
-		"llama.feed_forward_length":              uint32(s.ffn),
-		"llama.attention.head_count":             uint32(s.heads),
-		"llama.attention.head_count_kv":          uint32(s.kvHeads),
-		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
-		"llama.rope.freq_base":                   float32(500000),
-		"llama.rope.dimension_count":             uint32(headDim),
-		"llama.vocab_size":                       uint32(len(tokens)),
-		"tokenizer.ggml.model":                   "gpt2",
-		"tokenizer.ggml.pre":                     "llama-bpe",
-		"tokenizer.ggml.tokens":                  tokens,
-		"tokenizer.ggml.token_type":              types,
-		"tokenizer.ggml.merges":                  merges,
-		"tokenizer.ggml.bos_token_id":            id("<|begin_of_text|>"),
-		"tokenizer.ggml.eos_token_id":            id("<|eot_id|>"),
-		"tokenizer.ggml.add_bos_token":           true,
-		"tokenizer.chat_template":                Llama3ChatTemplate,
-	}
+	m := build(f, s, name)
+	m.meta["general.file_type"] = fileType
 	for k, v := range opts.Override {
 		if v == nil {
-			delete(kv, k)
+			delete(m.meta, k)
 		} else {
-			kv[k] = v
+			m.meta[k] = v
 		}
 	}
-
-	vocab := len(tokens)
-	kvDim := headDim * s.kvHeads
-	var ts []*fsggml.Tensor
-	matrix := func(name string, in, out int, std float64) {
-		ts = append(ts, &fsggml.Tensor{Name: name, Kind: uint32(matrixKind),
-			Shape:    []uint64{uint64(in), uint64(out)},
-			WriterTo: randomTensor{seed: opts.Seed, name: name, n: in * out, std: std, kind: matrixKind}})
+	// Sorted keys, so the same options write the same bytes.
+	meta := make([]gguf.KV, 0, len(m.meta))
+	for _, k := range slices.Sorted(maps.Keys(m.meta)) {
+		meta = append(meta, gguf.KV{Key: k, Value: m.meta[k]})
 	}
-	norm := func(name string) {
-		ts = append(ts, &fsggml.Tensor{Name: name, Kind: uint32(fsggml.TensorTypeF32),
-			Shape:    []uint64{uint64(s.hidden)},
-			WriterTo: onesF32(s.hidden)})
+
+	head := s.head()
+	qDim, kvDim := head*s.heads, head*s.kvHeads
+	var ts []gguf.Tensor
+	matrix := func(name string, in, out int, std float64) *randomTensor {
+		r := &randomTensor{seed: opts.Seed, name: name, n: in * out, std: std, kind: matrixKind}
+		ts = append(ts, gguf.Tensor{Name: name, Type: matrixKind, Shape: []uint64{uint64(in), uint64(out)}, Data: r})
+		return r
+	}
+	norm := func(name string, n int) {
+		ts = append(ts, gguf.Tensor{Name: name, Type: gguf.TensorF32,
+			Shape: []uint64{uint64(n)}, Data: onesF32(n)})
 	}
 
 	// Scales: unit-variance activations through the blocks, and logits
 	// with a spread of a few units, so the next token is not a coin toss
 	// between near-equal logits.
 	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
-	matrix("token_embd.weight", s.hidden, vocab, 1)
-	norm("output_norm.weight")
-	matrix("output.weight", s.hidden, vocab, 4*inv(s.hidden))
+	matrix("token_embd.weight", s.hidden, m.vocab, 1)
+	out := matrix("output.weight", s.hidden, m.vocab, 4*inv(s.hidden))
+	out.zeroFrom, out.zeroTo = m.quietFrom*s.hidden, m.quietTo*s.hidden
+	norm("output_norm.weight", s.hidden)
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
-		norm(p + "attn_norm.weight")
-		norm(p + "ffn_norm.weight")
-		matrix(p+"attn_q.weight", s.hidden, s.hidden, inv(s.hidden))
+		norm(p+"attn_norm.weight", s.hidden)
+		norm(p+"ffn_norm.weight", s.hidden)
+		if m.qkNorm {
+			norm(p+"attn_q_norm.weight", head)
+			norm(p+"attn_k_norm.weight", head)
+		}
+		matrix(p+"attn_q.weight", s.hidden, qDim, inv(s.hidden))
 		matrix(p+"attn_k.weight", s.hidden, kvDim, inv(s.hidden))
 		matrix(p+"attn_v.weight", s.hidden, kvDim, inv(s.hidden))
-		matrix(p+"attn_output.weight", s.hidden, s.hidden, inv(s.hidden)/math.Sqrt(float64(2*s.layers)))
+		matrix(p+"attn_output.weight", qDim, s.hidden, inv(qDim)/math.Sqrt(float64(2*s.layers)))
 		matrix(p+"ffn_gate.weight", s.hidden, s.ffn, inv(s.hidden))
 		matrix(p+"ffn_up.weight", s.hidden, s.ffn, inv(s.hidden))
 		matrix(p+"ffn_down.weight", s.ffn, s.hidden, inv(s.ffn)/math.Sqrt(float64(2*s.layers)))
 	}
+	// Block by block, each by name, then the model-wide tensors: the order
+	// ollama's writer gave them before this package wrote GGUF itself, so
+	// a llama's bytes did not change.
+	slices.SortStableFunc(ts, func(a, b gguf.Tensor) int {
+		return cmp.Or(cmp.Compare(block(a.Name), block(b.Name)), strings.Compare(a.Name, b.Name))
+	})
 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write model: %w", err)
@@ -319,8 +382,7 @@ func Write(path string, opts Options) error {
 		tmp.Close()
 		return fmt.Errorf("write model: %w", err)
 	}
-	// WriteGGUF writes the tensors in parallel, each through its WriterTo.
-	if err := fsggml.WriteGGUF(tmp, kv, ts); err != nil {
+	if err := gguf.Write(tmp, meta, ts); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write model %s: %w", path, err)
 	}
@@ -334,87 +396,16 @@ func Write(path string, opts Options) error {
 	return nil
 }
 
-// chunkWeights is how many weights a randomTensor draws and encodes at a
-// time: a multiple of the Q4_0 block, small enough that one writer per core
-// holds a few MB.
-const chunkWeights = 1 << 20
-
-// randomTensor generates a tensor's normal weights as it writes them. Each
-// chunk has its own source, fixed by the seed, the tensor's name and the
-// chunk's index, so the bytes do not depend on how writers are scheduled.
-type randomTensor struct {
-	seed int64
-	name string
-	n    int
-	std  float64
-	kind fsggml.TensorType
-}
-
-func (r randomTensor) WriteTo(w io.Writer) (int64, error) {
-	h := fnv.New64a()
-	h.Write([]byte(r.name))
-	stream := h.Sum64()
-	x := make([]float32, 0, chunkWeights)
-	var out []byte
-	var written int64
-	for start, chunk := 0, uint64(0); start < r.n; start, chunk = start+chunkWeights, chunk+1 {
-		rng := rand.New(rand.NewPCG(uint64(r.seed)^chunk*0x9e3779b97f4a7c15, stream))
-		x = x[:min(chunkWeights, r.n-start)]
-		for i := range x {
-			x[i] = float32(rng.NormFloat64() * r.std)
-		}
-		switch r.kind {
-		case fsggml.TensorTypeQ4_0:
-			out = appendQ4_0(out[:0], x)
-		case fsggml.TensorTypeF32:
-			out = appendF32(out[:0], x)
-		case fsggml.TensorTypeBF16:
-			out = appendBF16(out[:0], x)
-		default:
-			out = appendF16(out[:0], x)
-		}
-		n, err := w.Write(out)
-		written += int64(n)
-		if err != nil {
-			return written, err
-		}
+// block is the block a tensor belongs to; the model-wide ones sort last.
+func block(name string) int {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return math.MaxInt
 	}
-	return written, nil
-}
-
-// onesF32 is a norm's weights: n float32 ones.
-type onesF32 int
-
-func (n onesF32) WriteTo(w io.Writer) (int64, error) {
-	b := make([]byte, 0, 4*int(n))
-	for range int(n) {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(1))
+	n, _, _ := strings.Cut(rest, ".")
+	b, err := strconv.Atoi(n)
+	if err != nil {
+		return math.MaxInt
 	}
-	k, err := w.Write(b)
-	return int64(k), err
-}
-
-func appendF32(out []byte, x []float32) []byte {
-	for _, v := range x {
-		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
-	}
-	return out
-}
-
-// appendBF16 rounds each weight to the nearest bfloat16, ties to even (the
-// upper half of its float32 bits), as converters from training checkpoints do.
-func appendBF16(out []byte, x []float32) []byte {
-	for _, v := range x {
-		b := math.Float32bits(v)
-		b += 0x7fff + (b>>16)&1
-		out = binary.LittleEndian.AppendUint16(out, uint16(b>>16))
-	}
-	return out
-}
-
-func appendF16(out []byte, x []float32) []byte {
-	for _, v := range x {
-		out = binary.LittleEndian.AppendUint16(out, float16.Fromfloat32(v).Bits())
-	}
-	return out
+	return b
 }

@@ -442,11 +442,11 @@ func (b *bench) engineRates(ctx context.Context, modelDir string, tokens int) (p
 	return median(plainRates), median(schedRates), nil
 }
 
-// hostPerStep measures the host's work per decode step (building the batch,
-// the cache's mask and the graph; sampling and decoding) at 64 sequences
-// over Llama 3's 128,256-token vocabulary, on the tiny blocks so that ggml's
-// compute, reported apart, stays short. Rows are narrowed on the device (as
-// a GPU runs) or copied whole to the host.
+// hostPerStep measures the host's work per decode step (filling the batch;
+// sampling and decoding) at 64 sequences over Llama 3's 128,256-token
+// vocabulary, on the tiny blocks so that the engine's compute, reported
+// apart, stays short. Rows are narrowed on the device (llama.cpp's backend
+// sampling, as a GPU runs it) or read whole.
 func (b *bench) hostPerStep(ctx context.Context) error {
 	dir := filepath.Join(b.work, "models", "tiny-128k")
 	if err := tinygguf.Write(filepath.Join(dir, tinygguf.FileName(genq.VariantB, "tiny-128k")),
@@ -459,8 +459,9 @@ func (b *bench) hostPerStep(ctx context.Context) error {
 		tokens = 8
 	}
 	for _, narrow := range []string{"device", "host"} {
-		backend, err := openTextBackend(ctx, dir, []string{fmt.Sprintf("SLOTS=%d", slots), "TEXT_NARROW=" + narrow,
-			"TEXT_PIPELINE=off", "TEXT_IGNORE_EOS=true", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", tokens), "TEXT_CONTEXT_SIZE=512"})
+		sampling := map[string]string{"device": "on", "host": "off"}[narrow]
+		backend, err := openTextBackend(ctx, dir, []string{fmt.Sprintf("SLOTS=%d", slots), "TEXT_DEVICE_SAMPLING=" + sampling,
+			"TEXT_IGNORE_EOS=true", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", tokens), "TEXT_CONTEXT_SIZE=512"})
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,13 @@ const (
 	// prefill takes seconds on this machine, and other work on it moves
 	// single figures by a fifth.
 	mtPrefillPrompts = 9
+	// mtDecodeTokens is each answer's length in the decode step, which
+	// runs at each of mtDecodeConcurrency for mtDecodeRounds rounds.
+	mtDecodeTokens = 128
+	mtDecodeRounds = 3
 )
+
+var mtDecodeConcurrency = []int{1, 4, 8}
 
 // chatTarget is a server with an OpenAI chat route: genq's api or
 // llama.cpp's llama-server.
@@ -92,6 +98,7 @@ type multiTurnResult struct {
 	uniqueHits    int                  // tokens reused beyond the shared prefix in the unique runs, cache on
 	prefill       map[string][]time.Duration
 	prefillTokens int
+	decode        map[string]map[int][]float64 // tok/s by server and concurrency
 	charsPerToken float64 // of the words' text, on the model's tokenizer
 	peer          string  // how the peer was found, or why it was skipped
 	model         string
@@ -127,7 +134,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 	}
 	r := &b.result.multiTurn
 	r.model = files[0]
-	r.uniqueRates, r.prefill = map[string][]float64{}, map[string][]time.Duration{}
+	r.uniqueRates, r.prefill, r.decode = map[string][]float64{}, map[string][]time.Duration{}, map[string]map[int][]float64{}
 	peer, why := findLlamaServer()
 	r.peer = why
 	if peer == "" {
@@ -216,7 +223,51 @@ func (b *bench) multiTurn(ctx context.Context) error {
 	for _, t := range prefillOn {
 		fmt.Fprintf(b.out, "   %s: one %d-token prompt, first token after %s\n", t.name, r.prefillTokens, r.prefill[t.name])
 	}
+
+	// Decoding: n short chats at once, each mtDecodeTokens long, on genq
+	// (cache on) and the peer, the servers taking turns going first.
+	for round := range mtDecodeRounds {
+		for _, n := range mtDecodeConcurrency {
+			order := slices.Clone(prefillOn)
+			if (round+n)%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, t := range order {
+				rate, err := decodeRate(ctx, t, n, uint64(2000+round*10+n))
+				if err != nil {
+					return err
+				}
+				if r.decode[t.name] == nil {
+					r.decode[t.name] = map[int][]float64{}
+				}
+				r.decode[t.name][n] = append(r.decode[t.name][n], rate)
+				fmt.Fprintf(b.out, "   decode, %s, %d at once: %.1f tok/s\n", t.name, n, rate)
+			}
+		}
+	}
 	return nil
+}
+
+// decodeRate sends n one-message chats of a few words at once, each asking
+// for exactly mtDecodeTokens tokens, and returns the answers' tokens per
+// second of wall time, as llama.cpp's batched bench counts its decoding.
+func decodeRate(ctx context.Context, t chatTarget, n int, seed uint64) (float64, error) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	errs := make(chan error, n)
+	start := time.Now()
+	for range n {
+		text := userText(rng, 80)
+		go func() {
+			_, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, mtDecodeTokens)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return 0, fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+	return float64(n*mtDecodeTokens) / time.Since(start).Seconds(), nil
 }
 
 func (b *bench) printRun(run mtRun) {
@@ -236,7 +287,7 @@ func (b *bench) startGenq(ctx context.Context, modelDir, cache string) (chatTarg
 	}
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: modelDir, Env: []string{
 		fmt.Sprintf("SLOTS=%d", mtSlots), fmt.Sprintf("TEXT_THREADS=%d", b.mtThreads), "TEXT_PREFIX_CACHE=" + cache,
-		fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", mtAnswerTokens), "TEXT_CONTEXT_SIZE=2048",
+		fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", mtDecodeTokens), "TEXT_CONTEXT_SIZE=2048",
 	}}
 	err = s.StartNATS(ctx)
 	if err == nil {
@@ -290,7 +341,7 @@ func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) 
 	}
 	args := []string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"-t", strconv.Itoa(threads), "-tb", strconv.Itoa(threads), "-np", strconv.Itoa(mtSlots),
-		"-c", strconv.Itoa(mtSlots * 2048), "-n", strconv.Itoa(mtAnswerTokens)}
+		"-c", strconv.Itoa(mtSlots * 2048), "-n", strconv.Itoa(mtDecodeTokens)}
 	p, err := localstack.Start("llama-server", bin, args, nil, dir)
 	if err != nil {
 		return chatTarget{}, nil, err
@@ -534,8 +585,26 @@ func (b *bench) multiTurnMarkdown() string {
 			fmt.Fprintf(&s, "| %s | %s | %s | %s |\n", t, ms(median(r.prefill[t])), ms(slices.Min(r.prefill[t])), durations(r.prefill[t]))
 		}
 		if on, peer := r.prefill["genq, cache on"], r.prefill["llama-server"]; len(on) > 0 && len(peer) > 0 {
-			fmt.Fprintf(&s, "\ngenq over llama-server: median **%.2f×**, fastest %.2f×.\n",
-				ratio(median(on), median(peer)), ratio(slices.Min(on), slices.Min(peer)))
+			fmt.Fprintf(&s, "\nllama-server over genq (time, so above 1 is genq faster): median **%.2f×**, fastest %.2f×.\n",
+				ratio(median(peer), median(on)), ratio(slices.Min(peer), slices.Min(on)))
+		}
+	}
+	if len(r.decode) > 0 {
+		fmt.Fprintf(&s, "\n**Decoding**: n one-message chats of a few words at once, each exactly %d tokens (`ignore_eos`, greedy), streamed; tokens per second of wall time, median of %d rounds, the servers taking turns going first:\n\n", mtDecodeTokens, mtDecodeRounds)
+		s.WriteString("| at once | genq tok/s | llama-server tok/s | genq over llama-server | rounds, genq | rounds, llama-server |\n|---|---|---|---|---|---|\n")
+		on, peer := r.decode["genq, cache on"], r.decode["llama-server"]
+		for _, n := range mtDecodeConcurrency {
+			g, p := on[n], peer[n]
+			if len(g) == 0 {
+				continue
+			}
+			row := fmt.Sprintf("| %d | %.1f | ", n, median(g))
+			if len(p) > 0 {
+				row += fmt.Sprintf("%.1f | **%.2f×** | %s | %s |", median(p), median(g)/median(p), rates(g), rates(p))
+			} else {
+				row += fmt.Sprintf("– | – | %s | – |", rates(g))
+			}
+			s.WriteString(row + "\n")
 		}
 	}
 	return s.String()

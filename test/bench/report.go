@@ -158,13 +158,13 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	s.WriteString("\n\n")
 
 	if d, h := r.hostStep["device"], r.hostStep["host"]; d.Steps > 0 && h.Steps > 0 {
-		s.WriteString("### Host time per decode step\n\n64 sequences over Llama 3's 128,256-token vocabulary (the tiny blocks with the full vocabulary, so ggml's own time stays short), steps run one after the other, means over the decode-only steps. The host's work is planning (the batch, the cache's mask, the graph) and finishing (sampling, decoding); on a GPU it is what keeps the card waiting. Rows narrowed on the device hand the sampler 50 candidates each; rows copied whole are sampled from 128,256 logits on the host.\n\n")
-		s.WriteString("| rows narrowed | host per step | plan | finish | ggml compute (excluded) | decode steps |\n|---|---|---|---|---|---|\n")
+		s.WriteString("### Host time per decode step\n\n64 sequences over Llama 3's 128,256-token vocabulary (the tiny blocks with the full vocabulary, so the engine's own time stays short), means over the decode-only steps. The host's work is planning (filling the batch) and finishing (sampling, decoding); on a GPU it is what keeps the card waiting. Rows narrowed on the device (`TEXT_DEVICE_SAMPLING=on`, llama.cpp's backend sampling) hand the sampler 50 candidates each; rows read whole are sampled from 128,256 logits on the host.\n\n")
+		s.WriteString("| rows narrowed | host per step | plan | finish | engine compute (excluded) | decode steps |\n|---|---|---|---|---|---|\n")
 		for _, k := range []string{"device", "host"} {
 			t := r.hostStep[k]
 			fmt.Fprintf(&s, "| %s | **%s** | %s | %s | %s | %d |\n", k, ms(t.Host()), ms(t.Plan), ms(t.Finish), ms(t.Compute), t.Steps)
 		}
-		s.WriteString("\nggml's sort of a 128k row is slow on a CPU, which is why the compute column is larger when narrowing there; a GPU sorts it in microseconds, and `TEXT_NARROW=auto` narrows only on a GPU.\n\n")
+		s.WriteString("\nThe top-k of a 128k row is slow on a CPU, which is why the compute column is larger when narrowing there; a GPU does it in microseconds, and `TEXT_DEVICE_SAMPLING=auto` narrows only on a GPU.\n\n")
 	}
 
 	im := r.image

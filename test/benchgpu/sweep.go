@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/genq/genq/internal/gguf"
 
 	"github.com/genq/genq/test/localstack"
 )
@@ -121,15 +121,24 @@ func weightBytesPerToken(path string) (uint64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	meta, err := fsggml.Decode(f, 0)
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	meta, err := gguf.Read(f, st.Size())
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	var n uint64
-	for _, t := range meta.Tensors().Items() {
-		if t.Name != "token_embd.weight" {
-			n += t.Size()
+	for _, t := range meta.Tensors {
+		if t.Name == "token_embd.weight" {
+			continue
 		}
+		size, err := t.Type.Size(t.Shape)
+		if err != nil {
+			return 0, fmt.Errorf("%s: tensor %s: %w", path, t.Name, err)
+		}
+		n += size
 	}
 	return n, nil
 }

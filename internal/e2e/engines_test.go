@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggmlimage"
+	"github.com/genq/genq/internal/onnx/tinyexport"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
+)
+
+// TestBothEnginesInOneProcess: this binary, like the worker's, holds two
+// ggml builds until the image engine moves onto llama.cpp's: ollama's,
+// linked in for images, and llama.cpp's, loaded with libllama for text.
+// Each symbol set stays its own (the executable exports none of its ggml
+// symbols, so the loaded libraries bind to their own), and this test runs
+// both engines in one process, one after the other and then at once: a
+// text job and an image job give the same answers every time.
+func TestBothEnginesInOneProcess(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true}); err != nil {
+		t.Fatal(err)
+	}
+	images, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Slots: 1,
+		Width: 64, Height: 64, Steps: 2, GuidanceScale: 7, MaxSize: 128, MaxSteps: 4, Threads: 1}, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { images.Close() })
+	model := filepath.Join(t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
+	if err := tinygguf.Write(model, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
+		t.Fatal(err)
+	}
+	text, err := textgen.Open(ctx, textgen.Config{ModelFile: model, Slots: 1, Threads: 1, MaxNewTokens: 32, IgnoreEOS: true}, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { text.Close() })
+
+	seed, zero := int64(3), 0.0
+	imageJob := genq.Job{ID: "img", Variant: genq.VariantC, Text: "a red fox", Seed: &seed}
+	textJob := genq.Job{ID: "txt", Variant: genq.VariantB, Text: "Tell me about queues.", Temperature: &zero}
+	run := func(b genq.Backend, job genq.Job) []byte {
+		res, err := b.Generate(ctx, job, func() {})
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		return res.Data
+	}
+	image, answer := run(images, imageJob), run(text, textJob)
+	if cfg, err := png.DecodeConfig(bytes.NewReader(image)); err != nil || cfg.Width != 64 {
+		t.Fatalf("image %+v, %v; want a 64-pixel PNG", cfg, err)
+	}
+	if len(answer) < 20 {
+		t.Fatalf("text answer %q", answer)
+	}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		var image2, answer2 []byte
+		wg.Go(func() { image2 = run(images, imageJob) })
+		wg.Go(func() { answer2 = run(text, textJob) })
+		wg.Wait()
+		if !bytes.Equal(image2, image) {
+			t.Errorf("round %d: the image beside a text job differs from the one alone", round)
+		}
+		if !bytes.Equal(answer2, answer) {
+			t.Errorf("round %d: the text answer beside an image job is %s, alone %s", round, answer2, answer)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
+)
+
+// TestModelFamilies serves the tiny model of each family genq writes
+// (Llama 3, Qwen3, Mistral Nemo: each its own architecture or tokenizer,
+// chat template and tool-call format) through the API: chats, tool calls
+// held to their schema in the family's own format, streamed and whole,
+// (one call each: a random model may go on calling to its token limit);
+// a conversation that carries an earlier call and its result back (and
+// ends there: Nemo's template takes no user turn between a result and
+// the answer to it), and
+// an answer held to a JSON schema.
+func TestModelFamilies(t *testing.T) {
+	for _, family := range tinygguf.Families {
+		t.Run(string(family), func(t *testing.T) {
+			s := newStack(t, stackOptions{})
+			path := filepath.Join(t.TempDir(), tinygguf.FamilyFileName(family, genq.VariantB, "tiny"))
+			opts := tinygguf.OptionsFor(genq.VariantB, "tiny", 1)
+			opts.Family = family
+			if err := tinygguf.Write(path, opts); err != nil {
+				t.Fatal(err)
+			}
+			b, err := textgen.Open(context.Background(), textgen.Config{ModelFile: path, Slots: 2, Threads: 1, MaxNewTokens: 200, ContextSize: 4096}, testLog(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			s.startWorkerBackend(b)
+			s.waitLive(1)
+
+			const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+				"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
+				"required":["city","days"],"additionalProperties":false}}}]`
+			t.Run("chat", func(t *testing.T) {
+				r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16,"seed":1}`)
+				if r.status != http.StatusOK {
+					t.Fatalf("%d %s", r.status, r.body)
+				}
+				cc := decodeAs[chatCompletion](t, r)
+				if cc.Usage.CompletionTokens == 0 || cc.Usage.PromptTokens < 5 {
+					t.Fatalf("usage %+v", cc.Usage)
+				}
+			})
+			t.Run("tool calls", func(t *testing.T) {
+				for seed := range 3 {
+					r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"Weather in Oslo?"}],`+tools+
+						`,"tool_choice":"required","parallel_tool_calls":false,"temperature":1,"seed":`+string(rune('0'+seed))+`}`)
+					if r.status != http.StatusOK {
+						t.Fatalf("%d %s", r.status, r.body)
+					}
+					checkWeatherCalls(t, decodeAs[chatCompletion](t, r))
+				}
+			})
+			t.Run("tool calls streamed", func(t *testing.T) {
+				body := `{"messages":[{"role":"user","content":"Weather in Oslo?"}],` + tools + `,"tool_choice":"required","parallel_tool_calls":false,"temperature":1,"seed":5`
+				whole := decodeAs[chatCompletion](t, s.postKey("/v1/chat/completions", "", body+`}`))
+				checkWeatherCalls(t, whole)
+				calls := streamedCalls(t, s, body+`,"stream":true}`)
+				want := whole.Choices[0].Message.ToolCalls
+				if len(calls) != len(want) {
+					t.Fatalf("streamed %d calls, whole %d", len(calls), len(want))
+				}
+				for i := range want {
+					if calls[i].name != want[i].Function.Name || calls[i].args.String() != want[i].Function.Arguments {
+						t.Errorf("call %d streamed %s(%s), whole %s(%s)", i, calls[i].name, calls[i].args.String(), want[i].Function.Name, want[i].Function.Arguments)
+					}
+				}
+			})
+			t.Run("calls and results carried back", func(t *testing.T) {
+				r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"Weather in Oslo?"},
+					{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\",\"days\":2}"}}]},
+					{"role":"tool","tool_call_id":"call_1","content":"{\"temp\":3}"}],`+tools+`,"max_tokens":24,"seed":2}`)
+				if r.status != http.StatusOK {
+					t.Fatalf("%d %s", r.status, r.body)
+				}
+			})
+			t.Run("json schema", func(t *testing.T) {
+				r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"A number, please."}],"temperature":1,"seed":4,
+					"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"n":{"type":"integer","minimum":10,"maximum":20}},"required":["n"],"additionalProperties":false}}}}`)
+				if r.status != http.StatusOK {
+					t.Fatalf("%d %s", r.status, r.body)
+				}
+				ch := decodeAs[chatCompletion](t, r).Choices[0]
+				var v struct {
+					N *int `json:"n"`
+				}
+				if ch.FinishReason == "stop" {
+					if err := json.Unmarshal([]byte(ch.Message.Content), &v); err != nil || v.N == nil || *v.N < 10 || *v.N > 20 {
+						t.Fatalf("answer %q: %v", ch.Message.Content, err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// checkWeatherCalls holds an answer's calls to get_weather's schema.
+func checkWeatherCalls(t *testing.T, cc chatCompletion) {
+	t.Helper()
+	ch := cc.Choices[0]
+	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || ch.Message.Content != "" {
+		t.Fatalf("choice %q (%s, %d calls): want tool calls", ch.Message.Content, ch.FinishReason, len(ch.Message.ToolCalls))
+	}
+	for _, c := range ch.Message.ToolCalls {
+		var args struct {
+			City *string `json:"city"`
+			Days *int    `json:"days"`
+		}
+		if err := json.Unmarshal([]byte(c.Function.Arguments), &args); err != nil || c.Function.Name != "get_weather" ||
+			args.City == nil || len([]rune(*args.City)) > 12 || args.Days == nil || *args.Days < 1 || *args.Days > 7 {
+			t.Fatalf("call %+v does not match the tool's schema (%v)", c, err)
+		}
+	}
+}
+
+type streamedCall struct {
+	name string
+	args strings.Builder
+}
+
+// streamedCalls posts a streamed chat and joins its delta.tool_calls.
+func streamedCalls(t *testing.T, s *stack, body string) []*streamedCall {
+	t.Helper()
+	resp, err := http.Post(s.api.URL+"/v1/chat/completions", "application/json", bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var calls []*streamedCall
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Index    int `json:"index"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != "" {
+				t.Errorf("a required call streamed content %q", c.Delta.Content)
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				for len(calls) <= tc.Index {
+					calls = append(calls, &streamedCall{})
+				}
+				calls[tc.Index].name += tc.Function.Name
+				calls[tc.Index].args.WriteString(tc.Function.Arguments)
+			}
+		}
+	}
+	return calls
+}

@@ -1,0 +1,362 @@
+package structured
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// ToolFormat is how a model family writes its tool calls. Each format
+// compiles the grammar of its calls (Compile), reads them back from an
+// answer (Parse), writes a conversation's earlier calls the way the model
+// writes them (Write), and names the text that opens a call (Opener), on
+// which a lazy grammar binds. The zero value is Llama3JSON, the format genq
+// knew first and falls back to.
+type ToolFormat uint8
+
+const (
+	// Llama3JSON is Llama 3.1's JSON call, several joined by "; " (as
+	// vLLM's Llama 3 JSON parser reads them):
+	//	{"name": "get_weather", "parameters": {"city": "Oslo"}}
+	Llama3JSON ToolFormat = iota
+	// Hermes is the <tool_call> block of Hermes 2 Pro and 3, Qwen2.5,
+	// QwQ and Qwen3, several one after another, a newline between:
+	//	<tool_call>
+	//	{"name": "get_weather", "arguments": {"city": "Oslo"}}
+	//	</tool_call>
+	Hermes
+	// Mistral is the [TOOL_CALLS] list of Mistral's v3 (tekken) models,
+	// Mistral Nemo among them; each call may carry the id of nine letters
+	// and digits that Mistral's templates require of a conversation's
+	// calls:
+	//	[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "a1B2c3D4e"}]
+	// [TOOL_CALLS] is a control token of Mistral's vocabularies: the
+	// worker must give it its text (PreservedTokens).
+	Mistral
+)
+
+// ToolFormats are the formats genq knows, in the order CallStream tries
+// their openers.
+func ToolFormats() []ToolFormat { return []ToolFormat{Llama3JSON, Hermes, Mistral} }
+
+// layout is a format's fixed text around its calls: a call is head, the
+// function's name, args, the arguments' JSON object, an optional id (Mistral)
+// and tail; calls are joined by sep, after open and before close. The
+// calls begin with opener.
+type layout struct {
+	open, head, args, tail, sep, close string
+	opener                             string
+	id                                 bool
+}
+
+var layouts = [...]layout{
+	Llama3JSON: {head: `{"name": "`, args: `", "parameters": `, tail: `}`, sep: "; ", opener: "{"},
+	Hermes:     {head: "<tool_call>\n{\"name\": \"", args: `", "arguments": `, tail: "}\n</tool_call>", sep: "\n", opener: "<tool_call>"},
+	Mistral: {open: "[TOOL_CALLS][", head: `{"name": "`, args: `", "arguments": `, tail: `}`, sep: ", ", close: "]", id: true,
+		opener: "[TOOL_CALLS]"},
+}
+
+// mistralID is the id field of a Mistral call, before its nine characters
+// and closing quote.
+const mistralID = `, "id": "`
+
+// MistralIDLen is the length of the call ids Mistral's templates require.
+const MistralIDLen = 9
+
+func (f ToolFormat) layout() layout {
+	if int(f) < len(layouts) {
+		return layouts[f]
+	}
+	return layouts[Llama3JSON]
+}
+
+// String names the format.
+func (f ToolFormat) String() string {
+	switch f {
+	case Llama3JSON:
+		return "llama3-json"
+	case Hermes:
+		return "hermes"
+	case Mistral:
+		return "mistral"
+	}
+	return "ToolFormat(" + strconv.Itoa(int(f)) + ")"
+}
+
+// Opener is the text an answer's calls begin with: the bytes on which a lazy
+// grammar binds, and by which CallStream tells the format.
+func (f ToolFormat) Opener() string { return f.layout().opener }
+
+// PreservedTokens are the special tokens of the format whose text the
+// answer must keep, as llama.cpp's preserved_tokens: a vocabulary that has
+// them as control tokens would otherwise drop them from the text, and the
+// grammar could neither allow nor see them.
+func (f ToolFormat) PreservedTokens() []string {
+	switch f {
+	case Hermes:
+		return []string{"<tool_call>", "</tool_call>"}
+	case Mistral:
+		return []string{"[TOOL_CALLS]"}
+	}
+	return nil
+}
+
+// Compile compiles the grammar of the calls an answer may make in this
+// format: one call of one of tools, or, when parallel, one or more. Each
+// call's arguments match its tool's parameters schema; a tool without one
+// takes any object.
+func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) {
+	if len(tools) == 0 {
+		return nil, genq.Errorf(genq.Invalid, "no tools to call")
+	}
+	l := f.layout()
+	c := newCompiler()
+	b := c.b
+	idRule := int32(-1)
+	if l.id {
+		idRule = b.newRule("call id")
+		b.define(idRule, b.seq(b.lit(mistralID), b.repeat(MistralIDLen, MistralIDLen, func() frag {
+			return b.ranges('0', '9', 'A', 'Z', 'a', 'z')
+		}), b.lit(`"`)))
+	}
+	calls := make([]frag, 0, len(tools))
+	for i, t := range tools {
+		args, err := c.document(t.Function.Parameters, "tools["+strconv.Itoa(i)+"].function.parameters")
+		if err != nil {
+			return nil, err
+		}
+		parts := []frag{b.lit(l.head + t.Function.Name + l.args), args}
+		if l.id {
+			parts = append(parts, b.opt(b.call(idRule)))
+		}
+		parts = append(parts, b.lit(l.tail))
+		calls = append(calls, b.seq(parts...))
+	}
+	one := b.newRule("tool call")
+	b.define(one, b.alt(calls...))
+	top := b.newRule("tool calls")
+	body := b.call(one)
+	if parallel {
+		body = b.seq(b.call(one), b.star(b.seq(b.lit(l.sep), b.call(one))))
+	}
+	b.define(top, b.seq(b.lit(l.open), body, b.lit(l.close)))
+	b.g.top = top
+	if err := b.finish(); err != nil {
+		return nil, err
+	}
+	return b.g, nil
+}
+
+// Write writes a conversation's earlier calls as the model writes them, for
+// a template that does not render calls itself. Arguments keep the client's
+// text; empty ones are {}.
+func (f ToolFormat) Write(calls []genq.ToolCall) string {
+	l := f.layout()
+	var b strings.Builder
+	b.WriteString(l.open)
+	for i, c := range calls {
+		if i > 0 {
+			b.WriteString(l.sep)
+		}
+		args := strings.TrimSpace(c.Function.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		b.WriteString(l.head + c.Function.Name + l.args + args)
+		if l.id {
+			b.WriteString(mistralID + f.CallID(c.ID) + `"`)
+		}
+		b.WriteString(l.tail)
+	}
+	b.WriteString(l.close)
+	return b.String()
+}
+
+// CallID is the id a call of this format carries in a conversation: the
+// client's, except that Mistral's templates refuse any id but nine letters
+// and digits, so another is derived from it (the same for a call and for
+// the tool result that answers it). genq's own ids (genq.ToolCallID) are
+// longer.
+func (f ToolFormat) CallID(id string) string {
+	if f != Mistral || isMistralID(id) {
+		return id
+	}
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	sum := sha256.Sum256([]byte(id))
+	out := make([]byte, MistralIDLen)
+	for i := range out {
+		out[i] = digits[int(sum[i])%len(digits)]
+	}
+	return string(out)
+}
+
+func isMistralID(id string) bool {
+	if len(id) != MistralIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Parse reads the calls an answer made in this format, as Compile's grammar
+// has them, with whitespace around and between the fixed texts allowed. It
+// reports false when the text is not calls (prose, when the model was free
+// to answer so); the arguments keep the model's own text. A Mistral call's
+// own id is not returned: genq names calls itself (genq.ToolCallID), so
+// that a stream can name a call before its id is written.
+func (f ToolFormat) Parse(text string) ([]genq.ToolCallFunction, bool) {
+	l := f.layout()
+	rest := trimLeftWS(text)
+	var ok bool
+	if l.open != "" {
+		if rest, ok = cutLoose(rest, l.open); !ok {
+			return nil, false
+		}
+	}
+	// Between calls, the separator's text without its whitespace: ";" and
+	// "," (Hermes' newline is whitespace alone).
+	sep := strings.TrimSpace(l.sep)
+	var calls []genq.ToolCallFunction
+	for {
+		var call genq.ToolCallFunction
+		if call, rest, ok = f.parseCall(rest); !ok {
+			return nil, false
+		}
+		calls = append(calls, call)
+		rest = trimLeftWS(rest)
+		if l.close != "" {
+			if after, ok := cutLoose(rest, l.close); ok {
+				rest = after
+				break
+			}
+		} else if rest == "" {
+			break
+		}
+		if sep != "" {
+			if rest, ok = cutLoose(rest, sep); !ok {
+				return nil, false
+			}
+		}
+	}
+	return calls, trimLeftWS(rest) == ""
+}
+
+// parseCall reads one call at the start of text: its fixed texts, and its
+// JSON object read as JSON (name, arguments, and Mistral's id).
+func (f ToolFormat) parseCall(text string) (genq.ToolCallFunction, string, bool) {
+	rest := text
+	if f == Hermes {
+		var ok bool
+		if rest, ok = cutLoose(rest, "<tool_call>"); !ok {
+			return genq.ToolCallFunction{}, "", false
+		}
+	}
+	rest = trimLeftWS(rest)
+	dec := json.NewDecoder(strings.NewReader(rest))
+	var call struct {
+		Name       *string         `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+		Arguments  json.RawMessage `json:"arguments"`
+	}
+	if err := dec.Decode(&call); err != nil || call.Name == nil {
+		return genq.ToolCallFunction{}, "", false
+	}
+	args := call.Arguments
+	if f == Llama3JSON {
+		args = call.Parameters
+	}
+	if len(args) == 0 || args[0] != '{' {
+		return genq.ToolCallFunction{}, "", false
+	}
+	rest = rest[dec.InputOffset():]
+	if f == Hermes {
+		var ok bool
+		if rest, ok = cutLoose(trimLeftWS(rest), "</tool_call>"); !ok {
+			return genq.ToolCallFunction{}, "", false
+		}
+	}
+	return genq.ToolCallFunction{Name: *call.Name, Arguments: string(args)}, rest, true
+}
+
+// cutLoose cuts lit from the start of text, a run of whitespace in text
+// matching each whitespace byte of lit (none included).
+func cutLoose(text, lit string) (string, bool) {
+	for i := 0; i < len(lit); i++ {
+		if isWS(lit[i]) {
+			text = trimLeftWS(text)
+			continue
+		}
+		if text == "" || text[0] != lit[i] {
+			return text, false
+		}
+		text = text[1:]
+	}
+	return text, true
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func trimLeftWS(s string) string { return strings.TrimLeft(s, " \t\r\n") }
+
+// Dialect is how a model answers with tool calls: the format of its calls,
+// and whether its answer may open with a reasoning block
+// (<think>…</think>, Qwen3's and QwQ's), before the calls or the prose.
+type Dialect struct {
+	Format    ToolFormat
+	Reasoning bool
+}
+
+// The tags of a reasoning block.
+const (
+	ThinkOpen  = "<think>"
+	ThinkClose = "</think>"
+)
+
+// PreservedTokens are the special tokens whose text the answer keeps: the
+// format's, and the reasoning block's tags.
+func (d Dialect) PreservedTokens() []string {
+	out := d.Format.PreservedTokens()
+	if d.Reasoning {
+		out = append(out, ThinkOpen, ThinkClose)
+	}
+	return out
+}
+
+// Parse reads the calls an answer made: a leading reasoning block, when the
+// dialect has one, is skipped, and the rest must be calls.
+func (d Dialect) Parse(text string) ([]genq.ToolCallFunction, bool) {
+	if d.Reasoning {
+		text = skipReasoning(text)
+	}
+	return d.Format.Parse(text)
+}
+
+// skipReasoning drops a leading <think>…</think> block and the whitespace
+// around it.
+func skipReasoning(text string) string {
+	t := trimLeftWS(text)
+	if !strings.HasPrefix(t, ThinkOpen) {
+		return text
+	}
+	_, after, ok := strings.Cut(t[len(ThinkOpen):], ThinkClose)
+	if !ok {
+		return text
+	}
+	return after
+}
+
+func (d Dialect) String() string {
+	if d.Reasoning {
+		return fmt.Sprintf("%s after <think>", d.Format)
+	}
+	return d.Format.String()
+}
