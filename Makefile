@@ -19,10 +19,11 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 # The text engine: llama.cpp pinned in scripts/llama.env, built for this
 # CPU by scripts/build-llama.sh into ~/.cache/genq/llama.cpp (GENQ_CACHE),
 # once per pin and flags. lib/llama links to its libraries, which the worker
-# and the tests load from LLAMA_LIB_DIR; its bin/ holds the peers make bench
-# measures genq against (llama-server, llama-batched-bench).
+# and the tests load from LLAMA_LIB_DIR; lib/llama-bin to the peers that the
+# tests and benchmarks hold genq against (llama-server, llama-batched-bench).
 LLAMA_DIR := lib/llama
 export LLAMA_LIB_DIR ?= $(CURDIR)/$(LLAMA_DIR)
+export LLAMA_SERVER ?= $(CURDIR)/$(LLAMA_DIR)-bin/llama-server
 
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
@@ -46,7 +47,8 @@ onnxruntime: $(ORT_LIB)
 # Exits at once when the cache holds this pin's build; about 4 min on 2
 # cores when it does not (docs/engine.md).
 engine:
-	@d=$$(scripts/build-llama.sh --flavour cpu-native --tools) && mkdir -p lib && ln -sfn "$$d/lib" $(LLAMA_DIR)
+	@d=$$(scripts/build-llama.sh --flavour cpu-native --tools) && mkdir -p lib && \
+		ln -sfn "$$d/lib" $(LLAMA_DIR) && ln -sfn "$$d/bin" $(LLAMA_DIR)-bin
 
 # ajv, the JSON-schema validator the structured-output tests check every
 # constrained answer with, from test/structured's lock file.
@@ -61,10 +63,11 @@ $(LLAMA3_VOCAB):
 	scripts/fetch-vocab.sh $@
 
 # A short run of each fuzz target, then every test, against the real
-# nats-server, ggml and ONNX Runtime. gotestsum closes with the counts.
+# nats-server, llama.cpp (and its llama-server as the peer), ggml and ONNX
+# Runtime. gotestsum closes with the counts.
 test: engine $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 	$(MAKE) --no-print-directory fuzz
-	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
+	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 GENQ_REQUIRE_PEER=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)

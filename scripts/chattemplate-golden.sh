@@ -17,17 +17,17 @@
 # (genqctl models tiny --variant B); MODEL names another.
 #
 # Needs: llama-server built from the pinned llama.cpp (LLAMA_SERVER, by
-# default ~/.cache/genq/llama-explore/bin/llama-server), curl and jq.
+# default the one make engine links at lib/llama-bin), curl and jq.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 data="$root/internal/chattemplate/testdata"
-server="${LLAMA_SERVER:-$HOME/.cache/genq/llama-explore/bin/llama-server}"
+server="${LLAMA_SERVER:-$root/lib/llama-bin/llama-server}"
 port="${PORT:-18432}"
 for tool in curl jq; do
 	command -v "$tool" >/dev/null || { echo "chattemplate-golden.sh: $tool is needed" >&2; exit 1; }
 done
-[[ -x "$server" ]] || { echo "chattemplate-golden.sh: no llama-server at $server (set LLAMA_SERVER)" >&2; exit 1; }
+[[ -x "$server" ]] || { echo "chattemplate-golden.sh: no llama-server at $server (run make engine, or set LLAMA_SERVER)" >&2; exit 1; }
 
 work="$(mktemp -d)"
 pid=""
