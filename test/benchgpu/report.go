@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,7 +20,7 @@ import (
 // shapes and the same kind of card (one H100 80GB HBM3, CUDA 13; -ngl 99
 // -fa on -npp 48 -ntg 256, its decode column), measured on 2026-11-22. It
 // samples nothing, so it is the engine's ceiling. Keyed by model label,
-// then concurrency.
+// then concurrency. A run's own peer file (readPeer) takes its place.
 var llamaCppDecode = map[string]map[int]float64{
 	"8B F16":   {1: 166, 4: 506, 16: 1765, 64: 5762},
 	"8B Q4_0":  {1: 318, 64: 4732},
@@ -45,6 +49,9 @@ func report(dir, doc string, stdout io.Writer) error {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+		if r.Peer, err = readPeer(strings.TrimSuffix(f, ".json") + peerSuffix); err != nil {
+			return err
+		}
 		all = append(all, r)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Model < all[j].Model })
@@ -66,11 +73,18 @@ func section(all []Results) string {
 			bound = r.CopyGBps * 1e9 / float64(r.WeightBytes)
 			fmt.Fprintf(&b, " One decode step reads %.1f GB of weights; at the measured device copy bandwidth of %.0f GB/s that bounds one sequence at %.0f tok/s.", float64(r.WeightBytes)/1e9, r.CopyGBps, bound)
 		}
+		if r.Peer != nil {
+			b.WriteString(" llama.cpp's figures are its llama-batched-bench from the same engine build, on the same file and card, in the same run.")
+		}
 		b.WriteString("\n\n| concurrency | genq tok/s | p50 | p99 | GPU busy | GPU memory | llama.cpp decode tok/s | genq / llama.cpp | floor | met |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, lv := range r.Levels {
 			peer, ratio := "–", "–"
-			if p, ok := llamaCppDecode[r.Model][lv.Concurrency]; ok {
+			p, ok := r.Peer[lv.Concurrency]
+			if r.Peer == nil {
+				p, ok = llamaCppDecode[r.Model][lv.Concurrency]
+			}
+			if ok {
 				peer, ratio = fmt.Sprintf("%.0f", p), fmt.Sprintf("%.2f", lv.TokPerS/p)
 			}
 			floor, met := "–", "–"
@@ -92,4 +106,43 @@ func section(all []Results) string {
 		}
 	}
 	return b.String()
+}
+
+// peerSuffix names the peer's file beside a sweep's results: bench-gpu.sh
+// writes NAME.json and NAME.llama-batched-bench.jsonl.
+const peerSuffix = ".llama-batched-bench.jsonl"
+
+// readPeer reads llama-batched-bench's JSON lines (--output-format jsonl)
+// into its decode tokens per second by sequences; nil when there is no file.
+func readPeer(path string) (map[int]float64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	peer := map[int]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var row struct {
+			PL      int     `json:"pl"`
+			SpeedTG float64 `json:"speed_tg"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if row.PL <= 0 || row.SpeedTG <= 0 {
+			return nil, fmt.Errorf("%s:%d: no pl and speed_tg in %s", path, n, line)
+		}
+		peer[row.PL] = row.SpeedTG
+	}
+	if len(peer) == 0 {
+		return nil, fmt.Errorf("%s: no rows", path)
+	}
+	return peer, sc.Err()
 }

@@ -36,6 +36,9 @@ type Results struct {
 	WeightBytes uint64    `json:"weight_bytes_per_token"`
 	CopyGBps    float64   `json:"copy_gbps"`
 	Levels      []Level   `json:"levels"`
+	// Peer is llama-batched-bench's decode tok/s by sequences, from the
+	// file beside the results when the run wrote one.
+	Peer map[int]float64 `json:"-"`
 }
 
 // Level is one concurrency's figures.
