@@ -99,8 +99,8 @@ type multiTurnResult struct {
 	prefill       map[string][]time.Duration
 	prefillTokens int
 	decode        map[string]map[int][]float64 // tok/s by server and concurrency
-	charsPerToken float64 // of the words' text, on the model's tokenizer
-	peer          string  // how the peer was found, or why it was skipped
+	charsPerToken float64                      // of the words' text, on the model's tokenizer
+	peer          string                       // how the peer was found, or why it was skipped
 	model         string
 }
 
