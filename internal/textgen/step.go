@@ -42,22 +42,23 @@ type scoreRow struct {
 
 // plan fills the model's batch with the next step, or returns nil when no
 // sequence has a token to feed.
+//
+// What goes in is chosen first: one token for every decoding sequence, then
+// prompt chunks, oldest request first, up to the step's budget. It is then
+// laid out in the batch by slot, each sequence's tokens together. With a
+// stream of cells per slot, llama.cpp computes a batch in parts (ubatches)
+// of sequences whose ids follow one another in the batch's order, so this
+// order makes one part of a step whose slots follow one another.
 func (s *scheduler) plan() (*step, error) {
 	tm := s.model
-	b := tm.batch
-	b.Clear()
 	st := &step{samples: map[*sequence]int{}}
-	add := func(seq *sequence, tok int32, logits bool) (int, error) {
-		i, err := b.Add(tok, int(seq.pos), seq.slot, logits)
-		if err != nil {
-			return 0, err
-		}
-		seq.pos++
-		if len(st.seqs) == 0 || st.seqs[len(st.seqs)-1] != seq {
-			st.seqs = append(st.seqs, seq)
-		}
-		return i, nil
+	type part struct {
+		seq    *sequence
+		tokens []int32
+		decode bool
 	}
+	var parts []part
+	budget := tm.batchSize
 
 	// While a failed step is bisected, only its current group runs.
 	group := s.isolating()
@@ -67,16 +68,12 @@ func (s *scheduler) plan() (*step, error) {
 			continue
 		}
 		seq.hasNext = false
-		i, err := add(seq, seq.next, true)
-		if err != nil {
-			return nil, err
-		}
-		st.samples[seq] = i
+		parts = append(parts, part{seq: seq, tokens: []int32{seq.next}, decode: true})
+		budget--
 	}
+	decoding := len(parts)
 	// Then prompt chunks, oldest first, up to the step's budget.
-	decoding := b.Len()
 	for _, seq := range s.active {
-		budget := tm.batchSize - b.Len()
 		if budget <= 0 {
 			break
 		}
@@ -84,19 +81,42 @@ func (s *scheduler) plan() (*step, error) {
 			continue
 		}
 		n := min(budget, len(seq.pending))
-		last := len(seq.pending) == n
-		scored := seq.req.scorePrompt()
-		prompt := seq.req.prompt
-		at := len(prompt) - len(seq.pending)
-		for t, tok := range seq.pending[:n] {
-			// Each token's row scores the prompt token after it; the last
-			// prompt token's row is the one sampled.
-			end := last && t == n-1
-			score := scored && !end
-			i, err := add(seq, tok, end || score)
+		parts = append(parts, part{seq: seq, tokens: seq.pending[:n]})
+		budget -= n
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	slices.SortStableFunc(parts, func(a, b part) int { return a.seq.slot - b.seq.slot })
+
+	b := tm.batch
+	b.Clear()
+	for _, p := range parts {
+		seq := p.seq
+		st.seqs = append(st.seqs, seq)
+		if p.decode {
+			i, err := b.Add(p.tokens[0], int(seq.pos), seq.slot, true)
 			if err != nil {
 				return nil, err
 			}
+			seq.pos++
+			st.samples[seq] = i
+			continue
+		}
+		last := len(seq.pending) == len(p.tokens)
+		scored := seq.req.scorePrompt()
+		prompt := seq.req.prompt
+		at := len(prompt) - len(seq.pending)
+		for t, tok := range p.tokens {
+			// Each token's row scores the prompt token after it; the last
+			// prompt token's row is the one sampled.
+			end := last && t == len(p.tokens)-1
+			score := scored && !end
+			i, err := b.Add(tok, int(seq.pos), seq.slot, end || score)
+			if err != nil {
+				return nil, err
+			}
+			seq.pos++
 			if score {
 				if st.scores == nil {
 					st.scores = map[*sequence][]scoreRow{}
@@ -107,13 +127,10 @@ func (s *scheduler) plan() (*step, error) {
 				st.samples[seq] = i
 			}
 		}
-		seq.pending = seq.pending[n:]
+		seq.pending = seq.pending[len(p.tokens):]
 	}
 	st.tokens = b.Len()
-	if st.tokens == 0 {
-		return nil, nil
-	}
-	st.decodeOnly = st.tokens == decoding
+	st.decodeOnly = len(parts) == decoding
 	s.stats.steps.Add(1)
 	if n := int64(len(st.seqs)); n > s.stats.maxSequences.Load() {
 		s.stats.maxSequences.Store(n)
