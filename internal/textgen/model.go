@@ -19,6 +19,7 @@ type textModel struct {
 	log   *slog.Logger
 
 	slots, batchSize int
+	unified          bool // one KV buffer for every slot (Config.KVUnified, resolved by Open)
 	maxNewTokens     int  // an answer's limit when its request sets none
 	ignoreEOS        bool // Config.IgnoreEOS
 	prefixCache      bool // Config.PrefixCache is "on"

@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	cfg.Threads = threads
 	unified := cfg.KVUnified == "on" || cfg.KVUnified == "auto" && defaultKVUnified
 	tm.ctx, err = m.NewContext(llamacpp.ContextParams{
-		Cells: (cfg.Slots + 1) * cfg.ContextSize, Sequences: cfg.Slots + 1, Batch: cfg.BatchSize,
+		Cells: (cfg.Slots + 1) * cfg.ContextSize, Sequences: cfg.Slots + 1, Batch: cfg.BatchSize + cfg.Slots,
 		Threads: threads, FlashAttention: cfg.FlashAttention, Unified: unified, OffloadKQV: gpu != nil,
 	})
 	if err != nil {
@@ -133,7 +133,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		}
 		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
-	tm.batch = llamacpp.NewBatch(cfg.BatchSize)
+	// A step may carry a pad in every idle slot between busy ones (padGaps).
+	tm.batch = llamacpp.NewBatch(cfg.BatchSize + cfg.Slots)
+	tm.unified = unified
 	tm.slots, tm.batchSize, tm.contextSize = cfg.Slots, cfg.BatchSize, cfg.ContextSize
 	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cfg.MaxNewTokens, cfg.IgnoreEOS, cfg.PrefixCache == "on"
 	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil

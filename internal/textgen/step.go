@@ -25,6 +25,9 @@ type step struct {
 	seqs   []*sequence
 	draws  []draw
 	tokens int
+	// pads are the tokens put in idle slots between busy ones (padGaps),
+	// whose cells are forgotten once the step is computed.
+	pads []pad
 
 	// decodeOnly is set when the step carries no prompt token: one token
 	// per sequence, the steady state benchmarks measure.
@@ -129,6 +132,12 @@ func (s *scheduler) plan() (*step, error) {
 		}
 		seq.pending = seq.pending[len(p.tokens):]
 	}
+	if err := s.padGaps(st, parts[0].seq.slot, parts[len(parts)-1].seq.slot, func(slot int) bool {
+		_, busy := slices.BinarySearchFunc(parts, slot, func(p part, slot int) int { return p.seq.slot - slot })
+		return busy
+	}); err != nil {
+		return nil, err
+	}
 	st.tokens = b.Len()
 	st.decodeOnly = len(parts) == decoding
 	s.stats.steps.Add(1)
@@ -138,10 +147,48 @@ func (s *scheduler) plan() (*step, error) {
 	return st, nil
 }
 
-// compute runs st's batch through the engine.
+// pad is a token in an idle slot at the position after its cells.
+type pad struct{ slot, pos int }
+
+// padGaps puts a token in every idle slot between lo and hi, the lowest and
+// highest slots of the step's sequences, when each slot has a stream of its
+// own. llama.cpp computes such a batch in parts of sequences whose ids
+// follow one another, so a step of slots 0, 3 and 5 would run as three
+// forward passes, each reading every weight: one token in slots 1, 2 and 4
+// makes it one pass of six rows, which on a CPU or a GPU costs about what a
+// pass of three does (decoding reads weights; it barely computes). A pad's
+// cell is written after what the slot holds, cached cells included, and
+// forgotten once the step is computed; its row is never read.
+func (s *scheduler) padGaps(st *step, lo, hi int, busy func(slot int) bool) error {
+	tm := s.model
+	if tm.unified || hi-lo < 2 {
+		return nil
+	}
+	for slot := lo + 1; slot < hi; slot++ {
+		if busy(slot) {
+			continue
+		}
+		pos := tm.ctx.LastPosition(slot) + 1
+		if pos >= tm.contextSize {
+			continue // a full slot takes no pad: the step runs in parts
+		}
+		if _, err := tm.batch.Add(0, pos, slot, false); err != nil {
+			return err
+		}
+		st.pads = append(st.pads, pad{slot: slot, pos: pos})
+	}
+	return nil
+}
+
+// compute runs st's batch through the engine, and forgets its pads' cells.
 func (s *scheduler) compute(st *step) {
 	t := time.Now()
 	st.err = s.model.ctx.Decode(s.model.batch)
+	for _, p := range st.pads {
+		if err := s.model.ctx.RemoveCells(p.slot, p.pos, -1); err != nil && st.err == nil {
+			st.err = fmt.Errorf("forget a pad's cell: %w", err)
+		}
+	}
 	st.took.compute = time.Since(t)
 }
 

@@ -1,0 +1,74 @@
+package textgen
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// TestIdleSlotsBetweenBusyOnesArePadded: a step whose sequences sit in
+// slots with idle ones between them carries a pad in each of those, and
+// the pads change nothing: the answers are the ones alone, and a slot's
+// cached cells are what they were.
+func TestIdleSlotsBetweenBusyOnesArePadded(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{MaxNewTokens: 16, Slots: 4})
+	zero := 0.0
+	job := func(text string) genq.Job { return genq.Job{Text: text, Temperature: &zero, Logprobs: true, TopLogprobs: 2} }
+	// Fill the four slots, so that each holds a conversation's cells.
+	first, errs := jobsTogether(t, b, []genq.Job{job("one"), job("two"), job("three"), job("four")})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := map[int]int{}
+	slotOf := map[int]int{} // job → the slot its cells are in
+	for slot := range b.slots {
+		held[slot] = b.ctx.LastPosition(slot)
+		for j, text := range []string{"one", "two", "three", "four"} {
+			prompt, err := b.jobPrompt(job(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cells := b.sched.cache.held[slot]; len(cells) >= len(prompt) && slices.Equal(cells[:len(prompt)], prompt) {
+				slotOf[j] = slot
+			}
+		}
+	}
+	// The jobs of slots 0 and 3 again: each starts from its own cells, and
+	// the steps pad slots 1 and 2.
+	var outer []int
+	for j, slot := range slotOf {
+		if slot == 0 || slot == 3 {
+			outer = append(outer, j)
+		}
+	}
+	if len(outer) != 2 {
+		t.Fatalf("slots of the jobs: %v", slotOf)
+	}
+	texts := []string{"one", "two", "three", "four"}
+	var pads int
+	b.sched.fault = func(st *step) error { pads += len(st.pads); return nil }
+	again, errs := jobsTogether(t, b, []genq.Job{job(texts[outer[0]]), job(texts[outer[1]])})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.sched.fault = nil
+	if pads == 0 {
+		t.Fatal("no step carried a pad: the check below proves nothing")
+	}
+	for i, j := range outer {
+		if d := greedyDiff(again[i], first[j]); d != "" {
+			t.Errorf("%q again: %s", texts[j], d)
+		}
+	}
+	for slot, last := range held {
+		if got := b.ctx.LastPosition(slot); got < last && b.sched.cache.held[slot] != nil {
+			t.Errorf("slot %d held cells up to %d, now %d", slot, last, got)
+		}
+	}
+	t.Logf("%d pads", pads)
+}
