@@ -14,7 +14,9 @@ import (
 func TestIdleSlotsBetweenBusyOnesArePadded(t *testing.T) {
 	b := openTiny(t, genq.VariantA, Config{MaxNewTokens: 16, Slots: 4})
 	zero := 0.0
-	job := func(text string) genq.Job { return genq.Job{Text: text, Temperature: &zero, Logprobs: true, TopLogprobs: 2} }
+	job := func(text string) genq.Job {
+		return genq.Job{Text: text, Temperature: &zero, Logprobs: true, TopLogprobs: 2}
+	}
 	// Fill the four slots, so that each holds a conversation's cells.
 	first, errs := jobsTogether(t, b, []genq.Job{job("one"), job("two"), job("three"), job("four")})
 	for _, err := range errs {

@@ -1,6 +1,7 @@
 package textgen
 
 import (
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -46,9 +47,14 @@ func newPrefixCache(enabled bool, slots, contextSize int) *prefixCache {
 // pick chooses the free slot for prompt: the one whose held tokens share
 // the longest start with it, longer than beyond (the shared prefix, which
 // any slot gets by copy), and reuse, the length it may skip; or else an
-// empty slot, the lowest, or else the least recently stored. Reuse always
-// leaves the prompt's last token to compute, whose row is sampled.
-func (c *prefixCache) pick(free []int, prompt []int32, lookup bool, beyond int) (slot int, reuse int) {
+// empty slot, the one nearest the busy slots (busy), or else the least
+// recently stored. Reuse always leaves the prompt's last token to compute,
+// whose row is sampled.
+//
+// Busy slots that follow one another run as one forward pass where each
+// slot has a stream of its own (padGaps says why), so an empty slot is
+// taken next to them rather than across a gap.
+func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, beyond int) (slot int, reuse int) {
 	best, bestLen := -1, beyond
 	if c.enabled && lookup {
 		for _, s := range free {
@@ -61,11 +67,22 @@ func (c *prefixCache) pick(free []int, prompt []int32, lookup bool, beyond int) 
 	if best >= 0 {
 		return best, bestLen
 	}
+	lo, hi := math.MaxInt, math.MinInt
+	for _, s := range busy {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	// span is how wide the busy slots would spread with slot among them.
+	span := func(slot int) int {
+		if len(busy) == 0 {
+			return 0
+		}
+		return max(hi, slot) - min(lo, slot)
+	}
 	empty, oldest := -1, -1
 	for _, s := range free {
 		switch {
 		case c.held[s] == nil:
-			if empty < 0 || s < empty {
+			if empty < 0 || span(s) < span(empty) || span(s) == span(empty) && s < empty {
 				empty = s
 			}
 		case oldest < 0 || c.used[s] < c.used[oldest]:
@@ -129,7 +146,13 @@ func (s *scheduler) admitSlot(req *request) *sequence {
 		shared = n
 	}
 	lookup := c.enabled && !req.scorePrompt()
-	slot, reuse := c.pick(s.free, req.prompt, lookup, shared)
+	var busy []int
+	for _, seq := range s.active {
+		if !seq.finished {
+			busy = append(busy, seq.slot)
+		}
+	}
+	slot, reuse := c.pick(s.free, busy, req.prompt, lookup, shared)
 	var src *sequence
 	if lookup {
 		// A busy slot may hold a longer start: copy it into this one.

@@ -132,10 +132,14 @@ func (s *scheduler) plan() (*step, error) {
 		}
 		seq.pending = seq.pending[len(p.tokens):]
 	}
+	longest := 0
+	for _, p := range parts {
+		longest = max(longest, int(p.seq.pos))
+	}
 	if err := s.padGaps(st, parts[0].seq.slot, parts[len(parts)-1].seq.slot, func(slot int) bool {
 		_, busy := slices.BinarySearchFunc(parts, slot, func(p part, slot int) int { return p.seq.slot - slot })
 		return busy
-	}); err != nil {
+	}, longest); err != nil {
 		return nil, err
 	}
 	st.tokens = b.Len()
@@ -146,6 +150,12 @@ func (s *scheduler) plan() (*step, error) {
 	}
 	return st, nil
 }
+
+// kvPadding is llama.cpp's: the cells a pass attends over are rounded up
+// to a multiple of it (llama_kv_cache::get_n_kv).
+const kvPadding = 256
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 // pad is a token in an idle slot at the position after its cells.
 type pad struct{ slot, pos int }
@@ -159,7 +169,12 @@ type pad struct{ slot, pos int }
 // pass of three does (decoding reads weights; it barely computes). A pad's
 // cell is written after what the slot holds, cached cells included, and
 // forgotten once the step is computed; its row is never read.
-func (s *scheduler) padGaps(st *step, lo, hi int, busy func(slot int) bool) error {
+//
+// A pass attends over as many cells in every stream as the longest of them
+// holds, so a pad goes only into a slot that holds no more cells than the
+// step's own sequences will: one of a long cached conversation would make
+// every row of the pass attend over its length.
+func (s *scheduler) padGaps(st *step, lo, hi int, busy func(slot int) bool, longest int) error {
 	tm := s.model
 	if tm.unified || hi-lo < 2 {
 		return nil
@@ -169,8 +184,8 @@ func (s *scheduler) padGaps(st *step, lo, hi int, busy func(slot int) bool) erro
 			continue
 		}
 		pos := tm.ctx.LastPosition(slot) + 1
-		if pos >= tm.contextSize {
-			continue // a full slot takes no pad: the step runs in parts
+		if roundUp(pos+1, kvPadding) > roundUp(longest, kvPadding) {
+			continue // the step runs in parts here
 		}
 		if _, err := tm.batch.Add(0, pos, slot, false); err != nil {
 			return err
