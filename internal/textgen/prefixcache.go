@@ -46,14 +46,17 @@ func newPrefixCache(enabled bool, slots, contextSize int) *prefixCache {
 
 // pick chooses the free slot for prompt: the one whose held tokens share
 // the longest start with it, longer than beyond (the shared prefix, which
-// any slot gets by copy), and reuse, the length it may skip; or else an
-// empty slot, the one nearest the busy slots (busy), or else the least
-// recently stored. Reuse always leaves the prompt's last token to compute,
-// whose row is sampled.
+// any slot gets by copy), and reuse, the length it may skip; or else the
+// slot nearest the busy ones (busy), an empty one before one that holds
+// cells, the least recently stored of those. Reuse always leaves the
+// prompt's last token to compute, whose row is sampled.
 //
 // Busy slots that follow one another run as one forward pass where each
-// slot has a stream of its own (padGaps says why), so an empty slot is
-// taken next to them rather than across a gap.
+// slot has a stream of its own (padGaps says why); a step across idle
+// slots that hold long conversations runs in as many passes as it has
+// runs of busy slots, each reading every weight. So a prompt that reuses
+// nothing takes a slot next to the busy ones, even one whose cells were
+// stored more recently than another's across a gap.
 func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, beyond int) (slot int, reuse int) {
 	best, bestLen := -1, beyond
 	if c.enabled && lookup {
@@ -78,21 +81,27 @@ func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, 
 		}
 		return max(hi, slot) - min(lo, slot)
 	}
-	empty, oldest := -1, -1
+	// Nearest the busy slots first; then an empty slot over one whose
+	// cells would be lost; then the least recently stored.
+	better := func(a, b int) bool {
+		if sa, sb := span(a), span(b); sa != sb {
+			return sa < sb
+		}
+		if ea, eb := c.held[a] == nil, c.held[b] == nil; ea != eb {
+			return ea
+		}
+		if c.held[a] == nil {
+			return a < b
+		}
+		return c.used[a] < c.used[b]
+	}
+	slot = -1
 	for _, s := range free {
-		switch {
-		case c.held[s] == nil:
-			if empty < 0 || span(s) < span(empty) || span(s) == span(empty) && s < empty {
-				empty = s
-			}
-		case oldest < 0 || c.used[s] < c.used[oldest]:
-			oldest = s
+		if slot < 0 || better(s, slot) {
+			slot = s
 		}
 	}
-	if empty >= 0 {
-		return empty, 0
-	}
-	return oldest, 0
+	return slot, 0
 }
 
 // take hands slot to a sequence: its entry leaves the cache.

@@ -233,7 +233,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 				slices.Reverse(order)
 			}
 			for _, t := range order {
-				rate, err := decodeRate(ctx, t, n, uint64(2000+round*10+n))
+				rate, ttfts, err := decodeRate(ctx, t, n, uint64(2000+round*10+n))
 				if err != nil {
 					return err
 				}
@@ -241,7 +241,7 @@ func (b *bench) multiTurn(ctx context.Context) error {
 					r.decode[t.name] = map[int][]float64{}
 				}
 				r.decode[t.name][n] = append(r.decode[t.name][n], rate)
-				fmt.Fprintf(b.out, "   decode, %s, %d at once: %.1f tok/s\n", t.name, n, rate)
+				fmt.Fprintf(b.out, "   decode, %s, %d at once: %.1f tok/s (first tokens after %s)\n", t.name, n, rate, durations(ttfts))
 			}
 		}
 	}
@@ -250,24 +250,33 @@ func (b *bench) multiTurn(ctx context.Context) error {
 
 // decodeRate sends n one-message chats of a few words at once, each asking
 // for exactly mtDecodeTokens tokens, and returns the answers' tokens per
-// second of wall time, as llama.cpp's batched bench counts its decoding.
-func decodeRate(ctx context.Context, t chatTarget, n int, seed uint64) (float64, error) {
+// second of wall time, as llama.cpp's batched bench counts its decoding,
+// and each answer's time to its first token.
+func decodeRate(ctx context.Context, t chatTarget, n int, seed uint64) (float64, []time.Duration, error) {
 	rng := rand.New(rand.NewPCG(seed, 3))
-	errs := make(chan error, n)
+	type result struct {
+		res turnResult
+		err error
+	}
+	results := make(chan result, n)
 	start := time.Now()
 	for range n {
 		text := userText(rng, 80)
 		go func() {
-			_, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, mtDecodeTokens)
-			errs <- err
+			res, err := chat(ctx, t, []map[string]string{{"role": "user", "content": text}}, mtDecodeTokens)
+			results <- result{res, err}
 		}()
 	}
+	var ttfts []time.Duration
 	for range n {
-		if err := <-errs; err != nil {
-			return 0, fmt.Errorf("%s: %w", t.name, err)
+		r := <-results
+		if r.err != nil {
+			return 0, nil, fmt.Errorf("%s: %w", t.name, r.err)
 		}
+		ttfts = append(ttfts, r.res.ttft)
 	}
-	return float64(n*mtDecodeTokens) / time.Since(start).Seconds(), nil
+	slices.Sort(ttfts)
+	return float64(n*mtDecodeTokens) / time.Since(start).Seconds(), ttfts, nil
 }
 
 func (b *bench) printRun(run mtRun) {
