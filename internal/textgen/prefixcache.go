@@ -58,18 +58,6 @@ func newPrefixCache(enabled bool, slots, contextSize int) *prefixCache {
 // nothing takes a slot next to the busy ones, even one whose cells were
 // stored more recently than another's across a gap.
 func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, beyond int) (slot int, reuse int) {
-	best, bestLen := -1, beyond
-	if c.enabled && lookup {
-		for _, s := range free {
-			n := commonPrefix(c.held[s], prompt[:max(0, len(prompt)-1)])
-			if n > bestLen {
-				best, bestLen = s, n
-			}
-		}
-	}
-	if best >= 0 {
-		return best, bestLen
-	}
 	lo, hi := math.MaxInt, math.MinInt
 	for _, s := range busy {
 		lo, hi = min(lo, s), max(hi, s)
@@ -94,6 +82,20 @@ func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, 
 			return a < b
 		}
 		return c.used[a] < c.used[b]
+	}
+	best, bestLen := -1, beyond
+	if c.enabled && lookup {
+		for _, s := range free {
+			// Slots that share as long a start (every conversation with
+			// the same system prompt shares it) are told apart as any.
+			n := commonPrefix(c.held[s], prompt[:max(0, len(prompt)-1)])
+			if n > bestLen || n == bestLen && best >= 0 && better(s, best) {
+				best, bestLen = s, n
+			}
+		}
+	}
+	if best >= 0 {
+		return best, bestLen
 	}
 	slot = -1
 	for _, s := range free {
