@@ -2,6 +2,7 @@ package textgen
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
@@ -14,8 +15,10 @@ import (
 func TestIdleSlotsBetweenBusyOnesArePadded(t *testing.T) {
 	b := openTiny(t, genq.VariantA, Config{MaxNewTokens: 16, Slots: 4})
 	zero := 0.0
+	// Each prompt long enough that its own cells beat any other slot's
+	// by more than reuseSlack: the second round goes back to them.
 	job := func(text string) genq.Job {
-		return genq.Job{Text: text, Temperature: &zero, Logprobs: true, TopLogprobs: 2}
+		return genq.Job{Text: strings.Repeat(text+" and ", 12), Temperature: &zero, Logprobs: true, TopLogprobs: 2}
 	}
 	// Fill the four slots, so that each holds a conversation's cells.
 	first, errs := jobsTogether(t, b, []genq.Job{job("one"), job("two"), job("three"), job("four")})

@@ -83,19 +83,26 @@ func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, 
 		}
 		return c.used[a] < c.used[b]
 	}
-	best, bestLen := -1, beyond
 	if c.enabled && lookup {
+		// Slots that share about as long a start (every conversation with
+		// the same system prompt shares it, and a word or two more is
+		// luck) are told apart as any: a few tokens more to compute cost
+		// less than a step split across a gap.
+		match := make(map[int]int, len(free))
+		most := beyond
 		for _, s := range free {
-			// Slots that share as long a start (every conversation with
-			// the same system prompt shares it) are told apart as any.
-			n := commonPrefix(c.held[s], prompt[:max(0, len(prompt)-1)])
-			if n > bestLen || n == bestLen && best >= 0 && better(s, best) {
-				best, bestLen = s, n
+			match[s] = commonPrefix(c.held[s], prompt[:max(0, len(prompt)-1)])
+			most = max(most, match[s])
+		}
+		best := -1
+		for _, s := range free {
+			if n := match[s]; n > beyond && n+reuseSlack >= most && (best < 0 || better(s, best)) {
+				best = s
 			}
 		}
-	}
-	if best >= 0 {
-		return best, bestLen
+		if best >= 0 {
+			return best, match[best]
+		}
 	}
 	slot = -1
 	for _, s := range free {
@@ -105,6 +112,10 @@ func (c *prefixCache) pick(free []int, busy []int, prompt []int32, lookup bool, 
 	}
 	return slot, 0
 }
+
+// reuseSlack is how many fewer tokens a slot may share with a prompt than
+// the best one and still be taken for being nearer the busy slots.
+const reuseSlack = 32
 
 // take hands slot to a sequence: its entry leaves the cache.
 func (c *prefixCache) take(slot int) {
