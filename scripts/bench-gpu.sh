@@ -20,7 +20,7 @@
 # "8b:B:8B BF16:1,4,16,64"): runs
 # separated by ';', each size:variant:label:levels[:worker settings], the
 # settings as space-separated NAME=value pairs (for example
-# "8b:B:8B BF16 host:1,4:TEXT_NARROW=host" compares where rows are narrowed);
+# "8b:B:8B BF16 host:1,4:TEXT_DEVICE_SAMPLING=off" compares where rows are narrowed);
 # a size of SIZE/WEIGHTS writes other weights than the variant's ("8b/f16").
 # GPU_IMAGES (default 1; 0 skips it): after the text runs, the ggml image
 # engine in process on SD3-medium's shapes with random fp16 weights, 1024×1024,

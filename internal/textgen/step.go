@@ -75,13 +75,21 @@ func (s *scheduler) plan() (*step, error) {
 		budget--
 	}
 	decoding := len(parts)
-	// Then prompt chunks, oldest first, up to the step's budget.
+	// Then prompt chunks, oldest first, up to the step's budget: one long
+	// prompt a step, and short ones beside it (shortPrompt).
+	long := false
 	for _, seq := range s.active {
 		if budget <= 0 {
 			break
 		}
 		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
 			continue
+		}
+		if len(seq.pending) > shortPrompt {
+			if long {
+				continue
+			}
+			long = true
 		}
 		n := min(budget, len(seq.pending))
 		parts = append(parts, part{seq: seq, tokens: seq.pending[:n]})
@@ -150,6 +158,16 @@ func (s *scheduler) plan() (*step, error) {
 	}
 	return st, nil
 }
+
+// shortPrompt is the most prompt tokens a sequence may have left to take
+// a step beside another's long prompt. Long prompts go one a step, oldest
+// first: four prompts of 225 tokens that arrive together (the next turns
+// of four conversations) then get their first tokens after one, two,
+// three and four prompts' work, rather than two after two and a bit (a
+// step of 512 tokens takes them two and a bit at a time) and two after
+// four: the same total work, the first answers sooner. Short prompts (a
+// burst of new chats) still share a step.
+const shortPrompt = 64
 
 // kvPadding is llama.cpp's: the cells a pass attends over are rounded up
 // to a multiple of it (llama_kv_cache::get_n_kv).
