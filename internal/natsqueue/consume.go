@@ -115,8 +115,8 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 // A worker that takes routed jobs asks its own consumer before the
 // interactive one, and, with nothing in either, looks for a job another
 // worker did not start in time before it asks the batch consumer; it waits
-// on its own consumer ownCheckEvery at a time, asks the shared one in
-// between, and asks the batch consumer no more often than without routing.
+// on the interactive consumer ownCheckEvery at a time, and asks the batch
+// consumer no more often than without routing.
 func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 	interactive, batch := &p.queues[0], &p.queues[1]
 	if d, err := p.interactiveNow(); d != nil || err != nil {
@@ -140,24 +140,18 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 		if left <= 0 {
 			return nil, nil
 		}
-		if p.own == nil {
-			if d, err := p.fetch(interactive, min(left, slice)); d != nil || err != nil {
+		if d, err := p.fetch(interactive, min(left, slice)); d != nil || err != nil {
+			return d, err
+		}
+		if p.own != nil {
+			// The shared consumer was just asked; only the worker's own
+			// and the other workers' remain.
+			if d, err := p.preferred(); d != nil || err != nil {
 				return d, err
 			}
-			continue
-		}
-		// Routed: wait on the worker's own consumer, where its
-		// conversations' turns come, so that jobs routed at once wake as
-		// many idle slots at once; then the shared one and the other
-		// workers', without waiting.
-		if d, err := p.preferredWithin(min(left, slice)); d != nil || err != nil {
-			return d, err
-		}
-		if d, err := p.fetch(interactive, 0); d != nil || err != nil {
-			return d, err
-		}
-		if d := p.stolen(); d != nil {
-			return d, nil
+			if d := p.stolen(); d != nil {
+				return d, nil
+			}
 		}
 	}
 }

@@ -37,10 +37,9 @@ type RouteOptions struct {
 
 // Bounds of routing on the worker's side.
 const (
-	// ownCheckEvery bounds how long an idle slot waits on its own
-	// consumer before it looks at the shared one again: the delay a job on
-	// the shared subject (a batch producer's, one without a key) may see on
-	// an idle routed worker. Routed jobs wake a waiting slot at once.
+	// ownCheckEvery bounds how long an idle slot waits on the shared
+	// consumer before it looks at its own again: the delay a routed job may
+	// see on an idle worker.
 	ownCheckEvery = 100 * time.Millisecond
 	// stealEvery is how often, at most, an idle worker looks at the other
 	// workers' consumers (one look for all of its slots).
@@ -94,10 +93,7 @@ func (p *Puller) ownQueue(ctx context.Context) (*pullQueue, error) {
 }
 
 // preferred pulls a job already waiting on the worker's own consumer.
-func (p *Puller) preferred() (*Delivery, error) { return p.preferredWithin(0) }
-
-// preferredWithin is preferred, waiting up to wait for a job.
-func (p *Puller) preferredWithin(wait time.Duration) (*Delivery, error) {
+func (p *Puller) preferred() (*Delivery, error) {
 	if p.own == nil {
 		return nil, nil
 	}
@@ -111,7 +107,7 @@ func (p *Puller) preferredWithin(wait time.Duration) (*Delivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		if d, err = p.fetch(q, wait); err == nil {
+		if d, err = p.fetch(q, 0); err == nil {
 			return d, nil
 		}
 		p.own.mu.Lock()
