@@ -96,6 +96,10 @@ func Summarize(name string, outs []Outcome, workerLogs string) Report {
 			r.Errors[fmt.Sprint(o.Status)]++
 			lat = append(lat, o.Latency)
 		default:
+			if r.Lost == 0 {
+				// What the first lost request got says where to look.
+				r.Notes = append(r.Notes, fmt.Sprintf("first lost: job %s, status %d, %v, after %s", o.JobID, o.Status, o.Err, o.Latency.Round(time.Millisecond)))
+			}
 			r.Lost++
 		}
 	}
