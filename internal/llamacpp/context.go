@@ -287,6 +287,11 @@ func (b *Batch) Add(token int32, pos int, seq int, logits bool) (int, error) {
 	return i, nil
 }
 
+// Seq is the sequence of the batch's i-th token.
+func (b *Batch) Seq(i int) int {
+	return int(*unsafe.Slice((**llama.SeqId)(b.b.SeqId), b.cap)[i])
+}
+
 // Len is the number of tokens in the batch.
 func (b *Batch) Len() int { return int(b.b.NTokens) }
 

@@ -54,7 +54,18 @@ func TestIdleSlotsBetweenBusyOnesArePadded(t *testing.T) {
 	}
 	texts := []string{"one", "two", "three", "four"}
 	var pads int
-	b.sched.fault = func(st *step) error { pads += len(st.pads); return nil }
+	b.sched.fault = func(st *step) error {
+		pads += len(st.pads)
+		// llama.cpp takes a sequence into a pass only when its id is one
+		// more than the last one taken, walking the batch in order: a
+		// step's slots must run on without a gap, in the batch's order.
+		for i := 1; i < b.batch.Len(); i++ {
+			if prev, seq := b.batch.Seq(i-1), b.batch.Seq(i); seq != prev && seq != prev+1 {
+				t.Errorf("batch runs from slot %d to %d (pads %v): the step runs in parts", prev, seq, st.pads)
+			}
+		}
+		return nil
+	}
 	again, errs := jobsTogether(t, b, []genq.Job{job(texts[outer[0]]), job(texts[outer[1]])})
 	for _, err := range errs {
 		if err != nil {

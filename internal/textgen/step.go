@@ -100,11 +100,22 @@ func (s *scheduler) plan() (*step, error) {
 	}
 	slices.SortStableFunc(parts, func(a, b part) int { return a.seq.slot - b.seq.slot })
 
+	// The cells the step's longest sequence will hold: a pad may not make
+	// the pass attend over more (padGaps).
+	longest := 0
+	for _, p := range parts {
+		longest = max(longest, int(p.seq.pos)+len(p.tokens))
+	}
 	b := tm.batch
 	b.Clear()
-	for _, p := range parts {
+	for i, p := range parts {
 		seq := p.seq
 		st.seqs = append(st.seqs, seq)
+		if i > 0 {
+			if err := s.padGaps(st, parts[i-1].seq.slot, seq.slot, longest); err != nil {
+				return nil, err
+			}
+		}
 		if p.decode {
 			i, err := b.Add(p.tokens[0], int(seq.pos), seq.slot, true)
 			if err != nil {
@@ -140,16 +151,6 @@ func (s *scheduler) plan() (*step, error) {
 		}
 		seq.pending = seq.pending[len(p.tokens):]
 	}
-	longest := 0
-	for _, p := range parts {
-		longest = max(longest, int(p.seq.pos))
-	}
-	if err := s.padGaps(st, parts[0].seq.slot, parts[len(parts)-1].seq.slot, func(slot int) bool {
-		_, busy := slices.BinarySearchFunc(parts, slot, func(p part, slot int) int { return p.seq.slot - slot })
-		return busy
-	}, longest); err != nil {
-		return nil, err
-	}
 	st.tokens = b.Len()
 	st.decodeOnly = len(parts) == decoding
 	s.stats.steps.Add(1)
@@ -178,29 +179,29 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // pad is a token in an idle slot at the position after its cells.
 type pad struct{ slot, pos int }
 
-// padGaps puts a token in every idle slot between lo and hi, the lowest and
-// highest slots of the step's sequences, when each slot has a stream of its
-// own. llama.cpp computes such a batch in parts of sequences whose ids
-// follow one another, so a step of slots 0, 3 and 5 would run as three
-// forward passes, each reading every weight: one token in slots 1, 2 and 4
-// makes it one pass of six rows, which on a CPU or a GPU costs about what a
-// pass of three does (decoding reads weights; it barely computes). A pad's
-// cell is written after what the slot holds, cached cells included, and
-// forgotten once the step is computed; its row is never read.
+// padGaps puts a token in every idle slot between lo and hi, the slots of
+// two of the step's sequences next to each other in its order, when each
+// slot has a stream of its own. llama.cpp computes such a batch in parts
+// (split_equal, sequential): it walks the batch in order and takes a
+// sequence into the part only when its id is one more than the last one
+// taken, so a step of slots 0, 3 and 5 would run as three forward passes,
+// each reading every weight. One token in slots 1, 2 and 4, each placed
+// in the batch between its neighbours, makes it one pass of six rows,
+// which on a CPU or a GPU costs about what a pass of three does (decoding
+// reads weights; it barely computes). A pad's cell is written after what
+// the slot holds, cached cells included, and forgotten once the step is
+// computed; its row is never read.
 //
 // A pass attends over as many cells in every stream as the longest of them
 // holds, so a pad goes only into a slot that holds no more cells than the
-// step's own sequences will: one of a long cached conversation would make
-// every row of the pass attend over its length.
-func (s *scheduler) padGaps(st *step, lo, hi int, busy func(slot int) bool, longest int) error {
+// step's own sequences will (longest): one of a long cached conversation
+// would make every row of the pass attend over its length.
+func (s *scheduler) padGaps(st *step, lo, hi int, longest int) error {
 	tm := s.model
-	if tm.unified || hi-lo < 2 {
+	if tm.unified {
 		return nil
 	}
 	for slot := lo + 1; slot < hi; slot++ {
-		if busy(slot) {
-			continue
-		}
 		pos := tm.ctx.LastPosition(slot) + 1
 		if roundUp(pos+1, kvPadding) > roundUp(longest, kvPadding) {
 			continue // the step runs in parts here
