@@ -19,14 +19,13 @@ import (
 
 // Benchmarks report medians over rounds; run them with a round count, e.g.
 //
-//	go test ./internal/ggml -run '^$' -bench Throughput -benchtime 5x
+//	go test ./internal/textgen -run '^$' -bench Throughput -benchtime 5x
 //
 // GENQ_BENCH_SIZES picks model sizes (default "tiny,mid"), GENQ_BENCH_WEIGHTS
 // their weight format (default the variant's; f32 to compare with peers'
-// figures taken on F32 files), GENQ_BENCH_THREADS
-// the compute threads (default: Open's choice), GENQ_BENCH_PIPELINE on|off
-// (default: Open's choice), GENQ_BENCH_GRAPH streams|engine (default:
-// Open's choice).
+// figures taken on F32 files), GENQ_BENCH_THREADS the compute threads
+// (default: Open's choice), GENQ_BENCH_KV_UNIFIED the cache's layout
+// (default: Open's choice).
 
 const benchPrompt = "Write a short story about a robot who learns to paint, in a few paragraphs."
 

@@ -36,7 +36,7 @@ const (
 	// mtPrefillPrompts is how many long prompts each server is timed on: a
 	// prefill takes seconds on this machine, and other work on it moves
 	// single figures by a fifth.
-	mtPrefillPrompts = 9
+	mtPrefillPrompts = 15
 	// mtDecodeTokens is each answer's length in the decode step, which
 	// runs at each of mtDecodeConcurrency for mtDecodeRounds rounds.
 	mtDecodeTokens = 128
