@@ -34,6 +34,9 @@ type threadGovernor struct {
 // enough to cost nothing (one read of /proc/stat, about 50 µs).
 const governEvery = 250 * time.Millisecond
 
+// staleAfter: a reading older than this spans an idle spell of the loop.
+const staleAfter = 4 * governEvery
+
 func newThreadGovernor(most int) *threadGovernor {
 	g := &threadGovernor{most: most, current: most}
 	var set unix.CPUSet
@@ -60,7 +63,11 @@ func (g *threadGovernor) threads(now time.Time) int {
 	if err != nil {
 		return g.current
 	}
-	if !g.lastAt.IsZero() {
+	// A reading that spans a pause in stepping says what others did while
+	// this worker was idle, not what they do now: it only starts the next
+	// interval. Folded in, a benchmark of another server between two of
+	// ours held the first second of our next run to one thread.
+	if !g.lastAt.IsZero() && now.Sub(g.lastAt) <= staleAfter {
 		g.others = (g.others + use.OthersBusy(g.last)) / 2
 	}
 	g.last, g.lastAt = use, now
