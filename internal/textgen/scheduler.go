@@ -32,6 +32,9 @@ type scheduler struct {
 	window  window      // since the last throughput log line
 	free    []int       // cache slots no sequence holds
 	groups  int         // bisection groups made so far (failStep)
+	// promptStep is how long the last step with prompt tokens took
+	// (gatherWindow).
+	promptStep time.Duration
 	// fault, when set (tests), fails a computed step it returns an error for.
 	fault func(*step) error
 
