@@ -40,7 +40,7 @@ const (
 	// mtDecodeTokens is each answer's length in the decode step, which
 	// runs at each of mtDecodeConcurrency for mtDecodeRounds rounds.
 	mtDecodeTokens = 128
-	mtDecodeRounds = 3
+	mtDecodeRounds = 5
 )
 
 var mtDecodeConcurrency = []int{1, 4, 8}
