@@ -43,8 +43,9 @@ func chatJob(conversation int) genq.Job {
 // TestRouterChoice: each key goes to one worker, the keys spread over the
 // workers, a worker that leaves moves only its own keys, a worker past its
 // bounded share gives way to the next in rank, and a worker full of this
-// producer's routed jobs, one that takes no routed jobs, and a job with no
-// key all go to the shared subject.
+// producer's routed jobs, one that takes no routed jobs, a job with no
+// key and any job while a single worker takes routed jobs all go to the
+// shared subject.
 func TestRouterChoice(t *testing.T) {
 	hbs := &heartbeats{}
 	hbs.set(routedBeat("w1", 64), routedBeat("w2", 64), routedBeat("w3.host", 64), genq.Heartbeat{WorkerID: "old", Variant: genq.VariantB, Slots: 64})
@@ -83,22 +84,37 @@ func TestRouterChoice(t *testing.T) {
 		}
 	}
 
-	hbs.set(routedBeat("w1", 2))
+	// A worker full of this producer's routed jobs gives way to the next
+	// in rank; with both full, jobs go to the shared subject.
+	hbs.set(routedBeat("w1", 2), routedBeat("w2", 1))
+	conv := 0
+	for ; ; conv++ {
+		s, done := r.route(chatJob(conv))
+		done()
+		if s == RoutedSubject(genq.VariantB, "w1") {
+			break
+		}
+	}
 	var dones []func()
 	for range 2 {
-		s, done := r.route(chatJob(1))
+		s, done := r.route(chatJob(conv))
 		if s != RoutedSubject(genq.VariantB, "w1") {
 			t.Fatalf("routed to %q with a free slot", s)
 		}
 		dones = append(dones, done)
 	}
-	if s, _ := r.route(chatJob(1)); s != "" {
-		t.Fatalf("routed to %q past the worker's slots", s)
+	s, toW2 := r.route(chatJob(conv))
+	if s != RoutedSubject(genq.VariantB, "w2") {
+		t.Fatalf("routed to %q past the first worker's slots, want the second", s)
 	}
+	if s, _ := r.route(chatJob(conv)); s != "" {
+		t.Fatalf("routed to %q past both workers' slots", s)
+	}
+	toW2()
 	dones[0]()
 	dones[0]() // twice counts once
-	if s, done := r.route(chatJob(1)); s == "" {
-		t.Fatal("not routed once a routed job ended")
+	if s, done := r.route(chatJob(conv)); s != RoutedSubject(genq.VariantB, "w1") {
+		t.Fatalf("routed to %q once a routed job ended, want the first worker", s)
 	} else {
 		done()
 	}
@@ -116,6 +132,10 @@ func TestRouterChoice(t *testing.T) {
 	}
 	if s, _ := r.route(genq.Job{ID: "x", Variant: genq.VariantB}); s != "" {
 		t.Fatalf("a job with no key routed to %q", s)
+	}
+	hbs.set(routedBeat("w1", 64), genq.Heartbeat{WorkerID: "old", Variant: genq.VariantB, Slots: 64})
+	if s, _ := r.route(chatJob(1)); s != "" {
+		t.Fatalf("routed to %q with one worker taking routed jobs", s)
 	}
 }
 
