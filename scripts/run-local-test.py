@@ -8,7 +8,10 @@ temporary directory:
   2. with every port moved (PORT, EMBEDDED_NATS_PORT, API_METRICS_ADDR,
      METRICS_ADDR) the stack comes up there, its worker live;
   3. Ctrl-C, SIGINT to the foreground process group as a terminal sends it,
-     stops the worker before the api: no "pull failed" in its output.
+     stops the worker before the api: no "pull failed" in its output;
+  4. variant C with IMAGE_ENGINE=ggml on an empty model directory writes
+     the files that engine reads and answers a PNG; on a directory with
+     the ONNX export alone it stops at once, saying what to do.
 """
 import json
 import os
@@ -96,5 +99,45 @@ try:
     if "pull failed" in out or stopped < 0 or api_down < 0 or stopped > api_down:
         fail("Ctrl-C: the worker did not stop cleanly before the api", out)
     print("ok: Ctrl-C stops the worker, then the api, with no pull failures")
+
+    # 4. Variant C on the ggml engine, from an empty model directory.
+    env_c = dict(env, VARIANT="C", IMAGE_ENGINE="ggml", MODEL_DIR=os.path.join(work, "model-c"),
+                 EMBEDDED_NATS_STORE=os.path.join(work, "nats-c"))
+    log = open(os.path.join(work, "run-c.log"), "w+")
+    p = subprocess.Popen(["scripts/run-local.sh"], env=env_c, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
+    png = b""
+    try:
+        for _ in range(240):
+            try:
+                root = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ports['PORT']}/", timeout=2))
+                if root.get("live_workers", 0) >= 1:
+                    req = urllib.request.Request(f"http://127.0.0.1:{ports['PORT']}/generate", data=b'{"text":"a red fox"}',
+                                                 headers={"Content-Type": "application/json"})
+                    png = urllib.request.urlopen(req, timeout=170).read()
+                    break
+            except OSError:
+                pass
+            if p.poll() is not None:
+                break
+            time.sleep(0.5)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+            p.wait(timeout=60)
+        except ProcessLookupError:
+            pass  # the stack had already stopped
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+    log.seek(0)
+    if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        fail("IMAGE_ENGINE=ggml make run VARIANT=C on an empty model directory answered no PNG", log.read())
+    print("ok: IMAGE_ENGINE=ggml make run VARIANT=C writes both engines' files and answers a PNG")
+
+    onnx_only = os.path.join(work, "model-c-onnx")
+    subprocess.run(["bin/genqctl", "models", "tiny", "--variant", "C", "--dir", onnx_only], check=True, capture_output=True)
+    p = subprocess.run(["scripts/run-local.sh"], env=dict(env_c, MODEL_DIR=onnx_only), capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or "IMAGE_ENGINE=ggml reads" not in p.stderr:
+        fail("IMAGE_ENGINE=ggml on an ONNX-only model directory did not stop with a sentence", p.stdout + p.stderr)
+    print("ok: IMAGE_ENGINE=ggml on the ONNX export alone stops and says what to do")
 finally:
     shutil.rmtree(work, ignore_errors=True)

@@ -45,7 +45,15 @@ if [[ -z "$(find "$model_dir" -mindepth 1 -maxdepth 1 ! -name README.md 2>/dev/n
 # For the real model: bin/genqctl download --variant $VARIANT
 ################################################################################
 MSG
-	bin/genqctl models tiny --variant "$VARIANT" --dir "$model_dir"
+	tiny=(--variant "$VARIANT" --dir "$model_dir")
+	# The ggml image engine reads GGUF files the ONNX export lacks; this
+	# writes both, from the same weights.
+	[[ "$VARIANT" == C && "${IMAGE_ENGINE:-onnx}" == ggml ]] && tiny+=(--engine ggml)
+	bin/genqctl models tiny "${tiny[@]}"
+fi
+if [[ "$VARIANT" == C && "${IMAGE_ENGINE:-onnx}" == ggml && ! -d "$model_dir/ggml" ]]; then
+	echo "make run: IMAGE_ENGINE=ggml reads $model_dir/ggml/*.gguf, which $model_dir lacks: write a tiny model with both engines' files (bin/genqctl models tiny --variant C --engine ggml --dir $model_dir, after moving what is there), or run the ONNX engine (IMAGE_ENGINE=onnx)" >&2
+	exit 1
 fi
 
 pids=()
