@@ -46,10 +46,10 @@ const loadFactor = 1.25
 
 // route returns the subject job is to be published to, "" for its class's
 // shared subject, and a done to call once its answer came or the wait
-// ended. The workers, the live ones that take routed jobs, two at least, are ranked by
-// rendezvous hashing of the job's affinity key, so every turn of a
-// conversation ranks them alike, and a worker that comes or goes moves
-// only its own share of the keys. The job goes to the first in rank that
+// ended. The workers, the live ones that take routed jobs (two at least),
+// are ranked by rendezvous hashing of the job's affinity key, so every
+// turn of a conversation ranks them alike, and a worker that comes or goes
+// moves only its own share of the keys. The job goes to the first in rank that
 // has fewer of this producer's routed jobs than its slots and than its
 // bounded share (loadFactor); to the shared subject when none has.
 func (r *Router) route(job genq.Job) (subject string, done func()) {
