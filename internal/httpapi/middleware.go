@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"net/http"
 	"strconv"
 	"strings"
@@ -118,7 +119,16 @@ func (s *Server) apiKeys(render errorRenderer, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		token = strings.TrimSpace(token)
+		if strings.EqualFold(scheme, "Basic") {
+			// The web UI API's clients send its --api-auth user:password
+			// as Basic: the password is the key, whatever the user.
+			if dec, err := base64.StdEncoding.DecodeString(token); err == nil {
+				_, token, _ = strings.Cut(string(dec), ":")
+				scheme = "Bearer"
+			}
+		}
+		got := sha256.Sum256([]byte(token))
 		match := 0
 		for _, d := range digests {
 			match |= subtle.ConstantTimeCompare(got[:], d[:])
@@ -127,7 +137,7 @@ func (s *Server) apiKeys(render errorRenderer, next http.Handler) http.Handler {
 			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
 			discardBody(w, r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
-			render(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>"))
+			render(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key> (or Basic with the key as the password)"))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -51,6 +51,29 @@ func (s *Server) routes() http.Handler {
 		v1.Get("/jobs/{id}", s.handleJobGet)
 		v1.Delete("/jobs/{id}", s.handleJobCancel)
 	})
+
+	// AUTOMATIC1111's web UI API (variant C), in its error shape: what
+	// Open WebUI, SillyTavern and scripts call before and for txt2img.
+	r.Route("/sdapi/v1", func(sd chi.Router) {
+		sd.Use(s.requireAPIKeyAs(writeSDError))
+		sd.NotFound(func(w http.ResponseWriter, req *http.Request) {
+			writeSDError(w, s.log, genq.Errorf(genq.NotFound, "no route %s", req.URL.Path))
+		})
+		sd.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
+			writeJSON(w, http.StatusMethodNotAllowed, sdError{Error: http.StatusText(http.StatusMethodNotAllowed),
+				Detail: "method " + req.Method + " is not allowed on " + req.URL.Path})
+		})
+		sd.Get("/options", s.handleSDOptions)
+		sd.Post("/options", s.handleSDSetOptions)
+		sd.Get("/sd-models", s.handleSDModels)
+		sd.Get("/samplers", s.handleSDSamplers)
+		sd.Get("/schedulers", s.handleSDSchedulers)
+		for _, none := range []string{"/upscalers", "/latent-upscale-modes", "/sd-vae", "/loras", "/prompt-styles"} {
+			sd.Get(none, s.handleSDNone)
+		}
+		sd.Post("/txt2img", s.handleTxt2Img)
+	})
 	return r
 }
 

@@ -23,7 +23,8 @@ const (
 	DefaultImageMaxN     = 4
 )
 
-func (l ImageLimits) withDefaults() ImageLimits {
+// WithDefaults is l with the defaults where it sets nothing.
+func (l ImageLimits) WithDefaults() ImageLimits {
 	return ImageLimits{MaxSize: cmp.Or(l.MaxSize, DefaultImageMaxSize), MaxSteps: cmp.Or(l.MaxSteps, DefaultImageMaxSteps),
 		MaxN: cmp.Or(l.MaxN, DefaultImageMaxN)}
 }
@@ -57,7 +58,7 @@ type ImageData struct {
 // lim does not allow. The first job is like tmpl (its id, variant and
 // deadline); the others take their ids from newID.
 func ImageJobs(req ImageRequest, lim ImageLimits, maxPrompt int, tmpl genq.Job, newID func() string) ([]genq.Job, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	n := 1
 	if req.N != nil {
 		n = *req.N

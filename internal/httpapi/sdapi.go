@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"image/png"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/sdapi"
+)
+
+// /sdapi/v1: AUTOMATIC1111's web UI API for variant C, the routes Open
+// WebUI and SillyTavern call before and for txt2img. Each image is one job
+// on the queue, as on /v1/images/generations, with the same limits.
+
+// sdError is the web UI API's error shape: FastAPI's detail, and the kind
+// of error beside it as the web UI's own handler writes it.
+type sdError struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail"`
+}
+
+// writeSDError answers with err in the web UI API's shape.
+func writeSDError(w http.ResponseWriter, log *slog.Logger, err error) {
+	status := errorStatus(w, log, err)
+	writeJSON(w, status, sdError{Error: http.StatusText(status), Detail: genq.ErrorMessage(err)})
+}
+
+// sdModel is the model the live workers serve, as /v1/models names it; ""
+// while none is live.
+func (s *Server) sdModel() string {
+	if m := s.liveModels(); len(m) > 0 {
+		return m[0].ID
+	}
+	return ""
+}
+
+func (s *Server) handleSDOptions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, sdapi.Options(s.sdModel()))
+}
+
+func (s *Server) handleSDSetOptions(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.requestBodyOf(w, r, writeSDError, s.cfg.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	if err := sdapi.SetOptions(body, s.sdModel()); err != nil {
+		s.rejectAs(w, err, writeSDError)
+		return
+	}
+	writeJSON(w, http.StatusOK, nil)
+}
+
+func (s *Server) handleSDModels(w http.ResponseWriter, r *http.Request) {
+	var ids []string
+	for _, m := range s.liveModels() {
+		ids = append(ids, m.ID)
+	}
+	writeJSON(w, http.StatusOK, sdapi.Models(ids))
+}
+
+func (s *Server) handleSDSamplers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, sdapi.Samplers())
+}
+
+func (s *Server) handleSDSchedulers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, sdapi.Schedulers())
+}
+
+// handleSDNone answers the lists this server has nothing in (upscalers,
+// VAEs, LoRAs, styles): clients list them before they generate.
+func (s *Server) handleSDNone(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, []any{})
+}
+
+func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if err := openai.RequireKind(s.cfg.Variant, genq.OutputImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
+		discardBody(w, r)
+		s.rejectAs(w, err, writeSDError)
+		return
+	}
+	body, ok := s.requestBodyOf(w, r, writeSDError, s.cfg.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	model := s.sdModel()
+	tmpl := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
+	plan, err := sdapi.Txt2Img(body, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID, rand.Int64N(1<<32), model)
+	if err == nil {
+		err = s.fitsQueue(len(plan.Jobs), "images (batch_size × n_iter)")
+	}
+	if err == nil {
+		err = s.workerLimits().Check(plan.Jobs[0]) // the images of a request differ only in their seeds
+	}
+	if err != nil {
+		s.rejectAs(w, err, writeSDError)
+		return
+	}
+	jobs := plan.Jobs
+	log := s.log.With("job_id", jobs[0].ID, "route", r.URL.Path, "n", len(jobs))
+	w.Header().Set(HeaderJobID, jobs[0].ID)
+
+	ctx, cancel := context.WithDeadline(r.Context(), jobs[0].Deadline)
+	defer cancel()
+	images, err := runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (string, error) {
+		return s.runImage(ctx, job, start, log.With("image", i, "image_job_id", job.ID))
+	})
+	if err != nil {
+		writeSDError(w, log, err)
+		return
+	}
+	width, height := 0, 0
+	if cfg, err := png.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(images[0]))); err == nil {
+		width, height = cfg.Width, cfg.Height
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	writeJSON(w, http.StatusOK, plan.Answer(images, width, height, start))
+	log.Info("generate done", "ms", time.Since(start).Milliseconds())
+}
