@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: genq's /v1 routes against the official openai npm package,
 # LangChain JS, the AI SDK, lm-evaluation-harness's request shapes and
-# Python's urllib, over two real stacks on free ports: bin/api with its
+# Python's urllib (the /v1 routes, and /sdapi/v1 as Open WebUI calls it),
+# over real stacks on free ports: bin/api with its
 # embedded nats-server and bin/worker, one serving variant B's tiny model
 # (the text routes), one variant C's tiny SD3 export (the image route), and a
 # third, variant B with one slot whose answers run to 8000 tokens (about four
@@ -99,6 +100,7 @@ export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http:/
 status=0
 (cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs) || status=$?
 python3 test/openai/smoke_urllib.py || status=$?
+python3 test/openai/sdapi_urllib.py || status=$?
 if ((status != 0)); then
 	tail -n 30 "$work"/api*.log "$work"/worker*.log >&2
 fi
