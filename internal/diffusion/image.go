@@ -1,6 +1,6 @@
 // Package diffusion holds the steps of a diffusion pipeline that need no
 // engine: the starting noise, classifier-free guidance, the VAE's latent
-// scaling and the PNG of the decoded pixels. Both image engines (ONNX
+// scaling and the PNG or JPEG of the decoded pixels. Both image engines (ONNX
 // Runtime in internal/onnx, ggml in internal/ggmlimage) run them, so the
 // same job gives the same numbers around their models.
 package diffusion
@@ -9,9 +9,12 @@ import (
 	"bytes"
 	"fmt"
 	"image"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"math/rand/v2"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // Guidance writes classifier-free guidance into out:
@@ -44,6 +47,16 @@ func toPixel(v float32) uint8 {
 // EncodePNG writes the first image of a decoder output [N,3,H,W] as an
 // opaque RGB PNG.
 func EncodePNG(sample []float32, shape []int64) ([]byte, error) {
+	img, err := Pixels(sample, shape)
+	if err != nil {
+		return nil, err
+	}
+	data, _, err := Encode(img, genq.ImagePNG, 0)
+	return data, err
+}
+
+// Pixels is the first image of a decoder output [N,3,H,W], opaque.
+func Pixels(sample []float32, shape []int64) (*image.NRGBA, error) {
 	if len(shape) != 4 || shape[1] != 3 {
 		return nil, fmt.Errorf("vae output has shape %v, want [N,3,H,W]", shape)
 	}
@@ -63,11 +76,29 @@ func EncodePNG(sample []float32, shape []int64) ([]byte, error) {
 			img.Pix[o+3] = 255
 		}
 	}
+	return img, nil
+}
+
+// Encode writes img in format (genq.ImagePNG, the default, or
+// genq.ImageJPEG at quality, 0 for genq.DefaultJPEGQuality) and returns its
+// bytes and content type.
+func Encode(img image.Image, format string, quality int) ([]byte, string, error) {
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		return nil, fmt.Errorf("png: %w", err)
+	switch format {
+	case genq.ImageJPEG:
+		if quality == 0 {
+			quality = genq.DefaultJPEGQuality
+		}
+		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality}); err != nil {
+			return nil, "", fmt.Errorf("jpeg: %w", err)
+		}
+		return buf.Bytes(), "image/jpeg", nil
+	default:
+		if err := png.Encode(&buf, img); err != nil {
+			return nil, "", fmt.Errorf("png: %w", err)
+		}
+		return buf.Bytes(), "image/png", nil
 	}
-	return buf.Bytes(), nil
 }
 
 // InitialLatents draws unit normal noise from seed.

@@ -2,9 +2,13 @@ package diffusion
 
 import (
 	"bytes"
+	"image"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"testing"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 func TestApplyGuidance(t *testing.T) {
@@ -74,6 +78,30 @@ func TestEncodePNGPlanesToPixels(t *testing.T) {
 	}
 	if _, err := EncodePNG(sample, []int64{1, 4, 1, 2}); err == nil {
 		t.Error("a 4-channel output should be refused")
+	}
+}
+
+// TestEncodeJPEG: a JPEG's quality sets its size, and it keeps the picture
+// (a flat colour survives within JPEG's rounding).
+func TestEncodeJPEG(t *testing.T) {
+	img := image.NewNRGBA(image.Rect(0, 0, 64, 64))
+	for i := 0; i < len(img.Pix); i += 4 {
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = uint8(i/4%64*4), 100, uint8(i/256), 255
+	}
+	best, contentType, err := Encode(img, genq.ImageJPEG, 0)
+	if err != nil || contentType != "image/jpeg" {
+		t.Fatalf("%q, %v", contentType, err)
+	}
+	small, _, err := Encode(img, genq.ImageJPEG, 5)
+	if err != nil || len(small) >= len(best) {
+		t.Fatalf("quality 5: %d bytes against %d at the default, %v", len(small), len(best), err)
+	}
+	got, err := jpeg.Decode(bytes.NewReader(best))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, g, _, _ := got.At(10, 10).RGBA(); g>>8 < 97 || g>>8 > 103 {
+		t.Fatalf("green %d, want about 100", g>>8)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"image/jpeg"
 	"image/png"
 	"net/http"
 	"os"
@@ -64,6 +65,7 @@ type imagesResponse struct {
 	Data    []struct {
 		B64JSON string `json:"b64_json"`
 	} `json:"data"`
+	OutputFormat string `json:"output_format"`
 }
 
 // pngs decodes every image of an answer and checks its size.
@@ -113,6 +115,29 @@ func TestOpenAIImages(t *testing.T) {
 			t.Fatalf("n=2 gave %d images (identical: %v)", len(images), len(images) == 2)
 		}
 	})
+	t.Run("jpeg", func(t *testing.T) {
+		jpegOf := func(body string) ([]byte, string) {
+			r := s.postKey(path, key, body)
+			out := decodeAs[imagesResponse](t, r)
+			if r.status != http.StatusOK || len(out.Data) != 1 {
+				t.Fatalf("%d %.300s", r.status, r.body)
+			}
+			raw, err := base64.StdEncoding.DecodeString(out.Data[0].B64JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := jpeg.DecodeConfig(bytes.NewReader(raw))
+			if err != nil || cfg.Width != 96 || cfg.Height != 64 {
+				t.Fatalf("image: %+v, %v; want a 96x64 JPEG", cfg, err)
+			}
+			return raw, out.OutputFormat
+		}
+		best, format := jpegOf(`{"prompt":"a cat","size":"96x64","seed":7,"output_format":"jpeg"}`)
+		small, _ := jpegOf(`{"prompt":"a cat","size":"96x64","seed":7,"output_format":"jpeg","output_compression":10}`)
+		if format != "jpeg" || len(small) >= len(best) {
+			t.Fatalf("output_format %q; quality 10 gave %d bytes, the default %d", format, len(small), len(best))
+		}
+	})
 	t.Run("asynchronous", func(t *testing.T) {
 		r := s.postKey("/v1/jobs", key, `{"type":"image","request":{"prompt":"a cat","size":"64x96","seed":3}}`)
 		if r.status != http.StatusAccepted {
@@ -149,6 +174,10 @@ func TestOpenAIImages(t *testing.T) {
 		{"guidance out of range", `{"prompt":"x","guidance_scale":-1}`, "guidance_scale must be between 0 and 30"},
 		{"n over the limit", `{"prompt":"x","n":3}`, "n must be between 1 and 2"},
 		{"url format", `{"prompt":"x","response_format":"url"}`, "response_format url is not supported"},
+		{"webp", `{"prompt":"x","output_format":"webp"}`, "output_format webp is not supported"},
+		{"format unknown", `{"prompt":"x","output_format":"gif"}`, "output_format must be png or jpeg"},
+		{"compression of a png", `{"prompt":"x","output_compression":50}`, "output_compression applies to jpeg only"},
+		{"compression out of range", `{"prompt":"x","output_format":"jpeg","output_compression":101}`, "output_compression must be between 0 and 100"},
 		{"no prompt", `{"size":"64x64"}`, "prompt is required"},
 		{"text route", `{"messages":[{"role":"user","content":"x"}]}`, "makes images"},
 	} {

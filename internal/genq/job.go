@@ -106,6 +106,10 @@ type Job struct {
 	Height         int      `json:"height,omitempty"`
 	Steps          int      `json:"num_inference_steps,omitempty"`
 	GuidanceScale  *float64 `json:"guidance_scale,omitempty"`
+	// OutputFormat is the image's format, ImagePNG (the default) or
+	// ImageJPEG; OutputCompression is JPEG's quality, 0 to 100.
+	OutputFormat      string `json:"output_format,omitempty"`
+	OutputCompression *int   `json:"output_compression,omitempty"`
 
 	// MaxTokensParam is the name the client gave the answer's limit in,
 	// for messages, when it is neither max_tokens nor

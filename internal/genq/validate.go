@@ -20,7 +20,7 @@ func (j Job) Validate() error {
 		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
 	}
 	if j.Variant.Kind() == OutputText && j.HasImageParams() {
-		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps and guidance_scale are for images; variant %s makes text", j.Variant)
+		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps, guidance_scale, output_format and output_compression are for images; variant %s makes text", j.Variant)
 	}
 	if j.Variant.Kind() == OutputImage && (len(j.Messages) > 0 || j.Prompt != "" || len(j.PromptTokenIDs) > 0) {
 		return Errorf(Invalid, "variant %s makes images from text: messages and prompt are for the text variants", j.Variant)
@@ -101,11 +101,18 @@ const (
 	MaxImageSide     = 4096
 	MaxImageSteps    = 1000
 	MaxGuidanceScale = 30.0
+	// ImagePNG and ImageJPEG are the image formats a job may ask for.
+	ImagePNG  = "png"
+	ImageJPEG = "jpeg"
+	// DefaultJPEGQuality is JPEG's quality when a job gives none: OpenAI's
+	// default output_compression.
+	DefaultJPEGQuality = 100
 )
 
 // HasImageParams reports whether the job sets any image parameter.
 func (j Job) HasImageParams() bool {
-	return j.NegativePrompt != "" || j.Width != 0 || j.Height != 0 || j.Steps != 0 || j.GuidanceScale != nil
+	return j.NegativePrompt != "" || j.Width != 0 || j.Height != 0 || j.Steps != 0 || j.GuidanceScale != nil ||
+		j.OutputFormat != "" || j.OutputCompression != nil
 }
 
 // ValidateImageSize checks one width or height, in pixels, against the
@@ -135,6 +142,18 @@ func (j Job) validateImageParams() error {
 	}
 	if g := j.GuidanceScale; g != nil && !(*g >= 0 && *g <= MaxGuidanceScale) { // NaN fails too
 		return Errorf(Invalid, "guidance_scale must be between 0 and %g, not %v", MaxGuidanceScale, *g)
+	}
+	switch j.OutputFormat {
+	case "", ImagePNG:
+		if j.OutputCompression != nil {
+			return Errorf(Invalid, "output_compression applies to jpeg only: send output_format jpeg, or leave output_compression out")
+		}
+	case ImageJPEG:
+		if c := j.OutputCompression; c != nil && (*c < 0 || *c > 100) {
+			return Errorf(Invalid, "output_compression must be between 0 and 100, not %d", *c)
+		}
+	default:
+		return Errorf(Invalid, "output_format must be png or jpeg, not %q", j.OutputFormat)
 	}
 	if strings.ContainsRune(j.NegativePrompt, 0) {
 		return Errorf(Invalid, "negative_prompt must not contain NUL characters")

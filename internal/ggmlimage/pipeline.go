@@ -2,6 +2,7 @@ package ggmlimage
 
 import (
 	"context"
+	"image"
 
 	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/diffusion/scheduler"
@@ -54,12 +55,12 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 	c := b.cfg
 	s := diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
 		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps}
-	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) ([]byte, error) {
+	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) (*image.NRGBA, error) {
 		return b.generate(ctx, text, p, progress)
 	})
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) (*image.NRGBA, error) {
 	// The job counts for the step batcher from here, so that jobs that
 	// arrive together step together from their first step; it stops
 	// counting before the VAE.
@@ -99,7 +100,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 	if err != nil {
 		return nil, err
 	}
-	return diffusion.EncodePNG(pixels, []int64{1, 3, int64(p.Height), int64(p.Width)})
+	return diffusion.Pixels(pixels, []int64{1, 3, int64(p.Height), int64(p.Width)})
 }
 
 // denoise runs the flow-matching Euler loop with classifier-free

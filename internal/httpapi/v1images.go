@@ -67,11 +67,11 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
-	writeJSON(w, http.StatusOK, openai.ImagesResponse{Created: start.Unix(), Data: images})
+	writeJSON(w, http.StatusOK, openai.ImagesResponse{Created: start.Unix(), Data: images, OutputFormat: req.Format()})
 	log.Info("generate done", "ms", time.Since(start).Milliseconds())
 }
 
-// runImage runs one image's job and returns its PNG in base64.
+// runImage runs one image's job and returns its image in base64.
 func (s *Server) runImage(ctx context.Context, job genq.Job, start time.Time, log *slog.Logger) (string, error) {
 	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
 	if err != nil {

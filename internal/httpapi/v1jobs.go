@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -271,7 +272,7 @@ func (s *Server) jobStatus(ctx context.Context, id string) (jobStatus, *jobRecor
 // synchronous route; a job without a record gets the worker's own JSON,
 // or its image as the image route gives it.
 func (s *Server) renderResult(rec *jobRecord, id string, res *genq.ReceivedResult) (any, error) {
-	if res.ContentType == "image/png" {
+	if format, ok := strings.CutPrefix(res.ContentType, "image/"); ok {
 		data, err := readImage(res)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, err)
@@ -280,7 +281,8 @@ func (s *Server) renderResult(rec *jobRecord, id string, res *genq.ReceivedResul
 		if rec != nil {
 			created = rec.Created
 		}
-		return openai.ImagesResponse{Created: created, Data: []openai.ImageData{{B64JSON: base64.StdEncoding.EncodeToString(data)}}}, nil
+		return openai.ImagesResponse{Created: created, Data: []openai.ImageData{{B64JSON: base64.StdEncoding.EncodeToString(data)}},
+			OutputFormat: format}, nil
 	}
 	raw, text, err := readTextResult(res)
 	if err != nil {

@@ -3,6 +3,7 @@ package onnx
 import (
 	"context"
 	"fmt"
+	"image"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -165,12 +166,12 @@ func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text str
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
 	s := diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
 		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps}
-	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) ([]byte, error) {
+	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) (*image.NRGBA, error) {
 		return b.generate(ctx, text, p, progress)
 	})
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) ([]byte, error) {
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) (*image.NRGBA, error) {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx run options: %w", err)
@@ -382,7 +383,7 @@ func (s *session) timestepTensor(name string, t float32, batch int64) (ort.Value
 }
 
 // decode turns latents into a PNG through the VAE decoder.
-func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p diffusion.Params) ([]byte, error) {
+func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p diffusion.Params) (*image.NRGBA, error) {
 	vae := b.vaeDecoder
 	shape := ort.NewShape(1, b.shapes.latentChannels, int64(p.Height/8), int64(p.Width/8))
 	in, err := newFloatTensor(vae.inputType("latent_sample"), shape, diffusion.Unscale(latents, b.vae.Scaling, b.vae.Shift))
@@ -403,5 +404,5 @@ func (b *Backend) decode(ro *ort.RunOptions, latents []float32, p diffusion.Para
 	if err != nil {
 		return nil, fmt.Errorf("vae_decoder: %w", err)
 	}
-	return diffusion.EncodePNG(sample, outShape)
+	return diffusion.Pixels(sample, outShape)
 }

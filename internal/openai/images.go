@@ -41,17 +41,30 @@ type ImageRequest struct {
 	Steps          *int     `json:"num_inference_steps"`
 	GuidanceScale  *float64 `json:"guidance_scale"`
 	Seed           *int64   `json:"seed"`
+	// OutputFormat is png (the default) or jpeg, whose quality is
+	// OutputCompression (0 to 100, default 100), as OpenAI names them.
+	OutputFormat      string `json:"output_format"`
+	OutputCompression *int   `json:"output_compression"`
 }
 
 // ImagesResponse is the images' answer.
 type ImagesResponse struct {
-	Created int64       `json:"created"`
-	Data    []ImageData `json:"data"`
+	Created      int64       `json:"created"`
+	Data         []ImageData `json:"data"`
+	OutputFormat string      `json:"output_format,omitempty"`
 }
 
-// ImageData is one image, a PNG in base64.
+// ImageData is one image, a PNG or JPEG in base64.
 type ImageData struct {
 	B64JSON string `json:"b64_json"`
+}
+
+// Format is the format of the images the request's jobs make.
+func (r ImageRequest) Format() string {
+	if r.OutputFormat == "" {
+		return genq.ImagePNG
+	}
+	return r.OutputFormat
 }
 
 // ImageJobs turns a request into its jobs, one per image, refusing what
@@ -79,8 +92,12 @@ func ImageJobs(req ImageRequest, lim ImageLimits, maxPrompt int, tmpl genq.Job, 
 	if len(*req.Prompt) > maxPrompt || len(req.NegativePrompt) > maxPrompt {
 		return nil, genq.Errorf(genq.Invalid, "prompt and negative_prompt are limited to %d bytes", maxPrompt)
 	}
+	if req.OutputFormat == "webp" {
+		return nil, genq.Errorf(genq.Invalid, "output_format webp is not supported: send png or jpeg")
+	}
 	base := genq.Job{ID: tmpl.ID, Variant: tmpl.Variant, Text: *req.Prompt, NegativePrompt: req.NegativePrompt,
-		GuidanceScale: req.GuidanceScale, Deadline: tmpl.Deadline}
+		GuidanceScale: req.GuidanceScale, Deadline: tmpl.Deadline, OutputFormat: req.OutputFormat,
+		OutputCompression: req.OutputCompression}
 	if req.Size != "" && req.Size != "auto" {
 		w, h, ok := parseSize(req.Size)
 		if !ok {

@@ -36,6 +36,19 @@ test("genq's extras: the same seed gives the same bytes", async () => {
   assert.deepEqual(pngSize(Buffer.from(a.data[1].b64_json, "base64")), [64, 64]);
 });
 
+test("output_format jpeg with output_compression gives a JPEG of that quality", async () => {
+  const ask = (extra) => client.images.generate({ prompt: "a cat", size: "96x64", seed: 3, output_format: "jpeg", ...extra });
+  const [best, small] = [await ask({}), await ask({ output_compression: 10 })];
+  assert.equal(best.output_format, "jpeg");
+  const [a, b] = [Buffer.from(best.data[0].b64_json, "base64"), Buffer.from(small.data[0].b64_json, "base64")];
+  assert.deepEqual([...a.subarray(0, 3)], [0xff, 0xd8, 0xff], "not a JPEG");
+  assert.ok(b.length < a.length, `quality 10 gave ${b.length} bytes, the default ${a.length}`);
+  await assert.rejects(
+    client.images.generate({ prompt: "x", output_format: "webp" }),
+    (err) => err instanceof OpenAI.BadRequestError && /output_format webp is not supported/.test(err.message),
+  );
+});
+
 test("an unsupported size is a BadRequestError", async () => {
   await assert.rejects(
     client.images.generate({ prompt: "x", size: "1024x1024", response_format: "b64_json" }),
