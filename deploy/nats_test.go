@@ -308,7 +308,7 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	if !strings.Contains(string(body), "secret answer") {
 		t.Fatalf("answer %q", body)
 	}
-	if running, err := store.Running(ctx, "job-1"); !running || err != nil {
+	if running, _, err := store.Running(ctx, "job-1"); !running || err != nil {
 		t.Fatalf("job-1 running mark: %v, %v", running, err)
 	}
 

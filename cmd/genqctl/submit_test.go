@@ -34,7 +34,7 @@ func (b *upperBackend) Info() genq.BackendInfo {
 	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "upper", Slots: 4}
 }
 func (b *upperBackend) Close() error { return nil }
-func (b *upperBackend) Generate(_ context.Context, job genq.Job, _ func()) (genq.Result, error) {
+func (b *upperBackend) Generate(_ context.Context, job genq.Job, _ func(genq.Progress)) (genq.Result, error) {
 	b.calls.Add(1)
 	if job.Text == "fail" {
 		return genq.Result{}, genq.Errorf(genq.Invalid, "refused")

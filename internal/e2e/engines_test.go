@@ -48,7 +48,7 @@ func TestBothEnginesInOneProcess(t *testing.T) {
 	imageJob := genq.Job{ID: "img", Variant: genq.VariantC, Text: "a red fox", Seed: &seed}
 	textJob := genq.Job{ID: "txt", Variant: genq.VariantB, Text: "Tell me about queues.", Temperature: &zero}
 	run := func(b genq.Backend, job genq.Job) []byte {
-		res, err := b.Generate(ctx, job, func() {})
+		res, err := b.Generate(ctx, job, func(genq.Progress) {})
 		if err != nil {
 			t.Error(err)
 			return nil

@@ -29,7 +29,7 @@ func (b fastBackend) Info() genq.BackendInfo {
 
 func (b fastBackend) Close() error { return nil }
 
-func (b fastBackend) Generate(ctx context.Context, job genq.Job, _ func()) (genq.Result, error) {
+func (b fastBackend) Generate(ctx context.Context, job genq.Job, _ func(genq.Progress)) (genq.Result, error) {
 	select {
 	case <-time.After(b.run):
 		return genq.NewTextResult("done " + job.ID), nil

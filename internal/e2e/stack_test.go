@@ -312,7 +312,7 @@ func (b *testBackend) Info() genq.BackendInfo {
 
 func (b *testBackend) Close() error { return nil }
 
-func (b *testBackend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+func (b *testBackend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
 	b.calls.Add(1)
 	b.started <- job.ID
 	text := job.Text

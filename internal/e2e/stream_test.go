@@ -18,7 +18,7 @@ import (
 // message is "count:<n>:<ms>" streams "t1 ", "t2 ", … every ms; "crash"
 // streams one piece and then waits to be cut off. Anything else is
 // Generate's.
-func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(genq.TextPiece)) (genq.Result, error) {
+func (b *testBackend) GenerateStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.TextPiece)) (genq.Result, error) {
 	if len(job.Messages) == 0 {
 		return b.Generate(ctx, job, progress)
 	}

@@ -13,7 +13,7 @@ type TextStreamer interface {
 	// a successful run join into exactly the result's text, their
 	// log-probabilities (when the job asks for them) into the result's.
 	// emit must not block; it may be called until GenerateStream returns.
-	GenerateStream(ctx context.Context, job Job, progress func(), emit func(TextPiece)) (Result, error)
+	GenerateStream(ctx context.Context, job Job, progress func(Progress), emit func(TextPiece)) (Result, error)
 }
 
 // TextPiece is a piece of a streamed answer: its text and, when the job

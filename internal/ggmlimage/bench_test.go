@@ -37,7 +37,7 @@ const benchThreads = 1
 
 // imageEngine is what the benchmark needs of either backend.
 type imageEngine interface {
-	Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error)
+	Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error)
 	ObserveSteps(func(step int, latents []float32))
 	Close() error
 }
@@ -82,7 +82,7 @@ func BenchmarkEngines(b *testing.B) {
 				b.ResetTimer()
 				for range b.N {
 					last = time.Now()
-					if _, err := e.Generate(context.Background(), job, func() { last = time.Now() }); err != nil {
+					if _, err := e.Generate(context.Background(), job, func(genq.Progress) { last = time.Now() }); err != nil {
 						b.Fatal(err)
 					}
 				}

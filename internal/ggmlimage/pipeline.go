@@ -51,7 +51,7 @@ func toInt32(ids []int64) []int32 {
 
 // Generate runs the pipeline for job.Text, with the job's image parameters
 // where it sets them, and returns a PNG.
-func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
 	c := b.cfg
 	s := diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
 		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps}
@@ -60,7 +60,7 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 	})
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) (*image.NRGBA, error) {
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func(genq.Progress)) (*image.NRGBA, error) {
 	// The job counts for the step batcher from here, so that jobs that
 	// arrive together step together from their first step; it stops
 	// counting before the VAE.
@@ -84,7 +84,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 		}
 	}
 	if progress != nil {
-		progress()
+		progress(genq.Progress{Total: p.Steps})
 	}
 	latents, err := b.denoise(ctx, positive, negative, p, progress)
 	leave()
@@ -107,7 +107,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 // guidance, both halves (negative prompt, prompt) in one batch-2 step,
 // which the step batcher runs in one transformer call with the steps of
 // the other jobs denoising at the same time.
-func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func()) ([]float32, error) {
+func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func(genq.Progress)) ([]float32, error) {
 	m := b.mmdit.Config()
 	up := b.vae.Config().Upscale()
 	h, w := p.Height/up, p.Width/up
@@ -140,7 +140,7 @@ func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p d
 			b.onStep(step, latents)
 		}
 		if progress != nil {
-			progress()
+			progress(genq.Progress{Done: step + 1, Total: p.Steps})
 		}
 	}
 	return latents, nil

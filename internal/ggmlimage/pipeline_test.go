@@ -57,7 +57,7 @@ func TestPipelineMatchesONNX(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress int
-	img, err := b.Generate(ctx, job, func() { progress++ })
+	img, err := b.Generate(ctx, job, func(genq.Progress) { progress++ })
 	if err != nil {
 		t.Fatal(err)
 	}

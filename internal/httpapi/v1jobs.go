@@ -38,8 +38,9 @@ type AsyncJobs interface {
 	PutJobRecord(ctx context.Context, id string, record []byte) error
 	// JobRecord is NotFound for a job with no record.
 	JobRecord(ctx context.Context, id string) ([]byte, error)
-	// Running reports whether a worker has started job id.
-	Running(ctx context.Context, id string) (bool, error)
+	// Running reports whether a worker has started job id, and how far
+	// it has got when its worker counts.
+	Running(ctx context.Context, id string) (bool, genq.Progress, error)
 }
 
 // Job statuses. A job is queued until a worker marks it running (see
@@ -122,6 +123,9 @@ type jobStatus struct {
 	Created int64         `json:"created,omitempty"`
 	Result  any           `json:"result,omitempty"`
 	Error   *openai.Error `json:"error,omitempty"`
+	// Progress is how far a running job has got, when its worker counts
+	// (an image's denoising steps).
+	Progress *genq.Progress `json:"progress,omitempty"`
 }
 
 func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
@@ -251,9 +255,12 @@ func (s *Server) jobStatus(ctx context.Context, id string) (jobStatus, *jobRecor
 			st.Status = statusCancelled
 			return st, rec, nil
 		}
-		running, err := s.async.Running(ctx, id)
+		running, progress, err := s.async.Running(ctx, id)
 		if running {
 			st.Status = statusRunning
+			if progress.Total > 0 {
+				st.Progress = &progress
+			}
 		}
 		return st, rec, err
 	case errors.As(err, &appErr) && appErr.Err != nil:

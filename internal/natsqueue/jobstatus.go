@@ -2,6 +2,7 @@ package natsqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -29,12 +30,26 @@ const runningSuffix = ".running"
 // no api created GENQ_JOB_RECORDS (a pipeline's jobs), the publish finds
 // no stream and the mark is skipped. Interactive jobs never ask for one.
 func (d *Delivery) MarkRunning(ctx context.Context) error {
+	return d.markRunning(ctx, nil)
+}
+
+// MarkProgress writes how far a running job has got into its running mark
+// (the api's GET /v1/jobs/{id} shows it), as MarkRunning writes the mark.
+func (d *Delivery) MarkProgress(ctx context.Context, p genq.Progress) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return d.markRunning(ctx, b)
+}
+
+func (d *Delivery) markRunning(ctx context.Context, value []byte) error {
 	if !d.Job.Store {
 		return nil
 	}
 	ctx, cancel := settleContext(ctx, markTimeout)
 	defer cancel()
-	_, err := d.conn.js.Publish(ctx, "$KV."+JobRecordsBucket+"."+d.Job.ID+runningSuffix, nil)
+	_, err := d.conn.js.Publish(ctx, "$KV."+JobRecordsBucket+"."+d.Job.ID+runningSuffix, value)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return nil
 	}
@@ -45,13 +60,21 @@ func (d *Delivery) MarkRunning(ctx context.Context) error {
 }
 
 // Running reports whether a worker has started job id (its running mark
-// is there); see MarkRunning.
-func (cl *JobStore) Running(ctx context.Context, id string) (bool, error) {
-	_, err := cl.JobRecord(ctx, id+runningSuffix)
+// is there; see MarkRunning), and how far it has got when the worker said
+// (MarkProgress).
+func (cl *JobStore) Running(ctx context.Context, id string) (bool, genq.Progress, error) {
+	var p genq.Progress
+	raw, err := cl.JobRecord(ctx, id+runningSuffix)
 	if genq.ErrorCode(err) == genq.NotFound {
-		return false, nil
+		return false, p, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return false, p, err
+	}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &p) // a mark from an older worker is empty; one unread is no progress
+	}
+	return true, p, nil
 }
 
 // JobStore is a Client that also queues jobs without waiting for them and

@@ -71,7 +71,7 @@ func openTiny(tb testing.TB, cfg Config) *Backend {
 
 func generate(tb testing.TB, b *Backend, text string) []byte {
 	tb.Helper()
-	res, err := b.Generate(context.Background(), genq.Job{ID: "test", Text: text}, func() {})
+	res, err := b.Generate(context.Background(), genq.Job{ID: "test", Text: text}, func(genq.Progress) {})
 	if err != nil {
 		tb.Fatalf("Generate(%q): %v", text, err)
 	}
@@ -88,12 +88,13 @@ func TestGenerateTinyExport(t *testing.T) {
 	}
 
 	steps := 0
-	res, err := b.Generate(context.Background(), genq.Job{Text: "a photo of a cat"}, func() { steps++ })
+	var last genq.Progress
+	res, err := b.Generate(context.Background(), genq.Job{Text: "a photo of a cat"}, func(p genq.Progress) { steps, last = steps+1, p })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if steps < 4 {
-		t.Errorf("progress called %d times, want at least once per step (4)", steps)
+	if steps < 4 || last != (genq.Progress{Done: 4, Total: 4}) {
+		t.Errorf("progress called %d times, last with %+v; want at least once per step, the last 4 of 4", steps, last)
 	}
 	img, err := png.Decode(bytes.NewReader(res.Data))
 	if err != nil {
@@ -138,7 +139,7 @@ func TestGenerateStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	steps := 0
 	start := time.Now()
-	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func() {
+	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func(genq.Progress) {
 		steps++
 		if steps == 3 {
 			cancel()
@@ -166,7 +167,7 @@ func TestGenerateStopsInsideAModelRun(t *testing.T) {
 	var cancelled time.Time
 	var mu sync.Mutex
 	calls := 0
-	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func() {
+	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func(genq.Progress) {
 		if calls++; calls == 2 { // after the only step: the VAE runs next
 			time.AfterFunc(10*time.Millisecond, func() {
 				mu.Lock()

@@ -59,7 +59,7 @@ func BenchmarkGenerate(b *testing.B) {
 	var steps int
 	var stepTime time.Duration
 	var last time.Time
-	progress := func() {
+	progress := func(genq.Progress) {
 		now := time.Now()
 		if !last.IsZero() {
 			steps++

@@ -128,7 +128,7 @@ func BenchmarkOverheadOverORT(b *testing.B) {
 
 	var genqSteps, ortSteps, genqImages, ortImages []time.Duration
 	var last time.Time
-	progress := func() {
+	progress := func(genq.Progress) {
 		now := time.Now()
 		if !last.IsZero() {
 			genqSteps = append(genqSteps, now.Sub(last))

@@ -163,7 +163,7 @@ func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text str
 // Generate runs the pipeline for job.Text, with the job's image parameters
 // (size, steps, guidance, seed, negative prompt) where it sets them, and
 // returns a PNG.
-func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
 	s := diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
 		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps}
 	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) (*image.NRGBA, error) {
@@ -171,7 +171,7 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (
 	})
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func()) (*image.NRGBA, error) {
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func(genq.Progress)) (*image.NRGBA, error) {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx run options: %w", err)
@@ -201,7 +201,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 		}
 	}
 	if progress != nil {
-		progress()
+		progress(genq.Progress{Total: p.Steps})
 	}
 	latents, err := b.denoise(ctx, ro, positive, negative, p, progress)
 	if err != nil {
@@ -235,7 +235,7 @@ func (b *Backend) schedule(steps int) noiseSchedule {
 
 // denoise runs the Euler loop with classifier-free guidance, both halves
 // (negative prompt, prompt) in one batch-2 denoiser call.
-func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p diffusion.Params, progress func()) ([]float32, error) {
+func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p diffusion.Params, progress func(genq.Progress)) ([]float32, error) {
 	if neg.seqLen != positive.seqLen || neg.width != positive.width || len(neg.pooled) != len(positive.pooled) {
 		return nil, fmt.Errorf("prompt embeddings differ in shape from the negative prompt's")
 	}
@@ -315,7 +315,7 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 			b.onStep(step, latents)
 		}
 		if progress != nil {
-			progress()
+			progress(genq.Progress{Done: step + 1, Total: p.Steps})
 		}
 	}
 	return latents, nil

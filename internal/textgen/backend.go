@@ -41,13 +41,13 @@ func (b *Backend) PrefixCacheStats() genq.PrefixCacheStats { return b.sched.cach
 
 // Generate answers one job. It blocks until the answer is complete or ctx
 // ends; in the latter case the sequence leaves the batch at once.
-func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func()) (genq.Result, error) {
+func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
 	return b.GenerateStream(ctx, job, progress, nil)
 }
 
 // GenerateStream is Generate, handing each new piece of the answer to emit
 // (when not nil) as it is sampled: genq.TextStreamer.
-func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress func(), emit func(genq.TextPiece)) (genq.Result, error) {
+func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.TextPiece)) (genq.Result, error) {
 	// A batch producer can publish anything: check again what the api checked.
 	if err := job.ValidateInput(); err != nil {
 		return genq.Result{}, err

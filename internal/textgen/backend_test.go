@@ -74,7 +74,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 			if info.Device.Kind != "cpu" || info.Device.Name == "" || info.Slots != 4 || info.Model != filepath.Base(tinyModels[v]) {
 				t.Fatalf("Info() = %+v", info)
 			}
-			res, err := b.Generate(context.Background(), genq.Job{ID: "1", Variant: v, Text: "Tell me a story."}, func() {})
+			res, err := b.Generate(context.Background(), genq.Job{ID: "1", Variant: v, Text: "Tell me a story."}, func(genq.Progress) {})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -93,19 +93,19 @@ func TestJobParameters(t *testing.T) {
 	zero, seed := 0.0, int64(7)
 
 	t.Run("max tokens over the cap", func(t *testing.T) {
-		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 13}, func() {})
+		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 13}, func(genq.Progress) {})
 		if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "at most 12 tokens") {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("invalid job", func(t *testing.T) {
-		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Prompt: "p", Stop: genq.StopList{""}}, func() {})
+		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Prompt: "p", Stop: genq.StopList{""}}, func(genq.Progress) {})
 		if genq.ErrorCode(err) != genq.Invalid {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("detailed result", func(t *testing.T) {
-		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 5, Temperature: &zero}, func() {})
+		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 5, Temperature: &zero}, func(genq.Progress) {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestJobParameters(t *testing.T) {
 		}
 	})
 	t.Run("text jobs keep the one-field result of POST /generate", func(t *testing.T) {
-		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Text: "hi", MaxTokens: 2}, func() {})
+		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Text: "hi", MaxTokens: 2}, func(genq.Progress) {})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 // the job asks for it and the backend can, whole otherwise. The final
 // result goes the usual way in both cases, so stored results and producers
 // that do not stream see no difference.
-func generate(ctx context.Context, backend genq.Backend, d *natsqueue.Delivery, progress func()) (genq.Result, error) {
+func generate(ctx context.Context, backend genq.Backend, d *natsqueue.Delivery, progress func(genq.Progress)) (genq.Result, error) {
 	streamer, ok := backend.(genq.TextStreamer)
 	chunks := d.Chunks()
 	if !ok || chunks == nil {

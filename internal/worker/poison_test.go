@@ -50,7 +50,7 @@ func (b *crashable) Info() genq.BackendInfo {
 
 func (b *crashable) Close() error { return nil }
 
-func (b *crashable) Generate(ctx context.Context, job genq.Job, _ func()) (genq.Result, error) {
+func (b *crashable) Generate(ctx context.Context, job genq.Job, _ func(genq.Progress)) (genq.Result, error) {
 	b.mu.Lock()
 	b.active++
 	b.mu.Unlock()

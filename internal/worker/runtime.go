@@ -302,7 +302,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		r.metrics.queueWait.Observe(wait.Seconds())
 		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone, "from", string(d.Source))
 		r.metrics.inFlight.Inc()
-		res, err = generate(jobCtx, r.backend, d, func() { r.touch(d, log, false) })
+		res, err = generate(jobCtx, r.backend, d, r.progress(jobCtx, d, log))
 		r.metrics.inFlight.Dec()
 		// Left once the job is settled: a suspect that starts while this
 		// job's result is still on its way could kill it unacked, and it
@@ -388,6 +388,54 @@ func (r *Runtime) keepAlive(d *natsqueue.Delivery, log *slog.Logger) (stop func(
 	}()
 	var once sync.Once
 	return func() { once.Do(func() { tick.Stop(); close(done); <-exited }) }
+}
+
+// progressEvery is how often, at most, a stored job's progress is written
+// for GET /v1/jobs/{id}: one KV write, off the backend's goroutine.
+const progressEvery = 500 * time.Millisecond
+
+// progress is the backend's progress callback for d: it keeps the job
+// alive and, for a stored job, writes how far it has got: the latest
+// figure, at most every progressEvery, one write at a time and off the
+// backend's goroutine, so that a slow NATS never holds up a step.
+func (r *Runtime) progress(ctx context.Context, d *natsqueue.Delivery, log *slog.Logger) func(genq.Progress) {
+	var (
+		mu     sync.Mutex
+		latest genq.Progress
+		last   time.Time // when the last write began
+		armed  bool      // a write is due or under way
+	)
+	var arm func() // with mu held
+	arm = func() {
+		armed = true
+		time.AfterFunc(max(0, progressEvery-time.Since(last)), func() {
+			mu.Lock()
+			p := latest
+			last = time.Now()
+			mu.Unlock()
+			if err := d.MarkProgress(ctx, p); err != nil {
+				log.Debug("could not write the job's progress", "err", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			armed = false
+			if latest != p && ctx.Err() == nil {
+				arm() // it moved on during the write
+			}
+		})
+	}
+	return func(p genq.Progress) {
+		r.touch(d, log, false)
+		if !d.Job.Store || p.Total == 0 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		latest = p
+		if !armed {
+			arm()
+		}
+	}
 }
 
 // touch sends progress for d and logs a failure.

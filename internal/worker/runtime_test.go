@@ -53,7 +53,7 @@ func (b *scripted) Info() genq.BackendInfo {
 
 func (b *scripted) Close() error { return nil }
 
-func (b *scripted) Generate(ctx context.Context, job genq.Job, _ func()) (genq.Result, error) {
+func (b *scripted) Generate(ctx context.Context, job genq.Job, _ func(genq.Progress)) (genq.Result, error) {
 	b.mu.Lock()
 	b.calls[job.ID]++
 	call := b.calls[job.ID]
@@ -513,5 +513,63 @@ func TestSettledAfterTheGracePeriod(t *testing.T) {
 	time.Sleep(3 * time.Second) // past the ack wait of 2 s
 	if n := b.callsOf(job.ID); n != 1 {
 		t.Errorf("the model ran the job %d times, want 1", n)
+	}
+}
+
+// stepping is a backend whose job takes steps, saying how far it has got
+// after each, and waits for the test between them.
+type stepping struct {
+	steps int
+	next  chan struct{} // one receive a step
+}
+
+func (b *stepping) Info() genq.BackendInfo {
+	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "stepping", Slots: 1}
+}
+
+func (b *stepping) Close() error { return nil }
+
+func (b *stepping) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
+	for step := range b.steps {
+		select {
+		case <-b.next:
+		case <-ctx.Done():
+			return genq.Result{}, ctx.Err()
+		}
+		progress(genq.Progress{Done: step + 1, Total: b.steps})
+	}
+	return genq.NewTextResult("done"), nil
+}
+
+// TestStoredJobShowsItsProgress: a stored job's running mark carries how
+// far its backend has got, as GET /v1/jobs/{id} reads it, step by step
+// (written at most every half second).
+func TestStoredJobShowsItsProgress(t *testing.T) {
+	h := newHarness(t)
+	b := &stepping{steps: 3, next: make(chan struct{})}
+	h.startWorker("w1", b, time.Second)
+	store := natsqueue.NewJobStore(h.client)
+	job := newJob("count", time.Now().Add(30*time.Second))
+	job.Store = true
+	if err := store.PutJobRecord(t.Context(), job.ID, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	got := h.runAsync(job)
+	for done := 1; done <= b.steps; done++ {
+		b.next <- struct{}{}
+		var p genq.Progress
+		for end := time.Now().Add(5 * time.Second); p.Done < done && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			running, progress, err := store.Running(t.Context(), job.ID)
+			if err != nil || !running {
+				t.Fatalf("running %v, %v", running, err)
+			}
+			p = progress
+		}
+		if p != (genq.Progress{Done: done, Total: b.steps}) {
+			t.Fatalf("after step %d the mark says %+v", done, p)
+		}
+	}
+	if r := <-got; r.err != nil {
+		t.Fatal(r.err)
 	}
 }

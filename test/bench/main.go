@@ -269,7 +269,7 @@ func (b *bench) facadeOverhead(ctx context.Context) error {
 		for i := range perRound {
 			job := genq.Job{ID: fmt.Sprintf("direct-%d-%d", round, i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(time.Minute)}
 			t0 := time.Now()
-			if _, err := backend.Generate(ctx, job, func() {}); err != nil {
+			if _, err := backend.Generate(ctx, job, func(genq.Progress) {}); err != nil {
 				return err
 			}
 			direct = append(direct, time.Since(t0))
@@ -423,7 +423,7 @@ func (b *bench) engineRates(ctx context.Context, modelDir string, tokens int) (p
 					_, err = backend.GenerateUnbatched(ctx, prompts[i])
 				} else {
 					job := genq.Job{ID: fmt.Sprintf("engine-%d-%d", r, i), Variant: genq.VariantB, Text: prompts[i], Deadline: time.Now().Add(time.Minute)}
-					_, err = backend.Generate(ctx, job, func() {})
+					_, err = backend.Generate(ctx, job, func(genq.Progress) {})
 				}
 				if err != nil {
 					return 0, 0, err
@@ -469,7 +469,7 @@ func (b *bench) hostPerStep(ctx context.Context) error {
 		for i := range slots {
 			go func() {
 				job := genq.Job{ID: fmt.Sprintf("host-step-%d", i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(10 * time.Minute)}
-				_, err := backend.Generate(ctx, job, func() {})
+				_, err := backend.Generate(ctx, job, func(genq.Progress) {})
 				errs <- err
 			}()
 		}

@@ -53,7 +53,7 @@ func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResul
 	})
 	seed := int64(1)
 	job := genq.Job{Text: "a photo of an astronaut riding a horse on the moon", Seed: &seed}
-	progress := func() { last = time.Now() }
+	progress := func(genq.Progress) { last = time.Now() }
 	if _, err := b.Generate(ctx, job, progress); err != nil { // warm-up: first-call allocations
 		return nil, fmt.Errorf("warm-up image: %w", err)
 	}
