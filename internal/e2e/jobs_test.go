@@ -215,3 +215,36 @@ func TestAsyncJobRunning(t *testing.T) {
 		t.Fatalf("statuses after the start: %v; want running, then succeeded", seen)
 	}
 }
+
+// TestAsyncJobProgress: GET /v1/jobs/{id} shows a running job's progress
+// as its backend reports it, and none once it is done.
+func TestAsyncJobProgress(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{Async: httpapi.AsyncConfig{PollEvery: 50 * time.Millisecond}}})
+	s.startWorker(newTestBackend(1), time.Second)
+	r := s.postKey("/v1/jobs", "", `{"type":"completion","request":{"prompt":"steps:8","max_tokens":2}}`)
+	id := decodeAs[jobStatus](t, r).ID
+	type withProgress struct {
+		Status   string `json:"status"`
+		Progress *struct {
+			Done  int `json:"done"`
+			Total int `json:"total"`
+		} `json:"progress"`
+	}
+	seen := map[int]bool{}
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		st := decodeAs[withProgress](t, s.call(http.MethodGet, "/v1/jobs/"+id))
+		if st.Status == "succeeded" {
+			if st.Progress != nil || len(seen) < 2 {
+				t.Fatalf("done with progress %+v; steps seen while running: %v", st.Progress, seen)
+			}
+			return
+		}
+		if st.Progress != nil {
+			if st.Status != "running" || st.Progress.Total != 8 || st.Progress.Done < 1 || st.Progress.Done > 8 {
+				t.Fatalf("%s with progress %+v", st.Status, *st.Progress)
+			}
+			seen[st.Progress.Done] = true
+		}
+	}
+	t.Fatal("the job never finished")
+}

@@ -332,6 +332,17 @@ func (b *testBackend) Generate(ctx context.Context, job genq.Job, progress func(
 			b.ended <- job.ID
 			return genq.Result{}, fmt.Errorf("interrupted: %w", ctx.Err())
 		}
+	case "steps": // n steps of 200 ms, each reported, as an image's denoising
+		n, _ := strconv.Atoi(arg)
+		for step := range n {
+			select {
+			case <-time.After(200 * time.Millisecond):
+				progress(genq.Progress{Done: step + 1, Total: n})
+			case <-ctx.Done():
+				return genq.Result{}, fmt.Errorf("interrupted: %w", ctx.Err())
+			}
+		}
+		return genq.NewTextResult("stepped " + arg), nil
 	case "block":
 		<-ctx.Done()
 		b.ended <- job.ID
