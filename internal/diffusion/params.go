@@ -3,6 +3,7 @@ package diffusion
 import (
 	"encoding/json"
 	"fmt"
+	"image"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -25,6 +26,20 @@ type Params struct {
 	Guidance             float64
 	Seed                 int64
 	Negative             string
+	// Partials is how many previews the job streams (PartialSteps).
+	Partials int
+}
+
+// PartialSteps is after how many of steps denoising steps each of n
+// previews is taken: evenly spaced, the last before the final step (0 is
+// the starting noise), so that every preview shows something the final
+// image does not.
+func PartialSteps(steps, n int) []int {
+	out := make([]int, n)
+	for j := range out {
+		out[j] = (j + 1) * steps / (n + 1)
+	}
+	return out
 }
 
 // Resolve resolves the job's image parameters against s and checks them
@@ -38,6 +53,9 @@ func Resolve(job genq.Job, s Settings) (Params, error) {
 		return Params{}, genq.Errorf(genq.Invalid, "an image job needs text: messages and prompt are for the text variants")
 	}
 	p := Params{Width: s.Width, Height: s.Height, Steps: s.Steps, Guidance: s.Guidance, Seed: s.Seed, Negative: job.NegativePrompt}
+	if job.Stream {
+		p.Partials = job.PartialImages
+	}
 	if job.Width != 0 {
 		if err := genq.ValidateImageSize(job.Width, job.Height, s.MaxSize); err != nil {
 			return Params{}, err
@@ -99,6 +117,36 @@ func CheckSettings(width, height, steps, threads int) error {
 	}
 	if threads < 0 {
 		return fmt.Errorf("image threads %d: want 0 or more", threads)
+	}
+	return nil
+}
+
+// Previewer takes a job's previews along its denoising loop: the engine
+// calls After after each step with a way to decode its latents, and the
+// previews due then are decoded once and handed to partial.
+type Previewer struct {
+	at      []int
+	next    int
+	partial func(int, *image.NRGBA)
+}
+
+// NewPreviewer is the previewer of p's Partials previews.
+func NewPreviewer(p Params, partial func(int, *image.NRGBA)) *Previewer {
+	return &Previewer{at: PartialSteps(p.Steps, p.Partials), partial: partial}
+}
+
+// After is called once done steps have run (0: before the first); decode
+// runs only when a preview is due.
+func (v *Previewer) After(done int, decode func() (*image.NRGBA, error)) error {
+	if v == nil || v.next >= len(v.at) || v.at[v.next] != done {
+		return nil
+	}
+	img, err := decode()
+	if err != nil {
+		return fmt.Errorf("preview: %w", err)
+	}
+	for ; v.next < len(v.at) && v.at[v.next] == done; v.next++ {
+		v.partial(v.next, img)
 	}
 	return nil
 }

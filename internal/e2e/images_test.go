@@ -115,6 +115,43 @@ func TestOpenAIImages(t *testing.T) {
 			t.Fatalf("n=2 gave %d images (identical: %v)", len(images), len(images) == 2)
 		}
 	})
+	t.Run("streamed, with partial images", func(t *testing.T) {
+		r := s.postKey(path, key, `{"prompt":"a cat","size":"96x64","seed":7,"num_inference_steps":3,"stream":true,"partial_images":2}`)
+		if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%d %s %.300s", r.status, r.header.Get("Content-Type"), r.body)
+		}
+		type event struct {
+			Type         string `json:"type"`
+			B64JSON      string `json:"b64_json"`
+			Size         string `json:"size"`
+			OutputFormat string `json:"output_format"`
+			Index        *int   `json:"partial_image_index"`
+		}
+		var events []event
+		for _, block := range strings.Split(strings.TrimSpace(string(r.body)), "\n\n") {
+			name, data, _ := strings.Cut(block, "\n")
+			var e event
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &e); err != nil || "event: "+e.Type != name {
+				t.Fatalf("event %q: %v", block, err)
+			}
+			events = append(events, e)
+		}
+		if len(events) != 3 || events[0].Index == nil || *events[0].Index != 0 || events[1].Index == nil || *events[1].Index != 1 ||
+			events[2].Type != "image_generation.completed" || events[2].Index != nil {
+			t.Fatalf("events %+v; want partial images 0 and 1, then the image", events)
+		}
+		for _, e := range events[:2] {
+			raw, _ := base64.StdEncoding.DecodeString(e.B64JSON)
+			if cfg, err := jpeg.DecodeConfig(bytes.NewReader(raw)); err != nil || cfg.Width != 96 || e.OutputFormat != "jpeg" || e.Size != "96x64" {
+				t.Fatalf("partial image %v: %+v, %v (%s, %s)", *e.Index, cfg, err, e.OutputFormat, e.Size)
+			}
+		}
+		final, _ := base64.StdEncoding.DecodeString(events[2].B64JSON)
+		whole := pngs(t, s.postKey(path, key, `{"prompt":"a cat","size":"96x64","seed":7,"num_inference_steps":3}`), 96, 64)
+		if !bytes.Equal(final, whole[0]) || events[2].OutputFormat != "png" {
+			t.Fatal("the streamed image differs from the same request's whole answer")
+		}
+	})
 	t.Run("jpeg", func(t *testing.T) {
 		jpegOf := func(body string) ([]byte, string) {
 			r := s.postKey(path, key, body)
@@ -175,6 +212,8 @@ func TestOpenAIImages(t *testing.T) {
 		{"n over the limit", `{"prompt":"x","n":3}`, "n must be between 1 and 2"},
 		{"url format", `{"prompt":"x","response_format":"url"}`, "response_format url is not supported"},
 		{"webp", `{"prompt":"x","output_format":"webp"}`, "output_format webp is not supported"},
+		{"stream of two", `{"prompt":"x","stream":true,"n":2}`, "stream makes one image"},
+		{"partial images", `{"prompt":"x","stream":true,"partial_images":4}`, "partial_images must be between 0 and 3"},
 		{"format unknown", `{"prompt":"x","output_format":"gif"}`, "output_format must be png or jpeg"},
 		{"compression of a png", `{"prompt":"x","output_compression":50}`, "output_compression applies to jpeg only"},
 		{"compression out of range", `{"prompt":"x","output_format":"jpeg","output_compression":101}`, "output_compression must be between 0 and 100"},

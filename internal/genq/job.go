@@ -110,6 +110,9 @@ type Job struct {
 	// ImageJPEG; OutputCompression is JPEG's quality, 0 to 100.
 	OutputFormat      string `json:"output_format,omitempty"`
 	OutputCompression *int   `json:"output_compression,omitempty"`
+	// PartialImages asks a streaming image job (Stream) for this many
+	// previews along its denoising, 0 to MaxPartialImages.
+	PartialImages int `json:"partial_images,omitempty"`
 
 	// MaxTokensParam is the name the client gave the answer's limit in,
 	// for messages, when it is neither max_tokens nor

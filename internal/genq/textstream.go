@@ -23,3 +23,20 @@ type TextPiece struct {
 	Text     string
 	Logprobs []TokenLogprob
 }
+
+// ImageStreamer is a Backend that can hand out previews of an image while
+// it is being made. The worker uses it for image jobs that ask to stream.
+type ImageStreamer interface {
+	// GenerateImageStream is Generate, and calls emit with each of the
+	// job's PartialImages previews, in order, from the job's goroutine.
+	// emit must not block.
+	GenerateImageStream(ctx context.Context, job Job, progress func(Progress), emit func(ImagePiece)) (Result, error)
+}
+
+// ImagePiece is a preview of a streamed image: its place among the
+// previews, from 0, and its encoded bytes.
+type ImagePiece struct {
+	Index       int
+	ContentType string
+	Data        []byte
+}

@@ -20,7 +20,7 @@ func (j Job) Validate() error {
 		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
 	}
 	if j.Variant.Kind() == OutputText && j.HasImageParams() {
-		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps, guidance_scale, output_format and output_compression are for images; variant %s makes text", j.Variant)
+		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps, guidance_scale, output_format, output_compression and partial_images are for images; variant %s makes text", j.Variant)
 	}
 	if j.Variant.Kind() == OutputImage && (len(j.Messages) > 0 || j.Prompt != "" || len(j.PromptTokenIDs) > 0) {
 		return Errorf(Invalid, "variant %s makes images from text: messages and prompt are for the text variants", j.Variant)
@@ -107,12 +107,15 @@ const (
 	// DefaultJPEGQuality is JPEG's quality when a job gives none: OpenAI's
 	// default output_compression.
 	DefaultJPEGQuality = 100
+	// MaxPartialImages is the most previews a streaming image job may ask
+	// for, as OpenAI's partial_images.
+	MaxPartialImages = 3
 )
 
 // HasImageParams reports whether the job sets any image parameter.
 func (j Job) HasImageParams() bool {
 	return j.NegativePrompt != "" || j.Width != 0 || j.Height != 0 || j.Steps != 0 || j.GuidanceScale != nil ||
-		j.OutputFormat != "" || j.OutputCompression != nil
+		j.OutputFormat != "" || j.OutputCompression != nil || j.PartialImages != 0
 }
 
 // ValidateImageSize checks one width or height, in pixels, against the
@@ -154,6 +157,9 @@ func (j Job) validateImageParams() error {
 		}
 	default:
 		return Errorf(Invalid, "output_format must be png or jpeg, not %q", j.OutputFormat)
+	}
+	if j.PartialImages < 0 || j.PartialImages > MaxPartialImages {
+		return Errorf(Invalid, "partial_images must be between 0 and %d, not %d", MaxPartialImages, j.PartialImages)
 	}
 	if strings.ContainsRune(j.NegativePrompt, 0) {
 		return Errorf(Invalid, "negative_prompt must not contain NUL characters")

@@ -52,15 +52,22 @@ func toInt32(ids []int64) []int32 {
 // Generate runs the pipeline for job.Text, with the job's image parameters
 // where it sets them, and returns a PNG.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
+	return b.GenerateImageStream(ctx, job, progress, nil)
+}
+
+// GenerateImageStream is Generate, handing emit the job's previews: the
+// latents after their steps through the VAE (genq.ImageStreamer).
+func (b *Backend) GenerateImageStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.ImagePiece)) (genq.Result, error) {
 	c := b.cfg
 	s := diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
 		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps}
-	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) (*image.NRGBA, error) {
-		return b.generate(ctx, text, p, progress)
-	})
+	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), emit,
+		func(ctx context.Context, text string, p diffusion.Params, partial func(int, *image.NRGBA)) (*image.NRGBA, error) {
+			return b.generate(ctx, text, p, progress, diffusion.NewPreviewer(p, partial))
+		})
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func(genq.Progress)) (*image.NRGBA, error) {
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func(genq.Progress), previews *diffusion.Previewer) (*image.NRGBA, error) {
 	// The job counts for the step batcher from here, so that jobs that
 	// arrive together step together from their first step; it stops
 	// counting before the VAE.
@@ -86,7 +93,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 	if progress != nil {
 		progress(genq.Progress{Total: p.Steps})
 	}
-	latents, err := b.denoise(ctx, positive, negative, p, progress)
+	latents, err := b.denoise(ctx, positive, negative, p, progress, previews)
 	leave()
 	if err != nil {
 		return nil, err
@@ -94,6 +101,11 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return b.decode(latents, p)
+}
+
+// decode runs the VAE on latents.
+func (b *Backend) decode(latents []float32, p diffusion.Params) (*image.NRGBA, error) {
 	vae := b.vae.Config()
 	h, w := p.Height/vae.Upscale(), p.Width/vae.Upscale()
 	pixels, err := b.vae.Decode(diffusion.Unscale(latents, vae.Scaling, vae.Shift), 1, h, w)
@@ -107,7 +119,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 // guidance, both halves (negative prompt, prompt) in one batch-2 step,
 // which the step batcher runs in one transformer call with the steps of
 // the other jobs denoising at the same time.
-func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func(genq.Progress)) ([]float32, error) {
+func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func(genq.Progress), previews *diffusion.Previewer) ([]float32, error) {
 	m := b.mmdit.Config()
 	up := b.vae.Config().Upscale()
 	h, w := p.Height/up, p.Width/up
@@ -121,6 +133,18 @@ func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p d
 		Timesteps: make([]float32, 2),
 	}
 	pred := make([]float32, per)
+	// A preview runs the VAE outside the step batcher's count, so that the
+	// other jobs' steps do not wait for it.
+	preview := func(done int) error {
+		return previews.After(done, func() (*image.NRGBA, error) {
+			b.steps.leave()
+			defer b.steps.enter()
+			return b.decode(latents, p)
+		})
+	}
+	if err := preview(0); err != nil {
+		return nil, err
+	}
 	for step := range p.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -141,6 +165,9 @@ func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p d
 		}
 		if progress != nil {
 			progress(genq.Progress{Done: step + 1, Total: p.Steps})
+		}
+		if err := preview(step + 1); err != nil {
+			return nil, err
 		}
 	}
 	return latents, nil

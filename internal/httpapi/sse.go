@@ -16,10 +16,12 @@ import (
 )
 
 // StreamJobs runs a job to its result, handing over its text as it is
-// generated; the pieces join into the result's text. natsqueue.Client is
-// one.
+// generated (the pieces join into the result's text), or its image's
+// previews as they are made. natsqueue.Client is one.
 type StreamJobs interface {
 	RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.ReceivedResult, error)
+	// RunImageStream runs an image job, handing over its previews.
+	RunImageStream(ctx context.Context, job genq.Job, emit func(genq.ImagePiece) error) (*genq.ReceivedResult, error)
 }
 
 // textChunks builds the streamed objects of a text route

@@ -1,11 +1,17 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/jpeg" // image.DecodeConfig of a JPEG
+	_ "image/png"  // and of a PNG
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -58,6 +64,10 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 
 	ctx, cancel := context.WithDeadline(r.Context(), jobs[0].Deadline)
 	defer cancel()
+	if req.Stream {
+		s.streamImage(ctx, w, jobs[0], req.Format(), start, log)
+		return
+	}
 	images, err := runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (openai.ImageData, error) {
 		b64, err := s.runImage(ctx, job, start, log.With("image", i, "image_job_id", job.ID))
 		return openai.ImageData{B64JSON: b64}, err
@@ -83,4 +93,61 @@ func (s *Server) runImage(ctx context.Context, job genq.Job, start time.Time, lo
 		return "", fmt.Errorf("job %s: %w", job.ID, err)
 	}
 	return base64.StdEncoding.EncodeToString(data), nil
+}
+
+// streamImage answers a streamed image request with OpenAI's events: each
+// preview as image_generation.partial_image, then the image as
+// image_generation.completed. A failure before the first event is an
+// ordinary error answer; after it, one error event ends the stream, which
+// the SDKs raise. The client going away cancels the job and frees its
+// slot.
+func (s *Server) streamImage(ctx context.Context, w http.ResponseWriter, job genq.Job, format string, start time.Time, log *slog.Logger) {
+	if s.streamer == nil {
+		writeV1Error(w, log, genq.Errorf(genq.Invalid, "streaming is not supported by this server; send stream: false"))
+		return
+	}
+	out := sse{w: w, rc: http.NewResponseController(w)}
+	event := func(e openai.ImageStreamEvent) error {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		return out.write("event: " + e.Type + "\ndata: " + string(data) + "\n\n")
+	}
+	imageEvent := func(kind string, data []byte, format string) openai.ImageStreamEvent {
+		size := ""
+		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
+			size = fmt.Sprintf("%dx%d", cfg.Width, cfg.Height)
+		}
+		return openai.ImageStreamEvent{Type: kind, B64JSON: base64.StdEncoding.EncodeToString(data), CreatedAt: start.Unix(),
+			Size: size, Quality: "auto", Background: "opaque", OutputFormat: format}
+	}
+	res, err := s.runJob(ctx, job, start, log, func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
+		return s.streamer.RunImageStream(ctx, job, func(p genq.ImagePiece) error {
+			e := imageEvent(openai.EventPartialImage, p.Data, strings.TrimPrefix(p.ContentType, "image/"))
+			e.PartialImageIndex = &p.Index
+			return event(e)
+		})
+	})
+	var data []byte
+	if err == nil {
+		defer res.Body.Close()
+		if data, err = readImage(res); err != nil {
+			err = fmt.Errorf("job %s: %w", job.ID, err)
+		}
+	}
+	if err != nil {
+		if !out.started {
+			writeV1Error(w, log, err)
+			return
+		}
+		_ = out.event(openai.ErrorResponse{Error: openai.ErrorOf(err)})
+		return
+	}
+	if err := event(imageEvent(openai.EventImageCompleted, data, format)); err != nil {
+		log.Info("stream client went away at its end", "err", err)
+		return
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	logDone(log, start, res, "stream", true)
 }

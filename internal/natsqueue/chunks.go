@@ -23,6 +23,7 @@ import (
 const (
 	HeaderChunkSeq = "Genq-Chunk-Seq" // a chunk's place in its run, from 1
 	HeaderLogprobs = "Genq-Logprobs"  // a chunk's tokens' log-probabilities, JSON, when the job asked for them
+	HeaderPartial  = "Genq-Partial"   // an image chunk's place among the job's previews, from 0
 	KindChunk      = "chunk"          // Genq-Kind of a chunk
 )
 
@@ -70,6 +71,28 @@ func (w *ChunkWriter) Send(piece genq.TextPiece) {
 	m.Header.Set(HeaderChunkSeq, strconv.Itoa(w.seq))
 	if err := w.conn.nc.PublishMsg(m); err != nil {
 		w.conn.log.Debug("chunk lost", "job_id", w.jobID, "seq", w.seq, "err", err)
+	}
+}
+
+// SendImage publishes a preview of the job's image: its bytes, with their
+// content type and the preview's index. A preview too big for one message
+// is dropped (the producer sees a gap in the indexes).
+func (w *ChunkWriter) SendImage(piece genq.ImagePiece) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.seq++
+	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: piece.Data}
+	m.Header.Set(HeaderKind, KindChunk)
+	m.Header.Set(HeaderJobID, w.jobID)
+	m.Header.Set(HeaderAttempt, w.attempt)
+	m.Header.Set(HeaderChunkSeq, strconv.Itoa(w.seq))
+	m.Header.Set(HeaderPartial, strconv.Itoa(piece.Index))
+	m.Header.Set(HeaderContentType, piece.ContentType)
+	if err := w.conn.nc.PublishMsg(m); err != nil {
+		w.conn.log.Warn("preview lost", "job_id", w.jobID, "index", piece.Index, "bytes", len(piece.Data), "err", err)
 	}
 }
 
@@ -170,6 +193,45 @@ const chunkBuffer = 4096
 // and cancels the job. An error from emit (its client went away) cancels
 // the job too.
 func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.ReceivedResult, error) {
+	var f follower
+	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
+		piece, err := f.chunk(m)
+		if err == nil && (piece.Text != "" || len(piece.Logprobs) > 0) {
+			err = emit(piece)
+		}
+		return err
+	}, func(a *genq.ReceivedResult) error {
+		// Chunks still on their way are made up from the answer.
+		rest, err := f.final(a)
+		if err == nil && (rest.Text != "" || len(rest.Logprobs) > 0) {
+			err = emit(rest)
+		}
+		return err
+	})
+}
+
+// RunImageStream is Run for an image job whose previews are wanted as they
+// are made: emit gets each, in the order of their indexes. A preview lost
+// on its way, or one a later run of the job makes again, is skipped: the
+// final image is the answer. An error from emit (its client went away)
+// cancels the job.
+func (cl *Client) RunImageStream(ctx context.Context, job genq.Job, emit func(genq.ImagePiece) error) (*genq.ReceivedResult, error) {
+	next := 0 // the lowest index not yet forwarded
+	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
+		index, err := strconv.Atoi(m.Header.Get(HeaderPartial))
+		if err != nil || index < next {
+			return nil
+		}
+		next = index + 1
+		return emit(genq.ImagePiece{Index: index, ContentType: m.Header.Get(HeaderContentType), Data: m.Data})
+	}, func(*genq.ReceivedResult) error { return nil })
+}
+
+// runChunked runs job as Run does, with its worker publishing chunks:
+// forward gets each chunk as it comes, and final the answer once every
+// chunk that came before it was forwarded. An error from either cancels
+// the job and is returned.
+func (cl *Client) runChunked(ctx context.Context, job genq.Job, forward func(*nats.Msg) error, final func(*genq.ReceivedResult) error) (*genq.ReceivedResult, error) {
 	job.Stream = true
 	chunks := make(chan *nats.Msg, chunkBuffer)
 	// Subscribed before the job is published, on the same connection: the
@@ -193,14 +255,6 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.Te
 		a, err := cl.Run(runCtx, job)
 		done <- outcome{a, err}
 	}()
-	var f follower
-	forward := func(m *nats.Msg) error {
-		piece, err := f.chunk(m)
-		if err == nil && (piece.Text != "" || len(piece.Logprobs) > 0) {
-			err = emit(piece)
-		}
-		return err
-	}
 	for {
 		select {
 		case m := <-chunks:
@@ -215,8 +269,7 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.Te
 			if o.err != nil {
 				return nil, o.err
 			}
-			// Chunks that came before the reply go first; any still on
-			// their way are made up from the answer.
+			// Chunks that came before the reply go first.
 			for drained := false; !drained; {
 				select {
 				case m := <-chunks:
@@ -228,11 +281,7 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.Te
 					drained = true
 				}
 			}
-			rest, err := f.final(o.a)
-			if err == nil && (rest.Text != "" || len(rest.Logprobs) > 0) {
-				err = emit(rest)
-			}
-			if err != nil {
+			if err := final(o.a); err != nil {
 				return nil, err
 			}
 			return o.a, nil

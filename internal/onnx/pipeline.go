@@ -164,14 +164,21 @@ func (b *Backend) encodePrompt(ctx context.Context, ro *ort.RunOptions, text str
 // (size, steps, guidance, seed, negative prompt) where it sets them, and
 // returns a PNG.
 func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
-	s := diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
-		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps}
-	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), func(ctx context.Context, text string, p diffusion.Params) (*image.NRGBA, error) {
-		return b.generate(ctx, text, p, progress)
-	})
+	return b.GenerateImageStream(ctx, job, progress, nil)
 }
 
-func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func(genq.Progress)) (*image.NRGBA, error) {
+// GenerateImageStream is Generate, handing emit the job's previews: the
+// latents after their steps through the VAE (genq.ImageStreamer).
+func (b *Backend) GenerateImageStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.ImagePiece)) (genq.Result, error) {
+	s := diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
+		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps}
+	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), emit,
+		func(ctx context.Context, text string, p diffusion.Params, partial func(int, *image.NRGBA)) (*image.NRGBA, error) {
+			return b.generate(ctx, text, p, progress, diffusion.NewPreviewer(p, partial))
+		})
+}
+
+func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params, progress func(genq.Progress), previews *diffusion.Previewer) (*image.NRGBA, error) {
 	ro, err := ort.NewRunOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx run options: %w", err)
@@ -203,7 +210,7 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 	if progress != nil {
 		progress(genq.Progress{Total: p.Steps})
 	}
-	latents, err := b.denoise(ctx, ro, positive, negative, p, progress)
+	latents, err := b.denoise(ctx, ro, positive, negative, p, progress, previews)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +242,7 @@ func (b *Backend) schedule(steps int) noiseSchedule {
 
 // denoise runs the Euler loop with classifier-free guidance, both halves
 // (negative prompt, prompt) in one batch-2 denoiser call.
-func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p diffusion.Params, progress func(genq.Progress)) ([]float32, error) {
+func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p diffusion.Params, progress func(genq.Progress), previews *diffusion.Previewer) ([]float32, error) {
 	if neg.seqLen != positive.seqLen || neg.width != positive.width || len(neg.pooled) != len(positive.pooled) {
 		return nil, fmt.Errorf("prompt embeddings differ in shape from the negative prompt's")
 	}
@@ -287,6 +294,12 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 	if err != nil {
 		return nil, err
 	}
+	preview := func(done int) error {
+		return previews.After(done, func() (*image.NRGBA, error) { return b.decode(ro, latents, p) })
+	}
+	if err := preview(0); err != nil {
+		return nil, err
+	}
 	for step := range p.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -316,6 +329,9 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 		}
 		if progress != nil {
 			progress(genq.Progress{Done: step + 1, Total: p.Steps})
+		}
+		if err := preview(step + 1); err != nil {
+			return nil, err
 		}
 	}
 	return latents, nil

@@ -45,6 +45,29 @@ type ImageRequest struct {
 	// OutputCompression (0 to 100, default 100), as OpenAI names them.
 	OutputFormat      string `json:"output_format"`
 	OutputCompression *int   `json:"output_compression"`
+	// Stream answers with server-sent events: PartialImages previews
+	// (0 to 3) as the image is made, then the image.
+	Stream        bool `json:"stream"`
+	PartialImages *int `json:"partial_images"`
+}
+
+// Image stream events, OpenAI's.
+const (
+	EventPartialImage   = "image_generation.partial_image"
+	EventImageCompleted = "image_generation.completed"
+)
+
+// ImageStreamEvent is one event of a streamed image: a preview
+// (PartialImageIndex set) or the image.
+type ImageStreamEvent struct {
+	Type              string `json:"type"`
+	B64JSON           string `json:"b64_json"`
+	CreatedAt         int64  `json:"created_at"`
+	Size              string `json:"size"`
+	Quality           string `json:"quality"`
+	Background        string `json:"background"`
+	OutputFormat      string `json:"output_format"`
+	PartialImageIndex *int   `json:"partial_image_index,omitempty"`
 }
 
 // ImagesResponse is the images' answer.
@@ -92,12 +115,23 @@ func ImageJobs(req ImageRequest, lim ImageLimits, maxPrompt int, tmpl genq.Job, 
 	if len(*req.Prompt) > maxPrompt || len(req.NegativePrompt) > maxPrompt {
 		return nil, genq.Errorf(genq.Invalid, "prompt and negative_prompt are limited to %d bytes", maxPrompt)
 	}
+	if req.Stream && n != 1 {
+		return nil, genq.Errorf(genq.Invalid, "stream makes one image: send n 1, or stream false")
+	}
 	if req.OutputFormat == "webp" {
 		return nil, genq.Errorf(genq.Invalid, "output_format webp is not supported: send png or jpeg")
 	}
 	base := genq.Job{ID: tmpl.ID, Variant: tmpl.Variant, Text: *req.Prompt, NegativePrompt: req.NegativePrompt,
 		GuidanceScale: req.GuidanceScale, Deadline: tmpl.Deadline, OutputFormat: req.OutputFormat,
 		OutputCompression: req.OutputCompression}
+	if req.PartialImages != nil {
+		if p := *req.PartialImages; p < 0 || p > genq.MaxPartialImages {
+			return nil, genq.Errorf(genq.Invalid, "partial_images must be between 0 and %d, not %d", genq.MaxPartialImages, p)
+		}
+		if req.Stream {
+			base.PartialImages = *req.PartialImages
+		}
+	}
 	if req.Size != "" && req.Size != "auto" {
 		w, h, ok := parseSize(req.Size)
 		if !ok {

@@ -70,6 +70,9 @@ func asyncJob(req JobSubmit, lim Limits, job *genq.Job) (string, error) {
 		if ir.N != nil && *ir.N != 1 {
 			return "", genq.Errorf(genq.Invalid, "n must be 1 for an asynchronous job: submit one job per image")
 		}
+		if ir.Stream {
+			return "", genq.Errorf(genq.Invalid, "stream is for the synchronous routes: an asynchronous job's result is read whole (GET /v1/jobs/{id} shows its progress)")
+		}
 		jobs, err := ImageJobs(ir, lim.Images, lim.MaxPromptBytes, *job, nil) // one image: no other id
 		if err != nil {
 			return "", err

@@ -49,6 +49,24 @@ test("output_format jpeg with output_compression gives a JPEG of that quality", 
   );
 });
 
+test("images.generate with stream and partial_images 2: two partial images, then the image", async () => {
+  const stream = await client.images.generate({
+    prompt: "a lighthouse at dusk", size: "96x64", seed: 9, stream: true, partial_images: 2, num_inference_steps: 3,
+  });
+  const events = [];
+  for await (const event of stream) events.push(event);
+  assert.deepEqual(events.map((e) => [e.type, e.partial_image_index]), [
+    ["image_generation.partial_image", 0],
+    ["image_generation.partial_image", 1],
+    ["image_generation.completed", undefined],
+  ]);
+  for (const e of events.slice(0, 2)) {
+    assert.deepEqual([...Buffer.from(e.b64_json, "base64").subarray(0, 3)], [0xff, 0xd8, 0xff], "a partial image is a JPEG");
+    assert.equal(e.size, "96x64");
+  }
+  assert.deepEqual(pngSize(Buffer.from(events[2].b64_json, "base64")), [96, 64]);
+});
+
 test("an unsupported size is a BadRequestError", async () => {
   await assert.rejects(
     client.images.generate({ prompt: "x", size: "1024x1024", response_format: "b64_json" }),
