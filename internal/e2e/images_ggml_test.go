@@ -3,8 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"image/png"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
@@ -45,6 +48,32 @@ func TestImagesOnGGML(t *testing.T) {
 	images := pngs(t, s.postKey("/v1/images/generations", "", `{"prompt":"a dog","size":"96x64","n":2,"seed":5,"response_format":"b64_json"}`), 96, 64)
 	if len(images) != 2 || bytes.Equal(images[0], images[1]) {
 		t.Fatalf("n=2 gave %d images (identical: %v)", len(images), len(images) == 2 && bytes.Equal(images[0], images[1]))
+	}
+	// Two streamed images at once, with previews: the previews' VAE runs
+	// outside the step batcher, and each image is the one made whole.
+	streamed := make([][]imageEvent, 2)
+	var wg sync.WaitGroup
+	for i := range streamed {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"prompt":"a dog","size":"96x64","seed":%d,"num_inference_steps":3,"stream":true,"partial_images":2}`, 5+i)
+			r, err := s.do(t.Context(), http.MethodPost, "/v1/images/generations", []byte(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			streamed[i] = imageEvents(t, r)
+		})
+	}
+	wg.Wait()
+	for i, events := range streamed {
+		if len(events) != 3 || events[0].Index == nil || events[1].Index == nil || events[2].Type != "image_generation.completed" {
+			t.Fatalf("stream %d: %+v", i, events)
+		}
+		final, _ := base64.StdEncoding.DecodeString(events[2].B64JSON)
+		whole := pngs(t, s.postKey("/v1/images/generations", "", fmt.Sprintf(`{"prompt":"a dog","size":"96x64","seed":%d,"num_inference_steps":3}`, 5+i)), 96, 64)
+		if !bytes.Equal(final, whole[0]) {
+			t.Fatalf("stream %d: the streamed image differs from the whole one", i)
+		}
 	}
 	if r := s.postKey("/v1/images/generations", "", `{"prompt":"a dog","size":"96x72"}`); r.status != http.StatusBadRequest {
 		t.Errorf("a size off the 16-pixel grid: %d %s", r.status, r.body)

@@ -68,6 +68,34 @@ type imagesResponse struct {
 	OutputFormat string `json:"output_format"`
 }
 
+// imageEvent is one server-sent event of a streamed image.
+type imageEvent struct {
+	Type         string `json:"type"`
+	B64JSON      string `json:"b64_json"`
+	Size         string `json:"size"`
+	OutputFormat string `json:"output_format"`
+	Index        *int   `json:"partial_image_index"`
+}
+
+// imageEvents reads a streamed image answer's events, each named as its
+// type says.
+func imageEvents(t *testing.T, r response) []imageEvent {
+	t.Helper()
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s %.300s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	var events []imageEvent
+	for _, block := range strings.Split(strings.TrimSpace(string(r.body)), "\n\n") {
+		name, data, _ := strings.Cut(block, "\n")
+		var e imageEvent
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &e); err != nil || "event: "+e.Type != name {
+			t.Fatalf("event %q: %v", block, err)
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
 // pngs decodes every image of an answer and checks its size.
 func pngs(t *testing.T, r response, w, h int) [][]byte {
 	t.Helper()
@@ -116,26 +144,7 @@ func TestOpenAIImages(t *testing.T) {
 		}
 	})
 	t.Run("streamed, with partial images", func(t *testing.T) {
-		r := s.postKey(path, key, `{"prompt":"a cat","size":"96x64","seed":7,"num_inference_steps":3,"stream":true,"partial_images":2}`)
-		if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" {
-			t.Fatalf("%d %s %.300s", r.status, r.header.Get("Content-Type"), r.body)
-		}
-		type event struct {
-			Type         string `json:"type"`
-			B64JSON      string `json:"b64_json"`
-			Size         string `json:"size"`
-			OutputFormat string `json:"output_format"`
-			Index        *int   `json:"partial_image_index"`
-		}
-		var events []event
-		for _, block := range strings.Split(strings.TrimSpace(string(r.body)), "\n\n") {
-			name, data, _ := strings.Cut(block, "\n")
-			var e event
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &e); err != nil || "event: "+e.Type != name {
-				t.Fatalf("event %q: %v", block, err)
-			}
-			events = append(events, e)
-		}
+		events := imageEvents(t, s.postKey(path, key, `{"prompt":"a cat","size":"96x64","seed":7,"num_inference_steps":3,"stream":true,"partial_images":2}`))
 		if len(events) != 3 || events[0].Index == nil || *events[0].Index != 0 || events[1].Index == nil || *events[1].Index != 1 ||
 			events[2].Type != "image_generation.completed" || events[2].Index != nil {
 			t.Fatalf("events %+v; want partial images 0 and 1, then the image", events)
