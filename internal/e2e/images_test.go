@@ -105,17 +105,23 @@ func pngs(t *testing.T, r response, w, h int) [][]byte {
 	}
 	var images [][]byte
 	for _, d := range out.Data {
-		raw, err := base64.StdEncoding.DecodeString(d.B64JSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := png.DecodeConfig(bytes.NewReader(raw))
-		if err != nil || cfg.Width != w || cfg.Height != h {
-			t.Fatalf("image: %+v, %v; want a %dx%d PNG", cfg, err, w, h)
-		}
-		images = append(images, raw)
+		images = append(images, decodePNG(t, d.B64JSON, w, h))
 	}
 	return images
+}
+
+// decodePNG decodes a base64 PNG and checks its size.
+func decodePNG(t *testing.T, b64 string, w, h int) []byte {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(raw))
+	if err != nil || cfg.Width != w || cfg.Height != h {
+		t.Fatalf("image: %+v, %v; want a %dx%d PNG", cfg, err, w, h)
+	}
+	return raw
 }
 
 func TestOpenAIImages(t *testing.T) {

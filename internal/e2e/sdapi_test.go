@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"image/png"
 	"io"
 	"net/http"
 	"strings"
@@ -67,15 +66,7 @@ func sdImages(t *testing.T, r response, w, h int) ([][]byte, txt2imgInfo) {
 	out := decodeAs[txt2imgAnswer](t, r)
 	var images [][]byte
 	for _, b64 := range out.Images {
-		raw, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := png.DecodeConfig(bytes.NewReader(raw))
-		if err != nil || cfg.Width != w || cfg.Height != h {
-			t.Fatalf("image: %+v, %v; want a %dx%d PNG", cfg, err, w, h)
-		}
-		images = append(images, raw)
+		images = append(images, decodePNG(t, b64, w, h))
 	}
 	var info txt2imgInfo
 	if err := json.Unmarshal([]byte(out.Info), &info); err != nil {
