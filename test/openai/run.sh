@@ -7,7 +7,7 @@
 # (the text routes), one variant C's tiny SD3 export (the image route), and a
 # third, variant B with one slot whose answers run to 8000 tokens (about four
 # seconds on one CPU thread), for the test that aborts a stream, and a
-# fourth, variant B with answers of up to 256 tokens, for structured output
+# fourth, variant B with answers of up to 512 tokens, for structured output
 # and tools.
 # make test-openai builds bin/ and runs it; make test does not (it needs
 # Node).
@@ -67,15 +67,17 @@ VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_1" METRI
 	bin/worker >"$work/worker-1.log" 2>&1 &
 pids+=($!)
 
-# Structured output and tools: answers of up to 256 tokens, so that a
-# constrained answer of the random model ends inside the limit, and a
+# Structured output and tools: answers of up to 512 tokens, so that a
+# constrained answer of the random model ends inside the limit (a call's
+# longest under its grammar, bounded whitespace and \u escapes included,
+# is about 400 bytes, a token each in the tiny vocabulary), and a
 # context of 2048, since tools' definitions are rendered into the prompt
 # (the tiny model's vocabulary is byte-level: a token per byte).
 VARIANT=B PORT="$port_s" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_s" EMBEDDED_NATS_STORE="$work/nats-s" \
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=120s LOG_LEVEL=warn bin/api >"$work/api-s.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_s" METRICS_ADDR=127.0.0.1:0 \
-	SLOTS=4 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=256 TEXT_CONTEXT_SIZE=2048 LOG_LEVEL=warn bin/worker >"$work/worker-s.log" 2>&1 &
+	SLOTS=4 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=512 TEXT_CONTEXT_SIZE=2048 LOG_LEVEL=warn bin/worker >"$work/worker-s.log" 2>&1 &
 pids+=($!)
 
 # Ready once each api sees its worker's heartbeat.

@@ -2,7 +2,7 @@
 // the openai SDK's parse helpers with zod, a tools round trip, streamed
 // tool-call deltas, and LangChain JS's withStructuredOutput and bindTools.
 // run.sh's structured stack serves the tiny random-weight model with
-// answers of up to 256 tokens: a random model never writes valid JSON by
+// answers of up to 512 tokens: a random model never writes valid JSON by
 // chance, so what parses here parses because decoding was constrained.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -79,7 +79,7 @@ test("responses.parse with zodTextFormat: the Responses API's text.format", asyn
     input: "Describe a person.",
     text: { format: zodTextFormat(Person, "person") },
     temperature: 1,
-    max_output_tokens: 256,
+    max_output_tokens: 512,
   });
   assert.equal(r.status, "completed");
   assert.deepEqual(Person.parse(r.output_parsed), r.output_parsed);
@@ -201,7 +201,7 @@ test("streamed tool-call deltas join into the calls the whole answer gives", asy
 });
 
 const langchain = (options = {}) =>
-  new ChatOpenAI({ model: "genq", apiKey, configuration: { baseURL }, maxRetries: 0, temperature: 1, maxTokens: 256, ...options });
+  new ChatOpenAI({ model: "genq", apiKey, configuration: { baseURL }, maxRetries: 0, temperature: 1, maxTokens: 512, ...options });
 
 test("LangChain withStructuredOutput(zodSchema)", async () => {
   const person = await langchain({ seed: 8 }).withStructuredOutput(Person, { name: "person" }).invoke("Describe a person.");
@@ -238,7 +238,7 @@ test("the Responses API: function tools, a call, its output, a final answer", as
     tool_choice: "required",
     parallel_tool_calls: false,
     temperature: 1,
-    max_output_tokens: 256,
+    max_output_tokens: 512,
   });
   assert.equal(first.status, "completed");
   const calls = first.output.filter((o) => o.type === "function_call");
@@ -269,7 +269,7 @@ test("the Responses API streams a call's arguments as deltas that join into the 
     tools: [{ type: "function", name: "get_weather", parameters: weatherTool.function.parameters }],
     tool_choice: "required",
     temperature: 1,
-    max_output_tokens: 256,
+    max_output_tokens: 512,
   };
   const stream = await client.responses.create({ ...body, stream: true });
   let args = "";
@@ -304,7 +304,7 @@ test("the AI SDK: generateText with a tool, executed, then answered", async () =
     prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? "required" : "none" }),
     stopWhen: stepCountIs(2),
     temperature: 1,
-    maxOutputTokens: 256,
+    maxOutputTokens: 512,
     maxRetries: 0,
   });
   assert.equal(res.steps.length, 2);
@@ -314,7 +314,7 @@ test("the AI SDK: generateText with a tool, executed, then answered", async () =
 });
 
 test("the AI SDK: generateObject and a streamed tool call", async () => {
-  const { object } = await generateObject({ model: aiOpenAI("genq"), schema: Person, prompt: "Describe a person.", temperature: 1, maxOutputTokens: 256, maxRetries: 0 });
+  const { object } = await generateObject({ model: aiOpenAI("genq"), schema: Person, prompt: "Describe a person.", temperature: 1, maxOutputTokens: 512, maxRetries: 0 });
   assert.deepEqual(Person.parse(object), object);
   const s = streamText({
     model: aiOpenAI("genq"),
@@ -322,7 +322,7 @@ test("the AI SDK: generateObject and a streamed tool call", async () => {
     tools: { get_weather: aiTool({ inputSchema: weatherParams }) },
     toolChoice: "required",
     temperature: 1,
-    maxOutputTokens: 256,
+    maxOutputTokens: 512,
     maxRetries: 0,
   });
   const calls = await s.toolCalls;
