@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"image/jpeg"
 	"image/png"
 	"net/http"
@@ -277,4 +279,66 @@ func TestImageLimitsFromTheWorker(t *testing.T) {
 		}
 	}
 	pngs(t, s.postKey("/v1/images/generations", "", `{"prompt":"a cat","size":"128x64","num_inference_steps":4}`), 128, 64)
+}
+
+// endings is a real image backend that reports how each streamed job's
+// run ended.
+type endings struct {
+	*onnx.Backend
+	ended chan error
+}
+
+func (b endings) GenerateImageStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.ImagePiece)) (genq.Result, error) {
+	res, err := b.Backend.GenerateImageStream(ctx, job, progress, emit)
+	b.ended <- err
+	return res, err
+}
+
+// TestStreamedImageClientLeaves: a client that goes away after the first
+// preview of a long image cancels the job: its run ends at once, with the
+// context's error, and its slot takes the next image.
+func TestStreamedImageClientLeaves(t *testing.T) {
+	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{Images: httpapi.ImageLimits{MaxSize: 1024, MaxSteps: 200, MaxN: 1}}})
+	cfg := onnx.Config{LibraryPath: ortLibrary(t), Device: onnx.DeviceCPU, ModelDir: t.TempDir(), Slots: 1, Threads: 1,
+		Width: 64, Height: 64, Steps: 2, MaxSize: 1024, MaxSteps: 200}
+	if err := tinyexport.Write(cfg.ModelDir, 1); err != nil {
+		t.Fatal(err)
+	}
+	b, err := onnx.Open(context.Background(), cfg, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	e := endings{Backend: b, ended: make(chan error, 4)}
+	s.startWorkerBackend(e)
+	s.waitLive(1)
+
+	// 200 steps at 1024²: seconds of work, the first preview after 50.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.api.URL+"/v1/images/generations",
+		strings.NewReader(`{"prompt":"a long one","size":"1024x1024","num_inference_steps":200,"stream":true,"partial_images":3}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "event: image_generation.partial_image\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	left := time.Now()
+	resp.Body.Close() // the client goes away
+	select {
+	case err := <-e.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the run ended with %v, want the context's cancellation", err)
+		}
+		t.Logf("the run stopped %v after the client left", time.Since(left).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run went on after its client left")
+	}
+	// The one slot is free: the next image streams to its end.
+	events := imageEvents(t, s.postKey("/v1/images/generations", "", `{"prompt":"next","stream":true,"partial_images":1}`))
+	if len(events) != 2 || events[1].Type != "image_generation.completed" {
+		t.Fatalf("the next image: %+v", events)
+	}
 }
