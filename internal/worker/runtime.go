@@ -413,6 +413,9 @@ func (r *Runtime) progress(ctx context.Context, d *natsqueue.Delivery, log *slog
 			p := latest
 			last = time.Now()
 			mu.Unlock()
+			if ctx.Err() != nil {
+				return // the run is over: its mark says no more
+			}
 			if err := d.MarkProgress(ctx, p); err != nil {
 				log.Debug("could not write the job's progress", "err", err)
 			}

@@ -517,7 +517,7 @@ func TestSettledAfterTheGracePeriod(t *testing.T) {
 }
 
 // stepping is a backend whose job takes steps, saying how far it has got
-// after each, and waits for the test between them.
+// after each, and waits for the test before each and before it ends.
 type stepping struct {
 	steps int
 	next  chan struct{} // one receive a step
@@ -537,6 +537,13 @@ func (b *stepping) Generate(ctx context.Context, job genq.Job, progress func(gen
 			return genq.Result{}, ctx.Err()
 		}
 		progress(genq.Progress{Done: step + 1, Total: b.steps})
+	}
+	// One more receive before the end: the run's last progress is looked
+	// at while it still runs.
+	select {
+	case <-b.next:
+	case <-ctx.Done():
+		return genq.Result{}, ctx.Err()
 	}
 	return genq.NewTextResult("done"), nil
 }
@@ -569,6 +576,7 @@ func TestStoredJobShowsItsProgress(t *testing.T) {
 			t.Fatalf("after step %d the mark says %+v", done, p)
 		}
 	}
+	b.next <- struct{}{}
 	if r := <-got; r.err != nil {
 		t.Fatal(r.err)
 	}
