@@ -40,7 +40,10 @@ nats_port_s=$(free_port)
 key="sk-genq-test-$RANDOM"
 
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
-bin/genqctl models tiny --variant C --dir "$work/model-c" >>"$work/models.log" 2>&1
+# IMAGE_ENGINE=ggml runs the image tests on the ggml engine, whose tiny
+# model carries both engines' files.
+image_engine="${IMAGE_ENGINE:-onnx}"
+bin/genqctl models tiny --variant C --engine "$image_engine" --dir "$work/model-c" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
 pids+=($!)
@@ -53,7 +56,7 @@ VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_
 	bin/api >"$work/api-c.log" 2>&1 &
 pids+=($!)
 VARIANT=C MODEL_DIR="$work/model-c" NATS_URL="nats://127.0.0.1:$nats_port_c" METRICS_ADDR=127.0.0.1:0 \
-	SLOTS=2 IMAGE_DEVICE=cpu IMAGE_THREADS=1 IMAGE_WIDTH=64 IMAGE_HEIGHT=64 IMAGE_STEPS=2 IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 \
+	IMAGE_ENGINE="$image_engine" SLOTS=2 IMAGE_DEVICE=cpu IMAGE_THREADS=1 IMAGE_WIDTH=64 IMAGE_HEIGHT=64 IMAGE_STEPS=2 IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 \
 	ONNXRUNTIME_LIB="${ONNXRUNTIME_LIB:-$PWD/lib/onnxruntime/libonnxruntime.so.1}" LOG_LEVEL=warn bin/worker >"$work/worker-c.log" 2>&1 &
 pids+=($!)
 # One slot, and answers of 8000 tokens that ignore end-of-turn: a job holds
