@@ -43,14 +43,35 @@ func TestVAEDecoderMatchesONNX(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dec.Close()
-			got, err := dec.Decode(latents, n, h, w)
-			if err != nil {
-				t.Fatal(err)
+			decoders := []struct {
+				name string
+				dec  interface {
+					Decode([]float32, int, int, int) ([]float32, error)
+				}
+			}{{"ollama's ggml", dec}}
+			if os.Getenv("LLAMA_LIB_DIR") != "" {
+				engine, err := ggmlimage.OpenEngineVAEDecoder(filepath.Join(dir, sd3.VAEDecoderFile), 2, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer engine.Close()
+				decoders = append(decoders, struct {
+					name string
+					dec  interface {
+						Decode([]float32, int, int, int) ([]float32, error)
+					}
+				}{"llama.cpp's ggml", engine})
 			}
-			diff, scale := compare(t, got, want)
-			t.Logf("%s weights: largest difference %.3g, %.3g of the largest value %.3g", tc.dtype, diff, diff/scale, scale)
-			if diff > tc.tol*scale {
-				t.Errorf("largest difference %.3g is over %.0e of the largest value %.3g", diff, tc.tol, scale)
+			for _, d := range decoders {
+				got, err := d.dec.Decode(latents, n, h, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				diff, scale := compare(t, got, want)
+				t.Logf("%s, %s weights: largest difference %.3g, %.3g of the largest value %.3g", d.name, tc.dtype, diff, diff/scale, scale)
+				if diff > tc.tol*scale {
+					t.Errorf("%s: largest difference %.3g is over %.0e of the largest value %.3g", d.name, diff, tc.tol, scale)
+				}
 			}
 		})
 	}
