@@ -17,6 +17,10 @@ import (
 type Backend struct {
 	a *api
 	b unsafe.Pointer
+	// galloc lays out every graph's intermediate tensors in one buffer,
+	// kept from graph to graph: allocated afresh each time, its pages
+	// were touched for the first time by every computation.
+	galloc unsafe.Pointer
 }
 
 // ggml's device types (enum ggml_backend_dev_type).
@@ -47,7 +51,14 @@ func NewCPU(dir string, threads int, log *slog.Logger) (*Backend, error) {
 
 // Close frees the backend.
 func (be *Backend) Close() {
-	if be != nil && be.b != nil {
+	if be == nil {
+		return
+	}
+	if be.galloc != nil {
+		be.a.gallocrFree(be.galloc)
+		be.galloc = nil
+	}
+	if be.b != nil {
 		be.a.backendFree(be.b)
 		be.b = nil
 	}
@@ -188,14 +199,16 @@ func (g *Graph) Weight(w *Weights, name string) Tensor {
 	return Tensor{g, t}
 }
 
-// Compute runs the graph to out and returns out's values (float32).
+// Compute runs the graph to out and returns out's values (float32). One
+// graph computes at a time on a backend.
 func (g *Graph) Compute(out Tensor) ([]float32, error) {
 	a := g.be.a
 	a.setOutput(out.t)
 	a.buildForward(g.g, out.t)
-	galloc := a.gallocrNew(a.defaultBufferType(g.be.b))
-	defer a.gallocrFree(galloc)
-	if !a.gallocrAllocGraph(galloc, g.g) {
+	if g.be.galloc == nil {
+		g.be.galloc = a.gallocrNew(a.defaultBufferType(g.be.b))
+	}
+	if !a.gallocrAllocGraph(g.be.galloc, g.g) {
 		return nil, errors.New("ggml: no memory for the graph")
 	}
 	for _, in := range g.inputs {
