@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -183,13 +184,7 @@ func (r Txt2ImgRequest) refuseUnsupported(model string) error {
 }
 
 func oneOf(name string, names []string) bool {
-	name = strings.ToLower(strings.TrimSpace(name))
-	for _, n := range names {
-		if name == n {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(names, strings.ToLower(strings.TrimSpace(name)))
 }
 
 func (r Txt2ImgRequest) params(batch, iters int, seed int64) map[string]any {

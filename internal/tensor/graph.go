@@ -95,10 +95,11 @@ func (be *Backend) LoadWeights(path string) (*Weights, error) {
 			w.Close()
 			return nil, fmt.Errorf("%s: tensor %s has %d dimensions", path, t.Name, len(t.Shape))
 		}
-		ne := [4]int64{1, 1, 1, 1}
-		for i, n := range t.Shape {
-			ne[i] = int64(n)
+		var shape []int
+		for _, n := range t.Shape {
+			shape = append(shape, int(n))
 		}
+		ne := dims(shape)
 		w.byName[t.Name] = a.newTensor4d(w.ctx, int32(t.Type), ne[0], ne[1], ne[2], ne[3])
 	}
 	if w.buf = a.allocCtxTensors(w.ctx, be.b); w.buf == nil {
@@ -121,9 +122,6 @@ func (be *Backend) LoadWeights(path string) (*Weights, error) {
 	}
 	return w, nil
 }
-
-// Has reports whether the file holds a tensor called name.
-func (w *Weights) Has(name string) bool { _, ok := w.byName[name]; return ok }
 
 // Close frees the weights.
 func (w *Weights) Close() {
@@ -180,10 +178,7 @@ type Tensor struct {
 
 // Input is a float32 tensor of shape ne whose values are data.
 func (g *Graph) Input(data []float32, ne ...int) Tensor {
-	d := [4]int64{1, 1, 1, 1}
-	for i, n := range ne {
-		d[i] = int64(n)
-	}
+	d := dims(ne)
 	t := g.be.a.newTensor4d(g.ctx, 0, d[0], d[1], d[2], d[3])
 	g.be.a.setInput(t)
 	g.inputs = append(g.inputs, input{t, data})
@@ -226,6 +221,16 @@ func (g *Graph) Compute(out Tensor) ([]float32, error) {
 	return vals, nil
 }
 
+// dims is a shape of up to four dimensions as ggml takes it, the missing
+// ones 1.
+func dims(ne []int) [4]int64 {
+	d := [4]int64{1, 1, 1, 1}
+	for i, n := range ne {
+		d[i] = int64(n)
+	}
+	return d
+}
+
 // Dim is the size of dimension i.
 func (t Tensor) Dim(i int) int { return int(shapeOf(t.t)[i]) }
 
@@ -257,10 +262,7 @@ func (t Tensor) Contiguous() Tensor { return t.op(t.g.be.a.cont(t.g.ctx, t.t)) }
 
 // Reshape views t with shape ne.
 func (t Tensor) Reshape(ne ...int) Tensor {
-	d := [4]int64{1, 1, 1, 1}
-	for i, n := range ne {
-		d[i] = int64(n)
-	}
+	d := dims(ne)
 	return t.op(t.g.be.a.reshape4d(t.g.ctx, t.t, d[0], d[1], d[2], d[3]))
 }
 
