@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
-	"image/png"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -94,10 +93,7 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	tmpl := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
 	plan, err := sdapi.Txt2Img(body, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID, rand.Int64N(1<<32), model)
 	if err == nil {
-		err = s.fitsQueue(len(plan.Jobs), "images (batch_size × n_iter)")
-	}
-	if err == nil {
-		err = s.workerLimits().Check(plan.Jobs[0]) // the images of a request differ only in their seeds
+		err = s.checkImages(plan.Jobs, "images (batch_size × n_iter)")
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeSDError)
@@ -109,17 +105,12 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithDeadline(r.Context(), jobs[0].Deadline)
 	defer cancel()
-	images, err := runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (string, error) {
-		return s.runImage(ctx, job, start, log.With("image", i, "image_job_id", job.ID))
-	})
+	images, err := s.runImages(ctx, jobs, start, log)
 	if err != nil {
 		writeSDError(w, log, err)
 		return
 	}
-	width, height := 0, 0
-	if cfg, err := png.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(images[0]))); err == nil {
-		width, height = cfg.Width, cfg.Height
-	}
+	width, height, _ := imageSize(base64.NewDecoder(base64.StdEncoding, strings.NewReader(images[0])))
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
 	writeJSON(w, http.StatusOK, plan.Answer(images, width, height, start))
 	log.Info("generate done", "ms", time.Since(start).Milliseconds())

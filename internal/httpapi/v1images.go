@@ -9,6 +9,7 @@ import (
 	"image"
 	_ "image/jpeg" // image.DecodeConfig of a JPEG
 	_ "image/png"  // and of a PNG
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -50,10 +51,7 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		jobs, err = openai.ImageJobs(req, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID)
 	}
 	if err == nil {
-		err = s.fitsQueue(len(jobs), "images (n)")
-	}
-	if err == nil {
-		err = s.workerLimits().Check(jobs[0]) // the images of a request differ only in their seeds
+		err = s.checkImages(jobs, "images (n)")
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
@@ -68,17 +66,43 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 		s.streamImage(ctx, w, jobs[0], req.Format(), start, log)
 		return
 	}
-	images, err := runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (openai.ImageData, error) {
-		b64, err := s.runImage(ctx, job, start, log.With("image", i, "image_job_id", job.ID))
-		return openai.ImageData{B64JSON: b64}, err
-	})
+	images, err := s.runImages(ctx, jobs, start, log)
 	if err != nil {
 		writeV1Error(w, log, err)
 		return
 	}
+	data := make([]openai.ImageData, len(images))
+	for i, b64 := range images {
+		data[i] = openai.ImageData{B64JSON: b64}
+	}
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
-	writeJSON(w, http.StatusOK, openai.ImagesResponse{Created: start.Unix(), Data: images, OutputFormat: req.Format()})
+	writeJSON(w, http.StatusOK, openai.ImagesResponse{Created: start.Unix(), Data: data, OutputFormat: req.Format()})
 	log.Info("generate done", "ms", time.Since(start).Milliseconds())
+}
+
+// checkImages is what both image routes check of a request's jobs before
+// queuing them: the queue holds them, and the live workers make them (the
+// images of a request differ only in their seeds).
+func (s *Server) checkImages(jobs []genq.Job, what string) error {
+	if err := s.fitsQueue(len(jobs), what); err != nil {
+		return err
+	}
+	return s.workerLimits().Check(jobs[0])
+}
+
+// runImages runs a request's image jobs at once and returns their images
+// in base64, in order.
+func (s *Server) runImages(ctx context.Context, jobs []genq.Job, start time.Time, log *slog.Logger) ([]string, error) {
+	return runAll(ctx, jobs, func(ctx context.Context, i int, job genq.Job) (string, error) {
+		return s.runImage(ctx, job, start, log.With("image", i, "image_job_id", job.ID))
+	})
+}
+
+// imageSize reads an encoded image's width and height from its header
+// (PNG or JPEG); ok is false when the header does not read.
+func imageSize(r io.Reader) (width, height int, ok bool) {
+	cfg, _, err := image.DecodeConfig(r)
+	return cfg.Width, cfg.Height, err == nil
 }
 
 // runImage runs one image's job and returns its image in base64.
@@ -116,8 +140,8 @@ func (s *Server) streamImage(ctx context.Context, w http.ResponseWriter, job gen
 	}
 	imageEvent := func(kind string, data []byte, format string) openai.ImageStreamEvent {
 		size := ""
-		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
-			size = fmt.Sprintf("%dx%d", cfg.Width, cfg.Height)
+		if w, h, ok := imageSize(bytes.NewReader(data)); ok {
+			size = fmt.Sprintf("%dx%d", w, h)
 		}
 		return openai.ImageStreamEvent{Type: kind, B64JSON: base64.StdEncoding.EncodeToString(data), CreatedAt: start.Unix(),
 			Size: size, Quality: "auto", Background: "opaque", OutputFormat: format}
