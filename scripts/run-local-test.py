@@ -45,6 +45,22 @@ def foreground():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def wait_live(p, port):
+    """Whether the stack p started answers on port with a live worker
+    within two minutes (False at once if p exits)."""
+    for _ in range(240):
+        try:
+            root = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2))
+            if root.get("live_workers", 0) >= 1:
+                return True
+        except OSError:
+            pass
+        if p.poll() is not None:
+            return False
+        time.sleep(0.5)
+    return False
+
+
 work = tempfile.mkdtemp()
 try:
     ports = {name: free_port() for name in ("PORT", "EMBEDDED_NATS_PORT", "API_METRICS", "WORKER_METRICS")}
@@ -64,18 +80,7 @@ try:
     # 2. Every port moved.
     log = open(os.path.join(work, "run.log"), "w+")
     p = subprocess.Popen(["scripts/run-local.sh"], env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
-    live = False
-    for _ in range(240):
-        try:
-            root = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ports['PORT']}/", timeout=2))
-            if root.get("live_workers", 0) >= 1:
-                live = True
-                break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.5)
+    live = wait_live(p, ports["PORT"])
     log.seek(0)
     if not live:
         p.kill()
@@ -107,19 +112,13 @@ try:
     p = subprocess.Popen(["scripts/run-local.sh"], env=env_c, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
     png = b""
     try:
-        for _ in range(240):
+        if wait_live(p, ports["PORT"]):
+            req = urllib.request.Request(f"http://127.0.0.1:{ports['PORT']}/generate", data=b'{"text":"a red fox"}',
+                                         headers={"Content-Type": "application/json"})
             try:
-                root = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ports['PORT']}/", timeout=2))
-                if root.get("live_workers", 0) >= 1:
-                    req = urllib.request.Request(f"http://127.0.0.1:{ports['PORT']}/generate", data=b'{"text":"a red fox"}',
-                                                 headers={"Content-Type": "application/json"})
-                    png = urllib.request.urlopen(req, timeout=170).read()
-                    break
+                png = urllib.request.urlopen(req, timeout=170).read()
             except OSError:
                 pass
-            if p.poll() is not None:
-                break
-            time.sleep(0.5)
     finally:
         try:
             os.killpg(p.pid, signal.SIGINT)
