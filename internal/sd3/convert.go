@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	fsggml "github.com/ollama/ollama/fs/ggml"
 )
 
 // ConvertDiffusers writes the ggml engine's GGUF files (VAEDecoderFile and
@@ -18,7 +16,7 @@ import (
 func ConvertDiffusers(dir string, dtype DType, withT5 bool, progress func(part string)) error {
 	type job struct {
 		part, file, arch string
-		convert          func(string) (fsggml.KV, []Spec, func(string) string, error)
+		convert          func(string) (Metadata, []Spec, func(string) string, error)
 	}
 	jobs := []job{
 		{"vae", VAEDecoderFile, ArchVAE, vaePart},
@@ -85,7 +83,7 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-func vaePart(path string) (fsggml.KV, []Spec, func(string) string, error) {
+func vaePart(path string) (Metadata, []Spec, func(string) string, error) {
 	var c struct {
 		Latent    int      `json:"latent_channels"`
 		Blocks    []int    `json:"block_out_channels"`
@@ -112,7 +110,7 @@ func vaePart(path string) (fsggml.KV, []Spec, func(string) string, error) {
 	return cfg.VAEMetadata(), cfg.VAEDecoderTensors(), same, nil
 }
 
-func mmditPart(path string) (fsggml.KV, []Spec, func(string) string, error) {
+func mmditPart(path string) (Metadata, []Spec, func(string) string, error) {
 	var c struct {
 		Patch      int     `json:"patch_size"`
 		In         int     `json:"in_channels"`
@@ -145,7 +143,7 @@ func mmditPart(path string) (fsggml.KV, []Spec, func(string) string, error) {
 	return cfg.MMDiTMetadata(), cfg.MMDiTTensors(), same, nil
 }
 
-func clipPart(path string) (fsggml.KV, []Spec, func(string) string, error) {
+func clipPart(path string) (Metadata, []Spec, func(string) string, error) {
 	var c struct {
 		Vocab     int    `json:"vocab_size"`
 		Positions int    `json:"max_position_embeddings"`
@@ -170,7 +168,7 @@ func clipPart(path string) (fsggml.KV, []Spec, func(string) string, error) {
 	return cfg.CLIPMetadata(), cfg.CLIPTensors(), same, nil
 }
 
-func t5Part(path string) (fsggml.KV, []Spec, func(string) string, error) {
+func t5Part(path string) (Metadata, []Spec, func(string) string, error) {
 	var c struct {
 		Vocab   int    `json:"vocab_size"`
 		Width   int    `json:"d_model"`

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/x448/float16"
+
+	"github.com/genq/genq/internal/gguf"
 )
 
 func TestConvertDiffusers(t *testing.T) {
@@ -33,26 +34,29 @@ func TestConvertDiffusers(t *testing.T) {
 		{T5File, TinyT5(120, 24).T5Tensors(), "shared.weight", RandomWeights(TinyT5(120, 24).T5Tensors(), 5)},
 		{ClipGFile, TinyCLIP(300, 12, false).CLIPTensors(), "text_projection.weight", RandomWeights(TinyCLIP(300, 12, false).CLIPTensors(), 4)},
 	} {
-		f, err := os.Open(filepath.Join(dir, tc.file))
+		path := filepath.Join(dir, tc.file)
+		meta, err := ReadHeader(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		meta, err := fsggml.Decode(f, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := CheckShapes(tc.file, meta.Tensors(), tc.specs); err != nil {
+		if err := CheckShapes(tc.file, meta.Tensors, tc.specs); err != nil {
 			t.Error(err)
 		}
-		for _, tt := range meta.Tensors().Items() {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, tt := range meta.Tensors {
 			if tt.Name != tc.tensor {
 				continue
 			}
-			if tt.Kind != uint32(fsggml.TensorTypeF16) {
-				t.Errorf("%s: kind %d, want f16", tt.Name, tt.Kind)
+			if tt.Type != gguf.TensorF16 {
+				t.Errorf("%s: type %s, want f16", tt.Name, tt.Type)
 			}
-			raw := make([]byte, 2*tt.Elements())
-			if _, err := f.ReadAt(raw, int64(meta.Tensors().Offset+tt.Offset)); err != nil {
+			size, _ := tt.Type.Size(tt.Shape)
+			raw := make([]byte, size)
+			if _, err := f.ReadAt(raw, int64(tt.Offset)); err != nil {
 				t.Fatal(err)
 			}
 			want := tc.want[tc.tensor].Data

@@ -4,16 +4,16 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
 
-	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/x448/float16"
+
+	"github.com/genq/genq/internal/gguf"
 )
 
 // GGUF architecture names of the parts, the prefix of their metadata keys.
@@ -33,12 +33,12 @@ const (
 )
 
 // VAEMetadata is the decoder's configuration as GGUF keys.
-func (c VAEConfig) VAEMetadata() fsggml.KV {
+func (c VAEConfig) VAEMetadata() Metadata {
 	blocks := make([]uint32, len(c.BlockOut))
 	for i, b := range c.BlockOut {
 		blocks[i] = uint32(b)
 	}
-	return fsggml.KV{
+	return Metadata{
 		ArchVAE + "." + keyLatentChannels: uint32(c.LatentChannels),
 		ArchVAE + "." + keyBlockOut:       blocks,
 		ArchVAE + "." + keyLayersPerBlock: uint32(c.LayersPerBlock),
@@ -48,22 +48,78 @@ func (c VAEConfig) VAEMetadata() fsggml.KV {
 	}
 }
 
-// VAEConfigOf reads the decoder's configuration back from GGUF metadata.
-func VAEConfigOf(kv fsggml.KV) (VAEConfig, error) {
-	if a := kv.Architecture(); a != ArchVAE {
-		return VAEConfig{}, fmt.Errorf("architecture %q, want %q", a, ArchVAE)
+// VAEConfigOf reads the decoder's configuration back from a GGUF header.
+func VAEConfigOf(f *gguf.File) (VAEConfig, error) {
+	kv, err := metadataOf(f, ArchVAE)
+	if err != nil {
+		return VAEConfig{}, err
 	}
 	c := VAEConfig{
-		LatentChannels: int(kv.Uint(keyLatentChannels)),
-		LayersPerBlock: int(kv.Uint(keyLayersPerBlock)),
-		Groups:         int(kv.Uint(keyGroups)),
-		Scaling:        float64(kv.Float(keyScaling)),
-		Shift:          float64(kv.Float(keyShift)),
+		LatentChannels: kv.int(keyLatentChannels),
+		LayersPerBlock: kv.int(keyLayersPerBlock),
+		Groups:         kv.int(keyGroups),
+		Scaling:        kv.float(keyScaling),
+		Shift:          kv.float(keyShift),
 	}
-	for _, b := range kv.Uints(keyBlockOut) {
-		c.BlockOut = append(c.BlockOut, int(b))
+	if blocks, ok := f.Value(ArchVAE + "." + keyBlockOut).([]uint32); ok {
+		for _, b := range blocks {
+			c.BlockOut = append(c.BlockOut, int(b))
+		}
 	}
 	return c, c.Check()
+}
+
+// Metadata is a part's configuration as GGUF keys and values, of the Go
+// types internal/gguf writes.
+type Metadata map[string]any
+
+// partMetadata reads one part's keys, each prefixed with its architecture.
+// A missing or mistyped key reads as zero, which the configuration's Check
+// refuses by name.
+type partMetadata struct {
+	f    *gguf.File
+	arch string
+}
+
+func metadataOf(f *gguf.File, arch string) (partMetadata, error) {
+	if a, _ := f.Value("general.architecture").(string); a != arch {
+		return partMetadata{}, fmt.Errorf("architecture %q, want %q", a, arch)
+	}
+	return partMetadata{f, arch}, nil
+}
+
+func (m partMetadata) int(key string) int {
+	v, _ := m.f.Value(m.arch + "." + key).(uint32)
+	return int(v)
+}
+
+func (m partMetadata) float(key string) float64 {
+	v, _ := m.f.Value(m.arch + "." + key).(float32)
+	return float64(v)
+}
+
+func (m partMetadata) bool(key string) bool {
+	v, _ := m.f.Value(m.arch + "." + key).(bool)
+	return v
+}
+
+// ReadHeader reads the header of the GGUF file at path: its metadata and
+// its tensors' descriptions.
+func ReadHeader(path string) (*gguf.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	h, err := gguf.Read(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a GGUF file: %w", path, err)
+	}
+	return h, nil
 }
 
 // DType is how a GGUF file stores the matrices and kernels; vectors (norms,
@@ -104,24 +160,21 @@ func (w Weights) Values(name string) ([]float32, error) {
 // WriteGGUF writes a part's tensors, in the order of specs, with its
 // metadata. Each tensor is read from w as it is written, so a checkpoint
 // larger than memory converts. The file appears whole or not at all.
-func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Source, dtype DType) error {
+func WriteGGUF(path, arch string, meta Metadata, specs []Spec, w Source, dtype DType) error {
 	if dtype != F16 && dtype != F32 {
 		return fmt.Errorf("gguf %s: dtype %q, want f16 or f32", path, dtype)
 	}
-	kv := fsggml.KV{"general.architecture": arch, "general.name": "genq " + arch}
-	for k, v := range meta {
-		kv[k] = v
-	}
-	// The engine places each tensor by the first number in its name, one
-	// "block" per number: there must be as many blocks as that number runs to.
-	kv[arch+".block_count"] = uint32(BlockCount(specs))
-	fileType := uint32(fsggml.FileTypeF32)
+	kv := []gguf.KV{{Key: "general.architecture", Value: arch}, {Key: "general.name", Value: "genq " + arch}}
+	fileType := uint32(0) // llama.cpp's LLAMA_FTYPE_ALL_F32
 	if dtype == F16 {
-		fileType = uint32(fsggml.FileTypeF16)
+		fileType = 1 // LLAMA_FTYPE_MOSTLY_F16
 	}
-	kv["general.file_type"] = fileType
+	kv = append(kv, gguf.KV{Key: "general.file_type", Value: fileType})
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		kv = append(kv, gguf.KV{Key: k, Value: meta[k]})
+	}
 
-	var ts []*fsggml.Tensor
+	var ts []gguf.Tensor
 	for _, s := range specs {
 		shape := w.Shape(s.Name)
 		if shape == nil {
@@ -130,11 +183,11 @@ func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Source, dtype 
 		if !slices.Equal(shape, s.Shape) {
 			return fmt.Errorf("gguf %s: tensor %s has shape %v, want %v", path, s.Name, shape, s.Shape)
 		}
-		kind := fsggml.TensorTypeF32
+		kind := gguf.TensorF32
 		if dtype == F16 && len(s.Shape) > 1 && strings.HasSuffix(s.Name, ".weight") {
-			kind = fsggml.TensorTypeF16
+			kind = gguf.TensorF16
 		}
-		ts = append(ts, &fsggml.Tensor{Name: s.Name, Kind: uint32(kind), Shape: GGMLShape(s.Shape), WriterTo: encoded{w, s.Name, kind}})
+		ts = append(ts, gguf.Tensor{Name: s.Name, Type: kind, Shape: GGMLShape(s.Shape), Data: encoded{w, s.Name, kind}})
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("gguf: %w", err)
@@ -148,7 +201,7 @@ func WriteGGUF(path, arch string, meta fsggml.KV, specs []Spec, w Source, dtype 
 		tmp.Close()
 		return fmt.Errorf("gguf: %w", err)
 	}
-	if err := fsggml.WriteGGUF(tmp, kv, ts); err != nil {
+	if err := gguf.Write(tmp, kv, ts); err != nil {
 		tmp.Close()
 		return fmt.Errorf("gguf %s: %w", path, err)
 	}
@@ -168,25 +221,11 @@ func GGMLShape(shape []int) []uint64 {
 	return out
 }
 
-// BlockCount is one more than the largest first number in the names.
-func BlockCount(specs []Spec) int {
-	n := 0
-	for _, s := range specs {
-		fields := strings.FieldsFunc(s.Name, func(r rune) bool { return !unicode.IsDigit(r) })
-		if len(fields) > 0 {
-			if i, err := strconv.Atoi(fields[0]); err == nil {
-				n = max(n, i+1)
-			}
-		}
-	}
-	return n
-}
-
 // encoded writes a tensor's values as float32 or float16.
 type encoded struct {
 	src  Source
 	name string
-	kind fsggml.TensorType
+	kind gguf.TensorType
 }
 
 func (e encoded) WriteTo(w io.Writer) (int64, error) {
@@ -196,7 +235,7 @@ func (e encoded) WriteTo(w io.Writer) (int64, error) {
 	}
 	out := make([]byte, 0, 4*len(data))
 	for _, v := range data {
-		if e.kind == fsggml.TensorTypeF16 {
+		if e.kind == gguf.TensorF16 {
 			out = binary.LittleEndian.AppendUint16(out, float16.Fromfloat32(v).Bits())
 		} else {
 			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
@@ -208,9 +247,9 @@ func (e encoded) WriteTo(w io.Writer) (int64, error) {
 
 // CheckShapes compares a GGUF file's tensors with the specs a part needs:
 // the first missing or misshapen one is named, in one line.
-func CheckShapes(path string, ts fsggml.Tensors, specs []Spec) error {
-	have := map[string]*fsggml.Tensor{}
-	for _, t := range ts.Items() {
+func CheckShapes(path string, ts []gguf.TensorInfo, specs []Spec) error {
+	have := map[string]gguf.TensorInfo{}
+	for _, t := range ts {
 		have[t.Name] = t
 	}
 	for _, s := range specs {
@@ -242,8 +281,8 @@ const (
 )
 
 // MMDiTMetadata is the transformer's configuration as GGUF keys.
-func (c MMDiTConfig) MMDiTMetadata() fsggml.KV {
-	kv := fsggml.KV{}
+func (c MMDiTConfig) MMDiTMetadata() Metadata {
+	kv := Metadata{}
 	for key, v := range c.fields() {
 		kv[ArchMMDiT+"."+key] = uint32(*v)
 	}
@@ -252,13 +291,14 @@ func (c MMDiTConfig) MMDiTMetadata() fsggml.KV {
 
 // MMDiTConfigOf reads the transformer's configuration back from GGUF
 // metadata.
-func MMDiTConfigOf(kv fsggml.KV) (MMDiTConfig, error) {
-	if a := kv.Architecture(); a != ArchMMDiT {
-		return MMDiTConfig{}, fmt.Errorf("architecture %q, want %q", a, ArchMMDiT)
+func MMDiTConfigOf(f *gguf.File) (MMDiTConfig, error) {
+	kv, err := metadataOf(f, ArchMMDiT)
+	if err != nil {
+		return MMDiTConfig{}, err
 	}
 	var c MMDiTConfig
 	for key, v := range c.fields() {
-		*v = int(kv.Uint(key))
+		*v = kv.int(key)
 	}
 	return c, c.Check()
 }
@@ -277,8 +317,8 @@ func (c *MMDiTConfig) fields() map[string]*int {
 const ArchCLIP = "sd3_clip"
 
 // CLIPMetadata is the encoder's configuration as GGUF keys.
-func (c CLIPConfig) CLIPMetadata() fsggml.KV {
-	kv := fsggml.KV{ArchCLIP + ".quick_gelu": c.QuickGELU}
+func (c CLIPConfig) CLIPMetadata() Metadata {
+	kv := Metadata{ArchCLIP + ".quick_gelu": c.QuickGELU}
 	for key, v := range c.fields() {
 		kv[ArchCLIP+"."+key] = uint32(*v)
 	}
@@ -286,13 +326,14 @@ func (c CLIPConfig) CLIPMetadata() fsggml.KV {
 }
 
 // CLIPConfigOf reads a CLIP encoder's configuration from GGUF metadata.
-func CLIPConfigOf(kv fsggml.KV) (CLIPConfig, error) {
-	if a := kv.Architecture(); a != ArchCLIP {
-		return CLIPConfig{}, fmt.Errorf("architecture %q, want %q", a, ArchCLIP)
+func CLIPConfigOf(f *gguf.File) (CLIPConfig, error) {
+	kv, err := metadataOf(f, ArchCLIP)
+	if err != nil {
+		return CLIPConfig{}, err
 	}
-	c := CLIPConfig{QuickGELU: kv.Bool("quick_gelu")}
+	c := CLIPConfig{QuickGELU: kv.bool("quick_gelu")}
 	for key, v := range c.fields() {
-		*v = int(kv.Uint(key))
+		*v = kv.int(key)
 	}
 	return c, c.Check()
 }
@@ -309,8 +350,8 @@ func (c *CLIPConfig) fields() map[string]*int {
 const ArchT5 = "sd3_t5"
 
 // T5Metadata is the encoder's configuration as GGUF keys.
-func (c T5Config) T5Metadata() fsggml.KV {
-	kv := fsggml.KV{}
+func (c T5Config) T5Metadata() Metadata {
+	kv := Metadata{}
 	for key, v := range c.fields() {
 		kv[ArchT5+"."+key] = uint32(*v)
 	}
@@ -318,13 +359,14 @@ func (c T5Config) T5Metadata() fsggml.KV {
 }
 
 // T5ConfigOf reads the encoder's configuration from GGUF metadata.
-func T5ConfigOf(kv fsggml.KV) (T5Config, error) {
-	if a := kv.Architecture(); a != ArchT5 {
-		return T5Config{}, fmt.Errorf("architecture %q, want %q", a, ArchT5)
+func T5ConfigOf(f *gguf.File) (T5Config, error) {
+	kv, err := metadataOf(f, ArchT5)
+	if err != nil {
+		return T5Config{}, err
 	}
 	var c T5Config
 	for key, v := range c.fields() {
-		*v = int(kv.Uint(key))
+		*v = kv.int(key)
 	}
 	return c, c.Check()
 }
