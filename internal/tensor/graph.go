@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -13,41 +14,104 @@ import (
 	"github.com/genq/genq/internal/gguf"
 )
 
-// Backend is a ggml device that computes graphs: the CPU.
+// Backend is a ggml device that computes graphs: the CPU or a GPU.
 type Backend struct {
-	a *api
-	b unsafe.Pointer
+	a      *api
+	b      unsafe.Pointer
+	device Device
 	// galloc lays out every graph's intermediate tensors in one buffer,
 	// kept from graph to graph: allocated afresh each time, its pages
 	// were touched for the first time by every computation.
 	galloc unsafe.Pointer
 }
 
+// Device choices for Options.Device.
+const (
+	DeviceAuto = "auto" // a CUDA GPU when the engine has one, else the CPU
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda" // a CUDA GPU or an error
+)
+
+// Options say where a backend computes.
+type Options struct {
+	// LibDir holds the text engine's libraries; LLAMA_LIB_DIR when empty.
+	LibDir string
+	Device string // DeviceAuto when empty
+	// Threads is the CPU backend's thread count; 0 leaves ggml's default.
+	Threads int
+	Log     *slog.Logger
+}
+
+// Device is the device a backend computes on.
+type Device struct {
+	Kind string // "cpu" or "cuda"
+	Name string // the GPU's description; empty for the CPU
+	// FreeBytes is the GPU memory free when the backend opened (0 on the
+	// CPU, where the caller reads the system's).
+	FreeBytes uint64
+}
+
 // ggml's device types (enum ggml_backend_dev_type).
-const devCPU = 0
+const (
+	devCPU = 0
+	devGPU = 1
+)
+
+// Open starts a backend on the device o asks for, from the engine's
+// libraries: a CUDA build of them finds its GPUs, a CPU build none.
+func Open(o Options) (*Backend, error) {
+	a, err := load(o.LibDir, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	want := o.Device
+	if want == "" {
+		want = DeviceAuto
+	}
+	if want != DeviceAuto && want != DeviceCPU && want != DeviceCUDA {
+		return nil, fmt.Errorf("ggml: device %q: want auto, cpu or cuda", want)
+	}
+	dev, device := unsafe.Pointer(nil), Device{Kind: DeviceCPU}
+	if want != DeviceCPU {
+		for i := range a.devCount() {
+			d := a.devGet(i)
+			if a.devType(d) != devGPU || !strings.HasPrefix(strings.ToUpper(a.devName(d)), "CUDA") {
+				continue
+			}
+			var free, total uintptr
+			a.devMemory(d, &free, &total)
+			dev, device = d, Device{Kind: DeviceCUDA, Name: a.devDescription(d), FreeBytes: uint64(free)}
+			break
+		}
+		if dev == nil && want == DeviceCUDA {
+			return nil, errors.New("ggml: device cuda: the engine found no CUDA GPU (is it built with CUDA?)")
+		}
+	}
+	if dev == nil {
+		if dev = a.devByType(devCPU); dev == nil {
+			return nil, errors.New("ggml: no CPU device")
+		}
+	}
+	b := a.devInit(dev, nil)
+	if b == nil {
+		return nil, fmt.Errorf("ggml: the %s backend did not start", device.Kind)
+	}
+	if p := a.regProcAddress(a.devBackendReg(dev), "ggml_backend_set_n_threads"); p != 0 && o.Threads > 0 && device.Kind == DeviceCPU {
+		var setThreads func(b unsafe.Pointer, n int32)
+		purego.RegisterFunc(&setThreads, p)
+		setThreads(b, int32(o.Threads))
+	}
+	return &Backend{a: a, b: b, device: device}, nil
+}
 
 // NewCPU opens ggml's CPU backend from the text engine's libraries in dir
 // (LLAMA_LIB_DIR when empty), computing on threads threads.
 func NewCPU(dir string, threads int, log *slog.Logger) (*Backend, error) {
-	a, err := load(dir, log)
-	if err != nil {
-		return nil, err
-	}
-	dev := a.devByType(devCPU)
-	if dev == nil {
-		return nil, errors.New("ggml: no CPU device")
-	}
-	b := a.devInit(dev, nil)
-	if b == nil {
-		return nil, errors.New("ggml: the CPU backend did not start")
-	}
-	if p := a.regProcAddress(a.devBackendReg(dev), "ggml_backend_set_n_threads"); p != 0 && threads > 0 {
-		var setThreads func(b unsafe.Pointer, n int32)
-		purego.RegisterFunc(&setThreads, p)
-		setThreads(b, int32(threads))
-	}
-	return &Backend{a: a, b: b}, nil
+	return Open(Options{LibDir: dir, Device: DeviceCPU, Threads: threads, Log: log})
 }
+
+// Device is where the backend computes.
+func (be *Backend) Device() Device { return be.device }
 
 // Close frees the backend.
 func (be *Backend) Close() {
@@ -147,8 +211,9 @@ type Graph struct {
 }
 
 type input struct {
-	t    unsafe.Pointer
-	data []float32
+	t     unsafe.Pointer
+	data  unsafe.Pointer
+	bytes uintptr
 }
 
 // maxNodes bounds a graph's operations.
@@ -176,12 +241,28 @@ type Tensor struct {
 	t unsafe.Pointer
 }
 
+// ggml's element types (enum ggml_type) of inputs.
+const (
+	typeF32 = 0
+	typeI32 = 26
+)
+
 // Input is a float32 tensor of shape ne whose values are data.
 func (g *Graph) Input(data []float32, ne ...int) Tensor {
+	return g.input(typeF32, unsafe.Pointer(unsafe.SliceData(data)), uintptr(len(data))*4, ne)
+}
+
+// InputInts is an int32 tensor of shape ne whose values are data: the
+// indices GetRows takes.
+func (g *Graph) InputInts(data []int32, ne ...int) Tensor {
+	return g.input(typeI32, unsafe.Pointer(unsafe.SliceData(data)), uintptr(len(data))*4, ne)
+}
+
+func (g *Graph) input(typ int32, data unsafe.Pointer, bytes uintptr, ne []int) Tensor {
 	d := dims(ne)
-	t := g.be.a.newTensor4d(g.ctx, 0, d[0], d[1], d[2], d[3])
+	t := g.be.a.newTensor4d(g.ctx, typ, d[0], d[1], d[2], d[3])
 	g.be.a.setInput(t)
-	g.inputs = append(g.inputs, input{t, data})
+	g.inputs = append(g.inputs, input{t, data, bytes})
 	return Tensor{g, t}
 }
 
@@ -197,9 +278,22 @@ func (g *Graph) Weight(w *Weights, name string) Tensor {
 // Compute runs the graph to out and returns out's values (float32). One
 // graph computes at a time on a backend.
 func (g *Graph) Compute(out Tensor) ([]float32, error) {
+	vals, err := g.ComputeAll(out)
+	if err != nil {
+		return nil, err
+	}
+	return vals[0], nil
+}
+
+// ComputeAll runs the graph to every one of outs and returns their values
+// (float32), in the order given. An output keeps its memory even where a
+// later operation reads it.
+func (g *Graph) ComputeAll(outs ...Tensor) ([][]float32, error) {
 	a := g.be.a
-	a.setOutput(out.t)
-	a.buildForward(g.g, out.t)
+	for _, out := range outs {
+		a.setOutput(out.t)
+		a.buildForward(g.g, out.t)
+	}
 	if g.be.galloc == nil {
 		g.be.galloc = a.gallocrNew(a.defaultBufferType(g.be.b))
 	}
@@ -207,17 +301,23 @@ func (g *Graph) Compute(out Tensor) ([]float32, error) {
 		return nil, errors.New("ggml: no memory for the graph")
 	}
 	for _, in := range g.inputs {
-		if n := a.nbytes(in.t); n != uintptr(len(in.data))*4 {
-			return nil, fmt.Errorf("ggml: input of %d bytes given %d values", n, len(in.data))
+		if n := a.nbytes(in.t); n != in.bytes {
+			return nil, fmt.Errorf("ggml: input of %d bytes given %d", n, in.bytes)
 		}
-		a.tensorSet(in.t, unsafe.Pointer(&in.data[0]), 0, uintptr(len(in.data))*4)
+		a.tensorSet(in.t, in.data, 0, in.bytes)
 	}
 	if status := a.graphCompute(g.be.b, g.g); status != 0 {
 		return nil, fmt.Errorf("ggml: compute failed (status %d)", status)
 	}
-	n := a.nbytes(out.t)
-	vals := make([]float32, n/4)
-	a.tensorGet(out.t, unsafe.Pointer(&vals[0]), 0, n)
+	vals := make([][]float32, len(outs))
+	for i, out := range outs {
+		if (*header)(out.t).typ != typeF32 {
+			return nil, fmt.Errorf("ggml: output %d is not float32", i)
+		}
+		n := a.nbytes(out.t)
+		vals[i] = make([]float32, n/4)
+		a.tensorGet(out.t, unsafe.Pointer(unsafe.SliceData(vals[i])), 0, n)
+	}
 	return vals, nil
 }
 

@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -105,4 +106,110 @@ func TestOps(t *testing.T) {
 	// The CPU's matrix product rounds its operands to F16 (llamafile's
 	// kernels), as the image engine's F16 weights are anyway.
 	nearWithin(t, "conv_2d", got, want, 1e-3)
+}
+
+// TestElementOps: the operations the text encoders and the transformer add,
+// each against the same arithmetic in Go.
+func TestElementOps(t *testing.T) {
+	be := backend(t)
+	x := []float32{-2, -0.5, 0, 0.25, 1, 3} // [3, 2]
+	each := func(f func(float64) float64) []float32 {
+		out := make([]float32, len(x))
+		for i, v := range x {
+			out[i] = float32(f(float64(v)))
+		}
+		return out
+	}
+	rms := func() []float32 {
+		out := make([]float32, len(x))
+		for r := range 2 {
+			row := x[3*r : 3*r+3]
+			var ss float64
+			for _, v := range row {
+				ss += float64(v * v)
+			}
+			for i, v := range row {
+				out[3*r+i] = float32(float64(v) / math.Sqrt(ss/3+1e-6))
+			}
+		}
+		return out
+	}()
+	softmax := func(scale float64, mask []float32) []float32 {
+		out := make([]float32, len(x))
+		for r := range 2 {
+			var sum float64
+			for i := range 3 {
+				sum += math.Exp(float64(x[3*r+i])*scale + float64(mask[3*r+i]))
+			}
+			for i := range 3 {
+				out[3*r+i] = float32(math.Exp(float64(x[3*r+i])*scale+float64(mask[3*r+i])) / sum)
+			}
+		}
+		return out
+	}
+	inf := float32(math.Inf(-1))
+	mask := []float32{0, inf, 0, 0, 0, inf}
+	for _, tc := range []struct {
+		name string
+		op   func(g *Graph, in Tensor) Tensor
+		want []float32
+	}{
+		{"tanh", func(_ *Graph, in Tensor) Tensor { return in.Tanh() }, each(math.Tanh)},
+		{"sigmoid", func(_ *Graph, in Tensor) Tensor { return in.Sigmoid() }, each(func(v float64) float64 { return 1 / (1 + math.Exp(-v)) })},
+		{"gelu_erf", func(_ *Graph, in Tensor) Tensor { return in.GELUErf() }, each(func(v float64) float64 { return v / 2 * (1 + math.Erf(v/math.Sqrt2)) })},
+		{"rms_norm", func(_ *Graph, in Tensor) Tensor { return in.RMSNorm(1e-6) }, rms},
+		{"slice", func(_ *Graph, in Tensor) Tensor { return in.Slice(0, 1, 3).Contiguous() }, []float32{-0.5, 0, 1, 3}},
+		{"slice rows", func(_ *Graph, in Tensor) Tensor { return in.Slice(1, 1, 2).Contiguous() }, []float32{0.25, 1, 3}},
+		{"concat", func(_ *Graph, in Tensor) Tensor { return in.Slice(1, 1, 2).Concat(in.Slice(1, 0, 1), 1) }, []float32{0.25, 1, 3, -2, -0.5, 0}},
+		{"pad", func(_ *Graph, in Tensor) Tensor { return in.Pad(1, 0, 0, 0) }, []float32{-2, -0.5, 0, 0, 0.25, 1, 3, 0}},
+		{"get_rows", func(g *Graph, in Tensor) Tensor { return in.GetRows(g.InputInts([]int32{1, 1, 0}, 3)) }, []float32{0.25, 1, 3, 0.25, 1, 3, -2, -0.5, 0}},
+		{"soft_max scaled", func(_ *Graph, in Tensor) Tensor { return in.SoftMaxScaled(0.5) }, softmax(0.5, make([]float32, 6))},
+		{"soft_max masked", func(g *Graph, in Tensor) Tensor { return in.SoftMaxMasked(g.Input(mask, 3, 2), 2) }, softmax(2, mask)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := be.NewGraph()
+			defer g.Close()
+			got, err := g.Compute(tc.op(g, g.Input(x, 3, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nearWithin(t, tc.name, got, tc.want, 1e-5)
+		})
+	}
+}
+
+// TestComputeAll: an output a later operation reads keeps its values.
+func TestComputeAll(t *testing.T) {
+	be := backend(t)
+	g := be.NewGraph()
+	defer g.Close()
+	a := g.Input([]float32{1, 2, 3}, 3).Scale(2)
+	b := a.Tanh().Scale(3)
+	got, err := g.ComputeAll(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "first", got[0], []float32{2, 4, 6})
+	near(t, "second", got[1], []float32{float32(3 * math.Tanh(2)), float32(3 * math.Tanh(4)), float32(3 * math.Tanh(6))})
+}
+
+// TestDeviceChoice: the CPU is always there; asking for CUDA of an engine
+// built without it is an error that says so, not a silent CPU.
+func TestDeviceChoice(t *testing.T) {
+	if os.Getenv("LLAMA_LIB_DIR") == "" {
+		t.Skip("LLAMA_LIB_DIR is unset (make engine)")
+	}
+	be, err := Open(Options{Device: DeviceAuto, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if be.Device().Kind == DeviceCPU {
+		if _, err := Open(Options{Device: DeviceCUDA}); err == nil || !strings.Contains(err.Error(), "CUDA") {
+			t.Errorf("cuda on an engine without a GPU: %v", err)
+		}
+	}
+	if _, err := Open(Options{Device: "tpu"}); err == nil {
+		t.Error("device tpu opened")
+	}
 }

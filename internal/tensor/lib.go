@@ -58,6 +58,22 @@ type api struct {
 	gallocrAllocGraph func(galloc, graph unsafe.Pointer) bool
 	gallocrFree       func(galloc unsafe.Pointer)
 	graphCompute      func(backend, graph unsafe.Pointer) int32
+	devCount          func() uintptr
+	devGet            func(i uintptr) unsafe.Pointer
+	devType           func(dev unsafe.Pointer) int32
+	devName           func(dev unsafe.Pointer) string
+	devDescription    func(dev unsafe.Pointer) string
+	devMemory         func(dev unsafe.Pointer, free, total *uintptr)
+
+	view4d    func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
+	concat    func(ctx, a, b unsafe.Pointer, dim int32) unsafe.Pointer
+	pad       func(ctx, a unsafe.Pointer, p0, p1, p2, p3 int32) unsafe.Pointer
+	tanh      func(ctx, a unsafe.Pointer) unsafe.Pointer
+	sigmoid   func(ctx, a unsafe.Pointer) unsafe.Pointer
+	geluErf   func(ctx, a unsafe.Pointer) unsafe.Pointer
+	rmsNorm   func(ctx, a unsafe.Pointer, eps float32) unsafe.Pointer
+	getRows   func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	softMaxEx func(ctx, a, mask unsafe.Pointer, scale, maxBias float32) unsafe.Pointer
 }
 
 var (
@@ -140,7 +156,22 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.devInit, "ggml_backend_dev_init")
 	reg(base, &a.devBackendReg, "ggml_backend_dev_backend_reg")
 	reg(base, &a.regProcAddress, "ggml_backend_reg_get_proc_address")
+	reg(base, &a.view4d, "ggml_view_4d")
+	reg(base, &a.concat, "ggml_concat")
+	reg(base, &a.pad, "ggml_pad")
+	reg(base, &a.tanh, "ggml_tanh")
+	reg(base, &a.sigmoid, "ggml_sigmoid")
+	reg(base, &a.geluErf, "ggml_gelu_erf")
+	reg(base, &a.rmsNorm, "ggml_rms_norm")
+	reg(base, &a.getRows, "ggml_get_rows")
+	reg(base, &a.softMaxEx, "ggml_soft_max_ext")
+	reg(base, &a.devName, "ggml_backend_dev_name")
+	reg(base, &a.devDescription, "ggml_backend_dev_description")
+	reg(base, &a.devMemory, "ggml_backend_dev_memory")
+	reg(base, &a.devType, "ggml_backend_dev_type")
 	reg(ggml, &a.devByType, "ggml_backend_dev_by_type")
+	reg(ggml, &a.devCount, "ggml_backend_dev_count")
+	reg(ggml, &a.devGet, "ggml_backend_dev_get")
 	if missing != nil {
 		return nil, missing
 	}

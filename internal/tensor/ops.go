@@ -50,3 +50,49 @@ func (t Tensor) Conv2D(x Tensor, s0, s1, p0, p1, d0, d1 int) Tensor {
 func (t Tensor) UpscaleNearest(ne [4]int) Tensor {
 	return t.op(t.g.be.a.interpolate(t.g.ctx, t.t, int64(ne[0]), int64(ne[1]), int64(ne[2]), int64(ne[3]), 0))
 }
+
+// Slice is the view of t's indices [start, end) along dimension dim.
+func (t Tensor) Slice(dim, start, end int) Tensor {
+	h := (*header)(t.t)
+	ne := h.ne
+	ne[dim] = int64(end - start)
+	return t.op(t.g.be.a.view4d(t.g.ctx, t.t, ne[0], ne[1], ne[2], ne[3],
+		uintptr(h.nb[1]), uintptr(h.nb[2]), uintptr(h.nb[3]), uintptr(start)*uintptr(h.nb[dim])))
+}
+
+// Concat is t followed by u along dimension dim.
+func (t Tensor) Concat(u Tensor, dim int) Tensor {
+	return t.op(t.g.be.a.concat(t.g.ctx, t.t, u.t, int32(dim)))
+}
+
+// Pad appends p[i] zeros to the end of dimension i.
+func (t Tensor) Pad(p0, p1, p2, p3 int) Tensor {
+	return t.op(t.g.be.a.pad(t.g.ctx, t.t, int32(p0), int32(p1), int32(p2), int32(p3)))
+}
+
+// Tanh is tanh(x).
+func (t Tensor) Tanh() Tensor { return t.op(t.g.be.a.tanh(t.g.ctx, t.t)) }
+
+// Sigmoid is 1/(1+e^−x).
+func (t Tensor) Sigmoid() Tensor { return t.op(t.g.be.a.sigmoid(t.g.ctx, t.t)) }
+
+// GELUErf is GELU computed with erf (torch's default GELU).
+func (t Tensor) GELUErf() Tensor { return t.op(t.g.be.a.geluErf(t.g.ctx, t.t)) }
+
+// RMSNorm divides each row by its root mean square.
+func (t Tensor) RMSNorm(eps float32) Tensor { return t.op(t.g.be.a.rmsNorm(t.g.ctx, t.t, eps)) }
+
+// GetRows gathers t's rows (its second dimension) at ids, int32; float16
+// rows come back as float32.
+func (t Tensor) GetRows(ids Tensor) Tensor { return t.op(t.g.be.a.getRows(t.g.ctx, t.t, ids.t)) }
+
+// SoftMaxMasked is the softmax of each row of t·scale + mask, the mask
+// [columns, rows] broadcast over t's outer dimensions.
+func (t Tensor) SoftMaxMasked(mask Tensor, scale float64) Tensor {
+	return t.op(t.g.be.a.softMaxEx(t.g.ctx, t.t, mask.t, float32(scale), 0))
+}
+
+// SoftMaxScaled is the softmax of each row of t·scale.
+func (t Tensor) SoftMaxScaled(scale float64) Tensor {
+	return t.op(t.g.be.a.softMaxEx(t.g.ctx, t.t, nil, float32(scale), 0))
+}
