@@ -118,8 +118,8 @@ bench-route: build engine
 # The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the
 # kit fits a small upload), the pinned llama.cpp sources for building the
 # engine's cuda flavour there (scripts/build-llama.sh --export-src: no
-# other GPUs' backends, models or docs), ollama's ggml sources for the image
-# engine's CUDA backend, and the bandwidth probe. The GPU machine needs
+# other GPUs' backends, models or docs; the image engine runs on its ggml
+# too), and the bandwidth probe. The GPU machine needs
 # CUDA, CMake and Ninja, not Go.
 GPU_KIT  ?= .gpu
 GPU_WORK ?= /tmp/genq-gpu
@@ -129,9 +129,6 @@ gpu-kit:
 		go build -trimpath -ldflags="-s -w" -o $(GPU_KIT)/bin/ ./cmd/api ./cmd/worker ./cmd/genqctl ./test/benchgpu
 	xz -T0 -6 $(GPU_KIT)/bin/*
 	scripts/build-llama.sh --export-src $(GPU_KIT)/llama-src.tar.gz
-	d=$$(go list -m -f '{{.Dir}}' github.com/ollama/ollama) && \
-		tar czf $(GPU_KIT)/ggml-image-src.tar.gz -C "$$d" --exclude='*.go' --exclude=ggml-vulkan --exclude=ggml-metal --exclude=ggml-hip \
-		CMakeLists.txt CMakePresets.json ml/backend/ggml/ggml
 	cp scripts/gpu/copybw.cu $(GPU_KIT)/
 	du -sh $(GPU_KIT)
 

@@ -25,8 +25,8 @@
 # GPU_IMAGES (default 1; 0 skips it): after the text runs, the ggml image
 # engine in process on SD3-medium's shapes with random fp16 weights, 1024×1024,
 # 28 steps, with T5 and without: results/images/*.json (benchgpu image; the
-# report of the text runs does not read them). The image engine is still
-# ollama's ggml, so this phase alone builds that ggml's CUDA backend.
+# report of the text runs does not read them). The image engine runs on the
+# same llama.cpp build as text (its ggml), so it needs no build of its own.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo="$PWD"
@@ -54,18 +54,6 @@ build_engine() {
 		"$repo/scripts/build-llama.sh" --flavour "$flavour" --tools --src "$work/llama-src/llama.cpp" 2>>"$work/logs/engine.log")" || return 1
 	echo "$dir" >"$work/engine.dir"
 	say "engine built: $dir ($(du -sh "$dir/lib" | cut -f1) of libraries)"
-}
-
-# build_image_ggml: ollama's ggml CUDA backend, for the image engine only.
-build_image_ggml() {
-	[[ -f $work/image-ggml.ok ]] && return 0
-	say "building ollama's ggml CUDA backend for the image engine"
-	rm -rf "$work/image-src" && mkdir -p "$work/image-src" && tar xzf "$kit/ggml-image-src.tar.gz" -C "$work/image-src" || return 1
-	cmake -S "$work/image-src" -B "$work/image-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-		-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DOLLAMA_RUNNER_DIR=cuda_v13 >>"$work/logs/cmake-image.log" 2>&1 || return 1
-	cmake --build "$work/image-build" -j "$(nproc)" --target ggml-cuda ggml-base >>"$work/logs/cmake-image.log" 2>&1 || return 1
-	touch "$work/image-ggml.ok"
-	say "ollama's ggml CUDA backend built"
 }
 
 # model_dir size variant: where a run's model lives (size may be SIZE/WEIGHTS).
@@ -96,11 +84,6 @@ gpu_env() {
 	LLAMA_LIB_DIR="$(cat "$work/engine.dir")/lib"
 	export LLAMA_LIB_DIR
 	export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-}
-
-image_env() {
-	export OLLAMA_LIBRARY_PATH="$work/image-build/lib/ollama"
-	export LD_LIBRARY_PATH="$work/image-build/lib/ollama:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 }
 
 # peer: llama-batched-bench from the same build on the same model, every
@@ -165,8 +148,8 @@ image_bench() {
 	[[ ${GPU_IMAGES:-1} == 0 ]] && return 0
 	local dir="$work/models/sd3-medium"
 	mkdir -p "$work/results/images"
-	build_image_ggml || { say "the image engine's ggml build failed: $(tail -n 20 "$work/logs/cmake-image.log")"; return 1; }
-	image_env
+	build_engine || { say "the engine build failed: $(tail -n 20 "$work/logs/engine.log")"; return 1; }
+	gpu_env
 	if [[ ! -f $dir/ok ]]; then
 		rm -rf "$work/models"
 		say "writing SD3-medium's shapes for the ggml engine (15.6 GB, fp16)"

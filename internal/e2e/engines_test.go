@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,13 +17,11 @@ import (
 	"github.com/genq/genq/internal/tinygguf"
 )
 
-// TestBothEnginesInOneProcess: this binary, like the worker's, holds two
-// ggml builds until the image engine moves onto llama.cpp's: ollama's,
-// linked in for images, and llama.cpp's, loaded with libllama for text.
-// Each symbol set stays its own (the executable exports none of its ggml
-// symbols, so the loaded libraries bind to their own), and this test runs
-// both engines in one process, one after the other and then at once: a
-// text job and an image job give the same answers every time.
+// TestBothEnginesInOneProcess: this binary, like the worker's, runs the
+// text engine (libllama) and the image engine on one ggml, the libraries
+// of the one llama.cpp build: the test checks the process maps a single
+// libggml-base, and runs both engines one after the other and then at
+// once: a text job and an image job give the same answers every time.
 func TestBothEnginesInOneProcess(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -61,6 +61,17 @@ func TestBothEnginesInOneProcess(t *testing.T) {
 	}
 	if len(answer) < 20 {
 		t.Fatalf("text answer %q", answer)
+	}
+	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+		ggml := map[string]bool{}
+		for line := range strings.Lines(string(maps)) {
+			if f := strings.Fields(line); len(f) == 6 && strings.Contains(filepath.Base(f[5]), "libggml-base.so") {
+				ggml[f[5]] = true
+			}
+		}
+		if len(ggml) != 1 {
+			t.Errorf("the process maps %d libggml-base libraries, want the engine's one: %v", len(ggml), ggml)
+		}
 	}
 	for round := range 3 {
 		var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // Engine names ggml in the worker's heartbeat and logs.
@@ -45,6 +46,7 @@ type Backend struct {
 	t5           *T5 // nil with Config.NoT5
 	mmdit        *Transformer
 	vae          *VAEDecoder
+	be           *tensor.Backend // the device all parts compute on
 	steps        *stepBatcher // the transformer's calls, shared by concurrent jobs
 
 	// negative is the empty negative prompt, encoded once at Open.
@@ -99,35 +101,32 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 			b.Close()
 		}
 	}()
-	gpu, err := findGPU(filepath.Join(dir, sd3.VAEDecoderFile), cfg.Device)
-	if err != nil {
-		return nil, err
-	}
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: Engine}
-	if gpu != nil {
-		device = genq.Device{Kind: "cuda", Name: gpu.name, Engine: Engine}
-	}
 	if cfg.Threads == 0 {
 		cfg.Threads = defaultThreads(filepath.Join(dir, sd3.TransformerFile))
 		b.cfg.Threads = cfg.Threads
 	}
-	opts := loadOptions{threads: cfg.Threads, gpu: gpu, compute: new(sync.Mutex)}
+	if b.be, err = tensor.Open(tensor.Options{Device: cfg.Device, Threads: cfg.Threads, Log: log}); err != nil {
+		return nil, fmt.Errorf("image device %s: %w", cfg.Device, err)
+	}
+	dev := b.be.Device()
+	device := genq.Device{Kind: dev.Kind, Name: cmp.Or(dev.Name, procfs.CPUName()), Engine: Engine}
+	opts := placement{be: b.be, mu: new(sync.Mutex)}
 	at := func(file string) string { return filepath.Join(dir, file) }
-	if b.textL, err = openCLIP(ctx, at(sd3.ClipLFile), opts); err != nil {
+	if b.textL, err = openCLIP(at(sd3.ClipLFile), opts); err != nil {
 		return nil, err
 	}
-	if b.textG, err = openCLIP(ctx, at(sd3.ClipGFile), opts); err != nil {
+	if b.textG, err = openCLIP(at(sd3.ClipGFile), opts); err != nil {
 		return nil, err
 	}
 	if !cfg.NoT5 {
-		if b.t5, err = openT5(ctx, at(sd3.T5File), opts); err != nil {
+		if b.t5, err = openT5(at(sd3.T5File), opts); err != nil {
 			return nil, err
 		}
 	}
-	if b.mmdit, err = openTransformer(ctx, at(sd3.TransformerFile), opts); err != nil {
+	if b.mmdit, err = openTransformer(at(sd3.TransformerFile), opts); err != nil {
 		return nil, err
 	}
-	if b.vae, err = openVAEDecoder(ctx, at(sd3.VAEDecoderFile), opts); err != nil {
+	if b.vae, err = openVAEDecoder(at(sd3.VAEDecoderFile), opts); err != nil {
 		return nil, err
 	}
 	if err := b.checkWidths(); err != nil {
@@ -138,7 +137,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		if !cfg.NoT5 {
 			files = append(files, at(sd3.T5File))
 		}
-		cfg.MaxBatch = memoryBatch(b.mmdit.cfg, cmp.Or(cfg.MaxSize, cfg.Width, cfg.Height), cfg.Slots, freeBytes(gpu, files))
+		cfg.MaxBatch = memoryBatch(b.mmdit.cfg, cmp.Or(cfg.MaxSize, cfg.Width, cfg.Height), cfg.Slots, freeBytes(dev, files))
 		b.cfg.MaxBatch = cfg.MaxBatch
 	}
 	b.steps = newStepBatcher(b.mmdit, cfg.MaxBatch)
@@ -239,5 +238,6 @@ func (b *Backend) Close() error {
 	b.t5.Close()
 	b.mmdit.Close()
 	b.vae.Close()
+	b.be.Close()
 	return nil
 }

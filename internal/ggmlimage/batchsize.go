@@ -7,6 +7,7 @@ import (
 
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // itemBytes estimates what one batch item adds to a transformer call on
@@ -40,12 +41,12 @@ func memoryBatch(cfg sd3.MMDiTConfig, maxSize, slots int, free int64) int {
 // are loaded: on a GPU, its free memory at the probe less the files placed
 // on it; on the CPU, the memory the kernel says is available. Zero means
 // unknown.
-func freeBytes(gpu *gpuDevice, files []string) int64 {
-	if gpu == nil {
+func freeBytes(dev tensor.Device, files []string) int64 {
+	if dev.Kind == tensor.DeviceCPU {
 		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(procfs.Field("/proc/meminfo", "MemAvailable")), " kB"), 10, 64)
 		return kb << 10
 	}
-	free := int64(gpu.free)
+	free := int64(dev.FreeBytes)
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
 			free -= fi.Size()

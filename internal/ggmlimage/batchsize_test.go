@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // The step batch is sized from the memory left beside the weights, for
@@ -35,7 +36,7 @@ func TestMemoryBatch(t *testing.T) {
 			}
 		})
 	}
-	if free := freeBytes(nil, nil); free <= 0 {
+	if free := freeBytes(tensor.Device{Kind: tensor.DeviceCPU}, nil); free <= 0 {
 		t.Errorf("the CPU's available memory reads as %d", free)
 	}
 }

@@ -2,8 +2,6 @@ package ggmlimage_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -94,51 +92,5 @@ func BenchmarkEngines(b *testing.B) {
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/image")
 			})
 		}
-	}
-}
-
-// BenchmarkVAEDecoders times the mid VAE (widths 32 to 128, F16 weights,
-// a 512×512 image) on ollama's ggml and on llama.cpp's (LLAMA_LIB_DIR),
-// the same file, benchThreads each: the first part moved to the engine the
-// text variants run on.
-func BenchmarkVAEDecoders(b *testing.B) {
-	dir := b.TempDir()
-	vae := benchSizes[1].vae
-	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: sd3.F16, VAE: &vae}); err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(dir, sd3.VAEDecoderFile)
-	const h, w = 64, 64
-	latents := normal(vae.LatentChannels*h*w, 3)
-	type decoder interface {
-		Decode([]float32, int, int, int) ([]float32, error)
-		Close()
-	}
-	open := map[string]func() (decoder, error){
-		"ollama": func() (decoder, error) { return ggmlimage.OpenVAEDecoder(context.Background(), path, benchThreads) },
-		"llama.cpp": func() (decoder, error) {
-			if os.Getenv("LLAMA_LIB_DIR") == "" {
-				b.Skip("LLAMA_LIB_DIR is unset (make engine)")
-			}
-			return ggmlimage.OpenEngineVAEDecoder(path, benchThreads, nil)
-		},
-	}
-	for _, name := range []string{"ollama", "llama.cpp"} {
-		b.Run(name, func(b *testing.B) {
-			d, err := open[name]()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer d.Close()
-			if _, err := d.Decode(latents, 1, h, w); err != nil { // warm-up
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for range b.N {
-				if _, err := d.Decode(latents, 1, h, w); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -1,14 +1,12 @@
 package ggmlimage
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
 
-	"github.com/ollama/ollama/ml"
-
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // CLIP is one of SD3's CLIP text encoders (transformers'
@@ -18,13 +16,14 @@ type CLIP struct {
 	cfg  sd3.CLIPConfig
 }
 
-// OpenCLIP loads a CLIP encoder GGUF written by internal/sd3.
-func OpenCLIP(ctx context.Context, path string, threads int) (*CLIP, error) {
-	return openCLIP(ctx, path, loadOptions{threads: threads})
+// OpenCLIP loads a CLIP encoder GGUF written by internal/sd3 onto a CPU
+// backend of its own.
+func OpenCLIP(path string, threads int) (*CLIP, error) {
+	return openCLIP(path, placement{threads: threads})
 }
 
-func openCLIP(ctx context.Context, path string, opts loadOptions) (*CLIP, error) {
-	p, cfg, err := openPart(ctx, path, opts, sd3.CLIPConfigOf, sd3.CLIPConfig.CLIPTensors)
+func openCLIP(path string, on placement) (*CLIP, error) {
+	p, cfg, err := openPart(path, on, sd3.CLIPConfigOf, sd3.CLIPConfig.CLIPTensors)
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}
@@ -61,12 +60,6 @@ func (e *CLIP) Encode(ids []int32, n, seq int) (hidden, pooled []float32, err er
 		row := ids[i*seq : (i+1)*seq]
 		ends[i] = int32(i*seq + slices.Index(row, slices.Max(row)))
 	}
-	e.part.mu.Lock()
-	defer e.part.mu.Unlock()
-	defer recoverError(&err)
-	ctx := e.part.backend.NewContext()
-	defer ctx.Close()
-	in := ctx.Input()
 	mask := make([]float32, seq*seq)
 	for q := range seq {
 		for k := q + 1; k < seq; k++ {
@@ -77,59 +70,61 @@ func (e *CLIP) Encode(ids []int32, n, seq int) (hidden, pooled []float32, err er
 	for i := range positions {
 		positions[i] = int32(i)
 	}
-	pen, final := e.forward(ctx, in.FromInts(ids, seq*n), in.FromInts(positions, seq), n, in.FromFloats(mask, seq, seq))
-	// The penultimate state feeds the last layer, so the graph's allocator
-	// would reuse its memory: copy it out to a buffer of its own.
-	penOut := pen.Copy(ctx, in.Empty(ml.DTypeF32, c.Width, seq, n))
-	rows := final.Reshape(ctx, c.Width, seq*n).Rows(ctx, in.FromInts(ends, n))
-	proj := e.part.weight("text_projection.weight").Mulmat(ctx, rows) // [projection, n]
-	ctx.Forward(penOut, proj).Compute(penOut, proj)
-	return penOut.Floats(), proj.Floats(), nil
+	e.part.mu.Lock()
+	defer e.part.mu.Unlock()
+	g := e.part.graph()
+	defer g.Close()
+	pen, final := e.forward(g, g.InputInts(ids, seq*n), g.InputInts(positions, seq), n, g.Input(mask, seq, seq))
+	rows := final.Reshape(c.Width, seq*n).GetRows(g.InputInts(ends, n))
+	proj := e.part.weight(g, "text_projection.weight").MulMat(rows) // [projection, n]
+	// The penultimate state feeds the last layer: as an output it keeps
+	// its memory.
+	out, err := g.ComputeAll(pen, proj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("clip: %w", err)
+	}
+	return out[0], out[1], nil
 }
 
 // forward returns the penultimate hidden states and the final normed
 // states, [width, seq, n] each.
-func (e *CLIP) forward(ctx ml.Context, ids, positions ml.Tensor, n int, mask ml.Tensor) (pen, final ml.Tensor) {
+func (e *CLIP) forward(g *tensor.Graph, ids, positions tensor.Tensor, n int, mask tensor.Tensor) (pen, final tensor.Tensor) {
 	p, c := e.part, e.cfg
 	seq := positions.Dim(0)
-	// Rows reads float16 tables into float32, which additions need.
-	x := p.weight("text_model.embeddings.token_embedding.weight").Rows(ctx, ids).Reshape(ctx, c.Width, seq, n)
-	x = x.Add(ctx, p.weight("text_model.embeddings.position_embedding.weight").Rows(ctx, positions))
+	// GetRows reads float16 tables into float32, which additions need.
+	x := p.weight(g, "text_model.embeddings.token_embedding.weight").GetRows(ids).Reshape(c.Width, seq, n)
+	x = x.Add(p.weight(g, "text_model.embeddings.position_embedding.weight").GetRows(positions))
 	for i := range c.Layers {
 		if i == c.Layers-1 {
 			pen = x
 		}
-		x = e.layer(ctx, sd3.CLIPLayer(i), x, mask)
+		x = e.layer(g, sd3.CLIPLayer(i), x, mask)
 	}
 	if c.Layers == 1 {
 		pen = x
 	}
-	return pen, e.norm(ctx, "text_model.final_layer_norm.", x)
+	return pen, p.layerNorm(g, "text_model.final_layer_norm.", x, sd3.CLIPNormEps)
 }
 
-func (e *CLIP) norm(ctx ml.Context, prefix string, x ml.Tensor) ml.Tensor {
-	return x.LayerNorm(ctx, e.part.weight(prefix+"weight"), e.part.weight(prefix+"bias"), sd3.CLIPNormEps)
-}
-
-func (e *CLIP) layer(ctx ml.Context, pre string, x, mask ml.Tensor) ml.Tensor {
+func (e *CLIP) layer(g *tensor.Graph, pre string, x, mask tensor.Tensor) tensor.Tensor {
 	p, heads := e.part, e.cfg.Heads
 	hd := e.cfg.Width / heads
 	seq, n := x.Dim(1), x.Dim(2)
-	h := e.norm(ctx, pre+"layer_norm1.", x)
-	q := p.linear(ctx, pre+"self_attn.q_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, seq, heads, n]; contiguous for the fast matrix kernel
-	k := p.linear(ctx, pre+"self_attn.k_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)
-	v := p.linear(ctx, pre+"self_attn.v_proj.", h).Reshape(ctx, hd, heads, seq, n).Permute(ctx, 1, 2, 0, 3).Contiguous(ctx) // [seq, hd, heads, n]
-	scores := k.Mulmat(ctx, q).Scale(ctx, 1/math.Sqrt(float64(hd))).Add(ctx, mask).Softmax(ctx)                             // [keys, queries, heads, n]
-	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx).Reshape(ctx, hd*heads, seq, n)
-	x = x.Add(ctx, p.linear(ctx, pre+"self_attn.out_proj.", o))
+	h := p.layerNorm(g, pre+"layer_norm1.", x, sd3.CLIPNormEps)
+	q := p.linear(g, pre+"self_attn.q_proj.", h).Reshape(hd, heads, seq, n).Permute(0, 2, 1, 3).Contiguous() // [hd, seq, heads, n]; contiguous for the fast matrix kernel
+	k := p.linear(g, pre+"self_attn.k_proj.", h).Reshape(hd, heads, seq, n).Permute(0, 2, 1, 3).Contiguous()
+	v := p.linear(g, pre+"self_attn.v_proj.", h).Reshape(hd, heads, seq, n).Permute(1, 2, 0, 3).Contiguous() // [seq, hd, heads, n]
+	scores := k.MulMat(q).SoftMaxMasked(mask, 1/math.Sqrt(float64(hd)))                                      // [keys, queries, heads, n]
+	o := v.MulMat(scores).Permute(0, 2, 1, 3).Contiguous().Reshape(hd*heads, seq, n)
+	x = x.Add(p.linear(g, pre+"self_attn.out_proj.", o))
 
-	h = p.linear(ctx, pre+"mlp.fc1.", e.norm(ctx, pre+"layer_norm2.", x))
+	h = p.linear(g, pre+"mlp.fc1.", p.layerNorm(g, pre+"layer_norm2.", x, sd3.CLIPNormEps))
 	if e.cfg.QuickGELU {
 		// x·sigmoid(1.702x), written out: ggml's fused quick GELU reads a
 		// float16 table on the CPU.
-		h = h.Mul(ctx, h.Scale(ctx, 1.702).Sigmoid(ctx))
+		h = h.Mul(h.Scale(1.702).Sigmoid())
 	} else {
-		h = h.GELU_ERF(ctx)
+		h = h.GELUErf()
 	}
-	return x.Add(ctx, p.linear(ctx, pre+"mlp.fc2.", h))
+	return x.Add(p.linear(g, pre+"mlp.fc2.", h))
 }

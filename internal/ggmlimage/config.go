@@ -4,13 +4,14 @@ import (
 	"fmt"
 
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // Device choices for Config.Device.
 const (
-	DeviceAuto = "auto" // CUDA when ggml has it and a GPU is present
-	DeviceCPU  = "cpu"
-	DeviceCUDA = "cuda" // CUDA or fail at start-up
+	DeviceAuto = tensor.DeviceAuto // CUDA when the engine has it and a GPU is present
+	DeviceCPU  = tensor.DeviceCPU
+	DeviceCUDA = tensor.DeviceCUDA // CUDA or fail at start-up
 )
 
 // Config is how the ggml image backend runs. The worker main fills it from

@@ -1,13 +1,11 @@
 package ggmlimage
 
 import (
-	"context"
 	"fmt"
 	"math"
 
-	"github.com/ollama/ollama/ml"
-
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // Transformer is SD3's MMDiT (diffusers' SD3Transformer2DModel): it
@@ -17,13 +15,14 @@ type Transformer struct {
 	cfg  sd3.MMDiTConfig
 }
 
-// OpenTransformer loads a transformer GGUF written by internal/sd3.
-func OpenTransformer(ctx context.Context, path string, threads int) (*Transformer, error) {
-	return openTransformer(ctx, path, loadOptions{threads: threads})
+// OpenTransformer loads a transformer GGUF written by internal/sd3 onto a
+// CPU backend of its own.
+func OpenTransformer(path string, threads int) (*Transformer, error) {
+	return openTransformer(path, placement{threads: threads})
 }
 
-func openTransformer(ctx context.Context, path string, opts loadOptions) (*Transformer, error) {
-	p, cfg, err := openPart(ctx, path, opts, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors)
+func openTransformer(path string, on placement) (*Transformer, error) {
+	p, cfg, err := openPart(path, on, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors)
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
 	}
@@ -51,7 +50,7 @@ type TransformerInput struct {
 }
 
 // Predict returns the transformer's output for in, [n, C, h, w].
-func (m *Transformer) Predict(in TransformerInput) (out []float32, err error) {
+func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 	c := m.cfg
 	switch {
 	case in.H%c.PatchSize != 0 || in.W%c.PatchSize != 0:
@@ -62,36 +61,38 @@ func (m *Transformer) Predict(in TransformerInput) (out []float32, err error) {
 		len(in.Pooled) != in.N*c.PooledDim, len(in.Timesteps) != in.N:
 		return nil, fmt.Errorf("transformer: inputs do not match a batch of %d", in.N)
 	}
-	m.part.mu.Lock()
-	defer m.part.mu.Unlock()
-	defer recoverError(&err)
-	ctx := m.part.backend.NewContext()
-	defer ctx.Close()
 	temb := make([]float32, 0, in.N*sd3.TimestepChannels)
 	for _, t := range in.Timesteps {
 		temb = append(temb, sd3.TimestepEmbedding(t)...)
 	}
-	input := ctx.Input()
+	m.part.mu.Lock()
+	defer m.part.mu.Unlock()
+	g := m.part.graph()
+	defer g.Close()
 	// The keys are padded to a multiple of keyPadding, masked off: ggml's
 	// fast CPU matrix kernel needs the inner dimension of the attention's
 	// second product (the keys) to be such a multiple, and the slow one
 	// costs several times more.
 	tokens := (in.H/c.PatchSize)*(in.W/c.PatchSize) + in.SeqLen
-	var keyMask ml.Tensor
+	var keyMask *tensor.Tensor
 	if padded := (tokens + keyPadding - 1) / keyPadding * keyPadding; padded > tokens {
 		mask := make([]float32, padded)
 		for i := tokens; i < padded; i++ {
 			mask[i] = float32(math.Inf(-1))
 		}
-		keyMask = input.FromFloats(mask, padded, 1)
+		t := g.Input(mask, padded, 1)
+		keyMask = &t
 	}
-	y := m.forward(ctx,
-		input.FromFloats(in.Latents, in.W, in.H, c.InChannels, in.N),
-		input.FromFloats(in.Text, c.JointDim, in.SeqLen, in.N),
-		input.FromFloats(in.Pooled, c.PooledDim, in.N),
-		input.FromFloats(temb, sd3.TimestepChannels, in.N), keyMask)
-	ctx.Forward(y).Compute(y)
-	return y.Floats(), nil
+	y := m.forward(g,
+		g.Input(in.Latents, in.W, in.H, c.InChannels, in.N),
+		g.Input(in.Text, c.JointDim, in.SeqLen, in.N),
+		g.Input(in.Pooled, c.PooledDim, in.N),
+		g.Input(temb, sd3.TimestepChannels, in.N), keyMask)
+	out, err := g.Compute(y)
+	if err != nil {
+		return nil, fmt.Errorf("transformer: %w", err)
+	}
+	return out, nil
 }
 
 // keyPadding is the multiple the attention's keys are padded to.
@@ -99,129 +100,129 @@ const keyPadding = 32
 
 // forward builds the graph; keyMask, when not nil, masks the padded keys
 // off (0 for a token, −∞ for padding).
-func (m *Transformer) forward(ctx ml.Context, latents, text, pooled, temb, keyMask ml.Tensor) ml.Tensor {
+func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tensor.Tensor, keyMask *tensor.Tensor) tensor.Tensor {
 	p, c := m.part, m.cfg
 	d, ps := c.Width(), c.PatchSize
 	gw, gh, n := latents.Dim(0)/ps, latents.Dim(1)/ps, latents.Dim(3)
 
-	x := p.weight("pos_embed.proj.weight").Conv2D(ctx, latents, ps, ps, 0, 0, 1, 1)
-	x = x.Add(ctx, p.weight("pos_embed.proj.bias").Reshape(ctx, 1, 1, d))
-	x = x.Reshape(ctx, gw*gh, d, n).Permute(ctx, 1, 0, 2, 3).Contiguous(ctx) // [D, patches, n]
-	x = x.Add(ctx, m.croppedPositions(ctx, gw, gh))
+	x := p.weight(g, "pos_embed.proj.weight").Conv2D(latents, ps, ps, 0, 0, 1, 1)
+	x = x.Add(p.weight(g, "pos_embed.proj.bias").Reshape(1, 1, d))
+	x = x.Reshape(gw*gh, d, n).Permute(1, 0, 2, 3).Contiguous() // [D, patches, n]
+	x = x.Add(m.croppedPositions(g, gw, gh))
 
-	t := m.mlp(ctx, "time_text_embed.timestep_embedder.", temb)
-	t = t.Add(ctx, m.mlp(ctx, "time_text_embed.text_embedder.", pooled))
-	cond := t.SILU(ctx) // every modulation takes SiLU(temb)
+	t := m.mlp(g, "time_text_embed.timestep_embedder.", temb)
+	t = t.Add(m.mlp(g, "time_text_embed.text_embedder.", pooled))
+	cond := t.SILU() // every modulation takes SiLU(temb)
 
-	txt := p.linear(ctx, "context_embedder.", text) // [D, seq, n]
+	txt := p.linear(g, "context_embedder.", text) // [D, seq, n]
 	for i := range c.Layers {
-		x, txt = m.block(ctx, i, x, txt, cond, keyMask)
+		x, txt = m.block(g, i, x, txt, cond, keyMask)
 	}
-	mod := m.chunks(ctx, p.linear(ctx, "norm_out.linear.", cond), 2) // scale, shift
-	x = modulate(ctx, layerNorm(ctx, x), mod[1], mod[0])
-	x = p.linear(ctx, "proj_out.", x) // [C·p·p, patches, n], C innermost
+	mod := m.chunks(p.linear(g, "norm_out.linear.", cond), 2) // scale, shift
+	x = modulate(layerNorm(x), mod[1], mod[0])
+	x = p.linear(g, "proj_out.", x) // [C·p·p, patches, n], C innermost
 
 	// Unpatchify to [w·p, h·p, C, n] within ggml's four dimensions.
 	ch := c.OutChannels
-	x = x.Reshape(ctx, ch, ps*ps, gw, gh*n).Permute(ctx, 3, 0, 1, 2).Contiguous(ctx) // [p·p, w, h·n, C]
-	x = x.Reshape(ctx, ps, ps, gw, gh*n*ch).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [p, w, p, h·n·C]
-	x = x.Reshape(ctx, ps*gw*ps*gh, n, ch).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)  // [pixels, C, n]
-	return x.Reshape(ctx, gw*ps, gh*ps, ch, n)
+	x = x.Reshape(ch, ps*ps, gw, gh*n).Permute(3, 0, 1, 2).Contiguous() // [p·p, w, h·n, C]
+	x = x.Reshape(ps, ps, gw, gh*n*ch).Permute(0, 2, 1, 3).Contiguous() // [p, w, p, h·n·C]
+	x = x.Reshape(ps*gw*ps*gh, n, ch).Permute(0, 2, 1, 3).Contiguous()  // [pixels, C, n]
+	return x.Reshape(gw*ps, gh*ps, ch, n)
 }
 
 // croppedPositions is the centre of the position table that gw×gh
 // patches cover, [D, patches].
-func (m *Transformer) croppedPositions(ctx ml.Context, gw, gh int) ml.Tensor {
+func (m *Transformer) croppedPositions(g *tensor.Graph, gw, gh int) tensor.Tensor {
 	mx, d := m.cfg.PosEmbedMax, m.cfg.Width()
 	top, left := (mx-gh)/2, (mx-gw)/2
-	pos := m.part.weight("pos_embed.pos_embed").Reshape(ctx, d, mx, mx)
-	pos = pos.Slice(ctx, 1, left, left+gw, 1).Slice(ctx, 2, top, top+gh, 1)
-	return pos.Contiguous(ctx).Reshape(ctx, d, gw*gh)
+	pos := m.part.weight(g, "pos_embed.pos_embed").Reshape(d, mx, mx)
+	pos = pos.Slice(1, left, left+gw).Slice(2, top, top+gh)
+	return pos.Contiguous().Reshape(d, gw*gh)
 }
 
-func (m *Transformer) mlp(ctx ml.Context, prefix string, x ml.Tensor) ml.Tensor {
-	return m.part.linear(ctx, prefix+"linear_2.", m.part.linear(ctx, prefix+"linear_1.", x).SILU(ctx))
+func (m *Transformer) mlp(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
+	return m.part.linear(g, prefix+"linear_2.", m.part.linear(g, prefix+"linear_1.", x).SILU())
 }
 
 // chunks splits a modulation [k·D, n] into k pieces [D, 1, n], which
 // broadcast over the tokens.
-func (m *Transformer) chunks(ctx ml.Context, x ml.Tensor, k int) []ml.Tensor {
+func (m *Transformer) chunks(x tensor.Tensor, k int) []tensor.Tensor {
 	d, n := m.cfg.Width(), x.Dim(1)
-	out := make([]ml.Tensor, k)
+	out := make([]tensor.Tensor, k)
 	for i := range out {
-		out[i] = x.Slice(ctx, 0, i*d, (i+1)*d, 1).Contiguous(ctx).Reshape(ctx, d, 1, n)
+		out[i] = x.Slice(0, i*d, (i+1)*d).Contiguous().Reshape(d, 1, n)
 	}
 	return out
 }
 
-func layerNorm(ctx ml.Context, x ml.Tensor) ml.Tensor {
-	return x.LayerNorm(ctx, nil, nil, sd3.MMDiTNormEps)
-}
+// layerNorm is the transformer's LayerNorm, without weights.
+func layerNorm(x tensor.Tensor) tensor.Tensor { return x.Norm(sd3.MMDiTNormEps) }
 
 // modulate is x·(1 + scale) + shift.
-func modulate(ctx ml.Context, x, shift, scale ml.Tensor) ml.Tensor {
-	return x.Add(ctx, x.Mul(ctx, scale)).Add(ctx, shift)
+func modulate(x, shift, scale tensor.Tensor) tensor.Tensor {
+	return x.Add(x.Mul(scale)).Add(shift)
 }
 
-func (m *Transformer) feedForward(ctx ml.Context, prefix string, x ml.Tensor) ml.Tensor {
-	h := geluTanh(ctx, m.part.linear(ctx, prefix+"net.0.proj.", x))
-	return m.part.linear(ctx, prefix+"net.2.", h)
+func (m *Transformer) feedForward(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
+	h := geluTanh(m.part.linear(g, prefix+"net.0.proj.", x))
+	return m.part.linear(g, prefix+"net.2.", h)
 }
 
 // block is one JointTransformerBlock: image tokens x and text tokens txt
 // attend together; the last block updates x only.
-func (m *Transformer) block(ctx ml.Context, i int, x, txt, cond, keyMask ml.Tensor) (ml.Tensor, ml.Tensor) {
+func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor, keyMask *tensor.Tensor) (tensor.Tensor, tensor.Tensor) {
 	p, pre, last := m.part, sd3.Block(i), m.cfg.ContextPreOnly(i)
-	mx := m.chunks(ctx, p.linear(ctx, pre+"norm1.linear.", cond), 6) // shift, scale, gate (attention); shift, scale, gate (feed-forward)
-	nx := modulate(ctx, layerNorm(ctx, x), mx[0], mx[1])
-	var mc []ml.Tensor
-	var nc ml.Tensor
+	mx := m.chunks(p.linear(g, pre+"norm1.linear.", cond), 6) // shift, scale, gate (attention); shift, scale, gate (feed-forward)
+	nx := modulate(layerNorm(x), mx[0], mx[1])
+	var mc []tensor.Tensor
+	var nc tensor.Tensor
 	if last {
-		mc = m.chunks(ctx, p.linear(ctx, pre+"norm1_context.linear.", cond), 2) // scale, shift
-		nc = modulate(ctx, layerNorm(ctx, txt), mc[1], mc[0])
+		mc = m.chunks(p.linear(g, pre+"norm1_context.linear.", cond), 2) // scale, shift
+		nc = modulate(layerNorm(txt), mc[1], mc[0])
 	} else {
-		mc = m.chunks(ctx, p.linear(ctx, pre+"norm1_context.linear.", cond), 6)
-		nc = modulate(ctx, layerNorm(ctx, txt), mc[0], mc[1])
+		mc = m.chunks(p.linear(g, pre+"norm1_context.linear.", cond), 6)
+		nc = modulate(layerNorm(txt), mc[0], mc[1])
 	}
-	ax, ac := m.jointAttention(ctx, pre+"attn.", nx, nc, keyMask, last)
-	x = x.Add(ctx, ax.Mul(ctx, mx[2]))
-	x = x.Add(ctx, m.feedForward(ctx, pre+"ff.", modulate(ctx, layerNorm(ctx, x), mx[3], mx[4])).Mul(ctx, mx[5]))
+	ax, ac := m.jointAttention(g, pre+"attn.", nx, nc, keyMask, last)
+	x = x.Add(ax.Mul(mx[2]))
+	x = x.Add(m.feedForward(g, pre+"ff.", modulate(layerNorm(x), mx[3], mx[4])).Mul(mx[5]))
 	if last {
-		return x, nil
+		return x, txt
 	}
-	txt = txt.Add(ctx, ac.Mul(ctx, mc[2]))
-	txt = txt.Add(ctx, m.feedForward(ctx, pre+"ff_context.", modulate(ctx, layerNorm(ctx, txt), mc[3], mc[4])).Mul(ctx, mc[5]))
+	txt = txt.Add(ac.Mul(mc[2]))
+	txt = txt.Add(m.feedForward(g, pre+"ff_context.", modulate(layerNorm(txt), mc[3], mc[4])).Mul(mc[5]))
 	return x, txt
 }
 
 // jointAttention attends over the image tokens then the text tokens, one
-// sequence, and splits the result back.
-func (m *Transformer) jointAttention(ctx ml.Context, pre string, x, txt, keyMask ml.Tensor, last bool) (ml.Tensor, ml.Tensor) {
+// sequence, and splits the result back; the last block's text is not
+// computed (ac is the zero Tensor).
+func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, keyMask *tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
 	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
-	joint := func(img, text string) ml.Tensor { // [hd, heads, ni+nt, n]
-		a := p.linear(ctx, pre+img, x).Reshape(ctx, hd, heads, ni, n)
-		b := p.linear(ctx, pre+text, txt).Reshape(ctx, hd, heads, nt, n)
-		return a.Concat(ctx, b, 2)
+	joint := func(img, text string) tensor.Tensor { // [hd, heads, ni+nt, n]
+		a := p.linear(g, pre+img, x).Reshape(hd, heads, ni, n)
+		b := p.linear(g, pre+text, txt).Reshape(hd, heads, nt, n)
+		return a.Concat(b, 2)
 	}
-	q := joint("to_q.", "add_q_proj.").Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, tokens, heads, n]; contiguous for the fast matrix kernel
+	q := joint("to_q.", "add_q_proj.").Permute(0, 2, 1, 3).Contiguous() // [hd, tokens, heads, n]; contiguous for the fast matrix kernel
 	k, v := joint("to_k.", "add_k_proj."), joint("to_v.", "add_v_proj.")
 	if keyMask != nil {
 		pad := keyMask.Dim(0) - (ni + nt)
-		k, v = k.Pad(ctx, 0, 0, pad, 0), v.Pad(ctx, 0, 0, pad, 0)
+		k, v = k.Pad(0, 0, pad, 0), v.Pad(0, 0, pad, 0)
 	}
-	k = k.Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)
-	v = v.Permute(ctx, 1, 2, 0, 3).Contiguous(ctx) // [keys, hd, heads, n]
-	scores := k.Mulmat(ctx, q).Scale(ctx, 1/math.Sqrt(float64(hd)))
+	k = k.Permute(0, 2, 1, 3).Contiguous()
+	v = v.Permute(1, 2, 0, 3).Contiguous() // [keys, hd, heads, n]
+	scores := k.MulMat(q)
 	if keyMask != nil {
-		scores = scores.Add(ctx, keyMask)
+		scores = scores.Add(*keyMask) // −∞ stays −∞ when scaled
 	}
-	scores = scores.Softmax(ctx)                                        // [keys, queries, heads, n]
-	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, heads, queries, n]
-	o = o.Reshape(ctx, hd*heads, ni+nt, n)
-	ox := p.linear(ctx, pre+"to_out.0.", o.Slice(ctx, 1, 0, ni, 1).Contiguous(ctx))
+	scores = scores.SoftMaxScaled(1 / math.Sqrt(float64(hd))) // [keys, queries, heads, n]
+	o := v.MulMat(scores).Permute(0, 2, 1, 3).Contiguous()    // [hd, heads, queries, n]
+	o = o.Reshape(hd*heads, ni+nt, n)
+	ax = p.linear(g, pre+"to_out.0.", o.Slice(1, 0, ni).Contiguous())
 	if last {
-		return ox, nil
+		return ax, tensor.Tensor{}
 	}
-	return ox, p.linear(ctx, pre+"to_add_out.", o.Slice(ctx, 1, ni, ni+nt, 1).Contiguous(ctx))
+	return ax, p.linear(g, pre+"to_add_out.", o.Slice(1, ni, ni+nt).Contiguous())
 }

@@ -1,7 +1,6 @@
 package ggmlimage_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
@@ -37,7 +36,7 @@ func TestTransformerMatchesONNX(t *testing.T) {
 				{name: "timestep", data: in.Timesteps, shape: []int64{n}},
 			}, "out_hidden_states", []int64{n, 16, h, w})
 
-			m, err := ggmlimage.OpenTransformer(context.Background(), filepath.Join(dir, sd3.TransformerFile), 2)
+			m, err := ggmlimage.OpenTransformer(filepath.Join(dir, sd3.TransformerFile), 2)
 			if err != nil {
 				t.Fatal(err)
 			}

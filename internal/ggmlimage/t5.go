@@ -1,12 +1,10 @@
 package ggmlimage
 
 import (
-	"context"
 	"fmt"
 
-	"github.com/ollama/ollama/ml"
-
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // T5 is SD3's T5 text encoder (transformers' T5EncoderModel).
@@ -15,13 +13,14 @@ type T5 struct {
 	cfg  sd3.T5Config
 }
 
-// OpenT5 loads a T5 encoder GGUF written by internal/sd3.
-func OpenT5(ctx context.Context, path string, threads int) (*T5, error) {
-	return openT5(ctx, path, loadOptions{threads: threads})
+// OpenT5 loads a T5 encoder GGUF written by internal/sd3 onto a CPU
+// backend of its own.
+func OpenT5(path string, threads int) (*T5, error) {
+	return openT5(path, placement{threads: threads})
 }
 
-func openT5(ctx context.Context, path string, opts loadOptions) (*T5, error) {
-	p, cfg, err := openPart(ctx, path, opts, sd3.T5ConfigOf, sd3.T5Config.T5Tensors)
+func openT5(path string, on placement) (*T5, error) {
+	p, cfg, err := openPart(path, on, sd3.T5ConfigOf, sd3.T5Config.T5Tensors)
 	if err != nil {
 		return nil, fmt.Errorf("t5: %w", err)
 	}
@@ -40,7 +39,7 @@ func (e *T5) Close() {
 
 // Encode runs n sequences of seq ids and returns the last hidden states
 // [n, seq, width].
-func (e *T5) Encode(ids []int32, n, seq int) (hidden []float32, err error) {
+func (e *T5) Encode(ids []int32, n, seq int) ([]float32, error) {
 	c := e.cfg
 	if len(ids) != n*seq {
 		return nil, fmt.Errorf("t5: %d ids for %d sequences of %d", len(ids), n, seq)
@@ -52,39 +51,40 @@ func (e *T5) Encode(ids []int32, n, seq int) (hidden []float32, err error) {
 	}
 	e.part.mu.Lock()
 	defer e.part.mu.Unlock()
-	defer recoverError(&err)
-	ctx := e.part.backend.NewContext()
-	defer ctx.Close()
-	in := ctx.Input()
+	g := e.part.graph()
+	defer g.Close()
 	p := e.part
-	x := p.weight("shared.weight").Rows(ctx, in.FromInts(ids, seq*n)).Reshape(ctx, c.Width, seq, n)
+	x := p.weight(g, "shared.weight").GetRows(g.InputInts(ids, seq*n)).Reshape(c.Width, seq, n)
 	// The position bias [keys, queries, heads], the same in every layer.
-	bias := p.weight(sd3.T5RelativeBias).Rows(ctx, in.FromInts(c.T5Buckets(seq), seq*seq)) // [heads, key + query·seq]
-	bias = bias.Reshape(ctx, c.Heads, seq, seq).Permute(ctx, 2, 0, 1, 3).Contiguous(ctx)
+	bias := p.weight(g, sd3.T5RelativeBias).GetRows(g.InputInts(c.T5Buckets(seq), seq*seq)) // [heads, key + query·seq]
+	bias = bias.Reshape(c.Heads, seq, seq).Permute(2, 0, 1, 3).Contiguous()
 	for i := range c.Layers {
-		x = e.block(ctx, sd3.T5Block(i), x, bias)
+		x = e.block(g, sd3.T5Block(i), x, bias)
 	}
-	x = x.RMSNorm(ctx, p.weight("final_layer_norm.weight"), sd3.T5NormEps)
-	ctx.Forward(x).Compute(x)
-	return x.Floats(), nil
+	x = x.RMSNorm(sd3.T5NormEps).Mul(p.weight(g, "final_layer_norm.weight"))
+	out, err := g.Compute(x)
+	if err != nil {
+		return nil, fmt.Errorf("t5: %w", err)
+	}
+	return out, nil
 }
 
-func (e *T5) block(ctx ml.Context, pre string, x, bias ml.Tensor) ml.Tensor {
+func (e *T5) block(g *tensor.Graph, pre string, x, bias tensor.Tensor) tensor.Tensor {
 	p, heads, hd := e.part, e.cfg.Heads, e.cfg.HeadDim
 	seq, n := x.Dim(1), x.Dim(2)
-	h := x.RMSNorm(ctx, p.weight(pre+"layer.0.layer_norm.weight"), sd3.T5NormEps)
-	proj := func(name string) ml.Tensor {
-		return p.weight(pre+"layer.0.SelfAttention."+name).Mulmat(ctx, h).Reshape(ctx, hd, heads, seq, n)
+	h := x.RMSNorm(sd3.T5NormEps).Mul(p.weight(g, pre+"layer.0.layer_norm.weight"))
+	proj := func(name string) tensor.Tensor {
+		return p.weight(g, pre+"layer.0.SelfAttention."+name).MulMat(h).Reshape(hd, heads, seq, n)
 	}
-	q := proj("q.weight").Permute(ctx, 0, 2, 1, 3).Contiguous(ctx) // [hd, seq, heads, n]; contiguous for the fast matrix kernel
-	k := proj("k.weight").Permute(ctx, 0, 2, 1, 3).Contiguous(ctx)
-	v := proj("v.weight").Permute(ctx, 1, 2, 0, 3).Contiguous(ctx) // [seq, hd, heads, n]
-	scores := k.Mulmat(ctx, q).Add(ctx, bias).Softmax(ctx)         // T5 does not scale its scores
-	o := v.Mulmat(ctx, scores).Permute(ctx, 0, 2, 1, 3).Contiguous(ctx).Reshape(ctx, hd*heads, seq, n)
-	x = x.Add(ctx, p.weight(pre+"layer.0.SelfAttention.o.weight").Mulmat(ctx, o))
+	q := proj("q.weight").Permute(0, 2, 1, 3).Contiguous() // [hd, seq, heads, n]; contiguous for the fast matrix kernel
+	k := proj("k.weight").Permute(0, 2, 1, 3).Contiguous()
+	v := proj("v.weight").Permute(1, 2, 0, 3).Contiguous() // [seq, hd, heads, n]
+	scores := k.MulMat(q).Add(bias).SoftMax()              // T5 does not scale its scores
+	o := v.MulMat(scores).Permute(0, 2, 1, 3).Contiguous().Reshape(hd*heads, seq, n)
+	x = x.Add(p.weight(g, pre+"layer.0.SelfAttention.o.weight").MulMat(o))
 
-	h = x.RMSNorm(ctx, p.weight(pre+"layer.1.layer_norm.weight"), sd3.T5NormEps)
-	gate := p.weight(pre+"layer.1.DenseReluDense.wi_0.weight").Mulmat(ctx, h)
-	up := p.weight(pre+"layer.1.DenseReluDense.wi_1.weight").Mulmat(ctx, h)
-	return x.Add(ctx, p.weight(pre+"layer.1.DenseReluDense.wo.weight").Mulmat(ctx, geluTanh(ctx, gate).Mul(ctx, up)))
+	h = x.RMSNorm(sd3.T5NormEps).Mul(p.weight(g, pre+"layer.1.layer_norm.weight"))
+	gate := p.weight(g, pre+"layer.1.DenseReluDense.wi_0.weight").MulMat(h)
+	up := p.weight(g, pre+"layer.1.DenseReluDense.wi_1.weight").MulMat(h)
+	return x.Add(p.weight(g, pre+"layer.1.DenseReluDense.wo.weight").MulMat(geluTanh(gate).Mul(up)))
 }

@@ -136,21 +136,25 @@ type Weights struct {
 	byName map[string]unsafe.Pointer
 }
 
-// LoadWeights reads every tensor of the GGUF file at path into the backend.
-func (be *Backend) LoadWeights(path string) (*Weights, error) {
+// LoadWeights reads every tensor of the GGUF file at path into the
+// backend. head is the file's header when the caller has read it already;
+// nil reads it.
+func (be *Backend) LoadWeights(path string, head *gguf.File) (*Weights, error) {
 	a := be.a
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	file, err := gguf.Read(f, st.Size())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	file := head
+	if file == nil {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if file, err = gguf.Read(f, st.Size()); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	w := &Weights{be: be, byName: map[string]unsafe.Pointer{}}
 	w.ctx = a.newContext(uintptr(len(file.Tensors)+1) * a.tensorOverhead())
