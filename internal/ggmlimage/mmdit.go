@@ -158,9 +158,10 @@ func (m *Transformer) chunks(x tensor.Tensor, k int) []tensor.Tensor {
 // layerNorm is the transformer's LayerNorm, without weights.
 func layerNorm(x tensor.Tensor) tensor.Tensor { return x.Norm(sd3.MMDiTNormEps) }
 
-// modulate is x·(1 + scale) + shift.
+// modulate is x·(1 + scale) + shift; 1 + scale is one value a channel,
+// so two passes over x, not three.
 func modulate(x, shift, scale tensor.Tensor) tensor.Tensor {
-	return x.Add(x.Mul(scale)).Add(shift)
+	return x.Mul(scale.ScaleBias(1, 1)).Add(shift)
 }
 
 func (m *Transformer) feedForward(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {

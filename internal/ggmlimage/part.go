@@ -87,8 +87,13 @@ func (p *part) weight(g *tensor.Graph, name string) tensor.Tensor { return g.Wei
 
 // conv is a 2-D convolution with bias, stride 1, as torch's Conv2d.
 func (p *part) conv(g *tensor.Graph, prefix string, x tensor.Tensor, pad int) tensor.Tensor {
-	bias := p.weight(g, prefix+"bias")
-	y := p.weight(g, prefix+"weight").Conv2D(x, 1, 1, pad, pad, 1, 1)
+	bias, k := p.weight(g, prefix+"bias"), p.weight(g, prefix+"weight")
+	var y tensor.Tensor
+	if k.Dim(0) == 3 && k.Dim(1) == 3 && pad == 1 {
+		y = k.Conv3x3(x)
+	} else {
+		y = k.Conv2D(x, 1, 1, pad, pad, 1, 1)
+	}
 	return y.Add(bias.Reshape(1, 1, bias.Dim(0)))
 }
 
@@ -113,9 +118,14 @@ func (p *part) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor, groups
 }
 
 // geluTanh is GELU's tanh approximation (torch's approximate="tanh",
-// transformers' gelu_new), written out: ggml's fused GELU reads a float16
-// table on the CPU, an error that grows through the layers.
+// transformers' gelu_new), x·(1 + tanh(z))/2 with z = c·(x + 0.044715x³),
+// c = √(2/π). ggml's fused GELU reads a float16 table on the CPU, an error
+// that grows through the layers, and its tanh is the C library's, one
+// value at a time; so it is computed as x·σ(2z), and since 2z = x·b with
+// b = 2c·(1 + 0.044715x²) > 0, as SiLU(x·b)/b: SiLU is one of ggml's
+// vectorised kernels, and nothing divides by x.
 func geluTanh(x tensor.Tensor) tensor.Tensor {
-	inner := x.Add(x.Mul(x).Mul(x).Scale(0.044715)).Scale(math.Sqrt(2 / math.Pi)).Tanh()
-	return x.Add(x.Mul(inner)).Scale(0.5)
+	c2 := 2 * math.Sqrt(2/math.Pi)
+	b := x.Sqr().ScaleBias(c2*0.044715, c2)
+	return x.Mul(b).SILU().Div(b)
 }

@@ -213,3 +213,26 @@ func TestDeviceChoice(t *testing.T) {
 		t.Error("device tpu opened")
 	}
 }
+
+// TestConv3x3: the convolution without im2col against ggml's conv_2d, on
+// an image that is not square, two of them, with F16 and F32 kernels.
+func TestConv3x3(t *testing.T) {
+	be := backend(t)
+	const w, h, cin, cout, n = 7, 5, 6, 4, 2
+	x := make([]float32, w*h*cin*n)
+	for i := range x {
+		x[i] = float32((i*7)%11)/5 - 1
+	}
+	k := make([]float32, 9*cin*cout)
+	for i := range k {
+		k[i] = float32((i*5)%13)/13 - 0.5
+	}
+	g := be.NewGraph()
+	defer g.Close()
+	kernel, img := g.Input(k, 3, 3, cin, cout), g.Input(x, w, h, cin, n)
+	got, err := g.ComputeAll(kernel.Conv2D(img, 1, 1, 1, 1, 1, 1), kernel.Conv3x3(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nearWithin(t, "conv3x3", got[1], got[0], 2e-3)
+}

@@ -68,7 +68,11 @@ type api struct {
 	view4d    func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
 	concat    func(ctx, a, b unsafe.Pointer, dim int32) unsafe.Pointer
 	pad       func(ctx, a unsafe.Pointer, p0, p1, p2, p3 int32) unsafe.Pointer
+	padExt    func(ctx, a unsafe.Pointer, l0, r0, l1, r1, l2, r2, l3, r3 int32) unsafe.Pointer
 	tanh      func(ctx, a unsafe.Pointer) unsafe.Pointer
+	sqr       func(ctx, a unsafe.Pointer) unsafe.Pointer
+	div       func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	scaleBias func(ctx, a unsafe.Pointer, s, b float32) unsafe.Pointer
 	sigmoid   func(ctx, a unsafe.Pointer) unsafe.Pointer
 	geluErf   func(ctx, a unsafe.Pointer) unsafe.Pointer
 	rmsNorm   func(ctx, a unsafe.Pointer, eps float32) unsafe.Pointer
@@ -159,7 +163,11 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.view4d, "ggml_view_4d")
 	reg(base, &a.concat, "ggml_concat")
 	reg(base, &a.pad, "ggml_pad")
+	reg(base, &a.padExt, "ggml_pad_ext")
 	reg(base, &a.tanh, "ggml_tanh")
+	reg(base, &a.sqr, "ggml_sqr")
+	reg(base, &a.div, "ggml_div")
+	reg(base, &a.scaleBias, "ggml_scale_bias")
 	reg(base, &a.sigmoid, "ggml_sigmoid")
 	reg(base, &a.geluErf, "ggml_gelu_erf")
 	reg(base, &a.rmsNorm, "ggml_rms_norm")
