@@ -47,7 +47,7 @@ type Backend struct {
 	mmdit        *Transformer
 	vae          *VAEDecoder
 	be           *tensor.Backend // the device all parts compute on
-	steps        *stepBatcher // the transformer's calls, shared by concurrent jobs
+	steps        *stepBatcher    // the transformer's calls, shared by concurrent jobs
 
 	// negative is the empty negative prompt, encoded once at Open.
 	negative embedding

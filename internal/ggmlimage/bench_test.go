@@ -2,9 +2,12 @@ package ggmlimage_test
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
@@ -93,4 +96,124 @@ func BenchmarkEngines(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkVAEDecoders times the mid VAE decoding a 256×256 image on each
+// engine, the same weights (f32 in ONNX Runtime, f16 in ggml, as
+// BenchmarkEngines runs them), benchThreads each: the part of an image
+// outside its steps that costs most.
+func BenchmarkVAEDecoders(b *testing.B) {
+	size := benchSizes[1]
+	dir := writeBenchModel(b, size.mmdit, size.vae)
+	h, w := size.height/8, size.width/8
+	latents := normal(size.vae.LatentChannels*h*w, 3)
+	b.Run("onnxruntime", func(b *testing.B) {
+		benchONNX(b, filepath.Join(dir, "vae_decoder", "model.onnx"),
+			[]onnxInput{{name: "latent_sample", data: latents, shape: []int64{1, int64(size.vae.LatentChannels), int64(h), int64(w)}}},
+			"sample", []int64{1, 3, int64(size.height), int64(size.width)})
+	})
+	b.Run("ggml", func(b *testing.B) {
+		d, err := ggmlimage.OpenVAEDecoder(filepath.Join(dir, sd3.VAEDecoderFile), benchThreads)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		benchLoop(b, func() error { _, err := d.Decode(latents, 1, h, w); return err })
+	})
+}
+
+// BenchmarkTransformers times one step's transformer call of the mid
+// model on each engine: a 256×256 image's latents at batch 2 (the
+// negative prompt and the prompt), with SD3's 77+256 text tokens.
+func BenchmarkTransformers(b *testing.B) {
+	size := benchSizes[1]
+	dir := writeBenchModel(b, size.mmdit, size.vae)
+	cfg := size.mmdit
+	in := ggmlimage.TransformerInput{N: 2, H: size.height / 8, W: size.width / 8, SeqLen: 333, Timesteps: []float32{1000, 1000}}
+	in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
+	in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
+	in.Pooled = normal(in.N*cfg.PooledDim, 3)
+	n, h, w := int64(in.N), int64(in.H), int64(in.W)
+	b.Run("onnxruntime", func(b *testing.B) {
+		benchONNX(b, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
+			{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
+			{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
+			{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
+			{name: "timestep", data: in.Timesteps, shape: []int64{n}},
+		}, "out_hidden_states", []int64{n, 16, h, w})
+	})
+	b.Run("ggml", func(b *testing.B) {
+		m, err := ggmlimage.OpenTransformer(filepath.Join(dir, sd3.TransformerFile), benchThreads)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		benchLoop(b, func() error { _, err := m.Predict(in); return err })
+	})
+}
+
+// writeBenchModel writes the faithful export of the given shapes: f32 for
+// ONNX Runtime, f16 GGUF files for ggml.
+func writeBenchModel(b *testing.B, mmdit sd3.MMDiTConfig, vae sd3.VAEConfig) string {
+	dir := b.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: sd3.F16, MMDiT: &mmdit, VAE: &vae}); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// benchLoop runs f once to warm up, then b.N timed times.
+func benchLoop(b *testing.B, f func() error) {
+	if err := f(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchONNX times ONNX Runtime running the model at path on ins, with
+// benchThreads intra-op threads, as genq's ONNX engine runs it.
+func benchONNX(b *testing.B, path string, ins []onnxInput, outName string, outShape []int64) {
+	lib := ortLibrary(b)
+	ortOnce.Do(func() {
+		if !ort.IsInitialized() {
+			ort.SetSharedLibraryPath(lib)
+			if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer opts.Destroy()
+	if err := opts.SetIntraOpNumThreads(benchThreads); err != nil {
+		b.Fatal(err)
+	}
+	var inputs []ort.Value
+	var names []string
+	for _, in := range ins {
+		v, err := ort.NewTensor(ort.NewShape(in.shape...), in.data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer v.Destroy()
+		inputs, names = append(inputs, v), append(names, in.name)
+	}
+	out, err := ort.NewEmptyTensor[float32](ort.NewShape(outShape...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Destroy()
+	s, err := ort.NewAdvancedSession(path, names, []string{outName}, inputs, []ort.Value{out}, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Destroy()
+	benchLoop(b, s.Run)
 }

@@ -69,25 +69,11 @@ func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 	defer m.part.mu.Unlock()
 	g := m.part.graph()
 	defer g.Close()
-	// The keys are padded to a multiple of keyPadding, masked off: ggml's
-	// fast CPU matrix kernel needs the inner dimension of the attention's
-	// second product (the keys) to be such a multiple, and the slow one
-	// costs several times more.
-	tokens := (in.H/c.PatchSize)*(in.W/c.PatchSize) + in.SeqLen
-	var keyMask *tensor.Tensor
-	if padded := (tokens + keyPadding - 1) / keyPadding * keyPadding; padded > tokens {
-		mask := make([]float32, padded)
-		for i := tokens; i < padded; i++ {
-			mask[i] = float32(math.Inf(-1))
-		}
-		t := g.Input(mask, padded, 1)
-		keyMask = &t
-	}
 	y := m.forward(g,
 		g.Input(in.Latents, in.W, in.H, c.InChannels, in.N),
 		g.Input(in.Text, c.JointDim, in.SeqLen, in.N),
 		g.Input(in.Pooled, c.PooledDim, in.N),
-		g.Input(temb, sd3.TimestepChannels, in.N), keyMask)
+		g.Input(temb, sd3.TimestepChannels, in.N))
 	out, err := g.Compute(y)
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
@@ -95,12 +81,8 @@ func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 	return out, nil
 }
 
-// keyPadding is the multiple the attention's keys are padded to.
-const keyPadding = 32
-
-// forward builds the graph; keyMask, when not nil, masks the padded keys
-// off (0 for a token, −∞ for padding).
-func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tensor.Tensor, keyMask *tensor.Tensor) tensor.Tensor {
+// forward builds the graph.
+func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tensor.Tensor) tensor.Tensor {
 	p, c := m.part, m.cfg
 	d, ps := c.Width(), c.PatchSize
 	gw, gh, n := latents.Dim(0)/ps, latents.Dim(1)/ps, latents.Dim(3)
@@ -116,7 +98,7 @@ func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tenso
 
 	txt := p.linear(g, "context_embedder.", text) // [D, seq, n]
 	for i := range c.Layers {
-		x, txt = m.block(g, i, x, txt, cond, keyMask)
+		x, txt = m.block(g, i, x, txt, cond)
 	}
 	mod := m.chunks(p.linear(g, "norm_out.linear.", cond), 2) // scale, shift
 	x = modulate(layerNorm(x), mod[1], mod[0])
@@ -171,7 +153,7 @@ func (m *Transformer) feedForward(g *tensor.Graph, prefix string, x tensor.Tenso
 
 // block is one JointTransformerBlock: image tokens x and text tokens txt
 // attend together; the last block updates x only.
-func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor, keyMask *tensor.Tensor) (tensor.Tensor, tensor.Tensor) {
+func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor) (tensor.Tensor, tensor.Tensor) {
 	p, pre, last := m.part, sd3.Block(i), m.cfg.ContextPreOnly(i)
 	mx := m.chunks(p.linear(g, pre+"norm1.linear.", cond), 6) // shift, scale, gate (attention); shift, scale, gate (feed-forward)
 	nx := modulate(layerNorm(x), mx[0], mx[1])
@@ -184,7 +166,7 @@ func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor, 
 		mc = m.chunks(p.linear(g, pre+"norm1_context.linear.", cond), 6)
 		nc = modulate(layerNorm(txt), mc[0], mc[1])
 	}
-	ax, ac := m.jointAttention(g, pre+"attn.", nx, nc, keyMask, last)
+	ax, ac := m.jointAttention(g, pre+"attn.", nx, nc, last)
 	x = x.Add(ax.Mul(mx[2]))
 	x = x.Add(m.feedForward(g, pre+"ff.", modulate(layerNorm(x), mx[3], mx[4])).Mul(mx[5]))
 	if last {
@@ -198,7 +180,7 @@ func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor, 
 // jointAttention attends over the image tokens then the text tokens, one
 // sequence, and splits the result back; the last block's text is not
 // computed (ac is the zero Tensor).
-func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, keyMask *tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
+func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
 	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
 	joint := func(img, text string) tensor.Tensor { // [hd, heads, ni+nt, n]
@@ -206,20 +188,10 @@ func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.
 		b := p.linear(g, pre+text, txt).Reshape(hd, heads, nt, n)
 		return a.Concat(b, 2)
 	}
-	q := joint("to_q.", "add_q_proj.").Permute(0, 2, 1, 3).Contiguous() // [hd, tokens, heads, n]; contiguous for the fast matrix kernel
-	k, v := joint("to_k.", "add_k_proj."), joint("to_v.", "add_v_proj.")
-	if keyMask != nil {
-		pad := keyMask.Dim(0) - (ni + nt)
-		k, v = k.Pad(0, 0, pad, 0), v.Pad(0, 0, pad, 0)
-	}
-	k = k.Permute(0, 2, 1, 3).Contiguous()
-	v = v.Permute(1, 2, 0, 3).Contiguous() // [keys, hd, heads, n]
-	scores := k.MulMat(q)
-	if keyMask != nil {
-		scores = scores.Add(*keyMask) // −∞ stays −∞ when scaled
-	}
-	scores = scores.SoftMaxScaled(1 / math.Sqrt(float64(hd))) // [keys, queries, heads, n]
-	o := v.MulMat(scores).Permute(0, 2, 1, 3).Contiguous()    // [hd, heads, queries, n]
+	q := joint("to_q.", "add_q_proj.").Permute(0, 2, 1, 3) // [hd, tokens, heads, n]
+	k := joint("to_k.", "add_k_proj.").Permute(0, 2, 1, 3)
+	v := joint("to_v.", "add_v_proj.").Permute(0, 2, 1, 3)
+	o := q.Attention(k, v, 1/math.Sqrt(float64(hd))) // [hd, heads, queries, n]
 	o = o.Reshape(hd*heads, ni+nt, n)
 	ax = p.linear(g, pre+"to_out.0.", o.Slice(1, 0, ni).Contiguous())
 	if last {

@@ -78,6 +78,7 @@ type api struct {
 	rmsNorm   func(ctx, a unsafe.Pointer, eps float32) unsafe.Pointer
 	getRows   func(ctx, a, b unsafe.Pointer) unsafe.Pointer
 	softMaxEx func(ctx, a, mask unsafe.Pointer, scale, maxBias float32) unsafe.Pointer
+	flashAttn func(ctx, q, k, v, mask unsafe.Pointer, scale, maxBias, softcap float32) unsafe.Pointer
 }
 
 var (
@@ -173,6 +174,7 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.rmsNorm, "ggml_rms_norm")
 	reg(base, &a.getRows, "ggml_get_rows")
 	reg(base, &a.softMaxEx, "ggml_soft_max_ext")
+	reg(base, &a.flashAttn, "ggml_flash_attn_ext")
 	reg(base, &a.devName, "ggml_backend_dev_name")
 	reg(base, &a.devDescription, "ggml_backend_dev_description")
 	reg(base, &a.devMemory, "ggml_backend_dev_memory")

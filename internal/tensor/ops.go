@@ -122,36 +122,39 @@ func (t Tensor) PadAround(before, after [4]int) Tensor {
 }
 
 // Conv3x3 convolves x [W, H, Cin, N] with the 3×3 kernel t [3, 3, Cin,
-// Cout], stride 1, padding 1, without im2col: x goes channels-last and
-// padded, so that each pixel's row of three horizontal neighbours is 3·Cin
-// consecutive values, and a view whose rows overlap feeds a matrix product
-// per kernel row straight from it. The three products are summed; the two
-// columns of padding per image row they also compute are dropped on the
-// way back to [W, H, Cout, N]. On the CPU the product converts those rows
-// to F16 in order, where im2col gathers them from Cin planes apart.
+// Cout], stride 1, padding 1, without im2col. x goes channels-last and
+// padded, so that the three horizontal neighbours of a pixel are 3·Cin
+// consecutive values; a view whose rows overlap, one row a pixel, is then
+// the left operand of one matrix product per kernel row, against that
+// row's [3·Cin, Cout] slice of the kernel. The products come out
+// channels-first, [pixels, Cout], and are summed; the two columns of
+// padding per image row they also compute are dropped on the way to [W, H,
+// Cout, N]. On the CPU the product runs as llamafile's float32 kernel
+// straight on x, which takes a row stride; im2col would gather every row
+// from Cin planes apart first.
 func (t Tensor) Conv3x3(x Tensor) Tensor {
 	w, h, cin, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	cout := t.Dim(3)
 	pw, ph := w+2, h+3                                                                         // one column each side; one row above, two below so the last rows' reads stay inside
 	xc := x.Permute(1, 2, 0, 3).Contiguous().PadAround([4]int{0, 1, 1, 0}, [4]int{0, 1, 2, 0}) // [Cin, W+2, H+3, N]
-	// kernel [Cin, 3 (kw), 3 (kh), Cout]: each (kh, o) row is kw-major, as a pixel's three neighbours are.
-	k := t.Permute(1, 2, 0, 3).Contiguous()
-	rows := pw*ph*n - 3*pw                  // flat output positions computed
+	// The kernel as [Cin, 3 (kw), Cout, 3 (kh)]: a kernel row's slice is
+	// contiguous, and kw-major within a row, as a pixel's neighbours are.
+	k := t.Permute(1, 3, 0, 2).Contiguous()
+	rows := pw*ph*n - 3*pw                  // flat positions computed
 	es, f32 := int((*header)(k.t).nb[0]), 4 // the kernel's element size; x is float32
+	slice := 3 * cin * cout * es            // one kernel row
 	var y Tensor
 	for kh := range 3 {
-		kr := k.View([4]int{3 * cin, cout, 1, 1}, [3]int{9 * cin * es, 9 * cin * cout * es, 9 * cin * cout * es}, kh*3*cin*es) // [3·Cin, Cout]
-		xr := xc.overlappingRows(kh*pw*cin*f32, 3*cin, rows, cin*f32)                                                          // [3·Cin, rows]
-		p := kr.MulMat(xr)                                                                                                     // [Cout, rows]
+		kr := k.View([4]int{3 * cin, cout, 1, 1}, [3]int{3 * cin * es, slice, slice}, kh*slice)
+		p := xc.overlappingRows(kh*pw*cin*f32, 3*cin, rows, cin*f32).MulMat(kr) // [rows, Cout]
 		if kh == 0 {
 			y = p
 		} else {
 			y = y.Add(p)
 		}
 	}
-	// Back to [W, H, Cout, N], skipping the padding columns and rows.
-	y = y.View([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
-	return y.Permute(2, 0, 1, 3).Contiguous()
+	// [W, H, Cout, N], skipping the padding columns and rows.
+	return y.View([4]int{w, h, cout, n}, [3]int{pw * f32, rows * f32, pw * ph * f32}, 0).Contiguous()
 }
 
 // overlappingRows views rows rows of rowLen values of t, from byte offset
@@ -167,4 +170,12 @@ func (t Tensor) overlappingRows(offset, rowLen, rows, stride int) Tensor {
 	h.nb[2] = uint64(stride * rows)
 	h.nb[3] = h.nb[2]
 	return v
+}
+
+// Attention is softmax(k·q·scale)·v per head, without the scores in
+// memory (ggml's flash attention): q [d, queries, heads, n], k and v [d,
+// keys, heads, n], rows contiguous (permuted views are fine). The result is
+// [d, heads, queries, n].
+func (q Tensor) Attention(k, v Tensor, scale float64) Tensor {
+	return q.op(q.g.be.a.flashAttn(q.g.ctx, q.t, k.t, v.t, nil, float32(scale), 0, 0))
 }
