@@ -85,18 +85,6 @@ func (p *part) graph() *tensor.Graph { return p.be.NewGraph() }
 // weight is a tensor openPart has checked to be there.
 func (p *part) weight(g *tensor.Graph, name string) tensor.Tensor { return g.Weight(p.w, name) }
 
-// conv is a 2-D convolution with bias, stride 1, as torch's Conv2d.
-func (p *part) conv(g *tensor.Graph, prefix string, x tensor.Tensor, pad int) tensor.Tensor {
-	bias, k := p.weight(g, prefix+"bias"), p.weight(g, prefix+"weight")
-	var y tensor.Tensor
-	if k.Dim(0) == 3 && k.Dim(1) == 3 && pad == 1 {
-		y = k.Conv3x3(x)
-	} else {
-		y = k.Conv2D(x, 1, 1, pad, pad, 1, 1)
-	}
-	return y.Add(bias.Reshape(1, 1, bias.Dim(0)))
-}
-
 // linear is torch's Linear over the first dimension.
 func (p *part) linear(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	return p.weight(g, prefix+"weight").MulMat(x).Add(p.weight(g, prefix+"bias"))
@@ -106,15 +94,6 @@ func (p *part) linear(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Te
 // weight and bias called prefix+"weight" and prefix+"bias".
 func (p *part) layerNorm(g *tensor.Graph, prefix string, x tensor.Tensor, eps float32) tensor.Tensor {
 	return x.Norm(eps).Mul(p.weight(g, prefix+"weight")).Add(p.weight(g, prefix+"bias"))
-}
-
-// groupNorm is torch's GroupNorm on x [W, H, C, N]: each group of C/groups
-// channels is normalized over its channels and pixels together, which in
-// ggml's layout is one contiguous row per group.
-func (p *part) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor, groups int, eps float32) tensor.Tensor {
-	w, h, c, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
-	y := x.Contiguous().Reshape(w*h*c/groups, groups, n).Norm(eps).Reshape(w, h, c, n)
-	return y.Mul(p.weight(g, prefix+"weight").Reshape(1, 1, c)).Add(p.weight(g, prefix+"bias").Reshape(1, 1, c))
 }
 
 // geluTanh is GELU's tanh approximation (torch's approximate="tanh",

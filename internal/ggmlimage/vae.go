@@ -56,9 +56,16 @@ func (d *VAEDecoder) Decode(latents []float32, n, h, w int) ([]float32, error) {
 	return out, nil
 }
 
+// The decoder runs channels-last, [C, W, H, N]: a channel's weight or bias
+// is then one value a row, added or multiplied as a row (ggml broadcasts a
+// value a row of channels-first data one element at a time), a 1×1
+// convolution is one matrix product, and Conv3x3ChannelsLast needs no
+// copy of its input but its padding. Only GroupNorm's statistics are taken
+// channels-first, where a group is one contiguous row.
+
 func (d *VAEDecoder) forward(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
-	p, cfg := d.part, d.cfg
-	x = p.conv(g, "decoder.conv_in.", x, 1)
+	cfg := d.cfg
+	x = d.conv3x3(g, "decoder.conv_in.", channelsLast(x))
 	mid := cfg.MidResnets()
 	x = d.resnet(g, mid[0], x)
 	x = d.attention(g, x)
@@ -68,40 +75,79 @@ func (d *VAEDecoder) forward(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 			x = d.resnet(g, r, x)
 		}
 		if b.Upsample != "" {
-			x = x.UpscaleNearest([4]int{2 * x.Dim(0), 2 * x.Dim(1), x.Dim(2), x.Dim(3)})
-			x = p.conv(g, b.Upsample+"conv.", x, 1)
+			x = x.UpscaleNearest([4]int{x.Dim(0), 2 * x.Dim(1), 2 * x.Dim(2), x.Dim(3)})
+			x = d.conv3x3(g, b.Upsample+"conv.", x)
 		}
 	}
-	x = p.groupNorm(g, "decoder.conv_norm_out.", x, cfg.Groups, sd3.VAENormEps).SILU()
-	return p.conv(g, "decoder.conv_out.", x, 1)
+	x = d.conv3x3(g, "decoder.conv_out.", d.groupNorm(g, "decoder.conv_norm_out.", x).SILU())
+	return x.Permute(2, 0, 1, 3).Contiguous() // channels-first, as the pipeline takes pixels
 }
 
 // resnet is diffusers' ResnetBlock2D without a time embedding.
 func (d *VAEDecoder) resnet(g *tensor.Graph, r sd3.VAEResnet, x tensor.Tensor) tensor.Tensor {
-	p, groups := d.part, d.cfg.Groups
-	h := p.groupNorm(g, r.Prefix+"norm1.", x, groups, sd3.VAENormEps).SILU()
-	h = p.conv(g, r.Prefix+"conv1.", h, 1)
-	h = p.groupNorm(g, r.Prefix+"norm2.", h, groups, sd3.VAENormEps).SILU()
-	h = p.conv(g, r.Prefix+"conv2.", h, 1)
+	h := d.conv3x3(g, r.Prefix+"conv1.", d.groupNorm(g, r.Prefix+"norm1.", x).SILU())
+	h = d.conv3x3(g, r.Prefix+"conv2.", d.groupNorm(g, r.Prefix+"norm2.", h).SILU())
 	if r.In != r.Out {
-		x = p.conv(g, r.Prefix+"conv_shortcut.", x, 0)
+		x = d.conv1x1(g, r.Prefix+"conv_shortcut.", x)
 	}
 	return x.Add(h)
 }
+
+// groupNorm is torch's GroupNorm: each group of C/groups channels is
+// normalized over its channels and pixels together. The statistics come
+// from x taken channels-first, where a group is one contiguous row: the
+// transposition is a matrix product with an identity, far cheaper than
+// ggml's copy of a permuted tensor, one element at a time, and the sums
+// are matrix products with ones (ggml's row sum adds one value at a time).
+// The variance is E[x²] − E[x]². Normalization and the weight and bias
+// then make one scale and one shift a channel, applied channels-last.
+func (d *VAEDecoder) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
+	p, groups := d.part, d.cfg.Groups
+	c, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	per := c / groups
+	rows := x.Reshape(c, w*h, n).MulMat(g.Identity(c, n)).Reshape(w*h*per, groups*n) // a row a group
+	ones, count := g.Ones(w*h*per), float64(w*h*per)
+	mean := ones.MulMat(rows).Scale(1 / count) // [1, groups·N]
+	variance := ones.MulMat(rows.Sqr()).Scale(1 / count).Sub(mean.Sqr())
+	perChannel := func(t tensor.Tensor) tensor.Tensor { // [1, groups·N] to [C, 1, 1, N]
+		return t.Reshape(1, groups, n).Repeat(per, groups, n).Reshape(c, 1, 1, n)
+	}
+	scale := p.weight(g, prefix+"weight").Reshape(c, 1, 1, 1).Repeat(c, 1, 1, n).Div(perChannel(variance.ScaleBias(1, sd3.VAENormEps).Sqrt()))
+	shift := p.weight(g, prefix+"bias").Reshape(c, 1, 1, 1).Repeat(c, 1, 1, n).Sub(perChannel(mean).Mul(scale))
+	return x.Mul(scale).Add(shift)
+}
+
+// conv3x3 is torch's Conv2d of kernel 3, padding 1, with bias.
+func (d *VAEDecoder) conv3x3(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
+	p := d.part
+	return p.weight(g, prefix+"weight").Conv3x3ChannelsLast(x).Add(p.weight(g, prefix+"bias"))
+}
+
+// conv1x1 is torch's Conv2d of kernel 1, with bias: a matrix product over
+// the channels.
+func (d *VAEDecoder) conv1x1(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
+	p := d.part
+	cin, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	k := p.weight(g, prefix+"weight")
+	cout := k.Dim(3)
+	y := k.Reshape(cin, cout).MulMat(x.Reshape(cin, w*h*n)).Add(p.weight(g, prefix+"bias"))
+	return y.Reshape(cout, w, h, n)
+}
+
+// channelsLast lays [W, H, C, N] out as [C, W, H, N].
+func channelsLast(x tensor.Tensor) tensor.Tensor { return x.Permute(1, 2, 0, 3).Contiguous() }
 
 // attention is the mid block's single-head self-attention over the pixels,
 // with a residual connection.
 func (d *VAEDecoder) attention(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 	p := d.part
-	w, h, c, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
-	y := p.groupNorm(g, sd3.MidAttention+"group_norm.", x, d.cfg.Groups, sd3.VAENormEps)
-	y = y.Reshape(w*h, c, n).Permute(1, 0, 2, 3).Contiguous() // [C, pixels, N]
+	c, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	y := d.groupNorm(g, sd3.MidAttention+"group_norm.", x).Reshape(c, w*h, n) // [C, pixels, N]
 	q := p.linear(g, sd3.MidAttention+"to_q.", y)
 	k := p.linear(g, sd3.MidAttention+"to_k.", y)
 	v := p.linear(g, sd3.MidAttention+"to_v.", y)
 	scores := k.MulMat(q).SoftMaxScaled(1 / math.Sqrt(float64(c)))    // [keys, queries, N]
 	vt := v.Permute(1, 0, 2, 3).Contiguous()                          // [pixels, C, N]
 	o := p.linear(g, sd3.MidAttention+"to_out.0.", vt.MulMat(scores)) // [C, pixels, N]
-	o = o.Permute(1, 0, 2, 3).Contiguous().Reshape(w, h, c, n)
-	return x.Add(o)
+	return x.Add(o.Reshape(c, w, h, n))
 }

@@ -212,6 +212,8 @@ type Graph struct {
 	ctx    unsafe.Pointer
 	g      unsafe.Pointer
 	inputs []input
+	// constants are the graph's Ones and Identity inputs, made once each.
+	constants map[[2]int]Tensor
 }
 
 type input struct {
@@ -260,6 +262,43 @@ func (g *Graph) Input(data []float32, ne ...int) Tensor {
 // indices GetRows takes.
 func (g *Graph) InputInts(data []int32, ne ...int) Tensor {
 	return g.input(typeI32, unsafe.Pointer(unsafe.SliceData(data)), uintptr(len(data))*4, ne)
+}
+
+// Ones is a vector of n ones, [n]; a graph makes each length once.
+func (g *Graph) Ones(n int) Tensor {
+	return g.constant([2]int{n, 0}, func() Tensor {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = 1
+		}
+		return g.Input(v, n)
+	})
+}
+
+// Identity is n identity matrices of c×c, [c, c, n]; a graph makes each
+// shape once.
+func (g *Graph) Identity(c, n int) Tensor {
+	return g.constant([2]int{c, n}, func() Tensor {
+		m := make([]float32, c*c*n)
+		for i := range n {
+			for j := range c {
+				m[(i*c+j)*c+j] = 1
+			}
+		}
+		return g.Input(m, c, c, n)
+	})
+}
+
+func (g *Graph) constant(key [2]int, make func() Tensor) Tensor {
+	if t, ok := g.constants[key]; ok {
+		return t
+	}
+	if g.constants == nil {
+		g.constants = map[[2]int]Tensor{}
+	}
+	t := make()
+	g.constants[key] = t
+	return t
 }
 
 func (g *Graph) input(typ int32, data unsafe.Pointer, bytes uintptr, ne []int) Tensor {

@@ -71,6 +71,10 @@ type api struct {
 	padExt    func(ctx, a unsafe.Pointer, l0, r0, l1, r1, l2, r2, l3, r3 int32) unsafe.Pointer
 	tanh      func(ctx, a unsafe.Pointer) unsafe.Pointer
 	sqr       func(ctx, a unsafe.Pointer) unsafe.Pointer
+	sqrt      func(ctx, a unsafe.Pointer) unsafe.Pointer
+	sub       func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	sumRows   func(ctx, a unsafe.Pointer) unsafe.Pointer
+	repeat4d  func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64) unsafe.Pointer
 	div       func(ctx, a, b unsafe.Pointer) unsafe.Pointer
 	scaleBias func(ctx, a unsafe.Pointer, s, b float32) unsafe.Pointer
 	sigmoid   func(ctx, a unsafe.Pointer) unsafe.Pointer
@@ -167,6 +171,10 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.padExt, "ggml_pad_ext")
 	reg(base, &a.tanh, "ggml_tanh")
 	reg(base, &a.sqr, "ggml_sqr")
+	reg(base, &a.sqrt, "ggml_sqrt")
+	reg(base, &a.sub, "ggml_sub")
+	reg(base, &a.sumRows, "ggml_sum_rows")
+	reg(base, &a.repeat4d, "ggml_repeat_4d")
 	reg(base, &a.div, "ggml_div")
 	reg(base, &a.scaleBias, "ggml_scale_bias")
 	reg(base, &a.sigmoid, "ggml_sigmoid")

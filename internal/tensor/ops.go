@@ -73,6 +73,21 @@ func (t Tensor) Pad(p0, p1, p2, p3 int) Tensor {
 // Sqr is x².
 func (t Tensor) Sqr() Tensor { return t.op(t.g.be.a.sqr(t.g.ctx, t.t)) }
 
+// Sqrt is √x.
+func (t Tensor) Sqrt() Tensor { return t.op(t.g.be.a.sqrt(t.g.ctx, t.t)) }
+
+// Sub is t − u, u broadcast over t.
+func (t Tensor) Sub(u Tensor) Tensor { return t.op(t.g.be.a.sub(t.g.ctx, t.t, u.t)) }
+
+// SumRows sums each row: [n, ...] to [1, ...].
+func (t Tensor) SumRows() Tensor { return t.op(t.g.be.a.sumRows(t.g.ctx, t.t)) }
+
+// Repeat tiles t to shape ne, each dimension a multiple of t's.
+func (t Tensor) Repeat(ne ...int) Tensor {
+	d := dims(ne)
+	return t.op(t.g.be.a.repeat4d(t.g.ctx, t.t, d[0], d[1], d[2], d[3]))
+}
+
 // Div is t ÷ u element-wise, u broadcast over t.
 func (t Tensor) Div(u Tensor) Tensor { return t.op(t.g.be.a.div(t.g.ctx, t.t, u.t)) }
 
@@ -121,22 +136,22 @@ func (t Tensor) PadAround(before, after [4]int) Tensor {
 		int32(before[2]), int32(after[2]), int32(before[3]), int32(after[3])))
 }
 
-// Conv3x3 convolves x [W, H, Cin, N] with the 3×3 kernel t [3, 3, Cin,
-// Cout], stride 1, padding 1, without im2col. x goes channels-last and
-// padded, so that the three horizontal neighbours of a pixel are 3·Cin
-// consecutive values; a view whose rows overlap, one row a pixel, is then
-// the left operand of one matrix product per kernel row, against that
-// row's [3·Cin, Cout] slice of the kernel. The products come out
-// channels-first, [pixels, Cout], and are summed; the two columns of
-// padding per image row they also compute are dropped on the way to [W, H,
-// Cout, N]. On the CPU the product runs as llamafile's float32 kernel
-// straight on x, which takes a row stride; im2col would gather every row
-// from Cin planes apart first.
-func (t Tensor) Conv3x3(x Tensor) Tensor {
-	w, h, cin, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+// Conv3x3ChannelsLast convolves x [Cin, W, H, N], channels-last, with the
+// 3×3 kernel t [3, 3, Cin, Cout], stride 1, padding 1, without im2col, and
+// returns a channels-last [Cout, W, H, N] view (its rows apart: take it
+// Contiguous, or let the next operation read it). x is padded, so that the
+// three horizontal neighbours of a pixel are 3·Cin consecutive values; a
+// view whose rows overlap, one row a pixel, is then the right operand of
+// one matrix product per kernel row, against that row's [3·Cin, Cout]
+// slice of the kernel, and the three products are summed. The products
+// also compute two columns of padding per image row, which the view
+// skips. On the CPU the product converts those overlapping rows in order,
+// where im2col gathers every row from Cin planes apart.
+func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
+	cin, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	cout := t.Dim(3)
-	pw, ph := w+2, h+3                                                                         // one column each side; one row above, two below so the last rows' reads stay inside
-	xc := x.Permute(1, 2, 0, 3).Contiguous().PadAround([4]int{0, 1, 1, 0}, [4]int{0, 1, 2, 0}) // [Cin, W+2, H+3, N]
+	pw, ph := w+2, h+3 // one column each side; one row above, two below so the last rows' reads stay inside
+	xp := x.PadAround([4]int{0, 1, 1, 0}, [4]int{0, 1, 2, 0})
 	// The kernel as [Cin, 3 (kw), Cout, 3 (kh)]: a kernel row's slice is
 	// contiguous, and kw-major within a row, as a pixel's neighbours are.
 	k := t.Permute(1, 3, 0, 2).Contiguous()
@@ -146,15 +161,14 @@ func (t Tensor) Conv3x3(x Tensor) Tensor {
 	var y Tensor
 	for kh := range 3 {
 		kr := k.View([4]int{3 * cin, cout, 1, 1}, [3]int{3 * cin * es, slice, slice}, kh*slice)
-		p := xc.overlappingRows(kh*pw*cin*f32, 3*cin, rows, cin*f32).MulMat(kr) // [rows, Cout]
+		p := kr.MulMat(xp.overlappingRows(kh*pw*cin*f32, 3*cin, rows, cin*f32)) // [Cout, rows]
 		if kh == 0 {
 			y = p
 		} else {
 			y = y.Add(p)
 		}
 	}
-	// [W, H, Cout, N], skipping the padding columns and rows.
-	return y.View([4]int{w, h, cout, n}, [3]int{pw * f32, rows * f32, pw * ph * f32}, 0).Contiguous()
+	return y.View([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
 }
 
 // overlappingRows views rows rows of rowLen values of t, from byte offset
