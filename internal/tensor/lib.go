@@ -69,6 +69,8 @@ type api struct {
 	concat    func(ctx, a, b unsafe.Pointer, dim int32) unsafe.Pointer
 	pad       func(ctx, a unsafe.Pointer, p0, p1, p2, p3 int32) unsafe.Pointer
 	padExt    func(ctx, a unsafe.Pointer, l0, r0, l1, r1, l2, r2, l3, r3 int32) unsafe.Pointer
+	fill      func(ctx, a unsafe.Pointer, c float32) unsafe.Pointer
+	accIn     func(ctx, a, b unsafe.Pointer, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
 	tanh      func(ctx, a unsafe.Pointer) unsafe.Pointer
 	sqr       func(ctx, a unsafe.Pointer) unsafe.Pointer
 	sqrt      func(ctx, a unsafe.Pointer) unsafe.Pointer
@@ -169,6 +171,8 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.concat, "ggml_concat")
 	reg(base, &a.pad, "ggml_pad")
 	reg(base, &a.padExt, "ggml_pad_ext")
+	reg(base, &a.fill, "ggml_fill")
+	reg(base, &a.accIn, "ggml_acc_inplace")
 	reg(base, &a.tanh, "ggml_tanh")
 	reg(base, &a.sqr, "ggml_sqr")
 	reg(base, &a.sqrt, "ggml_sqrt")

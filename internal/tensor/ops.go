@@ -151,39 +151,59 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	cin, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	cout := t.Dim(3)
 	pw, ph := w+2, h+3 // one column each side; one row above, two below so the last rows' reads stay inside
-	xp := x.PadAround([4]int{0, 1, 1, 0}, [4]int{0, 1, 2, 0})
-	// The kernel as [Cin, 3 (kw), Cout, 3 (kh)]: a kernel row's slice is
-	// contiguous, and kw-major within a row, as a pixel's neighbours are.
-	k := t.Permute(1, 3, 0, 2).Contiguous()
-	rows := pw*ph*n - 3*pw                  // flat positions computed
-	es, f32 := int((*header)(k.t).nb[0]), 4 // the kernel's element size; x is float32
-	slice := 3 * cin * cout * es            // one kernel row
-	var y Tensor
-	for kh := range 3 {
-		kr := k.View([4]int{3 * cin, cout, 1, 1}, [3]int{3 * cin * es, slice, slice}, kh*slice)
-		p := kr.MulMat(xp.overlappingRows(kh*pw*cin*f32, 3*cin, rows, cin*f32)) // [Cout, rows]
-		if kh == 0 {
-			y = p
-		} else {
-			y = y.Add(p)
-		}
-	}
+	// x goes into zeros, a row of Cin at a time: ggml's pad copies one
+	// value at a time.
+	const f32 = 4
+	xp := x.shaped([4]int{cin, pw, ph, n}).fill(0).accumulate(x, [3]int{cin * f32, pw * cin * f32, pw * ph * cin * f32}, (pw+1)*cin*f32)
+	// The three image rows a window covers, interleaved a pixel at a time:
+	// [Cin, 3 (kh), W+2, rows], rows counted across the images (those that
+	// cross from one image into the next are computed and dropped).
+	r := n*ph - 2
+	x3 := xp.strided(0, [4]int{cin, 3, pw, r}, [4]int{f32, pw * cin * f32, cin * f32, pw * cin * f32}).Contiguous()
+	// A window is then 9·Cin consecutive values, (kw, kh, channel), and the
+	// kernel [Cin, 3 (kh), 3 (kw), Cout] one matrix of 9·Cin rows.
+	k := t.Permute(2, 1, 0, 3).Contiguous().Reshape(9*cin, cout)
+	rows := r*pw - 2
+	y := k.MulMat(x3.overlappingRows(0, 9*cin, rows, 3*cin*f32)) // [Cout, rows]
 	return y.View([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
 }
 
 // overlappingRows views rows rows of rowLen values of t, from byte offset
 // on, each stride bytes after the last: rows that overlap when stride is
-// less than a row. ggml checks a view's size as if its rows were apart, so
-// the view is made one row long and then given its rows, in the public
-// struct ggml_tensor's ne and nb; its bytes (ggml_nbytes) stay inside t,
-// as the caller ensures.
+// less than a row.
 func (t Tensor) overlappingRows(offset, rowLen, rows, stride int) Tensor {
-	v := t.View([4]int{rowLen, 1, 1, 1}, [3]int{stride, stride, stride}, offset)
+	return t.strided(offset, [4]int{rowLen, rows, 1, 1}, [4]int{4, stride, stride * rows, stride * rows})
+}
+
+// strided views t's float32 data from byte offset on with shape ne and
+// byte strides nb, which may overlap. ggml checks a view's size as if its
+// rows were apart, so the view is made one value long and then given its
+// shape and strides, in the public struct ggml_tensor's ne and nb; the
+// bytes they reach (ggml_nbytes) stay inside t, as the caller ensures.
+func (t Tensor) strided(offset int, ne, nb [4]int) Tensor {
+	v := t.View([4]int{1, 1, 1, 1}, [3]int{4, 4, 4}, offset)
 	h := (*header)(v.t)
-	h.ne[1] = int64(rows)
-	h.nb[2] = uint64(stride * rows)
-	h.nb[3] = h.nb[2]
+	for i := range ne {
+		h.ne[i], h.nb[i] = int64(ne[i]), uint64(nb[i])
+	}
 	return v
+}
+
+// shaped is a tensor of shape ne (float32, contiguous) for operations that
+// read only their operand's shape, such as fill: a view of t's first value
+// given that shape. Its data is not t's; nothing may read it.
+func (t Tensor) shaped(ne [4]int) Tensor {
+	nb := [4]int{4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]}
+	return t.strided(0, ne, nb)
+}
+
+// fill is a new tensor of t's shape, every value c.
+func (t Tensor) fill(c float32) Tensor { return t.op(t.g.be.a.fill(t.g.ctx, t.t, c)) }
+
+// accumulate adds u into t in place, u's rows at offset with strides nb
+// (bytes, of dimensions 1 to 3), and is t.
+func (t Tensor) accumulate(u Tensor, nb [3]int, offset int) Tensor {
+	return t.op(t.g.be.a.accIn(t.g.ctx, t.t, u.t, uintptr(nb[0]), uintptr(nb[1]), uintptr(nb[2]), uintptr(offset)))
 }
 
 // Attention is softmax(k·q·scale)·v per head, without the scores in
