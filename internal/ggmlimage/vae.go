@@ -146,8 +146,9 @@ func (d *VAEDecoder) attention(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 	q := p.linear(g, sd3.MidAttention+"to_q.", y)
 	k := p.linear(g, sd3.MidAttention+"to_k.", y)
 	v := p.linear(g, sd3.MidAttention+"to_v.", y)
-	scores := k.MulMat(q).SoftMaxScaled(1 / math.Sqrt(float64(c)))    // [keys, queries, N]
-	vt := v.Permute(1, 0, 2, 3).Contiguous()                          // [pixels, C, N]
-	o := p.linear(g, sd3.MidAttention+"to_out.0.", vt.MulMat(scores)) // [C, pixels, N]
+	// ggml's flash attention, one head: the scores of every pixel pair
+	// would be 1 GiB at SD3's 128×128 latents.
+	o := q.Reshape(c, w*h, 1, n).Attention(k.Reshape(c, w*h, 1, n), v.Reshape(c, w*h, 1, n), 1/math.Sqrt(float64(c))) // [C, 1, pixels, N]
+	o = p.linear(g, sd3.MidAttention+"to_out.0.", o.Reshape(c, w*h, n))
 	return x.Add(o.Reshape(c, w, h, n))
 }

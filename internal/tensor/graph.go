@@ -104,12 +104,6 @@ func Open(o Options) (*Backend, error) {
 	return &Backend{a: a, b: b, device: device}, nil
 }
 
-// NewCPU opens ggml's CPU backend from the text engine's libraries in dir
-// (LLAMA_LIB_DIR when empty), computing on threads threads.
-func NewCPU(dir string, threads int, log *slog.Logger) (*Backend, error) {
-	return Open(Options{LibDir: dir, Device: DeviceCPU, Threads: threads, Log: log})
-}
-
 // Device is where the backend computes.
 func (be *Backend) Device() Device { return be.device }
 

@@ -14,7 +14,7 @@ func backend(t *testing.T) *Backend {
 	if os.Getenv("LLAMA_LIB_DIR") == "" {
 		t.Skip("LLAMA_LIB_DIR is unset (make engine)")
 	}
-	be, err := NewCPU("", 1, nil)
+	be, err := Open(Options{Device: DeviceCPU, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,16 +154,23 @@ func TestElementOps(t *testing.T) {
 		op   func(g *Graph, in Tensor) Tensor
 		want []float32
 	}{
-		{"tanh", func(_ *Graph, in Tensor) Tensor { return in.Tanh() }, each(math.Tanh)},
+		{"sqr", func(_ *Graph, in Tensor) Tensor { return in.Sqr() }, each(func(v float64) float64 { return v * v })},
+		{"sqrt of sqr", func(_ *Graph, in Tensor) Tensor { return in.Sqr().Sqrt() }, each(math.Abs)},
+		{"scale_bias", func(_ *Graph, in Tensor) Tensor { return in.ScaleBias(2, 0.5) }, each(func(v float64) float64 { return 2*v + 0.5 })},
+		{"sub, div by a row", func(g *Graph, in Tensor) Tensor {
+			row := g.Input([]float32{1, 2, 4}, 3)
+			return in.Sub(row).Div(row)
+		}, []float32{-3, -1.25, -1, -0.75, -0.5, -0.25}},
+		{"repeat", func(_ *Graph, in Tensor) Tensor { return in.Slice(1, 0, 1).Repeat(3, 2) }, []float32{-2, -0.5, 0, -2, -0.5, 0}},
+		{"identity product transposes", func(g *Graph, in Tensor) Tensor { return in.MulMat(g.Identity(3, 1)) }, []float32{-2, 0.25, -0.5, 1, 0, 3}},
+		{"ones product sums rows", func(g *Graph, in Tensor) Tensor { return g.Ones(3).MulMat(in) }, []float32{-2.5, 4.25}},
 		{"sigmoid", func(_ *Graph, in Tensor) Tensor { return in.Sigmoid() }, each(func(v float64) float64 { return 1 / (1 + math.Exp(-v)) })},
 		{"gelu_erf", func(_ *Graph, in Tensor) Tensor { return in.GELUErf() }, each(func(v float64) float64 { return v / 2 * (1 + math.Erf(v/math.Sqrt2)) })},
 		{"rms_norm", func(_ *Graph, in Tensor) Tensor { return in.RMSNorm(1e-6) }, rms},
 		{"slice", func(_ *Graph, in Tensor) Tensor { return in.Slice(0, 1, 3).Contiguous() }, []float32{-0.5, 0, 1, 3}},
 		{"slice rows", func(_ *Graph, in Tensor) Tensor { return in.Slice(1, 1, 2).Contiguous() }, []float32{0.25, 1, 3}},
 		{"concat", func(_ *Graph, in Tensor) Tensor { return in.Slice(1, 1, 2).Concat(in.Slice(1, 0, 1), 1) }, []float32{0.25, 1, 3, -2, -0.5, 0}},
-		{"pad", func(_ *Graph, in Tensor) Tensor { return in.Pad(1, 0, 0, 0) }, []float32{-2, -0.5, 0, 0, 0.25, 1, 3, 0}},
 		{"get_rows", func(g *Graph, in Tensor) Tensor { return in.GetRows(g.InputInts([]int32{1, 1, 0}, 3)) }, []float32{0.25, 1, 3, 0.25, 1, 3, -2, -0.5, 0}},
-		{"soft_max scaled", func(_ *Graph, in Tensor) Tensor { return in.SoftMaxScaled(0.5) }, softmax(0.5, make([]float32, 6))},
 		{"soft_max masked", func(g *Graph, in Tensor) Tensor { return in.SoftMaxMasked(g.Input(mask, 3, 2), 2) }, softmax(2, mask)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,13 +191,14 @@ func TestComputeAll(t *testing.T) {
 	g := be.NewGraph()
 	defer g.Close()
 	a := g.Input([]float32{1, 2, 3}, 3).Scale(2)
-	b := a.Tanh().Scale(3)
+	b := a.Sigmoid().Scale(3)
 	got, err := g.ComputeAll(a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	near(t, "first", got[0], []float32{2, 4, 6})
-	near(t, "second", got[1], []float32{float32(3 * math.Tanh(2)), float32(3 * math.Tanh(4)), float32(3 * math.Tanh(6))})
+	sig := func(v float64) float32 { return float32(3 / (1 + math.Exp(-v))) }
+	near(t, "second", got[1], []float32{sig(2), sig(4), sig(6)})
 }
 
 // TestDeviceChoice: the CPU is always there; asking for CUDA of an engine
@@ -236,4 +244,49 @@ func TestConv3x3(t *testing.T) {
 		t.Fatal(err)
 	}
 	nearWithin(t, "conv3x3", got[1], got[0], 2e-3)
+}
+
+// TestAttention: ggml's flash attention against the softmax of the scores
+// written out in Go, two heads of 3 dimensions, 4 queries and 5 keys.
+func TestAttention(t *testing.T) {
+	be := backend(t)
+	const d, nq, nk, heads = 3, 4, 5, 2
+	val := func(i, mod int) float32 { return float32((i*7)%mod)/float32(mod) - 0.5 }
+	q, k, v := make([]float32, d*nq*heads), make([]float32, d*nk*heads), make([]float32, d*nk*heads)
+	for i := range q {
+		q[i] = 2 * val(i, 11)
+	}
+	for i := range k {
+		k[i], v[i] = 2*val(i, 13), val(i+3, 5)
+	}
+	scale := 0.7
+	want := make([]float32, d*heads*nq) // [d, heads, queries]
+	for h := range heads {
+		for i := range nq {
+			w := make([]float64, nk)
+			var sum float64
+			for j := range nk {
+				var dot float64
+				for c := range d {
+					dot += float64(q[(h*nq+i)*d+c] * k[(h*nk+j)*d+c])
+				}
+				w[j] = math.Exp(dot * scale)
+				sum += w[j]
+			}
+			for c := range d {
+				var o float64
+				for j := range nk {
+					o += w[j] / sum * float64(v[(h*nk+j)*d+c])
+				}
+				want[(i*heads+h)*d+c] = float32(o)
+			}
+		}
+	}
+	g := be.NewGraph()
+	defer g.Close()
+	got, err := g.Compute(g.Input(q, d, nq, heads).Attention(g.Input(k, d, nk, heads), g.Input(v, d, nk, heads), scale))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nearWithin(t, "attention", got, want, 2e-3)
 }

@@ -67,15 +67,11 @@ type api struct {
 
 	view4d    func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
 	concat    func(ctx, a, b unsafe.Pointer, dim int32) unsafe.Pointer
-	pad       func(ctx, a unsafe.Pointer, p0, p1, p2, p3 int32) unsafe.Pointer
-	padExt    func(ctx, a unsafe.Pointer, l0, r0, l1, r1, l2, r2, l3, r3 int32) unsafe.Pointer
 	fill      func(ctx, a unsafe.Pointer, c float32) unsafe.Pointer
 	accIn     func(ctx, a, b unsafe.Pointer, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
-	tanh      func(ctx, a unsafe.Pointer) unsafe.Pointer
 	sqr       func(ctx, a unsafe.Pointer) unsafe.Pointer
 	sqrt      func(ctx, a unsafe.Pointer) unsafe.Pointer
 	sub       func(ctx, a, b unsafe.Pointer) unsafe.Pointer
-	sumRows   func(ctx, a unsafe.Pointer) unsafe.Pointer
 	repeat4d  func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64) unsafe.Pointer
 	div       func(ctx, a, b unsafe.Pointer) unsafe.Pointer
 	scaleBias func(ctx, a unsafe.Pointer, s, b float32) unsafe.Pointer
@@ -169,15 +165,11 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.regProcAddress, "ggml_backend_reg_get_proc_address")
 	reg(base, &a.view4d, "ggml_view_4d")
 	reg(base, &a.concat, "ggml_concat")
-	reg(base, &a.pad, "ggml_pad")
-	reg(base, &a.padExt, "ggml_pad_ext")
 	reg(base, &a.fill, "ggml_fill")
 	reg(base, &a.accIn, "ggml_acc_inplace")
-	reg(base, &a.tanh, "ggml_tanh")
 	reg(base, &a.sqr, "ggml_sqr")
 	reg(base, &a.sqrt, "ggml_sqrt")
 	reg(base, &a.sub, "ggml_sub")
-	reg(base, &a.sumRows, "ggml_sum_rows")
 	reg(base, &a.repeat4d, "ggml_repeat_4d")
 	reg(base, &a.div, "ggml_div")
 	reg(base, &a.scaleBias, "ggml_scale_bias")

@@ -65,11 +65,6 @@ func (t Tensor) Concat(u Tensor, dim int) Tensor {
 	return t.op(t.g.be.a.concat(t.g.ctx, t.t, u.t, int32(dim)))
 }
 
-// Pad appends p[i] zeros to the end of dimension i.
-func (t Tensor) Pad(p0, p1, p2, p3 int) Tensor {
-	return t.op(t.g.be.a.pad(t.g.ctx, t.t, int32(p0), int32(p1), int32(p2), int32(p3)))
-}
-
 // Sqr is x².
 func (t Tensor) Sqr() Tensor { return t.op(t.g.be.a.sqr(t.g.ctx, t.t)) }
 
@@ -78,9 +73,6 @@ func (t Tensor) Sqrt() Tensor { return t.op(t.g.be.a.sqrt(t.g.ctx, t.t)) }
 
 // Sub is t − u, u broadcast over t.
 func (t Tensor) Sub(u Tensor) Tensor { return t.op(t.g.be.a.sub(t.g.ctx, t.t, u.t)) }
-
-// SumRows sums each row: [n, ...] to [1, ...].
-func (t Tensor) SumRows() Tensor { return t.op(t.g.be.a.sumRows(t.g.ctx, t.t)) }
 
 // Repeat tiles t to shape ne, each dimension a multiple of t's.
 func (t Tensor) Repeat(ne ...int) Tensor {
@@ -95,9 +87,6 @@ func (t Tensor) Div(u Tensor) Tensor { return t.op(t.g.be.a.div(t.g.ctx, t.t, u.
 func (t Tensor) ScaleBias(s, b float64) Tensor {
 	return t.op(t.g.be.a.scaleBias(t.g.ctx, t.t, float32(s), float32(b)))
 }
-
-// Tanh is tanh(x).
-func (t Tensor) Tanh() Tensor { return t.op(t.g.be.a.tanh(t.g.ctx, t.t)) }
 
 // Sigmoid is 1/(1+e^−x).
 func (t Tensor) Sigmoid() Tensor { return t.op(t.g.be.a.sigmoid(t.g.ctx, t.t)) }
@@ -118,22 +107,11 @@ func (t Tensor) SoftMaxMasked(mask Tensor, scale float64) Tensor {
 	return t.op(t.g.be.a.softMaxEx(t.g.ctx, t.t, mask.t, float32(scale), 0))
 }
 
-// SoftMaxScaled is the softmax of each row of t·scale.
-func (t Tensor) SoftMaxScaled(scale float64) Tensor {
-	return t.op(t.g.be.a.softMaxEx(t.g.ctx, t.t, nil, float32(scale), 0))
-}
-
-// View is t's data seen with shape ne, byte strides nb (of dimensions 1 to
+// view is t's data seen with shape ne, byte strides nb (of dimensions 1 to
 // 3) and a byte offset: rows may overlap.
-func (t Tensor) View(ne [4]int, nb [3]int, offset int) Tensor {
+func (t Tensor) view(ne [4]int, nb [3]int, offset int) Tensor {
 	return t.op(t.g.be.a.view4d(t.g.ctx, t.t, int64(ne[0]), int64(ne[1]), int64(ne[2]), int64(ne[3]),
 		uintptr(nb[0]), uintptr(nb[1]), uintptr(nb[2]), uintptr(offset)))
-}
-
-// PadAround adds before[i] zeros before and after[i] after dimension i.
-func (t Tensor) PadAround(before, after [4]int) Tensor {
-	return t.op(t.g.be.a.padExt(t.g.ctx, t.t, int32(before[0]), int32(after[0]), int32(before[1]), int32(after[1]),
-		int32(before[2]), int32(after[2]), int32(before[3]), int32(after[3])))
 }
 
 // Conv3x3ChannelsLast convolves x [Cin, W, H, N], channels-last, with the
@@ -165,7 +143,7 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	k := t.Permute(2, 1, 0, 3).Contiguous().Reshape(9*cin, cout)
 	rows := r*pw - 2
 	y := k.MulMat(x3.overlappingRows(0, 9*cin, rows, 3*cin*f32)) // [Cout, rows]
-	return y.View([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
+	return y.view([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
 }
 
 // overlappingRows views rows rows of rowLen values of t, from byte offset
@@ -181,7 +159,7 @@ func (t Tensor) overlappingRows(offset, rowLen, rows, stride int) Tensor {
 // shape and strides, in the public struct ggml_tensor's ne and nb; the
 // bytes they reach (ggml_nbytes) stay inside t, as the caller ensures.
 func (t Tensor) strided(offset int, ne, nb [4]int) Tensor {
-	v := t.View([4]int{1, 1, 1, 1}, [3]int{4, 4, 4}, offset)
+	v := t.view([4]int{1, 1, 1, 1}, [3]int{4, 4, 4}, offset)
 	h := (*header)(v.t)
 	for i := range ne {
 		h.ne[i], h.nb[i] = int64(ne[i]), uint64(nb[i])
