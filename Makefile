@@ -28,7 +28,7 @@ export LLAMA_SERVER ?= $(CURDIR)/$(LLAMA_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build engine test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build engine test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -109,6 +109,11 @@ bench: build engine $(ORT_LIB)
 # engine build's); rewrites only its section.
 bench-multiturn: build engine
 	go run ./test/bench --only multiturn --report docs/benchmarks.md
+
+# make bench's image engines step alone (docs/benchmarks.md): ggml against
+# ONNX Runtime in process on the same weights; rewrites only its section.
+bench-image-engines: engine $(ORT_LIB)
+	go run ./test/bench --only image-engines --report docs/benchmarks.md
 
 # Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
 # workers with ROUTE_BY_PREFIX on and off; rewrites only its section.

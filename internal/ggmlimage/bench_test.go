@@ -26,11 +26,7 @@ var benchSizes = []struct {
 	width, height int
 }{
 	{"tiny", sd3.TinyMMDiT(), sd3.TinyVAE(), 256, 256},
-	{"mid", func() sd3.MMDiTConfig {
-		c := sd3.TinyMMDiT()
-		c.Layers, c.Heads, c.HeadDim = 4, 6, 64
-		return c
-	}(), sd3.VAEConfig{LatentChannels: 16, BlockOut: []int{32, 64, 128, 128}, LayersPerBlock: 2, Groups: 8, Scaling: 1.5305, Shift: 0.0609}, 256, 256},
+	{"mid", sd3.MidMMDiT(), sd3.MidVAE(), 256, 256},
 }
 
 // benchThreads is each engine's thread count. One: on a CPU shared with

@@ -35,6 +35,15 @@ func TinyMMDiT() MMDiTConfig {
 		JointDim: 24, PooledDim: 20, SampleSize: 64, PosEmbedMax: 96}
 }
 
+// MidMMDiT is TinyMMDiT with SD3's head width and enough blocks and heads
+// that compute, not the cost of each operation, sets an engine's speed:
+// the size the image engines are compared at (make bench).
+func MidMMDiT() MMDiTConfig {
+	c := TinyMMDiT()
+	c.Layers, c.Heads, c.HeadDim = 4, 6, 64
+	return c
+}
+
 // Width is the transformer's hidden width.
 func (c MMDiTConfig) Width() int { return c.Heads * c.HeadDim }
 

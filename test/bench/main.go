@@ -67,6 +67,8 @@ type results struct {
 	noise      []float64                    // (max-min)/median of repeated measurements
 	multiTurn  multiTurnResult
 	route      routeResult
+	// imageEngines compares the image engines in process.
+	imageEngines imageEnginesResult
 }
 
 type overhead struct {
@@ -98,7 +100,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
-	only := fs.String("only", "", "run only this step (multiturn, or route: routing by prefix, not part of a full run), rewriting only its section")
+	only := fs.String("only", "", "run only this step (multiturn, image-engines, or route: routing by prefix, not part of a full run), rewriting only its section")
 	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -138,6 +140,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"images", b.images},
 		{"cold start", b.coldStart},
 		{"multiturn", b.multiTurn},
+		{"image-engines", b.imageEngines},
 	}
 	if *only == "route" {
 		steps = append(steps, struct {
@@ -169,10 +172,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out, md)
 		return localstack.ReplaceSection(*report, "<!-- bench-route:begin -->", "<!-- bench-route:end -->", md)
 	}
-	mt := b.multiTurnMarkdown()
-	fmt.Fprintln(out, mt)
-	if err := localstack.ReplaceSection(*report, "<!-- bench-multiturn:begin -->", "<!-- bench-multiturn:end -->", mt); err != nil {
-		return err
+	if *only == "" || *only == "multiturn" {
+		mt := b.multiTurnMarkdown()
+		fmt.Fprintln(out, mt)
+		if err := localstack.ReplaceSection(*report, "<!-- bench-multiturn:begin -->", "<!-- bench-multiturn:end -->", mt); err != nil {
+			return err
+		}
+	}
+	if *only == "" || *only == "image-engines" {
+		ie := b.imageEnginesMarkdown()
+		fmt.Fprintln(out, ie)
+		if err := localstack.ReplaceSection(*report, "<!-- bench-image-engines:begin -->", "<!-- bench-image-engines:end -->", ie); err != nil {
+			return err
+		}
 	}
 	if *only != "" {
 		return nil
