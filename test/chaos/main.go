@@ -88,6 +88,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"client disconnects mid-generation", clientDisconnect},
 		{"burst of 10x capacity", burst},
 		{"large PNGs, concurrent, slow reader", largePNGs},
+		{"ggml image engine: worker SIGKILL mid-image", ggmlImageSIGKILL},
 		{"poison job that crashes its workers", poisonJob},
 		{"poison job beside healthy jobs on one worker", poisonBeside},
 		{"scale from zero", scaleFromZero},
@@ -161,8 +162,8 @@ func newStack(ctx context.Context, e env, name, variant string, workers int, ext
 // startStack writes s's tiny model and starts its NATS, its api and the
 // given number of workers, each ready before the next; on a failure it
 // stops what it started.
-func startStack(ctx context.Context, s *localstack.Stack, workers int) (*localstack.Stack, error) {
-	err := s.WriteTinyModel(ctx)
+func startStack(ctx context.Context, s *localstack.Stack, workers int, modelArgs ...string) (*localstack.Stack, error) {
+	err := s.WriteTinyModel(ctx, modelArgs...)
 	if err == nil {
 		err = s.StartNATS(ctx)
 	}
@@ -392,6 +393,39 @@ func largePNGs(ctx context.Context, e env) (localstack.Report, error) {
 	if smallest <= 1<<20 {
 		return rep, errors.New("the PNGs were not larger than 1 MB")
 	}
+	return rep, nil
+}
+
+// ggmlImageSIGKILL: images on the ggml engine (the tiny model's GGUF files,
+// IMAGE_ENGINE=ggml) on two workers; one is killed with SIGKILL mid-image
+// and a replacement starts two seconds later.
+func ggmlImageSIGKILL(ctx context.Context, e env) (localstack.Report, error) {
+	dir := filepath.Join(e.work, "ggml-image-sigkill")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return localstack.Report{}, err
+	}
+	env := append(append([]string{}, commonEnv...), "IMAGE_ENGINE=ggml", "IMAGE_WIDTH=256", "IMAGE_HEIGHT=256", "IMAGE_STEPS=8", "IMAGE_THREADS=1")
+	s, err := startStack(ctx, &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "C", Env: env}, 2, "--engine", "ggml")
+	if err != nil {
+		return localstack.Report{}, err
+	}
+	defer s.Close()
+	victim := s.Workers()[0]
+	go func() {
+		_ = victim.WaitLog(ctx, `"msg":"job started"`)
+		time.Sleep(50 * time.Millisecond)
+		victim.Kill()
+		time.Sleep(2 * time.Second)
+		_, _ = s.StartWorker(ctx, false)
+	}()
+	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(16, "a lighthouse"), 4, 90*time.Second)
+	rep := localstack.Summarize("", outs, workerLogs(s))
+	for _, o := range outs {
+		if o.Status == http.StatusOK && !bytes.HasPrefix(o.Body, []byte("\x89PNG\r\n\x1a\n")) {
+			return rep, errors.New("an answer is not a PNG")
+		}
+	}
+	rep.Notes = append(rep.Notes, "256x256, 8 steps on the ggml engine; 1 of 2 workers killed once an image ran; ack wait 3s")
 	return rep, nil
 }
 
