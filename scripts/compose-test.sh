@@ -6,7 +6,7 @@
 # and streamed, a 50-line batch through the genqctl service, a worker killed
 # in the middle of 20 requests (all answered, none run twice), a SIGTERM
 # drain within stop_grace_period, no secret in any image layer or history,
-# and variant C's PNG. It leaves nothing running.
+# and variant C's PNG on either image engine. It leaves nothing running.
 #
 # Needs a Docker engine with Compose v2 and BuildKit, and curl.
 # Images it cannot pull must exist locally (golang:1.26-bookworm,
@@ -230,6 +230,20 @@ else
 	fail "variant C: POST /generate status $code, not a PNG"
 fi
 dc --profile cpu down -v >/dev/null 2>&1
+
+# ---- variant C on the ggml engine (IMAGE_ENGINE=ggml): the image's own
+# llama.cpp libraries run SD3, from the tiny model's GGUF files.
+export IMAGE_ENGINE=ggml
+up C
+code=$(curl -sS -o "$work/fox-ggml.png" -w '%{http_code}' --max-time 170 -X POST "$api/generate" -H 'Content-Type: application/json' -d '{"text":"a red fox"}' || true)
+engine=$(dc --profile cpu logs worker-cpu 2>/dev/null | grep -o '"engine":"[a-z]*"' | head -n 1 || true)
+if [[ $code == 200 && $engine == '"engine":"ggml"' ]] && head -c 8 "$work/fox-ggml.png" | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a'; then
+	pass "variant C on ggml: POST /generate answered a PNG of $(wc -c <"$work/fox-ggml.png") bytes"
+else
+	fail "variant C on ggml: POST /generate status $code, worker log $engine"
+fi
+dc --profile cpu down -v >/dev/null 2>&1
+unset IMAGE_ENGINE
 
 left=$(docker ps -q --filter "label=com.docker.compose.project=$project" | wc -l)
 if [[ $left == 0 ]]; then pass "compose down left no container running"; else fail "$left containers still running"; fi
