@@ -244,6 +244,7 @@ type Tensor struct {
 // ggml's element types (enum ggml_type) of inputs.
 const (
 	typeF32 = 0
+	typeF16 = 1
 	typeI32 = 26
 )
 
@@ -330,6 +331,13 @@ func (g *Graph) ComputeAll(outs ...Tensor) ([][]float32, error) {
 	for _, out := range outs {
 		a.setOutput(out.t)
 		a.buildForward(g.g, out.t)
+	}
+	// An operation the device cannot run would abort the process inside
+	// ggml: refuse the graph instead, naming it.
+	for i := range a.graphNodes(g.g) {
+		if n := a.graphNode(g.g, i); !a.supportsOp(g.be.b, n) {
+			return nil, fmt.Errorf("ggml: the %s backend cannot compute %s", g.be.device.Kind, a.opDesc(n))
+		}
 	}
 	if g.be.galloc == nil {
 		g.be.galloc = a.gallocrNew(a.defaultBufferType(g.be.b))

@@ -184,10 +184,39 @@ func (t Tensor) accumulate(u Tensor, nb [3]int, offset int) Tensor {
 	return t.op(t.g.be.a.accIn(t.g.ctx, t.t, u.t, uintptr(nb[0]), uintptr(nb[1]), uintptr(nb[2]), uintptr(offset)))
 }
 
-// Attention is softmax(k·q·scale)·v per head, without the scores in
-// memory (ggml's flash attention): q [d, queries, heads, n], k and v [d,
-// keys, heads, n], rows contiguous (permuted views are fine). The result is
-// [d, heads, queries, n].
+// Attention is softmax(k·q·scale)·v per head: q [d, queries, heads, n], k
+// and v [d, keys, heads, n], rows contiguous (permuted views are fine). The
+// result is [d, heads, queries, n]. It is ggml's flash attention, without
+// the scores in memory, where the device runs it: with float32 keys and
+// values (the CPU), else float16 ones (CUDA); else, for a head width the
+// device's kernel lacks, the two products with the scores between.
 func (q Tensor) Attention(k, v Tensor, scale float64) Tensor {
-	return q.op(q.g.be.a.flashAttn(q.g.ctx, q.t, k.t, v.t, nil, float32(scale), 0, 0))
+	a := q.g.be.a
+	flash := func(k, v Tensor) (Tensor, bool) {
+		o := q.op(a.flashAttn(q.g.ctx, q.t, k.t, v.t, nil, float32(scale), 0, 0))
+		return o, a.supportsOp(q.g.be.b, o.t)
+	}
+	if o, ok := flash(k, v); ok {
+		return o
+	}
+	if o, ok := flash(k.cast(typeF16), v.cast(typeF16)); ok {
+		return o
+	}
+	return q.attentionWithScores(k, v, scale)
+}
+
+// attentionWithScores is Attention as two matrix products with the
+// softmax of the scores, [keys, queries, heads, n], between them.
+func (q Tensor) attentionWithScores(k, v Tensor, scale float64) Tensor {
+	scores := k.Contiguous().MulMat(q.Contiguous()).SoftMaxScaled(scale) // [keys, queries, heads, n]
+	o := v.Permute(1, 0, 2, 3).Contiguous().MulMat(scores)               // [d, queries, heads, n]
+	return o.Permute(0, 2, 1, 3).Contiguous()
+}
+
+// cast is t converted to the element type typ.
+func (t Tensor) cast(typ int32) Tensor { return t.op(t.g.be.a.cast(t.g.ctx, t.t, typ)) }
+
+// SoftMaxScaled is the softmax of each row of t·scale.
+func (t Tensor) SoftMaxScaled(scale float64) Tensor {
+	return t.op(t.g.be.a.softMaxEx(t.g.ctx, t.t, nil, float32(scale), 0))
 }
