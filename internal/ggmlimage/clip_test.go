@@ -60,11 +60,7 @@ func TestCLIPMatchesONNX(t *testing.T) {
 				{"text_embeds", pooled, []int64{n, int64(cfg.Projection)}},
 			} {
 				want := runONNXIDs(t, path, ids64, []int64{n, seq}, out.name, out.shape)
-				diff, scale := compare(t, out.got, want)
-				t.Logf("%s: largest difference %.3g, %.3g of the largest value %.3g", out.name, diff, diff/scale, scale)
-				if diff > 1e-3*scale {
-					t.Errorf("%s: largest difference %.3g is over 1e-3 of the largest value %.3g", out.name, diff, scale)
-				}
+				checkNear(t, out.name, out.got, want, 1e-3)
 			}
 		})
 	}

@@ -45,11 +45,7 @@ func TestTransformerMatchesONNX(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			diff, scale := compare(t, got, want)
-			t.Logf("%s weights: largest difference %.3g, %.3g of the largest value %.3g", tc.dtype, diff, diff/scale, scale)
-			if diff > tc.tol*scale {
-				t.Errorf("largest difference %.3g is over %.0e of the largest value %.3g", diff, tc.tol, scale)
-			}
+			checkNear(t, string(tc.dtype)+" weights", got, want, tc.tol)
 		})
 	}
 }

@@ -46,11 +46,7 @@ func TestVAEDecoderMatchesONNX(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			diff, scale := compare(t, got, want)
-			t.Logf("%s weights: largest difference %.3g, %.3g of the largest value %.3g", tc.dtype, diff, diff/scale, scale)
-			if diff > tc.tol*scale {
-				t.Errorf("largest difference %.3g is over %.0e of the largest value %.3g", diff, tc.tol, scale)
-			}
+			checkNear(t, string(tc.dtype)+" weights", got, want, tc.tol)
 		})
 	}
 }
@@ -94,6 +90,17 @@ func compare(t *testing.T, got, want []float32) (diff, scale float64) {
 		scale = max(scale, math.Abs(float64(want[i])))
 	}
 	return diff, scale
+}
+
+// checkNear logs how far got is from want, as a share of want's largest
+// value, and fails the test past tol.
+func checkNear(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	diff, scale := compare(t, got, want)
+	t.Logf("%s: largest difference %.3g, %.3g of the largest value %.3g", what, diff, diff/scale, scale)
+	if diff > tol*scale {
+		t.Errorf("%s: largest difference %.3g is over %.0e of the largest value %.3g", what, diff, tol, scale)
+	}
 }
 
 var ortOnce sync.Once

@@ -206,18 +206,25 @@ func sigkillMidJob(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	victim := s.Workers()[0]
-	go func() {
-		_ = victim.WaitLog(ctx, `"msg":"job started"`)
-		time.Sleep(300 * time.Millisecond)
-		victim.Kill()
-		time.Sleep(2 * time.Second)
-		_, _ = s.StartWorker(ctx, false)
-	}()
+	killAndReplace(ctx, s, `"msg":"job started"`, 300*time.Millisecond)
 	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "sigkill"), 8, 90*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	rep.Notes = append(rep.Notes, "1 of 2 workers killed once jobs ran; ack wait 3s")
 	return rep, nil
+}
+
+// killAndReplace kills the stack's first worker with SIGKILL once a line
+// of its log matches busy and after more, and starts a replacement two
+// seconds later, as Kubernetes would.
+func killAndReplace(ctx context.Context, s *localstack.Stack, busy string, after time.Duration) {
+	victim := s.Workers()[0]
+	go func() {
+		_ = victim.WaitLog(ctx, busy)
+		time.Sleep(after)
+		victim.Kill()
+		time.Sleep(2 * time.Second)
+		_, _ = s.StartWorker(ctx, false)
+	}()
 }
 
 // natsRestart: the nats-server is stopped under load and started again two
@@ -410,14 +417,7 @@ func ggmlImageSIGKILL(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	victim := s.Workers()[0]
-	go func() {
-		_ = victim.WaitLog(ctx, `"msg":"job started"`)
-		time.Sleep(50 * time.Millisecond)
-		victim.Kill()
-		time.Sleep(2 * time.Second)
-		_, _ = s.StartWorker(ctx, false)
-	}()
+	killAndReplace(ctx, s, `"msg":"job started"`, 50*time.Millisecond)
 	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(16, "a lighthouse"), 4, 90*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	for _, o := range outs {

@@ -58,14 +58,7 @@ func routedSigkillMidJob(ctx context.Context, e env) (localstack.Report, error) 
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	victim := s.Workers()[0]
-	go func() {
-		_ = victim.WaitLog(ctx, `"from":"own"`)
-		time.Sleep(300 * time.Millisecond)
-		victim.Kill()
-		time.Sleep(2 * time.Second)
-		_, _ = s.StartWorker(ctx, false)
-	}()
+	killAndReplace(ctx, s, `"from":"own"`, 300*time.Millisecond)
 	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), conversations(80, 8, "route sigkill"), 8, 90*time.Second)
 	return routedSummary(s, outs, "1 of 2 routed workers killed mid-job on a routed job; ack wait 3s")
 }
