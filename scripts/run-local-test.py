@@ -9,9 +9,10 @@ temporary directory:
      METRICS_ADDR) the stack comes up there, its worker live;
   3. Ctrl-C, SIGINT to the foreground process group as a terminal sends it,
      stops the worker before the api: no "pull failed" in its output;
-  4. variant C with IMAGE_ENGINE=ggml on an empty model directory writes
-     the files that engine reads and answers a PNG; on a directory with
-     the ONNX export alone it stops at once, saying what to do.
+  4. variant C on an empty model directory, on either engine (the default
+     ONNX Runtime, and IMAGE_ENGINE=ggml), writes the files that engine
+     reads and answers a PNG; IMAGE_ENGINE=ggml on a directory with the
+     ONNX export alone stops at once, saying what to do.
 """
 import json
 import os
@@ -105,31 +106,37 @@ try:
         fail("Ctrl-C: the worker did not stop cleanly before the api", out)
     print("ok: Ctrl-C stops the worker, then the api, with no pull failures")
 
-    # 4. Variant C on the ggml engine, from an empty model directory.
-    env_c = dict(env, VARIANT="C", IMAGE_ENGINE="ggml", MODEL_DIR=os.path.join(work, "model-c"),
-                 EMBEDDED_NATS_STORE=os.path.join(work, "nats-c"))
-    log = open(os.path.join(work, "run-c.log"), "w+")
-    p = subprocess.Popen(["scripts/run-local.sh"], env=env_c, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
-    png = b""
-    try:
-        if wait_live(p, ports["PORT"]):
-            req = urllib.request.Request(f"http://127.0.0.1:{ports['PORT']}/generate", data=b'{"text":"a red fox"}',
-                                         headers={"Content-Type": "application/json"})
-            try:
-                png = urllib.request.urlopen(req, timeout=170).read()
-            except OSError:
-                pass
-    finally:
+    # 4. Variant C on either engine, from an empty model directory.
+    def generate_c(engine):
+        env_c = dict(env, VARIANT="C", IMAGE_ENGINE=engine, MODEL_DIR=os.path.join(work, "model-c-" + engine),
+                     EMBEDDED_NATS_STORE=os.path.join(work, "nats-c-" + engine))
+        log = open(os.path.join(work, f"run-c-{engine}.log"), "w+")
+        p = subprocess.Popen(["scripts/run-local.sh"], env=env_c, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
+        png = b""
         try:
-            os.killpg(p.pid, signal.SIGINT)
-            p.wait(timeout=60)
-        except ProcessLookupError:
-            pass  # the stack had already stopped
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-    log.seek(0)
-    if not png.startswith(b"\x89PNG\r\n\x1a\n"):
-        fail("IMAGE_ENGINE=ggml make run VARIANT=C on an empty model directory answered no PNG", log.read())
+            if wait_live(p, ports["PORT"]):
+                req = urllib.request.Request(f"http://127.0.0.1:{ports['PORT']}/generate", data=b'{"text":"a red fox"}',
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    png = urllib.request.urlopen(req, timeout=170).read()
+                except OSError:
+                    pass
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+                p.wait(timeout=60)
+            except ProcessLookupError:
+                pass  # the stack had already stopped
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        log.seek(0)
+        if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+            fail(f"IMAGE_ENGINE={engine} make run VARIANT=C on an empty model directory answered no PNG", log.read())
+        return env_c
+
+    generate_c("onnx")
+    print("ok: make run VARIANT=C (ONNX Runtime, the default) answers a PNG")
+    env_c = generate_c("ggml")
     print("ok: IMAGE_ENGINE=ggml make run VARIANT=C writes both engines' files and answers a PNG")
 
     onnx_only = os.path.join(work, "model-c-onnx")
