@@ -1,7 +1,6 @@
 package structured
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
 
@@ -95,11 +94,21 @@ func CompileJSONObject() *Grammar {
 	return c.b.g
 }
 
-// isAnnotation tells the keywords that describe and never constrain.
-func isAnnotation(k string) bool {
+// unenforced tells the keywords JSON Schema defines as assertions or
+// applicators that genq does not enforce: a schema with one is refused by
+// name, since answering with a rule dropped would answer another question.
+// Every other keyword genq does not enforce is an annotation (2020-12's
+// meta-data and content vocabularies, $id, $anchor, $comment, a vendor's
+// x-…) or a word JSON Schema does not know, and is ignored, as validators
+// ignore them.
+func unenforced(k string) bool {
 	switch k {
-	case "title", "description", "default", "examples", "$comment", "$schema",
-		"$defs", "definitions", "deprecated", "readOnly", "writeOnly":
+	case "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
+		"prefixItems", "contains", "minContains", "maxContains", "uniqueItems",
+		"patternProperties", "propertyNames", "minProperties", "maxProperties",
+		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
+		"$dynamicRef", "$recursiveRef",
+		"additionalItems", "dependencies": // draft 7's
 		return true
 	}
 	return false
@@ -139,16 +148,13 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		return frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
 	for _, m := range s.obj {
-		if isAnnotation(m.key) {
-			continue
-		}
-		if _, ok := enforced(m.key); !ok {
+		if unenforced(m.key) {
 			return frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
 		}
 	}
 	constraints := func(except ...string) string {
 		for _, m := range s.obj {
-			if isAnnotation(m.key) || m.key == "type" || contains(except, m.key) {
+			if _, ok := enforced(m.key); !ok || m.key == "type" || contains(except, m.key) {
 				continue
 			}
 			return m.key
@@ -209,9 +215,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 			if types != nil && !anyType(v, types) {
 				continue
 			}
-			var buf bytes.Buffer
-			v.encode(&buf)
-			alts = append(alts, b.lit(buf.String()))
+			alts = append(alts, c.literal(v))
 		}
 		if len(alts) == 0 {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: no value of enum or const has the schema's type: it can never be satisfied", path)
@@ -219,7 +223,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		return b.alt(alts...), nil
 	}
 	if types == nil {
-		types = inferTypes(s)
+		// Without "type" a value of any type is allowed, and each keyword
+		// constrains only the values of the type it applies to.
+		types = anyTypes(s)
 	}
 	if types == nil {
 		return b.call(c.bi.value), nil
@@ -287,24 +293,15 @@ func typeList(s *value, path string) ([]string, error) {
 	return names, nil
 }
 
-// inferTypes gives a schema without "type" the type its keywords belong to,
-// when they all belong to one; nil means any value.
-func inferTypes(s *value) []string {
-	seen := ""
+// anyTypes is every JSON type, for a schema without "type" whose keywords
+// constrain some type; nil when none does (any value).
+func anyTypes(s *value) []string {
 	for _, m := range s.obj {
-		t, _ := enforced(m.key)
-		if t == "" {
-			continue
+		if t, _ := enforced(m.key); t != "" {
+			return []string{"null", "boolean", "object", "array", "string", "number"}
 		}
-		if seen != "" && seen != t {
-			return nil
-		}
-		seen = t
 	}
-	if seen == "" {
-		return nil
-	}
-	return []string{seen}
+	return nil
 }
 
 func (c *compiler) typed(s *value, t, path string) (frag, error) {

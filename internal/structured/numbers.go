@@ -1,6 +1,8 @@
 package structured
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"math/big"
 	"strconv"
@@ -256,4 +258,67 @@ func (c *compiler) digitRange(lo, hi string) frag {
 	}
 	alts = append(alts, b.seq(b.lit(hi[:1]), c.digitRange(strings.Repeat("0", rest), hi[1:])))
 	return b.alt(alts...)
+}
+
+// literal matches the JSON texts equal to v: the same members in the same
+// order, whitespace between tokens as anywhere in an answer, and numbers
+// in their shortest form, whatever form the schema wrote them in.
+func (c *compiler) literal(v *value) frag {
+	b := c.b
+	switch v.kind {
+	case 'o', 'a':
+		open, closing, n := "{", "}", len(v.obj)
+		if v.kind == 'a' {
+			open, closing, n = "[", "]", len(v.arr)
+		}
+		if n == 0 {
+			return b.seq(b.lit(open), c.ws(), b.lit(closing))
+		}
+		parts := []frag{b.lit(open), c.ws()}
+		for i := range n {
+			if i > 0 {
+				parts = append(parts, c.ws(), b.lit(","), c.ws())
+			}
+			if v.kind == 'a' {
+				parts = append(parts, c.literal(v.arr[i]))
+				continue
+			}
+			var key bytes.Buffer
+			writeString(&key, v.obj[i].key)
+			parts = append(parts, b.lit(key.String()), c.ws(), b.lit(":"), c.ws(), c.literal(v.obj[i].val))
+		}
+		return b.seq(append(parts, c.ws(), b.lit(closing))...)
+	case 'n':
+		return c.numberValue(v.num)
+	}
+	var buf bytes.Buffer
+	v.encode(&buf)
+	return b.lit(buf.String())
+}
+
+// numberValue matches the number n's value in its shortest form: -2 for
+// -2.0, 1.5 for 1.50. JSON Schema compares numbers by value, so 1.0 would
+// equal 1 too, but a typed client (Go's encoding/json, Pydantic's strict
+// int) reads 1.0 as no integer: genq writes numbers as such clients read
+// them.
+func (c *compiler) numberValue(n json.Number) frag {
+	b := c.b
+	r, ok := new(big.Rat).SetString(n.String())
+	if !ok {
+		return b.lit(n.String())
+	}
+	if r.IsInt() {
+		return b.lit(r.Num().String())
+	}
+	for digits := 1; digits <= maxFracDigits; digits++ {
+		if text := r.FloatString(digits); mustRat(text).Cmp(r) == 0 {
+			return b.lit(text)
+		}
+	}
+	return b.lit(n.String()) // more fraction digits than an answer may write: as the schema wrote it
+}
+
+func mustRat(s string) *big.Rat {
+	r, _ := new(big.Rat).SetString(s)
+	return r
 }

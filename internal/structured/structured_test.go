@@ -262,7 +262,7 @@ func TestBadSchemas(t *testing.T) {
 		name, schema, want string
 	}{
 		{"unsupported keyword", `{"type":"number","multipleOf":3}`, `"multipleOf"`},
-		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"string","format":"hostname"}}}`, `format "hostname" is not supported`},
+		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`, `"uniqueItems" (at #/properties/a)`},
 		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},
 		{"pattern backreference", `{"type":"string","pattern":"(a)\\1"}`, `escape \1`},
 		{"pattern word boundary", `{"type":"string","pattern":"\\ba"}`, `escape \b`},
@@ -308,6 +308,42 @@ func TestBadSchemas(t *testing.T) {
 			}
 			if msg := genq.ErrorMessage(err); !strings.Contains(msg, tt.want) {
 				t.Errorf("message %q does not say %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeywordRules: JSON Schema's rules for keywords. An annotation, or a
+// word JSON Schema does not know, changes nothing; a keyword constrains
+// only values of the type it applies to.
+func TestKeywordRules(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		ok, refused  []string
+	}{
+		{"annotations and unknown words", `{"type":"object","$id":"https://x/y","x-vendor":{"a":1},"readonly":true,"example":{"a":"b"},` +
+			`"properties":{"a":{"type":"string","format":"hostname","contentMediaType":"text/plain","name":"A"}},"required":["a"]}`,
+			[]string{`{"a":"anything"}`}, []string{`{}`, `{"a":1}`}},
+		{"object keywords without type", `{"required":[],"properties":{"a":{"type":"integer"}}}`,
+			[]string{`"a string"`, `12`, `[1,"x"]`, `null`, `true`, `{"a":3}`}, []string{`{"a":"x"}`}},
+		{"string keywords without type", `{"maxLength":2}`, []string{`"ab"`, `123456`, `{"long":"value"}`}, []string{`"abc"`}},
+		{"number keywords without type", `{"minimum":3}`, []string{`3`, `"1"`, `[1]`}, []string{`2`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Compile([]byte(tc.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []struct {
+				texts []string
+				ok    bool
+			}{{tc.ok, true}, {tc.refused, false}} {
+				for _, text := range want.texts {
+					m := g.NewMatcher()
+					if got := m.Advance([]byte(text)) && m.Accepting(); got != want.ok {
+						t.Errorf("%s: accepted %v, want %v", text, got, want.ok)
+					}
+				}
 			}
 		})
 	}
