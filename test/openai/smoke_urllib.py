@@ -33,8 +33,8 @@ assert status == 200 and choice["message"]["content"].startswith("{"), (status, 
 if choice["finish_reason"] == "stop":
     assert isinstance(json.loads(choice["message"]["content"]), dict), chat
 status, err = post("/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
-                                         "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "string", "format": "hostname"}}}})
-assert status == 400 and 'format "hostname" is not supported' in err["error"]["message"], (status, err)
+                                         "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "uniqueItems": True}}}})
+assert status == 400 and 'the schema keyword "uniqueItems"' in err["error"]["message"], (status, err)
 status, comp = post("/completions", {"prompt": "x", "max_tokens": 8, "temperature": 0, "logit_bias": {"65": 100}})
 assert status == 200 and comp["choices"][0]["text"] == "A" * 8, (status, comp)  # byte-level vocabulary: 65 is "A"
 status, chat = post("/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "logprobs": True, "top_logprobs": 1})
