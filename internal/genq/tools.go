@@ -24,8 +24,9 @@ const (
 	FormatJSONSchema = "json_schema"
 )
 
-// JSONSchema is a named schema; Strict is accepted for OpenAI's clients,
-// and every schema is held to strictly.
+// JSONSchema is a named schema. Every schema is held to; Strict also
+// closes its objects to properties they do not list
+// (structured.Options.ClosedObjects), as OpenAI's strict schemas are.
 type JSONSchema struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`

@@ -12,6 +12,11 @@ import (
 // compile and keeps the token masks already worked out. Safe for
 // concurrent use.
 type Cache struct {
+	// ClosedObjects closes every object schema (Options.ClosedObjects), as
+	// a request's strict: true does for its own: a worker's setting. Set it
+	// before the cache is used.
+	ClosedObjects bool
+
 	mu    sync.Mutex
 	max   int
 	order *list.List // of *cacheEntry, most recent first
@@ -30,8 +35,16 @@ func NewCache(size int) *Cache {
 
 // Compile returns the grammar of schema, compiled once. Schemas that fail
 // are not kept: their errors come back each time.
-func (c *Cache) Compile(schema []byte) (*Grammar, error) {
-	return c.compileKeyed(sha256.Sum256(schema), func() (*Grammar, error) { return Compile(schema) })
+func (c *Cache) Compile(schema []byte) (*Grammar, error) { return c.CompileWith(schema, Options{}) }
+
+// CompileWith is Compile as opts say, and the cache's ClosedObjects.
+func (c *Cache) CompileWith(schema []byte, opts Options) (*Grammar, error) {
+	opts.ClosedObjects = opts.ClosedObjects || c.ClosedObjects
+	key := schema
+	if opts.ClosedObjects {
+		key = append([]byte("closed\x00"), schema...)
+	}
+	return c.compileKeyed(sha256.Sum256(key), func() (*Grammar, error) { return CompileWith(schema, opts) })
 }
 
 // compileKeyed returns the grammar kept under key, compiling it once.

@@ -42,7 +42,27 @@ type compiler struct {
 	defRules map[string]int32
 	memo     map[memoKey]int32
 	shared   map[string]int32
+	// closed: an object with properties takes no other property unless
+	// additionalProperties is a schema (Options.ClosedObjects).
+	closed bool
+	// rest is the rule of a JSON string's rest after its opening quote,
+	// made on first use.
+	rest int32
 }
+
+// Options change how a schema is compiled.
+type Options struct {
+	// ClosedObjects: an object with properties takes no property it does
+	// not list where additionalProperties is left out or true, as OpenAI's
+	// strict schemas have it. By JSON Schema's rule, and by default, it
+	// may take other properties after the listed ones (at most
+	// MaxOtherProperties).
+	ClosedObjects bool
+}
+
+// MaxOtherProperties bounds the properties an object takes beyond those its
+// schema lists, so that a model cannot add them without end.
+const MaxOtherProperties = 8
 
 func newCompiler() *compiler {
 	c := &compiler{
@@ -50,6 +70,7 @@ func newCompiler() *compiler {
 		defRules: map[string]int32{},
 		memo:     map[memoKey]int32{},
 		shared:   map[string]int32{},
+		rest:     -1,
 	}
 	c.buildBuiltins()
 	c.b.g.builtinNodes = int32(len(c.b.g.nodes))
@@ -58,7 +79,10 @@ func newCompiler() *compiler {
 
 // Compile compiles a JSON schema into a grammar of the JSON texts it
 // accepts. Every keyword it cannot enforce is refused by name.
-func Compile(schema []byte) (*Grammar, error) {
+func Compile(schema []byte) (*Grammar, error) { return CompileWith(schema, Options{}) }
+
+// CompileWith is Compile as opts say.
+func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 	if len(schema) > MaxSchemaBytes {
 		return nil, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
 	}
@@ -67,6 +91,7 @@ func Compile(schema []byte) (*Grammar, error) {
 		return nil, err
 	}
 	c := newCompiler()
+	c.closed = opts.ClosedObjects
 	c.root = root
 	c.rootRule = c.b.newRule("#")
 	f, err := c.compile(root, "#")

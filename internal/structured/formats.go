@@ -110,6 +110,15 @@ func (f ToolFormat) PreservedTokens() []string {
 // call's arguments match its tool's parameters schema; a tool without one
 // takes any object.
 func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) {
+	return f.compile(tools, parallel, false)
+}
+
+// strictTool tells a tool whose strict: true closes its parameters'
+// objects (Options.ClosedObjects).
+func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Function.Strict }
+
+// compile is Compile; closed closes every tool's objects, strict or not.
+func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "no tools to call")
 	}
@@ -125,6 +134,7 @@ func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) 
 	}
 	calls := make([]frag, 0, len(tools))
 	for i, t := range tools {
+		c.closed = closed || strictTool(t)
 		args, err := c.document(t.Function.Parameters, "tools["+strconv.Itoa(i)+"].function.parameters")
 		if err != nil {
 			return nil, err

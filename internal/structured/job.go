@@ -43,11 +43,11 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 	if mode := j.ToolMode(); mode != "" {
 		parallel := j.Parallel() && (j.ToolChoice == nil || j.ToolChoice.Function == "")
 		tools := j.OfferedTools()
-		key, err := toolsKey(tools, parallel, d.Format)
+		key, err := toolsKey(tools, parallel, d.Format, c.ClosedObjects)
 		if err != nil {
 			return Constraint{}, err
 		}
-		g, err := c.compileKeyed(key, func() (*Grammar, error) { return d.Format.Compile(tools, parallel) })
+		g, err := c.compileKeyed(key, func() (*Grammar, error) { return d.Format.compile(tools, parallel, c.ClosedObjects) })
 		if err != nil {
 			return Constraint{}, err
 		}
@@ -65,7 +65,8 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 		if f.JSONSchema == nil || len(bytes.TrimSpace(f.JSONSchema.Schema)) == 0 {
 			return Constraint{}, genq.Errorf(genq.Invalid, "response_format.json_schema.schema is required")
 		}
-		g, err := c.Compile(f.JSONSchema.Schema)
+		strict := f.JSONSchema.Strict != nil && *f.JSONSchema.Strict
+		g, err := c.CompileWith(f.JSONSchema.Schema, Options{ClosedObjects: strict})
 		if err != nil {
 			return Constraint{}, prefixed("response_format.json_schema.schema", err)
 		}
@@ -77,14 +78,15 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 // toolsKey hashes what shapes a tool grammar: the tools' names and
 // parameters, whether calls may repeat, and the format they are written in.
 // Descriptions do not change it.
-func toolsKey(tools []genq.Tool, parallel bool, f ToolFormat) ([sha256.Size]byte, error) {
+func toolsKey(tools []genq.Tool, parallel bool, f ToolFormat, closed bool) ([sha256.Size]byte, error) {
 	type shape struct {
 		Name       string          `json:"n"`
 		Parameters json.RawMessage `json:"p,omitempty"`
+		Closed     bool            `json:"c,omitempty"`
 	}
 	shapes := make([]shape, len(tools))
 	for i, t := range tools {
-		shapes[i] = shape{t.Function.Name, t.Function.Parameters}
+		shapes[i] = shape{t.Function.Name, t.Function.Parameters, closed || strictTool(t)}
 	}
 	b, err := json.Marshal(struct {
 		Tools    []shape    `json:"t"`

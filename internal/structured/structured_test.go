@@ -579,3 +579,47 @@ func TestSharedStrings(t *testing.T) {
 		t.Error("the same place in the same date string got two masks")
 	}
 }
+
+// TestOtherProperties: an object with properties takes others after the
+// listed ones, by JSON Schema's default, never a listed name again, at most
+// MaxOtherProperties, and none with an escape in its name (an escape
+// could spell a listed one); closed (strict), it takes none.
+func TestOtherProperties(t *testing.T) {
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"string"}},"required":["a"]}`)
+	many := `{"a":1`
+	for i := range MaxOtherProperties + 1 {
+		many += fmt.Sprintf(`,"x%d":%d`, i, i)
+	}
+	many += "}"
+	check := func(g *Grammar, text string, want bool) {
+		t.Helper()
+		m := g.NewMatcher()
+		if got := m.Advance([]byte(text)) && m.Accepting(); got != want {
+			t.Errorf("%s: accepted %v, want %v", text, got, want)
+		}
+	}
+	open, err := Compile(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		`{"a":1}`: true, `{"a":1,"ab":"x"}`: true, `{"a":1,"b":[true]}`: true, `{"a":1,"ab":"x","abc":null,"":2}`: true,
+		`{"a":1,"a":2}`: false, `{"a":1,"ab":"x","ab":"y"}`: false, `{"a":1,"ab":3}`: false, `{"b":1}`: false,
+		`{"a":1,"é":{"k":"v"},"\n":1}`: false, // an escape could spell a listed name
+		`{"a":1,"é":{"k":"v"},"ĉ":[]}`: true, many: false,
+	} {
+		check(open, text, want)
+	}
+	closed, err := CompileWith(schema, Options{ClosedObjects: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(closed, `{"a":1,"ab":"x"}`, true)
+	check(closed, `{"a":1,"b":true}`, false)
+	typed, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"boolean"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(typed, `{"a":1,"b":true,"c":false}`, true)
+	check(typed, `{"a":1,"b":1}`, false)
+}

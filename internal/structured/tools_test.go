@@ -177,6 +177,50 @@ func TestForJob(t *testing.T) {
 	}
 }
 
+// TestStrictClosesObjects: strict: true, on a response format or a tool,
+// or the worker's setting (Cache.ClosedObjects), takes no property a
+// schema does not list; without them an object takes others, as JSON
+// Schema says.
+func TestStrictClosesObjects(t *testing.T) {
+	chat := []genq.Message{{Role: "user", Content: "hi"}}
+	yes := true
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	format := func(strict *bool) genq.Job {
+		return genq.Job{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: schema, Strict: strict}}}
+	}
+	tools := func(strict *bool) genq.Job {
+		t := tool("f", string(schema))
+		t.Function.Strict = strict
+		return genq.Job{Messages: chat, Tools: []genq.Tool{t}, ToolChoice: &genq.ToolChoice{Mode: "required"}}
+	}
+	extra := map[bool]string{false: `{"a":1,"b":2}`, true: FormatToolCall("f", `{"a":1,"b":2}`)}
+	cache := NewCache(8)
+	closedCache := NewCache(8)
+	closedCache.ClosedObjects = true
+	for _, tc := range []struct {
+		name   string
+		cache  *Cache
+		job    genq.Job
+		isTool bool
+		open   bool
+	}{
+		{"response format", cache, format(nil), false, true},
+		{"response format, strict", cache, format(&yes), false, false},
+		{"tool", cache, tools(nil), true, true},
+		{"tool, strict", cache, tools(&yes), true, false},
+		{"the worker's setting", closedCache, format(nil), false, false},
+		{"the worker's setting, tools", closedCache, tools(nil), true, false},
+	} {
+		c, err := tc.cache.ForJob(tc.job)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := matches(c.Grammar, extra[tc.isTool]); got != tc.open {
+			t.Errorf("%s: another property accepted %v, want %v", tc.name, got, tc.open)
+		}
+	}
+}
+
 func TestForJobCachesTools(t *testing.T) {
 	cache := NewCache(8)
 	job := genq.Job{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: testTools}

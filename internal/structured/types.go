@@ -21,11 +21,20 @@ func (c *compiler) ws() frag {
 // UTF-8 other than '"', '\' and controls, or an escape. \u escapes of
 // surrogates are left out, so that one match is always one code point.
 func (c *compiler) char() frag {
+	return c.b.alt(c.b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), c.multibyteChar(), c.escape())
+}
+
+// plainChar is a character of a JSON string written as itself, not
+// escaped.
+func (c *compiler) plainChar() frag {
+	return c.b.alt(c.b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), c.multibyteChar())
+}
+
+// multibyteChar is a character of two to four bytes of UTF-8.
+func (c *compiler) multibyteChar() frag {
 	b := c.b
-	hex := func() frag { return b.ranges('0', '9', 'a', 'f', 'A', 'F') }
 	cont := func() frag { return b.ranges(0x80, 0xBF) }
 	return b.alt(
-		b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F),
 		b.seq(b.ranges(0xC2, 0xDF), cont()),
 		b.seq(b.lit("\xE0"), b.ranges(0xA0, 0xBF), cont()),
 		b.seq(b.ranges(0xE1, 0xEC, 0xEE, 0xEF), cont(), cont()),
@@ -33,14 +42,20 @@ func (c *compiler) char() frag {
 		b.seq(b.lit("\xF0"), b.ranges(0x90, 0xBF), cont(), cont()),
 		b.seq(b.ranges(0xF1, 0xF3), cont(), cont(), cont()),
 		b.seq(b.lit("\xF4"), b.ranges(0x80, 0x8F), cont(), cont()),
-		b.seq(b.lit("\\"), b.alt(
-			b.ranges('"', '"', '\\', '\\', '/', '/', 'b', 'b', 'f', 'f', 'n', 'n', 'r', 'r', 't', 't'),
-			b.seq(b.lit("u"), b.alt(
-				b.seq(b.ranges('0', '9', 'a', 'c', 'A', 'C', 'e', 'f', 'E', 'F'), hex(), hex(), hex()),
-				b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('0', '7'), hex(), hex()),
-			)),
-		)),
 	)
+}
+
+// escape is a JSON string's escape sequence.
+func (c *compiler) escape() frag {
+	b := c.b
+	hex := func() frag { return b.ranges('0', '9', 'a', 'f', 'A', 'F') }
+	return b.seq(b.lit("\\"), b.alt(
+		b.ranges('"', '"', '\\', '\\', '/', '/', 'b', 'b', 'f', 'f', 'n', 'n', 'r', 'r', 't', 't'),
+		b.seq(b.lit("u"), b.alt(
+			b.seq(b.ranges('0', '9', 'a', 'c', 'A', 'C', 'e', 'f', 'E', 'F'), hex(), hex(), hex()),
+			b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('0', '7'), hex(), hex()),
+		)),
+	))
 }
 
 func (c *compiler) digits(min, max int) frag {
@@ -315,6 +330,41 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 		none, some = newNone, newSome
 	}
+	// Other properties, after the listed ones: where additionalProperties
+	// is a schema, their values follow it; left out or true, they are any
+	// value, unless objects are closed.
+	var other func() frag
+	switch {
+	case addl != nil && addl.kind == 'o':
+		r := b.newRule(path + "/additionalProperties")
+		f, err := c.compile(addl, path+"/additionalProperties")
+		if err != nil {
+			return frag{}, err
+		}
+		b.define(r, f)
+		other = func() frag { return b.call(r) }
+	case (addl == nil || addl.kind == 'b' && addl.b) && !c.closed:
+		other = func() frag { return b.call(c.bi.value) }
+	}
+	if other != nil {
+		key := c.otherKey(props, path)
+		member := func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), other()) }
+		more := func(n int) frag {
+			return b.repeat(0, n, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), member()) })
+		}
+		newSome := b.node()
+		if some >= 0 {
+			f := more(MaxOtherProperties)
+			b.eps(some, f.start)
+			b.eps(f.end, newSome)
+		}
+		if none >= 0 {
+			f := b.seq(member(), more(MaxOtherProperties-1))
+			b.eps(none, f.start)
+			b.eps(f.end, newSome)
+		}
+		some = newSome
+	}
 	end := b.node()
 	if none >= 0 {
 		cl := b.lit("}")
@@ -325,4 +375,115 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	b.eps(some, cl.start)
 	b.eps(cl.end, end)
 	return frag{open.start, end}, b.err
+}
+
+// otherKey is the rule of a key that is none of props' names, quoted: a
+// trie of the names as they are written (their canonical JSON), which
+// leaves for the rest of any string wherever a key stops following them,
+// and ends at the closing quote only where no name ends. Such a key has no
+// escapes but those of a name's own spelling: written with an escape, the
+// same name could pass for another.
+func (c *compiler) otherKey(props *value, path string) int32 {
+	b := c.b
+	if c.rest < 0 {
+		c.rest = b.newRule("plain string rest")
+		b.define(c.rest, b.seq(b.star(c.plainChar()), b.lit(`"`)))
+	}
+	type trieNode struct {
+		id       int32
+		children map[byte]*trieNode
+		terminal bool
+		escape   bool // inside an escape sequence
+		cont     int  // continuation bytes due in the current UTF-8 character
+	}
+	newNode := func() *trieNode { return &trieNode{id: b.node(), children: map[byte]*trieNode{}} }
+	root := newNode()
+	for _, m := range props.obj {
+		var buf bytes.Buffer
+		writeString(&buf, m.key)
+		enc := buf.Bytes()[1 : buf.Len()-1]
+		n, escLeft, cont := root, 0, 0
+		for i, ch := range enc {
+			// The state after ch: inside an escape, or a UTF-8 character.
+			switch {
+			case escLeft > 0:
+				escLeft--
+				if escLeft == 0 && ch == 'u' && enc[i-1] == '\\' {
+					escLeft = 4
+				}
+			case ch == '\\':
+				escLeft = 1
+			case cont > 0:
+				cont--
+			case ch >= 0xF0:
+				cont = 3
+			case ch >= 0xE0:
+				cont = 2
+			case ch >= 0xC0:
+				cont = 1
+			}
+			next := n.children[ch]
+			if next == nil {
+				next = newNode()
+				next.escape, next.cont = escLeft > 0, cont
+				n.children[ch] = next
+			}
+			n = next
+		}
+		n.terminal = true
+	}
+	r := b.newRule(path + " other key")
+	start, end := b.node(), b.node()
+	quote := b.lit(`"`)
+	b.eps(start, quote.start)
+	b.eps(quote.end, root.id)
+	// leave is ch's remaining continuation bytes (any: a lead byte's own
+	// ranges are not told apart here), then the rest of any string.
+	leave := func(from int32, lo, hi byte, conts int) {
+		f := b.seq(b.repeat(conts, conts, func() frag { return b.ranges(0x80, 0xBF) }), b.call(c.rest))
+		b.byteEdge(from, lo, hi, f.start)
+		b.eps(f.end, end)
+	}
+	// leaveOn adds leave edges for the bytes from lo to hi that continue no
+	// name, in runs.
+	leaveOn := func(n *trieNode, lo, hi, conts int, skip func(int) bool) {
+		for x := lo; x <= hi; x++ {
+			if skip(x) || n.children[byte(x)] != nil {
+				continue
+			}
+			y := x
+			for y+1 <= hi && !skip(y+1) && n.children[byte(y+1)] == nil {
+				y++
+			}
+			leave(n.id, byte(x), byte(y), conts)
+			x = y
+		}
+	}
+	none := func(int) bool { return false }
+	var walk func(n *trieNode)
+	walk = func(n *trieNode) {
+		switch {
+		case n.escape:
+			// inside a name's escape: only the name goes on
+		case n.cont > 0:
+			leaveOn(n, 0x80, 0xBF, n.cont-1, none)
+		default:
+			leaveOn(n, 0x20, 0x7F, 0, func(x int) bool { return x == '"' || x == '\\' })
+			leaveOn(n, 0xC2, 0xDF, 1, none)
+			leaveOn(n, 0xE0, 0xEF, 2, none)
+			leaveOn(n, 0xF0, 0xF4, 3, none)
+			if !n.terminal {
+				cl := b.lit(`"`)
+				b.eps(n.id, cl.start)
+				b.eps(cl.end, end)
+			}
+		}
+		for ch, next := range n.children {
+			b.byteEdge(n.id, ch, ch, next.id)
+			walk(next)
+		}
+	}
+	walk(root)
+	b.define(r, frag{start, end})
+	return r
 }

@@ -68,6 +68,13 @@ type Config struct {
 	// tokens (prefixcache.go).
 	PrefixCache string
 
+	// OtherProperties is "on" or "off": whether an object schema with
+	// properties takes properties it does not list where
+	// additionalProperties is left out or true, as JSON Schema says (on),
+	// or none, as a request's strict: true asks for its own schemas
+	// (structured.Options.ClosedObjects).
+	OtherProperties string
+
 	// IgnoreEOS makes every answer MaxNewTokens long, as llama.cpp's
 	// --ignore-eos does: benchmarks count tokens that way, and a
 	// random-weight model would otherwise stop at a random length. Never
@@ -103,6 +110,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.DeviceSampling, "text-device-sampling", "TEXT_DEVICE_SAMPLING", "auto", "narrow rows to their sampler's top-k on the device: on, off, or auto (on when a GPU computes)")
 	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's), as make engine builds them")
 	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off")
+	fs.String(&c.OtherProperties, "text-other-properties", "TEXT_OTHER_PROPERTIES", "on", "structured output: an object schema's unlisted properties, where additionalProperties allows them: on (JSON Schema's rule) or off (as strict: true)")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 
@@ -129,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.DeviceSampling, err = oneOf("device sampling", c.DeviceSampling, "auto", "on", "off"); err != nil {
+		return c, err
+	}
+	if c.OtherProperties, err = oneOf("other properties", c.OtherProperties, "on", "off"); err != nil {
 		return c, err
 	}
 	if c.PrefixCache, err = oneOf("prefix cache", c.PrefixCache, "on", "off"); err != nil {

@@ -141,6 +141,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
 	b.constraints = newConstraints(tm, dialect)
+	b.constraints.cache.ClosedObjects = cfg.OtherProperties == "off"
 	if trained := m.TrainedContext(); trained > 0 && cfg.ContextSize > trained {
 		log.Warn("text context is longer than the model was trained for",
 			"context", cfg.ContextSize, "trained", trained)
