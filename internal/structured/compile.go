@@ -128,7 +128,7 @@ func CompileJSONObject() *Grammar {
 // ignore them.
 func unenforced(k string) bool {
 	switch k {
-	case "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
+	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
 		"prefixItems", "contains", "minContains", "maxContains", "uniqueItems",
 		"patternProperties", "propertyNames", "minProperties", "maxProperties",
 		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
@@ -186,6 +186,16 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		}
 		return ""
 	}
+	if all := s.get("allOf"); all != nil {
+		merged, err := c.resolved(s, path, 0)
+		if err != nil {
+			return frag{}, err
+		}
+		return c.compile(merged, path)
+	}
+	if one := s.get("oneOf"); one != nil {
+		return c.oneOf(s, one, path)
+	}
 	if ref := s.get("$ref"); ref != nil {
 		if k := constraints("$ref"); k != "" {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported", path, k)
@@ -200,18 +210,27 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		return frag{}, err
 	}
 	if anyOf := s.get("anyOf"); anyOf != nil {
-		if k := constraints("anyOf"); k != "" {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf with %q beside it is not supported", path, k)
-		}
-		if s.get("type") != nil {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf with \"type\" beside it is not supported", path)
-		}
 		if anyOf.kind != 'a' || len(anyOf.arr) == 0 {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf must be a non-empty array of schemas", path)
 		}
+		// Keywords beside anyOf hold for every branch: each branch is
+		// merged with them. Alone, a branch compiles as it is (a $ref in
+		// it stays a rule, recursion included).
+		siblings := without(s, "anyOf")
+		besides := constraints("anyOf") != "" || s.get("type") != nil
 		alts := make([]frag, 0, len(anyOf.arr))
 		for i, sub := range anyOf.arr {
-			f, err := c.compile(sub, path+"/anyOf/"+strconv.Itoa(i))
+			at := path + "/anyOf/" + strconv.Itoa(i)
+			if besides {
+				r, err := c.resolved(sub, at, 0)
+				if err != nil {
+					return frag{}, err
+				}
+				if sub, err = merge(siblings, r, at); err != nil {
+					return frag{}, err
+				}
+			}
+			f, err := c.compile(sub, at)
 			if err != nil {
 				return frag{}, err
 			}
@@ -375,6 +394,81 @@ func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (f
 	return r, c.b.err
 }
 
+// oneOf compiles as anyOf where its branches, each with the keywords
+// beside it, exclude each other, as most real oneOfs' do (other types, or a
+// required property's different const or enum values): there "exactly
+// one" is "at least one". Branches that may overlap are refused: the
+// grammar cannot count how many of them an answer satisfies.
+func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
+	if one.kind != 'a' || len(one.arr) == 0 {
+		return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
+	}
+	siblings := without(s, "oneOf")
+	branches := make([]*value, len(one.arr))
+	for i, sub := range one.arr {
+		at := path + "/oneOf/" + strconv.Itoa(i)
+		r, err := c.resolved(sub, at, 0)
+		if err != nil {
+			return frag{}, err
+		}
+		if branches[i], err = merge(siblings, r, at); err != nil {
+			return frag{}, err
+		}
+	}
+	for i := range branches {
+		for j := i + 1; j < len(branches); j++ {
+			if !distinct(branches[i], branches[j]) {
+				return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf whose branches %d and %d may both hold is not supported: genq enforces oneOf where its branches exclude each other (other types, or a required property's different const values)", path, i, j)
+			}
+		}
+	}
+	alts := make([]frag, 0, len(branches))
+	for i, br := range branches {
+		f, err := c.compile(br, path+"/oneOf/"+strconv.Itoa(i))
+		if err != nil {
+			return frag{}, err
+		}
+		alts = append(alts, f)
+	}
+	return c.b.alt(alts...), nil
+}
+
+// refTarget is the schema a $ref points to: the root, or one of its
+// definitions.
+func (c *compiler) refTarget(ref *value, path string) (*value, error) {
+	if ref.kind != 's' {
+		return nil, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
+	}
+	if ref.str == "#" {
+		return c.root, nil
+	}
+	group, name, err := refName(ref.str, path)
+	if err != nil {
+		return nil, err
+	}
+	var target *value
+	if defs := c.root.get(group); defs != nil && defs.kind == 'o' {
+		target = defs.get(name)
+	}
+	if target == nil {
+		return nil, genq.Errorf(genq.Invalid, "at %s: $ref %q points to nothing", path, ref.str)
+	}
+	return target, nil
+}
+
+// refName splits a $ref into the root's definitions group and a name.
+func refName(ref, path string) (group, name string, err error) {
+	for _, g := range []string{"#/$defs/", "#/definitions/"} {
+		if strings.HasPrefix(ref, g) {
+			group, name = g[2:len(g)-1], ref[len(g):]
+		}
+	}
+	if group == "" || strings.Contains(name, "/") {
+		return "", "", genq.Errorf(genq.Invalid, "at %s: $ref %q is not supported: refer to \"#\" or into the root's $defs", path, ref)
+	}
+	return group, strings.NewReplacer("~1", "/", "~0", "~").Replace(name), nil
+}
+
 func (c *compiler) ref(ref *value, path string) (frag, error) {
 	if ref.kind != 's' {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
@@ -382,26 +476,17 @@ func (c *compiler) ref(ref *value, path string) (frag, error) {
 	if ref.str == "#" {
 		return c.b.call(c.rootRule), nil
 	}
-	var group, name string
-	for _, g := range []string{"#/$defs/", "#/definitions/"} {
-		if strings.HasPrefix(ref.str, g) {
-			group, name = g[2:len(g)-1], ref.str[len(g):]
-		}
+	group, name, err := refName(ref.str, path)
+	if err != nil {
+		return frag{}, err
 	}
-	if group == "" || strings.Contains(name, "/") {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref %q is not supported: refer to \"#\" or into the root's $defs", path, ref.str)
-	}
-	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
 	key := group + "/" + name
 	if r, ok := c.defRules[key]; ok {
 		return c.b.call(r), nil
 	}
-	var target *value
-	if defs := c.root.get(group); defs != nil && defs.kind == 'o' {
-		target = defs.get(name)
-	}
-	if target == nil {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref %q points to nothing", path, ref.str)
+	target, err := c.refTarget(ref, path)
+	if err != nil {
+		return frag{}, err
 	}
 	r := c.b.newRule(ref.str)
 	c.defRules[key] = r

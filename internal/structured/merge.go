@@ -1,0 +1,357 @@
+package structured
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// allOf, anyOf beside other keywords, and oneOf, brought to what the
+// compiler builds: one schema, or alternatives of them. An instance valid
+// against every schema of an allOf is valid against their merge, keyword
+// by keyword; where two keywords of the same name cannot be merged into
+// one that says exactly both, the schema is refused, naming them.
+
+// mergeAll merges the schemas of an allOf into base (its siblings), each
+// branch's top-level $ref resolved first.
+func (c *compiler) mergeAll(base *value, branches []*value, path string) (*value, error) {
+	out := base
+	for i, br := range branches {
+		at := path + "/allOf/" + strconv.Itoa(i)
+		r, err := c.resolved(br, at, 0)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = merge(out, r, at); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// resolved is s with a top-level $ref replaced by its target (merged with
+// s's other keywords) and a top-level allOf merged in, so that a branch's
+// keywords can be merged with others.
+func (c *compiler) resolved(s *value, path string, depth int) (*value, error) {
+	if depth > maxSchemaDepth {
+		return nil, genq.Errorf(genq.Invalid, "at %s: $ref and allOf nest deeper than %d", path, maxSchemaDepth)
+	}
+	if s.kind != 'o' {
+		return s, nil
+	}
+	if all := s.get("allOf"); all != nil {
+		if all.kind != 'a' || len(all.arr) == 0 {
+			return nil, genq.Errorf(genq.Invalid, "at %s: allOf must be a non-empty array of schemas", path)
+		}
+		merged, err := c.mergeAll(without(s, "allOf"), all.arr, path)
+		if err != nil {
+			return nil, err
+		}
+		return c.resolved(merged, path, depth+1)
+	}
+	ref := s.get("$ref")
+	if ref == nil {
+		return s, nil
+	}
+	target, err := c.refTarget(ref, path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := c.resolved(target, ref.str, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	return merge(without(s, "$ref"), t, path)
+}
+
+// without is s less the keywords keys.
+func without(s *value, keys ...string) *value {
+	out := &value{kind: 'o'}
+	for _, m := range s.obj {
+		if !slices.Contains(keys, m.key) {
+			out.obj = append(out.obj, m)
+		}
+	}
+	return out
+}
+
+// merge is the schema of the instances valid against both a and b.
+func merge(a, b *value, path string) (*value, error) {
+	switch {
+	case a.kind == 'b' && a.b:
+		return b, nil
+	case b.kind == 'b' && b.b:
+		return a, nil
+	case a.kind == 'b' || b.kind == 'b':
+		return &value{kind: 'b'}, nil // false: nothing is valid
+	case a.kind != 'o' || b.kind != 'o':
+		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
+	}
+	out := &value{kind: 'o', obj: slices.Clone(a.obj)}
+	set := func(k string, v *value) {
+		for i := range out.obj {
+			if out.obj[i].key == k {
+				out.obj[i].val = v
+				return
+			}
+		}
+		out.obj = append(out.obj, member{k, v})
+	}
+	for _, m := range b.obj {
+		mine := a.get(m.key)
+		if mine == nil {
+			set(m.key, m.val)
+			continue
+		}
+		v, err := mergeKeyword(m.key, mine, m.val, a, b, path)
+		if err != nil {
+			return nil, err
+		}
+		set(m.key, v)
+	}
+	// additionalProperties false (or a schema) in one schema holds every
+	// property the other lists but it does not: such a property is
+	// dropped from the merge (an instance with it is invalid), or its
+	// schema meets the additionalProperties schema.
+	for _, pair := range [][2]*value{{a, b}, {b, a}} {
+		closedSide, other := pair[0], pair[1]
+		addl := closedSide.get("additionalProperties")
+		if addl == nil || addl.kind == 'b' && addl.b {
+			continue
+		}
+		props := out.get("properties")
+		if props == nil {
+			continue
+		}
+		listed := closedSide.get("properties")
+		kept := &value{kind: 'o'}
+		for _, p := range props.obj {
+			if listed != nil && listed.get(p.key) != nil || other.get("properties") == nil || other.get("properties").get(p.key) == nil {
+				kept.obj = append(kept.obj, p)
+				continue
+			}
+			if addl.kind == 'o' {
+				v, err := merge(p.val, addl, path+"/properties/"+p.key)
+				if err != nil {
+					return nil, err
+				}
+				kept.obj = append(kept.obj, member{p.key, v})
+			}
+		}
+		set("properties", kept)
+	}
+	return out, nil
+}
+
+// mergeKeyword merges the values x (of a) and y (of b) of keyword k.
+func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
+	refuse := func() (*value, error) {
+		return nil, genq.Errorf(genq.Invalid, "at %s: allOf with %q in two schemas that do not merge is not supported", path, k)
+	}
+	if sameJSON(x, y) {
+		return x, nil
+	}
+	if !keywordOfJSONSchema(k) {
+		return x, nil // an annotation or unknown word: either
+	}
+	switch k {
+	case "type":
+		return mergeTypes(x, y, path)
+	case "required":
+		if x.kind != 'a' || y.kind != 'a' {
+			return refuse()
+		}
+		out := &value{kind: 'a', arr: slices.Clone(x.arr)}
+		for _, n := range y.arr {
+			if !slices.ContainsFunc(out.arr, func(m *value) bool { return sameJSON(m, n) }) {
+				out.arr = append(out.arr, n)
+			}
+		}
+		return out, nil
+	case "properties", "$defs", "definitions":
+		if x.kind != 'o' || y.kind != 'o' {
+			return refuse()
+		}
+		out := &value{kind: 'o', obj: slices.Clone(x.obj)}
+		for _, m := range y.obj {
+			i := slices.IndexFunc(out.obj, func(o member) bool { return o.key == m.key })
+			if i < 0 {
+				out.obj = append(out.obj, m)
+				continue
+			}
+			if k != "properties" {
+				return refuse()
+			}
+			v, err := merge(out.obj[i].val, m.val, path+"/properties/"+m.key)
+			if err != nil {
+				return nil, err
+			}
+			out.obj[i].val = v
+		}
+		return out, nil
+	case "items", "additionalProperties":
+		return merge(x, y, path+"/"+k)
+	case "minimum", "exclusiveMinimum", "minLength", "minItems":
+		return extreme(x, y, true, refuse)
+	case "maximum", "exclusiveMaximum", "maxLength", "maxItems":
+		return extreme(x, y, false, refuse)
+	case "enum":
+		if x.kind != 'a' || y.kind != 'a' {
+			return refuse()
+		}
+		out := &value{kind: 'a'}
+		for _, v := range x.arr {
+			if slices.ContainsFunc(y.arr, func(w *value) bool { return sameJSON(v, w) }) {
+				out.arr = append(out.arr, v)
+			}
+		}
+		return out, nil // empty: refused as unsatisfiable when compiled
+	case "const":
+		return &value{kind: 'a'}, nil // two different consts: nothing is valid (the enum check says so)
+	}
+	return refuse()
+}
+
+// mergeTypes intersects two type keywords; an integer is a number.
+func mergeTypes(x, y *value, path string) (*value, error) {
+	list := func(v *value) []string {
+		if v.kind == 's' {
+			return []string{v.str}
+		}
+		var out []string
+		for _, e := range v.arr {
+			out = append(out, e.str)
+		}
+		return out
+	}
+	var out []*value
+	for _, t := range list(x) {
+		for _, u := range list(y) {
+			var both string
+			switch {
+			case t == u:
+				both = t
+			case t == "integer" && u == "number", t == "number" && u == "integer":
+				both = "integer"
+			default:
+				continue
+			}
+			if !slices.ContainsFunc(out, func(v *value) bool { return v.str == both }) {
+				out = append(out, &value{kind: 's', str: both})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, genq.Errorf(genq.Invalid, "at %s: allOf's types have nothing in common: it can never be satisfied", path)
+	}
+	return &value{kind: 'a', arr: out}, nil
+}
+
+// extreme is the larger (lower bounds) or smaller of two numbers.
+func extreme(x, y *value, larger bool, refuse func() (*value, error)) (*value, error) {
+	if x.kind != 'n' || y.kind != 'n' {
+		return refuse()
+	}
+	fx, err1 := x.num.Float64()
+	fy, err2 := y.num.Float64()
+	if err1 != nil || err2 != nil {
+		return refuse()
+	}
+	if (fx > fy) == larger {
+		return x, nil
+	}
+	return y, nil
+}
+
+// sameJSON tells two equal JSON values, members in order.
+func sameJSON(a, b *value) bool {
+	var x, y bytes.Buffer
+	a.encode(&x)
+	b.encode(&y)
+	return bytes.Equal(x.Bytes(), y.Bytes())
+}
+
+// keywordOfJSONSchema tells a keyword JSON Schema defines as an assertion
+// or applicator (enforced by genq or not).
+func keywordOfJSONSchema(k string) bool {
+	_, ok := enforced(k)
+	return ok || unenforced(k)
+}
+
+// distinct tells two schemas no instance satisfies both: their types
+// differ, or, both objects, a property both require has values that
+// differ (a const or enum discriminator). It is what oneOf needs to be
+// compiled as anyOf: where the branches exclude each other, "exactly one"
+// is "at least one".
+func distinct(a, b *value) bool {
+	if a.kind != 'o' || b.kind != 'o' {
+		return a.kind == 'b' && !a.b || b.kind == 'b' && !b.b
+	}
+	ta, tb := typeSet(a), typeSet(b)
+	if ta != nil && tb != nil {
+		overlap := false
+		for t := range ta {
+			if tb[t] || t == "integer" && tb["number"] || t == "number" && tb["integer"] {
+				overlap = true
+			}
+		}
+		if !overlap {
+			return true
+		}
+	}
+	if va, vb := literals(a), literals(b); va != nil && vb != nil {
+		return !slices.ContainsFunc(va, func(v *value) bool { return slices.ContainsFunc(vb, func(w *value) bool { return sameJSON(v, w) }) })
+	}
+	pa, pb := a.get("properties"), b.get("properties")
+	if pa == nil || pb == nil {
+		return false
+	}
+	for _, m := range pa.obj {
+		other := pb.get(m.key)
+		if other == nil || !requires(a, m.key) || !requires(b, m.key) {
+			continue
+		}
+		if va, vb := literals(m.val), literals(other); va != nil && vb != nil &&
+			!slices.ContainsFunc(va, func(v *value) bool { return slices.ContainsFunc(vb, func(w *value) bool { return sameJSON(v, w) }) }) {
+			return true
+		}
+	}
+	return false
+}
+
+func typeSet(s *value) map[string]bool {
+	t := s.get("type")
+	if t == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	if t.kind == 's' {
+		out[t.str] = true
+	}
+	for _, e := range t.arr {
+		out[e.str] = true
+	}
+	return out
+}
+
+// literals are the values a schema's const or enum allows; nil when it
+// has neither.
+func literals(s *value) []*value {
+	if s.kind != 'o' {
+		return nil
+	}
+	if c := s.get("const"); c != nil {
+		return []*value{c}
+	}
+	if e := s.get("enum"); e != nil && e.kind == 'a' {
+		return e.arr
+	}
+	return nil
+}
+
+func requires(s *value, name string) bool {
+	r := s.get("required")
+	return r != nil && r.kind == 'a' && slices.ContainsFunc(r.arr, func(v *value) bool { return v.kind == 's' && v.str == name })
+}
