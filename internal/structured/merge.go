@@ -105,6 +105,9 @@ func merge(a, b *value, path string) (*value, error) {
 			set(m.key, m.val)
 			continue
 		}
+		if m.key == "const" && !sameJSON(mine, m.val) {
+			return &value{kind: 'b'}, nil // two different consts: nothing is valid
+		}
 		v, err := mergeKeyword(m.key, mine, m.val, a, b, path)
 		if err != nil {
 			return nil, err
@@ -208,8 +211,6 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 			}
 		}
 		return out, nil // empty: refused as unsatisfiable when compiled
-	case "const":
-		return &value{kind: 'a'}, nil // two different consts: nothing is valid (the enum check says so)
 	}
 	return refuse()
 }

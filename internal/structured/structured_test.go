@@ -273,6 +273,7 @@ func TestBadSchemas(t *testing.T) {
 		{"oneOf that may overlap", `{"oneOf":[{"type":"string"},{"maxLength":3}]}`, `oneOf whose branches 0 and 1 may both hold`},
 		{"allOf of types with nothing in common", `{"allOf":[{"type":"string"},{"type":"integer"}]}`, "nothing in common"},
 		{"allOf of two patterns", `{"allOf":[{"pattern":"a"},{"pattern":"b"}]}`, `allOf with "pattern" in two schemas`},
+		{"allOf of two consts", `{"allOf":[{"const":1},{"const":2}]}`, "never be satisfied"},
 		{"empty enum", `{"enum":[]}`, "never be satisfied"},
 		{"empty anyOf", `{"anyOf":[]}`, "anyOf"},
 		{"ref to nowhere", `{"$ref":"#/$defs/missing"}`, `points to nothing`},
@@ -330,6 +331,17 @@ func TestKeywordRules(t *testing.T) {
 			[]string{`"a string"`, `12`, `[1,"x"]`, `null`, `true`, `{"a":3}`}, []string{`{"a":"x"}`}},
 		{"string keywords without type", `{"maxLength":2}`, []string{`"ab"`, `123456`, `{"long":"value"}`}, []string{`"abc"`}},
 		{"number keywords without type", `{"minimum":3}`, []string{`3`, `"1"`, `[1]`}, []string{`2`}},
+		{"allOf with a $ref", `{"$defs":{"base":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}},` +
+			`"allOf":[{"$ref":"#/$defs/base"},{"properties":{"b":{"type":"string"}},"required":["b"]}]}`,
+			[]string{`{"a":1,"b":"x"}`}, []string{`{"a":1}`, `{"b":"x"}`, `{"a":"1","b":"x"}`}},
+		{"allOf of bounds", `{"allOf":[{"type":"integer","minimum":2},{"type":"number","maximum":5}]}`, []string{`2`, `5`}, []string{`1`, `6`, `2.5`}},
+		{"allOf with one closed branch", `{"allOf":[{"properties":{"a":{}},"additionalProperties":false},{"properties":{"b":{}}}]}`,
+			[]string{`{"a":1}`, `{}`}, []string{`{"b":1}`, `{"a":1,"b":1}`}},
+		{"anyOf beside type", `{"type":"string","anyOf":[{"maxLength":2},{"pattern":"^x"}]}`, []string{`"ab"`, `"xyz"`}, []string{`"abc"`, `5`}},
+		{"oneOf of a discriminator", `{"oneOf":[{"properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind"]},` +
+			`{"properties":{"kind":{"const":"b"}},"required":["kind"]}],"type":"object"}`,
+			[]string{`{"kind":"a","x":1}`, `{"kind":"b"}`}, []string{`{"kind":"c"}`, `{"kind":"a","x":"1"}`}},
+		{"oneOf of types", `{"oneOf":[{"type":"string"},{"type":"integer"}]}`, []string{`"s"`, `3`}, []string{`3.5`, `null`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Compile([]byte(tc.schema))
