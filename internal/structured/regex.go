@@ -11,7 +11,11 @@ import (
 // The formats enforced, as patterns whose every match the format accepts
 // (the patterns are narrower than the formats: a date never falls on 29
 // February, an e-mail address keeps to lowercase letters, digits and a few
-// signs).
+// signs, an IPv6 address is written whole). hostname, uri and
+// uri-reference are not among them: their automata, bounded as tightly as
+// they can usefully be, take seconds to work the token masks out for a
+// vocabulary of 128k tokens (2.7, 7.4 and 19 s against 0.07 s for a date),
+// so they stay annotations until masks are worked out lazily.
 func formatPattern(format string) (string, bool) {
 	const (
 		date = `\d{4}-(((0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8]))|((0[13-9]|1[0-2])-(29|30))|((0[13578]|1[02])-31))`
@@ -26,6 +30,16 @@ func formatPattern(format string) (string, bool) {
 		return `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, true
 	case "email":
 		return `^[a-z0-9_+-]{1,32}(\.[a-z0-9_+-]{1,32}){0,3}@([a-z0-9]{1,63}\.){1,3}[a-z]{2,24}$`, true
+	case "time":
+		return "^" + tm + "$", true
+	case "duration": // RFC 3339's, at least one part, up to 9 digits each
+		const t = `T(\d{1,9}H(\d{1,9}M)?(\d{1,9}S)?|\d{1,9}M(\d{1,9}S)?|\d{1,9}S)`
+		return `^P((\d{1,9}Y(\d{1,9}M)?(\d{1,9}D)?|\d{1,9}M(\d{1,9}D)?|\d{1,9}D)(` + t + `)?|` + t + `|\d{1,9}W)$`, true
+	case "ipv4":
+		const octet = `(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)`
+		return `^(` + octet + `\.){3}` + octet + `$`, true
+	case "ipv6": // the full form: eight groups
+		return `^([0-9a-f]{1,4}:){7}[0-9a-f]{1,4}$`, true
 	}
 	return "", false
 }

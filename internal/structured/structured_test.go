@@ -637,3 +637,34 @@ func TestOtherProperties(t *testing.T) {
 	check(typed, `{"a":1,"b":true,"c":false}`, true)
 	check(typed, `{"a":1,"b":1}`, false)
 }
+
+// TestFormats: each format genq asserts takes examples of it and refuses
+// what is not.
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct {
+		format      string
+		ok, refused []string
+	}{
+		{"time", []string{`"08:30:06Z"`, `"23:59:59.5+01:00"`}, []string{`"24:00:00Z"`, `"08:30:06"`}},
+		{"duration", []string{`"P1D"`, `"PT1H30M"`, `"P1Y2M3DT4H5M6S"`, `"P3W"`}, []string{`"P"`, `"PT"`, `"1D"`, `"P1H"`}},
+		{"ipv4", []string{`"192.168.0.1"`, `"0.0.0.0"`}, []string{`"256.1.1.1"`, `"1.2.3"`, `"01.2.3.4"`}},
+		{"ipv6", []string{`"2001:db8:0:0:0:0:2:1"`}, []string{`"2001:db8::1"`, `"1.2.3.4"`}},
+		{"hostname", []string{`"any string: an annotation"`}, nil},
+	} {
+		g, err := Compile([]byte(`{"type":"string","format":"` + tc.format + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []struct {
+			texts []string
+			ok    bool
+		}{{tc.ok, true}, {tc.refused, false}} {
+			for _, text := range want.texts {
+				m := g.NewMatcher()
+				if got := m.Advance([]byte(text)) && m.Accepting(); got != want.ok {
+					t.Errorf("format %s, %s: accepted %v, want %v", tc.format, text, got, want.ok)
+				}
+			}
+		}
+	}
+}
