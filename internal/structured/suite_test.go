@@ -195,6 +195,10 @@ func refusedKeyword(err error) string {
 		return "unsatisfiable"
 	case strings.Contains(msg, "oneOf whose branches"):
 		return "oneOf with branches that may overlap"
+	case strings.Contains(msg, "the schema is") && strings.Contains(msg, "bytes; the limit is"):
+		return "over 256 KiB"
+	case strings.Contains(msg, "too large"):
+		return "over the state limit"
 	}
 	if i := strings.IndexByte(msg, '"'); i >= 0 {
 		if j := strings.IndexByte(msg[i+1:], '"'); j >= 0 {

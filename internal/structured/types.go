@@ -437,11 +437,14 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 	quote := b.lit(`"`)
 	b.eps(start, quote.start)
 	b.eps(quote.end, root.id)
-	// leave is ch's remaining continuation bytes (any: a lead byte's own
-	// ranges are not told apart here), then the rest of any string.
-	leave := func(from int32, lo, hi byte, conts int) {
-		f := b.seq(b.repeat(conts, conts, func() frag { return b.ranges(0x80, 0xBF) }), b.call(c.rest))
-		b.byteEdge(from, lo, hi, f.start)
+	// Where a key stops following the names: the rest of any plain
+	// string, after the continuation bytes its character still has due
+	// (any: a lead byte's own ranges are not told apart here). Four entries
+	// every trie node leaves to, so that the trie adds edges, not nodes.
+	var restAt [4]int32
+	for k := range restAt {
+		f := b.seq(b.repeat(k, k, func() frag { return b.ranges(0x80, 0xBF) }), b.call(c.rest))
+		restAt[k] = f.start
 		b.eps(f.end, end)
 	}
 	// leaveOn adds leave edges for the bytes from lo to hi that continue no
@@ -455,7 +458,7 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 			for y+1 <= hi && !skip(y+1) && n.children[byte(y+1)] == nil {
 				y++
 			}
-			leave(n.id, byte(x), byte(y), conts)
+			b.byteEdge(n.id, byte(x), byte(y), restAt[conts])
 			x = y
 		}
 	}
@@ -473,9 +476,7 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 			leaveOn(n, 0xE0, 0xEF, 2, none)
 			leaveOn(n, 0xF0, 0xF4, 3, none)
 			if !n.terminal {
-				cl := b.lit(`"`)
-				b.eps(n.id, cl.start)
-				b.eps(cl.end, end)
+				b.byteEdge(n.id, '"', '"', end)
 			}
 		}
 		for ch, next := range n.children {

@@ -1,0 +1,171 @@
+package structured
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// realWorldSchema is one schema of the corpus, named by where it came from.
+type realWorldSchema struct {
+	source, name string
+	schema       []byte
+}
+
+// realWorldSchemas reads the corpus scripts/fetch-schema-corpus.sh unpacks
+// into dir: GitHub's REST API components (OpenAPI's #/components/schemas
+// references become #/$defs, every component beside each as its $defs),
+// GitHub's webhook event definitions (each with the file's definitions
+// beside it) and AsyncAPI's specification schemas, a file each.
+func realWorldSchemas(t testing.TB, dir string) []realWorldSchema {
+	t.Helper()
+	var out []realWorldSchema
+	api, err := os.ReadFile(filepath.Join(dir, "octokit-openapi", "generated", "api.github.com.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(bytes.ReplaceAll(api, []byte(`"#/components/schemas/`), []byte(`"#/$defs/`)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, withDefs("github rest api", doc.Components.Schemas, "$defs")...)
+
+	hooks, err := os.ReadFile(filepath.Join(dir, "octokit-webhooks-schemas", "schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct {
+		Definitions map[string]json.RawMessage `json:"definitions"`
+	}
+	if err := json.Unmarshal(hooks, &root); err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, withDefs("github webhooks", root.Definitions, "definitions")...)
+
+	files, _ := filepath.Glob(filepath.Join(dir, "asyncapi-specs", "definitions", "*", "*.json"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(filepath.Join(dir, "asyncapi-specs"), f)
+		out = append(out, realWorldSchema{"asyncapi", rel, data})
+	}
+	return out
+}
+
+// withDefs makes each of schemas a document of its own, with the
+// definitions it refers to, transitively, beside it under key.
+func withDefs(source string, schemas map[string]json.RawMessage, key string) []realWorldSchema {
+	ref := regexp.MustCompile(`"#/` + regexp.QuoteMeta(key) + `/([^"/]+)"`)
+	var out []realWorldSchema
+	for _, name := range slices.Sorted(maps.Keys(schemas)) {
+		s := bytes.TrimSpace(schemas[name])
+		if len(s) < 2 || s[0] != '{' {
+			continue
+		}
+		needed := map[string]json.RawMessage{}
+		queue := [][]byte{s}
+		for len(queue) > 0 {
+			for _, m := range ref.FindAllSubmatch(queue[0], -1) {
+				n := string(m[1])
+				if _, ok := needed[n]; ok || schemas[n] == nil {
+					continue
+				}
+				needed[n] = schemas[n]
+				queue = append(queue, schemas[n])
+			}
+			queue = queue[1:]
+		}
+		defs, _ := json.Marshal(needed)
+		doc := append([]byte(`{"`+key+`":`), defs...)
+		if len(s) > 2 {
+			doc = append(append(doc, ','), s[1:]...)
+		} else {
+			doc = append(doc, '}')
+		}
+		out = append(out, realWorldSchema{source, name, doc})
+	}
+	return out
+}
+
+// TestRealWorldSchemas compiles a corpus of real-world schemas
+// (GENQ_SCHEMA_CORPUS, a folder scripts/fetch-schema-corpus.sh fills) and
+// reports the share compiled per source, the compile time's percentiles
+// and the most frequent reasons for refusal; with GENQ_CORPUS_REPORT set,
+// as Markdown there. It fails only where a schema's compile panics.
+func TestRealWorldSchemas(t *testing.T) {
+	dir := os.Getenv("GENQ_SCHEMA_CORPUS")
+	if dir == "" {
+		t.Skip("GENQ_SCHEMA_CORPUS is unset (scripts/fetch-schema-corpus.sh DIR)")
+	}
+	schemas := realWorldSchemas(t, dir)
+	type tally struct{ n, compiled int }
+	bySource := map[string]*tally{}
+	reasons := map[string]int{}
+	var times []time.Duration
+	for _, s := range schemas {
+		tl := bySource[s.source]
+		if tl == nil {
+			tl = &tally{}
+			bySource[s.source] = tl
+		}
+		tl.n++
+		start := time.Now()
+		_, err := Compile(s.schema)
+		times = append(times, time.Since(start))
+		if err != nil {
+			reasons[refusedKeyword(err)]++
+			continue
+		}
+		tl.compiled++
+	}
+	slices.Sort(times)
+	pct := func(p float64) time.Duration { return times[min(len(times)-1, int(p*float64(len(times))))] }
+	var s strings.Builder
+	fmt.Fprintf(&s, "| source | schemas | compiled | share |\n|---|---|---|---|\n")
+	total := tally{}
+	for _, src := range slices.Sorted(maps.Keys(bySource)) {
+		tl := bySource[src]
+		total.n += tl.n
+		total.compiled += tl.compiled
+		fmt.Fprintf(&s, "| %s | %d | %d | %.0f%% |\n", src, tl.n, tl.compiled, 100*float64(tl.compiled)/float64(tl.n))
+	}
+	fmt.Fprintf(&s, "| **all** | %d | %d | **%.0f%%** |\n\n", total.n, total.compiled, 100*float64(total.compiled)/float64(total.n))
+	fmt.Fprintf(&s, "Compile time (each schema once, its grammar built; masks are worked out later, per vocabulary): p50 %s, p99 %s, largest %s.\n\n",
+		pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), times[len(times)-1].Round(time.Microsecond))
+	type reason struct {
+		why string
+		n   int
+	}
+	var rs []reason
+	for k, n := range reasons {
+		rs = append(rs, reason{k, n})
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].n > rs[j].n || rs[i].n == rs[j].n && rs[i].why < rs[j].why })
+	fmt.Fprintf(&s, "Refused for (the keyword each refusal names, most frequent first): ")
+	var parts []string
+	for _, r := range rs[:min(len(rs), 12)] {
+		parts = append(parts, fmt.Sprintf("`%s` %d", r.why, r.n))
+	}
+	s.WriteString(strings.Join(parts, ", ") + ".\n")
+	t.Log("\n" + s.String())
+	if path := os.Getenv("GENQ_CORPUS_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(s.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
