@@ -130,7 +130,7 @@ func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
 		"prefixItems", "contains", "minContains", "maxContains", "uniqueItems",
-		"patternProperties", "propertyNames", "minProperties", "maxProperties",
+		"propertyNames", "minProperties", "maxProperties",
 		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
 		"$dynamicRef", "$recursiveRef",
 		"additionalItems", "dependencies": // draft 7's
@@ -145,7 +145,7 @@ func enforced(k string) (typ string, ok bool) {
 	switch k {
 	case "type", "enum", "const", "anyOf", "$ref":
 		return "", true
-	case "properties", "required", "additionalProperties":
+	case "properties", "required", "additionalProperties", "patternProperties":
 		return "object", true
 	case "items", "minItems", "maxItems":
 		return "array", true

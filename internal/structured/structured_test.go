@@ -342,6 +342,9 @@ func TestKeywordRules(t *testing.T) {
 			`{"properties":{"kind":{"const":"b"}},"required":["kind"]}],"type":"object"}`,
 			[]string{`{"kind":"a","x":1}`, `{"kind":"b"}`}, []string{`{"kind":"c"}`, `{"kind":"a","x":"1"}`}},
 		{"oneOf of types", `{"oneOf":[{"type":"string"},{"type":"integer"}]}`, []string{`"s"`, `3`}, []string{`3.5`, `null`}},
+		{"patternProperties", `{"type":"object","properties":{"name":{"type":"string"},"x-id":{"type":"string"}},"patternProperties":{"^x-":{"maxLength":3}}}`,
+			[]string{`{"name":"n","x-a":"abc"}`, `{"x-b":"ab"}`, `{"name":"long name","x-id":"abc"}`},
+			[]string{`{"x-a":"abcd"}`, `{"other":1}`, `{"x-id":"abcd"}`, `{"name":"n","x-id":"a","x-id":"b"}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Compile([]byte(tc.schema))

@@ -6,6 +6,7 @@ package structured
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -269,7 +270,14 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 	}
 	addl := s.get("additionalProperties")
+	patterns, err := c.patternMembers(s, props, path)
+	if err != nil {
+		return frag{}, err
+	}
 	if props == nil || len(props.obj) == 0 {
+		if patterns != nil {
+			return c.withOthers(b.seq(b.lit("{"), c.ws()), -1, patterns), nil
+		}
 		// Without properties the object is a map: its values follow
 		// additionalProperties, or are any value.
 		switch {
@@ -295,8 +303,14 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		writeString(&buf, m.key)
 		key := buf.String()
 		p := path + "/properties/" + m.key
+		schema := m.val
+		for _, pm := range s.patternSchemas(m.key) {
+			if schema, err = merge(schema, pm, p); err != nil {
+				return frag{}, err
+			}
+		}
 		prop := func() (frag, error) {
-			v, err := c.compile(m.val, p)
+			v, err := c.compile(schema, p)
 			if err != nil {
 				return frag{}, err
 			}
@@ -330,9 +344,15 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 		none, some = newNone, newSome
 	}
-	// Other properties, after the listed ones: where additionalProperties
-	// is a schema, their values follow it; left out or true, they are any
-	// value, unless objects are closed.
+	// Other properties, after the listed ones: with patternProperties,
+	// those whose names match a pattern, and no other (one that matches
+	// none would take additionalProperties, but telling it from one that
+	// matches would need an automaton's complement); else where
+	// additionalProperties is a schema, their values follow it; left out or
+	// true, they are any value, unless objects are closed.
+	if patterns != nil {
+		return c.withOthers(open, none, patterns, some), nil
+	}
 	var other func() frag
 	switch {
 	case addl != nil && addl.kind == 'o':
@@ -348,14 +368,32 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	}
 	if other != nil {
 		key := c.otherKey(props, path)
-		member := func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), other()) }
+		return c.withOthers(open, none, func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), other()) }, some), nil
+	}
+	return c.withOthers(open, none, nil, some), b.err
+}
+
+// withOthers ends an object whose listed members lead from open to the
+// states none (nothing written) and some (something written), -1 where
+// there is no such state: up to MaxOtherProperties members (nil: none),
+// then the closing brace.
+func (c *compiler) withOthers(open frag, none int32, member func() frag, some ...int32) frag {
+	b := c.b
+	if none == -1 && len(some) == 0 { // a map: nothing listed
+		none = open.end
+	}
+	s := int32(-1)
+	if len(some) > 0 {
+		s = some[0]
+	}
+	if member != nil {
 		more := func(n int) frag {
 			return b.repeat(0, n, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), member()) })
 		}
 		newSome := b.node()
-		if some >= 0 {
+		if s >= 0 {
 			f := more(MaxOtherProperties)
-			b.eps(some, f.start)
+			b.eps(s, f.start)
 			b.eps(f.end, newSome)
 		}
 		if none >= 0 {
@@ -363,7 +401,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 			b.eps(none, f.start)
 			b.eps(f.end, newSome)
 		}
-		some = newSome
+		s = newSome
 	}
 	end := b.node()
 	if none >= 0 {
@@ -371,10 +409,95 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		b.eps(none, cl.start)
 		b.eps(cl.end, end)
 	}
-	cl := b.seq(c.ws(), b.lit("}"))
-	b.eps(some, cl.start)
-	b.eps(cl.end, end)
-	return frag{open.start, end}, b.err
+	if s >= 0 {
+		cl := b.seq(c.ws(), b.lit("}"))
+		b.eps(s, cl.start)
+		b.eps(cl.end, end)
+	}
+	return frag{open.start, end}
+}
+
+// patternMembers is the member of an object whose name matches one of s's
+// patternProperties (and is none of props' names). A name may match
+// several patterns, and its value must then hold to all their schemas:
+// the value of every such member holds to the merge of all the patterns'
+// schemas (narrower where a name matches one pattern only). Where those
+// schemas do not merge, no such member is written. nil without
+// patternProperties.
+func (c *compiler) patternMembers(s, props *value, path string) (func() frag, error) {
+	pp := s.get("patternProperties")
+	if pp == nil {
+		return nil, nil
+	}
+	if pp.kind != 'o' {
+		return nil, genq.Errorf(genq.Invalid, "at %s: patternProperties must be an object of schemas", path)
+	}
+	if len(pp.obj) == 0 {
+		return nil, nil
+	}
+	b := c.b
+	if props == nil {
+		props = &value{kind: 'o'}
+	}
+	var names []string
+	for _, m := range props.obj {
+		names = append(names, m.key)
+	}
+	all := &value{kind: 'b', b: true}
+	for _, m := range pp.obj {
+		var err error
+		if all, err = merge(all, m.val, path+"/patternProperties"); err != nil {
+			return func() frag { return b.alt() }, nil
+		}
+	}
+	v := b.newRule(path + "/patternProperties")
+	f, err := c.compile(all, path+"/patternProperties")
+	if err != nil {
+		return nil, err
+	}
+	b.define(v, f)
+	var keys []int32
+	for _, m := range pp.obj {
+		at := path + "/patternProperties/" + m.key
+		pat := m.key
+		key, err := c.sharedString("key "+pat+" but "+strings.Join(names, ","), func() (frag, error) {
+			return c.intersect([]func() (frag, error){
+				func() (frag, error) { return c.pattern(pat) },
+				func() (frag, error) {
+					return c.otherKeyString(props, func() frag { return c.b.seq(c.b.star(c.plainChar()), c.b.lit(`"`)) }), nil
+				},
+			})
+		})
+		if err != nil {
+			return nil, genq.WrapError(genq.ErrorCode(err), err, "at "+at+": "+genq.ErrorMessage(err))
+		}
+		r := b.newRule(at + " key")
+		b.define(r, key)
+		keys = append(keys, r)
+	}
+	return func() frag {
+		alts := make([]frag, len(keys))
+		for i, k := range keys {
+			alts[i] = b.call(k)
+		}
+		return b.seq(b.alt(alts...), c.ws(), b.lit(":"), c.ws(), b.call(v))
+	}, nil
+}
+
+// patternSchemas are the schemas of s's patternProperties whose pattern
+// matches name.
+func (s *value) patternSchemas(name string) []*value {
+	pp := s.get("patternProperties")
+	if pp == nil || pp.kind != 'o' {
+		return nil
+	}
+	var out []*value
+	for _, m := range pp.obj {
+		if re, err := regexp.Compile(m.key); err == nil && re.MatchString(name) {
+			out = append(out, m.val)
+		}
+	}
+	return out
 }
 
 // otherKey is the rule of a key that is none of props' names, quoted: a
@@ -389,6 +512,16 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 		c.rest = b.newRule("plain string rest")
 		b.define(c.rest, b.seq(b.star(c.plainChar()), b.lit(`"`)))
 	}
+	r := b.newRule(path + " other key")
+	b.define(r, c.otherKeyString(props, func() frag { return b.call(c.rest) }))
+	return r
+}
+
+// otherKeyString builds otherKey's automaton in c.b, rest building the
+// rest of a plain string after its first character (a call of a shared
+// rule, or, for an intersection, the automaton itself).
+func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
+	b := c.b
 	type trieNode struct {
 		id       int32
 		children map[byte]*trieNode
@@ -432,7 +565,6 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 		}
 		n.terminal = true
 	}
-	r := b.newRule(path + " other key")
 	start, end := b.node(), b.node()
 	quote := b.lit(`"`)
 	b.eps(start, quote.start)
@@ -443,7 +575,7 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 	// every trie node leaves to, so that the trie adds edges, not nodes.
 	var restAt [4]int32
 	for k := range restAt {
-		f := b.seq(b.repeat(k, k, func() frag { return b.ranges(0x80, 0xBF) }), b.call(c.rest))
+		f := b.seq(b.repeat(k, k, func() frag { return b.ranges(0x80, 0xBF) }), rest())
 		restAt[k] = f.start
 		b.eps(f.end, end)
 	}
@@ -485,6 +617,5 @@ func (c *compiler) otherKey(props *value, path string) int32 {
 		}
 	}
 	walk(root)
-	b.define(r, frag{start, end})
-	return r
+	return frag{start, end}
 }
