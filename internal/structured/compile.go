@@ -422,8 +422,19 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 			}
 		}
 	}
+	// With nothing but annotations beside oneOf, a branch compiles as it
+	// is: a $ref in it stays a call of its rule, not a copy.
+	besides := false
+	for _, m := range siblings.obj {
+		if _, ok := enforced(m.key); ok {
+			besides = true
+		}
+	}
 	alts := make([]frag, 0, len(branches))
 	for i, br := range branches {
+		if !besides {
+			br = one.arr[i]
+		}
 		f, err := c.compile(br, path+"/oneOf/"+strconv.Itoa(i))
 		if err != nil {
 			return frag{}, err

@@ -246,34 +246,64 @@ func (b *builder) finish() error {
 		return b.err
 	}
 	g := b.g
+	// A node is productive when some path from it reaches a final node,
+	// through productive calls; a rule when its start is. Worked out
+	// backwards from the final nodes, each node and edge once.
 	prod := make([]bool, len(g.nodes))
 	ruleProd := make([]bool, len(g.rules))
-	for changed := true; changed; {
-		changed = false
-		for i := len(g.nodes) - 1; i >= 0; i-- {
-			if prod[i] {
+	direct := make([][]int32, len(g.nodes))  // the nodes with an edge or ε to a node
+	returns := make([][]int32, len(g.nodes)) // the call nodes that return to a node
+	callers := make([][]int32, len(g.rules))
+	starts := map[int32][]int32{} // the rules that start at a node
+	var queue []int32
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		for _, e := range n.edges {
+			direct[e.to] = append(direct[e.to], int32(i))
+		}
+		for _, t := range n.eps {
+			direct[t] = append(direct[t], int32(i))
+		}
+		if n.call >= 0 {
+			returns[n.ret] = append(returns[n.ret], int32(i))
+			callers[n.call] = append(callers[n.call], int32(i))
+		}
+		if n.final {
+			prod[i] = true
+			queue = append(queue, int32(i))
+		}
+	}
+	for r := range g.rules {
+		if st := g.rules[r].start; st >= 0 {
+			starts[st] = append(starts[st], int32(r))
+		}
+	}
+	mark := func(i int32) {
+		if !prod[i] {
+			prod[i] = true
+			queue = append(queue, i)
+		}
+	}
+	for len(queue) > 0 {
+		j := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, r := range starts[j] {
+			if ruleProd[r] {
 				continue
 			}
-			n := &g.nodes[i]
-			p := n.final
-			for _, e := range n.edges {
-				p = p || prod[e.to]
-			}
-			for _, t := range n.eps {
-				p = p || prod[t]
-			}
-			if n.call >= 0 && ruleProd[n.call] && prod[n.ret] {
-				p = true
-			}
-			if p {
-				prod[i] = true
-				changed = true
+			ruleProd[r] = true
+			for _, i := range callers[r] {
+				if prod[g.nodes[i].ret] {
+					mark(i)
+				}
 			}
 		}
-		for r := range g.rules {
-			if !ruleProd[r] && g.rules[r].start >= 0 && prod[g.rules[r].start] {
-				ruleProd[r] = true
-				changed = true
+		for _, i := range direct[j] {
+			mark(i)
+		}
+		for _, i := range returns[j] {
+			if ruleProd[g.nodes[i].call] {
+				mark(i)
 			}
 		}
 	}

@@ -387,8 +387,12 @@ func (c *compiler) withOthers(open frag, none int32, member func() frag, some ..
 		s = some[0]
 	}
 	if member != nil {
+		// The member after a comma is a rule, so that its eight copies are
+		// eight calls, not eight copies of its whitespace and key.
+		next := b.newRule("other member")
+		b.define(next, b.seq(c.ws(), b.lit(","), c.ws(), member()))
 		more := func(n int) frag {
-			return b.repeat(0, n, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), member()) })
+			return b.repeat(0, n, func() frag { return b.call(next) })
 		}
 		newSome := b.node()
 		if s >= 0 {
