@@ -2,7 +2,6 @@ package structured
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/bits"
@@ -351,17 +350,7 @@ func TestKeywordRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []struct {
-				texts []string
-				ok    bool
-			}{{tc.ok, true}, {tc.refused, false}} {
-				for _, text := range want.texts {
-					m := g.NewMatcher()
-					if got := m.Advance([]byte(text)) && m.Accepting(); got != want.ok {
-						t.Errorf("%s: accepted %v, want %v", text, got, want.ok)
-					}
-				}
-			}
+			checkTexts(t, g, tc.ok, tc.refused)
 		})
 	}
 }
@@ -448,20 +437,7 @@ func TestConcurrentMasks(t *testing.T) {
 // own vocabulary, whose tokens cross JSON's boundaries in every way, when
 // scripts/fetch-vocab.sh has fetched it.
 func TestLlama3Masks(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", ".cache", "llama3-vocab.hex"))
-	if err != nil {
-		t.Skip("no .cache/llama3-vocab.hex: run scripts/fetch-vocab.sh")
-	}
-	var toks [][]byte
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		b, err := hex.DecodeString(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		toks = append(toks, b)
-	}
-	const eos = 128009
-	v := NewVocab(toks, []int32{eos})
+	v, toks, eos := llama3(t)
 	corpus := loadCorpus(t)
 	for ci, c := range corpus {
 		if ci%4 != 0 { // a quarter of the corpus: each check advances 128k tokens
@@ -658,15 +634,22 @@ func TestFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []struct {
-			texts []string
-			ok    bool
-		}{{tc.ok, true}, {tc.refused, false}} {
-			for _, text := range want.texts {
-				m := g.NewMatcher()
-				if got := m.Advance([]byte(text)) && m.Accepting(); got != want.ok {
-					t.Errorf("format %s, %s: accepted %v, want %v", tc.format, text, got, want.ok)
-				}
+		checkTexts(t, g, tc.ok, tc.refused)
+	}
+}
+
+// checkTexts checks that g takes every text of ok whole and none of
+// refused.
+func checkTexts(t *testing.T, g *Grammar, ok, refused []string) {
+	t.Helper()
+	for _, want := range []struct {
+		texts []string
+		ok    bool
+	}{{ok, true}, {refused, false}} {
+		for _, text := range want.texts {
+			m := g.NewMatcher()
+			if got := m.Advance([]byte(text)) && m.Accepting(); got != want.ok {
+				t.Errorf("%s: accepted %v, want %v", text, got, want.ok)
 			}
 		}
 	}

@@ -284,12 +284,10 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		case addl != nil && addl.kind == 'b' && !addl.b:
 			return b.seq(b.lit("{"), c.ws(), b.lit("}")), nil
 		case addl != nil && addl.kind == 'o':
-			r := b.newRule(path + "/additionalProperties")
-			f, err := c.compile(addl, path+"/additionalProperties")
+			r, err := c.ruleOf(addl, path+"/additionalProperties")
 			if err != nil {
 				return frag{}, err
 			}
-			b.define(r, f)
 			return c.mapObject(func() frag { return b.call(r) }), nil
 		}
 		return b.call(c.bi.object), nil
@@ -356,12 +354,10 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	var other func() frag
 	switch {
 	case addl != nil && addl.kind == 'o':
-		r := b.newRule(path + "/additionalProperties")
-		f, err := c.compile(addl, path+"/additionalProperties")
+		r, err := c.ruleOf(addl, path+"/additionalProperties")
 		if err != nil {
 			return frag{}, err
 		}
-		b.define(r, f)
 		other = func() frag { return b.call(r) }
 	case (addl == nil || addl.kind == 'b' && addl.b) && !c.closed:
 		other = func() frag { return b.call(c.bi.value) }
@@ -371,6 +367,17 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		return c.withOthers(open, none, func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), other()) }, some), nil
 	}
 	return c.withOthers(open, none, nil, some), b.err
+}
+
+// ruleOf compiles s into a rule of its own, named path.
+func (c *compiler) ruleOf(s *value, path string) (int32, error) {
+	r := c.b.newRule(path)
+	f, err := c.compile(s, path)
+	if err != nil {
+		return 0, err
+	}
+	c.b.define(r, f)
+	return r, nil
 }
 
 // withOthers ends an object whose listed members lead from open to the
@@ -454,12 +461,10 @@ func (c *compiler) patternMembers(s, props *value, path string) (func() frag, er
 			return func() frag { return b.alt() }, nil
 		}
 	}
-	v := b.newRule(path + "/patternProperties")
-	f, err := c.compile(all, path+"/patternProperties")
+	v, err := c.ruleOf(all, path+"/patternProperties")
 	if err != nil {
 		return nil, err
 	}
-	b.define(v, f)
 	var keys []int32
 	for _, m := range pp.obj {
 		at := path + "/patternProperties/" + m.key
