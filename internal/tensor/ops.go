@@ -117,14 +117,14 @@ func (t Tensor) view(ne [4]int, nb [3]int, offset int) Tensor {
 // Conv3x3ChannelsLast convolves x [Cin, W, H, N], channels-last, with the
 // 3×3 kernel t [3, 3, Cin, Cout], stride 1, padding 1, without im2col, and
 // returns a channels-last [Cout, W, H, N] view (its rows apart: take it
-// Contiguous, or let the next operation read it). x is padded, so that the
-// three horizontal neighbours of a pixel are 3·Cin consecutive values; a
-// view whose rows overlap, one row a pixel, is then the right operand of
-// one matrix product per kernel row, against that row's [3·Cin, Cout]
-// slice of the kernel, and the three products are summed. The products
-// also compute two columns of padding per image row, which the view
-// skips. On the CPU the product converts those overlapping rows in order,
-// where im2col gathers every row from Cin planes apart.
+// Contiguous, or let the next operation read it). x is padded, and the
+// three image rows a window covers are interleaved a pixel at a time (one
+// copy, a channel row at a time), so that a pixel's whole 3×3 window is
+// 9·Cin consecutive values: a view whose rows overlap, one row a pixel, is
+// then the right operand of a single matrix product with the kernel. The
+// product also computes two columns of padding per image row, which the
+// view skips. im2col would gather every row from Cin planes apart, one
+// value at a time, and the product's rows would be as long.
 func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	cin, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	cout := t.Dim(3)
