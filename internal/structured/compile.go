@@ -129,11 +129,11 @@ func CompileJSONObject() *Grammar {
 func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
-		"prefixItems", "contains", "minContains", "maxContains", "uniqueItems",
+		"contains", "minContains", "maxContains", "uniqueItems",
 		"propertyNames", "minProperties", "maxProperties",
 		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
 		"$dynamicRef", "$recursiveRef",
-		"additionalItems", "dependencies": // draft 7's
+		"dependencies": // draft 7's
 		return true
 	}
 	return false
@@ -147,7 +147,7 @@ func enforced(k string) (typ string, ok bool) {
 		return "", true
 	case "properties", "required", "additionalProperties", "patternProperties":
 		return "object", true
-	case "items", "minItems", "maxItems":
+	case "items", "minItems", "maxItems", "prefixItems", "additionalItems":
 		return "array", true
 	case "minLength", "maxLength", "pattern", "format":
 		return "string", true

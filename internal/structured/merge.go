@@ -114,6 +114,27 @@ func merge(a, b *value, path string) (*value, error) {
 		}
 		set(m.key, v)
 	}
+	// items in a schema without prefixItems holds every item, the other
+	// schema's prefix included.
+	if out.get("prefixItems") != nil {
+		for _, pair := range [][2]*value{{a, b}, {b, a}} {
+			all, positional := pair[0], pair[1]
+			items := all.get("items")
+			if all.get("prefixItems") != nil || items == nil || positional.get("prefixItems") == nil {
+				continue
+			}
+			prefix := out.get("prefixItems")
+			merged := &value{kind: 'a'}
+			for i, p := range prefix.arr {
+				v, err := merge(p, items, path+"/prefixItems/"+strconv.Itoa(i))
+				if err != nil {
+					return nil, err
+				}
+				merged.arr = append(merged.arr, v)
+			}
+			set("prefixItems", merged)
+		}
+	}
 	// additionalProperties false (or a schema) in one schema holds every
 	// property the other lists but it does not: such a property is
 	// dropped from the merge (an instance with it is invalid), or its
@@ -195,6 +216,9 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 		}
 		return out, nil
 	case "items", "additionalProperties":
+		if x.kind == 'a' || y.kind == 'a' { // draft 7's positional items
+			return refuse()
+		}
 		return merge(x, y, path+"/"+k)
 	case "minimum", "exclusiveMinimum", "minLength", "minItems":
 		return extreme(x, y, true, refuse)
