@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -325,6 +326,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: properties must be an object", path)
 	}
 	required := map[string]bool{}
+	addl := s.get("additionalProperties")
 	if r := s.get("required"); r != nil {
 		if r.kind != 'a' {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
@@ -333,13 +335,32 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 			if n.kind != 's' {
 				return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 			}
-			if props == nil || props.get(n.str) == nil {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: required names %q, which properties does not define", path, n.str)
-			}
 			required[n.str] = true
+			if props != nil && props.get(n.str) != nil {
+				continue
+			}
+			// A required name properties does not list is listed last,
+			// its value what an other property's would be: the patterns'
+			// schemas its name matches, or additionalProperties'.
+			var schema *value = &value{kind: 'b', b: true}
+			if ps := s.patternSchemas(n.str); len(ps) > 0 {
+				for _, p := range ps {
+					var err error
+					if schema, err = merge(schema, p, path+"/required"); err != nil {
+						return frag{}, err
+					}
+				}
+			} else if addl != nil {
+				schema = addl
+			}
+			if props == nil {
+				props = &value{kind: 'o'}
+			} else {
+				props = &value{kind: 'o', obj: slices.Clone(props.obj)}
+			}
+			props.obj = append(props.obj, member{n.str, schema})
 		}
 	}
-	addl := s.get("additionalProperties")
 	patterns, err := c.patternMembers(s, props, path)
 	if err != nil {
 		return frag{}, err
