@@ -130,7 +130,7 @@ func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
 		"contains", "minContains", "maxContains", "uniqueItems",
-		"propertyNames", "minProperties", "maxProperties",
+		"propertyNames",
 		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
 		"$dynamicRef", "$recursiveRef",
 		"dependencies": // draft 7's
@@ -145,7 +145,7 @@ func enforced(k string) (typ string, ok bool) {
 	switch k {
 	case "type", "enum", "const", "anyOf", "$ref":
 		return "", true
-	case "properties", "required", "additionalProperties", "patternProperties":
+	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties":
 		return "object", true
 	case "items", "minItems", "maxItems", "prefixItems", "additionalItems":
 		return "array", true

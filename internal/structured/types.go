@@ -365,10 +365,12 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	if err != nil {
 		return frag{}, err
 	}
-	if props == nil || len(props.obj) == 0 {
-		if patterns != nil {
-			return c.withOthers(b.seq(b.lit("{"), c.ws()), -1, patterns), nil
-		}
+	minP, maxP, err := bounds(s, "minProperties", "maxProperties", path)
+	if err != nil {
+		return frag{}, err
+	}
+	counted := minP > 0 || maxP >= 0
+	if (props == nil || len(props.obj) == 0) && patterns == nil && !counted {
 		// Without properties the object is a map: its values follow
 		// additionalProperties, or are any value.
 		switch {
@@ -383,14 +385,15 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 		return b.call(c.bi.object), nil
 	}
+	if props == nil {
+		props = &value{kind: 'o'}
+	}
+	ch := newMemberChain(c, minP, maxP)
 	// Properties come in the schema's order; required ones always, optional
-	// ones may be left out. none: no property written yet; some: at least one.
-	open := b.seq(b.lit("{"), c.ws())
-	none, some := open.end, int32(-1)
+	// ones may be left out.
 	for _, m := range props.obj {
 		var buf bytes.Buffer
 		writeString(&buf, m.key)
-		key := buf.String()
 		p := path + "/properties/" + m.key
 		schema := m.val
 		for _, pm := range s.patternSchemas(m.key) {
@@ -398,66 +401,166 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 				return frag{}, err
 			}
 		}
-		prop := func() (frag, error) {
-			v, err := c.compile(schema, p)
-			if err != nil {
-				return frag{}, err
-			}
-			return b.seq(b.lit(key), c.ws(), b.lit(":"), c.ws(), v), nil
+		v, err := c.compile(schema, p)
+		if err != nil {
+			return frag{}, err
 		}
-		opt := !required[m.key]
-		newNone, newSome := int32(-1), b.node()
-		if none >= 0 {
-			f, err := prop()
-			if err != nil {
-				return frag{}, err
-			}
-			b.eps(none, f.start)
-			b.eps(f.end, newSome)
-			if opt {
-				newNone = b.node()
-				b.eps(none, newNone)
-			}
-		}
-		if some >= 0 {
-			f, err := prop()
-			if err != nil {
-				return frag{}, err
-			}
-			sep := b.seq(c.ws(), b.lit(","), c.ws(), f)
-			b.eps(some, sep.start)
-			b.eps(sep.end, newSome)
-			if opt {
-				b.eps(some, newSome)
-			}
-		}
-		none, some = newNone, newSome
+		r := b.newRule(p + " member")
+		b.define(r, b.seq(b.lit(buf.String()), c.ws(), b.lit(":"), c.ws(), v))
+		ch.member(r, !required[m.key])
 	}
 	// Other properties, after the listed ones: with patternProperties,
 	// those whose names match a pattern, and no other (one that matches
 	// none would take additionalProperties, but telling it from one that
 	// matches would need an automaton's complement); else where
 	// additionalProperties is a schema, their values follow it; left out or
-	// true, they are any value, unless objects are closed.
-	if patterns != nil {
-		return c.withOthers(open, none, patterns, some), nil
-	}
+	// true, they are any value, unless objects are closed. At most
+	// MaxOtherProperties, or maxProperties' own bound where it is larger.
 	var other func() frag
 	switch {
+	case patterns != nil:
+		other = patterns
 	case addl != nil && addl.kind == 'o':
 		r, err := c.ruleOf(addl, path+"/additionalProperties")
 		if err != nil {
 			return frag{}, err
 		}
-		other = func() frag { return b.call(r) }
+		key := c.otherKey(props, path)
+		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(r)) }
 	case (addl == nil || addl.kind == 'b' && addl.b) && !c.closed:
-		other = func() frag { return b.call(c.bi.value) }
+		key := c.otherKey(props, path)
+		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(c.bi.value)) }
 	}
 	if other != nil {
-		key := c.otherKey(props, path)
-		return c.withOthers(open, none, func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), other()) }, some), nil
+		r := b.newRule(path + " other member")
+		b.define(r, other())
+		ch.others(r, max(MaxOtherProperties, maxP, minP-len(props.obj)))
 	}
-	return c.withOthers(open, none, nil, some), b.err
+	return ch.close(), b.err
+}
+
+// memberChain builds an object's members in order, counting them up to
+// what minProperties and maxProperties need: at[k] is the node after k
+// members (the last count meaning that many or more where only a minimum
+// is set; without either, 0 and 1 tell the first member, written without
+// a comma, from the others).
+type memberChain struct {
+	c        *compiler
+	open     frag
+	at       []int32
+	min      int
+	saturate bool
+}
+
+func newMemberChain(c *compiler, min, max int) *memberChain {
+	top, saturate := 1, true
+	switch {
+	case max >= 0:
+		top, saturate = max, false
+	case min > 1:
+		top = min
+	}
+	ch := &memberChain{c: c, open: c.b.seq(c.b.lit("{"), c.ws()), at: make([]int32, top+1), min: min, saturate: saturate}
+	for i := range ch.at {
+		ch.at[i] = -1
+	}
+	ch.at[0] = ch.open.end
+	return ch
+}
+
+// next is the count after one more member; -1 where the maximum forbids it.
+func (ch *memberChain) next(k int) int {
+	switch {
+	case k+1 < len(ch.at):
+		return k + 1
+	case ch.saturate:
+		return len(ch.at) - 1
+	}
+	return -1
+}
+
+// step adds, from every count, one member r (after a comma but for the
+// first), and keeps the counts where optional.
+func (ch *memberChain) step(r int32, optional bool) {
+	b := ch.c.b
+	at := make([]int32, len(ch.at))
+	for k := range at {
+		at[k] = -1
+	}
+	node := func(k int) int32 {
+		if at[k] < 0 {
+			at[k] = b.node()
+		}
+		return at[k]
+	}
+	for k, n := range ch.at {
+		if n < 0 {
+			continue
+		}
+		if optional {
+			b.eps(n, node(k))
+		}
+		k2 := ch.next(k)
+		if k2 < 0 {
+			continue
+		}
+		f := b.call(r)
+		if k > 0 {
+			f = b.seq(ch.c.ws(), b.lit(","), ch.c.ws(), f)
+		}
+		b.eps(n, f.start)
+		b.eps(f.end, node(k2))
+	}
+	ch.at = at
+}
+
+// member adds a listed property's member rule.
+func (ch *memberChain) member(r int32, optional bool) { ch.step(r, optional) }
+
+// others adds up to n members of rule r, each optional.
+func (ch *memberChain) others(r int32, n int) {
+	b := ch.c.b
+	// ends[k]: after some of the n members, k members in all; fresh nodes,
+	// or a member could lead back to before itself.
+	ends := make([]int32, len(ch.at))
+	for k, node := range ch.at {
+		ends[k] = -1
+		if node >= 0 {
+			ends[k] = b.node()
+			b.eps(node, ends[k])
+		}
+	}
+	for range n {
+		ch.step(r, false)
+		for k, node := range ch.at {
+			if node < 0 {
+				continue
+			}
+			if ends[k] < 0 {
+				ends[k] = b.node()
+			}
+			b.eps(node, ends[k])
+		}
+	}
+	ch.at = ends
+}
+
+// close ends the object where its count holds minProperties.
+func (ch *memberChain) close() frag {
+	b := ch.c.b
+	end := b.node()
+	for k, n := range ch.at {
+		if n < 0 || k < ch.min {
+			continue
+		}
+		cl := b.lit("}")
+		if k > 0 {
+			cl = b.seq(ch.c.ws(), b.lit("}"))
+		}
+		b.eps(n, cl.start)
+		b.eps(cl.end, end)
+	}
+	return frag{ch.open.start, end}
 }
 
 // ruleOf compiles s into a rule of its own, named path.
@@ -469,54 +572,6 @@ func (c *compiler) ruleOf(s *value, path string) (int32, error) {
 	}
 	c.b.define(r, f)
 	return r, nil
-}
-
-// withOthers ends an object whose listed members lead from open to the
-// states none (nothing written) and some (something written), -1 where
-// there is no such state: up to MaxOtherProperties members (nil: none),
-// then the closing brace.
-func (c *compiler) withOthers(open frag, none int32, member func() frag, some ...int32) frag {
-	b := c.b
-	if none == -1 && len(some) == 0 { // a map: nothing listed
-		none = open.end
-	}
-	s := int32(-1)
-	if len(some) > 0 {
-		s = some[0]
-	}
-	if member != nil {
-		// The member after a comma is a rule, so that its eight copies are
-		// eight calls, not eight copies of its whitespace and key.
-		next := b.newRule("other member")
-		b.define(next, b.seq(c.ws(), b.lit(","), c.ws(), member()))
-		more := func(n int) frag {
-			return b.repeat(0, n, func() frag { return b.call(next) })
-		}
-		newSome := b.node()
-		if s >= 0 {
-			f := more(MaxOtherProperties)
-			b.eps(s, f.start)
-			b.eps(f.end, newSome)
-		}
-		if none >= 0 {
-			f := b.seq(member(), more(MaxOtherProperties-1))
-			b.eps(none, f.start)
-			b.eps(f.end, newSome)
-		}
-		s = newSome
-	}
-	end := b.node()
-	if none >= 0 {
-		cl := b.lit("}")
-		b.eps(none, cl.start)
-		b.eps(cl.end, end)
-	}
-	if s >= 0 {
-		cl := b.seq(c.ws(), b.lit("}"))
-		b.eps(s, cl.start)
-		b.eps(cl.end, end)
-	}
-	return frag{open.start, end}
 }
 
 // patternMembers is the member of an object whose name matches one of s's
