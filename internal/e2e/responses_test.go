@@ -85,7 +85,7 @@ func TestResponses(t *testing.T) {
 		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, "schema is required"},
 		{"a bad schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","propertyNames":{}}}}}`, `the schema keyword "propertyNames"`},
 		{"a hosted tool", `{"input":"hi","tools":[{"type":"file_search"}]}`, "only function tools are supported"},
-		{"a tool's schema genq cannot enforce", `{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":1}}]}`, `the schema keyword "minProperties"`},
+		{"a tool's schema genq cannot enforce", `{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","propertyNames":{"maxLength":3}}}]}`, `the schema keyword "propertyNames"`},
 		{"over the cap", `{"input":"hi","max_output_tokens":17}`, "max_output_tokens is 17; this server answers with at most 16 tokens"},
 		{"no input", `{}`, "input is required"},
 	} {

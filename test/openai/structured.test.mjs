@@ -272,16 +272,19 @@ test("the Responses API streams a call's arguments as deltas that join into the 
     max_output_tokens: 512,
   };
   const stream = await client.responses.create({ ...body, stream: true });
-  let args = "";
+  const args = new Map(); // by the call's item id: the model may make several calls
   let done = null;
   for await (const e of stream) {
-    if (e.type === "response.function_call_arguments.delta") args += e.delta;
+    if (e.type === "response.function_call_arguments.delta") args.set(e.item_id, (args.get(e.item_id) ?? "") + e.delta);
     if (e.type === "response.completed" || e.type === "response.incomplete") done = e.response;
   }
-  const call = done.output.find((o) => o.type === "function_call");
-  assert.equal(args, call.arguments);
-  assert.equal(done.status, "completed", `a call of ${args.length} bytes was cut`);
-  weatherParams.parse(JSON.parse(args));
+  const calls = done.output.filter((o) => o.type === "function_call");
+  assert.ok(calls.length >= 1, "no call");
+  assert.equal(done.status, "completed", `a call was cut`);
+  for (const call of calls) {
+    assert.equal(args.get(call.id), call.arguments);
+    weatherParams.parse(JSON.parse(call.arguments));
+  }
 });
 
 // The AI SDK's default provider, openai("…"), calls /v1/responses, which
