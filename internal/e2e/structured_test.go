@@ -36,7 +36,7 @@ func TestStructuredBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, body, message string
 	}{
-		{"unsupported keyword", "/v1/chat/completions", format(`{"type":"object","propertyNames":{"maxLength":3}}`), `the schema keyword "propertyNames"`},
+		{"unsupported keyword", "/v1/chat/completions", format(`{"type":"array","uniqueItems":true}`), `the schema keyword "uniqueItems"`},
 		{"unsatisfiable schema", "/v1/chat/completions", format(`{"enum":[]}`), "enum must be a non-empty array"},
 		{"a $ref to nowhere", "/v1/chat/completions", format(`{"$ref":"#/$defs/missing"}`), `$ref "#/$defs/missing" points to nothing`},
 		{"a schema over a megabyte", "/v1/chat/completions", format(big.String()), "the limit is 262144"},

@@ -130,7 +130,6 @@ func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
 		"contains", "minContains", "maxContains", "uniqueItems",
-		"propertyNames",
 		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
 		"$dynamicRef", "$recursiveRef",
 		"dependencies": // draft 7's
@@ -145,7 +144,7 @@ func enforced(k string) (typ string, ok bool) {
 	switch k {
 	case "type", "enum", "const", "anyOf", "$ref":
 		return "", true
-	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties":
+	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties", "propertyNames":
 		return "object", true
 	case "items", "minItems", "maxItems", "prefixItems", "additionalItems":
 		return "array", true

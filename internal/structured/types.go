@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -153,9 +154,30 @@ func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
 
 func (c *compiler) str(s *value, path string) (frag, error) {
 	b := c.b
-	min, max, err := bounds(s, "minLength", "maxLength", path)
+	keys, parts, err := c.stringParts(s, path)
 	if err != nil {
 		return frag{}, err
+	}
+	switch len(parts) {
+	case 0:
+		return b.call(c.bi.str), nil
+	case 1:
+		return c.sharedString(keys[0], parts[0])
+	}
+	f, err := c.sharedString(strings.Join(keys, " and "), func() (frag, error) { return c.intersect(parts) })
+	if err != nil {
+		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+	}
+	return f, nil
+}
+
+// stringParts are the automata of whole JSON strings a string schema's
+// keywords make (pattern, format, lengths), each built in c.b when called,
+// and the keys that name them.
+func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag, error), error) {
+	min, max, err := bounds(s, "minLength", "maxLength", path)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Each constraint is an automaton of whole JSON strings; more than one
 	// is their product.
@@ -163,7 +185,7 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 	var parts []func() (frag, error)
 	if pat := s.get("pattern"); pat != nil {
 		if pat.kind != 's' {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
+			return nil, nil, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
 		}
 		keys = append(keys, "pattern "+pat.str)
 		parts = append(parts, func() (frag, error) {
@@ -179,7 +201,7 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 	// assertion); one it does not know is an annotation, as the spec says.
 	if format := s.get("format"); format != nil {
 		if format.kind != 's' {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
+			return nil, nil, genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 		}
 		if p, ok := formatPattern(format.str); ok {
 			keys = append(keys, "pattern "+p)
@@ -193,17 +215,7 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 			return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
 		})
 	}
-	switch len(parts) {
-	case 0:
-		return b.call(c.bi.str), nil
-	case 1:
-		return c.sharedString(keys[0], parts[0])
-	}
-	f, err := c.sharedString(strings.Join(keys, " and "), func() (frag, error) { return c.intersect(parts) })
-	if err != nil {
-		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
-	}
-	return f, nil
+	return keys, parts, nil
 }
 
 // sharedString compiles a string with bounds or a pattern into a rule of
@@ -327,6 +339,10 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	}
 	required := map[string]bool{}
 	addl := s.get("additionalProperties")
+	names, err := c.propertyNames(s, path)
+	if err != nil {
+		return frag{}, err
+	}
 	if r := s.get("required"); r != nil {
 		if r.kind != 'a' {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
@@ -361,7 +377,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 			props.obj = append(props.obj, member{n.str, schema})
 		}
 	}
-	patterns, err := c.patternMembers(s, props, path)
+	patterns, err := c.patternMembers(s, props, path, names)
 	if err != nil {
 		return frag{}, err
 	}
@@ -370,7 +386,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		return frag{}, err
 	}
 	counted := minP > 0 || maxP >= 0
-	if (props == nil || len(props.obj) == 0) && patterns == nil && !counted {
+	if (props == nil || len(props.obj) == 0) && patterns == nil && names == nil && !counted {
 		// Without properties the object is a map: its values follow
 		// additionalProperties, or are any value.
 		switch {
@@ -396,6 +412,9 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		writeString(&buf, m.key)
 		p := path + "/properties/" + m.key
 		schema := m.val
+		if !names.allowName(m.key) {
+			schema = &value{kind: 'b'} // a name propertyNames refuses: never written
+		}
 		for _, pm := range s.patternSchemas(m.key) {
 			if schema, err = merge(schema, pm, p); err != nil {
 				return frag{}, err
@@ -425,10 +444,16 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		if err != nil {
 			return frag{}, err
 		}
-		key := c.otherKey(props, path)
+		key, err := c.otherKey(props, path, names)
+		if err != nil {
+			return frag{}, err
+		}
 		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(r)) }
 	case (addl == nil || addl.kind == 'b' && addl.b) && !c.closed:
-		key := c.otherKey(props, path)
+		key, err := c.otherKey(props, path, names)
+		if err != nil {
+			return frag{}, err
+		}
 		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(c.bi.value)) }
 	}
 	if other != nil {
@@ -581,7 +606,7 @@ func (c *compiler) ruleOf(s *value, path string) (int32, error) {
 // schemas (narrower where a name matches one pattern only). Where those
 // schemas do not merge, no such member is written. nil without
 // patternProperties.
-func (c *compiler) patternMembers(s, props *value, path string) (func() frag, error) {
+func (c *compiler) patternMembers(s, props *value, path string, names *nameRule) (func() frag, error) {
 	pp := s.get("patternProperties")
 	if pp == nil {
 		return nil, nil
@@ -595,10 +620,6 @@ func (c *compiler) patternMembers(s, props *value, path string) (func() frag, er
 	b := c.b
 	if props == nil {
 		props = &value{kind: 'o'}
-	}
-	var names []string
-	for _, m := range props.obj {
-		names = append(names, m.key)
 	}
 	all := &value{kind: 'b', b: true}
 	for _, m := range pp.obj {
@@ -615,14 +636,7 @@ func (c *compiler) patternMembers(s, props *value, path string) (func() frag, er
 	for _, m := range pp.obj {
 		at := path + "/patternProperties/" + m.key
 		pat := m.key
-		key, err := c.sharedString("key "+pat+" but "+strings.Join(names, ","), func() (frag, error) {
-			return c.intersect([]func() (frag, error){
-				func() (frag, error) { return c.pattern(pat) },
-				func() (frag, error) {
-					return c.otherKeyString(props, func() frag { return c.b.seq(c.b.star(c.plainChar()), c.b.lit(`"`)) }), nil
-				},
-			})
-		})
+		key, err := c.namedKey(&pat, props, names)
 		if err != nil {
 			return nil, genq.WrapError(genq.ErrorCode(err), err, "at "+at+": "+genq.ErrorMessage(err))
 		}
@@ -661,15 +675,118 @@ func (s *value) patternSchemas(name string) []*value {
 // and ends at the closing quote only where no name ends. Such a key has no
 // escapes but those of a name's own spelling: written with an escape, the
 // same name could pass for another.
-func (c *compiler) otherKey(props *value, path string) int32 {
+func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, error) {
 	b := c.b
+	r := b.newRule(path + " other key")
+	if names != nil {
+		f, err := c.namedKey(nil, props, names)
+		if err != nil {
+			return 0, genq.WrapError(genq.ErrorCode(err), err, "at "+path+"/propertyNames: "+genq.ErrorMessage(err))
+		}
+		b.define(r, f)
+		return r, nil
+	}
 	if c.rest < 0 {
 		c.rest = b.newRule("plain string rest")
 		b.define(c.rest, b.seq(b.star(c.plainChar()), b.lit(`"`)))
 	}
-	r := b.newRule(path + " other key")
 	b.define(r, c.otherKeyString(props, func() frag { return b.call(c.rest) }))
-	return r
+	return r, nil
+}
+
+// namedKey is a key that is none of props' names, that propertyNames
+// allows (names, nil for any) and, with a pattern, that matches it: the
+// product of their automata, built once per grammar.
+func (c *compiler) namedKey(pattern *string, props *value, names *nameRule) (frag, error) {
+	var listed []string
+	for _, m := range props.obj {
+		listed = append(listed, m.key)
+	}
+	key := "key but " + strings.Join(listed, ",")
+	parts := []func() (frag, error){func() (frag, error) {
+		return c.otherKeyString(props, func() frag { return c.b.seq(c.b.star(c.plainChar()), c.b.lit(`"`)) }), nil
+	}}
+	if pattern != nil {
+		p := *pattern
+		key += " matching " + p
+		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+	}
+	if names != nil {
+		key += " named " + strings.Join(names.keys, " and ")
+		parts = append(parts, names.parts...)
+	}
+	return c.sharedString(key, func() (frag, error) { return c.intersect(parts) })
+}
+
+// nameRule is what propertyNames says of a name: a string schema's
+// pattern, format and lengths, as automata for keys written and as a
+// check of the names properties lists.
+type nameRule struct {
+	keys  []string
+	parts []func() (frag, error)
+	allow func(name string) bool
+}
+
+// allow tells a name propertyNames allows; a nil rule allows every name.
+func (n *nameRule) allowName(name string) bool { return n == nil || n.allow(name) }
+
+// propertyNames reads s's propertyNames: nil where any name goes.
+func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
+	pn := s.get("propertyNames")
+	if pn == nil || pn.kind == 'b' && pn.b {
+		return nil, nil
+	}
+	at := path + "/propertyNames"
+	if pn.kind == 'b' { // false: no name at all
+		return &nameRule{keys: []string{"none"}, parts: []func() (frag, error){func() (frag, error) { return c.b.alt(), nil }},
+			allow: func(string) bool { return false }}, nil
+	}
+	if pn.kind != 'o' {
+		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", at)
+	}
+	for _, m := range pn.obj {
+		switch m.key {
+		case "pattern", "format", "minLength", "maxLength":
+		case "type":
+			if m.val.kind != 's' || m.val.str != "string" {
+				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames' type must be \"string\"", at)
+			}
+		default:
+			if _, ok := enforced(m.key); ok || unenforced(m.key) {
+				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames with %q is not supported: genq takes pattern, format, minLength and maxLength there", at, m.key)
+			}
+		}
+	}
+	keys, parts, err := c.stringParts(pn, at)
+	if err != nil {
+		return nil, err
+	}
+	min, max, _ := bounds(pn, "minLength", "maxLength", at)
+	var res []*regexp.Regexp
+	if p := pn.get("pattern"); p != nil {
+		re, err := regexp.Compile(p.str)
+		if err != nil {
+			return nil, genq.Errorf(genq.Invalid, "at %s: pattern %q is not a supported regular expression", at, p.str)
+		}
+		res = append(res, re)
+	}
+	if f := pn.get("format"); f != nil {
+		if p, ok := formatPattern(f.str); ok {
+			res = append(res, regexp.MustCompile(p))
+		}
+	}
+	return &nameRule{keys: keys, parts: parts, allow: func(name string) bool {
+		n := utf8.RuneCountInString(name)
+		if n < min || max >= 0 && n > max {
+			return false
+		}
+		for _, re := range res {
+			if !re.MatchString(name) {
+				return false
+			}
+		}
+		return true
+	}}, nil
 }
 
 // otherKeyString builds otherKey's automaton in c.b, rest building the
