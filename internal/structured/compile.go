@@ -130,7 +130,7 @@ func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
 		"contains", "minContains", "maxContains", "uniqueItems",
-		"unevaluatedItems", "unevaluatedProperties", "multipleOf",
+		"unevaluatedItems", "unevaluatedProperties",
 		"$dynamicRef", "$recursiveRef",
 		"dependencies": // draft 7's
 		return true
@@ -150,7 +150,7 @@ func enforced(k string) (typ string, ok bool) {
 		return "array", true
 	case "minLength", "maxLength", "pattern", "format":
 		return "string", true
-	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
 		return "number", true
 	}
 	return "", false
@@ -354,6 +354,12 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 		return b.lit("null"), nil
 	case "boolean":
 		return b.alt(b.lit("true"), b.lit("false")), nil
+	case "integer", "number":
+		if s.get("multipleOf") != nil {
+			return c.multiple(s, path)
+		}
+	}
+	switch t {
 	case "integer":
 		if hasBounds(s) {
 			return c.bounded(s, path, true)

@@ -322,3 +322,76 @@ func mustRat(s string) *big.Rat {
 	r, _ := new(big.Rat).SetString(s)
 	return r
 }
+
+// maxMultipleOf bounds multipleOf: the automaton has a state for each
+// remainder at each of an integer's digits.
+const maxMultipleOf = 1000
+
+// multiple compiles an integer (or number: its whole values, narrower but
+// sound) that is a multiple of s's multipleOf, a whole number up to
+// maxMultipleOf, within s's bounds: an automaton of the remainder modulo
+// m digit by digit, taken with the bounds' automaton where there are
+// bounds.
+func (c *compiler) multiple(s *value, path string) (frag, error) {
+	mv := s.get("multipleOf")
+	r, ok := new(big.Rat).SetString(mv.num.String())
+	if mv.kind != 'n' || !ok || r.Sign() <= 0 {
+		return frag{}, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
+	}
+	if !r.IsInt() || !r.Num().IsInt64() || r.Num().Int64() > maxMultipleOf {
+		return frag{}, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces whole multipleOf up to %d", path, mv.num, maxMultipleOf)
+	}
+	m := int(r.Num().Int64())
+	build := func() (frag, error) { return c.multipleOf(m), nil }
+	if !hasBounds(s) {
+		return build()
+	}
+	f, err := c.intersect([]func() (frag, error){func() (frag, error) { return c.bounded(s, path, true) }, build})
+	if err != nil {
+		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+	}
+	return f, nil
+}
+
+// multipleOf matches the decimal integers that are multiples of m: 0, or
+// an optional minus, a digit 1 to 9 and up to maxIntDigits-1 more, the
+// remainder modulo m carried digit by digit.
+func (c *compiler) multipleOf(m int) frag {
+	b := c.b
+	start, end := b.node(), b.node()
+	zero := b.lit("0")
+	b.eps(start, zero.start)
+	b.eps(zero.end, end)
+	minus := b.opt(b.lit("-"))
+	b.eps(start, minus.start)
+	states := make([][]int32, maxIntDigits+1) // states[p][r]: p digits read, remainder r
+	state := func(p, r int) int32 {
+		if states[p] == nil {
+			states[p] = make([]int32, m)
+			for i := range states[p] {
+				states[p][i] = -1
+			}
+		}
+		if states[p][r] < 0 {
+			states[p][r] = b.node()
+			if r == 0 {
+				b.eps(states[p][r], end)
+			}
+		}
+		return states[p][r]
+	}
+	for d := 1; d <= 9; d++ {
+		b.byteEdge(minus.end, byte('0'+d), byte('0'+d), state(1, d%m))
+	}
+	for p := 1; p < maxIntDigits; p++ {
+		for r := range m {
+			if states[p] == nil || states[p][r] < 0 {
+				continue
+			}
+			for d := range 10 {
+				b.byteEdge(states[p][r], byte('0'+d), byte('0'+d), state(p+1, (10*r+d)%m))
+			}
+		}
+	}
+	return frag{start, end}
+}

@@ -260,7 +260,8 @@ func TestBadSchemas(t *testing.T) {
 	tests := []struct {
 		name, schema, want string
 	}{
-		{"unsupported keyword", `{"type":"number","multipleOf":3}`, `"multipleOf"`},
+		{"unsupported keyword", `{"type":"number","not":{"const":3}}`, `"not"`},
+		{"fractional multipleOf", `{"type":"number","multipleOf":0.5}`, "multipleOf 0.5 is not supported"},
 		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`, `"uniqueItems" (at #/properties/a)`},
 		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},
 		{"pattern backreference", `{"type":"string","pattern":"(a)\\1"}`, `escape \1`},
@@ -351,6 +352,8 @@ func TestKeywordRules(t *testing.T) {
 		{"propertyNames", `{"type":"object","properties":{"id":{},"toolong":{}},"propertyNames":{"maxLength":4,"pattern":"^[a-z]+$"}}`,
 			[]string{`{"id":1}`, `{"id":1,"ab":2}`, `{"abcd":1}`}, []string{`{"toolong":1}`, `{"abcde":1}`, `{"Ab":1}`}},
 		{"propertyNames false", `{"propertyNames":false}`, []string{`{}`, `3`}, []string{`{"a":1}`}},
+		{"multipleOf", `{"type":"integer","multipleOf":7}`, []string{`0`, `7`, `-14`, `700`}, []string{`1`, `-15`, `70.0`, `-0`}},
+		{"multipleOf within bounds", `{"type":"integer","multipleOf":5,"minimum":-10,"exclusiveMaximum":20}`, []string{`-10`, `0`, `15`}, []string{`-15`, `20`, `12`}},
 		{"prefixItems", `{"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":{"type":"boolean"},"minItems":1,"maxItems":3}`,
 			[]string{`[1]`, `[1,"a"]`, `[1,"a",true]`}, []string{`[]`, `["a"]`, `[1,2]`, `[1,"a",3]`, `[1,"a",true,false]`}},
 		{"prefixItems, no more", `{"prefixItems":[{"const":"x"}],"items":false}`, []string{`[]`, `["x"]`, `"not an array"`}, []string{`["x",1]`, `["y"]`}},
