@@ -357,17 +357,21 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 			}
 			// A required name properties does not list is listed last,
 			// its value what an other property's would be: the patterns'
-			// schemas its name matches, or additionalProperties'.
-			var schema *value = &value{kind: 'b', b: true}
-			if ps := s.patternSchemas(n.str); len(ps) > 0 {
+			// schemas its name matches, or additionalProperties' (none in
+			// a closed object).
+			schema := &value{kind: 'b', b: true}
+			switch ps := s.patternSchemas(n.str); {
+			case len(ps) > 0:
 				for _, p := range ps {
 					var err error
 					if schema, err = merge(schema, p, path+"/required"); err != nil {
 						return frag{}, err
 					}
 				}
-			} else if addl != nil {
+			case addl != nil:
 				schema = addl
+			case c.closed:
+				schema = &value{kind: 'b'}
 			}
 			if props == nil {
 				props = &value{kind: 'o'}
