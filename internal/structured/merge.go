@@ -135,6 +135,14 @@ func merge(a, b *value, path string) (*value, error) {
 			set("prefixItems", merged)
 		}
 	}
+	// A closed schema's properties are its own: another's patterns would
+	// let through names it refuses.
+	for _, pair := range [][2]*value{{a, b}, {b, a}} {
+		if addl := pair[0].get("additionalProperties"); addl != nil && !(addl.kind == 'b' && addl.b) &&
+			pair[0].get("patternProperties") == nil && pair[1].get("patternProperties") != nil {
+			return nil, genq.Errorf(genq.Invalid, "at %s: allOf of patternProperties and another schema's additionalProperties is not supported", path)
+		}
+	}
 	// additionalProperties false (or a schema) in one schema holds every
 	// property the other lists but it does not: such a property is
 	// dropped from the merge (an instance with it is invalid), or its

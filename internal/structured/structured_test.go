@@ -274,6 +274,7 @@ func TestBadSchemas(t *testing.T) {
 		{"allOf of types with nothing in common", `{"allOf":[{"type":"string"},{"type":"integer"}]}`, "nothing in common"},
 		{"allOf of two patterns", `{"allOf":[{"pattern":"a"},{"pattern":"b"}]}`, `allOf with "pattern" in two schemas`},
 		{"allOf of two consts", `{"allOf":[{"const":1},{"const":2}]}`, "never be satisfied"},
+		{"allOf of patterns and a closed schema", `{"allOf":[{"patternProperties":{"^x":{}}},{"properties":{"a":{}},"additionalProperties":false}]}`, "patternProperties and another schema's additionalProperties"},
 		{"more required than maxProperties", `{"type":"object","properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1}`, "never be satisfied"},
 		{"empty enum", `{"enum":[]}`, "never be satisfied"},
 		{"empty anyOf", `{"anyOf":[]}`, "anyOf"},
