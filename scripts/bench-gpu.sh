@@ -17,7 +17,7 @@
 # GPU_KIT (default .gpu), GPU_WORK (default /tmp/genq-gpu), CUDA_ARCH
 # (default 90, Hopper), GPU_ENGINE_FLAVOUR (default cuda; cpu-native makes
 # a dry run of every phase on a machine without a GPU), GPU_MODELS (default
-# "8b:B:8B BF16:1,4,16,64"): runs
+# "8b:B:8B BF16:1,4,16,64"; empty, the image phase alone): runs
 # separated by ';', each size:variant:label:levels[:worker settings], the
 # settings as space-separated NAME=value pairs (for example
 # "8b:B:8B BF16 host:1,4:TEXT_DEVICE_SAMPLING=off" compares where rows are narrowed);
@@ -32,7 +32,7 @@ cd "$(dirname "$0")/.." || exit 1
 repo="$PWD"
 kit="$(realpath "${GPU_KIT:-.gpu}")"
 work="${GPU_WORK:-/tmp/genq-gpu}"
-models="${GPU_MODELS:-8b:B:8B BF16:1,4,16,64}"
+models="${GPU_MODELS-8b:B:8B BF16:1,4,16,64}" # empty: the image phase alone
 mkdir -p "$work/results" "$work/logs"
 log="$work/log"
 
@@ -49,9 +49,10 @@ build_engine() {
 		rm -rf "$work/llama-src" && mkdir -p "$work/llama-src" &&
 			tar xzf "$kit/llama-src.tar.gz" -C "$work/llama-src" || return 1
 	fi
-	local dir
+	local dir tools=()
+	[[ -n $models ]] && tools=(--tools) # the peer, for the text runs
 	dir="$(GENQ_CACHE="$work/cache" LLAMA_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
-		"$repo/scripts/build-llama.sh" --flavour "$flavour" --tools --src "$work/llama-src/llama.cpp" 2>>"$work/logs/engine.log")" || return 1
+		"$repo/scripts/build-llama.sh" --flavour "$flavour" "${tools[@]}" --src "$work/llama-src/llama.cpp" 2>>"$work/logs/engine.log")" || return 1
 	echo "$dir" >"$work/engine.dir"
 	say "engine built: $dir ($(du -sh "$dir/lib" | cut -f1) of libraries)"
 }
@@ -208,6 +209,7 @@ run_all() {
 	local spec size variant label levels
 	IFS=';' read -ra specs <<<"$models"
 	for spec in "${specs[@]}"; do
+		[[ -n $spec ]] || continue
 		IFS=':' read -r size variant label levels settings <<<"$spec"
 		write_model "$size" "$variant" || { say "writing $size failed"; continue; }
 		if ((first)); then
@@ -218,6 +220,9 @@ run_all() {
 		peer "$size" "$variant" "$label" "$levels"
 		does_not_fit "$size" "$variant"
 	done
+	if ((first)); then
+		wait $b || { say "the engine build failed: $(tail -n 20 "$work/logs/engine.log")"; touch "$work/done"; return 1; }
+	fi
 	image_bench
 	say "done"
 	touch "$work/done"
