@@ -1,6 +1,7 @@
 package structured
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -48,6 +49,8 @@ type compiler struct {
 	// rest is the rule of a JSON string's rest after its opening quote,
 	// made on first use.
 	rest int32
+	// regexps are the patterns names are checked against, compiled once.
+	regexps map[string]*regexp.Regexp
 }
 
 // Options change how a schema is compiled.

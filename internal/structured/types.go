@@ -360,7 +360,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 			// schemas its name matches, or additionalProperties' (none in
 			// a closed object).
 			schema := &value{kind: 'b', b: true}
-			switch ps := s.patternSchemas(n.str); {
+			switch ps := c.patternSchemas(s, n.str); {
 			case len(ps) > 0:
 				for _, p := range ps {
 					var err error
@@ -419,7 +419,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		if !names.allowName(m.key) {
 			schema = &value{kind: 'b'} // a name propertyNames refuses: never written
 		}
-		for _, pm := range s.patternSchemas(m.key) {
+		for _, pm := range c.patternSchemas(s, m.key) {
 			if schema, err = merge(schema, pm, p); err != nil {
 				return frag{}, err
 			}
@@ -659,18 +659,32 @@ func (c *compiler) patternMembers(s, props *value, path string, names *nameRule)
 
 // patternSchemas are the schemas of s's patternProperties whose pattern
 // matches name.
-func (s *value) patternSchemas(name string) []*value {
+func (c *compiler) patternSchemas(s *value, name string) []*value {
 	pp := s.get("patternProperties")
 	if pp == nil || pp.kind != 'o' {
 		return nil
 	}
 	var out []*value
 	for _, m := range pp.obj {
-		if re, err := regexp.Compile(m.key); err == nil && re.MatchString(name) {
+		if re := c.regexp(m.key); re != nil && re.MatchString(name) {
 			out = append(out, m.val)
 		}
 	}
 	return out
+}
+
+// regexp is pattern compiled by Go, once per grammar, to check names;
+// nil where Go's parser refuses it.
+func (c *compiler) regexp(pattern string) *regexp.Regexp {
+	if re, ok := c.regexps[pattern]; ok {
+		return re
+	}
+	re, _ := regexp.Compile(pattern)
+	if c.regexps == nil {
+		c.regexps = map[string]*regexp.Regexp{}
+	}
+	c.regexps[pattern] = re
+	return re
 }
 
 // otherKey is the rule of a key that is none of props' names, quoted: a
@@ -768,8 +782,8 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 	min, max, _ := bounds(pn, "minLength", "maxLength", at)
 	var res []*regexp.Regexp
 	if p := pn.get("pattern"); p != nil {
-		re, err := regexp.Compile(p.str)
-		if err != nil {
+		re := c.regexp(p.str)
+		if re == nil {
 			return nil, genq.Errorf(genq.Invalid, "at %s: pattern %q is not a supported regular expression", at, p.str)
 		}
 		res = append(res, re)
