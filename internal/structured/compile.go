@@ -131,11 +131,11 @@ func CompileJSONObject() *Grammar {
 // ignore them.
 func unenforced(k string) bool {
 	switch k {
-	case "not", "if", "then", "else", "dependentSchemas", "dependentRequired",
+	case "not", "if", "then", "else", "dependentSchemas",
 		"contains", "minContains", "maxContains", "uniqueItems",
 		"unevaluatedItems", "unevaluatedProperties",
 		"$dynamicRef", "$recursiveRef",
-		"dependencies": // draft 7's
+		"dependencies": // draft 7's, but where its values are all lists of names
 		return true
 	}
 	return false
@@ -147,7 +147,8 @@ func enforced(k string) (typ string, ok bool) {
 	switch k {
 	case "type", "enum", "const", "anyOf", "$ref":
 		return "", true
-	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties", "propertyNames":
+	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties", "propertyNames",
+		"dependentRequired", "dependencies":
 		return "object", true
 	case "items", "minItems", "maxItems", "prefixItems", "additionalItems":
 		return "array", true
@@ -175,7 +176,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		return frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
 	for _, m := range s.obj {
-		if unenforced(m.key) {
+		if unenforced(m.key) && !(m.key == "dependencies" && namesOnly(m.val)) {
 			return frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
 		}
 	}

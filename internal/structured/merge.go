@@ -223,6 +223,27 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 			out.obj[i].val = v
 		}
 		return out, nil
+	case "dependentRequired", "dependencies":
+		// Both schemas' dependencies hold: the lists of each name joined.
+		if !namesOnly(x) || !namesOnly(y) {
+			return refuse()
+		}
+		out := &value{kind: 'o', obj: slices.Clone(x.obj)}
+		for _, m := range y.obj {
+			i := slices.IndexFunc(out.obj, func(o member) bool { return o.key == m.key })
+			if i < 0 {
+				out.obj = append(out.obj, m)
+				continue
+			}
+			joined := &value{kind: 'a', arr: slices.Clone(out.obj[i].val.arr)}
+			for _, n := range m.val.arr {
+				if !slices.ContainsFunc(joined.arr, func(v *value) bool { return sameJSON(v, n) }) {
+					joined.arr = append(joined.arr, n)
+				}
+			}
+			out.obj[i].val = joined
+		}
+		return out, nil
 	case "items", "additionalProperties":
 		if x.kind == 'a' || y.kind == 'a' { // draft 7's positional items
 			return refuse()

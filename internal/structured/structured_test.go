@@ -261,6 +261,8 @@ func TestBadSchemas(t *testing.T) {
 		name, schema, want string
 	}{
 		{"unsupported keyword", `{"type":"number","not":{"const":3}}`, `"not"`},
+		{"dependencies of schemas", `{"dependencies":{"a":{"required":["b"]}}}`, `"dependencies"`},
+		{"dependentRequired not names", `{"dependentRequired":{"a":[1]}}`, "arrays of names"},
 		{"fractional multipleOf", `{"type":"number","multipleOf":0.5}`, "multipleOf 0.5 is not supported"},
 		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`, `"uniqueItems" (at #/properties/a)`},
 		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},
@@ -363,6 +365,27 @@ func TestKeywordRules(t *testing.T) {
 		{"patternProperties", `{"type":"object","properties":{"name":{"type":"string"},"x-id":{"type":"string"}},"patternProperties":{"^x-":{"maxLength":3}}}`,
 			[]string{`{"name":"n","x-a":"abc"}`, `{"x-b":"ab"}`, `{"name":"long name","x-id":"abc"}`},
 			[]string{`{"x-a":"abcd"}`, `{"other":1}`, `{"x-id":"abcd"}`, `{"name":"n","x-id":"a","x-id":"b"}`}},
+		{"dependentRequired of a map", `{"dependentRequired":{"bar":["foo"]}}`,
+			[]string{`{}`, `{"foo":1}`, `{"foo":1,"bar":2}`, `{"x":1}`, `{"foo":1,"bar":2,"x":3}`, `[]`, `"bar"`},
+			[]string{`{"bar":2}`, `{"bar":2,"x":1}`, `{"x":1,"bar":2}`}},
+		{"dependentRequired on an earlier property", `{"properties":{"a":{},"b":{}},"dependentRequired":{"b":["a"]}}`,
+			[]string{`{}`, `{"a":1}`, `{"a":1,"b":2}`}, []string{`{"b":2}`}},
+		{"dependentRequired on a later property", `{"properties":{"a":{},"b":{}},"dependentRequired":{"a":["b"]}}`,
+			[]string{`{}`, `{"b":2}`, `{"a":1,"b":2}`}, []string{`{"a":1}`, `{"a":1,"c":3}`}},
+		{"dependentRequired of a required property", `{"properties":{"a":{},"b":{},"c":{}},"required":["a"],"dependentRequired":{"a":["c"],"b":["a"]}}`,
+			[]string{`{"a":1,"c":3}`, `{"a":1,"b":2,"c":3}`}, []string{`{"a":1}`, `{"a":1,"b":2}`, `{"c":3}`}},
+		{"dependentRequired, several", `{"type":"object","properties":{"x":{},"y":{},"z":{}},"additionalProperties":false,"dependentRequired":{"y":["x","z"],"z":["x"]}}`,
+			[]string{`{}`, `{"x":1}`, `{"x":1,"z":1}`, `{"x":1,"y":1,"z":1}`}, []string{`{"y":1,"z":1}`, `{"x":1,"y":1}`, `{"z":1}`, `{"y":1}`}},
+		{"dependentRequired on a closed-out name", `{"properties":{"a":{}},"additionalProperties":false,"dependentRequired":{"a":["q"]}}`,
+			[]string{`{}`}, []string{`{"a":1}`, `{"a":1,"q":1}`, `{"q":1}`}},
+		{"dependentRequired within maxProperties", `{"properties":{"a":{},"b":{},"c":{}},"maxProperties":2,"dependentRequired":{"a":["c"]}}`,
+			[]string{`{"a":1,"c":1}`, `{"b":1,"c":1}`, `{"b":1}`}, []string{`{"a":1,"b":1}`, `{"a":1,"b":1,"c":1}`, `{"a":1}`}},
+		{"draft 7's dependencies of names", `{"properties":{"a":{},"b":{}},"dependencies":{"b":["a"]}}`,
+			[]string{`{"a":1,"b":2}`, `{"a":1}`}, []string{`{"b":2}`}},
+		{"allOf of dependentRequired", `{"allOf":[{"dependentRequired":{"a":["b"]}},{"dependentRequired":{"a":["c"]}}]}`,
+			[]string{`{"b":2,"c":3,"a":1}`, `{"b":2}`}, []string{`{"b":2,"a":1}`, `{"c":3,"a":1}`}},
+		{"dependentRequired with escapes", `{"dependentRequired":{"foo\nbar":["foo\rbar"]}}`,
+			[]string{`{"foo\rbar":2,"foo\nbar":1}`, `{"foo\rbar":2}`}, []string{`{"foo\nbar":1}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Compile([]byte(tc.schema))
@@ -668,6 +691,72 @@ func checkTexts(t *testing.T, g *Grammar, ok, refused []string) {
 			if got := matches(g, text); got != want.ok {
 				t.Errorf("%s: accepted %v, want %v", text, got, want.ok)
 			}
+		}
+	}
+}
+
+// TestDependentRequired compiles random dependentRequired over five
+// properties, some required, and checks every set of them written in
+// order against the rule: the object is taken exactly when every required
+// property is there and every present property's dependents are too.
+func TestDependentRequired(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n = 5
+	for round := 0; round < 150; round++ {
+		required := map[int]bool{}
+		var req []string
+		for i := range n {
+			if rng.IntN(6) == 0 {
+				required[i] = true
+				req = append(req, fmt.Sprintf(`"p%d"`, i))
+			}
+		}
+		deps := map[int][]int{}
+		var parts []string
+		for a := range n {
+			if rng.IntN(2) == 0 {
+				continue
+			}
+			var bs []string
+			for b := range n {
+				if rng.IntN(3) == 0 {
+					deps[a] = append(deps[a], b)
+					bs = append(bs, fmt.Sprintf(`"p%d"`, b))
+				}
+			}
+			parts = append(parts, fmt.Sprintf(`"p%d":[%s]`, a, strings.Join(bs, ",")))
+		}
+		var props []string
+		for i := range n {
+			props = append(props, fmt.Sprintf(`"p%d":{}`, i))
+		}
+		schema := fmt.Sprintf(`{"type":"object","properties":{%s},"required":[%s],"dependentRequired":{%s},"additionalProperties":false}`,
+			strings.Join(props, ","), strings.Join(req, ","), strings.Join(parts, ","))
+		g, err := Compile([]byte(schema))
+		satisfiable := false
+		for set := 0; set < 1<<n; set++ {
+			want := true
+			var members []string
+			for i := range n {
+				if set&(1<<i) == 0 {
+					want = want && !required[i]
+					continue
+				}
+				members = append(members, fmt.Sprintf(`"p%d":%d`, i, i))
+				for _, b := range deps[i] {
+					want = want && set&(1<<b) != 0
+				}
+			}
+			satisfiable = satisfiable || want
+			if err != nil {
+				continue
+			}
+			if got := matches(g, "{"+strings.Join(members, ",")+"}"); got != want {
+				t.Errorf("%s: %v accepted %v, want %v", schema, members, got, want)
+			}
+		}
+		if err != nil && (satisfiable || !strings.Contains(err.Error(), "never be satisfied")) {
+			t.Errorf("%s: %v", schema, err)
 		}
 	}
 }

@@ -343,6 +343,37 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	if err != nil {
 		return frag{}, err
 	}
+	// A name the object must be able to write that properties does not
+	// list (a required one, or one dependentRequired names) is listed
+	// last, its value what an other property's would be: the patterns'
+	// schemas its name matches, or additionalProperties' (none in a closed
+	// object).
+	addUnlisted := func(name string) error {
+		if props != nil && props.get(name) != nil {
+			return nil
+		}
+		schema := &value{kind: 'b', b: true}
+		switch ps := c.patternSchemas(s, name); {
+		case len(ps) > 0:
+			for _, p := range ps {
+				var err error
+				if schema, err = merge(schema, p, path+"/required"); err != nil {
+					return err
+				}
+			}
+		case addl != nil:
+			schema = addl
+		case c.closed:
+			schema = &value{kind: 'b'}
+		}
+		if props == nil {
+			props = &value{kind: 'o'}
+		} else {
+			props = &value{kind: 'o', obj: slices.Clone(props.obj)}
+		}
+		props.obj = append(props.obj, member{name, schema})
+		return nil
+	}
 	if r := s.get("required"); r != nil {
 		if r.kind != 'a' {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
@@ -352,33 +383,32 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 				return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 			}
 			required[n.str] = true
-			if props != nil && props.get(n.str) != nil {
-				continue
+			if err := addUnlisted(n.str); err != nil {
+				return frag{}, err
 			}
-			// A required name properties does not list is listed last,
-			// its value what an other property's would be: the patterns'
-			// schemas its name matches, or additionalProperties' (none in
-			// a closed object).
-			schema := &value{kind: 'b', b: true}
-			switch ps := c.patternSchemas(s, n.str); {
-			case len(ps) > 0:
-				for _, p := range ps {
-					var err error
-					if schema, err = merge(schema, p, path+"/required"); err != nil {
-						return frag{}, err
-					}
-				}
-			case addl != nil:
-				schema = addl
-			case c.closed:
-				schema = &value{kind: 'b'}
+		}
+	}
+	deps, err := dependentRequired(s, path)
+	if err != nil {
+		return frag{}, err
+	}
+	deps, implied := resolveDependencies(deps, required)
+	for _, n := range implied { // required by a required property's dependencies
+		if err := addUnlisted(n); err != nil {
+			return frag{}, err
+		}
+	}
+	// The names a dependency requires first, then those that require
+	// them, as the instances are written most often.
+	for _, target := range []bool{true, false} {
+		for _, d := range deps {
+			n := d.a
+			if target {
+				n = d.b
 			}
-			if props == nil {
-				props = &value{kind: 'o'}
-			} else {
-				props = &value{kind: 'o', obj: slices.Clone(props.obj)}
+			if err := addUnlisted(n); err != nil {
+				return frag{}, err
 			}
-			props.obj = append(props.obj, member{n.str, schema})
 		}
 	}
 	patterns, err := c.patternMembers(s, props, path, names)
@@ -409,9 +439,13 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		props = &value{kind: 'o'}
 	}
 	ch := newMemberChain(c, minP, maxP)
+	presence, err := presenceRules(deps, props, path)
+	if err != nil {
+		return frag{}, err
+	}
 	// Properties come in the schema's order; required ones always, optional
 	// ones may be left out.
-	for _, m := range props.obj {
+	for i, m := range props.obj {
 		var buf bytes.Buffer
 		writeString(&buf, m.key)
 		p := path + "/properties/" + m.key
@@ -430,7 +464,9 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 		r := b.newRule(p + " member")
 		b.define(r, b.seq(b.lit(buf.String()), c.ws(), b.lit(":"), c.ws(), v))
-		ch.member(r, !required[m.key])
+		if err := ch.member(r, !required[m.key], presence[i]); err != nil {
+			return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+		}
 	}
 	// Other properties, after the listed ones: with patternProperties,
 	// those whose names match a pattern, and no other (one that matches
@@ -469,17 +505,29 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 }
 
 // memberChain builds an object's members in order, counting them up to
-// what minProperties and maxProperties need: at[k] is the node after k
-// members (the last count meaning that many or more where only a minimum
-// is set; without either, 0 and 1 tell the first member, written without
-// a comma, from the others).
+// what minProperties and maxProperties need, and remembering which
+// properties dependentRequired ties to later ones were written: at holds
+// the node of each state, a count k (the last count meaning that many or
+// more where only a minimum is set; without either, 0 and 1 tell the first
+// member, written without a comma, from the others) and a set of presence
+// bits.
 type memberChain struct {
 	c        *compiler
 	open     frag
-	at       []int32
+	at       map[chainKey]int32
+	top      int
 	min      int
 	saturate bool
 }
+
+type chainKey struct {
+	k    int
+	bits uint64
+}
+
+// maxPresenceStates bounds the sets of written properties an object's
+// automaton tells apart at one place for dependentRequired.
+const maxPresenceStates = 64
 
 func newMemberChain(c *compiler, min, max int) *memberChain {
 	top, saturate := 1, true
@@ -489,86 +537,128 @@ func newMemberChain(c *compiler, min, max int) *memberChain {
 	case min > 1:
 		top = min
 	}
-	ch := &memberChain{c: c, open: c.b.seq(c.b.lit("{"), c.ws()), at: make([]int32, top+1), min: min, saturate: saturate}
-	for i := range ch.at {
-		ch.at[i] = -1
-	}
-	ch.at[0] = ch.open.end
+	ch := &memberChain{c: c, open: c.b.seq(c.b.lit("{"), c.ws()), at: map[chainKey]int32{}, top: top, min: min, saturate: saturate}
+	ch.at[chainKey{}] = ch.open.end
 	return ch
 }
 
 // next is the count after one more member; -1 where the maximum forbids it.
 func (ch *memberChain) next(k int) int {
 	switch {
-	case k+1 < len(ch.at):
+	case k+1 <= ch.top:
 		return k + 1
 	case ch.saturate:
-		return len(ch.at) - 1
+		return ch.top
 	}
 	return -1
 }
 
-// step adds, from every count, one member r (after a comma but for the
-// first), and keeps the counts where optional.
-func (ch *memberChain) step(r int32, optional bool) {
-	b := ch.c.b
-	at := make([]int32, len(ch.at))
-	for k := range at {
-		at[k] = -1
+// keys are the states in a fixed order, so that a schema always compiles
+// to the same nodes.
+func (ch *memberChain) keys() []chainKey {
+	keys := make([]chainKey, 0, len(ch.at))
+	for k := range ch.at {
+		keys = append(keys, k)
 	}
-	node := func(k int) int32 {
-		if at[k] < 0 {
-			at[k] = b.node()
+	slices.SortFunc(keys, func(x, y chainKey) int {
+		if x.k != y.k {
+			return x.k - y.k
 		}
+		return cmpUint64(x.bits, y.bits)
+	})
+	return keys
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// presence is what dependentRequired asks of one member: it may be
+// written only where the bits need are all set (properties it depends on,
+// written before it), and left out only where none of forbidSkip is set
+// (properties written before it that depend on it). Written, it sets bit
+// (none where negative); after it, only the bits of keep are remembered.
+type presence struct {
+	bit              int
+	need, forbidSkip uint64
+	keep             uint64
+}
+
+// step adds, from every state, one member r (after a comma but for the
+// first), and keeps the states where optional.
+func (ch *memberChain) step(r int32, optional bool, p presence) error {
+	b := ch.c.b
+	at := map[chainKey]int32{}
+	node := func(k chainKey) int32 {
+		k.bits &= p.keep
+		if n, ok := at[k]; ok {
+			return n
+		}
+		at[k] = b.node()
 		return at[k]
 	}
-	for k, n := range ch.at {
-		if n < 0 {
-			continue
+	for _, key := range ch.keys() {
+		n := ch.at[key]
+		if optional && key.bits&p.forbidSkip == 0 {
+			b.eps(n, node(key))
 		}
-		if optional {
-			b.eps(n, node(k))
-		}
-		k2 := ch.next(k)
-		if k2 < 0 {
+		k2 := ch.next(key.k)
+		if k2 < 0 || key.bits&p.need != p.need {
 			continue
 		}
 		f := b.call(r)
-		if k > 0 {
+		if key.k > 0 {
 			f = b.seq(ch.c.ws(), b.lit(","), ch.c.ws(), f)
 		}
 		b.eps(n, f.start)
-		b.eps(f.end, node(k2))
+		to := chainKey{k2, key.bits}
+		if p.bit >= 0 {
+			to.bits |= 1 << p.bit
+		}
+		b.eps(f.end, node(to))
 	}
 	ch.at = at
+	sets := map[uint64]bool{}
+	for k := range at {
+		sets[k.bits] = true
+	}
+	if len(sets) > maxPresenceStates {
+		return genq.Errorf(genq.Invalid, "dependentRequired ties together more properties than genq tells apart (%d sets of them at once)", maxPresenceStates)
+	}
+	return nil
 }
 
 // member adds a listed property's member rule.
-func (ch *memberChain) member(r int32, optional bool) { ch.step(r, optional) }
+func (ch *memberChain) member(r int32, optional bool, p presence) error {
+	return ch.step(r, optional, p)
+}
 
 // others adds up to n members of rule r, each optional.
 func (ch *memberChain) others(r int32, n int) {
 	b := ch.c.b
-	// ends[k]: after some of the n members, k members in all; fresh nodes,
-	// or a member could lead back to before itself.
-	ends := make([]int32, len(ch.at))
-	for k, node := range ch.at {
-		ends[k] = -1
-		if node >= 0 {
+	keepAll := presence{bit: -1, keep: ^uint64(0)}
+	// ends: after some of the n members, a state's node; fresh nodes, or
+	// a member could lead back to before itself.
+	ends := map[chainKey]int32{}
+	end := func(k chainKey) int32 {
+		if _, ok := ends[k]; !ok {
 			ends[k] = b.node()
-			b.eps(node, ends[k])
 		}
+		return ends[k]
+	}
+	for _, k := range ch.keys() {
+		b.eps(ch.at[k], end(k))
 	}
 	for range n {
-		ch.step(r, false)
-		for k, node := range ch.at {
-			if node < 0 {
-				continue
-			}
-			if ends[k] < 0 {
-				ends[k] = b.node()
-			}
-			b.eps(node, ends[k])
+		ch.step(r, false, keepAll)
+		for _, k := range ch.keys() {
+			b.eps(ch.at[k], end(k))
 		}
 	}
 	ch.at = ends
@@ -578,15 +668,15 @@ func (ch *memberChain) others(r int32, n int) {
 func (ch *memberChain) close() frag {
 	b := ch.c.b
 	end := b.node()
-	for k, n := range ch.at {
-		if n < 0 || k < ch.min {
+	for _, key := range ch.keys() {
+		if key.k < ch.min {
 			continue
 		}
 		cl := b.lit("}")
-		if k > 0 {
+		if key.k > 0 {
 			cl = b.seq(ch.c.ws(), b.lit("}"))
 		}
-		b.eps(n, cl.start)
+		b.eps(ch.at[key], cl.start)
 		b.eps(cl.end, end)
 	}
 	return frag{ch.open.start, end}
