@@ -132,7 +132,7 @@ func CompileJSONObject() *Grammar {
 func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas",
-		"contains", "minContains", "maxContains", "uniqueItems",
+		"contains", "minContains", "maxContains",
 		"unevaluatedItems", "unevaluatedProperties",
 		"$dynamicRef", "$recursiveRef",
 		"dependencies": // draft 7's, but where its values are all lists of names
@@ -150,7 +150,7 @@ func enforced(k string) (typ string, ok bool) {
 	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties", "propertyNames",
 		"dependentRequired", "dependencies":
 		return "object", true
-	case "items", "minItems", "maxItems", "prefixItems", "additionalItems":
+	case "items", "minItems", "maxItems", "prefixItems", "additionalItems", "uniqueItems":
 		return "array", true
 	case "minLength", "maxLength", "pattern", "format":
 		return "string", true

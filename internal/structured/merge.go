@@ -223,6 +223,11 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 			out.obj[i].val = v
 		}
 		return out, nil
+	case "uniqueItems":
+		if x.kind != 'b' || y.kind != 'b' {
+			return refuse()
+		}
+		return &value{kind: 'b', b: x.b || y.b}, nil
 	case "dependentRequired", "dependencies":
 		// Both schemas' dependencies hold: the lists of each name joined.
 		if !namesOnly(x) || !namesOnly(y) {

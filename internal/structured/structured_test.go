@@ -265,6 +265,9 @@ func TestBadSchemas(t *testing.T) {
 		{"dependentRequired not names", `{"dependentRequired":{"a":[1]}}`, "arrays of names"},
 		{"fractional multipleOf", `{"type":"number","multipleOf":0.5}`, "multipleOf 0.5 is not supported"},
 		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`, `"uniqueItems" (at #/properties/a)`},
+		{"uniqueItems of strings", `{"type":"array","items":{"type":"string"},"uniqueItems":true}`, `"uniqueItems" (at #)`},
+		{"uniqueItems of too many values", `{"type":"array","items":{"enum":[0,1,2,3,4,5,6,7,8,9,10]},"uniqueItems":true}`, `"uniqueItems" (at #)`},
+		{"uniqueItems not a boolean", `{"type":"array","uniqueItems":1}`, "uniqueItems must be a boolean"},
 		{"pattern lookahead", `{"type":"string","pattern":"(?=a)"}`, "not a supported regular expression"},
 		{"pattern backreference", `{"type":"string","pattern":"(a)\\1"}`, `escape \1`},
 		{"pattern word boundary", `{"type":"string","pattern":"\\ba"}`, `escape \b`},
@@ -386,6 +389,21 @@ func TestKeywordRules(t *testing.T) {
 			[]string{`{"b":2,"c":3,"a":1}`, `{"b":2}`}, []string{`{"b":2,"a":1}`, `{"c":3,"a":1}`}},
 		{"dependentRequired with escapes", `{"dependentRequired":{"foo\nbar":["foo\rbar"]}}`,
 			[]string{`{"foo\rbar":2,"foo\nbar":1}`, `{"foo\rbar":2}`}, []string{`{"foo\nbar":1}`}},
+		{"uniqueItems of an enum", `{"type":"array","items":{"enum":["a","b","c"]},"uniqueItems":true}`,
+			[]string{`[]`, `["a"]`, `["c","a"]`, `["a","b","c"]`, `[ "b" , "a" ]`}, []string{`["a","a"]`, `["a","b","a"]`, `["d"]`, `["a","b","c","a"]`}},
+		{"uniqueItems within minItems, maxItems", `{"type":"array","items":{"enum":["a","b","c"]},"uniqueItems":true,"minItems":2,"maxItems":2}`,
+			[]string{`["a","b"]`, `["c","b"]`}, []string{`["a"]`, `["a","b","c"]`, `["b","b"]`, `[]`}},
+		{"uniqueItems of booleans", `{"items":{"type":"boolean"},"uniqueItems":true}`,
+			[]string{`[true,false]`, `[false]`, `"x"`, `{}`}, []string{`[true,true]`, `[false,true,false]`, `[1]`}},
+		{"uniqueItems of equal values", `{"items":{"enum":[{"a":1,"b":2},{"b":2,"a":1},[1],1,1.0]},"uniqueItems":true}`,
+			[]string{`[{"a":1,"b":2},[1]]`, `[{"b":2,"a":1},1]`, `[1,[1]]`}, []string{`[{"a":1,"b":2},{"b":2,"a":1}]`, `[1,1]`, `[[1],[1]]`}},
+		{"uniqueItems of an anyOf of consts", `{"$defs":{"c":{"anyOf":[{"const":"x"},{"const":"y"},{"type":"null"}]}},"type":"array","items":{"$ref":"#/$defs/c"},"uniqueItems":true}`,
+			[]string{`["x",null,"y"]`, `[null]`}, []string{`["x","x"]`, `[null,null]`, `["z"]`}},
+		{"uniqueItems of a tuple", `{"prefixItems":[{"type":"boolean"},{"const":"x"}],"items":{"enum":["x","y"]},"uniqueItems":true}`,
+			[]string{`[true]`, `[false,"x"]`, `[true,"x","y"]`}, []string{`[true,"x","x"]`, `[true,"y"]`, `["x"]`, `[true,"x","y","y"]`}},
+		{"uniqueItems false", `{"type":"array","items":{"type":"string"},"uniqueItems":false}`, []string{`["a","a"]`}, []string{`[1]`}},
+		{"uniqueItems of at most one item", `{"items":{"type":"string"},"uniqueItems":true,"maxItems":1}`, []string{`["a"]`, `[]`}, []string{`["a","b"]`}},
+		{"uniqueItems in allOf", `{"allOf":[{"items":{"enum":[1,2]}},{"uniqueItems":true}]}`, []string{`[1,2]`, `[2]`}, []string{`[2,2]`, `[3]`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Compile([]byte(tc.schema))
@@ -758,5 +776,46 @@ func TestDependentRequired(t *testing.T) {
 		if err != nil && (satisfiable || !strings.Contains(err.Error(), "never be satisfied")) {
 			t.Errorf("%s: %v", schema, err)
 		}
+	}
+}
+
+// TestUniqueItems checks every array of up to four items over an enum's
+// values against uniqueItems and random minItems, maxItems.
+func TestUniqueItems(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	vals := []string{`"a"`, `1`, `null`, `[2]`, `{"k":true}`}
+	for round := 0; round < 30; round++ {
+		n := 1 + rng.IntN(len(vals))
+		lo, hi := rng.IntN(3), 1+rng.IntN(5)
+		schema := fmt.Sprintf(`{"type":"array","items":{"enum":[%s]},"uniqueItems":true,"minItems":%d,"maxItems":%d}`, strings.Join(vals[:n], ","), lo, max(lo, hi))
+		hi = max(lo, hi)
+		g, err := Compile([]byte(schema))
+		if err != nil {
+			if lo > n && strings.Contains(err.Error(), "never be satisfied") {
+				continue // fewer values than minItems
+			}
+			t.Fatalf("%s: %v", schema, err)
+		}
+		var arrays func(prefix []int)
+		arrays = func(prefix []int) {
+			items := make([]string, len(prefix))
+			seen := map[int]bool{}
+			want := len(prefix) >= lo && len(prefix) <= hi
+			for i, v := range prefix {
+				items[i] = vals[v]
+				want = want && !seen[v]
+				seen[v] = true
+			}
+			text := "[" + strings.Join(items, ",") + "]"
+			if got := matches(g, text); got != want {
+				t.Errorf("%s: %s accepted %v, want %v", schema, text, got, want)
+			}
+			if len(prefix) < 4 {
+				for v := range n {
+					arrays(append(slices.Clone(prefix), v))
+				}
+			}
+		}
+		arrays(nil)
 	}
 }

@@ -65,7 +65,7 @@ func TestToolCallGrammarErrors(t *testing.T) {
 		want  string
 	}{
 		{nil, "no tools"},
-		{[]genq.Tool{tool("a", `{"type":"object","uniqueItems":true}`)}, `tools[0].function.parameters: the schema keyword "uniqueItems"`},
+		{[]genq.Tool{tool("a", `{"type":"object","not":{}}`)}, `tools[0].function.parameters: the schema keyword "not"`},
 		{[]genq.Tool{tool("a", `{}`), tool("b", `{"$ref":"#/$defs/missing"}`)}, "tools[1].function.parameters: at #: $ref \"#/$defs/missing\" points to nothing"},
 		{[]genq.Tool{tool("a", `{"enum":[]}`)}, "tools[0].function.parameters: at #: enum must be a non-empty array"},
 		{[]genq.Tool{tool("a", `{"type":`)}, "tools[0].function.parameters"},

@@ -254,10 +254,24 @@ func (c *compiler) array(s *value, path string) (frag, error) {
 	if rest != nil && rest.kind == 'a' {
 		prefix, rest, restAt = rest, s.get("additionalItems"), "/additionalItems"
 	}
-	if prefix != nil {
-		if prefix.kind != 'a' {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
+	if prefix != nil && prefix.kind != 'a' {
+		return frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
+	}
+	unique, err := uniqueItems(s, path)
+	if err != nil {
+		return frag{}, err
+	}
+	if unique {
+		var pre []*value
+		if prefix != nil {
+			pre = prefix.arr
 		}
+		f, ok, err := c.uniqueArray(pre, rest, min, max, path, restAt)
+		if err != nil || ok {
+			return f, err
+		}
+	}
+	if prefix != nil {
 		return c.tuple(prefix.arr, rest, min, max, path, restAt)
 	}
 	if rest == nil {
