@@ -132,7 +132,6 @@ func CompileJSONObject() *Grammar {
 func unenforced(k string) bool {
 	switch k {
 	case "not", "if", "then", "else", "dependentSchemas",
-		"contains", "minContains", "maxContains",
 		"unevaluatedItems", "unevaluatedProperties",
 		"$dynamicRef", "$recursiveRef",
 		"dependencies": // draft 7's, but where its values are all lists of names
@@ -150,7 +149,8 @@ func enforced(k string) (typ string, ok bool) {
 	case "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties", "propertyNames",
 		"dependentRequired", "dependencies":
 		return "object", true
-	case "items", "minItems", "maxItems", "prefixItems", "additionalItems", "uniqueItems":
+	case "items", "minItems", "maxItems", "prefixItems", "additionalItems", "uniqueItems",
+		"contains", "minContains", "maxContains":
 		return "array", true
 	case "minLength", "maxLength", "pattern", "format":
 		return "string", true

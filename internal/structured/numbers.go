@@ -302,20 +302,25 @@ func (c *compiler) literal(v *value) frag {
 // int) reads 1.0 as no integer: genq writes numbers as such clients read
 // them.
 func (c *compiler) numberValue(n json.Number) frag {
-	b := c.b
-	r, ok := new(big.Rat).SetString(n.String())
+	return c.b.lit(numberText(n.String()))
+}
+
+// numberText is the number n's shortest form (n itself where it has more
+// fraction digits than an answer may write).
+func numberText(n string) string {
+	r, ok := new(big.Rat).SetString(n)
 	if !ok {
-		return b.lit(n.String())
+		return n
 	}
 	if r.IsInt() {
-		return b.lit(r.Num().String())
+		return r.Num().String()
 	}
 	for digits := 1; digits <= maxFracDigits; digits++ {
 		if text := r.FloatString(digits); mustRat(text).Cmp(r) == 0 {
-			return b.lit(text)
+			return text
 		}
 	}
-	return b.lit(n.String()) // more fraction digits than an answer may write: as the schema wrote it
+	return n
 }
 
 func mustRat(s string) *big.Rat {

@@ -257,6 +257,12 @@ func (c *compiler) array(s *value, path string) (frag, error) {
 	if prefix != nil && prefix.kind != 'a' {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
 	}
+	if s.get("contains") != nil {
+		f, ok, err := c.containsArray(s, s.get("items"), min, max, path, "/items")
+		if err != nil || ok {
+			return f, err
+		}
+	}
 	unique, err := uniqueItems(s, path)
 	if err != nil {
 		return frag{}, err
