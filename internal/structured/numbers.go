@@ -14,25 +14,28 @@ import (
 // Numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum)
 // compile to the decimal strings inside them, digit by digit: zod writes
 // the safe-integer bounds into every integer it describes, and tool
-// schemas bound their numbers often. Integers take any bound; numbers take
-// whole ones, since a fraction's digits cannot be compared one at a time
-// against a fractional bound without a far larger automaton. A bounded
-// number is written without an exponent.
+// schemas bound their numbers often. Integers take any bound (a fractional
+// one rounds inward). Numbers take any bound too: the integer part is
+// compared as a range of integers, and where it equals a bound's, the
+// fraction is compared with the bound's fraction digit by digit (a digit
+// above it, any digits after; the same digit, the next one compared). A
+// bounded number is written without an exponent.
 
 // maxMagnitude is the largest integer part the grammar writes.
 var maxMagnitude = uint64(math.Pow10(maxIntDigits)) - 1
 
-// numBound is one side of a range: unbounded, or a whole value that the
-// range holds or excludes.
+// numBound is one side of a range: unbounded, or a value that the range
+// holds or excludes.
 type numBound struct {
 	set       bool
-	value     int64
+	value     *big.Rat
 	inclusive bool
 }
 
 // numericRange reads the bounds of s. whole says the value is an integer,
-// so a fractional bound rounds inward; a number refuses one.
+// so a fractional bound rounds inward and every bound is made inclusive.
 func numericRange(s *value, path string, whole bool) (lo, hi numBound, err error) {
+	limit := new(big.Rat).SetUint64(maxMagnitude + 1)
 	read := func(key string, upper, exclusive bool) error {
 		v := s.get(key)
 		if v == nil {
@@ -45,31 +48,23 @@ func numericRange(s *value, path string, whole bool) (lo, hi numBound, err error
 		if !ok {
 			return genq.Errorf(genq.Invalid, "at %s: %s is not a number", path, key)
 		}
-		b := numBound{set: true, inclusive: !exclusive}
-		if !r.IsInt() {
-			if !whole {
-				return genq.Errorf(genq.Invalid, "at %s: %s %s on a number is not supported: genq bounds numbers by whole values (use an integral bound, or type integer)", path, key, v.num)
-			}
+		b := numBound{set: true, value: r, inclusive: !exclusive}
+		if !r.IsInt() && whole {
 			// An integer inside a fractional bound is inside the whole
 			// one next to it, inclusively.
-			f, _ := r.Float64()
-			if upper {
-				f = math.Floor(f)
-			} else {
-				f = math.Ceil(f)
+			q := floor(r)
+			if !upper {
+				q.Add(q, big.NewRat(1, 1))
 			}
-			r.SetFloat64(f)
-			b.inclusive = true
+			b = numBound{set: true, value: q, inclusive: true}
 		}
-		n := r.Num()
-		limit := new(big.Int).SetUint64(maxMagnitude + 1)
+		abs := new(big.Rat).Abs(b.value)
 		switch {
-		case n.CmpAbs(limit) >= 0 && (n.Sign() > 0) == upper:
+		case abs.Cmp(limit) >= 0 && (b.value.Sign() > 0) == upper:
 			return nil // beyond what the grammar writes: no bound
-		case n.CmpAbs(limit) >= 0:
+		case abs.Cmp(limit) >= 0:
 			return genq.Errorf(genq.Invalid, "at %s: %s %s leaves no number genq can write (at most %d digits)", path, key, v.num, maxIntDigits)
 		}
-		b.value = n.Int64()
 		if upper {
 			hi = tighter(hi, b, true)
 		} else {
@@ -85,29 +80,39 @@ func numericRange(s *value, path string, whole bool) (lo, hi numBound, err error
 			return lo, hi, err
 		}
 	}
+	one := big.NewRat(1, 1)
 	if whole { // whole bounds of an integer are inclusive
 		if lo.set && !lo.inclusive {
-			lo = numBound{set: true, value: lo.value + 1, inclusive: true}
+			lo = numBound{set: true, value: new(big.Rat).Add(lo.value, one), inclusive: true}
 		}
 		if hi.set && !hi.inclusive {
-			hi = numBound{set: true, value: hi.value - 1, inclusive: true}
+			hi = numBound{set: true, value: new(big.Rat).Sub(hi.value, one), inclusive: true}
 		}
 	}
-	if lo.set && hi.set && (lo.value > hi.value || lo.value == hi.value && !(lo.inclusive && hi.inclusive)) {
-		return lo, hi, genq.Errorf(genq.Invalid, "at %s: the bounds leave no number between them: it can never be satisfied", path)
+	if lo.set && hi.set {
+		if c := lo.value.Cmp(hi.value); c > 0 || c == 0 && !(lo.inclusive && hi.inclusive) {
+			return lo, hi, genq.Errorf(genq.Invalid, "at %s: the bounds leave no number between them: it can never be satisfied", path)
+		}
 	}
 	return lo, hi, nil
 }
 
+// floor is the largest integer not above r.
+func floor(r *big.Rat) *big.Rat {
+	q := new(big.Int).Div(r.Num(), r.Denom()) // Euclidean: rounds down for a positive denominator
+	return new(big.Rat).SetInt(q)
+}
+
 // tighter is the stricter of two bounds on one side.
 func tighter(a, b numBound, upper bool) numBound {
-	switch {
-	case !a.set:
+	if !a.set {
 		return b
-	case a.value == b.value:
+	}
+	switch c := b.value.Cmp(a.value); {
+	case c == 0:
 		a.inclusive = a.inclusive && b.inclusive
 		return a
-	case (b.value < a.value) == upper:
+	case (c < 0) == upper:
 		return b
 	}
 	return a
@@ -129,85 +134,199 @@ func (c *compiler) bounded(s *value, path string, whole bool) (frag, error) {
 	if err != nil {
 		return frag{}, err
 	}
-	return c.boundedNumber(lo, hi, !whole), nil
+	return c.boundedNumber(lo, hi, !whole)
 }
 
 // boundedNumber matches the integers, or with fraction the numbers,
 // inside lo and hi.
-func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) frag {
+func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (frag, error) {
 	b := c.b
 	var alts []frag
+	neg := func(r *big.Rat) *big.Rat { return new(big.Rat).Neg(r) }
 	// x >= 0: the magnitude's bounds are x's own, from 0 when x has none
 	// below zero.
-	if !hi.set || hi.value > 0 || hi.value == 0 && hi.inclusive {
-		mlo := numBound{set: true, value: 0, inclusive: true}
-		if lo.set && lo.value >= 0 {
+	if !hi.set || hi.value.Sign() > 0 || hi.value.Sign() == 0 && hi.inclusive {
+		mlo := numBound{set: true, value: new(big.Rat), inclusive: true}
+		if lo.set && lo.value.Sign() >= 0 {
 			mlo = lo
 		}
-		alts = append(alts, c.magnitude(mlo, hi, fraction))
+		f, err := c.magnitude(mlo, hi, fraction)
+		if err != nil {
+			return frag{}, err
+		}
+		alts = append(alts, f)
 	}
 	// x < 0: the magnitude -x has x's bounds swapped and negated, and is
 	// never zero, so "-0" is never written.
-	if !lo.set || lo.value < 0 {
-		mlo := numBound{set: true, value: 0, inclusive: false}
-		if hi.set && hi.value < 0 {
-			mlo = numBound{set: true, value: -hi.value, inclusive: hi.inclusive}
+	if !lo.set || lo.value.Sign() < 0 {
+		mlo := numBound{set: true, value: new(big.Rat), inclusive: false}
+		if hi.set && hi.value.Sign() < 0 {
+			mlo = numBound{set: true, value: neg(hi.value), inclusive: hi.inclusive}
 		}
 		var mhi numBound
 		if lo.set {
-			mhi = numBound{set: true, value: -lo.value, inclusive: lo.inclusive}
+			mhi = numBound{set: true, value: neg(lo.value), inclusive: lo.inclusive}
 		}
-		alts = append(alts, b.seq(b.lit("-"), c.magnitude(mlo, mhi, fraction)))
+		f, err := c.magnitude(mlo, mhi, fraction)
+		if err != nil {
+			return frag{}, err
+		}
+		alts = append(alts, b.seq(b.lit("-"), f))
 	}
-	return b.alt(alts...)
+	return b.alt(alts...), nil
+}
+
+// splitBound is a non-negative bound's integer part and its fraction's
+// digits ("" for a whole value): exactly, trailing zeros cut, where they
+// are at most maxFracDigits+1; else the first maxFracDigits+1 of them,
+// which compare with every fraction the grammar writes as the whole would
+// (no written fraction equals the bound, and where its digits are the
+// bound's first ones it is below).
+func splitBound(r *big.Rat) (uint64, string) {
+	q := floor(r)
+	whole := q.Num().Uint64()
+	rest := new(big.Rat).Sub(r, q)
+	if rest.Sign() == 0 {
+		return whole, ""
+	}
+	scaled := new(big.Rat).Mul(rest, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(maxFracDigits+1), nil)))
+	t := new(big.Int).Quo(scaled.Num(), scaled.Denom()).String()
+	digits := strings.Repeat("0", maxFracDigits+1-len(t)) + t
+	if scaled.IsInt() {
+		digits = strings.TrimRight(digits, "0")
+	}
+	return whole, digits
 }
 
 // magnitude matches the non-negative values between lo (set) and hi, as
 // an integer part and, with fraction, an optional fraction.
-func (c *compiler) magnitude(lo, hi numBound, fraction bool) frag {
+func (c *compiler) magnitude(lo, hi numBound, fraction bool) (frag, error) {
 	b := c.b
-	top := maxMagnitude
-	if hi.set {
-		top = uint64(hi.value)
-	}
-	bottom := uint64(lo.value)
-	if !fraction {
+	if !fraction { // an integer's bounds are whole
+		bottom, top := lo.value.Num().Uint64(), maxMagnitude
 		if !lo.inclusive {
 			bottom++
 		}
-		if hi.set && !hi.inclusive {
-			if top == 0 {
-				return b.alt()
+		if hi.set {
+			top = hi.value.Num().Uint64()
+			if !hi.inclusive {
+				if top == 0 {
+					return b.alt(), nil
+				}
+				top--
 			}
-			top--
 		}
-		return c.intRange(bottom, top)
+		return c.intRange(bottom, top), nil
+	}
+	bottom, loFrac := splitBound(lo.value)
+	top, hiFrac := maxMagnitude, ""
+	if hi.set {
+		top, hiFrac = splitBound(hi.value)
+	}
+	if hi.set && bottom == top {
+		f, err := c.intersect([]func() (frag, error){
+			func() (frag, error) { return c.fracAbove(loFrac, lo.inclusive), nil },
+			func() (frag, error) { return c.fracBelow(hiFrac, hi.inclusive), nil },
+		})
+		return b.seq(c.intRange(bottom, bottom), f), err
 	}
 	anyFrac := b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits)))
-	zeroFrac := b.opt(b.seq(b.lit("."), b.repeat(1, maxFracDigits, func() frag { return b.lit("0") })))
-	someFrac := b.seq(b.lit("."), b.repeat(0, maxFracDigits-1, func() frag { return b.lit("0") }), b.ranges('1', '9'), c.digits(0, maxFracDigits-1))
-	var alts []frag
-	if bottom == top { // both inclusive: the one whole value
-		return b.seq(c.intRange(bottom, bottom), zeroFrac)
+	alts := []frag{b.seq(c.intRange(bottom, bottom), c.fracAbove(loFrac, lo.inclusive))}
+	switch {
+	case !hi.set && bottom < top:
+		alts = append(alts, b.seq(c.intRange(bottom+1, top), anyFrac))
+	case hi.set && bottom+1 <= top-1:
+		alts = append(alts, b.seq(c.intRange(bottom+1, top-1), anyFrac))
 	}
-	// The integer part at the bottom: any fraction if it is held, else a
-	// fraction above zero.
-	if lo.inclusive {
-		alts = append(alts, b.seq(c.intRange(bottom, bottom), anyFrac))
-	} else {
-		alts = append(alts, b.seq(c.intRange(bottom, bottom), someFrac))
+	if hi.set {
+		alts = append(alts, b.seq(c.intRange(top, top), c.fracBelow(hiFrac, hi.inclusive)))
 	}
-	if bottom+1 <= top-1 || !hi.set && bottom+1 <= top {
-		upper := top - 1
-		if !hi.set {
-			upper = top
+	return b.alt(alts...), nil
+}
+
+// fracAbove matches the fractions (none, or a dot and digits) of the
+// values whose fraction is above the digits bound, or equal where
+// inclusive.
+func (c *compiler) fracAbove(bound string, inclusive bool) frag {
+	b := c.b
+	// some: at most n digits, one of them above zero.
+	some := func(n int) frag {
+		return b.seq(b.repeat(0, n-1, func() frag { return b.lit("0") }), b.ranges('1', '9'), c.digits(0, n-1))
+	}
+	if bound == "" {
+		if inclusive {
+			return b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits)))
 		}
-		alts = append(alts, b.seq(c.intRange(bottom+1, upper), anyFrac))
+		return b.seq(b.lit("."), some(maxFracDigits))
 	}
-	if hi.set && hi.inclusive { // the top itself, with no fraction
-		alts = append(alts, b.seq(c.intRange(top, top), zeroFrac))
+	dot := b.lit(".")
+	end := b.node()
+	at := dot.end
+	for i := 0; i < len(bound) && i < maxFracDigits; i++ {
+		if bound[i] < '9' { // a digit above the bound's: any digits after
+			rest := c.digits(0, maxFracDigits-i-1)
+			b.byteEdge(at, bound[i]+1, '9', rest.start)
+			b.eps(rest.end, end)
+		}
+		next := b.node()
+		b.byteEdge(at, bound[i], bound[i], next)
+		at = next
 	}
-	return b.alt(alts...)
+	if len(bound) <= maxFracDigits { // every digit the bound's
+		left := maxFracDigits - len(bound)
+		switch {
+		case inclusive:
+			rest := c.digits(0, left)
+			b.eps(at, rest.start)
+			b.eps(rest.end, end)
+		case left > 0:
+			rest := some(left)
+			b.eps(at, rest.start)
+			b.eps(rest.end, end)
+		}
+	}
+	return frag{dot.start, end}
+}
+
+// fracBelow matches the fractions (none, or a dot and digits) of the
+// values whose fraction is below the digits bound, or equal where
+// inclusive.
+func (c *compiler) fracBelow(bound string, inclusive bool) frag {
+	b := c.b
+	zeros := func(n int) frag { return b.repeat(0, n, func() frag { return b.lit("0") }) }
+	if bound == "" {
+		if inclusive {
+			return b.opt(b.seq(b.lit("."), b.repeat(1, maxFracDigits, func() frag { return b.lit("0") })))
+		}
+		return b.alt()
+	}
+	start, end := b.node(), b.node()
+	b.eps(start, end) // no fraction: below any fraction above zero
+	dot := b.lit(".")
+	b.eps(start, dot.start)
+	at := dot.end
+	for i := 0; i < len(bound) && i < maxFracDigits; i++ {
+		if i > 0 { // the digits so far, then nothing: below the bound
+			b.eps(at, end)
+		}
+		if bound[i] > '0' { // a digit below the bound's: any digits after
+			rest := c.digits(0, maxFracDigits-i-1)
+			b.byteEdge(at, '0', bound[i]-1, rest.start)
+			b.eps(rest.end, end)
+		}
+		next := b.node()
+		b.byteEdge(at, bound[i], bound[i], next)
+		at = next
+	}
+	if len(bound) > maxFracDigits { // as many digits as written, all the bound's: below it
+		b.eps(at, end)
+	}
+	if inclusive && len(bound) <= maxFracDigits { // every digit the bound's, zeros after
+		rest := zeros(maxFracDigits - len(bound))
+		b.eps(at, rest.start)
+		b.eps(rest.end, end)
+	}
+	return frag{start, end}
 }
 
 // intRange matches the decimal integers from lo to hi, without leading

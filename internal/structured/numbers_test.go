@@ -31,9 +31,23 @@ func TestNumericBounds(t *testing.T) {
 		{{"maximum", "99"}},
 		{{"minimum", "1000"}},
 	}
-	intOnly := [][]bound{
+	fractional := [][]bound{
 		{{"minimum", "0.5"}, {"maximum", "3.5"}},
 		{{"exclusiveMinimum", "-2.5"}, {"exclusiveMaximum", "2"}},
+		{{"minimum", "0.5"}},
+		{{"maximum", "99.99"}},
+		{{"exclusiveMaximum", "99.99"}},
+		{{"minimum", "-1.25"}, {"maximum", "-0.125"}},
+		{{"exclusiveMinimum", "0.05"}, {"exclusiveMaximum", "0.25"}},
+		{{"minimum", "2.25"}, {"maximum", "2.75"}},
+		{{"minimum", "2.25"}, {"maximum", "2.25"}},
+		{{"exclusiveMinimum", "1.1"}},
+		{{"exclusiveMinimum", "-0.001"}, {"maximum", "0.001"}},
+		{{"minimum", "1e-20"}},
+		{{"exclusiveMaximum", "-1e-20"}},
+		{{"maximum", "0.1234567890123456789"}},
+		{{"minimum", "0.1234567890123456789"}},
+		{{"minimum", "1.5e1"}, {"exclusiveMaximum", "15.5"}},
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	candidates := func(edges []int64) []string {
@@ -52,6 +66,27 @@ func TestNumericBounds(t *testing.T) {
 		}
 		return append(out, "01", "1e2", "+1", "--1", "1.", ".5")
 	}
+	// fracCandidates are numbers about fractional bounds: the bound, with
+	// zeros after it, and values a little above and below it.
+	fracCandidates := func(vals []string) []string {
+		var out []string
+		for _, v := range vals {
+			r, _ := new(big.Rat).SetString(v)
+			for _, digits := range []int{1, 2, 3, 4, 16} {
+				for k := int64(-12); k <= 12; k++ {
+					d := new(big.Rat).SetFrac64(k, 1)
+					d.Quo(d, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil)))
+					out = append(out, new(big.Rat).Add(r, d).FloatString(digits))
+				}
+			}
+			exact := strings.TrimRight(r.FloatString(16), "0")
+			out = append(out, exact, exact+"0", exact+"00", exact+"1", strings.TrimSuffix(exact, "."))
+		}
+		for i := 0; i < 200; i++ {
+			out = append(out, fmt.Sprintf("%d.%02d", rng.Int64N(240)-120, rng.IntN(100)), fmt.Sprintf("0.%03d", rng.IntN(1000)), fmt.Sprintf("-0.%03d", rng.IntN(1000)))
+		}
+		return out
+	}
 	run := func(typ string, bs []bound) {
 		var parts []string
 		var edges []int64
@@ -63,10 +98,18 @@ func TestNumericBounds(t *testing.T) {
 		}
 		schema := fmt.Sprintf(`{"type":%q,%s}`, typ, strings.Join(parts, ","))
 		g, err := Compile([]byte(schema))
-		if err != nil {
+		empty := err != nil && strings.Contains(err.Error(), "no number between them")
+		if err != nil && !empty {
 			t.Fatalf("%s: %v", schema, err)
 		}
-		for _, text := range candidates(append(edges, 0)) {
+		var vals []string
+		for _, b := range bs {
+			vals = append(vals, b.val)
+		}
+		for _, text := range append(candidates(append(edges, 0)), fracCandidates(vals)...) {
+			if _, frac, ok := strings.Cut(text, "."); ok && len(frac) > maxFracDigits {
+				continue
+			}
 			want := wellFormed(text, typ == "integer")
 			if want {
 				x, _ := new(big.Rat).SetString(text)
@@ -88,6 +131,12 @@ func TestNumericBounds(t *testing.T) {
 					want = false // never written: zero is "0"
 				}
 			}
+			if empty {
+				if want {
+					t.Errorf("%s: refused as empty, but %s is inside", schema, text)
+				}
+				continue
+			}
 			if got := matches(g, text); got != want {
 				t.Errorf("%s on %s: %v, want %v", schema, text, got, want)
 			}
@@ -97,8 +146,9 @@ func TestNumericBounds(t *testing.T) {
 		run("integer", bs)
 		run("number", bs)
 	}
-	for _, bs := range intOnly {
+	for _, bs := range fractional {
 		run("integer", bs)
+		run("number", bs)
 	}
 }
 
@@ -118,7 +168,8 @@ func wellFormed(s string, integer bool) bool {
 
 func TestNumericBoundErrors(t *testing.T) {
 	for _, tc := range []struct{ schema, want string }{
-		{`{"type":"number","minimum":0.5}`, "minimum 0.5 on a number is not supported"},
+		{`{"type":"number","minimum":0.5,"maximum":0.25}`, "no number between them"},
+		{`{"type":"number","exclusiveMinimum":0.5,"maximum":0.5}`, "no number between them"},
 		{`{"type":"integer","minimum":3,"maximum":2}`, "no number between them"},
 		{`{"type":"integer","exclusiveMinimum":1,"exclusiveMaximum":2}`, "no number between them"},
 		{`{"type":"number","exclusiveMinimum":true}`, "must be a number"},

@@ -213,8 +213,6 @@ func refusedKeyword(err error) string {
 		return "$ref to another document"
 	case strings.Contains(msg, "genq enforces whole multipleOf"):
 		return "multipleOf not whole or over 1000"
-	case strings.Contains(msg, "genq bounds numbers by whole values"):
-		return "a fractional bound on a number"
 	}
 	if i := strings.IndexByte(msg, '"'); i >= 0 {
 		if j := strings.IndexByte(msg[i+1:], '"'); j >= 0 {
