@@ -53,6 +53,7 @@ type Backend struct {
 	negative embedding
 
 	onStep func(step int, latents []float32) // ObserveSteps
+	mu     *sync.Mutex                       // the parts' one graph at a time
 }
 
 // ObserveSteps has f see the latents after every denoising step of every
@@ -110,7 +111,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	dev := b.be.Device()
 	device := genq.Device{Kind: dev.Kind, Name: cmp.Or(dev.Name, procfs.CPUName()), Engine: Engine}
-	opts := placement{be: b.be, mu: new(sync.Mutex)}
+	b.mu = new(sync.Mutex)
+	opts := placement{be: b.be, mu: b.mu}
 	at := func(file string) string { return filepath.Join(dir, file) }
 	if b.textL, err = openCLIP(at(sd3.ClipLFile), opts); err != nil {
 		return nil, err
@@ -224,6 +226,23 @@ func (b *Backend) checkWidths() error {
 // TransformerCalls is how many transformer calls the backend has made: with
 // concurrent jobs, fewer than their steps together.
 func (b *Backend) TransformerCalls() int64 { return b.steps.calls.Load() }
+
+// Profile has the ggml backend time every operation of later graphs,
+// one at a time (tensor.Backend.Profile), for benchmarks that look for
+// where an image's time goes; Profiled returns the sums. Not for serving:
+// each operation then waits for the device.
+func (b *Backend) Profile(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.be.Profile(on)
+}
+
+// Profiled is what Profile has timed, the most time first.
+func (b *Backend) Profiled() []tensor.OpTime {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.be.Profiled()
+}
 
 // Info says which engine, device and model serve.
 func (b *Backend) Info() genq.BackendInfo { return b.info }

@@ -23,6 +23,9 @@ type Backend struct {
 	// kept from graph to graph: allocated afresh each time, its pages
 	// were touched for the first time by every computation.
 	galloc unsafe.Pointer
+	// profile, when not nil, sums the time of each kind of operation
+	// (Profile).
+	profile map[string]*OpTime
 }
 
 // Device choices for Options.Device.
@@ -354,7 +357,11 @@ func (g *Graph) ComputeAll(outs ...Tensor) ([][]float32, error) {
 		}
 		a.tensorSet(in.t, in.data, 0, in.bytes)
 	}
-	if status := a.graphCompute(g.be.b, g.g); status != 0 {
+	if g.be.profile != nil {
+		if err := g.be.computeProfiled(g.g); err != nil {
+			return nil, err
+		}
+	} else if status := a.graphCompute(g.be.b, g.g); status != 0 {
 		return nil, fmt.Errorf("ggml: compute failed (status %d)", status)
 	}
 	vals := make([][]float32, len(outs))

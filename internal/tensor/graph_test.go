@@ -296,3 +296,47 @@ func TestAttention(t *testing.T) {
 		nearWithin(t, name, got, want, 2e-3)
 	}
 }
+
+// TestProfileComputesTheSame: a graph computed operation by operation,
+// timed, gives what it gives in one go, and the profile names its
+// operations with their shapes.
+func TestProfileComputesTheSame(t *testing.T) {
+	be := backend(t)
+	build := func(g *Graph) Tensor {
+		a := g.Input([]float32{1, 2, 3, 4, 5, 6}, 3, 2)
+		b := g.Input([]float32{1, 0, -1, 2, 1, 0, 3, 3, 3}, 3, 3)
+		return a.MulMat(b).Add(g.Input([]float32{10}, 1)).SILU()
+	}
+	g := be.NewGraph()
+	defer g.Close()
+	want, err := g.Compute(build(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Profile(true)
+	g2 := be.NewGraph()
+	defer g2.Close()
+	got, err := g2.Compute(build(g2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := be.Profiled()
+	be.Profile(false)
+	near(t, "profiled", got, want)
+	var names []string
+	for _, op := range ops {
+		if op.Calls != 1 || op.Time <= 0 {
+			t.Errorf("%s: %d calls, %v", op.Op, op.Calls, op.Time)
+		}
+		names = append(names, op.Op)
+	}
+	joined := strings.Join(names, "; ")
+	for _, w := range []string{"MUL_MAT f32[2,3] ← f32[3,2] f32[3,3]", "ADD f32[2,3] ← f32[2,3] f32[1]", "SILU"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("profile %q lacks %q", joined, w)
+		}
+	}
+	if len(be.Profiled()) != 0 {
+		t.Error("Profile(false) kept the sums")
+	}
+}

@@ -65,27 +65,29 @@ type api struct {
 	devDescription    func(dev unsafe.Pointer) string
 	devMemory         func(dev unsafe.Pointer, free, total *uintptr)
 
-	view4d     func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
-	concat     func(ctx, a, b unsafe.Pointer, dim int32) unsafe.Pointer
-	fill       func(ctx, a unsafe.Pointer, c float32) unsafe.Pointer
-	accIn      func(ctx, a, b unsafe.Pointer, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
-	sqr        func(ctx, a unsafe.Pointer) unsafe.Pointer
-	sqrt       func(ctx, a unsafe.Pointer) unsafe.Pointer
-	sub        func(ctx, a, b unsafe.Pointer) unsafe.Pointer
-	repeat4d   func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64) unsafe.Pointer
-	div        func(ctx, a, b unsafe.Pointer) unsafe.Pointer
-	scaleBias  func(ctx, a unsafe.Pointer, s, b float32) unsafe.Pointer
-	sigmoid    func(ctx, a unsafe.Pointer) unsafe.Pointer
-	geluErf    func(ctx, a unsafe.Pointer) unsafe.Pointer
-	rmsNorm    func(ctx, a unsafe.Pointer, eps float32) unsafe.Pointer
-	getRows    func(ctx, a, b unsafe.Pointer) unsafe.Pointer
-	softMaxEx  func(ctx, a, mask unsafe.Pointer, scale, maxBias float32) unsafe.Pointer
-	cast       func(ctx, a unsafe.Pointer, typ int32) unsafe.Pointer
-	supportsOp func(backend, op unsafe.Pointer) bool
-	graphNodes func(g unsafe.Pointer) int32
-	graphNode  func(g unsafe.Pointer, i int32) unsafe.Pointer
-	opDesc     func(t unsafe.Pointer) string
-	flashAttn  func(ctx, q, k, v, mask unsafe.Pointer, scale, maxBias, softcap float32) unsafe.Pointer
+	view4d       func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
+	concat       func(ctx, a, b unsafe.Pointer, dim int32) unsafe.Pointer
+	fill         func(ctx, a unsafe.Pointer, c float32) unsafe.Pointer
+	accIn        func(ctx, a, b unsafe.Pointer, nb1, nb2, nb3, offset uintptr) unsafe.Pointer
+	sqr          func(ctx, a unsafe.Pointer) unsafe.Pointer
+	sqrt         func(ctx, a unsafe.Pointer) unsafe.Pointer
+	sub          func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	repeat4d     func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64) unsafe.Pointer
+	div          func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	scaleBias    func(ctx, a unsafe.Pointer, s, b float32) unsafe.Pointer
+	sigmoid      func(ctx, a unsafe.Pointer) unsafe.Pointer
+	geluErf      func(ctx, a unsafe.Pointer) unsafe.Pointer
+	gelu         func(ctx, a unsafe.Pointer) unsafe.Pointer
+	rmsNorm      func(ctx, a unsafe.Pointer, eps float32) unsafe.Pointer
+	getRows      func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	softMaxEx    func(ctx, a, mask unsafe.Pointer, scale, maxBias float32) unsafe.Pointer
+	cast         func(ctx, a unsafe.Pointer, typ int32) unsafe.Pointer
+	supportsOp   func(backend, op unsafe.Pointer) bool
+	graphNodes   func(g unsafe.Pointer) int32
+	graphNode    func(g unsafe.Pointer, i int32) unsafe.Pointer
+	graphAddNode func(g, t unsafe.Pointer)
+	opDesc       func(t unsafe.Pointer) string
+	flashAttn    func(ctx, q, k, v, mask unsafe.Pointer, scale, maxBias, softcap float32) unsafe.Pointer
 }
 
 var (
@@ -180,6 +182,7 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.scaleBias, "ggml_scale_bias")
 	reg(base, &a.sigmoid, "ggml_sigmoid")
 	reg(base, &a.geluErf, "ggml_gelu_erf")
+	reg(base, &a.gelu, "ggml_gelu")
 	reg(base, &a.rmsNorm, "ggml_rms_norm")
 	reg(base, &a.getRows, "ggml_get_rows")
 	reg(base, &a.softMaxEx, "ggml_soft_max_ext")
@@ -188,6 +191,7 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.supportsOp, "ggml_backend_supports_op")
 	reg(base, &a.graphNodes, "ggml_graph_n_nodes")
 	reg(base, &a.graphNode, "ggml_graph_node")
+	reg(base, &a.graphAddNode, "ggml_graph_add_node")
 	reg(base, &a.opDesc, "ggml_op_desc")
 	reg(base, &a.devName, "ggml_backend_dev_name")
 	reg(base, &a.devDescription, "ggml_backend_dev_description")

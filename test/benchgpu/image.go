@@ -10,13 +10,14 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // imageOptions are the flags of `benchgpu image`.
 type imageOptions struct {
 	dir                 string
 	size, steps, images int
-	noT5                bool
+	noT5, profile       bool
 	device, out, label  string
 }
 
@@ -35,6 +36,10 @@ type ImageResults struct {
 	GPUUtilPct      float64 `json:"gpu_util_pct"`      // mean of nvidia-smi's samples
 	GPUMemMiB       float64 `json:"gpu_mem_mib"`       // the most nvidia-smi saw
 	At              string  `json:"at"`
+	// Profile is one more image, operation by operation (--profile), and
+	// ProfiledSeconds the sum of its operations' times.
+	Profile         []tensor.OpTime `json:"profile,omitempty"`
+	ProfiledSeconds float64         `json:"profiled_seconds,omitempty"`
 }
 
 func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResults, error) {
@@ -72,7 +77,21 @@ func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResul
 	util, mem := smi.stop()
 	slices.Sort(images)
 	slices.Sort(steps)
-	return &ImageResults{GPU: gpuName(ctx), Device: b.Info().Device.Name, Label: o.label, Size: o.size, Steps: o.steps, T5: !o.noT5,
+	var profile []tensor.OpTime
+	var profiled time.Duration
+	if o.profile {
+		b.Profile(true)
+		_, err := b.Generate(ctx, job, progress)
+		profile = b.Profiled()
+		b.Profile(false)
+		if err != nil {
+			return nil, fmt.Errorf("profiled image: %w", err)
+		}
+		for _, op := range profile {
+			profiled += op.Time
+		}
+	}
+	return &ImageResults{Profile: profile, ProfiledSeconds: profiled.Seconds(), GPU: gpuName(ctx), Device: b.Info().Device.Name, Label: o.label, Size: o.size, Steps: o.steps, T5: !o.noT5,
 		Images: o.images, SecondsPerImage: images[len(images)/2].Seconds(), SecondsPerStep: steps[len(steps)/2].Seconds(),
 		GPUUtilPct: util, GPUMemMiB: mem, At: time.Now().UTC().Format(time.RFC3339)}, nil
 }

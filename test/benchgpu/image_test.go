@@ -21,7 +21,7 @@ func TestImageBench(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "image.json")
 	var log bytes.Buffer
-	err := run(context.Background(), []string{"image", "--dir", dir, "--size", "32", "--steps", "2", "--images", "2", "--device", "cpu", "--out", out}, &log)
+	err := run(context.Background(), []string{"image", "--dir", dir, "--size", "32", "--steps", "2", "--images", "2", "--device", "cpu", "--profile", "--out", out}, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,18 @@ func TestImageBench(t *testing.T) {
 		res.SecondsPerStep > res.SecondsPerImage {
 		t.Errorf("results %+v", res)
 	}
-	if !strings.Contains(log.String(), "s/image") {
+	// The profiled image names the transformer's products among its
+	// operations, and its shares add up.
+	var sum float64
+	products := false
+	for _, op := range res.Profile {
+		sum += op.Time.Seconds()
+		products = products || strings.HasPrefix(op.Op, "MUL_MAT ")
+	}
+	if !products || res.ProfiledSeconds <= 0 || sum < res.ProfiledSeconds*0.999 || sum > res.ProfiledSeconds*1.001 {
+		t.Errorf("profile: %.3f s in %d operations (MUL_MAT among them: %v), profiled_seconds %.3f", sum, len(res.Profile), products, res.ProfiledSeconds)
+	}
+	if !strings.Contains(log.String(), "s/image") || !strings.Contains(log.String(), "operation by operation") {
 		t.Errorf("output:\n%s", log.String())
 	}
 }

@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.StringVar(&o.device, "device", "cuda", "auto, cpu or cuda")
 		fs.StringVar(&o.label, "label", "SD3-medium shapes fp16", "the model's name in the results")
 		fs.StringVar(&o.out, "out", "image.json", "where to write the results")
+		fs.BoolVar(&o.profile, "profile", false, "after the timed images, time one more operation by operation (slower; the shares are what count)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -103,6 +104,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s, %dx%d, %d steps, T5 %v: %.2f s/image, %.3f s/step, GPU busy %.0f%%, GPU memory %.0f MiB\n",
 			res.GPU, res.Size, res.Size, res.Steps, res.T5, res.SecondsPerImage, res.SecondsPerStep, res.GPUUtilPct, res.GPUMemMiB)
+		if len(res.Profile) > 0 {
+			fmt.Fprintf(stdout, "profile of one image, operation by operation: %.2f s in all\n", res.ProfiledSeconds)
+			for i, op := range res.Profile {
+				if i == 40 {
+					break
+				}
+				fmt.Fprintf(stdout, "%6.2f%% %9.1f ms %6d× %s\n", 100*op.Time.Seconds()/res.ProfiledSeconds, float64(op.Time.Microseconds())/1000, op.Calls, op.Op)
+			}
+		}
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
 			return err
