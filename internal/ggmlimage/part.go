@@ -7,7 +7,6 @@ package ggmlimage
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 
 	"github.com/genq/genq/internal/gguf"
@@ -97,14 +96,5 @@ func (p *part) layerNorm(g *tensor.Graph, prefix string, x tensor.Tensor, eps fl
 }
 
 // geluTanh is GELU's tanh approximation (torch's approximate="tanh",
-// transformers' gelu_new), x·(1 + tanh(z))/2 with z = c·(x + 0.044715x³),
-// c = √(2/π). ggml's fused GELU reads a float16 table on the CPU, an error
-// that grows through the layers, and its tanh is the C library's, one
-// value at a time; so it is computed as x·σ(2z), and since 2z = x·b with
-// b = 2c·(1 + 0.044715x²) > 0, as SiLU(x·b)/b: SiLU is one of ggml's
-// vectorised kernels, and nothing divides by x.
-func geluTanh(x tensor.Tensor) tensor.Tensor {
-	c2 := 2 * math.Sqrt(2/math.Pi)
-	b := x.Sqr().ScaleBias(c2*0.044715, c2)
-	return x.Mul(b).SILU().Div(b)
-}
+// transformers' gelu_new).
+func geluTanh(x tensor.Tensor) tensor.Tensor { return x.GELUTanh() }

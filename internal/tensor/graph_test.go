@@ -340,3 +340,22 @@ func TestProfileComputesTheSame(t *testing.T) {
 		t.Error("Profile(false) kept the sums")
 	}
 }
+
+// TestGELUTanh: GELU's tanh form against Go's arithmetic, wide inputs
+// included (on the CPU it is SiLU(x·b)/b).
+func TestGELUTanh(t *testing.T) {
+	be := backend(t)
+	x := []float32{-12, -3, -1, -0.25, 0, 1e-4, 0.5, 2, 7.5, 30}
+	want := make([]float32, len(x))
+	for i, v := range x {
+		f := float64(v)
+		want[i] = float32(0.5 * f * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f))))
+	}
+	g := be.NewGraph()
+	defer g.Close()
+	got, err := g.Compute(g.Input(x, len(x)).GELUTanh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nearWithin(t, "gelu", got, want, 1e-6)
+}
