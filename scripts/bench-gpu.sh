@@ -27,6 +27,12 @@
 # 28 steps, with T5 and without: results/images/*.json (benchgpu image; the
 # report of the text runs does not read them). The image engine runs on the
 # same llama.cpp build as text (its ggml), so it needs no build of its own.
+# GPU_IMAGE_T5 (default "on off"): which of the two image runs; GPU_IMAGE_PROFILE=1
+# adds one more image to each, timed operation by operation (benchgpu image
+# --profile). GPU_ENGINE_SAVE=DIR leaves the built engine's libraries there as
+# engine-<flavour>.tar.xz.aa, .ab, … (pieces of 20 MB, small enough to copy back); GPU_ENGINE_TARBALL=FILE unpacks such a file instead of
+# building (the same pinned sources and flavour: a second run on a fresh
+# machine then skips the build).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo="$PWD"
@@ -44,6 +50,12 @@ say() { echo "[$(date -u +%T)] $*" | tee -a "$log" >&2; }
 build_engine() {
 	[[ -s $work/engine.dir ]] && return 0
 	local flavour=${GPU_ENGINE_FLAVOUR:-cuda}
+	if [[ -n ${GPU_ENGINE_TARBALL:-} && -s $GPU_ENGINE_TARBALL ]]; then
+		mkdir -p "$work/engine" && tar xJf "$GPU_ENGINE_TARBALL" -C "$work/engine" || return 1
+		echo "$work/engine" >"$work/engine.dir"
+		say "engine unpacked from $GPU_ENGINE_TARBALL ($(du -sh "$work/engine/lib" | cut -f1) of libraries)"
+		return 0
+	fi
 	say "building llama.cpp ($flavour, CUDA_ARCH=${CUDA_ARCH:-90}) from the kit's sources"
 	if [[ ! -f $work/llama-src/llama.cpp/.genq-llama-src ]]; then
 		rm -rf "$work/llama-src" && mkdir -p "$work/llama-src" &&
@@ -55,6 +67,11 @@ build_engine() {
 		"$repo/scripts/build-llama.sh" --flavour "$flavour" "${tools[@]}" --src "$work/llama-src/llama.cpp" 2>>"$work/logs/engine.log")" || return 1
 	echo "$dir" >"$work/engine.dir"
 	say "engine built: $dir ($(du -sh "$dir/lib" | cut -f1) of libraries)"
+	if [[ -n ${GPU_ENGINE_SAVE:-} ]]; then
+		mkdir -p "$GPU_ENGINE_SAVE" &&
+			tar cf - -C "$dir" lib | xz -T0 -6 | split -b 20M - "$GPU_ENGINE_SAVE/engine-$flavour.tar.xz." &&
+			say "engine saved: $(ls "$GPU_ENGINE_SAVE"/engine-"$flavour".tar.xz.*) (cat them into one file for GPU_ENGINE_TARBALL)"
+	fi
 }
 
 # model_dir size variant: where a run's model lives (size may be SIZE/WEIGHTS).
@@ -158,16 +175,17 @@ image_bench() {
 		touch "$dir/ok"
 	fi
 	local t5 name
-	for t5 in on off; do
+	for t5 in ${GPU_IMAGE_T5:-on off}; do
 		name=image-sd3-medium-t5-$t5
 		[[ -s $work/results/images/$name.json ]] && continue
 		local flags=()
 		[[ $t5 == off ]] && flags=(--no-t5)
+		[[ ${GPU_IMAGE_PROFILE:-0} == 1 ]] && flags+=(--profile)
 		say "image benchmark, T5 $t5: 1024x1024, 28 steps"
 		"$work/bin/benchgpu" image --dir "$dir" --size 1024 --steps 28 --images 3 "${flags[@]}" \
 			--label "SD3-medium shapes fp16, T5 $t5" --out "$work/results/images/$name.json" >>"$work/logs/$name.log" 2>&1 ||
 			{ say "image benchmark failed: $(tail -n 3 "$work/logs/$name.log")"; continue; }
-		say "$(tail -n 1 "$work/logs/$name.log")"
+		say "$(grep -m1 's/image' "$work/logs/$name.log")"
 	done
 }
 
