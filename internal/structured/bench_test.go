@@ -193,7 +193,7 @@ func BenchmarkPrepare(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := g.Prepare(context.Background(), v); err != nil {
+		if _, err := g.Prepare(context.Background(), v, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -231,7 +231,7 @@ func BenchmarkOpeningMask(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := c.Grammar.Prepare(context.Background(), v); err != nil {
+			if _, err := c.Grammar.Prepare(context.Background(), v, 0); err != nil {
 				b.Fatal(err)
 			}
 			o, start := c.NewOpening(), c.Grammar.NewMatcher()

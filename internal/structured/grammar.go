@@ -10,6 +10,7 @@ package structured
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -57,6 +58,12 @@ type Grammar struct {
 	// (strings with bounds or patterns), in node order.
 	sharedRules []sharedRange
 	tables      tableSet
+	// order is the nodes in the order Prepare works their masks out.
+	orderOnce sync.Once
+	order     []int32
+	// tail marks the nodes from which a rule can only end (endsRule).
+	tailOnce sync.Once
+	tail     []bool
 }
 
 // sharedRange is a rule built alone on nodes [first, end).

@@ -26,6 +26,9 @@ type stepper struct {
 	// bottom stands for "whatever stack lies below" when a token's fate is
 	// worked out for a node alone (the vocabulary cache).
 	bottom *frame
+	// tail stands, in the memo's keys, for a return to a node that only
+	// ends the rule, on the bottom frame (walker.walkFirst).
+	tail *frame
 
 	gen    uint32
 	mark   []uint32
@@ -37,6 +40,10 @@ type stepper struct {
 	table      *nodeTable
 	tableVocab *Vocab
 	walker     walker
+	// memo is the walks below the trie's first bytes (walker.walkFirst),
+	// and memoTokens the tokens it covers.
+	memo       map[subtreeKey]*subtree
+	memoTokens int
 
 	accepting bool // the last closure reached the top rule's end
 	escaped   bool // the last closure popped the bottom frame
@@ -54,6 +61,7 @@ func newStepper(g *Grammar) *stepper {
 		g:      g,
 		intern: make(map[frame]*frame),
 		bottom: &frame{ret: -1},
+		tail:   &frame{ret: -2},
 		mark:   make([]uint32, len(g.nodes)),
 		markSt: make([]*frame, len(g.nodes)),
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured/ajvtest"
@@ -547,7 +548,7 @@ func TestPrepareAgrees(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := g1.Prepare(context.Background(), ahead); err != nil {
+		if _, err := g1.Prepare(context.Background(), ahead, 0); err != nil {
 			t.Fatal(err)
 		}
 		g2, _ := Compile(c.Schema)
@@ -574,8 +575,42 @@ func TestPrepareAgrees(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	g, _ := Compile(loadCorpus(t)[0].Schema)
-	if err := g.Prepare(ctx, ahead); err == nil {
+	if _, err := g.Prepare(ctx, ahead, 0); err == nil {
 		t.Error("Prepare went on after its context ended")
+	}
+}
+
+// TestPrepareBudget: a budget too short for a grammar stops Prepare with
+// the masks of the nodes nearest the start worked out; a later Prepare
+// without a budget finishes, and a third finds nothing left to do.
+func TestPrepareBudget(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	g, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"array","items":{"type":"string","pattern":"^[a-z]+-[0-9]{2,4}$"}},"c":{"enum":["x","y"]}},"required":["a","b","c"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := g.Prepare(context.Background(), v, time.Nanosecond)
+	if err != nil || done {
+		t.Fatalf("Prepare with 1 ns: done %v, %v; want stopped early", done, err)
+	}
+	seen := map[int32]bool{}
+	for _, n := range g.prepareOrder() {
+		if seen[n] || len(g.nodes[n].edges) == 0 {
+			t.Fatalf("node %d in Prepare's order twice or without edges", n)
+		}
+		seen[n] = true
+	}
+	for n := range g.nodes {
+		if len(g.nodes[n].edges) > 0 && !seen[int32(n)] {
+			t.Fatalf("node %d is not in Prepare's order", n)
+		}
+	}
+	if done, err := g.Prepare(context.Background(), v, 0); err != nil || !done {
+		t.Fatalf("Prepare without a budget: done %v, %v", done, err)
+	}
+	if done, err := g.Prepare(context.Background(), v, time.Minute); err != nil || !done {
+		t.Fatalf("Prepare of a prepared grammar: done %v, %v", done, err)
 	}
 }
 
@@ -836,4 +871,49 @@ func TestUniqueItems(t *testing.T) {
 		}
 		arrays(nil)
 	}
+}
+
+// TestSubtreeMemoAgrees: a node's mask worked out by a matcher that has
+// walked many nodes before (its memo of the walks below first bytes,
+// walker.walkFirst) equals the one a fresh matcher works out, with Llama
+// 3's vocabulary, where the memo matters: objects open to other keys, so
+// key tries that leave to the one plain string rest, and formats.
+func TestSubtreeMemoAgrees(t *testing.T) {
+	v, _, _ := llama3(t)
+	schema := `{"type":"object","properties":{
+		"author":{"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string","format":"email"},"date":{"type":"string","format":"date-time"}}},
+		"committer":{"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string"},"login":{"type":"string","maxLength":12}}},
+		"tags":{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"},"label":{"enum":["a","b"]}}}}},
+		"required":["author"]}`
+	g, err := Compile([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := g.prepareOrder()
+	shared := g.NewMatcher()
+	checked := 0
+	for i, n := range order {
+		got := maskOf(shared, v, n)
+		if i%5 != 0 && checked > 0 { // every fifth node against a fresh matcher: each costs a whole walk
+			continue
+		}
+		fresh := g.NewMatcher()
+		want := maskOf(fresh, v, n)
+		if !slices.Equal(got.ids, want.ids) || !slices.Equal(got.escapes, want.escapes) {
+			t.Fatalf("node %d: with the memo %d tokens %d escapes, fresh %d tokens %d escapes", n, len(got.ids), len(got.escapes), len(want.ids), len(want.escapes))
+		}
+		checked++
+	}
+	if len(shared.st.memo) == 0 {
+		t.Fatal("the memo was never used")
+	}
+	t.Logf("%d of %d nodes checked; memo %d walks over %d tokens", checked, len(order), len(shared.st.memo), shared.st.memoTokens)
+}
+
+// maskOf is node n's mask as m works it out, its tokens as a sorted list
+// and its escapes sorted.
+func maskOf(m *Matcher, v *Vocab, n int32) nodeMask {
+	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words)}
+	w.walk(0, []config{{n, m.st.bottom}}, 0, true)
+	return nodeMask{ids: allowed(w.accepted), escapes: slices.Sorted(slices.Values(w.escapes))}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Vocab is a model's vocabulary analysed for masking: its tokens in a byte
@@ -47,6 +48,7 @@ func (v *Vocab) sharedTable(r sharedRange) *nodeTable {
 type trieNode struct {
 	child0, nchild int32 // children in childByte/childNode
 	tok0, ntok     int32 // tokens that end here, in toks
+	end            int32 // the node's tokens and its children's are toks[tok0:end]
 }
 
 // NewVocab analyses a vocabulary: tokens[i] is token i's bytes. Tokens with
@@ -83,7 +85,7 @@ func (v *Vocab) build(tokens [][]byte, n int32, lo, hi, depth int) {
 	for i < hi && len(tokens[v.toks[i]]) == depth {
 		i++
 	}
-	v.nodes[n].tok0, v.nodes[n].ntok = int32(lo), int32(i-lo)
+	v.nodes[n].tok0, v.nodes[n].ntok, v.nodes[n].end = int32(lo), int32(i-lo), int32(hi)
 	type group struct{ lo, hi int }
 	var groups []group
 	for i < hi {
@@ -182,9 +184,97 @@ func (w *walker) walk(t int32, cur []config, depth int, record bool) {
 			w.escapes = append(w.escapes, child)
 		}
 		if len(next) > 0 {
-			w.walk(child, next, depth+1, record)
+			if depth == 0 {
+				w.walkFirst(child, next, record)
+			} else {
+				w.walk(child, next, depth+1, record)
+			}
 		}
 	}
+}
+
+// subtree is what a walk below one of the trie's first bytes allowed:
+// the tokens below it, as bits over their places in the trie's order
+// (a sixteenth of a list of ids where most are allowed), and the escapes.
+type subtree struct {
+	bits    []uint64
+	escapes []int32
+}
+
+// subtreeKey is a walk below a first byte: the trie node and the configs
+// after that byte (at most sixteen: a plain string's rest is nine).
+type subtreeKey struct {
+	child  int32
+	record bool
+	n      int8
+	c      [16]config
+}
+
+// Bounds of a stepper's memo of subtrees: below memoMinTokens a walk is
+// cheap; past memoMaxTokens (2 MB of bits) the memo starts over.
+const (
+	memoMinTokens = 64
+	memoMaxTokens = 1 << 24
+)
+
+// walkFirst is walk below a first byte, child, remembered per stepper:
+// the nodes of a grammar's key tries, and of strings that leave to the
+// same rest, reach the same configs after most first bytes, and below
+// each, tens of thousands of tokens walk the same way. Remembering that
+// walk once makes such a node's mask a fraction of a millisecond, not
+// twenty.
+func (w *walker) walkFirst(child int32, next []config, record bool) {
+	if len(next) > len(subtreeKey{}.c) {
+		w.walk(child, next, 1, record)
+		return
+	}
+	st := w.st
+	k := subtreeKey{child: child, record: record, n: int8(len(next))}
+	for i, c := range next {
+		// A return to a node that only ends the rule is the same to the
+		// walk whichever rule's node it is: each object's other keys
+		// call the grammar's one plain string rest, each from its own node.
+		if c.st != st.bottom && c.st.up == st.bottom && st.g.endsRule(c.st.ret) {
+			c.st = st.tail
+		}
+		k.c[i] = c
+	}
+	cn := &w.v.nodes[child]
+	first := cn.tok0 + cn.ntok
+	below := w.v.toks[first:cn.end]
+	if m, ok := st.memo[k]; ok {
+		for i, x := range m.bits {
+			for x != 0 {
+				id := below[i*64+bits.TrailingZeros64(x)]
+				w.accepted[id>>6] |= 1 << (id & 63)
+				x &= x - 1
+			}
+		}
+		w.escapes = append(w.escapes, m.escapes...)
+		return
+	}
+	if len(below) < memoMinTokens {
+		w.walk(child, next, 1, record)
+		return
+	}
+	if st.memoTokens+len(below) > memoMaxTokens {
+		st.memo, st.memoTokens = nil, 0
+	}
+	// What the walk sets below child is new: the trie is a tree, and the
+	// tokens below child are reached through it only.
+	before := len(w.escapes)
+	w.walk(child, next, 1, record)
+	m := &subtree{bits: make([]uint64, (len(below)+63)/64), escapes: slices.Clone(w.escapes[before:])}
+	for i, id := range below {
+		if w.accepted[id>>6]&(1<<(id&63)) != 0 {
+			m.bits[i>>6] |= 1 << (i & 63)
+		}
+	}
+	if st.memo == nil {
+		st.memo = map[subtreeKey]*subtree{}
+	}
+	st.memo[k] = m
+	st.memoTokens += len(below)
 }
 
 // maskFor returns node n's context-free mask, computing it on first use.
@@ -282,20 +372,105 @@ func (v *Vocab) Warm() {
 	}
 }
 
-// Prepare works out the masks of every node of g for v ahead of the first
-// answer (the worker can run it while the prompt is read): afterwards no
-// step pays for a node seen the first time. It stops early when ctx ends.
-func (g *Grammar) Prepare(ctx context.Context, v *Vocab) error {
+// Prepare works out the token masks of g's nodes for v ahead of their
+// first use, those an answer reaches first first (breadth first from the
+// start), so that no step of decoding pays for them. It returns true once
+// every node has its mask; it stops early when ctx ends (with its error)
+// or, budget > 0, once budget has passed. A node left without its mask
+// (the first node is always worked out) has it worked out on its first
+// use (Matcher.Mask) or by a later Prepare: masks are kept per grammar and
+// vocabulary, so each is worked out once. A grammar of thousands of nodes
+// whose strings accept most of the vocabulary takes seconds to prepare
+// whole: the worker gives a job a budget before its first token and
+// leaves the rest to the background.
+func (g *Grammar) Prepare(ctx context.Context, v *Vocab, budget time.Duration) (bool, error) {
+	start := time.Now()
 	m := g.NewMatcher()
 	t := g.table(v)
-	for n := range g.nodes {
-		if len(g.nodes[n].edges) == 0 {
-			continue
-		}
+	order := g.prepareOrder()
+	for i, n := range order {
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
-		m.maskFor(v, t, int32(n))
+		m.maskFor(v, t, n)
+		if budget > 0 && time.Since(start) > budget && i < len(order)-1 {
+			return false, nil
+		}
 	}
-	return nil
+	return true, nil
+}
+
+// endsRule tells a node from which the rule can only end: no bytes, no
+// call, and every epsilon leads to such a node or it is final.
+func (g *Grammar) endsRule(n int32) bool {
+	g.tailOnce.Do(func() {
+		const unknown, busy, yes, no = 0, 1, 2, 3
+		state := make([]uint8, len(g.nodes))
+		var tail func(n int32) bool
+		tail = func(n int32) bool {
+			switch state[n] {
+			case yes:
+				return true
+			case no, busy:
+				return false
+			}
+			state[n] = busy
+			nd := &g.nodes[n]
+			ok := len(nd.edges) == 0 && nd.call < 0 && (nd.final || len(nd.eps) > 0)
+			for _, e := range nd.eps {
+				ok = ok && tail(e)
+			}
+			state[n] = no
+			if ok {
+				state[n] = yes
+			}
+			return ok
+		}
+		g.tail = make([]bool, len(g.nodes))
+		for n := range g.nodes {
+			g.tail[n] = tail(int32(n))
+		}
+	})
+	return g.tail[n]
+}
+
+// prepareOrder is g's nodes with edges, breadth first from the top rule's
+// start through edges, epsilons, calls and returns, then any others: the
+// order in which answers tend to reach them.
+func (g *Grammar) prepareOrder() []int32 {
+	g.orderOnce.Do(func() {
+		seen := make([]bool, len(g.nodes))
+		queue := []int32{g.rules[g.top].start}
+		seen[queue[0]] = true
+		push := func(n int32) {
+			if n >= 0 && !seen[n] {
+				seen[n] = true
+				queue = append(queue, n)
+			}
+		}
+		for i := 0; i < len(queue); i++ {
+			nd := &g.nodes[queue[i]]
+			for _, e := range nd.edges {
+				push(e.to)
+			}
+			for _, e := range nd.eps {
+				push(e)
+			}
+			if nd.call >= 0 {
+				push(g.rules[nd.call].start)
+				push(nd.ret)
+			}
+		}
+		for n := range g.nodes {
+			push(int32(n))
+		}
+		order := make([]int32, 0, len(queue))
+		for _, n := range queue {
+			if len(g.nodes[n].edges) > 0 {
+				order = append(order, n)
+			}
+		}
+		g.order = order
+	})
+	return g.order
 }

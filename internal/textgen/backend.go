@@ -102,6 +102,9 @@ func (b *Backend) Close() error {
 	if b.sched != nil {
 		b.sched.stop()
 	}
+	if b.constraints != nil {
+		b.constraints.close()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.closed {

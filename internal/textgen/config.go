@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
@@ -75,6 +76,12 @@ type Config struct {
 	// (structured.Options.ClosedObjects).
 	OtherProperties string
 
+	// SchemaPrepareBudget is how long a job's schema may take, compiled
+	// and its token masks worked out, before its first token; the masks
+	// left are worked out in the background, one grammar at a time, or on
+	// first use (0: every mask before the first token, however long).
+	SchemaPrepareBudget time.Duration
+
 	// IgnoreEOS makes every answer MaxNewTokens long, as llama.cpp's
 	// --ignore-eos does: benchmarks count tokens that way, and a
 	// random-weight model would otherwise stop at a random length. Never
@@ -110,6 +117,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.DeviceSampling, "text-device-sampling", "TEXT_DEVICE_SAMPLING", "auto", "narrow rows to their sampler's top-k on the device: on, off, or auto (on when a GPU computes)")
 	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's), as make engine builds them")
 	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off")
+	fs.Duration(&c.SchemaPrepareBudget, "text-schema-prepare-budget", "TEXT_SCHEMA_PREPARE_BUDGET", 25*time.Millisecond, "structured output: time a job's schema may take, compiled and its token masks worked out, before its first token; the masks left are worked out in the background or on first use (0: all before the first token)")
 	fs.String(&c.OtherProperties, "text-other-properties", "TEXT_OTHER_PROPERTIES", "on", "structured output: an object schema's unlisted properties, where additionalProperties allows them: on (JSON Schema's rule) or off (as strict: true)")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }

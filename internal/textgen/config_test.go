@@ -3,6 +3,7 @@ package textgen
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
@@ -20,25 +21,25 @@ func TestRegisterFlags(t *testing.T) {
 		{
 			name: "variant A defaults",
 			v:    genq.VariantA,
-			want: Config{ContextSize: 512, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on"},
+			want: Config{ContextSize: 512, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "variant B has the larger context",
 			v:    genq.VariantB,
-			want: Config{ContextSize: 2048, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on"},
+			want: Config{ContextSize: 2048, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "environment",
 			v:    genq.VariantA,
 			env:  map[string]string{"TEXT_CONTEXT_SIZE": "1024", "TEXT_TEMPERATURE": "0", "TEXT_TOP_P": "0.5", "TEXT_SEED": "42", "TEXT_THREADS": "3", "TEXT_GPU": "false", "TEXT_PREFIX_CACHE": "off"},
-			want: Config{ContextSize: 1024, MaxNewTokens: 256, Temperature: 0, TopP: 0.5, TopK: 50, Seed: 42, Threads: 3, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "off", OtherProperties: "on"},
+			want: Config{ContextSize: 1024, MaxNewTokens: 256, Temperature: 0, TopP: 0.5, TopK: 50, Seed: 42, Threads: 3, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "off", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "flag beats environment",
 			v:    genq.VariantA,
 			env:  map[string]string{"TEXT_TOP_K": "5"},
 			args: []string{"-text-top-k", "7"},
-			want: Config{ContextSize: 512, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 7, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on"},
+			want: Config{ContextSize: 512, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 7, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name:    "bad number",

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
@@ -25,7 +26,19 @@ type constraints struct {
 
 	once  sync.Once
 	masks *maskVocab
+
+	// prepareBudget bounds a job's compile and the masks it works out
+	// before its first token (Config.SchemaPrepareBudget); the rest go to background, a
+	// queue of grammars whose remaining masks one goroutine works out.
+	prepareBudget time.Duration
+	background    chan *structured.Grammar
+	queued        sync.Map // grammars in background, not queued twice
+	stop          context.CancelFunc
 }
+
+// backgroundQueue bounds the grammars waiting for their masks: past it, a
+// grammar's masks are worked out on first use.
+const backgroundQueue = 8
 
 // maskVocab is the vocabulary as masks see it.
 type maskVocab struct {
@@ -38,8 +51,44 @@ type maskVocab struct {
 // its node masks.
 const grammarCacheSize = 256
 
-func newConstraints(tm *textModel, dialect structured.Dialect) *constraints {
-	return &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize)}
+func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget time.Duration) *constraints {
+	ctx, stop := context.WithCancel(context.Background())
+	c := &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize),
+		prepareBudget: prepareBudget, background: make(chan *structured.Grammar, backgroundQueue), stop: stop}
+	go c.prepareInBackground(ctx)
+	return c
+}
+
+// close stops the background preparation.
+func (c *constraints) close() { c.stop() }
+
+// prepareInBackground works out the masks the jobs' budgets left, one
+// grammar at a time, so that at most one core goes to it beside decoding.
+// A step that reaches a node first works its mask out itself; the two
+// agree (structured's masks are set once).
+func (c *constraints) prepareInBackground(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case g := <-c.background:
+			g.Prepare(ctx, c.vocabulary().vocab, 0) //nolint:errcheck // ends only with ctx
+			c.queued.Delete(g)
+		}
+	}
+}
+
+// prepareLater queues g's remaining masks for the background, unless it
+// is queued already or the queue is full.
+func (c *constraints) prepareLater(g *structured.Grammar) {
+	if _, dup := c.queued.LoadOrStore(g, true); dup {
+		return
+	}
+	select {
+	case c.background <- g:
+	default:
+		c.queued.Delete(g)
+	}
 }
 
 // vocabulary returns the model's vocabulary for masking, building it on
@@ -77,9 +126,11 @@ func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
 // constrain works out job's constraint and, when it has one, gives req a
 // matcher of its own. Errors are the job's fault (genq.Invalid): a schema
 // genq cannot enforce is refused, never retried. The grammar's node masks
-// are worked out here, on the caller's goroutine, so that no step of the
-// decoding loop pays for a node's first use.
+// are worked out here, on the caller's goroutine, within the budget, the
+// nodes an answer reaches first first; the rest in the background, so
+// that no schema holds a job's first token for long.
 func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) error {
+	start := time.Now()
 	c, err := b.constraints.cache.ForJobIn(job, b.constraints.dialect)
 	if err != nil {
 		if genq.ErrorCode(err) != genq.Invalid {
@@ -91,8 +142,19 @@ func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) err
 		return nil
 	}
 	mv := b.constraints.vocabulary()
-	if err := c.Grammar.Prepare(ctx, mv.vocab); err != nil {
-		return fmt.Errorf("text generation: %w", err)
+	// The budget counts the compile (a cached grammar's is microseconds):
+	// a compile that spent it leaves every mask to the background.
+	budget, done := b.constraints.prepareBudget, false
+	if budget > 0 {
+		budget -= time.Since(start)
+	}
+	if budget > 0 || b.constraints.prepareBudget == 0 {
+		if done, err = c.Grammar.Prepare(ctx, mv.vocab, budget); err != nil {
+			return fmt.Errorf("text generation: %w", err)
+		}
+	}
+	if !done {
+		b.constraints.prepareLater(c.Grammar)
 	}
 	req.constraint = &seqConstraint{c: c, v: mv, mask: make([]uint64, (mv.vocab.Size()+63)/64), narrowK: req.narrowK}
 	req.constraint.start(req)

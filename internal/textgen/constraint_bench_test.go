@@ -277,7 +277,7 @@ func BenchmarkConstrainedRow(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 := time.Now()
-	if err := g.Prepare(context.Background(), mv.vocab); err != nil {
+	if _, err := g.Prepare(context.Background(), mv.vocab, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("Prepare: %v", time.Since(t0))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
@@ -525,5 +526,42 @@ func TestAmbiguousGrammarEndsTheAnswer(t *testing.T) {
 	}
 	if _, err := b.Generate(context.Background(), chatJob("next", 1), nil); err != nil {
 		t.Fatalf("the next job: %v", err)
+	}
+}
+
+// TestConstrainedAnswersPreparedLater: with a budget the compile alone
+// spends, no mask is worked out before the first token; the background
+// and the steps work them out, and the answers hold to their grammar as
+// when every mask came first.
+func TestConstrainedAnswersPreparedLater(t *testing.T) {
+	const maxTokens = 160
+	b := openTiny(t, genq.VariantA, Config{Slots: 4, MaxNewTokens: maxTokens, ContextSize: 2048, SchemaPrepareBudget: time.Nanosecond})
+	open := json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"},"who":{"type":"object","properties":{"name":{"type":"string","maxLength":6},"mail":{"type":"string","format":"email"}}}},"required":["id","who"]}`)
+	for _, schema := range []json.RawMessage{personSchema, open} {
+		jobs := make([]genq.Job, 8)
+		for i := range jobs {
+			jobs[i] = chatJob(fmt.Sprintf("later-%d", i), int64(i+1))
+			jobs[i].ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONSchema, JSONSchema: &genq.JSONSchema{Name: "x", Schema: schema}}
+		}
+		c, err := structured.NewCache(4).ForJob(jobs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errs := jobsTogether(t, b, jobs)
+		stopped := 0
+		for i, res := range out {
+			switch {
+			case errs[i] != nil:
+				t.Fatalf("job %d: %v", i, errs[i])
+			case res.FinishReason == genq.FinishLength:
+			case !matches(c.Grammar, res.Text) || !json.Valid([]byte(res.Text)):
+				t.Errorf("job %d: %s answer %q does not match its grammar", i, res.FinishReason, res.Text)
+			default:
+				stopped++
+			}
+		}
+		if stopped == 0 {
+			t.Errorf("%s: no answer stopped within %d tokens", schema, maxTokens)
+		}
 	}
 }

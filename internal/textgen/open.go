@@ -140,7 +140,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cfg.MaxNewTokens, cfg.IgnoreEOS, cfg.PrefixCache == "on"
 	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
-	b.constraints = newConstraints(tm, dialect)
+	b.constraints = newConstraints(tm, dialect, cfg.SchemaPrepareBudget)
 	b.constraints.cache.ClosedObjects = cfg.OtherProperties == "off"
 	if trained := m.TrainedContext(); trained > 0 && cfg.ContextSize > trained {
 		log.Warn("text context is longer than the model was trained for",
