@@ -1,6 +1,7 @@
 package structured
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -423,6 +424,33 @@ func checkStreamReads(t *testing.T, text string, want []genq.ToolCallFunction) {
 	for i := range want {
 		if calls[i] != want[i] {
 			t.Fatalf("the stream reads %q: call %d = %+v, want %+v", text, i, calls[i], want[i])
+		}
+	}
+}
+
+// TestFormatsGrammarWarmsTheirRules: once FormatsGrammar is prepared for a
+// vocabulary, a schema's format rules find every mask worked out.
+func TestFormatsGrammarWarmsTheirRules(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	if done, err := FormatsGrammar().Prepare(context.Background(), v, 0); err != nil || !done {
+		t.Fatalf("Prepare: %v, %v", done, err)
+	}
+	for _, f := range []string{"date", "date-time", "time", "duration", "uuid", "email", "ipv4", "ipv6"} {
+		g, err := Compile([]byte(`{"type":"object","properties":{"x":{"type":"string","format":"` + f + `"}},"required":["x"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.sharedRules) == 0 {
+			t.Fatalf("%s: no shared rule", f)
+		}
+		for _, r := range g.sharedRules {
+			tab := v.sharedTable(r)
+			for n := r.first; n < r.end; n++ {
+				if len(g.nodes[n].edges) > 0 && tab.masks[n-r.first].Load() == nil {
+					t.Fatalf("%s: node %d of %s has no mask", f, n, r.key)
+				}
+			}
 		}
 	}
 }

@@ -94,7 +94,12 @@ func (c *constraints) prepareLater(g *structured.Grammar) {
 // vocabulary returns the model's vocabulary for masking, building it on
 // first use.
 func (c *constraints) vocabulary() *maskVocab {
-	c.once.Do(func() { c.masks = newMaskVocab(c.tm) })
+	c.once.Do(func() {
+		c.masks = newMaskVocab(c.tm)
+		// The formats' masks, shared by every schema with them, in the
+		// background: the e-mail address's take seconds of a core.
+		c.prepareLater(structured.FormatsGrammar())
+	})
 	return c.masks
 }
 
