@@ -79,16 +79,23 @@ type node struct {
 	src    [10]unsafe.Pointer
 }
 
-var typeNames = map[int32]string{typeF32: "f32", typeF16: "f16", typeI32: "i32", 30: "bf16"}
-
+// typeName is ggml's element type t as the profile names it.
 func typeName(t int32) string {
-	if s, ok := typeNames[t]; ok {
-		return s
+	switch t {
+	case typeF32:
+		return "f32"
+	case typeF16:
+		return "f16"
+	case typeI32:
+		return "i32"
+	case 30:
+		return "bf16"
 	}
 	return fmt.Sprintf("type%d", t)
 }
 
-// opKey names an operation by what it is and on what: "MUL_MAT f32[1536,4250,2] ← f16[1536,1536] f32[1536,4250,2]".
+// opKey names an operation by what it is and on what:
+// "MUL_MAT f32[1536,4096,2] ← f16[1536,1536] f32[1536,4096,2]".
 func (be *Backend) opKey(t unsafe.Pointer) string {
 	shape := func(t unsafe.Pointer) string {
 		h := (*header)(t)
