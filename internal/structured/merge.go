@@ -195,34 +195,17 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 		if x.kind != 'a' || y.kind != 'a' {
 			return refuse()
 		}
-		out := &value{kind: 'a', arr: slices.Clone(x.arr)}
-		for _, n := range y.arr {
-			if !slices.ContainsFunc(out.arr, func(m *value) bool { return sameJSON(m, n) }) {
-				out.arr = append(out.arr, n)
-			}
-		}
-		return out, nil
+		return union(x, y), nil
 	case "properties", "$defs", "definitions":
 		if x.kind != 'o' || y.kind != 'o' {
 			return refuse()
 		}
-		out := &value{kind: 'o', obj: slices.Clone(x.obj)}
-		for _, m := range y.obj {
-			i := slices.IndexFunc(out.obj, func(o member) bool { return o.key == m.key })
-			if i < 0 {
-				out.obj = append(out.obj, m)
-				continue
-			}
+		return mergeMembers(x, y, func(key string, a, b *value) (*value, error) {
 			if k != "properties" {
 				return refuse()
 			}
-			v, err := merge(out.obj[i].val, m.val, path+"/properties/"+m.key)
-			if err != nil {
-				return nil, err
-			}
-			out.obj[i].val = v
-		}
-		return out, nil
+			return merge(a, b, path+"/properties/"+key)
+		})
 	case "uniqueItems":
 		if x.kind != 'b' || y.kind != 'b' {
 			return refuse()
@@ -233,22 +216,7 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 		if !namesOnly(x) || !namesOnly(y) {
 			return refuse()
 		}
-		out := &value{kind: 'o', obj: slices.Clone(x.obj)}
-		for _, m := range y.obj {
-			i := slices.IndexFunc(out.obj, func(o member) bool { return o.key == m.key })
-			if i < 0 {
-				out.obj = append(out.obj, m)
-				continue
-			}
-			joined := &value{kind: 'a', arr: slices.Clone(out.obj[i].val.arr)}
-			for _, n := range m.val.arr {
-				if !slices.ContainsFunc(joined.arr, func(v *value) bool { return sameJSON(v, n) }) {
-					joined.arr = append(joined.arr, n)
-				}
-			}
-			out.obj[i].val = joined
-		}
-		return out, nil
+		return mergeMembers(x, y, func(_ string, a, b *value) (*value, error) { return union(a, b), nil })
 	case "items", "additionalProperties":
 		if x.kind == 'a' || y.kind == 'a' { // draft 7's positional items
 			return refuse()
@@ -413,4 +381,34 @@ func literals(s *value) []*value {
 func requires(s *value, name string) bool {
 	r := s.get("required")
 	return r != nil && r.kind == 'a' && slices.ContainsFunc(r.arr, func(v *value) bool { return v.kind == 's' && v.str == name })
+}
+
+// union is arrays x and y joined, each value of y not in x after x's.
+func union(x, y *value) *value {
+	out := &value{kind: 'a', arr: slices.Clone(x.arr)}
+	for _, n := range y.arr {
+		if !slices.ContainsFunc(out.arr, func(m *value) bool { return sameJSON(m, n) }) {
+			out.arr = append(out.arr, n)
+		}
+	}
+	return out
+}
+
+// mergeMembers is objects x and y joined: y's members not in x after x's,
+// and a member in both combined by both.
+func mergeMembers(x, y *value, both func(key string, a, b *value) (*value, error)) (*value, error) {
+	out := &value{kind: 'o', obj: slices.Clone(x.obj)}
+	for _, m := range y.obj {
+		i := slices.IndexFunc(out.obj, func(o member) bool { return o.key == m.key })
+		if i < 0 {
+			out.obj = append(out.obj, m)
+			continue
+		}
+		v, err := both(m.key, out.obj[i].val, m.val)
+		if err != nil {
+			return nil, err
+		}
+		out.obj[i].val = v
+	}
+	return out, nil
 }
