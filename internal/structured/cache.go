@@ -41,7 +41,10 @@ func (c *Cache) Compile(schema []byte) (*Grammar, error) { return c.CompileWith(
 func (c *Cache) CompileWith(schema []byte, opts Options) (*Grammar, error) {
 	opts.ClosedObjects = opts.ClosedObjects || c.ClosedObjects
 	key := schema
-	if opts.ClosedObjects {
+	switch {
+	case opts.Strict:
+		key = append([]byte("strict\x00"), schema...)
+	case opts.ClosedObjects:
 		key = append([]byte("closed\x00"), schema...)
 	}
 	return c.compileKeyed(sha256.Sum256(key), func() (*Grammar, error) { return CompileWith(schema, opts) })

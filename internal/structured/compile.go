@@ -46,6 +46,10 @@ type compiler struct {
 	// closed: an object with properties takes no other property unless
 	// additionalProperties is a schema (Options.ClosedObjects).
 	closed bool
+	// strict: Options.Strict.
+	strict bool
+	// formats: the formats genq knows are asserted, not annotations.
+	formats bool
 	// rest is the rule of a JSON string's rest after its opening quote,
 	// made on first use.
 	rest int32
@@ -61,6 +65,16 @@ type Options struct {
 	// may take other properties after the listed ones (at most
 	// MaxOtherProperties).
 	ClosedObjects bool
+	// Strict is OpenAI's strict: true, whose answers are written as
+	// OpenAI writes them and typed clients read them: objects closed
+	// (ClosedObjects), members in the schema's order, integers without a
+	// fraction, and the formats genq knows asserted whatever $schema
+	// says. Without it a schema means what JSON Schema says: an object's
+	// members in any order (where it lists at most maxAnyOrder
+	// properties), 1.0 an integer, and format an annotation under the
+	// 2019-09 and 2020-12 meta-schemas, whose default vocabulary makes it
+	// one.
+	Strict bool
 }
 
 // MaxOtherProperties bounds the properties an object takes beyond those its
@@ -74,6 +88,7 @@ func newCompiler() *compiler {
 		memo:     map[memoKey]int32{},
 		shared:   map[string]int32{},
 		rest:     -1,
+		formats:  true,
 	}
 	c.buildBuiltins()
 	c.b.g.builtinNodes = int32(len(c.b.g.nodes))
@@ -94,8 +109,14 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 		return nil, err
 	}
 	c := newCompiler()
-	c.closed = opts.ClosedObjects
+	c.closed = opts.ClosedObjects || opts.Strict
+	c.strict = opts.Strict
 	c.root = root
+	annotation, err := formatsAnnotate(root)
+	if err != nil {
+		return nil, err
+	}
+	c.formats = opts.Strict || !annotation
 	c.rootRule = c.b.newRule("#")
 	f, err := c.compile(root, "#")
 	if err != nil {
@@ -107,6 +128,32 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 		return nil, err
 	}
 	return c.b.g, nil
+}
+
+// formatsAnnotate reads the root's $schema: whether its meta-schema makes
+// format an annotation (2019-09's and 2020-12's format-annotation
+// vocabulary). A meta-schema genq does not know is refused: its
+// vocabularies, and so what its keywords assert, cannot be known.
+func formatsAnnotate(root *value) (bool, error) {
+	if root.kind != 'o' {
+		return false, nil
+	}
+	ms := root.get("$schema")
+	if ms == nil {
+		return false, nil
+	}
+	if ms.kind != 's' {
+		return false, genq.Errorf(genq.Invalid, "at #: $schema must be a string")
+	}
+	uri := strings.TrimSuffix(ms.str, "#")
+	uri = strings.TrimPrefix(strings.TrimPrefix(uri, "https://"), "http://")
+	switch uri {
+	case "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema":
+		return false, nil
+	case "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/schema":
+		return true, nil
+	}
+	return false, genq.Errorf(genq.Invalid, "at #: $schema %q is not a meta-schema genq knows (drafts 4, 6 and 7, 2019-09 and 2020-12): what its keywords assert cannot be known", ms.str)
 }
 
 // CompileJSONObject returns the grammar of any JSON object, for
@@ -360,15 +407,17 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 		return b.alt(b.lit("true"), b.lit("false")), nil
 	case "integer", "number":
 		if s.get("multipleOf") != nil {
-			return c.multiple(s, path)
+			f, err := c.multiple(s, path)
+			return c.wholeFraction(f), err
 		}
 	}
 	switch t {
 	case "integer":
 		if hasBounds(s) {
-			return c.bounded(s, path, true)
+			f, err := c.bounded(s, path, true)
+			return c.wholeFraction(f), err
 		}
-		return b.call(c.bi.integer), nil
+		return c.wholeFraction(b.call(c.bi.integer)), nil
 	case "number":
 		if hasBounds(s) {
 			return c.bounded(s, path, false)

@@ -113,8 +113,8 @@ func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) 
 	return f.compile(tools, parallel, false)
 }
 
-// strictTool tells a tool whose strict: true closes its parameters'
-// objects (Options.ClosedObjects).
+// strictTool tells a tool whose strict: true makes its parameters' schema
+// strict (Options.Strict).
 func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Function.Strict }
 
 // compile is Compile; closed closes every tool's objects, strict or not.
@@ -134,7 +134,8 @@ func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool) (*Grammar,
 	}
 	calls := make([]frag, 0, len(tools))
 	for i, t := range tools {
-		c.closed = closed || strictTool(t)
+		c.strict = strictTool(t)
+		c.closed = closed || c.strict
 		args, err := c.document(t.Function.Parameters, "tools["+strconv.Itoa(i)+"].function.parameters")
 		if err != nil {
 			return nil, err

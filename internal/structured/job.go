@@ -66,7 +66,7 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 			return Constraint{}, genq.Errorf(genq.Invalid, "response_format.json_schema.schema is required")
 		}
 		strict := f.JSONSchema.Strict != nil && *f.JSONSchema.Strict
-		g, err := c.CompileWith(f.JSONSchema.Schema, Options{ClosedObjects: strict})
+		g, err := c.CompileWith(f.JSONSchema.Schema, Options{Strict: strict})
 		if err != nil {
 			return Constraint{}, prefixed("response_format.json_schema.schema", err)
 		}
@@ -83,10 +83,11 @@ func toolsKey(tools []genq.Tool, parallel bool, f ToolFormat, closed bool) ([sha
 		Name       string          `json:"n"`
 		Parameters json.RawMessage `json:"p,omitempty"`
 		Closed     bool            `json:"c,omitempty"`
+		Strict     bool            `json:"s,omitempty"`
 	}
 	shapes := make([]shape, len(tools))
 	for i, t := range tools {
-		shapes[i] = shape{t.Function.Name, t.Function.Parameters, closed || strictTool(t)}
+		shapes[i] = shape{t.Function.Name, t.Function.Parameters, closed || strictTool(t), strictTool(t)}
 	}
 	b, err := json.Marshal(struct {
 		Tools    []shape    `json:"t"`

@@ -416,12 +416,37 @@ func (c *compiler) literal(v *value) frag {
 }
 
 // numberValue matches the number n's value in its shortest form: -2 for
-// -2.0, 1.5 for 1.50. JSON Schema compares numbers by value, so 1.0 would
-// equal 1 too, but a typed client (Go's encoding/json, Pydantic's strict
-// int) reads 1.0 as no integer: genq writes numbers as such clients read
-// them.
+// -2.0, 1.5 for 1.50, and, unless strict, with zeros after it as well
+// (-2.0, 1.50): JSON Schema compares numbers by value. A strict schema's
+// answer keeps the shortest form, as a typed client (Go's encoding/json,
+// Pydantic's strict int) reads 1.0 as no integer.
 func (c *compiler) numberValue(n json.Number) frag {
-	return c.b.lit(numberText(n.String()))
+	text := numberText(n.String())
+	if c.strict {
+		return c.b.lit(text)
+	}
+	if strings.ContainsAny(text, ".eE") {
+		if strings.Contains(text, ".") && !strings.ContainsAny(text, "eE") {
+			return c.b.seq(c.b.lit(text), c.zeros(maxFracDigits-1))
+		}
+		return c.b.lit(text)
+	}
+	return c.wholeFraction(c.b.lit(text))
+}
+
+// wholeFraction is f, an integer, followed, unless strict, by an optional
+// fraction of zeros: JSON Schema's integer is any number with no
+// fraction, 1.0 as well as 1.
+func (c *compiler) wholeFraction(f frag) frag {
+	if c.strict {
+		return f
+	}
+	return c.b.seq(f, c.b.opt(c.b.seq(c.b.lit(".0"), c.zeros(maxFracDigits-1))))
+}
+
+// zeros matches up to n zeros.
+func (c *compiler) zeros(n int) frag {
+	return c.b.repeat(0, n, func() frag { return c.b.lit("0") })
 }
 
 // numberText is the number n's shortest form (n itself where it has more

@@ -87,7 +87,7 @@ func TestNumericBounds(t *testing.T) {
 		}
 		return out
 	}
-	run := func(typ string, bs []bound) {
+	run := func(typ string, bs []bound, strict bool) {
 		var parts []string
 		var edges []int64
 		for _, b := range bs {
@@ -97,7 +97,7 @@ func TestNumericBounds(t *testing.T) {
 			edges = append(edges, int64(f))
 		}
 		schema := fmt.Sprintf(`{"type":%q,%s}`, typ, strings.Join(parts, ","))
-		g, err := Compile([]byte(schema))
+		g, err := CompileWith([]byte(schema), Options{Strict: strict})
 		empty := err != nil && strings.Contains(err.Error(), "no number between them")
 		if err != nil && !empty {
 			t.Fatalf("%s: %v", schema, err)
@@ -110,7 +110,7 @@ func TestNumericBounds(t *testing.T) {
 			if _, frac, ok := strings.Cut(text, "."); ok && len(frac) > maxFracDigits {
 				continue
 			}
-			want := wellFormed(text, typ == "integer")
+			want := wellFormed(text, typ == "integer", strict)
 			if want {
 				x, _ := new(big.Rat).SetString(text)
 				for _, b := range bs {
@@ -142,23 +142,25 @@ func TestNumericBounds(t *testing.T) {
 			}
 		}
 	}
-	for _, bs := range cases {
-		run("integer", bs)
-		run("number", bs)
-	}
-	for _, bs := range fractional {
-		run("integer", bs)
-		run("number", bs)
+	for _, strict := range []bool{false, true} {
+		for _, bs := range append(cases, fractional...) {
+			run("integer", bs, strict)
+			run("number", bs, strict)
+		}
 	}
 }
 
 // wellFormed tells the numbers a bounded grammar writes: no exponent, no
-// leading zeros, a fraction only for a number.
-func wellFormed(s string, integer bool) bool {
+// leading zeros, a fraction only for a number, or for an integer unless
+// strict, one of zeros.
+func wellFormed(s string, integer, strict bool) bool {
 	t := strings.TrimPrefix(s, "-")
 	whole, frac, hasFrac := strings.Cut(t, ".")
 	if whole == "" || strings.Trim(whole, "0123456789") != "" || len(whole) > 1 && whole[0] == '0' {
 		return false
+	}
+	if hasFrac && integer && !strict {
+		return frac != "" && strings.Trim(frac, "0") == "" && len(frac) <= maxFracDigits
 	}
 	if hasFrac && (integer || frac == "" || strings.Trim(frac, "0123456789") != "") {
 		return false

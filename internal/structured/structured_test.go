@@ -362,7 +362,7 @@ func TestKeywordRules(t *testing.T) {
 		{"propertyNames", `{"type":"object","properties":{"id":{},"toolong":{}},"propertyNames":{"maxLength":4,"pattern":"^[a-z]+$"}}`,
 			[]string{`{"id":1}`, `{"id":1,"ab":2}`, `{"abcd":1}`}, []string{`{"toolong":1}`, `{"abcde":1}`, `{"Ab":1}`}},
 		{"propertyNames false", `{"propertyNames":false}`, []string{`{}`, `3`}, []string{`{"a":1}`}},
-		{"multipleOf", `{"type":"integer","multipleOf":7}`, []string{`0`, `7`, `-14`, `700`}, []string{`1`, `-15`, `70.0`, `-0`}},
+		{"multipleOf", `{"type":"integer","multipleOf":7}`, []string{`0`, `7`, `-14`, `700`, `70.0`}, []string{`1`, `-15`, `70.5`, `-0`}},
 		{"multipleOf within bounds", `{"type":"integer","multipleOf":5,"minimum":-10,"exclusiveMaximum":20}`, []string{`-10`, `0`, `15`}, []string{`-15`, `20`, `12`}},
 		{"prefixItems", `{"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":{"type":"boolean"},"minItems":1,"maxItems":3}`,
 			[]string{`[1]`, `[1,"a"]`, `[1,"a",true]`}, []string{`[]`, `["a"]`, `[1,2]`, `[1,"a",3]`, `[1,"a",true,false]`}},
@@ -916,4 +916,41 @@ func maskOf(m *Matcher, v *Vocab, n int32) nodeMask {
 	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words)}
 	w.walk(0, []config{{n, m.st.bottom}}, 0, true)
 	return nodeMask{ids: allowed(w.accepted), escapes: slices.Sorted(slices.Values(w.escapes))}
+}
+
+// TestStrictWritesAsOpenAI checks what Options.Strict changes: JSON
+// Schema's own meaning without it (1.0 an integer, format an annotation
+// under 2020-12's meta-schema), OpenAI's strict answers with it.
+func TestStrictWritesAsOpenAI(t *testing.T) {
+	const (
+		draft2020 = `"$schema":"https://json-schema.org/draft/2020-12/schema",`
+		draft7    = `"$schema":"http://json-schema.org/draft-07/schema#",`
+	)
+	for _, tc := range []struct {
+		name, schema string
+		strict       bool
+		ok, refused  []string
+	}{
+		{"an integer", `{"type":"integer"}`, false, []string{`1`, `1.0`, `-2.000`}, []string{`1.5`, `1.`, `1e0`}},
+		{"an integer, strict", `{"type":"integer"}`, true, []string{`1`, `-2`}, []string{`1.0`, `-2.000`}},
+		{"a const", `{"const":2}`, false, []string{`2`, `2.0`}, []string{`2.5`, `20`}},
+		{"a const, strict", `{"const":2.0}`, true, []string{`2`}, []string{`2.0`}},
+		{"a fractional enum", `{"enum":[1.5]}`, false, []string{`1.5`, `1.50`}, []string{`1.05`, `15`}},
+		{"format asserted without $schema", `{"type":"string","format":"date"}`, false, []string{`"2024-01-31"`}, []string{`"tomorrow"`}},
+		{"format asserted under draft 7", `{` + draft7 + `"type":"string","format":"date"}`, false, []string{`"2024-01-31"`}, []string{`"tomorrow"`}},
+		{"format an annotation under 2020-12", `{` + draft2020 + `"type":"string","format":"date"}`, false, []string{`"2024-01-31"`, `"tomorrow"`}, []string{`3`}},
+		{"format asserted under 2020-12, strict", `{` + draft2020 + `"type":"string","format":"date"}`, true, []string{`"2024-01-31"`}, []string{`"tomorrow"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := CompileWith([]byte(tc.schema), Options{Strict: tc.strict})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTexts(t, g, tc.ok, tc.refused)
+		})
+	}
+	_, err := Compile([]byte(`{"$schema":"http://localhost:1234/my-metaschema.json","type":"integer"}`))
+	if err == nil || !strings.Contains(err.Error(), "$schema") || !strings.Contains(err.Error(), "my-metaschema") {
+		t.Errorf("an unknown meta-schema: %v, want a 400 naming it", err)
+	}
 }

@@ -40,6 +40,11 @@ func (c *compiler) document(schema json.RawMessage, where string) (frag, error) 
 	if err != nil {
 		return frag{}, prefixed(where, err)
 	}
+	annotation, err := formatsAnnotate(root)
+	if err != nil {
+		return frag{}, prefixed(where, err)
+	}
+	c.formats = c.strict || !annotation
 	c.root, c.defRules = root, map[string]int32{}
 	c.rootRule = c.b.newRule(where)
 	f, err := c.compile(root, "#")

@@ -196,14 +196,14 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 			return f, nil
 		})
 	}
-	// A format genq knows is enforced, as OpenAI's structured outputs do
-	// (2020-12 makes format an annotation unless a schema opts into its
-	// assertion); one it does not know is an annotation, as the spec says.
+	// A format genq knows is enforced, as OpenAI's structured outputs do,
+	// unless the schema's meta-schema makes it an annotation (c.formats);
+	// one it does not know is an annotation, as the spec says.
 	if format := s.get("format"); format != nil {
 		if format.kind != 's' {
 			return nil, nil, genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 		}
-		if p, ok := formatPattern(format.str); ok {
+		if p, ok := formatPattern(format.str); ok && c.formats {
 			keys = append(keys, "pattern "+p)
 			parts = append(parts, func() (frag, error) { return c.pattern(p) })
 		}
@@ -899,7 +899,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 		res = append(res, re)
 	}
 	if f := pn.get("format"); f != nil {
-		if p, ok := formatPattern(f.str); ok {
+		if p, ok := formatPattern(f.str); ok && c.formats {
 			res = append(res, regexp.MustCompile(p))
 		}
 	}
