@@ -341,6 +341,8 @@ func TestKeywordRules(t *testing.T) {
 		{"object keywords without type", `{"required":[],"properties":{"a":{"type":"integer"}}}`,
 			[]string{`"a string"`, `12`, `[1,"x"]`, `null`, `true`, `{"a":3}`}, []string{`{"a":"x"}`}},
 		{"string keywords without type", `{"maxLength":2}`, []string{`"ab"`, `123456`, `{"long":"value"}`}, []string{`"abc"`}},
+		{"a surrogate pair is one character", `{"type":"string","maxLength":2}`,
+			[]string{`"\ud83d\udca9\uD83D\uDCA9"`, `"a\ud83d\ude00"`}, []string{`"\ud83d\udca9ab"`, `"\ud83d"`, `"\udca9\ud83d"`, `"\ud83da"`}},
 		{"number keywords without type", `{"minimum":3}`, []string{`3`, `"1"`, `[1]`}, []string{`2`}},
 		{"allOf with a $ref", `{"$defs":{"base":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}},` +
 			`"allOf":[{"$ref":"#/$defs/base"},{"properties":{"b":{"type":"string"}},"required":["b"]}]}`,

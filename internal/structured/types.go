@@ -21,8 +21,9 @@ func (c *compiler) ws() frag {
 }
 
 // char matches one character of a JSON string's body: a code point in valid
-// UTF-8 other than '"', '\' and controls, or an escape. \u escapes of
-// surrogates are left out, so that one match is always one code point.
+// UTF-8 other than '"', '\' and controls, or an escape. A surrogate's \u
+// escape is one only in a pair, high then low, so that one match is always
+// one code point.
 func (c *compiler) char() frag {
 	return c.b.alt(c.b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), c.multibyteChar(), c.escape())
 }
@@ -57,6 +58,8 @@ func (c *compiler) escape() frag {
 		b.seq(b.lit("u"), b.alt(
 			b.seq(b.ranges('0', '9', 'a', 'c', 'A', 'C', 'e', 'f', 'E', 'F'), hex(), hex(), hex()),
 			b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('0', '7'), hex(), hex()),
+			b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('8', '9', 'a', 'b', 'A', 'B'), hex(), hex(),
+				b.lit("\\u"), b.ranges('d', 'd', 'D', 'D'), b.ranges('c', 'f', 'C', 'F'), hex(), hex()),
 		)),
 	))
 }
