@@ -25,6 +25,16 @@ type scratchNFA struct {
 // construction over bytes, so its states are tuples of the parts' state
 // sets. Parts make no calls: string constraints never do.
 func (c *compiler) intersect(parts []func() (frag, error)) (frag, error) {
+	return c.product(parts, nil)
+}
+
+// product matches the JSON strings that every fragment of accept matches
+// and no fragment of reject does: intersect, where a reject part's
+// automaton may die (its string cannot match) and must not end where the
+// string does. Reject parts are what tells a name that matches none of an
+// object's patterns from one that matches some.
+func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) {
+	parts := append(slices.Clip(accept), reject...)
 	machines := make([]scratchNFA, 0, len(parts))
 	main := c.b
 	for _, build := range parts {
@@ -75,7 +85,7 @@ func (c *compiler) intersect(parts []func() (frag, error)) (frag, error) {
 		queue = append(queue, st)
 		accepting := true
 		for i, m := range machines {
-			accepting = accepting && slices.Contains(sets[i], m.end)
+			accepting = accepting && slices.Contains(sets[i], m.end) == (i < len(accept))
 		}
 		if accepting {
 			b.eps(st.node, end)
@@ -104,7 +114,7 @@ func (c *compiler) intersect(parts []func() (frag, error)) (frag, error) {
 			var next *state
 			sets := make([][]int32, len(machines))
 			for i, m := range machines {
-				if sets[i] = m.step(st.sets[i], byte(ch)); len(sets[i]) == 0 {
+				if sets[i] = m.step(st.sets[i], byte(ch)); len(sets[i]) == 0 && i < len(accept) {
 					sets = nil
 					break
 				}

@@ -434,7 +434,17 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 			}
 		}
 	}
-	patterns, err := c.patternMembers(s, props, path, names)
+	// Names no property lists, and no pattern matches, take
+	// additionalProperties: any value where it is left out or true, unless
+	// objects are closed.
+	var unmatched *value
+	switch {
+	case addl != nil && addl.kind == 'o':
+		unmatched = addl
+	case (addl == nil || addl.kind == 'b' && addl.b) && !c.closed:
+		unmatched = &value{kind: 'b', b: true}
+	}
+	patterns, err := c.patternMembers(s, props, path, names, unmatched)
 	if err != nil {
 		return frag{}, err
 	}
@@ -492,32 +502,25 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 	}
 	// Other properties, after the listed ones: with patternProperties,
-	// those whose names match a pattern, and no other (one that matches
-	// none would take additionalProperties, but telling it from one that
-	// matches would need an automaton's complement); else where
-	// additionalProperties is a schema, their values follow it; left out or
-	// true, they are any value, unless objects are closed. At most
-	// MaxOtherProperties, or maxProperties' own bound where it is larger.
+	// told apart by the patterns their names match (patternMembers); else
+	// their values follow unmatched. At most MaxOtherProperties, or
+	// maxProperties' own bound where it is larger.
 	var other func() frag
 	switch {
 	case patterns != nil:
 		other = patterns
-	case addl != nil && addl.kind == 'o':
-		r, err := c.ruleOf(addl, path+"/additionalProperties")
-		if err != nil {
-			return frag{}, err
+	case unmatched != nil:
+		r := c.bi.value
+		if unmatched.kind == 'o' {
+			if r, err = c.ruleOf(unmatched, path+"/additionalProperties"); err != nil {
+				return frag{}, err
+			}
 		}
 		key, err := c.otherKey(props, path, names)
 		if err != nil {
 			return frag{}, err
 		}
 		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(r)) }
-	case (addl == nil || addl.kind == 'b' && addl.b) && !c.closed:
-		key, err := c.otherKey(props, path, names)
-		if err != nil {
-			return frag{}, err
-		}
-		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(c.bi.value)) }
 	}
 	if other != nil {
 		r := b.newRule(path + " other member")
@@ -716,14 +719,21 @@ func (c *compiler) ruleOf(s *value, path string) (int32, error) {
 	return r, nil
 }
 
-// patternMembers is the member of an object whose name matches one of s's
-// patternProperties (and is none of props' names). A name may match
-// several patterns, and its value must then hold to all their schemas:
-// the value of every such member holds to the merge of all the patterns'
-// schemas (narrower where a name matches one pattern only). Where those
-// schemas do not merge, no such member is written. nil without
-// patternProperties.
-func (c *compiler) patternMembers(s, props *value, path string, names *nameRule) (func() frag, error) {
+// maxPatternSets bounds the patterns an object's other names are told
+// apart by, in every combination: 2^n products of their automata.
+const maxPatternSets = 4
+
+// patternMembers is the member of an object whose name is none of props'
+// names (and one propertyNames allows), with s's patternProperties: its
+// value holds to the schemas of all the patterns its name matches, merged,
+// and, where its name matches none, to unmatched (nil: no such member).
+// Names are told apart by the set of patterns they match: for each set,
+// the names that match those patterns and no other, as the product of
+// the patterns' automata and their complements. With more than
+// maxPatternSets patterns, a name that matches any holds to every
+// pattern's schema (narrower). A set whose schemas do not merge, or merge
+// to false, writes no member. nil without patternProperties.
+func (c *compiler) patternMembers(s, props *value, path string, names *nameRule, unmatched *value) (func() frag, error) {
 	pp := s.get("patternProperties")
 	if pp == nil {
 		return nil, nil
@@ -738,35 +748,79 @@ func (c *compiler) patternMembers(s, props *value, path string, names *nameRule)
 	if props == nil {
 		props = &value{kind: 'o'}
 	}
-	all := &value{kind: 'b', b: true}
-	for _, m := range pp.obj {
-		var err error
-		if all, err = merge(all, m.val, path+"/patternProperties"); err != nil {
-			return func() frag { return b.alt() }, nil
+	patterns := make([]string, len(pp.obj))
+	for i, m := range pp.obj {
+		patterns[i] = m.key
+	}
+	type class struct{ matched, unmatched []string }
+	type member struct{ key, value int32 }
+	var members []member
+	add := func(cl class, schema *value, at string) error {
+		if schema == nil || schema.kind == 'b' && !schema.b {
+			return nil
+		}
+		key, err := c.namedKey(cl.matched, cl.unmatched, props, names)
+		if err != nil {
+			return genq.WrapError(genq.ErrorCode(err), err, "at "+at+": "+genq.ErrorMessage(err))
+		}
+		kr := b.newRule(at + " key")
+		b.define(kr, key)
+		v, err := c.ruleOf(schema, at)
+		if err != nil {
+			return err
+		}
+		members = append(members, member{kr, v})
+		return nil
+	}
+	mergeAll := func() (*value, bool) {
+		all := &value{kind: 'b', b: true}
+		for _, m := range pp.obj {
+			var err error
+			if all, err = merge(all, m.val, path+"/patternProperties"); err != nil {
+				return nil, false
+			}
+		}
+		return all, true
+	}
+	if len(patterns) > maxPatternSets {
+		if all, ok := mergeAll(); ok {
+			for i, p := range patterns {
+				if err := add(class{matched: []string{p}}, all, path+"/patternProperties/"+pp.obj[i].key); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		for set := 1; set < 1<<len(patterns); set++ {
+			var cl class
+			schema := &value{kind: 'b', b: true}
+			for i, p := range patterns {
+				if set&(1<<i) == 0 {
+					cl.unmatched = append(cl.unmatched, p)
+					continue
+				}
+				cl.matched = append(cl.matched, p)
+				if schema != nil {
+					var err error
+					if schema, err = merge(schema, pp.obj[i].val, path+"/patternProperties"); err != nil {
+						schema = nil
+					}
+				}
+			}
+			if err := add(cl, schema, path+"/patternProperties/"+strings.Join(cl.matched, ",")); err != nil {
+				return nil, err
+			}
 		}
 	}
-	v, err := c.ruleOf(all, path+"/patternProperties")
-	if err != nil {
+	if err := add(class{unmatched: patterns}, unmatched, path+"/additionalProperties"); err != nil {
 		return nil, err
 	}
-	var keys []int32
-	for _, m := range pp.obj {
-		at := path + "/patternProperties/" + m.key
-		pat := m.key
-		key, err := c.namedKey(&pat, props, names)
-		if err != nil {
-			return nil, genq.WrapError(genq.ErrorCode(err), err, "at "+at+": "+genq.ErrorMessage(err))
-		}
-		r := b.newRule(at + " key")
-		b.define(r, key)
-		keys = append(keys, r)
-	}
 	return func() frag {
-		alts := make([]frag, len(keys))
-		for i, k := range keys {
-			alts[i] = b.call(k)
+		alts := make([]frag, len(members))
+		for i, m := range members {
+			alts[i] = b.seq(b.call(m.key), c.ws(), b.lit(":"), c.ws(), b.call(m.value))
 		}
-		return b.seq(b.alt(alts...), c.ws(), b.lit(":"), c.ws(), b.call(v))
+		return b.alt(alts...)
 	}, nil
 }
 
@@ -810,7 +864,7 @@ func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, 
 	b := c.b
 	r := b.newRule(path + " other key")
 	if names != nil {
-		f, err := c.namedKey(nil, props, names)
+		f, err := c.namedKey(nil, nil, props, names)
 		if err != nil {
 			return 0, genq.WrapError(genq.ErrorCode(err), err, "at "+path+"/propertyNames: "+genq.ErrorMessage(err))
 		}
@@ -826,9 +880,10 @@ func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, 
 }
 
 // namedKey is a key that is none of props' names, that propertyNames
-// allows (names, nil for any) and, with a pattern, that matches it: the
-// product of their automata, built once per grammar.
-func (c *compiler) namedKey(pattern *string, props *value, names *nameRule) (frag, error) {
+// allows (names, nil for any), that matches every pattern of matched and
+// none of unmatched: the product of their automata, built once per
+// grammar.
+func (c *compiler) namedKey(matched, unmatched []string, props *value, names *nameRule) (frag, error) {
 	var listed []string
 	for _, m := range props.obj {
 		listed = append(listed, m.key)
@@ -837,16 +892,20 @@ func (c *compiler) namedKey(pattern *string, props *value, names *nameRule) (fra
 	parts := []func() (frag, error){func() (frag, error) {
 		return c.otherKeyString(props, func() frag { return c.b.seq(c.b.star(c.plainChar()), c.b.lit(`"`)) }), nil
 	}}
-	if pattern != nil {
-		p := *pattern
+	var rejects []func() (frag, error)
+	for _, p := range matched {
 		key += " matching " + p
 		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+	}
+	for _, p := range unmatched {
+		key += " not matching " + p
+		rejects = append(rejects, func() (frag, error) { return c.pattern(p) })
 	}
 	if names != nil {
 		key += " named " + strings.Join(names.keys, " and ")
 		parts = append(parts, names.parts...)
 	}
-	return c.sharedString(key, func() (frag, error) { return c.intersect(parts) })
+	return c.sharedString(key, func() (frag, error) { return c.product(parts, rejects) })
 }
 
 // nameRule is what propertyNames says of a name: a string schema's
