@@ -53,6 +53,8 @@ type compiler struct {
 	// rest is the rule of a JSON string's rest after its opening quote,
 	// made on first use.
 	rest int32
+	// commaRule is comma's rule, made on first use.
+	commaRule int32
 	// regexps are the patterns names are checked against, compiled once.
 	regexps map[string]*regexp.Regexp
 }
@@ -83,12 +85,13 @@ const MaxOtherProperties = 8
 
 func newCompiler() *compiler {
 	c := &compiler{
-		b:        &builder{g: &Grammar{}},
-		defRules: map[string]int32{},
-		memo:     map[memoKey]int32{},
-		shared:   map[string]int32{},
-		rest:     -1,
-		formats:  true,
+		b:         &builder{g: &Grammar{}},
+		defRules:  map[string]int32{},
+		memo:      map[memoKey]int32{},
+		shared:    map[string]int32{},
+		rest:      -1,
+		commaRule: -1,
+		formats:   true,
 	}
 	c.buildBuiltins()
 	c.b.g.builtinNodes = int32(len(c.b.g.nodes))

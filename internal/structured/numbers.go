@@ -379,13 +379,16 @@ func (c *compiler) digitRange(lo, hi string) frag {
 	return b.alt(alts...)
 }
 
-// literal matches the JSON texts equal to v: the same members in the same
-// order, whitespace between tokens as anywhere in an answer, and numbers
-// in their shortest form, whatever form the schema wrote them in.
+// literal matches the JSON texts equal to v: the same members (in any
+// order, unless strict or more than maxAnyOrder), whitespace between
+// tokens as anywhere in an answer, and numbers by value (numberValue).
 func (c *compiler) literal(v *value) frag {
 	b := c.b
 	switch v.kind {
 	case 'o', 'a':
+		if v.kind == 'o' && !c.strict && len(v.obj) > 1 && len(v.obj) <= maxAnyOrder {
+			return c.literalObject(v)
+		}
 		open, closing, n := "{", "}", len(v.obj)
 		if v.kind == 'a' {
 			open, closing, n = "[", "]", len(v.arr)
@@ -413,6 +416,22 @@ func (c *compiler) literal(v *value) frag {
 	var buf bytes.Buffer
 	v.encode(&buf)
 	return b.lit(buf.String())
+}
+
+// literalObject matches the object v with its members in any order.
+func (c *compiler) literalObject(v *value) frag {
+	b := c.b
+	rules := make([]int32, len(v.obj))
+	for i, m := range v.obj {
+		var key bytes.Buffer
+		writeString(&key, m.key)
+		rules[i] = b.newRule("literal member " + key.String())
+		b.define(rules[i], b.seq(b.lit(key.String()), c.ws(), b.lit(":"), c.ws(), c.literal(m.val)))
+	}
+	ch := newMemberChain(c, 0, -1)
+	whole := uint64(1)<<len(rules) - 1
+	ch.anyOrder(rules, func(set uint64) bool { return set == whole })
+	return ch.close()
 }
 
 // numberValue matches the number n's value in its shortest form: -2 for

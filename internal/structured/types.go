@@ -6,6 +6,7 @@ package structured
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -472,12 +473,16 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		props = &value{kind: 'o'}
 	}
 	ch := newMemberChain(c, minP, maxP)
-	presence, err := presenceRules(deps, props, path)
-	if err != nil {
-		return frag{}, err
+	anyOrder := !c.strict && len(props.obj) > 1 && len(props.obj) <= maxAnyOrder
+	var presence []presence
+	if !anyOrder {
+		if presence, err = presenceRules(deps, props, path); err != nil {
+			return frag{}, err
+		}
 	}
-	// Properties come in the schema's order; required ones always, optional
-	// ones may be left out.
+	// Properties come in any order (anyOrder) or in the schema's; required
+	// ones always, optional ones may be left out.
+	var rules []int32
 	for i, m := range props.obj {
 		var buf bytes.Buffer
 		writeString(&buf, m.key)
@@ -497,9 +502,16 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 		r := b.newRule(p + " member")
 		b.define(r, b.seq(b.lit(buf.String()), c.ws(), b.lit(":"), c.ws(), v))
+		if anyOrder {
+			rules = append(rules, r)
+			continue
+		}
 		if err := ch.member(r, !required[m.key], presence[i]); err != nil {
 			return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 		}
+	}
+	if anyOrder {
+		ch.anyOrder(rules, closable(props, required, deps))
 	}
 	// Other properties, after the listed ones: with patternProperties,
 	// told apart by the patterns their names match (patternMembers); else
@@ -658,6 +670,92 @@ func (ch *memberChain) step(r int32, optional bool, p presence) error {
 		return genq.Errorf(genq.Invalid, "dependentRequired ties together more properties than genq tells apart (%d sets of them at once)", maxPresenceStates)
 	}
 	return nil
+}
+
+// maxAnyOrder bounds the properties an object lists for them to be written
+// in any order: the automaton tells apart every set of them written so
+// far. An object that lists more writes them in the schema's order.
+const maxAnyOrder = 6
+
+// anyOrder adds, from the chain's start, the members of rules in any order,
+// each at most once, and keeps the states where the set written is one
+// closable allows, their sets forgotten: after them come other properties
+// or the object's end.
+func (ch *memberChain) anyOrder(rules []int32, closable func(set uint64) bool) {
+	b := ch.c.b
+	at := maps.Clone(ch.at)
+	queue := ch.keys()
+	for i := 0; i < len(queue) && !b.failed(); i++ {
+		key := queue[i]
+		k2 := ch.next(key.k)
+		if k2 < 0 || key.bits == 1<<len(rules)-1 {
+			continue
+		}
+		from := at[key]
+		if key.k > 0 {
+			f := b.call(ch.c.comma())
+			b.eps(from, f.start)
+			from = f.end
+		}
+		for j, r := range rules {
+			if key.bits&(1<<j) != 0 {
+				continue
+			}
+			to := chainKey{k2, key.bits | 1<<j}
+			if _, ok := at[to]; !ok {
+				at[to] = b.node()
+				queue = append(queue, to)
+			}
+			f := b.call(r)
+			b.eps(from, f.start)
+			b.eps(f.end, at[to])
+		}
+	}
+	ch.at = map[chainKey]int32{}
+	for _, key := range queue {
+		if !closable(key.bits) {
+			continue
+		}
+		to := chainKey{k: key.k}
+		if _, ok := ch.at[to]; !ok {
+			ch.at[to] = b.node()
+		}
+		b.eps(at[key], ch.at[to])
+	}
+}
+
+// closable tells the sets of props (bit i for props.obj[i]) an object may
+// end with: every required property, and where a property is, those it
+// depends on.
+func closable(props *value, required map[string]bool, deps []dependency) func(uint64) bool {
+	pos := map[string]int{}
+	var need uint64
+	for i, m := range props.obj {
+		pos[m.key] = i
+		if required[m.key] {
+			need |= 1 << i
+		}
+	}
+	return func(set uint64) bool {
+		if set&need != need {
+			return false
+		}
+		for _, d := range deps {
+			if set&(1<<pos[d.a]) != 0 && set&(1<<pos[d.b]) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// comma is the rule of the separator between two members or items.
+func (c *compiler) comma() int32 {
+	if c.commaRule < 0 {
+		c.commaRule = c.b.newRule("comma")
+		c.b.define(c.commaRule, c.b.seq(c.ws(), c.b.lit(","), c.ws()))
+	}
+	return c.commaRule
 }
 
 // member adds a listed property's member rule.
