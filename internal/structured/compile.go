@@ -1,6 +1,9 @@
 package structured
 
 import (
+	"cmp"
+	"errors"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,7 +43,7 @@ type compiler struct {
 	bi       builtins
 	root     *value
 	rootRule int32
-	defRules map[string]int32
+	defRules map[*value]int32
 	memo     map[memoKey]int32
 	shared   map[string]int32
 	// closed: an object with properties takes no other property unless
@@ -86,7 +89,7 @@ const MaxOtherProperties = 8
 func newCompiler() *compiler {
 	c := &compiler{
 		b:         &builder{g: &Grammar{}},
-		defRules:  map[string]int32{},
+		defRules:  map[*value]int32{},
 		memo:      map[memoKey]int32{},
 		shared:    map[string]int32{},
 		rest:      -1,
@@ -250,11 +253,17 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		return c.oneOf(s, one, path)
 	}
 	if ref := s.get("$ref"); ref != nil {
-		if k := constraints("$ref"); k != "" {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported", path, k)
-		}
-		if s.get("type") != nil {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with \"type\" beside it is not supported", path)
+		if k := constraints("$ref"); k != "" || s.get("type") != nil {
+			// Keywords beside $ref hold with it (2019-09 on): the schema
+			// it points to, merged with them.
+			merged, err := c.resolved(s, path, 0)
+			if errors.Is(err, errTooDeep) {
+				return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported where what it points to leads back to it", path, cmp.Or(k, "type"))
+			}
+			if err != nil {
+				return frag{}, err
+			}
+			return c.compile(merged, path)
 		}
 		return c.ref(ref, path)
 	}
@@ -505,22 +514,39 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 	return c.b.alt(alts...), nil
 }
 
-// refTarget is the schema a $ref points to: the root, or one of its
-// definitions.
+// refTarget is the schema a $ref points to, within the document: the
+// root, a JSON pointer into it, or a plain name its $anchor gives.
 func (c *compiler) refTarget(ref *value, path string) (*value, error) {
 	if ref.kind != 's' {
 		return nil, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
 	}
-	if ref.str == "#" {
-		return c.root, nil
-	}
-	group, name, err := refName(ref.str, path)
+	tokens, anchor, err := refPointer(ref.str, path)
 	if err != nil {
 		return nil, err
 	}
 	var target *value
-	if defs := c.root.get(group); defs != nil && defs.kind == 'o' {
-		target = defs.get(name)
+	if anchor != "" {
+		target = findAnchor(c.root, anchor, 0)
+	} else {
+		target = c.root
+		for _, tok := range tokens {
+			switch {
+			case target.kind == 'o':
+				target = target.get(tok)
+			case target.kind == 'a':
+				i, err := strconv.Atoi(tok)
+				if err != nil || i < 0 || i >= len(target.arr) {
+					target = nil
+				} else {
+					target = target.arr[i]
+				}
+			default:
+				target = nil
+			}
+			if target == nil {
+				break
+			}
+		}
 	}
 	if target == nil {
 		return nil, genq.Errorf(genq.Invalid, "at %s: $ref %q points to nothing", path, ref.str)
@@ -528,40 +554,72 @@ func (c *compiler) refTarget(ref *value, path string) (*value, error) {
 	return target, nil
 }
 
-// refName splits a $ref into the root's definitions group and a name.
-func refName(ref, path string) (group, name string, err error) {
-	for _, g := range []string{"#/$defs/", "#/definitions/"} {
-		if strings.HasPrefix(ref, g) {
-			group, name = g[2:len(g)-1], ref[len(g):]
+// refPointer reads a $ref within the document: a JSON pointer in a URI
+// fragment ("#", "#/$defs/a%25b"), its tokens decoded, or a plain name
+// ("#item") that an $anchor gives. A $ref to another document is refused:
+// genq fetches nothing.
+func refPointer(ref, path string) (tokens []string, anchor string, err error) {
+	fragment, ok := strings.CutPrefix(ref, "#")
+	if ok {
+		fragment, err = url.PathUnescape(fragment)
+	}
+	if !ok || err != nil {
+		return nil, "", genq.Errorf(genq.Invalid, "at %s: $ref %q is not supported: refer to \"#\", a JSON pointer into this schema or an $anchor in it", path, ref)
+	}
+	if fragment == "" {
+		return nil, "", nil
+	}
+	if !strings.HasPrefix(fragment, "/") {
+		return nil, fragment, nil
+	}
+	unescape := strings.NewReplacer("~1", "/", "~0", "~")
+	for _, tok := range strings.Split(fragment[1:], "/") {
+		tokens = append(tokens, unescape.Replace(tok))
+	}
+	return tokens, "", nil
+}
+
+// findAnchor is the subschema of v whose $anchor is name, nil if none.
+func findAnchor(v *value, name string, depth int) *value {
+	if v == nil || depth > maxSchemaDepth {
+		return nil
+	}
+	switch v.kind {
+	case 'o':
+		if a := v.get("$anchor"); a != nil && a.kind == 's' && a.str == name {
+			return v
+		}
+		for _, m := range v.obj {
+			if f := findAnchor(m.val, name, depth+1); f != nil {
+				return f
+			}
+		}
+	case 'a':
+		for _, e := range v.arr {
+			if f := findAnchor(e, name, depth+1); f != nil {
+				return f
+			}
 		}
 	}
-	if group == "" || strings.Contains(name, "/") {
-		return "", "", genq.Errorf(genq.Invalid, "at %s: $ref %q is not supported: refer to \"#\" or into the root's $defs", path, ref)
-	}
-	return group, strings.NewReplacer("~1", "/", "~0", "~").Replace(name), nil
+	return nil
 }
 
 func (c *compiler) ref(ref *value, path string) (frag, error) {
 	if ref.kind != 's' {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
 	}
-	if ref.str == "#" {
-		return c.b.call(c.rootRule), nil
-	}
-	group, name, err := refName(ref.str, path)
-	if err != nil {
-		return frag{}, err
-	}
-	key := group + "/" + name
-	if r, ok := c.defRules[key]; ok {
-		return c.b.call(r), nil
-	}
 	target, err := c.refTarget(ref, path)
 	if err != nil {
 		return frag{}, err
 	}
+	if target == c.root {
+		return c.b.call(c.rootRule), nil
+	}
+	if r, ok := c.defRules[target]; ok {
+		return c.b.call(r), nil
+	}
 	r := c.b.newRule(ref.str)
-	c.defRules[key] = r
+	c.defRules[target] = r
 	f, err := c.compile(target, ref.str)
 	if err != nil {
 		return frag{}, err

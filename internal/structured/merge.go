@@ -2,6 +2,8 @@ package structured
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -36,7 +38,7 @@ func (c *compiler) mergeAll(base *value, branches []*value, path string) (*value
 // keywords can be merged with others.
 func (c *compiler) resolved(s *value, path string, depth int) (*value, error) {
 	if depth > maxSchemaDepth {
-		return nil, genq.Errorf(genq.Invalid, "at %s: $ref and allOf nest deeper than %d", path, maxSchemaDepth)
+		return nil, genq.WrapError(genq.Invalid, errTooDeep, fmt.Sprintf("at %s: $ref and allOf nest deeper than %d", path, maxSchemaDepth))
 	}
 	if s.kind != 'o' {
 		return s, nil
@@ -65,6 +67,10 @@ func (c *compiler) resolved(s *value, path string, depth int) (*value, error) {
 	}
 	return merge(without(s, "$ref"), t, path)
 }
+
+// errTooDeep is resolved's error where $refs and allOfs nest past
+// maxSchemaDepth, as a $ref that leads back to itself does.
+var errTooDeep = errors.New("too deep")
 
 // without is s less the keywords keys.
 func without(s *value, keys ...string) *value {

@@ -45,7 +45,7 @@ func (c *compiler) document(schema json.RawMessage, where string) (frag, error) 
 		return frag{}, prefixed(where, err)
 	}
 	c.formats = c.strict || !annotation
-	c.root, c.defRules = root, map[string]int32{}
+	c.root, c.defRules = root, map[*value]int32{}
 	c.rootRule = c.b.newRule(where)
 	f, err := c.compile(root, "#")
 	if err != nil {
