@@ -129,7 +129,7 @@ func count(s *value, key, path string) (int, bool, error) {
 	if v == nil {
 		return 0, false, nil
 	}
-	n, err := strconv.Atoi(v.num.String())
+	n, err := strconv.Atoi(numberText(v.num.String())) // 2.0 is 2
 	if v.kind != 'n' || err != nil || n < 0 {
 		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s must be a non-negative integer", path, key)
 	}
@@ -1034,14 +1034,14 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 	}
 	for _, m := range pn.obj {
 		switch m.key {
-		case "pattern", "format", "minLength", "maxLength":
+		case "pattern", "format", "minLength", "maxLength", "const", "enum":
 		case "type":
 			if m.val.kind != 's' || m.val.str != "string" {
 				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames' type must be \"string\"", at)
 			}
 		default:
 			if _, ok := enforced(m.key); ok || unenforced(m.key) {
-				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames with %q is not supported: genq takes pattern, format, minLength and maxLength there", at, m.key)
+				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames with %q is not supported: genq takes pattern, format, minLength, maxLength, const and enum there", at, m.key)
 			}
 		}
 	}
@@ -1049,8 +1049,34 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 	if err != nil {
 		return nil, err
 	}
-	min, max, _ := bounds(pn, "minLength", "maxLength", at)
+	// const and enum list the names allowed: a pattern of them.
 	var res []*regexp.Regexp
+	var listed []*value
+	if v := pn.get("const"); v != nil {
+		listed = append(listed, v)
+	}
+	if v := pn.get("enum"); v != nil {
+		if v.kind != 'a' {
+			return nil, genq.Errorf(genq.Invalid, "at %s: enum must be an array", at)
+		}
+		listed = append(listed, v.arr...)
+	}
+	if pn.get("const") != nil || pn.get("enum") != nil {
+		var names []string
+		for _, v := range listed {
+			if v.kind == 's' { // a name is a string: other values name nothing
+				names = append(names, regexp.QuoteMeta(v.str))
+			}
+		}
+		if len(names) == 0 {
+			return c.propertyNames(&value{kind: 'o', obj: []member{{"propertyNames", &value{kind: 'b'}}}}, path)
+		}
+		p := `^(` + strings.Join(names, "|") + `)$`
+		keys = append(keys, "pattern "+p)
+		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+		res = append(res, regexp.MustCompile(p))
+	}
+	min, max, _ := bounds(pn, "minLength", "maxLength", at)
 	if p := pn.get("pattern"); p != nil {
 		re := c.regexp(p.str)
 		if re == nil {
