@@ -3,10 +3,13 @@ package structured
 import (
 	"cmp"
 	"errors"
+	"math/big"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -278,7 +281,10 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		// Keywords beside anyOf hold for every branch: each branch is
 		// merged with them. Alone, a branch compiles as it is (a $ref in
 		// it stays a rule, recursion included).
-		siblings := without(s, "anyOf")
+		siblings, err := c.resolved(without(s, "anyOf"), path, 0) // a $ref beside anyOf, merged in
+		if err != nil {
+			return frag{}, err
+		}
 		besides := constraints("anyOf") != "" || s.get("type") != nil
 		alts := make([]frag, 0, len(anyOf.arr))
 		for i, sub := range anyOf.arr {
@@ -288,9 +294,14 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 				if err != nil {
 					return frag{}, err
 				}
-				if sub, err = merge(siblings, r, at); err != nil {
+				m, err := merge(siblings, r, at)
+				if errors.Is(err, errNever) {
+					continue // no instance: the branch holds for none
+				}
+				if err != nil {
 					return frag{}, err
 				}
+				sub = m
 			}
 			f, err := c.compile(sub, at)
 			if err != nil {
@@ -302,26 +313,37 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	}
 	if e, cst := s.get("enum"), s.get("const"); e != nil || cst != nil {
 		var vals []*value
+		word := "const"
 		if e != nil {
-			if k := constraints("enum"); k != "" {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: enum with %q beside it is not supported", path, k)
-			}
+			word = "enum"
 			if e.kind != 'a' || len(e.arr) == 0 {
 				return frag{}, genq.Errorf(genq.Invalid, "at %s: enum must be a non-empty array: an empty enum can never be satisfied", path)
 			}
 			vals = e.arr
-		} else {
-			if k := constraints("const"); k != "" {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: const with %q beside it is not supported", path, k)
+		}
+		if cst != nil {
+			if vals == nil {
+				vals = []*value{cst}
 			}
-			vals = []*value{cst}
+			vals = slices.DeleteFunc(slices.Clone(vals), func(v *value) bool { return !sameJSON(v, cst) })
+		}
+		// Beside the values, keywords that a scalar's value can be checked
+		// against keep the values they allow.
+		if k := constraints(append([]string{"enum", "const"}, scalarKeywords...)...); k != "" {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: %s with %q beside it is not supported", path, word, k)
 		}
 		var alts []frag
 		for _, v := range vals {
 			if types != nil && !anyType(v, types) {
 				continue
 			}
-			alts = append(alts, c.literal(v))
+			ok, err := c.scalarHolds(s, v, path)
+			if err != nil {
+				return frag{}, err
+			}
+			if ok {
+				alts = append(alts, c.literal(v))
+			}
 		}
 		if len(alts) == 0 {
 			return frag{}, genq.Errorf(genq.Invalid, "at %s: no value of enum or const has the schema's type: it can never be satisfied", path)
@@ -348,6 +370,65 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		return alts[0], nil
 	}
 	return b.alt(alts...), nil
+}
+
+// scalarKeywords are the keywords scalarHolds checks a listed value
+// against.
+var scalarKeywords = []string{"format", "pattern", "minLength", "maxLength",
+	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+
+// scalarHolds tells whether v, a value enum or const lists, holds to s's
+// scalarKeywords: each checks only the type it applies to.
+func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
+	switch v.kind {
+	case 's':
+		n := utf8.RuneCountInString(v.str)
+		min, max, err := bounds(s, "minLength", "maxLength", path)
+		if err != nil {
+			return false, err
+		}
+		if n < min || max >= 0 && n > max {
+			return false, nil
+		}
+		if p := s.get("pattern"); p != nil {
+			re := c.regexp(p.str)
+			if p.kind != 's' || re == nil {
+				return false, genq.Errorf(genq.Invalid, "at %s: pattern %q is not a supported regular expression", path, p.str)
+			}
+			if !re.MatchString(v.str) {
+				return false, nil
+			}
+		}
+		if f := s.get("format"); f != nil && c.formats {
+			if p, ok := formatPattern(f.str); ok && !regexp.MustCompile(p).MatchString(v.str) {
+				return false, nil
+			}
+		}
+	case 'n':
+		x, ok := new(big.Rat).SetString(v.num.String())
+		if !ok {
+			return false, nil
+		}
+		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"} {
+			b := s.get(k)
+			if b == nil {
+				continue
+			}
+			y, ok := new(big.Rat).SetString(b.num.String())
+			if b.kind != 'n' || !ok {
+				return false, genq.Errorf(genq.Invalid, "at %s: %s must be a number", path, k)
+			}
+			d := x.Cmp(y)
+			switch {
+			case k == "minimum" && d < 0, k == "maximum" && d > 0,
+				k == "exclusiveMinimum" && d <= 0, k == "exclusiveMaximum" && d >= 0:
+				return false, nil
+			case k == "multipleOf" && (y.Sign() <= 0 || !new(big.Rat).Quo(x, y).IsInt()):
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 func contains(list []string, s string) bool {
@@ -473,20 +554,39 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 	if one.kind != 'a' || len(one.arr) == 0 {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
 	}
-	siblings := without(s, "oneOf")
+	siblings, err := c.resolved(without(s, "oneOf"), path, 0) // a $ref beside oneOf, merged in
+	if err != nil {
+		return frag{}, err
+	}
 	branches := make([]*value, len(one.arr))
+	var firstErr error
 	for i, sub := range one.arr {
 		at := path + "/oneOf/" + strconv.Itoa(i)
 		r, err := c.resolved(sub, at, 0)
 		if err != nil {
 			return frag{}, err
 		}
-		if branches[i], err = merge(siblings, r, at); err != nil {
+		m, err := merge(siblings, r, at)
+		if never(m, err) { // no instance: the branch holds for none
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		if err != nil {
 			return frag{}, err
 		}
+		branches[i] = m
+	}
+	if !slices.ContainsFunc(branches, func(b *value) bool { return b != nil }) {
+		if firstErr == nil {
+			firstErr = genq.Errorf(genq.Invalid, "at %s: no branch of oneOf can be satisfied beside the keywords with it", path)
+		}
+		return frag{}, firstErr
 	}
 	for i := range branches {
 		for j := i + 1; j < len(branches); j++ {
+			if branches[i] == nil || branches[j] == nil {
+				continue
+			}
 			if !distinct(branches[i], branches[j]) {
 				return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf whose branches %d and %d may both hold is not supported: genq enforces oneOf where its branches exclude each other (other types, or a required property's different const values)", path, i, j)
 			}
@@ -502,6 +602,9 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 	}
 	alts := make([]frag, 0, len(branches))
 	for i, br := range branches {
+		if br == nil {
+			continue
+		}
 		if !besides {
 			br = one.arr[i]
 		}

@@ -68,6 +68,16 @@ func (c *compiler) resolved(s *value, path string, depth int) (*value, error) {
 	return merge(without(s, "$ref"), t, path)
 }
 
+// errNever is merge's error where two schemas have no instance in common:
+// an anyOf's or oneOf's branch that, merged with the keywords beside it,
+// is dropped.
+var errNever = errors.New("never satisfied")
+
+// never tells a merge that no instance satisfies: false, or errNever.
+func never(v *value, err error) bool {
+	return errors.Is(err, errNever) || err == nil && v.kind == 'b' && !v.b
+}
+
 // errTooDeep is resolved's error where $refs and allOfs nest past
 // maxSchemaDepth, as a $ref that leads back to itself does.
 var errTooDeep = errors.New("too deep")
@@ -277,7 +287,7 @@ func mergeTypes(x, y *value, path string) (*value, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, genq.Errorf(genq.Invalid, "at %s: allOf's types have nothing in common: it can never be satisfied", path)
+		return nil, genq.WrapError(genq.Invalid, errNever, fmt.Sprintf("at %s: allOf's types have nothing in common: it can never be satisfied", path))
 	}
 	return &value{kind: 'a', arr: out}, nil
 }

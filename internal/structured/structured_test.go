@@ -306,7 +306,7 @@ func TestBadSchemas(t *testing.T) {
 		{"huge maxLength", `{"type":"string","maxLength":100000}`, "at most"},
 		{"negative count", `{"type":"array","minItems":-1}`, "non-negative"},
 		{"enum type mismatch", `{"type":"string","enum":[1,2]}`, "never be satisfied"},
-		{"enum with sibling", `{"enum":["a"],"maxLength":3}`, `"maxLength" beside it`},
+		{"enum with sibling", `{"enum":[{"a":1}],"minProperties":1}`, `"minProperties" beside it`},
 		{"ref with sibling", `{"$ref":"#","minItems":1}`, `"minItems" beside it`},
 		{"schema not object", `{"type":"object","properties":{"a":3}}`, "must be an object or a boolean"},
 		{"duplicate key", `{"type":"string","type":"number"}`, `repeats the key "type"`},
