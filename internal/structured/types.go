@@ -16,9 +16,24 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
+// ws is whitespace between two tokens: nothing, a space, or a newline and
+// up to maxIndent spaces. It is built by hand, a chain of one node per
+// space, because it stands between every two tokens of a grammar: the
+// general constructions would make it three times the nodes.
 func (c *compiler) ws() frag {
 	b := c.b
-	return b.alt(b.empty(), b.lit(" "), b.seq(b.lit("\n"), b.repeat(0, maxIndent, func() frag { return b.lit(" ") })))
+	start, end, indent := b.node(), b.node(), b.node()
+	b.eps(start, end)
+	b.byteEdge(start, ' ', ' ', end)
+	b.byteEdge(start, '\n', '\n', indent)
+	b.eps(indent, end)
+	for range maxIndent {
+		next := b.node()
+		b.byteEdge(indent, ' ', ' ', next)
+		b.eps(next, end)
+		indent = next
+	}
+	return frag{start, end}
 }
 
 // char matches one character of a JSON string's body: a code point in valid
@@ -65,8 +80,29 @@ func (c *compiler) escape() frag {
 	))
 }
 
+// digits matches min to max decimal digits (max < 0: any number). The
+// optional ones are a chain of one node per digit, as ws's spaces are.
 func (c *compiler) digits(min, max int) frag {
-	return c.b.repeat(min, max, func() frag { return c.b.ranges('0', '9') })
+	b := c.b
+	if max < 0 {
+		return b.repeat(min, max, func() frag { return b.ranges('0', '9') })
+	}
+	start := b.node()
+	cur := start
+	for range min {
+		next := b.node()
+		b.byteEdge(cur, '0', '9', next)
+		cur = next
+	}
+	end := b.node()
+	b.eps(cur, end)
+	for range max - min {
+		next := b.node()
+		b.byteEdge(cur, '0', '9', next)
+		b.eps(next, end)
+		cur = next
+	}
+	return frag{start, end}
 }
 
 func (c *compiler) intPart() frag {
