@@ -44,6 +44,11 @@ type Job struct {
 	// (OpenAI's max_tokens: 0 with echo): how harnesses score a prompt's
 	// likelihood. A worker older than the field ignores it and answers.
 	PromptOnly bool `json:"prompt_only,omitempty"`
+	// CountOnly asks for the prompt's token count alone (Anthropic's
+	// count_tokens): the prompt is rendered and tokenized, nothing is run,
+	// and the result's usage says how many tokens it holds. A worker older
+	// than the field answers, so such jobs ask for one token.
+	CountOnly bool `json:"count_only,omitempty"`
 	// Temperature (0 to 2; 0 is greedy), TopP (0 to 1) and Seed override
 	// the worker's sampling settings when set.
 	Temperature *float64 `json:"temperature,omitempty"`

@@ -35,6 +35,9 @@ type TextResult struct {
 	GeneratedText string `json:"generated_text"`
 	// FinishReason is FinishStop, FinishLength or FinishToolCalls.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// StopSequence is the job's stop string that ended the answer, when
+	// one did (FinishReason is then FinishStop).
+	StopSequence string `json:"stop_sequence,omitempty"`
 	// ToolCalls are the calls the answer made, when the job offered tools
 	// and the model called them: GeneratedText is then the calls' text as
 	// the model wrote it.

@@ -179,6 +179,8 @@ func (j Job) validateParams() error {
 		return Errorf(Invalid, "max_tokens 0 generates nothing: it is for scoring a prompt, with echo: true")
 	case j.PromptOnly && j.MaxNewTokens() > 0:
 		return Errorf(Invalid, "prompt_only generates nothing: leave max_tokens out")
+	case j.CountOnly && (j.Stream || j.PromptOnly || j.Echo):
+		return Errorf(Invalid, "count_only answers a count: it neither streams nor echoes")
 	}
 	if t := j.Temperature; t != nil && !(*t >= 0 && *t <= MaxTemperature) { // NaN fails too
 		return Errorf(Invalid, "temperature must be between 0 and %g, not %v", MaxTemperature, *t)

@@ -57,7 +57,7 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 		return genq.Result{}, err
 	}
 	if job.Detailed() {
-		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason, ToolCalls: out.ToolCalls,
+		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason, StopSequence: out.StopSequence, ToolCalls: out.ToolCalls,
 			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens, CachedTokens: out.CachedTokens},
 			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
 		return res.Result(), nil
@@ -69,6 +69,9 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	req, err := b.prepare(ctx, job)
 	if err != nil {
 		return seqResult{}, err
+	}
+	if job.CountOnly { // tokenized, checked, and not run
+		return seqResult{FinishReason: genq.FinishStop, PromptTokens: len(req.prompt)}, nil
 	}
 	req.emit = emit
 	out, err := b.sched.run(ctx, req)
@@ -90,6 +93,9 @@ func (b *Backend) prepare(ctx context.Context, job genq.Job) (*request, error) {
 	req, err := b.newJobRequest(job)
 	if err != nil {
 		return nil, err
+	}
+	if job.CountOnly {
+		return req, nil
 	}
 	if err := b.constrain(ctx, job, req); err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 		}
 		maxNew = n
 	}
-	if job.PromptOnly {
+	if job.PromptOnly || job.CountOnly {
 		maxNew = 0 // the whole context is the prompt's
 	}
 	prompt, err := b.jobPrompt(job)

@@ -199,16 +199,17 @@ func (seq *sequence) finishAs(reason string) {
 // token does not grow with the answer.
 func (seq *sequence) cutAtStop(before int) bool {
 	text := seq.text.String()
-	cut := -1
+	cut, which := -1, ""
 	for _, stop := range seq.req.stop {
 		from := max(0, before-len(stop)+1)
 		if i := strings.Index(text[from:], stop); i >= 0 && (cut < 0 || from+i < cut) {
-			cut = from + i
+			cut, which = from+i, stop
 		}
 	}
 	if cut < 0 {
 		return false
 	}
+	seq.req.res.StopSequence = which
 	seq.text.Reset()
 	seq.text.WriteString(text[:cut])
 	seq.utf8 = utf8stream.Stream{} // bytes held back come after the stop
@@ -224,6 +225,7 @@ func (seq *sequence) cutAtStop(before int) bool {
 type seqResult struct {
 	Text         string
 	FinishReason string // genq.FinishStop or genq.FinishLength
+	StopSequence string // the stop string that ended the answer, if one did
 	PromptTokens int
 	CachedTokens int           // prompt tokens reused, not computed
 	Tokens       int           // tokens generated, the stop token included
