@@ -106,10 +106,16 @@ func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 // requireAPIKeyAs is requireAPIKey answering refusals with render, in its
 // routes' error shape.
 func (s *Server) requireAPIKeyAs(render errorRenderer) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler { return s.apiKeys(render, next) }
+	return s.requireAPIKeyFor(func(*http.Request) errorRenderer { return render })
 }
 
-func (s *Server) apiKeys(render errorRenderer, next http.Handler) http.Handler {
+// requireAPIKeyFor is requireAPIKey answering refusals in the error shape
+// of the API a request's route belongs to.
+func (s *Server) requireAPIKeyFor(renderFor func(*http.Request) errorRenderer) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return s.apiKeys(renderFor, next) }
+}
+
+func (s *Server) apiKeys(renderFor func(*http.Request) errorRenderer, next http.Handler) http.Handler {
 	if len(s.cfg.APIKeys) == 0 {
 		return next
 	}
@@ -120,6 +126,9 @@ func (s *Server) apiKeys(render errorRenderer, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		token = strings.TrimSpace(token)
+		if key := r.Header.Get("X-Api-Key"); key != "" && r.Header.Get("Authorization") == "" {
+			scheme, token = "Bearer", key // Anthropic's SDKs send their key so
+		}
 		if strings.EqualFold(scheme, "Basic") {
 			// The web UI API's clients send its --api-auth user:password
 			// as Basic: the password is the key, whatever the user.
@@ -137,7 +146,7 @@ func (s *Server) apiKeys(render errorRenderer, next http.Handler) http.Handler {
 			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
 			discardBody(w, r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
-			render(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key> (or Basic with the key as the password)"))
+			renderFor(r)(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>, x-api-key: <key>, or Basic with the key as the password"))
 			return
 		}
 		next.ServeHTTP(w, r)

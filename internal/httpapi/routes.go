@@ -29,10 +29,15 @@ func (s *Server) routes() http.Handler {
 	r.Get("/readiness", s.handleReadiness)
 	r.With(s.requireAPIKey).Post("/generate", s.handleGenerate)
 
-	// OpenAI's API, with its error shape; the keys guard all of it, as
-	// OpenAI's do.
+	// OpenAI's API, with its error shape, and Anthropic's Messages API
+	// beside it, with its own; the keys guard all of it, as theirs do.
 	r.Route("/v1", func(v1 chi.Router) {
-		v1.Use(s.requireAPIKeyAs(writeV1Error))
+		v1.Use(s.requireAPIKeyFor(func(r *http.Request) errorRenderer {
+			if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+				return writeAnthropicError
+			}
+			return writeV1Error
+		}))
 		v1.NotFound(func(w http.ResponseWriter, req *http.Request) {
 			writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "no route %s", req.URL.Path))
 		})
@@ -50,6 +55,8 @@ func (s *Server) routes() http.Handler {
 		v1.Post("/jobs", s.handleJobSubmit)
 		v1.Get("/jobs/{id}", s.handleJobGet)
 		v1.Delete("/jobs/{id}", s.handleJobCancel)
+		v1.Post("/messages", s.handleMessages)
+		v1.Post("/messages/count_tokens", s.handleCountTokens)
 	})
 
 	// AUTOMATIC1111's web UI API (variant C), in its error shape: what

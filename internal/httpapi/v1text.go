@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -69,13 +70,18 @@ func oneJob(decode func(body []byte, maxPrompt int, job *genq.Job) (openai.Param
 // textRequest reads and checks a text request, or refuses it in OpenAI's
 // error shape.
 func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode textDecoder) (textRequest, bool) {
+	return s.textRequestAs(w, r, decode, writeV1Error)
+}
+
+// textRequestAs is textRequest, refusing in render's error shape.
+func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode textDecoder, render errorRenderer) (textRequest, bool) {
 	start := time.Now()
-	body, ok := s.v1RequestBody(w, r)
+	body, ok := s.requestBodyOf(w, r, render, cmp.Or(s.cfg.MaxV1BodyBytes, s.cfg.MaxBodyBytes))
 	if !ok {
 		return textRequest{}, false
 	}
 	if err := openai.RequireKind(s.cfg.Variant, genq.OutputText, r.URL.Path, "; use POST /v1/images/generations"); err != nil {
-		s.rejectAs(w, err, writeV1Error)
+		s.rejectAs(w, err, render)
 		return textRequest{}, false
 	}
 	tmpl := genq.Job{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
@@ -85,7 +91,7 @@ func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode text
 		jobs, err = s.requestJobs(prompts, params.Choices())
 	}
 	if err != nil {
-		s.rejectAs(w, err, writeV1Error)
+		s.rejectAs(w, err, render)
 		return textRequest{}, false
 	}
 	w.Header().Set(HeaderJobID, jobs[0].ID)

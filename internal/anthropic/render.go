@@ -1,0 +1,112 @@
+package anthropic
+
+import (
+	"encoding/json"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Message is the Messages API's answer.
+type Message struct {
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Role         string         `json:"role"`
+	Model        string         `json:"model"`
+	Content      []ContentBlock `json:"content"`
+	StopReason   *string        `json:"stop_reason"`
+	StopSequence *string        `json:"stop_sequence"`
+	Usage        Usage          `json:"usage"`
+}
+
+// ContentBlock is a text or tool_use block of an answer.
+type ContentBlock struct {
+	Type  string          `json:"type"`
+	Text  *string         `json:"text,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Usage is an answer's token counts. The prompt tokens the prefix cache
+// held are read from it (cache_read_input_tokens); input_tokens counts the
+// others, as the API does. genq writes no cache of its own on request, so
+// cache_creation_input_tokens is 0.
+type Usage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// Answer is what a message is made of: the job's id and model, and its
+// result.
+type Answer struct {
+	JobID string
+	Model string
+}
+
+// MessageID is the id of job's message.
+func MessageID(jobID string) string { return "msg_" + jobID }
+
+// usage is the result's counts as the API gives them.
+func usage(u *genq.Usage) Usage {
+	if u == nil {
+		return Usage{}
+	}
+	return Usage{InputTokens: u.PromptTokens - u.CachedTokens, OutputTokens: u.CompletionTokens, CacheReadInputTokens: u.CachedTokens}
+}
+
+// stopReason is the API's stop_reason of a result, and its stop_sequence.
+func stopReason(r genq.TextResult) (string, *string) {
+	switch {
+	case r.FinishReason == genq.FinishLength:
+		return "max_tokens", nil
+	case r.FinishReason == genq.FinishToolCalls || len(r.ToolCalls) > 0:
+		return "tool_use", nil
+	case r.StopSequence != "":
+		s := r.StopSequence
+		return "stop_sequence", &s
+	}
+	return "end_turn", nil
+}
+
+// Render is the whole message of a result: its text as a text block, or
+// its calls as tool_use blocks with their input as objects.
+func (a Answer) Render(r genq.TextResult) Message {
+	reason, seq := stopReason(r)
+	m := Message{ID: MessageID(a.JobID), Type: "message", Role: genq.RoleAssistant, Model: a.Model,
+		Content: []ContentBlock{}, StopReason: &reason, StopSequence: seq, Usage: usage(r.Usage)}
+	if len(r.ToolCalls) == 0 {
+		text := r.GeneratedText
+		m.Content = append(m.Content, ContentBlock{Type: "text", Text: &text})
+		return m
+	}
+	for _, c := range r.ToolCalls {
+		m.Content = append(m.Content, toolUse(c.ID, c.Function.Name, c.Function.Arguments))
+	}
+	return m
+}
+
+// toolUse is a call's block; arguments that are not an object (a model
+// cut short) are given as the empty object, as input must be one.
+func toolUse(id, name, arguments string) ContentBlock {
+	input := json.RawMessage(arguments)
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(input, &obj) != nil {
+		input = json.RawMessage("{}")
+	}
+	return ContentBlock{Type: "tool_use", ID: id, Name: name, Input: input}
+}
+
+// CountTokens is count_tokens' answer.
+type CountTokens struct {
+	InputTokens int `json:"input_tokens"`
+}
+
+// Count is the answer to a count_tokens job.
+func Count(r genq.TextResult) CountTokens {
+	if r.Usage == nil {
+		return CountTokens{}
+	}
+	return CountTokens{InputTokens: r.Usage.PromptTokens}
+}

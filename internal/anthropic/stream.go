@@ -1,0 +1,125 @@
+package anthropic
+
+import (
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured"
+)
+
+// Event is one server-sent event of a streamed message: its type names the
+// event and is its "type" field.
+type Event map[string]any
+
+// Type is the event's type.
+func (e Event) Type() string { s, _ := e["type"].(string); return s }
+
+// Events builds the events of one streamed message as its text comes:
+// message_start and a ping, then content blocks (a text block whose text
+// grows by text_delta, or for a job that offers tools the calls it makes,
+// read with structured.CallStream, each a tool_use block whose input grows
+// by input_json_delta), each closed by content_block_stop; at the end
+// message_delta with the stop reason and the counts, and message_stop.
+type Events struct {
+	a      Answer
+	calls  *structured.CallStream // nil: the answer is text
+	opened bool
+	index  int  // the open block's index; -1 before the first
+	isCall bool // the open block is a tool_use
+}
+
+// NewEvents starts the events of job's message.
+func NewEvents(a Answer, job genq.Job) *Events {
+	e := &Events{a: a, index: -1}
+	if mode := job.ToolMode(); mode != "" {
+		e.calls = structured.NewCallStream(mode == genq.ToolChoiceAuto)
+	}
+	return e
+}
+
+// Piece are the events of a piece of the answer's text; none while the
+// piece says nothing yet (the head of a call whose name is still coming).
+func (e *Events) Piece(text string) []Event {
+	out := e.open(nil)
+	if e.calls == nil {
+		return e.text(out, text)
+	}
+	for _, ev := range e.calls.Write(text) {
+		out = e.event(out, ev)
+	}
+	return out
+}
+
+// End are the events that close the message.
+func (e *Events) End(r genq.TextResult) []Event {
+	out := e.open(nil)
+	if e.calls != nil {
+		for _, ev := range e.calls.Close() {
+			out = e.event(out, ev)
+		}
+	}
+	if e.index < 0 { // an empty answer is still one text block
+		out = e.startText(out)
+	}
+	out = append(out, Event{"type": "content_block_stop", "index": e.index})
+	reason, seq := stopReason(r)
+	u := usage(r.Usage)
+	return append(out,
+		Event{"type": "message_delta", "delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
+			"usage": map[string]int{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "cache_read_input_tokens": u.CacheReadInputTokens, "cache_creation_input_tokens": 0}},
+		Event{"type": "message_stop"})
+}
+
+// ErrorEvent is the event that ends a stream that failed after it began.
+func ErrorEvent(err error) Event {
+	return Event{"type": "error", "error": ErrorOf(err)}
+}
+
+func (e *Events) open(out []Event) []Event {
+	if e.opened {
+		return out
+	}
+	e.opened = true
+	msg := Message{ID: MessageID(e.a.JobID), Type: "message", Role: genq.RoleAssistant, Model: e.a.Model, Content: []ContentBlock{}}
+	return append(out, Event{"type": "message_start", "message": msg}, Event{"type": "ping"})
+}
+
+// startText opens a text block, closing the block before it.
+func (e *Events) startText(out []Event) []Event {
+	if e.index >= 0 {
+		out = append(out, Event{"type": "content_block_stop", "index": e.index})
+	}
+	e.index++
+	e.isCall = false
+	empty := ""
+	return append(out, Event{"type": "content_block_start", "index": e.index, "content_block": ContentBlock{Type: "text", Text: &empty}})
+}
+
+func (e *Events) text(out []Event, text string) []Event {
+	if text == "" {
+		return out
+	}
+	if e.index < 0 || e.isCall {
+		out = e.startText(out)
+	}
+	return append(out, Event{"type": "content_block_delta", "index": e.index, "delta": map[string]string{"type": "text_delta", "text": text}})
+}
+
+// event adds the events of what a CallStream read: content as text, a
+// call's start as a tool_use block, its arguments as input deltas. A
+// reasoning block before the calls makes none, as the message holds only
+// the calls.
+func (e *Events) event(out []Event, ev structured.CallEvent) []Event {
+	out = e.text(out, ev.Content)
+	if ev.Start {
+		if e.index >= 0 {
+			out = append(out, Event{"type": "content_block_stop", "index": e.index})
+		}
+		e.index++
+		e.isCall = true
+		block := ContentBlock{Type: "tool_use", ID: genq.ToolCallID(e.a.JobID, ev.Index), Name: ev.Name, Input: []byte("{}")}
+		out = append(out, Event{"type": "content_block_start", "index": e.index, "content_block": block})
+	}
+	if ev.Arguments != "" {
+		out = append(out, Event{"type": "content_block_delta", "index": e.index, "delta": map[string]string{"type": "input_json_delta", "partial_json": ev.Arguments}})
+	}
+	return out
+}
