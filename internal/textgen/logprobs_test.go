@@ -115,12 +115,25 @@ func TestLogprobs(t *testing.T) {
 			t.Fatalf("no token of %q serves as a stop string", whole.Text)
 		}
 		stop, cutAt := whole.Logprobs[at].Token, whole.Logprobs[at].Offset
-		cut, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, Logprobs: true, Stop: genq.StopList{stop}})
+		cut, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, Logprobs: true, Stop: genq.StopList{"\x01never", stop}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cut.Text != whole.Text[:cutAt] || len(cut.Logprobs) != at || cut.FinishReason != genq.FinishStop {
-			t.Fatalf("with stop %q: %q and %d entries; want %q and %d", stop, cut.Text, len(cut.Logprobs), whole.Text[:cutAt], at)
+		if cut.Text != whole.Text[:cutAt] || len(cut.Logprobs) != at || cut.FinishReason != genq.FinishStop || cut.StopSequence != stop {
+			t.Fatalf("with stop %q: %q and %d entries, stopped by %q; want %q and %d", stop, cut.Text, len(cut.Logprobs), cut.StopSequence, whole.Text[:cutAt], at)
+		}
+		if whole.StopSequence != "" {
+			t.Fatalf("no stop string, yet stopped by %q", whole.StopSequence)
+		}
+	})
+	t.Run("a count-only job counts its prompt and runs nothing", func(t *testing.T) {
+		prompt, err := b.jobPrompt(genq.Job{Messages: chat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := b.generateJob(ctx, genq.Job{Messages: chat, CountOnly: true, MaxTokens: 1})
+		if err != nil || n.PromptTokens != len(prompt) || n.Tokens != 0 || n.Text != "" {
+			t.Fatalf("%+v, %v; want %d prompt tokens and no answer", n, err, len(prompt))
 		}
 	})
 	t.Run("none asked, none given", func(t *testing.T) {
