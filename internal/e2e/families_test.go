@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -96,7 +98,7 @@ func TestModelFamilies(t *testing.T) {
 				}
 				ch := decodeAs[chatCompletion](t, r).Choices[0]
 				var v struct {
-					N *int `json:"n"`
+					N *whole `json:"n"`
 				}
 				if ch.FinishReason == "stop" {
 					if err := json.Unmarshal([]byte(ch.Message.Content), &v); err != nil || v.N == nil || *v.N < 10 || *v.N > 20 {
@@ -118,7 +120,7 @@ func checkWeatherCalls(t *testing.T, cc chatCompletion) {
 	for _, c := range ch.Message.ToolCalls {
 		var args struct {
 			City *string `json:"city"`
-			Days *int    `json:"days"`
+			Days *whole  `json:"days"`
 		}
 		if err := json.Unmarshal([]byte(c.Function.Arguments), &args); err != nil || c.Function.Name != "get_weather" ||
 			args.City == nil || len([]rune(*args.City)) > 12 || args.Days == nil || *args.Days < 1 || *args.Days > 7 {
@@ -182,4 +184,20 @@ func streamedCalls(t *testing.T, s *stack, body string) []*streamedCall {
 		}
 	}
 	return calls
+}
+
+// whole is a JSON Schema integer as an answer may write it without
+// strict: 4, or 4.0.
+type whole float64
+
+func (w *whole) UnmarshalJSON(b []byte) error {
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	if f != math.Trunc(f) {
+		return fmt.Errorf("%s is not an integer", b)
+	}
+	*w = whole(f)
+	return nil
 }

@@ -167,7 +167,7 @@ func TestStructuredEveryWayIn(t *testing.T) {
 		for _, c := range ch.Message.ToolCalls {
 			var args struct {
 				City *string `json:"city"`
-				Days *int    `json:"days"`
+				Days *whole  `json:"days"`
 			}
 			if err := json.Unmarshal([]byte(c.Function.Arguments), &args); err != nil || c.Function.Name != "get_weather" ||
 				args.City == nil || len([]rune(*args.City)) > 12 || args.Days == nil || *args.Days < 1 || *args.Days > 7 {
@@ -207,7 +207,7 @@ func TestStructuredEveryWayIn(t *testing.T) {
 		if st.Status != "succeeded" || st.Result == nil {
 			t.Fatalf("job %+v", st)
 		}
-		var n int
+		var n whole
 		ch := st.Result.Choices[0]
 		if err := json.Unmarshal([]byte(ch.Text), &n); ch.FinishReason != "stop" || err != nil || n < 10 || n > 20 {
 			t.Fatalf("answer %q (%s): want an integer from 10 to 20", ch.Text, ch.FinishReason)
