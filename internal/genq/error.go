@@ -74,3 +74,7 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// ErrChanged is a store's error when a record changed since it was read:
+// another writer came first, and the caller reads it again.
+var ErrChanged = errors.New("the record changed since it was read")

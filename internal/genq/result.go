@@ -120,3 +120,13 @@ func NewTextResult(text string) Result {
 func NewImageResult(png []byte) Result {
 	return Result{ContentType: "image/png", Data: png}
 }
+
+// StoredFile is a file of the Batch API as its store keeps it: a batch's
+// input uploaded by a client, or the output and error files of a batch.
+type StoredFile struct {
+	ID        string
+	Filename  string
+	Purpose   string
+	Bytes     int64
+	CreatedAt int64 // Unix seconds
+}
