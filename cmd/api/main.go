@@ -96,6 +96,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	fs.Bool(&c.http.Async.WebhookAllowPrivate, "webhook-allow-private", "WEBHOOK_ALLOW_PRIVATE", false, "let webhooks reach loopback, private and link-local addresses (tests, closed networks)")
 	fs.Int(&c.http.Async.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", httpapi.DefaultWebhookAttempts, "deliveries of one webhook at most, 1 s apart and doubling")
 	fs.Duration(&c.http.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
+	fs.Int64(&c.http.Batches.MaxFileBytes, "max-file-bytes", "MAX_FILE_BYTES", httpapi.DefaultMaxFileBytes, "largest file POST /v1/files takes (a batch's input); more gets 413")
+	fs.Duration(&c.http.Batches.FileTTL, "file-ttl", "FILE_TTL", httpapi.DefaultFileTTL, "how long files and batches are kept in JetStream")
 	fs.Duration(&c.shutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
 	natsqueue.RegisterRouteFlag(fs, &c.routeByPrefix)
 	if err := fs.Parse(args); err != nil {
@@ -188,8 +190,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := natsqueue.NewJobStore(client)
-	handler := httpapi.NewServer(cfg.http, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Workers: workers, Waker: conn,
-		Registry: reg, NewID: newJobID, Log: log})
+	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: cfg.http.Batches.FileTTL})
+	handler := httpapi.NewServer(cfg.http, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx,
+		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log})
 	if cfg.metricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.metricsAddr, httpapi.NewMetricsHandler(reg), log)
 		if err != nil {

@@ -154,7 +154,7 @@ func TestMessagesTools(t *testing.T) {
 	for _, c := range got.Content {
 		var in struct {
 			City *string `json:"city"`
-			Days *int    `json:"days"`
+			Days *whole  `json:"days"`
 		}
 		if err := json.Unmarshal(c.Input, &in); err != nil || c.Type != "tool_use" || c.Name != "get_weather" || c.ID == "" ||
 			in.City == nil || len([]rune(*in.City)) > 12 || in.Days == nil || *in.Days < 1 || *in.Days > 7 {

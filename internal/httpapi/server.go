@@ -64,6 +64,8 @@ type Config struct {
 	Images ImageLimits
 	// Async sets up POST /v1/jobs and its webhooks.
 	Async AsyncConfig
+	// Batches sizes the Files and Batch APIs.
+	Batches BatchConfig
 }
 
 // HTTPServer is the façade's http.Server, with a shutdown that leaves no
@@ -124,7 +126,11 @@ type Deps struct {
 	Jobs     Jobs
 	Streamer StreamJobs
 	Async    AsyncJobs
-	Workers  Workers
+	// Batches keeps the Files and Batch APIs' state; nil switches them off
+	// (503). With Async, the server runs batches until Background ends.
+	Batches    BatchStore
+	Background context.Context
+	Workers    Workers
 	Waker    Waker
 	// Registry takes the metrics; NewMetricsHandler serves them.
 	Registry prometheus.Registerer
@@ -140,6 +146,7 @@ type Server struct {
 	jobs     Jobs
 	streamer StreamJobs
 	async    AsyncJobs
+	batches  BatchStore
 	workers  Workers
 	waker    Waker
 	metrics  *metrics
@@ -150,13 +157,23 @@ type Server struct {
 
 	wakeMu   sync.Mutex
 	lastWake time.Time
+
+	// instance names this api in the batches it holds; batchKick wakes
+	// its batch runner.
+	instance  string
+	batchKick chan struct{}
 }
 
 // NewServer returns the façade as an http.Handler.
 func NewServer(cfg Config, deps Deps) http.Handler {
-	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async,
-		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, constraints: structured.NewCache(constraintCacheSize)}
+	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches,
+		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, constraints: structured.NewCache(constraintCacheSize),
+		batchKick: make(chan struct{}, 1)}
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
+	if s.batches != nil && s.async != nil {
+		s.instance = deps.NewID()
+		go s.runBatches(cmp.Or(deps.Background, context.Background()))
+	}
 	return s.routes()
 }
 

@@ -1,0 +1,614 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
+)
+
+// OpenAI's Batch API: POST /v1/batches runs the requests of an uploaded
+// JSONL file, each a job on the batch lane (so a batch never slows
+// interactive traffic, and any worker runs it); GET /v1/batches/{id}
+// reads its progress, POST /v1/batches/{id}/cancel stops it, GET
+// /v1/batches lists them. Its output and error files are files of the
+// Files API.
+//
+// A batch's progress is kept in its record in JetStream (BatchStore), not
+// in an api's memory. Every api runs the batches whose record no other
+// api holds (runBatches): it takes a lease in the record, renewed as it
+// goes, queues the batch's requests a window at a time under ids made
+// from the batch's (so a request queued twice is kept once, and one that
+// has run is not run again), counts their outcomes in the results store,
+// and at the end writes the output and error files and the final status.
+// An api that stops leaves its lease to lapse, and another carries the
+// batch on from its record.
+
+// batchRecord is a batch as kept: the object clients read, and how far
+// its run has got.
+type batchRecord struct {
+	Batch openai.Batch `json:"batch"`
+	Run   batchRun     `json:"run"`
+}
+
+type batchRun struct {
+	// Lines is how many requests the input file holds; Queued how many of
+	// them, from the first, have been queued.
+	Lines  int `json:"lines"`
+	Queued int `json:"queued"`
+	// Owner is the api that holds the batch until Lease (Unix ms).
+	Owner string `json:"owner,omitempty"`
+	Lease int64  `json:"lease,omitempty"`
+	// CancelSent: the queued requests have been told to stop.
+	CancelSent bool `json:"cancel_sent,omitempty"`
+	// Refused are the requests refused when their turn came (the
+	// workers' limits changed since the batch was checked), by index.
+	Refused map[int]string `json:"refused,omitempty"`
+	Webhook    string `json:"webhook,omitempty"`
+}
+
+// lineJobID is the job id of a batch's request at index i.
+func lineJobID(batchID string, i int) string { return batchID + "_" + strconv.Itoa(i) }
+
+func (s *Server) readBatch(ctx context.Context, id string) (batchRecord, uint64, error) {
+	raw, rev, err := s.batches.Batch(ctx, id)
+	if err != nil {
+		return batchRecord{}, 0, err
+	}
+	var rec batchRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return batchRecord{}, 0, fmt.Errorf("batch %s: read its record: %w", id, err)
+	}
+	return rec, rev, nil
+}
+
+func (s *Server) writeBatch(ctx context.Context, rec batchRecord, rev uint64) (uint64, error) {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	return s.batches.PutBatch(ctx, rec.Batch.ID, raw, rev)
+}
+
+func now() *int64 {
+	t := time.Now().Unix()
+	return &t
+}
+
+func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.v1RequestBody(w, r)
+	if !ok {
+		return
+	}
+	if s.batches == nil || s.async == nil {
+		writeV1Error(w, s.log, errNoBatches)
+		return
+	}
+	var req openai.BatchCreate
+	err := openai.Decode(body, &req)
+	if err == nil {
+		err = req.Check()
+	}
+	if err == nil && req.Webhook != "" {
+		err = s.cfg.Async.webhooks().Check(req.Webhook)
+	}
+	if err == nil {
+		_, err = s.batches.File(r.Context(), req.InputFileID)
+		if genq.ErrorCode(err) == genq.NotFound {
+			err = genq.Errorf(genq.NotFound, "no file %s: upload it with POST /v1/files first", req.InputFileID)
+		}
+	}
+	if err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	created := time.Now().Unix()
+	expires := created + 24*3600
+	b := openai.Batch{ID: "batch_" + s.newID(), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,
+		CompletionWindow: req.CompletionWindow, Status: openai.BatchValidating, CreatedAt: created, ExpiresAt: &expires,
+		Metadata: req.Metadata}
+	if _, err := s.writeBatch(r.Context(), batchRecord{Batch: b, Run: batchRun{Webhook: req.Webhook}}, 0); err != nil {
+		writeV1Error(w, s.log, err)
+		return
+	}
+	s.log.Info("batch created", "batch_id", b.ID, "input_file_id", b.InputFileID, "endpoint", b.Endpoint)
+	s.kickBatches()
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
+	if s.batches == nil {
+		writeV1Error(w, s.log, errNoBatches)
+		return
+	}
+	rec, _, err := s.readBatch(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		writeV1Error(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec.Batch)
+}
+
+func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
+	if s.batches == nil {
+		writeV1Error(w, s.log, errNoBatches)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	for {
+		rec, rev, err := s.readBatch(r.Context(), id)
+		if err != nil {
+			writeV1Error(w, s.log, err)
+			return
+		}
+		switch rec.Batch.Status {
+		case openai.BatchValidating, openai.BatchInProgress:
+		case openai.BatchCancelling, openai.BatchCancelled:
+			writeJSON(w, http.StatusOK, rec.Batch)
+			return
+		default:
+			writeV1Error(w, s.log, genq.Errorf(genq.Invalid, "batch %s is %s: only a validating or running batch can be cancelled", id, rec.Batch.Status))
+			return
+		}
+		rec.Batch.Status, rec.Batch.CancellingAt = openai.BatchCancelling, now()
+		_, err = s.writeBatch(r.Context(), rec, rev)
+		if errors.Is(err, genq.ErrChanged) {
+			continue // the runner moved it on: read it again
+		}
+		if err != nil {
+			writeV1Error(w, s.log, err)
+			return
+		}
+		s.log.Info("batch cancelling", "batch_id", id)
+		s.kickBatches()
+		writeJSON(w, http.StatusOK, rec.Batch)
+		return
+	}
+}
+
+func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
+	if s.batches == nil {
+		writeV1Error(w, s.log, errNoBatches)
+		return
+	}
+	ids, err := s.batches.BatchIDs(r.Context())
+	if err != nil {
+		writeV1Error(w, s.log, err)
+		return
+	}
+	var all []openai.Batch
+	for _, id := range ids {
+		rec, _, err := s.readBatch(r.Context(), id)
+		if err == nil {
+			all = append(all, rec.Batch)
+		}
+	}
+	slices.SortFunc(all, func(a, b openai.Batch) int { // newest first
+		if a.CreatedAt != b.CreatedAt {
+			return int(b.CreatedAt - a.CreatedAt)
+		}
+		return cmpStrings(b.ID, a.ID)
+	})
+	q := r.URL.Query()
+	pg, err := pageOf(all, q.Get("after"), q.Get("limit"), 100, func(b openai.Batch) string { return b.ID })
+	if err != nil {
+		writeV1Error(w, s.log, err)
+		return
+	}
+	out := openai.List[openai.Batch]{Object: "list", Data: append([]openai.Batch{}, pg.items...), HasMore: pg.more}
+	if len(out.Data) > 0 {
+		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[len(out.Data)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func cmpStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// kickBatches wakes the batch runner, so a new or cancelled batch moves at
+// once rather than at its next round.
+func (s *Server) kickBatches() {
+	select {
+	case s.batchKick <- struct{}{}:
+	default:
+	}
+}
+
+// runBatches carries on every batch this api can hold, round after
+// round, until ctx ends.
+func (s *Server) runBatches(ctx context.Context) {
+	cfg := s.cfg.Batches.withDefaults()
+	tick := time.NewTicker(s.cfg.Async.withDefaults().PollEvery)
+	defer tick.Stop()
+	states := map[string]map[int]lineState{} // per batch held, what is known of its lines
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.batchKick:
+		}
+		ids, err := s.batches.BatchIDs(ctx)
+		if err != nil {
+			s.log.Debug("batches unavailable; trying again", "err", err)
+			continue
+		}
+		for _, id := range ids {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := s.stepBatch(ctx, id, cfg, states); err != nil && !errors.Is(err, genq.ErrChanged) {
+				s.log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
+			}
+		}
+	}
+}
+
+// stepBatch moves batch id on by one round when this api holds it or can
+// take it.
+func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, states map[string]map[int]lineState) error {
+	rec, rev, err := s.readBatch(ctx, id)
+	if err != nil || rec.Batch.Ended() {
+		delete(states, id)
+		return err
+	}
+	nowMs := time.Now().UnixMilli()
+	if rec.Run.Owner != s.instance && rec.Run.Lease > nowMs {
+		delete(states, id) // another api holds it
+		return nil
+	}
+	if rec.Run.Owner != s.instance {
+		delete(states, id) // taken over: what is done is read again
+	}
+	rec.Run.Owner, rec.Run.Lease = s.instance, nowMs+cfg.LeaseFor.Milliseconds()
+	if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+		return err
+	}
+	log := s.log.With("batch_id", id)
+	if rec.Batch.Status == openai.BatchValidating {
+		return s.validateBatch(ctx, rec, rev, log)
+	}
+	lines, err := s.batchLines(ctx, rec.Batch)
+	if err != nil {
+		return err
+	}
+	if states[id] == nil {
+		states[id] = map[int]lineState{}
+	}
+	return s.advanceBatch(ctx, rec, rev, lines, states[id], cfg, log)
+}
+
+// batchLines reads a batch's requests from its input file.
+func (s *Server) batchLines(ctx context.Context, b openai.Batch) ([]openai.BatchLine, error) {
+	data, err := s.batches.FileData(ctx, b.InputFileID)
+	if err != nil {
+		return nil, err
+	}
+	lines, errs := openai.ParseBatchInput(data, b.Endpoint, nil)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("the input file changed since it was checked: %s", errs[0].Message)
+	}
+	return lines, nil
+}
+
+// validateBatch checks every line of a batch's input as its route would,
+// and fails the batch naming the bad lines, or starts it.
+func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64, log *slog.Logger) error {
+	data, err := s.batches.FileData(ctx, rec.Batch.InputFileID)
+	var lines []openai.BatchLine
+	var errs []openai.BatchError
+	switch {
+	case genq.ErrorCode(err) == genq.NotFound:
+		errs = []openai.BatchError{{Code: "missing_file", Message: "the input file " + rec.Batch.InputFileID + " is gone"}}
+	case err != nil:
+		return err
+	default:
+		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
+			_, err := s.lineJob(rec.Batch, openai.BatchLine{Body: body}, 0)
+			return err
+		})
+	}
+	if len(errs) > 0 {
+		rec.Batch.Status, rec.Batch.FailedAt = openai.BatchFailed, now()
+		rec.Batch.Errors = &openai.BatchErrors{Object: "list", Data: errs}
+		log.Info("batch failed its validation", "errors", len(errs), "first", errs[0].Message)
+	} else {
+		rec.Batch.Status, rec.Batch.InProgressAt = openai.BatchInProgress, now()
+		rec.Batch.RequestCounts.Total = len(lines)
+		rec.Run.Lines = len(lines)
+		log.Info("batch in progress", "requests", len(lines))
+	}
+	_, err = s.writeBatch(ctx, rec, rev)
+	if err == nil && rec.Batch.Ended() {
+		s.batchEnded(rec, log)
+	}
+	return err
+}
+
+// lineJob is the job of a batch's request at index i, checked as its
+// route checks a request.
+func (s *Server) lineJob(b openai.Batch, l openai.BatchLine, i int) (genq.Job, error) {
+	job := genq.Job{ID: lineJobID(b.ID, i), Variant: s.cfg.Variant, Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}
+	var params openai.Params
+	var err error
+	switch b.Endpoint {
+	case "/v1/chat/completions":
+		params, err = openai.DecodeChat(l.Body, s.cfg.MaxPromptBytes, &job)
+	case "/v1/responses":
+		params, err = openai.DecodeResponse(l.Body, s.cfg.MaxPromptBytes, &job)
+	case "/v1/completions":
+		var jobs []genq.Job
+		params, jobs, err = openai.DecodeCompletions(l.Body, s.cfg.MaxPromptBytes, job)
+		if err == nil && len(jobs) != 1 {
+			err = genq.Errorf(genq.Invalid, "a batch's request asks for one answer: give one prompt, not a list")
+		}
+		if err == nil {
+			job = jobs[0]
+		}
+	}
+	switch {
+	case err != nil:
+	case params.Stream:
+		err = genq.Errorf(genq.Invalid, "stream: true is not supported in a batch")
+	case params.Choices() != 1:
+		err = genq.Errorf(genq.Invalid, "n is %d: a batch's request asks for one answer", params.Choices())
+	}
+	if err == nil {
+		err = job.Validate()
+	}
+	if err == nil {
+		err = s.workerLimits().Check(job)
+	}
+	if err == nil {
+		err = s.checkConstraint(job)
+	}
+	return job, err
+}
+
+// lineState is what the runner knows of a queued request: nothing yet,
+// or its outcome.
+type lineState int8
+
+const (
+	linePending lineState = iota
+	lineAnswered
+	lineFailed
+)
+
+// advanceBatch queues the next window of a running batch's requests,
+// reads the outcomes of those queued, and, once every request has one (or
+// the batch is cancelled or expired and none is still running), writes
+// its files and ends it.
+func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, lines []openai.BatchLine, state map[int]lineState,
+	cfg BatchConfig, log *slog.Logger) error {
+	b := &rec.Batch
+	stopping := b.Status == openai.BatchCancelling
+	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
+		b.Status, stopping = openai.BatchExpired, true // the window closed: stop what is left
+	}
+	pending := 0
+	for i := 0; i < rec.Run.Queued; i++ {
+		if state[i] != linePending {
+			continue
+		}
+		if _, refused := rec.Run.Refused[i]; refused {
+			state[i] = lineFailed
+			continue
+		}
+		res, err := s.async.Outcome(ctx, lineJobID(b.ID, i))
+		switch {
+		case err == nil:
+			res.Body.Close()
+			state[i] = lineAnswered
+		case isStoreError(err):
+			return err
+		case genq.ErrorCode(err) == genq.NotFound:
+			pending++
+		default:
+			state[i] = lineFailed
+		}
+	}
+	if stopping && !rec.Run.CancelSent {
+		for i := 0; i < rec.Run.Queued; i++ {
+			if state[i] == linePending {
+				s.async.CancelJob(lineJobID(b.ID, i))
+			}
+		}
+		rec.Run.CancelSent = true
+	}
+	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
+		i := rec.Run.Queued
+		job, err := s.lineJob(*b, lines[i], i)
+		if err == nil {
+			err = s.async.Submit(ctx, job)
+		}
+		if err != nil && genq.ErrorCode(err) != genq.Invalid {
+			break // the queue is full or away: the next round tries again
+		}
+		rec.Run.Queued++
+		if err != nil { // refused now (the workers' limits changed): it fails alone
+			if rec.Run.Refused == nil {
+				rec.Run.Refused = map[int]string{}
+			}
+			rec.Run.Refused[i] = genq.ErrorMessage(err)
+			state[i] = lineFailed
+			continue
+		}
+		pending++
+	}
+	b.RequestCounts.Completed, b.RequestCounts.Failed = 0, 0
+	for _, st := range state {
+		switch st {
+		case lineAnswered:
+			b.RequestCounts.Completed++
+		case lineFailed:
+			b.RequestCounts.Failed++
+		}
+	}
+	finished := rec.Run.Queued == len(lines) && pending == 0
+	if stopping {
+		// Requests no worker has started are dropped by their cancel
+		// mark; the batch ends once none is running.
+		finished = true
+		for i := 0; i < rec.Run.Queued && finished; i++ {
+			if state[i] != linePending {
+				continue
+			}
+			running, _, err := s.async.Running(ctx, lineJobID(b.ID, i))
+			if err != nil {
+				return err
+			}
+			finished = !running
+		}
+	}
+	var err error
+	if !finished {
+		_, err = s.writeBatch(ctx, rec, rev)
+		return err
+	}
+	if b.Status == openai.BatchInProgress {
+		b.Status, b.FinalizingAt = openai.BatchFinalizing, now()
+		if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+			return err
+		}
+	}
+	if err := s.writeBatchFiles(ctx, &rec, lines, state); err != nil {
+		return err
+	}
+	switch b.Status {
+	case openai.BatchFinalizing:
+		b.Status, b.CompletedAt = openai.BatchCompleted, now()
+	case openai.BatchCancelling:
+		b.Status, b.CancelledAt = openai.BatchCancelled, now()
+	case openai.BatchExpired:
+		b.ExpiredAt = now()
+	}
+	if _, err := s.writeBatch(ctx, rec, rev); err != nil {
+		return err
+	}
+	log.Info("batch ended", "status", b.Status, "completed", b.RequestCounts.Completed, "failed", b.RequestCounts.Failed)
+	s.batchEnded(rec, log)
+	return nil
+}
+
+// isStoreError tells an error of the results store from a job's own.
+func isStoreError(err error) bool {
+	var appErr *genq.Error
+	return errors.As(err, &appErr) && appErr.Err != nil && genq.ErrorCode(err) == genq.Unavailable
+}
+
+// writeBatchFiles writes a batch's output file (a line per answered
+// request) and error file (a line per failed one), under ids made from
+// the batch's, so that two apis that both end it write the same files.
+func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []openai.BatchLine, state map[int]lineState) error {
+	b := &rec.Batch
+	var out, errs bytes.Buffer
+	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
+	for i, l := range lines {
+		if i >= rec.Run.Queued || state[i] == linePending {
+			continue // never run: cancelled or expired before it was queued or started
+		}
+		id := lineJobID(b.ID, i)
+		line := openai.BatchOutputLine{ID: "batch_req_" + id, CustomID: l.CustomID}
+		body, status, err := s.lineOutcome(ctx, b.Endpoint, id, rec.Run.Refused[i])
+		if isStoreError(err) {
+			return err
+		}
+		line.Response = &openai.BatchOutputResponse{StatusCode: status, RequestID: id, Body: body}
+		if err != nil {
+			if err := errEnc.Encode(line); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+	}
+	put := func(suffix string, data []byte) (*string, error) {
+		if len(data) == 0 {
+			return nil, nil
+		}
+		f := genq.StoredFile{ID: "file-" + b.ID + "-" + suffix, Filename: b.ID + "_" + suffix + ".jsonl",
+			Purpose: openai.PurposeBatchOutput, CreatedAt: time.Now().Unix()}
+		if _, err := s.batches.PutFile(ctx, f, bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+		return &f.ID, nil
+	}
+	var err error
+	if b.OutputFileID, err = put("output", out.Bytes()); err != nil {
+		return err
+	}
+	b.ErrorFileID, err = put("errors", errs.Bytes())
+	return err
+}
+
+// lineOutcome is a request's outcome as its route would answer: the body
+// and status of its answer, or of its error (err non-nil).
+func (s *Server) lineOutcome(ctx context.Context, endpoint, id, refused string) (any, int, error) {
+	if refused != "" {
+		err := genq.Errorf(genq.Invalid, "%s", refused)
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), err
+	}
+	res, err := s.async.Outcome(ctx, id)
+	if err != nil {
+		if genq.ErrorCode(err) == genq.NotFound {
+			err = genq.Errorf(genq.Canceled, "the request was cancelled before it ran")
+		}
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
+	}
+	defer res.Body.Close()
+	_, text, err := readTextResult(res)
+	if err != nil {
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
+	}
+	r := openai.TextResult{TextResult: text, JobID: id, Created: time.Now().Unix(), Model: s.modelOf(res.Worker, "")}
+	switch endpoint {
+	case "/v1/completions":
+		return openai.RenderCompletion(r), http.StatusOK, nil
+	case "/v1/responses":
+		rs := openai.ResponseStream(openai.Stream{JobID: id, Created: r.Created, Model: r.Model})
+		return rs.Done(text), http.StatusOK, nil
+	}
+	return openai.RenderChat(r), http.StatusOK, nil
+}
+
+// batchEnded sends the batch's webhook, when it has one, from the api
+// that ended it.
+func (s *Server) batchEnded(rec batchRecord, log *slog.Logger) {
+	if rec.Run.Webhook == "" {
+		return
+	}
+	body, err := json.Marshal(rec.Batch)
+	if err != nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := s.cfg.Async.webhooks().Send(ctx, rec.Run.Webhook, rec.Batch.ID, body, log); err != nil {
+			log.Warn("batch webhook not delivered", "err", err)
+			return
+		}
+		log.Info("batch webhook delivered", "status", rec.Batch.Status)
+	}()
+}
