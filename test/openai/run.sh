@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [[ ! -d test/openai/node_modules/openai || ! -d test/openai/node_modules/ai || ! -d test/openai/node_modules/@anthropic-ai/sdk ]]; then
+if [[ ! -d test/openai/node_modules/openai || ! -d test/openai/node_modules/ai || ! -d test/openai/node_modules/@anthropic-ai/sdk || ! -d test/openai/node_modules/ajv ]]; then
 	(cd test/openai && npm install --no-audit --no-fund)
 fi
 
@@ -103,7 +103,7 @@ done
 export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
 	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_OPENAI_STRUCTURED_URL="http://127.0.0.1:$port_s/v1" GENQ_API_KEY="$key"
 status=0
-(cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs anthropic.test.mjs) || status=$?
+(cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs anthropic.test.mjs batches.test.mjs) || status=$?
 python3 test/openai/smoke_urllib.py || status=$?
 python3 test/openai/sdapi_urllib.py || status=$?
 if ((status != 0)); then
