@@ -123,3 +123,29 @@ func (d *Delivery) putRecord(ctx context.Context, r RunRecord) error {
 	}
 	return nil
 }
+
+// Gone reports whether an earlier delivery of the job finished it: its
+// result is in the results store, stored since the job was queued, or
+// its message has left its stream (a work queue removes what is acked).
+// A delivery handed out while that one was cut off from NATS must then
+// not run again. A routed delivery's stream is not looked at.
+func (d *Delivery) Gone(ctx context.Context) (bool, error) {
+	if d.Job.ID != "" {
+		info, err := d.conn.results.GetInfo(ctx, d.Job.ID)
+		if err == nil && !info.Deleted && info.Metadata[HeaderStatus] != StatusErr && !info.ModTime.Before(d.Queued) {
+			return true, nil
+		}
+	}
+	if d.routed || d.Seq == 0 {
+		return false, nil
+	}
+	st, err := d.conn.js.Stream(ctx, d.Class.Stream())
+	if err != nil {
+		return false, err
+	}
+	_, err = st.GetMsg(ctx, d.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil
+	}
+	return false, err
+}

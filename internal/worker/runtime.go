@@ -279,14 +279,44 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 	stopProgress := r.keepAlive(d, log)
 	defer stopProgress()
 
+	rec := j.record
 	if j.alone {
+		// An earlier run never reported its end. Its worker died, or lost
+		// NATS and is still running it: for up to an AckWait, this delivery
+		// (kept alive meanwhile) watches for that run's result, so that a
+		// run only cut off can finish without the job running twice.
+		if r.finishedElsewhere(ctx, d, r.conn.Settings().AckWait) {
+			log.Warn("job finished on an earlier delivery cut off from NATS; acking it without running it")
+			r.settle(log, "already_finished", d.Ack(ctx))
+			return
+		}
 		log.Warn("job was running when its worker died; it will run alone")
 	}
-	rec := j.record
 	var res genq.Result
 	err := r.gate.enter(jobCtx, j.alone)
 	start := time.Now()
 	wait := start.Sub(d.Queued)
+	if err == nil && j.alone {
+		// The run judged dead may have been cut off from NATS rather than
+		// killed, and have finished while this delivery waited to run
+		// alone: judged again now, such a job is acked, not run twice.
+		fresh, rerr := d.Record(ctx)
+		gone, gerr := d.Gone(ctx)
+		if rerr == nil && fresh.Finished > 0 || gerr == nil && gone {
+			r.gate.leave(true)
+			log.Warn("job finished on its earlier delivery while this one waited to run alone; acking it without running it",
+				"finished_on", fresh.Finished)
+			r.settle(log, "already_finished", d.Ack(ctx))
+			return
+		}
+		if rerr == nil {
+			rec = fresh
+			if rec.AloneAt > 0 { // as judge counts a run alone that never ended
+				rec.AloneCrashes++
+				rec.AloneAt = 0
+			}
+		}
+	}
 	if err == nil {
 		if j.alone {
 			// Written before the run: if this worker dies now, the next
@@ -532,5 +562,24 @@ func (r *Runtime) beat(ctx context.Context) {
 	defer cancel()
 	if err := r.conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {
 		r.log.Warn("heartbeat failed", "err", err)
+	}
+}
+
+// finishedElsewhere watches, for up to within, whether an earlier delivery
+// of d's job finished it (natsqueue.Delivery.Gone).
+func (r *Runtime) finishedElsewhere(ctx context.Context, d *natsqueue.Delivery, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if gone, err := d.Gone(ctx); err == nil && gone {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
