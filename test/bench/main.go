@@ -53,6 +53,7 @@ type bench struct {
 }
 
 type results struct {
+	batch      batchBeside
 	overhead   overhead
 	text       []textPoint
 	tokens     map[string]int // new tokens per request, by model
@@ -100,7 +101,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
-	only := fs.String("only", "", "run only this step (multiturn, image-engines, or route: routing by prefix, not part of a full run), rewriting only its section")
+	only := fs.String("only", "", "run only this step (multiturn, image-engines, batch, or route: routing by prefix, not part of a full run), rewriting only its section")
 	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -141,6 +142,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"cold start", b.coldStart},
 		{"multiturn", b.multiTurn},
 		{"image-engines", b.imageEngines},
+		{"batch", b.batchBesideInteractive},
 	}
 	if *only == "route" {
 		steps = append(steps, struct {
@@ -176,6 +178,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		mt := b.multiTurnMarkdown()
 		fmt.Fprintln(out, mt)
 		if err := localstack.ReplaceSection(*report, "<!-- bench-multiturn:begin -->", "<!-- bench-multiturn:end -->", mt); err != nil {
+			return err
+		}
+	}
+	if *only == "" || *only == "batch" {
+		md := b.batchMarkdown()
+		fmt.Fprintln(out, md)
+		if err := localstack.ReplaceSection(*report, "<!-- bench-batch:begin -->", "<!-- bench-batch:end -->", md); err != nil {
 			return err
 		}
 	}

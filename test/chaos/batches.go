@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime/multipart"
-	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/genq/genq/test/localstack"
@@ -23,112 +17,17 @@ import (
 
 const batchLines = 60
 
-// batchInput is a file of n chat requests, custom_ids b-0 to b-(n-1).
-func batchInput(n int) []byte {
-	var b bytes.Buffer
-	for i := range n {
-		fmt.Fprintf(&b, `{"custom_id":"b-%d","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"batch line %d"}],"max_tokens":48}}`+"\n", i, i)
-	}
-	return b.Bytes()
-}
-
-type batchStatus struct {
-	ID            string  `json:"id"`
-	Status        string  `json:"status"`
-	OutputFileID  *string `json:"output_file_id"`
-	ErrorFileID   *string `json:"error_file_id"`
-	RequestCounts struct {
-		Total, Completed, Failed int
-	} `json:"request_counts"`
-}
-
-// startBatch uploads the input to the api at url and creates its batch.
-func startBatch(ctx context.Context, url string, input []byte) (string, error) {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	_ = mw.WriteField("purpose", "batch")
-	fw, _ := mw.CreateFormFile("file", "in.jsonl")
-	_, _ = fw.Write(input)
-	_ = mw.Close()
-	var file struct {
-		ID string `json:"id"`
-	}
-	if err := call(ctx, http.MethodPost, url+"/v1/files", mw.FormDataContentType(), &body, &file); err != nil {
-		return "", fmt.Errorf("upload: %w", err)
-	}
-	var b batchStatus
-	create := `{"input_file_id":"` + file.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`
-	if err := call(ctx, http.MethodPost, url+"/v1/batches", "application/json", strings.NewReader(create), &b); err != nil {
-		return "", fmt.Errorf("create: %w", err)
-	}
-	return b.ID, nil
-}
-
-func call(ctx context.Context, method, url, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
-	}
-	if out == nil {
-		return nil
-	}
-	if b, ok := out.(*[]byte); ok {
-		*b = data
-		return nil
-	}
-	return json.Unmarshal(data, out)
-}
-
-// waitBatch polls the batch at url until until holds, through errors (an
-// api or NATS away).
-func waitBatch(ctx context.Context, url, id string, until func(batchStatus) bool) (batchStatus, error) {
-	var b batchStatus
-	for {
-		err := call(ctx, http.MethodGet, url+"/v1/batches/"+id, "", nil, &b)
-		if err == nil && until(b) {
-			return b, nil
-		}
-		select {
-		case <-ctx.Done():
-			return b, fmt.Errorf("batch %s: %s with %+v: %w (last: %v)", id, b.Status, b.RequestCounts, ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // judgeBatch checks a batch ended completed with every custom_id once in
 // its output, and reports it.
-func judgeBatch(ctx context.Context, url string, b batchStatus, s *localstack.Stack, t0 time.Time, note string) (localstack.Report, error) {
+func judgeBatch(ctx context.Context, url string, b localstack.BatchStatus, s *localstack.Stack, t0 time.Time, note string) (localstack.Report, error) {
 	rep := localstack.Summarize("", nil, workerLogs(s))
 	rep.Sent = batchLines
 	if b.Status != "completed" || b.OutputFileID == nil {
 		return rep, fmt.Errorf("batch %s ended %s with %+v", b.ID, b.Status, b.RequestCounts)
 	}
-	var out []byte
-	if err := call(ctx, http.MethodGet, url+"/v1/files/"+*b.OutputFileID+"/content", "", nil, &out); err != nil {
+	seen, err := localstack.BatchOutput(ctx, url, b)
+	if err != nil {
 		return rep, err
-	}
-	seen := map[string]int{}
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		var l struct {
-			CustomID string `json:"custom_id"`
-		}
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			return rep, fmt.Errorf("output line %q: %w", line, err)
-		}
-		seen[l.CustomID]++
 	}
 	for i := range batchLines {
 		switch n := seen["b-"+strconv.Itoa(i)]; {
@@ -172,15 +71,17 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	t0 := time.Now()
-	id, err := startBatch(ctx, s.URL(), batchInput(batchLines))
+	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, 48))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	if _, err := waitBatch(ctx, s.URL(), id, func(b batchStatus) bool { return b.RequestCounts.Completed >= 5 }); err != nil {
+	if _, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 }); err != nil {
 		return localstack.Report{}, err
 	}
 	s.API.Kill()
-	b, err := waitBatch(ctx, other, id, func(b batchStatus) bool { return b.Status != "in_progress" && b.Status != "validating" && b.Status != "finalizing" })
+	b, err := localstack.WaitBatch(ctx, other, id, func(b localstack.BatchStatus) bool {
+		return b.Status != "in_progress" && b.Status != "validating" && b.Status != "finalizing"
+	})
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -197,11 +98,11 @@ func batchWorkerKilled(ctx context.Context, e env) (localstack.Report, error) {
 	defer s.Close()
 	t0 := time.Now()
 	killAndReplace(ctx, s, `"msg":"job started"`, 500*time.Millisecond)
-	id, err := startBatch(ctx, s.URL(), batchInput(batchLines))
+	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, 48))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := waitBatch(ctx, s.URL(), id, func(b batchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
+	b, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -217,11 +118,11 @@ func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
 	}
 	defer s.Close()
 	t0 := time.Now()
-	id, err := startBatch(ctx, s.URL(), batchInput(batchLines))
+	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, 48))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	if _, err := waitBatch(ctx, s.URL(), id, func(b batchStatus) bool { return b.RequestCounts.Completed >= 5 }); err != nil {
+	if _, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 }); err != nil {
 		return localstack.Report{}, err
 	}
 	_ = s.NATS.Stop(10 * time.Second)
@@ -229,7 +130,7 @@ func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
 	if err := s.StartNATS(ctx); err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := waitBatch(ctx, s.URL(), id, func(b batchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
+	b, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
 	if err != nil {
 		return localstack.Report{}, err
 	}
