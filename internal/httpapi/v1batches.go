@@ -409,21 +409,13 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		if state[i] != linePending {
 			continue
 		}
-		if _, refused := rec.Run.Refused[i]; refused {
-			state[i] = lineFailed
-			continue
-		}
-		res, err := s.async.Outcome(ctx, lineJobID(b.ID, i))
-		switch {
-		case err == nil:
-			res.Body.Close()
-			state[i] = lineAnswered
-		case isStoreError(err):
+		st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i])
+		if err != nil {
 			return err
-		case genq.ErrorCode(err) == genq.NotFound:
+		}
+		state[i] = st
+		if st == linePending {
 			pending++
-		default:
-			state[i] = lineFailed
 		}
 	}
 	if stopping && !rec.Run.CancelSent {
@@ -449,7 +441,9 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 				rec.Run.Refused = map[int]string{}
 			}
 			rec.Run.Refused[i] = genq.ErrorMessage(err)
-			state[i] = lineFailed
+			if state[i], err = s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i]); err != nil {
+				return err
+			}
 			continue
 		}
 		pending++
@@ -509,6 +503,54 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	return nil
 }
 
+// keptLine is a finished request's output line as the batch keeps it.
+type keptLine struct {
+	Failed bool                   `json:"failed"`
+	Line   openai.BatchOutputLine `json:"line"`
+}
+
+// lineState is what is known of a batch's request i: its kept output
+// line, or its outcome, which is then rendered and kept at once (the
+// results store keeps an outcome for RESULT_TTL only, and a batch can
+// outlast it); pending while it has neither.
+func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchLine, i int, refused string) (lineState, error) {
+	raw, err := s.batches.BatchLine(ctx, b.ID, i)
+	if err == nil {
+		var k keptLine
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return linePending, fmt.Errorf("batch %s line %d: %w", b.ID, i, err)
+		}
+		if k.Failed {
+			return lineFailed, nil
+		}
+		return lineAnswered, nil
+	}
+	if genq.ErrorCode(err) != genq.NotFound {
+		return linePending, err
+	}
+	id := lineJobID(b.ID, i)
+	body, status, err := s.lineOutcome(ctx, b.Endpoint, id, refused)
+	switch {
+	case isStoreError(err):
+		return linePending, err
+	case genq.ErrorCode(err) == genq.NotFound:
+		return linePending, nil
+	}
+	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + id, CustomID: l.CustomID,
+		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: id, Body: body}}}
+	raw, err = json.Marshal(k)
+	if err == nil {
+		err = s.batches.PutBatchLine(ctx, b.ID, i, raw)
+	}
+	if err != nil {
+		return linePending, err
+	}
+	if k.Failed {
+		return lineFailed, nil
+	}
+	return lineAnswered, nil
+}
+
 // isStoreError tells an error of the results store from a job's own.
 func isStoreError(err error) bool {
 	var appErr *genq.Error
@@ -522,24 +564,23 @@ func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []
 	b := &rec.Batch
 	var out, errs bytes.Buffer
 	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
-	for i, l := range lines {
+	for i := range lines {
 		if i >= rec.Run.Queued || state[i] == linePending {
 			continue // never run: cancelled or expired before it was queued or started
 		}
-		id := lineJobID(b.ID, i)
-		line := openai.BatchOutputLine{ID: "batch_req_" + id, CustomID: l.CustomID}
-		body, status, err := s.lineOutcome(ctx, b.Endpoint, id, rec.Run.Refused[i])
-		if isStoreError(err) {
+		raw, err := s.batches.BatchLine(ctx, b.ID, i)
+		if err != nil {
 			return err
 		}
-		line.Response = &openai.BatchOutputResponse{StatusCode: status, RequestID: id, Body: body}
-		if err != nil {
-			if err := errEnc.Encode(line); err != nil {
-				return err
-			}
-			continue
+		var k keptLine
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return fmt.Errorf("batch %s line %d: %w", b.ID, i, err)
 		}
-		if err := enc.Encode(line); err != nil {
+		to := enc
+		if k.Failed {
+			to = errEnc
+		}
+		if err := to.Encode(k.Line); err != nil {
 			return err
 		}
 	}
@@ -570,10 +611,10 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint, id, refused string) 
 		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), err
 	}
 	res, err := s.async.Outcome(ctx, id)
+	if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
+		return nil, 0, err // no outcome yet, or the store is away
+	}
 	if err != nil {
-		if genq.ErrorCode(err) == genq.NotFound {
-			err = genq.Errorf(genq.Canceled, "the request was cancelled before it ran")
-		}
 		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
 	}
 	defer res.Body.Close()

@@ -37,6 +37,10 @@ type BatchStore interface {
 	PutBatch(ctx context.Context, id string, record []byte, revision uint64) (uint64, error)
 	Batch(ctx context.Context, id string) ([]byte, uint64, error)
 	BatchIDs(ctx context.Context) ([]string, error)
+	// PutBatchLine keeps the output line of a batch's request i;
+	// BatchLine reads it, NotFound while there is none.
+	PutBatchLine(ctx context.Context, id string, i int, line []byte) error
+	BatchLine(ctx context.Context, id string, i int) ([]byte, error)
 }
 
 // BatchConfig sizes the Files and Batch APIs.

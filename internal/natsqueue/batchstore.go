@@ -21,8 +21,9 @@ import (
 // object store, batches' records in a key-value bucket whose revisions
 // let two apis take turns on one batch.
 const (
-	FilesBucket   = "GENQ_FILES"   // uploaded and written files, by id
-	BatchesBucket = "GENQ_BATCHES" // batch records, by id
+	FilesBucket      = "GENQ_FILES"       // uploaded and written files, by id
+	BatchesBucket    = "GENQ_BATCHES"     // batch records, by id
+	BatchLinesBucket = "GENQ_BATCH_LINES" // the output line of each finished request, <batch id>.<index>
 )
 
 // FileStoreConfig sizes the files bucket.
@@ -37,6 +38,7 @@ type batchBuckets struct {
 	mu      sync.Mutex
 	files   jetstream.ObjectStore
 	batches jetstream.KeyValue
+	lines   jetstream.KeyValue
 }
 
 func (b *batchBuckets) bind(ctx context.Context, c *Conn, ttl time.Duration) (jetstream.ObjectStore, jetstream.KeyValue, error) {
@@ -58,7 +60,13 @@ func (b *batchBuckets) bind(ctx context.Context, c *Conn, ttl time.Duration) (je
 	if err != nil {
 		return nil, nil, genq.WrapError(genq.Unavailable, fmt.Errorf("ensure bucket %s: %w", BatchesBucket, err), "the batch store is unavailable")
 	}
-	b.files, b.batches = files, batches
+	lines, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BatchLinesBucket, Description: "genq output lines of the Batch API's requests", TTL: ttl, History: 1, Storage: s.storage(), Replicas: s.replicas(),
+	})
+	if err != nil {
+		return nil, nil, genq.WrapError(genq.Unavailable, fmt.Errorf("ensure bucket %s: %w", BatchLinesBucket, err), "the batch store is unavailable")
+	}
+	b.files, b.batches, b.lines = files, batches, lines
 	return files, batches, nil
 }
 
@@ -224,4 +232,33 @@ func (s *BatchStore) BatchIDs(ctx context.Context) ([]string, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// PutBatchLine keeps the output line of batch id's request i, as soon as
+// it finished, so that the batch's files do not depend on the results
+// store's TTL.
+func (s *BatchStore) PutBatchLine(ctx context.Context, id string, i int, line []byte) error {
+	if _, _, err := s.buckets.bind(ctx, s.conn, s.ttl); err != nil {
+		return err
+	}
+	if _, err := s.buckets.lines.Put(ctx, id+"."+strconv.Itoa(i), line); err != nil {
+		return unavailable(err, "batch")
+	}
+	return nil
+}
+
+// BatchLine is the kept output line of batch id's request i; NotFound
+// while there is none.
+func (s *BatchStore) BatchLine(ctx context.Context, id string, i int) ([]byte, error) {
+	if _, _, err := s.buckets.bind(ctx, s.conn, s.ttl); err != nil {
+		return nil, err
+	}
+	e, err := s.buckets.lines.Get(ctx, id+"."+strconv.Itoa(i))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, genq.Errorf(genq.NotFound, "no line %d of batch %s", i, id)
+	}
+	if err != nil {
+		return nil, unavailable(err, "batch")
+	}
+	return bytes.Clone(e.Value()), nil
 }
