@@ -7,6 +7,9 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -237,5 +240,42 @@ func TestBatchLimitsAndCancel(t *testing.T) {
 	}
 	if r := s.postKey("/v1/batches/"+b.ID+"/cancel", "", ""); r.status != 200 {
 		t.Fatalf("cancelling a cancelled batch: %d %s", r.status, r.body)
+	}
+}
+
+// TestBatchWebhook: a batch created with genq's webhook posts the ended
+// batch, signed as asynchronous jobs' webhooks are.
+func TestBatchWebhook(t *testing.T) {
+	hooks := make(chan []byte, 2)
+	var sig string
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		sig = r.Header.Get(httpapi.HeaderSignature)
+		hooks <- body
+	}))
+	defer receiver.Close()
+	hookURL, _ := url.Parse(receiver.URL)
+	const secret = "whsec-batch"
+	s := newStack(t, stackOptions{http: httpapi.Config{Async: httpapi.AsyncConfig{PollEvery: 50 * time.Millisecond, WebhookSecret: secret,
+		WebhookAllow: []string{hookURL.Hostname()}, WebhookAllowPrivate: true}}})
+	s.tinyTextWorker(4)
+	up := s.upload("in.jsonl", chatLines(3, func(int) string { return `,"max_tokens":4` }), "batch")
+	var file struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(up.body, &file)
+	r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h","webhook":"`+receiver.URL+`/hook"}`)
+	id := decodeAs[batchObject](t, r).ID
+	body := waitFor(t, hooks, 60*time.Second, "the batch's webhook")
+	ts, _, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",")
+	sec, _ := strconv.ParseInt(ts, 10, 64)
+	if want := httpapi.Sign(secret, time.Unix(sec, 0), body); sig != want {
+		t.Fatalf("signature %q, want %q", sig, want)
+	}
+	if b := decodeAs[batchObject](t, response{status: 200, body: body}); b.ID != id || b.Status != "completed" || b.RequestCounts.Completed != 3 {
+		t.Fatalf("webhook body %s", body)
+	}
+	if r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h","webhook":"https://evil.example/x"}`); r.status != 400 {
+		t.Fatalf("a webhook to a host not allowed: %d %s", r.status, r.body)
 	}
 }
