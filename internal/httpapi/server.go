@@ -131,7 +131,7 @@ type Deps struct {
 	Batches    BatchStore
 	Background context.Context
 	Workers    Workers
-	Waker    Waker
+	Waker      Waker
 	// Registry takes the metrics; NewMetricsHandler serves them.
 	Registry prometheus.Registerer
 	// NewID names each job.

@@ -55,7 +55,7 @@ type batchRun struct {
 	// Refused are the requests refused when their turn came (the
 	// workers' limits changed since the batch was checked), by index.
 	Refused map[int]string `json:"refused,omitempty"`
-	Webhook    string `json:"webhook,omitempty"`
+	Webhook string         `json:"webhook,omitempty"`
 }
 
 // lineJobID is the job id of a batch's request at index i.
@@ -388,10 +388,13 @@ func (s *Server) lineJob(b openai.Batch, l openai.BatchLine, i int) (genq.Job, e
 type lineState int8
 
 const (
-	linePending lineState = iota
+	lineUnknown lineState = iota // not looked at since this api took the batch
+	linePending
 	lineAnswered
 	lineFailed
 )
+
+func finished(st lineState) bool { return st == lineAnswered || st == lineFailed }
 
 // advanceBatch queues the next window of a running batch's requests,
 // reads the outcomes of those queued, and, once every request has one (or
@@ -404,23 +407,29 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
 		b.Status, stopping = openai.BatchExpired, true // the window closed: stop what is left
 	}
-	pending := 0
+	// The outcomes of the requests queued: a few of the oldest unfinished
+	// ones a round, so that a window of requests does not cost the store
+	// a read of each, each round, beside the interactive traffic.
+	pending, checked := 0, 0
 	for i := 0; i < rec.Run.Queued; i++ {
-		if state[i] != linePending {
+		if finished(state[i]) {
 			continue
 		}
-		st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i])
-		if err != nil {
-			return err
+		if checked < cfg.ChecksPerRound {
+			checked++
+			st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], state[i] == lineUnknown)
+			if err != nil {
+				return err
+			}
+			state[i] = st
 		}
-		state[i] = st
-		if st == linePending {
+		if !finished(state[i]) {
 			pending++
 		}
 	}
 	if stopping && !rec.Run.CancelSent {
 		for i := 0; i < rec.Run.Queued; i++ {
-			if state[i] == linePending {
+			if !finished(state[i]) {
 				s.async.CancelJob(lineJobID(b.ID, i))
 			}
 		}
@@ -441,7 +450,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 				rec.Run.Refused = map[int]string{}
 			}
 			rec.Run.Refused[i] = genq.ErrorMessage(err)
-			if state[i], err = s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i]); err != nil {
+			if state[i], err = s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], false); err != nil {
 				return err
 			}
 			continue
@@ -457,24 +466,31 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 			b.RequestCounts.Failed++
 		}
 	}
-	finished := rec.Run.Queued == len(lines) && pending == 0
+	ended := rec.Run.Queued == len(lines) && pending == 0
 	if stopping {
 		// Requests no worker has started are dropped by their cancel
 		// mark; the batch ends once none is running.
-		finished = true
-		for i := 0; i < rec.Run.Queued && finished; i++ {
-			if state[i] != linePending {
+		ended = true
+		for i := 0; i < rec.Run.Queued && ended; i++ {
+			if finished(state[i]) {
+				continue
+			}
+			st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], state[i] == lineUnknown)
+			if err != nil {
+				return err
+			}
+			if state[i] = st; finished(st) {
 				continue
 			}
 			running, _, err := s.async.Running(ctx, lineJobID(b.ID, i))
 			if err != nil {
 				return err
 			}
-			finished = !running
+			ended = !running
 		}
 	}
 	var err error
-	if !finished {
+	if !ended {
 		_, err = s.writeBatch(ctx, rec, rev)
 		return err
 	}
@@ -513,8 +529,12 @@ type keptLine struct {
 // line, or its outcome, which is then rendered and kept at once (the
 // results store keeps an outcome for RESULT_TTL only, and a batch can
 // outlast it); pending while it has neither.
-func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchLine, i int, refused string) (lineState, error) {
-	raw, err := s.batches.BatchLine(ctx, b.ID, i)
+func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchLine, i int, refused string, kept bool) (lineState, error) {
+	var raw []byte
+	var err error = genq.Errorf(genq.NotFound, "not read")
+	if kept { // only an api that took the batch over may find lines kept by another
+		raw, err = s.batches.BatchLine(ctx, b.ID, i)
+	}
 	if err == nil {
 		var k keptLine
 		if err := json.Unmarshal(raw, &k); err != nil {
@@ -565,7 +585,7 @@ func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []
 	var out, errs bytes.Buffer
 	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
 	for i := range lines {
-		if i >= rec.Run.Queued || state[i] == linePending {
+		if i >= rec.Run.Queued || !finished(state[i]) {
 			continue // never run: cancelled or expired before it was queued or started
 		}
 		raw, err := s.batches.BatchLine(ctx, b.ID, i)

@@ -56,6 +56,9 @@ type BatchConfig struct {
 	// LeaseFor is how long an api's hold on a batch lasts without being
 	// renewed; after it another api carries the batch on.
 	LeaseFor time.Duration
+	// ChecksPerRound bounds the outcomes of unfinished requests a round
+	// of the batch runner reads, the oldest first.
+	ChecksPerRound int
 }
 
 // Defaults of BatchConfig.
@@ -64,6 +67,7 @@ const (
 	DefaultFileTTL      = 30 * 24 * time.Hour
 	defaultBatchWindow  = 256
 	defaultLeaseFor     = 15 * time.Second
+	defaultChecks       = 32
 )
 
 func (c BatchConfig) withDefaults() BatchConfig {
@@ -78,6 +82,9 @@ func (c BatchConfig) withDefaults() BatchConfig {
 	}
 	if c.LeaseFor <= 0 {
 		c.LeaseFor = defaultLeaseFor
+	}
+	if c.ChecksPerRound <= 0 {
+		c.ChecksPerRound = defaultChecks
 	}
 	return c
 }
