@@ -97,6 +97,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	c.queue.RegisterFlags(fs)
 	fs.Duration(&c.runtime.DrainGrace, "drain-grace", "DRAIN_GRACE", 2*time.Minute, "how long jobs in flight may finish after SIGTERM")
 	fs.Duration(&c.runtime.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
+	fs.Int(&c.runtime.InteractiveSlots, "interactive-slots", "INTERACTIVE_SLOTS", 1, "slots kept for interactive jobs, never filled by batch jobs (0: batch work may fill every slot; at most SLOTS-1)")
 	fs.Duration(&c.runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
 	fs.Duration(&c.runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
 	natsqueue.RegisterRouteFlag(fs, &c.runtime.RouteByPrefix)

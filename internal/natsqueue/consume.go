@@ -117,7 +117,14 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 // worker did not start in time before it asks the batch consumer; it waits
 // on the interactive consumer ownCheckEvery at a time, and asks the batch
 // consumer no more often than without routing.
-func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
+func (p *Puller) Next(wait time.Duration) (*Delivery, error) { return p.next(wait, true) }
+
+// NextInteractive is Next for a slot kept for interactive jobs: it never
+// takes a batch job, so a worker that runs batch work in its other slots
+// always has one free for a caller who waits.
+func (p *Puller) NextInteractive(wait time.Duration) (*Delivery, error) { return p.next(wait, false) }
+
+func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	interactive, batch := &p.queues[0], &p.queues[1]
 	if d, err := p.interactiveNow(); d != nil || err != nil {
 		return d, err
@@ -130,7 +137,7 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) {
 	var batchChecked time.Time
 	for {
 		// At most every batchCheckEvery, however short the slice.
-		if time.Since(batchChecked) >= batchCheckEvery-slice/2 {
+		if batchToo && time.Since(batchChecked) >= batchCheckEvery-slice/2 {
 			batchChecked = time.Now()
 			if d, err := p.fetch(batch, 0); d != nil || err != nil {
 				return d, err

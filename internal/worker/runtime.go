@@ -40,6 +40,10 @@ type Config struct {
 	// within StealAfter (docs/text.md, "Across workers").
 	RouteByPrefix bool
 	StealAfter    time.Duration
+	// InteractiveSlots are slots that take interactive jobs only, so
+	// that batch work in the others never makes a caller wait for a free
+	// slot; at most all slots but one.
+	InteractiveSlots int
 }
 
 // Runtime runs one backend for one variant.
@@ -118,11 +122,18 @@ func (r *Runtime) Run(ctx context.Context) error {
 	r.log.Info("worker ready", "device", r.info.Device.Kind, "device_name", r.info.Device.Name, "engine", r.info.Device.Engine,
 		"model", r.info.Model, "slots", slots, "startup", time.Since(r.started).Round(time.Millisecond).String())
 	var wg sync.WaitGroup
-	for range slots {
+	for i := range slots {
+		// The first InteractiveSlots take interactive jobs only: batch
+		// work fills the others, never all of them, so a caller who waits
+		// does not wait for a batch job to end.
+		next := puller.Next
+		if i < min(r.cfg.InteractiveSlots, slots-1) {
+			next = puller.NextInteractive
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.slot(ctx, jobsCtx, puller)
+			r.slot(ctx, jobsCtx, next)
 		}()
 	}
 
@@ -171,14 +182,14 @@ func (r *Runtime) newPuller(ctx context.Context) (*natsqueue.Puller, error) {
 
 // slot is one of the worker's parallel lanes: it keeps one pull outstanding
 // while it is free, so the worker never holds more jobs than it can run.
-func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller) {
+func (r *Runtime) slot(ctx, jobsCtx context.Context, next func(wait time.Duration) (*natsqueue.Delivery, error)) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		// No pull while a suspect waits or runs: it must run alone.
 		if r.gate.waitOpen(ctx) != nil {
 			return
 		}
-		d, err := puller.Next(r.cfg.PollWait)
+		d, err := next(r.cfg.PollWait)
 		if err != nil {
 			r.log.Warn("pull failed", "err", err)
 			select {
