@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/worker"
 )
 
 // fastBackend runs every job for a fixed time and never blocks on a
@@ -163,4 +165,49 @@ func p50(d []time.Duration) time.Duration {
 	sorted := slices.Clone(d)
 	slices.Sort(sorted)
 	return sorted[len(sorted)/2]
+}
+
+// classBackend is fastBackend that counts the batch jobs (ids batch-…)
+// running at once.
+type classBackend struct {
+	fastBackend
+	mu              sync.Mutex
+	batch, maxBatch int
+}
+
+func (b *classBackend) Generate(ctx context.Context, job genq.Job, p func(genq.Progress)) (genq.Result, error) {
+	isBatch := strings.HasPrefix(job.ID, "batch-")
+	if isBatch {
+		b.mu.Lock()
+		b.batch++
+		b.maxBatch = max(b.maxBatch, b.batch)
+		b.mu.Unlock()
+		defer func() { b.mu.Lock(); b.batch--; b.mu.Unlock() }()
+	}
+	return b.fastBackend.Generate(ctx, job, p)
+}
+
+// TestInteractiveSlotKept: a worker of 3 slots with one kept for
+// interactive jobs runs at most 2 batch jobs at once, and an interactive
+// request is answered while the batch still runs.
+func TestInteractiveSlotKept(t *testing.T) {
+	settings := testSettings()
+	s := newStack(t, stackOptions{settings: &settings})
+	b := &classBackend{fastBackend: fastBackend{slots: 3, run: 50 * time.Millisecond}}
+	s.runWorkerWith(b, worker.Config{DrainGrace: time.Second, InteractiveSlots: 1})
+	s.waitLive(1)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	publishBatch(ctx, t, s.conn, s.variant, 60)
+	time.Sleep(200 * time.Millisecond) // batch jobs running
+	s.interactiveBurst(1)
+	left := s.batchMsgs()
+	for s.batchMsgs() > 0 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.maxBatch != 2 || left == 0 {
+		t.Fatalf("at most %d batch jobs ran at once (want 2 of 3 slots); %d batch jobs were left when the interactive one was answered", b.maxBatch, left)
+	}
 }

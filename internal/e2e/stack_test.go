@@ -161,14 +161,18 @@ func (s *stack) startWorker(b *testBackend, grace time.Duration) *runningWorker 
 
 // runWorker runs a worker runtime over b until the test ends.
 func (s *stack) runWorker(b genq.Backend, grace time.Duration) *runningWorker {
+	return s.runWorkerWith(b, worker.Config{DrainGrace: grace})
+}
+
+// runWorkerWith is runWorker with cfg's settings over the tests' own.
+func (s *stack) runWorkerWith(b genq.Backend, cfg worker.Config) *runningWorker {
 	s.t.Helper()
 	conn, nc := openConn(s.t, s.ns, s.settings, s.variant)
 	ctx, cancel := context.WithCancel(context.Background())
 	id := "w-" + uuid.NewString()[:8]
-	rt := worker.New(worker.Config{
-		WorkerID: id, Variant: s.variant, PollWait: 500 * time.Millisecond,
-		HeartbeatEvery: 500 * time.Millisecond, DrainGrace: grace, RetryDelay: 100 * time.Millisecond,
-	}, conn, b, testLog(s.t).With("worker_id", id), prometheus.NewRegistry())
+	cfg.WorkerID, cfg.Variant, cfg.PollWait = id, s.variant, 500*time.Millisecond
+	cfg.HeartbeatEvery, cfg.RetryDelay = 500*time.Millisecond, 100*time.Millisecond
+	rt := worker.New(cfg, conn, b, testLog(s.t).With("worker_id", id), prometheus.NewRegistry())
 	w := &runningWorker{nc: nc, cancel: cancel, done: make(chan struct{})}
 	go func() { w.err = rt.Run(ctx); close(w.done) }()
 	s.t.Cleanup(func() { cancel(); <-w.done })
