@@ -123,13 +123,11 @@ func (b *bench) batchMarkdown() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "`make bench` (or `go run ./test/bench -only batch`), commit `%s`, %s, load average %s. One worker (4 slots, the tiny model, 16 tokens an answer) behind one api; interactive requests are chats of 16 tokens, one at a time, in rounds of %d; a batch of %d chat requests of 16 tokens runs through `/v1/batches`.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), len(r.idle)/len(r.idleP50s), r.lines)
-	fmt.Fprintf(&sb, "| | requests | p50 | p99 | p50 of each round |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&sb, "| | requests | p50 | p99 | p50 of a round: least / median / most |\n|---|---|---|---|---|\n")
 	rounds := func(xs []time.Duration) string {
-		var parts []string
-		for _, x := range xs {
-			parts = append(parts, x.Round(100*time.Microsecond).String())
-		}
-		return strings.Join(parts, ", ")
+		s := slices.Sorted(slices.Values(xs))
+		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+		return fmt.Sprintf("%d rounds: %s / %s / %s ms", len(s), ms(s[0]), ms(s[len(s)/2]), ms(s[len(s)-1]))
 	}
 	fmt.Fprintf(&sb, "| interactive, idle (before and after the batch) | %d | %s | %s | %s |\n", len(r.idle), pct(r.idle, .5).Round(100*time.Microsecond), pct(r.idle, .99).Round(100*time.Microsecond), rounds(r.idleP50s))
 	fmt.Fprintf(&sb, "| interactive, beside the batch | %d | %s | %s | %s |\n", len(r.busy), pct(r.busy, .5).Round(100*time.Microsecond), pct(r.busy, .99).Round(100*time.Microsecond), rounds(r.busyP50s))
