@@ -35,6 +35,10 @@ type RunRecord struct {
 	// when the ack that followed went unconfirmed: a later delivery is
 	// then settled without running.
 	Finished int `json:"finished,omitempty"`
+	// HandedBack is the delivery a stopping worker handed back unfinished:
+	// its run is known to have ended, so the next delivery need not wait
+	// for it.
+	HandedBack int `json:"handed_back,omitempty"`
 }
 
 // ensureAttemptsBucket creates or updates GENQ_ATTEMPTS. A record is of use

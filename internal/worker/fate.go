@@ -145,13 +145,11 @@ func afterFailure(e ending, a arrival, rec natsqueue.RunRecord, maxAttempts int,
 	case endCancelled:
 		return recovery{next: nextCancelled}
 	case endDrained:
-		rv := recovery{next: nextHandBack}
-		if rec.AloneAt > 0 {
-			// Not a crash: the next delivery must not charge it.
-			rec.AloneAt = 0
-			rv.record, rv.write = rec, true
-		}
-		return rv
+		// Not a crash: the next delivery must not charge it, nor wait for
+		// this run to finish elsewhere.
+		rec.AloneAt = 0
+		rec.HandedBack = a.attempt
+		return recovery{next: nextHandBack, record: rec, write: true}
 	case endPastDeadline:
 		return recovery{next: nextTimeout}
 	case endRefused:

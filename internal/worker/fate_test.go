@@ -91,11 +91,12 @@ func TestAfterFailure(t *testing.T) {
 		want recovery
 	}{
 		{name: "cancelled", e: endCancelled, a: arrival{attempt: 2, last: true}, want: recovery{next: nextCancelled}},
-		{name: "handed back beside others", e: endDrained, a: arrival{attempt: 1}, want: recovery{next: nextHandBack}},
+		{name: "handed back beside others: recorded, so the next delivery does not wait for it", e: endDrained, a: arrival{attempt: 1},
+			want: recovery{next: nextHandBack, write: true, record: natsqueue.RunRecord{HandedBack: 1}}},
 		{
 			name: "handed back alone: the open run is closed, uncharged",
 			e:    endDrained, a: arrival{attempt: 2}, rec: natsqueue.RunRecord{Failures: 1, AloneAt: 2},
-			want: recovery{next: nextHandBack, write: true, record: natsqueue.RunRecord{Failures: 1}},
+			want: recovery{next: nextHandBack, write: true, record: natsqueue.RunRecord{Failures: 1, HandedBack: 2}},
 		},
 		{name: "past its deadline", e: endPastDeadline, a: arrival{attempt: 1}, want: recovery{next: nextTimeout}},
 		{name: "refused by the model", e: endRefused, a: arrival{attempt: 3, last: true}, want: recovery{next: nextRefuse}},

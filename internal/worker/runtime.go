@@ -296,7 +296,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		// NATS and is still running it: for up to an AckWait, this delivery
 		// (kept alive meanwhile) watches for that run's result, so that a
 		// run only cut off can finish without the job running twice.
-		if r.finishedElsewhere(ctx, d, r.conn.Settings().AckWait) {
+		if rec.HandedBack != job.Attempt-1 && r.finishedElsewhere(ctx, d, r.conn.Settings().AckWait) {
 			log.Warn("job finished on an earlier delivery cut off from NATS; acking it without running it")
 			r.settle(log, "already_finished", d.Ack(ctx))
 			return
