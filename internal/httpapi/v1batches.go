@@ -238,7 +238,10 @@ func (s *Server) runBatches(ctx context.Context) {
 	cfg := s.cfg.Batches.withDefaults()
 	tick := time.NewTicker(s.cfg.Async.withDefaults().PollEvery)
 	defer tick.Stop()
-	states := map[string]map[int]lineState{} // per batch held, what is known of its lines
+	// What this api knows, in memory, of the batches: each held batch's
+	// lines and what is known of them, and the batches that ended (they
+	// never change again, so they are not read each round).
+	run := batchRunner{states: map[string]map[int]lineState{}, inputs: map[string][]openai.BatchLine{}, ended: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,28 +258,47 @@ func (s *Server) runBatches(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if err := s.stepBatch(ctx, id, cfg, states); err != nil && !errors.Is(err, genq.ErrChanged) {
+			if run.ended[id] {
+				continue
+			}
+			if err := s.stepBatch(ctx, id, cfg, &run); err != nil && !errors.Is(err, genq.ErrChanged) {
 				s.log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
 			}
 		}
 	}
 }
 
+// batchRunner is what an api's batch runner keeps between rounds.
+type batchRunner struct {
+	states map[string]map[int]lineState
+	inputs map[string][]openai.BatchLine
+	ended  map[string]bool
+}
+
+// forget drops what is kept of batch id.
+func (r *batchRunner) forget(id string) {
+	delete(r.states, id)
+	delete(r.inputs, id)
+}
+
 // stepBatch moves batch id on by one round when this api holds it or can
 // take it.
-func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, states map[string]map[int]lineState) error {
+func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run *batchRunner) error {
 	rec, rev, err := s.readBatch(ctx, id)
+	if err == nil && rec.Batch.Ended() {
+		run.ended[id] = true
+	}
 	if err != nil || rec.Batch.Ended() {
-		delete(states, id)
+		run.forget(id)
 		return err
 	}
 	nowMs := time.Now().UnixMilli()
 	if rec.Run.Owner != s.instance && rec.Run.Lease > nowMs {
-		delete(states, id) // another api holds it
+		run.forget(id) // another api holds it
 		return nil
 	}
 	if rec.Run.Owner != s.instance {
-		delete(states, id) // taken over: what is done is read again
+		run.forget(id) // taken over: what is done is read again
 	}
 	rec.Run.Owner, rec.Run.Lease = s.instance, nowMs+cfg.LeaseFor.Milliseconds()
 	if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
@@ -286,14 +308,17 @@ func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, stat
 	if rec.Batch.Status == openai.BatchValidating {
 		return s.validateBatch(ctx, rec, rev, log)
 	}
-	lines, err := s.batchLines(ctx, rec.Batch)
-	if err != nil {
-		return err
+	lines, ok := run.inputs[id]
+	if !ok {
+		if lines, err = s.batchLines(ctx, rec.Batch); err != nil {
+			return err
+		}
+		run.inputs[id] = lines
 	}
-	if states[id] == nil {
-		states[id] = map[int]lineState{}
+	if run.states[id] == nil {
+		run.states[id] = map[int]lineState{}
 	}
-	return s.advanceBatch(ctx, rec, rev, lines, states[id], cfg, log)
+	return s.advanceBatch(ctx, rec, rev, lines, run.states[id], cfg, log)
 }
 
 // batchLines reads a batch's requests from its input file.
