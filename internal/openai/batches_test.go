@@ -47,4 +47,3 @@ func TestParseBatchInput(t *testing.T) {
 		})
 	}
 }
-
