@@ -209,3 +209,27 @@ func (c *Conn) Connected() bool { return c.nc.IsConnected() }
 func (c *Conn) inlineLimit() int {
 	return int(c.nc.MaxPayload()) - 16<<10
 }
+
+// Depths are the jobs of variant v in each lane's stream, queued or
+// running (a work queue keeps a job until it is acknowledged).
+func (c *Conn) Depths(ctx context.Context, v genq.Variant) (interactive, batch uint64, err error) {
+	count := func(class Class) (uint64, error) {
+		st, err := c.js.Stream(ctx, class.Stream())
+		if err != nil {
+			return 0, err
+		}
+		subject := class.Subject(v)
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return 0, err
+		}
+		return info.State.Subjects[subject], nil
+	}
+	if interactive, err = count(Interactive); err != nil {
+		return 0, 0, genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
+	}
+	if batch, err = count(Batch); err != nil {
+		return 0, 0, genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
+	}
+	return interactive, batch, nil
+}
