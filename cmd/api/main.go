@@ -191,7 +191,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: cfg.http.Batches.FileTTL})
-	handler := httpapi.NewServer(cfg.http, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx,
+	handler := httpapi.NewServer(cfg.http, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn,
 		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log})
 	if cfg.metricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.metricsAddr, httpapi.NewMetricsHandler(reg), log)

@@ -130,7 +130,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	reg := prometheus.NewRegistry()
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: time.Hour})
-	h := httpapi.NewServer(cfg, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(),
+	h := httpapi.NewServer(cfg, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn,
 		Workers: workers, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: testLog(t)})
 	api := httptest.NewUnstartedServer(h)
 	hs := httpapi.NewHTTPServer(h, cfg)

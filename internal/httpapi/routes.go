@@ -26,6 +26,11 @@ func (s *Server) routes() http.Handler {
 	})
 
 	r.Get("/", s.handleRoot)
+	// The web UI: its files are open (they hold no data and must show the
+	// key prompt), its status route takes a key as /v1 does.
+	r.Get("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently).ServeHTTP)
+	r.Handle("/ui/*", s.uiHandler())
+	r.With(s.requireAPIKeyAs(writeV1Error)).Get("/ui/api/status", s.handleUIStatus)
 	r.Get("/readiness", s.handleReadiness)
 	r.With(s.requireAPIKey).Post("/generate", s.handleGenerate)
 

@@ -25,6 +25,7 @@ func (s *Server) runJob(ctx context.Context, job genq.Job, start time.Time, log 
 	s.metrics.inFlight.Inc()
 	res, err := run(ctx, job)
 	s.metrics.inFlight.Dec()
+	s.recent.add(time.Now(), time.Since(start), err == nil)
 	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
 		err = errShuttingDown // the job is cancelled; the caller may retry elsewhere
 	}

@@ -130,8 +130,10 @@ type Deps struct {
 	// (503). With Async, the server runs batches until Background ends.
 	Batches    BatchStore
 	Background context.Context
-	Workers    Workers
-	Waker      Waker
+	// Depths tells the queue view each lane's depth; nil leaves it out.
+	Depths  Depths
+	Workers Workers
+	Waker   Waker
 	// Registry takes the metrics; NewMetricsHandler serves them.
 	Registry prometheus.Registerer
 	// NewID names each job.
@@ -147,6 +149,8 @@ type Server struct {
 	streamer StreamJobs
 	async    AsyncJobs
 	batches  BatchStore
+	depths   Depths
+	recent   recentJobs
 	workers  Workers
 	waker    Waker
 	metrics  *metrics
@@ -166,7 +170,7 @@ type Server struct {
 
 // NewServer returns the façade as an http.Handler.
 func NewServer(cfg Config, deps Deps) http.Handler {
-	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches,
+	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches, depths: deps.Depths,
 		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, constraints: structured.NewCache(constraintCacheSize),
 		batchKick: make(chan struct{}, 1)}
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })

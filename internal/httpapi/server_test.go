@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -118,4 +121,32 @@ func TestRedeliveriesCounted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUIWeight keeps the embedded web UI small: under 300 KB gzipped, all
+// files together.
+func TestUIWeight(t *testing.T) {
+	var total int
+	err := fs.WalkDir(uiFiles, "ui", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := uiFiles.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write(data)
+		_ = zw.Close()
+		total += buf.Len()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total == 0 || total > 300<<10 {
+		t.Fatalf("the UI weighs %d bytes gzipped; the bound is 300 KB", total)
+	}
+	t.Logf("the UI weighs %d bytes gzipped", total)
 }
