@@ -28,7 +28,7 @@ export LLAMA_SERVER ?= $(CURDIR)/$(LLAMA_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build engine test test-openai test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build engine test test-openai test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -77,6 +77,11 @@ fuzz:
 # npm; make test covers the same behaviour in Go (internal/e2e).
 test-openai: build engine
 	test/openai/run.sh
+
+# The web UI (/ui/) in Debian's chromium, headless, driven by puppeteer-core
+# over bin/api and bin/worker with the tiny models; writes docs/ui-*.png.
+test-ui: build engine $(ORT_LIB)
+	test/ui/run.sh
 
 # make run as a newcomer meets it: a taken port named by its variable,
 # every port moved, Ctrl-C stopping the worker before the api.
