@@ -40,6 +40,20 @@ func TestUIRoutes(t *testing.T) {
 	}
 
 	keyed := newStack(t, stackOptions{http: httpapi.Config{APIKeys: []string{"k"}}})
+	// An asynchronous job shows in the status.
+	sub := s.postKey("/v1/jobs", "", `{"type":"completion","request":{"prompt":"echo:x","max_tokens":2}}`)
+	id := decodeAs[struct {
+		ID string `json:"id"`
+	}](t, sub).ID
+	var withJobs struct {
+		Jobs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(s.get("/ui/api/status").body, &withJobs); err != nil || len(withJobs.Jobs) != 1 || withJobs.Jobs[0].ID != id {
+		t.Fatalf("the status's jobs: %+v (%v), want %s", withJobs, err, id)
+	}
 	if r := keyed.get("/ui/api/status"); r.status != http.StatusUnauthorized {
 		t.Fatalf("status without a key: %d", r.status)
 	}

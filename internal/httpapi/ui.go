@@ -121,9 +121,9 @@ type uiStatus struct {
 	Interactive *uint64          `json:"interactive_depth"`
 	Batch       *uint64          `json:"batch_depth"`
 	InFlight    int              `json:"in_flight"` // jobs the live workers run
-
-	Recent  []statusBucket `json:"recent"`
-	Batches []openai.Batch `json:"batches"`
+	Recent      []statusBucket   `json:"recent"`
+	Batches     []openai.Batch   `json:"batches"`
+	Jobs        []jobStatus      `json:"jobs"` // asynchronous jobs, newest first, without their results
 }
 
 func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
@@ -160,5 +160,31 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 		slices.SortFunc(st.Batches, func(a, b openai.Batch) int { return int(b.CreatedAt - a.CreatedAt) })
 		st.Batches = st.Batches[:min(len(st.Batches), 20)]
 	}
+	st.Jobs = s.recentAsyncJobs(r.Context())
 	writeJSON(w, http.StatusOK, st)
+}
+
+// recentAsyncJobs are the newest asynchronous jobs' statuses, results
+// left out.
+func (s *Server) recentAsyncJobs(ctx context.Context) []jobStatus {
+	out := []jobStatus{}
+	if s.async == nil {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ids, err := s.async.JobIDs(ctx)
+	if err != nil {
+		return out
+	}
+	for _, id := range ids {
+		st, _, err := s.jobStatus(ctx, id)
+		if err != nil {
+			continue
+		}
+		st.Result = nil
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b jobStatus) int { return int(b.Created - a.Created) })
+	return out[:min(len(out), 20)]
 }

@@ -41,6 +41,8 @@ type AsyncJobs interface {
 	// Running reports whether a worker has started job id, and how far
 	// it has got when its worker counts.
 	Running(ctx context.Context, id string) (bool, genq.Progress, error)
+	// JobIDs lists the jobs that have a record.
+	JobIDs(ctx context.Context) ([]string, error)
 }
 
 // Job statuses. A job is queued until a worker marks it running (see

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -165,4 +166,24 @@ func (cl *JobStore) JobRecord(ctx context.Context, id string) ([]byte, error) {
 		return nil, genq.WrapError(genq.Unavailable, err, "the job store is unavailable")
 	}
 	return e.Value(), nil
+}
+
+// JobIDs lists the jobs that have a record: those queued over HTTP
+// without waiting, within RESULT_TTL.
+func (cl *JobStore) JobIDs(ctx context.Context) ([]string, error) {
+	kv, err := cl.records.bind(ctx, cl.conn)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the job store is unavailable")
+	}
+	var out []string
+	for k := range keys.Keys() {
+		if !strings.HasSuffix(k, runningSuffix) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }

@@ -285,6 +285,12 @@ async function refreshQueue() {
       w.slots - w.free_slots, ago(w.started_at) + (w.draining ? " (draining)" : "")]);
     tr.dataset.worker = w.worker_id;
   }
+  const jobs = $("jobs").tBodies[0];
+  jobs.replaceChildren();
+  for (const j of st.jobs || []) {
+    const p = j.progress ? `${j.progress.done} / ${j.progress.total}` : "";
+    cells(jobs, [j.id, j.type || "", j.status, p, j.created ? new Date(j.created * 1000).toLocaleTimeString() : ""]);
+  }
   const batches = $("batches").tBodies[0];
   batches.replaceChildren();
   for (const b of st.batches) {
