@@ -77,7 +77,9 @@ const MaxTemperature = 1
 
 // Decode reads a Messages request into job, its content at most maxPrompt
 // bytes. The params it returns are what the text routes share: the model
-// asked for and whether to stream.
+// asked for and whether to stream. max_tokens is a bound: above the
+// worker's cap the answer stops at the cap (stop_reason "max_tokens"), as
+// Anthropic's clients send their whole output budget whatever the model.
 func Decode(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error) {
 	req, err := decodeRequest(body)
 	if err != nil {
@@ -94,7 +96,7 @@ func Decode(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error) {
 	if err := req.job(maxPrompt, job); err != nil {
 		return openai.Params{}, err
 	}
-	job.MaxTokens = *req.MaxTokens
+	job.MaxTokens, job.MaxTokensBound = *req.MaxTokens, true
 	job.Temperature, job.TopP, job.TopK, job.Stream = req.Temperature, req.TopP, req.TopK, req.Stream
 	job.Stop = req.StopSequences
 	return openai.Params{Model: req.Model, Stream: req.Stream}, nil

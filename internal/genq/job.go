@@ -40,6 +40,12 @@ type Job struct {
 	// setting under OpenAI's newer name; a job may give either.
 	MaxTokens           int `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
+	// MaxTokensBound makes MaxTokens a bound rather than a demand: a worker
+	// whose own cap is lower answers up to that cap, where it would
+	// otherwise refuse the job. Anthropic's clients send their whole
+	// output budget (Claude Code: 32,000 tokens) whatever the model. A
+	// worker older than the field refuses as before.
+	MaxTokensBound bool `json:"max_tokens_bound,omitempty"`
 	// PromptOnly asks for no answer at all, only the echoed prompt
 	// (OpenAI's max_tokens: 0 with echo): how harnesses score a prompt's
 	// likelihood. A worker older than the field ignores it and answers.

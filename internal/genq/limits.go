@@ -52,11 +52,14 @@ func (j Job) MaxTokensField() string {
 func (l Limits) Check(j Job) error {
 	answer := l.MaxNewTokens
 	if n := j.MaxNewTokens(); n > 0 {
-		if l.MaxNewTokens > 0 && n > l.MaxNewTokens {
+		if l.MaxNewTokens > 0 && n > l.MaxNewTokens && !j.MaxTokensBound {
 			return Errorf(Invalid, "%s is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)",
 				j.MaxTokensField(), n, l.MaxNewTokens)
 		}
 		answer = n
+		if l.MaxNewTokens > 0 {
+			answer = min(n, l.MaxNewTokens)
+		}
 	}
 	if j.PromptOnly {
 		answer = 0

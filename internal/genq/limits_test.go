@@ -21,6 +21,8 @@ func TestLimitsCheck(t *testing.T) {
 		{"at the cap", text, genq.Job{MaxTokens: 16}, ""},
 		{"max_tokens over the cap", text, genq.Job{MaxTokens: 17}, "max_tokens is 17; this server answers with at most 16 tokens"},
 		{"max_completion_tokens over the cap", text, genq.Job{MaxCompletionTokens: 17}, "max_completion_tokens is 17"},
+		{"a bound over the cap: the cap", text, genq.Job{MaxTokens: 32000, MaxTokensBound: true}, ""},
+		{"a bound over the cap leaves the cap's room", text, genq.Job{MaxTokens: 32000, MaxTokensBound: true, PromptTokenIDs: make([]int32, 49)}, "besides the 16 of the answer"},
 		{"both over the cap", text, genq.Job{MaxTokens: 17, MaxCompletionTokens: 17}, "max_tokens is 17"},
 		{"max_output_tokens over the cap", text, genq.Job{MaxCompletionTokens: 17, MaxTokensParam: "max_output_tokens"}, "max_output_tokens is 17"},
 		{"token id in the vocabulary", text, genq.Job{PromptTokenIDs: []int32{0, 99}}, ""},

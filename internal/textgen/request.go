@@ -13,6 +13,9 @@ import (
 func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	maxNew := b.cfg.MaxNewTokens
 	if n := job.MaxNewTokens(); n > 0 {
+		if n > maxNew && job.MaxTokensBound {
+			n = maxNew // a bound above the worker's cap: the cap
+		}
 		if n > maxNew {
 			return nil, genq.Errorf(genq.Invalid,
 				"%s is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)", job.MaxTokensField(), n, maxNew)
