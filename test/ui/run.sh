@@ -48,9 +48,9 @@ run() { # name, then settings
 		make --no-print-directory run >"$work/$name.log" 2>&1 &
 	groups+=($!)
 }
-# Two slots, answers of up to 8,000 tokens that ignore end-of-turn (some
-# four seconds: a stop has something to stop).
-text=(SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=8000 TEXT_CONTEXT_SIZE=8192 TEXT_IGNORE_EOS=true GENERATE_TIMEOUT=120s)
+# Two slots, answers of up to 30,000 tokens that ignore end-of-turn (some
+# fifteen seconds: a stop has something to stop).
+text=(SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=30000 TEXT_CONTEXT_SIZE=32768 TEXT_IGNORE_EOS=true GENERATE_TIMEOUT=120s)
 run text VARIANT=B MODEL_DIR="$work/model-b" PORT="$port_b" EMBEDDED_NATS_PORT="$nats_b" EMBEDDED_NATS_STORE="$work/nats-b" \
 	WORKER_ID=ui-worker-1 "${text[@]}"
 run image VARIANT=C MODEL_DIR="$work/model-c" PORT="$port_c" EMBEDDED_NATS_PORT="$nats_c" EMBEDDED_NATS_STORE="$work/nats-c" \

@@ -66,7 +66,7 @@ test("a chat message streams an answer, and stop cancels it and frees the slot",
   const page = await open(GENQ_UI_TEXT);
   await page.waitForSelector("#chat:not([hidden])");
   await page.click("#chat-settings summary");
-  await page.$eval("#max-tokens", (el) => (el.value = "7800"));
+  await page.$eval("#max-tokens", (el) => (el.value = "30000"));
   await page.type("#prompt", "Tell me about queues.");
   await page.click("#send");
   // Text arrives while the answer streams.
