@@ -156,8 +156,12 @@ $("chat-form").addEventListener("submit", async (e) => {
       }
     }
     chat.push({ role: "assistant", content: answer });
-    const secs = (performance.now() - (first || t0)) / 1000;
-    stats.textContent = `time to first token ${first ? Math.round(first - t0) : "–"} ms · ${secs > 0 ? (tokens / secs).toFixed(1) : "–"} tokens/s · ${tokens} tokens · ${cached} cached`;
+    // The decode rate after the first token, or, where the answer came
+    // in one burst (a constrained answer is sent as it is checked), over
+    // the whole request.
+    const end = performance.now();
+    const rate = first && end - first >= 100 ? (tokens - 1) / ((end - first) / 1000) : tokens / ((end - t0) / 1000);
+    stats.textContent = `time to first token ${first ? Math.round(first - t0) : "–"} ms · ${rate.toFixed(1)} tokens/s · ${tokens} tokens · ${cached} cached`;
     if (schemaText) {
       try { JSON.parse(answer); stats.textContent += " · valid JSON"; out.dataset.json = "valid"; } catch { out.dataset.json = "invalid"; }
     }
