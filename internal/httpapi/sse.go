@@ -165,3 +165,73 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 	}
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(t.start).Seconds())
 }
+
+// typedEvents says how one streamed answer becomes typed server-sent
+// events, each written "event: <type>" (OpenAI's Responses API,
+// Anthropic's Messages API): those of a piece of text, those that close
+// the stream, and the one that ends a stream that failed after it began.
+// stamp, when set, marks each event with its place in the stream.
+type typedEvents[E interface{ Type() string }] struct {
+	piece  func(text string) []E
+	end    func(genq.TextResult) []E
+	failed func(error) E
+	stamp  func(e E, seq int)
+	render errorRenderer
+}
+
+// streamTyped runs a request's one job and answers with ev's events: the
+// opening ones with the first text, a delta per piece, the closing ones
+// with the result. A failure before any event gets its status and error
+// body in render's shape; after, one error event ends the stream, which
+// the SDKs raise.
+func streamTyped[E interface{ Type() string }](s *Server, ctx context.Context, w http.ResponseWriter, t textRequest, ev typedEvents[E]) {
+	if s.streamer == nil {
+		ev.render(w, t.log, genq.Errorf(genq.Invalid, "streaming is not supported by this server; send stream: false"))
+		return
+	}
+	out := sse{w: w, rc: http.NewResponseController(w)}
+	seq := 0
+	send := func(events ...E) error {
+		for _, e := range events {
+			if ev.stamp != nil {
+				ev.stamp(e, seq)
+			}
+			seq++
+			data, err := json.Marshal(e)
+			if err == nil {
+				err = out.write("event: " + e.Type() + "\ndata: " + string(data) + "\n\n")
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	res, err := s.runJob(ctx, t.jobs[0], t.start, t.log, func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
+		return s.streamer.RunStream(ctx, job, func(piece genq.TextPiece) error {
+			if piece.Text == "" {
+				return nil
+			}
+			return send(ev.piece(piece.Text)...)
+		})
+	})
+	var text genq.TextResult
+	if err == nil {
+		defer res.Body.Close()
+		_, text, err = readTextResult(res)
+	}
+	if err != nil {
+		if !out.started {
+			ev.render(w, t.log, err)
+			return
+		}
+		_ = send(ev.failed(err))
+		return
+	}
+	if err := send(ev.end(text)...); err != nil {
+		t.log.Info("stream client went away at its end", "err", err)
+		return
+	}
+	logDone(t.log, t.start, res, "stream", true)
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(t.start).Seconds())
+}
