@@ -8,6 +8,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -298,18 +299,11 @@ func resultText(raw json.RawMessage, at string) (string, error) {
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
 		if b.Type != "text" {
-			return "", genq.Errorf(genq.Invalid, "%s.%d.type: %s", at, i, cmpOr(unsupportedBlock(b.Type), "a tool result holds text blocks"))
+			return "", genq.Errorf(genq.Invalid, "%s.%d.type: %s", at, i, cmp.Or(unsupportedBlock(b.Type), "a tool result holds text blocks"))
 		}
 		texts = append(texts, b.Text)
 	}
 	return strings.Join(texts, "\n"), nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // tools are the request's tools as genq's: client tools only, their

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
@@ -125,7 +126,7 @@ func (c BatchCreate) Check() error {
 	switch {
 	case c.InputFileID == "":
 		return genq.Errorf(genq.Invalid, "input_file_id is required")
-	case !contains(BatchEndpoints, c.Endpoint):
+	case !slices.Contains(BatchEndpoints, c.Endpoint):
 		return genq.Errorf(genq.Invalid, "endpoint %q is not one genq runs in a batch: %s", c.Endpoint, strings.Join(BatchEndpoints, ", "))
 	case c.CompletionWindow != "24h":
 		return genq.Errorf(genq.Invalid, "completion_window must be \"24h\", not %q", c.CompletionWindow)
@@ -138,15 +139,6 @@ func (c BatchCreate) Check() error {
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // BatchLine is one request of a batch's input file.
