@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +124,7 @@ type uiStatus struct {
 	InFlight    int              `json:"in_flight"` // jobs the live workers run
 	Recent      []statusBucket   `json:"recent"`
 	Batches     []openai.Batch   `json:"batches"`
-	Jobs        []jobStatus      `json:"jobs"` // asynchronous jobs, newest first, without their results
+	Jobs        []jobStatus      `json:"jobs"` // the newest asynchronous jobs, without their results
 }
 
 func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +136,7 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 	if st.Workers == nil {
 		st.Workers = []genq.Heartbeat{}
 	}
-	slices.SortFunc(st.Workers, func(a, b genq.Heartbeat) int { return cmpStrings(a.WorkerID, b.WorkerID) })
+	slices.SortFunc(st.Workers, func(a, b genq.Heartbeat) int { return strings.Compare(a.WorkerID, b.WorkerID) })
 	for _, hb := range st.Workers {
 		st.InFlight += hb.Slots - hb.FreeSlots
 	}
@@ -150,7 +151,7 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 	if s.batches != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		if ids, err := s.batches.BatchIDs(ctx); err == nil {
-			for _, id := range ids {
+			for _, id := range newest(ids, uiListed) {
 				if rec, _, err := s.readBatch(ctx, id); err == nil {
 					st.Batches = append(st.Batches, rec.Batch)
 				}
@@ -158,7 +159,6 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		cancel()
 		slices.SortFunc(st.Batches, func(a, b openai.Batch) int { return int(b.CreatedAt - a.CreatedAt) })
-		st.Batches = st.Batches[:min(len(st.Batches), 20)]
 	}
 	st.Jobs = s.recentAsyncJobs(r.Context())
 	writeJSON(w, http.StatusOK, st)
@@ -177,14 +177,24 @@ func (s *Server) recentAsyncJobs(ctx context.Context) []jobStatus {
 	if err != nil {
 		return out
 	}
-	for _, id := range ids {
-		st, _, err := s.jobStatus(ctx, id)
-		if err != nil {
-			continue
+	for _, id := range newest(ids, uiListed) {
+		if st, _, err := s.jobStatus(ctx, id, false); err == nil {
+			out = append(out, st)
 		}
-		st.Result = nil
-		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b jobStatus) int { return int(b.Created - a.Created) })
-	return out[:min(len(out), 20)]
+	return out
+}
+
+// uiListed is how many asynchronous jobs and batches the queue view lists.
+const uiListed = 20
+
+// newest are the n greatest of ids: the api names jobs and batches by
+// UUIDv7, whose order is their creation's, so the queue view, read every
+// second, reads n records rather than every one kept.
+func newest(ids []string, n int) []string {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	return ids[:min(len(ids), n)]
 }

@@ -206,7 +206,7 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) 
 		return
 	}
 	log := s.log.With("job_id", id, "route", r.URL.Path)
-	st, rec, err := s.jobStatus(r.Context(), id)
+	st, rec, err := s.jobStatus(r.Context(), id, true)
 	if err == nil && cancel && (st.Status == statusQueued || st.Status == statusRunning) {
 		s.async.CancelJob(id)
 		if rec != nil {
@@ -224,10 +224,11 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, cancel bool) 
 	writeJSON(w, http.StatusOK, st)
 }
 
-// jobStatus reads job id's status from its record and stored outcome. A
-// job queued straight onto NATS has no record: it is known once its
-// outcome is stored, and its result is given as the worker wrote it.
-func (s *Server) jobStatus(ctx context.Context, id string) (jobStatus, *jobRecord, error) {
+// jobStatus reads job id's status from its record and stored outcome, its
+// result rendered when withResult. A job queued straight onto NATS has no
+// record: it is known once its outcome is stored, and its result is given
+// as the worker wrote it.
+func (s *Server) jobStatus(ctx context.Context, id string, withResult bool) (jobStatus, *jobRecord, error) {
 	st := jobStatus{ID: id, Object: "job", Status: statusQueued}
 	var rec *jobRecord
 	raw, err := s.async.JobRecord(ctx, id)
@@ -247,7 +248,9 @@ func (s *Server) jobStatus(ctx context.Context, id string) (jobStatus, *jobRecor
 	case err == nil:
 		defer res.Body.Close()
 		st.Status = statusSucceeded
-		st.Result, err = s.renderResult(rec, id, res)
+		if withResult {
+			st.Result, err = s.renderResult(rec, id, res)
+		}
 		return st, rec, err
 	case genq.ErrorCode(err) == genq.NotFound:
 		if rec == nil {
@@ -326,7 +329,7 @@ func (s *Server) watchJob(id string, rec jobRecord, log *slog.Logger) {
 			return
 		case <-tick.C:
 		}
-		st, _, err := s.jobStatus(ctx, id)
+		st, _, err := s.jobStatus(ctx, id, true)
 		if err != nil {
 			log.Debug("job status unavailable; polling again", "err", err)
 			continue
