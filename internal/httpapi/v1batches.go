@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -91,10 +92,6 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if s.batches == nil || s.async == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	var req openai.BatchCreate
 	err := openai.Decode(body, &req)
 	if err == nil {
@@ -128,10 +125,6 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	rec, _, err := s.readBatch(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
 		writeV1Error(w, s.log, err)
@@ -141,10 +134,6 @@ func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	id := chi.URLParam(r, "id")
 	for {
 		rec, rev, err := s.readBatch(r.Context(), id)
@@ -178,10 +167,6 @@ func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	ids, err := s.batches.BatchIDs(r.Context())
 	if err != nil {
 		writeV1Error(w, s.log, err)
@@ -198,7 +183,7 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 		if a.CreatedAt != b.CreatedAt {
 			return int(b.CreatedAt - a.CreatedAt)
 		}
-		return cmpStrings(b.ID, a.ID)
+		return strings.Compare(b.ID, a.ID)
 	})
 	q := r.URL.Query()
 	pg, err := pageOf(all, q.Get("after"), q.Get("limit"), 100, func(b openai.Batch) string { return b.ID })
@@ -211,16 +196,6 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[len(out.Data)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // kickBatches wakes the batch runner, so a new or cancelled batch moves at
@@ -297,12 +272,15 @@ func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run 
 		run.forget(id) // another api holds it
 		return nil
 	}
-	if rec.Run.Owner != s.instance {
-		run.forget(id) // taken over: what is done is read again
-	}
+	// The lease, renewed by the round's own write of the record; a batch
+	// taken over is claimed first, before any of its work.
+	claim := rec.Run.Owner != s.instance
 	rec.Run.Owner, rec.Run.Lease = s.instance, nowMs+cfg.LeaseFor.Milliseconds()
-	if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
-		return err
+	if claim {
+		run.forget(id) // what is done is read again
+		if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+			return err
+		}
 	}
 	log := s.log.With("batch_id", id)
 	if rec.Batch.Status == openai.BatchValidating {

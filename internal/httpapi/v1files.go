@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -91,15 +90,24 @@ func (c BatchConfig) withDefaults() BatchConfig {
 
 var errNoBatches = genq.Errorf(genq.Unavailable, "the Files and Batch APIs are not available on this server")
 
+// requireBatches answers the Files and Batch routes with 503 on a server
+// without a batch store or asynchronous jobs, which run the batches.
+func (s *Server) requireBatches(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.batches == nil || s.async == nil {
+			discardBody(w, r)
+			writeV1Error(w, s.log, errNoBatches)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) fileOf(f genq.StoredFile) openai.File {
 	return openai.FileOf(f, int64(s.cfg.Batches.withDefaults().FileTTL/time.Second))
 }
 
 func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	limit := s.cfg.Batches.withDefaults().MaxFileBytes
 	if r.ContentLength > limit+1<<20 {
 		discardBody(w, r)
@@ -168,24 +176,47 @@ func uploadError(err error, limit int64) error {
 	return genq.Errorf(genq.Invalid, "the multipart form is malformed: %v", err)
 }
 
-// storeUpload stores the form's file part, refusing one over limit.
+// storeUpload streams the form's file part into the store, refusing one
+// over limit: the api holds a chunk of it at a time, not the whole file.
 func (s *Server) storeUpload(ctx context.Context, part *multipart.Part, limit int64) (genq.StoredFile, error) {
-	data, err := io.ReadAll(io.LimitReader(part, limit+1))
-	if err != nil {
-		return genq.StoredFile{}, uploadError(err, limit)
-	}
-	if int64(len(data)) > limit {
-		return genq.StoredFile{}, genq.Errorf(genq.TooLarge, "the file is over the limit of %d bytes (MAX_FILE_BYTES)", limit)
-	}
 	f := genq.StoredFile{ID: "file-" + s.newID(), Filename: part.FileName(), Purpose: openai.PurposeBatch, CreatedAt: time.Now().Unix()}
-	return s.batches.PutFile(ctx, f, bytes.NewReader(data))
+	in := &cappedReader{r: part, limit: limit}
+	stored, err := s.batches.PutFile(ctx, f, in)
+	switch {
+	case in.over:
+		return stored, genq.Errorf(genq.TooLarge, "the file is over the limit of %d bytes (MAX_FILE_BYTES)", limit)
+	case in.err != nil: // the client's upload, not the store, failed
+		return stored, uploadError(in.err, limit)
+	}
+	return stored, err
+}
+
+// cappedReader reads r up to limit bytes, and fails past it (the store
+// then drops what it had taken). It remembers why it failed.
+type cappedReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+	over  bool
+	err   error // r's own error, io.EOF aside
+}
+
+var errOverLimit = errors.New("over the limit")
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	switch {
+	case c.n > c.limit:
+		c.over = true
+		return 0, errOverLimit
+	case err != nil && !errors.Is(err, io.EOF):
+		c.err = err
+	}
+	return n, err
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	files, err := s.batches.Files(r.Context())
 	if err != nil {
 		writeV1Error(w, s.log, err)
@@ -244,10 +275,6 @@ func pageOf[T any](items []T, after, limit string, max int, id func(T) string) (
 }
 
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	f, err := s.batches.File(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
 		writeV1Error(w, s.log, err)
@@ -257,10 +284,6 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	data, err := s.batches.FileData(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
 		writeV1Error(w, s.log, err)
@@ -273,10 +296,6 @@ func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
-	if s.batches == nil {
-		writeV1Error(w, s.log, errNoBatches)
-		return
-	}
 	id := chi.URLParam(r, "id")
 	if err := s.batches.DeleteFile(r.Context(), id); err != nil {
 		writeV1Error(w, s.log, err)
