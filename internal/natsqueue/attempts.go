@@ -2,8 +2,6 @@ package natsqueue
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,89 +65,4 @@ func (c *Conn) attemptsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	c.attempts = kv
 	return kv, nil
-}
-
-// Record reads the run record of the delivered job, retried for up to a
-// third of AckWait (the job has no progress yet while it is read). A job
-// with none (or only an earlier job's under its id) has an empty one. The
-// first delivery of the shared consumer never has one and is answered
-// without a round trip; a worker's own consumer may have been removed and
-// restored, counting from 1 again, so its deliveries always read it.
-func (d *Delivery) Record(ctx context.Context) (RunRecord, error) {
-	empty := RunRecord{Seq: d.Seq}
-	if d.Job.Attempt <= 1 && !d.routed {
-		return empty, nil
-	}
-	r := empty
-	err := retry(ctx, d.settleWithin()/3, func(ctx context.Context) error {
-		kv, err := d.conn.attemptsKV(ctx)
-		if err != nil {
-			return err
-		}
-		e, err := kv.Get(ctx, d.Job.ID)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read the run record of %s: %w", d.Job.ID, err)
-		}
-		var got RunRecord
-		if json.Unmarshal(e.Value(), &got) == nil && got.Seq == d.Seq {
-			r = got // else unreadable, or another job's
-		}
-		return nil
-	})
-	if err != nil {
-		return empty, err
-	}
-	return r, nil
-}
-
-// PutRecord writes the run record of the delivered job, retried until
-// AckWait passes.
-func (d *Delivery) PutRecord(ctx context.Context, r RunRecord) error {
-	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.putRecord(ctx, r) })
-}
-
-// putRecord is one write of the run record, under ctx's bound.
-func (d *Delivery) putRecord(ctx context.Context, r RunRecord) error {
-	r.Seq = d.Seq
-	kv, err := d.conn.attemptsKV(ctx)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if _, err := kv.Put(ctx, d.Job.ID, b); err != nil {
-		return fmt.Errorf("write the run record of %s: %w", d.Job.ID, err)
-	}
-	return nil
-}
-
-// Gone reports whether an earlier delivery of the job finished it: its
-// result is in the results store, stored since the job was queued, or
-// its message has left its stream (a work queue removes what is acked).
-// A delivery handed out while that one was cut off from NATS must then
-// not run again. A routed delivery's stream is not looked at.
-func (d *Delivery) Gone(ctx context.Context) (bool, error) {
-	if d.Job.ID != "" {
-		info, err := d.conn.results.GetInfo(ctx, d.Job.ID)
-		if err == nil && !info.Deleted && info.Metadata[HeaderStatus] != StatusErr && !info.ModTime.Before(d.Queued) {
-			return true, nil
-		}
-	}
-	if d.routed || d.Seq == 0 {
-		return false, nil
-	}
-	st, err := d.conn.js.Stream(ctx, d.Class.Stream())
-	if err != nil {
-		return false, err
-	}
-	_, err = st.GetMsg(ctx, d.Seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return true, nil
-	}
-	return false, err
 }

@@ -41,15 +41,6 @@ type ChunkWriter struct {
 	closed bool
 }
 
-// Chunks returns the writer for the job's text, or nil when the job does
-// not stream or has no reply subject the worker may publish to.
-func (d *Delivery) Chunks() *ChunkWriter {
-	if !d.Job.Stream || d.Job.ReplyTo == "" || !d.conn.ReplyAllowed(d.Job.ReplyTo) {
-		return nil
-	}
-	return &ChunkWriter{conn: d.conn, subject: d.Job.ReplyTo, jobID: d.Job.ID, attempt: strconv.Itoa(d.Job.Attempt)}
-}
-
 // Send publishes the next piece of text, with its tokens' log-probabilities
 // when there are any. After Close it does nothing: the backend may still
 // call it while it notices that its run ended.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,41 +12,6 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 )
-
-// Delivery is one job message handed to a worker.
-type Delivery struct {
-	msg     jetstream.Msg
-	conn    *Conn
-	variant genq.Variant // of the consumer it came from: a malformed Job may name none
-	// Job is the decoded job; Job.Attempt is this delivery's number.
-	Job genq.Job
-	// Class is the class of the consumer it came from.
-	Class Class
-	// Source says whether it came from the shared consumer, the worker's
-	// own, or another worker's.
-	Source Source
-	// Wakeup marks a wake-up signal: it carries no job and is only acked.
-	Wakeup bool
-	// Malformed is set when the body could not be decoded; Job.ID may be empty.
-	Malformed error
-	// Last is set on the last delivery the consumer makes of the message:
-	// handed back, it would never come again, and its caller would wait
-	// for nothing.
-	Last bool
-	// Queued is when the stream stored the message.
-	Queued time.Time
-	// Seq is the message's stream sequence: it tells this job from an
-	// earlier one under the same id.
-	Seq uint64
-	// Data is the raw message body, kept for dead letters.
-	Data []byte
-	// routed: it came from a worker's own consumer, which a sweep may have
-	// removed and restored, counting its deliveries afresh.
-	routed bool
-
-	progressMu   sync.Mutex
-	lastProgress time.Time
-}
 
 // Puller pulls the jobs of one variant, interactive ones before batch ones.
 // It is safe for concurrent use: every slot of a worker shares one.
@@ -239,98 +203,8 @@ func validateJob(j genq.Job, v genq.Variant) error {
 	return nil
 }
 
-// InProgress tells JetStream the job is alive, resetting its AckWait.
-func (d *Delivery) InProgress() error { return d.Touch(true) }
-
-// Touch tells JetStream the job is alive; unless forced, at most once a
-// second. It is safe for concurrent use.
-func (d *Delivery) Touch(force bool) error {
-	d.progressMu.Lock()
-	defer d.progressMu.Unlock()
-	if !force && time.Since(d.lastProgress) < time.Second {
-		return nil
-	}
-	d.lastProgress = time.Now()
-	return d.msg.InProgress()
-}
-
 // settleTry bounds one wait for the server's confirmation of a settle (an
 // ack, a term, a record or a store): short, because a confirmation lost
 // with a server that died never comes, and the next try reaches the
 // stream's new leader.
 const settleTry = 2 * time.Second
-
-// markTimeout bounds a write that is not a settle (a running mark).
-const markTimeout = 5 * time.Second
-
-// settleContext is ctx's values with a fresh timeout: an ack or a dead
-// letter must leave even when the job's own context has ended (a drain's
-// grace period over, say), or the job is run again.
-func settleContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
-}
-
-// settleWithin is how long a settle is retried: the consumer's AckWait,
-// after which the server hands the job to another worker anyway.
-func (d *Delivery) settleWithin() time.Duration { return d.conn.Settings().AckWait }
-
-// The bodies of the acknowledgements a worker sends (JetStream's ack
-// protocol).
-var (
-	ackBody  = []byte("+ACK")
-	termBody = []byte("+TERM")
-)
-
-// confirm sends one acknowledgement of kind body and waits for the
-// server's answer. The server answers a repeated ack too, so a try whose
-// answer was lost can be made again.
-func (d *Delivery) confirm(ctx context.Context, body []byte) error {
-	if _, err := d.conn.nc.RequestWithContext(ctx, d.msg.Reply(), body); err != nil {
-		return fmt.Errorf("%s: %w", body, err)
-	}
-	return nil
-}
-
-// Ack removes the job from the queue, waiting for the server to confirm.
-// A refused or unanswered ack is tried again until AckWait passes. Once one
-// try went unanswered the ack may have landed or not, and NATS cannot say:
-// the run record then says the job finished (RunRecord.Finished), so a
-// redelivery is settled without running it again.
-func (d *Delivery) Ack(ctx context.Context) error {
-	tctx, cancel := settleContext(ctx, settleTry)
-	err := d.confirm(tctx, ackBody)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	d.conn.log.Warn("ack not confirmed; trying again", "job_id", d.Job.ID, "err", err)
-	recorded := d.Wakeup || d.Job.ID == ""
-	return retryEach(context.WithoutCancel(ctx), d.settleWithin(), 2*settleTry, func(ctx context.Context) error {
-		if !recorded {
-			rctx, cancel := context.WithTimeout(ctx, settleTry)
-			err := d.putRecord(rctx, RunRecord{Finished: d.Job.Attempt})
-			cancel()
-			if err != nil {
-				d.conn.log.Warn("could not record the job as finished yet", "job_id", d.Job.ID, "err", err)
-			} else {
-				recorded = true
-			}
-		}
-		return d.confirm(ctx, ackBody)
-	})
-}
-
-// term ends the job for good, retried like Ack until the server confirms.
-func (d *Delivery) term(ctx context.Context) error {
-	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.confirm(ctx, termBody) })
-}
-
-// Retry hands the job back for another delivery after delay.
-func (d *Delivery) Retry(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
-
-// Release hands the job back at once, for another worker to run.
-func (d *Delivery) Release() error { return d.msg.Nak() }
-
-// Drop ends the job without a word to its caller: it is never delivered
-// again. For a job whose caller has gone away.
-func (d *Delivery) Drop(ctx context.Context) error { return d.term(ctx) }

@@ -12,18 +12,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Source is which consumer a delivery came from.
-type Source string
-
-const (
-	// FromShared: the variant's shared consumer of its class.
-	FromShared Source = "shared"
-	// FromOwn: the worker's own consumer, of jobs routed to it.
-	FromOwn Source = "own"
-	// FromStolen: another worker's own consumer, whose job waited too long.
-	FromStolen Source = "stolen"
-)
-
 // RouteOptions are a routed worker's settings.
 type RouteOptions struct {
 	// WorkerID names the worker's subject and consumer.
