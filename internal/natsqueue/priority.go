@@ -56,31 +56,6 @@ func (c Class) Consumer(v genq.Variant) string {
 	return ConsumerName(v)
 }
 
-// PublishOption adjusts one publish.
-type PublishOption func(*publishOptions)
-
-type publishOptions struct {
-	class Class
-}
-
-// AsBatch queues the job as a batch job: on its own, larger capacity, run
-// only when no interactive job of its variant is waiting. For producers
-// nobody waits on synchronously (genqctl submit, async job routes).
-func AsBatch() PublishOption { return WithClass(Batch) }
-
-// WithClass queues the job in class c; the default is Interactive.
-func WithClass(c Class) PublishOption {
-	return func(o *publishOptions) { o.class = c }
-}
-
-func applyPublishOptions(opts []PublishOption) publishOptions {
-	var o publishOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
 // capacity is the per-variant bound of class c's stream.
 func (s Settings) capacity(c Class) int64 {
 	if c == Batch {
