@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -154,4 +155,136 @@ func ctxError(ctx context.Context) error {
 		return genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
 	}
 	return genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
+}
+
+// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
+// (genqctl submit): its Run queues them as AsBatch does.
+func NewBatchClient(c *Conn) (*Client, error) {
+	cl, err := NewClient(c)
+	if err != nil {
+		return nil, err
+	}
+	cl.class = Batch
+	return cl, nil
+}
+
+// RouteBy makes the client publish each interactive job with an affinity
+// key to the worker r picks, and the others as before.
+func (cl *Client) RouteBy(r *Router) { cl.router = r }
+
+// subjectOf is the subject of job: a worker's, or "" for the shared one.
+func (cl *Client) subjectOf(job genq.Job) (string, func()) {
+	if cl.router == nil || cl.class != Interactive {
+		return "", func() {}
+	}
+	return cl.router.route(job)
+}
+
+// chunkBuffer is how many chunks of one job may wait for their producer;
+// beyond it a chunk is dropped, and the gap ends the stream cleanly rather
+// than blocking the connection's delivery.
+const chunkBuffer = 4096
+
+// RunStream is Run for a job whose text is wanted as it is generated: emit
+// gets each new piece, in order, and the pieces join into the answer's
+// text and log-probabilities, which RunStream returns as Run does. When
+// the stream cannot be continued consistently (a worker died after some
+// text was forwarded, a chunk was lost) it returns an Unavailable error
+// and cancels the job. An error from emit (its client went away) cancels
+// the job too.
+func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.ReceivedResult, error) {
+	var f follower
+	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
+		piece, err := f.chunk(m)
+		if err == nil && (piece.Text != "" || len(piece.Logprobs) > 0) {
+			err = emit(piece)
+		}
+		return err
+	}, func(a *genq.ReceivedResult) error {
+		// Chunks still on their way are made up from the answer.
+		rest, err := f.final(a)
+		if err == nil && (rest.Text != "" || len(rest.Logprobs) > 0) {
+			err = emit(rest)
+		}
+		return err
+	})
+}
+
+// RunImageStream is Run for an image job whose previews are wanted as they
+// are made: emit gets each, in the order of their indexes. A preview lost
+// on its way, or one a later run of the job makes again, is skipped: the
+// final image is the answer. An error from emit (its client went away)
+// cancels the job.
+func (cl *Client) RunImageStream(ctx context.Context, job genq.Job, emit func(genq.ImagePiece) error) (*genq.ReceivedResult, error) {
+	next := 0 // the lowest index not yet forwarded
+	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
+		index, err := strconv.Atoi(m.Header.Get(HeaderPartial))
+		if err != nil || index < next {
+			return nil
+		}
+		next = index + 1
+		return emit(genq.ImagePiece{Index: index, ContentType: m.Header.Get(HeaderContentType), Data: m.Data})
+	}, func(*genq.ReceivedResult) error { return nil })
+}
+
+// runChunked runs job as Run does, with its worker publishing chunks:
+// forward gets each chunk as it comes, and final the answer once every
+// chunk that came before it was forwarded. An error from either cancels
+// the job and is returned.
+func (cl *Client) runChunked(ctx context.Context, job genq.Job, forward func(*nats.Msg) error, final func(*genq.ReceivedResult) error) (*genq.ReceivedResult, error) {
+	job.Stream = true
+	chunks := make(chan *nats.Msg, chunkBuffer)
+	// Subscribed before the job is published, on the same connection: the
+	// server knows of the interest before any worker can send a chunk.
+	sub, err := cl.conn.nc.ChanSubscribe(ChunkSubject(cl.ReplySubject(job.ID)), chunks)
+	if err != nil {
+		return nil, genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, 64<<20)
+
+	// Run waits for the reply and cancels the job when runCtx ends.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	type outcome struct {
+		a   *genq.ReceivedResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		a, err := cl.Run(runCtx, job)
+		done <- outcome{a, err}
+	}()
+	for {
+		select {
+		case m := <-chunks:
+			if err := forward(m); err != nil {
+				stop(err)
+				if o := <-done; o.err == nil {
+					o.a.Body.Close()
+				}
+				return nil, err
+			}
+		case o := <-done:
+			if o.err != nil {
+				return nil, o.err
+			}
+			// Chunks that came before the reply go first.
+			for drained := false; !drained; {
+				select {
+				case m := <-chunks:
+					if err := forward(m); err != nil {
+						o.a.Body.Close()
+						return nil, err
+					}
+				default:
+					drained = true
+				}
+			}
+			if err := final(o.a); err != nil {
+				return nil, err
+			}
+			return o.a, nil
+		}
+	}
 }

@@ -76,14 +76,3 @@ func (c Class) streamSubjects() []string {
 func (c Class) streamDescription() string {
 	return fmt.Sprintf("genq %s jobs, one subject per variant", c)
 }
-
-// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
-// (genqctl submit): its Run queues them as AsBatch does.
-func NewBatchClient(c *Conn) (*Client, error) {
-	cl, err := NewClient(c)
-	if err != nil {
-		return nil, err
-	}
-	cl.class = Batch
-	return cl, nil
-}

@@ -137,15 +137,3 @@ func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Setting
 	})
 	return cons, err
 }
-
-// RouteBy makes the client publish each interactive job with an affinity
-// key to the worker r picks, and the others as before.
-func (cl *Client) RouteBy(r *Router) { cl.router = r }
-
-// subjectOf is the subject of job: a worker's, or "" for the shared one.
-func (cl *Client) subjectOf(job genq.Job) (string, func()) {
-	if cl.router == nil || cl.class != Interactive {
-		return "", func() {}
-	}
-	return cl.router.route(job)
-}
