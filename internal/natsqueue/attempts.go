@@ -39,18 +39,6 @@ type RunRecord struct {
 	HandedBack int `json:"handed_back,omitempty"`
 }
 
-// ensureAttemptsBucket creates or updates GENQ_ATTEMPTS. A record is of use
-// while its job can be delivered, so it lives as long as a queued job.
-func ensureAttemptsBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
-	return ensureAsset(ctx, "bucket "+AttemptsBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
-			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
-		})
-		return err
-	})
-}
-
 // attemptsKV binds the bucket on first use: only workers need it, and only
 // for redelivered or failed jobs.
 func (c *Conn) attemptsKV(ctx context.Context) (jetstream.KeyValue, error) {

@@ -56,14 +56,6 @@ func (c Class) Consumer(v genq.Variant) string {
 	return ConsumerName(v)
 }
 
-// capacity is the per-variant bound of class c's stream.
-func (s Settings) capacity(c Class) int64 {
-	if c == Batch {
-		return s.BatchQueueCapacity
-	}
-	return s.QueueCapacity
-}
-
 // streamSubjects are the subjects class c's stream holds: one per variant,
 // and for interactive jobs one per variant and worker (RoutedSubject).
 func (c Class) streamSubjects() []string {
