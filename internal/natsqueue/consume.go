@@ -204,12 +204,6 @@ func validateJob(j genq.Job, v genq.Variant) error {
 	return nil
 }
 
-// settleTry bounds one wait for the server's confirmation of a settle (an
-// ack, a term, a record or a store): short, because a confirmation lost
-// with a server that died never comes, and the next try reaches the
-// stream's new leader.
-const settleTry = 2 * time.Second
-
 // RouteOptions are a routed worker's settings.
 type RouteOptions struct {
 	// WorkerID names the worker's subject and consumer.

@@ -9,6 +9,12 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// settleTry bounds one wait for the server's confirmation of a settle (an
+// ack, a term, a record or a store): short, because a confirmation lost
+// with a server that died never comes, and the next try reaches the
+// stream's new leader.
+const settleTry = 2 * time.Second
+
 // retry calls try, each call bounded by settleTry, until it succeeds or
 // within passes, with a short jittered pause between calls, even when ctx
 // has ended: a settle must leave. It returns the last error.
