@@ -45,6 +45,17 @@ func NewClient(c *Conn) (*Client, error) {
 	return cl, nil
 }
 
+// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
+// (genqctl submit): its Run queues them as AsBatch does.
+func NewBatchClient(c *Conn) (*Client, error) {
+	cl, err := NewClient(c)
+	if err != nil {
+		return nil, err
+	}
+	cl.class = Batch
+	return cl, nil
+}
+
 // Close unsubscribes the inbox.
 func (cl *Client) Close() error { return cl.sub.Unsubscribe() }
 
@@ -155,17 +166,6 @@ func ctxError(ctx context.Context) error {
 		return genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
 	}
 	return genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
-}
-
-// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
-// (genqctl submit): its Run queues them as AsBatch does.
-func NewBatchClient(c *Conn) (*Client, error) {
-	cl, err := NewClient(c)
-	if err != nil {
-		return nil, err
-	}
-	cl.class = Batch
-	return cl, nil
 }
 
 // RouteBy makes the client publish each interactive job with an affinity

@@ -61,6 +61,35 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 	return p, nil
 }
 
+// RouteOptions are a routed worker's settings.
+type RouteOptions struct {
+	// WorkerID names the worker's subject and consumer.
+	WorkerID string
+	// Workers lists the live workers; stealing reads their heartbeats.
+	Workers liveWorkers
+	// StealAfter is how long a job may wait unstarted on a live worker's
+	// subject before an idle worker takes it.
+	StealAfter time.Duration
+}
+
+// NewRoutedPuller is NewPuller for a worker that takes routed jobs: it
+// pulls its own consumer before the shared ones, and with a free slot and
+// nothing there takes jobs from other workers' consumers that their owner
+// did not start in time, is gone, or is draining.
+func (c *Conn) NewRoutedPuller(ctx context.Context, v genq.Variant, o RouteOptions) (*Puller, error) {
+	p, err := c.NewPuller(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	p.own = &ownQueue{token: workerToken(o.WorkerID)}
+	if _, err := p.ownQueue(ctx); err != nil {
+		return nil, err
+	}
+	p.thief = &stealer{conn: c, variant: v, ownToken: p.own.token, workers: o.Workers, after: o.StealAfter,
+		bound: map[string]*pullQueue{}, goneSince: map[string]time.Time{}}
+	return p, nil
+}
+
 // Next asks for one job and waits up to wait for it. It returns nil, nil when
 // none came. One call holds at most one pull request for one message at a
 // time: a worker with k free slots keeps k calls outstanding, so it never
@@ -202,35 +231,6 @@ func validateJob(j genq.Job, v genq.Variant) error {
 		return fmt.Errorf("job %s is for variant %q on the subject of variant %s", j.ID, j.Variant, v)
 	}
 	return nil
-}
-
-// RouteOptions are a routed worker's settings.
-type RouteOptions struct {
-	// WorkerID names the worker's subject and consumer.
-	WorkerID string
-	// Workers lists the live workers; stealing reads their heartbeats.
-	Workers liveWorkers
-	// StealAfter is how long a job may wait unstarted on a live worker's
-	// subject before an idle worker takes it.
-	StealAfter time.Duration
-}
-
-// NewRoutedPuller is NewPuller for a worker that takes routed jobs: it
-// pulls its own consumer before the shared ones, and with a free slot and
-// nothing there takes jobs from other workers' consumers that their owner
-// did not start in time, is gone, or is draining.
-func (c *Conn) NewRoutedPuller(ctx context.Context, v genq.Variant, o RouteOptions) (*Puller, error) {
-	p, err := c.NewPuller(ctx, v)
-	if err != nil {
-		return nil, err
-	}
-	p.own = &ownQueue{token: workerToken(o.WorkerID)}
-	if _, err := p.ownQueue(ctx); err != nil {
-		return nil, err
-	}
-	p.thief = &stealer{conn: c, variant: v, ownToken: p.own.token, workers: o.Workers, after: o.StealAfter,
-		bound: map[string]*pullQueue{}, goneSince: map[string]time.Time{}}
-	return p, nil
 }
 
 // ownQueue is the worker's own consumer. It is bound again after a pull
