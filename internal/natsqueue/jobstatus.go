@@ -24,24 +24,6 @@ const JobRecordsBucket = "GENQ_JOB_RECORDS"
 // dot, so the key is never another job's record.
 const runningSuffix = ".running"
 
-// Running reports whether a worker has started job id (its running mark
-// is there; see MarkRunning), and how far it has got when the worker said
-// (MarkProgress).
-func (cl *JobStore) Running(ctx context.Context, id string) (bool, genq.Progress, error) {
-	var p genq.Progress
-	raw, err := cl.JobRecord(ctx, id+runningSuffix)
-	if genq.ErrorCode(err) == genq.NotFound {
-		return false, p, nil
-	}
-	if err != nil {
-		return false, p, err
-	}
-	if len(raw) > 0 {
-		_ = json.Unmarshal(raw, &p) // a mark from an older worker is empty; one unread is no progress
-	}
-	return true, p, nil
-}
-
 // JobStore is a Client that also queues jobs without waiting for them and
 // answers for them later by id.
 type JobStore struct {
@@ -96,6 +78,24 @@ func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
 // *genq.Error with code NotFound while there is none (yet).
 func (cl *JobStore) Outcome(ctx context.Context, id string) (*genq.ReceivedResult, error) {
 	return cl.conn.FetchResult(ctx, id)
+}
+
+// Running reports whether a worker has started job id (its running mark
+// is there; see MarkRunning), and how far it has got when the worker said
+// (MarkProgress).
+func (cl *JobStore) Running(ctx context.Context, id string) (bool, genq.Progress, error) {
+	var p genq.Progress
+	raw, err := cl.JobRecord(ctx, id+runningSuffix)
+	if genq.ErrorCode(err) == genq.NotFound {
+		return false, p, nil
+	}
+	if err != nil {
+		return false, p, err
+	}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &p) // a mark from an older worker is empty; one unread is no progress
+	}
+	return true, p, nil
 }
 
 // CancelJob puts the cancel mark of job id: a worker that has not started
