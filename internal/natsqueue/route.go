@@ -14,7 +14,7 @@ import (
 // Router picks the worker a job should prefer: the one whose prefix cache
 // most likely holds the job's conversation (docs/text.md, "Across
 // workers"). It is the producer's half of routing by prefix; the worker's
-// half is its own consumer and stealing (steal.go).
+// half is its own consumer (puller.go) and stealing (steal.go).
 type Router struct {
 	workers liveWorkers
 
