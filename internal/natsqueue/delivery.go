@@ -139,7 +139,7 @@ func (d *Delivery) Ack(ctx context.Context) error {
 
 // term ends the job for good, retried like Ack until the server confirms.
 func (d *Delivery) term(ctx context.Context) error {
-	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.confirm(ctx, termBody) })
+	return retrySettle(ctx, d.settleWithin(), func(ctx context.Context) error { return d.confirm(ctx, termBody) })
 }
 
 // Retry hands the job back for another delivery after delay.
@@ -200,7 +200,7 @@ func (d *Delivery) Record(ctx context.Context) (RunRecord, error) {
 		return empty, nil
 	}
 	r := empty
-	err := retry(ctx, d.settleWithin()/3, func(ctx context.Context) error {
+	err := retrySettle(ctx, d.settleWithin()/3, func(ctx context.Context) error {
 		kv, err := d.conn.attemptsKV(ctx)
 		if err != nil {
 			return err
@@ -227,7 +227,7 @@ func (d *Delivery) Record(ctx context.Context) (RunRecord, error) {
 // PutRecord writes the run record of the delivered job, retried until
 // AckWait passes.
 func (d *Delivery) PutRecord(ctx context.Context, r RunRecord) error {
-	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.putRecord(ctx, r) })
+	return retrySettle(ctx, d.settleWithin(), func(ctx context.Context) error { return d.putRecord(ctx, r) })
 }
 
 // putRecord is one write of the run record, under ctx's bound.
@@ -380,7 +380,7 @@ func (d *Delivery) deadLetter(ctx context.Context, reason error) error {
 	h.Set("Genq-Error", reason.Error())
 	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
 	h.Set(HeaderMsgID, fmt.Sprintf("dead-%s-%d", d.variant, d.Seq))
-	err := retry(ctx, d.settleWithin(), func(ctx context.Context) error {
+	err := retrySettle(ctx, d.settleWithin(), func(ctx context.Context) error {
 		_, err := d.conn.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(d.variant), Header: h, Data: d.Data})
 		return err
 	})

@@ -15,10 +15,10 @@ import (
 // stream's new leader.
 const settleTry = 2 * time.Second
 
-// retry calls try, each call bounded by settleTry, until it succeeds or
+// retrySettle calls try, each call bounded by settleTry, until it succeeds or
 // within passes, with a short jittered pause between calls, even when ctx
 // has ended: a settle must leave. It returns the last error.
-func retry(ctx context.Context, within time.Duration, try func(ctx context.Context) error) error {
+func retrySettle(ctx context.Context, within time.Duration, try func(ctx context.Context) error) error {
 	return retryEach(context.WithoutCancel(ctx), within, settleTry, try)
 }
 
