@@ -11,12 +11,13 @@ import (
 
 // Job is one generation request as it travels on the queue. Its JSON form is
 // the job message of docs/protocol.md: one object that holds the fields of
-// its three parts side by side, in their order, as Go promotes them
-// (job.Temperature is job.TextRequest.Temperature). The Envelope is the
-// message every variant reads, the job of text alone that it always was;
-// the TextRequest and the ImageRequest are a request's own generation
-// parameters, all optional: a job of text alone is generated with the
-// worker's settings.
+// its three parts side by side, as Go promotes them (job.Temperature is
+// job.TextRequest.Temperature), in the order they are declared, which is
+// the message's (testdata/job_*.json hold it byte for byte). The Envelope
+// is what every variant reads, the job of text alone that it always was;
+// the TextRequest and the ImageRequest are what a request of the text or
+// the image variants asks for besides, all optional: a job of text alone
+// is generated with the worker's settings.
 type Job struct {
 	Envelope
 	TextRequest

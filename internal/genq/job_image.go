@@ -3,12 +3,12 @@ package genq
 import "strings"
 
 // ImageRequest is what a job of the image variant (C) asks for besides its
-// envelope, whose text is the image's prompt. TextRequest's Seed is the
-// image's noise seed, and its Stream asks for the previews PartialImages
-// counts.
+// envelope, whose text is the image's prompt; all optional: zero takes the
+// worker's setting. TextRequest's Seed is the image's noise seed, and its
+// Stream asks for the previews PartialImages counts.
 type ImageRequest struct {
-	// All optional: zero takes the worker's setting. Width and Height go
-	// together; NegativePrompt steers the image away from its text.
+	// Width and Height go together; NegativePrompt steers the image away
+	// from its text.
 	NegativePrompt string   `json:"negative_prompt,omitempty"`
 	Width          int      `json:"width,omitempty"`
 	Height         int      `json:"height,omitempty"`
