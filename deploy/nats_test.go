@@ -298,7 +298,7 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	if err := store.PutJobRecord(ctx, "job-1", []byte("{}")); err != nil {
 		t.Fatalf("the api could not write a job record: %v", err)
 	}
-	job := genq.Job{ID: "job-1", Variant: genq.VariantB, Text: "secret prompt", Store: true, Deadline: time.Now().Add(20 * time.Second)}
+	job := genq.Job{Envelope: genq.Envelope{ID: "job-1", Variant: genq.VariantB, Text: "secret prompt", Store: true, Deadline: time.Now().Add(20 * time.Second)}}
 	answer, err := client.Run(ctx, job)
 	if err != nil {
 		t.Fatalf("the api's job did not run under the shipped users: %v", err)
@@ -317,7 +317,7 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer, err = batchClient.Run(ctx, genq.Job{ID: "batch-1", Variant: genq.VariantB, Text: "batch prompt", Deadline: time.Now().Add(20 * time.Second)})
+	answer, err = batchClient.Run(ctx, genq.Job{Envelope: genq.Envelope{ID: "batch-1", Variant: genq.VariantB, Text: "batch prompt", Deadline: time.Now().Add(20 * time.Second)}})
 	if err != nil {
 		t.Fatalf("the batch role's job did not run under the shipped users: %v", err)
 	}
@@ -343,7 +343,7 @@ func testIsolation(t *testing.T, ns *server.Server) {
 	// The batch role cannot pull the workers' jobs either.
 	p, err := batch.NewPuller(ctx, genq.VariantB)
 	if err == nil {
-		if _, err := api.Publish(ctx, genq.Job{ID: "job-2", Variant: genq.VariantB, Text: "another secret"}); err != nil {
+		if _, err := api.Publish(ctx, genq.Job{Envelope: genq.Envelope{ID: "job-2", Variant: genq.VariantB, Text: "another secret"}}); err != nil {
 			t.Fatal(err)
 		}
 		if d, _ := p.Next(time.Second); d != nil {

@@ -49,7 +49,7 @@ func TestDecodeTurnsBlocksIntoAChat(t *testing.T) {
 }
 
 func TestEventsOfCalls(t *testing.T) {
-	job := genq.Job{Tools: []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}, ToolChoice: &genq.ToolChoice{Mode: genq.ToolChoiceRequired}}
+	job := genq.Job{TextRequest: genq.TextRequest{Tools: []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}, ToolChoice: &genq.ToolChoice{Mode: genq.ToolChoiceRequired}}}
 	e := NewEvents(Answer{JobID: "j", Model: "m"}, job)
 	var types []string
 	var input string

@@ -53,7 +53,7 @@ func Read(r io.Reader, v genq.Variant) (lines []Line, bad []Result, err error) {
 		if l.ID == "" {
 			l.ID = uuid.NewSHA1(namespaceBatch, []byte(string(v)+"\x00"+strconv.Itoa(n)+"\x00"+l.Text)).String()
 		}
-		if err := (genq.Job{ID: l.ID, Variant: v, Text: l.Text}).Validate(); err != nil {
+		if err := (genq.Job{Envelope: genq.Envelope{ID: l.ID, Variant: v, Text: l.Text}}).Validate(); err != nil {
 			bad = append(bad, badLine(l.ID, n, genq.ErrorMessage(err)))
 			continue
 		}

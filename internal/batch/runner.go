@@ -186,7 +186,7 @@ func (b *Runner) fetch(ctx context.Context, id string) (*genq.ReceivedResult, er
 }
 
 func (b *Runner) runJob(ctx context.Context, id string, l Line) (*genq.ReceivedResult, error) {
-	job := genq.Job{ID: id, Variant: b.cfg.Variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.Timeout), Store: true}
+	job := genq.Job{Envelope: genq.Envelope{ID: id, Variant: b.cfg.Variant, Text: l.Text, Deadline: time.Now().Add(b.cfg.Timeout), Store: true}}
 	jctx, cancel := context.WithDeadline(ctx, job.Deadline)
 	defer cancel()
 	// The result's body is read after cancel: a stored result is read

@@ -45,8 +45,8 @@ func TestBothEnginesInOneProcess(t *testing.T) {
 	t.Cleanup(func() { text.Close() })
 
 	seed, zero := int64(3), 0.0
-	imageJob := genq.Job{ID: "img", Variant: genq.VariantC, Text: "a red fox", Seed: &seed}
-	textJob := genq.Job{ID: "txt", Variant: genq.VariantB, Text: "Tell me about queues.", Temperature: &zero}
+	imageJob := genq.Job{Envelope: genq.Envelope{ID: "img", Variant: genq.VariantC, Text: "a red fox"}, TextRequest: genq.TextRequest{Seed: &seed}}
+	textJob := genq.Job{Envelope: genq.Envelope{ID: "txt", Variant: genq.VariantB, Text: "Tell me about queues."}, TextRequest: genq.TextRequest{Temperature: &zero}}
 	run := func(b genq.Backend, job genq.Job) []byte {
 		res, err := b.Generate(ctx, job, func(genq.Progress) {})
 		if err != nil {

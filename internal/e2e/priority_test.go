@@ -128,7 +128,7 @@ func publishBatch(ctx context.Context, t *testing.T, c *natsqueue.Conn, v genq.V
 		go func() {
 			defer wg.Done()
 			for i := p; i < n; i += publishers {
-				job := genq.Job{ID: fmt.Sprintf("batch-%d", i), Variant: v, Text: "batch job", Deadline: time.Now().Add(time.Minute)}
+				job := genq.Job{Envelope: genq.Envelope{ID: fmt.Sprintf("batch-%d", i), Variant: v, Text: "batch job", Deadline: time.Now().Add(time.Minute)}}
 				if _, err := c.Publish(ctx, job, natsqueue.AsBatch()); err != nil {
 					errs <- fmt.Errorf("batch job %d: %w", i, err)
 					return

@@ -21,7 +21,7 @@ import (
 
 func TestDuplicatePublishRunsOnce(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	job := genq.Job{ID: uuid.NewString(), Variant: s.variant, Text: "echo:once", Deadline: time.Now().Add(time.Minute), Store: true}
+	job := genq.Job{Envelope: genq.Envelope{ID: uuid.NewString(), Variant: s.variant, Text: "echo:once", Deadline: time.Now().Add(time.Minute), Store: true}}
 	for i := range 2 {
 		dup, err := s.conn.Publish(t.Context(), job)
 		if err != nil || dup != (i == 1) {

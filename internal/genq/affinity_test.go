@@ -15,21 +15,21 @@ func TestAffinityKey(t *testing.T) {
 	a1 := genq.Message{Role: genq.RoleAssistant, Content: "A line of jobs."}
 	q2 := genq.Message{Role: genq.RoleUser, Content: "And a stream?"}
 	long := strings.Repeat("a document about queues. ", 10)
-	turn1 := genq.Job{Messages: []genq.Message{sys, q1}}
+	turn1 := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{sys, q1}}}
 	cases := []struct {
 		name string
 		a, b genq.Job
 		same bool
 	}{
-		{"chat's next turn", turn1, genq.Job{Messages: []genq.Message{sys, q1, a1, q2}}, true},
-		{"chat without a system prompt", genq.Job{Messages: []genq.Message{q1}}, genq.Job{Messages: []genq.Message{q1, a1, q2}}, true},
-		{"another opening question", turn1, genq.Job{Messages: []genq.Message{sys, q2}}, false},
-		{"another system prompt", turn1, genq.Job{Messages: []genq.Message{{Role: genq.RoleSystem, Content: "Be verbose."}, q1}}, false},
-		{"prompt's continuation", genq.Job{Prompt: long}, genq.Job{Prompt: long + " More."}, true},
-		{"text's continuation", genq.Job{Text: long}, genq.Job{Text: long + " More."}, true},
-		{"prompt and chat", genq.Job{Prompt: q1.Content}, genq.Job{Messages: []genq.Message{q1}}, false},
-		{"token ids' continuation", genq.Job{PromptTokenIDs: []int32{1, 2, 3}}, genq.Job{PromptTokenIDs: []int32{1, 2, 3}}, true},
-		{"other token ids", genq.Job{PromptTokenIDs: []int32{1, 2, 3}}, genq.Job{PromptTokenIDs: []int32{1, 2, 4}}, false},
+		{"chat's next turn", turn1, genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{sys, q1, a1, q2}}}, true},
+		{"chat without a system prompt", genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{q1}}}, genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{q1, a1, q2}}}, true},
+		{"another opening question", turn1, genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{sys, q2}}}, false},
+		{"another system prompt", turn1, genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: genq.RoleSystem, Content: "Be verbose."}, q1}}}, false},
+		{"prompt's continuation", genq.Job{TextRequest: genq.TextRequest{Prompt: long}}, genq.Job{TextRequest: genq.TextRequest{Prompt: long + " More."}}, true},
+		{"text's continuation", genq.Job{Envelope: genq.Envelope{Text: long}}, genq.Job{Envelope: genq.Envelope{Text: long + " More."}}, true},
+		{"prompt and chat", genq.Job{TextRequest: genq.TextRequest{Prompt: q1.Content}}, genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{q1}}}, false},
+		{"token ids' continuation", genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: []int32{1, 2, 3}}}, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: []int32{1, 2, 3}}}, true},
+		{"other token ids", genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: []int32{1, 2, 3}}}, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: []int32{1, 2, 4}}}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

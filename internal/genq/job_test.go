@@ -16,11 +16,11 @@ func TestJobJSON(t *testing.T) {
 		body string
 		want genq.Job
 	}{
-		{`{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`, genq.Job{ID: "a", Variant: "B", Text: "hi"}},
+		{`{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`, genq.Job{Envelope: genq.Envelope{ID: "a", Variant: "B", Text: "hi"}}},
 		{`{"id":"a","variant":"B","prompt":"p","stop":"\n","max_completion_tokens":7}`,
-			genq.Job{ID: "a", Variant: "B", Prompt: "p", Stop: genq.StopList{"\n"}, MaxCompletionTokens: 7}},
+			genq.Job{Envelope: genq.Envelope{ID: "a", Variant: "B"}, TextRequest: genq.TextRequest{Prompt: "p", Stop: genq.StopList{"\n"}, MaxCompletionTokens: 7}}},
 		{`{"id":"a","variant":"B","messages":[{"role":"user","content":"x"}],"stop":["a","b"],"seed":3,"temperature":0}`,
-			genq.Job{ID: "a", Variant: "B", Messages: []genq.Message{{Role: "user", Content: "x"}}, Stop: genq.StopList{"a", "b"}, Seed: ptr(int64(3)), Temperature: ptr(0.0)}},
+			genq.Job{Envelope: genq.Envelope{ID: "a", Variant: "B"}, TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Stop: genq.StopList{"a", "b"}, Seed: ptr(int64(3)), Temperature: ptr(0.0)}}},
 	}
 	for _, tt := range tests {
 		var j genq.Job
@@ -34,7 +34,7 @@ func TestJobJSON(t *testing.T) {
 			t.Errorf("%s: %v", tt.body, err)
 		}
 	}
-	if got := (genq.Job{MaxCompletionTokens: 7}).MaxNewTokens(); got != 7 {
+	if got := (genq.Job{TextRequest: genq.TextRequest{MaxCompletionTokens: 7}}).MaxNewTokens(); got != 7 {
 		t.Errorf("MaxNewTokens() = %d, want 7", got)
 	}
 	var j genq.Job
@@ -42,7 +42,7 @@ func TestJobJSON(t *testing.T) {
 		t.Errorf("stop 3: %v", err)
 	}
 	// A job of text alone marshals as it did before these fields.
-	b, _ := json.Marshal(genq.Job{ID: "a", Variant: "B", Text: "hi"})
+	b, _ := json.Marshal(genq.Job{Envelope: genq.Envelope{ID: "a", Variant: "B", Text: "hi"}})
 	if want := `{"id":"a","variant":"B","text":"hi","deadline":"0001-01-01T00:00:00Z"}`; string(b) != want {
 		t.Errorf("marshal: %s, want %s", b, want)
 	}
@@ -102,7 +102,7 @@ func TestToolsOfferedAndShown(t *testing.T) {
 		{"named", &genq.ToolChoice{Function: "b"}, "required", "b", "b"},
 		{"none", &genq.ToolChoice{Mode: "none"}, "", "", "a,b"},
 	} {
-		j := genq.Job{Tools: []genq.Tool{a, b}, ToolChoice: tc.choice}
+		j := genq.Job{TextRequest: genq.TextRequest{Tools: []genq.Tool{a, b}, ToolChoice: tc.choice}}
 		if got := j.ToolMode(); got != tc.mode {
 			t.Errorf("%s: mode %q, want %q", tc.name, got, tc.mode)
 		}

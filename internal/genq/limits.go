@@ -34,18 +34,6 @@ func Tightest(lims ...Limits) Limits {
 	return out
 }
 
-// MaxTokensField names the field a job gave its answer's limit in, as its
-// client wrote it.
-func (j Job) MaxTokensField() string {
-	if j.MaxTokensParam != "" {
-		return j.MaxTokensParam
-	}
-	if j.MaxTokens == 0 && j.MaxCompletionTokens > 0 {
-		return "max_completion_tokens"
-	}
-	return "max_tokens"
-}
-
 // Check refuses a job the model cannot serve, in the words the worker
 // would refuse it with. A prompt given as text is measured in tokens only
 // by the worker, which has the tokenizer.

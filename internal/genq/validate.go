@@ -3,72 +3,7 @@ package genq
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 )
-
-// Validate checks what every entry point requires of a job before it is
-// queued or run: an id the protocol allows, a known variant, one of text,
-// messages or prompt, and generation parameters in their ranges. Workers
-// check again, since a batch producer can publish anything.
-func (j Job) Validate() error {
-	if err := ValidateJobID(j.ID); err != nil {
-		return err
-	}
-	switch j.Variant {
-	case VariantA, VariantB, VariantC:
-	default:
-		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
-	}
-	if j.Variant.Kind() == OutputText && j.HasImageParams() {
-		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps, guidance_scale, output_format, output_compression and partial_images are for images; variant %s makes text", j.Variant)
-	}
-	if j.Variant.Kind() == OutputImage && (len(j.Messages) > 0 || j.Prompt != "" || len(j.PromptTokenIDs) > 0) {
-		return Errorf(Invalid, "variant %s makes images from text: messages and prompt are for the text variants", j.Variant)
-	}
-	return j.ValidateInput()
-}
-
-// ValidateInput checks what a backend needs of a job: one of text,
-// messages or prompt, and generation parameters in their ranges.
-func (j Job) ValidateInput() error {
-	inputs := 0
-	for _, set := range []bool{j.Text != "", len(j.Messages) > 0, j.Prompt != "", len(j.PromptTokenIDs) > 0} {
-		if set {
-			inputs++
-		}
-	}
-	switch {
-	case inputs > 1:
-		return Errorf(Invalid, "a job carries one of text, messages, prompt and prompt_token_ids, not %d of them", inputs)
-	case len(j.PromptTokenIDs) > MaxPromptTokenIDs:
-		return Errorf(Invalid, "prompt holds %d token ids; the limit is %d", len(j.PromptTokenIDs), MaxPromptTokenIDs)
-	case len(j.PromptTokenIDs) > 0:
-		for _, id := range j.PromptTokenIDs {
-			if id < 0 {
-				return Errorf(Invalid, "prompt holds the token id %d: ids are not negative", id)
-			}
-		}
-	case len(j.Messages) > 0:
-		if err := ValidateMessages(j.Messages); err != nil {
-			return err
-		}
-	case j.Prompt != "":
-		if strings.ContainsRune(j.Prompt, 0) {
-			return Errorf(Invalid, "prompt must not contain NUL characters")
-		}
-	default:
-		if err := ValidateText(j.Text); err != nil {
-			return err
-		}
-	}
-	if err := j.validateImageParams(); err != nil {
-		return err
-	}
-	if err := j.validateStructured(); err != nil {
-		return err
-	}
-	return j.validateParams()
-}
 
 // Limits of a job's parameters. MaxStops and the temperature's range are
 // OpenAI's; MaxMessages and MaxStopBytes bound the work a job may ask of a
@@ -112,12 +47,6 @@ const (
 	MaxPartialImages = 3
 )
 
-// HasImageParams reports whether the job sets any image parameter.
-func (j Job) HasImageParams() bool {
-	return j.NegativePrompt != "" || j.Width != 0 || j.Height != 0 || j.Steps != 0 || j.GuidanceScale != nil ||
-		j.OutputFormat != "" || j.OutputCompression != nil || j.PartialImages != 0
-}
-
 // ValidateImageSize checks one width or height, in pixels, against the
 // pipeline's constraints and a limit (at most MaxImageSide).
 func ValidateImageSize(width, height, limit int) error {
@@ -126,115 +55,6 @@ func ValidateImageSize(width, height, limit int) error {
 		if side < MinImageSide || side > limit || side%ImageSizeStep != 0 {
 			return Errorf(Invalid, "image size %dx%d: width and height must be multiples of %d from %d to %d",
 				width, height, ImageSizeStep, MinImageSide, limit)
-		}
-	}
-	return nil
-}
-
-func (j Job) validateImageParams() error {
-	switch {
-	case (j.Width == 0) != (j.Height == 0):
-		return Errorf(Invalid, "width and height go together: give both or neither")
-	case j.Width != 0:
-		if err := ValidateImageSize(j.Width, j.Height, MaxImageSide); err != nil {
-			return err
-		}
-	}
-	if j.Steps < 0 || j.Steps > MaxImageSteps {
-		return Errorf(Invalid, "num_inference_steps must be between 1 and %d, not %d", MaxImageSteps, j.Steps)
-	}
-	if g := j.GuidanceScale; g != nil && !(*g >= 0 && *g <= MaxGuidanceScale) { // NaN fails too
-		return Errorf(Invalid, "guidance_scale must be between 0 and %g, not %v", MaxGuidanceScale, *g)
-	}
-	switch j.OutputFormat {
-	case "", ImagePNG:
-		if j.OutputCompression != nil {
-			return Errorf(Invalid, "output_compression applies to jpeg only: send output_format jpeg, or leave output_compression out")
-		}
-	case ImageJPEG:
-		if c := j.OutputCompression; c != nil && (*c < 0 || *c > 100) {
-			return Errorf(Invalid, "output_compression must be between 0 and 100, not %d", *c)
-		}
-	default:
-		return Errorf(Invalid, "output_format must be png or jpeg, not %q", j.OutputFormat)
-	}
-	if j.PartialImages < 0 || j.PartialImages > MaxPartialImages {
-		return Errorf(Invalid, "partial_images must be between 0 and %d, not %d", MaxPartialImages, j.PartialImages)
-	}
-	if strings.ContainsRune(j.NegativePrompt, 0) {
-		return Errorf(Invalid, "negative_prompt must not contain NUL characters")
-	}
-	return nil
-}
-
-func (j Job) validateParams() error {
-	switch {
-	case j.MaxTokens < 0:
-		return Errorf(Invalid, "max_tokens must be at least 1, not %d", j.MaxTokens)
-	case j.MaxCompletionTokens < 0:
-		return Errorf(Invalid, "max_completion_tokens must be at least 1, not %d", j.MaxCompletionTokens)
-	case j.MaxTokens > 0 && j.MaxCompletionTokens > 0 && j.MaxTokens != j.MaxCompletionTokens:
-		return Errorf(Invalid, "max_tokens (%d) and max_completion_tokens (%d) disagree: give one", j.MaxTokens, j.MaxCompletionTokens)
-	case j.PromptOnly && !j.Echo:
-		return Errorf(Invalid, "max_tokens 0 generates nothing: it is for scoring a prompt, with echo: true")
-	case j.PromptOnly && j.MaxNewTokens() > 0:
-		return Errorf(Invalid, "prompt_only generates nothing: leave max_tokens out")
-	case j.CountOnly && (j.Stream || j.PromptOnly || j.Echo):
-		return Errorf(Invalid, "count_only answers a count: it neither streams nor echoes")
-	}
-	if t := j.Temperature; t != nil && !(*t >= 0 && *t <= MaxTemperature) { // NaN fails too
-		return Errorf(Invalid, "temperature must be between 0 and %g, not %v", MaxTemperature, *t)
-	}
-	if p := j.TopP; p != nil && !(*p >= 0 && *p <= 1) {
-		return Errorf(Invalid, "top_p must be between 0 and 1, not %v", *p)
-	}
-	switch {
-	case j.TopLogprobs < 0 || j.TopLogprobs > MaxTopLogprobs:
-		return Errorf(Invalid, "top_logprobs must be between 0 and %d, not %d", MaxTopLogprobs, j.TopLogprobs)
-	case j.TopLogprobs > 0 && !j.Logprobs:
-		return Errorf(Invalid, "top_logprobs needs logprobs: true")
-	case (j.Logprobs || j.Echo) && !j.Detailed():
-		return Errorf(Invalid, "logprobs and echo are for jobs of messages, prompt or prompt_token_ids: a job of text alone keeps the one-field result of POST /generate")
-	}
-	if k := j.TopK; k != nil && *k < -1 {
-		return Errorf(Invalid, "top_k must be -1 or 0 (every token) or a count, not %d", *k)
-	}
-	if p := j.MinP; p != nil && !(*p >= 0 && *p <= 1) {
-		return Errorf(Invalid, "min_p must be between 0 and 1, not %v", *p)
-	}
-	if p := j.RepetitionPenalty; p != nil && !(*p > 0 && *p <= MaxRepetitionPenalty) {
-		return Errorf(Invalid, "repetition_penalty must be above 0 and at most %g (1 is none), not %v", MaxRepetitionPenalty, *p)
-	}
-	for _, p := range []struct {
-		name  string
-		value *float64
-	}{{"frequency_penalty", j.FrequencyPenalty}, {"presence_penalty", j.PresencePenalty}} {
-		if v := p.value; v != nil && !(*v >= -MaxPenalty && *v <= MaxPenalty) { // NaN fails too
-			return Errorf(Invalid, "%s must be between %g and %g, not %v", p.name, -MaxPenalty, MaxPenalty, *v)
-		}
-	}
-	if len(j.LogitBias) > MaxLogitBiases {
-		return Errorf(Invalid, "logit_bias holds %d tokens; the limit is %d", len(j.LogitBias), MaxLogitBiases)
-	}
-	for id, bias := range j.LogitBias {
-		switch {
-		case id < 0:
-			return Errorf(Invalid, "logit_bias names token %d: token ids are not negative", id)
-		case !(bias >= -MaxLogitBias && bias <= MaxLogitBias):
-			return Errorf(Invalid, "logit_bias for token %d must be between %g and %g, not %v", id, -MaxLogitBias, MaxLogitBias, bias)
-		}
-	}
-	if len(j.Stop) > MaxStops {
-		return Errorf(Invalid, "stop holds %d strings; the limit is %d", len(j.Stop), MaxStops)
-	}
-	for _, s := range j.Stop {
-		switch {
-		case s == "":
-			return Errorf(Invalid, "stop strings must not be empty")
-		case len(s) > MaxStopBytes:
-			return Errorf(Invalid, "a stop string is %d bytes long; the limit is %d", len(s), MaxStopBytes)
-		case !utf8.ValidString(s):
-			return Errorf(Invalid, "stop strings must be valid UTF-8")
 		}
 	}
 	return nil

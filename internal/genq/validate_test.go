@@ -9,7 +9,7 @@ import (
 )
 
 func TestJobValidate(t *testing.T) {
-	ok := genq.Job{ID: "0193f1c2-7d1e_x", Variant: genq.VariantB, Text: "hi"}
+	ok := genq.Job{Envelope: genq.Envelope{ID: "0193f1c2-7d1e_x", Variant: genq.VariantB, Text: "hi"}}
 	tests := []struct {
 		name string
 		edit func(*genq.Job)

@@ -31,7 +31,7 @@ func TestConcurrentJobsShareTransformerCalls(t *testing.T) {
 	jobs := make([]genq.Job, 3)
 	for i := range jobs {
 		seed := int64(10 + i)
-		jobs[i] = genq.Job{ID: string(rune('a' + i)), Text: []string{"a red cat", "a blue dog", "the moon"}[i], Seed: &seed}
+		jobs[i] = genq.Job{Envelope: genq.Envelope{ID: string(rune('a' + i)), Text: []string{"a red cat", "a blue dog", "the moon"}[i]}, TextRequest: genq.TextRequest{Seed: &seed}}
 	}
 	alone := make([][]byte, len(jobs))
 	for i, job := range jobs {

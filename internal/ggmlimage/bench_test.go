@@ -77,7 +77,7 @@ func BenchmarkEngines(b *testing.B) {
 					last = time.Now()
 				})
 				seed := int64(3)
-				job := genq.Job{Text: "a photo of a cat", Seed: &seed}
+				job := genq.Job{Envelope: genq.Envelope{Text: "a photo of a cat"}, TextRequest: genq.TextRequest{Seed: &seed}}
 				b.ResetTimer()
 				for range b.N {
 					last = time.Now()

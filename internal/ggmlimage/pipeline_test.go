@@ -51,7 +51,7 @@ func TestPipelineMatchesONNX(t *testing.T) {
 	ref.ObserveSteps(record(&want))
 	b.ObserveSteps(record(&got))
 	seed := int64(42)
-	job := genq.Job{ID: "j", Text: "a photo of a red cat on the moon", NegativePrompt: "blue dog", Seed: &seed}
+	job := genq.Job{Envelope: genq.Envelope{ID: "j", Text: "a photo of a red cat on the moon"}, TextRequest: genq.TextRequest{Seed: &seed}, ImageRequest: genq.ImageRequest{NegativePrompt: "blue dog"}}
 	refImg, err := ref.Generate(ctx, job, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -131,9 +131,9 @@ func TestPipelineRefusesBadJobs(t *testing.T) {
 		job  genq.Job
 		want string
 	}{
-		{"size over the limit", genq.Job{Text: "x", Width: 128, Height: 128}, "128"},
-		{"size not a multiple of 16", genq.Job{Text: "x", Width: 40, Height: 32}, "16"},
-		{"too many steps", genq.Job{Text: "x", Steps: 5}, "num_inference_steps"},
+		{"size over the limit", genq.Job{Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Width: 128, Height: 128}}, "128"},
+		{"size not a multiple of 16", genq.Job{Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Width: 40, Height: 32}}, "16"},
+		{"too many steps", genq.Job{Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Steps: 5}}, "num_inference_steps"},
 		{"no text", genq.Job{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +145,7 @@ func TestPipelineRefusesBadJobs(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := b.Generate(cancelled, genq.Job{Text: "x"}, nil); err == nil {
+	if _, err := b.Generate(cancelled, genq.Job{Envelope: genq.Envelope{Text: "x"}}, nil); err == nil {
 		t.Error("a cancelled job ran")
 	}
 }
@@ -160,7 +160,7 @@ func TestPipelineWithoutT5(t *testing.T) {
 	}
 	cfg := ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, GuidanceScale: 7, Threads: 1}
 	seed := int64(5)
-	job := genq.Job{Text: "a red cat", Seed: &seed}
+	job := genq.Job{Envelope: genq.Envelope{Text: "a red cat"}, TextRequest: genq.TextRequest{Seed: &seed}}
 	generate := func(cfg ggmlimage.Config) []byte {
 		b, err := ggmlimage.Open(ctx, cfg, nil)
 		if err != nil {

@@ -93,7 +93,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, err)
 		return
 	}
-	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}
+	job := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}}
 	err = job.Validate()
 	if err == nil {
 		err = s.workerLimits().Check(job)

@@ -349,7 +349,7 @@ func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64,
 // lineJob is the job of a batch's request at index i, checked as its
 // route checks a request.
 func (s *Server) lineJob(b openai.Batch, l openai.BatchLine, i int) (genq.Job, error) {
-	job := genq.Job{ID: lineJobID(b.ID, i), Variant: s.cfg.Variant, Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}
+	job := genq.Job{Envelope: genq.Envelope{ID: lineJobID(b.ID, i), Variant: s.cfg.Variant, Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
 	var params openai.Params
 	var err error
 	switch b.Endpoint {

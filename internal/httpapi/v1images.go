@@ -47,7 +47,7 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 	err := openai.Decode(body, &req)
 	var jobs []genq.Job
 	if err == nil {
-		tmpl := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
+		tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
 		jobs, err = openai.ImageJobs(req, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID)
 	}
 	if err == nil {

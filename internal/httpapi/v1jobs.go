@@ -140,7 +140,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		writeV1Error(w, s.log, errNoAsync)
 		return
 	}
-	job := genq.Job{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}
+	job := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}}
 	req, model, err := openai.DecodeJobSubmit(body, s.limits(), &job)
 	if err == nil {
 		err = s.workerLimits().Check(job)

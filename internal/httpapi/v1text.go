@@ -84,7 +84,7 @@ func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode te
 		s.rejectAs(w, err, render)
 		return textRequest{}, false
 	}
-	tmpl := genq.Job{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}
+	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
 	params, prompts, err := decode(body, s.cfg.MaxPromptBytes, tmpl)
 	var jobs []genq.Job
 	if err == nil {

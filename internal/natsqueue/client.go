@@ -1,19 +1,15 @@
 package natsqueue
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -46,6 +42,17 @@ func NewClient(c *Conn) (*Client, error) {
 		return nil, fmt.Errorf("inbox limits: %w", err)
 	}
 	cl.sub = sub
+	return cl, nil
+}
+
+// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
+// (genqctl submit): its Run queues them as AsBatch does.
+func NewBatchClient(c *Conn) (*Client, error) {
+	cl, err := NewClient(c)
+	if err != nil {
+		return nil, err
+	}
+	cl.class = Batch
 	return cl, nil
 }
 
@@ -153,20 +160,6 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 	}
 }
 
-// pollTimeout bounds one poll of the results store, so a poll stuck on a
-// connection that is down does not outlast the next.
-const pollTimeout = 5 * time.Second
-
-func (c *Conn) pollResult(ctx context.Context, id string, drop bool) (*genq.ReceivedResult, error) {
-	pctx, cancel := context.WithTimeout(ctx, pollTimeout)
-	defer cancel()
-	r, err := c.fetchResult(pctx, id, drop)
-	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
-		return nil, genq.WrapError(genq.Unavailable, err, "the results store did not answer in time")
-	}
-	return r, err
-}
-
 // ctxError is the genq error for a job whose caller's ctx has ended.
 func ctxError(ctx context.Context) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -175,260 +168,123 @@ func ctxError(ctx context.Context) error {
 	return genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
 }
 
-// dropDelay is how long a delivered result stays in the store before the
-// producer deletes it: the worker stores it after replying, so an
-// immediate delete could come first and miss.
-const dropDelay = 5 * time.Second
+// RouteBy makes the client publish each interactive job with an affinity
+// key to the worker r picks, and the others as before.
+func (cl *Client) RouteBy(r *Router) { cl.router = r }
 
-// dropLater deletes a delivered result nobody will fetch again.
-func (c *Conn) dropLater(id string) {
-	time.AfterFunc(dropDelay, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := c.results.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			c.log.Debug("could not delete a delivered result; its TTL will", "job_id", id, "err", err)
+// subjectOf is the subject of job: a worker's, or "" for the shared one.
+func (cl *Client) subjectOf(job genq.Job) (string, func()) {
+	if cl.router == nil || cl.class != Interactive {
+		return "", func() {}
+	}
+	return cl.router.route(job)
+}
+
+// chunkBuffer is how many chunks of one job may wait for their producer;
+// beyond it a chunk is dropped, and the gap ends the stream cleanly rather
+// than blocking the connection's delivery.
+const chunkBuffer = 4096
+
+// RunStream is Run for a job whose text is wanted as it is generated: emit
+// gets each new piece, in order, and the pieces join into the answer's
+// text and log-probabilities, which RunStream returns as Run does. When
+// the stream cannot be continued consistently (a worker died after some
+// text was forwarded, a chunk was lost) it returns an Unavailable error
+// and cancels the job. An error from emit (its client went away) cancels
+// the job too.
+func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece) error) (*genq.ReceivedResult, error) {
+	var f follower
+	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
+		piece, err := f.chunk(m)
+		if err == nil && (piece.Text != "" || len(piece.Logprobs) > 0) {
+			err = emit(piece)
 		}
+		return err
+	}, func(a *genq.ReceivedResult) error {
+		// Chunks still on their way are made up from the answer.
+		rest, err := f.final(a)
+		if err == nil && (rest.Text != "" || len(rest.Logprobs) > 0) {
+			err = emit(rest)
+		}
+		return err
 	})
 }
 
-// Bounds of one publish. A PubAck can be lost (the connection drops after
-// the server stored the job, say): each wait for it is bounded, and the same
-// message is published again; its Nats-Msg-Id makes the server keep one.
-// When NATS stays down past publishGiveUp, the caller gets Unavailable
-// rather than waiting out its whole deadline.
-const (
-	pubAckWait    = 2 * time.Second
-	publishGiveUp = 10 * time.Second
-)
-
-var errNotConnected = errors.New("not connected to NATS")
-
-// Publish queues job. It does not wait for a result. duplicate reports that
-// a job of the same id was already queued within the dedup window, so this
-// one was dropped. opts pick the job's class (AsBatch); it is interactive by
-// default.
-func (c *Conn) Publish(ctx context.Context, job genq.Job, opts ...PublishOption) (duplicate bool, err error) {
-	return c.publish(ctx, job, applyPublishOptions(opts).class, "", pubAckWait, publishGiveUp)
+// RunImageStream is Run for an image job whose previews are wanted as they
+// are made: emit gets each, in the order of their indexes. A preview lost
+// on its way, or one a later run of the job makes again, is skipped: the
+// final image is the answer. An error from emit (its client went away)
+// cancels the job.
+func (cl *Client) RunImageStream(ctx context.Context, job genq.Job, emit func(genq.ImagePiece) error) (*genq.ReceivedResult, error) {
+	next := 0 // the lowest index not yet forwarded
+	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
+		index, err := strconv.Atoi(m.Header.Get(HeaderPartial))
+		if err != nil || index < next {
+			return nil
+		}
+		next = index + 1
+		return emit(genq.ImagePiece{Index: index, ContentType: m.Header.Get(HeaderContentType), Data: m.Data})
+	}, func(*genq.ReceivedResult) error { return nil })
 }
 
-// publish queues job on subject, or on its class's shared subject when
-// subject is "".
-func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject string, ackWait, giveUp time.Duration) (bool, error) {
-	data, err := json.Marshal(job)
+// runChunked runs job as Run does, with its worker publishing chunks:
+// forward gets each chunk as it comes, and final the answer once every
+// chunk that came before it was forwarded. An error from either cancels
+// the job and is returned.
+func (cl *Client) runChunked(ctx context.Context, job genq.Job, forward func(*nats.Msg) error, final func(*genq.ReceivedResult) error) (*genq.ReceivedResult, error) {
+	job.Stream = true
+	chunks := make(chan *nats.Msg, chunkBuffer)
+	// Subscribed before the job is published, on the same connection: the
+	// server knows of the interest before any worker can send a chunk.
+	sub, err := cl.conn.nc.ChanSubscribe(ChunkSubject(cl.ReplySubject(job.ID)), chunks)
 	if err != nil {
-		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
+		return nil, genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
 	}
-	if subject == "" {
-		subject = class.Subject(job.Variant)
-	}
-	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: data}
-	msg.Header.Set(HeaderMsgID, job.ID)
-	ack, err := c.publishMsg(ctx, msg, ackWait, giveUp)
-	if err != nil {
-		return false, err
-	}
-	return ack.Duplicate, nil
-}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, 64<<20)
 
-// publishMsg publishes msg, which must carry a Nats-Msg-Id, until the
-// server acknowledges it, refuses it, or giveUp passes.
-func (c *Conn) publishMsg(ctx context.Context, msg *nats.Msg, ackWait, giveUp time.Duration) (*jetstream.PubAck, error) {
-	ctx, cancel := context.WithTimeout(ctx, giveUp)
-	defer cancel()
-	backoff := 100 * time.Millisecond
+	// Run waits for the reply and cancels the job when runCtx ends.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	type outcome struct {
+		a   *genq.ReceivedResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		a, err := cl.Run(runCtx, job)
+		done <- outcome{a, err}
+	}()
 	for {
-		// While the connection is down, a publish would sit in the
-		// reconnect buffer and reach the server after the caller was told
-		// 503: a job queued for nobody. Wait for the connection instead.
-		err := errNotConnected
-		if c.nc.IsConnected() {
-			actx, acancel := context.WithTimeout(ctx, ackWait)
-			var ack *jetstream.PubAck
-			ack, err = c.js.PublishMsg(actx, msg)
-			acancel()
-			if err == nil {
-				return ack, nil
-			}
-		}
-		perr := publishError(err)
-		if genq.ErrorCode(perr) == genq.Overloaded || errors.Is(err, nats.ErrConnectionClosed) {
-			return nil, perr
-		}
-		c.log.Debug("publish not acknowledged; publishing again", "msg_id", msg.Header.Get(HeaderMsgID), "err", err)
 		select {
-		case <-ctx.Done():
-			return nil, genq.WrapError(genq.Unavailable, errors.Join(err, ctx.Err()), "the queue is unavailable; retry later")
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, time.Second)
-	}
-}
-
-// publishError maps JetStream's refusals to genq codes: a full queue (the
-// stream's per-subject limit with DiscardNew) is the caller's cue to back
-// off; anything else means NATS is not serving.
-func publishError(err error) error {
-	if err == nil {
-		return nil
-	}
-	// 10077 is JetStream's "could not store the message": with the jobs
-	// stream's DiscardNew per subject, the variant's queue is full.
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrStoreFailed || strings.Contains(apiErr.Description, "maximum messages per subject")) {
-		return genq.WrapError(genq.Overloaded, err, "the queue is full; retry later")
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return genq.WrapError(genq.Unavailable, err, "the queue did not accept the job in time")
-	}
-	return genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
-}
-
-// jsErrStoreFailed is the JetStream error code of a message the stream
-// would not store.
-const jsErrStoreFailed = 10077
-
-// FetchResult returns a stored result by job id: the reply of a job that
-// asked for Store, or whose result was too large to travel inline. It
-// returns a genq.Error with code NotFound when no result is stored (yet).
-func (c *Conn) FetchResult(ctx context.Context, id string) (*genq.ReceivedResult, error) {
-	return c.fetchResult(ctx, id, false)
-}
-
-// fetchResult reads a stored result; with drop, closing its body after
-// reading it whole deletes it.
-func (c *Conn) fetchResult(ctx context.Context, id string, drop bool) (*genq.ReceivedResult, error) {
-	obj, done, err := c.getResult(ctx, id)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, genq.Errorf(genq.NotFound, "no stored result for job %s", id)
-	}
-	if err != nil {
-		return nil, genq.WrapError(genq.Unavailable, err, "the results store is unavailable")
-	}
-	info, err := obj.Info()
-	if err != nil {
-		obj.Close()
-		done()
-		return nil, genq.WrapError(genq.Unavailable, err, "the results store is unavailable")
-	}
-	if info.Metadata[HeaderStatus] == StatusErr {
-		defer done()
-		defer obj.Close()
-		return nil, decodeErrorBody(obj)
-	}
-	return &genq.ReceivedResult{
-		JobID: id, ContentType: info.Metadata[HeaderContentType], Size: int64(info.Size),
-		Body:    &storedBody{ObjectResult: obj, drop: drop, conn: c, name: id, done: done},
-		Attempt: atoiOr0(info.Metadata[HeaderAttempt]), Worker: info.Metadata[HeaderWorker],
-	}, nil
-}
-
-// decodeReply turns a reply message into an Answer or a *genq.Error. When the
-// bytes sit in the results store and drop is true, closing the body deletes
-// them: nobody will fetch them again.
-func (c *Conn) decodeReply(ctx context.Context, m *nats.Msg, drop bool) (*genq.ReceivedResult, error) {
-	h := m.Header
-	if h.Get(HeaderStatus) == StatusErr {
-		return nil, decodeErrorBody(bytes.NewReader(m.Data))
-	}
-	r := &genq.ReceivedResult{
-		JobID:       h.Get(HeaderJobID),
-		ContentType: h.Get(HeaderContentType),
-		QueueWait:   time.Duration(atoiOr0(h.Get(HeaderQueueWaitMs))) * time.Millisecond,
-		RunTime:     time.Duration(atoiOr0(h.Get(HeaderRunMs))) * time.Millisecond,
-		Attempt:     atoiOr0(h.Get(HeaderAttempt)),
-		Worker:      h.Get(HeaderWorker),
-	}
-	name := h.Get(HeaderObject)
-	if name == "" {
-		r.Size = int64(len(m.Data))
-		r.Body = io.NopCloser(bytes.NewReader(m.Data))
-		return r, nil
-	}
-	obj, done, err := c.getResult(ctx, name)
-	if err != nil {
-		return nil, genq.WrapError(genq.Unavailable, err, "the result could not be read from the results store")
-	}
-	r.Size, _ = strconv.ParseInt(h.Get(HeaderSize), 10, 64)
-	r.Body = &storedBody{ObjectResult: obj, drop: drop, conn: c, name: name, done: done}
-	return r, nil
-}
-
-// resultReadTimeout bounds the reading of one stored result. The reading
-// does not stop at the caller's deadline: a result that was ready in time
-// must arrive whole, not as a 200 cut short when the deadline passes while
-// a large PNG is still streaming to a slow client.
-const resultReadTimeout = 5 * time.Minute
-
-// getResult opens the stored object name. ctx bounds the opening; the
-// reading runs under its own timeout until done is called (the body's
-// Close does it).
-func (c *Conn) getResult(ctx context.Context, name string) (jetstream.ObjectResult, func(), error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultReadTimeout)
-	stop := context.AfterFunc(ctx, cancel)
-	obj, err := c.results.Get(rctx, name)
-	if !stop() || err != nil {
-		// ctx ended while the object was being opened.
-		if err == nil {
-			obj.Close()
-			err = ctx.Err()
-		}
-		cancel()
-		return nil, nil, err
-	}
-	return obj, cancel, nil
-}
-
-// storedBody deletes its object once it has been read whole and closed.
-type storedBody struct {
-	jetstream.ObjectResult
-	drop bool
-	conn *Conn
-	name string
-	eof  bool
-	done func() // ends the reading's own context
-}
-
-func (b *storedBody) Read(p []byte) (int, error) {
-	n, err := b.ObjectResult.Read(p)
-	if err == io.EOF {
-		b.eof = true
-	}
-	return n, err
-}
-
-func (b *storedBody) Close() error {
-	err := b.ObjectResult.Close()
-	b.done()
-	if b.drop && b.eof {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if derr := b.conn.results.Delete(ctx, b.name); derr != nil {
-			b.conn.log.Warn("could not delete a delivered result; its TTL will", "job_id", b.name, "err", derr)
+		case m := <-chunks:
+			if err := forward(m); err != nil {
+				stop(err)
+				if o := <-done; o.err == nil {
+					o.a.Body.Close()
+				}
+				return nil, err
+			}
+		case o := <-done:
+			if o.err != nil {
+				return nil, o.err
+			}
+			// Chunks that came before the reply go first.
+			for drained := false; !drained; {
+				select {
+				case m := <-chunks:
+					if err := forward(m); err != nil {
+						o.a.Body.Close()
+						return nil, err
+					}
+				default:
+					drained = true
+				}
+			}
+			if err := final(o.a); err != nil {
+				return nil, err
+			}
+			return o.a, nil
 		}
 	}
-	return err
-}
-
-func decodeErrorBody(r io.Reader) error {
-	var body errorBody
-	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&body); err != nil || body.Code == "" {
-		return genq.Errorf(genq.Internal, "the worker sent an error reply genq could not read")
-	}
-	return &genq.Error{Code: body.Code, Message: body.Error}
-}
-
-func atoiOr0(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}
-
-// PublishWakeup puts a wake-up signal on the variant's subject, so the queue
-// shows lag and an autoscaler starts a worker. The id makes every api
-// replica's signal of the same 10-second window count once.
-func (c *Conn) PublishWakeup(ctx context.Context, v genq.Variant, now time.Time) error {
-	msg := &nats.Msg{Subject: JobsSubject(v), Header: nats.Header{}}
-	msg.Header.Set(HeaderKind, KindWakeup)
-	msg.Header.Set(HeaderMsgID, fmt.Sprintf("wakeup-%s-%d", v, now.Unix()/10))
-	_, err := c.publishMsg(ctx, msg, pubAckWait, publishGiveUp)
-	return err
 }

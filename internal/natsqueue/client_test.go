@@ -62,7 +62,7 @@ func (s *testServer) dial() *Conn {
 }
 
 func testJob() genq.Job {
-	return genq.Job{ID: uuid.NewString(), Variant: genq.VariantB, Text: "hi", Deadline: time.Now().Add(time.Minute)}
+	return genq.Job{Envelope: genq.Envelope{ID: uuid.NewString(), Variant: genq.VariantB, Text: "hi", Deadline: time.Now().Add(time.Minute)}}
 }
 
 // A publish while NATS is down gives up with Unavailable after its bound,

@@ -140,14 +140,14 @@ type Conn struct {
 	results  jetstream.ObjectStore
 	cancels  jetstream.KeyValue
 	workers  jetstream.KeyValue
-	// attempts is GENQ_ATTEMPTS, bound on first use (attempts.go).
+	// attempts is GENQ_ATTEMPTS, bound on first use (runrecord.go).
 	attemptsMu sync.Mutex
 	attempts   jetstream.KeyValue
 	log        *slog.Logger
-	limits     consumerLimits // the consumer's, over settings' (limits.go)
-	// replyPrefixes bound where replies go (replyto.go); none: anywhere.
+	limits     consumerLimits // the consumer's, over settings' (conn_consumerlimits.go)
+	// replyPrefixes bound where replies go (conn_reply.go); none: anywhere.
 	replyPrefixes []string
-	// storeTry bounds one Put of a result (reply.go); tests shorten it.
+	// storeTry bounds one Put of a result (conn_reply.go); tests shorten it.
 	storeTry time.Duration
 }
 

@@ -107,3 +107,20 @@ type errorBody struct {
 	Code  genq.Code `json:"code"`
 	Error string    `json:"error"`
 }
+
+// Streaming (docs/protocol.md, "Streaming"): a worker running a job with
+// stream set publishes its text as chunks, core NATS messages to the job's
+// reply subject, before the usual reply. Each chunk names its delivery
+// attempt and its place in that attempt's run, so a producer can tell a
+// lost chunk or a second run from the text that belongs to the answer.
+const (
+	HeaderChunkSeq = "Genq-Chunk-Seq" // a chunk's place in its run, from 1
+	HeaderLogprobs = "Genq-Logprobs"  // a chunk's tokens' log-probabilities, JSON, when the job asked for them
+	HeaderPartial  = "Genq-Partial"   // an image chunk's place among the job's previews, from 0
+	KindChunk      = "chunk"          // Genq-Kind of a chunk
+)
+
+// ChunkSubject is where the chunks of a streaming job whose reply goes to
+// replyTo are published: a subject of their own, so that a producer's
+// reply handler never mistakes a chunk for the reply.
+func ChunkSubject(replyTo string) string { return replyTo + ".chunks" }

@@ -2,15 +2,11 @@ package natsqueue
 
 import (
 	"cmp"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -18,7 +14,7 @@ import (
 // Router picks the worker a job should prefer: the one whose prefix cache
 // most likely holds the job's conversation (docs/text.md, "Across
 // workers"). It is the producer's half of routing by prefix; the worker's
-// half is its own consumer and stealing (steal.go).
+// half is its own consumer (puller.go) and stealing (steal.go).
 type Router struct {
 	workers liveWorkers
 
@@ -107,45 +103,4 @@ func (r *Router) route(job genq.Job) (subject string, done func()) {
 func rendezvousScore(key, worker string) uint64 {
 	sum := sha256.Sum256([]byte(key + "\x00" + worker))
 	return binary.BigEndian.Uint64(sum[:8])
-}
-
-// ensureRoutedConsumer creates, or with AdoptConsumer leaves as it is, the
-// durable consumer of one worker's subject: the shared consumer's settings
-// over the worker's subject alone, so a delivery from it is acked, retried
-// and dead-lettered by the same rules.
-func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Settings, v genq.Variant, token string) (jetstream.Consumer, error) {
-	name := routedConsumerPrefix(v) + token
-	if s.AdoptConsumer {
-		if c, err := js.Consumer(ctx, JobsStream, name); err == nil {
-			return c, nil
-		}
-	}
-	var cons jetstream.Consumer
-	err := ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
-		c, err := js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
-			Durable:       name,
-			Description:   fmt.Sprintf("worker %s of variant %s: interactive jobs routed to it", token, v),
-			FilterSubject: JobsSubject(v) + "." + token,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       s.AckWait,
-			MaxDeliver:    maxDeliver(s.MaxAttempts),
-			MaxAckPending: -1,
-			MaxWaiting:    4096,
-		})
-		cons = c
-		return err
-	})
-	return cons, err
-}
-
-// RouteBy makes the client publish each interactive job with an affinity
-// key to the worker r picks, and the others as before.
-func (cl *Client) RouteBy(r *Router) { cl.router = r }
-
-// subjectOf is the subject of job: a worker's, or "" for the shared one.
-func (cl *Client) subjectOf(job genq.Job) (string, func()) {
-	if cl.router == nil || cl.class != Interactive {
-		return "", func() {}
-	}
-	return cl.router.route(job)
 }

@@ -130,7 +130,7 @@ func TestRouterChoice(t *testing.T) {
 	if len(per) != 2 || per[RoutedSubject(genq.VariantB, "w1")] > 5 || per[RoutedSubject(genq.VariantB, "w2")] > 5 {
 		t.Fatalf("8 jobs at once over 2 workers: %v, want at most 5 on each", per)
 	}
-	if s, _ := r.route(genq.Job{ID: "x", Variant: genq.VariantB}); s != "" {
+	if s, _ := r.route(genq.Job{Envelope: genq.Envelope{ID: "x", Variant: genq.VariantB}}); s != "" {
 		t.Fatalf("a job with no key routed to %q", s)
 	}
 	hbs.set(routedBeat("w1", 64), genq.Heartbeat{WorkerID: "old", Variant: genq.VariantB, Slots: 64})

@@ -217,7 +217,7 @@ func TestStoreWithin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := storeWithin(genq.Job{Deadline: tt.deadline}, now); got != tt.want {
+			if got := storeWithin(genq.Job{Envelope: genq.Envelope{Deadline: tt.deadline}}, now); got != tt.want {
 				t.Errorf("storeWithin = %s, want %s", got, tt.want)
 			}
 		})

@@ -12,29 +12,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Source is which consumer a delivery came from.
-type Source string
-
-const (
-	// FromShared: the variant's shared consumer of its class.
-	FromShared Source = "shared"
-	// FromOwn: the worker's own consumer, of jobs routed to it.
-	FromOwn Source = "own"
-	// FromStolen: another worker's own consumer, whose job waited too long.
-	FromStolen Source = "stolen"
-)
-
-// RouteOptions are a routed worker's settings.
-type RouteOptions struct {
-	// WorkerID names the worker's subject and consumer.
-	WorkerID string
-	// Workers lists the live workers; stealing reads their heartbeats.
-	Workers liveWorkers
-	// StealAfter is how long a job may wait unstarted on a live worker's
-	// subject before an idle worker takes it.
-	StealAfter time.Duration
-}
-
 // Bounds of routing on the worker's side.
 const (
 	// ownCheckEvery bounds how long an idle slot waits on the shared
@@ -47,83 +24,6 @@ const (
 	// stealLook bounds one look's round trips.
 	stealLook = 2 * time.Second
 )
-
-// NewRoutedPuller is NewPuller for a worker that takes routed jobs: it
-// pulls its own consumer before the shared ones, and with a free slot and
-// nothing there takes jobs from other workers' consumers that their owner
-// did not start in time, is gone, or is draining.
-func (c *Conn) NewRoutedPuller(ctx context.Context, v genq.Variant, o RouteOptions) (*Puller, error) {
-	p, err := c.NewPuller(ctx, v)
-	if err != nil {
-		return nil, err
-	}
-	p.own = &ownQueue{token: workerToken(o.WorkerID)}
-	if _, err := p.ownQueue(ctx); err != nil {
-		return nil, err
-	}
-	p.thief = &stealer{conn: c, variant: v, ownToken: p.own.token, workers: o.Workers, after: o.StealAfter,
-		bound: map[string]*pullQueue{}, goneSince: map[string]time.Time{}}
-	return p, nil
-}
-
-// ownQueue is the worker's own consumer. It is bound again after a pull
-// fails: a worker frozen past its heartbeat's life may find it removed by
-// another worker's sweep.
-type ownQueue struct {
-	token string
-	mu    sync.Mutex
-	q     *pullQueue
-}
-
-func (p *Puller) ownQueue(ctx context.Context) (*pullQueue, error) {
-	p.own.mu.Lock()
-	defer p.own.mu.Unlock()
-	if p.own.q != nil {
-		return p.own.q, nil
-	}
-	cons, err := ensureRoutedConsumer(ctx, p.conn.js, p.conn.settings, p.variant, p.own.token)
-	if err != nil {
-		return nil, err
-	}
-	p.own.q = &pullQueue{class: Interactive, consumer: cons, source: FromOwn, routed: true}
-	if info := cons.CachedInfo(); info != nil {
-		p.own.q.maxDeliver = info.Config.MaxDeliver
-	}
-	return p.own.q, nil
-}
-
-// preferred pulls a job already waiting on the worker's own consumer.
-func (p *Puller) preferred() (*Delivery, error) {
-	if p.own == nil {
-		return nil, nil
-	}
-	var d *Delivery
-	var err error
-	for range 2 { // a second time after binding it again
-		ctx, cancel := context.WithTimeout(context.Background(), stealLook)
-		var q *pullQueue
-		q, err = p.ownQueue(ctx)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if d, err = p.fetch(q, 0); err == nil {
-			return d, nil
-		}
-		p.own.mu.Lock()
-		p.own.q = nil
-		p.own.mu.Unlock()
-	}
-	return nil, err
-}
-
-// stolen takes a job from another worker's consumer, if one is due.
-func (p *Puller) stolen() *Delivery {
-	if p.thief == nil {
-		return nil
-	}
-	return p.thief.take(p)
-}
 
 // stealer looks, for one worker, at the other workers' consumers of its
 // variant. A job on one of them is taken when its owner is gone (no live

@@ -96,6 +96,14 @@ func (s Settings) storage() jetstream.StorageType {
 
 func (s Settings) replicas() int { return max(s.Replicas, 1) }
 
+// capacity is the per-variant bound of class c's stream.
+func (s Settings) capacity(c Class) int64 {
+	if c == Batch {
+		return s.BatchQueueCapacity
+	}
+	return s.QueueCapacity
+}
+
 // ensure creates or updates every asset. It is idempotent: the api calls it
 // for its variant before serving, so the durable consumer exists before any
 // worker does (KEDA needs it to read the lag), and workers call it too.
@@ -231,6 +239,35 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 	})
 }
 
+// ensureRoutedConsumer creates, or with AdoptConsumer leaves as it is, the
+// durable consumer of one worker's subject: the shared consumer's settings
+// over the worker's subject alone, so a delivery from it is acked, retried
+// and dead-lettered by the same rules.
+func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Settings, v genq.Variant, token string) (jetstream.Consumer, error) {
+	name := routedConsumerPrefix(v) + token
+	if s.AdoptConsumer {
+		if c, err := js.Consumer(ctx, JobsStream, name); err == nil {
+			return c, nil
+		}
+	}
+	var cons jetstream.Consumer
+	err := ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
+		c, err := js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   fmt.Sprintf("worker %s of variant %s: interactive jobs routed to it", token, v),
+			FilterSubject: JobsSubject(v) + "." + token,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       s.AckWait,
+			MaxDeliver:    maxDeliver(s.MaxAttempts),
+			MaxAckPending: -1,
+			MaxWaiting:    4096,
+		})
+		cons = c
+		return err
+	})
+	return cons, err
+}
+
 // ensureWorkersBucket creates or updates GENQ_WORKERS. It lives in memory,
 // so a standalone server loses it on restart; heartbeats call this again
 // when the server says it is missing.
@@ -239,6 +276,18 @@ func ensureWorkersBucket(ctx context.Context, js jetstream.JetStream, s Settings
 		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: WorkersBucket, Description: "genq worker heartbeats",
 			TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
+		})
+		return err
+	})
+}
+
+// ensureAttemptsBucket creates or updates GENQ_ATTEMPTS. A record is of use
+// while its job can be delivered, so it lives as long as a queued job.
+func ensureAttemptsBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
+	return ensureAsset(ctx, "bucket "+AttemptsBucket, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
+			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
 		})
 		return err
 	})

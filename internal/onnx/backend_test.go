@@ -71,7 +71,7 @@ func openTiny(tb testing.TB, cfg Config) *Backend {
 
 func generate(tb testing.TB, b *Backend, text string) []byte {
 	tb.Helper()
-	res, err := b.Generate(context.Background(), genq.Job{ID: "test", Text: text}, func(genq.Progress) {})
+	res, err := b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{ID: "test", Text: text}}, func(genq.Progress) {})
 	if err != nil {
 		tb.Fatalf("Generate(%q): %v", text, err)
 	}
@@ -89,7 +89,7 @@ func TestGenerateTinyExport(t *testing.T) {
 
 	steps := 0
 	var last genq.Progress
-	res, err := b.Generate(context.Background(), genq.Job{Text: "a photo of a cat"}, func(p genq.Progress) { steps, last = steps+1, p })
+	res, err := b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{Text: "a photo of a cat"}}, func(p genq.Progress) { steps, last = steps+1, p })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestGenerateStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	steps := 0
 	start := time.Now()
-	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func(genq.Progress) {
+	_, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{Text: "a cat"}}, func(genq.Progress) {
 		steps++
 		if steps == 3 {
 			cancel()
@@ -167,7 +167,7 @@ func TestGenerateStopsInsideAModelRun(t *testing.T) {
 	var cancelled time.Time
 	var mu sync.Mutex
 	calls := 0
-	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, func(genq.Progress) {
+	_, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{Text: "a cat"}}, func(genq.Progress) {
 		if calls++; calls == 2 { // after the only step: the VAE runs next
 			time.AfterFunc(10*time.Millisecond, func() {
 				mu.Lock()
@@ -195,7 +195,7 @@ func TestGenerateDeadlinePassed(t *testing.T) {
 	b := openTiny(t, Config{Width: 32, Height: 32, Steps: 2})
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	_, err := b.Generate(ctx, genq.Job{Text: "a cat"}, nil)
+	_, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{Text: "a cat"}}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want one wrapping context.DeadlineExceeded", err)
 	}

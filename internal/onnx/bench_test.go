@@ -70,7 +70,7 @@ func BenchmarkGenerate(b *testing.B) {
 	images := 0
 	for b.Loop() {
 		last = time.Time{}
-		if _, err := be.Generate(context.Background(), genq.Job{Text: "an astronaut riding a horse on the moon"}, progress); err != nil {
+		if _, err := be.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{Text: "an astronaut riding a horse on the moon"}}, progress); err != nil {
 			b.Fatal(err)
 		}
 		images++

@@ -135,7 +135,7 @@ func BenchmarkOverheadOverORT(b *testing.B) {
 		}
 		last = now
 	}
-	job := genq.Job{Text: "an astronaut riding a horse on the moon"}
+	job := genq.Job{Envelope: genq.Envelope{Text: "an astronaut riding a horse on the moon"}}
 	for b.Loop() {
 		last = time.Time{}
 		start := time.Now()

@@ -12,7 +12,7 @@ import (
 func TestGenerateHonoursJobParams(t *testing.T) {
 	b := openTiny(t, Config{Width: 64, Height: 64, Seed: 3, Steps: 2, MaxSize: 128, MaxSteps: 4})
 	seed, guidance := int64(9), 2.5
-	base := genq.Job{Text: "a cat", Width: 96, Height: 64, Steps: 3, GuidanceScale: &guidance, Seed: &seed}
+	base := genq.Job{Envelope: genq.Envelope{Text: "a cat"}, TextRequest: genq.TextRequest{Seed: &seed}, ImageRequest: genq.ImageRequest{Width: 96, Height: 64, Steps: 3, GuidanceScale: &guidance}}
 	first := generateJob(t, b, base)
 	cfg, err := png.DecodeConfig(bytes.NewReader(first))
 	if err != nil || cfg.Width != 96 || cfg.Height != 64 {
@@ -39,13 +39,13 @@ func TestGenerateRefusesParamsOverLimits(t *testing.T) {
 	b := openTiny(t, Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
 	nan := 31.0
 	for name, job := range map[string]genq.Job{
-		"too wide":         {Text: "x", Width: 144, Height: 64},
-		"not a multiple":   {Text: "x", Width: 72, Height: 64},
-		"width alone":      {Text: "x", Width: 64},
-		"too many steps":   {Text: "x", Steps: 5},
-		"negative steps":   {Text: "x", Steps: -1},
-		"guidance too big": {Text: "x", GuidanceScale: &nan},
-		"messages":         {Messages: []genq.Message{{Role: "user", Content: "x"}}, Text: ""},
+		"too wide":         {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Width: 144, Height: 64}},
+		"not a multiple":   {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Width: 72, Height: 64}},
+		"width alone":      {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Width: 64}},
+		"too many steps":   {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Steps: 5}},
+		"negative steps":   {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Steps: -1}},
+		"guidance too big": {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{GuidanceScale: &nan}},
+		"messages":         {Envelope: genq.Envelope{Text: ""}, TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}}},
 	} {
 		if job.Text == "" {
 			job.Text = "x"

@@ -23,7 +23,7 @@ func FuzzDecodeV1(f *testing.F) {
 	}
 	const maxPrompt = 256
 	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		job := genq.Job{ID: "fuzz", Variant: genq.VariantB}
+		job := genq.Job{Envelope: genq.Envelope{ID: "fuzz", Variant: genq.VariantB}}
 		decode := DecodeCompletion
 		if chat {
 			decode = DecodeChat

@@ -121,9 +121,11 @@ func ImageJobs(req ImageRequest, lim ImageLimits, maxPrompt int, tmpl genq.Job, 
 	if req.OutputFormat == "webp" {
 		return nil, genq.Errorf(genq.Invalid, "output_format webp is not supported: send png or jpeg")
 	}
-	base := genq.Job{ID: tmpl.ID, Variant: tmpl.Variant, Text: *req.Prompt, NegativePrompt: req.NegativePrompt,
-		GuidanceScale: req.GuidanceScale, Deadline: tmpl.Deadline, OutputFormat: req.OutputFormat,
-		OutputCompression: req.OutputCompression}
+	base := genq.Job{
+		Envelope: genq.Envelope{ID: tmpl.ID, Variant: tmpl.Variant, Text: *req.Prompt, Deadline: tmpl.Deadline},
+		ImageRequest: genq.ImageRequest{NegativePrompt: req.NegativePrompt, GuidanceScale: req.GuidanceScale,
+			OutputFormat: req.OutputFormat, OutputCompression: req.OutputCompression},
+	}
 	if req.PartialImages != nil {
 		if p := *req.PartialImages; p < 0 || p > genq.MaxPartialImages {
 			return nil, genq.Errorf(genq.Invalid, "partial_images must be between 0 and %d, not %d", genq.MaxPartialImages, p)

@@ -132,7 +132,7 @@ func TestDecodeCompletions(t *testing.T) {
 			"prompt holds 9 prompts and n is 8: 72 answers, and this server gives at most 64 per request (prompts × n); split the batch"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p, jobs, err := DecodeCompletions([]byte(tt.body), 64, genq.Job{ID: "tmpl"})
+			p, jobs, err := DecodeCompletions([]byte(tt.body), 64, genq.Job{Envelope: genq.Envelope{ID: "tmpl"}})
 			if tt.msg != "" {
 				if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
 					t.Fatalf("got %v, want %q", err, tt.msg)
@@ -162,7 +162,7 @@ func TestChoiceJobs(t *testing.T) {
 	seed := int64(10)
 	ids := []string{"b", "c"}
 	next := func() string { id := ids[0]; ids = ids[1:]; return id }
-	jobs := ChoiceJobs(genq.Job{ID: "a", Seed: &seed}, 3, next)
+	jobs := ChoiceJobs(genq.Job{Envelope: genq.Envelope{ID: "a"}, TextRequest: genq.TextRequest{Seed: &seed}}, 3, next)
 	for i, want := range []struct {
 		id   string
 		seed int64
@@ -175,7 +175,7 @@ func TestChoiceJobs(t *testing.T) {
 
 func TestImageJobs(t *testing.T) {
 	prompt, steps, n2, seed := "a cat", 200, 2, int64(5)
-	tmpl := genq.Job{ID: "first", Variant: genq.VariantC, Deadline: time.Now().Add(time.Minute)}
+	tmpl := genq.Job{Envelope: genq.Envelope{ID: "first", Variant: genq.VariantC, Deadline: time.Now().Add(time.Minute)}}
 	for _, tt := range []struct {
 		name string
 		req  ImageRequest
@@ -223,7 +223,7 @@ func TestDecodeJobSubmit(t *testing.T) {
 		{"type", genq.VariantB, `{"type":"audio","request":{}}`, `type must be chat.completion, completion or image, not "audio"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			job := genq.Job{ID: "id", Variant: tt.variant, Deadline: time.Now().Add(time.Minute)}
+			job := genq.Job{Envelope: genq.Envelope{ID: "id", Variant: tt.variant, Deadline: time.Now().Add(time.Minute)}}
 			_, _, err := DecodeJobSubmit([]byte(tt.body), Limits{MaxPromptBytes: 64}, &job)
 			if genq.ErrorMessage(err) != tt.msg || (tt.msg == "" && job.ID != "id") {
 				t.Errorf("got %v (job %s), want %q", err, job.ID, tt.msg)
@@ -316,7 +316,9 @@ func TestRender(t *testing.T) {
 func TestChunks(t *testing.T) {
 	s := Stream{JobID: "j", Created: 7, Model: "m", Logprobs: true}
 	piece := genq.TextPiece{Text: "hi"}
-	chat := func() *ChatChunks { return NewChatChunks(s, []genq.Job{{ID: "j"}, {ID: "k"}}) }
+	chat := func() *ChatChunks {
+		return NewChatChunks(s, []genq.Job{{Envelope: genq.Envelope{ID: "j"}}, {Envelope: genq.Envelope{ID: "k"}}})
+	}
 	for _, tt := range []struct {
 		name string
 		got  any
@@ -360,7 +362,7 @@ func TestErrorOf(t *testing.T) {
 func TestToolCallChunks(t *testing.T) {
 	s := Stream{JobID: "j", Created: 7, Model: "m"}
 	tools := []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}
-	chunks := NewChatChunks(s, []genq.Job{{ID: "a-b", Tools: tools, ToolChoice: &genq.ToolChoice{Mode: "required"}}})
+	chunks := NewChatChunks(s, []genq.Job{{Envelope: genq.Envelope{ID: "a-b"}, TextRequest: genq.TextRequest{Tools: tools, ToolChoice: &genq.ToolChoice{Mode: "required"}}}})
 	var got []string
 	for _, text := range []string{`{"name": "`, `w", "param`, `eters": {"city`, `": "Oslo"}`, `}`} {
 		if c := chunks.Piece(0, "", genq.TextPiece{Text: text}, len(got) == 0); c != nil {

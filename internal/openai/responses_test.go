@@ -93,7 +93,7 @@ func TestRenderResponse(t *testing.T) {
 	if r := rs.Done(done); r.Status != "incomplete" || r.IncompleteDetails == nil || r.IncompleteDetails.Reason != "max_output_tokens" {
 		t.Errorf("at the limit: %+v", r)
 	}
-	events := NewResponseEvents(rs, genq.Job{ID: "j"})
+	events := NewResponseEvents(rs, genq.Job{Envelope: genq.Envelope{ID: "j"}})
 	var types []string
 	for _, e := range append(events.Piece("h"), events.End(done)...) {
 		types = append(types, e.Type())
@@ -110,7 +110,7 @@ func TestRenderResponse(t *testing.T) {
 // done; the streamed arguments join into the whole response's.
 func TestResponseToolCalls(t *testing.T) {
 	rs := ResponseStream{JobID: "j", Created: 7, Model: "m"}
-	job := genq.Job{ID: "j", Tools: []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}, ToolChoice: &genq.ToolChoice{Mode: "required"}}
+	job := genq.Job{Envelope: genq.Envelope{ID: "j"}, TextRequest: genq.TextRequest{Tools: []genq.Tool{{Type: "function", Function: genq.ToolFunction{Name: "w"}}}, ToolChoice: &genq.ToolChoice{Mode: "required"}}}
 	text := `{"name": "w", "parameters": {"city": "Oslo"}}`
 	done := genq.TextResult{GeneratedText: text, FinishReason: genq.FinishToolCalls, Usage: &genq.Usage{PromptTokens: 3, CompletionTokens: 9},
 		ToolCalls: []genq.ToolCall{{ID: genq.ToolCallID("j", 0), Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: `{"city": "Oslo"}`}}}}

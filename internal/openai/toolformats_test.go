@@ -27,7 +27,7 @@ func TestStreamedCallsEveryFormat(t *testing.T) {
 				text = "<think>\nThe user wants two things.\n</think>\n\n" + text
 			}
 			t.Run(d.String(), func(t *testing.T) {
-				job := genq.Job{ID: "0f-1e", Tools: tools}
+				job := genq.Job{Envelope: genq.Envelope{ID: "0f-1e"}, TextRequest: genq.TextRequest{Tools: tools}}
 				parsed, ok := d.Parse(text)
 				if !ok {
 					t.Fatalf("the worker does not parse %q", text)

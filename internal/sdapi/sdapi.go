@@ -105,8 +105,10 @@ func Txt2Img(body []byte, lim Limits, maxPrompt int, tmpl genq.Job, newID func()
 	if n := batch * iters; n > lim.MaxN {
 		return Plan{}, genq.Errorf(genq.Invalid, "batch_size × n_iter asks for %d images, and this server makes at most %d per request", n, lim.MaxN)
 	}
-	base := genq.Job{ID: tmpl.ID, Variant: tmpl.Variant, Text: *req.Prompt, NegativePrompt: req.NegativePrompt,
-		GuidanceScale: req.CFGScale, Deadline: tmpl.Deadline}
+	base := genq.Job{
+		Envelope:     genq.Envelope{ID: tmpl.ID, Variant: tmpl.Variant, Text: *req.Prompt, Deadline: tmpl.Deadline},
+		ImageRequest: genq.ImageRequest{NegativePrompt: req.NegativePrompt, GuidanceScale: req.CFGScale},
+	}
 	if (req.Width == nil) != (req.Height == nil) {
 		return Plan{}, genq.Errorf(genq.Invalid, "width and height go together: send both or neither")
 	}

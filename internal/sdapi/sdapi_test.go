@@ -14,7 +14,7 @@ func plan(t *testing.T, body string) (Plan, error) {
 	t.Helper()
 	n := 0
 	newID := func() string { n++; return fmt.Sprintf("job-%d", n) }
-	tmpl := genq.Job{ID: "job-0", Variant: genq.VariantC, Deadline: time.Now().Add(time.Minute)}
+	tmpl := genq.Job{Envelope: genq.Envelope{ID: "job-0", Variant: genq.VariantC, Deadline: time.Now().Add(time.Minute)}}
 	return Txt2Img([]byte(body), Limits{MaxSize: 1024, MaxSteps: 50, MaxN: 4}, 1000, tmpl, newID, 1234, "sd3-medium")
 }
 

@@ -210,8 +210,8 @@ func BenchmarkOpeningMask(b *testing.B) {
 	toks = append(slices.Clone(toks), []byte("<tool_call>"), []byte("</tool_call>"), []byte("[TOOL_CALLS]"), []byte("<think>"), []byte("</think>"))
 	v := NewVocab(toks, eos)
 	v.Warm()
-	job := genq.Job{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: []genq.Tool{{Type: "function",
-		Function: genq.ToolFunction{Name: "create_event", Parameters: []byte(typicalSchema)}}}}
+	job := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: []genq.Tool{{Type: "function",
+		Function: genq.ToolFunction{Name: "create_event", Parameters: []byte(typicalSchema)}}}}}
 	required := job
 	required.ToolChoice = &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
 	mask := make([]uint64, (v.Size()+63)/64)

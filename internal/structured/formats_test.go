@@ -251,7 +251,7 @@ func TestOpeningWalks(t *testing.T) {
 			if !lazy && !d.Reasoning {
 				continue // bound from the first byte: no Opening
 			}
-			job := genq.Job{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: testTools}
+			job := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: testTools}}
 			if !lazy {
 				job.ToolChoice = &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
 			}

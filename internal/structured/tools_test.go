@@ -133,20 +133,20 @@ func TestForJob(t *testing.T) {
 		refuses    []string
 		wantErr    string
 	}{
-		{name: "no constraint", job: genq.Job{Messages: chat}, free: true},
-		{name: "text format", job: genq.Job{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "text"}}, free: true},
-		{name: "tool_choice none", job: genq.Job{Messages: chat, Tools: testTools, ToolChoice: choice("none", "")}, free: true},
-		{name: "json_object", job: genq.Job{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_object"}},
+		{name: "no constraint", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat}}, free: true},
+		{name: "text format", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "text"}}}, free: true},
+		{name: "tool_choice none", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("none", "")}}, free: true},
+		{name: "json_object", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_object"}}},
 			accepts: []string{`{"a": [1]}`}, refuses: []string{`[1]`, `"x"`}},
-		{name: "json_schema", job: genq.Job{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: json.RawMessage(`{"type":"integer"}`)}}},
+		{name: "json_schema", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: json.RawMessage(`{"type":"integer"}`)}}}},
 			accepts: []string{`42`}, refuses: []string{`4.2`, `{}`}},
-		{name: "bad schema", job: genq.Job{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Schema: json.RawMessage(`{"type":"integer","not":{"const":3}}`)}}},
+		{name: "bad schema", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Schema: json.RawMessage(`{"type":"integer","not":{"const":3}}`)}}}},
 			wantErr: `response_format.json_schema.schema: the schema keyword "not"`},
-		{name: "auto", job: genq.Job{Messages: chat, Tools: testTools}, lazy: true, accepts: []string{weather, twoCalls}},
-		{name: "required", job: genq.Job{Messages: chat, Tools: testTools, ToolChoice: choice("required", "")}, accepts: []string{weather, twoCalls}},
-		{name: "required, one at a time", job: genq.Job{Messages: chat, Tools: testTools, ToolChoice: choice("required", ""), ParallelToolCalls: &no},
+		{name: "auto", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools}}, lazy: true, accepts: []string{weather, twoCalls}},
+		{name: "required", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("required", "")}}, accepts: []string{weather, twoCalls}},
+		{name: "required, one at a time", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("required", ""), ParallelToolCalls: &no}},
 			accepts: []string{weather}, refuses: []string{twoCalls}},
-		{name: "named", job: genq.Job{Messages: chat, Tools: testTools, ToolChoice: choice("", "ping")},
+		{name: "named", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("", "ping")}},
 			accepts: []string{FormatToolCall("ping", `{}`)}, refuses: []string{weather, twoCalls}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,12 +186,12 @@ func TestStrictClosesObjects(t *testing.T) {
 	yes := true
 	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
 	format := func(strict *bool) genq.Job {
-		return genq.Job{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: schema, Strict: strict}}}
+		return genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: schema, Strict: strict}}}}
 	}
 	tools := func(strict *bool) genq.Job {
 		t := tool("f", string(schema))
 		t.Function.Strict = strict
-		return genq.Job{Messages: chat, Tools: []genq.Tool{t}, ToolChoice: &genq.ToolChoice{Mode: "required"}}
+		return genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: []genq.Tool{t}, ToolChoice: &genq.ToolChoice{Mode: "required"}}}
 	}
 	extra := map[bool]string{false: `{"a":1,"b":2}`, true: FormatToolCall("f", `{"a":1,"b":2}`)}
 	cache := NewCache(8)
@@ -223,7 +223,7 @@ func TestStrictClosesObjects(t *testing.T) {
 
 func TestForJobCachesTools(t *testing.T) {
 	cache := NewCache(8)
-	job := genq.Job{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: testTools}
+	job := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: testTools}}
 	a, err := cache.ForJob(job)
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 			if info.Device.Kind != "cpu" || info.Device.Name == "" || info.Slots != 4 || info.Model != filepath.Base(tinyModels[v]) {
 				t.Fatalf("Info() = %+v", info)
 			}
-			res, err := b.Generate(context.Background(), genq.Job{ID: "1", Variant: v, Text: "Tell me a story."}, func(genq.Progress) {})
+			res, err := b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{ID: "1", Variant: v, Text: "Tell me a story."}}, func(genq.Progress) {})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestPromptTooLongIsInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := b.Generate(context.Background(), genq.Job{Text: tt.text}, nil)
+			_, err := b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{Text: tt.text}}, nil)
 			if got := genq.ErrorCode(err) == genq.Invalid; got != tt.invalid {
 				t.Fatalf("err = %v; want invalid %v", err, tt.invalid)
 			}
@@ -247,7 +247,7 @@ func generateTogether(t *testing.T, b *Backend, texts []string) ([]seqResult, []
 	t.Helper()
 	jobs := make([]genq.Job, len(texts))
 	for i, text := range texts {
-		jobs[i] = genq.Job{Text: text}
+		jobs[i] = genq.Job{Envelope: genq.Envelope{Text: text}}
 	}
 	return jobsTogether(t, b, jobs)
 }

@@ -132,7 +132,7 @@ func BenchmarkConstrainedStep(b *testing.B) {
 				out := make([]genq.Job, rows)
 				for i := range out {
 					seed := int64(round*rows + i)
-					out[i] = genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: "List twenty things."}}, Seed: &seed}
+					out[i] = genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: genq.RoleUser, Content: "List twenty things."}}, Seed: &seed}}
 					if i < constrained {
 						out[i].ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONSchema,
 							JSONSchema: &genq.JSONSchema{Name: "things", Schema: json.RawMessage(constrainedBenchSchema)}}

@@ -43,9 +43,12 @@ const (
 // bias applies among the tokens the grammar allows, so answers stay valid.
 func chatJob(id string, seed int64) genq.Job {
 	temp := 1.0
-	return genq.Job{ID: id, Messages: []genq.Message{{Role: genq.RoleUser, Content: "Answer in JSON."}},
-		Temperature: &temp, Seed: &seed,
-		LogitBias: map[int32]float64{tokQuote: 4, tokCloseBrace: 4, tokCloseArray: 4}}
+	return genq.Job{
+		Envelope: genq.Envelope{ID: id},
+		TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: genq.RoleUser, Content: "Answer in JSON."}},
+			Temperature: &temp, Seed: &seed,
+			LogitBias: map[int32]float64{tokQuote: 4, tokCloseBrace: 4, tokCloseArray: 4}},
+	}
 }
 
 // constrainedCases are the kinds of constraint a job can carry, each with
@@ -391,8 +394,8 @@ func TestConstrainedRowsBesideFreeOnes(t *testing.T) {
 	tools.Tools, tools.ToolChoice = []genq.Tool{weatherTool, timeTool}, &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
 	chat := []genq.Message{{Role: genq.RoleUser, Content: "Hello"}}
 	jobs := []genq.Job{
-		{Messages: chat, Temperature: &zero, IgnoreEOS: true},
-		{Messages: chat, Seed: &seed, IgnoreEOS: true},
+		{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, IgnoreEOS: true}},
+		{TextRequest: genq.TextRequest{Messages: chat, Seed: &seed, IgnoreEOS: true}},
 		object, tools,
 	}
 	together, errs := jobsTogether(t, b, jobs)
@@ -424,7 +427,7 @@ func TestConstrainedAnswerRestartsAfterAFailedStep(t *testing.T) {
 	errBad := errors.New("injected step failure")
 	object := chatJob("object", 4)
 	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
-	poison := genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: "poison"}}, IgnoreEOS: true}
+	poison := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: genq.RoleUser, Content: "poison"}}, IgnoreEOS: true}}
 	bad, err := b.jobPrompt(poison)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 // generate answers text as a one-message chat, with the worker's settings.
 func (b *Backend) generate(ctx context.Context, text string) (seqResult, error) {
-	return b.generateJob(ctx, genq.Job{Text: text})
+	return b.generateJob(ctx, genq.Job{Envelope: genq.Envelope{Text: text}})
 }
 
 // generateJob answers job with every detail of its result.
@@ -51,7 +51,7 @@ func greedyJobs(texts []string) []genq.Job {
 	zero := 0.0
 	jobs := make([]genq.Job, len(texts))
 	for i, text := range texts {
-		jobs[i] = genq.Job{Text: text, Temperature: &zero, Logprobs: true, TopLogprobs: 2}
+		jobs[i] = genq.Job{Envelope: genq.Envelope{Text: text}, TextRequest: genq.TextRequest{Temperature: &zero, Logprobs: true, TopLogprobs: 2}}
 	}
 	return jobs
 }

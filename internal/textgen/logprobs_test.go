@@ -20,7 +20,7 @@ func TestLogprobs(t *testing.T) {
 	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 10, Slots: 2, Temperature: 0.8, TopK: 20, IgnoreEOS: true})
 	ctx := context.Background()
 	chat := []genq.Message{{Role: "user", Content: "tell me"}}
-	raw := firstLogits(t, b, genq.Job{Messages: chat})
+	raw := firstLogits(t, b, genq.Job{TextRequest: genq.TextRequest{Messages: chat}})
 	logprob := func(id int32) float64 {
 		var sum float64
 		for _, l := range raw {
@@ -41,10 +41,10 @@ func TestLogprobs(t *testing.T) {
 		// first is the id of the answer's first token; 0: the greedy one.
 		first int32
 	}{
-		{"greedy with the top 5", genq.Job{Temperature: &zero, Logprobs: true, TopLogprobs: 5}, 5, -1},
-		{"sampled, no top", genq.Job{Logprobs: true, Seed: &seed}, 0, -2},
-		{"a bias chooses, the raw logits score", genq.Job{Temperature: &zero, Logprobs: true, TopLogprobs: 3,
-			LogitBias: map[int32]float64{letterA[0]: 100}}, 3, letterA[0]},
+		{"greedy with the top 5", genq.Job{TextRequest: genq.TextRequest{Temperature: &zero, Logprobs: true, TopLogprobs: 5}}, 5, -1},
+		{"sampled, no top", genq.Job{TextRequest: genq.TextRequest{Logprobs: true, Seed: &seed}}, 0, -2},
+		{"a bias chooses, the raw logits score", genq.Job{TextRequest: genq.TextRequest{Temperature: &zero, Logprobs: true, TopLogprobs: 3,
+			LogitBias: map[int32]float64{letterA[0]: 100}}}, 3, letterA[0]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +102,7 @@ func TestLogprobs(t *testing.T) {
 	}
 
 	t.Run("tokens from a stop string on are not the answer's", func(t *testing.T) {
-		whole, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, Logprobs: true})
+		whole, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, Logprobs: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestLogprobs(t *testing.T) {
 			t.Fatalf("no token of %q serves as a stop string", whole.Text)
 		}
 		stop, cutAt := whole.Logprobs[at].Token, whole.Logprobs[at].Offset
-		cut, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, Logprobs: true, Stop: genq.StopList{"\x01never", stop}})
+		cut, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, Logprobs: true, Stop: genq.StopList{"\x01never", stop}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,17 +127,17 @@ func TestLogprobs(t *testing.T) {
 		}
 	})
 	t.Run("a count-only job counts its prompt and runs nothing", func(t *testing.T) {
-		prompt, err := b.jobPrompt(genq.Job{Messages: chat})
+		prompt, err := b.jobPrompt(genq.Job{TextRequest: genq.TextRequest{Messages: chat}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := b.generateJob(ctx, genq.Job{Messages: chat, CountOnly: true, MaxTokens: 1})
+		n, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, CountOnly: true, MaxTokens: 1}})
 		if err != nil || n.PromptTokens != len(prompt) || n.Tokens != 0 || n.Text != "" {
 			t.Fatalf("%+v, %v; want %d prompt tokens and no answer", n, err, len(prompt))
 		}
 	})
 	t.Run("none asked, none given", func(t *testing.T) {
-		g, err := b.generateJob(ctx, genq.Job{Messages: chat, MaxTokens: 2})
+		g, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, MaxTokens: 2}})
 		if err != nil || g.Logprobs != nil {
 			t.Fatalf("%v, %v", g.Logprobs, err)
 		}
@@ -181,10 +181,10 @@ func TestScoredRowsBesideOthers(t *testing.T) {
 	chat := func(content string) []genq.Message { return []genq.Message{{Role: "user", Content: content}} }
 	zero, seed, large := 0.0, int64(9), 200
 	jobs := []genq.Job{
-		{Messages: chat("greedy"), Temperature: &zero},
-		{Messages: chat("sampled"), Seed: &seed},
-		{Messages: chat("scored"), Temperature: &zero, Logprobs: true, TopLogprobs: 2},
-		{Messages: chat("large top-k"), Seed: &seed, TopK: &large},
+		{TextRequest: genq.TextRequest{Messages: chat("greedy"), Temperature: &zero}},
+		{TextRequest: genq.TextRequest{Messages: chat("sampled"), Seed: &seed}},
+		{TextRequest: genq.TextRequest{Messages: chat("scored"), Temperature: &zero, Logprobs: true, TopLogprobs: 2}},
+		{TextRequest: genq.TextRequest{Messages: chat("large top-k"), Seed: &seed, TopK: &large}},
 	}
 	together, errs := jobsTogether(t, b, jobs)
 	if err := errors.Join(errs...); err != nil {
@@ -221,9 +221,9 @@ func TestEchoScoresThePrompt(t *testing.T) {
 		t.Fatalf("%v %v", prompt, err)
 	}
 	zero := 0.0
-	echo := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 2}
-	plain := genq.Job{PromptTokenIDs: prompt, Temperature: &zero}
-	other := genq.Job{Prompt: "Something else entirely", Temperature: &zero}
+	echo := genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 2}}
+	plain := genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, Temperature: &zero}}
+	other := genq.Job{TextRequest: genq.TextRequest{Prompt: "Something else entirely", Temperature: &zero}}
 	together, errs := jobsTogether(t, b, []genq.Job{echo, other, plain})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestEchoScoresThePrompt(t *testing.T) {
 		t.Fatalf("prompt text %q, want %q", got.PromptText, text.String())
 	}
 	for _, i := range []int{1, len(prompt) / 2, len(prompt) - 1} {
-		raw := firstLogits(t, b, genq.Job{PromptTokenIDs: prompt[:i]})
+		raw := firstLogits(t, b, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt[:i]}})
 		var sum float64
 		for _, l := range raw {
 			sum += math.Exp(float64(l))
@@ -262,7 +262,7 @@ func TestEchoScoresThePrompt(t *testing.T) {
 		}
 	}
 	// Echo without logprobs: the text alone.
-	textOnly, err := b.generateJob(ctx, genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true})
+	textOnly, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, Temperature: &zero, Echo: true}})
 	if err != nil || textOnly.PromptText != got.PromptText || textOnly.PromptLogprobs != nil {
 		t.Fatalf("echo without logprobs: %q, %d entries, %v", textOnly.PromptText, len(textOnly.PromptLogprobs), err)
 	}
@@ -285,10 +285,10 @@ func testPromptOnly(t *testing.T, kv string) {
 		t.Fatal(err)
 	}
 	zero := 0.0
-	scored := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, PromptOnly: true}
+	scored := genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, PromptOnly: true}}
 	answered := scored
 	answered.PromptOnly = false
-	other := genq.Job{Prompt: "Something else entirely", Temperature: &zero}
+	other := genq.Job{TextRequest: genq.TextRequest{Prompt: "Something else entirely", Temperature: &zero}}
 	together, errs := jobsTogether(t, b, []genq.Job{scored, other, scored})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -314,7 +314,7 @@ func testPromptOnly(t *testing.T, kv string) {
 		t.Fatalf("the job beside answered %q, alone %q (%v)", together[1].Text, otherAlone.Text, err)
 	}
 	// The whole context may be prompt: no room is kept for an answer.
-	long := genq.Job{PromptTokenIDs: make([]int32, b.cfg.ContextSize), Echo: true, PromptOnly: true}
+	long := genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: make([]int32, b.cfg.ContextSize), Echo: true, PromptOnly: true}}
 	if _, err := b.newJobRequest(long); err != nil {
 		t.Fatalf("a prompt-only job of the whole context: %v", err)
 	}
@@ -352,7 +352,7 @@ func TestEchoScoresTokensOutsideTheText(t *testing.T) {
 	}{{"end of turn", eos, genq.FinishStop}, {"another special token", special, genq.FinishLength}} {
 		t.Run(tt.name, func(t *testing.T) {
 			forced := map[int32]float64{tt.tok: genq.MaxLogitBias}
-			echo := genq.Job{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, MaxTokens: 1, LogitBias: forced}
+			echo := genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, Temperature: &zero, Echo: true, Logprobs: true, TopLogprobs: 1, MaxTokens: 1, LogitBias: forced}}
 			got, err := b.generateJob(ctx, echo)
 			if err != nil {
 				t.Fatal(err)

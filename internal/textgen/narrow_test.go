@@ -69,9 +69,9 @@ func TestDeviceNarrowingMatchesHost(t *testing.T) {
 			object := chatJob("object", 2)
 			object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
 			jobs := []genq.Job{
-				{Messages: chat("narrowed")},
-				{Messages: chat("scored"), Logprobs: true, TopLogprobs: 2, Seed: &seed},
-				{Messages: chat("biased"), LogitBias: map[int32]float64{65: 5}, Seed: &seed},
+				{TextRequest: genq.TextRequest{Messages: chat("narrowed")}},
+				{TextRequest: genq.TextRequest{Messages: chat("scored"), Logprobs: true, TopLogprobs: 2, Seed: &seed}},
+				{TextRequest: genq.TextRequest{Messages: chat("biased"), LogitBias: map[int32]float64{65: 5}, Seed: &seed}},
 				object,
 			}
 			onHost, errs := jobsTogether(t, hb, jobs)

@@ -18,7 +18,7 @@ func TestIdleSlotsBetweenBusyOnesArePadded(t *testing.T) {
 	// Each prompt long enough that its own cells beat any other slot's
 	// by more than reuseSlack: the second round goes back to them.
 	job := func(text string) genq.Job {
-		return genq.Job{Text: strings.Repeat(text+" and ", 12), Temperature: &zero, Logprobs: true, TopLogprobs: 2}
+		return genq.Job{Envelope: genq.Envelope{Text: strings.Repeat(text+" and ", 12)}, TextRequest: genq.TextRequest{Temperature: &zero, Logprobs: true, TopLogprobs: 2}}
 	}
 	// Fill the four slots, so that each holds a conversation's cells.
 	first, errs := jobsTogether(t, b, []genq.Job{job("one"), job("two"), job("three"), job("four")})

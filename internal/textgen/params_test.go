@@ -93,19 +93,19 @@ func TestJobParameters(t *testing.T) {
 	zero, seed := 0.0, int64(7)
 
 	t.Run("max tokens over the cap", func(t *testing.T) {
-		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 13}, func(genq.Progress) {})
+		_, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{ID: "x", Variant: "B"}, TextRequest: genq.TextRequest{Messages: chat, MaxTokens: 13}}, func(genq.Progress) {})
 		if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "at most 12 tokens") {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("invalid job", func(t *testing.T) {
-		_, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Prompt: "p", Stop: genq.StopList{""}}, func(genq.Progress) {})
+		_, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{ID: "x", Variant: "B"}, TextRequest: genq.TextRequest{Prompt: "p", Stop: genq.StopList{""}}}, func(genq.Progress) {})
 		if genq.ErrorCode(err) != genq.Invalid {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("detailed result", func(t *testing.T) {
-		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Messages: chat, MaxTokens: 5, Temperature: &zero}, func(genq.Progress) {})
+		res, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{ID: "x", Variant: "B"}, TextRequest: genq.TextRequest{Messages: chat, MaxTokens: 5, Temperature: &zero}}, func(genq.Progress) {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestJobParameters(t *testing.T) {
 		}
 	})
 	t.Run("text jobs keep the one-field result of POST /generate", func(t *testing.T) {
-		res, err := b.Generate(ctx, genq.Job{ID: "x", Variant: "B", Text: "hi", MaxTokens: 2}, func(genq.Progress) {})
+		res, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{ID: "x", Variant: "B", Text: "hi"}, TextRequest: genq.TextRequest{MaxTokens: 2}}, func(genq.Progress) {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,17 +131,17 @@ func TestJobParameters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text, err := b.generateJob(ctx, genq.Job{Prompt: "Once upon a time", Temperature: &zero, MaxTokens: 6})
+		text, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Prompt: "Once upon a time", Temperature: &zero, MaxTokens: 6}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tokens, err := b.generateJob(ctx, genq.Job{PromptTokenIDs: ids, Temperature: &zero, MaxTokens: 6})
+		tokens, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: ids, Temperature: &zero, MaxTokens: 6}})
 		if err != nil || tokens.Text != text.Text || tokens.PromptTokens != len(ids) {
 			t.Fatalf("from ids %+v (%v); from the text %+v", tokens, err, text)
 		}
 	})
 	t.Run("raw prompt is BOS and the text", func(t *testing.T) {
-		g, err := b.generateJob(ctx, genq.Job{Prompt: "Once upon a time", MaxTokens: 3})
+		g, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Prompt: "Once upon a time", MaxTokens: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestJobParameters(t *testing.T) {
 		}
 	})
 	t.Run("a request's top_k and min_p replace the worker's", func(t *testing.T) {
-		greedy, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero})
+		greedy, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,8 +159,8 @@ func TestJobParameters(t *testing.T) {
 		seeds := []int64{1, 2, 3}
 		for _, s := range seeds {
 			for name, job := range map[string]genq.Job{
-				"top_k 1 (narrowed on the device)": {Messages: chat, Temperature: &hot, TopK: &one, Seed: &s},
-				"min_p 1 (whole rows: top_k -1)":   {Messages: chat, Temperature: &hot, TopK: &all, MinP: &sure, Seed: &s},
+				"top_k 1 (narrowed on the device)": {TextRequest: genq.TextRequest{Messages: chat, Temperature: &hot, TopK: &one, Seed: &s}},
+				"min_p 1 (whole rows: top_k -1)":   {TextRequest: genq.TextRequest{Messages: chat, Temperature: &hot, TopK: &all, MinP: &sure, Seed: &s}},
 			} {
 				g, err := b.generateJob(ctx, job)
 				if err != nil {
@@ -171,7 +171,7 @@ func TestJobParameters(t *testing.T) {
 				}
 			}
 		}
-		hotAll, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &hot, TopK: &all, Seed: &seeds[0]})
+		hotAll, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &hot, TopK: &all, Seed: &seeds[0]}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,11 +193,11 @@ func TestJobParameters(t *testing.T) {
 		}
 		bias := map[int32]float64{ids[0]: 100, ids[1]: 100}
 		two := 2.0
-		biased, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: bias})
+		biased, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: bias}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		penalised, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: bias, FrequencyPenalty: &two})
+		penalised, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: bias, FrequencyPenalty: &two}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,17 +208,17 @@ func TestJobParameters(t *testing.T) {
 		if strings.Trim(penalised.Text, "AB") != "" || len(penalised.Text) != 12 || fewer(penalised.Text) < 3 {
 			t.Fatalf("penalised answer %q: want 12 raised letters, taking turns", penalised.Text)
 		}
-		_, err = b.generateJob(ctx, genq.Job{Messages: chat, LogitBias: map[int32]float64{1 << 20: 1}})
+		_, err = b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, LogitBias: map[int32]float64{1 << 20: 1}}})
 		if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "vocabulary has tokens 0 to") {
 			t.Fatalf("a bias beyond the vocabulary: %v", err)
 		}
 	})
 	t.Run("a seed replays, greedy and sampled rows share a batch", func(t *testing.T) {
 		jobs := []genq.Job{
-			{Messages: chat, Seed: &seed},
-			{Messages: chat, Temperature: &zero},
-			{Messages: chat, Seed: &seed},
-			{Messages: chat, Temperature: &zero},
+			{TextRequest: genq.TextRequest{Messages: chat, Seed: &seed}},
+			{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero}},
+			{TextRequest: genq.TextRequest{Messages: chat, Seed: &seed}},
+			{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero}},
 		}
 		out := make([]seqResult, len(jobs))
 		errs := make([]error, len(jobs))
@@ -256,11 +256,11 @@ func TestVLLMExtras(t *testing.T) {
 	// An end-of-turn token raised far above the rest ends the answer at
 	// once, unless the job ignores it.
 	toEOS := map[int32]float64{eos: 100}
-	ended, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: toEOS})
+	ended, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: toEOS}})
 	if err != nil || ended.Tokens != 1 || ended.FinishReason != genq.FinishStop || ended.Text != "" {
 		t.Fatalf("with the end-of-turn token raised: %+v, %v", ended, err)
 	}
-	ignored, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, LogitBias: toEOS, IgnoreEOS: true, MaxTokens: 7})
+	ignored, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: toEOS, IgnoreEOS: true, MaxTokens: 7}})
 	if err != nil || ignored.Tokens != 7 || ignored.FinishReason != genq.FinishLength {
 		t.Fatalf("ignoring it: %+v, %v", ignored, err)
 	}
@@ -268,12 +268,12 @@ func TestVLLMExtras(t *testing.T) {
 	// The tiny model's greedy answer repeats a few tokens; a strong
 	// repetition penalty spreads it over more (counted by the tokens'
 	// pieces: their text alone reads U+FFFD for many).
-	greedy, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true})
+	greedy, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	strong := 10.0
-	spread, err := b.generateJob(ctx, genq.Job{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true, RepetitionPenalty: &strong})
+	spread, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true, RepetitionPenalty: &strong}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func BenchmarkPrefill(b *testing.B) {
 						prompt[i] = int32(16 + (round*7919+i*31)%(vocab-32))
 					}
 					round++
-					g, err := be.generateJob(context.Background(), genq.Job{PromptTokenIDs: prompt, MaxTokens: 1})
+					g, err := be.generateJob(context.Background(), genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, MaxTokens: 1}})
 					if err != nil {
 						b.Fatal(err)
 					}

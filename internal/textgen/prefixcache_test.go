@@ -20,7 +20,7 @@ type conversation struct {
 
 func (c *conversation) ask(text string) genq.Job {
 	c.messages = append(c.messages, genq.Message{Role: genq.RoleUser, Content: text})
-	return genq.Job{Messages: slices.Clone(c.messages)}
+	return genq.Job{TextRequest: genq.TextRequest{Messages: slices.Clone(c.messages)}}
 }
 
 func (c *conversation) answered(text string) {
@@ -164,7 +164,7 @@ func TestCachedTokensOfAKnownConversation(t *testing.T) {
 				prompt[i] = int32(10 + 7*i%250)
 			}
 			const k = 10
-			first, err := b.generateJob(context.Background(), genq.Job{PromptTokenIDs: prompt, MaxTokens: k, IgnoreEOS: true})
+			first, err := b.generateJob(context.Background(), genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, MaxTokens: k, IgnoreEOS: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestCachedTokensOfAKnownConversation(t *testing.T) {
 				t.Fatalf("the slot holds %d tokens, want the prompt's %d and %d of its answer", len(held), len(prompt), k-1)
 			}
 			longer := append(slices.Clone(held), 5, 6, 7)
-			second, err := b.generateJob(context.Background(), genq.Job{PromptTokenIDs: longer, MaxTokens: 4})
+			second, err := b.generateJob(context.Background(), genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: longer, MaxTokens: 4}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestCachedTokensOfAKnownConversation(t *testing.T) {
 				t.Errorf("a prompt extending the held tokens reused %d, want %d", second.CachedTokens, len(held))
 			}
 			branch := append(slices.Clone(prompt[:30]), 9, 9, 9)
-			third, err := b.generateJob(context.Background(), genq.Job{PromptTokenIDs: branch, MaxTokens: 4})
+			third, err := b.generateJob(context.Background(), genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: branch, MaxTokens: 4}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,7 +297,7 @@ func TestPrefixCacheSkipsHalfWrittenCells(t *testing.T) {
 				}
 				// The loop frees the slot on its next pass: a request waits for
 				// it, one that shares no token with the turn.
-				if _, err := b.generateJob(context.Background(), genq.Job{PromptTokenIDs: []int32{3, 4, 5}, MaxTokens: 2}); err != nil {
+				if _, err := b.generateJob(context.Background(), genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: []int32{3, 4, 5}, MaxTokens: 2}}); err != nil {
 					t.Fatal(err)
 				}
 				retry(b, turn2, "cancelled")
@@ -305,7 +305,7 @@ func TestPrefixCacheSkipsHalfWrittenCells(t *testing.T) {
 			t.Run("restarted", func(t *testing.T) {
 				b := openTiny(t, genq.VariantB, cfg)
 				turn2 := setup(b)
-				other := genq.Job{Text: batchTexts[3]}
+				other := genq.Job{Envelope: genq.Envelope{Text: batchTexts[3]}}
 				poison, err := b.newJobRequest(other)
 				if err != nil {
 					t.Fatal(err)
@@ -342,7 +342,7 @@ func TestPrefixCacheSkipsHalfWrittenCells(t *testing.T) {
 func TestPrefixCacheCopiesFromABusySlot(t *testing.T) {
 	doc := strings.Repeat("The harbour opens at dawn and the ships leave with the tide. ", 6)
 	ask := func(q string) genq.Job {
-		return genq.Job{Messages: []genq.Message{{Role: genq.RoleUser, Content: doc + q}}}
+		return genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: genq.RoleUser, Content: doc + q}}}}
 	}
 	questions := []string{"Who opens it?", "When do they leave?", "What is the tide?"}
 	for _, kv := range []string{"off", "on"} {

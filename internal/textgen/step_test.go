@@ -47,7 +47,7 @@ func TestLongPromptsShareAStepWithinABudget(t *testing.T) {
 			}
 			var jobs []genq.Job
 			for i, n := range tt.lengths {
-				jobs = append(jobs, genq.Job{PromptTokenIDs: prompt(n, int32(i))})
+				jobs = append(jobs, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt(n, int32(i))}})
 			}
 			_, errs := jobsTogether(t, b, jobs)
 			for _, err := range errs {

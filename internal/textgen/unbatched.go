@@ -19,7 +19,7 @@ import (
 // still hold it until the loop's next pass, and sharing it then would mix
 // two sequences' cells. A worker never calls it.
 func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out string, err error) {
-	req, err := b.newJobRequest(genq.Job{Text: text})
+	req, err := b.newJobRequest(genq.Job{Envelope: genq.Envelope{Text: text}})
 	if err != nil {
 		return "", err
 	}

@@ -143,7 +143,7 @@ func (h *harness) startWorker(id string, b genq.Backend, drainGrace time.Duratio
 }
 
 func newJob(text string, deadline time.Time) genq.Job {
-	return genq.Job{ID: uuid.NewString(), Variant: variant, Text: text, Deadline: deadline}
+	return genq.Job{Envelope: genq.Envelope{ID: uuid.NewString(), Variant: variant, Text: text, Deadline: deadline}}
 }
 
 // run queues job and waits up to 40 s for its answer.

@@ -107,7 +107,7 @@ func timeImage(ctx context.Context, e ieEngine) (image, step time.Duration, err 
 	})
 	seed := int64(7)
 	start := time.Now()
-	if _, err := e.Generate(ctx, genq.Job{Text: "a lighthouse on a cliff at dusk", Seed: &seed}, func(genq.Progress) {}); err != nil {
+	if _, err := e.Generate(ctx, genq.Job{Envelope: genq.Envelope{Text: "a lighthouse on a cliff at dusk"}, TextRequest: genq.TextRequest{Seed: &seed}}, func(genq.Progress) {}); err != nil {
 		return 0, 0, err
 	}
 	return time.Since(start), median(steps), nil

@@ -288,7 +288,7 @@ func (b *bench) facadeOverhead(ctx context.Context) error {
 	client := &http.Client{}
 	for round := range 5 {
 		for i := range perRound {
-			job := genq.Job{ID: fmt.Sprintf("direct-%d-%d", round, i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(time.Minute)}
+			job := genq.Job{Envelope: genq.Envelope{ID: fmt.Sprintf("direct-%d-%d", round, i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(time.Minute)}}
 			t0 := time.Now()
 			if _, err := backend.Generate(ctx, job, func(genq.Progress) {}); err != nil {
 				return err
@@ -443,7 +443,7 @@ func (b *bench) engineRates(ctx context.Context, modelDir string, tokens int) (p
 				if unbatched {
 					_, err = backend.GenerateUnbatched(ctx, prompts[i])
 				} else {
-					job := genq.Job{ID: fmt.Sprintf("engine-%d-%d", r, i), Variant: genq.VariantB, Text: prompts[i], Deadline: time.Now().Add(time.Minute)}
+					job := genq.Job{Envelope: genq.Envelope{ID: fmt.Sprintf("engine-%d-%d", r, i), Variant: genq.VariantB, Text: prompts[i], Deadline: time.Now().Add(time.Minute)}}
 					_, err = backend.Generate(ctx, job, func(genq.Progress) {})
 				}
 				if err != nil {
@@ -489,7 +489,7 @@ func (b *bench) hostPerStep(ctx context.Context) error {
 		errs := make(chan error, slots)
 		for i := range slots {
 			go func() {
-				job := genq.Job{ID: fmt.Sprintf("host-step-%d", i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(10 * time.Minute)}
+				job := genq.Job{Envelope: genq.Envelope{ID: fmt.Sprintf("host-step-%d", i), Variant: genq.VariantB, Text: prompts[i%len(prompts)], Deadline: time.Now().Add(10 * time.Minute)}}
 				_, err := backend.Generate(ctx, job, func(genq.Progress) {})
 				errs <- err
 			}()

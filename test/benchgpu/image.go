@@ -57,7 +57,7 @@ func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResul
 		last = time.Now()
 	})
 	seed := int64(1)
-	job := genq.Job{Text: "a photo of an astronaut riding a horse on the moon", Seed: &seed}
+	job := genq.Job{Envelope: genq.Envelope{Text: "a photo of an astronaut riding a horse on the moon"}, TextRequest: genq.TextRequest{Seed: &seed}}
 	progress := func(genq.Progress) { last = time.Now() }
 	if _, err := b.Generate(ctx, job, progress); err != nil { // warm-up: first-call allocations
 		return nil, fmt.Errorf("warm-up image: %w", err)

@@ -63,26 +63,6 @@ func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
 	}
 }
 
-func TestReplyAllowed(t *testing.T) {
-	c := &Conn{replyPrefixes: splitPrefixes("_INBOX_api, _INBOX_batch.")}
-	for subject, want := range map[string]bool{
-		"_INBOX_api.abc.123":   true,
-		"_INBOX_batch.x.y":     true,
-		"_INBOX_apix.y":        false,
-		"_INBOX.abc":           false,
-		"genq.jobs.B":          false,
-		"_INBOX_api.>":         false,
-		"$JS.API.STREAM.PURGE": false,
-	} {
-		if got := c.ReplyAllowed(subject); got != want {
-			t.Errorf("ReplyAllowed(%q) = %v, want %v", subject, got, want)
-		}
-	}
-	if !(&Conn{}).ReplyAllowed("anything.at.all") {
-		t.Error("with no prefixes every subject is allowed")
-	}
-}
-
 // TestMaxDeliverLeavesRoomForSuspects: the consumer's delivery limit and
 // the attempts read back from it agree, with room for every charged
 // attempt, an uncharged crash after each, and a delivery that only

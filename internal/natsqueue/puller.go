@@ -14,41 +14,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Delivery is one job message handed to a worker.
-type Delivery struct {
-	msg     jetstream.Msg
-	conn    *Conn
-	variant genq.Variant // of the consumer it came from: a malformed Job may name none
-	// Job is the decoded job; Job.Attempt is this delivery's number.
-	Job genq.Job
-	// Class is the class of the consumer it came from.
-	Class Class
-	// Source says whether it came from the shared consumer, the worker's
-	// own, or another worker's.
-	Source Source
-	// Wakeup marks a wake-up signal: it carries no job and is only acked.
-	Wakeup bool
-	// Malformed is set when the body could not be decoded; Job.ID may be empty.
-	Malformed error
-	// Last is set on the last delivery the consumer makes of the message:
-	// handed back, it would never come again, and its caller would wait
-	// for nothing.
-	Last bool
-	// Queued is when the stream stored the message.
-	Queued time.Time
-	// Seq is the message's stream sequence: it tells this job from an
-	// earlier one under the same id.
-	Seq uint64
-	// Data is the raw message body, kept for dead letters.
-	Data []byte
-	// routed: it came from a worker's own consumer, which a sweep may have
-	// removed and restored, counting its deliveries afresh.
-	routed bool
-
-	progressMu   sync.Mutex
-	lastProgress time.Time
-}
-
 // Puller pulls the jobs of one variant, interactive ones before batch ones.
 // It is safe for concurrent use: every slot of a worker shares one.
 type Puller struct {
@@ -93,6 +58,35 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 			p.queues[i].maxDeliver = info.Config.MaxDeliver
 		}
 	}
+	return p, nil
+}
+
+// RouteOptions are a routed worker's settings.
+type RouteOptions struct {
+	// WorkerID names the worker's subject and consumer.
+	WorkerID string
+	// Workers lists the live workers; stealing reads their heartbeats.
+	Workers liveWorkers
+	// StealAfter is how long a job may wait unstarted on a live worker's
+	// subject before an idle worker takes it.
+	StealAfter time.Duration
+}
+
+// NewRoutedPuller is NewPuller for a worker that takes routed jobs: it
+// pulls its own consumer before the shared ones, and with a free slot and
+// nothing there takes jobs from other workers' consumers that their owner
+// did not start in time, is gone, or is draining.
+func (c *Conn) NewRoutedPuller(ctx context.Context, v genq.Variant, o RouteOptions) (*Puller, error) {
+	p, err := c.NewPuller(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	p.own = &ownQueue{token: workerToken(o.WorkerID)}
+	if _, err := p.ownQueue(ctx); err != nil {
+		return nil, err
+	}
+	p.thief = &stealer{conn: c, variant: v, ownToken: p.own.token, workers: o.Workers, after: o.StealAfter,
+		bound: map[string]*pullQueue{}, goneSince: map[string]time.Time{}}
 	return p, nil
 }
 
@@ -239,98 +233,61 @@ func validateJob(j genq.Job, v genq.Variant) error {
 	return nil
 }
 
-// InProgress tells JetStream the job is alive, resetting its AckWait.
-func (d *Delivery) InProgress() error { return d.Touch(true) }
-
-// Touch tells JetStream the job is alive; unless forced, at most once a
-// second. It is safe for concurrent use.
-func (d *Delivery) Touch(force bool) error {
-	d.progressMu.Lock()
-	defer d.progressMu.Unlock()
-	if !force && time.Since(d.lastProgress) < time.Second {
-		return nil
-	}
-	d.lastProgress = time.Now()
-	return d.msg.InProgress()
+// ownQueue is the worker's own consumer. It is bound again after a pull
+// fails: a worker frozen past its heartbeat's life may find it removed by
+// another worker's sweep.
+type ownQueue struct {
+	token string
+	mu    sync.Mutex
+	q     *pullQueue
 }
 
-// settleTry bounds one wait for the server's confirmation of a settle (an
-// ack, a term, a record or a store): short, because a confirmation lost
-// with a server that died never comes, and the next try reaches the
-// stream's new leader.
-const settleTry = 2 * time.Second
-
-// markTimeout bounds a write that is not a settle (a running mark).
-const markTimeout = 5 * time.Second
-
-// settleContext is ctx's values with a fresh timeout: an ack or a dead
-// letter must leave even when the job's own context has ended (a drain's
-// grace period over, say), or the job is run again.
-func settleContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
+func (p *Puller) ownQueue(ctx context.Context) (*pullQueue, error) {
+	p.own.mu.Lock()
+	defer p.own.mu.Unlock()
+	if p.own.q != nil {
+		return p.own.q, nil
+	}
+	cons, err := ensureRoutedConsumer(ctx, p.conn.js, p.conn.settings, p.variant, p.own.token)
+	if err != nil {
+		return nil, err
+	}
+	p.own.q = &pullQueue{class: Interactive, consumer: cons, source: FromOwn, routed: true}
+	if info := cons.CachedInfo(); info != nil {
+		p.own.q.maxDeliver = info.Config.MaxDeliver
+	}
+	return p.own.q, nil
 }
 
-// settleWithin is how long a settle is retried: the consumer's AckWait,
-// after which the server hands the job to another worker anyway.
-func (d *Delivery) settleWithin() time.Duration { return d.conn.Settings().AckWait }
-
-// The bodies of the acknowledgements a worker sends (JetStream's ack
-// protocol).
-var (
-	ackBody  = []byte("+ACK")
-	termBody = []byte("+TERM")
-)
-
-// confirm sends one acknowledgement of kind body and waits for the
-// server's answer. The server answers a repeated ack too, so a try whose
-// answer was lost can be made again.
-func (d *Delivery) confirm(ctx context.Context, body []byte) error {
-	if _, err := d.conn.nc.RequestWithContext(ctx, d.msg.Reply(), body); err != nil {
-		return fmt.Errorf("%s: %w", body, err)
+// preferred pulls a job already waiting on the worker's own consumer.
+func (p *Puller) preferred() (*Delivery, error) {
+	if p.own == nil {
+		return nil, nil
 	}
-	return nil
-}
-
-// Ack removes the job from the queue, waiting for the server to confirm.
-// A refused or unanswered ack is tried again until AckWait passes. Once one
-// try went unanswered the ack may have landed or not, and NATS cannot say:
-// the run record then says the job finished (RunRecord.Finished), so a
-// redelivery is settled without running it again.
-func (d *Delivery) Ack(ctx context.Context) error {
-	tctx, cancel := settleContext(ctx, settleTry)
-	err := d.confirm(tctx, ackBody)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	d.conn.log.Warn("ack not confirmed; trying again", "job_id", d.Job.ID, "err", err)
-	recorded := d.Wakeup || d.Job.ID == ""
-	return retryEach(context.WithoutCancel(ctx), d.settleWithin(), 2*settleTry, func(ctx context.Context) error {
-		if !recorded {
-			rctx, cancel := context.WithTimeout(ctx, settleTry)
-			err := d.putRecord(rctx, RunRecord{Finished: d.Job.Attempt})
-			cancel()
-			if err != nil {
-				d.conn.log.Warn("could not record the job as finished yet", "job_id", d.Job.ID, "err", err)
-			} else {
-				recorded = true
-			}
+	var d *Delivery
+	var err error
+	for range 2 { // a second time after binding it again
+		ctx, cancel := context.WithTimeout(context.Background(), stealLook)
+		var q *pullQueue
+		q, err = p.ownQueue(ctx)
+		cancel()
+		if err != nil {
+			return nil, err
 		}
-		return d.confirm(ctx, ackBody)
-	})
+		if d, err = p.fetch(q, 0); err == nil {
+			return d, nil
+		}
+		p.own.mu.Lock()
+		p.own.q = nil
+		p.own.mu.Unlock()
+	}
+	return nil, err
 }
 
-// term ends the job for good, retried like Ack until the server confirms.
-func (d *Delivery) term(ctx context.Context) error {
-	return retry(ctx, d.settleWithin(), func(ctx context.Context) error { return d.confirm(ctx, termBody) })
+// stolen takes a job from another worker's consumer, if one is due.
+func (p *Puller) stolen() *Delivery {
+	if p.thief == nil {
+		return nil
+	}
+	return p.thief.take(p)
 }
-
-// Retry hands the job back for another delivery after delay.
-func (d *Delivery) Retry(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
-
-// Release hands the job back at once, for another worker to run.
-func (d *Delivery) Release() error { return d.msg.Nak() }
-
-// Drop ends the job without a word to its caller: it is never delivered
-// again. For a job whose caller has gone away.
-func (d *Delivery) Drop(ctx context.Context) error { return d.term(ctx) }

@@ -24,60 +24,6 @@ const JobRecordsBucket = "GENQ_JOB_RECORDS"
 // dot, so the key is never another job's record.
 const runningSuffix = ".running"
 
-// MarkRunning writes the running mark of a job that asked for a stored
-// result, so a producer that answers for it by id (the api's GET
-// /v1/jobs/{id}) can tell a started job from a queued one. It is one
-// JetStream publish to the bucket's subject, with no bucket lookup: when
-// no api created GENQ_JOB_RECORDS (a pipeline's jobs), the publish finds
-// no stream and the mark is skipped. Interactive jobs never ask for one.
-func (d *Delivery) MarkRunning(ctx context.Context) error {
-	return d.markRunning(ctx, nil)
-}
-
-// MarkProgress writes how far a running job has got into its running mark
-// (the api's GET /v1/jobs/{id} shows it), as MarkRunning writes the mark.
-func (d *Delivery) MarkProgress(ctx context.Context, p genq.Progress) error {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	return d.markRunning(ctx, b)
-}
-
-func (d *Delivery) markRunning(ctx context.Context, value []byte) error {
-	if !d.Job.Store {
-		return nil
-	}
-	ctx, cancel := settleContext(ctx, markTimeout)
-	defer cancel()
-	_, err := d.conn.js.Publish(ctx, "$KV."+JobRecordsBucket+"."+d.Job.ID+runningSuffix, value)
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("mark job %s running: %w", d.Job.ID, err)
-	}
-	return nil
-}
-
-// Running reports whether a worker has started job id (its running mark
-// is there; see MarkRunning), and how far it has got when the worker said
-// (MarkProgress).
-func (cl *JobStore) Running(ctx context.Context, id string) (bool, genq.Progress, error) {
-	var p genq.Progress
-	raw, err := cl.JobRecord(ctx, id+runningSuffix)
-	if genq.ErrorCode(err) == genq.NotFound {
-		return false, p, nil
-	}
-	if err != nil {
-		return false, p, err
-	}
-	if len(raw) > 0 {
-		_ = json.Unmarshal(raw, &p) // a mark from an older worker is empty; one unread is no progress
-	}
-	return true, p, nil
-}
-
 // JobStore is a Client that also queues jobs without waiting for them and
 // answers for them later by id.
 type JobStore struct {
@@ -132,6 +78,24 @@ func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
 // *genq.Error with code NotFound while there is none (yet).
 func (cl *JobStore) Outcome(ctx context.Context, id string) (*genq.ReceivedResult, error) {
 	return cl.conn.FetchResult(ctx, id)
+}
+
+// Running reports whether a worker has started job id (its running mark
+// is there; see MarkRunning), and how far it has got when the worker said
+// (MarkProgress).
+func (cl *JobStore) Running(ctx context.Context, id string) (bool, genq.Progress, error) {
+	var p genq.Progress
+	raw, err := cl.JobRecord(ctx, id+runningSuffix)
+	if genq.ErrorCode(err) == genq.NotFound {
+		return false, p, nil
+	}
+	if err != nil {
+		return false, p, err
+	}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &p) // a mark from an older worker is empty; one unread is no progress
+	}
+	return true, p, nil
 }
 
 // CancelJob puts the cancel mark of job id: a worker that has not started

@@ -3,10 +3,9 @@ package natsqueue
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,94 +13,6 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 )
-
-// ReplyMeta is what the worker says about a run besides its result.
-type ReplyMeta struct {
-	Worker    string
-	QueueWait time.Duration
-	RunTime   time.Duration
-}
-
-// ErrUnsettled marks an outcome that did not happen because NATS did not
-// take the result or the dead letter: the job is still held by this worker,
-// which should hand it back with Retry. Better redelivered than lost.
-var ErrUnsettled = errors.New("the job is not settled")
-
-// Complete delivers res to the job's caller and into the results store, then
-// acks the job. The ack waits for the result to be safe, so a lost result
-// means a redelivery, never a silent loss. An error wrapping ErrUnsettled
-// says the result did not get through and the job was not acked; any other
-// error is the ack's, after the result was safe.
-func (d *Delivery) Complete(ctx context.Context, res genq.Result, meta ReplyMeta) error {
-	h := nats.Header{}
-	h.Set(HeaderJobID, d.Job.ID)
-	h.Set(HeaderStatus, StatusOK)
-	h.Set(HeaderContentType, res.ContentType)
-	h.Set(HeaderSize, strconv.Itoa(len(res.Data)))
-	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
-	h.Set(HeaderWorker, meta.Worker)
-	h.Set(HeaderQueueWaitMs, strconv.FormatInt(meta.QueueWait.Milliseconds(), 10))
-	h.Set(HeaderRunMs, strconv.FormatInt(meta.RunTime.Milliseconds(), 10))
-	if err := d.conn.deliver(ctx, d.Job, res.Data, h); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnsettled, err)
-	}
-	return d.Ack(ctx)
-}
-
-// Fail tells the job's caller why the job failed and ends it: it is never
-// delivered again. Telling is best effort; a lost error reply is logged and
-// the caller ends at its deadline. The error is the termination's.
-func (d *Delivery) Fail(ctx context.Context, reason error, meta ReplyMeta) error {
-	d.replyError(ctx, reason, meta)
-	return d.term(ctx)
-}
-
-// GiveUp copies the job to the dead-letter stream with reason, for an
-// operator to inspect or replay, tells its caller, and ends it. The dead
-// letter comes first, so a caller that has its answer can find the job
-// there. An error wrapping ErrUnsettled says the dead letter was not
-// written and the job is still held.
-func (d *Delivery) GiveUp(ctx context.Context, reason error, meta ReplyMeta) error {
-	if err := d.deadLetter(ctx, reason); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnsettled, err)
-	}
-	if d.Job.ID != "" { // a malformed message may name no caller
-		d.replyError(ctx, reason, meta)
-	}
-	return d.term(ctx)
-}
-
-// SettleCancelled ends a job whose caller cancelled it: it is never delivered
-// again, and its outcome, canceled, is stored under its id, so a producer
-// can tell its cancel took effect. Nobody waits for a reply.
-func (d *Delivery) SettleCancelled(ctx context.Context, meta ReplyMeta) error {
-	body, _ := json.Marshal(errorBody{Code: genq.Canceled, Error: "the job was cancelled by its caller"})
-	h := nats.Header{}
-	h.Set(HeaderStatus, StatusErr)
-	h.Set(HeaderErrorCode, string(genq.Canceled))
-	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
-	h.Set(HeaderWorker, meta.Worker)
-	h.Set(HeaderContentType, "application/json")
-	if err := d.conn.store(ctx, d.Job, body, h, d.settleWithin()); err != nil {
-		d.conn.log.Warn("could not store the cancelled outcome", "job_id", d.Job.ID, "err", err)
-	}
-	return d.term(ctx)
-}
-
-// replyError delivers a failure to the job's caller and into the store.
-func (d *Delivery) replyError(ctx context.Context, reason error, meta ReplyMeta) {
-	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(reason), Error: genq.ErrorMessage(reason)})
-	h := nats.Header{}
-	h.Set(HeaderJobID, d.Job.ID)
-	h.Set(HeaderStatus, StatusErr)
-	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
-	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
-	h.Set(HeaderWorker, meta.Worker)
-	h.Set(HeaderContentType, "application/json")
-	if err := d.conn.deliver(ctx, d.Job, body, h); err != nil {
-		d.conn.log.Warn("could not deliver the error reply", "job_id", d.Job.ID, "attempt", d.Job.Attempt, "err", err)
-	}
-}
 
 // storeFloor is the least time a result's store is retried for, however
 // little of its job's time is left: a result that was ready in time is
@@ -232,22 +143,33 @@ func (c *Conn) store(ctx context.Context, job genq.Job, data []byte, h nats.Head
 	return nil
 }
 
-// deadLetter copies the job's message to the dead-letter stream of its
-// variant, with the reason, retried until AckWait passes. Its message id
-// makes the stream keep one copy however many tries landed.
-func (d *Delivery) deadLetter(ctx context.Context, reason error) error {
-	h := nats.Header{}
-	h.Set(HeaderJobID, d.Job.ID)
-	h.Set(HeaderErrorCode, string(genq.ErrorCode(reason)))
-	h.Set("Genq-Error", reason.Error())
-	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
-	h.Set(HeaderMsgID, fmt.Sprintf("dead-%s-%d", d.variant, d.Seq))
-	err := retry(ctx, d.settleWithin(), func(ctx context.Context) error {
-		_, err := d.conn.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(d.variant), Header: h, Data: d.Data})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("dead-letter %s: %w", d.Job.ID, err)
+// ReplyAllowed reports whether a worker may publish a job's reply to
+// subject. A job's reply_to is whatever its producer wrote, and the worker
+// publishes with its own NATS rights: without a bound, any producer could
+// make workers publish on subjects it may not use itself (another
+// producer's inbox, say). With no prefixes configured any subject is
+// allowed, as on an open server. A prefix matches whole tokens only:
+// "_INBOX_api" allows "_INBOX_api.x", never "_INBOX_apix.y".
+func (c *Conn) ReplyAllowed(subject string) bool {
+	if len(c.replyPrefixes) == 0 {
+		return true
 	}
-	return nil
+	for _, p := range c.replyPrefixes {
+		p = strings.TrimSuffix(p, ".")
+		if strings.HasPrefix(subject, p+".") && !strings.ContainsAny(subject, "*> \t") {
+			return true
+		}
+	}
+	return false
+}
+
+// splitPrefixes reads a comma-separated list of subject prefixes.
+func splitPrefixes(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

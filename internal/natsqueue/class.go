@@ -56,39 +56,6 @@ func (c Class) Consumer(v genq.Variant) string {
 	return ConsumerName(v)
 }
 
-// PublishOption adjusts one publish.
-type PublishOption func(*publishOptions)
-
-type publishOptions struct {
-	class Class
-}
-
-// AsBatch queues the job as a batch job: on its own, larger capacity, run
-// only when no interactive job of its variant is waiting. For producers
-// nobody waits on synchronously (genqctl submit, async job routes).
-func AsBatch() PublishOption { return WithClass(Batch) }
-
-// WithClass queues the job in class c; the default is Interactive.
-func WithClass(c Class) PublishOption {
-	return func(o *publishOptions) { o.class = c }
-}
-
-func applyPublishOptions(opts []PublishOption) publishOptions {
-	var o publishOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
-// capacity is the per-variant bound of class c's stream.
-func (s Settings) capacity(c Class) int64 {
-	if c == Batch {
-		return s.BatchQueueCapacity
-	}
-	return s.QueueCapacity
-}
-
 // streamSubjects are the subjects class c's stream holds: one per variant,
 // and for interactive jobs one per variant and worker (RoutedSubject).
 func (c Class) streamSubjects() []string {
@@ -100,15 +67,4 @@ func (c Class) streamSubjects() []string {
 
 func (c Class) streamDescription() string {
 	return fmt.Sprintf("genq %s jobs, one subject per variant", c)
-}
-
-// NewBatchClient is NewClient for a producer whose jobs are all batch jobs
-// (genqctl submit): its Run queues them as AsBatch does.
-func NewBatchClient(c *Conn) (*Client, error) {
-	cl, err := NewClient(c)
-	if err != nil {
-		return nil, err
-	}
-	cl.class = Batch
-	return cl, nil
 }

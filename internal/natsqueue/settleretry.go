@@ -9,10 +9,16 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// retry calls try, each call bounded by settleTry, until it succeeds or
+// settleTry bounds one wait for the server's confirmation of a settle (an
+// ack, a term, a record or a store): short, because a confirmation lost
+// with a server that died never comes, and the next try reaches the
+// stream's new leader.
+const settleTry = 2 * time.Second
+
+// retrySettle calls try, each call bounded by settleTry, until it succeeds or
 // within passes, with a short jittered pause between calls, even when ctx
 // has ended: a settle must leave. It returns the last error.
-func retry(ctx context.Context, within time.Duration, try func(ctx context.Context) error) error {
+func retrySettle(ctx context.Context, within time.Duration, try func(ctx context.Context) error) error {
 	return retryEach(context.WithoutCancel(ctx), within, settleTry, try)
 }
 

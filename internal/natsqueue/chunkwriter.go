@@ -1,0 +1,78 @@
+package natsqueue
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// ChunkWriter publishes a streaming job's text. Sends are core NATS
+// publishes, buffered by the client and never blocking the backend; one
+// that fails leaves a gap in the sequence, which the producer sees.
+type ChunkWriter struct {
+	conn    *Conn
+	subject string
+	jobID   string
+	attempt string
+
+	mu     sync.Mutex
+	seq    int
+	closed bool
+}
+
+// Send publishes the next piece of text, with its tokens' log-probabilities
+// when there are any. After Close it does nothing: the backend may still
+// call it while it notices that its run ended.
+func (w *ChunkWriter) Send(piece genq.TextPiece) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || piece.Text == "" && len(piece.Logprobs) == 0 {
+		return
+	}
+	w.seq++
+	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: []byte(piece.Text)}
+	if len(piece.Logprobs) > 0 {
+		entries, _ := json.Marshal(piece.Logprobs) // one line: JSON escapes control characters
+		m.Header.Set(HeaderLogprobs, string(entries))
+	}
+	m.Header.Set(HeaderKind, KindChunk)
+	m.Header.Set(HeaderJobID, w.jobID)
+	m.Header.Set(HeaderAttempt, w.attempt)
+	m.Header.Set(HeaderChunkSeq, strconv.Itoa(w.seq))
+	if err := w.conn.nc.PublishMsg(m); err != nil {
+		w.conn.log.Debug("chunk lost", "job_id", w.jobID, "seq", w.seq, "err", err)
+	}
+}
+
+// SendImage publishes a preview of the job's image: its bytes, with their
+// content type and the preview's index. A preview too big for one message
+// is dropped (the producer sees a gap in the indexes).
+func (w *ChunkWriter) SendImage(piece genq.ImagePiece) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.seq++
+	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: piece.Data}
+	m.Header.Set(HeaderKind, KindChunk)
+	m.Header.Set(HeaderJobID, w.jobID)
+	m.Header.Set(HeaderAttempt, w.attempt)
+	m.Header.Set(HeaderChunkSeq, strconv.Itoa(w.seq))
+	m.Header.Set(HeaderPartial, strconv.Itoa(piece.Index))
+	m.Header.Set(HeaderContentType, piece.ContentType)
+	if err := w.conn.nc.PublishMsg(m); err != nil {
+		w.conn.log.Warn("preview lost", "job_id", w.jobID, "index", piece.Index, "bytes", len(piece.Data), "err", err)
+	}
+}
+
+// Close ends the writer: no chunk is sent after it.
+func (w *ChunkWriter) Close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
