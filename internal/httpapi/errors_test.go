@@ -14,7 +14,7 @@ import (
 )
 
 // TestStatusOf pins the one mapping from application codes to HTTP statuses
-// (the README's route table).
+// (the table of docs/api.md, "The seed routes").
 func TestStatusOf(t *testing.T) {
 	for code, want := range map[genq.Code]int{
 		genq.Invalid:      http.StatusBadRequest,

@@ -49,7 +49,7 @@ type readinessResponse struct {
 
 // handleReadiness answers at once. With no live worker it also queues a
 // wake-up signal, so an autoscaler that watches the queue starts one:
-// clients call this route ahead of traffic to wake idle nodes (README).
+// clients call this route ahead of traffic to wake idle nodes (docs/api.md).
 // Kubernetes' own readiness probe calls it too, every few seconds: that is
 // no sign of traffic, and waking on it would keep the workers from ever
 // scaling to zero.

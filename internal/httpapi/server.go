@@ -1,4 +1,4 @@
-// Package httpapi is genq's HTTP façade: the three routes of the interface contract (README's route table), OpenAI's
+// Package httpapi is genq's HTTP façade: the three routes of the interface contract (docs/api.md), OpenAI's
 // /v1 routes (and, on an internal address, /metrics). It validates a request, hands the job to the queue, and
 // waits for its result; it never runs a model itself. OpenAI's shapes are package openai's.
 package httpapi

@@ -46,7 +46,7 @@ type Config struct {
 	Threads int
 }
 
-// Defaults of variant C's pipeline parameters (README, docs/image.md) and
+// Defaults of variant C's pipeline parameters (docs/image.md) and
 // of SD3-medium.
 const (
 	DefaultSize          = 1024
