@@ -14,10 +14,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,10 +29,11 @@ import (
 	"github.com/genq/genq/internal/logging"
 	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/shutdown"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

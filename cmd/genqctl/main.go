@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
-	"syscall"
+
+	"github.com/genq/genq/internal/shutdown"
 )
 
 // env is what every subcommand gets from the process.
@@ -38,7 +38,7 @@ func commands() map[string]command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
 	e := env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
 	if err := run(ctx, os.Args[1:], e); err != nil {

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -34,12 +33,13 @@ import (
 	"github.com/genq/genq/internal/logging"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/onnx"
+	"github.com/genq/genq/internal/shutdown"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/worker"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdown.OnSignal(context.Background())
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
