@@ -84,7 +84,9 @@ test-ui: build engine $(ORT_LIB)
 	test/ui/run.sh
 
 # make run as a newcomer meets it: a taken port named by its variable,
-# every port moved, Ctrl-C stopping the worker before the api.
+# every port moved, Ctrl-C stopping the worker before the api, and its
+# process group killed (SIGKILL, or SIGTERM then SIGKILL) leaving no
+# process and no port behind.
 test-run-local: build engine
 	scripts/run-local-test.py
 

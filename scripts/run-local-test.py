@@ -12,7 +12,10 @@ temporary directory:
   4. variant C on an empty model directory, on either engine (the default
      ONNX Runtime, and IMAGE_ENGINE=ggml), writes the files that engine
      reads and answers a PNG; IMAGE_ENGINE=ggml on a directory with the
-     ONNX export alone stops at once, saying what to do.
+     ONNX export alone stops at once, saying what to do;
+  5. make run's process group sent SIGKILL, or SIGTERM then SIGKILL a
+     second later (as supervisors and test harnesses do), leaves no process
+     behind and every port free, so the next make run starts.
 """
 import json
 import os
@@ -44,6 +47,33 @@ def foreground():
     # terminal's foreground job would be.
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def session_procs(sid):
+    """The processes still alive in session sid, as "pid command" lines."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            left.append(pid + " " + stat[stat.index("(") + 1:stat.rindex(")")])
+    return left
+
+
+def port_free(port):
+    """Whether a new listener can take port, as Go's do: with SO_REUSEADDR,
+    past the TIME_WAIT of connections the killed stack had accepted."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def wait_live(p, port):
@@ -145,5 +175,33 @@ try:
     if p.returncode == 0 or "IMAGE_ENGINE=ggml reads" not in p.stderr:
         fail("IMAGE_ENGINE=ggml on an ONNX-only model directory did not stop with a sentence", p.stdout + p.stderr)
     print("ok: IMAGE_ENGINE=ggml on the ONNX export alone stops and says what to do")
+
+    # 5. make run's group killed: nothing left behind, every port free.
+    for signals in ((signal.SIGKILL,), (signal.SIGTERM, signal.SIGKILL)):
+        what = " then ".join(sig.name for sig in signals)
+        log = open(os.path.join(work, f"run-{what}.log"), "w+")
+        p = subprocess.Popen(["make", "--no-print-directory", "run"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                             preexec_fn=foreground)
+        if not wait_live(p, ports["PORT"]):
+            os.killpg(p.pid, signal.SIGKILL)
+            log.seek(0)
+            fail(f"make run did not come up before {what}", log.read())
+        for i, sig in enumerate(signals):
+            if i:
+                time.sleep(1)
+            os.killpg(p.pid, sig)
+        p.wait(timeout=30)
+        left, held = [], []
+        for _ in range(50):  # the kernel closes a killed process's sockets as it reaps it
+            left = session_procs(p.pid)
+            held = [name for name, port in ports.items() if not port_free(port)]
+            if not left and not held:
+                break
+            time.sleep(0.1)
+        if left or held:
+            for line in left:
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            fail(f"{what} to make run's group left processes {left} and ports {held}")
+        print(f"ok: {what} to make run's group leaves no process and no port behind")
 finally:
     shutil.rmtree(work, ignore_errors=True)

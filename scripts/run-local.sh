@@ -5,10 +5,12 @@
 # variable: PORT, EMBEDDED_NATS_PORT, API_METRICS_ADDR (the api's metrics)
 # and METRICS_ADDR (the worker's).
 set -euo pipefail
-# Job control puts each process in a group of its own, so Ctrl-C reaches
-# this script alone, and stop() ends the worker before the api: a worker
-# whose NATS went first would warn at every pull.
-set -m
+# The api and the worker stay in this script's process group (no job
+# control), so a signal to make run's group, SIGKILL included, ends them
+# with it and leaves no port held. Started in the background of a script
+# they inherit SIGINT ignored, and keep it so (cmd/api, cmd/worker): Ctrl-C
+# reaches this script's trap alone, and stop() ends the worker before the
+# api, since a worker whose NATS went first would warn at every pull.
 cd "$(dirname "$0")/.."
 
 VARIANT="${VARIANT:-B}"
