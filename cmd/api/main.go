@@ -36,7 +36,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -65,13 +65,13 @@ type config struct {
 	routeByPrefix bool
 }
 
-func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+func parseConfig(args []string, lookup func(string) (string, bool), out io.Writer) (config, error) {
 	var c config
-	fs := envflag.New("api", getenv, out)
+	fs := envflag.NewLookup("api", lookup, out)
 	fs.String(&c.variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.addr, "addr", "ADDR", "", "listen address; overrides --port")
 	fs.Int(&c.port, "port", "PORT", 8080, "HTTP port (80 in the container)")
-	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
+	fs.StringOff(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
 	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	c.nats.RegisterFlags(fs, "")
 	c.queue.RegisterFlags(fs)
@@ -143,11 +143,12 @@ func loadAPIKeys(list, file string) ([]string, error) {
 	return keys, nil
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout io.Writer) error {
+	getenv := func(k string) string { v, _ := lookup(k); return v }
 	if len(args) == 1 && args[0] == "healthcheck" {
 		return healthcheck.Probe(ctx, "http://127.0.0.1:"+cmp.Or(getenv("PORT"), "8080")+"/")
 	}
-	cfg, err := parseConfig(args, getenv, stdout)
+	cfg, err := parseConfig(args, lookup, stdout)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ var connectCluster = deploy.Connect
 type deployConfig struct {
 	opts       deploy.Options
 	variant    string
-	gpuValues  listFlag
+	gpuValues  []string
 	service    string
 	dryRun     bool
 	wait       time.Duration
@@ -128,7 +128,7 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 	fs.String(&cfg.opts.Namespace, "namespace", "GENQ_NAMESPACE", "genq", "namespace, created when missing")
 	fs.BoolVar(&cfg.dryRun, "dry-run", false, "print the manifests instead of applying them")
 	fs.String(&cfg.opts.GPULabel, "gpu-label", "GENQ_GPU_LABEL", deploy.DefaultGPULabel, "node label that tells GPU types apart")
-	cfg.gpuValues.bind(fs, "gpu-label-value", "GENQ_GPU_LABEL_VALUE", e.getenv, "accepted value of --gpu-label, repeatable (default: the GPU type's products, docs/deploy.md)")
+	fs.List(&cfg.gpuValues, "gpu-label-value", "GENQ_GPU_LABEL_VALUE", "accepted value of --gpu-label, repeatable (default: the GPU type's products, docs/deploy.md)")
 	fs.String(&cfg.opts.Registry, "registry", "GENQ_REGISTRY", "genq", "image registry and path: images are <registry>/genq-api:<tag> and <registry>/genq-worker-<variant>:<tag>")
 	fs.String(&cfg.opts.Tag, "tag", "GENQ_IMAGE_TAG", "latest", "image tag")
 	fs.String(&cfg.opts.NATSURL, "nats-url", "GENQ_CLUSTER_NATS_URL", "", "NATS URL inside the cluster (default the official chart's Service in namespace nats)")

@@ -24,7 +24,7 @@ const containerDir = "/models"
 // downloadConfig is what the flags and the environment say.
 type downloadConfig struct {
 	variant, repo, revision, dir string
-	include, exclude             listFlag
+	include, exclude             []string
 	noDefaultExcludes            bool
 	endpoint, tokenFile          string
 	parallel, retries            int
@@ -87,8 +87,8 @@ func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	fs.String(&cfg.repo, "repo", "GENQ_MODEL_REPO", "", "hub repository id, owner/name (default: the variant's, see docs/download.md)")
 	fs.String(&cfg.revision, "revision", "GENQ_MODEL_REVISION", "main", "branch, tag or commit sha")
 	fs.String(&cfg.dir, "dir", "GENQ_MODEL_DIR", "", "target directory (default models/<variant>, or "+containerDir+" when GENQ_IN_CONTAINER=1)")
-	cfg.include.bind(fs, "include", "GENQ_INCLUDE", e.getenv, "glob of files to download, repeatable; * matches across / (default: the variant's patterns when --repo is the variant's)")
-	cfg.exclude.bind(fs, "exclude", "GENQ_EXCLUDE", e.getenv, "glob of files to skip, repeatable, added to *.pt and *.bin")
+	fs.List(&cfg.include, "include", "GENQ_INCLUDE", "glob of files to download, repeatable; * matches across / (default: the variant's patterns when --repo is the variant's)")
+	fs.List(&cfg.exclude, "exclude", "GENQ_EXCLUDE", "glob of files to skip, repeatable, added to *.pt and *.bin")
 	fs.Bool(&cfg.noDefaultExcludes, "no-default-excludes", "GENQ_NO_DEFAULT_EXCLUDES", false, "do not skip *.pt and *.bin")
 	fs.String(&cfg.endpoint, "endpoint", "HF_ENDPOINT", hub.DefaultEndpoint, "hub base URL")
 	fs.String(&cfg.tokenFile, "token-file", "HF_TOKEN_PATH", "", "file holding the hub token, such as a BuildKit secret /run/secrets/hf_token; HF_TOKEN, HUGGING_FACE_HUB_TOKEN or MODEL_HUB_TOKEN win over it")
@@ -224,37 +224,4 @@ func patternList(p []string) string {
 		return "(all)"
 	}
 	return strings.Join(p, " ")
-}
-
-// listFlag is a repeatable flag whose environment variable holds a
-// comma-separated list; given on the command line, it replaces the variable.
-type listFlag []string
-
-type listValue struct {
-	list  *listFlag
-	fresh bool // the environment's value has not been replaced yet
-}
-
-func (l *listFlag) bind(fs *envflag.Set, name, envName string, getenv func(string) string, usage string) {
-	for p := range strings.SplitSeq(getenv(envName), ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	fs.Var(&listValue{list: l, fresh: true}, name, fmt.Sprintf("%s (env %s, comma-separated)", usage, envName))
-}
-
-func (v *listValue) String() string {
-	if v == nil || v.list == nil {
-		return ""
-	}
-	return strings.Join(*v.list, ",")
-}
-
-func (v *listValue) Set(s string) error {
-	if v.fresh {
-		*v.list, v.fresh = nil, false
-	}
-	*v.list = append(*v.list, s)
-	return nil
 }

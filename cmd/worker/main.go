@@ -41,7 +41,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -69,8 +69,9 @@ type config struct {
 	imageT5     string // IMAGE_T5: on or off (ggml only)
 }
 
-func parseConfig(args []string, getenv func(string) string, out io.Writer) (config, error) {
+func parseConfig(args []string, lookup func(string) (string, bool), out io.Writer) (config, error) {
 	var c config
+	getenv := func(k string) string { v, _ := lookup(k); return v }
 	// The variant decides defaults of other flags (model directory, slots,
 	// text context), so it is read before the rest are declared.
 	v, err := genq.ParseVariant(variantArg(args, getenv))
@@ -80,7 +81,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	c.variant = v
 	host, _ := os.Hostname()
 	var variant string
-	fs := envflag.New("worker", getenv, out)
+	fs := envflag.NewLookup("worker", lookup, out)
 	fs.String(&variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.modelDir, "model-dir", "MODEL_DIR", genq.DefaultModelDir(v, getenv), "directory of the model (/models in containers)")
 	defaultSlots, slotsHelp := v.Spec().Slots, "jobs run at once"
@@ -91,7 +92,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (conf
 	}
 	fs.Int(&c.slots, "slots", "SLOTS", defaultSlots, slotsHelp)
 	fs.String(&c.workerID, "worker-id", "WORKER_ID", host+"-"+uuid.NewString()[:8], "this worker's id in heartbeats and logs")
-	fs.String(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", defaultMetricsAddr, "address of /metrics and /healthz (empty: off; when the default is taken, a free port)")
+	fs.StringOff(&c.metricsAddr, "metrics-addr", "METRICS_ADDR", defaultMetricsAddr, "address of /metrics and /healthz (empty: off; when the default is taken, a free port)")
 	fs.String(&c.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	c.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
 	c.queue.RegisterFlags(fs)
@@ -146,7 +147,8 @@ func variantArg(args []string, getenv func(string) string) string {
 	return "B"
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout io.Writer) error {
+	getenv := func(k string) string { v, _ := lookup(k); return v }
 	if len(args) == 1 && args[0] == "healthcheck" {
 		url, err := healthcheck.LocalURL(cmp.Or(getenv("METRICS_ADDR"), defaultMetricsAddr), "/healthz")
 		if err != nil {
@@ -155,7 +157,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return healthcheck.Probe(ctx, url)
 	}
 	started := time.Now()
-	cfg, err := parseConfig(args, getenv, stdout)
+	cfg, err := parseConfig(args, lookup, stdout)
 	if err != nil {
 		return err
 	}
