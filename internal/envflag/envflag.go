@@ -78,8 +78,8 @@ func (s *Set) Section(title string) { s.section = title }
 
 // Adopted notes, for the configuration reference, that other processes
 // never read env themselves but take its value from the process that
-// declares it; how says who and how ("the api, from the workers'
-// heartbeats"). env must be declared on s already.
+// declares it; how says who and how, as a clause ("the api takes it from
+// the workers' heartbeats"). env must be declared on s already.
 func (s *Set) Adopted(env, how string) {
 	for i := range s.settings {
 		if s.settings[i].Env == env {
@@ -249,7 +249,7 @@ func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
 
 // Duration binds a duration setting, written like 30s or 5m.
 func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
-	s.record(name, env, def.String(), usage, false, false)
+	s.record(name, env, durationText(def), usage, false, false)
 	if v, ok := s.env(env); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -263,6 +263,19 @@ func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, us
 		return
 	}
 	s.DurationVar(p, name, def, label(env, usage))
+}
+
+// durationText is d as one writes it: 1h and 2m, not 1h0m0s and 2m0s.
+func durationText(d time.Duration) string {
+	t := d.String()
+	t, _ = strings.CutSuffix(t, "m0s")
+	if t != d.String() {
+		t += "m"
+	}
+	if u, ok := strings.CutSuffix(t, "h0m"); ok {
+		t = u + "h"
+	}
+	return t
 }
 
 // List binds a list: comma-separated in the variable, one item per use of

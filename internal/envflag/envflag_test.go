@@ -101,6 +101,17 @@ func TestSettingsRecordTheDeclarations(t *testing.T) {
 	}
 }
 
+func TestDurationText(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Hour: "1h", 720 * time.Hour: "720h", 2 * time.Minute: "2m", 90 * time.Second: "1m30s",
+		25 * time.Millisecond: "25ms", 0: "0s", time.Hour + time.Minute: "1h1m", time.Hour + time.Second: "1h0m1s",
+	} {
+		if got := durationText(d); got != want {
+			t.Errorf("durationText(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 // TestListFlagReplacesTheVariable: a list given on the command line
 // replaces the variable's, item by item.
 func TestListFlagReplacesTheVariable(t *testing.T) {
