@@ -52,7 +52,7 @@ VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS
 pids+=($!)
 # Variant C: 64×64 images in 2 steps by default, so each takes milliseconds.
 VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_NATS_STORE="$work/nats-c" \
-	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 LOG_LEVEL=warn \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s LOG_LEVEL=warn \
 	bin/api >"$work/api-c.log" 2>&1 &
 pids+=($!)
 VARIANT=C MODEL_DIR="$work/model-c" NATS_URL="nats://127.0.0.1:$nats_port_c" METRICS_ADDR=127.0.0.1:0 \

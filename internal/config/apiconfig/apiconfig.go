@@ -65,8 +65,6 @@ func (c *Config) Register(fs *envflag.Set) {
 	fs.Int64(&c.HTTP.MaxV1BodyBytes, "max-v1-body-bytes", "MAX_V1_BODY_BYTES", 8<<20, "largest request body on the /v1 routes (conversations, tools, schemas); more gets 413")
 	fs.Int(&c.HTTP.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 64<<10, "longest text in bytes; more gets 400")
 	fs.Int(&c.HTTP.Images.MaxN, "image-max-n", "IMAGE_MAX_N", httpapi.DefaultImageMaxN, "variant C: most images per POST /v1/images/generations")
-	fs.Int(&c.HTTP.Images.MaxSize, "image-max-size", "IMAGE_MAX_SIZE", httpapi.DefaultImageMaxSize, "variant C: largest width or height a request may ask for (give the workers the same)")
-	fs.Int(&c.HTTP.Images.MaxSteps, "image-max-steps", "IMAGE_MAX_STEPS", httpapi.DefaultImageMaxSteps, "variant C: most num_inference_steps a request may ask for (give the workers the same)")
 	fs.Duration(&c.HTTP.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
 	fs.Duration(&c.HTTP.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
 	fs.Duration(&c.HTTP.ReadHeaderTimeout, "read-header-timeout", "READ_HEADER_TIMEOUT", 10*time.Second, "time a client has to send its request headers (slow clients are cut off)")
