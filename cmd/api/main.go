@@ -83,9 +83,10 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return err
 	}
-	if cfg.RouteByPrefix {
-		client.RouteBy(natsqueue.NewRouter(workers))
-	}
+	// A conversation's turns go to the worker whose prefix cache holds
+	// it, among the workers whose heartbeats say they take routed jobs
+	// (their ROUTE_BY_PREFIX); with fewer than two, to the shared subject.
+	client.RouteBy(natsqueue.NewRouter(workers))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -36,7 +36,6 @@ type Config struct {
 	APIKeysFile        string
 	WebhookAllow       string
 	ShutdownGrace      time.Duration
-	RouteByPrefix      bool
 }
 
 // Register declares the api's settings on fs, binding them to c.
@@ -81,9 +80,6 @@ func (c *Config) Register(fs *envflag.Set) {
 	fs.Section("Batch API")
 	fs.Int64(&c.HTTP.Batches.MaxFileBytes, "max-file-bytes", "MAX_FILE_BYTES", httpapi.DefaultMaxFileBytes, "largest file POST /v1/files takes (a batch's input); more gets 413")
 	fs.Duration(&c.HTTP.Batches.FileTTL, "file-ttl", "FILE_TTL", httpapi.DefaultFileTTL, "how long files and batches are kept in JetStream")
-
-	fs.Section("Routing by prefix")
-	natsqueue.RegisterRouteFlag(fs, &c.RouteByPrefix)
 }
 
 // Parse reads the api's settings from args and the environment (lookup,

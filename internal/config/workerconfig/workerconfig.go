@@ -79,6 +79,7 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 
 	fs.Section("Routing by prefix")
 	natsqueue.RegisterRouteFlag(fs, &c.Runtime.RouteByPrefix)
+	fs.Adopted("ROUTE_BY_PREFIX", "the api routes a conversation's turns only to the workers whose heartbeats say they take routed jobs")
 	fs.Duration(&c.Runtime.StealAfter, "route-steal-after", "ROUTE_STEAL_AFTER", natsqueue.DefaultStealAfter, "with ROUTE_BY_PREFIX: how long a job routed to a busy or stopped worker waits before an idle worker takes it")
 
 	fs.Section("Text engine")
