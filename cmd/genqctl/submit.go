@@ -100,7 +100,10 @@ func parseSubmitFlags(args []string, e env) (submitConfig, error) {
 	if err != nil {
 		return cfg, usageError{err.Error()}
 	}
-	cfg.in, cfg.out, cfg.strict, cfg.nats, cfg.queue = c.In, c.Out, c.Strict, c.NATS, c.Queue
+	cfg.in, cfg.out, cfg.strict, cfg.nats = c.In, c.Out, c.Strict, c.NATS
+	// The api owns the queue's settings: use the assets as it made them.
+	cfg.queue = natsqueue.DefaultSettings()
+	cfg.queue.Adopt = true
 	cfg.batch.Variant, cfg.batch.Concurrency, cfg.batch.Timeout = v, c.Concurrency, c.Timeout
 	switch {
 	case cfg.in == "":

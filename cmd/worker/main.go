@@ -94,14 +94,20 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		"slots", info.Slots, "load", time.Since(started).Round(time.Millisecond).String())
 
 	cfg.NATS.Name = "genq-worker-" + cfg.WorkerID
-	// The server redelivers by the consumer's AckWait and attempts, not by
-	// this worker's flags: serve the consumer as it is, and follow it.
-	cfg.Queue.AdoptConsumer = true
-	conn, err := natsqueue.Dial(ctx, cfg.NATS, cfg.Queue, log, cfg.Variant)
+	// The api owns the queue's settings: serve the streams, buckets and
+	// consumer as it made them (a missing one is made with the defaults,
+	// until the api starts), and follow them.
+	queue := natsqueue.DefaultSettings()
+	queue.Adopt = true
+	conn, err := natsqueue.Dial(ctx, cfg.NATS, queue, log, cfg.Variant)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if ttl := conn.Settings().HeartbeatTTL; cfg.Runtime.HeartbeatEvery >= ttl {
+		log.Warn("HEARTBEAT_INTERVAL is not shorter than the api's HEARTBEAT_TTL: the api counts this worker gone between its heartbeats",
+			"heartbeat_interval", cfg.Runtime.HeartbeatEvery.String(), "heartbeat_ttl", ttl.String())
+	}
 	go conn.FollowConsumerLimits(ctx, cfg.Variant, 30*time.Second)
 
 	reg := prometheus.NewRegistry()

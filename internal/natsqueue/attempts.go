@@ -45,11 +45,10 @@ type RunRecord struct {
 // while its job can be delivered, so it lives as long as a queued job.
 func ensureAttemptsBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
 	return ensureAsset(ctx, "bucket "+AttemptsBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		return s.putKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
 			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
 		})
-		return err
 	})
 }
 

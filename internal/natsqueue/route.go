@@ -109,13 +109,13 @@ func rendezvousScore(key, worker string) uint64 {
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
-// ensureRoutedConsumer creates, or with AdoptConsumer leaves as it is, the
+// ensureRoutedConsumer creates, or with Adopt leaves as it is, the
 // durable consumer of one worker's subject: the shared consumer's settings
 // over the worker's subject alone, so a delivery from it is acked, retried
 // and dead-lettered by the same rules.
 func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Settings, v genq.Variant, token string) (jetstream.Consumer, error) {
 	name := routedConsumerPrefix(v) + token
-	if s.AdoptConsumer {
+	if s.Adopt {
 		if c, err := js.Consumer(ctx, JobsStream, name); err == nil {
 			return c, nil
 		}

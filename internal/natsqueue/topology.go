@@ -12,9 +12,10 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Settings are the limits of the JetStream assets. The api and the workers
-// both apply them at start-up, so they read the same environment variables;
-// whoever starts last wins if they differ.
+// Settings are the limits of the JetStream assets. The api owns them: it
+// creates or updates the assets with its settings at start-up. The workers
+// and genqctl submit adopt the assets as they find them (Adopt), so that
+// one process's flags decide.
 type Settings struct {
 	// QueueCapacity bounds the jobs of one variant in the stream, queued or
 	// running. A publish beyond it is refused: the api answers 429.
@@ -43,12 +44,14 @@ type Settings struct {
 	Replicas int
 	// Memory keeps assets in memory instead of on disk (tests only).
 	Memory bool
-	// AdoptConsumer leaves an existing consumer's settings as they are
-	// instead of writing AckWait and MaxAttempts over them: a worker serves
-	// the consumer it finds (the api's, or an operator's), so workers started
-	// with other flags do not flip them back and forth. A missing consumer
-	// is still created.
-	AdoptConsumer bool
+	// Adopt leaves every existing stream, bucket and consumer as it is
+	// instead of writing these settings over them, and reads the settings
+	// back from them (Conn.Settings): a worker serves the assets the api
+	// made (or an operator), so processes started with other settings do
+	// not flip them back and forth. A missing asset is still created, with
+	// these settings (a worker started before any api); the api's values
+	// replace them when it starts, and FollowConsumerLimits follows.
+	Adopt bool
 }
 
 // DefaultSettings are the protocol's documented defaults.
@@ -109,7 +112,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 	// are; GENQ_BATCH_JOBS is added beside it.
 	for _, c := range []Class{Interactive, Batch} {
 		if err := ensureAsset(ctx, "stream "+c.Stream(), func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			return s.putStream(ctx, js, jetstream.StreamConfig{
 				Name:                 c.Stream(),
 				Description:          c.streamDescription(),
 				Subjects:             c.streamSubjects(),
@@ -122,13 +125,12 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 				Storage:              s.storage(),
 				Replicas:             s.replicas(),
 			})
-			return err
 		}); err != nil {
 			return err
 		}
 	}
 	err := ensureAsset(ctx, "stream "+DeadStream, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		return s.putStream(ctx, js, jetstream.StreamConfig{
 			Name:        DeadStream,
 			Description: "genq jobs that failed every attempt",
 			Subjects:    []string{fmt.Sprintf(deadSubjectFmt, "*")},
@@ -139,7 +141,6 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 			Storage:     s.storage(),
 			Replicas:    s.replicas(),
 		})
-		return err
 	})
 	if err != nil {
 		return err
@@ -158,20 +159,18 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		return err
 	}
 	if err := ensureAsset(ctx, "bucket "+CancelBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		return s.putKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: CancelBucket, Description: "genq cancelled jobs",
 			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
 		})
-		return err
 	}); err != nil {
 		return err
 	}
 	return ensureAsset(ctx, "object store "+ResultsBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		return s.putObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 			Bucket: ResultsBucket, Description: "genq results kept for fetch by job id",
 			TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
 		})
-		return err
 	})
 }
 
@@ -209,7 +208,7 @@ func transient(err error) bool {
 // ensureConsumer creates or updates the durable consumer of class c's
 // stream for variant v.
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c Class, v genq.Variant) error {
-	if s.AdoptConsumer {
+	if s.Adopt {
 		if _, err := js.Consumer(ctx, c.Stream(), c.Consumer(v)); err == nil {
 			return nil
 		}
@@ -236,11 +235,10 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 // when the server says it is missing.
 func ensureWorkersBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
 	return ensureAsset(ctx, "bucket "+WorkersBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		return s.putKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: WorkersBucket, Description: "genq worker heartbeats",
 			TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
 		})
-		return err
 	})
 }
 

@@ -49,6 +49,20 @@ func (c *Config) Register(fs *envflag.Set) {
 	c.NATS.RegisterFlags(fs, "")
 	fs.Section("Queue")
 	c.Queue.RegisterFlags(fs)
+	// The workers and genqctl submit adopt the assets the api makes.
+	for _, a := range []struct {
+		from string
+		envs []string
+	}{
+		{"the workers and genqctl submit take it from the job streams as the api made them", []string{"QUEUE_CAPACITY", "BATCH_QUEUE_CAPACITY", "JOB_MAX_AGE", "DEDUP_WINDOW", "NATS_REPLICAS"}},
+		{"the workers take it from their consumer (its ack wait, its deliveries), rereading it every 30 s", []string{"JOB_ACK_WAIT", "JOB_MAX_ATTEMPTS"}},
+		{"the workers take it from the results store as the api made it", []string{"RESULT_TTL", "RESULT_MAX_BYTES"}},
+		{"the workers take it from the heartbeat bucket as the api made it", []string{"HEARTBEAT_TTL"}},
+	} {
+		for _, env := range a.envs {
+			fs.Adopted(env, a.from)
+		}
+	}
 	fs.Section("Embedded NATS server")
 	fs.Int(&c.EmbeddedPort, "embedded-nats-port", "EMBEDDED_NATS_PORT", 4222, "port of the embedded nats-server, used when NATS_URL is empty")
 	fs.String(&c.EmbeddedStore, "embedded-nats-store", "EMBEDDED_NATS_STORE", ".genq/nats", "JetStream storage directory of the embedded nats-server")

@@ -33,7 +33,6 @@ type Submit struct {
 	Timeout     time.Duration
 	Strict      bool
 	NATS        natsqueue.ConnectOptions
-	Queue       natsqueue.Settings
 }
 
 // Register declares genqctl submit's settings on fs.
@@ -47,8 +46,6 @@ func (c *Submit) Register(fs *envflag.Set) {
 	fs.Bool(&c.Strict, "strict", "", false, "abort before submitting anything when a line is bad (default: report it and go on)")
 	fs.Section("NATS connection")
 	c.NATS.RegisterFlags(fs, "nats://127.0.0.1:4222")
-	fs.Section("Queue")
-	c.Queue.RegisterFlags(fs)
 }
 
 // Download is genqctl download's settings.
@@ -94,7 +91,11 @@ func declareHubTokens(fs *envflag.Set) {
 	names := hub.TokenEnvVars()
 	for i, name := range names {
 		usage := "hub access token"
-		if i > 0 {
+		switch i {
+		case 0:
+		case 1:
+			usage += ", when " + names[0] + " is unset"
+		default:
 			usage += ", when " + strings.Join(names[:i], " and ") + " are unset"
 		}
 		fs.Secret(new(string), "", name, usage)

@@ -35,7 +35,6 @@ type Config struct {
 	LogLevel    string
 	GOGC        string // Go's own variable; declared here for the reference
 	NATS        natsqueue.ConnectOptions
-	Queue       natsqueue.Settings
 	Runtime     worker.Config
 	Text        textgen.Config
 	Image       onnx.Config
@@ -55,8 +54,6 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 
 	fs.Section("NATS connection")
 	c.NATS.RegisterFlags(fs, "nats://127.0.0.1:4222")
-	fs.Section("Queue")
-	c.Queue.RegisterFlags(fs)
 
 	fs.Section("Worker")
 	fs.String(&c.ModelDir, "model-dir", "MODEL_DIR", "", "directory of the model (default models/<variant>, or /models when GENQ_IN_CONTAINER=1)")
