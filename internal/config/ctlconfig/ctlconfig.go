@@ -5,6 +5,7 @@
 package ctlconfig
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/genq/genq/internal/deploy"
 	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/hub"
 	"github.com/genq/genq/internal/natsqueue"
 )
@@ -75,7 +77,7 @@ func (c *Download) Register(fs *envflag.Set) {
 	fs.List(&c.Include, "include", "GENQ_INCLUDE", "glob of files to download, repeatable; * matches across / (default: the variant's patterns when --repo is the variant's)")
 	fs.List(&c.Exclude, "exclude", "GENQ_EXCLUDE", "glob of files to skip, repeatable, added to *.pt and *.bin")
 	fs.Bool(&c.NoDefaultExcludes, "no-default-excludes", "GENQ_NO_DEFAULT_EXCLUDES", false, "do not skip *.pt and *.bin")
-	fs.String(&c.Endpoint, "endpoint", "HF_ENDPOINT", hub.DefaultEndpoint, "hub base URL")
+	fs.String(&c.Endpoint, "endpoint", "HF_ENDPOINT", hub.DefaultEndpoint, "hub base URL (the hub's own variable)")
 	declareHubTokens(fs)
 	fs.String(&c.TokenFile, "token-file", "HF_TOKEN_PATH", "", "file holding the hub token, such as a BuildKit secret /run/secrets/hf_token; "+strings.Join(hub.TokenEnvVars(), ", ")+" win over it")
 	fs.Int(&c.Parallel, "parallel", "GENQ_DOWNLOAD_PARALLEL", 4, "files downloaded at once")
@@ -117,6 +119,7 @@ type Deploy struct {
 
 // Register declares genqctl deploy's settings on fs.
 func (c *Deploy) Register(fs *envflag.Set) {
+	def := deploy.DefaultOptions(genq.VariantB)
 	fs.Section(DeploySection)
 	fs.String(&c.Variant, "variant", "VARIANT", "B", "variant to deploy: A, B (text) or C (images)")
 	fs.Int(&c.Opts.GPUs, "gpus", "", 0, "GPUs per worker: 1, 2, 4 or 8 (required)")
@@ -128,14 +131,14 @@ func (c *Deploy) Register(fs *envflag.Set) {
 	fs.List(&c.GPUValues, "gpu-label-value", "GENQ_GPU_LABEL_VALUE", "accepted value of --gpu-label, repeatable (default: the GPU type's products, docs/deploy.md)")
 	fs.String(&c.Opts.Registry, "registry", "GENQ_REGISTRY", "genq", "image registry and path: images are <registry>/genq-api:<tag> and <registry>/genq-worker-<variant>:<tag>")
 	fs.String(&c.Opts.Tag, "tag", "GENQ_IMAGE_TAG", "latest", "image tag")
-	fs.String(&c.Opts.NATSURL, "nats-url", "GENQ_CLUSTER_NATS_URL", "", "NATS URL inside the cluster (default the official chart's Service in namespace nats)")
-	fs.String(&c.Opts.NATSMonitoringEndpoint, "nats-monitoring", "GENQ_NATS_MONITORING", "", "host:port of NATS monitoring for KEDA (default the chart's headless Service, port 8222)")
-	fs.String(&c.Opts.NATSNamespace, "nats-namespace", "GENQ_NATS_NAMESPACE", "", "namespace of NATS, where its users' passwords are kept (Secret "+deploy.NATSUsersSecret+"; default nats)")
-	fs.Int(&c.Opts.NATSReplicas, "nats-replicas", "GENQ_NATS_REPLICAS", 0, "JetStream replicas of genq's streams and buckets, at most the NATS servers (default 3, as deploy/nats/values.yaml runs)")
-	fs.Int(&c.Opts.MaxWorkers, "max-workers", "GENQ_MAX_WORKERS", 0, "most workers KEDA starts (default 4)")
-	fs.String(&c.ServiceType, "service-type", "GENQ_SERVICE_TYPE", string(corev1.ServiceTypeLoadBalancer), "api Service type: LoadBalancer, NodePort or ClusterIP")
+	fs.String(&c.Opts.NATSURL, "nats-url", "GENQ_CLUSTER_NATS_URL", "", "NATS URL inside the cluster, for the api and the workers (default "+def.NATSURL+", the official chart's Service)")
+	fs.String(&c.Opts.NATSMonitoringEndpoint, "nats-monitoring", "GENQ_NATS_MONITORING", "", "host:port of NATS monitoring for KEDA (default "+def.NATSMonitoringEndpoint+", the chart's headless Service)")
+	fs.String(&c.Opts.NATSNamespace, "nats-namespace", "GENQ_NATS_NAMESPACE", "", "namespace of NATS, where its users' passwords are kept (Secret "+deploy.NATSUsersSecret+"; default "+def.NATSNamespace+")")
+	fs.Int(&c.Opts.NATSReplicas, "nats-replicas", "GENQ_NATS_REPLICAS", 0, "JetStream replicas of genq's streams and buckets, the api's NATS_REPLICAS, at most the NATS servers (default "+strconv.Itoa(def.NATSReplicas)+", as deploy/nats/values.yaml runs)")
+	fs.Int(&c.Opts.MaxWorkers, "max-workers", "GENQ_MAX_WORKERS", 0, "most workers KEDA starts, its maxReplicaCount (default "+strconv.Itoa(def.MaxWorkers)+")")
+	fs.String(&c.ServiceType, "service-type", "GENQ_SERVICE_TYPE", string(corev1.ServiceTypeLoadBalancer), "api Service type: LoadBalancer, NodePort or ClusterIP (behind your own ingress)")
 	declareHubTokens(fs)
-	fs.Duration(&c.Wait, "wait", "", 10*time.Minute, "how long to wait for the api to be ready (0: do not wait)")
+	fs.Duration(&c.Wait, "wait", "", 10*time.Minute, "how long to wait for the api to be ready and its URL (0: return after applying)")
 	fs.String(&c.Kubeconfig, "kubeconfig", "", "", "kube configuration file (default $KUBECONFIG or ~/.kube/config)")
 	fs.String(&c.Context, "context", "", "", "kube context (default the current one)")
 }

@@ -88,7 +88,7 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 		fs.Adopted(env, "the api takes it from the workers' heartbeats (the tightest live worker's), and refuses a request past it before queueing")
 	}
 	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "onnx", "image engine: onnx (ONNX Runtime, the ONNX export) or ggml (the ggml/*.gguf files beside it)")
-	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its place")
+	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
 }
 
 // Parse reads the worker's settings from args and the environment (lookup,
