@@ -48,9 +48,6 @@ func main() {
 	}
 }
 
-// textGCPercent is the text worker's GOGC unless the environment sets one.
-const textGCPercent = 400
-
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout io.Writer) error {
 	if len(args) == 1 && args[0] == "healthcheck" {
 		addr, _ := lookup("METRICS_ADDR")
@@ -78,7 +75,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		// at Go's default the collector's assists land on the scheduler
 		// loop (docs/benchmarks.md, "The text worker's GOGC"). GOGC still
 		// overrides.
-		debug.SetGCPercent(textGCPercent)
+		debug.SetGCPercent(workerconfig.TextGCPercent)
 	}
 	logManifest(log, cfg.ModelDir)
 

@@ -28,6 +28,20 @@ func (s Settings) putStream(ctx context.Context, js jetstream.JetStream, cfg jet
 	return err
 }
 
+// putConsumer is putStream for a durable consumer: with Adopt, one the
+// api made meanwhile is left as it is.
+func (s Settings) putConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) error {
+	if !s.Adopt {
+		_, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
+		return err
+	}
+	_, err := js.CreateConsumer(ctx, stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		return nil
+	}
+	return err
+}
+
 // putKeyValue is putStream for a key-value bucket.
 func (s Settings) putKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) error {
 	if !s.Adopt {

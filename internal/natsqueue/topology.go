@@ -214,7 +214,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 		}
 	}
 	return ensureAsset(ctx, "consumer "+c.Consumer(v), func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateConsumer(ctx, c.Stream(), jetstream.ConsumerConfig{
+		return s.putConsumer(ctx, js, c.Stream(), jetstream.ConsumerConfig{
 			Durable:       c.Consumer(v),
 			Description:   fmt.Sprintf("workers of variant %s, %s jobs", v, c),
 			FilterSubject: c.Subject(v),
@@ -226,7 +226,6 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 			MaxAckPending: -1,
 			MaxWaiting:    4096,
 		})
-		return err
 	})
 }
 

@@ -63,8 +63,8 @@ type Download struct {
 	Engine                       string
 }
 
-// ContainerDir is where models live inside genq's images (seed rule 1).
-const ContainerDir = "/models"
+// containerDir is where models live inside genq's images (seed rule 1).
+const containerDir = "/models"
 
 // Register declares genqctl download's settings on fs.
 func (c *Download) Register(fs *envflag.Set) {
@@ -72,8 +72,8 @@ func (c *Download) Register(fs *envflag.Set) {
 	fs.String(&c.Variant, "variant", "VARIANT", "", "variant whose model to download: A, B or C (required)")
 	fs.String(&c.Repo, "repo", "GENQ_MODEL_REPO", "", "hub repository id, owner/name (default: the variant's, see docs/download.md)")
 	fs.String(&c.Revision, "revision", "GENQ_MODEL_REVISION", "main", "branch, tag or commit sha")
-	fs.String(&c.Dir, "dir", "GENQ_MODEL_DIR", "", "target directory (default models/<variant>, or "+ContainerDir+" when GENQ_IN_CONTAINER=1)")
-	fs.Bool(&c.InContainer, "", "GENQ_IN_CONTAINER", false, "set to 1 by genq's images: the default target directory is "+ContainerDir)
+	fs.String(&c.Dir, "dir", "GENQ_MODEL_DIR", "", "target directory (default models/<variant>, or "+containerDir+" when GENQ_IN_CONTAINER=1)")
+	fs.Bool(&c.InContainer, "", "GENQ_IN_CONTAINER", false, "set to 1 by genq's images: the default target directory is "+containerDir)
 	fs.List(&c.Include, "include", "GENQ_INCLUDE", "glob of files to download, repeatable; * matches across / (default: the variant's patterns when --repo is the variant's)")
 	fs.List(&c.Exclude, "exclude", "GENQ_EXCLUDE", "glob of files to skip, repeatable, added to *.pt and *.bin")
 	fs.Bool(&c.NoDefaultExcludes, "no-default-excludes", "GENQ_NO_DEFAULT_EXCLUDES", false, "do not skip *.pt and *.bin")

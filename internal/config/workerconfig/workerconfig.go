@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 
 // DefaultMetricsAddr is where a worker serves /metrics unless told otherwise.
 const DefaultMetricsAddr = ":9091"
+
+// TextGCPercent is a text worker's GOGC unless the environment sets one.
+const TextGCPercent = 400
 
 // Config is what the flags and the environment say.
 type Config struct {
@@ -72,7 +76,7 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	fs.Int(&c.Runtime.InteractiveSlots, "interactive-slots", "INTERACTIVE_SLOTS", 1, "slots kept for interactive jobs, never filled by batch jobs (0: batch work may fill every slot; at most SLOTS-1)")
 	fs.Duration(&c.Runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
 	fs.Duration(&c.Runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
-	fs.String(&c.GOGC, "", "GOGC", "", "Go's garbage collector target, in percent; unset, a text worker runs at 400 (docs/benchmarks.md, \"The text worker's GOGC\")")
+	fs.String(&c.GOGC, "", "GOGC", "", "Go's garbage collector target, in percent; unset, a text worker runs at "+strconv.Itoa(TextGCPercent)+" (docs/benchmarks.md, \"The text worker's GOGC\")")
 
 	fs.Section("Routing by prefix")
 	natsqueue.RegisterRouteFlag(fs, &c.Runtime.RouteByPrefix)
