@@ -102,7 +102,6 @@ var sectionProse = map[string]string{
 // entry is one process's (and variant's) declaration of a row's setting.
 type entry struct {
 	process string
-	binary  string
 	variant genq.Variant
 	s       envflag.Setting
 }
@@ -153,7 +152,7 @@ func collect(decls []Declared) ([]*section, error) {
 			if first := r.entries; len(first) > 0 && (first[0].s.Flag != s.Flag || first[0].s.Secret != s.Secret || first[0].s.List != s.List) {
 				errs = append(errs, fmt.Errorf("%s: %s and %s declare %s differently (flag, secret or list)", s.Section, first[0].process, d.Process, key))
 			}
-			r.entries = append(r.entries, entry{process: d.Process, binary: d.Binary, variant: d.Variant, s: s})
+			r.entries = append(r.entries, entry{process: d.Process, variant: d.Variant, s: s})
 		}
 	}
 	return sections, errors.Join(errs...)
@@ -211,11 +210,11 @@ No setting has to be given by hand to two processes. Where several need one valu
 	}
 	b.WriteString("\nRead by several programs, each for itself, and so adopted by none:\n\n")
 	for _, p := range PerProcess {
-		vars := make([]string, len(p.Vars))
+		list := make([]string, len(p.Vars))
 		for i, v := range p.Vars {
-			vars[i] = "`" + v + "`"
+			list[i] = "`" + v + "`"
 		}
-		fmt.Fprintf(&b, "- %s: %s.\n", strings.Join(vars, ", "), p.Why)
+		fmt.Fprintf(&b, "- %s: %s.\n", strings.Join(list, ", "), p.Why)
 	}
 	b.WriteString("\n## Sections\n\n")
 	for _, sec := range sections {
