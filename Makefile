@@ -28,7 +28,7 @@ export LLAMA_SERVER ?= $(CURDIR)/$(LLAMA_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build engine test test-openai test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine test test-openai test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -36,6 +36,12 @@ bin/api bin/worker bin/genqctl: FORCE
 	go build -trimpath -o $@ ./cmd/$(@F)
 
 FORCE:
+
+# docs/configuration.md, the reference of every setting, written from the
+# settings' declarations (internal/config); make test fails when the two
+# disagree (internal/config's TestConfigurationDoc).
+configuration:
+	go run ./internal/config/gen -o docs/configuration.md
 
 # The CPU build of ONNX Runtime, from the npm package onnxruntime-node,
 # fetched only when missing.

@@ -12,26 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genq/genq/internal/config/ctlconfig"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/hub"
 	"github.com/genq/genq/internal/sd3"
 )
 
-// containerDir is where models live inside genq's images (seed rule 1).
-const containerDir = "/models"
-
 // downloadConfig is what the flags and the environment say.
-type downloadConfig struct {
-	variant, repo, revision, dir string
-	include, exclude             listFlag
-	noDefaultExcludes            bool
-	endpoint, tokenFile          string
-	parallel, retries            int
-	stallTimeout                 time.Duration
-	progress                     string
-	engine                       string
-}
+type downloadConfig struct{ ctlconfig.Download }
 
 // runDownload handles "genqctl download": a snapshot of a hub repository
 // into the model directory; Dockerfile.worker runs it at build time.
@@ -56,7 +45,7 @@ func runDownload(ctx context.Context, args []string, e env) error {
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("interrupted: what was fetched is kept; run the same command again to resume: %w", err)
 	}
-	if err != nil || cfg.engine != "ggml" {
+	if err != nil || cfg.Engine != "ggml" {
 		return err
 	}
 	return convertForGGML(opts.Dir, e)
@@ -83,20 +72,7 @@ func convertForGGML(dir string, e env) error {
 func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	fs := envflag.New("genqctl download", e.getenv, e.stderr)
 	cfg := &downloadConfig{}
-	fs.String(&cfg.variant, "variant", "VARIANT", "", "variant whose model to download: A, B or C (required)")
-	fs.String(&cfg.repo, "repo", "GENQ_MODEL_REPO", "", "hub repository id, owner/name (default: the variant's, see docs/download.md)")
-	fs.String(&cfg.revision, "revision", "GENQ_MODEL_REVISION", "main", "branch, tag or commit sha")
-	fs.String(&cfg.dir, "dir", "GENQ_MODEL_DIR", "", "target directory (default models/<variant>, or "+containerDir+" when GENQ_IN_CONTAINER=1)")
-	cfg.include.bind(fs, "include", "GENQ_INCLUDE", e.getenv, "glob of files to download, repeatable; * matches across / (default: the variant's patterns when --repo is the variant's)")
-	cfg.exclude.bind(fs, "exclude", "GENQ_EXCLUDE", e.getenv, "glob of files to skip, repeatable, added to *.pt and *.bin")
-	fs.Bool(&cfg.noDefaultExcludes, "no-default-excludes", "GENQ_NO_DEFAULT_EXCLUDES", false, "do not skip *.pt and *.bin")
-	fs.String(&cfg.endpoint, "endpoint", "HF_ENDPOINT", hub.DefaultEndpoint, "hub base URL")
-	fs.String(&cfg.tokenFile, "token-file", "HF_TOKEN_PATH", "", "file holding the hub token, such as a BuildKit secret /run/secrets/hf_token; HF_TOKEN, HUGGING_FACE_HUB_TOKEN or MODEL_HUB_TOKEN win over it")
-	fs.Int(&cfg.parallel, "parallel", "GENQ_DOWNLOAD_PARALLEL", 4, "files downloaded at once")
-	fs.Int(&cfg.retries, "retries", "GENQ_DOWNLOAD_RETRIES", 5, "attempts per request, with exponential backoff, on network errors and 5xx")
-	fs.Duration(&cfg.stallTimeout, "stall-timeout", "GENQ_DOWNLOAD_STALL_TIMEOUT", time.Minute, "retry a transfer that receives nothing for this long")
-	fs.String(&cfg.progress, "progress", "GENQ_PROGRESS", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines or none")
-	fs.String(&cfg.engine, "engine", "IMAGE_ENGINE", "onnx", "variant C: onnx fetches the ONNX export; ggml fetches the diffusers checkpoint and converts it once into ggml/*.gguf (fp16)")
+	cfg.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -106,41 +82,41 @@ func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	if cfg.variant == "" {
+	if cfg.Variant == "" {
 		return nil, usageError{"usage: genqctl download --variant A|B|C [--repo ID] [--revision REV] [--dir DIR] [--include GLOB]… [--exclude GLOB]…"}
 	}
-	if cfg.parallel < 1 || cfg.retries < 1 {
+	if cfg.Parallel < 1 || cfg.Retries < 1 {
 		return nil, usageError{"--parallel and --retries must be at least 1"}
 	}
-	if cfg.engine != "onnx" && cfg.engine != "ggml" {
-		return nil, usageError{fmt.Sprintf("--engine %q: want onnx or ggml", cfg.engine)}
+	if cfg.Engine != "onnx" && cfg.Engine != "ggml" {
+		return nil, usageError{fmt.Sprintf("--engine %q: want onnx or ggml", cfg.Engine)}
 	}
-	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, cfg.progress) {
-		return nil, usageError{fmt.Sprintf("--progress %q: want auto, bar, lines or none", cfg.progress)}
+	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, cfg.Progress) {
+		return nil, usageError{fmt.Sprintf("--progress %q: want auto, bar, lines or none", cfg.Progress)}
 	}
 	return cfg, nil
 }
 
 // options applies the variant's defaults to what the user did not set.
 func (cfg *downloadConfig) options(e env) (hub.Options, error) {
-	v, err := genq.ParseVariant(cfg.variant)
+	v, err := genq.ParseVariant(cfg.Variant)
 	if err != nil {
 		return hub.Options{}, usageError{err.Error()}
 	}
 	preset, _ := hub.VariantPreset(v)
-	if cfg.engine == "ggml" {
+	if cfg.Engine == "ggml" {
 		if v.Kind() != genq.OutputImage {
 			return hub.Options{}, usageError{"--engine ggml is for variant C: the text variants always run on ggml"}
 		}
 		preset = v.Spec().HubGGML
 	}
 	opts := hub.Options{
-		Repo:         cfg.repo,
-		Revision:     cfg.revision,
-		Dir:          cfg.dir,
-		Include:      cfg.include,
-		Parallel:     cfg.parallel,
-		StallTimeout: cfg.stallTimeout,
+		Repo:         cfg.Repo,
+		Revision:     cfg.Revision,
+		Dir:          cfg.Dir,
+		Include:      cfg.Include,
+		Parallel:     cfg.Parallel,
+		StallTimeout: cfg.StallTimeout,
 	}
 	// The preset's patterns name the preset's files: another repository's
 	// files would not match them, so with --repo everything is selected.
@@ -150,34 +126,34 @@ func (cfg *downloadConfig) options(e env) (hub.Options, error) {
 			opts.Include = preset.Include
 		}
 	}
-	if !cfg.noDefaultExcludes {
+	if !cfg.NoDefaultExcludes {
 		opts.Exclude = hub.DefaultExcludes()
 	}
-	for _, p := range cfg.exclude {
+	for _, p := range cfg.Exclude {
 		if !slices.Contains(opts.Exclude, p) {
 			opts.Exclude = append(opts.Exclude, p)
 		}
 	}
 	if opts.Dir == "" {
-		opts.Dir = genq.DefaultModelDir(v, e.getenv)
+		opts.Dir = genq.DefaultModelDir(v, cfg.InContainer)
 	}
 	return opts, nil
 }
 
 func (cfg *downloadConfig) client(e env) (*hub.Client, error) {
-	token, source, err := hub.LoadToken(e.getenv, cfg.tokenFile)
+	token, source, err := hub.LoadToken(e.getenv, cfg.TokenFile)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(e.stdout, "hub token: %s\n", source)
-	return hub.NewClient(cfg.endpoint, token, hub.ClientOptions{
-		Retry:     hub.RetryPolicy{Attempts: cfg.retries},
+	return hub.NewClient(cfg.Endpoint, token, hub.ClientOptions{
+		Retry:     hub.RetryPolicy{Attempts: cfg.Retries},
 		UserAgent: "genqctl",
 	})
 }
 
 func (cfg *downloadConfig) reporter(e env) hub.Reporter {
-	mode := cfg.progress
+	mode := cfg.Progress
 	if mode == "auto" {
 		mode = "lines"
 		if isTerminal(e.stderr) {
@@ -224,37 +200,4 @@ func patternList(p []string) string {
 		return "(all)"
 	}
 	return strings.Join(p, " ")
-}
-
-// listFlag is a repeatable flag whose environment variable holds a
-// comma-separated list; given on the command line, it replaces the variable.
-type listFlag []string
-
-type listValue struct {
-	list  *listFlag
-	fresh bool // the environment's value has not been replaced yet
-}
-
-func (l *listFlag) bind(fs *envflag.Set, name, envName string, getenv func(string) string, usage string) {
-	for p := range strings.SplitSeq(getenv(envName), ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	fs.Var(&listValue{list: l, fresh: true}, name, fmt.Sprintf("%s (env %s, comma-separated)", usage, envName))
-}
-
-func (v *listValue) String() string {
-	if v == nil || v.list == nil {
-		return ""
-	}
-	return strings.Join(*v.list, ",")
-}
-
-func (v *listValue) Set(s string) error {
-	if v.fresh {
-		*v.list, v.fresh = nil, false
-	}
-	*v.list = append(*v.list, s)
-	return nil
 }

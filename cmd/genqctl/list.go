@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/genq/genq/internal/config/ctlconfig"
 	"github.com/genq/genq/internal/envflag"
 )
 
@@ -22,11 +23,9 @@ func runList(ctx context.Context, args []string, e env) error {
 		}
 		return usageError{usage}
 	}
-	var namespace, kubeconfig, kubeContext string
+	var c ctlconfig.List
 	fs := envflag.New("genqctl list deployments", e.getenv, e.stderr)
-	fs.String(&namespace, "namespace", "", "", "namespace to look in (default: all namespaces)")
-	fs.String(&kubeconfig, "kubeconfig", "", "", "kube configuration file (default $KUBECONFIG or ~/.kube/config)")
-	fs.String(&kubeContext, "context", "", "", "kube context (default the current one)")
+	c.Register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -36,6 +35,7 @@ func runList(ctx context.Context, args []string, e env) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q; %s", fs.Arg(0), usage)}
 	}
+	namespace, kubeconfig, kubeContext := c.Namespace, c.Kubeconfig, c.Context
 	cluster, err := connectCluster(kubeconfig, kubeContext)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/batch"
+	"github.com/genq/genq/internal/config/ctlconfig"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/logging"
@@ -89,24 +90,21 @@ func readBatch(path string, v genq.Variant) ([]batch.Line, []batch.Result, error
 
 func parseSubmitFlags(args []string, e env) (submitConfig, error) {
 	var cfg submitConfig
-	var variant string
+	var c ctlconfig.Submit
 	fs := envflag.New("genqctl submit", e.getenv, e.stderr)
-	fs.String(&variant, "variant", "VARIANT", "B", "variant of the jobs: A, B or C")
-	fs.String(&cfg.in, "in", "", "", "JSON-lines input: one {\"text\": …} per line, with an optional \"id\"")
-	fs.String(&cfg.out, "out", "", "results", "output directory: results.jsonl, and one PNG per job for images")
-	fs.Int(&cfg.batch.Concurrency, "concurrency", "SUBMIT_CONCURRENCY", 16, "jobs in flight at once")
-	fs.Duration(&cfg.batch.Timeout, "timeout", "SUBMIT_TIMEOUT", 30*time.Minute, "deadline of each job, queueing included")
-	fs.Bool(&cfg.strict, "strict", "", false, "abort before submitting anything when a line is bad (default: report it and go on)")
-	cfg.nats.RegisterFlags(fs, "nats://127.0.0.1:4222")
-	cfg.queue.RegisterFlags(fs)
+	c.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
 	}
-	v, err := genq.ParseVariant(variant)
+	v, err := genq.ParseVariant(c.Variant)
 	if err != nil {
 		return cfg, usageError{err.Error()}
 	}
-	cfg.batch.Variant = v
+	cfg.in, cfg.out, cfg.strict, cfg.nats = c.In, c.Out, c.Strict, c.NATS
+	// The api owns the queue's settings: use the assets as it made them.
+	cfg.queue = natsqueue.DefaultSettings()
+	cfg.queue.Adopt = true
+	cfg.batch.Variant, cfg.batch.Concurrency, cfg.batch.Timeout = v, c.Concurrency, c.Timeout
 	switch {
 	case cfg.in == "":
 		return cfg, usageError{"--in is required"}

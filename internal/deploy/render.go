@@ -198,9 +198,10 @@ func (o Options) hubTokenSecret(token string) *corev1.Secret {
 	return s
 }
 
-// natsEnv is what the api and the workers share: where NATS is, who they
-// are there (user, password from the Secret, inbox prefix: docs/protocol.md
-// §9), and the JetStream settings every component must agree on.
+// natsEnv is what the api and the workers each need: where NATS is, who
+// they are there (user, password from the Secret, inbox prefix:
+// docs/protocol.md §9). The JetStream settings are the api's alone: the
+// workers adopt the streams and buckets it makes (docs/configuration.md).
 func (o Options) natsEnv(user, passwordKey, inboxPrefix string) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "VARIANT", Value: string(o.Variant)},
@@ -208,7 +209,6 @@ func (o Options) natsEnv(user, passwordKey, inboxPrefix string) []corev1.EnvVar 
 		{Name: "NATS_USER", Value: user},
 		secretRef("NATS_PASSWORD", o.natsSecretName(), passwordKey),
 		{Name: "NATS_INBOX_PREFIX", Value: inboxPrefix},
-		{Name: "NATS_REPLICAS", Value: strconv.Itoa(o.NATSReplicas)},
 		{Name: "LOG_LEVEL", Value: "info"},
 	}
 }
@@ -229,6 +229,7 @@ func (o Options) apiDeployment() *appsv1.Deployment {
 	env := append(o.natsEnv(NATSAPIUser, NATSAPIPasswordKey, APIInboxPrefix),
 		// The Service is public (a LoadBalancer): /generate takes the key.
 		secretRef(APIKeysKey, o.apiKeySecretName(), APIKeysKey),
+		corev1.EnvVar{Name: "NATS_REPLICAS", Value: strconv.Itoa(o.NATSReplicas)},
 		corev1.EnvVar{Name: "PORT", Value: strconv.Itoa(apiPort)},
 		corev1.EnvVar{Name: "METRICS_ADDR", Value: ":" + strconv.Itoa(apiMetricsPort)},
 		corev1.EnvVar{Name: "GENERATE_TIMEOUT", Value: o.GenerateTimeout.String()},

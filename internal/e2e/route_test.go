@@ -81,7 +81,7 @@ func (w *routedWorker) takenAll(t *testing.T) float64 {
 // the cached prefix; with that worker cut off, the next turns still
 // complete, on the other.
 func TestConversationFollowsItsWorker(t *testing.T) {
-	s := newStack(t, stackOptions{routeByPrefix: true})
+	s := newStack(t, stackOptions{})
 	path := filepath.Join(t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
 	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
 		t.Fatal(err)

@@ -84,8 +84,6 @@ type stackOptions struct {
 	maxPayload int32
 	settings   *natsqueue.Settings
 	http       httpapi.Config
-	// routeByPrefix is the api's ROUTE_BY_PREFIX.
-	routeByPrefix bool
 }
 
 // newStack starts NATS and the api; workers are started separately.
@@ -110,9 +108,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.routeByPrefix {
-		client.RouteBy(natsqueue.NewRouter(workers))
-	}
+	// As cmd/api: jobs are routed to the workers that take routed jobs.
+	client.RouteBy(natsqueue.NewRouter(workers))
 	cfg := o.http
 	cfg.Variant = o.variant
 	if cfg.MaxBodyBytes == 0 {

@@ -5,7 +5,6 @@ package genq
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -152,8 +151,8 @@ var _ fmt.Stringer = VariantA
 // images, which set GENQ_IN_CONTAINER=1, and models/<variant> elsewhere. An
 // explicit variable rather than sniffing /.dockerenv: BuildKit builds,
 // where the download runs, have no such file.
-func DefaultModelDir(v Variant, getenv func(string) string) string {
-	if in, _ := strconv.ParseBool(getenv("GENQ_IN_CONTAINER")); in {
+func DefaultModelDir(v Variant, inContainer bool) string {
+	if inContainer {
 		return "/models"
 	}
 	return "models/" + string(v)

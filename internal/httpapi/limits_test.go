@@ -109,3 +109,45 @@ func TestRequestID(t *testing.T) {
 		}
 	}
 }
+
+// TestImageLimitsComeFromTheWorkers: an api told no image size or steps
+// (as cmd/api, which has no such setting) bounds an image request by the
+// live workers' IMAGE_MAX_SIZE and IMAGE_MAX_STEPS, whatever they are, and
+// with no worker that tells them by the protocol's bounds alone.
+func TestImageLimitsComeFromTheWorkers(t *testing.T) {
+	big := &genq.Limits{ImageMaxSize: 2048, ImageMaxSteps: 200}
+	for _, tt := range []struct {
+		name, body string
+		limits     []*genq.Limits
+		want       string // the refusal; "" queues the job
+	}{
+		{"past the old default, within the worker's", `{"prompt":"x","size":"2048x2048","num_inference_steps":150}`, []*genq.Limits{big}, ""},
+		{"past the worker's size", `{"prompt":"x","size":"2064x2048"}`, []*genq.Limits{big}, "from 64 to 2048"},
+		{"past the worker's steps", `{"prompt":"x","num_inference_steps":201}`, []*genq.Limits{big}, "between 1 and 200, not 201"},
+		{"the tightest worker's", `{"prompt":"x","size":"256x256"}`, []*genq.Limits{big, {ImageMaxSize: 128}}, "from 64 to 128"},
+		{"no live worker: the protocol's size", `{"prompt":"x","size":"4096x4096","num_inference_steps":1000}`, nil, ""},
+		{"no live worker: past the protocol's size", `{"prompt":"x","size":"4112x64"}`, nil, "from 64 to 4096"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var workers fakeWorkers
+			for i, l := range tt.limits {
+				workers = append(workers, genq.Heartbeat{WorkerID: "w" + strconv.Itoa(i), Model: "sd3", Limits: l})
+			}
+			jobs := &countedJobs{}
+			h := NewServer(Config{Variant: genq.VariantC, MaxBodyBytes: 1 << 20, MaxPromptBytes: 1 << 10, JobTimeout: time.Minute, QueueCapacity: 4,
+				Images: ImageLimits{MaxN: 2}},
+				Deps{Jobs: jobs, Workers: workers, Registry: prometheus.NewRegistry(), NewID: func() string { return "job" }, Log: slog.New(slog.DiscardHandler)})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/images/generations", strings.NewReader(tt.body)))
+			if tt.want == "" {
+				if jobs.n.Load() != 1 {
+					t.Fatalf("%d %s: the job was not queued", rec.Code, rec.Body)
+				}
+				return
+			}
+			if rec.Code != 400 || !strings.Contains(rec.Body.String(), tt.want) || jobs.n.Load() != 0 {
+				t.Fatalf("%d %s (%d jobs queued); want 400 with %q, none queued", rec.Code, rec.Body, jobs.n.Load(), tt.want)
+			}
+		})
+	}
+}

@@ -60,7 +60,9 @@ type Config struct {
 	// request too slowly, so they cannot hold connections open for free.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
-	// Images bounds POST /v1/images/generations (variant C).
+	// Images bounds the image routes (variant C): MaxN the images of one
+	// request. Size and steps are the live workers' (imageLimits); MaxSize
+	// and MaxSteps, where set, bound them further (tests).
 	Images ImageLimits
 	// Async sets up POST /v1/jobs and its webhooks.
 	Async AsyncConfig
@@ -218,5 +220,27 @@ func (s *Server) fitsQueue(jobs int, what string) error {
 
 // limits are what one request may ask for.
 func (s *Server) limits() openai.Limits {
-	return openai.Limits{MaxPromptBytes: s.cfg.MaxPromptBytes, Images: s.cfg.Images}
+	return openai.Limits{MaxPromptBytes: s.cfg.MaxPromptBytes, Images: s.imageLimits()}
+}
+
+// imageLimits bound one image request. Its size and steps are the live
+// workers' own, IMAGE_MAX_SIZE and IMAGE_MAX_STEPS, which their heartbeats
+// carry, so the api is never told them: with no live worker that tells
+// them, the protocol's bounds hold, and the worker that takes the job
+// checks it.
+func (s *Server) imageLimits() ImageLimits {
+	lim, w := s.cfg.Images, s.workerLimits()
+	lim.MaxSize = tightest(genq.MaxImageSide, lim.MaxSize, w.ImageMaxSize)
+	lim.MaxSteps = tightest(genq.MaxImageSteps, lim.MaxSteps, w.ImageMaxSteps)
+	return lim
+}
+
+// tightest is the least of bound and the limits that are set.
+func tightest(bound int, limits ...int) int {
+	for _, l := range limits {
+		if l > 0 {
+			bound = min(bound, l)
+		}
+	}
+	return bound
 }

@@ -26,12 +26,8 @@ import (
 // ImageLimits bound what one image request may ask for.
 type ImageLimits = openai.ImageLimits
 
-// Defaults of ImageLimits.
-const (
-	DefaultImageMaxSize  = openai.DefaultImageMaxSize
-	DefaultImageMaxSteps = openai.DefaultImageMaxSteps
-	DefaultImageMaxN     = openai.DefaultImageMaxN
-)
+// DefaultImageMaxN is IMAGE_MAX_N's default.
+const DefaultImageMaxN = openai.DefaultImageMaxN
 
 func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -48,7 +44,7 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 	var jobs []genq.Job
 	if err == nil {
 		tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
-		jobs, err = openai.ImageJobs(req, s.cfg.Images, s.cfg.MaxPromptBytes, tmpl, s.newID)
+		jobs, err = openai.ImageJobs(req, s.imageLimits(), s.cfg.MaxPromptBytes, tmpl, s.newID)
 	}
 	if err == nil {
 		err = s.checkImages(jobs, "images (n)")

@@ -36,7 +36,7 @@ func (c *Conn) WatchCancels(ctx context.Context, fn func(id string)) (*CancelWat
 	if err != nil {
 		return nil, fmt.Errorf("watch cancels: %w", err)
 	}
-	cw := &CancelWatch{cancelled: map[string]cancelMark{}, ttl: c.settings.MaxJobAge}
+	cw := &CancelWatch{cancelled: map[string]cancelMark{}, ttl: c.Settings().MaxJobAge}
 	synced := make(chan struct{})
 	var once sync.Once
 	go func() {

@@ -190,12 +190,18 @@ func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, vari
 			return nil, err
 		}
 	}
+	if s.Adopt {
+		if err := c.readAssetSettings(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
-// Settings returns the limits the assets were ensured with; AckWait and
-// MaxAttempts are those the variant's consumer holds, when the Conn was
-// opened for one variant (see FollowConsumerLimits).
+// Settings returns the limits the assets were ensured with, or with Adopt
+// those read back from them; AckWait and MaxAttempts are those the
+// variant's consumer holds, when the Conn was opened for one variant (see
+// FollowConsumerLimits).
 func (c *Conn) Settings() Settings { return c.limits.apply(c.settings) }
 
 // NATS returns the underlying connection.

@@ -18,10 +18,17 @@ import (
 type consumerLimits struct {
 	ackWait     atomic.Int64 // nanoseconds; 0: not read yet
 	maxAttempts atomic.Int64
+	// assets are the settings read back from the streams and buckets,
+	// with Settings.Adopt (adopt.go); nil: not read.
+	assets atomic.Pointer[assetSettings]
 }
 
-// apply overlays the consumer's limits, once read, on s.
+// apply overlays the consumer's limits and the assets' settings, once
+// read, on s.
 func (l *consumerLimits) apply(s Settings) Settings {
+	if a := l.assets.Load(); a != nil {
+		a.apply(&s)
+	}
 	if w := l.ackWait.Load(); w > 0 {
 		s.AckWait = time.Duration(w)
 	}
@@ -69,8 +76,8 @@ func (c *Conn) storeLimits(cfg jetstream.ConsumerConfig) {
 
 // FollowConsumerLimits rereads the variant's consumer every interval until
 // ctx ends, so Settings reports the AckWait and attempts the server applies
-// now, also after another component rewrote them. Errors are logged: the
-// last values read stay in force.
+// now, also after another component rewrote them; with Adopt, the assets'
+// settings too. Errors are logged: the last values read stay in force.
 func (c *Conn) FollowConsumerLimits(ctx context.Context, v genq.Variant, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -83,13 +90,17 @@ func (c *Conn) FollowConsumerLimits(ctx context.Context, v genq.Variant, every t
 		before := c.Settings()
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := c.readConsumerLimits(rctx, v)
+		if err == nil && c.settings.Adopt {
+			err = c.readAssetSettings(rctx)
+		}
 		cancel()
 		if err != nil {
 			c.log.Debug("could not reread the consumer's limits", "err", err)
 			continue
 		}
-		if after := c.Settings(); after.AckWait != before.AckWait || after.MaxAttempts != before.MaxAttempts {
-			c.log.Info("the consumer's limits changed", "ack_wait", after.AckWait.String(), "max_attempts", after.MaxAttempts)
+		if after := c.Settings(); after != before {
+			c.log.Info("the queue's settings changed", "ack_wait", after.AckWait.String(), "max_attempts", after.MaxAttempts,
+				"heartbeat_ttl", after.HeartbeatTTL.String(), "job_max_age", after.MaxJobAge.String(), "queue_capacity", after.QueueCapacity)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
 	dial(api)
 
 	own := DefaultSettings()
-	own.AckWait, own.MaxAttempts, own.AdoptConsumer = 30*time.Second, 7, true
+	own.AckWait, own.MaxAttempts, own.Adopt = 30*time.Second, 7, true
 	w := dial(own)
 	if got := w.Settings(); got.AckWait != 5*time.Second || got.MaxAttempts != 2 {
 		t.Fatalf("worker settings = ack wait %s, %d attempts; want the consumer's 5s, 2", got.AckWait, got.MaxAttempts)

@@ -37,7 +37,7 @@ func (c *Conn) Beat(ctx context.Context, hb genq.Heartbeat) error {
 		// The bucket is in memory: a standalone server that restarted has
 		// none, and every heartbeat would fail until someone re-creates it.
 		c.log.Warn("the heartbeat bucket is gone (a NATS restart?); re-creating it", "bucket", WorkersBucket)
-		if err = ensureWorkersBucket(ctx, c.js, c.settings); err == nil {
+		if err = ensureWorkersBucket(ctx, c.js, c.Settings()); err == nil {
 			_, err = c.workers.Put(ctx, key, data)
 		}
 	}

@@ -44,9 +44,9 @@ const (
 	DefaultStealAfter    = 500 * time.Millisecond
 )
 
-// RegisterRouteFlag binds ROUTE_BY_PREFIX, which the api and the workers
-// both read.
+// RegisterRouteFlag binds ROUTE_BY_PREFIX, a worker's: producers route
+// only to the workers whose heartbeats say they take routed jobs.
 func RegisterRouteFlag(fs *envflag.Set, on *bool) {
 	fs.Bool(on, "route-by-prefix", "ROUTE_BY_PREFIX", DefaultRouteByPrefix,
-		"send a conversation's turns to the worker whose prefix cache holds it (api), and take such jobs (worker)")
+		"take the jobs of the conversations this worker's prefix cache holds, routed to it by the api, before the shared queue's")
 }

@@ -248,7 +248,7 @@ func (p *Puller) ownQueue(ctx context.Context) (*pullQueue, error) {
 	if p.own.q != nil {
 		return p.own.q, nil
 	}
-	cons, err := ensureRoutedConsumer(ctx, p.conn.js, p.conn.settings, p.variant, p.own.token)
+	cons, err := ensureRoutedConsumer(ctx, p.conn.js, p.conn.Settings(), p.variant, p.own.token)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func (s *stealer) look(ctx context.Context, p *Puller) (*Delivery, error) {
 		}
 		switch {
 		case info.NumPending == 0 && info.NumAckPending == 0:
-			if !live[token] && time.Since(s.goneSince[token]) >= s.conn.settings.HeartbeatTTL {
+			if !live[token] && time.Since(s.goneSince[token]) >= s.conn.Settings().HeartbeatTTL {
 				s.sweep(ctx, stream, info.Name)
 				delete(s.goneSince, token)
 			}
@@ -181,7 +181,7 @@ func (s *stealer) adoptOrphans(ctx context.Context, stream jetstream.Stream, has
 		if n == 0 || has[token] {
 			continue
 		}
-		if _, err := ensureRoutedConsumer(ctx, s.conn.js, s.conn.settings, s.variant, token); err != nil {
+		if _, err := ensureRoutedConsumer(ctx, s.conn.js, s.conn.Settings(), s.variant, token); err != nil {
 			s.conn.log.Warn("could not restore the consumer of a worker's subject", "subject", subject, "err", err)
 			continue
 		}

@@ -12,9 +12,10 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Settings are the limits of the JetStream assets. The api and the workers
-// both apply them at start-up, so they read the same environment variables;
-// whoever starts last wins if they differ.
+// Settings are the limits of the JetStream assets. The api owns them: it
+// creates or updates the assets with its settings at start-up. The workers
+// and genqctl submit adopt the assets as they find them (Adopt), so that
+// one process's flags decide.
 type Settings struct {
 	// QueueCapacity bounds the jobs of one variant in the stream, queued or
 	// running. A publish beyond it is refused: the api answers 429.
@@ -43,12 +44,14 @@ type Settings struct {
 	Replicas int
 	// Memory keeps assets in memory instead of on disk (tests only).
 	Memory bool
-	// AdoptConsumer leaves an existing consumer's settings as they are
-	// instead of writing AckWait and MaxAttempts over them: a worker serves
-	// the consumer it finds (the api's, or an operator's), so workers started
-	// with other flags do not flip them back and forth. A missing consumer
-	// is still created.
-	AdoptConsumer bool
+	// Adopt leaves every existing stream, bucket and consumer as it is
+	// instead of writing these settings over them, and reads the settings
+	// back from them (Conn.Settings): a worker serves the assets the api
+	// made (or an operator), so processes started with other settings do
+	// not flip them back and forth. A missing asset is still created, with
+	// these settings (a worker started before any api); the api's values
+	// replace them when it starts, and FollowConsumerLimits follows.
+	Adopt bool
 }
 
 // DefaultSettings are the protocol's documented defaults.
@@ -117,7 +120,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 	// are; GENQ_BATCH_JOBS is added beside it.
 	for _, c := range []Class{Interactive, Batch} {
 		if err := ensureAsset(ctx, "stream "+c.Stream(), func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			return s.putStream(ctx, js, jetstream.StreamConfig{
 				Name:                 c.Stream(),
 				Description:          c.streamDescription(),
 				Subjects:             c.streamSubjects(),
@@ -130,13 +133,12 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 				Storage:              s.storage(),
 				Replicas:             s.replicas(),
 			})
-			return err
 		}); err != nil {
 			return err
 		}
 	}
 	err := ensureAsset(ctx, "stream "+DeadStream, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		return s.putStream(ctx, js, jetstream.StreamConfig{
 			Name:        DeadStream,
 			Description: "genq jobs that failed every attempt",
 			Subjects:    []string{fmt.Sprintf(deadSubjectFmt, "*")},
@@ -147,7 +149,6 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 			Storage:     s.storage(),
 			Replicas:    s.replicas(),
 		})
-		return err
 	})
 	if err != nil {
 		return err
@@ -166,20 +167,18 @@ func ensure(ctx context.Context, js jetstream.JetStream, s Settings, variants []
 		return err
 	}
 	if err := ensureAsset(ctx, "bucket "+CancelBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		return s.putKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: CancelBucket, Description: "genq cancelled jobs",
 			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
 		})
-		return err
 	}); err != nil {
 		return err
 	}
 	return ensureAsset(ctx, "object store "+ResultsBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		return s.putObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 			Bucket: ResultsBucket, Description: "genq results kept for fetch by job id",
 			TTL: s.ResultTTL, MaxBytes: orUnlimited(s.ResultMaxBytes), Storage: s.storage(), Replicas: s.replicas(),
 		})
-		return err
 	})
 }
 
@@ -217,13 +216,13 @@ func transient(err error) bool {
 // ensureConsumer creates or updates the durable consumer of class c's
 // stream for variant v.
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c Class, v genq.Variant) error {
-	if s.AdoptConsumer {
+	if s.Adopt {
 		if _, err := js.Consumer(ctx, c.Stream(), c.Consumer(v)); err == nil {
 			return nil
 		}
 	}
 	return ensureAsset(ctx, "consumer "+c.Consumer(v), func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateConsumer(ctx, c.Stream(), jetstream.ConsumerConfig{
+		return s.putConsumer(ctx, js, c.Stream(), jetstream.ConsumerConfig{
 			Durable:       c.Consumer(v),
 			Description:   fmt.Sprintf("workers of variant %s, %s jobs", v, c),
 			FilterSubject: c.Subject(v),
@@ -235,17 +234,16 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 			MaxAckPending: -1,
 			MaxWaiting:    4096,
 		})
-		return err
 	})
 }
 
-// ensureRoutedConsumer creates, or with AdoptConsumer leaves as it is, the
+// ensureRoutedConsumer creates, or with Adopt leaves as it is, the
 // durable consumer of one worker's subject: the shared consumer's settings
 // over the worker's subject alone, so a delivery from it is acked, retried
 // and dead-lettered by the same rules.
 func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Settings, v genq.Variant, token string) (jetstream.Consumer, error) {
 	name := routedConsumerPrefix(v) + token
-	if s.AdoptConsumer {
+	if s.Adopt {
 		if c, err := js.Consumer(ctx, JobsStream, name); err == nil {
 			return c, nil
 		}
@@ -273,11 +271,10 @@ func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Setting
 // when the server says it is missing.
 func ensureWorkersBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
 	return ensureAsset(ctx, "bucket "+WorkersBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		return s.putKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: WorkersBucket, Description: "genq worker heartbeats",
 			TTL: s.HeartbeatTTL, History: 1, Storage: jetstream.MemoryStorage, Replicas: s.replicas(),
 		})
-		return err
 	})
 }
 
@@ -285,11 +282,10 @@ func ensureWorkersBucket(ctx context.Context, js jetstream.JetStream, s Settings
 // while its job can be delivered, so it lives as long as a queued job.
 func ensureAttemptsBucket(ctx context.Context, js jetstream.JetStream, s Settings) error {
 	return ensureAsset(ctx, "bucket "+AttemptsBucket, func(ctx context.Context) error {
-		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		return s.putKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: AttemptsBucket, Description: "genq per-job run records (suspects and failures)",
 			TTL: s.MaxJobAge, History: 1, Storage: s.storage(), Replicas: s.replicas(),
 		})
-		return err
 	})
 }
 

@@ -37,7 +37,7 @@ func (c *Conn) WatchWorkers(ctx context.Context, v genq.Variant) (*WorkerSet, er
 	if err != nil {
 		return nil, fmt.Errorf("watch heartbeats: %w", err)
 	}
-	ws := &WorkerSet{ttl: func() time.Duration { return c.settings.HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
+	ws := &WorkerSet{ttl: func() time.Duration { return c.Settings().HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
 	go ws.follow(ctx, c, string(v)+".>", w)
 	return ws, nil
 }
@@ -78,7 +78,7 @@ func (ws *WorkerSet) follow(ctx context.Context, c *Conn, pattern string, w jets
 				_ = w.Stop()
 				w = nil
 			}
-			if err := ensureWorkersBucket(ctx, c.js, c.settings); err != nil {
+			if err := ensureWorkersBucket(ctx, c.js, c.Settings()); err != nil {
 				c.log.Debug("could not ensure the heartbeat bucket; retrying", "err", err)
 				continue
 			}

@@ -8,8 +8,9 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// ImageLimits bound what one image request may ask for. The workers check
-// their own (IMAGE_MAX_SIZE, IMAGE_MAX_STEPS) again; give both the same.
+// ImageLimits bound what one image request may ask for. The api takes
+// MaxSize and MaxSteps from the live workers' heartbeats (their
+// IMAGE_MAX_SIZE and IMAGE_MAX_STEPS), and the workers check them again.
 type ImageLimits struct {
 	MaxSize  int // largest width or height, in pixels
 	MaxSteps int // most denoising steps

@@ -100,6 +100,10 @@ const DefaultSystemPrompt = "You are a helpful assistant."
 // RegisterFlags binds the text settings to flags and TEXT_* environment
 // variables. ModelDir and Slots belong to the worker and are not bound here.
 func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
+	autoKV := "off"
+	if defaultKVUnified {
+		autoKV = "on"
+	}
 	fs.String(&c.ModelFile, "text-model-file", "TEXT_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
 	fs.Int(&c.ContextSize, "text-context-size", "TEXT_CONTEXT_SIZE", v.Spec().ContextSize, "tokens of context per sequence, prompt and answer together")
 	fs.Int(&c.MaxNewTokens, "text-max-new-tokens", "TEXT_MAX_NEW_TOKENS", 256, "most tokens generated per request")
@@ -107,18 +111,18 @@ func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
 	fs.Float64(&c.TopP, "text-top-p", "TEXT_TOP_P", 0.9, "nucleus sampling: keep the most likely tokens up to this probability")
 	fs.Int(&c.TopK, "text-top-k", "TEXT_TOP_K", 50, "keep only the k most likely tokens; 0 keeps all (Hugging Face samples with 50)")
 	fs.Int64(&c.Seed, "text-seed", "TEXT_SEED", 0, "sampling seed: 0 draws a fresh one per request, any other value makes output reproducible")
-	fs.Int(&c.Threads, "text-threads", "TEXT_THREADS", 0, "CPU threads for compute; 0 uses every CPU")
-	fs.Int(&c.BatchSize, "text-batch-size", "TEXT_BATCH_SIZE", 512, "most tokens in one forward step; long prompts are prefilled in chunks of this size")
+	fs.Int(&c.Threads, "text-threads", "TEXT_THREADS", 0, "CPU threads for compute; 0 picks them, and follows the CPUs other processes leave free (docs/text.md, \"Threads\")")
+	fs.Int(&c.BatchSize, "text-batch-size", "TEXT_BATCH_SIZE", 512, "most tokens in one forward step; long prompts are prefilled in chunks of this size (llama-server's -ub default)")
 	fs.String(&c.SystemPrompt, "text-system-prompt", "TEXT_SYSTEM_PROMPT", DefaultSystemPrompt, "system message of every conversation")
-	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when one is found")
+	fs.Bool(&c.GPU, "text-gpu", "TEXT_GPU", true, "offload every layer to a CUDA GPU when llama.cpp finds one")
 	fs.Float64(&c.GPUMemoryUtilization, "text-gpu-memory-utilization", "TEXT_GPU_MEMORY_UTILIZATION", 0.9, "share of the GPU's free memory that weights, KV cache and graph may take when SLOTS is unset and the slots are sized from it")
-	fs.String(&c.KVUnified, "text-kv-unified", "TEXT_KV_UNIFIED", "auto", "one KV buffer for every slot (on), a stream per slot (off), or auto (docs/text.md)")
-	fs.String(&c.FlashAttention, "text-flash-attention", "TEXT_FLASH_ATTENTION", "auto", "llama.cpp's flash attention: on, off, or auto (where the device supports it)")
-	fs.String(&c.DeviceSampling, "text-device-sampling", "TEXT_DEVICE_SAMPLING", "auto", "narrow rows to their sampler's top-k on the device: on, off, or auto (on when a GPU computes)")
-	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's), as make engine builds them")
-	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off")
-	fs.Duration(&c.SchemaPrepareBudget, "text-schema-prepare-budget", "TEXT_SCHEMA_PREPARE_BUDGET", 25*time.Millisecond, "structured output: time a job's schema may take, compiled and its token masks worked out, before its first token; the masks left are worked out in the background or on first use (0: all before the first token)")
-	fs.String(&c.OtherProperties, "text-other-properties", "TEXT_OTHER_PROPERTIES", "on", "structured output: an object schema's unlisted properties, where additionalProperties allows them: on (JSON Schema's rule) or off (as strict: true)")
+	fs.String(&c.KVUnified, "text-kv-unified", "TEXT_KV_UNIFIED", "auto", "one KV buffer for every slot (on), a stream per slot (off), or auto, "+autoKV+" today (docs/text.md, \"Slots and streams\")")
+	fs.String(&c.FlashAttention, "text-flash-attention", "TEXT_FLASH_ATTENTION", "auto", "llama.cpp's flash attention: on, off, or auto, where llama.cpp chooses per device (on for the CPU and CUDA)")
+	fs.String(&c.DeviceSampling, "text-device-sampling", "TEXT_DEVICE_SAMPLING", "auto", "narrow rows to their sampler's top-k on the device: on, off, or auto (on when a GPU computes; docs/text.md, \"Sampling on the device\")")
+	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's): lib/llama under make, which make engine builds, /opt/genq/lib/llama in the images")
+	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off (docs/text.md, \"The prefix cache\")")
+	fs.Duration(&c.SchemaPrepareBudget, "text-schema-prepare-budget", "TEXT_SCHEMA_PREPARE_BUDGET", 25*time.Millisecond, "structured output: time a job's schema may take, compiled and its token masks worked out, before its first token; the masks left are worked out in the background or on first use (0: all before the first token; docs/text.md, \"Vocabulary analysis and the mask\")")
+	fs.String(&c.OtherProperties, "text-other-properties", "TEXT_OTHER_PROPERTIES", "on", "structured output: an object schema's unlisted properties, where additionalProperties is left out or true: on takes up to 8 after the listed ones (JSON Schema's rule), off none, as strict: true does (docs/text.md, \"The schema subset\")")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
 

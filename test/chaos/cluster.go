@@ -239,7 +239,7 @@ func clusterBatch(ctx context.Context, e env) (localstack.Report, error) {
 		kill(ctx, s, i)
 	}()
 	c := exec.CommandContext(ctx, s.Bin.Genqctl, "submit", "--variant", "B", "--in", in, "--out", dir, "--timeout", "60s")
-	c.Env = append(os.Environ(), "NATS_URL="+s.NATSURL(), "JOB_ACK_WAIT=15s", "NATS_REPLICAS=3")
+	c.Env = append(os.Environ(), "NATS_URL="+s.NATSURL())
 	t0 := time.Now()
 	out, err := c.CombinedOutput()
 	took := time.Since(t0)

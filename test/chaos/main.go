@@ -452,7 +452,7 @@ func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
 	in := filepath.Join(dir, "in.jsonl")
 	_ = os.WriteFile(in, []byte(`{"id":"`+poisonID+`","text":"the poison"}`+"\n"), 0o644)
 	submit := exec.CommandContext(ctx, s.Bin.Genqctl, "submit", "--variant", "B", "--in", in, "--out", dir, "--timeout", "2m")
-	submit.Env = append(os.Environ(), "NATS_URL="+s.NATSURL(), "JOB_MAX_ATTEMPTS=3", "JOB_ACK_WAIT=3s")
+	submit.Env = append(os.Environ(), "NATS_URL="+s.NATSURL())
 	submitOut := make(chan []byte, 1)
 	go func() { b, _ := submit.CombinedOutput(); submitOut <- b }()
 
@@ -754,7 +754,7 @@ func batchRerun(ctx context.Context, e env) (localstack.Report, error) {
 	_ = os.WriteFile(in, []byte(lines.String()), 0o644)
 	submit := func(ctx context.Context) *exec.Cmd {
 		c := exec.CommandContext(ctx, s.Bin.Genqctl, "submit", "--variant", "B", "--in", in, "--out", dir, "--timeout", "45s")
-		c.Env = append(os.Environ(), "NATS_URL="+s.NATSURL(), "JOB_ACK_WAIT=3s")
+		c.Env = append(os.Environ(), "NATS_URL="+s.NATSURL())
 		return c
 	}
 	first := submit(ctx)

@@ -11,7 +11,7 @@ import (
 
 // A Stack with Nodes above 1 runs a JetStream cluster of that many
 // nats-server processes on loopback instead of one server, and its genq
-// processes keep every asset on all of them (NATS_REPLICAS).
+// api keeps every asset on all of them (NATS_REPLICAS, its alone).
 
 // node is one nats-server of a cluster.
 type node struct {
@@ -35,7 +35,7 @@ func (s *Stack) startCluster(ctx context.Context) error {
 	}
 	s.NATSPort = s.nodes[0].clientPort
 	s.NATSNodes = make([]*Proc, len(s.nodes))
-	s.Env = append(s.Env, "NATS_REPLICAS="+strconv.Itoa(min(len(s.nodes), 3)))
+	s.APIEnv = append(s.APIEnv, "NATS_REPLICAS="+strconv.Itoa(min(len(s.nodes), 3)))
 	for i := range s.nodes {
 		if err := s.StartNode(ctx, i); err != nil {
 			return err

@@ -226,6 +226,9 @@ type Stack struct {
 	APIMetricsPort int
 	// Env is added to every genq process (the api and the workers).
 	Env []string
+	// APIEnv is added to the api alone: the settings it owns, such as the
+	// queue's, which the workers adopt (docs/configuration.md).
+	APIEnv []string
 	// NATSArgs are extra nats-server arguments (authentication, say).
 	NATSArgs []string
 	// Nodes, above 1, makes the stack's NATS a JetStream cluster of that
@@ -328,6 +331,7 @@ func (s *Stack) StartAPI(ctx context.Context, env ...string) error {
 	}
 	e := append([]string{"VARIANT=" + s.Variant, "NATS_URL=" + s.NATSURL(), "ADDR=127.0.0.1:" + strconv.Itoa(s.APIPort),
 		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(s.APIMetricsPort)}, s.Env...)
+	e = append(e, s.APIEnv...)
 	p, err := Start("api", s.Bin.API, nil, append(e, env...), s.Dir)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 // POST /v1/images/generations through the official openai npm package,
 // against a variant C stack (run.sh starts it: bin/api and bin/worker with
-// the tiny SD3 export at 64×64, IMAGE_MAX_SIZE=128, IMAGE_MAX_STEPS=4).
+// the tiny SD3 export at 64×64, and the worker's IMAGE_MAX_SIZE=128 and
+// IMAGE_MAX_STEPS=4, which the api takes from its heartbeats).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";

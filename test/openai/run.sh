@@ -48,11 +48,11 @@ VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
-	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
+	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
 pids+=($!)
 # Variant C: 64×64 images in 2 steps by default, so each takes milliseconds.
 VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_NATS_STORE="$work/nats-c" \
-	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s IMAGE_MAX_SIZE=128 IMAGE_MAX_STEPS=4 LOG_LEVEL=warn \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s LOG_LEVEL=warn \
 	bin/api >"$work/api-c.log" 2>&1 &
 pids+=($!)
 VARIANT=C MODEL_DIR="$work/model-c" NATS_URL="nats://127.0.0.1:$nats_port_c" METRICS_ADDR=127.0.0.1:0 \

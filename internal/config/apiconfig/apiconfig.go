@@ -1,0 +1,146 @@
+// Package apiconfig declares the api's settings (cmd/api): every flag and
+// variable in one place, which cmd/api parses and internal/config writes
+// docs/configuration.md from.
+package apiconfig
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/natsqueue"
+)
+
+// Config is what the flags and the environment say.
+type Config struct {
+	Variant     string
+	Addr        string
+	Port        int
+	MetricsAddr string
+	LogLevel    string
+	NATS        natsqueue.ConnectOptions
+	Queue       natsqueue.Settings
+	// The embedded nats-server's, used when NATS.URL is empty.
+	EmbeddedPort       int
+	EmbeddedStore      string
+	EmbeddedMaxPayload int
+	EmbeddedMonitor    int
+	HTTP               httpapi.Config
+	APIKeys            string
+	APIKeysFile        string
+	WebhookAllow       string
+	ShutdownGrace      time.Duration
+}
+
+// Register declares the api's settings on fs, binding them to c.
+func (c *Config) Register(fs *envflag.Set) {
+	fs.Section("General")
+	fs.String(&c.Variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
+	fs.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
+	fs.StringOff(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
+
+	fs.Section("NATS connection")
+	c.NATS.RegisterFlags(fs, "")
+	fs.Section("Queue")
+	c.Queue.RegisterFlags(fs)
+	// The workers and genqctl submit adopt the assets the api makes.
+	for _, a := range []struct {
+		from string
+		envs []string
+	}{
+		{"the workers and genqctl submit take it from the job streams as the api made them", []string{"QUEUE_CAPACITY", "BATCH_QUEUE_CAPACITY", "JOB_MAX_AGE", "DEDUP_WINDOW", "NATS_REPLICAS"}},
+		{"the workers take it from their consumer (its ack wait, its deliveries), rereading it every 30 s", []string{"JOB_ACK_WAIT", "JOB_MAX_ATTEMPTS"}},
+		{"the workers take it from the results store as the api made it", []string{"RESULT_TTL", "RESULT_MAX_BYTES"}},
+		{"the workers take it from the heartbeat bucket as the api made it", []string{"HEARTBEAT_TTL"}},
+	} {
+		for _, env := range a.envs {
+			fs.Adopted(env, a.from)
+		}
+	}
+	fs.Section("Embedded NATS server")
+	fs.Int(&c.EmbeddedPort, "embedded-nats-port", "EMBEDDED_NATS_PORT", 4222, "port of the embedded nats-server, used when NATS_URL is empty")
+	fs.String(&c.EmbeddedStore, "embedded-nats-store", "EMBEDDED_NATS_STORE", ".genq/nats", "JetStream storage directory of the embedded nats-server")
+	fs.Int(&c.EmbeddedMaxPayload, "embedded-nats-max-payload", "EMBEDDED_NATS_MAX_PAYLOAD", 0, "max_payload of the embedded nats-server in bytes (0: the default 1 MB)")
+	fs.Int(&c.EmbeddedMonitor, "embedded-nats-monitor-port", "EMBEDDED_NATS_MONITOR_PORT", 0, "monitoring port of the embedded nats-server (0: off)")
+
+	fs.Section("HTTP api")
+	fs.String(&c.Addr, "addr", "ADDR", "", "listen address; overrides --port")
+	fs.Int(&c.Port, "port", "PORT", 8080, "HTTP port (80 in the container)")
+	fs.Secret(&c.APIKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes (none: open)")
+	fs.String(&c.APIKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
+	fs.Int64(&c.HTTP.MaxBodyBytes, "max-body-bytes", "MAX_BODY_BYTES", 1<<20, "largest request body; more gets 413")
+	fs.Int64(&c.HTTP.MaxV1BodyBytes, "max-v1-body-bytes", "MAX_V1_BODY_BYTES", 8<<20, "largest request body on the /v1 routes (conversations, tools, schemas); more gets 413")
+	fs.Int(&c.HTTP.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 64<<10, "longest text in bytes; more gets 400")
+	fs.Int(&c.HTTP.Images.MaxN, "image-max-n", "IMAGE_MAX_N", httpapi.DefaultImageMaxN, "variant C: most images per POST /v1/images/generations")
+	fs.Duration(&c.HTTP.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
+	fs.Duration(&c.HTTP.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
+	fs.Duration(&c.HTTP.ReadHeaderTimeout, "read-header-timeout", "READ_HEADER_TIMEOUT", 10*time.Second, "time a client has to send its request headers (slow clients are cut off)")
+	fs.Duration(&c.HTTP.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
+	fs.Duration(&c.ShutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
+
+	fs.Section("Asynchronous jobs and webhooks")
+	fs.Duration(&c.HTTP.Async.JobTimeout, "async-job-timeout", "ASYNC_JOB_TIMEOUT", httpapi.DefaultAsyncJobTimeout, "deadline of a job queued by POST /v1/jobs, queueing included")
+	fs.Secret(&c.HTTP.Async.WebhookSecret, "webhook-secret", "WEBHOOK_SECRET", "HMAC-SHA256 key of the Genq-Signature header of webhooks (none: webhooks are refused)")
+	fs.String(&c.WebhookAllow, "webhook-allow", "WEBHOOK_ALLOW", "", "comma-separated hosts webhooks may go to (none: webhooks are refused)")
+	fs.Bool(&c.HTTP.Async.WebhookAllowPrivate, "webhook-allow-private", "WEBHOOK_ALLOW_PRIVATE", false, "let webhooks reach loopback, private and link-local addresses (tests, closed networks)")
+	fs.Int(&c.HTTP.Async.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", httpapi.DefaultWebhookAttempts, "deliveries of one webhook at most, 1 s apart and doubling")
+
+	fs.Section("Batch API")
+	fs.Int64(&c.HTTP.Batches.MaxFileBytes, "max-file-bytes", "MAX_FILE_BYTES", httpapi.DefaultMaxFileBytes, "largest file POST /v1/files takes (a batch's input); more gets 413")
+	fs.Duration(&c.HTTP.Batches.FileTTL, "file-ttl", "FILE_TTL", httpapi.DefaultFileTTL, "how long files and batches are kept in JetStream")
+}
+
+// Parse reads the api's settings from args and the environment (lookup,
+// as os.LookupEnv), writing --help to out.
+func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Config, error) {
+	var c Config
+	fs := envflag.NewLookup("api", lookup, out)
+	c.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	v, err := genq.ParseVariant(c.Variant)
+	if err != nil {
+		return c, err
+	}
+	c.HTTP.Variant = v
+	c.HTTP.QueueCapacity = c.Queue.QueueCapacity
+	if c.Addr == "" {
+		c.Addr = ":" + strconv.Itoa(c.Port)
+	}
+	keys, err := loadAPIKeys(c.APIKeys, c.APIKeysFile)
+	if err != nil {
+		return c, err
+	}
+	c.HTTP.APIKeys = keys
+	for _, h := range strings.Split(c.WebhookAllow, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.HTTP.Async.WebhookAllow = append(c.HTTP.Async.WebhookAllow, h)
+		}
+	}
+	return c, nil
+}
+
+func loadAPIKeys(list, file string) ([]string, error) {
+	raw := strings.ReplaceAll(list, ",", "\n")
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read API keys file: %w", err)
+		}
+		raw += "\n" + string(b)
+	}
+	var keys []string
+	for _, k := range strings.Split(raw, "\n") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}

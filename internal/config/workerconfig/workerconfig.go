@@ -1,0 +1,156 @@
+// Package workerconfig declares the worker's settings (cmd/worker): every
+// flag and variable in one place, which cmd/worker parses and
+// internal/config writes docs/configuration.md from.
+package workerconfig
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/onnx"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/worker"
+)
+
+// DefaultMetricsAddr is where a worker serves /metrics unless told otherwise.
+const DefaultMetricsAddr = ":9091"
+
+// TextGCPercent is a text worker's GOGC unless the environment sets one.
+const TextGCPercent = 400
+
+// Config is what the flags and the environment say.
+type Config struct {
+	Variant     genq.Variant
+	ModelDir    string
+	InContainer bool // GENQ_IN_CONTAINER: the default model directory is /models
+	Slots       int
+	WorkerID    string
+	MetricsAddr string
+	LogLevel    string
+	GOGC        string // Go's own variable; declared here for the reference
+	NATS        natsqueue.ConnectOptions
+	Runtime     worker.Config
+	Text        textgen.Config
+	Image       onnx.Config
+	ImageEngine string // IMAGE_ENGINE: onnx or ggml
+	ImageT5     string // IMAGE_T5: on or off (ggml only)
+
+	variant string // as given; Variant is parsed before Register
+}
+
+// Register declares the worker's settings on fs, binding them to c. The
+// variant decides the defaults of some (slots, text context).
+func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
+	fs.Section("General")
+	fs.String(&c.variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
+	fs.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
+	fs.StringOff(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", DefaultMetricsAddr, "address of /metrics and /healthz (empty: off; when the default is taken, a free port)")
+
+	fs.Section("NATS connection")
+	c.NATS.RegisterFlags(fs, "nats://127.0.0.1:4222")
+
+	fs.Section("Worker")
+	fs.String(&c.ModelDir, "model-dir", "MODEL_DIR", "", "directory of the model (default models/<variant>, or /models when GENQ_IN_CONTAINER=1)")
+	fs.Bool(&c.InContainer, "", "GENQ_IN_CONTAINER", false, "set to 1 by genq's images: the default model directory is /models")
+	defaultSlots := v.Spec().Slots
+	if v.Kind() == genq.OutputText {
+		// 0 lets the text backend size the batch from free GPU memory.
+		defaultSlots = 0
+	}
+	fs.Int(&c.Slots, "slots", "SLOTS", defaultSlots, fmt.Sprintf(
+		"jobs run at once; on a text variant they share one batch, and 0 sizes them from free GPU memory (TEXT_GPU_MEMORY_UTILIZATION), or runs %d (A) or %d (B) on a CPU",
+		genq.VariantA.Spec().Slots, genq.VariantB.Spec().Slots))
+	fs.String(&c.WorkerID, "worker-id", "WORKER_ID", "", "this worker's id in heartbeats and logs (default: the host name and 8 random characters)")
+	fs.Duration(&c.Runtime.DrainGrace, "drain-grace", "DRAIN_GRACE", 2*time.Minute, "how long jobs in flight may finish after SIGTERM")
+	fs.Duration(&c.Runtime.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
+	fs.Int(&c.Runtime.InteractiveSlots, "interactive-slots", "INTERACTIVE_SLOTS", 1, "slots kept for interactive jobs, never filled by batch jobs (0: batch work may fill every slot; at most SLOTS-1)")
+	fs.Duration(&c.Runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
+	fs.Duration(&c.Runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
+	fs.String(&c.GOGC, "", "GOGC", "", "Go's garbage collector target, in percent; unset, a text worker runs at "+strconv.Itoa(TextGCPercent)+" (docs/benchmarks.md, \"The text worker's GOGC\")")
+
+	fs.Section("Routing by prefix")
+	natsqueue.RegisterRouteFlag(fs, &c.Runtime.RouteByPrefix)
+	fs.Adopted("ROUTE_BY_PREFIX", "the api routes a conversation's turns only to the workers whose heartbeats say they take routed jobs")
+	fs.Duration(&c.Runtime.StealAfter, "route-steal-after", "ROUTE_STEAL_AFTER", natsqueue.DefaultStealAfter, "with ROUTE_BY_PREFIX: how long a job routed to a busy or stopped worker waits before an idle worker takes it")
+
+	fs.Section("Text engine")
+	c.Text.RegisterFlags(fs, v)
+
+	fs.Section("Image engine")
+	c.Image.RegisterFlags(fs)
+	for _, env := range []string{"IMAGE_MAX_SIZE", "IMAGE_MAX_STEPS"} {
+		fs.Adopted(env, "the api takes it from the workers' heartbeats (the tightest live worker's), and refuses a request past it before queueing")
+	}
+	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "onnx", "image engine: onnx (ONNX Runtime, the ONNX export) or ggml (the ggml/*.gguf files beside it)")
+	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
+}
+
+// Parse reads the worker's settings from args and the environment (lookup,
+// as os.LookupEnv), writing --help to out.
+func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Config, error) {
+	var c Config
+	// The variant decides defaults of other flags (slots, text context),
+	// so it is read before the rest are declared.
+	v, err := genq.ParseVariant(variantArg(args, lookup))
+	if err != nil {
+		return c, err
+	}
+	c.Variant = v
+	fs := envflag.NewLookup("worker", lookup, out)
+	c.Register(fs, v)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case c.ImageEngine != "onnx" && c.ImageEngine != "ggml":
+		return c, fmt.Errorf("image engine %q: want onnx or ggml", c.ImageEngine)
+	case c.ImageT5 != "on" && c.ImageT5 != "off":
+		return c, fmt.Errorf("IMAGE_T5 %q: want on or off", c.ImageT5)
+	case c.ImageT5 == "off" && c.ImageEngine != "ggml":
+		return c, errors.New("IMAGE_T5=off needs IMAGE_ENGINE=ggml: the ONNX engine always runs T5")
+	}
+	if c.Slots < 1 && (c.Slots < 0 || v.Kind() != genq.OutputText) {
+		return c, errors.New("slots must be at least 1")
+	}
+	if c.ModelDir == "" {
+		c.ModelDir = genq.DefaultModelDir(v, c.InContainer)
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = host + "-" + uuid.NewString()[:8]
+	}
+	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, v
+	c.Text.ModelDir, c.Text.Slots, c.Text.DefaultSlots = c.ModelDir, c.Slots, v.Spec().Slots
+	c.Image.ModelDir, c.Image.Slots = c.ModelDir, c.Slots
+	return c, nil
+}
+
+// variantArg finds --variant among the arguments, or VARIANT, or B.
+func variantArg(args []string, lookup func(string) (string, bool)) string {
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "variant" {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	if v, _ := lookup("VARIANT"); v != "" {
+		return v
+	}
+	return "B"
+}
