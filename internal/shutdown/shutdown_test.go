@@ -1,9 +1,11 @@
 package shutdown_test
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"syscall"
 	"testing"
@@ -18,7 +20,7 @@ func TestSignals(t *testing.T) {
 	if os.Getenv("SHUTDOWN_CHILD") == "1" {
 		ctx, stop := shutdown.OnSignal(t.Context())
 		defer stop()
-		os.Stdout.WriteString("ready\n")
+		fmt.Printf("ready %d\n", os.Getpid())
 		select {
 		case <-ctx.Done():
 			os.Stdout.WriteString("stopped\n")
@@ -39,12 +41,12 @@ func TestSignals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestSignals$")
-			cmd.Env = append(os.Environ(), "SHUTDOWN_CHILD=1")
 			if tc.ignoreSIGINT {
-				// A shell ignores SIGINT in the child between fork and exec;
-				// here the parent ignores it, and the child inherits that.
-				ignoreSIGINT(t)
+				// A shell without job control starts a background
+				// command with SIGINT ignored.
+				cmd = exec.Command("sh", "-c", `"$0" "$@" & wait`, os.Args[0], "-test.run", "^TestSignals$")
 			}
+			cmd.Env = append(os.Environ(), "SHUTDOWN_CHILD=1")
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -52,18 +54,21 @@ func TestSignals(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			buf := make([]byte, 64)
-			n, _ := out.Read(buf) // "ready": the child listens
-			if string(buf[:n]) != "ready\n" {
-				t.Fatalf("child said %q", buf[:n])
+			lines := bufio.NewScanner(out)
+			var pid int
+			if !lines.Scan() { // the child listens
+				t.Fatal("the child said nothing")
 			}
-			if err := cmd.Process.Signal(tc.send); err != nil {
+			if _, err := fmt.Sscanf(lines.Text(), "ready %d", &pid); err != nil {
+				t.Fatalf("child said %q", lines.Text())
+			}
+			if err := syscall.Kill(pid, tc.send); err != nil {
 				t.Fatal(err)
 			}
-			rest := make([]byte, 64)
-			m, _ := out.Read(rest)
+			lines.Scan()
+			got := lines.Text() + "\n"
+			_, _ = io.Copy(io.Discard, out)
 			_ = cmd.Wait()
-			got := string(rest[:m])
 			if got != tc.wantSaid {
 				t.Fatalf("after %s the child said %q (%v); want %q", tc.send, got, cmd.ProcessState, tc.wantSaid)
 			}
@@ -72,11 +77,4 @@ func TestSignals(t *testing.T) {
 	if got := shutdown.Signals(); !slices.Contains(got, os.Signal(syscall.SIGTERM)) {
 		t.Fatalf("Signals() = %v, lacks SIGTERM", got)
 	}
-}
-
-// ignoreSIGINT ignores SIGINT in this process, whose children inherit it,
-// until the test ends.
-func ignoreSIGINT(t *testing.T) {
-	signal.Ignore(os.Interrupt)
-	t.Cleanup(func() { signal.Reset(os.Interrupt) })
 }
