@@ -22,12 +22,6 @@ const (
 	maxReadmeLineChars = 200
 )
 
-// pendingLinks are link targets that another change of issue 37 adds
-// (docs/configuration.md is generated from the flags there). A missing one
-// is allowed until then; once it exists it is checked like any other.
-// Remove an entry when its file has landed.
-var pendingLinks = []string{"docs/configuration.md"}
-
 // repoRoot is the module root: the nearest folder above with a go.mod.
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -320,8 +314,6 @@ func checkLink(root, file, text, target string) error {
 		}
 		fi, err := os.Stat(filepath.Join(root, rel))
 		switch {
-		case errors.Is(err, fs.ErrNotExist) && slices.Contains(pendingLinks, rel):
-			return nil
 		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("no file %s", rel)
 		case err != nil:
