@@ -78,6 +78,12 @@ test: engine $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
 
+# go vet, then staticcheck at the version go.mod's tool block pins; CI runs
+# both. The engine comes first: cgo packages are type-checked against it.
+lint: engine
+	go vet ./...
+	go tool staticcheck ./...
+
 # The /v1 routes through the official openai npm package and Python's
 # urllib, over bin/api and bin/worker with the tiny model. Needs Node and
 # npm; make test covers the same behaviour in Go (internal/e2e).

@@ -221,11 +221,8 @@ func (c *Cluster) ScalerStatus(ctx context.Context, o Options) (ok bool, msg str
 // no address yet.
 func ServiceURL(svc *corev1.Service) string {
 	port := ""
-	for _, p := range svc.Spec.Ports {
-		if p.Port != 80 {
-			port = ":" + strconv.Itoa(int(p.Port))
-		}
-		break
+	if ps := svc.Spec.Ports; len(ps) > 0 && ps[0].Port != 80 {
+		port = ":" + strconv.Itoa(int(ps[0].Port))
 	}
 	switch svc.Spec.Type {
 	case corev1.ServiceTypeLoadBalancer:

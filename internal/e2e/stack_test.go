@@ -298,7 +298,6 @@ type testBackend struct {
 	calls     atomic.Int64
 	started   chan string // job ids, as runs start
 	mu        sync.Mutex
-	cancelled []string
 	ended     chan string // job ids whose context ended
 	lastBytes []byte
 }

@@ -17,11 +17,10 @@ import (
 // genq's time is its own overhead (tensor conversions, guidance, the Euler
 // update, and per image the prompt's encoding and the PNG).
 type plainSD3 struct {
-	den, vae       *ort.DynamicAdvancedSession
-	denIn, denOut  []ort.Value
-	vaeIn, vaeOut  []ort.Value
-	steps          int
-	denoiserInputs []string
+	den, vae      *ort.DynamicAdvancedSession
+	denIn, denOut []ort.Value
+	vaeIn, vaeOut []ort.Value
+	steps         int
 }
 
 func newPlainSD3(b *testing.B, be *Backend) *plainSD3 {

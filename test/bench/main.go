@@ -85,9 +85,8 @@ type textPoint struct {
 }
 
 type imageResult struct {
-	size                 int
-	perImage, perStep    time.Duration
-	perImageMedianOfRuns []time.Duration
+	size              int
+	perImage, perStep time.Duration
 }
 
 type rssRow struct {
