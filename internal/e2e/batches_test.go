@@ -279,3 +279,52 @@ func TestBatchWebhook(t *testing.T) {
 		t.Fatalf("a webhook to a host not allowed: %d %s", r.status, r.body)
 	}
 }
+
+// TestBatchExpires: a batch whose completion window closes before its
+// requests run ends expired, with expired_at, and its error file lists
+// every custom_id as batch_expired, as OpenAI's does; the requests it
+// queued are dropped, not run after.
+func TestBatchExpires(t *testing.T) {
+	s := newStack(t, stackOptions{http: httpapi.Config{Batches: httpapi.BatchConfig{Expiry: 2 * time.Second, Window: 2}}})
+	const n = 5
+	up := s.upload("in.jsonl", chatLines(n, func(int) string { return `,"max_tokens":4` }), "batch")
+	var file struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(up.body, &file)
+	// No worker: nothing runs before the window closes.
+	r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
+	b := s.waitBatch(decodeAs[batchObject](t, r).ID, func(b batchObject) bool { return b.Status == "expired" })
+	var raw struct {
+		ExpiredAt *int64 `json:"expired_at"`
+	}
+	_ = json.Unmarshal(s.get("/v1/batches/"+b.ID).body, &raw)
+	if raw.ExpiredAt == nil || b.OutputFileID != nil || b.ErrorFileID == nil || b.RequestCounts.Total != n ||
+		b.RequestCounts.Completed != 0 || b.RequestCounts.Failed != n {
+		t.Fatalf("expired batch %+v, expired_at %v", b, raw.ExpiredAt)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(s.get("/v1/files/"+*b.ErrorFileID+"/content").body)), "\n") {
+		var l struct {
+			CustomID string          `json:"custom_id"`
+			Response json.RawMessage `json:"response"`
+			Error    struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil || seen[l.CustomID] || l.Error.Code != "batch_expired" || string(l.Response) != "null" {
+			t.Fatalf("error file line %q (%v)", line, err)
+		}
+		seen[l.CustomID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d custom_ids in the error file, want %d", len(seen), n)
+	}
+	// A worker that comes now finds the queued requests cancelled.
+	w := newTestBackend(2)
+	s.startWorker(w, time.Second)
+	time.Sleep(2 * time.Second)
+	if calls := w.calls.Load(); calls != 0 {
+		t.Fatalf("%d requests of the expired batch ran", calls)
+	}
+}

@@ -111,7 +111,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := time.Now().Unix()
-	expires := created + 24*3600
+	expires := created + int64(s.cfg.Batches.withDefaults().Expiry/time.Second)
 	b := openai.Batch{ID: "batch_" + s.newID(), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,
 		CompletionWindow: req.CompletionWindow, Status: openai.BatchValidating, CreatedAt: created, ExpiresAt: &expires,
 		Metadata: req.Metadata}
@@ -513,6 +513,8 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		b.Status, b.CancelledAt = openai.BatchCancelled, now()
 	case openai.BatchExpired:
 		b.ExpiredAt = now()
+		// The requests never run are failed ones, in the error file.
+		b.RequestCounts.Failed = b.RequestCounts.Total - b.RequestCounts.Completed
 	}
 	if _, err := s.writeBatch(ctx, rec, rev); err != nil {
 		return err
@@ -589,7 +591,15 @@ func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []
 	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
 	for i := range lines {
 		if i >= rec.Run.Queued || !finished(state[i]) {
-			continue // never run: cancelled or expired before it was queued or started
+			// Never run: cancelled, or expired before it was queued or
+			// started. An expired batch lists these in its error file, as
+			// OpenAI's does, so every custom_id is accounted for.
+			if b.Status == openai.BatchExpired {
+				if err := errEnc.Encode(expiredLine(b.ID, i, lines[i])); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		raw, err := s.batches.BatchLine(ctx, b.ID, i)
 		if err != nil {
@@ -624,6 +634,13 @@ func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []
 	}
 	b.ErrorFileID, err = put("errors", errs.Bytes())
 	return err
+}
+
+// expiredLine is the error file's line of request i of batch id, never
+// run before the batch's completion window closed: OpenAI's words for it.
+func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
+	return openai.BatchOutputLine{ID: "batch_req_" + lineJobID(id, i), CustomID: l.CustomID,
+		Error: &openai.Error{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}}
 }
 
 // lineOutcome is a request's outcome as its route would answer: the body

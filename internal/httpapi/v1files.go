@@ -58,6 +58,10 @@ type BatchConfig struct {
 	// ChecksPerRound bounds the outcomes of unfinished requests a round
 	// of the batch runner reads, the oldest first.
 	ChecksPerRound int
+	// Expiry is how long after its creation a batch expires: 24 hours, as
+	// its completion_window says (the only one OpenAI's API offers). Not a
+	// setting: tests shorten it to see a batch expire.
+	Expiry time.Duration
 }
 
 // Defaults of BatchConfig.
@@ -81,6 +85,9 @@ func (c BatchConfig) withDefaults() BatchConfig {
 	}
 	if c.LeaseFor <= 0 {
 		c.LeaseFor = defaultLeaseFor
+	}
+	if c.Expiry <= 0 {
+		c.Expiry = 24 * time.Hour
 	}
 	if c.ChecksPerRound <= 0 {
 		c.ChecksPerRound = defaultChecks
