@@ -328,3 +328,65 @@ func TestBatchExpires(t *testing.T) {
 		t.Fatalf("%d requests of the expired batch ran", calls)
 	}
 }
+
+// TestBatchManyAnswers: a batch's request may ask for several answers, as
+// its route allows (n above 1; a list of prompts for /v1/completions): its
+// output line holds them all, as one answer of its route, its choices
+// indexed in the route's order.
+func TestBatchManyAnswers(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	s.tinyTextWorker(4)
+	run := func(endpoint string, input []byte) map[string][]int {
+		t.Helper()
+		up := s.upload("in.jsonl", input, "batch")
+		var file struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(up.body, &file)
+		r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"`+endpoint+`","completion_window":"24h"}`)
+		b := s.waitBatch(decodeAs[batchObject](t, r).ID, func(b batchObject) bool { return b.Status != "validating" && b.Status != "in_progress" && b.Status != "finalizing" })
+		if b.Status != "completed" || b.RequestCounts.Failed != 0 || b.OutputFileID == nil {
+			t.Fatalf("%s batch %+v (%s)", endpoint, b, r.body)
+		}
+		choices := map[string][]int{}
+		for line := range strings.SplitSeq(strings.TrimSpace(string(s.get("/v1/files/"+*b.OutputFileID+"/content").body)), "\n") {
+			var l struct {
+				ID       string `json:"id"`
+				CustomID string `json:"custom_id"`
+				Response struct {
+					StatusCode int `json:"status_code"`
+					Body       struct {
+						Choices []struct {
+							Index int     `json:"index"`
+							Text  *string `json:"text"`
+						} `json:"choices"`
+						Usage struct {
+							CompletionTokens int `json:"completion_tokens"`
+						} `json:"usage"`
+					} `json:"body"`
+				} `json:"response"`
+			}
+			if err := json.Unmarshal([]byte(line), &l); err != nil || l.Response.StatusCode != 200 || choices[l.CustomID] != nil {
+				t.Fatalf("output line %q: %v", line, err)
+			}
+			if l.Response.Body.Usage.CompletionTokens != 4*len(l.Response.Body.Choices) {
+				t.Errorf("%s: %d completion tokens for %d choices of 4 tokens", l.CustomID, l.Response.Body.Usage.CompletionTokens, len(l.Response.Body.Choices))
+			}
+			for _, c := range l.Response.Body.Choices {
+				choices[l.CustomID] = append(choices[l.CustomID], c.Index)
+			}
+		}
+		return choices
+	}
+	chat := run("/v1/chat/completions", []byte(
+		`{"custom_id":"three","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"n":3}}`+"\n"+
+			`{"custom_id":"one","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}}`+"\n"))
+	if fmt.Sprint(chat["three"]) != "[0 1 2]" || fmt.Sprint(chat["one"]) != "[0]" {
+		t.Fatalf("chat choices %v", chat)
+	}
+	completions := run("/v1/completions", []byte(
+		`{"custom_id":"list","method":"POST","url":"/v1/completions","body":{"prompt":["a","b"],"max_tokens":4,"n":2}}`+"\n"))
+	if fmt.Sprint(completions["list"]) != "[0 1 2 3]" {
+		t.Fatalf("completion choices %v", completions)
+	}
+}

@@ -62,6 +62,21 @@ type batchRun struct {
 // lineJobID is the job id of a batch's request at index i.
 func lineJobID(batchID string, i int) string { return batchID + "_" + strconv.Itoa(i) }
 
+// lineJobIDs are the ids of the count jobs of a batch's request at index
+// i, one per answer it asks for: the first is lineJobID, the k-th after it
+// lineJobID and "-k". Any api derives the same ones, to read, cancel or
+// queue again what another api queued.
+func lineJobIDs(batchID string, i, count int) []string {
+	ids := make([]string, max(count, 1))
+	for k := range ids {
+		ids[k] = lineJobID(batchID, i)
+		if k > 0 {
+			ids[k] += "-" + strconv.Itoa(k)
+		}
+	}
+	return ids
+}
+
 func (s *Server) readBatch(ctx context.Context, id string) (batchRecord, uint64, error) {
 	raw, rev, err := s.batches.Batch(ctx, id)
 	if err != nil {
@@ -325,7 +340,7 @@ func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64,
 		return err
 	default:
 		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
-			_, err := s.lineJob(rec.Batch, openai.BatchLine{Body: body}, 0)
+			_, err := s.lineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
 			return err
 		})
 	}
@@ -346,44 +361,60 @@ func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64,
 	return err
 }
 
-// lineJob is the job of a batch's request at index i, checked as its
-// route checks a request.
-func (s *Server) lineJob(b openai.Batch, l openai.BatchLine, i int) (genq.Job, error) {
-	job := genq.Job{Envelope: genq.Envelope{ID: lineJobID(b.ID, i), Variant: s.cfg.Variant, Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
-	var params openai.Params
-	var err error
+// lineJobs are the jobs of a batch's request at index i, one per answer
+// it asks for (its prompts × n, in the order its route queues them),
+// checked as its route checks a request.
+func (s *Server) lineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
+	prompts, n, err := s.decodeLine(b, l)
+	if err != nil {
+		return nil, err
+	}
+	ids := lineJobIDs(b.ID, i, len(prompts)*n)
+	for k := range prompts {
+		prompts[k].ID = ids[k*n]
+	}
+	if err := s.checkPrompts(prompts); err != nil {
+		return nil, err
+	}
+	jobs := make([]genq.Job, 0, len(ids))
+	for k, p := range prompts {
+		next := k * n
+		jobs = append(jobs, openai.ChoiceJobs(p, n, func() string { next++; return ids[next] })...)
+	}
+	return jobs, nil
+}
+
+// decodeLine reads a batch's request as its route does: its prompts (one,
+// but for a list given to /v1/completions) and the answers it asks for
+// each (n).
+func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int, error) {
+	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.cfg.Variant, Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
+	var decode textDecoder
 	switch b.Endpoint {
 	case "/v1/chat/completions":
-		params, err = openai.DecodeChat(l.Body, s.cfg.MaxPromptBytes, &job)
+		decode = oneJob(openai.DecodeChat)
 	case "/v1/responses":
-		params, err = openai.DecodeResponse(l.Body, s.cfg.MaxPromptBytes, &job)
+		decode = oneJob(openai.DecodeResponse)
 	case "/v1/completions":
-		var jobs []genq.Job
-		params, jobs, err = openai.DecodeCompletions(l.Body, s.cfg.MaxPromptBytes, job)
-		if err == nil && len(jobs) != 1 {
-			err = genq.Errorf(genq.Invalid, "a batch's request asks for one answer: give one prompt, not a list")
-		}
-		if err == nil {
-			job = jobs[0]
-		}
+		decode = openai.DecodeCompletions
+	default:
+		return nil, 0, genq.Errorf(genq.Invalid, "a batch cannot run %s", b.Endpoint)
 	}
-	switch {
-	case err != nil:
-	case params.Stream:
+	params, prompts, err := decode(l.Body, s.cfg.MaxPromptBytes, tmpl)
+	if err == nil && params.Stream {
 		err = genq.Errorf(genq.Invalid, "stream: true is not supported in a batch")
-	case params.Choices() != 1:
-		err = genq.Errorf(genq.Invalid, "n is %d: a batch's request asks for one answer", params.Choices())
 	}
-	if err == nil {
-		err = job.Validate()
+	return prompts, params.Choices(), err
+}
+
+// lineAnswers is how many jobs a batch's request at index i was queued
+// as; one for a request that could not be read (refused, it has none).
+func (s *Server) lineAnswers(b openai.Batch, l openai.BatchLine) int {
+	prompts, n, err := s.decodeLine(b, l)
+	if err != nil {
+		return 1
 	}
-	if err == nil {
-		err = s.workerLimits().Check(job)
-	}
-	if err == nil {
-		err = s.checkConstraint(job)
-	}
-	return job, err
+	return len(prompts) * n
 }
 
 // lineState is what the runner knows of a queued request: nothing yet,
@@ -433,16 +464,20 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	if stopping && !rec.Run.CancelSent {
 		for i := 0; i < rec.Run.Queued; i++ {
 			if !finished(state[i]) {
-				s.async.CancelJob(lineJobID(b.ID, i))
+				for _, id := range lineJobIDs(b.ID, i, s.lineAnswers(*b, lines[i])) {
+					s.async.CancelJob(id)
+				}
 			}
 		}
 		rec.Run.CancelSent = true
 	}
 	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
 		i := rec.Run.Queued
-		job, err := s.lineJob(*b, lines[i], i)
-		if err == nil {
-			err = s.async.Submit(ctx, job)
+		jobs, err := s.lineJobs(*b, lines[i], i)
+		for _, job := range jobs {
+			if err == nil {
+				err = s.async.Submit(ctx, job) // one queued before is kept once
+			}
 		}
 		if err != nil && genq.ErrorCode(err) != genq.Invalid {
 			break // the queue is full or away: the next round tries again
@@ -485,11 +520,13 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 			if state[i] = st; finished(st) {
 				continue
 			}
-			running, _, err := s.async.Running(ctx, lineJobID(b.ID, i))
-			if err != nil {
-				return err
+			for _, id := range lineJobIDs(b.ID, i, s.lineAnswers(*b, lines[i])) {
+				running, _, err := s.async.Running(ctx, id)
+				if err != nil {
+					return err
+				}
+				ended = ended && !running
 			}
-			ended = !running
 		}
 	}
 	var err error
@@ -553,16 +590,21 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchL
 	if genq.ErrorCode(err) != genq.NotFound {
 		return linePending, err
 	}
-	id := lineJobID(b.ID, i)
-	body, status, err := s.lineOutcome(ctx, b.Endpoint, id, refused)
+	ids := lineJobIDs(b.ID, i, s.lineAnswers(*b, l))
+	body, status, err := s.lineOutcome(ctx, b.Endpoint, ids, refused)
 	switch {
 	case isStoreError(err):
 		return linePending, err
 	case genq.ErrorCode(err) == genq.NotFound:
 		return linePending, nil
+	case err != nil && len(ids) > 1:
+		// One answer failed, so the request did: its others need not run.
+		for _, id := range ids {
+			s.async.CancelJob(id)
+		}
 	}
-	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + id, CustomID: l.CustomID,
-		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: id, Body: body}}}
+	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + ids[0], CustomID: l.CustomID,
+		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: ids[0], Body: body}}}
 	raw, err = json.Marshal(k)
 	if err == nil {
 		err = s.batches.PutBatchLine(ctx, b.ID, i, raw)
@@ -643,34 +685,49 @@ func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
 		Error: &openai.Error{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}}
 }
 
-// lineOutcome is a request's outcome as its route would answer: the body
-// and status of its answer, or of its error (err non-nil).
-func (s *Server) lineOutcome(ctx context.Context, endpoint, id, refused string) (any, int, error) {
+// lineOutcome is a request's outcome as its route would answer, from its
+// jobs' (ids, one per answer): the body and status of its answer, or of
+// its error (err non-nil), the first error of its jobs' if any failed.
+func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused string) (any, int, error) {
 	if refused != "" {
 		err := genq.Errorf(genq.Invalid, "%s", refused)
 		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), err
 	}
-	res, err := s.async.Outcome(ctx, id)
-	if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
-		return nil, 0, err // no outcome yet, or the store is away
+	results := make([]openai.TextResult, 0, len(ids))
+	for _, id := range ids {
+		r, err := s.answerOf(ctx, id)
+		if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
+			return nil, 0, err // no outcome yet, or the store is away
+		}
+		if err != nil {
+			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
+		}
+		results = append(results, r)
 	}
+	switch endpoint {
+	case "/v1/completions":
+		return openai.RenderCompletion(results...), http.StatusOK, nil
+	case "/v1/responses":
+		r := results[0]
+		rs := openai.ResponseStream(openai.Stream{JobID: r.JobID, Created: r.Created, Model: r.Model})
+		return rs.Done(r.TextResult), http.StatusOK, nil
+	}
+	return openai.RenderChat(results...), http.StatusOK, nil
+}
+
+// answerOf is job id's answer, or its error, or a NotFound one while it
+// has none.
+func (s *Server) answerOf(ctx context.Context, id string) (openai.TextResult, error) {
+	res, err := s.async.Outcome(ctx, id)
 	if err != nil {
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
+		return openai.TextResult{}, err
 	}
 	defer res.Body.Close()
 	_, text, err := readTextResult(res)
 	if err != nil {
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
+		return openai.TextResult{}, err
 	}
-	r := openai.TextResult{TextResult: text, JobID: id, Created: time.Now().Unix(), Model: s.modelOf(res.Worker, "")}
-	switch endpoint {
-	case "/v1/completions":
-		return openai.RenderCompletion(r), http.StatusOK, nil
-	case "/v1/responses":
-		rs := openai.ResponseStream(openai.Stream{JobID: id, Created: r.Created, Model: r.Model})
-		return rs.Done(text), http.StatusOK, nil
-	}
-	return openai.RenderChat(r), http.StatusOK, nil
+	return openai.TextResult{TextResult: text, JobID: id, Created: time.Now().Unix(), Model: s.modelOf(res.Worker, "")}, nil
 }
 
 // batchEnded sends the batch's webhook, when it has one, from the api

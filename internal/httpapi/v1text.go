@@ -105,10 +105,25 @@ func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
 	if err := s.fitsQueue(len(prompts)*n, "answers (prompts × n)"); err != nil {
 		return nil, err
 	}
+	for i := range prompts {
+		prompts[i].ID = s.newID()
+	}
+	if err := s.checkPrompts(prompts); err != nil {
+		return nil, err
+	}
 	jobs := make([]genq.Job, 0, len(prompts)*n)
+	for _, p := range prompts {
+		jobs = append(jobs, openai.ChoiceJobs(p, n, s.newID)...)
+	}
+	return jobs, nil
+}
+
+// checkPrompts checks a request's prompts as jobs, against the workers'
+// limits and for a constraint genq can enforce, naming the prompt of a
+// list that fails.
+func (s *Server) checkPrompts(prompts []genq.Job) error {
 	lims := s.workerLimits()
 	for i, p := range prompts {
-		p.ID = s.newID()
 		err := p.Validate()
 		if err == nil {
 			err = lims.Check(p)
@@ -117,14 +132,13 @@ func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
 			err = s.checkConstraint(p)
 		}
 		if err != nil && len(prompts) > 1 {
-			err = genq.WrapError(genq.ErrorCode(err), err, fmt.Sprintf("prompt[%d]: %s", i, genq.ErrorMessage(err)))
+			return genq.WrapError(genq.ErrorCode(err), err, fmt.Sprintf("prompt[%d]: %s", i, genq.ErrorMessage(err)))
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		jobs = append(jobs, openai.ChoiceJobs(p, n, s.newID)...)
 	}
-	return jobs, nil
+	return nil
 }
 
 // choice is job i's index among its prompt's choices.

@@ -1,9 +1,9 @@
 // genq's Batch API through the openai SDK: files.create of a JSONL of 200
-// chat requests (a few with a JSON schema), batches.create, polling
-// batches.retrieve to completed, files.content of the output, each
-// custom_id once and the schema lines valid under ajv; batches.cancel of a
-// second batch ends cancelled with its finished requests kept; and bad
-// input refused in OpenAI's shape.
+// chat requests (a few with a JSON schema, a few asking for two answers),
+// batches.create, polling batches.retrieve to completed, files.content of
+// the output, each custom_id once and the schema lines valid under ajv;
+// batches.cancel of a second batch ends cancelled with its finished
+// requests kept; and bad input refused in OpenAI's shape.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI, { toFile } from "openai";
@@ -46,6 +46,7 @@ test("a batch of 200 requests runs to completed, each custom_id once in its outp
       body.max_tokens = 200;
       body.response_format = { type: "json_schema", json_schema: { name: "a", strict: true, schema } };
     }
+    if (i % 50 === 7) body.n = 2;
     lines.push({ custom_id: `c-${i}`, method: "POST", url: "/v1/chat/completions", body });
   }
   const file = await client.files.create({ file: await toFile(Buffer.from(jsonl(lines)), "requests.jsonl"), purpose: "batch" });
@@ -66,6 +67,7 @@ test("a batch of 200 requests runs to completed, each custom_id once in its outp
     assert.equal(l.response.status_code, 200);
     assert.equal(l.response.body.object, "chat.completion");
     const i = Number(l.custom_id.slice(2));
+    assert.deepEqual(l.response.body.choices.map((c) => c.index), i % 50 === 7 ? [0, 1] : [0], l.custom_id);
     if (i % 25 === 0) {
       const content = l.response.body.choices[0].message.content;
       assert.ok(validate(JSON.parse(content)), `${l.custom_id}: ${content} ${JSON.stringify(validate.errors)}`);
