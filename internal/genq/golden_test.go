@@ -1,16 +1,14 @@
 package genq_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/golden"
 )
 
 var update = flag.Bool("update", false, "write the golden files of testdata from the values of the tests")
@@ -60,7 +58,7 @@ func TestProtocolGolden(t *testing.T) {
 				if tc.full {
 					allSet(t, reflect.ValueOf(back), tc.name)
 				}
-				checkGolden(t, tc.name, raw, back)
+				golden.Check(t, tc.name, raw, back, *update)
 				return
 			}
 			if tc.full {
@@ -70,40 +68,13 @@ func TestProtocolGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, tc.name, b, back)
+			golden.Check(t, tc.name, b, back, *update)
 		})
 	}
 }
 
 // rawJSON is a message the code under test marshalled itself.
 type rawJSON []byte
-
-// checkGolden holds got to testdata/<name>.json, byte for byte, and reads
-// the file back into a value of back's type, which must equal back.
-func checkGolden(t *testing.T, name string, got []byte, back any) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	want = bytes.TrimSuffix(want, []byte("\n"))
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s changed:\ngot  %s\nwant %s", path, got, want)
-	}
-	read := reflect.New(reflect.TypeOf(back))
-	if err := json.Unmarshal(want, read.Interface()); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if !reflect.DeepEqual(read.Elem().Interface(), back) {
-		t.Errorf("%s reads back as\n%+v\nwant\n%+v", path, read.Elem().Interface(), back)
-	}
-}
 
 // allSet fails the test for each field of v that holds its zero value,
 // looking into the structs of package genq that v holds (embedded, named

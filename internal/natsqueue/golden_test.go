@@ -1,15 +1,12 @@
 package natsqueue
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/golden"
 )
 
 var update = flag.Bool("update", false, "write the golden files of testdata from the values of the tests")
@@ -33,27 +30,7 @@ func TestProtocolGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tc.name+".json")
-			if *update {
-				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test -update writes it)", err)
-			}
-			want = bytes.TrimSuffix(want, []byte("\n"))
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s changed:\ngot  %s\nwant %s", path, got, want)
-			}
-			read := reflect.New(reflect.TypeOf(tc.value))
-			if err := json.Unmarshal(want, read.Interface()); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			if !reflect.DeepEqual(read.Elem().Interface(), tc.value) {
-				t.Errorf("%s reads back as %+v, want %+v", path, read.Elem().Interface(), tc.value)
-			}
+			golden.Check(t, tc.name, got, tc.value, *update)
 		})
 	}
 }
