@@ -64,6 +64,11 @@ func (r *jobRecords) bind(ctx context.Context, c *Conn) (jetstream.KeyValue, err
 // Nobody waits on a connection either, so it is a batch job: interactive
 // requests run first.
 func (cl *JobStore) Submit(ctx context.Context, job genq.Job) error {
+	// The records bucket first, so the worker's running mark lands: a
+	// cancelled batch waits for the requests that marks say are running.
+	if _, err := cl.records.bind(ctx, cl.conn); err != nil {
+		return err
+	}
 	job.ReplyTo, job.Store = "", true
 	_, err := cl.conn.Publish(ctx, job, AsBatch())
 	if err != nil {
