@@ -441,21 +441,26 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
 		b.Status, stopping = openai.BatchExpired, true // the window closed: stop what is left
 	}
-	// The outcomes of the requests queued: a few of the oldest unfinished
-	// ones a round, so that a window of requests does not cost the store
-	// a read of each, each round, beside the interactive traffic.
-	pending, checked := 0, 0
+	// The outcomes of the requests queued, the oldest unfinished first:
+	// ChecksPerRound of them a round, and past that for as long as each
+	// one read has finished. Requests finish about in the order they were
+	// queued, so a round reads about what finished since the last and a
+	// few more: a window of waiting requests does not cost the store a
+	// read of each, each round, and a fast worker is not held to
+	// ChecksPerRound answers a round.
+	pending, checked, more := 0, 0, true
 	for i := 0; i < rec.Run.Queued; i++ {
 		if finished(state[i]) {
 			continue
 		}
-		if checked < cfg.ChecksPerRound {
+		if checked < cfg.ChecksPerRound || more {
 			checked++
 			st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
 			state[i] = st
+			more = finished(st)
 		}
 		if !finished(state[i]) {
 			pending++

@@ -55,8 +55,9 @@ type BatchConfig struct {
 	// LeaseFor is how long an api's hold on a batch lasts without being
 	// renewed; after it another api carries the batch on.
 	LeaseFor time.Duration
-	// ChecksPerRound bounds the outcomes of unfinished requests a round
-	// of the batch runner reads, the oldest first.
+	// ChecksPerRound is how many outcomes of unfinished requests a round
+	// of the batch runner reads, the oldest first, before it stops at the
+	// first still running.
 	ChecksPerRound int
 	// Expiry is how long after its creation a batch expires: 24 hours, as
 	// its completion_window says (the only one OpenAI's API offers). Not a
