@@ -44,6 +44,10 @@ type Config struct {
 	// that batch work in the others never makes a caller wait for a free
 	// slot; at most all slots but one.
 	InteractiveSlots int
+	// BusyBatchSlots bounds the batch jobs that run while an interactive
+	// one does (lanes.go); with none running, batch jobs may fill every
+	// slot but InteractiveSlots. 0: none start beside interactive work.
+	BusyBatchSlots int
 }
 
 // Runtime runs one backend for one variant.
@@ -62,6 +66,7 @@ type Runtime struct {
 	draining bool
 	cancels  *natsqueue.CancelWatch // set by Run before any job starts
 	gate     *gate                  // jobs side by side, or a suspect alone
+	lanes    *lanes                 // batch work in the room interactive work leaves
 }
 
 // New builds a runtime. Metrics are registered on reg. log should already
@@ -91,6 +96,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 		attempts: conn.Settings().MaxAttempts,
 		running:  map[string]context.CancelCauseFunc{},
 		gate:     newGate(),
+		lanes:    &lanes{busyBatch: max(cfg.BusyBatchSlots, 0)},
 	}
 	r.metrics.slots.Set(float64(r.info.Slots))
 	if c, ok := backend.(genq.PrefixCacheReporter); ok {
@@ -126,14 +132,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 		// The first InteractiveSlots take interactive jobs only: batch
 		// work fills the others, never all of them, so a caller who waits
 		// does not wait for a batch job to end.
-		next := puller.Next
-		if i < min(r.cfg.InteractiveSlots, slots-1) {
-			next = puller.NextInteractive
-		}
+		batchToo := i >= min(r.cfg.InteractiveSlots, slots-1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.slot(ctx, jobsCtx, next)
+			r.slot(ctx, jobsCtx, puller, batchToo)
 		}()
 	}
 
@@ -182,14 +185,26 @@ func (r *Runtime) newPuller(ctx context.Context) (*natsqueue.Puller, error) {
 
 // slot is one of the worker's parallel lanes: it keeps one pull outstanding
 // while it is free, so the worker never holds more jobs than it can run.
-func (r *Runtime) slot(ctx, jobsCtx context.Context, next func(wait time.Duration) (*natsqueue.Delivery, error)) {
+// A slot that may take batch jobs takes them only while lanes leaves room.
+func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller, batchToo bool) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		// No pull while a suspect waits or runs: it must run alone.
 		if r.gate.waitOpen(ctx) != nil {
 			return
 		}
-		d, err := next(r.cfg.PollWait)
+		reserved := batchToo && r.lanes.reserveBatch()
+		var d *natsqueue.Delivery
+		var err error
+		switch {
+		case reserved:
+			d, err = puller.Next(r.cfg.PollWait)
+		case batchToo: // no room for batch work now: ask again soon
+			d, err = puller.NextInteractive(recheckBatch)
+		default:
+			d, err = puller.NextInteractive(r.cfg.PollWait)
+		}
+		done := r.lanes.took(d, reserved)
 		if err != nil {
 			r.log.Warn("pull failed", "err", err)
 			select {
@@ -208,9 +223,11 @@ func (r *Runtime) slot(ctx, jobsCtx context.Context, next func(wait time.Duratio
 			if err := d.Release(); err != nil {
 				r.log.Warn("could not hand a job back", "job_id", d.Job.ID, "err", err)
 			}
+			done()
 			return
 		}
 		r.handle(jobsCtx, d)
+		done()
 	}
 }
 

@@ -74,6 +74,7 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	fs.Duration(&c.Runtime.DrainGrace, "drain-grace", "DRAIN_GRACE", 2*time.Minute, "how long jobs in flight may finish after SIGTERM")
 	fs.Duration(&c.Runtime.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
 	fs.Int(&c.Runtime.InteractiveSlots, "interactive-slots", "INTERACTIVE_SLOTS", 1, "slots kept for interactive jobs, never filled by batch jobs (0: batch work may fill every slot; at most SLOTS-1)")
+	fs.Int(&c.Runtime.BusyBatchSlots, "busy-batch-slots", "BUSY_BATCH_SLOTS", 1, "batch jobs that run at most while an interactive job runs on this worker; with none running, batch jobs fill every slot but INTERACTIVE_SLOTS (0: none start beside interactive work)")
 	fs.Duration(&c.Runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
 	fs.Duration(&c.Runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
 	fs.String(&c.GOGC, "", "GOGC", "", "Go's garbage collector target, in percent; unset, a text worker runs at "+strconv.Itoa(TextGCPercent)+" (docs/benchmarks.md, \"The text worker's GOGC\")")
