@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/genq/genq/test/localstack"
@@ -16,6 +17,22 @@ import (
 // every custom_id in its output exactly once, and no request runs twice.
 
 const batchLines = 60
+
+// A batch request's answer: long enough, on workers of one batch slot each
+// (SLOTS=2, one kept for interactive jobs), that the batch is still running
+// when its fault comes, a few seconds in all. Each scenario checks that it
+// was.
+const batchTokens = 1500
+
+var batchEnv = []string{"SLOTS=2", "TEXT_MAX_NEW_TOKENS=1500", "TEXT_IGNORE_EOS=true"}
+
+// stillRunning fails a scenario whose batch ended before its fault.
+func stillRunning(b localstack.BatchStatus) error {
+	if b.Status != "in_progress" || b.RequestCounts.Completed >= batchLines {
+		return fmt.Errorf("the batch was %s with %+v when its fault came: the scenario tests nothing", b.Status, b.RequestCounts)
+	}
+	return nil
+}
 
 // judgeBatch checks a batch ended completed with every custom_id once in
 // its output, and reports it.
@@ -51,7 +68,7 @@ func judgeBatch(ctx context.Context, url string, b localstack.BatchStatus, s *lo
 // mid-batch; a second api on the same NATS takes the batch's lease when it
 // lapses and finishes it.
 func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "batch-api-killed", "B", 2)
+	s, err := newStack(ctx, e, "batch-api-killed", "B", 2, batchEnv...)
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -71,14 +88,18 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, 48))
+	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	if _, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 }); err != nil {
+	at, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
+	if err != nil {
 		return localstack.Report{}, err
 	}
 	s.API.Kill()
+	if err := stillRunning(at); err != nil {
+		return localstack.Report{}, err
+	}
 	b, err := localstack.WaitBatch(ctx, other, id, func(b localstack.BatchStatus) bool {
 		return b.Status != "in_progress" && b.Status != "validating" && b.Status != "finalizing"
 	})
@@ -91,14 +112,15 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 // batchWorkerKilled: one of two workers is killed with SIGKILL mid-batch
 // and replaced.
 func batchWorkerKilled(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "batch-worker-killed", "B", 2)
+	s, err := newStack(ctx, e, "batch-worker-killed", "B", 2, batchEnv...)
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
 	t0 := time.Now()
+	victim := s.Workers()[0]
 	killAndReplace(ctx, s, `"msg":"job started"`, 500*time.Millisecond)
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, 48))
+	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -106,26 +128,34 @@ func batchWorkerKilled(ctx context.Context, e env) (localstack.Report, error) {
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	return judgeBatch(ctx, s.URL(), b, s, t0, "1 of 2 workers killed mid-batch and replaced; ack wait 3s")
+	// Killed mid-job: a batch request it started had not ended.
+	if log := victim.Log(); !victim.Exited() || strings.Count(log, `"msg":"job started"`) <= strings.Count(log, `"msg":"job done"`) {
+		return localstack.Report{}, errors.New("the worker was not killed while it ran a batch request: the scenario tests nothing")
+	}
+	return judgeBatch(ctx, s.URL(), b, s, t0, "1 of 2 workers killed mid-batch, running a request, and replaced; ack wait 3s")
 }
 
 // batchNATSRestart: the nats-server is stopped mid-batch and started again
 // two seconds later on the same storage.
 func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
-	s, err := newStack(ctx, e, "batch-nats-restart", "B", 2)
+	s, err := newStack(ctx, e, "batch-nats-restart", "B", 2, batchEnv...)
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, 48))
+	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	if _, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 }); err != nil {
+	at, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
+	if err != nil {
 		return localstack.Report{}, err
 	}
 	_ = s.NATS.Stop(10 * time.Second)
+	if err := stillRunning(at); err != nil {
+		return localstack.Report{}, err
+	}
 	time.Sleep(2 * time.Second)
 	if err := s.StartNATS(ctx); err != nil {
 		return localstack.Report{}, err
