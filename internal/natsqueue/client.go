@@ -20,7 +20,10 @@ type Client struct {
 	conn  *Conn
 	inbox string
 	sub   *nats.Subscription
-	class Class // of every job it queues; see NewBatchClient
+	// waitingSub answers workers that ask whether a job's reply is still
+	// awaited (WaitingSubject).
+	waitingSub *nats.Subscription
+	class      Class // of every job it queues; see NewBatchClient
 	// router, when set, sends interactive jobs to the worker that likely
 	// holds their prefix (RouteBy).
 	router *Router
@@ -42,7 +45,25 @@ func NewClient(c *Conn) (*Client, error) {
 		return nil, fmt.Errorf("inbox limits: %w", err)
 	}
 	cl.sub = sub
+	if cl.waitingSub, err = c.nc.Subscribe(WaitingSubject(cl.inbox+".*"), cl.answerWaiting); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribe inbox: %w", err)
+	}
 	return cl, nil
+}
+
+// answerWaiting tells a worker whether this client still waits for the
+// reply to a job (WaitingSubject).
+func (cl *Client) answerWaiting(m *nats.Msg) {
+	id := strings.TrimSuffix(strings.TrimPrefix(m.Subject, cl.inbox+"."), ".waiting")
+	cl.mu.Lock()
+	_, waiting := cl.pending[id]
+	cl.mu.Unlock()
+	answer := "no"
+	if waiting {
+		answer = "yes"
+	}
+	_ = m.Respond([]byte(answer))
 }
 
 // NewBatchClient is NewClient for a producer whose jobs are all batch jobs
@@ -57,7 +78,9 @@ func NewBatchClient(c *Conn) (*Client, error) {
 }
 
 // Close unsubscribes the inbox.
-func (cl *Client) Close() error { return cl.sub.Unsubscribe() }
+func (cl *Client) Close() error {
+	return errors.Join(cl.sub.Unsubscribe(), cl.waitingSub.Unsubscribe())
+}
 
 // route hands a reply to the caller waiting for its job. A second reply for
 // the same job (a redelivery after a worker died between replying and

@@ -192,6 +192,21 @@ func (d *Delivery) markRunning(ctx context.Context, value []byte) error {
 	return nil
 }
 
+// CallerGone reports whether the job's caller said it no longer waits for
+// the reply (WaitingSubject): it had it from an earlier run, or gave up.
+// False when the job has no caller to ask, or none answers within a
+// second (a caller gone with its process, or one too old to answer): the
+// job then runs, as it always did.
+func (d *Delivery) CallerGone(ctx context.Context) bool {
+	if d.Job.ReplyTo == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	m, err := d.conn.nc.RequestWithContext(ctx, WaitingSubject(d.Job.ReplyTo), nil)
+	return err == nil && string(m.Data) == "no"
+}
+
 // Record reads the run record of the delivered job, retried for up to a
 // third of AckWait (the job has no progress yet while it is read). A job
 // with none (or only an earlier job's under its id) has an empty one. The

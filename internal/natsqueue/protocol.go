@@ -124,3 +124,9 @@ const (
 // replyTo are published: a subject of their own, so that a producer's
 // reply handler never mistakes a chunk for the reply.
 func ChunkSubject(replyTo string) string { return replyTo + ".chunks" }
+
+// WaitingSubject is where a worker asks a job's caller whether it still
+// waits for the reply to replyTo: "yes" or "no" (Client answers). A worker
+// that finds a job's earlier run ended without its ack asks before it runs
+// the job again: a caller that had its answer from that run says no.
+func WaitingSubject(replyTo string) string { return replyTo + ".waiting" }

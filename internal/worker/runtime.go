@@ -312,7 +312,14 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		// An earlier run never reported its end. Its worker died, or lost
 		// NATS and is still running it: for up to an AckWait, this delivery
 		// (kept alive meanwhile) watches for that run's result, so that a
-		// run only cut off can finish without the job running twice.
+		// run only cut off can finish without the job running twice. A
+		// worker killed between its reply and its ack leaves no result to
+		// watch for: the caller, asked first, says it had its answer.
+		if d.CallerGone(ctx) {
+			log.Warn("job's caller no longer waits for it (an earlier run answered it before its worker died, or the caller gave up); acking it without running it")
+			r.settle(log, "caller_gone", d.Ack(ctx))
+			return
+		}
 		if rec.HandedBack != job.Attempt-1 && r.finishedElsewhere(ctx, d, r.conn.Settings().AckWait) {
 			log.Warn("job finished on an earlier delivery cut off from NATS; acking it without running it")
 			r.settle(log, "already_finished", d.Ack(ctx))
