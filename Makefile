@@ -170,6 +170,6 @@ chaos: engine $(ORT_LIB)
 	go run ./test/chaos --report docs/reliability.md
 
 # The same over a 3-node NATS cluster, one node failing under load (about
-# 6 min); rewrites the cluster figures in docs/reliability.md.
+# 3 min on 2 cores); rewrites the cluster figures in docs/reliability.md.
 chaos-cluster: engine $(ORT_LIB)
 	go run ./test/chaos --cluster --report docs/reliability.md

@@ -2,8 +2,9 @@ package genq
 
 import "context"
 
-// Backend runs one loaded model. The text backend (internal/ggml) and the
-// image backend (internal/onnx) implement it; tests use small doubles.
+// Backend runs one loaded model. The text backend (internal/textgen, on
+// llama.cpp) and the image backends (internal/onnx, internal/ggmlimage)
+// implement it; tests use small doubles.
 type Backend interface {
 	// Info says which device and model the backend runs, and how many jobs
 	// it serves at once. The runtime pulls exactly that many jobs.
