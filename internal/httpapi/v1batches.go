@@ -231,7 +231,7 @@ func (s *Server) runBatches(ctx context.Context) {
 	// What this api knows, in memory, of the batches: each held batch's
 	// lines and what is known of them, and the batches that ended (they
 	// never change again, so they are not read each round).
-	run := batchRunner{states: map[string]map[int]lineState{}, inputs: map[string][]openai.BatchLine{}, ended: map[string]bool{}}
+	run := batchRunner{states: map[string]map[int]lineState{}, inputs: map[string]*batchInput{}, ended: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,8 +261,23 @@ func (s *Server) runBatches(ctx context.Context) {
 // batchRunner is what an api's batch runner keeps between rounds.
 type batchRunner struct {
 	states map[string]map[int]lineState
-	inputs map[string][]openai.BatchLine
+	inputs map[string]*batchInput
 	ended  map[string]bool
+}
+
+// batchInput is a batch's requests, as read from its input file, and how
+// many jobs each was queued as, worked out once per request (lineIDs).
+type batchInput struct {
+	lines   []openai.BatchLine
+	answers []int // 0: not worked out yet
+}
+
+// lineIDs are the job ids of request i of batch b.
+func (s *Server) lineIDs(b *openai.Batch, in *batchInput, i int) []string {
+	if in.answers[i] == 0 {
+		in.answers[i] = s.lineAnswers(*b, in.lines[i])
+	}
+	return lineJobIDs(b.ID, i, in.answers[i])
 }
 
 // forget drops what is kept of batch id.
@@ -301,17 +316,19 @@ func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run 
 	if rec.Batch.Status == openai.BatchValidating {
 		return s.validateBatch(ctx, rec, rev, log)
 	}
-	lines, ok := run.inputs[id]
+	in, ok := run.inputs[id]
 	if !ok {
-		if lines, err = s.batchLines(ctx, rec.Batch); err != nil {
+		lines, err := s.batchLines(ctx, rec.Batch)
+		if err != nil {
 			return err
 		}
-		run.inputs[id] = lines
+		in = &batchInput{lines: lines, answers: make([]int, len(lines))}
+		run.inputs[id] = in
 	}
 	if run.states[id] == nil {
 		run.states[id] = map[int]lineState{}
 	}
-	return s.advanceBatch(ctx, rec, rev, lines, run.states[id], cfg, log)
+	return s.advanceBatch(ctx, rec, rev, in, run.states[id], cfg, log)
 }
 
 // batchLines reads a batch's requests from its input file.
@@ -434,9 +451,9 @@ func finished(st lineState) bool { return st == lineAnswered || st == lineFailed
 // reads the outcomes of those queued, and, once every request has one (or
 // the batch is cancelled or expired and none is still running), writes
 // its files and ends it.
-func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, lines []openai.BatchLine, state map[int]lineState,
+func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, in *batchInput, state map[int]lineState,
 	cfg BatchConfig, log *slog.Logger) error {
-	b := &rec.Batch
+	b, lines := &rec.Batch, in.lines
 	stopping := b.Status == openai.BatchCancelling
 	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
 		b.Status, stopping = openai.BatchExpired, true // the window closed: stop what is left
@@ -455,7 +472,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		}
 		if checked < cfg.ChecksPerRound || more {
 			checked++
-			st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], state[i] == lineUnknown)
+			st, err := s.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
@@ -469,7 +486,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	if stopping && !rec.Run.CancelSent {
 		for i := 0; i < rec.Run.Queued; i++ {
 			if !finished(state[i]) {
-				for _, id := range lineJobIDs(b.ID, i, s.lineAnswers(*b, lines[i])) {
+				for _, id := range s.lineIDs(b, in, i) {
 					s.async.CancelJob(id)
 				}
 			}
@@ -479,6 +496,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
 		i := rec.Run.Queued
 		jobs, err := s.lineJobs(*b, lines[i], i)
+		in.answers[i] = len(jobs) // 0 when refused: worked out again, as 1
 		for _, job := range jobs {
 			if err == nil {
 				err = s.async.Submit(ctx, job) // one queued before is kept once
@@ -493,7 +511,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 				rec.Run.Refused = map[int]string{}
 			}
 			rec.Run.Refused[i] = genq.ErrorMessage(err)
-			if state[i], err = s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], false); err != nil {
+			if state[i], err = s.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
 				return err
 			}
 			continue
@@ -518,14 +536,14 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 			if finished(state[i]) {
 				continue
 			}
-			st, err := s.lineState(ctx, b, lines[i], i, rec.Run.Refused[i], state[i] == lineUnknown)
+			st, err := s.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
 			if state[i] = st; finished(st) {
 				continue
 			}
-			for _, id := range lineJobIDs(b.ID, i, s.lineAnswers(*b, lines[i])) {
+			for _, id := range s.lineIDs(b, in, i) {
 				running, _, err := s.async.Running(ctx, id)
 				if err != nil {
 					return err
@@ -576,7 +594,7 @@ type keptLine struct {
 // line, or its outcome, which is then rendered and kept at once (the
 // results store keeps an outcome for RESULT_TTL only, and a batch can
 // outlast it); pending while it has neither.
-func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchLine, i int, refused string, kept bool) (lineState, error) {
+func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
 	var raw []byte
 	var err error = genq.Errorf(genq.NotFound, "not read")
 	if kept { // only an api that took the batch over may find lines kept by another
@@ -595,7 +613,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchL
 	if genq.ErrorCode(err) != genq.NotFound {
 		return linePending, err
 	}
-	ids := lineJobIDs(b.ID, i, s.lineAnswers(*b, l))
+	ids := s.lineIDs(b, in, i)
 	body, status, err := s.lineOutcome(ctx, b.Endpoint, ids, refused)
 	switch {
 	case isStoreError(err):
@@ -608,7 +626,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, l openai.BatchL
 			s.async.CancelJob(id)
 		}
 	}
-	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + ids[0], CustomID: l.CustomID,
+	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + ids[0], CustomID: in.lines[i].CustomID,
 		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: ids[0], Body: body}}}
 	raw, err = json.Marshal(k)
 	if err == nil {
