@@ -106,7 +106,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		cfg.Threads = defaultThreads(filepath.Join(dir, sd3.TransformerFile))
 		b.cfg.Threads = cfg.Threads
 	}
-	if b.be, err = tensor.Open(tensor.Options{Device: cfg.Device, Threads: cfg.Threads, Log: log}); err != nil {
+	if b.be, err = tensor.Open(tensor.Options{Device: cfg.Device, Threads: cfg.Threads, AttentionGroups: cfg.AttentionGroups, GraphsFor: cfg.GraphsFor, Log: log}); err != nil {
 		return nil, fmt.Errorf("image device %s: %w", cfg.Device, err)
 	}
 	dev := b.be.Device()

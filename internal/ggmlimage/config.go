@@ -35,6 +35,10 @@ type Config struct {
 	// NoT5 leaves T5 unloaded and gives the transformer zeros in its place,
 	// as SD3 allows (IMAGE_T5=off): T5-XXL is most of SD3-medium's weights.
 	NoT5 bool
+	// AttentionGroups and GraphsFor are tensor.Options': benchmarks set the
+	// first to compare, tests the second to check CUDA's graphs on the CPU.
+	AttentionGroups int
+	GraphsFor       string
 }
 
 func (c Config) validate() error {

@@ -183,19 +183,24 @@ func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor) 
 func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
 	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
-	joint := func(img, text string) tensor.Tensor { // [hd, heads, ni+nt, n]
-		a := p.linear(g, pre+img, x).Reshape(hd, heads, ni, n)
-		b := p.linear(g, pre+text, txt).Reshape(hd, heads, nt, n)
-		return a.Concat(b, 2)
+	// Each projection head by head, [hd, tokens, heads, n]: the bias's
+	// addition lays the product out so, in the pass it makes anyway, and
+	// a head's tokens are then in order for the attention's kernels.
+	byHead := func(prefix string, x tensor.Tensor) tensor.Tensor {
+		y := p.weight(g, prefix+"weight").MulMat(x).Reshape(hd, heads, x.Dim(1), n).Permute(0, 2, 1, 3)
+		return y.Add(p.weight(g, prefix+"bias").Reshape(hd, 1, heads, 1))
 	}
-	q := joint("to_q.", "add_q_proj.").Permute(0, 2, 1, 3) // [hd, tokens, heads, n]
-	k := joint("to_k.", "add_k_proj.").Permute(0, 2, 1, 3)
-	v := joint("to_v.", "add_v_proj.").Permute(0, 2, 1, 3)
+	joint := func(img, text string) tensor.Tensor { // [hd, ni+nt, heads, n]
+		return byHead(pre+img, x).Concat(byHead(pre+text, txt), 1)
+	}
+	q := joint("to_q.", "add_q_proj.")
+	k := joint("to_k.", "add_k_proj.")
+	v := joint("to_v.", "add_v_proj.")
 	o := q.Attention(k, v, 1/math.Sqrt(float64(hd))) // [hd, heads, queries, n]
-	o = o.Reshape(hd*heads, ni+nt, n)
-	ax = p.linear(g, pre+"to_out.0.", o.Slice(1, 0, ni).Contiguous())
+	tokens := func(from, to int) tensor.Tensor { return o.Slice(2, from, to).Reshape(hd*heads, to-from, n) }
+	ax = p.linear(g, pre+"to_out.0.", tokens(0, ni))
 	if last {
 		return ax, tensor.Tensor{}
 	}
-	return ax, p.linear(g, pre+"to_add_out.", o.Slice(1, ni, ni+nt).Contiguous())
+	return ax, p.linear(g, pre+"to_add_out.", tokens(ni, ni+nt))
 }

@@ -3,6 +3,7 @@ package ggmlimage_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/png"
 	"os"
@@ -34,62 +35,72 @@ func TestPipelineMatchesONNX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps,
-		GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if got := b.Info(); got.Device.Kind != "cpu" || got.Limits.ImageMaxSize != w {
-		t.Errorf("info %+v", got)
-	}
-
 	record := func(into *[][]float32) func(int, []float32) {
 		return func(_ int, x []float32) { *into = append(*into, slices.Clone(x)) }
 	}
-	var want, got [][]float32
+	var want [][]float32
 	ref.ObserveSteps(record(&want))
-	b.ObserveSteps(record(&got))
 	seed := int64(42)
 	job := genq.Job{Envelope: genq.Envelope{ID: "j", Text: "a photo of a red cat on the moon"}, TextRequest: genq.TextRequest{Seed: &seed}, ImageRequest: genq.ImageRequest{NegativePrompt: "blue dog"}}
 	refImg, err := ref.Generate(ctx, job, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var progress int
-	img, err := b.Generate(ctx, job, func(genq.Progress) { progress++ })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if progress != steps+1 {
-		t.Errorf("progress called %d times, want %d (the prompt, then each step)", progress, steps+1)
-	}
-	if len(got) != steps || len(want) != steps {
-		t.Fatalf("%d and %d steps observed, want %d", len(got), len(want), steps)
-	}
-	for step := range steps {
-		diff, scale := compare(t, got[step], want[step])
-		t.Logf("step %d: largest difference %.3g, %.3g of the largest value %.3g", step, diff, diff/scale, scale)
-		if diff > 1e-3*scale {
-			t.Errorf("step %d: largest difference %.3g is over 1e-3 of the largest value %.3g", step, diff, scale)
-		}
-	}
-	a, c := decode(t, refImg.Data), decode(t, img.Data)
-	if a.Bounds() != c.Bounds() || a.Bounds().Dx() != w || a.Bounds().Dy() != h {
-		t.Fatalf("sizes %v and %v, want %dx%d", a.Bounds(), c.Bounds(), w, h)
-	}
-	worst, differ := 0, 0
-	for i := range a.Pix {
-		d := int(a.Pix[i]) - int(c.Pix[i])
-		d = max(d, -d)
-		worst = max(worst, d)
-		if d > 0 {
-			differ++
-		}
-	}
-	t.Logf("pixels: %d of %d values differ, by at most %d", differ, len(a.Pix), worst)
-	if worst > 1 {
-		t.Errorf("a pixel differs by %d levels", worst)
+	// The graphs as the CPU's kernels want them, and as CUDA's do (each
+	// head's queries in groups, layouts made by adding zero), in 3 groups
+	// and in CUDA's default number.
+	for _, tc := range []struct {
+		graphsFor string
+		groups    int
+	}{{"", 0}, {ggmlimage.DeviceCUDA, 3}, {ggmlimage.DeviceCUDA, 0}} {
+		t.Run(fmt.Sprintf("graphs for %q, %d attention groups", tc.graphsFor, tc.groups), func(t *testing.T) {
+			b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps,
+				GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2, AttentionGroups: tc.groups, GraphsFor: tc.graphsFor}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if got := b.Info(); got.Device.Kind != "cpu" || got.Limits.ImageMaxSize != w {
+				t.Errorf("info %+v", got)
+			}
+			var got [][]float32
+			b.ObserveSteps(record(&got))
+			var progress int
+			img, err := b.Generate(ctx, job, func(genq.Progress) { progress++ })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if progress != steps+1 {
+				t.Errorf("progress called %d times, want %d (the prompt, then each step)", progress, steps+1)
+			}
+			if len(got) != steps || len(want) != steps {
+				t.Fatalf("%d and %d steps observed, want %d", len(got), len(want), steps)
+			}
+			for step := range steps {
+				diff, scale := compare(t, got[step], want[step])
+				t.Logf("step %d: largest difference %.3g, %.3g of the largest value %.3g", step, diff, diff/scale, scale)
+				if diff > 1e-3*scale {
+					t.Errorf("step %d: largest difference %.3g is over 1e-3 of the largest value %.3g", step, diff, scale)
+				}
+			}
+			a, c := decode(t, refImg.Data), decode(t, img.Data)
+			if a.Bounds() != c.Bounds() || a.Bounds().Dx() != w || a.Bounds().Dy() != h {
+				t.Fatalf("sizes %v and %v, want %dx%d", a.Bounds(), c.Bounds(), w, h)
+			}
+			worst, differ := 0, 0
+			for i := range a.Pix {
+				d := int(a.Pix[i]) - int(c.Pix[i])
+				d = max(d, -d)
+				worst = max(worst, d)
+				if d > 0 {
+					differ++
+				}
+			}
+			t.Logf("pixels: %d of %d values differ, by at most %d", differ, len(a.Pix), worst)
+			if worst > 1 {
+				t.Errorf("a pixel differs by %d levels", worst)
+			}
+		})
 	}
 }
 

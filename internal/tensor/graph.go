@@ -1,11 +1,14 @@
 package tensor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -26,6 +29,11 @@ type Backend struct {
 	// profile, when not nil, sums the time of each kind of operation
 	// (Profile).
 	profile map[string]*OpTime
+	// groups is how many runs Attention splits each head's queries into
+	// (groupedAttention); 1 leaves them whole.
+	groups int
+	// addToLayOut makes Contiguous add zero rather than copy (CUDA).
+	addToLayOut bool
 }
 
 // Device choices for Options.Device.
@@ -42,7 +50,17 @@ type Options struct {
 	Device string // DeviceAuto when empty
 	// Threads is the CPU backend's thread count; 0 leaves ggml's default.
 	Threads int
-	Log     *slog.Logger
+	// AttentionGroups is how many runs Attention splits each head's
+	// queries into, so that the device's flash attention takes the path
+	// it has for heads that share keys (groupedAttention). 0 picks the
+	// device's default: DefaultCUDAAttentionGroups on CUDA, 1 (whole
+	// heads) on the CPU, whose kernel has no such path.
+	AttentionGroups int
+	// GraphsFor writes graphs as for that device's kernels (DeviceCUDA)
+	// whatever device computes them: tests check the arithmetic of CUDA's
+	// graphs on the CPU. Empty: the device's own.
+	GraphsFor string
+	Log       *slog.Logger
 }
 
 // Device is the device a backend computes on.
@@ -104,7 +122,15 @@ func Open(o Options) (*Backend, error) {
 		purego.RegisterFunc(&setThreads, p)
 		setThreads(b, int32(o.Threads))
 	}
-	return &Backend{a: a, b: b, device: device}, nil
+	forCUDA := cmp.Or(o.GraphsFor, device.Kind) == DeviceCUDA
+	groups := o.AttentionGroups
+	if groups <= 0 {
+		groups = 1
+		if forCUDA {
+			groups = DefaultCUDAAttentionGroups
+		}
+	}
+	return &Backend{a: a, b: b, device: device, groups: groups, addToLayOut: forCUDA}, nil
 }
 
 // Device is where the backend computes.
@@ -209,8 +235,9 @@ type Graph struct {
 	ctx    unsafe.Pointer
 	g      unsafe.Pointer
 	inputs []input
-	// constants are the graph's Ones and Identity inputs, made once each.
-	constants map[[2]int]Tensor
+	// constants are the graph's Ones, Identity and key masks, made once
+	// each: their kind and shape.
+	constants map[[3]int]Tensor
 }
 
 type input struct {
@@ -264,7 +291,7 @@ func (g *Graph) InputInts(data []int32, ne ...int) Tensor {
 
 // Ones is a vector of n ones, [n]; a graph makes each length once.
 func (g *Graph) Ones(n int) Tensor {
-	return g.constant([2]int{n, 0}, func() Tensor {
+	return g.constant([3]int{constOnes, n, 0}, func() Tensor {
 		v := make([]float32, n)
 		for i := range v {
 			v[i] = 1
@@ -276,7 +303,7 @@ func (g *Graph) Ones(n int) Tensor {
 // Identity is n identity matrices of c×c, [c, c, n]; a graph makes each
 // shape once.
 func (g *Graph) Identity(c, n int) Tensor {
-	return g.constant([2]int{c, n}, func() Tensor {
+	return g.constant([3]int{constIdentity, c, n}, func() Tensor {
 		m := make([]float32, c*c*n)
 		for i := range n {
 			for j := range c {
@@ -287,12 +314,38 @@ func (g *Graph) Identity(c, n int) Tensor {
 	})
 }
 
-func (g *Graph) constant(key [2]int, make func() Tensor) Tensor {
+// keyMask is the mask of keys padded from n to a multiple of
+// keyPadding, for rows queries: [padded keys, rows], float16, 0 for the n
+// keys and −∞ for the padding. A graph makes each shape once.
+func (g *Graph) keyMask(n, rows int) Tensor {
+	return g.constant([3]int{constKeyMask, n, rows}, func() Tensor {
+		row := make([]float32, roundUp(n, keyPadding))
+		for i := n; i < len(row); i++ {
+			row[i] = float32(math.Inf(-1))
+		}
+		return g.Input(row, len(row)).Repeat(len(row), rows).cast(typeF16)
+	})
+}
+
+// zero is a single 0, [1].
+func (g *Graph) zero() Tensor {
+	return g.constant([3]int{constZero, 0, 0}, func() Tensor { return g.Input([]float32{0}, 1) })
+}
+
+// The kinds of a graph's constants.
+const (
+	constOnes = iota
+	constIdentity
+	constKeyMask
+	constZero
+)
+
+func (g *Graph) constant(key [3]int, make func() Tensor) Tensor {
 	if t, ok := g.constants[key]; ok {
 		return t
 	}
 	if g.constants == nil {
-		g.constants = map[[2]int]Tensor{}
+		g.constants = map[[3]int]Tensor{}
 	}
 	t := make()
 	g.constants[key] = t
@@ -331,6 +384,12 @@ func (g *Graph) Compute(out Tensor) ([]float32, error) {
 // later operation reads it.
 func (g *Graph) ComputeAll(outs ...Tensor) ([][]float32, error) {
 	a := g.be.a
+	outs = slices.Clone(outs)
+	for i, out := range outs {
+		if !out.contiguous() {
+			outs[i] = out.Contiguous() // its values are read back in order
+		}
+	}
 	for _, out := range outs {
 		a.setOutput(out.t)
 		a.buildForward(g.g, out.t)

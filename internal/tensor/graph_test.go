@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -294,6 +295,42 @@ func TestAttention(t *testing.T) {
 			t.Fatal(err)
 		}
 		nearWithin(t, name, got, want, 2e-3)
+	}
+}
+
+// TestGroupedAttention: attention with each head's queries split into
+// groups, as CUDA computes it, gives what whole heads give, for query
+// counts that the groups do not divide, keys padded to 256 and hidden by
+// the mask, a batch of two, and q, k and v permuted views of [d, heads,
+// tokens, n] as the transformer passes them.
+func TestGroupedAttention(t *testing.T) {
+	be := backend(t)
+	const d, nq, nk, heads, n = 64, 37, 41, 3, 2
+	val := func(i, mod int) float32 { return float32((i*7)%mod)/float32(mod) - 0.5 }
+	q, k, v := make([]float32, d*nq*heads*n), make([]float32, d*nk*heads*n), make([]float32, d*nk*heads*n)
+	for i := range q {
+		q[i] = 2 * val(i, 11)
+	}
+	for i := range k {
+		k[i], v[i] = 2*val(i, 13), val(i+3, 5)
+	}
+	attend := func(groups int) []float32 {
+		t.Helper()
+		// as for CUDA: grouped, and laid out by adding zero
+		be.groups, be.addToLayOut = groups, groups > 1
+		defer func() { be.groups, be.addToLayOut = 1, false }()
+		g := be.NewGraph()
+		defer g.Close()
+		view := func(x []float32, tokens int) Tensor { return g.Input(x, d, heads, tokens, n).Permute(0, 2, 1, 3) }
+		got, err := g.Compute(view(q, nq).Attention(view(k, nk), view(v, nk), 0.125))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	whole := attend(1)
+	for _, groups := range []int{2, 3, 4, 8} {
+		nearWithin(t, fmt.Sprintf("%d groups", groups), attend(groups), whole, 1e-5)
 	}
 }
 

@@ -28,13 +28,41 @@ func (t Tensor) SILU() Tensor { return t.op(t.g.be.a.silu(t.g.ctx, t.t)) }
 // SoftMax is the softmax of each row.
 func (t Tensor) SoftMax() Tensor { return t.op(t.g.be.a.softMax(t.g.ctx, t.t)) }
 
-// Contiguous lays t out in order.
-func (t Tensor) Contiguous() Tensor { return t.op(t.g.be.a.cont(t.g.ctx, t.t)) }
+// Contiguous lays t out in order. On CUDA a float32 t whose rows are
+// contiguous is laid out by adding zero: ggml's copy kernel for permuted
+// and strided views works out each value's place with 64-bit divisions,
+// which ran at 0.4 TB/s on an H100, and its element-wise kernels read
+// strided operands with a thread per row value, at 1.4 to 1.7 TB/s
+// (docs/benchmarks-gpu.md). x + 0 is x for every x but −0.
+func (t Tensor) Contiguous() Tensor {
+	if h := (*header)(t.t); t.g.be.addToLayOut && h.typ == typeF32 && h.nb[0] == 4 {
+		return t.Add(t.g.zero())
+	}
+	return t.op(t.g.be.a.cont(t.g.ctx, t.t))
+}
 
-// Reshape views t with shape ne.
+// Reshape views t with shape ne; a t whose values are not in order
+// (a permuted or strided view) is laid out in order first.
 func (t Tensor) Reshape(ne ...int) Tensor {
+	if !t.contiguous() {
+		t = t.Contiguous()
+	}
 	d := dims(ne)
 	return t.op(t.g.be.a.reshape4d(t.g.ctx, t.t, d[0], d[1], d[2], d[3]))
+}
+
+// contiguous reports whether t's values are in order, without gaps, as
+// ggml_is_contiguous does.
+func (t Tensor) contiguous() bool {
+	h := (*header)(t.t)
+	size := h.nb[0]
+	for i := range h.ne {
+		if h.ne[i] != 1 && h.nb[i] != size {
+			return false
+		}
+		size *= uint64(h.ne[i])
+	}
+	return true
 }
 
 // Permute moves dimension i to axes[i].
@@ -207,11 +235,18 @@ func (t Tensor) accumulate(u Tensor, nb [3]int, offset int) Tensor {
 
 // Attention is softmax(k·q·scale)·v per head: q [d, queries, heads, n], k
 // and v [d, keys, heads, n], rows contiguous (permuted views are fine). The
-// result is [d, heads, queries, n]. It is ggml's flash attention, without
-// the scores in memory, where the device runs it: with float32 keys and
-// values (the CPU), else float16 ones (CUDA); else, for a head width the
-// device's kernel lacks, the two products with the scores between.
+// result is [d, heads, queries, n], possibly a strided view (Reshape lays
+// it out). It is ggml's flash attention, without the scores in memory,
+// where the device runs it: on CUDA with each head's queries in groups
+// (groupedAttention), else with float32 keys and values (the CPU), else
+// float16 ones; else, for a head width the device's kernel lacks, the two
+// products with the scores between.
 func (q Tensor) Attention(k, v Tensor, scale float64) Tensor {
+	if groups := q.g.be.groups; groups > 1 {
+		if o, ok := q.groupedAttention(k, v, scale, groups); ok {
+			return o
+		}
+	}
 	a := q.g.be.a
 	flash := func(k, v Tensor) (Tensor, bool) {
 		o := q.op(a.flashAttn(q.g.ctx, q.t, k.t, v.t, nil, float32(scale), 0, 0))
@@ -224,6 +259,58 @@ func (q Tensor) Attention(k, v Tensor, scale float64) Tensor {
 		return o
 	}
 	return q.attentionWithScores(k, v, scale)
+}
+
+// DefaultCUDAAttentionGroups is how many runs Attention splits each
+// head's queries into on CUDA unless Options say otherwise.
+const DefaultCUDAAttentionGroups = 4
+
+// keyPadding is the multiple grouped attention pads its keys to: CUDA's
+// flash attention takes its grouped path only for keys padded to its
+// stride (FATTN_KQ_STRIDE).
+const keyPadding = 256
+
+// groupedAttention is Attention written as grouped-query attention, where
+// several query heads share one head of keys and values. CUDA's flash
+// attention kernel (ggml-cuda/fattn-mma-f16.cuh) loads its key and value
+// tiles through a two-stage asynchronous pipeline only on that path (with
+// a mask, and keys padded to its stride); for heads that share nothing it
+// loads each tile synchronously, bound-checked, which on an H200 kept
+// SD3's attention at 57 TFLOP/s. So each head's queries are split into
+// groups runs, and run r of head h becomes query head r + groups·h, whose
+// keys are head h's: the same scores, the same softmax, the same result.
+// The queries are padded to a multiple of groups (the padding's rows are
+// computed and dropped) and the keys and values to keyPadding, which the
+// mask hides. ok is false where the device cannot run it.
+func (q Tensor) groupedAttention(k, v Tensor, scale float64, groups int) (o Tensor, ok bool) {
+	a := q.g.be.a
+	d, nq, heads, n := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)
+	nk, dv := k.Dim(1), v.Dim(0)
+	run := (nq + groups - 1) / groups // queries a group
+	qg := q.padTokens(run*groups-nq).Reshape(d, run, groups*heads, n)
+	pad := roundUp(nk, keyPadding) - nk
+	kp, vp := k.padTokens(pad), v.padTokens(pad)
+	o = q.op(a.flashAttn(q.g.ctx, qg.t, kp.t, vp.t, q.g.keyMask(nk, run).t, float32(scale), 0, 0)) // [dv, groups·heads, run, n]
+	if !a.supportsOp(q.g.be.b, o.t) {
+		return Tensor{}, false
+	}
+	// Query i of head h is row i mod run of query head i/run + groups·h:
+	// with the rows first, [dv, run, groups·heads, n] lays the queries of
+	// each head out in order, [dv, runs·groups, heads, n].
+	o = o.Permute(0, 2, 1, 3).Contiguous().Reshape(dv, run*groups, heads, n)
+	return o.Slice(1, 0, nq).Permute(0, 2, 1, 3), true
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// padTokens is t [d, tokens, heads, n] followed by pad tokens of zeros:
+// ggml's pad kernel gives each thread block 256 values of a row, and
+// these rows are a head's 64, so it is a concatenation with zeros.
+func (t Tensor) padTokens(pad int) Tensor {
+	if pad == 0 {
+		return t
+	}
+	return t.Concat(t.shaped([4]int{t.Dim(0), pad, t.Dim(2), t.Dim(3)}).fill(0), 1)
 }
 
 // attentionWithScores is Attention as two matrix products with the
