@@ -34,6 +34,8 @@ type Backend struct {
 	groups int
 	// addToLayOut makes Contiguous add zero rather than copy (CUDA).
 	addToLayOut bool
+	// laidOut is the graph whose tensors the compute buffer holds now.
+	laidOut *Graph
 }
 
 // Device choices for Options.Device.
@@ -238,6 +240,9 @@ type Graph struct {
 	// constants are the graph's Ones, Identity and key masks, made once
 	// each: their kind and shape.
 	constants map[[3]int]Tensor
+	// outs are the outputs of the first ComputeAll, which later ones
+	// compute again (SetInput).
+	outs []Tensor
 }
 
 type input struct {
@@ -258,6 +263,9 @@ func (be *Backend) NewGraph() *Graph {
 
 // Close frees the graph's tensors.
 func (g *Graph) Close() {
+	if g.be.laidOut == g {
+		g.be.laidOut = nil
+	}
 	if g.ctx != nil {
 		g.be.a.free(g.ctx)
 		g.ctx = nil
@@ -379,34 +387,67 @@ func (g *Graph) Compute(out Tensor) ([]float32, error) {
 	return vals[0], nil
 }
 
+// Current reports whether g was the last graph the backend computed: only
+// then can it compute again (SetInput). ggml lays a graph's tensors out in
+// the compute buffer once; another graph's layout moves the buffer (when
+// it needs a larger one) and reuses its memory, and a tensor laid out
+// keeps its address.
+func (g *Graph) Current() bool { return g.be.laidOut == g }
+
+// SetInput gives the input t new values, data, for the graph's next
+// computation: a Current graph computes again with them, without being
+// built, checked or laid out anew, and the CUDA backend can replay the
+// kernels it captured the time before.
+func (g *Graph) SetInput(t Tensor, data []float32) error {
+	for i := range g.inputs {
+		if in := &g.inputs[i]; in.t == t.t {
+			if n := uintptr(len(data)) * 4; n != in.bytes {
+				return fmt.Errorf("ggml: input of %d bytes given %d", in.bytes, n)
+			}
+			in.data = unsafe.Pointer(unsafe.SliceData(data))
+			return nil
+		}
+	}
+	return errors.New("ggml: SetInput: not an input of the graph")
+}
+
 // ComputeAll runs the graph to every one of outs and returns their values
 // (float32), in the order given. An output keeps its memory even where a
-// later operation reads it.
+// later operation reads it. A graph computed before computes the same
+// outputs again, whatever outs are given (SetInput).
 func (g *Graph) ComputeAll(outs ...Tensor) ([][]float32, error) {
 	a := g.be.a
-	outs = slices.Clone(outs)
-	for i, out := range outs {
-		if !out.contiguous() {
-			outs[i] = out.Contiguous() // its values are read back in order
+	if g.outs == nil {
+		outs = slices.Clone(outs)
+		for i, out := range outs {
+			if !out.contiguous() {
+				outs[i] = out.Contiguous() // its values are read back in order
+			}
 		}
-	}
-	for _, out := range outs {
-		a.setOutput(out.t)
-		a.buildForward(g.g, out.t)
-	}
-	// An operation the device cannot run would abort the process inside
-	// ggml: refuse the graph instead, naming it.
-	for i := range a.graphNodes(g.g) {
-		if n := a.graphNode(g.g, i); !a.supportsOp(g.be.b, n) {
-			return nil, fmt.Errorf("ggml: the %s backend cannot compute %s", g.be.device.Kind, a.opDesc(n))
+		for _, out := range outs {
+			a.setOutput(out.t)
+			a.buildForward(g.g, out.t)
 		}
+		// An operation the device cannot run would abort the process inside
+		// ggml: refuse the graph instead, naming it.
+		for i := range a.graphNodes(g.g) {
+			if n := a.graphNode(g.g, i); !a.supportsOp(g.be.b, n) {
+				return nil, fmt.Errorf("ggml: the %s backend cannot compute %s", g.be.device.Kind, a.opDesc(n))
+			}
+		}
+		g.outs = outs
+	} else if !g.Current() {
+		return nil, errors.New("ggml: a graph computed again after another one: build it anew")
 	}
+	outs = g.outs
 	if g.be.galloc == nil {
 		g.be.galloc = a.gallocrNew(a.defaultBufferType(g.be.b))
 	}
+	g.be.laidOut = nil
 	if !a.gallocrAllocGraph(g.be.galloc, g.g) {
 		return nil, errors.New("ggml: no memory for the graph")
 	}
+	g.be.laidOut = g
 	for _, in := range g.inputs {
 		if (*header)(in.t).buffer == 0 {
 			continue // no operation reads it, so the graph gave it no memory

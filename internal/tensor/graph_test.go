@@ -396,3 +396,45 @@ func TestGELUTanh(t *testing.T) {
 	}
 	nearWithin(t, "gelu", got, want, 1e-6)
 }
+
+// TestGraphComputesAgain: a graph computes again with new inputs while it
+// is the backend's current one, and refuses to once another graph has been
+// laid out in the compute buffer (which may have moved it).
+func TestGraphComputesAgain(t *testing.T) {
+	be := backend(t)
+	g := be.NewGraph()
+	defer g.Close()
+	x := g.Input([]float32{1, 2, 3}, 3)
+	y := x.Scale(2).Add(g.Input([]float32{1, 1, 1}, 3))
+	got, err := g.Compute(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "first", got, []float32{3, 5, 7})
+	if !g.Current() {
+		t.Fatal("a graph just computed is not current")
+	}
+	if err := g.SetInput(x, []float32{10, 20, 30}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = g.Compute(y); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "again", got, []float32{21, 41, 61})
+	if err := g.SetInput(x, []float32{1}); err == nil {
+		t.Error("an input of the wrong size was taken")
+	}
+
+	other := be.NewGraph()
+	big := make([]float32, 1<<20)
+	if _, err := other.Compute(other.Input(big, len(big)).Scale(3)); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	if g.Current() {
+		t.Fatal("a graph is current after another was computed")
+	}
+	if _, err := g.Compute(y); err == nil {
+		t.Error("a graph computed again after another one")
+	}
+}
