@@ -27,6 +27,8 @@
 # 28 steps, with T5 and without: results/images/*.json (benchgpu image; the
 # report of the text runs does not read them). The image engine runs on the
 # same llama.cpp build as text (its ggml), so it needs no build of its own.
+# GPU_IMAGE_GROUPS (default 0, the engine's default): the attention groups
+# (benchgpu image --attention-groups) to run each of them with, one run each;
 # GPU_IMAGE_T5 (default "on off"): which of the two image runs; GPU_IMAGE_PROFILE=1
 # adds one more image to each, timed operation by operation (benchgpu image
 # --profile). GPU_ENGINE_SAVE=DIR leaves the built engine's libraries there as
@@ -174,18 +176,21 @@ image_bench() {
 		"$work/bin/genqctl" models tiny --variant C --engine ggml --size medium --dir "$dir" >>"$work/logs/models.log" 2>&1 || return 1
 		touch "$dir/ok"
 	fi
-	local t5 name
+	local t5 groups name
 	for t5 in ${GPU_IMAGE_T5:-on off}; do
-		name=image-sd3-medium-t5-$t5
-		[[ -s $work/results/images/$name.json ]] && continue
-		local flags=()
-		[[ $t5 == off ]] && flags=(--no-t5)
-		[[ ${GPU_IMAGE_PROFILE:-0} == 1 ]] && flags+=(--profile)
-		say "image benchmark, T5 $t5: 1024x1024, 28 steps"
-		"$work/bin/benchgpu" image --dir "$dir" --size 1024 --steps 28 --images 3 "${flags[@]}" \
-			--label "SD3-medium shapes fp16, T5 $t5" --out "$work/results/images/$name.json" >>"$work/logs/$name.log" 2>&1 ||
-			{ say "image benchmark failed: $(tail -n 3 "$work/logs/$name.log")"; continue; }
-		say "$(grep -m1 's/image' "$work/logs/$name.log")"
+		for groups in ${GPU_IMAGE_GROUPS:-0}; do
+			name=image-sd3-medium-t5-$t5
+			[[ $groups != 0 ]] && name+=-g$groups
+			[[ -s $work/results/images/$name.json ]] && continue
+			local flags=(--attention-groups "$groups" --png "$work/results/images/$name.png")
+			[[ $t5 == off ]] && flags+=(--no-t5)
+			[[ ${GPU_IMAGE_PROFILE:-0} == 1 ]] && flags+=(--profile)
+			say "image benchmark, T5 $t5, attention groups $groups: 1024x1024, 28 steps"
+			"$work/bin/benchgpu" image --dir "$dir" --size 1024 --steps 28 --images 3 "${flags[@]}" \
+				--label "SD3-medium shapes fp16, T5 $t5" --out "$work/results/images/$name.json" >>"$work/logs/$name.log" 2>&1 ||
+				{ say "image benchmark failed: $(tail -n 3 "$work/logs/$name.log")"; continue; }
+			say "$(grep -m1 's/image' "$work/logs/$name.log")"
+		done
 	done
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"time"
 
@@ -19,6 +20,8 @@ type imageOptions struct {
 	size, steps, images int
 	noT5, profile       bool
 	device, out, label  string
+	groups              int    // ggmlimage.Config.AttentionGroups; 0, the device's default
+	png                 string // where to write the first timed image; empty, nowhere
 }
 
 // ImageResults are one image benchmark: the ggml engine in process, one
@@ -33,6 +36,10 @@ type ImageResults struct {
 	Images          int     `json:"images"`
 	SecondsPerImage float64 `json:"seconds_per_image"` // median
 	SecondsPerStep  float64 `json:"seconds_per_step"`  // median over every step
+	// SecondsOutsideSteps is the median over the images of an image's time
+	// less its steps': the prompt's encoders, the VAE, the PNG.
+	SecondsOutsideSteps float64 `json:"seconds_outside_steps"`
+	AttentionGroups     int     `json:"attention_groups,omitempty"` // as asked; 0, the default
 	GPUUtilPct      float64 `json:"gpu_util_pct"`      // mean of nvidia-smi's samples
 	GPUMemMiB       float64 `json:"gpu_mem_mib"`       // the most nvidia-smi saw
 	At              string  `json:"at"`
@@ -44,7 +51,7 @@ type ImageResults struct {
 
 func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResults, error) {
 	cfg := ggmlimage.Config{ModelDir: o.dir, Device: o.device, Slots: 1, Width: o.size, Height: o.size, Steps: o.steps,
-		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5}
+		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5, AttentionGroups: o.groups}
 	b, err := ggmlimage.Open(ctx, cfg, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		return nil, err
@@ -64,18 +71,31 @@ func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResul
 	}
 	steps = steps[:0]
 	smi := startSMI(ctx)
-	var images []time.Duration
+	var images, outside []time.Duration
 	for i := range o.images {
-		start := time.Now()
-		if _, err := b.Generate(ctx, job, progress); err != nil {
+		start, before := time.Now(), len(steps)
+		res, err := b.Generate(ctx, job, progress)
+		if err != nil {
 			smi.stop()
 			return nil, fmt.Errorf("image %d: %w", i+1, err)
 		}
 		images = append(images, time.Since(start))
-		fmt.Fprintf(log, "image %d: %.2f s\n", i+1, images[i].Seconds())
+		rest := images[i]
+		for _, s := range steps[before:] {
+			rest -= s
+		}
+		outside = append(outside, rest)
+		fmt.Fprintf(log, "image %d: %.2f s, %.2f s of it outside the steps\n", i+1, images[i].Seconds(), rest.Seconds())
+		if i == 0 && o.png != "" {
+			if err := os.WriteFile(o.png, res.Data, 0o644); err != nil {
+				smi.stop()
+				return nil, err
+			}
+		}
 	}
 	util, mem := smi.stop()
 	slices.Sort(images)
+	slices.Sort(outside)
 	slices.Sort(steps)
 	var profile []tensor.OpTime
 	var profiled time.Duration
@@ -93,5 +113,6 @@ func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResul
 	}
 	return &ImageResults{Profile: profile, ProfiledSeconds: profiled.Seconds(), GPU: gpuName(ctx), Device: b.Info().Device.Name, Label: o.label, Size: o.size, Steps: o.steps, T5: !o.noT5,
 		Images: o.images, SecondsPerImage: images[len(images)/2].Seconds(), SecondsPerStep: steps[len(steps)/2].Seconds(),
+		SecondsOutsideSteps: outside[len(outside)/2].Seconds(), AttentionGroups: o.groups,
 		GPUUtilPct: util, GPUMemMiB: mem, At: time.Now().UTC().Format(time.RFC3339)}, nil
 }
