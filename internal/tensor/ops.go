@@ -263,7 +263,7 @@ func (q Tensor) Attention(k, v Tensor, scale float64) Tensor {
 
 // DefaultCUDAAttentionGroups is how many runs Attention splits each
 // head's queries into on CUDA unless Options say otherwise.
-const DefaultCUDAAttentionGroups = 4
+const DefaultCUDAAttentionGroups = 8
 
 // keyPadding is the multiple grouped attention pads its keys to: CUDA's
 // flash attention takes its grouped path only for keys padded to its
