@@ -344,7 +344,9 @@ func TestBatchManyAnswers(t *testing.T) {
 		}
 		_ = json.Unmarshal(up.body, &file)
 		r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"`+endpoint+`","completion_window":"24h"}`)
-		b := s.waitBatch(decodeAs[batchObject](t, r).ID, func(b batchObject) bool { return b.Status != "validating" && b.Status != "in_progress" && b.Status != "finalizing" })
+		b := s.waitBatch(decodeAs[batchObject](t, r).ID, func(b batchObject) bool {
+			return b.Status != "validating" && b.Status != "in_progress" && b.Status != "finalizing"
+		})
 		if b.Status != "completed" || b.RequestCounts.Failed != 0 || b.OutputFileID == nil {
 			t.Fatalf("%s batch %+v (%s)", endpoint, b, r.body)
 		}
