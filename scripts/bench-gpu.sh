@@ -32,9 +32,11 @@
 # GPU_IMAGE_T5 (default "on off"): which of the two image runs; GPU_IMAGE_PROFILE=1
 # adds one more image to each, timed operation by operation (benchgpu image
 # --profile). GPU_ENGINE_SAVE=DIR leaves the built engine's libraries there as
-# engine-<flavour>.tar.xz.aa, .ab, … (pieces of 20 MB, small enough to copy back); GPU_ENGINE_TARBALL=FILE unpacks such a file instead of
-# building (the same pinned sources and flavour: a second run on a fresh
-# machine then skips the build).
+# engine-<flavour>.tar.xz.aa, .ab, … (pieces of 6 MB, small enough for the
+# device tool to bring back: 7 pieces, 42 MB, for the cuda flavour at sm_90);
+# GPU_ENGINE_TARBALL=FILE unpacks such a file, or its pieces FILE.aa, FILE.ab, …,
+# instead of building (the same pinned sources and flavour: a run on a
+# fresh machine then skips the build's 3 to 4 minutes).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo="$PWD"
@@ -52,8 +54,12 @@ say() { echo "[$(date -u +%T)] $*" | tee -a "$log" >&2; }
 build_engine() {
 	[[ -s $work/engine.dir ]] && return 0
 	local flavour=${GPU_ENGINE_FLAVOUR:-cuda}
-	if [[ -n ${GPU_ENGINE_TARBALL:-} && -s $GPU_ENGINE_TARBALL ]]; then
-		mkdir -p "$work/engine" && tar xJf "$GPU_ENGINE_TARBALL" -C "$work/engine" || return 1
+	local tarball=${GPU_ENGINE_TARBALL:-}
+	if [[ -n $tarball && ! -s $tarball && -s $tarball.aa ]]; then
+		cat "$tarball".?? >"$work/engine.tar.xz" && tarball=$work/engine.tar.xz # the pieces GPU_ENGINE_SAVE leaves
+	fi
+	if [[ -n $tarball && -s $tarball ]]; then
+		mkdir -p "$work/engine" && tar xJf "$tarball" -C "$work/engine" || return 1
 		echo "$work/engine" >"$work/engine.dir"
 		say "engine unpacked from $GPU_ENGINE_TARBALL ($(du -sh "$work/engine/lib" | cut -f1) of libraries)"
 		return 0
@@ -71,7 +77,7 @@ build_engine() {
 	say "engine built: $dir ($(du -sh "$dir/lib" | cut -f1) of libraries)"
 	if [[ -n ${GPU_ENGINE_SAVE:-} ]]; then
 		mkdir -p "$GPU_ENGINE_SAVE" &&
-			tar cf - -C "$dir" lib | xz -T0 -6 | split -b 20M - "$GPU_ENGINE_SAVE/engine-$flavour.tar.xz." &&
+			tar cf - -C "$dir" lib | xz -T0 -6 | split -b 6M - "$GPU_ENGINE_SAVE/engine-$flavour.tar.xz." &&
 			say "engine saved: $(ls "$GPU_ENGINE_SAVE"/engine-"$flavour".tar.xz.*) (cat them into one file for GPU_ENGINE_TARBALL)"
 	fi
 }
