@@ -15,7 +15,9 @@ type Transformer struct {
 	cfg  sd3.MMDiTConfig
 	// step is the graph of the last call, computed again for calls of its
 	// shape (every step of an image): building, checking and laying out
-	// SD3-medium's 2,900 operations each step kept an H100 waiting.
+	// SD3-medium's 2,900 operations at each step is host time the device
+	// waits through (BenchmarkStepGraph), and CUDA replays the kernels of
+	// a graph it has seen.
 	step *stepGraph
 }
 
