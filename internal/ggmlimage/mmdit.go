@@ -139,9 +139,8 @@ func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tenso
 	for i := range c.Layers {
 		x, txt = m.block(g, i, x, txt, cond)
 	}
-	mod := m.chunks(p.linear(g, "norm_out.linear.", cond), 2) // scale, shift
-	x = modulate(layerNorm(x), mod[1], mod[0])
-	x = p.linear(g, "proj_out.", x) // [C·p·p, patches, n], C innermost
+	x = m.modulation(p.linear(g, "norm_out.linear.", cond), 2).modulate(layerNorm(x), 1, 0) // scale, shift
+	x = p.linear(g, "proj_out.", x)                                                         // [C·p·p, patches, n], C innermost
 
 	// Unpatchify to [w·p, h·p, C, n] within ggml's four dimensions.
 	ch := c.OutChannels
@@ -165,25 +164,32 @@ func (m *Transformer) mlp(g *tensor.Graph, prefix string, x tensor.Tensor) tenso
 	return m.part.linear(g, prefix+"linear_2.", m.part.linear(g, prefix+"linear_1.", x).SILU())
 }
 
-// chunks splits a modulation [k·D, n] into k pieces [D, 1, n], which
-// broadcast over the tokens.
-func (m *Transformer) chunks(x tensor.Tensor, k int) []tensor.Tensor {
-	d, n := m.cfg.Width(), x.Dim(1)
-	out := make([]tensor.Tensor, k)
-	for i := range out {
-		out[i] = x.Slice(0, i*d, (i+1)*d).Contiguous().Reshape(d, 1, n)
+// modulation is an adaLN modulation [k·D, n] in k pieces [D, 1, n], and
+// the same pieces plus one: views, which broadcast over the tokens, so a
+// block's twelve pieces cost one small addition and no copies (each a
+// kernel of its own on a GPU).
+type modulation struct{ piece, plusOne []tensor.Tensor }
+
+func (m *Transformer) modulation(x tensor.Tensor, k int) modulation {
+	d := m.cfg.Width()
+	split := func(x tensor.Tensor) []tensor.Tensor {
+		out := make([]tensor.Tensor, k)
+		for i := range out {
+			out[i] = x.Slice(0, i*d, (i+1)*d).Unsqueeze(1)
+		}
+		return out
 	}
-	return out
+	return modulation{piece: split(x), plusOne: split(x.ScaleBias(1, 1))}
+}
+
+// modulate is x·(1 + the scale piece) + the shift piece: two passes over
+// x, not three.
+func (mod modulation) modulate(x tensor.Tensor, shift, scale int) tensor.Tensor {
+	return x.Mul(mod.plusOne[scale]).Add(mod.piece[shift])
 }
 
 // layerNorm is the transformer's LayerNorm, without weights.
 func layerNorm(x tensor.Tensor) tensor.Tensor { return x.Norm(sd3.MMDiTNormEps) }
-
-// modulate is x·(1 + scale) + shift; 1 + scale is one value a channel,
-// so two passes over x, not three.
-func modulate(x, shift, scale tensor.Tensor) tensor.Tensor {
-	return x.Mul(scale.ScaleBias(1, 1)).Add(shift)
-}
 
 func (m *Transformer) feedForward(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	h := geluTanh(m.part.linear(g, prefix+"net.0.proj.", x))
@@ -194,25 +200,25 @@ func (m *Transformer) feedForward(g *tensor.Graph, prefix string, x tensor.Tenso
 // attend together; the last block updates x only.
 func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor) (tensor.Tensor, tensor.Tensor) {
 	p, pre, last := m.part, sd3.Block(i), m.cfg.ContextPreOnly(i)
-	mx := m.chunks(p.linear(g, pre+"norm1.linear.", cond), 6) // shift, scale, gate (attention); shift, scale, gate (feed-forward)
-	nx := modulate(layerNorm(x), mx[0], mx[1])
-	var mc []tensor.Tensor
+	mx := m.modulation(p.linear(g, pre+"norm1.linear.", cond), 6) // shift, scale, gate (attention); shift, scale, gate (feed-forward)
+	nx := mx.modulate(layerNorm(x), 0, 1)
+	var mc modulation
 	var nc tensor.Tensor
 	if last {
-		mc = m.chunks(p.linear(g, pre+"norm1_context.linear.", cond), 2) // scale, shift
-		nc = modulate(layerNorm(txt), mc[1], mc[0])
+		mc = m.modulation(p.linear(g, pre+"norm1_context.linear.", cond), 2) // scale, shift
+		nc = mc.modulate(layerNorm(txt), 1, 0)
 	} else {
-		mc = m.chunks(p.linear(g, pre+"norm1_context.linear.", cond), 6)
-		nc = modulate(layerNorm(txt), mc[0], mc[1])
+		mc = m.modulation(p.linear(g, pre+"norm1_context.linear.", cond), 6)
+		nc = mc.modulate(layerNorm(txt), 0, 1)
 	}
 	ax, ac := m.jointAttention(g, pre+"attn.", nx, nc, last)
-	x = x.Add(ax.Mul(mx[2]))
-	x = x.Add(m.feedForward(g, pre+"ff.", modulate(layerNorm(x), mx[3], mx[4])).Mul(mx[5]))
+	x = x.Add(ax.Mul(mx.piece[2]))
+	x = x.Add(m.feedForward(g, pre+"ff.", mx.modulate(layerNorm(x), 3, 4)).Mul(mx.piece[5]))
 	if last {
 		return x, txt
 	}
-	txt = txt.Add(ac.Mul(mc[2]))
-	txt = txt.Add(m.feedForward(g, pre+"ff_context.", modulate(layerNorm(txt), mc[3], mc[4])).Mul(mc[5]))
+	txt = txt.Add(ac.Mul(mc.piece[2]))
+	txt = txt.Add(m.feedForward(g, pre+"ff_context.", mc.modulate(layerNorm(txt), 3, 4)).Mul(mc.piece[5]))
 	return x, txt
 }
 

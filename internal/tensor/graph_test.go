@@ -438,3 +438,22 @@ func TestGraphComputesAgain(t *testing.T) {
 		t.Error("a graph computed again after another one")
 	}
 }
+
+// TestUnsqueeze: a slice of per-item vectors viewed with a dimension of one
+// inserted broadcasts over that dimension, without a copy.
+func TestUnsqueeze(t *testing.T) {
+	be := backend(t)
+	g := be.NewGraph()
+	defer g.Close()
+	mod := g.Input([]float32{1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60}, 6, 2) // [6, n=2]
+	piece := mod.Slice(0, 2, 4).Unsqueeze(1)                                  // [2, 1, 2]: 3, 4 and 30, 40
+	if got := [4]int{piece.Dim(0), piece.Dim(1), piece.Dim(2), piece.Dim(3)}; got != [4]int{2, 1, 2, 1} {
+		t.Fatalf("shape %v", got)
+	}
+	x := g.Input([]float32{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}, 2, 3, 2) // [2, tokens=3, n=2]
+	got, err := g.Compute(x.Mul(piece))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "product", got, []float32{3, 4, 6, 8, 9, 12, 30, 40, 60, 80, 90, 120})
+}

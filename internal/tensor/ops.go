@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 )
@@ -63,6 +64,35 @@ func (t Tensor) contiguous() bool {
 		size *= uint64(h.ne[i])
 	}
 	return true
+}
+
+// Unsqueeze views t with a dimension of one inserted at dim (1 to 3),
+// without copying; t's fourth dimension must be one.
+func (t Tensor) Unsqueeze(dim int) Tensor {
+	h := (*header)(t.t)
+	if h.ne[3] != 1 || dim < 1 || dim > 3 {
+		panic(fmt.Sprintf("tensor: Unsqueeze(%d) of a tensor of shape %v", dim, h.ne))
+	}
+	var ne [4]int
+	var nb [3]int // strides of dimensions 1 to 3
+	for i, j := 0, 0; i < 4; i++ {
+		if i == dim {
+			ne[i] = 1
+			if i < 3 {
+				nb[i-1] = int(h.nb[j]) // any stride serves a dimension of one
+			}
+			continue
+		}
+		ne[i] = int(h.ne[j])
+		if i > 0 {
+			nb[i-1] = int(h.nb[j])
+		}
+		j++
+	}
+	if dim == 3 {
+		nb[2] = int(h.nb[2]) * ne[2]
+	}
+	return t.view(ne, nb, 0)
 }
 
 // Permute moves dimension i to axes[i].
