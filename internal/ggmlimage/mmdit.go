@@ -235,13 +235,20 @@ func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.
 		y := p.weight(g, prefix+"weight").MulMat(x).Reshape(hd, heads, x.Dim(1), n).Permute(0, 2, 1, 3)
 		return y.Add(p.weight(g, prefix+"bias").Reshape(hd, 1, heads, 1))
 	}
-	joint := func(img, text string) tensor.Tensor { // [hd, ni+nt, heads, n]
-		return byHead(pre+img, x).Concat(byHead(pre+text, txt), 1)
+	// The padding the device's attention wants goes after the text, the
+	// smaller part, in the concatenation that joins them anyway.
+	qPad, kPad := p.be.AttentionPadding(ni+nt, ni+nt)
+	joint := func(img, text string, pad int) tensor.Tensor { // [hd, ni+nt+pad, heads, n]
+		b := byHead(pre+text, txt)
+		if pad > 0 {
+			b = b.Concat(g.Zeros(hd, pad, heads, n), 1)
+		}
+		return byHead(pre+img, x).Concat(b, 1)
 	}
-	q := joint("to_q.", "add_q_proj.")
-	k := joint("to_k.", "add_k_proj.")
-	v := joint("to_v.", "add_v_proj.")
-	o := q.Attention(k, v, 1/math.Sqrt(float64(hd))) // [hd, heads, queries, n]
+	q := joint("to_q.", "add_q_proj.", qPad)
+	k := joint("to_k.", "add_k_proj.", kPad)
+	v := joint("to_v.", "add_v_proj.", kPad)
+	o := q.AttentionPadded(k, v, ni+nt, ni+nt, 1/math.Sqrt(float64(hd))) // [hd, heads, queries, n]
 	tokens := func(from, to int) tensor.Tensor { return o.Slice(2, from, to).Reshape(hd*heads, to-from, n) }
 	ax = p.linear(g, pre+"to_out.0.", tokens(0, ni))
 	if last {

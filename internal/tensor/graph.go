@@ -335,6 +335,12 @@ func (g *Graph) keyMask(n, rows int) Tensor {
 	})
 }
 
+// Zeros is a new tensor of shape ne, float32, every value 0.
+func (g *Graph) Zeros(ne ...int) Tensor {
+	d := dims(ne)
+	return g.zero().shaped([4]int{int(d[0]), int(d[1]), int(d[2]), int(d[3])}).fill(0)
+}
+
 // zero is a single 0, [1].
 func (g *Graph) zero() Tensor {
 	return g.constant([3]int{constZero, 0, 0}, func() Tensor { return g.Input([]float32{0}, 1) })

@@ -332,6 +332,26 @@ func TestGroupedAttention(t *testing.T) {
 	for _, groups := range []int{2, 3, 4, 8} {
 		nearWithin(t, fmt.Sprintf("%d groups", groups), attend(groups), whole, 1e-5)
 	}
+	// The padding a caller adds itself (AttentionPadding), zeros after the
+	// rows, with whole heads and in groups.
+	for _, groups := range []int{1, 3} {
+		be.groups, be.addToLayOut = groups, groups > 1
+		qPad, kPad := be.AttentionPadding(nq, nk)
+		if groups == 1 {
+			qPad, kPad = 5, 7 // whole heads want none, and ignore any
+		}
+		g := be.NewGraph()
+		view := func(x []float32, tokens, pad int) Tensor {
+			return g.Input(x, d, heads, tokens, n).Permute(0, 2, 1, 3).Concat(g.Zeros(d, pad, heads, n), 1)
+		}
+		got, err := g.Compute(view(q, nq, qPad).AttentionPadded(view(k, nk, kPad), view(v, nk, kPad), nq, nk, 0.125))
+		g.Close()
+		be.groups, be.addToLayOut = 1, false
+		if err != nil {
+			t.Fatal(err)
+		}
+		nearWithin(t, fmt.Sprintf("padded by the caller, %d groups", groups), got, whole, 1e-5)
+	}
 }
 
 // TestProfileComputesTheSame: a graph computed operation by operation,
