@@ -23,7 +23,7 @@ func OpenCLIP(path string, threads int) (*CLIP, error) {
 }
 
 func openCLIP(path string, on placement) (*CLIP, error) {
-	p, cfg, err := openPart(path, on, sd3.CLIPConfigOf, sd3.CLIPConfig.CLIPTensors)
+	p, cfg, err := openPart(path, on, sd3.CLIPConfigOf, sd3.CLIPConfig.CLIPTensors, nil)
 	if err != nil {
 		return nil, fmt.Errorf("clip: %w", err)
 	}

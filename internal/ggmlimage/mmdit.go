@@ -37,12 +37,32 @@ func OpenTransformer(path string, threads int) (*Transformer, error) {
 }
 
 func openTransformer(path string, on placement) (*Transformer, error) {
-	p, cfg, err := openPart(path, on, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors)
+	p, cfg, err := openPart(path, on, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors, qkvFusions)
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
 	}
 	return &Transformer{part: p, cfg: cfg}, nil
 }
+
+// qkvFusions lays each block's query, key and value matrices side by side,
+// the image's and the text's: one product makes all three, and the
+// activations it multiplies are converted once, not three times.
+func qkvFusions(c sd3.MMDiTConfig) []tensor.Fusion {
+	var out []tensor.Fusion
+	for i := range c.Layers {
+		pre := sd3.Block(i) + "attn."
+		out = append(out,
+			tensor.Fusion{Name: pre + fusedImageQKV, Parts: []string{pre + "to_q.weight", pre + "to_k.weight", pre + "to_v.weight"}},
+			tensor.Fusion{Name: pre + fusedTextQKV, Parts: []string{pre + "add_q_proj.weight", pre + "add_k_proj.weight", pre + "add_v_proj.weight"}})
+	}
+	return out
+}
+
+// The names of a block's fused matrices (qkvFusions), after its prefix.
+const (
+	fusedImageQKV = "to_qkv.weight"
+	fusedTextQKV  = "add_qkv_proj.weight"
+)
 
 // Config is the transformer's configuration, read from its file.
 func (m *Transformer) Config() sd3.MMDiTConfig { return m.cfg }
@@ -228,26 +248,33 @@ func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor) 
 func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
 	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
-	// Each projection head by head, [hd, tokens, heads, n]: the bias's
-	// addition lays the product out so, in the pass it makes anyway, and
-	// a head's tokens are then in order for the attention's kernels.
-	byHead := func(prefix string, x tensor.Tensor) tensor.Tensor {
-		y := p.weight(g, prefix+"weight").MulMat(x).Reshape(hd, heads, x.Dim(1), n).Permute(0, 2, 1, 3)
-		return y.Add(p.weight(g, prefix+"bias").Reshape(hd, 1, heads, 1))
+	// q, k and v of the image and of the text, each in one product with
+	// the three matrices side by side (qkvFusions), and head by head,
+	// [hd, tokens, heads, n]: the bias's addition lays each out so, in the
+	// pass it makes anyway, and a head's tokens are then in order for the
+	// attention's kernels.
+	d := hd * heads
+	project := func(fused string, x tensor.Tensor, biases [3]string) (out [3]tensor.Tensor) {
+		y := p.weight(g, pre+fused).MulMat(x) // [3·D, tokens, n]
+		for i, bias := range biases {
+			byHead := y.Slice(0, i*d, (i+1)*d).SplitFirst(hd).Permute(0, 2, 1, 3)
+			out[i] = byHead.Add(p.weight(g, pre+bias).Reshape(hd, 1, heads, 1))
+		}
+		return out
 	}
+	img := project(fusedImageQKV, x, [3]string{"to_q.bias", "to_k.bias", "to_v.bias"})
+	text := project(fusedTextQKV, txt, [3]string{"add_q_proj.bias", "add_k_proj.bias", "add_v_proj.bias"})
 	// The padding the device's attention wants goes after the text, the
 	// smaller part, in the concatenation that joins them anyway.
 	qPad, kPad := p.be.AttentionPadding(ni+nt, ni+nt)
-	joint := func(img, text string, pad int) tensor.Tensor { // [hd, ni+nt+pad, heads, n]
-		b := byHead(pre+text, txt)
+	joint := func(i, pad int) tensor.Tensor { // [hd, ni+nt+pad, heads, n]
+		b := text[i]
 		if pad > 0 {
 			b = b.Concat(g.Zeros(hd, pad, heads, n), 1)
 		}
-		return byHead(pre+img, x).Concat(b, 1)
+		return img[i].Concat(b, 1)
 	}
-	q := joint("to_q.", "add_q_proj.", qPad)
-	k := joint("to_k.", "add_k_proj.", kPad)
-	v := joint("to_v.", "add_v_proj.", kPad)
+	q, k, v := joint(0, qPad), joint(1, kPad), joint(2, kPad)
 	o := q.AttentionPadded(k, v, ni+nt, ni+nt, 1/math.Sqrt(float64(hd))) // [hd, heads, queries, n]
 	tokens := func(from, to int) tensor.Tensor { return o.Slice(2, from, to).Reshape(hd*heads, to-from, n) }
 	ax = p.linear(g, pre+"to_out.0.", tokens(0, ni))

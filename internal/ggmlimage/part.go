@@ -31,8 +31,9 @@ type part struct {
 // openPart reads a part's configuration from its file's metadata
 // (configOf), checks the file against the tensors that configuration has,
 // then loads it. A missing or misshapen tensor fails before anything is
-// allocated, naming the tensor in one line.
-func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec) (p *part, cfg C, err error) {
+// allocated, naming the tensor in one line. fusions, when not nil, says
+// which matrices to lay side by side (tensor.Fusion).
+func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec, fusions func(C) []tensor.Fusion) (p *part, cfg C, err error) {
 	head, err := sd3.ReadHeader(path)
 	if err != nil {
 		return nil, cfg, err
@@ -50,7 +51,11 @@ func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, er
 		}
 		p.mu, p.ownsBackend = new(sync.Mutex), true
 	}
-	if p.w, err = p.be.LoadWeights(path, head); err != nil {
+	var fuse []tensor.Fusion
+	if fusions != nil {
+		fuse = fusions(cfg)
+	}
+	if p.w, err = p.be.LoadWeights(path, head, fuse...); err != nil {
 		p.close()
 		return nil, cfg, err
 	}

@@ -20,7 +20,7 @@ func OpenT5(path string, threads int) (*T5, error) {
 }
 
 func openT5(path string, on placement) (*T5, error) {
-	p, cfg, err := openPart(path, on, sd3.T5ConfigOf, sd3.T5Config.T5Tensors)
+	p, cfg, err := openPart(path, on, sd3.T5ConfigOf, sd3.T5Config.T5Tensors, nil)
 	if err != nil {
 		return nil, fmt.Errorf("t5: %w", err)
 	}

@@ -22,7 +22,7 @@ func OpenVAEDecoder(path string, threads int) (*VAEDecoder, error) {
 }
 
 func openVAEDecoder(path string, on placement) (*VAEDecoder, error) {
-	p, cfg, err := openPart(path, on, sd3.VAEConfigOf, sd3.VAEConfig.VAEDecoderTensors)
+	p, cfg, err := openPart(path, on, sd3.VAEConfigOf, sd3.VAEConfig.VAEDecoderTensors, nil)
 	if err != nil {
 		return nil, fmt.Errorf("vae decoder: %w", err)
 	}

@@ -161,10 +161,19 @@ type Weights struct {
 	byName map[string]unsafe.Pointer
 }
 
+// Fusion lays matrices of one width and type side by side, as the rows of
+// one matrix called Name: one product with it computes the products with
+// all of them (Tensor.Rows picks each one's out), converting the other
+// operand once. Each part stays a weight of its own name, a view into it.
+type Fusion struct {
+	Name  string
+	Parts []string
+}
+
 // LoadWeights reads every tensor of the GGUF file at path into the
-// backend. head is the file's header when the caller has read it already;
-// nil reads it.
-func (be *Backend) LoadWeights(path string, head *gguf.File) (*Weights, error) {
+// backend, the parts of each fusion side by side. head is the file's
+// header when the caller has read it already; nil reads it.
+func (be *Backend) LoadWeights(path string, head *gguf.File, fusions ...Fusion) (*Weights, error) {
 	a := be.a
 	f, err := os.Open(path)
 	if err != nil {
@@ -182,11 +191,28 @@ func (be *Backend) LoadWeights(path string, head *gguf.File) (*Weights, error) {
 		}
 	}
 	w := &Weights{be: be, byName: map[string]unsafe.Pointer{}}
-	w.ctx = a.newContext(uintptr(len(file.Tensors)+1) * a.tensorOverhead())
+	w.ctx = a.newContext(uintptr(len(file.Tensors)+len(fusions)+1) * a.tensorOverhead())
+	infos := map[string]gguf.TensorInfo{}
+	for _, t := range file.Tensors {
+		infos[t.Name] = t
+	}
+	fused := map[string]bool{}
+	for _, f := range fusions {
+		if err := w.fuse(f, infos); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, name := range f.Parts {
+			fused[name] = true
+		}
+	}
 	for _, t := range file.Tensors {
 		if len(t.Shape) > 4 {
 			w.Close()
 			return nil, fmt.Errorf("%s: tensor %s has %d dimensions", path, t.Name, len(t.Shape))
+		}
+		if fused[t.Name] {
+			continue
 		}
 		var shape []int
 		for _, n := range t.Shape {
@@ -214,6 +240,36 @@ func (be *Backend) LoadWeights(path string, head *gguf.File) (*Weights, error) {
 		a.tensorSet(gt, unsafe.Pointer(&data[0]), 0, n)
 	}
 	return w, nil
+}
+
+// fuse makes f's matrix and its parts, views of its rows.
+func (w *Weights) fuse(f Fusion, infos map[string]gguf.TensorInfo) error {
+	a := w.be.a
+	var width, rows int64
+	var typ uint32
+	for i, name := range f.Parts {
+		t, ok := infos[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("fusion %s: no tensor %s", f.Name, name)
+		case len(t.Shape) != 2:
+			return fmt.Errorf("fusion %s: tensor %s is not a matrix", f.Name, name)
+		case i > 0 && (int64(t.Shape[0]) != width || uint32(t.Type) != typ):
+			return fmt.Errorf("fusion %s: tensor %s is not of %s's width and type", f.Name, name, f.Parts[0])
+		}
+		width, typ = int64(t.Shape[0]), uint32(t.Type)
+		rows += int64(t.Shape[1])
+	}
+	whole := a.newTensor4d(w.ctx, int32(typ), width, rows, 1, 1)
+	w.byName[f.Name] = whole
+	rowBytes := uintptr((*header)(whole).nb[1])
+	var at int64
+	for _, name := range f.Parts {
+		n := int64(infos[name].Shape[1])
+		w.byName[name] = a.view4d(w.ctx, whole, width, n, 1, 1, rowBytes, rowBytes*uintptr(n), rowBytes*uintptr(n), uintptr(at)*rowBytes)
+		at += n
+	}
+	return nil
 }
 
 // Close frees the weights.

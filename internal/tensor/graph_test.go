@@ -1,11 +1,16 @@
 package tensor
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/genq/genq/internal/gguf"
 )
 
 // backend is the CPU backend on the engine make engine builds; without
@@ -476,4 +481,52 @@ func TestUnsqueeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	near(t, "product", got, []float32{3, 4, 6, 8, 9, 12, 30, 40, 60, 80, 90, 120})
+}
+
+// TestFusedWeights: matrices loaded side by side give one product whose
+// rows are each one's product, each part is still a weight of its own, and
+// a fusion of what does not fit is refused with the tensor's name.
+func TestFusedWeights(t *testing.T) {
+	be := backend(t)
+	path := filepath.Join(t.TempDir(), "w.gguf")
+	matrix := func(name string, in, out int, first float32) gguf.Tensor {
+		v := make([]float32, in*out)
+		for i := range v {
+			v[i] = first + float32(i)
+		}
+		var b bytes.Buffer
+		_ = binary.Write(&b, binary.LittleEndian, v)
+		return gguf.Tensor{Name: name, Type: gguf.TensorF32, Shape: []uint64{uint64(in), uint64(out)}, Data: &b}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = gguf.Write(f, nil, []gguf.Tensor{matrix("a", 2, 3, 1), matrix("b", 2, 1, 100), matrix("c", 3, 1, 0)})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := be.LoadWeights(path, nil, Fusion{Name: "ab", Parts: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	g := be.NewGraph()
+	defer g.Close()
+	x := g.Input([]float32{1, 2}, 2)
+	outs, err := g.ComputeAll(g.Weight(w, "ab").MulMat(x), g.Weight(w, "a").MulMat(x), g.Weight(w, "b").MulMat(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a's rows (1,2) (3,4) (5,6) and b's (100,101), each times (1, 2)
+	near(t, "fused", outs[0], []float32{5, 11, 17, 302})
+	near(t, "a", outs[1], []float32{5, 11, 17})
+	near(t, "b", outs[2], []float32{302})
+
+	for _, bad := range []Fusion{{Name: "x", Parts: []string{"a", "missing"}}, {Name: "x", Parts: []string{"a", "c"}}} {
+		if _, err := be.LoadWeights(path, nil, bad); err == nil || !strings.Contains(err.Error(), bad.Parts[1]) {
+			t.Errorf("fusion %v: error %v, want one naming %s", bad.Parts, err, bad.Parts[1])
+		}
+	}
 }

@@ -66,6 +66,17 @@ func (t Tensor) contiguous() bool {
 	return true
 }
 
+// SplitFirst views t's first dimension as two, [n, ne0/n, …], without
+// copying; t's fourth dimension must be one.
+func (t Tensor) SplitFirst(n int) Tensor {
+	h := (*header)(t.t)
+	if h.ne[3] != 1 || n <= 0 || h.ne[0]%int64(n) != 0 {
+		panic(fmt.Sprintf("tensor: SplitFirst(%d) of a tensor of shape %v", n, h.ne))
+	}
+	return t.view([4]int{n, int(h.ne[0]) / n, int(h.ne[1]), int(h.ne[2])},
+		[3]int{n * int(h.nb[0]), int(h.nb[1]), int(h.nb[2])}, 0)
+}
+
 // Unsqueeze views t with a dimension of one inserted at dim (1 to 3),
 // without copying; t's fourth dimension must be one.
 func (t Tensor) Unsqueeze(dim int) Tensor {
