@@ -81,6 +81,8 @@ fuzz:
 # go vet, then staticcheck at the version go.mod's tool block pins; CI runs
 # both. The engine comes first: cgo packages are type-checked against it.
 lint: engine
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+		if [ -n "$$unformatted" ]; then echo "not gofmt'd (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	go tool staticcheck ./...
 

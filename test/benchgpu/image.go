@@ -40,9 +40,9 @@ type ImageResults struct {
 	// less its steps': the prompt's encoders, the VAE, the PNG.
 	SecondsOutsideSteps float64 `json:"seconds_outside_steps"`
 	AttentionGroups     int     `json:"attention_groups,omitempty"` // as asked; 0, the default
-	GPUUtilPct      float64 `json:"gpu_util_pct"`      // mean of nvidia-smi's samples
-	GPUMemMiB       float64 `json:"gpu_mem_mib"`       // the most nvidia-smi saw
-	At              string  `json:"at"`
+	GPUUtilPct          float64 `json:"gpu_util_pct"`               // mean of nvidia-smi's samples
+	GPUMemMiB           float64 `json:"gpu_mem_mib"`                // the most nvidia-smi saw
+	At                  string  `json:"at"`
 	// Profile is one more image, operation by operation (--profile), and
 	// ProfiledSeconds the sum of its operations' times.
 	Profile         []tensor.OpTime `json:"profile,omitempty"`
