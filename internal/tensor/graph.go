@@ -163,8 +163,9 @@ type Weights struct {
 
 // Fusion lays matrices of one width and type side by side, as the rows of
 // one matrix called Name: one product with it computes the products with
-// all of them (Tensor.Rows picks each one's out), converting the other
-// operand once. Each part stays a weight of its own name, a view into it.
+// all of them (a Slice of its result's first dimension is each one's),
+// converting the other operand once. Each part stays a weight of its own
+// name, a view into it.
 type Fusion struct {
 	Name  string
 	Parts []string
