@@ -34,9 +34,11 @@ func (t Tensor) SoftMax() Tensor { return t.op(t.g.be.a.softMax(t.g.ctx, t.t)) }
 // and strided views works out each value's place with 64-bit divisions,
 // which ran at 0.4 TB/s on an H100, and its element-wise kernels read
 // strided operands with a thread per row value, at 1.4 to 1.7 TB/s
-// (docs/benchmarks-gpu.md). x + 0 is x for every x but −0.
+// (docs/benchmarks-gpu.md). x + 0 is x for every x but −0. Past 2³¹
+// values the copy kernel does it: the element-wise kernel indexes in 32
+// bits.
 func (t Tensor) Contiguous() Tensor {
-	if h := (*header)(t.t); t.g.be.addToLayOut && h.typ == typeF32 && h.nb[0] == 4 {
+	if h := (*header)(t.t); t.g.be.addToLayOut && h.typ == typeF32 && h.nb[0] == 4 && h.ne[0]*h.ne[1]*h.ne[2]*h.ne[3] < 1<<31 {
 		return t.Add(t.g.zero())
 	}
 	return t.op(t.g.be.a.cont(t.g.ctx, t.t))
