@@ -14,58 +14,47 @@ import (
 // (the workers', genqctl submit's) creates only what is missing and reads
 // the rest back, so nobody gives the settings to two processes.
 
-// putStream creates or updates a stream; with Adopt it only creates one
-// that is missing, and leaves an existing one as it is.
+// put creates or updates an asset with update; with Adopt it only creates
+// one that is missing with create, and leaves an existing one (create's
+// error is one of exists) as it is.
+func put[C, R any](ctx context.Context, adopt bool, cfg C, update, create func(context.Context, C) (R, error), exists ...error) error {
+	if !adopt {
+		_, err := update(ctx, cfg)
+		return err
+	}
+	_, err := create(ctx, cfg)
+	for _, e := range exists {
+		if errors.Is(err, e) {
+			return nil
+		}
+	}
+	return err
+}
+
+// putStream puts a stream (put).
 func (s Settings) putStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
-	if !s.Adopt {
-		_, err := js.CreateOrUpdateStream(ctx, cfg)
-		return err
-	}
-	_, err := js.CreateStream(ctx, cfg)
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return nil
-	}
-	return err
+	return put(ctx, s.Adopt, cfg, js.CreateOrUpdateStream, js.CreateStream, jetstream.ErrStreamNameAlreadyInUse)
 }
 
-// putConsumer is putStream for a durable consumer: with Adopt, one the
-// api made meanwhile is left as it is.
+// putConsumer puts a durable consumer of stream: with Adopt, one the api
+// made meanwhile is left as it is.
 func (s Settings) putConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) error {
-	if !s.Adopt {
-		_, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
-		return err
+	on := func(f func(context.Context, string, jetstream.ConsumerConfig) (jetstream.Consumer, error)) func(context.Context, jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+		return func(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+			return f(ctx, stream, cfg)
+		}
 	}
-	_, err := js.CreateConsumer(ctx, stream, cfg)
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		return nil
-	}
-	return err
+	return put(ctx, s.Adopt, cfg, on(js.CreateOrUpdateConsumer), on(js.CreateConsumer), jetstream.ErrConsumerExists)
 }
 
-// putKeyValue is putStream for a key-value bucket.
+// putKeyValue puts a key-value bucket (put).
 func (s Settings) putKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) error {
-	if !s.Adopt {
-		_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-		return err
-	}
-	_, err := js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return nil
-	}
-	return err
+	return put(ctx, s.Adopt, cfg, js.CreateOrUpdateKeyValue, js.CreateKeyValue, jetstream.ErrBucketExists, jetstream.ErrStreamNameAlreadyInUse)
 }
 
-// putObjectStore is putStream for an object store.
+// putObjectStore puts an object store (put).
 func (s Settings) putObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) error {
-	if !s.Adopt {
-		_, err := js.CreateOrUpdateObjectStore(ctx, cfg)
-		return err
-	}
-	_, err := js.CreateObjectStore(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return nil
-	}
-	return err
+	return put(ctx, s.Adopt, cfg, js.CreateOrUpdateObjectStore, js.CreateObjectStore, jetstream.ErrBucketExists, jetstream.ErrStreamNameAlreadyInUse)
 }
 
 // assetSettings are the Settings the assets hold.
