@@ -46,7 +46,7 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	done, err := journal.Finished()
+	done, failed, err := journal.Outcomes()
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 	}
 	defer client.Close()
 
-	err = batch.NewRunner(cfg.batch, conn, client, journal).Run(ctx, lines, bad, done, e.stderr)
+	err = batch.NewRunner(cfg.batch, conn, client, journal).Run(ctx, lines, bad, done, failed, e.stderr)
 	return errors.Join(err, journal.Close())
 }
 

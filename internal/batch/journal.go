@@ -40,16 +40,17 @@ func OpenJournal(dir string) (*Journal, error) {
 // Path is where the journal is.
 func (j *Journal) Path() string { return filepath.Join(j.dir, ResultsFile) }
 
-// Finished lists the ids that the journal records as done: with no error,
-// and with their file, if they have one, in place.
-func (j *Journal) Finished() (map[string]bool, error) {
-	done := map[string]bool{}
+// Outcomes lists the ids that the journal records as done (with no
+// error, and with their file, if they have one, in place), and those whose
+// last line records a failure: their own id has run, and failed.
+func (j *Journal) Outcomes() (done, failed map[string]bool, err error) {
+	done, failed = map[string]bool{}, map[string]bool{}
 	f, err := os.Open(j.Path())
 	if errors.Is(err, os.ErrNotExist) {
-		return done, nil
+		return done, failed, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -57,13 +58,20 @@ func (j *Journal) Finished() (map[string]bool, error) {
 	for sc.Scan() {
 		var r Result
 		// A torn last line from an interrupted run is simply not done.
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Error == "" {
-			if r.File == "" || fileExists(filepath.Join(j.dir, r.File)) {
-				done[r.ID] = true
-			}
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue
+		}
+		failed[r.ID] = r.Error != ""
+		if r.Error == "" && (r.File == "" || fileExists(filepath.Join(j.dir, r.File))) {
+			done[r.ID] = true
 		}
 	}
-	return done, sc.Err()
+	for id, f := range failed {
+		if !f || done[id] {
+			delete(failed, id)
+		}
+	}
+	return done, failed, sc.Err()
 }
 
 func fileExists(p string) bool {

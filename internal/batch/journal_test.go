@@ -57,7 +57,7 @@ func TestJournalCompactsAndFinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done, err := j.Finished()
+			done, _, err := j.Outcomes()
 			if err != nil {
 				t.Fatal(err)
 			}

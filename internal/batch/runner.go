@@ -45,6 +45,8 @@ type Runner struct {
 	results Results
 	jobs    Jobs
 	journal *Journal
+	// failedBefore are the ids whose last run failed (Journal.Outcomes).
+	failedBefore map[string]bool
 
 	total                         int
 	ok, failed, skipped, inFlight atomic.Int64
@@ -57,11 +59,11 @@ func NewRunner(cfg Config, results Results, jobs Jobs, journal *Journal) *Runner
 }
 
 // Run records the bad lines as failed, then runs every line not done, and
-// prints progress every second and a summary at the end. It fails when a
-// job failed, when the batch was interrupted, or when a result could not
-// be recorded.
-func (b *Runner) Run(ctx context.Context, lines []Line, bad []Result, done map[string]bool, progress io.Writer) error {
-	b.total = len(lines) + len(bad)
+// prints progress every second and a summary at the end; a line that
+// failed before runs under a fresh id. It fails when a job failed, when
+// the batch was interrupted, or when a result could not be recorded.
+func (b *Runner) Run(ctx context.Context, lines []Line, bad []Result, done, failed map[string]bool, progress io.Writer) error {
+	b.total, b.failedBefore = len(lines)+len(bad), failed
 	for _, r := range bad {
 		b.failed.Add(1)
 		if err := b.journal.Write(r); err != nil {
@@ -116,7 +118,16 @@ func (b *Runner) Run(ctx context.Context, lines []Line, bad []Result, done map[s
 // dedup window does not know; one never finished runs under its own id,
 // its cancel mark (left by an interrupted run) withdrawn first.
 func (b *Runner) one(ctx context.Context, line int, l Line) error {
-	received, err := b.fetch(ctx, l.ID)
+	var received *genq.ReceivedResult
+	var err error
+	if b.failedBefore[l.ID] {
+		// Its journal says it failed: the worker replies before it stores
+		// the failure, so a rerun at once can find no stored result, and
+		// its own id, still in the dedup window, would be the old failure.
+		err = genq.Errorf(genq.Internal, "failed in an earlier run")
+	} else {
+		received, err = b.fetch(ctx, l.ID)
+	}
 	switch code := genq.ErrorCode(err); code {
 	case "", genq.Unavailable:
 	case genq.NotFound:

@@ -74,6 +74,7 @@ func TestRunner(t *testing.T) {
 		lines   []Line
 		bad     []Result
 		done    map[string]bool
+		failed  map[string]bool
 		stored  map[string]error
 		errIn   string
 		ran     []string // ids run; "a-retry" for a retry id of a
@@ -97,6 +98,11 @@ func TestRunner(t *testing.T) {
 		{
 			name:  "a job that failed before runs again under a fresh id",
 			lines: []Line{{ID: "a", Text: "x"}}, stored: map[string]error{"a": genq.Errorf(genq.Internal, "boom")},
+			ran: []string{"a-retry"}, results: map[string]string{"a": "X"},
+		},
+		{
+			name:  "a job the journal records as failed runs under a fresh id, its failure not yet stored",
+			lines: []Line{{ID: "a", Text: "x"}}, failed: map[string]bool{"a": true},
 			ran: []string{"a-retry"}, results: map[string]string{"a": "X"},
 		},
 		{
@@ -124,7 +130,7 @@ func TestRunner(t *testing.T) {
 			}
 			r := NewRunner(Config{Variant: genq.VariantB, Concurrency: 2, Timeout: time.Minute}, q, q, j)
 			var progress bytes.Buffer
-			err = r.Run(t.Context(), tt.lines, tt.bad, tt.done, &progress)
+			err = r.Run(t.Context(), tt.lines, tt.bad, tt.done, tt.failed, &progress)
 			if tt.errIn == "" && err != nil || tt.errIn != "" && (err == nil || !strings.Contains(err.Error(), tt.errIn)) {
 				t.Fatalf("err = %v, want one holding %q", err, tt.errIn)
 			}
