@@ -31,7 +31,10 @@
 # (benchgpu image --attention-groups) to run each of them with, one run each;
 # GPU_IMAGE_T5 (default "on off"): which of the two image runs; GPU_IMAGE_PROFILE=1
 # adds one more image to each, timed operation by operation (benchgpu image
-# --profile). GPU_ENGINE_SAVE=DIR leaves the built engine's libraries there as
+# --profile); GPU_IMAGE_VARIANTS (default "default:"): runs of each of those,
+# separated by ';', each name:words, the words benchgpu image flags (--x) or
+# NAME=value settings of its environment (for example
+# "default:;graphopt:GGML_CUDA_GRAPH_OPT=1;fresh:--fresh-graphs"). GPU_ENGINE_SAVE=DIR leaves the built engine's libraries there as
 # engine-<flavour>.tar.xz.aa, .ab, … (pieces of 6 MB, small enough for the
 # device tool to bring back: 7 pieces, 42 MB, for the cuda flavour at sm_90);
 # GPU_ENGINE_TARBALL=FILE unpacks such a file, or its pieces FILE.aa, FILE.ab, …,
@@ -182,20 +185,30 @@ image_bench() {
 		"$work/bin/genqctl" models tiny --variant C --engine ggml --size medium --dir "$dir" >>"$work/logs/models.log" 2>&1 || return 1
 		touch "$dir/ok"
 	fi
-	local t5 groups name
+	local t5 groups variant vname words w name
+	local IFS_was=$IFS
+	IFS=';' read -ra variants <<<"${GPU_IMAGE_VARIANTS:-default:}"
+	IFS=$IFS_was
 	for t5 in ${GPU_IMAGE_T5:-on off}; do
 		for groups in ${GPU_IMAGE_GROUPS:-0}; do
-			name=image-sd3-medium-t5-$t5
-			[[ $groups != 0 ]] && name+=-g$groups
-			[[ -s $work/results/images/$name.json ]] && continue
-			local flags=(--attention-groups "$groups" --png "$work/results/images/$name.png")
-			[[ $t5 == off ]] && flags+=(--no-t5)
-			[[ ${GPU_IMAGE_PROFILE:-0} == 1 ]] && flags+=(--profile)
-			say "image benchmark, T5 $t5, attention groups $groups: 1024x1024, 28 steps"
-			"$work/bin/benchgpu" image --dir "$dir" --size 1024 --steps 28 --images 3 "${flags[@]}" \
-				--label "SD3-medium shapes fp16, T5 $t5" --out "$work/results/images/$name.json" >>"$work/logs/$name.log" 2>&1 ||
-				{ say "image benchmark failed: $(tail -n 3 "$work/logs/$name.log")"; continue; }
-			say "$(grep -m1 's/image' "$work/logs/$name.log")"
+			for variant in "${variants[@]}"; do
+				vname=${variant%%:*} words=${variant#*:}
+				name=image-sd3-medium-t5-$t5
+				[[ $groups != 0 ]] && name+=-g$groups
+				[[ $vname != default ]] && name+=-$vname
+				[[ -s $work/results/images/$name.json ]] && continue
+				local flags=(--attention-groups "$groups" --png "$work/results/images/$name.png") envs=()
+				for w in $words; do
+					if [[ $w == --* ]]; then flags+=("$w"); else envs+=("$w"); fi
+				done
+				[[ $t5 == off ]] && flags+=(--no-t5)
+				[[ ${GPU_IMAGE_PROFILE:-0} == 1 ]] && flags+=(--profile)
+				say "image benchmark $name (${words:-as is}): 1024x1024, 28 steps"
+				env "${envs[@]}" "$work/bin/benchgpu" image --dir "$dir" --size 1024 --steps 28 --images 3 "${flags[@]}" \
+					--label "SD3-medium shapes fp16, T5 $t5${words:+, $words}" --out "$work/results/images/$name.json" >>"$work/logs/$name.log" 2>&1 ||
+					{ say "image benchmark failed: $(tail -n 3 "$work/logs/$name.log")"; continue; }
+				say "$(grep -m1 's/image' "$work/logs/$name.log")"
+			done
 		done
 	done
 }

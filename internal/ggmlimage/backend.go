@@ -112,7 +112,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	dev := b.be.Device()
 	device := genq.Device{Kind: dev.Kind, Name: cmp.Or(dev.Name, procfs.CPUName()), Engine: Engine}
 	b.mu = new(sync.Mutex)
-	opts := placement{be: b.be, mu: b.mu}
+	opts := placement{be: b.be, mu: b.mu, fresh: cfg.FreshStepGraphs, bfloat16: b.be.FastBFloat16() && !cfg.Float16Matrices}
 	at := func(file string) string { return filepath.Join(dir, file) }
 	if b.textL, err = openCLIP(at(sd3.ClipLFile), opts); err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	ok = true
 	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
-		"t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"compute_capability", b.be.Device().ComputeCapability, "transformer_bf16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }

@@ -39,6 +39,14 @@ type Config struct {
 	// first to compare, tests the second to check CUDA's graphs on the CPU.
 	AttentionGroups int
 	GraphsFor       string
+	// FreshStepGraphs builds the transformer's graph anew at every step,
+	// as before graphs were kept: benchmarks set it to measure what
+	// keeping them saves.
+	FreshStepGraphs bool
+	// Float16Matrices keeps the transformer's matrices in float16 where
+	// they would be bfloat16 (tensor.Backend.FastBFloat16): benchmarks set
+	// it to compare the two.
+	Float16Matrices bool
 }
 
 func (c Config) validate() error {

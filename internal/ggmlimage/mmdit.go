@@ -18,7 +18,8 @@ type Transformer struct {
 	// SD3-medium's 2,900 operations at each step is host time the device
 	// waits through (BenchmarkStepGraph), and CUDA replays the kernels of
 	// a graph it has seen.
-	step *stepGraph
+	step  *stepGraph
+	fresh bool // Config.FreshStepGraphs: keep no step graph
 }
 
 // stepGraph is a transformer graph kept for calls of one shape, and its
@@ -37,11 +38,18 @@ func OpenTransformer(path string, threads int) (*Transformer, error) {
 }
 
 func openTransformer(path string, on placement) (*Transformer, error) {
-	p, cfg, err := openPart(path, on, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors, qkvFusions)
+	layout := func(c sd3.MMDiTConfig) tensor.Layout {
+		l := tensor.Layout{Fusions: qkvFusions(c)}
+		if on.bfloat16 {
+			l.BFloat16 = matrices(c, l.Fusions)
+		}
+		return l
+	}
+	p, cfg, err := openPart(path, on, sd3.MMDiTConfigOf, sd3.MMDiTConfig.MMDiTTensors, layout)
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
 	}
-	return &Transformer{part: p, cfg: cfg}, nil
+	return &Transformer{part: p, cfg: cfg, fresh: on.fresh}, nil
 }
 
 // qkvFusions lays each block's query, key and value matrices side by side,
@@ -56,6 +64,22 @@ func qkvFusions(c sd3.MMDiTConfig) []tensor.Fusion {
 			tensor.Fusion{Name: pre + fusedTextQKV, Parts: []string{pre + "add_q_proj.weight", pre + "add_k_proj.weight", pre + "add_v_proj.weight"}})
 	}
 	return out
+}
+
+// matrices names the transformer's matrices, the fused ones among them:
+// every one is a linear layer's, multiplied and nothing else (the patch
+// embedding's kernel has four dimensions, the position table three).
+func matrices(c sd3.MMDiTConfig, fusions []tensor.Fusion) func(string) bool {
+	names := map[string]bool{}
+	for _, s := range c.MMDiTTensors() {
+		if len(s.Shape) == 2 {
+			names[s.Name] = true
+		}
+	}
+	for _, f := range fusions {
+		names[f.Name] = true
+	}
+	return func(name string) bool { return names[name] }
 }
 
 // The names of a block's fused matrices (qkvFusions), after its prefix.
@@ -112,7 +136,7 @@ func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 	defer m.part.mu.Unlock()
 	shape := [4]int{in.N, in.H, in.W, in.SeqLen}
 	s := m.step
-	if s != nil && s.shape == shape && s.g.Current() {
+	if s != nil && !m.fresh && s.shape == shape && s.g.Current() {
 		for _, set := range []struct {
 			t    tensor.Tensor
 			data []float32

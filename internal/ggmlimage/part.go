@@ -33,7 +33,7 @@ type part struct {
 // then loads it. A missing or misshapen tensor fails before anything is
 // allocated, naming the tensor in one line. fusions, when not nil, says
 // which matrices to lay side by side (tensor.Fusion).
-func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec, fusions func(C) []tensor.Fusion) (p *part, cfg C, err error) {
+func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec, layout func(C) tensor.Layout) (p *part, cfg C, err error) {
 	head, err := sd3.ReadHeader(path)
 	if err != nil {
 		return nil, cfg, err
@@ -51,11 +51,11 @@ func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, er
 		}
 		p.mu, p.ownsBackend = new(sync.Mutex), true
 	}
-	var fuse []tensor.Fusion
-	if fusions != nil {
-		fuse = fusions(cfg)
+	var l tensor.Layout
+	if layout != nil {
+		l = layout(cfg)
 	}
-	if p.w, err = p.be.LoadWeights(path, head, fuse...); err != nil {
+	if p.w, err = p.be.LoadWeights(path, head, l); err != nil {
 		p.close()
 		return nil, cfg, err
 	}
@@ -69,6 +69,10 @@ type placement struct {
 	mu      *sync.Mutex
 	threads int
 	log     *slog.Logger
+	fresh   bool // Config.FreshStepGraphs
+	// bfloat16: the transformer's matrices as bfloat16 (tensor.Layout),
+	// where the backend multiplies them faster so.
+	bfloat16 bool
 }
 
 func (p *part) close() {

@@ -72,6 +72,9 @@ type Device struct {
 	// FreeBytes is the GPU memory free when the backend opened (0 on the
 	// CPU, where the caller reads the system's).
 	FreeBytes uint64
+	// ComputeCapability is a CUDA GPU's, major·10 + minor (90: Hopper); 0
+	// on the CPU or where the driver does not say.
+	ComputeCapability int
 }
 
 // ggml's device types (enum ggml_backend_dev_type).
@@ -103,7 +106,8 @@ func Open(o Options) (*Backend, error) {
 			}
 			var free, total uintptr
 			a.devMemory(d, &free, &total)
-			dev, device = d, Device{Kind: DeviceCUDA, Name: a.devDescription(d), FreeBytes: uint64(free)}
+			dev, device = d, Device{Kind: DeviceCUDA, Name: a.devDescription(d), FreeBytes: uint64(free),
+				ComputeCapability: computeCapability(a.devName(d))}
 			break
 		}
 		if dev == nil && want == DeviceCUDA {
@@ -138,6 +142,15 @@ func Open(o Options) (*Backend, error) {
 // Device is where the backend computes.
 func (be *Backend) Device() Device { return be.device }
 
+// FastBFloat16 says whether products with bfloat16 matrices are the
+// faster choice: on CUDA GPUs from Ampere on (compute capability 8.0),
+// which multiply bfloat16 at float16's rate and where ggml-cuda then sums
+// in float32 and writes float32, not a float16 result it converts in a
+// pass of its own (Layout.BFloat16).
+func (be *Backend) FastBFloat16() bool {
+	return be.device.Kind == DeviceCUDA && be.device.ComputeCapability >= 80
+}
+
 // Close frees the backend.
 func (be *Backend) Close() {
 	if be == nil {
@@ -171,10 +184,25 @@ type Fusion struct {
 	Parts []string
 }
 
+// Layout is how LoadWeights lays a file's tensors out in the backend.
+type Layout struct {
+	Fusions []Fusion
+	// BFloat16 names the float16 matrices (a Fusion by its Name) to keep
+	// as bfloat16: a product with one then runs in bfloat16 with float32
+	// sums and result, where ggml-cuda's float16 product sums in float16
+	// and converts its result (Backend.FastBFloat16). nil keeps every
+	// tensor's type.
+	BFloat16 func(name string) bool
+}
+
 // LoadWeights reads every tensor of the GGUF file at path into the
-// backend, the parts of each fusion side by side. head is the file's
-// header when the caller has read it already; nil reads it.
-func (be *Backend) LoadWeights(path string, head *gguf.File, fusions ...Fusion) (*Weights, error) {
+// backend, laid out as l says. head is the file's header when the caller
+// has read it already; nil reads it.
+func (be *Backend) LoadWeights(path string, head *gguf.File, l Layout) (*Weights, error) {
+	fusions := l.Fusions
+	toBF16 := func(name string, typ uint32) bool {
+		return typ == uint32(gguf.TensorF16) && l.BFloat16 != nil && l.BFloat16(name)
+	}
 	a := be.a
 	f, err := os.Open(path)
 	if err != nil {
@@ -199,7 +227,7 @@ func (be *Backend) LoadWeights(path string, head *gguf.File, fusions ...Fusion) 
 	}
 	fused := map[string]bool{}
 	for _, f := range fusions {
-		if err := w.fuse(f, infos); err != nil {
+		if err := w.fuse(f, infos, toBF16); err != nil {
 			w.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -220,7 +248,11 @@ func (be *Backend) LoadWeights(path string, head *gguf.File, fusions ...Fusion) 
 			shape = append(shape, int(n))
 		}
 		ne := dims(shape)
-		w.byName[t.Name] = a.newTensor4d(w.ctx, int32(t.Type), ne[0], ne[1], ne[2], ne[3])
+		typ := int32(t.Type)
+		if toBF16(t.Name, uint32(t.Type)) {
+			typ = typeBF16
+		}
+		w.byName[t.Name] = a.newTensor4d(w.ctx, typ, ne[0], ne[1], ne[2], ne[3])
 	}
 	if w.buf = a.allocCtxTensors(w.ctx, be.b); w.buf == nil {
 		w.Close()
@@ -229,7 +261,7 @@ func (be *Backend) LoadWeights(path string, head *gguf.File, fusions ...Fusion) 
 	var data []byte
 	for _, t := range file.Tensors {
 		gt := w.byName[t.Name]
-		n := a.nbytes(gt)
+		n := a.nbytes(gt) // the same in bfloat16 as in float16
 		if uintptr(cap(data)) < n {
 			data = make([]byte, n)
 		}
@@ -238,13 +270,16 @@ func (be *Backend) LoadWeights(path string, head *gguf.File, fusions ...Fusion) 
 			w.Close()
 			return nil, fmt.Errorf("%s: read %s: %w", path, t.Name, err)
 		}
+		if (*header)(gt).typ == typeBF16 && t.Type == gguf.TensorF16 {
+			float16ToBFloat16(unsafe.Slice((*uint16)(unsafe.Pointer(&data[0])), n/2))
+		}
 		a.tensorSet(gt, unsafe.Pointer(&data[0]), 0, n)
 	}
 	return w, nil
 }
 
 // fuse makes f's matrix and its parts, views of its rows.
-func (w *Weights) fuse(f Fusion, infos map[string]gguf.TensorInfo) error {
+func (w *Weights) fuse(f Fusion, infos map[string]gguf.TensorInfo, toBF16 func(string, uint32) bool) error {
 	a := w.be.a
 	var width, rows int64
 	var typ uint32
@@ -261,7 +296,11 @@ func (w *Weights) fuse(f Fusion, infos map[string]gguf.TensorInfo) error {
 		width, typ = int64(t.Shape[0]), uint32(t.Type)
 		rows += int64(t.Shape[1])
 	}
-	whole := a.newTensor4d(w.ctx, int32(typ), width, rows, 1, 1)
+	wholeType := int32(typ)
+	if toBF16(f.Name, typ) {
+		wholeType = typeBF16
+	}
+	whole := a.newTensor4d(w.ctx, wholeType, width, rows, 1, 1)
 	w.byName[f.Name] = whole
 	rowBytes := uintptr((*header)(whole).nb[1])
 	var at int64
@@ -338,9 +377,10 @@ type Tensor struct {
 
 // ggml's element types (enum ggml_type) of inputs.
 const (
-	typeF32 = 0
-	typeF16 = 1
-	typeI32 = 26
+	typeF32  = 0
+	typeF16  = 1
+	typeI32  = 26
+	typeBF16 = 30
 )
 
 // Input is a float32 tensor of shape ne whose values are data.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -507,7 +508,7 @@ func TestFusedWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := be.LoadWeights(path, nil, Fusion{Name: "ab", Parts: []string{"a", "b"}})
+	w, err := be.LoadWeights(path, nil, Layout{Fusions: []Fusion{{Name: "ab", Parts: []string{"a", "b"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,8 +526,95 @@ func TestFusedWeights(t *testing.T) {
 	near(t, "b", outs[2], []float32{302})
 
 	for _, bad := range []Fusion{{Name: "x", Parts: []string{"a", "missing"}}, {Name: "x", Parts: []string{"a", "c"}}} {
-		if _, err := be.LoadWeights(path, nil, bad); err == nil || !strings.Contains(err.Error(), bad.Parts[1]) {
+		if _, err := be.LoadWeights(path, nil, Layout{Fusions: []Fusion{bad}}); err == nil || !strings.Contains(err.Error(), bad.Parts[1]) {
 			t.Errorf("fusion %v: error %v, want one naming %s", bad.Parts, err, bad.Parts[1])
 		}
+	}
+}
+
+// TestBFloat16Matrices: the float16 matrices Layout.BFloat16 names are
+// multiplied as bfloat16 (a value float16 holds and bfloat16 does not
+// comes out rounded), a fusion by its name; the others keep float16.
+func TestBFloat16Matrices(t *testing.T) {
+	be := backend(t)
+	path := filepath.Join(t.TempDir(), "w.gguf")
+	// 1 + 1/1024 is float16 0x3c01; bfloat16's nearest is 1.
+	half := func(name string, rows int) gguf.Tensor {
+		var b bytes.Buffer
+		for range 2 * rows {
+			_ = binary.Write(&b, binary.LittleEndian, uint16(0x3c01))
+		}
+		return gguf.Tensor{Name: name, Type: gguf.TensorF16, Shape: []uint64{2, uint64(rows)}, Data: &b}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = gguf.Write(f, nil, []gguf.Tensor{half("kept", 1), half("narrowed", 1), half("p", 1), half("q", 2)})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := be.LoadWeights(path, nil, Layout{
+		Fusions:  []Fusion{{Name: "pq", Parts: []string{"p", "q"}}},
+		BFloat16: func(name string) bool { return name == "narrowed" || name == "pq" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	g := be.NewGraph()
+	defer g.Close()
+	x := g.Input([]float32{1, 0}, 2)
+	outs, err := g.ComputeAll(g.Weight(w, "kept").MulMat(x), g.Weight(w, "narrowed").MulMat(x), g.Weight(w, "pq").MulMat(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "float16", outs[0], []float32{1 + 1.0/1024})
+	near(t, "bfloat16", outs[1], []float32{1})
+	near(t, "fused bfloat16", outs[2], []float32{1, 1, 1})
+}
+
+// TestFloat16ToBFloat16 rounds to the nearest, ties to even, and keeps
+// the float16 values bfloat16 holds.
+func TestFloat16ToBFloat16(t *testing.T) {
+	for _, c := range []struct {
+		half, want uint16
+		what       string
+	}{
+		{0x3c00, 0x3f80, "1"},
+		{0xbc00, 0xbf80, "-1"},
+		{0x0000, 0x0000, "0"},
+		{0x8000, 0x8000, "-0"},
+		{0x0001, 0x3380, "the least subnormal, 2⁻²⁴"},
+		{0x3c04, 0x3f80, "1 + 4/1024: a tie, to the even 1"},
+		{0x3c0c, 0x3f82, "1 + 12/1024: a tie, to the even 1 + 2/128"},
+		{0x3c05, 0x3f81, "1 + 5/1024: above the tie, up"},
+		{0x7bff, 0x4780, "65504 rounds up to 65536"},
+		{0x7c00, 0x7f80, "+Inf"},
+	} {
+		v := []uint16{c.half}
+		float16ToBFloat16(v)
+		if v[0] != c.want {
+			t.Errorf("%s: float16 %#04x became %#04x, want %#04x", c.what, c.half, v[0], c.want)
+		}
+	}
+	nan := []uint16{0x7e00}
+	float16ToBFloat16(nan)
+	if f := math.Float32frombits(uint32(nan[0]) << 16); f == f {
+		t.Errorf("NaN became %#04x, not a NaN", nan[0])
+	}
+	// Every value, in one call of several chunks, as the table has it.
+	all := make([]uint16, 3<<20)
+	for i := range all {
+		all[i] = uint16(i * 7919)
+	}
+	want := make([]uint16, len(all))
+	for i, h := range all {
+		want[i] = bfloat16Table()[h]
+	}
+	float16ToBFloat16(all)
+	if !slices.Equal(all, want) {
+		t.Error("converting in chunks differs from one value at a time")
 	}
 }

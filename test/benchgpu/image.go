@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -22,6 +23,8 @@ type imageOptions struct {
 	device, out, label  string
 	groups              int    // ggmlimage.Config.AttentionGroups; 0, the device's default
 	png                 string // where to write the first timed image; empty, nowhere
+	freshGraphs         bool   // ggmlimage.Config.FreshStepGraphs
+	f16Matrices         bool   // ggmlimage.Config.Float16Matrices
 }
 
 // ImageResults are one image benchmark: the ggml engine in process, one
@@ -40,9 +43,13 @@ type ImageResults struct {
 	// less its steps': the prompt's encoders, the VAE, the PNG.
 	SecondsOutsideSteps float64 `json:"seconds_outside_steps"`
 	AttentionGroups     int     `json:"attention_groups,omitempty"` // as asked; 0, the default
-	GPUUtilPct          float64 `json:"gpu_util_pct"`               // mean of nvidia-smi's samples
-	GPUMemMiB           float64 `json:"gpu_mem_mib"`                // the most nvidia-smi saw
-	At                  string  `json:"at"`
+	FreshStepGraphs     bool    `json:"fresh_step_graphs,omitempty"`
+	Float16Matrices     bool    `json:"float16_matrices,omitempty"`
+	// Environment is the GGML_ settings the run had (ggml-cuda reads them).
+	Environment []string `json:"environment,omitempty"`
+	GPUUtilPct  float64  `json:"gpu_util_pct"` // mean of nvidia-smi's samples
+	GPUMemMiB   float64  `json:"gpu_mem_mib"`  // the most nvidia-smi saw
+	At          string   `json:"at"`
 	// Profile is one more image, operation by operation (--profile), and
 	// ProfiledSeconds the sum of its operations' times.
 	Profile         []tensor.OpTime `json:"profile,omitempty"`
@@ -51,7 +58,7 @@ type ImageResults struct {
 
 func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResults, error) {
 	cfg := ggmlimage.Config{ModelDir: o.dir, Device: o.device, Slots: 1, Width: o.size, Height: o.size, Steps: o.steps,
-		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5, AttentionGroups: o.groups}
+		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5, AttentionGroups: o.groups, FreshStepGraphs: o.freshGraphs, Float16Matrices: o.f16Matrices}
 	b, err := ggmlimage.Open(ctx, cfg, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		return nil, err
@@ -113,6 +120,19 @@ func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResul
 	}
 	return &ImageResults{Profile: profile, ProfiledSeconds: profiled.Seconds(), GPU: gpuName(ctx), Device: b.Info().Device.Name, Label: o.label, Size: o.size, Steps: o.steps, T5: !o.noT5,
 		Images: o.images, SecondsPerImage: images[len(images)/2].Seconds(), SecondsPerStep: steps[len(steps)/2].Seconds(),
-		SecondsOutsideSteps: outside[len(outside)/2].Seconds(), AttentionGroups: o.groups,
+		SecondsOutsideSteps: outside[len(outside)/2].Seconds(), AttentionGroups: o.groups, FreshStepGraphs: o.freshGraphs, Float16Matrices: o.f16Matrices, Environment: ggmlEnvironment(),
 		GPUUtilPct: util, GPUMemMiB: mem, At: time.Now().UTC().Format(time.RFC3339)}, nil
+}
+
+// ggmlEnvironment is the process's GGML_ settings, which change what
+// ggml-cuda does (GGML_CUDA_GRAPH_OPT, GGML_CUDA_CUBLAS_COMPUTE_TYPE, …).
+func ggmlEnvironment() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GGML_") {
+			out = append(out, kv)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
