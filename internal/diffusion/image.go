@@ -94,7 +94,13 @@ func Encode(img image.Image, format string, quality int) ([]byte, string, error)
 		}
 		return buf.Bytes(), "image/jpeg", nil
 	default:
-		if err := png.Encode(&buf, img); err != nil {
+		var err error
+		if nrgba, ok := img.(*image.NRGBA); ok {
+			err = encodePNG(&buf, nrgba)
+		} else {
+			err = png.Encode(&buf, img)
+		}
+		if err != nil {
 			return nil, "", fmt.Errorf("png: %w", err)
 		}
 		return buf.Bytes(), "image/png", nil
