@@ -49,7 +49,12 @@ func openTransformer(path string, on placement) (*Transformer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
 	}
-	return &Transformer{part: p, cfg: cfg, fresh: on.fresh}, nil
+	m := &Transformer{part: p, cfg: cfg, fresh: on.fresh}
+	if err := m.shiftedBiases(); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("transformer: %w", err)
+	}
+	return m, nil
 }
 
 // qkvFusions lays each block's query, key and value matrices side by side,
@@ -269,41 +274,78 @@ func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor) 
 // jointAttention attends over the image tokens then the text tokens, one
 // sequence, and splits the result back; the last block's text is not
 // computed (ac is the zero Tensor).
+//
+// The image's keys and values go to the attention as their product makes
+// them, without their biases, which saves a pass over each: softmax does
+// not change when each query's scores all move by one amount, so the image
+// key bias's share, q·b_k, can come off every key's score (the text keys
+// then take the difference of the two biases, tokens few); and since each
+// query's weights sum to one, the image value bias comes out of the
+// attention whole (the text values take the difference), and the output
+// projections' biases take it in (shiftedBiases).
 func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
 	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
-	// q, k and v of the image and of the text, each in one product with
-	// the three matrices side by side (qkvFusions), and head by head,
-	// [hd, tokens, heads, n]: the bias's addition lays each out so, in the
-	// pass it makes anyway, and a head's tokens are then in order for the
-	// attention's kernels.
 	d := hd * heads
-	project := func(fused string, x tensor.Tensor, biases [3]string) (out [3]tensor.Tensor) {
-		y := p.weight(g, pre+fused).MulMat(x) // [3·D, tokens, n]
-		for i, bias := range biases {
-			byHead := y.Slice(0, i*d, (i+1)*d).SplitFirst(hd).Permute(0, 2, 1, 3)
-			out[i] = byHead.Add(p.weight(g, pre+bias).Reshape(hd, 1, heads, 1))
-		}
-		return out
-	}
-	img := project(fusedImageQKV, x, [3]string{"to_q.bias", "to_k.bias", "to_v.bias"})
-	text := project(fusedTextQKV, txt, [3]string{"add_q_proj.bias", "add_k_proj.bias", "add_v_proj.bias"})
-	// The padding the device's attention wants goes after the text, the
-	// smaller part, in the concatenation that joins them anyway.
-	qPad, kPad := p.be.AttentionPadding(ni+nt, ni+nt)
-	joint := func(i, pad int) tensor.Tensor { // [hd, ni+nt+pad, heads, n]
-		b := text[i]
+	// q, k and v of the image and of the text, each in one product with
+	// the three matrices side by side (qkvFusions), token by token.
+	img := p.weight(g, pre+fusedImageQKV).MulMat(x) // [3·D, ni, n]
+	text := p.weight(g, pre+fusedTextQKV).MulMat(txt)
+	third := func(y tensor.Tensor, i int) tensor.Tensor { return y.Slice(0, i*d, (i+1)*d) }
+	// Keys and values [D, ni+nt+pad, n], with the padding the device's
+	// attention wants after the text, the smaller part, in the
+	// concatenation that joins them anyway.
+	pad := p.be.KeyPadding(ni + nt)
+	joint := func(i int, textBias string) tensor.Tensor {
+		t := third(text, i).Add(p.weight(g, pre+textBias))
 		if pad > 0 {
-			b = b.Concat(g.Zeros(hd, pad, heads, n), 1)
+			t = t.Concat(g.Zeros(d, pad, n), 1)
 		}
-		return img[i].Concat(b, 1)
+		return third(img, i).Concat(t, 1)
 	}
-	q, k, v := joint(0, qPad), joint(1, kPad), joint(2, kPad)
-	o := q.AttentionPadded(k, v, ni+nt, ni+nt, 1/math.Sqrt(float64(hd))) // [hd, heads, queries, n]
-	tokens := func(from, to int) tensor.Tensor { return o.Slice(2, from, to).Reshape(hd*heads, to-from, n) }
-	ax = p.linear(g, pre+"to_out.0.", tokens(0, ni))
+	k, v := joint(1, shiftedTextKeyBias), joint(2, shiftedTextValueBias)
+	scale := 1 / math.Sqrt(float64(hd))
+	attend := func(y tensor.Tensor, queryBias string) tensor.Tensor { // [D, tokens, n]
+		return third(y, 0).Queries(p.weight(g, pre+queryBias), heads).Attend(k, v, ni+nt, scale)
+	}
+	ax = p.weight(g, pre+"to_out.0.weight").MulMat(attend(img, "to_q.bias")).Add(p.weight(g, pre+shiftedImageOutBias))
 	if last {
 		return ax, tensor.Tensor{}
 	}
-	return ax, p.linear(g, pre+"to_add_out.", tokens(ni, ni+nt))
+	ac = p.weight(g, pre+"to_add_out.weight").MulMat(attend(text, "add_q_proj.bias")).Add(p.weight(g, pre+shiftedTextOutBias))
+	return ax, ac
+}
+
+// The names of a block's biases shiftedBiases derives, after its
+// attention's prefix.
+const (
+	shiftedTextKeyBias   = "add_k_proj.bias-to_k.bias"
+	shiftedTextValueBias = "add_v_proj.bias-to_v.bias"
+	shiftedImageOutBias  = "to_out.0.bias+to_v.bias"
+	shiftedTextOutBias   = "to_add_out.bias+to_v.bias"
+)
+
+// shiftedBiases derives the biases jointAttention takes in place of the
+// file's, once, at load: the text's key and value biases less the
+// image's, and each output projection's bias plus its product with the
+// image's value bias.
+func (m *Transformer) shiftedBiases() error {
+	return m.part.w.Derive(func(g *tensor.Graph) (names []string, out []tensor.Tensor) {
+		for i := range m.cfg.Layers {
+			pre := sd3.Block(i) + "attn."
+			w := func(name string) tensor.Tensor { return m.part.weight(g, pre+name) }
+			valueBias := w("to_v.bias")
+			add := func(name string, t tensor.Tensor) {
+				names = append(names, pre+name)
+				out = append(out, t)
+			}
+			add(shiftedTextKeyBias, w("add_k_proj.bias").Sub(w("to_k.bias")))
+			add(shiftedTextValueBias, w("add_v_proj.bias").Sub(valueBias))
+			add(shiftedImageOutBias, w("to_out.0.bias").Add(w("to_out.0.weight").MulMat(valueBias)))
+			if !m.cfg.ContextPreOnly(i) {
+				add(shiftedTextOutBias, w("to_add_out.bias").Add(w("to_add_out.weight").MulMat(valueBias)))
+			}
+		}
+		return names, out
+	})
 }

@@ -166,13 +166,18 @@ func (be *Backend) Close() {
 	}
 }
 
-// Weights are a GGUF file's tensors, in a buffer of the backend.
+// Weights are a GGUF file's tensors, in a buffer of the backend, and
+// those derived from them (Derive).
 type Weights struct {
-	be     *Backend
-	ctx    unsafe.Pointer
-	buf    unsafe.Pointer
-	byName map[string]unsafe.Pointer
+	be      *Backend
+	ctx     unsafe.Pointer
+	buf     unsafe.Pointer
+	byName  map[string]unsafe.Pointer
+	derived []derivedWeights
 }
+
+// derivedWeights are the tensors of one Derive, in a buffer of their own.
+type derivedWeights struct{ ctx, buf unsafe.Pointer }
 
 // Fusion lays matrices of one width and type side by side, as the rows of
 // one matrix called Name: one product with it computes the products with
@@ -312,11 +317,49 @@ func (w *Weights) fuse(f Fusion, infos map[string]gguf.TensorInfo, toBF16 func(s
 	return nil
 }
 
+// Derive adds weights computed once from the weights, rather than at
+// every use: compute builds them on a graph of the backend, and they are
+// kept as float32 weights of the names it gives, one a tensor.
+func (w *Weights) Derive(compute func(g *Graph) (names []string, outs []Tensor)) error {
+	g := w.be.NewGraph()
+	defer g.Close()
+	names, outs := compute(g)
+	if len(outs) != len(names) || len(outs) == 0 {
+		return fmt.Errorf("derive: %d tensors for %d names", len(outs), len(names))
+	}
+	vals, err := g.ComputeAll(outs...)
+	if err != nil {
+		return fmt.Errorf("derive: %w", err)
+	}
+	a := w.be.a
+	d := derivedWeights{ctx: a.newContext(uintptr(len(names)+1) * a.tensorOverhead())}
+	ts := make([]unsafe.Pointer, len(names))
+	for i, out := range outs {
+		ne := shapeOf(out.t)
+		ts[i] = a.newTensor4d(d.ctx, typeF32, ne[0], ne[1], ne[2], ne[3])
+	}
+	if d.buf = a.allocCtxTensors(d.ctx, w.be.b); d.buf == nil {
+		a.free(d.ctx)
+		return errors.New("derive: no memory for the derived weights")
+	}
+	w.derived = append(w.derived, d)
+	for i, name := range names {
+		a.tensorSet(ts[i], unsafe.Pointer(&vals[i][0]), 0, uintptr(4*len(vals[i])))
+		w.byName[name] = ts[i]
+	}
+	return nil
+}
+
 // Close frees the weights.
 func (w *Weights) Close() {
 	if w == nil {
 		return
 	}
+	for _, d := range w.derived {
+		w.be.a.bufferFree(d.buf)
+		w.be.a.free(d.ctx)
+	}
+	w.derived = nil
 	if w.buf != nil {
 		w.be.a.bufferFree(w.buf)
 		w.buf = nil

@@ -253,110 +253,137 @@ func TestConv3x3(t *testing.T) {
 	nearWithin(t, "conv3x3", got[1], got[0], 2e-3)
 }
 
-// TestAttention: ggml's flash attention against the softmax of the scores
-// written out in Go, two heads of 3 dimensions, 4 queries and 5 keys.
-func TestAttention(t *testing.T) {
-	be := backend(t)
-	const d, nq, nk, heads = 3, 4, 5, 2
+// attentionCase is an attention's operands token by token, as the
+// transformer has them: q [heads·d, nq, n], k and v [heads·d, nk, n].
+type attentionCase struct {
+	d, heads, nq, nk, n int
+	q, bias, k, v       []float32
+}
+
+func newAttentionCase(d, heads, nq, nk, n int) attentionCase {
 	val := func(i, mod int) float32 { return float32((i*7)%mod)/float32(mod) - 0.5 }
-	q, k, v := make([]float32, d*nq*heads), make([]float32, d*nk*heads), make([]float32, d*nk*heads)
-	for i := range q {
-		q[i] = 2 * val(i, 11)
+	c := attentionCase{d: d, heads: heads, nq: nq, nk: nk, n: n,
+		q: make([]float32, d*heads*nq*n), bias: make([]float32, d*heads), k: make([]float32, d*heads*nk*n), v: make([]float32, d*heads*nk*n)}
+	for i := range c.q {
+		c.q[i] = 2 * val(i, 11)
 	}
-	for i := range k {
-		k[i], v[i] = 2*val(i, 13), val(i+3, 5)
+	for i := range c.bias {
+		c.bias[i] = val(i+1, 7)
 	}
-	scale := 0.7
-	want := make([]float32, d*heads*nq) // [d, heads, queries]
-	for h := range heads {
-		for i := range nq {
-			w := make([]float64, nk)
-			var sum float64
-			for j := range nk {
-				var dot float64
-				for c := range d {
-					dot += float64(q[(h*nq+i)*d+c] * k[(h*nk+j)*d+c])
+	for i := range c.k {
+		c.k[i], c.v[i] = 2*val(i, 13), val(i+3, 5)
+	}
+	return c
+}
+
+// want is softmax((q+bias)·k·scale)·v per head written out in Go, [heads·d,
+// nq, n].
+func (c attentionCase) want(scale float64) []float32 {
+	size := c.d * c.heads
+	out := make([]float32, size*c.nq*c.n)
+	for b := range c.n {
+		for h := range c.heads {
+			for i := range c.nq {
+				w := make([]float64, c.nk)
+				var sum float64
+				for j := range c.nk {
+					var dot float64
+					for x := range c.d {
+						at := h*c.d + x
+						dot += float64(c.q[(b*c.nq+i)*size+at]+c.bias[at]) * float64(c.k[(b*c.nk+j)*size+at])
+					}
+					w[j] = math.Exp(dot * scale)
+					sum += w[j]
 				}
-				w[j] = math.Exp(dot * scale)
-				sum += w[j]
-			}
-			for c := range d {
-				var o float64
-				for j := range nk {
-					o += w[j] / sum * float64(v[(h*nk+j)*d+c])
+				for x := range c.d {
+					at := h*c.d + x
+					var o float64
+					for j := range c.nk {
+						o += w[j] / sum * float64(c.v[(b*c.nk+j)*size+at])
+					}
+					out[(b*c.nq+i)*size+at] = float32(o)
 				}
-				want[(i*heads+h)*d+c] = float32(o)
 			}
 		}
 	}
-	for name, attention := range map[string]func(q, k, v Tensor) Tensor{
-		"flash": func(q, k, v Tensor) Tensor { return q.Attention(k, v, scale) },
-		// what a device without the flash kernel's head width computes
-		"with scores": func(q, k, v Tensor) Tensor { return q.attentionWithScores(k, v, scale) },
-	} {
+	return out
+}
+
+// TestAttention: ggml's flash attention against the softmax of the scores
+// written out in Go, two heads of 3 dimensions, 4 queries and 5 keys, the
+// queries with their bias, and the two products with the scores between
+// that a device without the flash kernel's head width computes.
+func TestAttention(t *testing.T) {
+	be := backend(t)
+	c := newAttentionCase(3, 2, 4, 5, 1)
+	const scale = 0.7
+	for _, withScores := range []bool{false, true} {
 		g := be.NewGraph()
-		got, err := g.Compute(attention(g.Input(q, d, nq, heads), g.Input(k, d, nk, heads), g.Input(v, d, nk, heads)))
+		size := c.d * c.heads
+		q := g.Input(c.q, size, c.nq, c.n).Queries(g.Input(c.bias, size), c.heads)
+		k, v := g.Input(c.k, size, c.nk, c.n), g.Input(c.v, size, c.nk, c.n)
+		var o Tensor
+		if withScores {
+			byHead := func(t Tensor) Tensor { return t.Reshape(c.d, c.heads, c.nk, c.n).Permute(0, 2, 1, 3) }
+			o = q.withScores(byHead(k), byHead(v), scale)
+		} else {
+			o = q.Attend(k, v, c.nk, scale)
+		}
+		got, err := g.Compute(o)
 		g.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		nearWithin(t, name, got, want, 2e-3)
+		nearWithin(t, fmt.Sprintf("with scores %v", withScores), got, c.want(scale), 2e-3)
 	}
 }
 
-// TestGroupedAttention: attention with each head's queries split into
-// groups, as CUDA computes it, gives what whole heads give, for query
-// counts that the groups do not divide, keys padded to 256 and hidden by
-// the mask, a batch of two, and q, k and v permuted views of [d, heads,
-// tokens, n] as the transformer passes them.
+// TestGroupedAttention: attention with each head's queries in groups, as
+// CUDA computes it, gives what the scores written out give, for query
+// counts the groups do not divide, keys padded to 256 by Attend and by
+// the caller, a batch of two, one head and several, with a bias and
+// without, and the queries strided rows of a product of q, k and v
+// together, as the transformer passes them.
 func TestGroupedAttention(t *testing.T) {
 	be := backend(t)
-	const d, nq, nk, heads, n = 64, 37, 41, 3, 2
-	val := func(i, mod int) float32 { return float32((i*7)%mod)/float32(mod) - 0.5 }
-	q, k, v := make([]float32, d*nq*heads*n), make([]float32, d*nk*heads*n), make([]float32, d*nk*heads*n)
-	for i := range q {
-		q[i] = 2 * val(i, 11)
-	}
-	for i := range k {
-		k[i], v[i] = 2*val(i, 13), val(i+3, 5)
-	}
-	attend := func(groups int) []float32 {
-		t.Helper()
-		// as for CUDA: grouped, and laid out by adding zero
-		be.groups, be.addToLayOut = groups, groups > 1
-		defer func() { be.groups, be.addToLayOut = 1, false }()
-		g := be.NewGraph()
-		defer g.Close()
-		view := func(x []float32, tokens int) Tensor { return g.Input(x, d, heads, tokens, n).Permute(0, 2, 1, 3) }
-		got, err := g.Compute(view(q, nq).Attention(view(k, nk), view(v, nk), 0.125))
-		if err != nil {
-			t.Fatal(err)
+	const scale = 0.125
+	for _, shape := range []struct{ d, heads, nq, nk, n int }{{64, 3, 37, 41, 2}, {64, 1, 30, 20, 2}} {
+		c := newAttentionCase(shape.d, shape.heads, shape.nq, shape.nk, shape.n)
+		size := c.d * c.heads
+		for _, groups := range []int{1, 2, 3, 4, 8} {
+			for _, bias := range []bool{true, false} {
+				for _, callerPads := range []bool{false, true} {
+					name := fmt.Sprintf("%d heads, %d groups, bias %v, keys padded by the caller %v", c.heads, groups, bias, callerPads)
+					// as for CUDA: grouped, and laid out by adding zero
+					be.groups, be.addToLayOut = groups, groups > 1
+					g := be.NewGraph()
+					// q as the first third of a product of q, k and v: rows 3·size apart
+					wide := make([]float32, 3*size*c.nq*c.n)
+					for row := range c.nq * c.n {
+						copy(wide[row*3*size:], c.q[row*size:(row+1)*size])
+					}
+					qt := g.Input(wide, 3*size, c.nq, c.n).Slice(0, 0, size)
+					want := c
+					var b Tensor
+					if bias {
+						b = g.Input(c.bias, size)
+					} else {
+						want.bias = make([]float32, size)
+					}
+					k, v := g.Input(c.k, size, c.nk, c.n), g.Input(c.v, size, c.nk, c.n)
+					if pad := be.KeyPadding(c.nk); callerPads && pad > 0 {
+						k, v = k.Concat(g.Zeros(size, pad, c.n), 1), v.Concat(g.Zeros(size, pad, c.n), 1)
+					}
+					got, err := g.Compute(qt.Queries(b, c.heads).Attend(k, v, c.nk, scale))
+					g.Close()
+					be.groups, be.addToLayOut = 1, false
+					if err != nil {
+						t.Fatal(err)
+					}
+					nearWithin(t, name, got, want.want(scale), 1e-4)
+				}
+			}
 		}
-		return got
-	}
-	whole := attend(1)
-	for _, groups := range []int{2, 3, 4, 8} {
-		nearWithin(t, fmt.Sprintf("%d groups", groups), attend(groups), whole, 1e-5)
-	}
-	// The padding a caller adds itself (AttentionPadding), zeros after the
-	// rows, with whole heads and in groups.
-	for _, groups := range []int{1, 3} {
-		be.groups, be.addToLayOut = groups, groups > 1
-		qPad, kPad := be.AttentionPadding(nq, nk)
-		if groups == 1 {
-			qPad, kPad = 5, 7 // whole heads want none, and ignore any
-		}
-		g := be.NewGraph()
-		view := func(x []float32, tokens, pad int) Tensor {
-			return g.Input(x, d, heads, tokens, n).Permute(0, 2, 1, 3).Concat(g.Zeros(d, pad, heads, n), 1)
-		}
-		got, err := g.Compute(view(q, nq, qPad).AttentionPadded(view(k, nk, kPad), view(v, nk, kPad), nq, nk, 0.125))
-		g.Close()
-		be.groups, be.addToLayOut = 1, false
-		if err != nil {
-			t.Fatal(err)
-		}
-		nearWithin(t, fmt.Sprintf("padded by the caller, %d groups", groups), got, whole, 1e-5)
 	}
 }
 
@@ -617,4 +644,45 @@ func TestFloat16ToBFloat16(t *testing.T) {
 	if !slices.Equal(all, want) {
 		t.Error("converting in chunks differs from one value at a time")
 	}
+}
+
+// TestDerivedWeights: weights computed once from the loaded ones are
+// weights of their own, their values kept, for graphs after.
+func TestDerivedWeights(t *testing.T) {
+	be := backend(t)
+	path := filepath.Join(t.TempDir(), "w.gguf")
+	var b bytes.Buffer
+	_ = binary.Write(&b, binary.LittleEndian, []float32{1, 2, 3, 4, 5, 6}) // rows (1,2) (3,4) (5,6)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = gguf.Write(f, nil, []gguf.Tensor{{Name: "m", Type: gguf.TensorF32, Shape: []uint64{2, 3}, Data: &b}})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := be.LoadWeights(path, nil, Layout{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = w.Derive(func(g *Graph) ([]string, []Tensor) {
+		m := g.Weight(w, "m")
+		return []string{"m·(1,1)", "2m"}, []Tensor{m.MulMat(g.Input([]float32{1, 1}, 2)), m.Scale(2)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Derive(func(g *Graph) ([]string, []Tensor) { return []string{"one"}, nil }); err == nil {
+		t.Error("a derivation of no tensor for one name was taken")
+	}
+	g := be.NewGraph()
+	defer g.Close()
+	outs, err := g.ComputeAll(g.Weight(w, "m·(1,1)").Scale(10), g.Weight(w, "2m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "product", outs[0], []float32{30, 70, 110})
+	near(t, "scaled", outs[1], []float32{2, 4, 6, 8, 10, 12})
 }

@@ -276,55 +276,150 @@ func (t Tensor) accumulate(u Tensor, nb [3]int, offset int) Tensor {
 	return t.op(t.g.be.a.accIn(t.g.ctx, t.t, u.t, uintptr(nb[0]), uintptr(nb[1]), uintptr(nb[2]), uintptr(offset)))
 }
 
-// Attention is softmax(k·q·scale)·v per head: q [d, queries, heads, n], k
-// and v [d, keys, heads, n], rows contiguous (permuted views are fine). The
-// result is [d, heads, queries, n], possibly a strided view (Reshape lays
-// it out). It is ggml's flash attention, without the scores in memory,
-// where the device runs it: on CUDA with each head's queries in groups
-// (groupedAttention), else with float32 keys and values (the CPU), else
+// Queries are an attention's queries laid out as the device's kernel
+// reads them (Tensor.Queries), ready to Attend.
+type Queries struct {
+	op                       Tensor // [d, rows, groups·heads, n]: the kernel's query operand
+	raw, bias                Tensor // as given: the fallback without the flash kernel starts from them
+	d, heads, tokens, groups int
+}
+
+// Queries lays q [heads·d, tokens, n] out for attention, with bias
+// [heads·d] added (the zero Tensor adds none). q is as a projection makes
+// it, token by token, its rows possibly strided (a slice of a product of
+// q, k and v together). The layout costs the one pass the bias's addition
+// makes anyway.
+//
+// On CUDA each head's queries go in groups (Options.AttentionGroups).
+// ggml-cuda's flash attention (fattn-mma-f16.cuh) loads its key and value
+// tiles through a two-stage asynchronous pipeline only for grouped-query
+// attention, where query heads share a head of keys and values (with a
+// mask, and keys padded to its stride, KeyPadding); for heads that share
+// nothing, as SD3's, it loads each tile synchronously and bound-checked,
+// which kept SD3's attention at 57 TFLOP/s on an H100 (165 in groups). So
+// token i·groups + r of head h becomes row i of query head r + groups·h,
+// whose keys are head h's: the same scores, softmax and result. Taking
+// every groups-th token, not runs of them, makes both layouts one
+// exchange of two dimensions: [d, heads, groups, rows] to [d, groups,
+// heads, rows] here, and back after the kernel (Attend), straight to the
+// tokens in order.
+func (q Tensor) Queries(bias Tensor, heads int) Queries {
+	g, groups := q.g, max(q.g.be.groups, 1)
+	size, tokens, n := q.Dim(0), q.Dim(1), q.Dim(2)
+	d := size / heads
+	out := Queries{raw: q, bias: bias, d: d, heads: heads, tokens: tokens, groups: groups}
+	if pad := roundUp(tokens, groups) - tokens; pad > 0 {
+		q = q.Concat(g.Zeros(size, pad, n), 1)
+	}
+	rows := q.Dim(1) / groups
+	h := (*header)(q.t)
+	es, token, batch := int(h.nb[0]), int(h.nb[1]), int(h.nb[2])
+	if n > 1 && batch != q.Dim(1)*token { // the batch's items not one after the other: rows·n is no dimension
+		q = q.Contiguous()
+		h = (*header)(q.t)
+		es, token, batch = int(h.nb[0]), int(h.nb[1]), int(h.nb[2])
+	}
+	if bias.t == nil && (groups == 1 || heads == 1) { // the layout is q's own: view it
+		qh := d * es
+		if heads == 1 {
+			qh = token
+		}
+		out.op = q.view([4]int{d, rows, groups * heads, n}, [3]int{groups * token, qh, batch}, 0)
+		return out
+	}
+	// [d, heads, groups, rows·n] to [d, groups, heads, rows·n], laid out.
+	laid := q.view([4]int{d, heads, groups, rows * n}, [3]int{d * es, token, groups * token}, 0).Permute(0, 2, 1, 3)
+	if bias.t != nil {
+		laid = laid.Add(bias.Reshape(d, 1, heads, 1))
+	} else {
+		laid = laid.Contiguous()
+	}
+	const f32 = 4
+	out.op = laid.view([4]int{d, rows, groups * heads, n}, [3]int{groups * heads * d * f32, d * f32, rows * groups * heads * d * f32}, 0)
+	return out
+}
+
+// KeyPadding is how many rows of padding Attend wants after keys keys
+// (0 where the device's attention takes them as they are): a caller that
+// builds keys and values by concatenation pads there, sparing Attend a
+// copy of them.
+func (be *Backend) KeyPadding(keys int) int {
+	if be.groups <= 1 {
+		return 0
+	}
+	return roundUp(keys, keyPadding) - keys
+}
+
+// Attend is softmax(k·q·scale)·v per head: k and v [heads·d, T, n], token
+// by token as a projection makes them (contiguous), their first keys rows
+// the keys and the rest padding (finite values; zeros serve), as
+// KeyPadding asks for; Attend pads them itself where they fall short. The
+// result is [heads·d, tokens, n], in order. It is ggml's flash attention,
+// without the scores in memory, where the device runs it: in groups on
+// CUDA (Tensor.Queries), with float32 keys and values on the CPU, else
 // float16 ones; else, for a head width the device's kernel lacks, the two
 // products with the scores between.
-func (q Tensor) Attention(k, v Tensor, scale float64) Tensor {
-	return q.AttentionPadded(k, v, q.Dim(1), k.Dim(1), scale)
-}
-
-// AttentionPadding is how many rows of padding AttentionPadded wants
-// after queries queries and keys keys (0 and 0 where the device's
-// attention takes them as they are): a caller that builds q, k and v by
-// concatenation can pad a small part and spare a copy of the whole.
-func (be *Backend) AttentionPadding(queries, keys int) (queryPad, keyPad int) {
-	if be.groups <= 1 {
-		return 0, 0
+func (q Queries) Attend(k, v Tensor, keys int, scale float64) Tensor {
+	g, a := k.g, k.g.be.a
+	d, heads, groups, n := q.d, q.heads, q.groups, k.Dim(2)
+	size := d * heads
+	switch want := keys + g.be.KeyPadding(keys); {
+	case k.Dim(1) > want:
+		k, v = k.Slice(1, 0, want), v.Slice(1, 0, want)
+	case k.Dim(1) < want:
+		k, v = k.Slice(1, 0, keys), v.Slice(1, 0, keys)
+		k, v = k.Concat(g.Zeros(size, want-keys, n), 1), v.Concat(g.Zeros(size, want-keys, n), 1)
 	}
-	return roundUp(queries, be.groups) - queries, roundUp(keys, keyPadding) - keys
-}
-
-// AttentionPadded is Attention over the first queries rows of q and the
-// first keys rows of k and v; the rows after them are padding, zeros, as
-// AttentionPadding asks for. The result is [d, heads, queries, n].
-func (q Tensor) AttentionPadded(k, v Tensor, queries, keys int, scale float64) Tensor {
-	if groups := q.g.be.groups; groups > 1 {
-		if o, ok := q.groupedAttention(k, v, queries, keys, scale, groups); ok {
-			return o
-		}
+	// [d, T, heads, n] views of the token-by-token rows: ggml-cuda converts
+	// keys and values to float16 in one pass of their own whatever their
+	// layout, and its kernel reads them by their strides.
+	byHead := func(t Tensor) Tensor {
+		h := (*header)(t.t)
+		return t.view([4]int{d, t.Dim(1), heads, n}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
 	}
-	q, k, v = q.rows(queries), k.rows(keys), v.rows(keys)
-	a := q.g.be.a
+	kh, vh := byHead(k), byHead(v)
+	var mask Tensor
+	if groups > 1 {
+		mask = g.keyMask(keys, q.op.Dim(1))
+	}
 	flash := func(k, v Tensor) (Tensor, bool) {
-		o := q.op(a.flashAttn(q.g.ctx, q.t, k.t, v.t, nil, float32(scale), 0, 0))
-		return o, a.supportsOp(q.g.be.b, o.t)
+		o := q.op.op(a.flashAttn(g.ctx, q.op.t, k.t, v.t, mask.t, float32(scale), 0, 0)) // [d, groups·heads, rows, n]
+		return o, a.supportsOp(g.be.b, o.t)
 	}
-	if o, ok := flash(k, v); ok {
-		return o
+	o, ok := flash(kh, vh)
+	if !ok && groups == 1 {
+		o, ok = flash(kh.cast(typeF16), vh.cast(typeF16))
 	}
-	if o, ok := flash(k.cast(typeF16), v.cast(typeF16)); ok {
-		return o
+	if !ok {
+		return q.withScores(kh.Slice(1, 0, keys), vh.Slice(1, 0, keys), scale)
 	}
-	return q.attentionWithScores(k, v, scale)
+	rows := q.op.Dim(1)
+	if groups > 1 && heads > 1 { // [d, groups, heads, rows·n] to [d, heads, groups, rows·n]
+		o = o.Reshape(d, groups, heads, rows*n).Permute(0, 2, 1, 3).Contiguous()
+	}
+	o = o.Reshape(size, groups*rows, n)
+	if groups*rows > q.tokens {
+		o = o.Slice(1, 0, q.tokens)
+	}
+	return o
 }
 
-// DefaultCUDAAttentionGroups is how many runs Attention splits each
-// head's queries into on CUDA unless Options say otherwise.
+// withScores is Attend as two matrix products with the softmax of the
+// scores between, from the queries as given, for a device whose flash
+// kernel lacks the head width: k and v [d, keys, heads, n] views.
+func (q Queries) withScores(k, v Tensor, scale float64) Tensor {
+	d, heads, n := q.d, q.heads, q.raw.Dim(2)
+	raw := q.raw
+	if q.bias.t != nil {
+		raw = raw.Add(q.bias)
+	}
+	h := (*header)(raw.t)
+	qh := raw.view([4]int{d, q.tokens, heads, n}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
+	return qh.attentionWithScores(k, v, scale).Reshape(d*heads, q.tokens, n)
+}
+
+// DefaultCUDAAttentionGroups is how many groups Queries splits each head's
+// queries into on CUDA unless Options say otherwise.
 const DefaultCUDAAttentionGroups = 8
 
 // keyPadding is the multiple grouped attention pads its keys to: CUDA's
@@ -332,55 +427,12 @@ const DefaultCUDAAttentionGroups = 8
 // stride (FATTN_KQ_STRIDE).
 const keyPadding = 256
 
-// groupedAttention is Attention written as grouped-query attention, where
-// several query heads share one head of keys and values. CUDA's flash
-// attention kernel (ggml-cuda/fattn-mma-f16.cuh) loads its key and value
-// tiles through a two-stage asynchronous pipeline only on that path (with
-// a mask, and keys padded to its stride); for heads that share nothing it
-// loads each tile synchronously, bound-checked, which on an H200 kept
-// SD3's attention at 57 TFLOP/s. So each head's queries are split into
-// groups runs, and run r of head h becomes query head r + groups·h, whose
-// keys are head h's: the same scores, the same softmax, the same result.
-// The first nq queries are padded to a multiple of groups (the padding's
-// rows are computed and dropped) and the first nk keys and values to
-// keyPadding, which the mask hides, unless the caller has padded them
-// (AttentionPadding). On an H100 it took SD3's attention to 165 TFLOP/s.
-// ok is false where the device cannot run it.
-func (q Tensor) groupedAttention(k, v Tensor, nq, nk int, scale float64, groups int) (o Tensor, ok bool) {
-	a := q.g.be.a
-	d, heads, n, dv := q.Dim(0), q.Dim(2), q.Dim(3), v.Dim(0)
-	run := (nq + groups - 1) / groups // queries a group
-	qg := q.rows(run*groups).Reshape(d, run, groups*heads, n)
-	kp, vp := k.rows(roundUp(nk, keyPadding)), v.rows(roundUp(nk, keyPadding))
-	o = q.op(a.flashAttn(q.g.ctx, qg.t, kp.t, vp.t, q.g.keyMask(nk, run).t, float32(scale), 0, 0)) // [dv, groups·heads, run, n]
-	if !a.supportsOp(q.g.be.b, o.t) {
-		return Tensor{}, false
-	}
-	// Query i of head h is row i mod run of query head i/run + groups·h:
-	// with the rows first, [dv, run, groups·heads, n] lays the queries of
-	// each head out in order, [dv, runs·groups, heads, n].
-	o = o.Permute(0, 2, 1, 3).Contiguous().Reshape(dv, run*groups, heads, n)
-	return o.Slice(1, 0, nq).Permute(0, 2, 1, 3), true
-}
-
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// rows is t [d, tokens, heads, n] with tokens rows: its first ones, or
-// all of them followed by zeros. ggml's pad kernel gives each thread
-// block 256 values of a row, and these rows are a head's 64, so the
-// zeros come by concatenation.
-func (t Tensor) rows(tokens int) Tensor {
-	switch have := t.Dim(1); {
-	case have > tokens:
-		return t.Slice(1, 0, tokens)
-	case have < tokens:
-		return t.Concat(t.g.Zeros(t.Dim(0), tokens-have, t.Dim(2), t.Dim(3)), 1)
-	}
-	return t
-}
-
-// attentionWithScores is Attention as two matrix products with the
-// softmax of the scores, [keys, queries, heads, n], between them.
+// attentionWithScores is attention over q [d, queries, heads, n], k and v
+// [d, keys, heads, n] as two matrix products with the softmax of the
+// scores, [keys, queries, heads, n], between them; the result is [d,
+// heads, queries, n].
 func (q Tensor) attentionWithScores(k, v Tensor, scale float64) Tensor {
 	scores := k.Contiguous().MulMat(q.Contiguous()).SoftMaxScaled(scale) // [keys, queries, heads, n]
 	o := v.Permute(1, 0, 2, 3).Contiguous().MulMat(scores)               // [d, queries, heads, n]
