@@ -104,7 +104,7 @@ const (
 func opaque(img *image.NRGBA) bool {
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
-		row := img.Pix[img.PixOffset(b.Min.X, y):img.PixOffset(b.Max.X-1, y)+4]
+		row := img.Pix[img.PixOffset(b.Min.X, y) : img.PixOffset(b.Max.X-1, y)+4]
 		for i := 3; i < len(row); i += 4 {
 			if row[i] != 0xff {
 				return false
