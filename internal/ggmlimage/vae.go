@@ -13,10 +13,6 @@ import (
 type VAEDecoder struct {
 	part *part
 	cfg  sd3.VAEConfig
-	// channelsFirst: the decoder runs [W, H, C, N], on ggml's direct
-	// convolution and GroupNorm, where the backend's direct convolution is
-	// the fast one (CUDA); else channels-last, [C, W, H, N].
-	channelsFirst bool
 }
 
 // OpenVAEDecoder loads a VAE decoder GGUF written by internal/sd3 onto a
@@ -30,7 +26,7 @@ func openVAEDecoder(path string, on placement) (*VAEDecoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vae decoder: %w", err)
 	}
-	return &VAEDecoder{part: p, cfg: cfg, channelsFirst: p.be.DirectConvolution()}, nil
+	return &VAEDecoder{part: p, cfg: cfg}, nil
 }
 
 // Config is the decoder's configuration, read from its file.
@@ -60,21 +56,16 @@ func (d *VAEDecoder) Decode(latents []float32, n, h, w int) ([]float32, error) {
 	return out, nil
 }
 
-// On the CPU the decoder runs channels-last, [C, W, H, N]: a channel's
-// weight or bias is then one value a row, added or multiplied as a row
-// (ggml's CPU kernels broadcast a value a row of channels-first data one
-// element at a time), a 1×1 convolution is one matrix product, and
-// Conv3x3ChannelsLast needs no copy of its input but its padding. Only
-// GroupNorm's statistics are taken channels-first, where a group is one
-// contiguous row. On CUDA it runs channels-first (channelsFirst), as
-// ggml's direct convolution and GroupNorm take it.
+// The decoder runs channels-last, [C, W, H, N]: a channel's weight or bias
+// is then one value a row, added or multiplied as a row (ggml broadcasts a
+// value a row of channels-first data one element at a time), a 1×1
+// convolution is one matrix product, and Conv3x3ChannelsLast needs no
+// copy of its input but its padding. Only GroupNorm's statistics are taken
+// channels-first, where a group is one contiguous row.
 
 func (d *VAEDecoder) forward(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 	cfg := d.cfg
-	if !d.channelsFirst {
-		x = channelsLast(x)
-	}
-	x = d.conv3x3(g, "decoder.conv_in.", x)
+	x = d.conv3x3(g, "decoder.conv_in.", channelsLast(x))
 	mid := cfg.MidResnets()
 	x = d.resnet(g, mid[0], x)
 	x = d.attention(g, x)
@@ -84,27 +75,12 @@ func (d *VAEDecoder) forward(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 			x = d.resnet(g, r, x)
 		}
 		if b.Upsample != "" {
-			if d.channelsFirst {
-				x = x.UpscaleNearest([4]int{2 * x.Dim(0), 2 * x.Dim(1), x.Dim(2), x.Dim(3)})
-			} else {
-				x = x.UpscaleNearest([4]int{x.Dim(0), 2 * x.Dim(1), 2 * x.Dim(2), x.Dim(3)})
-			}
+			x = x.UpscaleNearest([4]int{x.Dim(0), 2 * x.Dim(1), 2 * x.Dim(2), x.Dim(3)})
 			x = d.conv3x3(g, b.Upsample+"conv.", x)
 		}
 	}
 	x = d.conv3x3(g, "decoder.conv_out.", d.groupNorm(g, "decoder.conv_norm_out.", x).SILU())
-	if d.channelsFirst {
-		return x
-	}
 	return x.Permute(2, 0, 1, 3).Contiguous() // channels-first, as the pipeline takes pixels
-}
-
-// perChannel is a channel's weight or bias c, shaped to broadcast over x.
-func (d *VAEDecoder) perChannel(c tensor.Tensor) tensor.Tensor {
-	if d.channelsFirst {
-		return c.Reshape(1, 1, c.Dim(0), 1)
-	}
-	return c
 }
 
 // resnet is diffusers' ResnetBlock2D without a time embedding.
@@ -127,9 +103,6 @@ func (d *VAEDecoder) resnet(g *tensor.Graph, r sd3.VAEResnet, x tensor.Tensor) t
 // then make one scale and one shift a channel, applied channels-last.
 func (d *VAEDecoder) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	p, groups := d.part, d.cfg.Groups
-	if d.channelsFirst {
-		return x.GroupNorm(groups, sd3.VAENormEps).Mul(d.perChannel(p.weight(g, prefix+"weight"))).Add(d.perChannel(p.weight(g, prefix+"bias")))
-	}
 	c, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	per := c / groups
 	rows := x.Reshape(c, w*h, n).MulMat(g.Identity(c, n)).Reshape(w*h*per, groups*n) // a row a group
@@ -147,20 +120,13 @@ func (d *VAEDecoder) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor) 
 // conv3x3 is torch's Conv2d of kernel 3, padding 1, with bias.
 func (d *VAEDecoder) conv3x3(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	p := d.part
-	k, bias := p.weight(g, prefix+"weight"), d.perChannel(p.weight(g, prefix+"bias"))
-	if d.channelsFirst {
-		return k.Conv2DDirect(x, 1, 1, 1, 1, 1, 1).Add(bias)
-	}
-	return k.Conv3x3ChannelsLast(x).Add(bias)
+	return p.weight(g, prefix+"weight").Conv3x3ChannelsLast(x).Add(p.weight(g, prefix+"bias"))
 }
 
 // conv1x1 is torch's Conv2d of kernel 1, with bias: a matrix product over
 // the channels.
 func (d *VAEDecoder) conv1x1(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	p := d.part
-	if d.channelsFirst {
-		return p.weight(g, prefix+"weight").Conv2DDirect(x, 1, 1, 0, 0, 1, 1).Add(d.perChannel(p.weight(g, prefix+"bias")))
-	}
 	cin, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	k := p.weight(g, prefix+"weight")
 	cout := k.Dim(3)
@@ -176,14 +142,7 @@ func channelsLast(x tensor.Tensor) tensor.Tensor { return x.Permute(1, 2, 0, 3).
 func (d *VAEDecoder) attention(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 	p := d.part
 	c, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
-	if d.channelsFirst {
-		w, h, c = x.Dim(0), x.Dim(1), x.Dim(2)
-	}
-	y := d.groupNorm(g, sd3.MidAttention+"group_norm.", x)
-	if d.channelsFirst {
-		y = y.Reshape(w*h, c, n).Permute(1, 0, 2, 3).Contiguous()
-	}
-	y = y.Reshape(c, w*h, n) // [C, pixels, N]
+	y := d.groupNorm(g, sd3.MidAttention+"group_norm.", x).Reshape(c, w*h, n) // [C, pixels, N]
 	q := p.linear(g, sd3.MidAttention+"to_q.", y)
 	k := p.linear(g, sd3.MidAttention+"to_k.", y)
 	v := p.linear(g, sd3.MidAttention+"to_v.", y)
@@ -191,8 +150,5 @@ func (d *VAEDecoder) attention(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 	// would be 1 GiB at SD3's 128×128 latents.
 	o := q.Queries(tensor.Tensor{}, 1).Attend(k, v, w*h, 1/math.Sqrt(float64(c))) // [C, pixels, N]
 	o = p.linear(g, sd3.MidAttention+"to_out.0.", o)
-	if d.channelsFirst {
-		return x.Add(o.Permute(1, 0, 2, 3).Contiguous().Reshape(w, h, c, n))
-	}
 	return x.Add(o.Reshape(c, w, h, n))
 }

@@ -29,12 +29,11 @@ type Backend struct {
 	// profile, when not nil, sums the time of each kind of operation
 	// (Profile).
 	profile map[string]*OpTime
-	// groups is how many groups Queries splits each head's queries into;
-	// 1 leaves them whole.
+	// groups is how many runs Attention splits each head's queries into
+	// (groupedAttention); 1 leaves them whole.
 	groups int
-	// forCUDA writes graphs for ggml-cuda's kernels (Options.GraphsFor):
-	// Contiguous adds zero rather than copy, and DirectConvolution holds.
-	forCUDA bool
+	// addToLayOut makes Contiguous add zero rather than copy (CUDA).
+	addToLayOut bool
 	// laidOut is the graph whose tensors the compute buffer holds now.
 	laidOut *Graph
 }
@@ -137,17 +136,11 @@ func Open(o Options) (*Backend, error) {
 			groups = DefaultCUDAAttentionGroups
 		}
 	}
-	return &Backend{a: a, b: b, device: device, groups: groups, forCUDA: forCUDA}, nil
+	return &Backend{a: a, b: b, device: device, groups: groups, addToLayOut: forCUDA}, nil
 }
 
 // Device is where the backend computes.
 func (be *Backend) Device() Device { return be.device }
-
-// DirectConvolution says whether Conv2DDirect is the device's fast
-// convolution: on CUDA, ggml-cuda's implicit matrix product on tensor
-// cores, which gathers its windows in shared memory; on the CPU, a matrix
-// product over gathered windows is faster (Conv2D, Conv3x3ChannelsLast).
-func (be *Backend) DirectConvolution() bool { return be.forCUDA }
 
 // FastBFloat16 says whether products with bfloat16 matrices are the
 // faster choice: on CUDA GPUs from Ampere on (compute capability 8.0),

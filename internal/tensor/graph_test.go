@@ -355,7 +355,7 @@ func TestGroupedAttention(t *testing.T) {
 				for _, callerPads := range []bool{false, true} {
 					name := fmt.Sprintf("%d heads, %d groups, bias %v, keys padded by the caller %v", c.heads, groups, bias, callerPads)
 					// as for CUDA: grouped, and laid out by adding zero
-					be.groups, be.forCUDA = groups, groups > 1
+					be.groups, be.addToLayOut = groups, groups > 1
 					g := be.NewGraph()
 					// q as the first third of a product of q, k and v: rows 3·size apart
 					wide := make([]float32, 3*size*c.nq*c.n)
@@ -376,7 +376,7 @@ func TestGroupedAttention(t *testing.T) {
 					}
 					got, err := g.Compute(qt.Queries(b, c.heads).Attend(k, v, c.nk, scale))
 					g.Close()
-					be.groups, be.forCUDA = 1, false
+					be.groups, be.addToLayOut = 1, false
 					if err != nil {
 						t.Fatal(err)
 					}

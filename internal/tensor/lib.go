@@ -43,8 +43,6 @@ type api struct {
 	reshape4d         func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64) unsafe.Pointer
 	permute           func(ctx, a unsafe.Pointer, a0, a1, a2, a3 int32) unsafe.Pointer
 	conv2d            func(ctx, a, b unsafe.Pointer, s0, s1, p0, p1, d0, d1 int32) unsafe.Pointer
-	conv2dDirect      func(ctx, a, b unsafe.Pointer, s0, s1, p0, p1, d0, d1 int32) unsafe.Pointer
-	groupNorm         func(ctx, a unsafe.Pointer, groups int32, eps float32) unsafe.Pointer
 	interpolate       func(ctx, a unsafe.Pointer, ne0, ne1, ne2, ne3 int64, mode uint32) unsafe.Pointer
 	devByType         func(typ int32) unsafe.Pointer
 	devInit           func(dev unsafe.Pointer, params unsafe.Pointer) unsafe.Pointer
@@ -158,8 +156,6 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.reshape4d, "ggml_reshape_4d")
 	reg(base, &a.permute, "ggml_permute")
 	reg(base, &a.conv2d, "ggml_conv_2d")
-	reg(base, &a.conv2dDirect, "ggml_conv_2d_direct")
-	reg(base, &a.groupNorm, "ggml_group_norm")
 	reg(base, &a.interpolate, "ggml_interpolate")
 	reg(base, &a.tensorSet, "ggml_backend_tensor_set")
 	reg(base, &a.tensorGet, "ggml_backend_tensor_get")

@@ -38,7 +38,7 @@ func (t Tensor) SoftMax() Tensor { return t.op(t.g.be.a.softMax(t.g.ctx, t.t)) }
 // values the copy kernel does it: the element-wise kernel indexes in 32
 // bits.
 func (t Tensor) Contiguous() Tensor {
-	if h := (*header)(t.t); t.g.be.forCUDA && h.typ == typeF32 && h.nb[0] == 4 && h.ne[0]*h.ne[1]*h.ne[2]*h.ne[3] < 1<<31 {
+	if h := (*header)(t.t); t.g.be.addToLayOut && h.typ == typeF32 && h.nb[0] == 4 && h.ne[0]*h.ne[1]*h.ne[2]*h.ne[3] < 1<<31 {
 		return t.Add(t.g.zero())
 	}
 	return t.op(t.g.be.a.cont(t.g.ctx, t.t))
@@ -118,21 +118,6 @@ func (t Tensor) Permute(a0, a1, a2, a3 int) Tensor {
 // kernel, scripts/ggml-conv-bench.c).
 func (t Tensor) Conv2D(x Tensor, s0, s1, p0, p1, d0, d1 int) Tensor {
 	return t.op(t.g.be.a.conv2d(t.g.ctx, t.t, x.t, int32(s0), int32(s1), int32(p0), int32(p1), int32(d0), int32(d1)))
-}
-
-// Conv2DDirect is Conv2D by ggml's direct convolution, without gathering
-// windows in memory: on CUDA an implicit matrix product on tensor cores
-// (float16 products, float32 sums; 1×1 kernels go to cuBLAS), where
-// DirectConvolution holds.
-func (t Tensor) Conv2DDirect(x Tensor, s0, s1, p0, p1, d0, d1 int) Tensor {
-	return t.op(t.g.be.a.conv2dDirect(t.g.ctx, t.t, x.t, int32(s0), int32(s1), int32(p0), int32(p1), int32(d0), int32(d1)))
-}
-
-// GroupNorm normalizes t [W, H, C, N] over each group of C/groups
-// channels' values together, as torch's GroupNorm without its weight and
-// bias.
-func (t Tensor) GroupNorm(groups int, eps float32) Tensor {
-	return t.op(t.g.be.a.groupNorm(t.g.ctx, t.t, int32(groups), eps))
 }
 
 // UpscaleNearest resizes t to ne by nearest-neighbour sampling.
