@@ -303,10 +303,10 @@ func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.
 		}
 		return third(img, i).Concat(t, 1)
 	}
-	k, v := joint(1, shiftedTextKeyBias), joint(2, shiftedTextValueBias)
+	kv := tensor.AttentionKeys(joint(1, shiftedTextKeyBias), joint(2, shiftedTextValueBias), ni+nt, heads)
 	scale := 1 / math.Sqrt(float64(hd))
 	attend := func(y tensor.Tensor, queryBias string) tensor.Tensor { // [D, tokens, n]
-		return third(y, 0).Queries(p.weight(g, pre+queryBias), heads).Attend(k, v, ni+nt, scale)
+		return third(y, 0).Queries(p.weight(g, pre+queryBias), heads).Attend(kv, scale)
 	}
 	ax = p.weight(g, pre+"to_out.0.weight").MulMat(attend(img, "to_q.bias")).Add(p.weight(g, pre+shiftedImageOutBias))
 	if last {

@@ -148,7 +148,7 @@ func (d *VAEDecoder) attention(g *tensor.Graph, x tensor.Tensor) tensor.Tensor {
 	v := p.linear(g, sd3.MidAttention+"to_v.", y)
 	// ggml's flash attention, one head: the scores of every pixel pair
 	// would be 1 GiB at SD3's 128×128 latents.
-	o := q.Queries(tensor.Tensor{}, 1).Attend(k, v, w*h, 1/math.Sqrt(float64(c))) // [C, pixels, N]
+	o := q.Queries(tensor.Tensor{}, 1).Attend(tensor.AttentionKeys(k, v, w*h, 1), 1/math.Sqrt(float64(c))) // [C, pixels, N]
 	o = p.linear(g, sd3.MidAttention+"to_out.0.", o)
 	return x.Add(o.Reshape(c, w, h, n))
 }

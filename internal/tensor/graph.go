@@ -29,11 +29,12 @@ type Backend struct {
 	// profile, when not nil, sums the time of each kind of operation
 	// (Profile).
 	profile map[string]*OpTime
-	// groups is how many runs Attention splits each head's queries into
-	// (groupedAttention); 1 leaves them whole.
+	// groups is how many groups Queries splits each head's queries into;
+	// 1 leaves them whole.
 	groups int
-	// addToLayOut makes Contiguous add zero rather than copy (CUDA).
-	addToLayOut bool
+	// forCUDA writes graphs for ggml-cuda's kernels (Options.GraphsFor):
+	// Contiguous adds zero rather than copy.
+	forCUDA bool
 	// laidOut is the graph whose tensors the compute buffer holds now.
 	laidOut *Graph
 }
@@ -52,9 +53,9 @@ type Options struct {
 	Device string // DeviceAuto when empty
 	// Threads is the CPU backend's thread count; 0 leaves ggml's default.
 	Threads int
-	// AttentionGroups is how many runs Attention splits each head's
+	// AttentionGroups is how many groups Queries splits each head's
 	// queries into, so that the device's flash attention takes the path
-	// it has for heads that share keys (groupedAttention). 0 picks the
+	// it has for heads that share keys. 0 picks the
 	// device's default: DefaultCUDAAttentionGroups on CUDA, 1 (whole
 	// heads) on the CPU, whose kernel has no such path.
 	AttentionGroups int
@@ -136,7 +137,7 @@ func Open(o Options) (*Backend, error) {
 			groups = DefaultCUDAAttentionGroups
 		}
 	}
-	return &Backend{a: a, b: b, device: device, groups: groups, addToLayOut: forCUDA}, nil
+	return &Backend{a: a, b: b, device: device, groups: groups, forCUDA: forCUDA}, nil
 }
 
 // Device is where the backend computes.

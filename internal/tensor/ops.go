@@ -38,7 +38,7 @@ func (t Tensor) SoftMax() Tensor { return t.op(t.g.be.a.softMax(t.g.ctx, t.t)) }
 // values the copy kernel does it: the element-wise kernel indexes in 32
 // bits.
 func (t Tensor) Contiguous() Tensor {
-	if h := (*header)(t.t); t.g.be.addToLayOut && h.typ == typeF32 && h.nb[0] == 4 && h.ne[0]*h.ne[1]*h.ne[2]*h.ne[3] < 1<<31 {
+	if h := (*header)(t.t); t.g.be.forCUDA && h.typ == typeF32 && h.nb[0] == 4 && h.ne[0]*h.ne[1]*h.ne[2]*h.ne[3] < 1<<31 {
 		return t.Add(t.g.zero())
 	}
 	return t.op(t.g.be.a.cont(t.g.ctx, t.t))
@@ -339,10 +339,10 @@ func (q Tensor) Queries(bias Tensor, heads int) Queries {
 	return out
 }
 
-// KeyPadding is how many rows of padding Attend wants after keys keys
-// (0 where the device's attention takes them as they are): a caller that
-// builds keys and values by concatenation pads there, sparing Attend a
-// copy of them.
+// KeyPadding is how many rows of padding AttentionKeys wants after keys
+// keys (0 where the device's attention takes them as they are): a caller
+// that builds keys and values by concatenation pads there, sparing a copy
+// of them.
 func (be *Backend) KeyPadding(keys int) int {
 	if be.groups <= 1 {
 		return 0
@@ -350,19 +350,27 @@ func (be *Backend) KeyPadding(keys int) int {
 	return roundUp(keys, keyPadding) - keys
 }
 
-// Attend is softmax(k·q·scale)·v per head: k and v [heads·d, T, n], token
-// by token as a projection makes them (contiguous), their first keys rows
-// the keys and the rest padding (finite values; zeros serve), as
-// KeyPadding asks for; Attend pads them itself where they fall short. The
-// result is [heads·d, tokens, n], in order. It is ggml's flash attention,
-// without the scores in memory, where the device runs it: in groups on
-// CUDA (Tensor.Queries), with float32 keys and values on the CPU, else
-// float16 ones; else, for a head width the device's kernel lacks, the two
-// products with the scores between.
-func (q Queries) Attend(k, v Tensor, keys int, scale float64) Tensor {
-	g, a := k.g, k.g.be.a
-	d, heads, groups, n := q.d, q.heads, q.groups, k.Dim(2)
-	size := d * heads
+// Keys are an attention's keys and values laid out for the device's
+// kernel (AttentionKeys), for Attend by any queries.
+type Keys struct {
+	k, v Tensor // [d, T, heads, n] views
+	keys int
+}
+
+// AttentionKeys lays keys k and values v [heads·d, T, n] out for
+// attention: token by token as a projection makes them (contiguous),
+// their first keys rows the keys and the rest padding (finite values;
+// zeros serve), as KeyPadding asks for; where they fall short, they are
+// padded here. On a CUDA device they are converted to float16 once,
+// here, for all the queries that Attend to them: ggml-cuda's kernel takes
+// float16 keys and values, and converts others at each call. (Graphs
+// written for CUDA on the CPU, Options.GraphsFor, keep them float32, as
+// the CUDA kernel's own conversion would: the CPU's kernel sums float16
+// values in float16, CUDA's in float32.)
+func AttentionKeys(k, v Tensor, keys, heads int) Keys {
+	g := k.g
+	size, n := k.Dim(0), k.Dim(2)
+	d := size / heads
 	switch want := keys + g.be.KeyPadding(keys); {
 	case k.Dim(1) > want:
 		k, v = k.Slice(1, 0, want), v.Slice(1, 0, want)
@@ -370,28 +378,42 @@ func (q Queries) Attend(k, v Tensor, keys int, scale float64) Tensor {
 		k, v = k.Slice(1, 0, keys), v.Slice(1, 0, keys)
 		k, v = k.Concat(g.Zeros(size, want-keys, n), 1), v.Concat(g.Zeros(size, want-keys, n), 1)
 	}
-	// [d, T, heads, n] views of the token-by-token rows: ggml-cuda converts
-	// keys and values to float16 in one pass of their own whatever their
-	// layout, and its kernel reads them by their strides.
+	if g.be.device.Kind == DeviceCUDA {
+		k, v = k.cast(typeF16), v.cast(typeF16)
+	}
+	// [d, T, heads, n] views of the token-by-token rows: the kernel reads
+	// them by their strides.
 	byHead := func(t Tensor) Tensor {
 		h := (*header)(t.t)
 		return t.view([4]int{d, t.Dim(1), heads, n}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
 	}
-	kh, vh := byHead(k), byHead(v)
+	return Keys{k: byHead(k), v: byHead(v), keys: keys}
+}
+
+// Attend is softmax(k·q·scale)·v per head over kv. The result is
+// [heads·d, tokens, n], the tokens in order. It is ggml's flash attention,
+// without the scores in memory, where the device runs it: in groups on
+// CUDA (Tensor.Queries), with float32 keys and values on the CPU, else
+// float16 ones; else, for a head width the device's kernel lacks, the two
+// products with the scores between.
+func (q Queries) Attend(kv Keys, scale float64) Tensor {
+	g, a := q.op.g, q.op.g.be.a
+	d, heads, groups, n := q.d, q.heads, q.groups, q.op.Dim(3)
+	size := d * heads
 	var mask Tensor
 	if groups > 1 {
-		mask = g.keyMask(keys, q.op.Dim(1))
+		mask = g.keyMask(kv.keys, q.op.Dim(1))
 	}
 	flash := func(k, v Tensor) (Tensor, bool) {
 		o := q.op.op(a.flashAttn(g.ctx, q.op.t, k.t, v.t, mask.t, float32(scale), 0, 0)) // [d, groups·heads, rows, n]
 		return o, a.supportsOp(g.be.b, o.t)
 	}
-	o, ok := flash(kh, vh)
+	o, ok := flash(kv.k, kv.v)
 	if !ok && groups == 1 {
-		o, ok = flash(kh.cast(typeF16), vh.cast(typeF16))
+		o, ok = flash(kv.k.cast(typeF16), kv.v.cast(typeF16))
 	}
 	if !ok {
-		return q.withScores(kh.Slice(1, 0, keys), vh.Slice(1, 0, keys), scale)
+		return q.withScores(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys), scale)
 	}
 	rows := q.op.Dim(1)
 	if groups > 1 && heads > 1 { // [d, groups, heads, rows·n] to [d, heads, groups, rows·n]
