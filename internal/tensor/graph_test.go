@@ -171,6 +171,13 @@ func TestElementOps(t *testing.T) {
 		{"repeat", func(_ *Graph, in Tensor) Tensor { return in.Slice(1, 0, 1).Repeat(3, 2) }, []float32{-2, -0.5, 0, -2, -0.5, 0}},
 		{"identity product transposes", func(g *Graph, in Tensor) Tensor { return in.MulMat(g.Identity(3, 1)) }, []float32{-2, 0.25, -0.5, 1, 0, 3}},
 		{"ones product sums rows", func(g *Graph, in Tensor) Tensor { return g.Ones(3).MulMat(in) }, []float32{-2.5, 4.25}},
+		{"transposed", func(_ *Graph, in Tensor) Tensor { return in.Transposed() }, []float32{-2, 0.25, -0.5, 1, 0, 3}},
+		{"transposed for CUDA", func(g *Graph, in Tensor) Tensor {
+			g.be.forCUDA = true
+			defer func() { g.be.forCUDA = false }()
+			return in.Transposed()
+		}, []float32{-2, 0.25, -0.5, 1, 0, 3}},
+		{"row sums", func(_ *Graph, in Tensor) Tensor { return in.RowSums() }, []float32{-2.5, 4.25}},
 		{"sigmoid", func(_ *Graph, in Tensor) Tensor { return in.Sigmoid() }, each(func(v float64) float64 { return 1 / (1 + math.Exp(-v)) })},
 		{"gelu_erf", func(_ *Graph, in Tensor) Tensor { return in.GELUErf() }, each(func(v float64) float64 { return v / 2 * (1 + math.Erf(v/math.Sqrt2)) })},
 		{"rms_norm", func(_ *Graph, in Tensor) Tensor { return in.RMSNorm(1e-6) }, rms},

@@ -120,6 +120,26 @@ func (t Tensor) Conv2D(x Tensor, s0, s1, p0, p1, d0, d1 int) Tensor {
 	return t.op(t.g.be.a.conv2d(t.g.ctx, t.t, x.t, int32(s0), int32(s1), int32(p0), int32(p1), int32(d0), int32(d1)))
 }
 
+// Transposed is t [a, b, n] laid out as [b, a, n], each of its n
+// matrices transposed: on the CPU as a product with the identity, far
+// cheaper there than ggml's copy of a permuted tensor, one value at a
+// time; for CUDA by adding zero (Contiguous), one pass where the product
+// is a float32 matrix product.
+func (t Tensor) Transposed() Tensor {
+	if t.g.be.forCUDA {
+		return t.Permute(1, 0, 2, 3).Contiguous()
+	}
+	return t.MulMat(t.g.Identity(t.Dim(0), t.Dim(2)))
+}
+
+// RowSums is the sum of each row of t [k, rows], [rows]: a product with
+// ones, with t the matrix, so that on CUDA it reads t once in a
+// matrix-vector kernel (ggml's row sum adds one value at a time on the
+// CPU).
+func (t Tensor) RowSums() Tensor {
+	return t.MulMat(t.g.Ones(t.Dim(0))).Reshape(t.Dim(1))
+}
+
 // UpscaleNearest resizes t to ne by nearest-neighbour sampling.
 func (t Tensor) UpscaleNearest(ne [4]int) Tensor {
 	return t.op(t.g.be.a.interpolate(t.g.ctx, t.t, int64(ne[0]), int64(ne[1]), int64(ne[2]), int64(ne[3]), 0))
