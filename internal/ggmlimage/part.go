@@ -31,8 +31,9 @@ type part struct {
 // openPart reads a part's configuration from its file's metadata
 // (configOf), checks the file against the tensors that configuration has,
 // then loads it. A missing or misshapen tensor fails before anything is
-// allocated, naming the tensor in one line. fusions, when not nil, says
-// which matrices to lay side by side (tensor.Fusion).
+// allocated, naming the tensor in one line. layout, when not nil, says
+// how to lay the weights out (tensor.Layout: matrices side by side,
+// bfloat16).
 func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec, layout func(C) tensor.Layout) (p *part, cfg C, err error) {
 	head, err := sd3.ReadHeader(path)
 	if err != nil {

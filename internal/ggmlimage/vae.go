@@ -96,8 +96,9 @@ func (d *VAEDecoder) resnet(g *tensor.Graph, r sd3.VAEResnet, x tensor.Tensor) t
 // groupNorm is torch's GroupNorm: each group of C/groups channels is
 // normalized over its channels and pixels together. The statistics come
 // from x taken channels-first (Transposed), where a group is one
-// contiguous row, summed as rows (RowSums). The variance is E[x²] − E[x]². Normalization and the weight and bias
-// then make one scale and one shift a channel, applied channels-last.
+// contiguous row, summed as rows (RowSums). The variance is E[x²] −
+// E[x]². Normalization and the weight and bias then make one scale and
+// one shift a channel, applied channels-last.
 func (d *VAEDecoder) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	p, groups := d.part, d.cfg.Groups
 	c, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)

@@ -364,8 +364,7 @@ func (q Tensor) Queries(bias Tensor, heads int) Queries {
 	} else {
 		laid = laid.Contiguous()
 	}
-	const f32 = 4
-	out.op = laid.view([4]int{d, rows, groups * heads, n}, [3]int{groups * heads * d * f32, d * f32, rows * groups * heads * d * f32}, 0)
+	out.op = laid.view([4]int{d, rows, groups * heads, n}, [3]int{groups * heads * d * es, d * es, rows * groups * heads * d * es}, 0)
 	return out
 }
 
