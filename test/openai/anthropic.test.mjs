@@ -70,7 +70,8 @@ test("a tool_use → tool_result round trip with tool_choice any", async () => {
   for (const u of uses) {
     assert.equal(u.name, "get_weather");
     assert.equal(typeof u.input, "object");
-    assert.ok(typeof u.input.city === "string" && u.input.city.length <= 10, JSON.stringify(u.input));
+    // maxLength counts characters (code points), not JavaScript's UTF-16 units
+    assert.ok(typeof u.input.city === "string" && [...u.input.city].length <= 10, JSON.stringify(u.input));
     assert.ok(["celsius", "fahrenheit"].includes(u.input.unit), JSON.stringify(u.input));
   }
   messages.push({ role: "assistant", content: first.content });
