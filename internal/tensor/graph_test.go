@@ -533,15 +533,7 @@ func TestFusedWeights(t *testing.T) {
 		_ = binary.Write(&b, binary.LittleEndian, v)
 		return gguf.Tensor{Name: name, Type: gguf.TensorF32, Shape: []uint64{uint64(in), uint64(out)}, Data: &b}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = gguf.Write(f, nil, []gguf.Tensor{matrix("a", 2, 3, 1), matrix("b", 2, 1, 100), matrix("c", 3, 1, 0)})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeGGUF(t, path, []gguf.Tensor{matrix("a", 2, 3, 1), matrix("b", 2, 1, 100), matrix("c", 3, 1, 0)})
 	w, err := be.LoadWeights(path, nil, Layout{Fusions: []Fusion{{Name: "ab", Parts: []string{"a", "b"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -580,15 +572,7 @@ func TestBFloat16Matrices(t *testing.T) {
 		}
 		return gguf.Tensor{Name: name, Type: gguf.TensorF16, Shape: []uint64{2, uint64(rows)}, Data: &b}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = gguf.Write(f, nil, []gguf.Tensor{half("kept", 1), half("narrowed", 1), half("p", 1), half("q", 2)})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeGGUF(t, path, []gguf.Tensor{half("kept", 1), half("narrowed", 1), half("p", 1), half("q", 2)})
 	w, err := be.LoadWeights(path, nil, Layout{
 		Fusions:  []Fusion{{Name: "pq", Parts: []string{"p", "q"}}},
 		BFloat16: func(name string) bool { return name == "narrowed" || name == "pq" },
@@ -684,15 +668,7 @@ func TestDerivedWeights(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.gguf")
 	var b bytes.Buffer
 	_ = binary.Write(&b, binary.LittleEndian, []float32{1, 2, 3, 4, 5, 6}) // rows (1,2) (3,4) (5,6)
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = gguf.Write(f, nil, []gguf.Tensor{{Name: "m", Type: gguf.TensorF32, Shape: []uint64{2, 3}, Data: &b}})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeGGUF(t, path, []gguf.Tensor{{Name: "m", Type: gguf.TensorF32, Shape: []uint64{2, 3}, Data: &b}})
 	w, err := be.LoadWeights(path, nil, Layout{})
 	if err != nil {
 		t.Fatal(err)
@@ -716,4 +692,20 @@ func TestDerivedWeights(t *testing.T) {
 	}
 	near(t, "product", outs[0], []float32{30, 70, 110})
 	near(t, "scaled", outs[1], []float32{2, 4, 6, 8, 10, 12})
+}
+
+// writeGGUF writes tensors to a GGUF file at path.
+func writeGGUF(t *testing.T, path string, tensors []gguf.Tensor) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = gguf.Write(f, nil, tensors)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
