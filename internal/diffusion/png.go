@@ -97,7 +97,8 @@ const (
 	// stripeRows is the fewest rows a stripe is worth: fewer, and the
 	// blocks each stripe starts afresh cost more than the time saved.
 	stripeRows = 64
-	// maxChunk is the most data one IDAT chunk carries, as png.Encode's.
+	// maxChunk is the most data one IDAT chunk carries: PNG allows 2³¹−1,
+	// and a reader that holds a whole chunk holds at most this.
 	maxChunk = 1 << 20
 )
 
