@@ -150,7 +150,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	ok = true
 	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
-		"compute_capability", b.be.Device().ComputeCapability, "transformer_bf16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"compute_capability", dev.ComputeCapability, "transformer_bf16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }

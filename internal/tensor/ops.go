@@ -397,7 +397,6 @@ type Keys struct {
 func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 	g := k.g
 	size, n := k.Dim(0), k.Dim(2)
-	d := size / heads
 	switch want := keys + g.be.KeyPadding(keys); {
 	case k.Dim(1) > want:
 		k, v = k.Slice(1, 0, want), v.Slice(1, 0, want)
@@ -405,13 +404,16 @@ func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 		k, v = k.Slice(1, 0, keys), v.Slice(1, 0, keys)
 		k, v = k.Concat(g.Zeros(size, want-keys, n), 1), v.Concat(g.Zeros(size, want-keys, n), 1)
 	}
-	// [d, T, heads, n] views of the token-by-token rows: the kernel reads
-	// them by their strides.
-	byHead := func(t Tensor) Tensor {
-		h := (*header)(t.t)
-		return t.view([4]int{d, t.Dim(1), heads, n}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
-	}
-	return Keys{k: byHead(k), v: byHead(v), keys: keys}
+	// The kernel reads them by their strides.
+	return Keys{k: k.byHead(heads), v: v.byHead(heads), keys: keys}
+}
+
+// byHead views t [heads·d, tokens, n], token by token, as [d, tokens,
+// heads, n], without copying.
+func (t Tensor) byHead(heads int) Tensor {
+	h := (*header)(t.t)
+	d := t.Dim(0) / heads
+	return t.view([4]int{d, t.Dim(1), heads, t.Dim(2)}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
 }
 
 // Attend is softmax(k·q·scale)·v per head over kv. The result is
@@ -454,14 +456,11 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 // scores between, from the queries as given, for a device whose flash
 // kernel lacks the head width: k and v [d, keys, heads, n] views.
 func (q Queries) withScores(k, v Tensor, scale float64) Tensor {
-	d, heads, n := q.d, q.heads, q.raw.Dim(2)
 	raw := q.raw
 	if q.bias.t != nil {
 		raw = raw.Add(q.bias)
 	}
-	h := (*header)(raw.t)
-	qh := raw.view([4]int{d, q.tokens, heads, n}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
-	return qh.attentionWithScores(k, v, scale).Reshape(d*heads, q.tokens, n)
+	return raw.byHead(q.heads).attentionWithScores(k, v, scale).Reshape(q.d*q.heads, q.tokens, raw.Dim(2))
 }
 
 // DefaultCUDAAttentionGroups is how many groups Queries splits each head's

@@ -24,7 +24,7 @@ const batchLines = 60
 // was.
 const batchTokens = 1500
 
-var batchEnv = []string{"SLOTS=2", "TEXT_MAX_NEW_TOKENS=1500", "TEXT_IGNORE_EOS=true"}
+var batchEnv = []string{"SLOTS=2", "TEXT_MAX_NEW_TOKENS=" + strconv.Itoa(batchTokens), "TEXT_IGNORE_EOS=true"}
 
 // stillRunning fails a scenario whose batch ended before its fault.
 func stillRunning(b localstack.BatchStatus) error {
