@@ -23,9 +23,16 @@
 # build leaves nothing half-made. --src builds from sources that
 # --export-src wrote (the GPU kit, where npm cannot be reached).
 #
+# The CPU flavours also build ggml's BLAS backend, when OpenBLAS is
+# installed (Debian: libopenblas-dev), as a module of its own in lib/blas/:
+# the image engine opens it to run its matrix products through OpenBLAS
+# (internal/tensor/blas.go), and the text engine, which loads lib/'s
+# backends, never sees it.
+#
 # Environment: GENQ_CACHE, LLAMA_CUDA_ARCHITECTURES, LLAMA_CMAKE_FLAGS (extra
-# flags, space-separated), LLAMA_JOBS (default: all cores). Needs git, CMake
-# (Ninja when present), a C++17 compiler, and npm or curl for the sources.
+# flags, space-separated), LLAMA_JOBS (default: all cores), LLAMA_BLAS (off:
+# no BLAS module even where OpenBLAS is installed). Needs git, CMake (Ninja
+# when present), a C++17 compiler, and npm or curl for the sources.
 set -euo pipefail
 # The body is one block, read whole before it runs, so an edit of this file
 # during a build does not change the build under it.
@@ -110,6 +117,15 @@ cuda)
 *) die "unknown flavour $flavour: want cpu-native, cpu-portable or cuda" ;;
 esac
 
+# ggml's BLAS backend: with OpenBLAS's header and library at hand, on the
+# CPU flavours (a CUDA worker multiplies on its GPU).
+blas=off
+if [[ $flavour != cuda && ${LLAMA_BLAS:-auto} != off ]] &&
+	echo '#include <cblas.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1 &&
+	ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0 '; then
+	blas=openblas
+fi
+
 sha() { sha256sum | cut -c"1-$1"; }
 key="$commit12-$flavour"
 ((${#extra[@]})) && key+="-$(printf '%s\n' "${extra[@]}" | sha 8)"
@@ -122,7 +138,7 @@ stamp="$dir/lib/genq-engine.json"
 # rebuilds instead of dying of an illegal instruction.
 cpu=""
 [[ $flavour == cpu-native ]] && cpu="$(uname -m) $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null | sha 16)"
-id="$(printf '%s\n' "$LLAMA_COMMIT" "$flavour" "$cpu" "${flags[@]}" | sha 64)"
+id="$(printf '%s\n' "$LLAMA_COMMIT" "$flavour" "$cpu" "${flags[@]}" "blas=$blas" | sha 64)"
 
 tool_targets=(llama-server llama-batched-bench)
 up_to_date() {
@@ -137,7 +153,7 @@ if ((dry)); then
 	state="missing"
 	[[ -e $dir ]] && state="stale"
 	up_to_date && state="up to date"
-	say "$key ($state); cmake flags: ${flags[*]}"
+	say "$key ($state); BLAS module: $blas; cmake flags: ${flags[*]}"
 	echo "$dir"
 	exit 0
 fi
@@ -283,6 +299,23 @@ nice -n 10 cmake --build "$tmp/build" -j "$jobs" --target "${targets[@]}" </dev/
 kill "$poller" 2>/dev/null || true
 poller=""
 
+# The BLAS module: a loadable backend (GGML_BACKEND_DL) needs only ggml's
+# base library, whose sources and ABI it shares with the build above; it
+# finds that library in lib/ (RUNPATH $ORIGIN/..).
+if [[ $blas == openblas ]]; then
+	say "build: ggml-blas (OpenBLAS)"
+	nice -n 10 cmake -S "$src" -B "$tmp/blas" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+		-DGGML_BACKEND_DL=ON -DGGML_CPU=OFF -DGGML_NATIVE=OFF -DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS \
+		-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+		-DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+		-DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
+		-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN/..' </dev/null >>"$log" 2>&1 &&
+		nice -n 10 cmake --build "$tmp/blas" -j "$jobs" --target ggml-blas </dev/null >>"$log" 2>&1 || {
+		tail -n 30 "$log" >&2
+		die "the build of ggml's BLAS module failed (LLAMA_BLAS=off builds without it)"
+	}
+fi
+
 say "install: $dir"
 out="$tmp/out"
 mkdir -p "$out/lib" "$out/bin"
@@ -291,6 +324,10 @@ for lib in libllama.so libggml.so libggml-base.so; do
 	[[ -e $out/lib/$lib ]] || die "the build made no $lib"
 done
 compgen -G "$out/lib/libggml-cpu*.so" >/dev/null || die "the build made no CPU backend (libggml-cpu*.so)"
+if [[ $blas == openblas ]]; then
+	mkdir -p "$out/lib/blas"
+	cp "$tmp/blas/bin/libggml-blas.so" "$out/lib/blas/"
+fi
 [[ $flavour != cuda || -e $out/lib/libggml-cuda.so ]] || die "the build made no libggml-cuda.so"
 if ((tools)); then
 	for t in "${tool_targets[@]}"; do cp "$tmp/build/bin/$t" "$out/bin/"; done
@@ -320,6 +357,7 @@ cat >"$out/lib/genq-engine.json" <<EOF
   "flavour": "$flavour",
   "cmake_flags": $(json_list "${flags[@]}"),
   "tools": $(json_list "${built[@]}"),
+  "blas": "$blas",
   "id": "$id",
   "built": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
   "build_seconds": $((SECONDS - started))
