@@ -136,7 +136,8 @@ func ggmlImageConfig(cfg workerconfig.Config) ggmlimage.Config {
 	im := cfg.Image
 	return ggmlimage.Config{ModelDir: im.ModelDir, Slots: im.Slots, Device: im.Device,
 		Width: im.Width, Height: im.Height, Steps: im.Steps, GuidanceScale: im.GuidanceScale, Seed: im.Seed,
-		MaxSize: im.MaxSize, MaxSteps: im.MaxSteps, Threads: im.Threads, NoT5: cfg.ImageT5 == "off"}
+		MaxSize: im.MaxSize, MaxSteps: im.MaxSteps, Threads: im.Threads, NoT5: cfg.ImageT5 == "off",
+		BLAS: cfg.ImageBLAS, BLASKernels: cfg.ImageBLASKernels}
 }
 
 // logManifest says where the model came from, when genqctl download wrote it.

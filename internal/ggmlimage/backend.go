@@ -106,7 +106,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		cfg.Threads = defaultThreads(filepath.Join(dir, sd3.TransformerFile))
 		b.cfg.Threads = cfg.Threads
 	}
-	if b.be, err = tensor.Open(tensor.Options{Device: cfg.Device, Threads: cfg.Threads, AttentionGroups: cfg.AttentionGroups, GraphsFor: cfg.GraphsFor, Log: log}); err != nil {
+	if b.be, err = tensor.Open(tensor.Options{Device: cfg.Device, Threads: cfg.Threads, AttentionGroups: cfg.AttentionGroups, GraphsFor: cfg.GraphsFor,
+		BLAS: cfg.BLAS, BLASKernels: cfg.BLASKernels, Log: log}); err != nil {
 		return nil, fmt.Errorf("image device %s: %w", cfg.Device, err)
 	}
 	dev := b.be.Device()
@@ -150,7 +151,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	ok = true
 	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
-		"compute_capability", dev.ComputeCapability, "transformer_bf16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"compute_capability", dev.ComputeCapability, "blas", dev.BLAS, "transformer_bf16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }

@@ -47,6 +47,10 @@ type Config struct {
 	// they would be bfloat16 (tensor.Backend.FastBFloat16): benchmarks set
 	// it to compare the two.
 	Float16Matrices bool
+	// BLAS and BLASKernels are tensor.Options' (IMAGE_BLAS,
+	// IMAGE_BLAS_KERNELS): whether the CPU's matrix products go through
+	// ggml's BLAS backend, and which OpenBLAS kernels run them.
+	BLAS, BLASKernels string
 }
 
 func (c Config) validate() error {

@@ -6,3 +6,14 @@ package ggmlimage
 func OpenTransformerBFloat16(path string, threads int) (*Transformer, error) {
 	return openTransformer(path, placement{threads: threads, bfloat16: true})
 }
+
+// OpenTransformerBLAS is OpenTransformer on a CPU backend whose matrix
+// products go through ggml's BLAS backend or not (tensor.Options.BLAS),
+// and the backend's description of them.
+func OpenTransformerBLAS(path string, threads int, blas string) (*Transformer, string, error) {
+	m, err := openTransformer(path, placement{threads: threads, blas: blas})
+	if err != nil {
+		return nil, "", err
+	}
+	return m, m.part.be.Device().BLAS, nil
+}

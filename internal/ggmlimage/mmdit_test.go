@@ -7,6 +7,7 @@ import (
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/onnx/tinyexport"
 	"github.com/genq/genq/internal/sd3"
+	"github.com/genq/genq/internal/tensor"
 )
 
 // The ggml transformer against ONNX Runtime running the tiny export's
@@ -55,6 +56,48 @@ func TestTransformerMatchesONNX(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkNear(t, name+" weights", got, want, tc.tol)
+		})
+	}
+}
+
+// TestMidTransformerMatchesONNX: at the mid size, whose products are
+// large enough for ggml's BLAS backend to take them (each side at least
+// 32), the transformer matches ONNX Runtime with its products and
+// attention through OpenBLAS and through ggml's own kernels. Without the
+// BLAS module (OpenBLAS not installed when the engine was built) only
+// the second runs.
+func TestMidTransformerMatchesONNX(t *testing.T) {
+	dir := t.TempDir()
+	cfg, vae := sd3.MidMMDiT(), sd3.TinyVAE()
+	if err := tinyexport.WriteWithOptions(dir, 6, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: sd3.F16, MMDiT: &cfg, VAE: &vae}); err != nil {
+		t.Fatal(err)
+	}
+	in := ggmlimage.TransformerInput{N: 2, H: 16, W: 16, SeqLen: 333, Timesteps: []float32{1000, 250.5}}
+	in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
+	in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
+	in.Pooled = normal(in.N*cfg.PooledDim, 3)
+	n, h, w := int64(in.N), int64(in.H), int64(in.W)
+	want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
+		{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
+		{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
+		{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
+		{name: "timestep", data: in.Timesteps, shape: []int64{n}},
+	}, "out_hidden_states", []int64{n, 16, h, w})
+	for _, blas := range []string{tensor.BLASOff, tensor.BLASAuto} {
+		t.Run("blas "+blas, func(t *testing.T) {
+			m, kernels, err := ggmlimage.OpenTransformerBLAS(filepath.Join(dir, sd3.TransformerFile), 1, blas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if blas == tensor.BLASAuto && kernels == "" {
+				t.Skip("the engine has no BLAS module (OpenBLAS was not installed when make engine built it)")
+			}
+			got, err := m.Predict(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkNear(t, "mid, blas "+blas+" "+kernels, got, want, 1e-2)
 		})
 	}
 }

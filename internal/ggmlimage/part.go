@@ -47,7 +47,7 @@ func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, er
 	}
 	p = &part{path: path, be: on.be, mu: on.mu}
 	if p.be == nil {
-		if p.be, err = tensor.Open(tensor.Options{Device: tensor.DeviceCPU, Threads: on.threads, Log: on.log}); err != nil {
+		if p.be, err = tensor.Open(tensor.Options{Device: tensor.DeviceCPU, Threads: on.threads, BLAS: on.blas, Log: on.log}); err != nil {
 			return nil, cfg, err
 		}
 		p.mu, p.ownsBackend = new(sync.Mutex), true
@@ -74,6 +74,8 @@ type placement struct {
 	// bfloat16: the transformer's matrices as bfloat16 (tensor.Layout),
 	// where the backend multiplies them faster so.
 	bfloat16 bool
+	// blas is tensor.Options.BLAS for a part that opens its own backend.
+	blas string
 }
 
 func (p *part) close() {

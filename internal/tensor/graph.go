@@ -37,6 +37,9 @@ type Backend struct {
 	forCUDA bool
 	// laidOut is the graph whose tensors the compute buffer holds now.
 	laidOut *Graph
+	// blas, when not nil, computes the matrix products of graphs on the
+	// CPU (blas.go).
+	blas *blas
 }
 
 // Device choices for Options.Device.
@@ -63,7 +66,13 @@ type Options struct {
 	// whatever device computes them: tests check the arithmetic of CUDA's
 	// graphs on the CPU. Empty: the device's own.
 	GraphsFor string
-	Log       *slog.Logger
+	// BLAS says whether the CPU's matrix products go through ggml's BLAS
+	// backend (blas.go): BLASAuto (when empty), BLASOn or BLASOff.
+	BLAS string
+	// BLASKernels names the OpenBLAS kernels to run (OPENBLAS_CORETYPE);
+	// empty: those OpenBLAS picks for the CPU.
+	BLASKernels string
+	Log         *slog.Logger
 }
 
 // Device is the device a backend computes on.
@@ -76,6 +85,9 @@ type Device struct {
 	// ComputeCapability is a CUDA GPU's, major·10 + minor (90: Hopper); 0
 	// on the CPU or where the driver does not say.
 	ComputeCapability int
+	// BLAS names the library and kernels that compute the CPU's matrix
+	// products ("OpenBLAS Cooperlake"); empty: ggml's own.
+	BLAS string
 }
 
 // ggml's device types (enum ggml_backend_dev_type).
@@ -87,7 +99,7 @@ const (
 // Open starts a backend on the device o asks for, from the engine's
 // libraries: a CUDA build of them finds its GPUs, a CPU build none.
 func Open(o Options) (*Backend, error) {
-	a, err := load(o.LibDir, o.Log)
+	a, libDir, err := load(o.LibDir, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +149,30 @@ func Open(o Options) (*Backend, error) {
 			groups = DefaultCUDAAttentionGroups
 		}
 	}
-	return &Backend{a: a, b: b, device: device, groups: groups, forCUDA: forCUDA}, nil
+	be := &Backend{a: a, b: b, device: device, groups: groups, forCUDA: forCUDA}
+	switch o.BLAS {
+	case "", BLASAuto, BLASOn:
+		if device.Kind != DeviceCPU {
+			break
+		}
+		bl, err := openBLAS(libDir, o.Threads, o.BLASKernels)
+		if err != nil && o.BLAS != BLASOn {
+			if !errors.Is(err, errNoBLAS) && o.Log != nil {
+				o.Log.Warn("matrix products on ggml's own kernels", "err", err)
+			}
+			break
+		}
+		if err != nil {
+			a.backendFree(b)
+			return nil, err
+		}
+		be.blas, be.device.BLAS = bl, "OpenBLAS "+bl.kernels
+	case BLASOff:
+	default:
+		a.backendFree(b)
+		return nil, fmt.Errorf("ggml: BLAS %q: want auto, on or off", o.BLAS)
+	}
+	return be, nil
 }
 
 // Device is where the backend computes.
@@ -164,6 +199,10 @@ func (be *Backend) Close() {
 	if be.b != nil {
 		be.a.backendFree(be.b)
 		be.b = nil
+	}
+	if be.blas != nil {
+		be.a.backendFree(be.blas.backend)
+		be.blas = nil
 	}
 }
 
@@ -383,6 +422,11 @@ type Graph struct {
 	// outs are the outputs of the first ComputeAll, which later ones
 	// compute again (SetInput).
 	outs []Tensor
+	// runs are the stretches of the graph's operations and the backend
+	// of each, where a BLAS backend computes the matrix products
+	// (computeRuns); runsCtx holds them.
+	runs    []run
+	runsCtx unsafe.Pointer
 }
 
 type input struct {
@@ -405,6 +449,10 @@ func (be *Backend) NewGraph() *Graph {
 func (g *Graph) Close() {
 	if g.be.laidOut == g {
 		g.be.laidOut = nil
+	}
+	if g.runsCtx != nil {
+		g.be.a.free(g.runsCtx)
+		g.runsCtx = nil
 	}
 	if g.ctx != nil {
 		g.be.a.free(g.ctx)
@@ -606,6 +654,10 @@ func (g *Graph) ComputeAll(outs ...Tensor) ([][]float32, error) {
 	}
 	if g.be.profile != nil {
 		if err := g.be.computeProfiled(g.g); err != nil {
+			return nil, err
+		}
+	} else if g.be.blas != nil {
+		if err := g.computeRuns(); err != nil {
 			return nil, err
 		}
 	} else if status := a.graphCompute(g.be.b, g.g); status != 0 {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -14,14 +15,15 @@ import (
 	"github.com/genq/genq/internal/gguf"
 )
 
-// backend is the CPU backend on the engine make engine builds; without
+// backend is the CPU backend on the engine make engine builds, with
+// ggml's own kernels (TestBLASBackend has the BLAS backend's); without
 // it (LLAMA_LIB_DIR unset) the test is skipped.
 func backend(t *testing.T) *Backend {
 	t.Helper()
 	if os.Getenv("LLAMA_LIB_DIR") == "" {
 		t.Skip("LLAMA_LIB_DIR is unset (make engine)")
 	}
-	be, err := Open(Options{Device: DeviceCPU, Threads: 1})
+	be, err := Open(Options{Device: DeviceCPU, Threads: 1, BLAS: BLASOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,5 +709,69 @@ func writeGGUF(t *testing.T, path string, tensors []gguf.Tensor) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBLASBackend: with ggml's BLAS backend, a graph's matrix products
+// (a product of a batch, and attention's two) run on it and the rest on
+// the CPU, and give what ggml's own kernels give; the backend stays out
+// of ggml's registry, where the text engine would find it; and OpenBLAS
+// runs the kernels it picks for the CPU, not an inherited
+// OPENBLAS_CORETYPE.
+func TestBLASBackend(t *testing.T) {
+	plain := backend(t)
+	be, err := Open(Options{Device: DeviceCPU, Threads: 1, BLAS: BLASOn})
+	if errors.Is(err, errNoBLAS) {
+		t.Skip("the engine has no BLAS module (OpenBLAS was not installed when make engine built it)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if !strings.HasPrefix(be.Device().BLAS, "OpenBLAS ") {
+		t.Errorf("device's BLAS %q", be.Device().BLAS)
+	}
+	c := newAttentionCase(64, 2, 40, 50, 2)
+	w, x := make([]float32, 64*48), make([]float32, 64*40*2)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i)))
+	}
+	for i := range x {
+		x[i] = float32(math.Cos(float64(i) / 3))
+	}
+	compute := func(be *Backend) ([][]float32, *Graph) {
+		g := be.NewGraph()
+		t.Cleanup(g.Close)
+		prod := g.Input(w, 64, 48).MulMat(g.Input(x, 64, 40, 2)).Add(g.Input([]float32{1}, 1))
+		size := c.d * c.heads
+		q := g.Input(c.q, size, c.nq, c.n).Queries(g.Input(c.bias, size), c.heads)
+		att := q.Attend(AttentionKeys(g.Input(c.k, size, c.nk, c.n), g.Input(c.v, size, c.nk, c.n), c.nk, c.heads), 0.125)
+		outs, err := g.ComputeAll(prod, att)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs, g
+	}
+	want, _ := compute(plain)
+	got, g := compute(be)
+	near(t, "product", got[0], want[0])
+	nearWithin(t, "attention", got[1], want[1], 1e-3)
+	nearWithin(t, "attention, written out", got[1], c.want(0.125), 2e-3)
+	onBLAS := 0
+	for _, r := range g.runs {
+		if r.backend == be.blas.backend {
+			onBLAS += int(be.a.graphNodes(r.graph))
+		}
+	}
+	if onBLAS != 3 {
+		t.Errorf("%d operations on the BLAS backend, want the 3 products", onBLAS)
+	}
+	for i := range be.a.devCount() {
+		if name := be.a.devName(be.a.devGet(i)); strings.Contains(strings.ToUpper(name), "BLAS") {
+			t.Errorf("ggml's registry has the device %s", name)
+		}
+	}
+	if inherited := os.Getenv("OPENBLAS_CORETYPE"); inherited != "" && strings.Contains(be.Device().BLAS, inherited) {
+		t.Errorf("OpenBLAS runs the inherited OPENBLAS_CORETYPE %s", inherited)
 	}
 }

@@ -97,14 +97,15 @@ var (
 )
 
 // load binds ggml from the text engine's libraries in dir (LLAMA_LIB_DIR
-// when empty), loading them first as the text engine does.
-func load(dir string, log *slog.Logger) (*api, error) {
+// when empty), loading them first as the text engine does, and returns
+// their directory.
+func load(dir string, log *slog.Logger) (*api, string, error) {
 	lib, err := llamacpp.Load(dir, log)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	bindOnce.Do(func() { bound, bindErr = bind(lib.Dir) })
-	return bound, bindErr
+	return bound, lib.Dir, bindErr
 }
 
 func bind(dir string) (*api, error) {

@@ -420,8 +420,8 @@ func (t Tensor) byHead(heads int) Tensor {
 // [heads·d, tokens, n], the tokens in order. It is ggml's flash attention,
 // without the scores in memory, where the device runs it: in groups on
 // CUDA (Tensor.Queries), with float32 keys and values on the CPU, else
-// float16 ones; else, for a head width the device's kernel lacks, the two
-// products with the scores between.
+// float16 ones. It is the two products with the scores between on a CPU
+// with a BLAS backend, and for a head width the device's kernel lacks.
 func (q Queries) Attend(kv Keys, scale float64) Tensor {
 	g, a := q.op.g, q.op.g.be.a
 	d, heads, groups, n := q.d, q.heads, q.groups, q.op.Dim(3)
@@ -433,6 +433,9 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 	flash := func(k, v Tensor) (Tensor, bool) {
 		o := q.op.op(a.flashAttn(g.ctx, q.op.t, k.t, v.t, mask.t, float32(scale), 0, 0)) // [d, groups·heads, rows, n]
 		return o, a.supportsOp(g.be.b, o.t)
+	}
+	if g.be.blas != nil && groups == 1 { // sgemm's products are faster than the CPU's flash kernel (blas.go)
+		return q.withScores(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys), scale)
 	}
 	o, ok := flash(kv.k, kv.v)
 	if !ok && groups == 1 {

@@ -54,7 +54,7 @@ func (be *Backend) computeProfiled(g unsafe.Pointer) error {
 		one := a.newGraphCustom(ctx, 1, false)
 		a.graphAddNode(one, node)
 		start := time.Now()
-		if status := a.graphCompute(be.b, one); status != 0 {
+		if status := a.graphCompute(be.backendFor(node), one); status != 0 {
 			return fmt.Errorf("ggml: compute failed at %s (status %d)", a.opDesc(node), status)
 		}
 		key := be.opKey(node)

@@ -44,6 +44,9 @@ type Config struct {
 	Image       onnx.Config
 	ImageEngine string // IMAGE_ENGINE: onnx or ggml
 	ImageT5     string // IMAGE_T5: on or off (ggml only)
+	// ImageBLAS and ImageBLASKernels: IMAGE_BLAS (auto, on or off) and
+	// IMAGE_BLAS_KERNELS, the ggml engine's matrix products on the CPU.
+	ImageBLAS, ImageBLASKernels string
 
 	variant string // as given; Variant is parsed before Register
 }
@@ -94,6 +97,8 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	}
 	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "onnx", "image engine: onnx (ONNX Runtime, the ONNX export) or ggml (the ggml/*.gguf files beside it)")
 	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
+	fs.String(&c.ImageBLAS, "image-blas", "IMAGE_BLAS", "auto", "image engine ggml on the CPU: auto or on runs its matrix products through OpenBLAS (ggml's BLAS backend, built where OpenBLAS is installed; on fails without it), off through ggml's own kernels")
+	fs.String(&c.ImageBLASKernels, "image-blas-kernels", "IMAGE_BLAS_KERNELS", "", "OpenBLAS kernels for IMAGE_BLAS (OPENBLAS_CORETYPE, e.g. SkylakeX); empty: those OpenBLAS picks for the CPU, whatever OPENBLAS_CORETYPE the worker inherits")
 }
 
 // Parse reads the worker's settings from args and the environment (lookup,
@@ -119,6 +124,8 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 		return c, fmt.Errorf("IMAGE_T5 %q: want on or off", c.ImageT5)
 	case c.ImageT5 == "off" && c.ImageEngine != "ggml":
 		return c, errors.New("IMAGE_T5=off needs IMAGE_ENGINE=ggml: the ONNX engine always runs T5")
+	case c.ImageBLAS != "auto" && c.ImageBLAS != "on" && c.ImageBLAS != "off":
+		return c, fmt.Errorf("IMAGE_BLAS %q: want auto, on or off", c.ImageBLAS)
 	}
 	if c.Slots < 1 && (c.Slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")
