@@ -157,9 +157,13 @@ func (g *Graph) computeRuns() error {
 	return nil
 }
 
+// blasMinSide is the shortest side of a product ggml's BLAS backend takes
+// (ggml-blas.cpp's min_batch): smaller ones stay on the CPU's kernels.
+const blasMinSide = 32
+
 // backendFor is the backend that computes node: the BLAS backend the
 // matrix products it takes (float32 operands, or a matrix of a type it
-// converts, each side at least 32 long), else the backend's own.
+// converts, each side at least blasMinSide long), else the backend's own.
 func (be *Backend) backendFor(node unsafe.Pointer) unsafe.Pointer {
 	if be.blas == nil {
 		return be.b

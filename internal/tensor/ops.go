@@ -434,7 +434,7 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 		o := q.op.op(a.flashAttn(g.ctx, q.op.t, k.t, v.t, mask.t, float32(scale), 0, 0)) // [d, groups·heads, rows, n]
 		return o, a.supportsOp(g.be.b, o.t)
 	}
-	if g.be.blas != nil && groups == 1 { // sgemm's products are faster than the CPU's flash kernel (blas.go)
+	if g.be.blas != nil && groups == 1 && min(d, kv.keys, q.tokens) >= blasMinSide { // sgemm's products beat the CPU's flash kernel (blas.go)
 		return q.withScores(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys), scale)
 	}
 	o, ok := flash(kv.k, kv.v)
