@@ -334,7 +334,7 @@ func TestAttention(t *testing.T) {
 		var o Tensor
 		if withScores {
 			byHead := func(t Tensor) Tensor { return t.Reshape(c.d, c.heads, c.nk, c.n).Permute(0, 2, 1, 3) }
-			o = q.withScores(byHead(k), byHead(v), scale)
+			o = q.withScores(productLayout(byHead(k), byHead(v)), scale)
 		} else {
 			o = q.Attend(AttentionKeys(k, v, c.nk, c.heads), scale)
 		}

@@ -384,6 +384,20 @@ func (be *Backend) KeyPadding(keys int) int {
 type Keys struct {
 	k, v Tensor // [d, T, heads, n] views
 	keys int
+	// forProducts are they laid out for the two products with the scores
+	// between, where the BLAS backend computes those (productLayout): once
+	// for every Attend that reads them.
+	forProducts keysForProducts
+}
+
+// keysForProducts are keys [d, keys, heads, n] and values transposed,
+// [keys, d, heads, n], each laid out in order, as matrix products read
+// them (Queries.withScores).
+type keysForProducts struct{ k, vt Tensor }
+
+// productLayout lays k and v [d, keys, heads, n] out for the two products.
+func productLayout(k, v Tensor) keysForProducts {
+	return keysForProducts{k: k.Contiguous(), vt: v.Permute(1, 0, 2, 3).Contiguous()}
 }
 
 // AttentionKeys lays keys k and values v [heads·d, T, n] out for
@@ -405,7 +419,11 @@ func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 		k, v = k.Concat(g.Zeros(size, want-keys, n), 1), v.Concat(g.Zeros(size, want-keys, n), 1)
 	}
 	// The kernel reads them by their strides.
-	return Keys{k: k.byHead(heads), v: v.byHead(heads), keys: keys}
+	kv := Keys{k: k.byHead(heads), v: v.byHead(heads), keys: keys}
+	if g.be.blas != nil && min(size/heads, keys) >= blasMinSide {
+		kv.forProducts = productLayout(kv.k.Slice(1, 0, keys), kv.v.Slice(1, 0, keys))
+	}
+	return kv
 }
 
 // byHead views t [heads·d, tokens, n], token by token, as [d, tokens,
@@ -434,15 +452,15 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 		o := q.op.op(a.flashAttn(g.ctx, q.op.t, k.t, v.t, mask.t, float32(scale), 0, 0)) // [d, groups·heads, rows, n]
 		return o, a.supportsOp(g.be.b, o.t)
 	}
-	if g.be.blas != nil && groups == 1 && min(d, kv.keys, q.tokens) >= blasMinSide { // sgemm's products beat the CPU's flash kernel (blas.go)
-		return q.withScores(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys), scale)
+	if kv.forProducts.k.t != nil && groups == 1 && q.tokens >= blasMinSide { // sgemm's products beat the CPU's flash kernel (blas.go)
+		return q.withScores(kv.forProducts, scale)
 	}
 	o, ok := flash(kv.k, kv.v)
 	if !ok && groups == 1 {
 		o, ok = flash(kv.k.cast(typeF16), kv.v.cast(typeF16))
 	}
 	if !ok {
-		return q.withScores(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys), scale)
+		return q.withScores(productLayout(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys)), scale)
 	}
 	rows := q.op.Dim(1)
 	if groups > 1 && heads > 1 { // [d, groups, heads, rows·n] to [d, heads, groups, rows·n]
@@ -456,14 +474,14 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 }
 
 // withScores is Attend as two matrix products with the softmax of the
-// scores between, from the queries as given, for a device whose flash
-// kernel lacks the head width: k and v [d, keys, heads, n] views.
-func (q Queries) withScores(k, v Tensor, scale float64) Tensor {
+// scores between, from the queries as given: where the BLAS backend
+// computes them, and for a device whose flash kernel lacks the head width.
+func (q Queries) withScores(kv keysForProducts, scale float64) Tensor {
 	raw := q.raw
 	if q.bias.t != nil {
 		raw = raw.Add(q.bias)
 	}
-	return raw.byHead(q.heads).attentionWithScores(k, v, scale).Reshape(q.d*q.heads, q.tokens, raw.Dim(2))
+	return raw.byHead(q.heads).attentionWithScores(kv, scale).Reshape(q.d*q.heads, q.tokens, raw.Dim(2))
 }
 
 // DefaultCUDAAttentionGroups is how many groups Queries splits each head's
@@ -477,13 +495,12 @@ const keyPadding = 256
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// attentionWithScores is attention over q [d, queries, heads, n], k and v
-// [d, keys, heads, n] as two matrix products with the softmax of the
-// scores, [keys, queries, heads, n], between them; the result is [d,
-// heads, queries, n].
-func (q Tensor) attentionWithScores(k, v Tensor, scale float64) Tensor {
-	scores := k.Contiguous().MulMat(q.Contiguous()).SoftMaxScaled(scale) // [keys, queries, heads, n]
-	o := v.Permute(1, 0, 2, 3).Contiguous().MulMat(scores)               // [d, queries, heads, n]
+// attentionWithScores is attention over q [d, queries, heads, n] and kv
+// as two matrix products with the softmax of the scores, [keys, queries,
+// heads, n], between them; the result is [d, heads, queries, n].
+func (q Tensor) attentionWithScores(kv keysForProducts, scale float64) Tensor {
+	scores := kv.k.MulMat(q.Contiguous()).SoftMaxScaled(scale) // [keys, queries, heads, n]
+	o := kv.vt.MulMat(scores)                                  // [d, queries, heads, n]
 	return o.Permute(0, 2, 1, 3).Contiguous()
 }
 
