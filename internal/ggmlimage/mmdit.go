@@ -38,10 +38,13 @@ func OpenTransformer(path string, threads int) (*Transformer, error) {
 }
 
 func openTransformer(path string, on placement) (*Transformer, error) {
-	layout := func(c sd3.MMDiTConfig) tensor.Layout {
+	layout := func(c sd3.MMDiTConfig, be *tensor.Backend) tensor.Layout {
 		l := tensor.Layout{Fusions: qkvFusions(c)}
-		if on.bfloat16 {
+		switch {
+		case on.bfloat16:
 			l.BFloat16 = matrices(c, l.Fusions)
+		case be.Device().BLAS != "":
+			l.Float32 = matrices(c, l.Fusions)
 		}
 		return l
 	}

@@ -32,9 +32,9 @@ type part struct {
 // (configOf), checks the file against the tensors that configuration has,
 // then loads it. A missing or misshapen tensor fails before anything is
 // allocated, naming the tensor in one line. layout, when not nil, says
-// how to lay the weights out (tensor.Layout: matrices side by side,
-// bfloat16).
-func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec, layout func(C) tensor.Layout) (p *part, cfg C, err error) {
+// how to lay the weights out on the backend (tensor.Layout: matrices side
+// by side, bfloat16 or float32).
+func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, error), tensors func(C) []sd3.Spec, layout func(C, *tensor.Backend) tensor.Layout) (p *part, cfg C, err error) {
 	head, err := sd3.ReadHeader(path)
 	if err != nil {
 		return nil, cfg, err
@@ -54,7 +54,7 @@ func openPart[C any](path string, on placement, configOf func(*gguf.File) (C, er
 	}
 	var l tensor.Layout
 	if layout != nil {
-		l = layout(cfg)
+		l = layout(cfg, p.be)
 	}
 	if p.w, err = p.be.LoadWeights(path, head, l); err != nil {
 		p.close()

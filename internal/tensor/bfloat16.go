@@ -11,22 +11,37 @@ import (
 // float16ToBFloat16 converts IEEE half-precision values to bfloat16 in
 // place, each rounded to the nearest (ties to even), as ggml's own
 // conversion from float32 does. Every float16 is a float32 exactly, so
-// this is that conversion after an exact one. Weights run to gigabytes:
-// the work is split over the CPUs.
+// this is that conversion after an exact one.
 func float16ToBFloat16(v []uint16) {
 	table := bfloat16Table()
+	inChunks(len(v), func(lo, hi int) {
+		for i, h := range v[lo:hi] {
+			v[lo+i] = table[h]
+		}
+	})
+}
+
+// float16ToFloat32 writes the IEEE half-precision values h to f, exactly.
+func float16ToFloat32(f []float32, h []uint16) {
+	inChunks(len(h), func(lo, hi int) {
+		for i, x := range h[lo:hi] {
+			f[lo+i] = float16.Frombits(x).Float32()
+		}
+	})
+}
+
+// inChunks calls work on [0, n) in chunks, as many at once as there are
+// CPUs: weights run to gigabytes.
+func inChunks(n int, work func(lo, hi int)) {
 	const chunk = 1 << 20
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for start := 0; start < len(v); start += chunk {
-		part := v[start:min(start+chunk, len(v))]
+	for lo := 0; lo < n; lo += chunk {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			for i, h := range part {
-				part[i] = table[h]
-			}
+			work(lo, min(lo+chunk, n))
 		}()
 	}
 	wg.Wait()

@@ -595,6 +595,52 @@ func TestBFloat16Matrices(t *testing.T) {
 	near(t, "fused bfloat16", outs[2], []float32{1, 1, 1})
 }
 
+// TestFloat32Matrices: float16 matrices widened at load (Layout.Float32),
+// one alone and one fused, are float32 tensors holding the file's values
+// exactly, in products as in the float16 ones.
+func TestFloat32Matrices(t *testing.T) {
+	be := backend(t)
+	path := filepath.Join(t.TempDir(), "w.gguf")
+	// 1 + 1/1024, the largest float16, the smallest subnormal, and −2.
+	bits := []uint16{0x3c01, 0x7bff, 0x0001, 0xc000}
+	want := []float32{1 + 1.0/1024, 65504, 0x1p-24, -2}
+	half := func(name string, rows int) gguf.Tensor {
+		var b bytes.Buffer
+		for i := range 4 * rows {
+			_ = binary.Write(&b, binary.LittleEndian, bits[i%4])
+		}
+		return gguf.Tensor{Name: name, Type: gguf.TensorF16, Shape: []uint64{4, uint64(rows)}, Data: &b}
+	}
+	writeGGUF(t, path, []gguf.Tensor{half("kept", 1), half("widened", 1), half("p", 1), half("q", 2)})
+	w, err := be.LoadWeights(path, nil, Layout{
+		Fusions: []Fusion{{Name: "pq", Parts: []string{"p", "q"}}},
+		Float32: func(name string) bool { return name == "widened" || name == "pq" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for name, typ := range map[string]int32{"kept": typeF16, "widened": typeF32, "pq": typeF32, "q": typeF32} {
+		if got := (*header)(w.byName[name]).typ; got != typ {
+			t.Errorf("%s is of type %d, want %d", name, got, typ)
+		}
+	}
+	for i := range 4 { // the products with each column of the identity
+		g := be.NewGraph()
+		x := make([]float32, 4)
+		x[i] = 1
+		in := g.Input(x, 4)
+		o, err := g.ComputeAll(g.Weight(w, "kept").MulMat(in), g.Weight(w, "widened").MulMat(in), g.Weight(w, "pq").MulMat(in))
+		g.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o[0][0] != want[i] || o[1][0] != want[i] || !slices.Equal(o[2], []float32{want[i], want[i], want[i]}) {
+			t.Errorf("value %d: float16 %v, widened %v, fused %v, want %v", i, o[0], o[1], o[2], want[i])
+		}
+	}
+}
+
 // TestFloat16ToBFloat16 rounds to the nearest, ties to even, and keeps
 // the float16 values bfloat16 holds.
 func TestFloat16ToBFloat16(t *testing.T) {
