@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -47,11 +48,41 @@ const blasModule = "libggml-blas.so"
 // errNoBLAS says the engine's build has no BLAS module.
 var errNoBLAS = errors.New("ggml: the engine has no BLAS module (scripts/build-llama.sh builds it where OpenBLAS is installed)")
 
+// blasLib is the BLAS module's functions, opened once per process:
+// OpenBLAS picks its kernels once, as it loads, so the first backend to
+// open the module decides them for every later one.
+type blasLib struct {
+	init       func() unsafe.Pointer
+	setThreads func(b unsafe.Pointer, n int32)
+	kernels    string
+}
+
+var (
+	blasOnce  sync.Once
+	blasBound *blasLib
+	blasErr   error
+)
+
 // openBLAS starts ggml's BLAS backend from the module beside the
 // engine's libraries in dir, with threads threads (0: the backend's
 // default), OpenBLAS running the kernels named kernels (empty: those it
-// picks for this CPU).
+// picks for this CPU) when this is the process's first.
 func openBLAS(dir string, threads int, kernels string) (*blas, error) {
+	blasOnce.Do(func() { blasBound, blasErr = bindBLAS(dir, kernels) })
+	if blasErr != nil {
+		return nil, blasErr
+	}
+	b := &blas{backend: blasBound.init(), kernels: blasBound.kernels}
+	if b.backend == nil {
+		return nil, errors.New("ggml: the BLAS backend did not start")
+	}
+	if threads > 0 {
+		blasBound.setThreads(b.backend, int32(threads))
+	}
+	return b, nil
+}
+
+func bindBLAS(dir, kernels string) (*blasLib, error) {
 	path := filepath.Join(dir, blasDir, blasModule)
 	if _, err := os.Stat(path); err != nil {
 		return nil, errNoBLAS
@@ -61,10 +92,9 @@ func openBLAS(dir string, threads int, kernels string) (*blas, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ggml: open %s: %w", path, err)
 	}
-	var initFn func() unsafe.Pointer
-	var setThreads func(b unsafe.Pointer, n int32)
+	l := &blasLib{}
 	var corename func() string
-	for name, fn := range map[string]any{"ggml_backend_blas_init": &initFn, "ggml_backend_blas_set_n_threads": &setThreads,
+	for name, fn := range map[string]any{"ggml_backend_blas_init": &l.init, "ggml_backend_blas_set_n_threads": &l.setThreads,
 		"openblas_get_corename": &corename} {
 		sym, err := purego.Dlsym(h, name)
 		if err != nil {
@@ -72,14 +102,8 @@ func openBLAS(dir string, threads int, kernels string) (*blas, error) {
 		}
 		purego.RegisterFunc(fn, sym)
 	}
-	b := &blas{backend: initFn(), kernels: corename()}
-	if b.backend == nil {
-		return nil, errors.New("ggml: the BLAS backend did not start")
-	}
-	if threads > 0 {
-		setThreads(b.backend, int32(threads))
-	}
-	return b, nil
+	l.kernels = corename()
+	return l, nil
 }
 
 // chooseKernels sets OPENBLAS_CORETYPE, which OpenBLAS reads when it
@@ -87,8 +111,8 @@ func openBLAS(dir string, threads int, kernels string) (*blas, error) {
 // inherited value is not the image engine's: some machines set it for
 // every program, for the same sums everywhere, and the one seen here
 // (Haswell, on an AVX-512 CPU) halves sgemm's speed. It goes through the
-// C library's environment, the one OpenBLAS reads, before anything in the
-// process loads OpenBLAS.
+// C library's environment, the one OpenBLAS reads, once, before anything
+// in the process loads OpenBLAS.
 func chooseKernels(kernels string) {
 	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
