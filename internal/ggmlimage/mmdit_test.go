@@ -29,19 +29,7 @@ func TestTransformerMatchesONNX(t *testing.T) {
 			if err := tinyexport.WriteWithOptions(dir, 5, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: tc.dtype}); err != nil {
 				t.Fatal(err)
 			}
-			cfg := sd3.TinyMMDiT()
-			in := ggmlimage.TransformerInput{N: 2, H: 8, W: 12, SeqLen: 333, Timesteps: []float32{1000, 250.5}}
-			in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
-			in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
-			in.Pooled = normal(in.N*cfg.PooledDim, 3)
-			n, h, w := int64(in.N), int64(in.H), int64(in.W)
-			want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
-				{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
-				{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
-				{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
-				{name: "timestep", data: in.Timesteps, shape: []int64{n}},
-			}, "out_hidden_states", []int64{n, 16, h, w})
-
+			in, want := transformerCase(t, dir, sd3.TinyMMDiT(), 8, 12)
 			open := ggmlimage.OpenTransformer
 			if tc.bfloat16 {
 				open = ggmlimage.OpenTransformerBFloat16
@@ -72,17 +60,7 @@ func TestMidTransformerMatchesONNX(t *testing.T) {
 	if err := tinyexport.WriteWithOptions(dir, 6, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: sd3.F16, MMDiT: &cfg, VAE: &vae}); err != nil {
 		t.Fatal(err)
 	}
-	in := ggmlimage.TransformerInput{N: 2, H: 16, W: 16, SeqLen: 333, Timesteps: []float32{1000, 250.5}}
-	in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
-	in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
-	in.Pooled = normal(in.N*cfg.PooledDim, 3)
-	n, h, w := int64(in.N), int64(in.H), int64(in.W)
-	want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
-		{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
-		{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
-		{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
-		{name: "timestep", data: in.Timesteps, shape: []int64{n}},
-	}, "out_hidden_states", []int64{n, 16, h, w})
+	in, want := transformerCase(t, dir, cfg, 16, 16)
 	for _, blas := range []string{tensor.BLASOff, tensor.BLASAuto} {
 		t.Run("blas "+blas, func(t *testing.T) {
 			m, kernels, err := ggmlimage.OpenTransformerBLAS(filepath.Join(dir, sd3.TransformerFile), 1, blas)
@@ -100,4 +78,24 @@ func TestMidTransformerMatchesONNX(t *testing.T) {
 			checkNear(t, "mid, blas "+blas+" "+kernels, got, want, 1e-2)
 		})
 	}
+}
+
+// transformerCase is a batch of two latents of h×w with their own
+// timesteps, a text of the real one's 77+256 rows and pooled text, all
+// random, for the transformer of shapes cfg exported in dir, and ONNX
+// Runtime's output for them.
+func transformerCase(t *testing.T, dir string, cfg sd3.MMDiTConfig, h, w int) (ggmlimage.TransformerInput, []float32) {
+	t.Helper()
+	in := ggmlimage.TransformerInput{N: 2, H: h, W: w, SeqLen: 333, Timesteps: []float32{1000, 250.5}}
+	in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
+	in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
+	in.Pooled = normal(in.N*cfg.PooledDim, 3)
+	n, h64, w64 := int64(in.N), int64(h), int64(w)
+	want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
+		{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h64, w64}},
+		{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
+		{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
+		{name: "timestep", data: in.Timesteps, shape: []int64{n}},
+	}, "out_hidden_states", []int64{n, 16, h64, w64})
+	return in, want
 }
