@@ -23,8 +23,9 @@
 # build leaves nothing half-made. --src builds from sources that
 # --export-src wrote (the GPU kit, where npm cannot be reached).
 #
-# The CPU flavours also build ggml's BLAS backend, when OpenBLAS is
-# installed (Debian: libopenblas-dev), as a module of its own in lib/blas/:
+# The CPU flavours also build ggml's BLAS backend, when OpenBLAS and
+# pkg-config are installed (Debian: libopenblas-dev pkg-config), as a
+# module of its own in lib/blas/:
 # the image engine opens it to run its matrix products through OpenBLAS
 # (internal/tensor/blas.go), and the text engine, which loads lib/'s
 # backends, never sees it.
@@ -117,10 +118,11 @@ cuda)
 *) die "unknown flavour $flavour: want cpu-native, cpu-portable or cuda" ;;
 esac
 
-# ggml's BLAS backend: with OpenBLAS's header and library at hand, on the
-# CPU flavours (a CUDA worker multiplies on its GPU).
+# ggml's BLAS backend: with OpenBLAS's header and library at hand, and
+# pkg-config, through which ggml's CMake finds them, on the CPU flavours (a
+# CUDA worker multiplies on its GPU).
 blas=off
-if [[ $flavour != cuda && ${LLAMA_BLAS:-auto} != off ]] &&
+if [[ $flavour != cuda && ${LLAMA_BLAS:-auto} != off ]] && command -v pkg-config >/dev/null &&
 	echo '#include <cblas.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1 &&
 	ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0 '; then
 	blas=openblas
