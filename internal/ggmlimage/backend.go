@@ -248,6 +248,10 @@ func (b *Backend) Profiled() []tensor.OpTime {
 // Info says which engine, device and model serve.
 func (b *Backend) Info() genq.BackendInfo { return b.info }
 
+// BLAS names the library and kernels that compute the CPU's matrix
+// products (tensor.Device.BLAS); empty: ggml's own, or a GPU.
+func (b *Backend) BLAS() string { return b.be.Device().BLAS }
+
 // Close frees every part.
 func (b *Backend) Close() error {
 	if b.steps != nil {

@@ -37,6 +37,7 @@ type ieEngine interface {
 
 type imageEnginesResult struct {
 	perImage, perStep map[string][]time.Duration // by engine, a value a round
+	blas              string                     // the ggml engine's (ggmlimage.Backend.BLAS)
 }
 
 // imageEngines makes one image at a time on ONNX Runtime and on ggml,
@@ -61,15 +62,17 @@ func (b *bench) imageEngines(ctx context.Context) error {
 		}
 	}()
 	var err error
+	var ggml *ggmlimage.Backend
 	if engines["onnxruntime"], err = onnx.Open(ctx, onnx.Config{ModelDir: dir, LibraryPath: lib, Device: onnx.DeviceCPU,
 		Width: ieSize, Height: ieSize, Steps: ieSteps, Threads: ieThreads}, nil); err != nil {
 		return err
 	}
-	if engines["ggml"], err = ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU,
+	if ggml, err = ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU,
 		Width: ieSize, Height: ieSize, Steps: ieSteps, GuidanceScale: 7, Threads: ieThreads}, nil); err != nil {
 		return err
 	}
-	r := imageEnginesResult{perImage: map[string][]time.Duration{}, perStep: map[string][]time.Duration{}}
+	engines["ggml"] = ggml
+	r := imageEnginesResult{perImage: map[string][]time.Duration{}, perStep: map[string][]time.Duration{}, blas: ggml.BLAS()}
 	order := []string{"onnxruntime", "ggml"}
 	rounds := ieRounds
 	if b.quick {
@@ -116,8 +119,12 @@ func timeImage(ctx context.Context, e ieEngine) (image, step time.Duration, err 
 func (b *bench) imageEnginesMarkdown() string {
 	r := b.result.imageEngines
 	var s strings.Builder
+	products := "the ggml engine multiplies on ggml's own kernels (no BLAS module in the engine's build)"
+	if r.blas != "" {
+		products = "the ggml engine multiplies through ggml's BLAS backend (" + r.blas + " kernels), the transformer's matrices widened to fp32 as they load"
+	}
 	fmt.Fprintf(&s, "## Images: ggml against ONNX Runtime (measured by `make bench`)\n\n"+
-		"Both engines in one process on the same weights: the mid faithful export (`sd3.MidMMDiT`: 4 blocks, 384 wide, 6 heads; `sd3.MidVAE`: 32 to 128 wide), fp32 in ONNX Runtime's graphs, fp16 in ggml's GGUF files (as each engine runs SD3-medium). "+
+		"Both engines in one process on the same weights: the mid faithful export (`sd3.MidMMDiT`: 4 blocks, 384 wide, 6 heads; `sd3.MidVAE`: 32 to 128 wide), fp32 in ONNX Runtime's graphs, fp16 in ggml's GGUF files (as each engine runs SD3-medium); "+products+". "+
 		"One %d×%d image of %d steps at a time, guidance 7, %d thread each, alternating which engine goes first, %d rounds after one to warm up; medians of the rounds. "+
 		"Per step is an image's median step after its first; per image counts the prompt's three encoders, the steps, the VAE and the PNG. CPU: %s (%d cores, shared with other work). A ratio is ONNX Runtime's time over ggml's: above 1, ggml is faster.\n\n",
 		ieSize, ieSize, ieSteps, ieThreads, len(r.perImage["ggml"]), procfs.CPUName(), runtime.NumCPU())
