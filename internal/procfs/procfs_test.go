@@ -47,8 +47,11 @@ func TestOthersBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 300 ms of one CPU is about 30 ticks of 10 ms.
-	if cur.CPUs < 1 || cur.Self-prev.Self < 20 || cur.Busy-prev.Busy < cur.Self-prev.Self {
+	// 300 ms of one CPU is about 30 ticks of 10 ms. The kernel counts a
+	// process's ticks and a CPU's apart: they can differ by a tick or two
+	// (29 busy against 30 of its own, seen once in CI).
+	self, busy := cur.Self-prev.Self, cur.Busy-prev.Busy
+	if cur.CPUs < 1 || self < 20 || float64(busy) < 0.9*float64(self) {
 		t.Fatalf("samples %+v then %+v: want CPUs, and 300 ms of this process's own time among the busy", prev, cur)
 	}
 	// Busy in another process: the others'.
