@@ -518,15 +518,6 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		}
 		pending++
 	}
-	b.RequestCounts.Completed, b.RequestCounts.Failed = 0, 0
-	for _, st := range state {
-		switch st {
-		case lineAnswered:
-			b.RequestCounts.Completed++
-		case lineFailed:
-			b.RequestCounts.Failed++
-		}
-	}
 	ended := rec.Run.Queued == len(lines) && pending == 0
 	if stopping {
 		// Requests no worker has started are dropped by their cancel
@@ -543,13 +534,31 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 			if state[i] = st; finished(st) {
 				continue
 			}
+			anyRunning := false
 			for _, id := range s.lineIDs(b, in, i) {
 				running, _, err := s.async.Running(ctx, id)
 				if err != nil {
 					return err
 				}
-				ended = ended && !running
+				anyRunning = anyRunning || running
 			}
+			if !anyRunning { // it may have finished since it was read: its answer goes in the output
+				if state[i], err = s.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+					return err
+				}
+			}
+			ended = !anyRunning
+		}
+	}
+	// Counted after the stopping batch's last look, which can find more
+	// requests finished: the counts are those of the output files.
+	b.RequestCounts.Completed, b.RequestCounts.Failed = 0, 0
+	for _, st := range state {
+		switch st {
+		case lineAnswered:
+			b.RequestCounts.Completed++
+		case lineFailed:
+			b.RequestCounts.Failed++
 		}
 	}
 	var err error
