@@ -334,7 +334,7 @@ func TestAttention(t *testing.T) {
 		var o Tensor
 		if withScores {
 			byHead := func(t Tensor) Tensor { return t.Reshape(c.d, c.heads, c.nk, c.n).Permute(0, 2, 1, 3) }
-			o = q.withScores(productLayout(byHead(k), byHead(v)), scale)
+			o = q.withScores(Keys{k: byHead(k), v: byHead(v), keys: c.nk}.forProducts(), scale)
 		} else {
 			o = q.Attend(AttentionKeys(k, v, c.nk, c.heads), scale)
 		}
@@ -567,14 +567,7 @@ func TestBFloat16Matrices(t *testing.T) {
 	be := backend(t)
 	path := filepath.Join(t.TempDir(), "w.gguf")
 	// 1 + 1/1024 is float16 0x3c01; bfloat16's nearest is 1.
-	half := func(name string, rows int) gguf.Tensor {
-		var b bytes.Buffer
-		for range 2 * rows {
-			_ = binary.Write(&b, binary.LittleEndian, uint16(0x3c01))
-		}
-		return gguf.Tensor{Name: name, Type: gguf.TensorF16, Shape: []uint64{2, uint64(rows)}, Data: &b}
-	}
-	writeGGUF(t, path, []gguf.Tensor{half("kept", 1), half("narrowed", 1), half("p", 1), half("q", 2)})
+	writeHalfMatrices(t, path, "narrowed", []uint16{0x3c01, 0x3c01})
 	w, err := be.LoadWeights(path, nil, Layout{
 		Fusions:  []Fusion{{Name: "pq", Parts: []string{"p", "q"}}},
 		BFloat16: func(name string) bool { return name == "narrowed" || name == "pq" },
@@ -595,6 +588,21 @@ func TestBFloat16Matrices(t *testing.T) {
 	near(t, "fused bfloat16", outs[2], []float32{1, 1, 1})
 }
 
+// writeHalfMatrices writes a GGUF file at path of float16 matrices each
+// row of which is row: "kept" and changed, one row each, and "p" and
+// "q", of one row and two, to be fused.
+func writeHalfMatrices(t *testing.T, path, changed string, row []uint16) {
+	t.Helper()
+	half := func(name string, rows int) gguf.Tensor {
+		var b bytes.Buffer
+		for range rows {
+			_ = binary.Write(&b, binary.LittleEndian, row)
+		}
+		return gguf.Tensor{Name: name, Type: gguf.TensorF16, Shape: []uint64{uint64(len(row)), uint64(rows)}, Data: &b}
+	}
+	writeGGUF(t, path, []gguf.Tensor{half("kept", 1), half(changed, 1), half("p", 1), half("q", 2)})
+}
+
 // TestFloat32Matrices: float16 matrices widened at load (Layout.Float32),
 // one alone and one fused, are float32 tensors holding the file's values
 // exactly, in products as in the float16 ones.
@@ -604,14 +612,7 @@ func TestFloat32Matrices(t *testing.T) {
 	// 1 + 1/1024, the largest float16, the smallest subnormal, and −2.
 	bits := []uint16{0x3c01, 0x7bff, 0x0001, 0xc000}
 	want := []float32{1 + 1.0/1024, 65504, 0x1p-24, -2}
-	half := func(name string, rows int) gguf.Tensor {
-		var b bytes.Buffer
-		for i := range 4 * rows {
-			_ = binary.Write(&b, binary.LittleEndian, bits[i%4])
-		}
-		return gguf.Tensor{Name: name, Type: gguf.TensorF16, Shape: []uint64{4, uint64(rows)}, Data: &b}
-	}
-	writeGGUF(t, path, []gguf.Tensor{half("kept", 1), half("widened", 1), half("p", 1), half("q", 2)})
+	writeHalfMatrices(t, path, "widened", bits)
 	w, err := be.LoadWeights(path, nil, Layout{
 		Fusions: []Fusion{{Name: "pq", Parts: []string{"p", "q"}}},
 		Float32: func(name string) bool { return name == "widened" || name == "pq" },

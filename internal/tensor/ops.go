@@ -384,10 +384,10 @@ func (be *Backend) KeyPadding(keys int) int {
 type Keys struct {
 	k, v Tensor // [d, T, heads, n] views
 	keys int
-	// forProducts are they laid out for the two products with the scores
-	// between, where the BLAS backend computes those (productLayout): once
-	// for every Attend that reads them.
-	forProducts keysForProducts
+	// products are they laid out for the two products with the scores
+	// between, where the BLAS backend computes those: once for every
+	// Attend that reads them.
+	products keysForProducts
 }
 
 // keysForProducts are keys [d, keys, heads, n] and values transposed,
@@ -395,8 +395,13 @@ type Keys struct {
 // them (Queries.withScores).
 type keysForProducts struct{ k, vt Tensor }
 
-// productLayout lays k and v [d, keys, heads, n] out for the two products.
-func productLayout(k, v Tensor) keysForProducts {
+// forProducts is kv laid out for the two products: as AttentionKeys laid
+// them out, or now.
+func (kv Keys) forProducts() keysForProducts {
+	if kv.products.k.t != nil {
+		return kv.products
+	}
+	k, v := kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys)
 	return keysForProducts{k: k.Contiguous(), vt: v.Permute(1, 0, 2, 3).Contiguous()}
 }
 
@@ -421,7 +426,7 @@ func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 	// The kernel reads them by their strides.
 	kv := Keys{k: k.byHead(heads), v: v.byHead(heads), keys: keys}
 	if g.be.blas != nil && min(size/heads, keys) >= blasMinSide {
-		kv.forProducts = productLayout(kv.k.Slice(1, 0, keys), kv.v.Slice(1, 0, keys))
+		kv.products = kv.forProducts()
 	}
 	return kv
 }
@@ -441,6 +446,9 @@ func (t Tensor) byHead(heads int) Tensor {
 // float16 ones. It is the two products with the scores between on a CPU
 // with a BLAS backend, and for a head width the device's kernel lacks.
 func (q Queries) Attend(kv Keys, scale float64) Tensor {
+	if kv.products.k.t != nil && q.groups == 1 && q.tokens >= blasMinSide { // sgemm's products beat the CPU's flash kernel (blas.go)
+		return q.withScores(kv.products, scale)
+	}
 	g, a := q.op.g, q.op.g.be.a
 	d, heads, groups, n := q.d, q.heads, q.groups, q.op.Dim(3)
 	size := d * heads
@@ -452,15 +460,12 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 		o := q.op.op(a.flashAttn(g.ctx, q.op.t, k.t, v.t, mask.t, float32(scale), 0, 0)) // [d, groups·heads, rows, n]
 		return o, a.supportsOp(g.be.b, o.t)
 	}
-	if kv.forProducts.k.t != nil && groups == 1 && q.tokens >= blasMinSide { // sgemm's products beat the CPU's flash kernel (blas.go)
-		return q.withScores(kv.forProducts, scale)
-	}
 	o, ok := flash(kv.k, kv.v)
 	if !ok && groups == 1 {
 		o, ok = flash(kv.k.cast(typeF16), kv.v.cast(typeF16))
 	}
 	if !ok {
-		return q.withScores(productLayout(kv.k.Slice(1, 0, kv.keys), kv.v.Slice(1, 0, kv.keys)), scale)
+		return q.withScores(kv.forProducts(), scale)
 	}
 	rows := q.op.Dim(1)
 	if groups > 1 && heads > 1 { // [d, groups, heads, rows·n] to [d, heads, groups, rows·n]
@@ -477,11 +482,13 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 // scores between, from the queries as given: where the BLAS backend
 // computes them, and for a device whose flash kernel lacks the head width.
 func (q Queries) withScores(kv keysForProducts, scale float64) Tensor {
-	raw := q.raw
+	laid := q.raw.byHead(q.heads) // [d, tokens, heads, n], laid out in order by the bias's addition or a copy
 	if q.bias.t != nil {
-		raw = raw.Add(q.bias)
+		laid = laid.Add(q.bias.Reshape(q.d, 1, q.heads, 1))
+	} else {
+		laid = laid.Contiguous()
 	}
-	return raw.byHead(q.heads).attentionWithScores(kv, scale).Reshape(q.d*q.heads, q.tokens, raw.Dim(2))
+	return laid.attentionWithScores(kv, scale).Reshape(q.d*q.heads, q.tokens, q.raw.Dim(2))
 }
 
 // DefaultCUDAAttentionGroups is how many groups Queries splits each head's
@@ -495,12 +502,13 @@ const keyPadding = 256
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// attentionWithScores is attention over q [d, queries, heads, n] and kv
-// as two matrix products with the softmax of the scores, [keys, queries,
-// heads, n], between them; the result is [d, heads, queries, n].
+// attentionWithScores is attention over q [d, queries, heads, n], laid
+// out in order, and kv as two matrix products with the softmax of the
+// scores, [keys, queries, heads, n], between them; the result is [d,
+// heads, queries, n].
 func (q Tensor) attentionWithScores(kv keysForProducts, scale float64) Tensor {
-	scores := kv.k.MulMat(q.Contiguous()).SoftMaxScaled(scale) // [keys, queries, heads, n]
-	o := kv.vt.MulMat(scores)                                  // [d, queries, heads, n]
+	scores := kv.k.MulMat(q).SoftMaxScaled(scale) // [keys, queries, heads, n]
+	o := kv.vt.MulMat(scores)                     // [d, queries, heads, n]
 	return o.Permute(0, 2, 1, 3).Contiguous()
 }
 
