@@ -118,32 +118,7 @@ func (b *Runner) Run(ctx context.Context, lines []Line, bad []Result, done, fail
 // dedup window does not know; one never finished runs under its own id,
 // its cancel mark (left by an interrupted run) withdrawn first.
 func (b *Runner) one(ctx context.Context, line int, l Line) error {
-	var received *genq.ReceivedResult
-	var err error
-	if b.failedBefore[l.ID] {
-		// Its journal says it failed: the worker replies before it stores
-		// the failure, so a rerun at once can find no stored result, and
-		// its own id, still in the dedup window, would be the old failure.
-		err = genq.Errorf(genq.Internal, "failed in an earlier run")
-	} else {
-		received, err = b.fetch(ctx, l.ID)
-	}
-	switch code := genq.ErrorCode(err); code {
-	case "", genq.Unavailable:
-	case genq.NotFound:
-		if uerr := b.results.Uncancel(ctx, l.ID); uerr != nil {
-			err = genq.WrapError(genq.Unavailable, uerr, "could not withdraw the cancel of an earlier run")
-			break
-		}
-		received, err = b.runJob(ctx, l.ID, l)
-		if genq.ErrorCode(err) == genq.Canceled && ctx.Err() == nil {
-			// An earlier run's copy of the job, still queued under the
-			// cancel mark, was dropped before the mark was withdrawn.
-			received, err = b.runJob(ctx, retryID(l.ID), l)
-		}
-	default:
-		received, err = b.runJob(ctx, retryID(l.ID), l)
-	}
+	received, err := b.first(ctx, l)
 	// A queue that did not take the job in time (a NATS cluster electing a
 	// leader) may take it a moment later. Under a fresh id: the copy that
 	// may still reach the stream is marked abandoned, and never runs.
@@ -167,6 +142,36 @@ func (b *Runner) one(ctx context.Context, line int, l Line) error {
 	}
 	b.ok.Add(1)
 	return b.journal.Write(res)
+}
+
+// first is a job's first try in this run: its stored result, or the job
+// run under its own id, or under a fresh one where the one it had is
+// spent.
+func (b *Runner) first(ctx context.Context, l Line) (*genq.ReceivedResult, error) {
+	if b.failedBefore[l.ID] {
+		// Its journal says it failed: the worker replies before it stores
+		// the failure, so a rerun at once can find no stored result, and
+		// its own id, still in the dedup window, would be the old failure.
+		return b.runJob(ctx, retryID(l.ID), l)
+	}
+	received, err := b.fetch(ctx, l.ID)
+	switch genq.ErrorCode(err) {
+	case "", genq.Unavailable:
+		return received, err
+	case genq.NotFound:
+		if uerr := b.results.Uncancel(ctx, l.ID); uerr != nil {
+			return nil, genq.WrapError(genq.Unavailable, uerr, "could not withdraw the cancel of an earlier run")
+		}
+		received, err = b.runJob(ctx, l.ID, l)
+		if genq.ErrorCode(err) == genq.Canceled && ctx.Err() == nil {
+			// An earlier run's copy of the job, still queued under the
+			// cancel mark, was dropped before the mark was withdrawn.
+			received, err = b.runJob(ctx, retryID(l.ID), l)
+		}
+		return received, err
+	default: // it failed or was cancelled before
+		return b.runJob(ctx, retryID(l.ID), l)
+	}
 }
 
 // unavailableTries bounds the tries of a job, or of the read of its stored
