@@ -23,6 +23,12 @@
 # build leaves nothing half-made. --src builds from sources that
 # --export-src wrote (the GPU kit, where npm cannot be reached).
 #
+# The sources get the patches in scripts/llama-patches/ (in name order)
+# before they build: changes to ggml's CPU kernels that genq's graphs
+# need and the pinned release lacks, each one a `git apply` patch that
+# says why in its header (docs/engine.md, "Patches on the pinned
+# llama.cpp"). The stamp's id covers their contents.
+#
 # The CPU flavours also build ggml's BLAS backend, when OpenBLAS and
 # pkg-config are installed (Debian: libopenblas-dev pkg-config), as a
 # module of its own in lib/blas/:
@@ -129,6 +135,10 @@ if [[ $flavour != cuda && ${LLAMA_BLAS:-auto} != off ]] && command -v pkg-config
 fi
 
 sha() { sha256sum | cut -c"1-$1"; }
+patches=()
+for p in "$here"/llama-patches/*.patch; do [[ -f $p ]] && patches+=("$p"); done
+patched="none"
+((${#patches[@]})) && patched="$(cat "${patches[@]}" | sha 64)"
 key="$commit12-$flavour"
 ((${#extra[@]})) && key+="-$(printf '%s\n' "${extra[@]}" | sha 8)"
 flags+=("${extra[@]}")
@@ -140,7 +150,7 @@ stamp="$dir/lib/genq-engine.json"
 # rebuilds instead of dying of an illegal instruction.
 cpu=""
 [[ $flavour == cpu-native ]] && cpu="$(uname -m) $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null | sha 16)"
-id="$(printf '%s\n' "$LLAMA_COMMIT" "$flavour" "$cpu" "${flags[@]}" "blas=$blas" | sha 64)"
+id="$(printf '%s\n' "$LLAMA_COMMIT" "$flavour" "$cpu" "${flags[@]}" "blas=$blas" "patches=$patched" | sha 64)"
 
 tool_targets=(llama-server llama-batched-bench)
 up_to_date() {
@@ -155,7 +165,7 @@ if ((dry)); then
 	state="missing"
 	[[ -e $dir ]] && state="stale"
 	up_to_date && state="up to date"
-	say "$key ($state); BLAS module: $blas; cmake flags: ${flags[*]}"
+	say "$key ($state); BLAS module: $blas; patches: ${#patches[@]}; cmake flags: ${flags[*]}"
 	echo "$dir"
 	exit 0
 fi
@@ -273,6 +283,20 @@ tmp="$(mktemp -d "$root/.tmp/$key.XXXXXX")"
 log="$root/$key.log"
 : >"$log"
 
+# The patches go on a copy, so the cached sources stay the release's.
+if ((${#patches[@]})); then
+	need git "to apply scripts/llama-patches"
+	say "patch: ${#patches[@]} patches from scripts/llama-patches"
+	mkdir "$tmp/src"
+	tar -C "$src" --exclude=.git -cf - . | tar -x -C "$tmp/src"
+	for p in "${patches[@]}"; do
+		# No enclosing repository: git apply works on the folder as patch(1) would.
+		(cd "$tmp/src" && GIT_CEILING_DIRECTORIES="$tmp" git apply "$p") >>"$log" 2>&1 ||
+			die "${p##*/} does not apply to llama.cpp $LLAMA_TAG ($commit12)"
+	done
+	src="$tmp/src"
+fi
+
 say "configure: $key (log: $log)"
 nice -n 10 cmake -S "$src" -B "$tmp/build" "${gen[@]}" "${flags[@]}" </dev/null >>"$log" 2>&1 || {
 	tail -n 30 "$log" >&2
@@ -360,6 +384,7 @@ cat >"$out/lib/genq-engine.json" <<EOF
   "cmake_flags": $(json_list "${flags[@]}"),
   "tools": $(json_list "${built[@]}"),
   "blas": "$blas",
+  "patches": $(json_list "${patches[@]##*/}"),
   "id": "$id",
   "built": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
   "build_seconds": $((SECONDS - started))
