@@ -293,14 +293,20 @@ func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.
 	// q, k and v of the image and of the text, each in one product with
 	// the three matrices side by side (qkvFusions), token by token.
 	img := p.weight(g, pre+fusedImageQKV).MulMat(x) // [3·D, ni, n]
-	text := p.weight(g, pre+fusedTextQKV).MulMat(txt)
 	third := func(y tensor.Tensor, i int) tensor.Tensor { return y.Slice(0, i*d, (i+1)*d) }
+	// The last block reads no text queries: its text product makes the
+	// keys and values only, from the fused matrix's last two thirds.
+	textQKV, textThird := p.weight(g, pre+fusedTextQKV), func(i int) int { return i }
+	if last {
+		textQKV, textThird = textQKV.Slice(1, d, 3*d), func(i int) int { return i - 1 }
+	}
+	text := textQKV.MulMat(txt)
 	// Keys and values [D, ni+nt+pad, n], with the padding the device's
 	// attention wants after the text, the smaller part, in the
 	// concatenation that joins them anyway.
 	pad := p.be.KeyPadding(ni + nt)
 	joint := func(i int, textBias string) tensor.Tensor {
-		t := third(text, i).Add(p.weight(g, pre+textBias))
+		t := third(text, textThird(i)).Add(p.weight(g, pre+textBias))
 		if pad > 0 {
 			t = t.Concat(g.Zeros(d, pad, n), 1)
 		}
