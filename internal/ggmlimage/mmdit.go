@@ -3,6 +3,7 @@ package ggmlimage
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/genq/genq/internal/sd3"
 	"github.com/genq/genq/internal/tensor"
@@ -20,15 +21,20 @@ type Transformer struct {
 	// a graph it has seen.
 	step  *stepGraph
 	fresh bool // Config.FreshStepGraphs: keep no step graph
+	// context is the text's context embedding [D, seq, n] for the text
+	// contextOf: every step of an image takes the same, so it is computed
+	// when the text changes (a new image, or jobs joining a batch), not at
+	// every step.
+	context, contextOf []float32
 }
 
 // stepGraph is a transformer graph kept for calls of one shape, and its
 // inputs.
 type stepGraph struct {
-	shape                       [4]int // n, h, w, text length
-	g                           *tensor.Graph
-	latents, text, pooled, temb tensor.Tensor
-	out                         tensor.Tensor
+	shape                          [4]int // n, h, w, text length
+	g                              *tensor.Graph
+	latents, context, pooled, temb tensor.Tensor
+	out                            tensor.Tensor
 }
 
 // OpenTransformer loads a transformer GGUF written by internal/sd3 onto a
@@ -142,13 +148,17 @@ func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 	}
 	m.part.mu.Lock()
 	defer m.part.mu.Unlock()
+	context, err := m.contextEmbedding(in)
+	if err != nil {
+		return nil, fmt.Errorf("transformer: %w", err)
+	}
 	shape := [4]int{in.N, in.H, in.W, in.SeqLen}
 	s := m.step
 	if s != nil && !m.fresh && s.shape == shape && s.g.Current() {
 		for _, set := range []struct {
 			t    tensor.Tensor
 			data []float32
-		}{{s.latents, in.Latents}, {s.text, in.Text}, {s.pooled, in.Pooled}, {s.temb, temb}} {
+		}{{s.latents, in.Latents}, {s.context, context}, {s.pooled, in.Pooled}, {s.temb, temb}} {
 			if err := s.g.SetInput(set.t, set.data); err != nil {
 				return nil, fmt.Errorf("transformer: %w", err)
 			}
@@ -158,10 +168,10 @@ func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 		g := m.part.graph()
 		s = &stepGraph{shape: shape, g: g,
 			latents: g.Input(in.Latents, in.W, in.H, c.InChannels, in.N),
-			text:    g.Input(in.Text, c.JointDim, in.SeqLen, in.N),
+			context: g.Input(context, c.Width(), in.SeqLen, in.N),
 			pooled:  g.Input(in.Pooled, c.PooledDim, in.N),
 			temb:    g.Input(temb, sd3.TimestepChannels, in.N)}
-		s.out = m.forward(g, s.latents, s.text, s.pooled, s.temb)
+		s.out = m.forward(g, s.latents, s.context, s.pooled, s.temb)
 		m.step = s
 	}
 	out, err := s.g.Compute(s.out)
@@ -172,8 +182,29 @@ func (m *Transformer) Predict(in TransformerInput) ([]float32, error) {
 	return out, nil
 }
 
-// forward builds the graph.
-func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tensor.Tensor) tensor.Tensor {
+// contextEmbedding is in's text through the context embedder, [D, seq,
+// n]: computed in a graph of its own when the text is not the last call's
+// (m.context). The step graph then is no longer the backend's current
+// one and is built again, once an image.
+func (m *Transformer) contextEmbedding(in TransformerInput) ([]float32, error) {
+	if m.context != nil && slices.Equal(m.contextOf, in.Text) {
+		return m.context, nil
+	}
+	m.context, m.contextOf = nil, nil
+	g := m.part.graph()
+	defer g.Close()
+	text := g.Input(in.Text, m.cfg.JointDim, in.SeqLen, in.N)
+	out, err := g.Compute(m.part.linear(g, "context_embedder.", text))
+	if err != nil {
+		return nil, err
+	}
+	m.context, m.contextOf = out, slices.Clone(in.Text)
+	return out, nil
+}
+
+// forward builds the step graph, from the context embedding txt [D, seq,
+// n] (contextEmbedding).
+func (m *Transformer) forward(g *tensor.Graph, latents, txt, pooled, temb tensor.Tensor) tensor.Tensor {
 	p, c := m.part, m.cfg
 	d, ps := c.Width(), c.PatchSize
 	gw, gh, n := latents.Dim(0)/ps, latents.Dim(1)/ps, latents.Dim(3)
@@ -187,7 +218,6 @@ func (m *Transformer) forward(g *tensor.Graph, latents, text, pooled, temb tenso
 	t = t.Add(m.mlp(g, "time_text_embed.text_embedder.", pooled))
 	cond := t.SILU() // every modulation takes SiLU(temb)
 
-	txt := p.linear(g, "context_embedder.", text) // [D, seq, n]
 	for i := range c.Layers {
 		x, txt = m.block(g, i, x, txt, cond)
 	}

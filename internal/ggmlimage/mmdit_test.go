@@ -1,6 +1,7 @@
 package ggmlimage_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -90,12 +91,48 @@ func transformerCase(t *testing.T, dir string, cfg sd3.MMDiTConfig, h, w int) (g
 	in.Latents = normal(in.N*cfg.InChannels*in.H*in.W, 1)
 	in.Text = normal(in.N*in.SeqLen*cfg.JointDim, 2)
 	in.Pooled = normal(in.N*cfg.PooledDim, 3)
-	n, h64, w64 := int64(in.N), int64(h), int64(w)
-	want := runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
-		{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h64, w64}},
+	return in, transformerWant(t, dir, cfg, in)
+}
+
+// transformerWant is ONNX Runtime's output for in, from the export in dir.
+func transformerWant(t *testing.T, dir string, cfg sd3.MMDiTConfig, in ggmlimage.TransformerInput) []float32 {
+	t.Helper()
+	n, h, w := int64(in.N), int64(in.H), int64(in.W)
+	return runONNXInputs(t, filepath.Join(dir, "transformer", "model.onnx"), []onnxInput{
+		{name: "hidden_states", data: in.Latents, shape: []int64{n, 16, h, w}},
 		{name: "encoder_hidden_states", data: in.Text, shape: []int64{n, int64(in.SeqLen), int64(cfg.JointDim)}},
 		{name: "pooled_projections", data: in.Pooled, shape: []int64{n, int64(cfg.PooledDim)}},
 		{name: "timestep", data: in.Timesteps, shape: []int64{n}},
-	}, "out_hidden_states", []int64{n, 16, h64, w64})
-	return in, want
+	}, "out_hidden_states", []int64{n, 16, h, w})
+}
+
+// TestTransformerFollowsTheText: the text's context embedding is computed
+// once and kept for the calls that follow with the same text (an image's
+// steps); a call with other text gets that text's, and the first text,
+// back again, its own.
+func TestTransformerFollowsTheText(t *testing.T) {
+	dir := t.TempDir()
+	cfg := sd3.TinyMMDiT()
+	if err := tinyexport.WriteWithOptions(dir, 5, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: sd3.F32}); err != nil {
+		t.Fatal(err)
+	}
+	a, wantA := transformerCase(t, dir, cfg, 8, 8)
+	b := a
+	b.Text = normal(len(a.Text), 7)
+	wantB := transformerWant(t, dir, cfg, b)
+	m, err := ggmlimage.OpenTransformer(filepath.Join(dir, sd3.TransformerFile), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i, c := range []struct {
+		in   ggmlimage.TransformerInput
+		want []float32
+	}{{a, wantA}, {a, wantA}, {b, wantB}, {b, wantB}, {a, wantA}} {
+		got, err := m.Predict(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNear(t, fmt.Sprintf("call %d", i+1), got, c.want, 1e-3)
+	}
 }
