@@ -206,13 +206,11 @@ func (m *Transformer) contextEmbedding(in TransformerInput) ([]float32, error) {
 // n] (contextEmbedding).
 func (m *Transformer) forward(g *tensor.Graph, latents, txt, pooled, temb tensor.Tensor) tensor.Tensor {
 	p, c := m.part, m.cfg
-	d, ps := c.Width(), c.PatchSize
+	ps := c.PatchSize
 	gw, gh, n := latents.Dim(0)/ps, latents.Dim(1)/ps, latents.Dim(3)
 
-	x := p.weight(g, "pos_embed.proj.weight").Conv2D(latents, ps, ps, 0, 0, 1, 1)
-	x = x.Add(p.weight(g, "pos_embed.proj.bias").Reshape(1, 1, d))
-	x = x.Reshape(gw*gh, d, n).Permute(1, 0, 2, 3).Contiguous() // [D, patches, n]
-	x = x.Add(m.croppedPositions(g, gw, gh))
+	x := m.patchEmbedding(g, latents) // [D, patches, n]
+	x = x.Add(m.croppedPositions(g, gw, gh).Add(p.weight(g, "pos_embed.proj.bias")))
 
 	t := m.mlp(g, "time_text_embed.timestep_embedder.", temb)
 	t = t.Add(m.mlp(g, "time_text_embed.text_embedder.", pooled))
@@ -230,6 +228,23 @@ func (m *Transformer) forward(g *tensor.Graph, latents, txt, pooled, temb tensor
 	x = x.Reshape(ps, ps, gw, gh*n*ch).Permute(0, 2, 1, 3).Contiguous() // [p, w, p, h·n·C]
 	x = x.Reshape(ps*gw*ps*gh, n, ch).Permute(0, 2, 1, 3).Contiguous()  // [pixels, C, n]
 	return x.Reshape(gw*ps, gh*ps, ch, n)
+}
+
+// patchEmbedding is the patch embedding's convolution without its bias,
+// [D, patches, n]: its patches do not overlap, so each is a vector laid
+// out from the latents [w, h, C, n] by two copies of them (small: the
+// latents), in the order of the kernel's values, and the convolution one
+// product that leaves the tokens as the blocks take them, a row each.
+func (m *Transformer) patchEmbedding(g *tensor.Graph, latents tensor.Tensor) tensor.Tensor {
+	ps, d := m.cfg.PatchSize, m.cfg.Width()
+	w, h, c, n := latents.Dim(0), latents.Dim(1), latents.Dim(2), latents.Dim(3)
+	gw, gh := w/ps, h/ps
+	// [dx, px, dy, py·C·n] to [dx, dy, px, py·C·n], then [dx·dy, px·py, C, n]
+	// to [dx·dy, C, px·py, n]: a patch is (dx, dy, channel), the kernel's order.
+	x := latents.Reshape(ps, gw, ps, gh*c*n).Permute(0, 2, 1, 3).Contiguous()
+	x = x.Reshape(ps*ps, gw*gh, c, n).Permute(0, 2, 1, 3).Contiguous()
+	k := m.part.weight(g, "pos_embed.proj.weight") // [p, p, C, D]
+	return k.Reshape(ps*ps*c, d).MulMat(x.Reshape(ps*ps*c, gw*gh, n))
 }
 
 // croppedPositions is the centre of the position table that gw×gh
