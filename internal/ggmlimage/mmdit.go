@@ -333,34 +333,18 @@ func (m *Transformer) block(g *tensor.Graph, i int, x, txt, cond tensor.Tensor) 
 // projections' biases take it in (shiftedBiases).
 func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (ax, ac tensor.Tensor) {
 	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
-	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
 	d := hd * heads
-	// q, k and v of the image and of the text, each in one product with
-	// the three matrices side by side (qkvFusions), token by token.
-	img := p.weight(g, pre+fusedImageQKV).MulMat(x) // [3·D, ni, n]
-	third := func(y tensor.Tensor, i int) tensor.Tensor { return y.Slice(0, i*d, (i+1)*d) }
-	// The last block reads no text queries: its text product makes the
-	// keys and values only, from the fused matrix's last two thirds.
-	textQKV, textThird := p.weight(g, pre+fusedTextQKV), func(i int) int { return i }
-	if last {
-		textQKV, textThird = textQKV.Slice(1, d, 3*d), func(i int) int { return i - 1 }
+	// img and text are products whose first D rows are the queries.
+	var img, text tensor.Tensor
+	var kv tensor.Keys
+	if g.AttendsByProducts(hd, x.Dim(1)+txt.Dim(1)) {
+		img, text, kv = m.keysForProducts(g, pre, x, txt, last)
+	} else {
+		img, text, kv = m.keysForFlash(g, pre, x, txt, last)
 	}
-	text := textQKV.MulMat(txt)
-	// Keys and values [D, ni+nt+pad, n], with the padding the device's
-	// attention wants after the text, the smaller part, in the
-	// concatenation that joins them anyway.
-	pad := p.be.KeyPadding(ni + nt)
-	joint := func(i int, textBias string) tensor.Tensor {
-		t := third(text, textThird(i)).Add(p.weight(g, pre+textBias))
-		if pad > 0 {
-			t = t.Concat(g.Zeros(d, pad, n), 1)
-		}
-		return third(img, i).Concat(t, 1)
-	}
-	kv := tensor.AttentionKeys(joint(1, shiftedTextKeyBias), joint(2, shiftedTextValueBias), ni+nt, heads)
 	scale := 1 / math.Sqrt(float64(hd))
 	attend := func(y tensor.Tensor, queryBias string) tensor.Tensor { // [D, tokens, n]
-		return third(y, 0).Queries(p.weight(g, pre+queryBias), heads).Attend(kv, scale)
+		return y.Slice(0, 0, d).Queries(p.weight(g, pre+queryBias), heads).Attend(kv, scale)
 	}
 	ax = p.weight(g, pre+"to_out.0.weight").MulMat(attend(img, "to_q.bias")).Add(p.weight(g, pre+shiftedImageOutBias))
 	if last {
@@ -368,6 +352,65 @@ func (m *Transformer) jointAttention(g *tensor.Graph, pre string, x, txt tensor.
 	}
 	ac = p.weight(g, pre+"to_add_out.weight").MulMat(attend(text, "add_q_proj.bias")).Add(p.weight(g, pre+shiftedTextOutBias))
 	return ax, ac
+}
+
+// keysForFlash: q, k and v of the image and of the text, each in one
+// product with the three matrices side by side (qkvFusions), token by
+// token; the keys and values joined [D, ni+nt+pad, n], with the padding
+// the device's attention wants after the text, the smaller part, in the
+// concatenation that joins them anyway. The last block's text product
+// makes the keys and values only, from the fused matrix's last two
+// thirds: its text queries are never read.
+func (m *Transformer) keysForFlash(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (img, text tensor.Tensor, kv tensor.Keys) {
+	p, heads, d := m.part, m.cfg.Heads, m.cfg.Width()
+	ni, nt, n := x.Dim(1), txt.Dim(1), x.Dim(2)
+	img = p.weight(g, pre+fusedImageQKV).MulMat(x) // [3·D, ni, n]
+	textQKV, first := p.weight(g, pre+fusedTextQKV), 0
+	if last {
+		textQKV, first = textQKV.Slice(1, d, 3*d), 1
+	}
+	text = textQKV.MulMat(txt)
+	third := func(y tensor.Tensor, i int) tensor.Tensor { return y.Slice(0, i*d, (i+1)*d) }
+	pad := p.be.KeyPadding(ni + nt)
+	joint := func(i int, textBias string) tensor.Tensor {
+		t := third(text, i-first).Add(p.weight(g, pre+textBias))
+		if pad > 0 {
+			t = t.Concat(g.Zeros(d, pad, n), 1)
+		}
+		return third(img, i).Concat(t, 1)
+	}
+	return img, text, tensor.AttentionKeys(joint(1, shiftedTextKeyBias), joint(2, shiftedTextValueBias), ni+nt, heads)
+}
+
+// keysForProducts lays the keys and values out for attention as two
+// products (tensor.AttendsByProducts) as their own products make them:
+// queries and keys in one product each for the image and the text (the
+// fused matrix's first two thirds; the last block's text, keys only),
+// each's keys by head joined in one copy of rows; values from a product
+// with its operands the other way round, the tokens times the matrix,
+// which makes each value's tokens a row (tensor.TokensAlongRows), the
+// layout the second product reads, so the values are never transposed.
+// The text's values take their bias there, repeated along the tokens.
+func (m *Transformer) keysForProducts(g *tensor.Graph, pre string, x, txt tensor.Tensor, last bool) (img, text tensor.Tensor, kv tensor.Keys) {
+	p, heads, hd := m.part, m.cfg.Heads, m.cfg.HeadDim
+	d, nt, n := hd*heads, txt.Dim(1), x.Dim(2)
+	imgQKV, textQKV := p.weight(g, pre+fusedImageQKV), p.weight(g, pre+fusedTextQKV)
+	img = imgQKV.Slice(1, 0, 2*d).MulMat(x) // [2·D, ni, n]
+	var textKeys tensor.Tensor
+	if last {
+		textKeys = textQKV.Slice(1, d, 2*d).MulMat(txt)
+	} else {
+		text = textQKV.Slice(1, 0, 2*d).MulMat(txt)
+		textKeys = text.Slice(0, d, 2*d)
+	}
+	k := img.Slice(0, d, 2*d).ByHead(heads).Concat(textKeys.Add(p.weight(g, pre+shiftedTextKeyBias)).ByHead(heads), 1)
+	values := func(x, fused tensor.Tensor) tensor.Tensor { // [tokens, hd, heads, n]
+		tokens := x.Dim(1)
+		return x.Reshape(x.Dim(0), tokens*n).MulMat(fused.Slice(1, 2*d, 3*d)).TokensAlongRows(tokens, heads, n)
+	}
+	textBias := p.weight(g, pre+shiftedTextValueBias).Reshape(1, hd, heads, 1).Repeat(nt, hd, heads, 1)
+	vt := values(x, imgQKV).Concat(values(txt, textQKV).Add(textBias), 0)
+	return img, text, tensor.ProductKeys(k, vt)
 }
 
 // The names of a block's biases shiftedBiases derives, after its

@@ -436,16 +436,43 @@ func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 		k, v = k.Concat(g.Zeros(size, want-keys, n), 1), v.Concat(g.Zeros(size, want-keys, n), 1)
 	}
 	// The kernel reads them by their strides.
-	kv := Keys{k: k.byHead(heads), v: v.byHead(heads), keys: keys}
+	kv := Keys{k: k.ByHead(heads), v: v.ByHead(heads), keys: keys}
 	if g.be.blas != nil && min(size/heads, keys) >= blasMinSide {
 		kv.products = kv.forProducts()
 	}
 	return kv
 }
 
-// byHead views t [heads·d, tokens, n], token by token, as [d, tokens,
+// AttendsByProducts reports whether Attend computes attention over keys
+// keys of heads d wide as two matrix products with the softmax of the
+// scores between (a CPU with the BLAS backend): then the keys and values
+// may come laid out for those products as their own products make them
+// (ProductKeys), and need not be laid out for the flash kernel too.
+func (g *Graph) AttendsByProducts(d, keys int) bool {
+	return g.be.blas != nil && min(d, keys) >= blasMinSide
+}
+
+// ProductKeys are keys k [d, keys, heads, n] and values transposed vt
+// [keys, d, heads, n], each in order or with its rows apart, for Attend
+// as two products where AttendsByProducts holds (elsewhere too, at the
+// products' speed).
+func ProductKeys(k, vt Tensor) Keys {
+	return Keys{keys: k.Dim(1), products: keysForProducts{k: k, vt: vt}}
+}
+
+// TokensAlongRows views y [tokens·n, heads·d], the product x.MulMat(w) of
+// tokens x [in, tokens·n] and a matrix w [in, heads·d], which has each of
+// its values' tokens along a row, as [tokens, d, heads, n]: values
+// transposed, as ProductKeys takes them, without a transposition.
+func (y Tensor) TokensAlongRows(tokens, heads, n int) Tensor {
+	const f32 = 4
+	d, row := y.Dim(1)/heads, y.Dim(0)*f32
+	return y.view([4]int{tokens, d, heads, n}, [3]int{row, d * row, tokens * f32}, 0)
+}
+
+// ByHead views t [heads·d, tokens, n], token by token, as [d, tokens,
 // heads, n], without copying.
-func (t Tensor) byHead(heads int) Tensor {
+func (t Tensor) ByHead(heads int) Tensor {
 	h := (*header)(t.t)
 	d := t.Dim(0) / heads
 	return t.view([4]int{d, t.Dim(1), heads, t.Dim(2)}, [3]int{int(h.nb[1]), d * int(h.nb[0]), int(h.nb[2])}, 0)
@@ -458,7 +485,7 @@ func (t Tensor) byHead(heads int) Tensor {
 // float16 ones. It is the two products with the scores between on a CPU
 // with a BLAS backend, and for a head width the device's kernel lacks.
 func (q Queries) Attend(kv Keys, scale float64) Tensor {
-	if kv.products.k.t != nil && q.groups == 1 && q.tokens >= blasMinSide { // sgemm's products beat the CPU's flash kernel (blas.go)
+	if kv.products.k.t != nil && (kv.k.t == nil || q.groups == 1 && q.tokens >= blasMinSide) { // sgemm's products beat the CPU's flash kernel (blas.go)
 		return q.withScores(kv.products, scale)
 	}
 	g, a := q.op.g, q.op.g.be.a
@@ -494,7 +521,7 @@ func (q Queries) Attend(kv Keys, scale float64) Tensor {
 // scores between, from the queries as given: where the BLAS backend
 // computes them, and for a device whose flash kernel lacks the head width.
 func (q Queries) withScores(kv keysForProducts, scale float64) Tensor {
-	laid := q.raw.byHead(q.heads) // [d, tokens, heads, n], laid out in order by the bias's addition or a copy
+	laid := q.raw.ByHead(q.heads) // [d, tokens, heads, n], laid out in order by the bias's addition or a copy
 	if q.bias.t != nil {
 		laid = laid.Add(q.bias.Reshape(q.d, 1, q.heads, 1))
 	} else {
