@@ -271,23 +271,32 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	// [Cin, 3 (kh), W+2, rows], rows counted across the images (those that
 	// cross from one image into the next are computed and dropped).
 	r := n*ph - 2
-	x3 := xp.strided(0, [4]int{cin, 3, pw, r}, [4]int{f32, pw * cin * f32, cin * f32, pw * cin * f32}).Contiguous()
+	x3 := xp.strided(0, [4]int{cin, 3, pw, r}, [4]int{f32, pw * cin * f32, cin * f32, pw * cin * f32})
+	// With a float16 kernel, the CPU's product takes its other operand as
+	// float16 too: the copy that interleaves the rows converts them, at
+	// half the bytes, and the product reads the windows as they are.
+	es := f32
+	if (*header)(t.t).typ == typeF16 && !t.g.be.forCUDA {
+		x3, es = x3.cast(typeF16), 2
+	} else {
+		x3 = x3.Contiguous()
+	}
 	// A window is then 9·Cin consecutive values, (kw, kh, channel), and the
 	// kernel [Cin, 3 (kh), 3 (kw), Cout] one matrix of 9·Cin rows.
 	k := t.Permute(2, 1, 0, 3).Contiguous().Reshape(9*cin, cout)
 	rows := r*pw - 2
-	y := k.MulMat(x3.overlappingRows(0, 9*cin, rows, 3*cin*f32)) // [Cout, rows]
+	y := k.MulMat(x3.overlappingRows(0, 9*cin, rows, 3*cin*es, es)) // [Cout, rows]
 	return y.view([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
 }
 
-// overlappingRows views rows rows of rowLen values of t, from byte offset
-// on, each stride bytes after the last: rows that overlap when stride is
-// less than a row.
-func (t Tensor) overlappingRows(offset, rowLen, rows, stride int) Tensor {
-	return t.strided(offset, [4]int{rowLen, rows, 1, 1}, [4]int{4, stride, stride * rows, stride * rows})
+// overlappingRows views rows rows of rowLen values of t, es bytes each,
+// from byte offset on, each stride bytes after the last: rows that
+// overlap when stride is less than a row.
+func (t Tensor) overlappingRows(offset, rowLen, rows, stride, es int) Tensor {
+	return t.strided(offset, [4]int{rowLen, rows, 1, 1}, [4]int{es, stride, stride * rows, stride * rows})
 }
 
-// strided views t's float32 data from byte offset on with shape ne and
+// strided views t's data from byte offset on with shape ne and
 // byte strides nb, which may overlap. ggml checks a view's size as if its
 // rows were apart, so the view is made one value long and then given its
 // shape and strides, in the public struct ggml_tensor's ne and nb; the
