@@ -94,19 +94,18 @@ func (d *VAEDecoder) resnet(g *tensor.Graph, r sd3.VAEResnet, x tensor.Tensor) t
 }
 
 // groupNorm is torch's GroupNorm: each group of C/groups channels is
-// normalized over its channels and pixels together. The statistics come
-// from x taken channels-first (Transposed), where a group is one
-// contiguous row, summed as rows (RowSums). The variance is E[x²] −
-// E[x]². Normalization and the weight and bias then make one scale and
-// one shift a channel, applied channels-last.
+// normalized over its channels and pixels together. The statistics are
+// the groups' sums and sums of squares (tensor.GroupSums); the variance
+// is E[x²] − E[x]². Normalization and the weight and bias then make one
+// scale and one shift a channel, applied channels-last.
 func (d *VAEDecoder) groupNorm(g *tensor.Graph, prefix string, x tensor.Tensor) tensor.Tensor {
 	p, groups := d.part, d.cfg.Groups
 	c, w, h, n := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	per := c / groups
-	rows := x.Reshape(c, w*h, n).Transposed().Reshape(w*h*per, groups*n) // a row a group
+	sums, squares := x.Reshape(c, w*h, n).GroupSums(groups)
 	count := float64(w * h * per)
-	mean := rows.RowSums().Scale(1 / count) // [groups·N]
-	variance := rows.Sqr().RowSums().Scale(1 / count).Sub(mean.Sqr())
+	mean := sums.Scale(1 / count) // [groups·N]
+	variance := squares.Scale(1 / count).Sub(mean.Sqr())
 	perChannel := func(t tensor.Tensor) tensor.Tensor { // [groups·N] to [C, 1, 1, N]
 		return t.Reshape(1, groups, n).Repeat(per, groups, n).Reshape(c, 1, 1, n)
 	}

@@ -35,6 +35,7 @@ type api struct {
 	add               func(ctx, a, b unsafe.Pointer) unsafe.Pointer
 	mul               func(ctx, a, b unsafe.Pointer) unsafe.Pointer
 	mulMat            func(ctx, a, b unsafe.Pointer) unsafe.Pointer
+	outProd           func(ctx, a, b unsafe.Pointer) unsafe.Pointer
 	scale             func(ctx, a unsafe.Pointer, s float32) unsafe.Pointer
 	norm              func(ctx, a unsafe.Pointer, eps float32) unsafe.Pointer
 	silu              func(ctx, a unsafe.Pointer) unsafe.Pointer
@@ -149,6 +150,7 @@ func bind(dir string) (*api, error) {
 	reg(base, &a.add, "ggml_add")
 	reg(base, &a.mul, "ggml_mul")
 	reg(base, &a.mulMat, "ggml_mul_mat")
+	reg(base, &a.outProd, "ggml_out_prod")
 	reg(base, &a.scale, "ggml_scale")
 	reg(base, &a.norm, "ggml_norm")
 	reg(base, &a.silu, "ggml_silu")

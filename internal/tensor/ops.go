@@ -162,6 +162,26 @@ func (t Tensor) RowSums() Tensor {
 	return sums.Reshape(rows)
 }
 
+// GroupSums is, for t [C, pixels, n] channels-last, the sums of each
+// group of C/groups consecutive channels over the pixels, and of their
+// squares: [groups·n] each. On the CPU each channel's sums are an outer
+// product with ones (ggml_out_prod, which adds a pixel's channels at a
+// time, in vectors), then each group's a row sum of a few channels; for
+// CUDA the groups are rows of t transposed (Transposed), summed as rows.
+func (t Tensor) GroupSums(groups int) (sums, squares Tensor) {
+	c, pixels, n := t.Dim(0), t.Dim(1), t.Dim(2)
+	per := c / groups
+	if t.g.be.forCUDA {
+		rows := t.Transposed().Reshape(pixels*per, groups*n) // a row a group
+		return rows.RowSums(), rows.Sqr().RowSums()
+	}
+	ones := t.g.Ones(pixels*n).Reshape(1, pixels, n)
+	channels := func(t Tensor) Tensor { // [C, 1, n] to [groups·n]
+		return t.op(t.g.be.a.outProd(t.g.ctx, t.t, ones.t)).Reshape(per, groups*n).RowSums()
+	}
+	return channels(t), channels(t.Sqr())
+}
+
 // UpscaleNearest resizes t to ne by nearest-neighbour sampling.
 func (t Tensor) UpscaleNearest(ne [4]int) Tensor {
 	return t.op(t.g.be.a.interpolate(t.g.ctx, t.t, int64(ne[0]), int64(ne[1]), int64(ne[2]), int64(ne[3]), 0))
