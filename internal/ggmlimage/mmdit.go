@@ -408,7 +408,7 @@ func (m *Transformer) keysForProducts(g *tensor.Graph, pre string, x, txt tensor
 		tokens := x.Dim(1)
 		return x.Reshape(x.Dim(0), tokens*n).MulMat(fused.Slice(1, 2*d, 3*d)).TokensAlongRows(tokens, heads, n)
 	}
-	textBias := p.weight(g, pre+shiftedTextValueBias).Reshape(1, hd, heads, 1).Repeat(nt, hd, heads, 1)
+	textBias := p.weight(g, pre+shiftedTextValueBias).RowsOf(nt).Reshape(nt, hd, heads, 1)
 	vt := values(x, imgQKV).Concat(values(txt, textQKV).Add(textBias), 0)
 	return img, text, tensor.ProductKeys(k, vt)
 }

@@ -162,6 +162,16 @@ func (t Tensor) RowSums() Tensor {
 	return sums.Reshape(rows)
 }
 
+// RowsOf is the vector t [D] as rows rows deep, [rows, D]: each of its
+// values a row of rows copies, the layout of a bias for values with their
+// tokens along rows (TokensAlongRows). An outer product with ones, a row
+// at a time (ggml's repeat copies one value at a time from so short a
+// row).
+func (t Tensor) RowsOf(rows int) Tensor {
+	ones := t.g.Ones(rows).Reshape(rows, 1)
+	return t.op(t.g.be.a.outProd(t.g.ctx, ones.t, t.Reshape(t.Dim(0), 1).t))
+}
+
 // GroupSums is, for t [C, pixels, n] channels-last, the sums of each
 // group of C/groups consecutive channels over the pixels, and of their
 // squares: [groups·n] each. On the CPU each channel's sums are an outer
