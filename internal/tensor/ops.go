@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 )
 
@@ -241,22 +240,13 @@ func (t Tensor) Sigmoid() Tensor { return t.op(t.g.be.a.sigmoid(t.g.ctx, t.t)) }
 func (t Tensor) GELUErf() Tensor { return t.op(t.g.be.a.geluErf(t.g.ctx, t.t)) }
 
 // GELUTanh is GELU's tanh approximation (torch's approximate="tanh"),
-// x·(1 + tanh(z))/2 with z = c·(x + 0.044715x³), c = √(2/π). CUDA's
-// kernel computes it exactly, in one pass. ggml's CPU kernel reads a
-// float16 table, an error that grows through a model's layers, and its
-// tanh is the C library's, one value at a time; so on the CPU it is
-// x·σ(2z), and since 2z = x·b with b = 2c·(1 + 0.044715x²) > 0,
-// SiLU(x·b)/b: SiLU is one of ggml's vectorised kernels, and nothing
-// divides by x. That is five passes over x, which on a GPU cost an SD3
-// image a tenth of its time.
-func (t Tensor) GELUTanh() Tensor {
-	if t.g.be.device.Kind == DeviceCUDA {
-		return t.op(t.g.be.a.gelu(t.g.ctx, t.t))
-	}
-	c2 := 2 * math.Sqrt(2/math.Pi)
-	b := t.Sqr().ScaleBias(c2*0.044715, c2)
-	return t.Mul(b).SILU().Div(b)
-}
+// x·(1 + tanh(z))/2 with z = c·(x + 0.044715x³), c = √(2/π): ggml's
+// kernel, one pass. CUDA's computes it exactly; the CPU's, in the
+// pinned release, read a float16 table (an error that grows through a
+// model's layers) or the C library's tanh a value at a time, and the
+// engine's patch 0004 (scripts/llama-patches) computes it as x·σ(2z) in
+// vectors, as exactly.
+func (t Tensor) GELUTanh() Tensor { return t.op(t.g.be.a.gelu(t.g.ctx, t.t)) }
 
 // RMSNorm divides each row by its root mean square.
 func (t Tensor) RMSNorm(eps float32) Tensor { return t.op(t.g.be.a.rmsNorm(t.g.ctx, t.t, eps)) }
