@@ -10,7 +10,7 @@ temporary directory:
   3. Ctrl-C, SIGINT to the foreground process group as a terminal sends it,
      stops the worker before the api: no "pull failed" in its output;
   4. variant C on an empty model directory, on either engine (the default
-     ONNX Runtime, and IMAGE_ENGINE=ggml), writes the files that engine
+     ggml, and IMAGE_ENGINE=onnx), writes the files that engine
      reads and answers a PNG; IMAGE_ENGINE=ggml on a directory with the
      ONNX export alone stops at once, saying what to do;
   5. make run's process group sent SIGKILL, or SIGTERM then SIGKILL a
@@ -164,15 +164,15 @@ try:
             fail(f"IMAGE_ENGINE={engine} make run VARIANT=C on an empty model directory answered no PNG", log.read())
         return env_c
 
-    generate_c("onnx")
-    print("ok: make run VARIANT=C (ONNX Runtime, the default) answers a PNG")
     env_c = generate_c("ggml")
-    print("ok: IMAGE_ENGINE=ggml make run VARIANT=C writes both engines' files and answers a PNG")
+    print("ok: make run VARIANT=C (ggml, the default) writes both engines' files and answers a PNG")
+    generate_c("onnx")
+    print("ok: IMAGE_ENGINE=onnx make run VARIANT=C answers a PNG")
 
-    onnx_only = os.path.join(work, "model-c-onnx")
-    subprocess.run(["bin/genqctl", "models", "tiny", "--variant", "C", "--dir", onnx_only], check=True, capture_output=True)
+    onnx_only = os.path.join(work, "model-c-onnx-only")
+    subprocess.run(["bin/genqctl", "models", "tiny", "--variant", "C", "--engine", "onnx", "--dir", onnx_only], check=True, capture_output=True)
     p = subprocess.run(["scripts/run-local.sh"], env=dict(env_c, MODEL_DIR=onnx_only), capture_output=True, text=True, timeout=60)
-    if p.returncode == 0 or "IMAGE_ENGINE=ggml reads" not in p.stderr:
+    if p.returncode == 0 or "IMAGE_ENGINE=ggml (the default) reads" not in p.stderr:
         fail("IMAGE_ENGINE=ggml on an ONNX-only model directory did not stop with a sentence", p.stdout + p.stderr)
     print("ok: IMAGE_ENGINE=ggml on the ONNX export alone stops and says what to do")
 

@@ -48,13 +48,14 @@ if [[ -z "$(find "$model_dir" -mindepth 1 -maxdepth 1 ! -name README.md 2>/dev/n
 ################################################################################
 MSG
 	tiny=(--variant "$VARIANT" --dir "$model_dir")
-	# The ggml image engine reads GGUF files the ONNX export lacks; this
-	# writes both, from the same weights.
-	[[ "$VARIANT" == C && "${IMAGE_ENGINE:-onnx}" == ggml ]] && tiny+=(--engine ggml)
+	# The ggml image engine, the default, reads GGUF files the ONNX export
+	# lacks: for it this writes both, from the same weights; for
+	# IMAGE_ENGINE=onnx the ONNX export alone.
+	[[ "$VARIANT" == C ]] && tiny+=(--engine "${IMAGE_ENGINE:-ggml}")
 	bin/genqctl models tiny "${tiny[@]}"
 fi
-if [[ "$VARIANT" == C && "${IMAGE_ENGINE:-onnx}" == ggml && ! -d "$model_dir/ggml" ]]; then
-	echo "make run: IMAGE_ENGINE=ggml reads $model_dir/ggml/*.gguf, which $model_dir lacks: write a tiny model with both engines' files (bin/genqctl models tiny --variant C --engine ggml --dir $model_dir, after moving what is there), or run the ONNX engine (IMAGE_ENGINE=onnx)" >&2
+if [[ "$VARIANT" == C && "${IMAGE_ENGINE:-ggml}" == ggml && ! -d "$model_dir/ggml" ]]; then
+	echo "make run: IMAGE_ENGINE=ggml (the default) reads $model_dir/ggml/*.gguf, which $model_dir lacks: write a tiny model with both engines' files (bin/genqctl models tiny --variant C --dir $model_dir, after moving what is there), or run the ONNX engine (IMAGE_ENGINE=onnx)" >&2
 	exit 1
 fi
 

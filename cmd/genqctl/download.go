@@ -104,10 +104,10 @@ func (cfg *downloadConfig) options(e env) (hub.Options, error) {
 		return hub.Options{}, usageError{err.Error()}
 	}
 	preset, _ := hub.VariantPreset(v)
-	if cfg.Engine == "ggml" {
-		if v.Kind() != genq.OutputImage {
-			return hub.Options{}, usageError{"--engine ggml is for variant C: the text variants always run on ggml"}
-		}
+	switch {
+	case v.Kind() != genq.OutputImage:
+		cfg.Engine = "" // variant C's choice: the text variants always run on ggml
+	case cfg.Engine == "ggml":
 		preset = v.Spec().HubGGML
 	}
 	opts := hub.Options{

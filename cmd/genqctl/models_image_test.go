@@ -25,25 +25,28 @@ func TestModelsTinyImageEngines(t *testing.T) {
 	ggmlFiles := []string{sd3.ClipLFile, sd3.ClipGFile, sd3.T5File, sd3.TransformerFile, sd3.VAEDecoderFile}
 
 	onnxDir := t.TempDir()
-	if _, err := run("--dir", onnxDir); err != nil {
+	if _, err := run("--dir", onnxDir, "--engine", "onnx"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(onnxDir, sd3.TransformerFile)); err == nil {
-		t.Error("the default (onnx) wrote ggml files")
+		t.Error("--engine onnx wrote ggml files")
 	}
 
-	ggmlDir := t.TempDir()
-	if _, err := run("--dir", ggmlDir, "--engine", "ggml", "--weights", "f32"); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range append(ggmlFiles, "transformer/model.onnx", "vae_decoder/model.onnx") {
-		if _, err := os.Stat(filepath.Join(ggmlDir, f)); err != nil {
-			t.Error(err)
+	// The default (ggml) writes both engines' files, so either serves.
+	for _, args := range [][]string{nil, {"--engine", "ggml", "--weights", "f32"}} {
+		ggmlDir := t.TempDir()
+		if _, err := run(append([]string{"--dir", ggmlDir}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range append(ggmlFiles, "transformer/model.onnx", "vae_decoder/model.onnx") {
+			if _, err := os.Stat(filepath.Join(ggmlDir, f)); err != nil {
+				t.Errorf("%v: %v", args, err)
+			}
 		}
 	}
 
-	for _, bad := range [][]string{{"--engine", "tensorrt"}, {"--engine", "ggml", "--weights", "q4_0"}, {"--weights", "f16"},
-		{"--size", "medium"}, {"--size", "mid"}, {"--engine", "ggml", "--size", "medium", "--weights", "q4_0"}} {
+	for _, bad := range [][]string{{"--engine", "tensorrt"}, {"--engine", "ggml", "--weights", "q4_0"}, {"--engine", "onnx", "--weights", "f16"},
+		{"--engine", "onnx", "--size", "medium"}, {"--size", "mid"}, {"--engine", "ggml", "--size", "medium", "--weights", "q4_0"}} {
 		_, err := run(append([]string{"--dir", t.TempDir()}, bad...)...)
 		var usage usageError
 		if !errors.As(err, &usage) {

@@ -510,8 +510,9 @@ func (b *bench) hostPerStep(ctx context.Context) error {
 	return nil
 }
 
-// images measures variant C on the tiny export at 256×256 through HTTP:
-// per image at 28 steps, and per step from the difference with 2 steps.
+// images measures variant C on the default engine and the tiny model at
+// 256×256 through HTTP: per image at 28 steps, and per step from the
+// difference with 2 steps.
 func (b *bench) images(ctx context.Context) error {
 	const size = 256
 	lat := map[int]time.Duration{}

@@ -168,7 +168,7 @@ func (b *bench) markdown(took time.Duration, chart string) string {
 	}
 
 	im := r.image
-	fmt.Fprintf(&s, "### Images\n\nVariant C on the tiny export at %d×%d through HTTP, 28 steps: **%s per image**, %s per step (from the difference with a 2-step run).\n\n", im.size, im.size, ms(im.perImage), ms(im.perStep))
+	fmt.Fprintf(&s, "### Images\n\nVariant C on the default engine (ggml) and the tiny model at %d×%d through HTTP, 28 steps: **%s per image**, %s per step (from the difference with a 2-step run).\n\n", im.size, im.size, ms(im.perImage), ms(im.perStep))
 
 	s.WriteString("### Cold start\n\nFrom starting the api and a worker (nats-server already up) to the first `POST /generate` answered 200; the request waits in the queue while the worker loads its model. Tiny generated models, so this is genq's own start-up, not a model's load time.\n\n| variant | cold start |\n|---|---|\n")
 	for _, v := range sortedKeys(r.coldStarts) {

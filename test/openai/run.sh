@@ -42,7 +42,7 @@ key="sk-genq-test-$RANDOM"
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
 # IMAGE_ENGINE=ggml runs the image tests on the ggml engine, whose tiny
 # model carries both engines' files.
-image_engine="${IMAGE_ENGINE:-onnx}"
+image_engine="${IMAGE_ENGINE:-ggml}"
 bin/genqctl models tiny --variant C --engine "$image_engine" --dir "$work/model-c" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &

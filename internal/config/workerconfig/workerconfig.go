@@ -95,7 +95,7 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	for _, env := range []string{"IMAGE_MAX_SIZE", "IMAGE_MAX_STEPS"} {
 		fs.Adopted(env, "the api takes it from the workers' heartbeats (the tightest live worker's), and refuses a request past it before queueing")
 	}
-	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "onnx", "image engine: onnx (ONNX Runtime, the ONNX export) or ggml (the ggml/*.gguf files beside it)")
+	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "ggml", "image engine: ggml (the ggml/*.gguf files, on the CPU or CUDA) or onnx (ONNX Runtime on the CPU, the ONNX export)")
 	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
 	fs.String(&c.ImageBLAS, "image-blas", "IMAGE_BLAS", "auto", "image engine ggml on the CPU: auto or on runs its matrix products through OpenBLAS (ggml's BLAS backend, built where OpenBLAS is installed; on fails without it): faster, and for SD3-medium at 1024² about 8 GB more memory (docs/image.md); off: ggml's own kernels")
 	fs.String(&c.ImageBLASKernels, "image-blas-kernels", "IMAGE_BLAS_KERNELS", "", "OpenBLAS kernels for IMAGE_BLAS (OPENBLAS_CORETYPE, e.g. SkylakeX); empty: those OpenBLAS picks for the CPU, whatever OPENBLAS_CORETYPE the worker inherits")
