@@ -124,7 +124,7 @@ func (b *bench) imageEnginesMarkdown() string {
 		products = "the ggml engine multiplies through ggml's BLAS backend (" + r.blas + " kernels), the transformer's matrices widened to fp32 as they load"
 	}
 	fmt.Fprintf(&s, "## Images: ggml against ONNX Runtime (measured by `make bench`)\n\n"+
-		"Both engines in one process on the same weights: the mid faithful export (`sd3.MidMMDiT`: 4 blocks, 384 wide, 6 heads; `sd3.MidVAE`: 32 to 128 wide), fp32 in ONNX Runtime's graphs, fp16 in ggml's GGUF files (as each engine runs SD3-medium); "+products+". "+
+		"Both engines in one process on the same weights: the mid faithful export (`sd3.MidMMDiT`: 4 blocks, 384 wide, 6 heads; `sd3.MidVAE`: 32 to 128 wide), fp32 in ONNX Runtime's graphs, fp16 in ggml's GGUF files (as each engine runs SD3-medium); "+products+", on the engine built with its patches to ggml's CPU kernels (docs/engine.md). "+
 		"One %d×%d image of %d steps at a time, guidance 7, %d thread each, alternating which engine goes first, %d rounds after one to warm up; medians of the rounds. "+
 		"Per step is an image's median step after its first; per image counts the prompt's three encoders, the steps, the VAE and the PNG. CPU: %s (%d cores, shared with other work). A ratio is ONNX Runtime's time over ggml's: above 1, ggml is faster.\n\n",
 		ieSize, ieSize, ieSteps, ieThreads, len(r.perImage["ggml"]), procfs.CPUName(), runtime.NumCPU())
