@@ -40,8 +40,8 @@ nats_port_s=$(free_port)
 key="sk-genq-test-$RANDOM"
 
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
-# IMAGE_ENGINE=ggml runs the image tests on the ggml engine, whose tiny
-# model carries both engines' files.
+# The image tests run on the default engine, ggml, whose tiny model
+# carries both engines' files; IMAGE_ENGINE=onnx runs them on ONNX Runtime.
 image_engine="${IMAGE_ENGINE:-ggml}"
 bin/genqctl models tiny --variant C --engine "$image_engine" --dir "$work/model-c" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
