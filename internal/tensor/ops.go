@@ -466,7 +466,7 @@ func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 	}
 	// The kernel reads them by their strides.
 	kv := Keys{k: k.ByHead(heads), v: v.ByHead(heads), keys: keys}
-	if g.be.blas != nil && min(size/heads, keys) >= blasMinSide {
+	if g.AttendsByProducts(size/heads, keys) {
 		kv.products = kv.forProducts()
 	}
 	return kv
