@@ -185,14 +185,20 @@ func (g *Graph) computeRuns() error {
 // (ggml-blas.cpp's min_batch): smaller ones stay on the CPU's kernels.
 const blasMinSide = 32
 
-// backendFor is the backend that computes node: the BLAS backend the
+// backendFor is the backend that computes node t: the BLAS backend the
 // matrix products it takes (float32 operands, or a matrix of a type it
 // converts, each side at least blasMinSide long), else the backend's own.
-func (be *Backend) backendFor(node unsafe.Pointer) unsafe.Pointer {
+// A bfloat16 matrix stays on the CPU's kernels where they multiply it
+// natively (Device.NativeBFloat16): sgemm would take it widened to
+// float32, converted at every product.
+func (be *Backend) backendFor(t unsafe.Pointer) unsafe.Pointer {
 	if be.blas == nil {
 		return be.b
 	}
-	if op := be.a.opDesc(node); (op == "MUL_MAT" || op == "OUT_PROD") && be.a.supportsOp(be.blas.backend, node) {
+	if m := (*node)(t).src[0]; m != nil && (*header)(m).typ == typeBF16 && be.device.NativeBFloat16 {
+		return be.b
+	}
+	if op := be.a.opDesc(t); (op == "MUL_MAT" || op == "OUT_PROD") && be.a.supportsOp(be.blas.backend, t) {
 		return be.blas.backend
 	}
 	return be.b

@@ -88,6 +88,11 @@ type Device struct {
 	// BLAS names the library and kernels that compute the CPU's matrix
 	// products ("OpenBLAS Cooperlake"); empty: ggml's own.
 	BLAS string
+	// NativeBFloat16 says the device's kernels multiply bfloat16 values
+	// natively, summing in float32: a CUDA GPU from Ampere on (compute
+	// capability 8.0), or a CPU whose ggml kernels were built for
+	// AVX512_BF16's dot products (ggml's CPU feature list says so).
+	NativeBFloat16 bool
 }
 
 // ggml's device types (enum ggml_backend_dev_type).
@@ -124,8 +129,9 @@ func Open(o Options) (*Backend, error) {
 			}
 			var free, total uintptr
 			a.devMemory(d, &free, &total)
+			cc := computeCapability(a.devName(d))
 			dev, device = d, Device{Kind: DeviceCUDA, Name: a.devDescription(d), FreeBytes: uint64(free),
-				ComputeCapability: computeCapability(a.devName(d))}
+				ComputeCapability: cc, NativeBFloat16: cc >= 80}
 			break
 		}
 		if dev == nil && want == DeviceCUDA {
@@ -136,6 +142,7 @@ func Open(o Options) (*Backend, error) {
 		if dev = a.devByType(devCPU); dev == nil {
 			return nil, errors.New("ggml: no CPU device")
 		}
+		device.NativeBFloat16 = a.features(a.devBackendReg(dev))["AVX512_BF16"] == "1"
 	}
 	b := a.devInit(dev, nil)
 	if b == nil {
@@ -175,13 +182,14 @@ func Open(o Options) (*Backend, error) {
 func (be *Backend) Device() Device { return be.device }
 
 // FastBFloat16 says whether products with bfloat16 matrices are the
-// faster choice: on CUDA GPUs from Ampere on (compute capability 8.0),
-// which multiply bfloat16 at float16's rate and where ggml-cuda then sums
-// in float32 and writes float32, not a float16 result it converts in a
-// pass of its own (Layout.BFloat16).
-func (be *Backend) FastBFloat16() bool {
-	return be.device.Kind == DeviceCUDA && be.device.ComputeCapability >= 80
-}
+// faster choice (Layout.BFloat16), where the device multiplies bfloat16
+// natively (Device.NativeBFloat16). CUDA GPUs from Ampere on multiply it
+// at float16's rate, and ggml-cuda then sums in float32 and writes
+// float32, not a float16 result it converts in a pass of its own. A CPU
+// with AVX512_BF16 multiplies it at twice float32's rate, with nothing to
+// convert in its registers as float16 has (llamafile's tinyBLAS), against
+// float32 sums of values rounded to bfloat16's 8 bits of mantissa.
+func (be *Backend) FastBFloat16() bool { return be.device.NativeBFloat16 }
 
 // Close frees the backend.
 func (be *Backend) Close() {

@@ -8,9 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/genq/genq/internal/gguf"
 )
@@ -251,15 +254,28 @@ func TestConv3x3(t *testing.T) {
 	for i := range k {
 		k[i] = float32((i*5)%13)/13 - 0.5
 	}
-	g := be.NewGraph()
-	defer g.Close()
-	kernel, img := g.Input(k, 3, 3, cin, cout), g.Input(x, w, h, cin, n)
-	cl := kernel.Conv3x3ChannelsLast(img.Permute(1, 2, 0, 3).Contiguous()) // [Cout, W, H, N]
-	got, err := g.ComputeAll(kernel.Conv2D(img, 1, 1, 1, 1, 1, 1), cl.Permute(2, 0, 1, 3).Contiguous())
-	if err != nil {
-		t.Fatal(err)
+	// A float16 or bfloat16 kernel takes its windows in its own type: the
+	// values rounded to 11 or 8 bits, the sums float32.
+	for _, tc := range []struct {
+		typ int32
+		tol float64
+	}{{typeF32, 2e-3}, {typeF16, 5e-3}, {typeBF16, 3e-2}} {
+		t.Run(typeName(tc.typ), func(t *testing.T) {
+			g := be.NewGraph()
+			defer g.Close()
+			kernel, img := g.Input(k, 3, 3, cin, cout), g.Input(x, w, h, cin, n)
+			typed := kernel
+			if tc.typ != typeF32 {
+				typed = kernel.cast(tc.typ)
+			}
+			cl := typed.Conv3x3ChannelsLast(img.Permute(1, 2, 0, 3).Contiguous()) // [Cout, W, H, N]
+			got, err := g.ComputeAll(kernel.Conv2D(img, 1, 1, 1, 1, 1, 1), cl.Permute(2, 0, 1, 3).Contiguous())
+			if err != nil {
+				t.Fatal(err)
+			}
+			nearWithin(t, "conv3x3", got[1], got[0], tc.tol)
+		})
 	}
-	nearWithin(t, "conv3x3", got[1], got[0], 2e-3)
 }
 
 // attentionCase is an attention's operands token by token, as the
@@ -583,13 +599,18 @@ func TestBFloat16Matrices(t *testing.T) {
 	g := be.NewGraph()
 	defer g.Close()
 	x := g.Input([]float32{1, 0}, 2)
-	outs, err := g.ComputeAll(g.Weight(w, "kept").MulMat(x), g.Weight(w, "narrowed").MulMat(x), g.Weight(w, "pq").MulMat(x))
+	// The last is tokens times the matrix, the operands the other way
+	// round (TokensAlongRows): ggml multiplies a bfloat16 right operand
+	// only by a bfloat16 matrix, so MulMat converts the tokens.
+	outs, err := g.ComputeAll(g.Weight(w, "kept").MulMat(x), g.Weight(w, "narrowed").MulMat(x), g.Weight(w, "pq").MulMat(x),
+		g.Input([]float32{1, 0, 0, 3}, 2, 2).MulMat(g.Weight(w, "narrowed")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	near(t, "float16", outs[0], []float32{1 + 1.0/1024})
 	near(t, "bfloat16", outs[1], []float32{1})
 	near(t, "fused bfloat16", outs[2], []float32{1, 1, 1})
+	near(t, "tokens times bfloat16", outs[3], []float32{1, 3})
 }
 
 // writeHalfMatrices writes a GGUF file at path of float16 matrices each
@@ -824,5 +845,61 @@ func TestBLASBackend(t *testing.T) {
 	}
 	if inherited := os.Getenv("OPENBLAS_CORETYPE"); inherited != "" && strings.Contains(be.Device().BLAS, inherited) {
 		t.Errorf("OpenBLAS runs the inherited OPENBLAS_CORETYPE %s", inherited)
+	}
+}
+
+// TestBFloat16ProductsOnTheCPUKernels: beside the BLAS backend, a product
+// with a bfloat16 matrix runs on the CPU's kernels where they multiply
+// bfloat16 natively, and through sgemm (the matrix widened) where not.
+func TestBFloat16ProductsOnTheCPUKernels(t *testing.T) {
+	be, err := Open(Options{Device: DeviceCPU, Threads: 1, BLAS: BLASOn})
+	if errors.Is(err, errNoBLAS) {
+		t.Skip("the engine has no BLAS module (OpenBLAS was not installed when make engine built it)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	w, x := make([]float32, 64*48), make([]float32, 64*40)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i)))
+	}
+	for i := range x {
+		x[i] = float32(math.Cos(float64(i) / 3))
+	}
+	for _, native := range []bool{true, false} {
+		be.device.NativeBFloat16 = native
+		g := be.NewGraph()
+		in := g.Input(w, 64, 48)
+		outs, err := g.ComputeAll(in.cast(typeBF16).MulMat(g.Input(x, 64, 40)), in.MulMat(g.Input(x, 64, 40)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nearWithin(t, "bfloat16 product", outs[0], outs[1], 3e-2)
+		onBLAS := 0
+		for _, r := range g.runs {
+			if r.backend == be.blas.backend {
+				onBLAS += int(be.a.graphNodes(r.graph))
+			}
+		}
+		if want := map[bool]int{true: 1, false: 2}[native]; onBLAS != want {
+			t.Errorf("native bfloat16 %v: %d products on the BLAS backend, want %d", native, onBLAS, want)
+		}
+		g.Close()
+	}
+}
+
+// TestCPUFeatures: the CPU's feature list comes from its ggml kernels, and
+// they are never said to multiply bfloat16 natively on a CPU without
+// AVX512_BF16.
+func TestCPUFeatures(t *testing.T) {
+	be := backend(t)
+	features := be.a.features(be.a.devBackendReg(be.a.devByType(devCPU)))
+	t.Logf("ggml's CPU features: %v; native bfloat16: %v", features, be.Device().NativeBFloat16)
+	if runtime.GOARCH == "amd64" && len(features) == 0 {
+		t.Error("no features listed for an x86-64 CPU")
+	}
+	if be.Device().NativeBFloat16 && !cpu.X86.HasAVX512BF16 {
+		t.Error("native bfloat16 on a CPU without AVX512_BF16")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/jupiterrider/ffi"
+	"golang.org/x/sys/unix"
 
 	"github.com/genq/genq/internal/llamacpp"
 )
@@ -247,3 +248,22 @@ type header struct {
 }
 
 func shapeOf(t unsafe.Pointer) [4]int64 { return (*header)(t).ne }
+
+// features is a backend registry's feature list (ggml_backend_get_features:
+// {name, value} pairs, the last one empty), empty where it has none: the
+// CPU's names the instruction sets its kernels were built for
+// ("AVX512_BF16": "1").
+func (a *api) features(reg unsafe.Pointer) map[string]string {
+	out := map[string]string{}
+	p := a.regProcAddress(reg, "ggml_backend_get_features")
+	if p == 0 {
+		return out
+	}
+	var get func(reg unsafe.Pointer) unsafe.Pointer
+	purego.RegisterFunc(&get, p)
+	type feature struct{ name, value *byte }
+	for f := (*feature)(get(reg)); f != nil && f.name != nil; f = (*feature)(unsafe.Add(unsafe.Pointer(f), unsafe.Sizeof(feature{}))) {
+		out[unix.BytePtrToString(f.name)] = unix.BytePtrToString(f.value)
+	}
+	return out
+}

@@ -20,6 +20,11 @@ func (t Tensor) Mul(u Tensor) Tensor { return t.op(t.g.be.a.mul(t.g.ctx, t.t, u.
 // its panels at every call (OpenBLAS's sgemm: a tenth of its time at
 // SD3's shapes on one core), so one call packs it once.
 func (t Tensor) MulMat(u Tensor) Tensor {
+	if (*header)(u.t).typ == typeBF16 && (*header)(t.t).typ == typeF32 {
+		// ggml multiplies a bfloat16 right operand by a matrix of its own
+		// type only (tokens times a bfloat16 matrix, TokensAlongRows).
+		t = t.cast(typeBF16)
+	}
 	if t.Dim(2) == 1 && t.Dim(3) == 1 && u.Dim(2)*u.Dim(3) > 1 && u.contiguous() {
 		rows, n, m := u.Dim(1), u.Dim(2), u.Dim(3)
 		y := t.op(t.g.be.a.mulMat(t.g.ctx, t.t, u.Reshape(u.Dim(0), rows*n*m).t))
@@ -292,12 +297,13 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	// cross from one image into the next are computed and dropped).
 	r := n*ph - 2
 	x3 := xp.strided(0, [4]int{cin, 3, pw, r}, [4]int{f32, pw * cin * f32, cin * f32, pw * cin * f32})
-	// With a float16 kernel, the CPU's product takes its other operand as
-	// float16 too: the copy that interleaves the rows converts them, at
-	// half the bytes, and the product reads the windows as they are.
+	// With a float16 or bfloat16 kernel, the CPU's product takes its other
+	// operand in the kernel's type too: the copy that interleaves the rows
+	// converts them, at half the bytes, and the product reads the windows
+	// as they are.
 	es := f32
-	if (*header)(t.t).typ == typeF16 && !t.g.be.forCUDA {
-		x3, es = x3.cast(typeF16), 2
+	if typ := (*header)(t.t).typ; (typ == typeF16 || typ == typeBF16) && !t.g.be.forCUDA {
+		x3, es = x3.cast(typ), 2
 	} else {
 		x3 = x3.Contiguous()
 	}
