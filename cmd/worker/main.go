@@ -137,7 +137,7 @@ func ggmlImageConfig(cfg workerconfig.Config) ggmlimage.Config {
 	return ggmlimage.Config{ModelDir: im.ModelDir, Slots: im.Slots, Device: im.Device,
 		Width: im.Width, Height: im.Height, Steps: im.Steps, GuidanceScale: im.GuidanceScale, Seed: im.Seed,
 		MaxSize: im.MaxSize, MaxSteps: im.MaxSteps, Threads: im.Threads, NoT5: cfg.ImageT5 == "off",
-		BLAS: cfg.ImageBLAS, BLASKernels: cfg.ImageBLASKernels}
+		BLAS: cfg.ImageBLAS, BLASKernels: cfg.ImageBLASKernels, BFloat16: cfg.ImageBFloat16}
 }
 
 // logManifest says where the model came from, when genqctl download wrote it.

@@ -47,6 +47,7 @@ type Backend struct {
 	mmdit        *Transformer
 	vae          *VAEDecoder
 	be           *tensor.Backend // the device all parts compute on
+	bfloat16     bool            // Config.BFloat16 as it resolved on the device
 	steps        *stepBatcher    // the transformer's calls, shared by concurrent jobs
 
 	// negative is the empty negative prompt, encoded once at Open.
@@ -113,7 +114,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	dev := b.be.Device()
 	device := genq.Device{Kind: dev.Kind, Name: cmp.Or(dev.Name, procfs.CPUName()), Engine: Engine}
 	b.mu = new(sync.Mutex)
-	opts := placement{be: b.be, mu: b.mu, fresh: cfg.FreshStepGraphs, bfloat16: b.be.FastBFloat16() && !cfg.Float16Matrices}
+	bfloat16 := cfg.BFloat16 == BFloat16On || (cfg.BFloat16 != BFloat16Off && b.be.FastBFloat16())
+	b.bfloat16 = bfloat16
+	opts := placement{be: b.be, mu: b.mu, fresh: cfg.FreshStepGraphs, bfloat16: bfloat16}
 	at := func(file string) string { return filepath.Join(dir, file) }
 	if b.textL, err = openCLIP(at(sd3.ClipLFile), opts); err != nil {
 		return nil, err
@@ -151,7 +154,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	ok = true
 	log.Info("image backend ready", "engine", Engine, "model", name, "device", device.Kind, "device_name", device.Name,
-		"compute_capability", dev.ComputeCapability, "blas", dev.BLAS, "transformer_bf16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
+		"compute_capability", dev.ComputeCapability, "blas", dev.BLAS, "bfloat16", opts.bfloat16, "t5", !cfg.NoT5, "threads", cfg.Threads, "max_batch", cfg.MaxBatch, "size", fmt.Sprintf("%dx%d", cfg.Width, cfg.Height), "steps", cfg.Steps, "slots", cfg.Slots,
 		"took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }
@@ -251,6 +254,10 @@ func (b *Backend) Info() genq.BackendInfo { return b.info }
 // BLAS names the library and kernels that compute the CPU's matrix
 // products (tensor.Device.BLAS); empty: ggml's own, or a GPU.
 func (b *Backend) BLAS() string { return b.be.Device().BLAS }
+
+// BFloat16 says whether the largest products' weights are bfloat16
+// (Config.BFloat16, auto resolved on the device).
+func (b *Backend) BFloat16() bool { return b.bfloat16 }
 
 // Close frees every part.
 func (b *Backend) Close() error {

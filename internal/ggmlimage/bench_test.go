@@ -96,8 +96,9 @@ func BenchmarkEngines(b *testing.B) {
 
 // BenchmarkVAEDecoders times the mid VAE decoding a 256×256 image on each
 // engine, the same weights (f32 in ONNX Runtime, f16 in ggml, as
-// BenchmarkEngines runs them), benchThreads each: the part of an image
-// outside its steps that costs most.
+// BenchmarkEngines runs them; ggml-bf16 with its 3×3 kernels as bfloat16,
+// Config.BFloat16), benchThreads each: the part of an image outside its
+// steps that costs most.
 func BenchmarkVAEDecoders(b *testing.B) {
 	size := benchSizes[1]
 	dir := writeBenchModel(b, size.mmdit, size.vae)
@@ -108,19 +109,23 @@ func BenchmarkVAEDecoders(b *testing.B) {
 			[]onnxInput{{name: "latent_sample", data: latents, shape: []int64{1, int64(size.vae.LatentChannels), int64(h), int64(w)}}},
 			"sample", []int64{1, 3, int64(size.height), int64(size.width)})
 	})
-	b.Run("ggml", func(b *testing.B) {
-		d, err := ggmlimage.OpenVAEDecoder(filepath.Join(dir, sd3.VAEDecoderFile), benchThreads)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
-		benchLoop(b, func() error { _, err := d.Decode(latents, 1, h, w); return err })
-	})
+	for name, open := range map[string]func(string, int) (*ggmlimage.VAEDecoder, error){
+		"ggml": ggmlimage.OpenVAEDecoder, "ggml-bf16": ggmlimage.OpenVAEDecoderBFloat16} {
+		b.Run(name, func(b *testing.B) {
+			d, err := open(filepath.Join(dir, sd3.VAEDecoderFile), benchThreads)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			benchLoop(b, func() error { _, err := d.Decode(latents, 1, h, w); return err })
+		})
+	}
 }
 
 // BenchmarkTransformers times one step's transformer call of the mid
 // model on each engine: a 256×256 image's latents at batch 2 (the
-// negative prompt and the prompt), with SD3's 77+256 text tokens.
+// negative prompt and the prompt), with SD3's 77+256 text tokens; ggml-bf16
+// with its matrices as bfloat16 (Config.BFloat16).
 func BenchmarkTransformers(b *testing.B) {
 	size := benchSizes[1]
 	dir := writeBenchModel(b, size.mmdit, size.vae)
@@ -138,14 +143,17 @@ func BenchmarkTransformers(b *testing.B) {
 			{name: "timestep", data: in.Timesteps, shape: []int64{n}},
 		}, "out_hidden_states", []int64{n, 16, h, w})
 	})
-	b.Run("ggml", func(b *testing.B) {
-		m, err := ggmlimage.OpenTransformer(filepath.Join(dir, sd3.TransformerFile), benchThreads)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Close()
-		benchLoop(b, func() error { _, err := m.Predict(in); return err })
-	})
+	for name, open := range map[string]func(string, int) (*ggmlimage.Transformer, error){
+		"ggml": ggmlimage.OpenTransformer, "ggml-bf16": ggmlimage.OpenTransformerBFloat16} {
+		b.Run(name, func(b *testing.B) {
+			m, err := open(filepath.Join(dir, sd3.TransformerFile), benchThreads)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			benchLoop(b, func() error { _, err := m.Predict(in); return err })
+		})
+	}
 }
 
 // writeBenchModel writes the faithful export of the given shapes: f32 for

@@ -14,6 +14,13 @@ const (
 	DeviceCUDA = tensor.DeviceCUDA // CUDA or fail at start-up
 )
 
+// BFloat16 choices for Config.BFloat16.
+const (
+	BFloat16Auto = "auto"
+	BFloat16On   = "on"
+	BFloat16Off  = "off"
+)
+
 // Config is how the ggml image backend runs. The worker main fills it from
 // the same IMAGE_* settings the ONNX engine reads.
 type Config struct {
@@ -43,10 +50,13 @@ type Config struct {
 	// as before graphs were kept: benchmarks set it to measure what
 	// keeping them saves.
 	FreshStepGraphs bool
-	// Float16Matrices keeps the transformer's matrices in float16 where
-	// they would be bfloat16 (tensor.Backend.FastBFloat16): benchmarks set
-	// it to compare the two.
-	Float16Matrices bool
+	// BFloat16 (IMAGE_BFLOAT16) says where the float16 weights the largest
+	// products take are kept as bfloat16: BFloat16Auto (when empty) where
+	// the device multiplies bfloat16 natively (tensor.Backend.FastBFloat16),
+	// BFloat16On everywhere, BFloat16Off nowhere. On the CPU those are the
+	// transformer's matrices and the VAE's 3×3 kernels; on CUDA, the
+	// transformer's matrices.
+	BFloat16 string
 	// BLAS and BLASKernels are tensor.Options' (IMAGE_BLAS,
 	// IMAGE_BLAS_KERNELS): whether the CPU's matrix products go through
 	// ggml's BLAS backend, and which OpenBLAS kernels run them.
@@ -64,6 +74,11 @@ func (c Config) validate() error {
 	case DeviceAuto, DeviceCPU, DeviceCUDA:
 	default:
 		return fmt.Errorf("image device %q: want auto, cpu or cuda", c.Device)
+	}
+	switch c.BFloat16 {
+	case "", BFloat16Auto, BFloat16On, BFloat16Off:
+	default:
+		return fmt.Errorf("image bfloat16 %q: want auto, on or off", c.BFloat16)
 	}
 	return nil
 }

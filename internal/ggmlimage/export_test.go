@@ -17,3 +17,9 @@ func OpenTransformerBLAS(path string, threads int, blas string) (*Transformer, s
 	}
 	return m, m.part.be.Device().BLAS, nil
 }
+
+// OpenVAEDecoderBFloat16 is OpenVAEDecoder with its 3×3 kernels kept as
+// bfloat16 (Config.BFloat16), as where the CPU multiplies them natively.
+func OpenVAEDecoderBFloat16(path string, threads int) (*VAEDecoder, error) {
+	return openVAEDecoder(path, placement{threads: threads, bfloat16: true})
+}

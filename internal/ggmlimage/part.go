@@ -71,8 +71,8 @@ type placement struct {
 	threads int
 	log     *slog.Logger
 	fresh   bool // Config.FreshStepGraphs
-	// bfloat16: the transformer's matrices as bfloat16 (tensor.Layout),
-	// where the backend multiplies them faster so.
+	// bfloat16: the largest products' float16 weights as bfloat16
+	// (tensor.Layout, Config.BFloat16).
 	bfloat16 bool
 	// blas is tensor.Options.BLAS for a part that opens its own backend.
 	blas string

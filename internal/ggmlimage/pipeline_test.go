@@ -104,6 +104,75 @@ func TestPipelineMatchesONNX(t *testing.T) {
 	}
 }
 
+// The ggml pipeline on float16 weights against the ONNX one, with
+// IMAGE_BFLOAT16 off and on: on, the transformer's per-token matrices and
+// the VAE's inner 3×3 kernels are bfloat16, their values rounded to 8
+// bits, and the bounds are wider; both are logged.
+func TestPipelineInBFloat16MatchesONNX(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 11, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: sd3.F16}); err != nil {
+		t.Fatal(err)
+	}
+	const w, h, steps = 64, 48, 6
+	ref, err := onnx.Open(ctx, onnx.Config{ModelDir: dir, LibraryPath: ortLibrary(t), Device: onnx.DeviceCPU, Width: w, Height: h, Steps: steps, Threads: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	var want [][]float32
+	ref.ObserveSteps(func(_ int, x []float32) { want = append(want, slices.Clone(x)) })
+	seed := int64(42)
+	job := genq.Job{Envelope: genq.Envelope{ID: "j", Text: "a photo of a red cat on the moon"}, TextRequest: genq.TextRequest{Seed: &seed}}
+	refImg, err := ref.Generate(ctx, job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bfloat16   string
+		stepTol    float64 // of the latents' largest value
+		meanLevels float64
+		worst      int
+	}{{ggmlimage.BFloat16Off, 3e-3, 0.15, 1}, {ggmlimage.BFloat16On, 1e-2, 0.6, 4}} {
+		t.Run(tc.bfloat16, func(t *testing.T) {
+			b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps,
+				GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2, BFloat16: tc.bfloat16}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if b.BFloat16() != (tc.bfloat16 == ggmlimage.BFloat16On) {
+				t.Errorf("BFloat16() = %v", b.BFloat16())
+			}
+			var got [][]float32
+			b.ObserveSteps(func(_ int, x []float32) { got = append(got, slices.Clone(x)) })
+			img, err := b.Generate(ctx, job, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for step := range steps {
+				diff, scale := compare(t, got[step], want[step])
+				t.Logf("step %d: largest difference %.3g of the largest value", step, diff/scale)
+				if diff > tc.stepTol*scale {
+					t.Errorf("step %d: largest difference %.3g is over %g of the largest value %.3g", step, diff, tc.stepTol, scale)
+				}
+			}
+			a, c := decode(t, refImg.Data), decode(t, img.Data)
+			worst, sum := 0, 0
+			for i := range a.Pix {
+				d := int(a.Pix[i]) - int(c.Pix[i])
+				d = max(d, -d)
+				worst, sum = max(worst, d), sum+d
+			}
+			mean := float64(sum) / float64(len(a.Pix))
+			t.Logf("pixels: %.3f levels apart on average, at most %d", mean, worst)
+			if mean > tc.meanLevels || worst > tc.worst {
+				t.Errorf("pixels %.3f levels apart on average, at most %d: want at most %g and %d", mean, worst, tc.meanLevels, tc.worst)
+			}
+		})
+	}
+}
+
 func decode(t *testing.T, data []byte) *image.NRGBA {
 	t.Helper()
 	img, err := png.Decode(bytes.NewReader(data))

@@ -22,11 +22,43 @@ func OpenVAEDecoder(path string, threads int) (*VAEDecoder, error) {
 }
 
 func openVAEDecoder(path string, on placement) (*VAEDecoder, error) {
-	p, cfg, err := openPart(path, on, sd3.VAEConfigOf, sd3.VAEConfig.VAEDecoderTensors, nil)
+	var layout func(sd3.VAEConfig, *tensor.Backend) tensor.Layout
+	if on.bfloat16 {
+		layout = kernelsInBFloat16
+	}
+	p, cfg, err := openPart(path, on, sd3.VAEConfigOf, sd3.VAEConfig.VAEDecoderTensors, layout)
 	if err != nil {
 		return nil, fmt.Errorf("vae decoder: %w", err)
 	}
 	return &VAEDecoder{part: p, cfg: cfg}, nil
+}
+
+// kernelsInBFloat16 keeps the 3×3 convolutions' float16 kernels as
+// bfloat16 on the CPU: Conv3x3ChannelsLast then takes its windows as
+// bfloat16 too, and a CPU with AVX512_BF16 multiplies them with its
+// bfloat16 dot products, where float16 values are converted in its
+// registers first. The convolutions are most of the decoder's time (324
+// → 225 ms for the mid VAE, docs/benchmarks.md). CUDA keeps float16: its
+// windows are float32 (Conv3x3ChannelsLast), and bfloat16 there is
+// unmeasured.
+func kernelsInBFloat16(c sd3.VAEConfig, be *tensor.Backend) tensor.Layout {
+	if be.Device().Kind != tensor.DeviceCPU {
+		return tensor.Layout{}
+	}
+	kernels := map[string]bool{}
+	for _, s := range c.VAEDecoderTensors() {
+		if len(s.Shape) == 4 && s.Shape[2] == 3 && s.Shape[3] == 3 {
+			kernels[s.Name] = true
+		}
+	}
+	// The first and last keep float16. conv_in's windows (9 × 16 latent
+	// channels) are not the multiple of 32 values tinyBLAS's bfloat16
+	// products take, and conv_out makes the pixels themselves: its error
+	// reaches them whole. Without them in bfloat16 the mid image's largest
+	// difference from ONNX Runtime's fell from 3 levels to 2, at no cost.
+	delete(kernels, "decoder.conv_in.weight")
+	delete(kernels, "decoder.conv_out.weight")
+	return tensor.Layout{BFloat16: func(name string) bool { return kernels[name] }}
 }
 
 // Config is the decoder's configuration, read from its file.

@@ -21,13 +21,20 @@ import (
 // The ggml decoder against ONNX Runtime running the tiny export's decoder,
 // on the same weights and latents. In F32 they must agree within 1e-3 of
 // the largest output; F16 weights are measured against the same bound
-// times ten, and the error is logged.
+// times ten, and with the 3×3 kernels as bfloat16 (Config.BFloat16)
+// times thirty; the error is logged.
 func TestVAEDecoderMatchesONNX(t *testing.T) {
 	for _, tc := range []struct {
-		dtype sd3.DType
-		tol   float64
-	}{{sd3.F32, 1e-3}, {sd3.F16, 1e-2}} {
-		t.Run(string(tc.dtype), func(t *testing.T) {
+		dtype    sd3.DType
+		bfloat16 bool
+		tol      float64
+	}{{sd3.F32, false, 1e-3}, {sd3.F16, false, 1e-2}, {sd3.F16, true, 3e-2}} {
+		name := string(tc.dtype)
+		open := ggmlimage.OpenVAEDecoder
+		if tc.bfloat16 {
+			name, open = name+" in bfloat16", ggmlimage.OpenVAEDecoderBFloat16
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			if err := tinyexport.WriteWithOptions(dir, 5, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: tc.dtype}); err != nil {
 				t.Fatal(err)
@@ -37,7 +44,7 @@ func TestVAEDecoderMatchesONNX(t *testing.T) {
 			want := runONNX(t, filepath.Join(dir, "vae_decoder", "model.onnx"), "latent_sample", "sample",
 				latents, []int64{n, 16, h, w}, []int64{n, 3, 8 * h, 8 * w})
 
-			dec, err := ggmlimage.OpenVAEDecoder(filepath.Join(dir, sd3.VAEDecoderFile), 2)
+			dec, err := open(filepath.Join(dir, sd3.VAEDecoderFile), 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +53,7 @@ func TestVAEDecoderMatchesONNX(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkNear(t, string(tc.dtype)+" weights", got, want, tc.tol)
+			checkNear(t, name+" weights", got, want, tc.tol)
 		})
 	}
 }

@@ -24,7 +24,7 @@ type imageOptions struct {
 	groups              int    // ggmlimage.Config.AttentionGroups; 0, the device's default
 	png                 string // where to write the first timed image; empty, nowhere
 	freshGraphs         bool   // ggmlimage.Config.FreshStepGraphs
-	f16Matrices         bool   // ggmlimage.Config.Float16Matrices
+	f16Matrices         bool   // ggmlimage.Config.BFloat16 off
 }
 
 // ImageResults are one image benchmark: the ggml engine in process, one
@@ -58,7 +58,7 @@ type ImageResults struct {
 
 func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResults, error) {
 	cfg := ggmlimage.Config{ModelDir: o.dir, Device: o.device, Slots: 1, Width: o.size, Height: o.size, Steps: o.steps,
-		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5, AttentionGroups: o.groups, FreshStepGraphs: o.freshGraphs, Float16Matrices: o.f16Matrices}
+		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5, AttentionGroups: o.groups, FreshStepGraphs: o.freshGraphs, BFloat16: bfloat16Setting(o.f16Matrices)}
 	b, err := ggmlimage.Open(ctx, cfg, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		return nil, err
@@ -135,4 +135,12 @@ func ggmlEnvironment() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// bfloat16Setting is ggmlimage.Config.BFloat16 for the -f16-matrices flag.
+func bfloat16Setting(f16Matrices bool) string {
+	if f16Matrices {
+		return ggmlimage.BFloat16Off
+	}
+	return ggmlimage.BFloat16Auto
 }

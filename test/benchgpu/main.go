@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.StringVar(&o.device, "device", "cuda", "auto, cpu or cuda")
 		fs.StringVar(&o.label, "label", "SD3-medium shapes fp16", "the model's name in the results")
 		fs.StringVar(&o.out, "out", "image.json", "where to write the results")
-		fs.BoolVar(&o.f16Matrices, "f16-matrices", false, "keep the transformer's matrices in float16 where the GPU would take them as bfloat16 (ggmlimage.Config.Float16Matrices)")
+		fs.BoolVar(&o.f16Matrices, "f16-matrices", false, "keep the transformer's matrices in float16 where the GPU would take them as bfloat16 (ggmlimage.Config.BFloat16 off)")
 		fs.BoolVar(&o.freshGraphs, "fresh-graphs", false, "build the transformer's graph anew at every step (ggmlimage.Config.FreshStepGraphs)")
 		fs.IntVar(&o.groups, "attention-groups", 0, "runs each head's queries are split into on CUDA (tensor.Options.AttentionGroups); 0, the default")
 		fs.StringVar(&o.png, "png", "", "write the first timed image here, to compare runs")

@@ -47,6 +47,9 @@ type Config struct {
 	// ImageBLAS and ImageBLASKernels: IMAGE_BLAS (auto, on or off) and
 	// IMAGE_BLAS_KERNELS, the ggml engine's matrix products on the CPU.
 	ImageBLAS, ImageBLASKernels string
+	// ImageBFloat16: IMAGE_BFLOAT16 (auto, on or off), where the ggml
+	// engine keeps its largest products' weights as bfloat16.
+	ImageBFloat16 string
 
 	variant string // as given; Variant is parsed before Register
 }
@@ -98,6 +101,7 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "ggml", "image engine: ggml (the ggml/*.gguf files, on the CPU or CUDA) or onnx (ONNX Runtime on the CPU, the ONNX export)")
 	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
 	fs.String(&c.ImageBLAS, "image-blas", "IMAGE_BLAS", "auto", "image engine ggml on the CPU: auto or on runs its matrix products through OpenBLAS (ggml's BLAS backend, built where OpenBLAS is installed; on fails without it): faster, and for SD3-medium at 1024² about 8 GB more memory (docs/image.md); off: ggml's own kernels")
+	fs.String(&c.ImageBFloat16, "image-bfloat16", "IMAGE_BFLOAT16", "auto", "image engine ggml: auto multiplies the transformer's matrices (and on the CPU the VAE's 3×3 convolutions) in bfloat16 with float32 sums where the device does so natively (CUDA from Ampere on, a CPU with AVX512_BF16): faster, with values rounded to bfloat16; on does so everywhere, slower where not native; off keeps the weights' float16, closer to the reference (docs/image.md)")
 	fs.String(&c.ImageBLASKernels, "image-blas-kernels", "IMAGE_BLAS_KERNELS", "", "OpenBLAS kernels for IMAGE_BLAS (OPENBLAS_CORETYPE, e.g. SkylakeX); empty: those OpenBLAS picks for the CPU, whatever OPENBLAS_CORETYPE the worker inherits")
 }
 
@@ -126,6 +130,8 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 		return c, errors.New("IMAGE_T5=off needs IMAGE_ENGINE=ggml: the ONNX engine always runs T5")
 	case c.ImageBLAS != "auto" && c.ImageBLAS != "on" && c.ImageBLAS != "off":
 		return c, fmt.Errorf("IMAGE_BLAS %q: want auto, on or off", c.ImageBLAS)
+	case c.ImageBFloat16 != "auto" && c.ImageBFloat16 != "on" && c.ImageBFloat16 != "off":
+		return c, fmt.Errorf("IMAGE_BFLOAT16 %q: want auto, on or off", c.ImageBFloat16)
 	}
 	if c.Slots < 1 && (c.Slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")

@@ -44,3 +44,26 @@ func TestDefaultsFromTheVariantAndTheImage(t *testing.T) {
 		t.Fatalf("--ack-wait: %v", err)
 	}
 }
+
+// IMAGE_BFLOAT16 is auto unless set, takes on and off, and refuses
+// anything else by name.
+func TestImageBFloat16(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		want    string
+		refused bool
+	}{
+		{map[string]string{"VARIANT": "C"}, "auto", false},
+		{map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "off"}, "off", false},
+		{map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "on"}, "on", false},
+		{map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "yes"}, "", true},
+	} {
+		c, err := Parse(nil, lookupOf(tc.env), io.Discard)
+		switch {
+		case tc.refused && (err == nil || !strings.Contains(err.Error(), "IMAGE_BFLOAT16")):
+			t.Errorf("%v: got %v, want an error naming IMAGE_BFLOAT16", tc.env, err)
+		case !tc.refused && (err != nil || c.ImageBFloat16 != tc.want):
+			t.Errorf("%v: got %q, %v; want %q", tc.env, c.ImageBFloat16, err, tc.want)
+		}
+	}
+}
