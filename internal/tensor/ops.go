@@ -23,6 +23,9 @@ func (t Tensor) MulMat(u Tensor) Tensor {
 	if (*header)(u.t).typ == typeBF16 && (*header)(t.t).typ == typeF32 {
 		// ggml multiplies a bfloat16 right operand by a matrix of its own
 		// type only (tokens times a bfloat16 matrix, TokensAlongRows).
+		if rows := t.Dim(1); rows%tileRows != 0 && t.Dim(2) == 1 && t.Dim(3) == 1 && !t.g.be.forCUDA {
+			return t.Concat(t.g.Zeros(t.Dim(0), tileRows-rows%tileRows), 1).cast(typeBF16).MulMat(u).firstRows(rows)
+		}
 		t = t.cast(typeBF16)
 	}
 	if t.Dim(2) == 1 && t.Dim(3) == 1 && u.Dim(2)*u.Dim(3) > 1 && u.contiguous() {
@@ -31,6 +34,21 @@ func (t Tensor) MulMat(u Tensor) Tensor {
 		return y.Reshape(t.Dim(1), rows, n, m)
 	}
 	return t.op(t.g.be.a.mulMat(t.g.ctx, t.t, u.t))
+}
+
+// tileRows is the multiple of rows of a product's matrix that the CPU's
+// llamafile kernel takes in its largest tiles (on AVX-512; other rows
+// counts that are a multiple of 4 take smaller ones). It takes no other
+// count, and ggml's generic loop, which then runs the product, is about
+// a third as fast: a matrix with other rows is padded with zero rows,
+// and the product's values for them left out (firstRows).
+const tileRows = 16
+
+// firstRows views the first rows values of each of t's rows, [rows,
+// ne1, ne2, ne3], its rows apart.
+func (t Tensor) firstRows(rows int) Tensor {
+	h := (*header)(t.t)
+	return t.view([4]int{rows, t.Dim(1), t.Dim(2), t.Dim(3)}, [3]int{int(h.nb[1]), int(h.nb[2]), int(h.nb[3])}, 0)
 }
 
 // Scale is t × s.
@@ -308,11 +326,23 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 		x3 = x3.Contiguous()
 	}
 	// A window is then 9·Cin consecutive values, (kw, kh, channel), and the
-	// kernel [Cin, 3 (kh), 3 (kw), Cout] one matrix of 9·Cin rows.
+	// kernel [Cin, 3 (kh), 3 (kw), Cout] one matrix of 9·Cin rows. On the
+	// CPU a kernel of another number of outputs than llamafile's kernel
+	// takes (a multiple of 4: tileRows) gets zero outputs to make one up:
+	// the VAE's last convolution, 3 outputs, ran on ggml's generic loop.
 	k := t.Permute(2, 1, 0, 3).Contiguous().Reshape(9*cin, cout)
+	ck := cout
+	if !t.g.be.forCUDA && cout%4 != 0 {
+		ck = cout + 4 - cout%4
+		zeros := t.g.Zeros(9*cin, ck-cout)
+		if typ := (*header)(k.t).typ; typ != typeF32 {
+			zeros = zeros.cast(typ)
+		}
+		k = k.Concat(zeros, 1)
+	}
 	rows := r*pw - 2
 	y := k.MulMat(x3.overlappingRows(0, 9*cin, rows, 3*cin*es, es)) // [Cout, rows]
-	return y.view([4]int{cout, w, h, n}, [3]int{cout * f32, pw * cout * f32, pw * ph * cout * f32}, 0)
+	return y.view([4]int{cout, w, h, n}, [3]int{ck * f32, pw * ck * f32, pw * ph * ck * f32}, 0)
 }
 
 // overlappingRows views rows rows of rowLen values of t, es bytes each,
@@ -501,7 +531,7 @@ func ProductKeys(k, vt Tensor) Keys {
 // transposed, as ProductKeys takes them, without a transposition.
 func (y Tensor) TokensAlongRows(tokens, heads, n int) Tensor {
 	const f32 = 4
-	d, row := y.Dim(1)/heads, y.Dim(0)*f32
+	d, row := y.Dim(1)/heads, int((*header)(y.t).nb[1]) // y's rows may be apart (MulMat)
 	return y.view([4]int{tokens, d, heads, n}, [3]int{row, d * row, tokens * f32}, 0)
 }
 
