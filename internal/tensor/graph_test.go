@@ -795,14 +795,7 @@ func writeGGUF(t *testing.T, path string, tensors []gguf.Tensor) {
 // OPENBLAS_CORETYPE.
 func TestBLASBackend(t *testing.T) {
 	plain := backend(t)
-	be, err := Open(Options{Device: DeviceCPU, Threads: 1, BLAS: BLASOn})
-	if errors.Is(err, errNoBLAS) {
-		t.Skip("the engine has no BLAS module (OpenBLAS was not installed when make engine built it)")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be := blasBackend(t)
 	if !strings.HasPrefix(be.Device().BLAS, "OpenBLAS ") {
 		t.Errorf("device's BLAS %q", be.Device().BLAS)
 	}
@@ -855,14 +848,7 @@ func TestBLASBackend(t *testing.T) {
 // with a bfloat16 matrix runs on the CPU's kernels where they multiply
 // bfloat16 natively, and through sgemm (the matrix widened) where not.
 func TestBFloat16ProductsOnTheCPUKernels(t *testing.T) {
-	be, err := Open(Options{Device: DeviceCPU, Threads: 1, BLAS: BLASOn})
-	if errors.Is(err, errNoBLAS) {
-		t.Skip("the engine has no BLAS module (OpenBLAS was not installed when make engine built it)")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be := blasBackend(t)
 	w, x := make([]float32, 64*48), make([]float32, 64*40)
 	for i := range w {
 		w[i] = float32(math.Sin(float64(i)))
@@ -909,4 +895,23 @@ func TestCPUFeatures(t *testing.T) {
 	if be.Device().NativeBFloat16 && !cpu.X86.HasAVX512BF16 {
 		t.Error("native bfloat16 on a CPU without AVX512_BF16")
 	}
+}
+
+// blasBackend is a one-thread CPU backend with ggml's BLAS backend beside
+// it, closed when the test ends; the test is skipped where the engine has
+// no BLAS module.
+func blasBackend(t *testing.T) *Backend {
+	t.Helper()
+	if os.Getenv("LLAMA_LIB_DIR") == "" {
+		t.Skip("LLAMA_LIB_DIR is unset (make engine)")
+	}
+	be, err := Open(Options{Device: DeviceCPU, Threads: 1, BLAS: BLASOn})
+	if errors.Is(err, errNoBLAS) {
+		t.Skip("the engine has no BLAS module (OpenBLAS was not installed when make engine built it)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	return be
 }
