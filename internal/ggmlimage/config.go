@@ -54,8 +54,8 @@ type Config struct {
 	// products take are kept as bfloat16: BFloat16Auto (when empty) where
 	// the device multiplies bfloat16 natively (tensor.Backend.FastBFloat16),
 	// BFloat16On everywhere, BFloat16Off nowhere. On the CPU those are the
-	// transformer's matrices and the VAE's 3×3 kernels; on CUDA, the
-	// transformer's matrices.
+	// transformer's per-token matrices and the VAE's inner 3×3 kernels; on
+	// CUDA, the transformer's per-token matrices.
 	BFloat16 string
 	// BLAS and BLASKernels are tensor.Options' (IMAGE_BLAS,
 	// IMAGE_BLAS_KERNELS): whether the CPU's matrix products go through

@@ -109,8 +109,8 @@ func matrices(c sd3.MMDiTConfig, fusions []tensor.Fusion) func(string) bool {
 // adaLN matrices, which make each block's scales, shifts and gates from
 // the timestep and the pooled text, where one value's rounding reaches
 // every token (bfloat16 there doubled the step's difference from ONNX
-// Runtime, 0.33% against 0.6%), and the embeddings and final projection,
-// whose products are few or small.
+// Runtime), and the embeddings and final projection, whose products are
+// few or small.
 func perToken(name string) bool {
 	return strings.HasPrefix(name, "transformer_blocks.") && !strings.Contains(name, ".norm1")
 }

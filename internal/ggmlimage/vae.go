@@ -37,8 +37,8 @@ func openVAEDecoder(path string, on placement) (*VAEDecoder, error) {
 // bfloat16 on the CPU: Conv3x3ChannelsLast then takes its windows as
 // bfloat16 too, and a CPU with AVX512_BF16 multiplies them with its
 // bfloat16 dot products, where float16 values are converted in its
-// registers first. The convolutions are most of the decoder's time (324
-// → 225 ms for the mid VAE, docs/benchmarks.md). CUDA keeps float16: its
+// registers first. The convolutions are most of the decoder's time
+// (docs/benchmarks.md). CUDA keeps float16: its
 // windows are float32 (Conv3x3ChannelsLast), and bfloat16 there is
 // unmeasured.
 func kernelsInBFloat16(c sd3.VAEConfig, be *tensor.Backend) tensor.Layout {
@@ -54,8 +54,8 @@ func kernelsInBFloat16(c sd3.VAEConfig, be *tensor.Backend) tensor.Layout {
 	// The first and last keep float16. conv_in's windows (9 × 16 latent
 	// channels) are not the multiple of 32 values tinyBLAS's bfloat16
 	// products take, and conv_out makes the pixels themselves: its error
-	// reaches them whole. Without them in bfloat16 the mid image's largest
-	// difference from ONNX Runtime's fell from 3 levels to 2, at no cost.
+	// reaches them whole. Kept so, the mid image's largest difference from
+	// ONNX Runtime's fell by a level, at no cost in time.
 	delete(kernels, "decoder.conv_in.weight")
 	delete(kernels, "decoder.conv_out.weight")
 	return tensor.Layout{BFloat16: func(name string) bool { return kernels[name] }}

@@ -187,8 +187,9 @@ func (be *Backend) Device() Device { return be.device }
 // at float16's rate, and ggml-cuda then sums in float32 and writes
 // float32, not a float16 result it converts in a pass of its own. A CPU
 // with AVX512_BF16 multiplies it at twice float32's rate, with nothing to
-// convert in its registers as float16 has (llamafile's tinyBLAS), against
-// float32 sums of values rounded to bfloat16's 8 bits of mantissa.
+// convert in its registers as float16 has (llamafile's tinyBLAS). Either
+// way the values are rounded to bfloat16's 8 bits of mantissa; the sums
+// stay float32.
 func (be *Backend) FastBFloat16() bool { return be.device.NativeBFloat16 }
 
 // Close frees the backend.

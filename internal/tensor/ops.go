@@ -328,7 +328,7 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	// A window is then 9·Cin consecutive values, (kw, kh, channel), and the
 	// kernel [Cin, 3 (kh), 3 (kw), Cout] one matrix of 9·Cin rows. On the
 	// CPU a kernel of another number of outputs than llamafile's kernel
-	// takes (a multiple of 4: tileRows) gets zero outputs to make one up:
+	// takes (a multiple of 4, tileRows) gets zero outputs to make one up:
 	// the VAE's last convolution, 3 outputs, ran on ggml's generic loop.
 	k := t.Permute(2, 1, 0, 3).Contiguous().Reshape(9*cin, cout)
 	ck := cout
