@@ -205,7 +205,7 @@ func (b *bench) imageEnginesMarkdown() string {
 		"Per step is an image's median step after its first; per image counts the prompt's three encoders, the steps, the VAE and the PNG. CPU: %s (%d cores, shared with other work). A ratio is ONNX Runtime's time over ggml's: above 1, ggml is faster. "+
 		"The last column compares each ggml image with ONNX Runtime's of the same job (seed, prompt), value by value.\n\n",
 		ieSize, ieSize, ieSteps, ieThreads, len(r.perImage[ieGGML]), procfs.CPUName(), runtime.NumCPU())
-	fmt.Fprintf(&s, "| | per step | per image | ONNX Runtime ÷ ggml, per step | per image | image against ONNX Runtime's |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&s, "| | per step | per image | speed × ONNX Runtime's, per step | speed × ONNX Runtime's, per image | image against ONNX Runtime's |\n|---|---|---|---|---|---|\n")
 	for _, name := range ieEngines {
 		step, image := median(r.perStep[name]), median(r.perImage[name])
 		if name == ieONNX {
