@@ -288,3 +288,38 @@ func TestOpenRefusesAMisshapenTensor(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// With bfloat16 products on more than one thread, IMAGE_BLAS=auto leaves
+// OpenBLAS out (its threads would spin beside ggml's); one thread, or an
+// explicit IMAGE_BLAS=on, keeps it.
+func TestBFloat16OnThreadsLeavesOpenBLASOut(t *testing.T) {
+	dir := t.TempDir()
+	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true}); err != nil {
+		t.Fatal(err)
+	}
+	blas := func(threads int, blas, bfloat16 string) string {
+		b, err := ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2,
+			Threads: threads, BLAS: blas, BFloat16: bfloat16}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		return b.BLAS()
+	}
+	if blas(1, "", ggmlimage.BFloat16On) == "" {
+		t.Skip("the engine has no BLAS module")
+	}
+	for _, tc := range []struct {
+		threads        int
+		blas, bfloat16 string
+		want           bool
+	}{
+		{2, "", ggmlimage.BFloat16On, false},
+		{2, "on", ggmlimage.BFloat16On, true},
+		{2, "", ggmlimage.BFloat16Off, true},
+	} {
+		if got := blas(tc.threads, tc.blas, tc.bfloat16) != ""; got != tc.want {
+			t.Errorf("%d threads, IMAGE_BLAS %q, IMAGE_BFLOAT16 %s: OpenBLAS %v, want %v", tc.threads, tc.blas, tc.bfloat16, got, tc.want)
+		}
+	}
+}

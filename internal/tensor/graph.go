@@ -192,6 +192,16 @@ func (be *Backend) Device() Device { return be.device }
 // stay float32.
 func (be *Backend) FastBFloat16() bool { return be.device.NativeBFloat16 }
 
+// DropBLAS closes the BLAS backend beside the CPU's, if there is one:
+// every product then runs on ggml's own kernels, and Device.BLAS is
+// empty. Call it before any graph is built.
+func (be *Backend) DropBLAS() {
+	if be.blas != nil {
+		be.a.backendFree(be.blas.backend)
+		be.blas, be.device.BLAS = nil, ""
+	}
+}
+
 // Close frees the backend.
 func (be *Backend) Close() {
 	if be == nil {
