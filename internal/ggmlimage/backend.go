@@ -111,21 +111,20 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		BLAS: cfg.BLAS, BLASKernels: cfg.BLASKernels, Log: log}); err != nil {
 		return nil, fmt.Errorf("image device %s: %w", cfg.Device, err)
 	}
-	bfloat16 := cfg.BFloat16 == BFloat16On || (cfg.BFloat16 != BFloat16Off && b.be.FastBFloat16())
-	b.bfloat16 = bfloat16
+	b.bfloat16 = cfg.BFloat16 == BFloat16On || (cfg.BFloat16 != BFloat16Off && b.be.FastBFloat16())
 	// With bfloat16 matrices on ggml's kernels and more than one thread,
 	// the attention's products on OpenBLAS would put its threads beside
 	// ggml's, each pool spinning while the other works: a step's time
 	// varied twofold, where with every product on ggml's kernels it was
 	// steady and shorter (docs/benchmarks.md). One thread keeps OpenBLAS,
 	// faster there; so does an explicit IMAGE_BLAS=on.
-	if bfloat16 && cfg.Threads > 1 && cmp.Or(cfg.BLAS, tensor.BLASAuto) == tensor.BLASAuto {
+	if b.bfloat16 && cfg.Threads > 1 && cmp.Or(cfg.BLAS, tensor.BLASAuto) == tensor.BLASAuto {
 		b.be.DropBLAS()
 	}
 	dev := b.be.Device()
 	device := genq.Device{Kind: dev.Kind, Name: cmp.Or(dev.Name, procfs.CPUName()), Engine: Engine}
 	b.mu = new(sync.Mutex)
-	opts := placement{be: b.be, mu: b.mu, fresh: cfg.FreshStepGraphs, bfloat16: bfloat16}
+	opts := placement{be: b.be, mu: b.mu, fresh: cfg.FreshStepGraphs, bfloat16: b.bfloat16}
 	at := func(file string) string { return filepath.Join(dir, file) }
 	if b.textL, err = openCLIP(at(sd3.ClipLFile), opts); err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ func (t Tensor) MulMat(u Tensor) Tensor {
 		// ggml multiplies a bfloat16 right operand by a matrix of its own
 		// type only (tokens times a bfloat16 matrix, TokensAlongRows).
 		if rows := t.Dim(1); rows%tileRows != 0 && t.Dim(2) == 1 && t.Dim(3) == 1 && !t.g.be.forCUDA {
-			return t.Concat(t.g.Zeros(t.Dim(0), tileRows-rows%tileRows), 1).cast(typeBF16).MulMat(u).firstRows(rows)
+			return t.zeroRowsTo(tileRows).cast(typeBF16).MulMat(u).firstRows(rows)
 		}
 		t = t.cast(typeBF16)
 	}
@@ -43,6 +43,21 @@ func (t Tensor) MulMat(u Tensor) Tensor {
 // a third as fast: a matrix with other rows is padded with zero rows,
 // and the product's values for them left out (firstRows).
 const tileRows = 16
+
+// zeroRowsTo is t [n, rows] with zero rows after its own, in its type, up
+// to a multiple of m rows: a matrix as llamafile's kernel takes it
+// (tileRows). t itself where it has such a multiple.
+func (t Tensor) zeroRowsTo(m int) Tensor {
+	rows := t.Dim(1)
+	if rows%m == 0 {
+		return t
+	}
+	zeros := t.g.Zeros(t.Dim(0), m-rows%m)
+	if typ := (*header)(t.t).typ; typ != typeF32 {
+		zeros = zeros.cast(typ)
+	}
+	return t.Concat(zeros, 1)
+}
 
 // firstRows views the first rows values of each of t's rows, [rows,
 // ne1, ne2, ne3], its rows apart.
@@ -331,15 +346,10 @@ func (t Tensor) Conv3x3ChannelsLast(x Tensor) Tensor {
 	// takes (a multiple of 4, tileRows) gets zero outputs to make one up:
 	// the VAE's last convolution, 3 outputs, ran on ggml's generic loop.
 	k := t.Permute(2, 1, 0, 3).Contiguous().Reshape(9*cin, cout)
-	ck := cout
-	if !t.g.be.forCUDA && cout%4 != 0 {
-		ck = cout + 4 - cout%4
-		zeros := t.g.Zeros(9*cin, ck-cout)
-		if typ := (*header)(k.t).typ; typ != typeF32 {
-			zeros = zeros.cast(typ)
-		}
-		k = k.Concat(zeros, 1)
+	if !t.g.be.forCUDA {
+		k = k.zeroRowsTo(4)
 	}
+	ck := k.Dim(1)
 	rows := r*pw - 2
 	y := k.MulMat(x3.overlappingRows(0, 9*cin, rows, 3*cin*es, es)) // [Cout, rows]
 	return y.view([4]int{cout, w, h, n}, [3]int{ck * f32, pw * ck * f32, pw * ph * ck * f32}, 0)
