@@ -24,11 +24,19 @@ export ONNXRUNTIME_LIB ?= $(CURDIR)/$(ORT_LIB)
 LLAMA_DIR := lib/llama
 export LLAMA_LIB_DIR ?= $(CURDIR)/$(LLAMA_DIR)
 export LLAMA_SERVER ?= $(CURDIR)/$(LLAMA_DIR)-bin/llama-server
+# The portable build (the CPU worker image's: one CPU backend per x86-64
+# level), whose every variant this CPU can run make test decodes on; and
+# the release without genq's patches, the peer the parity test and make
+# bench hold genq to (docs/engine.md).
+PORTABLE_DIR := lib/llama-portable
+STOCK_DIR    := lib/llama-stock
+export LLAMA_PORTABLE_LIB_DIR ?= $(CURDIR)/$(PORTABLE_DIR)
+export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine test test-openai test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-portable engine-stock test test-openai test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -56,6 +64,17 @@ engine:
 	@d=$$(scripts/build-llama.sh --flavour cpu-native --tools) && mkdir -p lib && \
 		ln -sfn "$$d/lib" $(LLAMA_DIR) && ln -sfn "$$d/bin" $(LLAMA_DIR)-bin
 
+# Libraries only; about 4 min on 2 cores when the cache lacks them.
+engine-portable:
+	@d=$$(scripts/build-llama.sh --flavour cpu-portable) && mkdir -p lib && \
+		ln -sfn "$$d/lib" $(PORTABLE_DIR)
+
+# llama.cpp as released (no scripts/llama-patches, no BLAS module), with
+# its llama-server.
+engine-stock:
+	@d=$$(scripts/build-llama.sh --stock --flavour cpu-native --tools) && mkdir -p lib && \
+		ln -sfn "$$d/lib" $(STOCK_DIR) && ln -sfn "$$d/bin" $(STOCK_DIR)-bin
+
 # ajv, the JSON-schema validator the structured-output tests check every
 # constrained answer with, from test/structured's lock file.
 AJV := test/structured/node_modules/.package-lock.json
@@ -71,7 +90,7 @@ $(LLAMA3_VOCAB):
 # A short run of each fuzz target, then every test, against the real
 # nats-server, llama.cpp (and its llama-server as the peer), ggml and ONNX
 # Runtime. gotestsum closes with the counts.
-test: engine $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
+test: engine engine-portable engine-stock $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 	$(MAKE) --no-print-directory fuzz
 	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 GENQ_REQUIRE_PEER=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
@@ -122,13 +141,13 @@ bench-image: $(ORT_LIB)
 
 # End to end on this machine; rewrites docs/benchmarks.md's measured
 # section and docs/benchmarks.png.
-bench: build engine $(ORT_LIB)
+bench: build engine engine-stock $(ORT_LIB)
 	go run ./test/bench --report docs/benchmarks.md --chart docs/benchmarks.png
 
 # make bench's multi-turn step alone (docs/benchmarks.md): genq with the
-# prefix cache on and off, and llama-server (LLAMA_SERVER, by default the
-# engine build's); rewrites only its section.
-bench-multiturn: build engine
+# prefix cache on and off, and llama-server as released (LLAMA_STOCK_SERVER,
+# make engine-stock); rewrites only its section.
+bench-multiturn: build engine engine-stock
 	go run ./test/bench --only multiturn --report docs/benchmarks.md
 
 # make bench's image engines step alone (docs/benchmarks.md): ggml against
@@ -138,7 +157,7 @@ bench-image-engines: engine $(ORT_LIB)
 
 # Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
 # workers with ROUTE_BY_PREFIX on and off; rewrites only its section.
-bench-route: build engine
+bench-route: build engine engine-stock
 	go run ./test/bench --only route --report docs/benchmarks.md
 
 # The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the

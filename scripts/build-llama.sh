@@ -3,7 +3,7 @@
 # the text backend loads: libllama and ggml's libraries, and with --tools the
 # peers the benchmarks compare genq with (llama-server, llama-batched-bench).
 #
-#   scripts/build-llama.sh [--flavour F] [--tools] [--src DIR] [--dry-run] [-- CMAKE_FLAG...]
+#   scripts/build-llama.sh [--flavour F] [--tools] [--stock] [--src DIR] [--dry-run] [-- CMAKE_FLAG...]
 #   scripts/build-llama.sh --export-src FILE.tar.gz
 #
 # Flavours:
@@ -27,7 +27,10 @@
 # before they build: changes to ggml's CPU kernels that genq's graphs
 # need and the pinned release lacks, each one a `git apply` patch that
 # says why in its header (docs/engine.md, "Patches on the pinned
-# llama.cpp"). The stamp's id covers their contents.
+# llama.cpp"). The stamp's id covers their contents. --stock builds the
+# release as it is, without them, into <commit12>-<flavour>-stock: the
+# peer that the parity test and make bench hold genq to, so that a patch
+# that changes results or speed shows.
 #
 # The CPU flavours also build ggml's BLAS backend, when OpenBLAS and
 # pkg-config are installed (Debian: libopenblas-dev pkg-config), as a
@@ -58,7 +61,7 @@ usage() {
 	exit 2
 }
 
-flavour=cpu-native tools=0 src_dir="" export_to="" dry=0
+flavour=cpu-native tools=0 stock=0 src_dir="" export_to="" dry=0
 extra=()
 # LLAMA_CMAKE_FLAGS is split on spaces on purpose: one flag per word.
 # shellcheck disable=SC2206
@@ -68,6 +71,7 @@ while (($#)); do
 	--flavour) flavour=${2:?--flavour needs a name}; shift 2 ;;
 	--flavour=*) flavour=${1#*=}; shift ;;
 	--tools) tools=1; shift ;;
+	--stock) stock=1; shift ;;
 	--src) src_dir=${2:?--src needs a directory}; shift 2 ;;
 	--export-src) export_to=${2:?--export-src needs a file}; shift 2 ;;
 	--dry-run) dry=1; shift ;;
@@ -133,13 +137,18 @@ if [[ $flavour != cuda && ${LLAMA_BLAS:-auto} != off ]] && command -v pkg-config
 	ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0 '; then
 	blas=openblas
 fi
+# The stock build is the peer for text; the image engine never loads it.
+((stock)) && blas=off
 
 sha() { sha256sum | cut -c"1-$1"; }
 patches=()
-for p in "$here"/llama-patches/*.patch; do [[ -f $p ]] && patches+=("$p"); done
+if ((!stock)); then
+	for p in "$here"/llama-patches/*.patch; do [[ -f $p ]] && patches+=("$p"); done
+fi
 patched="none"
 ((${#patches[@]})) && patched="$(cat "${patches[@]}" | sha 64)"
 key="$commit12-$flavour"
+((stock)) && key+="-stock"
 ((${#extra[@]})) && key+="-$(printf '%s\n' "${extra[@]}" | sha 8)"
 flags+=("${extra[@]}")
 dir="$root/$key"

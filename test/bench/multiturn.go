@@ -312,17 +312,23 @@ func (b *bench) startGenq(ctx context.Context, modelDir, cache string) (chatTarg
 	return chatTarget{name: "genq, cache " + cache, url: s.URL(), client: newChatClient()}, s.Close, nil
 }
 
-// findLlamaServer is the peer's binary: $LLAMA_SERVER, or the one the
+// findLlamaServer is the peer's binary: $LLAMA_STOCK_SERVER (make
+// engine-stock: the release without genq's patches, as users run it, so
+// that what the patches cost shows), else $LLAMA_SERVER, else the one the
 // engine build put beside the libraries genq loads (`make engine`:
 // $LLAMA_LIB_DIR, default lib/llama, links to the build's lib/, whose
 // sibling bin/ holds llama-server); empty, with the reason, when there is
 // none.
 func findLlamaServer() (path, how string) {
-	if p := os.Getenv("LLAMA_SERVER"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", "LLAMA_SERVER=" + p + ": " + err.Error()
+	for _, env := range []string{"LLAMA_STOCK_SERVER", "LLAMA_SERVER"} {
+		p := os.Getenv(env)
+		if p == "" {
+			continue
 		}
-		return p, "`LLAMA_SERVER=" + p + "`"
+		if _, err := os.Stat(p); err != nil {
+			return "", env + "=" + p + ": " + err.Error()
+		}
+		return p, "`" + env + "=" + p + "`"
 	}
 	lib := os.Getenv("LLAMA_LIB_DIR")
 	if lib == "" {
