@@ -143,18 +143,32 @@ func TestMessages(t *testing.T) {
 }
 
 // TestMessagesTools: a tool_use → tool_result round trip with tool_choice
-// any: the answer's tool_use blocks hold inputs that match the tool's
-// schema, and the conversation that returns their results is answered.
+// any and disable_parallel_tool_use: the answer is exactly one tool_use
+// block whose input matches the tool's schema, and the conversation that
+// returns its result is answered in text.
+//
+// The verdict holds on any CPU by construction, not by what the random
+// model happens to sample: with calls required and parallel calls off, the
+// grammar binds from the first byte and admits exactly one call, whose
+// bytes are bounded (whitespace between two JSON tokens is at most a
+// newline and 16 spaces, the city at most 12 characters of at most 12
+// bytes each as an escaped pair, days one digit), well under 400 bytes and
+// so under 400 tokens. A budget of 512 tokens always holds it, so the
+// answer can never be cut at max_tokens into text. (With parallel calls
+// the grammar allows any number of them, and a random model at
+// temperature 1 may run on into max_tokens.) The worker's seed makes a run
+// repeatable on one machine (the Messages API has no seed of its own); it
+// does not make the verdict.
 func TestMessagesTools(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	s.tinyTextWorkerWith(textgen.Config{Slots: 2, Threads: 1, MaxNewTokens: 256, ContextSize: 2048})
+	s.tinyTextWorkerWith(textgen.Config{Slots: 2, Threads: 1, MaxNewTokens: 512, ContextSize: 2048, Seed: 1})
 	const tools = `"tools":[{"name":"get_weather","description":"the weather","input_schema":{"type":"object",
 		"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
-		"required":["city","days"],"additionalProperties":false}}],"tool_choice":{"type":"any"},"temperature":1`
-	r := s.postKey("/v1/messages", "", `{"max_tokens":200,"messages":[{"role":"user","content":"Weather in Oslo?"}],`+tools+`}`)
+		"required":["city","days"],"additionalProperties":false}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},"temperature":1`
+	r := s.postKey("/v1/messages", "", `{"max_tokens":512,"messages":[{"role":"user","content":"Weather in Oslo?"}],`+tools+`}`)
 	got := decodeAs[anthropicMessage](t, r)
-	if r.status != http.StatusOK || got.StopReason != "tool_use" || len(got.Content) == 0 {
-		t.Fatalf("%d %s: want tool_use", r.status, r.body)
+	if r.status != http.StatusOK || got.StopReason != "tool_use" || len(got.Content) != 1 {
+		t.Fatalf("%d %s: want one tool_use block", r.status, r.body)
 	}
 	var uses []string
 	for _, c := range got.Content {
@@ -175,7 +189,7 @@ func TestMessagesTools(t *testing.T) {
 	}
 	followUp := `{"max_tokens":8,"messages":[{"role":"user","content":"Weather in Oslo?"},{"role":"assistant","content":[` +
 		strings.Join(uses, ",") + `]},{"role":"user","content":[` + strings.Join(results, ",") + `]}],` +
-		strings.Replace(tools, `{"type":"any"}`, `{"type":"none"}`, 1) + `}`
+		strings.Replace(tools, `{"type":"any","disable_parallel_tool_use":true}`, `{"type":"none"}`, 1) + `}`
 	r = s.postKey("/v1/messages", "", followUp)
 	got = decodeAs[anthropicMessage](t, r)
 	if r.status != http.StatusOK || len(got.Content) != 1 || got.Content[0].Type != "text" || got.StopReason == "tool_use" {
