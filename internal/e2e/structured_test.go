@@ -144,25 +144,37 @@ func TestStructuredCorpusOverHTTP(t *testing.T) {
 	}
 	t.Logf("%d schemas, %d answers at temperature 1: %d finished, %d valid under ajv, %d hit length (max_tokens %d)",
 		len(corpus), len(corpus)*choices, finished, valid, length, maxTokens)
-	if finished < len(corpus)*choices/2 {
-		t.Errorf("only %d of %d answers finished: the run says too little", finished, len(corpus)*choices)
+	// How many answers finish within max_tokens is the random model's
+	// choice (where a schema leaves strings and arrays unbounded), and
+	// differs from one CPU's arithmetic to another's: the test holds only
+	// that some did, so that ajv checked something. Schemas with bounded
+	// answers (a boolean, an enum) always finish.
+	if finished == 0 {
+		t.Errorf("none of %d answers finished: the run checked nothing", len(corpus)*choices)
 	}
 }
 
 // Tools and schemas work the same whichever way a job comes in: a chat
-// answered whole, and an asynchronous job read later.
+// answered whole, and an asynchronous job read later. The answers are
+// bounded by their grammars, so they end the same on any CPU whatever the
+// random model samples: one call (calls required, parallel calls off) of
+// at most a newline and 16 spaces between two JSON tokens, a city of at
+// most 12 characters of at most 12 bytes each and one digit, under 400
+// bytes and so under 400 tokens, within the 512 allowed; and an integer
+// from 10 to 20. (With parallel calls the grammar admits any number of
+// them, and a random model may run on into max_tokens.)
 func TestStructuredEveryWayIn(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	s.tinyTextWorkerWith(textgen.Config{Slots: 2, Threads: 1, MaxNewTokens: 256, ContextSize: 2048}) // tools make long prompts
+	s.tinyTextWorkerWith(textgen.Config{Slots: 2, Threads: 1, MaxNewTokens: 512, ContextSize: 2048}) // tools make long prompts
 	const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
 		"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
-		"required":["city","days"],"additionalProperties":false}}}],"tool_choice":"required","temperature":1,"seed":3`
+		"required":["city","days"],"additionalProperties":false}}}],"tool_choice":"required","parallel_tool_calls":false,"temperature":1,"seed":3`
 	chat := `{"messages":[{"role":"user","content":"Weather in Oslo?"}],` + tools + `}`
 	checkCalls := func(t *testing.T, cc chatCompletion) {
 		t.Helper()
 		ch := cc.Choices[0]
-		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || ch.Message.Content != "" {
-			t.Fatalf("choice %+v: want tool calls", ch)
+		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.Content != "" {
+			t.Fatalf("choice %+v: want one tool call", ch)
 		}
 		for _, c := range ch.Message.ToolCalls {
 			var args struct {
