@@ -386,12 +386,17 @@ func TestBadConstraintIsInvalid(t *testing.T) {
 
 // TestConstrainedRowsBesideFreeOnes: constrained rows share steps with
 // free ones (greedy, seeded), and every job answers as it does alone.
+// The tool job names its tool, "now", whose call the grammar bounds to
+// one call of at most 60 bytes (the fixed text, an empty object and at
+// most two runs of whitespace of 17 bytes), so it always ends in a call
+// within the 120 tokens, whatever a random model samples; with tools
+// merely required, parallel calls could run on to max_tokens.
 func TestConstrainedRowsBesideFreeOnes(t *testing.T) {
 	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 120, Slots: 4, ContextSize: 2048, Temperature: 0.8, TopK: 20})
 	zero, seed := 0.0, int64(9)
 	object, tools := chatJob("object", 2), chatJob("tools", 3)
 	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
-	tools.Tools, tools.ToolChoice = []genq.Tool{weatherTool, timeTool}, &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
+	tools.Tools, tools.ToolChoice = []genq.Tool{weatherTool, timeTool}, &genq.ToolChoice{Function: "now"}
 	chat := []genq.Message{{Role: genq.RoleUser, Content: "Hello"}}
 	jobs := []genq.Job{
 		{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, IgnoreEOS: true}},
@@ -421,12 +426,18 @@ func TestConstrainedRowsBesideFreeOnes(t *testing.T) {
 
 // TestConstrainedAnswerRestartsAfterAFailedStep: a constrained sequence
 // that a failed step starts over (failStep) starts its grammar over too,
-// and answers as it does alone.
+// and answers as it does alone. Its schema bounds the answer, so that it
+// stops whatever a random model samples: an object of one string of
+// exactly 16 characters is at most 16 escaped pairs of 12 bytes, its fixed
+// text and five runs of whitespace of 17 bytes, under 300 bytes and so
+// under 300 tokens, within the 320 allowed; and at least 24 bytes, so
+// that it is likely still running when the poison's step fails.
 func TestConstrainedAnswerRestartsAfterAFailedStep(t *testing.T) {
-	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 120, Slots: 2, ContextSize: 2048})
+	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 320, Slots: 2, ContextSize: 2048})
 	errBad := errors.New("injected step failure")
 	object := chatJob("object", 4)
-	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONObject}
+	object.ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONSchema, JSONSchema: &genq.JSONSchema{Name: "s",
+		Schema: json.RawMessage(`{"type":"object","properties":{"s":{"type":"string","minLength":16,"maxLength":16}},"required":["s"],"additionalProperties":false}`)}}
 	poison := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: genq.RoleUser, Content: "poison"}}, IgnoreEOS: true}}
 	bad, err := b.jobPrompt(poison)
 	if err != nil {
