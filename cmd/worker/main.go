@@ -34,6 +34,7 @@ import (
 	"github.com/genq/genq/internal/shutdown"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/worker"
+	"github.com/genq/genq/internal/worker/supervisor"
 )
 
 func main() {
@@ -42,6 +43,13 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
+		}
+		var exit supervisor.ExitError
+		if errors.As(err, &exit) {
+			// The supervisor logged what its worker process died of; it
+			// exits as the process did (128 + the signal).
+			stop()
+			os.Exit(exit.Status)
 		}
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -67,6 +75,17 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	log = log.With("worker_id", cfg.WorkerID, "variant", string(cfg.Variant))
+	// The process that serves is the child of a supervisor, which says
+	// what it died of, should it die, and notes it in the run records of
+	// the jobs it held (internal/worker/supervisor).
+	ledger, err := supervisor.Attach()
+	if err != nil {
+		return err
+	}
+	if ledger == nil {
+		return supervise(ctx, cfg, args, log.With("process", "supervisor"))
+	}
+	cfg.Runtime.Ledger = ledger
 	// The engines log through slog's default logger; give them ours.
 	slog.SetDefault(log)
 	if cfg.Variant.Kind() == genq.OutputText && cfg.GOGC == "" {
@@ -118,6 +137,39 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		defer stopMetrics()
 	}
 	return rt.Run(ctx)
+}
+
+// supervise runs the worker as its own child and waits for it: should it
+// die holding jobs, what it died of goes into their run records, where the
+// next delivery, and the dead letter of one given up, find it.
+func supervise(ctx context.Context, cfg workerconfig.Config, args []string, log *slog.Logger) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("supervisor: %w", err)
+	}
+	// The child names itself as the supervisor does.
+	env := append(os.Environ(), "WORKER_ID="+cfg.WorkerID)
+	report := func(ctx context.Context, d supervisor.Death) error {
+		at := time.Now()
+		crashes := make([]natsqueue.JobCrash, len(d.Jobs))
+		for i, j := range d.Jobs {
+			crashes[i] = natsqueue.JobCrash{JobID: j.ID, Seq: j.Seq, Note: natsqueue.CrashNote{
+				Delivery: j.Attempt, Worker: cfg.WorkerID, Cause: d.Cause, Where: d.Where, Running: j.Running, At: at,
+			}}
+		}
+		o := cfg.NATS
+		o.Name = "genq-worker-supervisor-" + cfg.WorkerID
+		if err := natsqueue.NoteCrashes(ctx, o, log, crashes); err != nil {
+			return err
+		}
+		log.Info("noted the death in the run records of the jobs it held", "jobs", len(crashes))
+		return nil
+	}
+	d, err := supervisor.Run(ctx, supervisor.Options{Path: exe, Args: args, Env: env, Log: log, Report: report})
+	if err != nil {
+		return err
+	}
+	return d.Exit()
 }
 
 func openBackend(ctx context.Context, cfg workerconfig.Config, log *slog.Logger) (genq.Backend, error) {

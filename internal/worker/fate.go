@@ -77,6 +77,18 @@ func judge(a arrival, rec natsqueue.RunRecord, maxAttempts int) judgement {
 	return j
 }
 
+// crashReason is the reason a job given up without a reported failure is
+// dead-lettered with: msg, and when its record holds a crash note, what
+// the last worker that died holding it died of, the signal for its caller
+// and the whole note (worker, where, delivery) for the dead letter.
+func crashReason(rec natsqueue.RunRecord, msg string) error {
+	if rec.Crash == nil {
+		return genq.Errorf(genq.Internal, "%s", msg)
+	}
+	return genq.WrapError(genq.Internal, errors.New(rec.Crash.String()),
+		msg+"; the last worker that died holding it died of "+rec.Crash.Cause)
+}
+
 // The causes with which the runtime ends a job's context.
 var (
 	errCancelledByCaller = errors.New("cancelled by its caller")

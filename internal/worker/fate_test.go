@@ -189,3 +189,52 @@ func TestEndingOf(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashNotesChangeNoFate: a crash note is for people; the poison rule
+// judges a record with one as it judges the record without it.
+func TestCrashNotesChangeNoFate(t *testing.T) {
+	note := &natsqueue.CrashNote{Delivery: 2, Worker: "w-1", Cause: "SIGILL (illegal instruction)", Running: true}
+	for _, rec := range []natsqueue.RunRecord{
+		{},
+		{AloneAt: 2},
+		{Failures: 1, LastFailure: 2},
+		{AloneCrashes: 2, AloneAt: 3},
+		{Finished: 2},
+	} {
+		for _, a := range []arrival{{attempt: 3}, {attempt: 3, last: true}, {attempt: 3, expired: true}} {
+			noted := rec
+			noted.Crash = note
+			without, with := judge(a, rec, 3), judge(a, noted, 3)
+			if with.record.Crash != note {
+				t.Errorf("%+v, %+v: the note was not kept", rec, a)
+			}
+			with.record.Crash = nil
+			if with != without {
+				t.Errorf("%+v, %+v: judged %+v with a crash note, %+v without", rec, a, with, without)
+			}
+		}
+	}
+}
+
+func TestCrashReason(t *testing.T) {
+	note := natsqueue.CrashNote{Delivery: 3, Worker: "w-2", Cause: "SIGILL (illegal instruction)",
+		Where: "in C code called from llama.Decode, raised by the CPU", Running: true}
+	for _, tc := range []struct {
+		name              string
+		rec               natsqueue.RunRecord
+		message, internal string
+	}{
+		{"no note", natsqueue.RunRecord{AloneCrashes: 3}, "generation failed", "internal: generation failed"},
+		{"a note", natsqueue.RunRecord{AloneCrashes: 3, Crash: &note},
+			"generation failed; the last worker that died holding it died of SIGILL (illegal instruction)",
+			"internal: generation failed; the last worker that died holding it died of SIGILL (illegal instruction): " +
+				"worker w-2 died of SIGILL (illegal instruction) in C code called from llama.Decode, raised by the CPU, while running delivery 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := crashReason(tc.rec, "generation failed")
+			if genq.ErrorCode(err) != genq.Internal || genq.ErrorMessage(err) != tc.message || err.Error() != tc.internal {
+				t.Errorf("code %s, message %q, error %q;\nwant internal, %q, %q", genq.ErrorCode(err), genq.ErrorMessage(err), err.Error(), tc.message, tc.internal)
+			}
+		})
+	}
+}

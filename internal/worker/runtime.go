@@ -18,6 +18,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/worker/supervisor"
 )
 
 // Config tunes the runtime.
@@ -48,6 +49,11 @@ type Config struct {
 	// one does (lanes.go); with none running, batch jobs may fill every
 	// slot but InteractiveSlots. 0: none start beside interactive work.
 	BusyBatchSlots int
+	// Ledger, when the process is supervised, is told which jobs it holds
+	// and runs, so that its supervisor can name them, and note what the
+	// process died of in their run records, should it die
+	// (supervisor.Attach). Nil: nothing is told.
+	Ledger *supervisor.Ledger
 }
 
 // Runtime runs one backend for one variant.
@@ -241,6 +247,10 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		return
 	}
 	r.metrics.taken.WithLabelValues(string(d.Source)).Inc()
+	// Held until settled: a death meanwhile is noted in its run record.
+	held := ledgerJob(d)
+	r.cfg.Ledger.Held(held)
+	defer r.cfg.Ledger.Done(held)
 	switch {
 	case d.Malformed != nil:
 		log.Error("malformed job; dead-lettering", "err", d.Malformed)
@@ -253,6 +263,9 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	}
 	a := arrival{attempt: job.Attempt, last: d.Last, expired: job.Expired(time.Now())}
 	j := judge(a, rec, r.attempts)
+	if n := j.record.Crash; n != nil && n.Delivery == job.Attempt-1 {
+		log.Warn("the job's previous delivery died with its worker", "crash", n.String())
+	}
 	switch j.fate {
 	case fateFinished:
 		log.Warn("job already delivered its result on an earlier delivery whose ack went unconfirmed; acking it without running it",
@@ -262,11 +275,11 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	case fateExhausted:
 		log.Error("job exhausted its attempts without finishing; dead-lettering",
 			"failures", j.record.Failures, "crashes_alone", j.record.AloneCrashes)
-		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job crashed or timed out on %d workers", r.attempts))
+		r.giveUp(ctx, log, d, crashReason(j.record, fmt.Sprintf("generation failed: the job crashed or timed out on %d workers", r.attempts)))
 		return
 	case fateLastDelivery:
 		log.Error("job reached the consumer's last delivery; dead-lettering")
-		r.giveUp(ctx, log, d, genq.Errorf(genq.Internal, "generation failed: the job was delivered %d times without an answer", job.Attempt-1))
+		r.giveUp(ctx, log, d, crashReason(j.record, fmt.Sprintf("generation failed: the job was delivered %d times without an answer", job.Attempt-1)))
 		return
 	case fateExpired:
 		log.Info("job expired in the queue; dropping it")
@@ -365,7 +378,9 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 			log.Warn("could not mark the job running; it reads queued until done", "err", merr)
 		}
 		r.metrics.queueWait.Observe(wait.Seconds())
-		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone, "from", string(d.Source))
+		r.cfg.Ledger.Running(ledgerJob(d))
+		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone, "from", string(d.Source),
+			"class", d.Class.String(), "seq", d.Seq)
 		r.metrics.inFlight.Inc()
 		res, err = generate(jobCtx, r.backend, d, r.progress(jobCtx, d, log))
 		r.metrics.inFlight.Dec()
@@ -533,6 +548,11 @@ func malformed(err error) error {
 		return genq.WrapError(genq.Invalid, err, "the job message is malformed: "+genq.ErrorMessage(err))
 	}
 	return genq.WrapError(genq.Invalid, err, "the job message is malformed: "+err.Error())
+}
+
+// ledgerJob is d as the supervisor's ledger names it.
+func ledgerJob(d *natsqueue.Delivery) supervisor.Job {
+	return supervisor.Job{ID: d.Job.ID, Seq: d.Seq, Attempt: d.Job.Attempt}
 }
 
 // meta is what the worker says about a job it did not run to a result.
