@@ -60,7 +60,9 @@ if [[ "$VARIANT" == C && "${IMAGE_ENGINE:-ggml}" == ggml && ! -d "$model_dir/ggm
 fi
 
 pids=()
+stopping=
 stop() {
+	stopping=1
 	trap - INT TERM EXIT
 	# The worker drains first, then the api (and its embedded NATS) stops.
 	[[ ${#pids[@]} -gt 1 ]] && kill -TERM "${pids[1]}" 2>/dev/null && wait "${pids[1]}" 2>/dev/null || true
@@ -73,5 +75,29 @@ pids+=($!)
 VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$worker_metrics" bin/worker &
 pids+=($!)
 echo "genq variant $VARIANT: http://localhost:$PORT  (Ctrl-C stops)" >&2
-# Whichever exits first ends the stack.
-wait -n "${pids[@]}"
+# Whichever exits first ends the stack, and make run says which and why: a
+# status above 128 is a signal (the worker's supervisor exits so when its
+# worker process dies of one, having logged what it was running).
+status=0 gone=
+wait -n -p gone "${pids[@]}" || status=$?
+# Ctrl-C or SIGTERM ran stop() meanwhile: nothing died on its own.
+[[ -n "$stopping" || -z "$gone" ]] && exit "$status"
+name=api
+[[ "$gone" == "${pids[1]}" ]] && name=worker
+if ((status > 128)); then
+	sig=$(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))
+	case $sig in
+	ILL) why="illegal instruction" ;;
+	SEGV) why="segmentation fault" ;;
+	ABRT) why="aborted" ;;
+	BUS) why="bus error" ;;
+	FPE) why="floating-point exception" ;;
+	KILL) why="killed: out of memory, or kill -9" ;;
+	TERM) why="terminated" ;;
+	*) why="signal $((status - 128))" ;;
+	esac
+	echo "make run: the $name (pid $gone) died of SIG$sig ($why); see its log above. Stopping the stack." >&2
+else
+	echo "make run: the $name (pid $gone) exited with status $status; see its log above. Stopping the stack." >&2
+fi
+exit "$status"
