@@ -35,7 +35,41 @@ const (
 	// WeightsF32 is no variant's format: CPU comparisons with peers whose
 	// figures were taken on F32 files use it.
 	WeightsF32 Weights = "f32"
+	// WeightsQ8_0 and WeightsQ4_K_M are no variant's either: the CPU
+	// checks decode every weight type users download on every CPU
+	// backend. Q4_K_M is llama-quantize's mix: Q6_K for the output, the
+	// values and the down projections, Q4_K for the rest, and Q8_0 for a
+	// matrix whose rows are not a multiple of 256 (the tiny models'), where
+	// llama-quantize too falls back to a 32-wide type.
+	WeightsQ8_0   Weights = "q8_0"
+	WeightsQ4_K_M Weights = "q4_k_m"
 )
+
+// AllWeights lists the formats Options.Weights accepts.
+var AllWeights = []Weights{WeightsQ4_0, WeightsQ8_0, WeightsQ4_K_M, WeightsBF16, WeightsF16, WeightsF32}
+
+// tensorType is the type matrix name, of rows in weights wide, is stored in.
+func (w Weights) tensorType(name string, in int) gguf.TensorType {
+	switch w {
+	case WeightsQ4_0:
+		return gguf.TensorQ4_0
+	case WeightsQ8_0:
+		return gguf.TensorQ8_0
+	case WeightsQ4_K_M:
+		switch {
+		case in%qkK != 0:
+			return gguf.TensorQ8_0
+		case name == "output.weight", strings.HasSuffix(name, ".attn_v.weight"), strings.HasSuffix(name, ".ffn_down.weight"):
+			return gguf.TensorQ6_K
+		}
+		return gguf.TensorQ4_K
+	case WeightsBF16:
+		return gguf.TensorBF16
+	case WeightsF32:
+		return gguf.TensorF32
+	}
+	return gguf.TensorF16
+}
 
 // Family is a model family: its architecture, tokenizer, special tokens,
 // chat template and tool-call format.
@@ -72,7 +106,7 @@ func ParseFamily(s string) (Family, error) {
 
 // Sizes names the shapes Options.Size accepts, smallest first. Every family
 // has tiny and mid; the sizes with Llama 3's vocabulary are llama's only.
-var Sizes = []string{"tiny", "tiny-128k", "mid", "mid-128k", "8b", "70b"}
+var Sizes = []string{"tiny", "small", "tiny-128k", "mid", "mid-128k", "8b", "70b"}
 
 // Options describe a generated model.
 type Options struct {
@@ -80,7 +114,8 @@ type Options struct {
 	Family  Family
 	Weights Weights
 	// Size is one of Sizes: "tiny" (a few hundred thousand parameters, for
-	// tests), "tiny-128k" (the tiny blocks with Llama 3's 128,256-token
+	// tests), "small" (a llama whose matrices K-quants can store whole,
+	// for the CPU checks), "tiny-128k" (the tiny blocks with Llama 3's 128,256-token
 	// vocabulary, for benchmarks of the host's work per step, which grows
 	// with the vocabulary, not the model), "mid" (about 100M, for CPU
 	// benchmarks), "mid-128k" (its blocks with Llama 3's vocabulary, for
@@ -142,6 +177,10 @@ func (o Options) shape() (shape, error) {
 			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128}, nil
 		case "tiny-128k":
 			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, ffn: 128, fullVocab: true}, nil
+		case "small":
+			// Every matrix's rows a multiple of 256, so K-quants store
+			// them all (the tiny widths fall back to Q8_0), at a few MB.
+			return shape{hidden: 256, layers: 2, heads: 4, kvHeads: 2, ffn: 512}, nil
 		case "mid":
 			// 14 layers at width 768 with full multi-head attention: about 99M
 			// parameters in the blocks, the size class of the 126M llama the
@@ -292,18 +331,21 @@ func Write(path string, opts Options) error {
 		return err
 	}
 	var fileType uint32
-	var matrixKind gguf.TensorType
 	switch opts.Weights {
 	case WeightsQ4_0:
-		fileType, matrixKind = 2, gguf.TensorQ4_0 // LLAMA_FTYPE_MOSTLY_Q4_0
+		fileType = 2 // LLAMA_FTYPE_MOSTLY_Q4_0
+	case WeightsQ8_0:
+		fileType = 7 // LLAMA_FTYPE_MOSTLY_Q8_0
+	case WeightsQ4_K_M:
+		fileType = 15 // LLAMA_FTYPE_MOSTLY_Q4_K_M
 	case WeightsF16:
-		fileType, matrixKind = 1, gguf.TensorF16 // LLAMA_FTYPE_MOSTLY_F16
+		fileType = 1 // LLAMA_FTYPE_MOSTLY_F16
 	case WeightsBF16:
-		fileType, matrixKind = 32, gguf.TensorBF16 // LLAMA_FTYPE_MOSTLY_BF16
+		fileType = 32 // LLAMA_FTYPE_MOSTLY_BF16
 	case WeightsF32:
-		fileType, matrixKind = 0, gguf.TensorF32 // LLAMA_FTYPE_ALL_F32
+		fileType = 0 // LLAMA_FTYPE_ALL_F32
 	default:
-		return fmt.Errorf("model weights %q: want q4_0, f16, bf16 or f32", opts.Weights)
+		return fmt.Errorf("model weights %q: want one of %v", opts.Weights, AllWeights)
 	}
 
 	f := cmp.Or(opts.Family, FamilyLlama)
@@ -330,8 +372,9 @@ func Write(path string, opts Options) error {
 	qDim, kvDim := head*s.heads, head*s.kvHeads
 	var ts []gguf.Tensor
 	matrix := func(name string, in, out int, std float64) *randomTensor {
-		r := &randomTensor{seed: opts.Seed, name: name, n: in * out, std: std, kind: matrixKind}
-		ts = append(ts, gguf.Tensor{Name: name, Type: matrixKind, Shape: []uint64{uint64(in), uint64(out)}, Data: r})
+		kind := opts.Weights.tensorType(name, in)
+		r := &randomTensor{seed: opts.Seed, name: name, n: in * out, std: std, kind: kind}
+		ts = append(ts, gguf.Tensor{Name: name, Type: kind, Shape: []uint64{uint64(in), uint64(out)}, Data: r})
 		return r
 	}
 	norm := func(name string, n int) {

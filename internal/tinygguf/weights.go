@@ -50,6 +50,12 @@ func (r randomTensor) WriteTo(w io.Writer) (int64, error) {
 		switch r.kind {
 		case gguf.TensorQ4_0:
 			out = appendQ4_0(out[:0], x)
+		case gguf.TensorQ8_0:
+			out = appendQ8_0(out[:0], x)
+		case gguf.TensorQ4_K:
+			out = appendQ4_K(out[:0], x)
+		case gguf.TensorQ6_K:
+			out = appendQ6_K(out[:0], x)
 		case gguf.TensorF32:
 			out = appendF32(out[:0], x)
 		case gguf.TensorBF16:
