@@ -264,6 +264,7 @@ func allJob() genq.Job {
 	j.LogitBias = map[int32]float64{3: 1}
 	j.Echo = true
 	j.ResponseFormat = structuredJob().ResponseFormat
+	j.Thinking = &genq.Thinking{Enabled: true, BudgetTokens: 2048}
 	img := imageJob()
 	j.NegativePrompt = img.NegativePrompt
 	j.Width, j.Height, j.Steps = img.Width, img.Height, img.Steps
@@ -272,6 +273,7 @@ func allJob() genq.Job {
 	j.PartialImages = img.PartialImages
 	// Neither travels: the golden file must not hold them.
 	j.MaxTokensParam = "max_output_tokens"
+	j.IgnoredTools = []string{"web_search"}
 	j.Attempt = 3
 	return j
 }
@@ -279,6 +281,7 @@ func allJob() genq.Job {
 // travelled is j as it arrives: without the fields that do not travel.
 func travelled(j genq.Job) genq.Job {
 	j.MaxTokensParam = ""
+	j.IgnoredTools = nil
 	j.Attempt = 0
 	return j
 }

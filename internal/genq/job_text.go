@@ -93,12 +93,33 @@ type TextRequest struct {
 	Tools             []Tool          `json:"tools,omitempty"`
 	ToolChoice        *ToolChoice     `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	// Thinking is what the client asked of the model's reasoning
+	// (Anthropic's thinking): on, within a budget of tokens when it gives
+	// one, or off. A worker whose template reasons may give the answer's
+	// reasoning apart from its text; one whose template does not answers
+	// without it. Omitted: the worker's default.
+	Thinking *Thinking `json:"thinking,omitempty"`
+
+	// IgnoredTools names the tools of the request that genq cannot run
+	// (hosted tools: web search, code execution, …) and left out of the
+	// prompt, for the answer's genq-tools-ignored header. It does not
+	// travel.
+	IgnoredTools []string `json:"-"`
 
 	// MaxTokensParam is the name the client gave the answer's limit in,
 	// for messages, when it is neither max_tokens nor
 	// max_completion_tokens (the Responses API's max_output_tokens). It
 	// does not travel.
 	MaxTokensParam string `json:"-"`
+}
+
+// Thinking is a request's reasoning: Enabled asks the model to think
+// before it answers, in at most BudgetTokens tokens when that is above 0
+// (Anthropic's budget_tokens; 0 lets the model decide, as "adaptive"
+// does). A template that reads enable_thinking gets Enabled.
+type Thinking struct {
+	Enabled      bool `json:"enabled"`
+	BudgetTokens int  `json:"budget_tokens,omitempty"`
 }
 
 // MaxNewTokens is the answer's token limit the job asks for, 0 when it
@@ -138,6 +159,9 @@ func (j TextRequest) validateParams() error {
 		return Errorf(Invalid, "prompt_only generates nothing: leave max_tokens out")
 	case j.CountOnly && (j.Stream || j.PromptOnly || j.Echo):
 		return Errorf(Invalid, "count_only answers a count: it neither streams nor echoes")
+	}
+	if th := j.Thinking; th != nil && (th.BudgetTokens < 0 || !th.Enabled && th.BudgetTokens > 0) {
+		return Errorf(Invalid, "thinking.budget_tokens must be at least 0, and 0 when thinking is off, not %d", th.BudgetTokens)
 	}
 	if t := j.Temperature; t != nil && !(*t >= 0 && *t <= MaxTemperature) { // NaN fails too
 		return Errorf(Invalid, "temperature must be between 0 and %g, not %v", MaxTemperature, *t)
