@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
@@ -19,9 +20,11 @@ import (
 
 // Request is a Messages request: what genq reads of it. Fields the API
 // has that genq does not read (metadata, service_tier, cache_control on
-// blocks) change nothing about an answer genq can give and are ignored;
-// those that would (thinking, images, documents, server tools) are refused
-// by name.
+// blocks, output_config.effort) change nothing about an answer genq can
+// give and are ignored; those that would (images, documents, MCP servers)
+// are refused by name. Server tools and Anthropic-defined client tools
+// are left out of the prompt and named (Job.IgnoredTools), unless
+// tool_choice forces one.
 type Request struct {
 	Model         string          `json:"model"`
 	MaxTokens     *int            `json:"max_tokens"`
@@ -34,11 +37,13 @@ type Request struct {
 	Stream        bool            `json:"stream"`
 	Tools         []tool          `json:"tools"`
 	ToolChoice    *toolChoice     `json:"tool_choice"`
-	Thinking      *struct {
-		Type string `json:"type"`
-	} `json:"thinking"`
-	MCPServers json.RawMessage `json:"mcp_servers"`
-	Container  json.RawMessage `json:"container"`
+	Thinking      *thinking       `json:"thinking"`
+	OutputConfig  *struct {
+		Format *outputFormat `json:"format"`
+	} `json:"output_config"`
+	OutputFormat *outputFormat   `json:"output_format"` // the beta's name of output_config.format
+	MCPServers   json.RawMessage `json:"mcp_servers"`
+	Container    json.RawMessage `json:"container"`
 }
 
 type messageIn struct {
@@ -65,6 +70,24 @@ type tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// thinking is the request's extended thinking: "enabled" with a budget
+// of tokens, "adaptive" (the model decides how much), or "disabled".
+type thinking struct {
+	Type         string `json:"type"`
+	BudgetTokens *int   `json:"budget_tokens"`
+}
+
+// MinThinkingBudget is the API's least budget_tokens.
+const MinThinkingBudget = 1024
+
+// outputFormat is output_config.format: the answer's text is JSON that
+// schema accepts.
+type outputFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 type toolChoice struct {
@@ -93,6 +116,9 @@ func Decode(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error) {
 		return openai.Params{}, genq.Errorf(genq.Invalid, "max_tokens: must be at least 1, not %d", *req.MaxTokens)
 	case req.Temperature != nil && !(*req.Temperature >= 0 && *req.Temperature <= MaxTemperature):
 		return openai.Params{}, genq.Errorf(genq.Invalid, "temperature: must be between 0 and %d, not %v", MaxTemperature, *req.Temperature)
+	}
+	if t := req.Thinking; t != nil && t.Type == "enabled" && *t.BudgetTokens >= *req.MaxTokens {
+		return openai.Params{}, genq.Errorf(genq.Invalid, "`max_tokens` must be greater than `thinking.budget_tokens`")
 	}
 	if err := req.job(maxPrompt, job); err != nil {
 		return openai.Params{}, err
@@ -123,9 +149,10 @@ func decodeRequest(body []byte) (Request, error) {
 	if err := openai.Decode(body, &req); err != nil {
 		return Request{}, err
 	}
+	if err := req.Thinking.check(); err != nil {
+		return Request{}, err
+	}
 	switch {
-	case req.Thinking != nil && req.Thinking.Type != "disabled":
-		return Request{}, genq.Errorf(genq.Invalid, "thinking: extended thinking is not supported by this server; leave thinking out")
 	case len(req.MCPServers) > 0 && string(req.MCPServers) != "null" && string(req.MCPServers) != "[]":
 		return Request{}, genq.Errorf(genq.Invalid, "mcp_servers: MCP servers are not supported by this server")
 	case len(req.Container) > 0 && string(req.Container) != "null":
@@ -134,22 +161,92 @@ func decodeRequest(body []byte) (Request, error) {
 	return req, nil
 }
 
-// job fills job's chat (system, messages, tools) from r.
+// check refuses a thinking the API would, in its words.
+func (t *thinking) check() error {
+	if t == nil {
+		return nil
+	}
+	switch t.Type {
+	case "enabled":
+		switch {
+		case t.BudgetTokens == nil:
+			return genq.Errorf(genq.Invalid, "thinking.enabled.budget_tokens: Field required")
+		case *t.BudgetTokens < MinThinkingBudget:
+			return genq.Errorf(genq.Invalid, "thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
+		}
+	case "adaptive", "disabled":
+	case "":
+		return genq.Errorf(genq.Invalid, "thinking.type: Field required")
+	default:
+		return genq.Errorf(genq.Invalid, "thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'", t.Type)
+	}
+	return nil
+}
+
+// job is the thinking as a job's: on ("enabled", with its budget, or
+// "adaptive") or off.
+func (t *thinking) job() *genq.Thinking {
+	switch {
+	case t == nil:
+		return nil
+	case t.Type == "enabled":
+		return &genq.Thinking{Enabled: true, BudgetTokens: *t.BudgetTokens}
+	}
+	return &genq.Thinking{Enabled: t.Type == "adaptive"}
+}
+
+// format is the answer's response format: output_config.format, or the
+// beta's output_format; nil when neither is given.
+func (r Request) format() (*genq.ResponseFormat, error) {
+	f, at := r.OutputFormat, "output_format"
+	if r.OutputConfig != nil && r.OutputConfig.Format != nil {
+		if f != nil {
+			return nil, genq.Errorf(genq.Invalid, "output_format: is the deprecated name of output_config.format: give one of them")
+		}
+		f, at = r.OutputConfig.Format, "output_config.format"
+	}
+	switch {
+	case f == nil:
+		return nil, nil
+	case f.Type != genq.FormatJSONSchema:
+		return nil, genq.Errorf(genq.Invalid, "%s: Input tag '%s' found using 'type' does not match any of the expected tags: 'json_schema'", at, f.Type)
+	case len(f.Schema) == 0 || string(f.Schema) == "null":
+		return nil, genq.Errorf(genq.Invalid, "%s.schema: Field required", at)
+	}
+	// The API's structured outputs are always strict: objects closed to
+	// properties they do not list.
+	strict := true
+	return &genq.ResponseFormat{Type: genq.FormatJSONSchema, JSONSchema: &genq.JSONSchema{Name: "output", Schema: f.Schema, Strict: &strict}}, nil
+}
+
+// job fills job's chat (system, messages, tools), its response format
+// and its thinking from r.
 func (r Request) job(maxPrompt int, job *genq.Job) error {
 	var msgs []genq.Message
-	system, err := systemText(r.System)
+	system, err := systemText(r.System, "system")
 	if err != nil {
 		return err
-	}
-	if system != "" {
-		msgs = append(msgs, genq.Message{Role: genq.RoleSystem, Content: system})
 	}
 	if len(r.Messages) == 0 {
 		return genq.Errorf(genq.Invalid, "messages: Field required: a list of {role, content}")
 	}
+	// System messages before the first turn join the system prompt; later
+	// ones stay where they are (mid-conversation system messages), for the
+	// worker's template to render there or fold into the system prompt.
+	lead := 0
+	for ; lead < len(r.Messages) && r.Messages[lead].Role == genq.RoleSystem; lead++ {
+		text, err := systemText(r.Messages[lead].Content, fmt.Sprintf("messages.%d.content", lead))
+		if err != nil {
+			return err
+		}
+		system = joinNonEmpty(system, text)
+	}
+	if system != "" {
+		msgs = append(msgs, genq.Message{Role: genq.RoleSystem, Content: system})
+	}
 	size := len(system)
-	for i, m := range r.Messages {
-		out, err := message(m, fmt.Sprintf("messages.%d", i))
+	for i, m := range r.Messages[lead:] {
+		out, err := message(m, fmt.Sprintf("messages.%d", lead+i))
 		if err != nil {
 			return err
 		}
@@ -168,31 +265,47 @@ func (r Request) job(maxPrompt int, job *genq.Job) error {
 		return err
 	}
 	job.Messages = msgs
-	tools, err := r.tools()
+	job.Thinking = r.Thinking.job()
+	tools, ignored, err := r.tools()
 	if err != nil {
 		return err
 	}
-	job.Tools = tools
+	job.Tools, job.IgnoredTools = tools, ignored
 	if r.ToolChoice != nil {
-		choice, parallel, err := r.ToolChoice.job(tools)
+		choice, parallel, err := r.ToolChoice.job(tools, ignored)
 		if err != nil {
 			return err
 		}
 		job.ToolChoice, job.ParallelToolCalls = choice, parallel
 	}
+	if job.ResponseFormat, err = r.format(); err != nil {
+		return err
+	}
+	if job.ResponseFormat != nil && job.ToolMode() != "" {
+		return genq.Errorf(genq.Invalid, "output_config.format: this server cannot hold one answer to both a JSON schema and tools: drop the tools or send tool_choice {\"type\": \"none\"}")
+	}
 	return nil
 }
 
-// systemText is system's text: a string, or text blocks.
-func systemText(raw json.RawMessage) (string, error) {
-	blocks, err := blocksOf(raw, "system")
+// joinNonEmpty joins two texts by a blank line, either of which may be
+// empty.
+func joinNonEmpty(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "\n\n" + b
+}
+
+// systemText is a system prompt's text, at at: a string, or text blocks.
+func systemText(raw json.RawMessage, at string) (string, error) {
+	blocks, err := blocksOf(raw, at)
 	if err != nil {
 		return "", err
 	}
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
 		if b.Type != "text" {
-			return "", genq.Errorf(genq.Invalid, "system.%d.type: system takes text blocks, not %q", i, b.Type)
+			return "", genq.Errorf(genq.Invalid, "%s.%d.type: a system prompt takes text blocks, not %q", at, i, b.Type)
 		}
 		texts = append(texts, b.Text)
 	}
@@ -222,24 +335,33 @@ func blocksOf(raw json.RawMessage, at string) ([]block, error) {
 // have, "" for the types it reads.
 func unsupportedBlock(t string) string {
 	switch t {
-	case "text", "tool_use", "tool_result":
+	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
 		return ""
 	case "image":
 		return "images are not supported by this server's models"
 	case "document", "search_result":
 		return "documents are not supported by this server"
-	case "thinking", "redacted_thinking":
-		return "thinking blocks are not supported by this server"
 	}
 	return fmt.Sprintf("content blocks of type %q are not supported by this server", t)
 }
 
 // message turns one Messages message into the chat's: a user message's
 // tool_result blocks become tool messages, before its text; an assistant
-// message's tool_use blocks become its tool calls.
+// message's tool_use blocks become its tool calls, and its thinking
+// blocks (an earlier answer's reasoning, sent back) are dropped, as the
+// templates of reasoning models drop the reasoning of earlier turns. A
+// system message is one of the chat's.
 func message(m messageIn, at string) ([]genq.Message, error) {
-	if m.Role != genq.RoleUser && m.Role != genq.RoleAssistant {
-		return nil, genq.Errorf(genq.Invalid, "%s.role: must be \"user\" or \"assistant\", not %q", at, m.Role)
+	switch m.Role {
+	case genq.RoleUser, genq.RoleAssistant:
+	case genq.RoleSystem:
+		text, err := systemText(m.Content, at+".content")
+		if err != nil {
+			return nil, err
+		}
+		return []genq.Message{{Role: genq.RoleSystem, Content: text}}, nil
+	default:
+		return nil, genq.Errorf(genq.Invalid, "%s.role: Input should be 'user', 'assistant' or 'system'", at)
 	}
 	blocks, err := blocksOf(m.Content, at+".content")
 	if err != nil {
@@ -256,6 +378,8 @@ func message(m messageIn, at string) ([]genq.Message, error) {
 		switch {
 		case b.Type == "text":
 			texts = append(texts, b.Text)
+		case (b.Type == "thinking" || b.Type == "redacted_thinking") && m.Role == genq.RoleAssistant:
+			// dropped: the reasoning of an earlier answer
 		case b.Type == "tool_use" && m.Role == genq.RoleAssistant:
 			args := "{}"
 			if len(b.Input) > 0 && string(b.Input) != "null" {
@@ -306,28 +430,42 @@ func resultText(raw json.RawMessage, at string) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// tools are the request's tools as genq's: client tools only, their
-// input_schema the function's parameters.
-func (r Request) tools() ([]genq.Tool, error) {
+// tools are the request's tools as genq's: custom client tools, their
+// input_schema the function's parameters. The others, server tools
+// (web_search_…, code_execution_…) and the client tools whose definition
+// is Anthropic's (bash_…, text_editor_…, computer_…), are left out, and
+// ignored names them.
+func (r Request) tools() (tools []genq.Tool, ignored []string, err error) {
 	out := make([]genq.Tool, 0, len(r.Tools))
 	for i, t := range r.Tools {
 		if t.Type != "" && t.Type != "custom" {
-			return nil, genq.Errorf(genq.Invalid, "tools.%d.type: server tools (%q) are not supported by this server; give client tools: name, description, input_schema", i, t.Type)
+			ignored = append(ignored, cmp.Or(t.Name, t.Type))
+			continue
 		}
 		if t.Name == "" {
-			return nil, genq.Errorf(genq.Invalid, "tools.%d.name: Field required", i)
+			return nil, nil, genq.Errorf(genq.Invalid, "tools.%d.name: Field required", i)
 		}
 		if len(t.InputSchema) == 0 {
-			return nil, genq.Errorf(genq.Invalid, "tools.%d.input_schema: Field required", i)
+			return nil, nil, genq.Errorf(genq.Invalid, "tools.%d.input_schema: Field required", i)
 		}
-		out = append(out, genq.Tool{Type: "function", Function: genq.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}})
+		out = append(out, genq.Tool{Type: "function", Function: genq.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict}})
 	}
-	return out, nil
+	return out, ignored, nil
 }
 
 // job is the tool choice as genq's: auto, any (some tool must be called),
-// tool (that one), none; and whether calls may be several.
-func (c toolChoice) job(tools []genq.Tool) (*genq.ToolChoice, *bool, error) {
+// tool (that one), none; and whether calls may be several. A choice that
+// forces a tool genq left out (ignored) is refused, naming it; one that
+// forces none is dropped when every tool was left out.
+func (c toolChoice) job(tools []genq.Tool, ignored []string) (*genq.ToolChoice, *bool, error) {
+	switch {
+	case c.Type == "tool" && slices.Contains(ignored, c.Name):
+		return nil, nil, genq.Errorf(genq.Invalid, "tool_choice.name: %q is a server tool or an Anthropic-defined client tool, which this server cannot offer; give a custom tool (name, description, input_schema)", c.Name)
+	case c.Type == "any" && len(tools) == 0 && len(ignored) > 0:
+		return nil, nil, genq.Errorf(genq.Invalid, "tool_choice: \"any\" forces a tool, and this server can offer none of these (%s): give custom tools (name, description, input_schema)", strings.Join(ignored, ", "))
+	case (c.Type == "auto" || c.Type == "none") && len(tools) == 0 && len(ignored) > 0:
+		return nil, nil, nil
+	}
 	var choice genq.ToolChoice
 	switch c.Type {
 	case "auto":
