@@ -16,6 +16,9 @@ type ChatRequest struct {
 	Messages    []chatMessageIn `json:"messages"`
 	Logprobs    bool            `json:"logprobs"`
 	TopLogprobs int             `json:"top_logprobs"`
+	// WebSearchOptions asks for OpenAI's hosted web search, which genq
+	// does not have: the answer says it was left out.
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
 }
 
 type chatMessageIn struct {
@@ -41,7 +44,40 @@ func DecodeChat(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 	}
 	job.Messages = msgs
 	job.Logprobs, job.TopLogprobs = req.Logprobs, req.TopLogprobs
-	return req.Params, req.fill(job)
+	if err := req.fill(job); err != nil {
+		return req.Params, err
+	}
+	return req.Params, req.hostedTools(job)
+}
+
+// hostedTools leaves out of job the tools genq cannot run, which a chat
+// may ask for beside its functions (custom tools of free text; hosted web
+// search, by web_search_options), and names them in job.IgnoredTools.
+func (r ChatRequest) hostedTools(job *genq.Job) error {
+	var tools []genq.Tool
+	for _, t := range job.Tools {
+		if t.Type == "function" || t.Type == "" { // an untyped tool is refused as it was
+			tools = append(tools, t)
+		} else {
+			job.IgnoredTools = append(job.IgnoredTools, t.Type)
+		}
+	}
+	if len(r.WebSearchOptions) > 0 && string(r.WebSearchOptions) != "null" {
+		job.IgnoredTools = append(job.IgnoredTools, "web_search")
+	}
+	if len(job.IgnoredTools) == 0 {
+		return nil
+	}
+	job.Tools = tools
+	choice, err := choiceOf(job.ToolChoice, tools, job.IgnoredTools)
+	if err != nil {
+		return err
+	}
+	job.ToolChoice = choice
+	if len(tools) == 0 {
+		job.ParallelToolCalls = nil
+	}
+	return nil
 }
 
 // messages turns a chat's messages into the job's. Content is a string, or

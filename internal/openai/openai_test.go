@@ -382,3 +382,40 @@ func TestToolCallChunks(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A chat's tools genq cannot run (custom tools of free text, hosted web
+// search) are left out of the job and named; a choice that must call a
+// tool, when none is left, is refused.
+func TestChatToolsLeftOut(t *testing.T) {
+	const fn = `{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}`
+	for _, tt := range []struct {
+		name, body       string
+		functions, names string
+		msg              string
+	}{
+		{"a custom tool beside a function", `"tools":[{"type":"custom","custom":{"name":"grep"}},` + fn + `],"tool_choice":"auto"`, "f", "custom", ""},
+		{"web_search_options", `"web_search_options":{},"tools":[` + fn + `]`, "f", "web_search", ""},
+		{"a custom tool alone, auto", `"tools":[{"type":"custom","custom":{"name":"grep"}}],"tool_choice":"auto","parallel_tool_calls":false`, "", "custom", ""},
+		{"a custom tool alone, required", `"tools":[{"type":"custom","custom":{"name":"grep"}}],"tool_choice":"required"`, "", "",
+			`tool_choice "required" forces a tool, and this server can run none of these (custom): only function tools are served`},
+		{"an untyped tool, refused as before", `"tools":[{"function":{"name":"f"}}]`, "f", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var job genq.Job
+			_, err := DecodeChat([]byte(`{"messages":[{"role":"user","content":"hi"}],`+tt.body+`}`), 1<<10, &job)
+			if tt.msg != "" {
+				if genq.ErrorMessage(err) != tt.msg {
+					t.Fatalf("got %v, want %q", err, tt.msg)
+				}
+				return
+			}
+			var names []string
+			for _, f := range job.Tools {
+				names = append(names, f.Function.Name)
+			}
+			if err != nil || strings.Join(names, ",") != tt.functions || strings.Join(job.IgnoredTools, ",") != tt.names {
+				t.Fatalf("functions %v, ignored %v, %v", names, job.IgnoredTools, err)
+			}
+		})
+	}
+}

@@ -103,13 +103,18 @@ func DecodeResponse(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 	if req.Text != nil {
 		job.ResponseFormat = req.Text.Format.job()
 	}
-	if job.Tools, err = responseTools(req.Tools); err != nil {
-		return Params{}, err
-	}
+	job.Tools, job.IgnoredTools = responseTools(req.Tools)
 	if req.ToolChoice != nil {
-		job.ToolChoice = &req.ToolChoice.ToolChoice
+		if err := forcesIgnored(&req.ToolChoice.ToolChoice, req.ToolChoice.Forced, job.IgnoredTools); err != nil {
+			return Params{}, err
+		}
+		if job.ToolChoice, err = choiceOf(&req.ToolChoice.ToolChoice, job.Tools, job.IgnoredTools); err != nil {
+			return Params{}, err
+		}
 	}
-	job.ParallelToolCalls = req.ParallelToolCalls
+	if len(job.Tools) > 0 {
+		job.ParallelToolCalls = req.ParallelToolCalls
+	}
 	return Params{Model: req.Model, Stream: req.Stream}, nil
 }
 
@@ -222,7 +227,7 @@ type Response struct {
 	PreviousResponseID *string            `json:"previous_response_id"`
 	Store              bool               `json:"store"`
 	Text               responseText       `json:"text"`
-	ToolChoice         string             `json:"tool_choice"`
+	ToolChoice         any                `json:"tool_choice"`
 	Tools              []any              `json:"tools"`
 	Usage              *ResponseUsage     `json:"usage"`
 }
@@ -274,9 +279,55 @@ type ResponseStream Stream
 
 func (s ResponseStream) object(status string) Response {
 	r := Response{ID: "resp_" + s.JobID, Object: "response", CreatedAt: s.Created, Status: status, Model: s.Model,
-		Output: []any{}, ToolChoice: "none", Tools: []any{}}
+		Output: []any{}, ToolChoice: genq.ToolChoiceAuto, Tools: []any{}, ParallelToolCalls: true}
+	if e := s.Echo; e != nil {
+		r.Tools, r.ToolChoice, r.ParallelToolCalls = e.Tools, e.ToolChoice, e.ParallelToolCalls
+	}
 	r.Text.Format.Type = "text"
 	return r
+}
+
+// ToolsEcho is what a response repeats of its request: its tools,
+// tool_choice and parallel_tool_calls, as OpenAI's responses do.
+type ToolsEcho struct {
+	Tools             []any
+	ToolChoice        any
+	ParallelToolCalls bool
+}
+
+// EchoOf is what job's response repeats of its request: its function
+// tools in the Responses API's flat shape (a namespace's among them), the
+// tools it left out by their type ({"type":"web_search"}), the choice
+// ("auto" when it gave none) and whether calls may be several.
+func EchoOf(job genq.Job) *ToolsEcho {
+	e := &ToolsEcho{Tools: []any{}, ToolChoice: genq.ToolChoiceAuto, ParallelToolCalls: job.Parallel()}
+	for _, t := range job.Tools {
+		f := t.Function
+		params := f.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage("{}")
+		}
+		e.Tools = append(e.Tools, responseToolOut{Type: "function", Name: f.Name, Description: f.Description, Parameters: params, Strict: f.Strict})
+	}
+	for _, name := range job.IgnoredTools {
+		e.Tools = append(e.Tools, map[string]string{"type": name})
+	}
+	switch c := job.ToolChoice; {
+	case c != nil && c.Function != "":
+		e.ToolChoice = map[string]string{"type": "function", "name": c.Function}
+	case c != nil:
+		e.ToolChoice = c.Mode
+	}
+	return e
+}
+
+// responseToolOut is a function tool as a response repeats it.
+type responseToolOut struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
 }
 
 func (s ResponseStream) message(status, text string) ResponseMessage {

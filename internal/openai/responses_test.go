@@ -44,9 +44,9 @@ func TestDecodeResponse(t *testing.T) {
 		{"text.format text", `{"input":"hi","text":{"format":{"type":"text"}}}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
 		{"function tools", `{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
 			[]genq.Message{{Role: "user", Content: "hi"}}, ""},
-		{"a hosted tool", `{"input":"hi","tools":[{"type":"web_search"}]}`, nil, `tools[0] is of type "web_search": only function tools are supported`},
+		{"a hosted tool", `{"input":"hi","tools":[{"type":"web_search"}]}`, []genq.Message{{Role: "user", Content: "hi"}}, ""},
 		{"tool_choice of another shape", `{"input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, nil,
-			`tool_choice must be "none", "auto", "required" or {"type":"function","name":…}`},
+			`tool_choice {"type":"function"} needs the function's name`},
 		{"max_output_tokens 0", `{"input":"hi","max_output_tokens":0}`, nil, "max_output_tokens must be at least 1, not 0"},
 		{"too long", `{"input":"0123456789"}`, nil, "messages hold 10 bytes of content; the limit is 8"},
 	} {
@@ -84,7 +84,7 @@ func TestRenderResponse(t *testing.T) {
 	got, _ := json.Marshal(rs.Done(done))
 	want := `{"id":"resp_j","object":"response","created_at":7,"status":"completed","error":null,"incomplete_details":null,"model":"m",` +
 		`"output":[{"type":"message","id":"msg_j","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hi","annotations":[],"logprobs":[]}]}],` +
-		`"parallel_tool_calls":false,"previous_response_id":null,"store":false,"text":{"format":{"type":"text"}},"tool_choice":"none","tools":[],` +
+		`"parallel_tool_calls":true,"previous_response_id":null,"store":false,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],` +
 		`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4}}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -146,5 +146,80 @@ func TestResponseToolCalls(t *testing.T) {
 	last, _ := json.Marshal(all[len(all)-1]["response"].(Response).Output)
 	if string(last) != wantOutput {
 		t.Errorf("the stream's last response has %s, want %s", last, wantOutput)
+	}
+}
+
+// Tools genq cannot run (hosted: web search, files, code, MCP; custom
+// tools of free text) are left out of the job and named, a namespace's
+// functions are the job's, and a choice that forces a left-out tool is
+// refused, naming it.
+func TestResponseToolsLeftOut(t *testing.T) {
+	const fn = `{"type":"function","name":"f","parameters":{"type":"object"}}`
+	for _, tt := range []struct {
+		name, tools, choice string
+		functions, ignored  string // the job's, comma-separated
+		choiceOut           string // the job's tool_choice as JSON
+		msg                 string // the refusal, else ""
+	}{
+		{"hosted tools beside a function", `[{"type":"web_search"},` + fn + `,{"type":"code_interpreter","container":{"type":"auto"}},{"type":"mcp","server_label":"x"}]`, "",
+			"f", "web_search,code_interpreter,mcp", "null", ""},
+		{"a custom tool by its name", `[{"type":"custom","name":"grep"},` + fn + `]`, `"auto"`, "f", "grep", `"auto"`, ""},
+		{"a namespace flattened", `[{"type":"namespace","name":"crm","description":"CRM","tools":[` + fn + `,{"type":"function","name":"g"}]},{"type":"file_search"}]`,
+			`{"type":"function","name":"g"}`, "f,g", "file_search", `{"type":"function","function":{"name":"g"}}`, ""},
+		{"hosted tools alone, auto", `[{"type":"web_search"}]`, `"auto"`, "", "web_search", "null", ""},
+		{"hosted tools alone, required", `[{"type":"web_search"}]`, `"required"`, "", "", "", `tool_choice "required" forces a tool, and this server can run none of these (web_search): only function tools are served`},
+		{"a hosted tool forced", `[{"type":"web_search_preview"},` + fn + `]`, `{"type":"web_search_preview"}`, "", "", "",
+			`tool_choice forces "web_search_preview", a tool this server cannot run (only function tools are served): let the model choose, or give it as a function`},
+		{"a custom tool forced", `[{"type":"custom","name":"grep"},` + fn + `]`, `{"type":"custom","name":"grep"}`, "", "", "",
+			`tool_choice forces "grep", a tool this server cannot run (only function tools are served): let the model choose, or give it as a function`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"input":"hi","parallel_tool_calls":false,"tools":` + tt.tools
+			if tt.choice != "" {
+				body += `,"tool_choice":` + tt.choice
+			}
+			var job genq.Job
+			_, err := DecodeResponse([]byte(body+"}"), 1<<10, &job)
+			if tt.msg != "" {
+				if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
+					t.Fatalf("got %v, want %q", err, tt.msg)
+				}
+				return
+			}
+			if err == nil {
+				err = job.ValidateInput()
+			}
+			var names []string
+			for _, f := range job.Tools {
+				names = append(names, f.Function.Name)
+			}
+			choice, _ := json.Marshal(job.ToolChoice)
+			if err != nil || strings.Join(names, ",") != tt.functions || strings.Join(job.IgnoredTools, ",") != tt.ignored || string(choice) != tt.choiceOut {
+				t.Fatalf("functions %v, ignored %v, choice %s, %v", names, job.IgnoredTools, choice, err)
+			}
+		})
+	}
+}
+
+// A response repeats its request's tools, tool_choice and
+// parallel_tool_calls, as OpenAI's do, the tools left out by their type.
+func TestResponseEchoesTools(t *testing.T) {
+	var job genq.Job
+	body := `{"input":"hi","tools":[{"type":"function","name":"f","description":"F.","parameters":{"type":"object"},"strict":true},{"type":"web_search"}],` +
+		`"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false}`
+	if _, err := DecodeResponse([]byte(body), 1<<10, &job); err != nil {
+		t.Fatal(err)
+	}
+	rs := ResponseStream{JobID: "j", Echo: EchoOf(job)}
+	r := rs.Done(genq.TextResult{GeneratedText: "hi"})
+	got, _ := json.Marshal(map[string]any{"tools": r.Tools, "tool_choice": r.ToolChoice, "parallel_tool_calls": r.ParallelToolCalls})
+	want := `{"parallel_tool_calls":false,"tool_choice":{"name":"f","type":"function"},` +
+		`"tools":[{"type":"function","name":"f","description":"F.","parameters":{"type":"object"},"strict":true},{"type":"web_search"}]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	created := NewResponseEvents(rs, job).Piece("")[0]["response"].(Response)
+	if c, _ := json.Marshal(created.ToolChoice); string(c) != `{"name":"f","type":"function"}` || len(created.Tools) != 2 {
+		t.Errorf("response.created has %s, %v", c, created.Tools)
 	}
 }

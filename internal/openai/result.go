@@ -108,4 +108,7 @@ type Stream struct {
 	Created  int64
 	Model    string
 	Logprobs bool // the jobs asked for them
+	// Echo is what a response (the Responses API's) repeats of its
+	// request's tools; nil: none were given.
+	Echo *ToolsEcho
 }
