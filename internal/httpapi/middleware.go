@@ -41,13 +41,28 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // into request_id. Genq-Job-Id names the job.
 const HeaderRequestID = "X-Request-Id"
 
+// HeaderAnthropicRequestID carries the same id on Anthropic's routes,
+// under the name Anthropic's SDKs read into a message's _request_id
+// (requestID in Node) and an error's request_id.
+const HeaderAnthropicRequestID = "Request-Id"
+
 // requestID gives every response an id of its own; it draws none from the
 // jobs' ids.
 func (s *Server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(HeaderRequestID, "req_"+rand.Text())
+		id := "req_" + rand.Text()
+		w.Header().Set(HeaderRequestID, id)
+		if isMessagesPath(r.URL.Path) {
+			w.Header().Set(HeaderAnthropicRequestID, id)
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isMessagesPath reports whether path is under Anthropic's Messages API,
+// which answers in its own error shape.
+func isMessagesPath(path string) bool {
+	return path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/")
 }
 
 // countRequests counts requests by route pattern and method, each from a

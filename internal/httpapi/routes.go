@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/genq/genq/internal/anthropic"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 )
@@ -38,16 +39,25 @@ func (s *Server) routes() http.Handler {
 	// beside it, with its own; the keys guard all of it, as theirs do.
 	r.Route("/v1", func(v1 chi.Router) {
 		v1.Use(s.requireAPIKeyFor(func(r *http.Request) errorRenderer {
-			if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+			if isMessagesPath(r.URL.Path) {
 				return writeAnthropicError
 			}
 			return writeV1Error
 		}))
 		v1.NotFound(func(w http.ResponseWriter, req *http.Request) {
+			if isMessagesPath(req.URL.Path) {
+				writeAnthropicError(w, s.log, genq.Errorf(genq.NotFound, "Not Found: no route %s", req.URL.Path))
+				return
+			}
 			writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "no route %s", req.URL.Path))
 		})
 		v1.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
+			if isMessagesPath(req.URL.Path) {
+				writeJSON(w, http.StatusMethodNotAllowed, anthropic.ErrorResponse{Type: "error", Error: anthropic.Error{
+					Type: "invalid_request_error", Message: "Method Not Allowed: " + req.Method + " is not allowed on " + req.URL.Path}})
+				return
+			}
 			writeJSON(w, http.StatusMethodNotAllowed, openai.ErrorResponse{Error: openai.Error{
 				Message: "method " + req.Method + " is not allowed on " + req.URL.Path, Type: "invalid_request_error", Code: "method_not_allowed"}})
 		})

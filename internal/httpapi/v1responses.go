@@ -17,6 +17,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs := openai.ResponseStream(s.stream(t))
+	rs.Echo = openai.EchoOf(t.jobs[0])
 	ctx, cancel := context.WithDeadline(r.Context(), t.jobs[0].Deadline)
 	defer cancel()
 	if t.params.Stream {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -95,8 +96,18 @@ func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode te
 		return textRequest{}, false
 	}
 	w.Header().Set(HeaderJobID, jobs[0].ID)
-	return textRequest{jobs: jobs, params: params, start: start, log: s.log.With("job_id", jobs[0].ID, "route", r.URL.Path)}, true
+	t := textRequest{jobs: jobs, params: params, start: start, log: s.log.With("job_id", jobs[0].ID, "route", r.URL.Path)}
+	if ignored := jobs[0].IgnoredTools; len(ignored) > 0 {
+		w.Header().Set(HeaderToolsIgnored, strings.Join(ignored, ","))
+		t.log.Info("tools left out of the prompt: this server cannot run them", "tools", ignored)
+	}
+	return t, true
 }
+
+// HeaderToolsIgnored names the tools of a request that genq left out of
+// its prompt, hosted tools it cannot run (web search, code execution, …),
+// comma-separated.
+const HeaderToolsIgnored = "Genq-Tools-Ignored"
 
 // requestJobs names and checks the jobs of a request's prompts, n choices
 // each, prompt by prompt; it refuses a request larger than the queue,
