@@ -18,6 +18,7 @@ type caps struct {
 	stringContent bool // a message's content may be a string
 	typedContent  bool // ... or a list of typed parts
 	systemRole    bool
+	midSystem     bool // a system message past the first renders where it is
 	tools         bool // the tools' definitions are rendered
 	toolCalls     bool // an assistant's calls are rendered
 	objectArgs    bool // a call's arguments are read as an object
@@ -75,6 +76,7 @@ func probeCaps(t *Template) caps {
 	const system = "System message"
 	out, ok = t.probe(`[{"role": "system", "content": "`+system+`"}, {"role": "user", "content": "User message"}]`, "[]")
 	c.systemRole = ok && strings.Contains(out, system)
+	c.midSystem = c.systemRole && probeMidSystem(t)
 
 	// Calls with object arguments, then, unless those are read, with a
 	// string of JSON. Each probe asks whether the tools, the calls and the
@@ -111,6 +113,26 @@ func probeCaps(t *Template) caps {
 		}
 	}
 	return c
+}
+
+// probeMidSystem reports whether the template renders a system message
+// past the first where it is, after a user's turn (as Anthropic's
+// mid-conversation system messages come) both before the assistant's
+// answer and last: many templates refuse one ("System message must be at
+// the beginning"), and some drop it unsaid.
+func probeMidSystem(t *Template) bool {
+	const mid = "Mid-conversation system message"
+	for _, msgs := range []string{
+		`[{"role": "system", "content": "System message"}, {"role": "user", "content": "User message"},
+			{"role": "system", "content": "` + mid + `"}, {"role": "assistant", "content": "Assistant message"}, {"role": "user", "content": "User message"}]`,
+		`[{"role": "user", "content": "User message"}, {"role": "assistant", "content": "Assistant message"},
+			{"role": "user", "content": "User message"}, {"role": "system", "content": "` + mid + `"}]`,
+	} {
+		if out, ok := t.probe(msgs, "[]"); !ok || !strings.Contains(out, mid) {
+			return false
+		}
+	}
+	return true
 }
 
 // probeDialect finds the format the template writes an assistant's earlier

@@ -150,6 +150,53 @@ func needsTools(msgs []genq.Message, tools []genq.Tool) bool {
 // render renders msgs and tools with the template itself, as llama.cpp
 // gives them to it.
 func (t *Template) render(msgs []genq.Message, tools []genq.Tool) (string, error) {
+	if laterSystem(msgs) {
+		if t.caps.midSystem {
+			out, err := t.renderAsIs(msgs, tools)
+			if err == nil {
+				return out, nil
+			}
+		}
+		msgs = foldSystem(msgs)
+	}
+	return t.renderAsIs(msgs, tools)
+}
+
+// laterSystem reports whether a system message follows the first message.
+func laterSystem(msgs []genq.Message) bool {
+	for i, m := range msgs {
+		if i > 0 && m.Role == genq.RoleSystem {
+			return true
+		}
+	}
+	return false
+}
+
+// foldSystem moves the text of every system message past the first
+// message into the leading system message (made when there is none),
+// each after a blank line, for a template that renders no system message
+// but the first: the instruction stays a system one, only earlier.
+func foldSystem(msgs []genq.Message) []genq.Message {
+	out := make([]genq.Message, 0, len(msgs)+1)
+	if msgs[0].Role != genq.RoleSystem {
+		out = append(out, genq.Message{Role: genq.RoleSystem})
+	}
+	for i, m := range msgs {
+		if i == 0 || m.Role != genq.RoleSystem {
+			out = append(out, m)
+			continue
+		}
+		if out[0].Content != "" && m.Content != "" {
+			out[0].Content += "\n\n"
+		}
+		out[0].Content += m.Content
+	}
+	return out
+}
+
+// renderAsIs renders msgs and tools, a leading system message merged
+// into the next for a template without the role.
+func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool) (string, error) {
 	if !t.caps.systemRole {
 		msgs = mergeSystem(msgs)
 	}
