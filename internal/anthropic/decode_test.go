@@ -143,3 +143,20 @@ func wantTools(functions, ignored, choice string) func(*testing.T, genq.Job) {
 		}
 	}
 }
+
+// message_start carries the prompt's token counts when the first piece
+// named them, as the API's does: input_tokens those computed,
+// cache_read_input_tokens those the prefix cache held.
+func TestMessageStartUsage(t *testing.T) {
+	e := NewEvents(Answer{JobID: "j", Model: "m"}, genq.Job{})
+	e.Prompt(120, 64)
+	start := e.Piece("Hi")[0]
+	msg, ok := start["message"].(Message)
+	if start.Type() != "message_start" || !ok || msg.Usage.InputTokens != 56 || msg.Usage.CacheReadInputTokens != 64 || msg.Usage.OutputTokens != 0 {
+		t.Fatalf("%+v", start)
+	}
+	b, _ := json.Marshal(msg.Usage)
+	if string(b) != `{"input_tokens":56,"output_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":64}` {
+		t.Errorf("usage %s", b)
+	}
+}

@@ -21,6 +21,7 @@ func (e Event) Type() string { s, _ := e["type"].(string); return s }
 type Events struct {
 	a      Answer
 	calls  *structured.CallStream // nil: the answer is text
+	prompt *genq.Usage            // the prompt's counts, once known
 	opened bool
 	index  int  // the open block's index; -1 before the first
 	isCall bool // the open block is a tool_use
@@ -33,6 +34,13 @@ func NewEvents(a Answer, job genq.Job) *Events {
 		e.calls = structured.NewCallStream(mode == genq.ToolChoiceAuto)
 	}
 	return e
+}
+
+// Prompt tells the events the prompt's token counts, and those of them
+// the prefix cache held, which message_start's usage then carries, as
+// the API's does. Told after message_start, they change nothing.
+func (e *Events) Prompt(tokens, cached int) {
+	e.prompt = &genq.Usage{PromptTokens: tokens, CachedTokens: cached}
 }
 
 // Piece are the events of a piece of the answer's text; none while the
@@ -78,7 +86,8 @@ func (e *Events) open(out []Event) []Event {
 		return out
 	}
 	e.opened = true
-	msg := Message{ID: MessageID(e.a.JobID), Type: "message", Role: genq.RoleAssistant, Model: e.a.Model, Content: []ContentBlock{}}
+	msg := Message{ID: MessageID(e.a.JobID), Type: "message", Role: genq.RoleAssistant, Model: e.a.Model, Content: []ContentBlock{},
+		Usage: usage(e.prompt)}
 	return append(out, Event{"type": "message_start", "message": msg}, Event{"type": "ping"})
 }
 

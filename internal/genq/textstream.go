@@ -22,6 +22,12 @@ type TextStreamer interface {
 type TextPiece struct {
 	Text     string
 	Logprobs []TokenLogprob
+	// PromptTokens and CachedTokens, on a run's first piece only (0 on
+	// the others, and from a backend that does not count them), are the
+	// prompt's tokens and those of them the prefix cache held: what the
+	// result's usage will say, known before the answer's first text, for
+	// a stream that names them at its start (Anthropic's message_start).
+	PromptTokens, CachedTokens int
 }
 
 // ImageStreamer is a Backend that can hand out previews of an image while

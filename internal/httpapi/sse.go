@@ -170,12 +170,15 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 // events, each written "event: <type>" (OpenAI's Responses API,
 // Anthropic's Messages API): those of a piece of text, those that close
 // the stream, and the one that ends a stream that failed after it began.
-// stamp, when set, marks each event with its place in the stream.
+// stamp, when set, marks each event with its place in the stream; prompt,
+// when set, is told the prompt's token counts when the first piece names
+// them, before its events.
 type typedEvents[E interface{ Type() string }] struct {
 	piece  func(text string) []E
 	end    func(genq.TextResult) []E
 	failed func(error) E
 	stamp  func(e E, seq int)
+	prompt func(tokens, cached int)
 	render errorRenderer
 }
 
@@ -209,6 +212,9 @@ func streamTyped[E interface{ Type() string }](s *Server, ctx context.Context, w
 	}
 	res, err := s.runJob(ctx, t.jobs[0], t.start, t.log, func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 		return s.streamer.RunStream(ctx, job, func(piece genq.TextPiece) error {
+			if ev.prompt != nil && piece.PromptTokens > 0 {
+				ev.prompt(piece.PromptTokens, piece.CachedTokens)
+			}
 			if piece.Text == "" {
 				return nil
 			}

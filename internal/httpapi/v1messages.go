@@ -55,7 +55,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, t textRequest, answer anthropic.Answer) {
 	events := anthropic.NewEvents(answer, t.jobs[0])
 	streamTyped(s, ctx, w, t, typedEvents[anthropic.Event]{piece: events.Piece, end: events.End, failed: anthropic.ErrorEvent,
-		render: writeAnthropicError})
+		prompt: events.Prompt, render: writeAnthropicError})
 }
 
 // writeAnthropicError answers with err's status in the Messages API's error

@@ -51,6 +51,9 @@ func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 			return genq.TextPiece{}, errStreamBroken("chunk %d of attempt %d has log-probabilities genq could not read", seq, attempt)
 		}
 	}
+	if prompt, cached, ok := strings.Cut(m.Header.Get(HeaderPromptTokens), " "); ok {
+		piece.PromptTokens, piece.CachedTokens = atoiOr0(prompt), atoiOr0(cached)
+	}
 	f.next++
 	f.sent.Write(m.Data)
 	f.entries += len(piece.Logprobs)

@@ -39,12 +39,21 @@ func (w *ChunkWriter) Send(piece genq.TextPiece) {
 		entries, _ := json.Marshal(piece.Logprobs) // one line: JSON escapes control characters
 		m.Header.Set(HeaderLogprobs, string(entries))
 	}
+	writePromptTokens(m, piece)
 	m.Header.Set(HeaderKind, KindChunk)
 	m.Header.Set(HeaderJobID, w.jobID)
 	m.Header.Set(HeaderAttempt, w.attempt)
 	m.Header.Set(HeaderChunkSeq, strconv.Itoa(w.seq))
 	if err := w.conn.nc.PublishMsg(m); err != nil {
 		w.conn.log.Debug("chunk lost", "job_id", w.jobID, "seq", w.seq, "err", err)
+	}
+}
+
+// writePromptTokens names the prompt's counts on the chunk of a piece
+// that carries them, a run's first.
+func writePromptTokens(m *nats.Msg, piece genq.TextPiece) {
+	if piece.PromptTokens > 0 {
+		m.Header.Set(HeaderPromptTokens, strconv.Itoa(piece.PromptTokens)+" "+strconv.Itoa(piece.CachedTokens))
 	}
 }
 

@@ -118,6 +118,10 @@ const (
 	HeaderLogprobs = "Genq-Logprobs"  // a chunk's tokens' log-probabilities, JSON, when the job asked for them
 	HeaderPartial  = "Genq-Partial"   // an image chunk's place among the job's previews, from 0
 	KindChunk      = "chunk"          // Genq-Kind of a chunk
+
+	// HeaderPromptTokens, on a run's first text chunk: the prompt's
+	// tokens and those of them the prefix cache held, "120 64".
+	HeaderPromptTokens = "Genq-Prompt-Tokens"
 )
 
 // ChunkSubject is where the chunks of a streaming job whose reply goes to
