@@ -325,30 +325,31 @@ func judge(pid int, st *os.ProcessState, report []byte) Death {
 		return d
 	}
 	ws, _ := st.Sys().(syscall.WaitStatus)
-	c := parseReport(d.Report)
-	switch {
+	status := st.ExitCode()
+	if ws.Signaled() {
+		status = 128 + int(ws.Signal())
+	}
+	// The report, when there is one, names the first cause: with
+	// GOTRACEBACK=crash the runtime ends a crash of any kind with SIGABRT.
+	switch c := parseReport(d.Report); {
+	case c.signal != 0:
+		d.Signal, d.Cause, d.Where = c.signal, SignalPhrase(c.signal), c.where
+		d.Status = 128 + int(c.signal)
+	case c.fatal != "":
+		d.Cause, d.Where, d.Status = c.fatal, c.where, status
 	case ws.Signaled():
 		// Killed outright: the Go runtime did not see it, or passed it
 		// on (a signal on a thread Go did not start, such as ggml's).
-		d.Signal = ws.Signal()
-		d.Cause = SignalPhrase(d.Signal)
+		d.Signal, d.Cause, d.Status = ws.Signal(), SignalPhrase(ws.Signal()), status
 		if d.Signal == syscall.SIGKILL {
 			d.Cause += ": the kernel's OOM killer, or kill -9"
 		}
-	case c.signal != 0:
-		d.Signal, d.Cause, d.Where = c.signal, SignalPhrase(c.signal), c.where
-	case c.fatal != "":
-		d.Cause, d.Where = c.fatal, c.where
-		d.Status = st.ExitCode()
-		return d
 	default:
-		d.Status = st.ExitCode()
-		if d.Status != 0 {
-			d.Cause = fmt.Sprintf("exit status %d", d.Status)
+		d.Status = status
+		if status != 0 {
+			d.Cause = fmt.Sprintf("exit status %d", status)
 		}
-		return d
 	}
-	d.Status = 128 + int(d.Signal)
 	return d
 }
 

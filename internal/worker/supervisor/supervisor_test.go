@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 // child holds jobs as a worker would, says it is ready by writing its pid
 // to $READY, and then ends as mode says.
 func child(mode string) {
+	// No core files in the package's folder, whatever the shell allows.
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
 	l, err := supervisor.Attach()
 	if err != nil || l == nil {
 		fmt.Fprintln(os.Stderr, "not supervised:", err)
@@ -81,6 +83,7 @@ func TestRun(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mode string
+		env  string         // more of the child's environment
 		send syscall.Signal // sent from outside once the child is ready; 0: none
 		stop bool           // the supervisor is asked to stop
 		// want
@@ -102,6 +105,10 @@ func TestRun(t *testing.T) {
 			cause: "SIGKILL (killed): the kernel's OOM killer, or kill -9", reported: true},
 		{name: "SIGILL raised by itself", mode: "kill-self", status: 132, signal: syscall.SIGILL,
 			cause: "SIGILL (illegal instruction)", reported: true},
+		{name: "SIGILL raised by itself, GOTRACEBACK=crash", mode: "kill-self", env: "GOTRACEBACK=crash", status: 132,
+			signal: syscall.SIGILL, cause: "SIGILL (illegal instruction)", reported: true},
+		{name: "a Go panic, GOTRACEBACK=crash", mode: "panic", env: "GOTRACEBACK=crash", status: 134,
+			cause: "a Go panic: the engine's state is corrupt", reported: true},
 		{name: "a Go panic", mode: "panic", status: 2, cause: "a Go panic: the engine's state is corrupt", where: "supervisor_test.child", reported: true},
 		{name: "exit status 1", mode: "exit1", status: 1, cause: "exit status 1", reported: true},
 	} {
@@ -111,9 +118,12 @@ func TestRun(t *testing.T) {
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
 			var reports []supervisor.Death
+			env := append(os.Environ(), childMode+"="+tc.mode, "READY="+ready)
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
 			o := supervisor.Options{
-				Path: os.Args[0], Args: []string{"-test.run", "^$"},
-				Env: append(os.Environ(), childMode+"="+tc.mode, "READY="+ready),
+				Path: os.Args[0], Args: []string{"-test.run", "^$"}, Env: env,
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Report: func(ctx context.Context, d supervisor.Death) error {
 					if _, ok := ctx.Deadline(); !ok {
