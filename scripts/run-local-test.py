@@ -9,6 +9,8 @@ temporary directory:
      METRICS_ADDR) the stack comes up there, its worker live;
   3. Ctrl-C, SIGINT to the foreground process group as a terminal sends it,
      stops the worker before the api: no "pull failed" in its output;
+  3b. the worker process killed by SIGILL, as an engine crash kills it:
+     make run names the worker and the signal, and exits 132;
   4. variant C on an empty model directory, on either engine (the default
      ggml, and IMAGE_ENGINE=onnx), writes the files that engine
      reads and answers a PNG; IMAGE_ENGINE=ggml on a directory with the
@@ -19,6 +21,7 @@ temporary directory:
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -135,6 +138,31 @@ try:
     if "pull failed" in out or stopped < 0 or api_down < 0 or stopped > api_down:
         fail("Ctrl-C: the worker did not stop cleanly before the api", out)
     print("ok: Ctrl-C stops the worker, then the api, with no pull failures")
+
+    # 3b. An engine crash: SIGILL to the worker process (its supervisor's
+    # child, whose pid the supervisor logs).
+    log = open(os.path.join(work, "run-sigill.log"), "w+")
+    p = subprocess.Popen(["scripts/run-local.sh"], env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
+    try:
+        if not wait_live(p, ports["PORT"]):
+            log.seek(0)
+            fail("the stack did not come up for the SIGILL check", log.read())
+        log.seek(0)
+        started = [json.loads(line) for line in log.read().splitlines() if '"msg":"worker process started"' in line]
+        if not started:
+            log.seek(0)
+            fail("the worker's supervisor did not log its worker process", log.read())
+        os.kill(started[0]["pid"], signal.SIGILL)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    log.seek(0)
+    out = log.read()
+    said = re.search(r"make run: the worker \(pid \d+\) died of SIGILL \(illegal instruction\); see its log above", out)
+    if p.returncode != 132 or not said or '"msg":"worker process died"' not in out:
+        fail(f"SIGILL to the worker process: make run exited {p.returncode} without naming the worker and the signal", out)
+    print("ok: SIGILL to the worker process: make run names the worker and the signal, and exits 132")
 
     # 4. Variant C on either engine, from an empty model directory.
     def generate_c(engine):
