@@ -28,6 +28,9 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error
+	// Field names the request's field at fault, where the error knows it
+	// ("max_tokens", "messages"): OpenAI's param, and the api's log.
+	Field string
 }
 
 func (e *Error) Error() string {
@@ -73,6 +76,19 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// ErrorField returns the field the first *Error in err's chain that names
+// one names, or "".
+func ErrorField(err error) string {
+	var e *Error
+	for errors.As(err, &e) {
+		if e.Field != "" {
+			return e.Field
+		}
+		err = e.Err
+	}
+	return ""
 }
 
 // ErrChanged is a store's error when a record changed since it was read:

@@ -20,16 +20,18 @@ type TextRequest struct {
 	// given to the model as it is (no BOS added): OpenAI's completions take
 	// a prompt as a list of token ids too.
 	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
-	// MaxTokens bounds the answer, in tokens; 0 takes the worker's limit,
-	// and more than that limit is invalid. MaxCompletionTokens is the same
-	// setting under OpenAI's newer name; a job may give either.
+	// MaxTokens bounds the answer, in tokens; 0 answers up to the worker's
+	// cap or the end of the context. Above the worker's cap it is capped;
+	// past what the context leaves after the prompt the job is invalid
+	// (Limits.Answer). MaxCompletionTokens is the same setting under
+	// OpenAI's newer name; a job may give either.
 	MaxTokens           int `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
-	// MaxTokensBound makes MaxTokens a bound rather than a demand: a worker
-	// whose own cap is lower answers up to that cap, where it would
-	// otherwise refuse the job. Anthropic's clients send their whole
-	// output budget (Claude Code: 32,000 tokens) whatever the model. A
-	// worker older than the field refuses as before.
+	// MaxTokensBound asks workers older than the rule that caps every
+	// max_tokens at the worker's cap to cap this one too, where they
+	// would refuse it: Anthropic's clients send their whole output budget
+	// (Claude Code: 32,000 tokens) whatever the model. Today's workers cap
+	// every job's.
 	MaxTokensBound bool `json:"max_tokens_bound,omitempty"`
 	// PromptOnly asks for no answer at all, only the echoed prompt
 	// (OpenAI's max_tokens: 0 with echo): how harnesses score a prompt's

@@ -41,9 +41,6 @@ type Spec struct {
 	// Slots is how many jobs a worker runs at once unless SLOTS says
 	// otherwise; for text, the width of the continuous batch.
 	Slots int
-	// ContextSize is a text model's context per sequence, prompt and
-	// answer together, in tokens; 0 for images.
-	ContextSize int
 	// Hub is the model genqctl download fetches by default.
 	Hub HubModel
 	// HubGGML is what genqctl download --engine ggml fetches for an image
@@ -76,9 +73,6 @@ func (v Variant) Spec() Spec {
 			Kind: OutputText,
 			// A 70B model on one A100 has room for fewer sequences than B.
 			Slots: 4,
-			// Variant A serves at most 512 tokens per sequence
-			// (fuse_max_seq_len = 512), which keeps a 70B model's cache small.
-			ContextSize: 512,
 			Hub: HubModel{
 				Repo: "bartowski/Meta-Llama-3.1-70B-Instruct-GGUF",
 				// One 42.5 GB file; the second pattern also matches the
@@ -91,9 +85,8 @@ func (v Variant) Spec() Spec {
 		}
 	case VariantB:
 		return Spec{
-			Kind:        OutputText,
-			Slots:       8,
-			ContextSize: 2048, // room for long prompts
+			Kind:  OutputText,
+			Slots: 8,
 			Hub: HubModel{
 				Repo:    "unsloth/Llama-3.1-8B-Instruct-GGUF",
 				Include: []string{"*-BF16.gguf", "*-BF16-*-of-*.gguf"},

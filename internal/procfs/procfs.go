@@ -1,5 +1,6 @@
 // Package procfs reads the few facts genq takes from Linux's /proc: the
-// CPU's name, which workers report as their device, and a process's peak
+// CPU's name, which workers report as their device, the memory available,
+// which sizes a text worker's context on the CPU, and a process's peak
 // memory, which benchmarks and chaos runs report.
 package procfs
 
@@ -47,6 +48,43 @@ func PeakRSSMiB(pid int) float64 {
 		return -1
 	}
 	return float64(kb) / 1024
+}
+
+// AvailableMemory is how many bytes of memory a process can take now
+// without swapping or being killed: /proc/meminfo's MemAvailable, less
+// where the process's cgroup (a container's limit) allows less; 0 when
+// neither can be read.
+func AvailableMemory() uint64 {
+	avail := kiB(Field("/proc/meminfo", "MemAvailable"))
+	if limit, used, ok := cgroupMemory(); ok && limit > used && (avail == 0 || limit-used < avail) {
+		avail = limit - used
+	}
+	return avail
+}
+
+// kiB reads a "1234 kB" value as bytes; 0 when it is not one.
+func kiB(v string) uint64 {
+	n, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n << 10
+}
+
+// cgroupMemory is the cgroup v2 limit of this process's group and what
+// the group uses, when it has a limit.
+func cgroupMemory() (limit, used uint64, ok bool) {
+	read := func(name string) (uint64, bool) {
+		b, err := os.ReadFile("/sys/fs/cgroup/" + name)
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return n, err == nil // "max" is no limit
+	}
+	limit, okLimit := read("memory.max")
+	used, okUsed := read("memory.current")
+	return limit, used, okLimit && okUsed
 }
 
 // CPUUse is a sample of CPU time, in clock ticks since boot: the busy and

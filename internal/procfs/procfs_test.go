@@ -79,3 +79,20 @@ func TestOthersBusy(t *testing.T) {
 		t.Errorf("another process's busy loop ran %.2f CPUs and counted as %.2f CPUs of others'", loop, o)
 	}
 }
+
+// TestAvailableMemory: this machine has some memory free, and no more
+// than /proc/meminfo's total.
+func TestAvailableMemory(t *testing.T) {
+	total := kiB(Field("/proc/meminfo", "MemTotal"))
+	if total == 0 {
+		t.Skip("no /proc/meminfo")
+	}
+	if got := AvailableMemory(); got == 0 || got > total {
+		t.Fatalf("AvailableMemory = %d, want above 0 and at most MemTotal %d", got, total)
+	}
+	for v, want := range map[string]uint64{"2048 kB": 2 << 20, " 1 kB": 1 << 10, "": 0, "x kB": 0} {
+		if got := kiB(v); got != want {
+			t.Errorf("kiB(%q) = %d, want %d", v, got, want)
+		}
+	}
+}

@@ -112,25 +112,48 @@ func TestGenerateRespectsMaxNewTokens(t *testing.T) {
 	}
 }
 
-func TestPromptTooLongIsInvalid(t *testing.T) {
-	b := openTiny(t, genq.VariantA, Config{ContextSize: 128, MaxNewTokens: 64})
+// TestAnswerLengthAndTheContext: an answer runs to the worker's cap or
+// to the end of the context, whichever comes first; a max_tokens the
+// context cannot hold after the prompt, and a prompt that fills it, are
+// refused in OpenAI's words (genq.ContextExceeded); a count takes any
+// prompt.
+func TestAnswerLengthAndTheContext(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{ContextSize: 128, MaxNewTokens: 64, IgnoreEOS: true})
+	ctx := context.Background()
+	chat := func(text string, tr genq.TextRequest) genq.Job {
+		tr.Messages = []genq.Message{{Role: genq.RoleUser, Content: text}}
+		return genq.Job{Envelope: genq.Envelope{ID: "j", Variant: genq.VariantA}, TextRequest: tr}
+	}
+	long := strings.Repeat("x y z ", 500)
 	tests := []struct {
-		name    string
-		text    string
-		invalid bool
+		name   string
+		job    genq.Job
+		tokens func(prompt int) int // the answer's length, nil when refused
+		answer int                  // the refusal's answer tokens
+		field  string
 	}{
-		{"fits", "short question", false},
-		{"too long for the answer's room", strings.Repeat("word ", 80), true},
-		{"far too long", strings.Repeat("x y z ", 500), true},
+		{"fits: the cap", chat("short question", genq.TextRequest{}), func(int) int { return 64 }, 0, ""},
+		{"max_tokens over the cap: the cap", chat("short question", genq.TextRequest{MaxTokens: 32000}), func(int) int { return 64 }, 0, ""},
+		{"no max_tokens near the end: what the context leaves", chat(strings.Repeat("word ", 20), genq.TextRequest{}), func(p int) int { return 128 - p }, 0, ""},
+		{"max_tokens past what the context leaves", chat(strings.Repeat("word ", 20), genq.TextRequest{MaxTokens: 60}), nil, 60, "max_tokens"},
+		{"the prompt alone past the context", chat(long, genq.TextRequest{MaxTokens: 8}), nil, 0, "messages"},
+		{"a count of any prompt", chat(long, genq.TextRequest{CountOnly: true, MaxTokens: 1}), func(int) int { return 0 }, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{Text: tt.text}}, nil)
-			if got := genq.ErrorCode(err) == genq.Invalid; got != tt.invalid {
-				t.Fatalf("err = %v; want invalid %v", err, tt.invalid)
+			got, err := b.generateJob(ctx, tt.job)
+			if tt.tokens != nil {
+				if err != nil || got.Tokens != tt.tokens(got.PromptTokens) {
+					t.Fatalf("answered %d tokens after %d (%v); want %d", got.Tokens, got.PromptTokens, err, tt.tokens(got.PromptTokens))
+				}
+				if got.Tokens > 0 && got.FinishReason != genq.FinishLength {
+					t.Fatalf("finish reason %q, want length", got.FinishReason)
+				}
+				return
 			}
-			if tt.invalid && !strings.Contains(genq.ErrorMessage(err), "prompt is too long") {
-				t.Fatalf("message %q does not say the prompt is too long", genq.ErrorMessage(err))
+			ce, ok := genq.ContextExceededOf(err)
+			if !ok || ce.Context != 128 || ce.Answer != tt.answer || ce.Prompt < 64 || ce.Input != "messages" || genq.ErrorField(err) != tt.field {
+				t.Fatalf("err = %v (%+v, field %q); want the context exceeded, answer %d, field %q", err, ce, genq.ErrorField(err), tt.answer, tt.field)
 			}
 		})
 	}

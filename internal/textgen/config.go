@@ -24,7 +24,12 @@ type Config struct {
 	// memory on a GPU (see GPUMemoryUtilization), DefaultSlots on a CPU.
 	Slots        int
 	DefaultSlots int // 0 means defaultCPUSlots
-	ContextSize  int // per-sequence context: prompt plus answer, in tokens
+	// ContextSize is the context per sequence, prompt and answer
+	// together, in tokens; 0 takes the model's trained context, lowered
+	// to what memory holds for the slots (Open).
+	ContextSize int
+	// MaxNewTokens caps an answer; 0 leaves it to what the context leaves
+	// after the prompt.
 	MaxNewTokens int
 
 	// Sampling. RegisterFlags defaults them to Llama 3.1's 0.6 / 0.9 and
@@ -98,15 +103,17 @@ type Config struct {
 const DefaultSystemPrompt = "You are a helpful assistant."
 
 // RegisterFlags binds the text settings to flags and TEXT_* environment
-// variables. ModelDir and Slots belong to the worker and are not bound here.
-func (c *Config) RegisterFlags(fs *envflag.Set, v genq.Variant) {
+// variables. ModelDir and Slots belong to the worker and are not bound
+// here. The settings are the same for both text variants: each sizes its
+// context from its own model.
+func (c *Config) RegisterFlags(fs *envflag.Set, _ genq.Variant) {
 	autoKV := "off"
 	if defaultKVUnified {
 		autoKV = "on"
 	}
 	fs.String(&c.ModelFile, "text-model-file", "TEXT_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
-	fs.Int(&c.ContextSize, "text-context-size", "TEXT_CONTEXT_SIZE", v.Spec().ContextSize, "tokens of context per sequence, prompt and answer together")
-	fs.Int(&c.MaxNewTokens, "text-max-new-tokens", "TEXT_MAX_NEW_TOKENS", 256, "most tokens generated per request")
+	fs.Int(&c.ContextSize, "text-context-size", "TEXT_CONTEXT_SIZE", 0, "tokens of context per sequence, prompt and answer together; 0: the model's trained context (n_ctx_train), lowered only to what memory holds for the slots, as the worker's log line \"text context sized\" says (docs/text.md, \"Context and answer length\")")
+	fs.Int(&c.MaxNewTokens, "text-max-new-tokens", "TEXT_MAX_NEW_TOKENS", 0, "most tokens generated per request: a request's max_tokens above it is capped (finish_reason length); 0: what the context leaves after the prompt")
 	fs.Float64(&c.Temperature, "text-temperature", "TEXT_TEMPERATURE", 0.6, "sampling temperature; 0 is greedy")
 	fs.Float64(&c.TopP, "text-top-p", "TEXT_TOP_P", 0.9, "nucleus sampling: keep the most likely tokens up to this probability")
 	fs.Int(&c.TopK, "text-top-k", "TEXT_TOP_K", 50, "keep only the k most likely tokens; 0 keeps all (Hugging Face samples with 50)")
@@ -132,11 +139,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Slots < 0 {
 		return c, fmt.Errorf("text: slots %d: want 0 (sized by Open) or more", c.Slots)
 	}
-	if c.ContextSize <= 0 {
-		c.ContextSize = 512
+	if c.ContextSize < 0 {
+		return c, fmt.Errorf("text: context size %d: want 0 (the model's trained context, as memory allows) or more", c.ContextSize)
 	}
-	if c.MaxNewTokens <= 0 {
-		c.MaxNewTokens = 256
+	if c.MaxNewTokens < 0 {
+		return c, fmt.Errorf("text: max new tokens %d: want 0 (what the context leaves) or more", c.MaxNewTokens)
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 512
@@ -166,10 +173,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = DefaultSystemPrompt
 	}
-	c = c.withSlots(c.Slots)
-	if c.MaxNewTokens >= c.ContextSize {
-		return c, fmt.Errorf("text: max new tokens (%d) leaves no room for a prompt in a context of %d", c.MaxNewTokens, c.ContextSize)
+	if c.ContextSize > 0 {
+		if c, err = c.withContext(c.ContextSize); err != nil {
+			return c, err
+		}
 	}
+	c = c.withSlots(c.Slots)
 	if err := c.samplerParams().Validate(); err != nil {
 		return c, fmt.Errorf("text: %w", err)
 	}
@@ -187,12 +196,25 @@ func oneOf(name, value string, choices ...string) (string, error) {
 	return value, nil
 }
 
+// withContext sets the context per sequence, once known, and checks that
+// the answer's cap leaves a prompt room in it.
+func (c Config) withContext(tokens int) (Config, error) {
+	c.ContextSize = tokens
+	if c.MaxNewTokens >= c.ContextSize {
+		return c, fmt.Errorf("text: max new tokens (%d) leaves no room for a prompt in a context of %d", c.MaxNewTokens, c.ContextSize)
+	}
+	return c, nil
+}
+
 // withSlots sets the slots, once known, and what depends on them.
 func (c Config) withSlots(slots int) Config {
 	c.Slots = slots
 	// A chunk of one prompt never exceeds its context, and a step always
 	// carries one token per decoding sequence.
-	c.BatchSize = max(min(c.BatchSize, c.ContextSize), c.Slots)
+	if c.ContextSize > 0 {
+		c.BatchSize = min(c.BatchSize, c.ContextSize)
+	}
+	c.BatchSize = max(c.BatchSize, c.Slots)
 	return c
 }
 

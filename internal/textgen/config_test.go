@@ -19,19 +19,19 @@ func TestRegisterFlags(t *testing.T) {
 		wantErr bool
 	}{
 		{
-			name: "variant A defaults",
+			name: "variant A defaults: the context and the cap are sized at start",
 			v:    genq.VariantA,
-			want: Config{ContextSize: 512, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
-			name: "variant B has the larger context",
+			name: "variant B has the same defaults",
 			v:    genq.VariantB,
-			want: Config{ContextSize: 2048, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "environment",
 			v:    genq.VariantA,
-			env:  map[string]string{"TEXT_CONTEXT_SIZE": "1024", "TEXT_TEMPERATURE": "0", "TEXT_TOP_P": "0.5", "TEXT_SEED": "42", "TEXT_THREADS": "3", "TEXT_GPU": "false", "TEXT_PREFIX_CACHE": "off"},
+			env:  map[string]string{"TEXT_CONTEXT_SIZE": "1024", "TEXT_MAX_NEW_TOKENS": "256", "TEXT_TEMPERATURE": "0", "TEXT_TOP_P": "0.5", "TEXT_SEED": "42", "TEXT_THREADS": "3", "TEXT_GPU": "false", "TEXT_PREFIX_CACHE": "off"},
 			want: Config{ContextSize: 1024, MaxNewTokens: 256, Temperature: 0, TopP: 0.5, TopK: 50, Seed: 42, Threads: 3, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "off", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
@@ -39,7 +39,7 @@ func TestRegisterFlags(t *testing.T) {
 			v:    genq.VariantA,
 			env:  map[string]string{"TEXT_TOP_K": "5"},
 			args: []string{"-text-top-k", "7"},
-			want: Config{ContextSize: 512, MaxNewTokens: 256, Temperature: 0.6, TopP: 0.9, TopK: 7, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 7, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name:    "bad number",
@@ -69,8 +69,10 @@ func TestConfigWithDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Slots stay 0: Open sizes them once it knows the device.
-	if c.Slots != 0 || c.ContextSize != 512 || c.MaxNewTokens != 256 || c.BatchSize != 512 {
+	// Slots and the context stay 0: Open sizes them once it knows the
+	// model and the device; the answer's cap stays 0, what the context
+	// leaves.
+	if c.Slots != 0 || c.ContextSize != 0 || c.MaxNewTokens != 0 || c.BatchSize != 512 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	c, _ = Config{Slots: 300}.withDefaults()
@@ -79,6 +81,8 @@ func TestConfigWithDefaults(t *testing.T) {
 	}
 	for _, bad := range []Config{
 		{ContextSize: 256, MaxNewTokens: 256},
+		{ContextSize: -1},
+		{MaxNewTokens: -1},
 		{TopK: -1},
 		{KVUnified: "sometimes"},
 		{FlashAttention: "maybe"},

@@ -49,6 +49,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 
 	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}
+	availBefore := procfs.AvailableMemory()
 	var gpu *llamacpp.Device
 	if cfg.GPU {
 		gpu = lib.GPU()
@@ -99,28 +100,32 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		}
 	}
 	tm.threads = threads
+	trained := m.TrainedContext()
 	var plan *memoryPlan
-	if gpu != nil {
+	share := cpuMemoryShare
+	switch {
+	case gpu != nil:
 		free, _ := gpu.Memory()
-		p := newMemoryPlan(m, device.Name, freeBefore, freeBefore-min(free, freeBefore), cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
+		p := newMemoryPlan(m, device.Name, freeBefore, gpuReserve, freeBefore-min(free, freeBefore), cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
+		plan, share = &p, cfg.GPUMemoryUtilization
+	case availBefore > 0:
+		// The weights are mapped from the file, and count as taken.
+		p := newMemoryPlan(m, "this machine's memory", availBefore, cpuReserve, m.Size(), cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
 		plan = &p
 	}
-	switch {
-	case plan != nil && cfg.Slots == 0:
-		n := plan.slotsThatFit(cfg.GPUMemoryUtilization)
-		if n == 0 {
-			return nil, fmt.Errorf("text model %s: %w", path, plan.doesNotFit(1, cfg.GPUMemoryUtilization))
-		}
-		cfg = cfg.withSlots(n)
-		log.Info("text slots sized from free GPU memory", "slots", n, "free", gib(plan.free),
-			"utilization", cfg.GPUMemoryUtilization, "weights", gib(plan.weights), "kv_per_slot", gib(plan.kvPerSlot))
-	case plan != nil && plan.need(cfg.Slots) > plan.budget(1):
-		// Cache and graph overflow the card: fail now, in a sentence,
-		// rather than in the engine's allocator.
-		return nil, fmt.Errorf("text model %s: %w", path, plan.doesNotFit(cfg.Slots, cfg.GPUMemoryUtilization))
-	case cfg.Slots == 0:
-		cfg = cfg.withSlots(cmp.Or(cfg.DefaultSlots, defaultCPUSlots))
+	sized, err := planSize(cfg, plan, gpu != nil, share, trained)
+	if err != nil {
+		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
+	if gpu != nil && cfg.Slots == 0 {
+		log.Info("text slots sized from free GPU memory", "slots", sized.slots, "free", gib(plan.free),
+			"utilization", cfg.GPUMemoryUtilization, "weights", gib(plan.weights), "kv_per_slot", gib(plan.kvPerSlot()))
+	}
+	log.Info("text context sized", "asked", sized.asked, "trained", sized.trained, "chosen", sized.context, "slots", sized.slots, "why", sized.why)
+	if cfg, err = cfg.withContext(sized.context); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withSlots(sized.slots)
 	cfg.Threads = threads
 	unified := cfg.KVUnified == "on" || cfg.KVUnified == "auto" && defaultKVUnified
 	tm.ctx, err = m.NewContext(llamacpp.ContextParams{
@@ -137,12 +142,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.batch = llamacpp.NewBatch(cfg.BatchSize + cfg.Slots)
 	tm.unified = unified
 	tm.slots, tm.batchSize, tm.contextSize = cfg.Slots, cfg.BatchSize, cfg.ContextSize
-	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cfg.MaxNewTokens, cfg.IgnoreEOS, cfg.PrefixCache == "on"
+	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cmp.Or(cfg.MaxNewTokens, cfg.ContextSize), cfg.IgnoreEOS, cfg.PrefixCache == "on"
 	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
 	b.constraints = newConstraints(tm, dialect, cfg.SchemaPrepareBudget)
 	b.constraints.cache.ClosedObjects = cfg.OtherProperties == "off"
-	if trained := m.TrainedContext(); trained > 0 && cfg.ContextSize > trained {
+	if trained > 0 && cfg.ContextSize > trained {
 		log.Warn("text context is longer than the model was trained for",
 			"context", cfg.ContextSize, "trained", trained)
 	}

@@ -7,32 +7,17 @@ import (
 	"github.com/genq/genq/internal/textgen/sample"
 )
 
-// newJobRequest tokenizes the job's prompt, checks that it leaves room for
-// the answer, and seeds a sampler with the job's settings over the
-// worker's.
+// newJobRequest tokenizes the job's prompt, bounds its answer by the
+// worker's cap and what the context leaves (genq.Limits.Answer), and
+// seeds a sampler with the job's settings over the worker's.
 func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
-	maxNew := b.cfg.MaxNewTokens
-	if n := job.MaxNewTokens(); n > 0 {
-		if n > maxNew && job.MaxTokensBound {
-			n = maxNew // a bound above the worker's cap: the cap
-		}
-		if n > maxNew {
-			return nil, genq.Errorf(genq.Invalid,
-				"%s is %d; this server answers with at most %d tokens (TEXT_MAX_NEW_TOKENS)", job.MaxTokensField(), n, maxNew)
-		}
-		maxNew = n
-	}
-	if job.PromptOnly || job.CountOnly {
-		maxNew = 0 // the whole context is the prompt's
-	}
 	prompt, err := b.jobPrompt(job)
 	if err != nil {
 		return nil, err
 	}
-	if room := b.cfg.ContextSize - maxNew; len(prompt) > room {
-		return nil, genq.Errorf(genq.Invalid,
-			"prompt is too long: %d tokens, and this model's context of %d tokens holds at most %d prompt tokens besides the %d of the answer",
-			len(prompt), b.cfg.ContextSize, room, maxNew)
+	maxNew, err := b.info.Limits.Answer(job, len(prompt))
+	if err != nil {
+		return nil, err
 	}
 	params := b.cfg.samplerParams()
 	if job.Temperature != nil {

@@ -223,10 +223,12 @@ func (o Options) shape() (shape, error) {
 	return shape{}, fmt.Errorf("model size %q: want one of %v", o.Size, Sizes)
 }
 
-// contextLength is every generated model's training context: tests and
-// benchmarks size their caches from it, so it stays small whatever the
-// family's real one (Qwen3's 40,960, Nemo's 1,024,000).
-const contextLength = 8192
+// contextLength is every generated model's training context: Llama 3.1's
+// 131,072, long enough for a coding agent's prompt, so that the workers,
+// tests and benchmarks that leave TEXT_CONTEXT_SIZE unset size their
+// context from it, lowered to what memory holds, as they do a real
+// model's (the tiny models' cache is 256 bytes a token).
+const contextLength = 131072
 
 // model is what a family's file holds, apart from the weights' format.
 type model struct {
