@@ -1,6 +1,10 @@
 package anthropic
 
-import "github.com/genq/genq/internal/genq"
+import (
+	"fmt"
+
+	"github.com/genq/genq/internal/genq"
+)
 
 // ErrorResponse is the Messages API's error shape, which its SDKs parse.
 type ErrorResponse struct {
@@ -16,9 +20,25 @@ type Error struct {
 }
 
 // ErrorOf is err in the API's words, its message the one its user may
-// read.
+// read. A conversation the context cannot hold is said in Anthropic's own
+// words, which Claude Code reads: a max_tokens past what the context
+// leaves after the prompt, so that it asks for fewer; a prompt past the
+// context, so that it compacts the conversation.
 func ErrorOf(err error) Error {
-	return Error{Type: errorType(genq.ErrorCode(err)), Message: genq.ErrorMessage(err)}
+	e := Error{Type: errorType(genq.ErrorCode(err)), Message: genq.ErrorMessage(err)}
+	if ce, ok := genq.ContextExceededOf(err); ok {
+		e.Message = contextMessage(ce)
+	}
+	return e
+}
+
+// contextMessage is ce in the Messages API's words.
+func contextMessage(ce genq.ContextExceeded) string {
+	if ce.Answer > 0 {
+		return fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again",
+			ce.Prompt, ce.Answer, ce.Context)
+	}
+	return fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ce.Prompt, ce.Context)
 }
 
 // Response is err as a whole error body.

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
@@ -71,14 +73,95 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 // with it: the part every error shape shares.
 func errorStatus(w http.ResponseWriter, log *slog.Logger, err error) int {
 	code := genq.ErrorCode(err)
-	if code == genq.Internal {
-		log.Error("request failed", "err", err)
-	}
+	status := statusOf(code)
+	logAnswered(w, log, status, err)
 	if code == genq.Overloaded || code == genq.Unavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
-	return statusOf(code)
+	return status
 }
+
+// logAnswered logs a request answered with err, in one line, whatever its
+// route and its error shape: its method and route, its status and code,
+// the field at fault where it is known, and the reason its client reads.
+// Never the body, nor a key: what the line holds is what the answer
+// says. A refusal (4xx) is information; genq's own failure (5xx) a
+// warning, or an error with its details when it is internal.
+func logAnswered(w http.ResponseWriter, log *slog.Logger, status int, err error) {
+	code := genq.ErrorCode(err)
+	attrs := []any{"status", status, "code", code}
+	if rec := recorderOf(w); rec != nil && rec.req != nil {
+		// The server's own log: the caller's may say the route already.
+		log = rec.log
+		attrs = append(attrs, "method", rec.req.Method, "route", routeOf(rec.req))
+		if id := w.Header().Get(HeaderJobID); id != "" {
+			attrs = append(attrs, "job_id", id)
+		}
+	}
+	if field := fieldOf(err); field != "" {
+		attrs = append(attrs, "field", field)
+	}
+	attrs = append(attrs, "reason", genq.ErrorMessage(err))
+	switch {
+	case code == genq.Internal:
+		log.Error("request failed", append(attrs, "err", err)...)
+	case status >= 500:
+		log.Warn("request failed", append(attrs, "err", err)...)
+	default:
+		log.Info("request refused", attrs...)
+	}
+}
+
+// recorderOf finds the statusRecorder under w, which countRequests puts
+// under every route's writer; nil when there is none.
+func recorderOf(w http.ResponseWriter) *statusRecorder {
+	for w != nil {
+		if rec, ok := w.(*statusRecorder); ok {
+			return rec
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
+
+// fieldOf names the request's field err is about: the one the error
+// names, the one a context refusal is about, else the field its message
+// opens with ("max_tokens must be…", "messages[2]: …", "tools.0.name:
+// Field required"); "" when it names none.
+func fieldOf(err error) string {
+	if f := genq.ErrorField(err); f != "" {
+		return f
+	}
+	if ce, ok := genq.ContextExceededOf(err); ok {
+		return ce.Input
+	}
+	msg := genq.ErrorMessage(err)
+	path := fieldPath.FindString(msg)
+	if path == "" {
+		return ""
+	}
+	rest := msg[len(path):]
+	if strings.HasPrefix(rest, ":") || strings.ContainsAny(path, "_.[") {
+		return strings.TrimSuffix(path, ":")
+	}
+	next, _, _ := strings.Cut(strings.TrimPrefix(rest, " "), " ")
+	if fieldVerbs[next] {
+		return path
+	}
+	return ""
+}
+
+// fieldPath is a field's path at the start of a message: a name, then
+// .name, .0 or [0] parts.
+var fieldPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+|\[[0-9]+\])*`)
+
+// fieldVerbs are the words that follow a field's bare name in genq's
+// messages ("n must be…", "text field is required", "messages hold…").
+var fieldVerbs = map[string]bool{"must": true, "is": true, "holds": true, "hold": true, "names": true, "field": true, "needs": true}
 
 // writeV1Error answers with err's status in OpenAI's error shape, for the
 // /v1 routes.

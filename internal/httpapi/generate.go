@@ -88,7 +88,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	text, err := decodePrompt(body, s.cfg.MaxPromptBytes)
+	text, err := decodePrompt(body, s.promptBytes())
 	if err != nil {
 		s.reject(w, err)
 		return

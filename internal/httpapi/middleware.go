@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,10 +15,14 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// statusRecorder remembers the status a handler wrote.
+// statusRecorder remembers the status a handler wrote, and the request
+// it answers and the server's log, for the line an error's answer logs
+// (logAnswered).
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	req    *http.Request
+	log    *slog.Logger
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
@@ -70,7 +75,7 @@ func isMessagesPath(path string) bool {
 // (and the api's memory) at a client's will.
 func (s *Server) countRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &statusRecorder{ResponseWriter: w, req: r, log: s.log}
 		next.ServeHTTP(rec, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -82,6 +87,15 @@ func (s *Server) countRequests(next http.Handler) http.Handler {
 		}
 		s.metrics.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status)).Inc()
 	})
+}
+
+// routeOf names r's route in a log: its pattern once routed, else (not
+// found, or refused on its way, by a router's middleware) its path.
+func routeOf(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" && !strings.HasSuffix(rc.RoutePattern(), "*") {
+		return rc.RoutePattern()
+	}
+	return r.URL.Path
 }
 
 // methodLabel is the method when HTTP defines it, else "other".

@@ -35,7 +35,9 @@ func (s *Server) runJob(ctx context.Context, job genq.Job, start time.Time, log 
 		if code == genq.Overloaded {
 			s.metrics.rejections.WithLabelValues("queue_full").Inc()
 		}
-		log.Info("generate failed", "code", code, "err", err, "ms", time.Since(start).Milliseconds())
+		if code != genq.Invalid { // a refusal is logged once, with the answer that says it (logAnswered)
+			log.Info("generate failed", "code", code, "err", err, "ms", time.Since(start).Milliseconds())
+		}
 		return nil, err
 	}
 	s.metrics.queueWait.Observe(res.QueueWait.Seconds())

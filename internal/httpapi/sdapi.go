@@ -91,7 +91,7 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	}
 	model := s.sdModel()
 	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
-	plan, err := sdapi.Txt2Img(body, s.imageLimits(), s.cfg.MaxPromptBytes, tmpl, s.newID, rand.Int64N(1<<32), model)
+	plan, err := sdapi.Txt2Img(body, s.imageLimits(), s.promptBytes(), tmpl, s.newID, rand.Int64N(1<<32), model)
 	if err == nil {
 		err = s.checkImages(plan.Jobs, "images (batch_size × n_iter)")
 	}

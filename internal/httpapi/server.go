@@ -43,7 +43,9 @@ type Config struct {
 	// conversations, tools and schemas outgrow a seed request; zero takes
 	// MaxBodyBytes.
 	MaxV1BodyBytes int64
-	// MaxPromptBytes bounds text; more gives 400.
+	// MaxPromptBytes bounds a prompt's text (a chat's content, a
+	// completion's prompt, /generate's text); more gives 400. Zero bounds
+	// it by the live workers' context instead (promptBytes).
 	MaxPromptBytes int
 	// QueueCapacity is the queue's bound on jobs (QUEUE_CAPACITY): a
 	// request of more jobs is a 400, since it could never be queued.
@@ -220,7 +222,31 @@ func (s *Server) fitsQueue(jobs int, what string) error {
 
 // limits are what one request may ask for.
 func (s *Server) limits() openai.Limits {
-	return openai.Limits{MaxPromptBytes: s.cfg.MaxPromptBytes, Images: s.imageLimits()}
+	return openai.Limits{MaxPromptBytes: s.promptBytes(), Images: s.imageLimits()}
+}
+
+// promptBytes bounds a prompt's text, in bytes: MAX_PROMPT_BYTES when it
+// is set; else the bound the longest context the live workers announce
+// sets (genq.PromptBytes), or, with none announcing one (none started
+// yet, scaling from zero, images), the longest context genq serves. The
+// bound only spares a worker a prompt no context could hold: tokens are
+// the worker's to count, and it refuses what its context cannot hold
+// (genq.ContextExceeded). The longest context, not the tightest, sets it:
+// a prompt between the two is the workers' to judge.
+func (s *Server) promptBytes() int {
+	if s.cfg.MaxPromptBytes > 0 {
+		return s.cfg.MaxPromptBytes
+	}
+	longest := 0
+	for _, hb := range s.workers.Live() {
+		if hb.Limits != nil {
+			longest = max(longest, hb.Limits.ContextSize)
+		}
+	}
+	if longest == 0 {
+		longest = genq.MaxPromptTokenIDs
+	}
+	return genq.PromptBytes(longest)
 }
 
 // imageLimits bound one image request. Its size and steps are the live

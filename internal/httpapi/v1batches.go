@@ -417,7 +417,7 @@ func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int
 	default:
 		return nil, 0, genq.Errorf(genq.Invalid, "a batch cannot run %s", b.Endpoint)
 	}
-	params, prompts, err := decode(l.Body, s.cfg.MaxPromptBytes, tmpl)
+	params, prompts, err := decode(l.Body, s.promptBytes(), tmpl)
 	if err == nil && params.Stream {
 		err = genq.Errorf(genq.Invalid, "stream: true is not supported in a batch")
 	}

@@ -44,7 +44,7 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 	var jobs []genq.Job
 	if err == nil {
 		tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
-		jobs, err = openai.ImageJobs(req, s.imageLimits(), s.cfg.MaxPromptBytes, tmpl, s.newID)
+		jobs, err = openai.ImageJobs(req, s.imageLimits(), s.promptBytes(), tmpl, s.newID)
 	}
 	if err == nil {
 		err = s.checkImages(jobs, "images (n)")

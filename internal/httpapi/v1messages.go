@@ -3,10 +3,13 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"time"
 
 	"github.com/genq/genq/internal/anthropic"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 )
 
 // POST /v1/messages and POST /v1/messages/count_tokens: Anthropic's
@@ -37,7 +40,13 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.textRequestAs(w, r, oneJob(anthropic.DecodeCount), writeAnthropicError)
+	// A count takes a conversation of any length, the body's limit
+	// aside: it is how a client learns that its conversation has
+	// outgrown the context, and the worker counts it whatever the context.
+	anyLength := func(body []byte, _ int, job genq.Job) (openai.Params, []genq.Job, error) {
+		return oneJob(anthropic.DecodeCount)(body, math.MaxInt, job)
+	}
+	t, ok := s.textRequestAs(w, r, anyLength, writeAnthropicError)
 	if !ok {
 		return
 	}

@@ -86,7 +86,7 @@ func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode te
 		return textRequest{}, false
 	}
 	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
-	params, prompts, err := decode(body, s.cfg.MaxPromptBytes, tmpl)
+	params, prompts, err := decode(body, s.promptBytes(), tmpl)
 	var jobs []genq.Job
 	if err == nil {
 		jobs, err = s.requestJobs(prompts, params.Choices())

@@ -17,10 +17,21 @@ type Error struct {
 }
 
 // ErrorOf is err in OpenAI's words, its message the one its user may read.
+// A prompt the context cannot hold has OpenAI's own code,
+// context_length_exceeded, and names the input as its param, as OpenAI's
+// API does: agents read them to shorten their conversation.
 func ErrorOf(err error) Error {
 	code := genq.ErrorCode(err)
-	return Error{Message: genq.ErrorMessage(err), Type: errorType(code), Code: string(code)}
+	e := Error{Message: genq.ErrorMessage(err), Type: errorType(code), Code: string(code)}
+	if ce, ok := genq.ContextExceededOf(err); ok {
+		e.Code, e.Param = CodeContextLengthExceeded, &ce.Input
+	}
+	return e
 }
+
+// CodeContextLengthExceeded is OpenAI's code of a request whose prompt and
+// max_tokens its model's context cannot hold.
+const CodeContextLengthExceeded = "context_length_exceeded"
 
 func errorType(code genq.Code) string {
 	switch code {

@@ -76,7 +76,7 @@ func (c *Config) Register(fs *envflag.Set) {
 	fs.String(&c.APIKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
 	fs.Int64(&c.HTTP.MaxBodyBytes, "max-body-bytes", "MAX_BODY_BYTES", 1<<20, "largest request body; more gets 413")
 	fs.Int64(&c.HTTP.MaxV1BodyBytes, "max-v1-body-bytes", "MAX_V1_BODY_BYTES", 8<<20, "largest request body on the /v1 routes (conversations, tools, schemas); more gets 413")
-	fs.Int(&c.HTTP.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 64<<10, "longest text in bytes; more gets 400")
+	fs.Int(&c.HTTP.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 0, "longest prompt text in bytes; more gets 400. 0: 8 bytes per token of the longest context the live workers announce (1 MiB at 131,072 tokens; 131,072 tokens' worth when none does), the workers judging the tokens (docs/api.md, \"Long prompts\")")
 	fs.Int(&c.HTTP.Images.MaxN, "image-max-n", "IMAGE_MAX_N", httpapi.DefaultImageMaxN, "variant C: most images per POST /v1/images/generations")
 	fs.Duration(&c.HTTP.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
 	fs.Duration(&c.HTTP.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
