@@ -230,8 +230,9 @@ func Run(ctx context.Context, o Options) (Death, error) {
 		select {
 		case <-done:
 		case <-time.After(2 * time.Second):
-			crashR.Close()
+			crashR.Close() // ends the reads
 			ledgerR.Close()
+			<-done
 		}
 	}
 	d := judge(pid, cmd.ProcessState, report)
