@@ -50,7 +50,10 @@ type Template struct {
 	// (StepFun's), and so does genq.
 	trim     bool
 	thinking bool
-	now      func() time.Time
+	// readsReasoning: the template reads an assistant turn's
+	// reasoning_content (Qwen3's, DeepSeek's), which it is then given.
+	readsReasoning bool
+	now            func() time.Time
 }
 
 // Option sets how a Template renders.
@@ -85,6 +88,7 @@ func New(source string, special SpecialTokens, opts ...Option) (*Template, error
 	}
 	t.tmpl = tmpl
 	t.trim = strings.Contains(source, "You have access to the following functions in JSONSchema format")
+	t.readsReasoning = strings.Contains(source, "reasoning_content")
 	t.caps = probeCaps(t)
 	t.dialect, t.known = probeDialect(t)
 	t.ipython = probeIPython(t)
@@ -124,6 +128,13 @@ func (t *Template) Dialect() structured.Dialect {
 // order, a call id a Mistral template cannot take) or cannot render is
 // genq.Invalid, with the template's reason.
 func (t *Template) Render(msgs []genq.Message, tools []genq.Tool) (string, error) {
+	return t.RenderThinking(msgs, tools, t.thinking)
+}
+
+// RenderThinking is Render with enable_thinking set to thinking for this
+// conversation alone: a job that asks its reasoning model not to think
+// (Qwen3's template then writes an empty reasoning block).
+func (t *Template) RenderThinking(msgs []genq.Message, tools []genq.Tool, thinking bool) (string, error) {
 	if !t.RendersTools() && needsTools(msgs, tools) {
 		var err error
 		if msgs, err = llama31Messages(msgs, tools, t.ipython); err != nil {
@@ -131,8 +142,17 @@ func (t *Template) Render(msgs []genq.Message, tools []genq.Tool) (string, error
 		}
 		tools = nil
 	}
-	return t.render(msgs, tools)
+	return t.renderWith(msgs, tools, thinking)
 }
+
+// ReadsThinking reports whether the template reads enable_thinking (its
+// source names it), and so answers RenderThinking's thinking itself.
+func (t *Template) ReadsThinking() bool { return strings.Contains(t.src, "enable_thinking") }
+
+// ReadsReasoning reports whether the template reads an assistant turn's
+// reasoning_content (its source names it): only then does a message's
+// ReasoningContent reach it; other templates never see it.
+func (t *Template) ReadsReasoning() bool { return t.readsReasoning }
 
 // needsTools reports whether a conversation has tools or calls to render.
 func needsTools(msgs []genq.Message, tools []genq.Tool) bool {
@@ -150,16 +170,21 @@ func needsTools(msgs []genq.Message, tools []genq.Tool) bool {
 // render renders msgs and tools with the template itself, as llama.cpp
 // gives them to it.
 func (t *Template) render(msgs []genq.Message, tools []genq.Tool) (string, error) {
+	return t.renderWith(msgs, tools, t.thinking)
+}
+
+// renderWith is render with enable_thinking set to thinking.
+func (t *Template) renderWith(msgs []genq.Message, tools []genq.Tool, thinking bool) (string, error) {
 	if laterSystem(msgs) {
 		if t.caps.midSystem {
-			out, err := t.renderAsIs(msgs, tools)
+			out, err := t.renderAsIs(msgs, tools, thinking)
 			if err == nil {
 				return out, nil
 			}
 		}
 		msgs = foldSystem(msgs)
 	}
-	return t.renderAsIs(msgs, tools)
+	return t.renderAsIs(msgs, tools, thinking)
 }
 
 // laterSystem reports whether a system message follows the first message.
@@ -196,7 +221,7 @@ func foldSystem(msgs []genq.Message) []genq.Message {
 
 // renderAsIs renders msgs and tools, a leading system message merged
 // into the next for a template without the role.
-func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool) (string, error) {
+func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool, thinking bool) (string, error) {
 	if !t.caps.systemRole {
 		msgs = mergeSystem(msgs)
 	}
@@ -204,7 +229,7 @@ func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool) (string, e
 	if err != nil {
 		return "", err
 	}
-	vars := map[string]jinja.Value{"messages": jinja.NewList(mv), "enable_thinking": jinja.NewBool(t.thinking)}
+	vars := map[string]jinja.Value{"messages": jinja.NewList(mv), "enable_thinking": jinja.NewBool(thinking)}
 	if len(tools) > 0 {
 		tv, err := toolValues(tools)
 		if err != nil {

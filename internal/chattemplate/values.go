@@ -44,6 +44,11 @@ func (t *Template) messageValues(msgs []genq.Message) ([]jinja.Value, error) {
 		if m.ToolCallID != "" {
 			dict.Set("tool_call_id", jinja.NewString(t.callID(format, m.ToolCallID)))
 		}
+		if m.ReasoningContent != "" && m.Role == genq.RoleAssistant && t.readsReasoning {
+			// An earlier answer's reasoning, for the template to keep or
+			// drop as it does (Qwen3's keeps it after the last user turn).
+			dict.Set("reasoning_content", jinja.NewString(m.ReasoningContent))
+		}
 		if len(m.ToolCalls) > 0 {
 			calls := make([]jinja.Value, 0, len(m.ToolCalls))
 			for j, c := range m.ToolCalls {

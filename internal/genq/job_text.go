@@ -347,12 +347,16 @@ const (
 )
 
 // Message is one turn of a chat. An assistant's turn may hold the tool
-// calls it made, and a tool's turn answers the call ToolCallID names.
+// calls it made, and the reasoning it gave before its content (sent back
+// by the client: Anthropic's thinking blocks, a chat's reasoning_content),
+// which a template that reads reasoning_content gets and others never
+// see; a tool's turn answers the call ToolCallID names.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
 }
 
 // StopList is a job's stop strings. Its JSON is a list, and a single string

@@ -33,6 +33,11 @@ type ReceivedResult struct {
 // OpenAI's objects.
 type TextResult struct {
 	GeneratedText string `json:"generated_text"`
+	// Reasoning is the answer's reasoning, apart from its text, when the
+	// model's template reasons and the job let it think (Job.Thinking):
+	// what it wrote inside its reasoning block (Qwen3's <think>), before
+	// GeneratedText. Empty for a model that does not reason.
+	Reasoning string `json:"reasoning,omitempty"`
 	// FinishReason is FinishStop, FinishLength or FinishToolCalls.
 	FinishReason string `json:"finish_reason,omitempty"`
 	// StopSequence is the job's stop string that ended the answer, when
@@ -96,6 +101,9 @@ type Usage struct {
 	// CachedTokens are the prompt tokens the backend reused from its
 	// cache rather than computed.
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens are the completion tokens of the answer's
+	// reasoning (TextResult.Reasoning), its closing tag aside.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
 
 // NewDetailedTextResult wraps generated text with its finish reason and

@@ -20,8 +20,13 @@ type TextStreamer interface {
 // asked for them, the entries of the tokens whose characters start in it
 // (their offsets count from the start of the whole answer).
 type TextPiece struct {
-	Text     string
-	Logprobs []TokenLogprob
+	Text string
+	// Reasoning is the next piece of the answer's reasoning
+	// (TextResult.Reasoning), which comes before any of its text: the
+	// pieces' Reasoning joins into the result's reasoning as their Text
+	// joins into its text. A piece may carry both, the reasoning first.
+	Reasoning string
+	Logprobs  []TokenLogprob
 	// PromptTokens and CachedTokens, on a run's first piece only (0 on
 	// the others, and from a backend that does not count them), are the
 	// prompt's tokens and those of them the prefix cache held: what the

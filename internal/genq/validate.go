@@ -81,6 +81,12 @@ func ValidateMessages(msgs []Message) error {
 		if strings.ContainsRune(m.Content, 0) {
 			return Errorf(Invalid, "messages[%d]: content must not contain NUL characters", i)
 		}
+		if m.ReasoningContent != "" && m.Role != RoleAssistant {
+			return Errorf(Invalid, "messages[%d]: only an assistant's turn carries reasoning_content", i)
+		}
+		if strings.ContainsRune(m.ReasoningContent, 0) {
+			return Errorf(Invalid, "messages[%d]: reasoning_content must not contain NUL characters", i)
+		}
 		if err := validateToolTurn(i, m); err != nil {
 			return err
 		}

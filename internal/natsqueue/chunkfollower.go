@@ -21,6 +21,9 @@ type follower struct {
 	next    int
 	sent    strings.Builder
 	entries int // log-probability entries forwarded
+	// reasoned is the reasoning forwarded (chunks with Genq-Part
+	// reasoning), which comes before any text.
+	reasoned strings.Builder
 }
 
 // errStreamBroken is what a producer reports when the chunks it forwarded
@@ -37,8 +40,8 @@ func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 	switch {
 	case attempt < f.attempt:
 		return genq.TextPiece{}, nil // a run already superseded, still going
-	case attempt > f.attempt && f.sent.Len() > 0:
-		return genq.TextPiece{}, errStreamBroken("the worker stopped after %d bytes and attempt %d started over", f.sent.Len(), attempt)
+	case attempt > f.attempt && f.sent.Len()+f.reasoned.Len() > 0:
+		return genq.TextPiece{}, errStreamBroken("the worker stopped after %d bytes and attempt %d started over", f.sent.Len()+f.reasoned.Len(), attempt)
 	case attempt > f.attempt:
 		f.attempt, f.next = attempt, 1
 	}
@@ -46,6 +49,12 @@ func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 		return genq.TextPiece{}, errStreamBroken("chunk %d of attempt %d came where chunk %d was due", seq, attempt, f.next)
 	}
 	piece := genq.TextPiece{Text: string(m.Data)}
+	if m.Header.Get(HeaderPart) == PartReasoning {
+		piece = genq.TextPiece{Reasoning: string(m.Data)}
+		if f.sent.Len() > 0 {
+			return genq.TextPiece{}, errStreamBroken("chunk %d of attempt %d is reasoning after the text", seq, attempt)
+		}
+	}
 	if raw := m.Header.Get(HeaderLogprobs); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &piece.Logprobs); err != nil {
 			return genq.TextPiece{}, errStreamBroken("chunk %d of attempt %d has log-probabilities genq could not read", seq, attempt)
@@ -55,6 +64,10 @@ func (f *follower) chunk(m *nats.Msg) (genq.TextPiece, error) {
 		piece.PromptTokens, piece.CachedTokens = atoiOr0(prompt), atoiOr0(cached)
 	}
 	f.next++
+	if piece.Reasoning != "" {
+		f.reasoned.Write(m.Data)
+		return piece, nil
+	}
 	f.sent.Write(m.Data)
 	f.entries += len(piece.Logprobs)
 	return piece, nil
@@ -75,14 +88,16 @@ func (f *follower) final(a *genq.ReceivedResult) (genq.TextPiece, error) {
 	if err := json.Unmarshal(data, &out); err != nil {
 		return genq.TextPiece{}, genq.WrapError(genq.Internal, err, "the worker sent a text result genq could not read")
 	}
-	sent := f.sent.String()
+	sent, reasoned := f.sent.String(), f.reasoned.String()
 	switch {
-	case sent != "" && a.Attempt != f.attempt:
+	case sent+reasoned != "" && a.Attempt != f.attempt:
 		return genq.TextPiece{}, errStreamBroken("the answer came from attempt %d, the text streamed from attempt %d", a.Attempt, f.attempt)
 	case !strings.HasPrefix(out.GeneratedText, sent):
 		return genq.TextPiece{}, errStreamBroken("the answer does not continue the text streamed")
+	case !strings.HasPrefix(out.Reasoning, reasoned) || sent != "" && out.Reasoning != reasoned:
+		return genq.TextPiece{}, errStreamBroken("the answer does not continue the reasoning streamed")
 	case f.entries > len(out.Logprobs):
 		return genq.TextPiece{}, errStreamBroken("%d log-probabilities streamed, the answer has %d", f.entries, len(out.Logprobs))
 	}
-	return genq.TextPiece{Text: out.GeneratedText[len(sent):], Logprobs: out.Logprobs[f.entries:]}, nil
+	return genq.TextPiece{Text: out.GeneratedText[len(sent):], Reasoning: out.Reasoning[len(reasoned):], Logprobs: out.Logprobs[f.entries:]}, nil
 }

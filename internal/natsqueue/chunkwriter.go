@@ -30,15 +30,28 @@ type ChunkWriter struct {
 func (w *ChunkWriter) Send(piece genq.TextPiece) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || piece.Text == "" && len(piece.Logprobs) == 0 {
+	if w.closed {
 		return
 	}
-	w.seq++
+	if piece.Reasoning != "" {
+		// A chunk of its own, before the piece's text.
+		w.publish(&nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{HeaderPart: {PartReasoning}}, Data: []byte(piece.Reasoning)}, piece)
+		piece.PromptTokens = 0
+	}
+	if piece.Text == "" && len(piece.Logprobs) == 0 {
+		return
+	}
 	m := &nats.Msg{Subject: ChunkSubject(w.subject), Header: nats.Header{}, Data: []byte(piece.Text)}
 	if len(piece.Logprobs) > 0 {
 		entries, _ := json.Marshal(piece.Logprobs) // one line: JSON escapes control characters
 		m.Header.Set(HeaderLogprobs, string(entries))
 	}
+	w.publish(m, piece)
+}
+
+// publish sends m as the run's next chunk; w.mu is held.
+func (w *ChunkWriter) publish(m *nats.Msg, piece genq.TextPiece) {
+	w.seq++
 	writePromptTokens(m, piece)
 	m.Header.Set(HeaderKind, KindChunk)
 	m.Header.Set(HeaderJobID, w.jobID)

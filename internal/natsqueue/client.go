@@ -219,14 +219,14 @@ func (cl *Client) RunStream(ctx context.Context, job genq.Job, emit func(genq.Te
 	var f follower
 	return cl.runChunked(ctx, job, func(m *nats.Msg) error {
 		piece, err := f.chunk(m)
-		if err == nil && (piece.Text != "" || len(piece.Logprobs) > 0) {
+		if err == nil && (piece.Text != "" || piece.Reasoning != "" || len(piece.Logprobs) > 0) {
 			err = emit(piece)
 		}
 		return err
 	}, func(a *genq.ReceivedResult) error {
 		// Chunks still on their way are made up from the answer.
 		rest, err := f.final(a)
-		if err == nil && (rest.Text != "" || len(rest.Logprobs) > 0) {
+		if err == nil && (rest.Text != "" || rest.Reasoning != "" || len(rest.Logprobs) > 0) {
 			err = emit(rest)
 		}
 		return err

@@ -122,6 +122,13 @@ const (
 	// HeaderPromptTokens, on a run's first text chunk: the prompt's
 	// tokens and those of them the prefix cache held, "120 64".
 	HeaderPromptTokens = "Genq-Prompt-Tokens"
+
+	// HeaderPart is "reasoning" on a chunk of the answer's reasoning
+	// (genq.TextPiece.Reasoning, the result's "reasoning"), whose body is
+	// that text; a chunk without it carries the answer's text. Reasoning
+	// comes before any text.
+	HeaderPart    = "Genq-Part"
+	PartReasoning = "reasoning"
 )
 
 // ChunkSubject is where the chunks of a streaming job whose reply goes to

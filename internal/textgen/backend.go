@@ -19,6 +19,10 @@ type Backend struct {
 	sched *scheduler
 	// constraints serves response_format and tools (constraint.go).
 	constraints *constraints
+	// reasoner is how the model's template reasons, nil when it does not
+	// (reasoning.go), found on first use.
+	reasonOnce sync.Once
+	reasoner   *reasoner
 
 	// mu keeps Close from freeing the model while a request is being
 	// tokenized; closed says it has.
@@ -57,8 +61,9 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 		return genq.Result{}, err
 	}
 	if job.Detailed() {
-		res := genq.TextResult{GeneratedText: out.Text, FinishReason: out.FinishReason, StopSequence: out.StopSequence, ToolCalls: out.ToolCalls,
-			Usage:    &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens, CachedTokens: out.CachedTokens},
+		res := genq.TextResult{GeneratedText: out.Text, Reasoning: out.Reasoning, FinishReason: out.FinishReason, StopSequence: out.StopSequence, ToolCalls: out.ToolCalls,
+			Usage: &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens, CachedTokens: out.CachedTokens,
+				ReasoningTokens: out.ReasonTokens},
 			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
 		return res.Result(), nil
 	}

@@ -41,7 +41,7 @@ func (seq *sequence) emitRest() {
 // string could still cut off with it.
 func (seq *sequence) emitUpTo(text string, end int, complete bool) {
 	piece := genq.TextPiece{Text: text[seq.emitted:end]}
-	if seq.emitted == 0 && seq.emittedLP == 0 { // the first piece names the prompt's counts
+	if seq.emitted == 0 && seq.emittedLP == 0 && seq.emittedReasoning == 0 { // the first piece names the prompt's counts
 		piece.PromptTokens, piece.CachedTokens = len(seq.req.prompt), seq.cached
 	}
 	n := seq.emittedLP

@@ -55,7 +55,7 @@ func (s *scheduler) isolating() int {
 // restart puts seq back at the start of its prompt, with no cells and no
 // answer, as start left it.
 func (s *scheduler) restart(seq *sequence) {
-	if seq.emitted > 0 {
+	if seq.emitted > 0 || seq.emittedReasoning > 0 {
 		// Its caller already has part of the answer, which a new start
 		// need not repeat: fail it (retryable), and let the stream's
 		// receiver end with an error rather than contradicting text.
@@ -76,6 +76,9 @@ func (s *scheduler) restart(seq *sequence) {
 	}
 	seq.text.Reset()
 	seq.utf8 = utf8stream.Stream{}
+	seq.reasoning.Reset()
+	seq.reasonUTF8 = utf8stream.Stream{}
+	seq.reasonTokens, seq.thought, seq.forced, seq.trimLead = 0, false, nil, false
 }
 
 // fail ends every active sequence with err: a step that could not be

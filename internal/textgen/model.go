@@ -3,6 +3,7 @@ package textgen
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/genq/genq/internal/llamacpp"
 )
@@ -37,6 +38,11 @@ type textModel struct {
 	// call's opener, a reasoning block's tags, where the model's vocabulary
 	// makes them special (structured.Dialect.PreservedTokens).
 	preserved map[int32]bool
+
+	// ends are the vocabulary's end-of-generation tokens, found on first
+	// use (endTokens).
+	endOnce sync.Once
+	ends    []int32
 
 	// prefix holds the tokens every prompt starts with (BOS, the system
 	// message, the user header). They are computed once, at start-up, into

@@ -31,3 +31,15 @@ func (b *Backend) renderChat(msgs []genq.Message, tools []genq.Tool) (string, er
 	}
 	return b.tmpl.Render(msgs, tools)
 }
+
+// renderChatThinking is renderChat, with enable_thinking for a model
+// that reasons set to whether the job thinks (reasoning.go).
+func (b *Backend) renderChatThinking(msgs []genq.Message, tools []genq.Tool, thinks bool) (string, error) {
+	if b.reasoning() == nil {
+		return b.renderChat(msgs, tools)
+	}
+	if len(msgs) == 0 || msgs[0].Role != genq.RoleSystem {
+		msgs = append([]genq.Message{{Role: genq.RoleSystem, Content: strings.TrimSpace(b.cfg.SystemPrompt)}}, msgs...)
+	}
+	return b.tmpl.RenderThinking(msgs, tools, thinks)
+}

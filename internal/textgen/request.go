@@ -70,6 +70,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 		req.logprobs, req.topLogprobs, req.narrowK = true, job.TopLogprobs, 0
 	}
 	req.echo, req.promptOnly = job.Echo, job.PromptOnly
+	b.planThinking(job, req, maxNew)
 	return req, nil
 }
 
@@ -79,11 +80,12 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
-		text, err := b.renderChat(job.Messages, job.PromptTools())
+		thinks := b.thinks(job)
+		text, err := b.renderChatThinking(job.Messages, job.PromptTools(), thinks)
 		if err != nil {
 			return nil, err
 		}
-		return b.encode(text)
+		return b.encode(b.reasoning().shape(text, thinks))
 	case job.Prompt != "":
 		return b.encode(job.Prompt)
 	case len(job.PromptTokenIDs) > 0:

@@ -36,6 +36,8 @@ type request struct {
 	emit func(genq.TextPiece)
 	// constraint, when set, holds the answer to a grammar (constraint.go).
 	constraint *seqConstraint
+	// think, when set, opens the answer with its reasoning (reasoning.go).
+	think *thinkPlan
 
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
@@ -82,6 +84,18 @@ type sequence struct {
 	isolate int
 	redo    bool
 
+	// The answer's reasoning (reasoning.go), while thinking (and until
+	// thought): its text, its tokens, the bytes of it handed to emit, and
+	// the tokens forced next (the closer, at the budget). trimLead cuts
+	// the whitespace that opens the text after the block.
+	reasoning        strings.Builder
+	reasonUTF8       utf8stream.Stream
+	reasonTokens     int
+	emittedReasoning int
+	thought          bool
+	forced           []int32
+	trimLead         bool
+
 	// cached is how many prompt tokens it did not compute: copied from the
 	// shared prefix or another slot, or found in its own (inPlace;
 	// prefixcache.go). fed are the answer's tokens fed back into its
@@ -118,15 +132,25 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 	if seq.req != nil {
 		constraint = seq.req.constraint
 	}
-	if tm.vocab.IsEndOfGeneration(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS) {
+	ends := tm.vocab.IsEndOfGeneration(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS)
+	if seq.thinking() && !ends {
+		seq.acceptThinking(tm, tok)
+		if seq.generated >= seq.maxTokens(tm.maxNewTokens) {
+			seq.finishAs(genq.FinishLength)
+			return true, nil
+		}
+		return false, nil
+	}
+	if ends {
 		seq.scoreUnwritten(tm, tok, logprob)
 		constraint.ended()
 		seq.finishAs(genq.FinishStop)
 		return true, nil
 	}
 	// Special tokens (headers, reserved ones) never belong in the text,
-	// but for those the model's dialect preserves.
-	if _, writes := tm.piece(tok); !writes {
+	// but for those the model's dialect preserves; nor does the
+	// whitespace that opens the text after a reasoning block.
+	if !seq.writes(tm, tok) {
 		seq.scoreUnwritten(tm, tok, logprob)
 		if constraint != nil {
 			if _, err := constraint.follow(seq.req, nil); err != nil {
@@ -136,6 +160,9 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 	} else {
 		p, _ := tm.piece(tok)
 		piece := string(p)
+		if seq.trimLead {
+			piece, seq.trimLead = strings.TrimLeft(piece, " \n\t\r"), false
+		}
 		before := seq.text.Len()
 		text, start := seq.utf8.WriteAt(piece)
 		if logprob != nil {
@@ -164,6 +191,14 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 		return true, nil
 	}
 	return false, nil
+}
+
+// writes reports whether tok adds to seq's text: a token that writes,
+// unless it is whitespace alone where the text after a reasoning block
+// begins.
+func (seq *sequence) writes(tm *textModel, tok int32) bool {
+	p, writes := tm.piece(tok)
+	return writes && (!seq.trimLead || strings.TrimLeft(string(p), " \n\t\r") != "")
 }
 
 // scoreUnwritten gives a token that is not the answer's text (an
@@ -224,11 +259,13 @@ func (seq *sequence) cutAtStop(before int) bool {
 // makes a genq.Result of it; tests and benchmarks read the rest.
 type seqResult struct {
 	Text         string
+	Reasoning    string // the answer's reasoning, before Text (reasoning.go)
 	FinishReason string // genq.FinishStop or genq.FinishLength
 	StopSequence string // the stop string that ended the answer, if one did
 	PromptTokens int
 	CachedTokens int           // prompt tokens reused, not computed
 	Tokens       int           // tokens generated, the stop token included
+	ReasonTokens int           // of them, the reasoning's (its closer aside)
 	FirstToken   time.Duration // from submission to the first sampled token
 	Logprobs     []genq.TokenLogprob
 	// ToolCalls are the calls a tool-calling answer made (constraint.go);
@@ -247,6 +284,15 @@ func (seq *sequence) complete(tm *textModel, err error) {
 	if err != nil {
 		req.err = fmt.Errorf("text generation: %w", err)
 	} else {
+		if seq.thinking() { // the answer ended inside its reasoning
+			seq.reasoning.WriteString(seq.reasonUTF8.Flush())
+			text := strings.TrimRight(seq.reasoning.String(), " \n\t\r")
+			seq.reasoning.Reset()
+			seq.reasoning.WriteString(text)
+			seq.thought = true
+			seq.emitReasoning(true)
+		}
+		req.res.Reasoning, req.res.ReasonTokens = seq.reasoning.String(), seq.reasonTokens
 		seq.text.WriteString(seq.utf8.Flush())
 		seq.emitRest()
 		req.res.Text = seq.text.String()

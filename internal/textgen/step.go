@@ -350,6 +350,10 @@ const parallelSampleFloats = 1 << 20
 func (s *scheduler) sample(st *step, draws []draw) {
 	vocab := s.model.vocab.Size()
 	one := func(d *draw) {
+		if tok, ok := d.seq.forcing(); ok { // a reasoning block's closer, at its budget
+			d.tok = tok
+			return
+		}
 		if s.model.ctx.DeviceTopK(d.seq.slot) > 0 {
 			ids, logits, err := s.model.ctx.Candidates(d.row)
 			if err != nil {
@@ -369,8 +373,14 @@ func (s *scheduler) sample(st *step, draws []draw) {
 		if c := d.seq.req.constraint; c.bansEnd() {
 			ban = c.banEnd
 		}
+		// Inside a reasoning block the grammar waits for the answer, and
+		// the block may neither end the answer nor close empty.
+		thinking := d.seq.thinking()
+		if thinking {
+			ban = func(row []float32) { d.seq.banInThinking(s.model, row) }
+		}
 		switch {
-		case d.seq.req.constraint.masks():
+		case !thinking && d.seq.req.constraint.masks():
 			d.tok, d.logprob, d.err = sampleMasked(d.seq.req, row)
 		case d.seq.req.logprobs:
 			d.tok, d.logprob, d.err = sampleWithLogprob(d.seq.req.sampler, d.seq.req.topLogprobs, row, ban)
