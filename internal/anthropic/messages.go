@@ -59,6 +59,9 @@ type block struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
+	// thinking: an earlier answer's reasoning and its signature
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
 	// tool_result
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
@@ -251,7 +254,7 @@ func (r Request) job(maxPrompt int, job *genq.Job) error {
 			return err
 		}
 		for _, o := range out {
-			size += len(o.Content)
+			size += len(o.Content) + len(o.ReasoningContent)
 			for _, c := range o.ToolCalls {
 				size += len(c.Function.Arguments)
 			}
@@ -348,9 +351,11 @@ func unsupportedBlock(t string) string {
 // message turns one Messages message into the chat's: a user message's
 // tool_result blocks become tool messages, before its text; an assistant
 // message's tool_use blocks become its tool calls, and its thinking
-// blocks (an earlier answer's reasoning, sent back) are dropped, as the
-// templates of reasoning models drop the reasoning of earlier turns. A
-// system message is one of the chat's.
+// blocks (an earlier answer's reasoning, sent back, whatever its
+// signature) its reasoning, which the worker gives a template that reads
+// it (Qwen3's keeps it after the last user turn, as it would have
+// written it) and drops for others; redacted_thinking blocks, which hold
+// no text, are dropped. A system message is one of the chat's.
 func message(m messageIn, at string) ([]genq.Message, error) {
 	switch m.Role {
 	case genq.RoleUser, genq.RoleAssistant:
@@ -368,7 +373,7 @@ func message(m messageIn, at string) ([]genq.Message, error) {
 		return nil, err
 	}
 	var out []genq.Message
-	var texts []string
+	var texts, thoughts []string
 	var calls []genq.ToolCall
 	for i, b := range blocks {
 		bat := fmt.Sprintf("%s.content.%d", at, i)
@@ -378,8 +383,12 @@ func message(m messageIn, at string) ([]genq.Message, error) {
 		switch {
 		case b.Type == "text":
 			texts = append(texts, b.Text)
-		case (b.Type == "thinking" || b.Type == "redacted_thinking") && m.Role == genq.RoleAssistant:
-			// dropped: the reasoning of an earlier answer
+		case b.Type == "thinking" && m.Role == genq.RoleAssistant:
+			if b.Thinking != "" {
+				thoughts = append(thoughts, b.Thinking)
+			}
+		case b.Type == "redacted_thinking" && m.Role == genq.RoleAssistant:
+			// dropped: reasoning no model of genq's can read
 		case b.Type == "tool_use" && m.Role == genq.RoleAssistant:
 			args := "{}"
 			if len(b.Input) > 0 && string(b.Input) != "null" {
@@ -409,7 +418,8 @@ func message(m messageIn, at string) ([]genq.Message, error) {
 		}
 	}
 	if len(texts) > 0 || len(calls) > 0 || len(out) == 0 {
-		out = append(out, genq.Message{Role: m.Role, Content: strings.Join(texts, "\n"), ToolCalls: calls})
+		out = append(out, genq.Message{Role: m.Role, Content: strings.Join(texts, "\n"), ToolCalls: calls,
+			ReasoningContent: strings.Join(thoughts, "\n")})
 	}
 	return out, nil
 }

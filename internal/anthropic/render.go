@@ -1,7 +1,10 @@
 package anthropic
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"strings"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -18,13 +21,16 @@ type Message struct {
 	Usage        Usage          `json:"usage"`
 }
 
-// ContentBlock is a text or tool_use block of an answer.
+// ContentBlock is a thinking, text or tool_use block of an answer.
 type ContentBlock struct {
-	Type  string          `json:"type"`
-	Text  *string         `json:"text,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	Type string  `json:"type"`
+	Text *string `json:"text,omitempty"`
+	// thinking: the reasoning, and its signature
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 // Usage is an answer's token counts. The prompt tokens the prefix cache
@@ -70,12 +76,39 @@ func stopReason(r genq.TextResult) (string, *string) {
 	return "end_turn", nil
 }
 
-// Render is the whole message of a result: its text as a text block, or
+// signaturePrefix begins every signature genq gives a thinking block.
+const signaturePrefix = "genq1."
+
+// Signature is the signature of a thinking block of genq's that holds
+// thinking: genq's prefix and the base64 of its text's SHA-256. Clients
+// keep it opaque and send it back with the block; it signs nothing
+// (genq keeps no key), it only lets genq know its own blocks.
+func Signature(thinking string) string {
+	sum := sha256.Sum256([]byte("genq thinking\x00" + thinking))
+	return signaturePrefix + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// Signed reports whether signature is the one genq gave thinking.
+func Signed(thinking, signature string) bool {
+	return strings.HasPrefix(signature, signaturePrefix) && signature == Signature(thinking)
+}
+
+// thinkingBlock is the block of a result's reasoning.
+func thinkingBlock(thinking string) ContentBlock {
+	sig := Signature(thinking)
+	return ContentBlock{Type: "thinking", Thinking: &thinking, Signature: &sig}
+}
+
+// Render is the whole message of a result: its reasoning, when the model
+// gave one, as a thinking block first; then its text as a text block, or
 // its calls as tool_use blocks with their input as objects.
 func (a Answer) Render(r genq.TextResult) Message {
 	reason, seq := stopReason(r)
 	m := Message{ID: MessageID(a.JobID), Type: "message", Role: genq.RoleAssistant, Model: a.Model,
 		Content: []ContentBlock{}, StopReason: &reason, StopSequence: seq, Usage: usage(r.Usage)}
+	if r.Reasoning != "" {
+		m.Content = append(m.Content, thinkingBlock(r.Reasoning))
+	}
 	if len(r.ToolCalls) == 0 {
 		text := r.GeneratedText
 		m.Content = append(m.Content, ContentBlock{Type: "text", Text: &text})

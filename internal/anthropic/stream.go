@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"strings"
+
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
 )
@@ -13,7 +15,9 @@ type Event map[string]any
 func (e Event) Type() string { s, _ := e["type"].(string); return s }
 
 // Events builds the events of one streamed message as its text comes:
-// message_start and a ping, then content blocks (a text block whose text
+// message_start and a ping, then content blocks (first, for a model that
+// reasons, a thinking block whose thinking grows by thinking_delta and
+// that ends with its signature_delta; then a text block whose text
 // grows by text_delta, or for a job that offers tools the calls it makes,
 // read with structured.CallStream, each a tool_use block whose input grows
 // by input_json_delta), each closed by content_block_stop; at the end
@@ -25,6 +29,11 @@ type Events struct {
 	opened bool
 	index  int  // the open block's index; -1 before the first
 	isCall bool // the open block is a tool_use
+	// thinking is the reasoning streamed, while its block is open
+	// (inThinking); answered says a text or tool_use block opened.
+	thinking   strings.Builder
+	inThinking bool
+	answered   bool
 }
 
 // NewEvents starts the events of job's message.
@@ -43,10 +52,44 @@ func (e *Events) Prompt(tokens, cached int) {
 	e.prompt = &genq.Usage{PromptTokens: tokens, CachedTokens: cached}
 }
 
+// Thinking are the events of a piece of the answer's reasoning, which
+// comes before its text: the thinking block opened with the first, and a
+// thinking_delta.
+func (e *Events) Thinking(text string) []Event {
+	out := e.open(nil)
+	if text == "" || e.answered {
+		return out
+	}
+	if !e.inThinking {
+		e.index++
+		e.inThinking = true
+		empty, sig := "", ""
+		out = append(out, Event{"type": "content_block_start", "index": e.index,
+			"content_block": ContentBlock{Type: "thinking", Thinking: &empty, Signature: &sig}})
+	}
+	e.thinking.WriteString(text)
+	return append(out, Event{"type": "content_block_delta", "index": e.index, "delta": map[string]string{"type": "thinking_delta", "thinking": text}})
+}
+
+// endThinking closes an open thinking block with its signature.
+func (e *Events) endThinking(out []Event) []Event {
+	if !e.inThinking {
+		return out
+	}
+	e.inThinking = false
+	return append(out,
+		Event{"type": "content_block_delta", "index": e.index, "delta": map[string]string{"type": "signature_delta", "signature": Signature(e.thinking.String())}},
+		Event{"type": "content_block_stop", "index": e.index})
+}
+
 // Piece are the events of a piece of the answer's text; none while the
 // piece says nothing yet (the head of a call whose name is still coming).
 func (e *Events) Piece(text string) []Event {
 	out := e.open(nil)
+	if text == "" {
+		return out
+	}
+	out = e.endThinking(out)
 	if e.calls == nil {
 		return e.text(out, text)
 	}
@@ -59,12 +102,13 @@ func (e *Events) Piece(text string) []Event {
 // End are the events that close the message.
 func (e *Events) End(r genq.TextResult) []Event {
 	out := e.open(nil)
+	out = e.endThinking(out)
 	if e.calls != nil {
 		for _, ev := range e.calls.Close() {
 			out = e.event(out, ev)
 		}
 	}
-	if e.index < 0 { // an empty answer is still one text block
+	if !e.answered { // an empty answer is still one text block
 		out = e.startText(out)
 	}
 	out = append(out, Event{"type": "content_block_stop", "index": e.index})
@@ -93,11 +137,11 @@ func (e *Events) open(out []Event) []Event {
 
 // startText opens a text block, closing the block before it.
 func (e *Events) startText(out []Event) []Event {
-	if e.index >= 0 {
+	if e.answered {
 		out = append(out, Event{"type": "content_block_stop", "index": e.index})
 	}
 	e.index++
-	e.isCall = false
+	e.isCall, e.answered = false, true
 	empty := ""
 	return append(out, Event{"type": "content_block_start", "index": e.index, "content_block": ContentBlock{Type: "text", Text: &empty}})
 }
@@ -106,7 +150,7 @@ func (e *Events) text(out []Event, text string) []Event {
 	if text == "" {
 		return out
 	}
-	if e.index < 0 || e.isCall {
+	if !e.answered || e.isCall {
 		out = e.startText(out)
 	}
 	return append(out, Event{"type": "content_block_delta", "index": e.index, "delta": map[string]string{"type": "text_delta", "text": text}})
@@ -119,11 +163,11 @@ func (e *Events) text(out []Event, text string) []Event {
 func (e *Events) event(out []Event, ev structured.CallEvent) []Event {
 	out = e.text(out, ev.Content)
 	if ev.Start {
-		if e.index >= 0 {
+		if e.answered {
 			out = append(out, Event{"type": "content_block_stop", "index": e.index})
 		}
 		e.index++
-		e.isCall = true
+		e.isCall, e.answered = true, true
 		block := ContentBlock{Type: "tool_use", ID: genq.ToolCallID(e.a.JobID, ev.Index), Name: ev.Name, Input: []byte("{}")}
 		out = append(out, Event{"type": "content_block_start", "index": e.index, "content_block": block})
 	}

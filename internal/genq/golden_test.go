@@ -313,6 +313,10 @@ func toolCallsResult() genq.TextResult {
 func allResult() genq.TextResult {
 	r := toolCallsResult()
 	r.StopSequence = "END"
+	r.Reasoning = "They greet me."
+	u := *r.Usage
+	u.ReasoningTokens = 4
+	r.Usage = &u
 	r.Logprobs = logprobs
 	r.PromptText = "Say hi"
 	r.PromptLogprobs = []genq.TokenLogprob{

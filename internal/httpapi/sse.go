@@ -168,18 +168,20 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 
 // typedEvents says how one streamed answer becomes typed server-sent
 // events, each written "event: <type>" (OpenAI's Responses API,
-// Anthropic's Messages API): those of a piece of text, those that close
+// Anthropic's Messages API): those of a piece of text (and of reasoning,
+// which comes first, when the model gives one), those that close
 // the stream, and the one that ends a stream that failed after it began.
 // stamp, when set, marks each event with its place in the stream; prompt,
 // when set, is told the prompt's token counts when the first piece names
 // them, before its events.
 type typedEvents[E interface{ Type() string }] struct {
-	piece  func(text string) []E
-	end    func(genq.TextResult) []E
-	failed func(error) E
-	stamp  func(e E, seq int)
-	prompt func(tokens, cached int)
-	render errorRenderer
+	piece     func(text string) []E
+	reasoning func(text string) []E
+	end       func(genq.TextResult) []E
+	failed    func(error) E
+	stamp     func(e E, seq int)
+	prompt    func(tokens, cached int)
+	render    errorRenderer
 }
 
 // streamTyped runs a request's one job and answers with ev's events: the
@@ -214,6 +216,11 @@ func streamTyped[E interface{ Type() string }](s *Server, ctx context.Context, w
 		return s.streamer.RunStream(ctx, job, func(piece genq.TextPiece) error {
 			if ev.prompt != nil && piece.PromptTokens > 0 {
 				ev.prompt(piece.PromptTokens, piece.CachedTokens)
+			}
+			if piece.Reasoning != "" && ev.reasoning != nil {
+				if err := send(ev.reasoning(piece.Reasoning)...); err != nil {
+					return err
+				}
 			}
 			if piece.Text == "" {
 				return nil

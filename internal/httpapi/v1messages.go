@@ -63,7 +63,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 // streamMessage answers a message's job with Anthropic's events.
 func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, t textRequest, answer anthropic.Answer) {
 	events := anthropic.NewEvents(answer, t.jobs[0])
-	streamTyped(s, ctx, w, t, typedEvents[anthropic.Event]{piece: events.Piece, end: events.End, failed: anthropic.ErrorEvent,
+	streamTyped(s, ctx, w, t, typedEvents[anthropic.Event]{piece: events.Piece, reasoning: events.Thinking, end: events.End, failed: anthropic.ErrorEvent,
 		prompt: events.Prompt, render: writeAnthropicError})
 }
 

@@ -34,6 +34,6 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 // events, each numbered in its stream.
 func (s *Server) streamResponse(ctx context.Context, w http.ResponseWriter, t textRequest, rs openai.ResponseStream) {
 	events := openai.NewResponseEvents(rs, t.jobs[0])
-	streamTyped(s, ctx, w, t, typedEvents[openai.ResponseEvent]{piece: events.Piece, end: events.End, failed: openai.ResponseError,
+	streamTyped(s, ctx, w, t, typedEvents[openai.ResponseEvent]{piece: events.Piece, reasoning: events.Reasoning, end: events.End, failed: openai.ResponseError,
 		stamp: func(e openai.ResponseEvent, seq int) { e["sequence_number"] = seq }, render: writeV1Error})
 }

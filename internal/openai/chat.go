@@ -26,6 +26,9 @@ type chatMessageIn struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  []genq.ToolCall `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
+	// ReasoningContent is an earlier answer's reasoning sent back, as
+	// reasoning models' clients send it (DeepSeek's, vLLM's field).
+	ReasoningContent string `json:"reasoning_content"`
 }
 
 // DecodeChat reads the body of a chat into job, its messages at most
@@ -100,6 +103,10 @@ func messages(in []chatMessageIn, maxPrompt int) ([]genq.Message, error) {
 		}
 		size += len(content)
 		out[i] = genq.Message{Role: role, Content: content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		if role == genq.RoleAssistant {
+			out[i].ReasoningContent = m.ReasoningContent
+			size += len(m.ReasoningContent)
+		}
 	}
 	if size > maxPrompt {
 		return nil, genq.Errorf(genq.Invalid, "messages hold %d bytes of content; the limit is %d", size, maxPrompt)
@@ -148,10 +155,14 @@ type chatChoice struct {
 // chatMessageOut is the answer's message: its content, or null and the
 // tool calls it made, as OpenAI gives them.
 type chatMessageOut struct {
-	Role      string          `json:"role"`
-	Content   *string         `json:"content"`
-	Refusal   *string         `json:"refusal"`
-	ToolCalls []genq.ToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is a reasoning model's reasoning, before its
+	// content or calls: the field DeepSeek's API, vLLM and llama.cpp's
+	// server give it in.
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Refusal          *string         `json:"refusal"`
+	ToolCalls        []genq.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // RenderChat is the chat answer of a request's choices, in order.
@@ -163,6 +174,9 @@ func RenderChat(results ...TextResult) ChatCompletion {
 		msg := chatMessageOut{Role: genq.RoleAssistant, ToolCalls: r.ToolCalls}
 		if len(r.ToolCalls) == 0 {
 			msg.Content = &r.GeneratedText
+		}
+		if r.Reasoning != "" {
+			msg.ReasoningContent = &r.Reasoning
 		}
 		c.Choices = append(c.Choices, chatChoice{Index: i, Message: msg,
 			Logprobs: chatLogprobsOf(r.logprobEntries()), FinishReason: r.FinishReason})
@@ -183,9 +197,10 @@ type chatChunkChoice struct {
 }
 
 type chatDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   string          `json:"content,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	Content          string          `json:"content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // toolCallDelta is a piece of a streamed tool call: the first names the
@@ -231,16 +246,18 @@ func (s *ChatChunks) object(choices []chatChunkChoice, usage *Usage) ChatComplet
 		Model: s.Model, Choices: choices, Usage: usage}
 }
 
-// Piece carries a piece of choice index's text; a choice's first chunk
-// names the role. A piece that says nothing yet (the start of a tool call
-// whose name is still coming) gives nil: no chunk.
+// Piece carries a piece of choice index's text, and of its reasoning as
+// delta.reasoning_content; a choice's first chunk names the role. A piece
+// that says nothing yet (the start of a tool call whose name is still
+// coming) gives nil: no chunk.
 func (s *ChatChunks) Piece(index int, _ string, piece genq.TextPiece, first bool) any {
 	if s.calls[index] == nil {
-		return s.choice(index, chatDelta{Content: piece.Text}, piece.Logprobs, "", first)
+		return s.choice(index, chatDelta{ReasoningContent: piece.Reasoning, Content: piece.Text}, piece.Logprobs, "", first)
 	}
 	delta := s.delta(index, s.calls[index].Write(piece.Text))
+	delta.ReasoningContent = piece.Reasoning
 	s.held[index] = append(s.held[index], piece.Logprobs...)
-	if delta.Content == "" && len(delta.ToolCalls) == 0 {
+	if delta.Content == "" && len(delta.ToolCalls) == 0 && delta.ReasoningContent == "" {
 		return nil
 	}
 	logprobs := s.held[index]

@@ -69,6 +69,31 @@ type responseItem struct {
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
+
+	// A reasoning item's summary parts (its content is its text parts).
+	Summary json.RawMessage `json:"summary"`
+}
+
+// reasoningText is the text of a reasoning item sent back: its content's
+// reasoning_text parts or, without them, its summary's.
+func (it responseItem) reasoningText() string {
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	for _, raw := range []json.RawMessage{it.Content, it.Summary} {
+		parts = parts[:0]
+		if json.Unmarshal(raw, &parts) != nil {
+			continue
+		}
+		texts := make([]string, 0, len(parts))
+		for _, p := range parts {
+			texts = append(texts, p.Text)
+		}
+		if text := strings.Join(texts, "\n"); text != "" {
+			return text
+		}
+	}
+	return ""
 }
 
 // DecodeResponse reads the body of a response request into job, a chat
@@ -153,6 +178,9 @@ func responseInput(raw json.RawMessage) ([]chatMessageIn, error) {
 		return nil, genq.Errorf(genq.Invalid, "input is required: a string, or a list of messages")
 	}
 	out := make([]chatMessageIn, 0, len(items))
+	// reasoning is a reasoning item's text, for the assistant's turn that
+	// follows it (its message, or its first call).
+	reasoning := ""
 	for i, it := range items {
 		switch it.Type {
 		case "", "message":
@@ -161,14 +189,20 @@ func responseInput(raw json.RawMessage) ([]chatMessageIn, error) {
 				return nil, genq.Errorf(genq.Invalid, "input[%d].content %s", i, err.Error())
 			}
 			out = append(out, chatMessageIn{Role: it.Role, Content: content})
+			if it.Role == genq.RoleAssistant {
+				out[len(out)-1].ReasoningContent, reasoning = reasoning, ""
+			}
+		case "reasoning":
+			reasoning = joinText(reasoning, it.reasoningText())
 		case "function_call":
 			call := genq.ToolCall{ID: it.CallID, Type: "function", Function: genq.ToolCallFunction{Name: it.Name, Arguments: it.Arguments}}
 			// The calls of one turn come as items one after another: one
 			// assistant message holds them.
-			if n := len(out); n > 0 && out[n-1].Role == genq.RoleAssistant && len(out[n-1].ToolCalls) > 0 {
+			if n := len(out); n > 0 && out[n-1].Role == genq.RoleAssistant && len(out[n-1].ToolCalls) > 0 && reasoning == "" {
 				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
 			} else {
-				out = append(out, chatMessageIn{Role: genq.RoleAssistant, ToolCalls: []genq.ToolCall{call}})
+				out = append(out, chatMessageIn{Role: genq.RoleAssistant, ToolCalls: []genq.ToolCall{call}, ReasoningContent: reasoning})
+				reasoning = ""
 			}
 		case "function_call_output":
 			content, err := responseContent(it.Output)
@@ -177,7 +211,7 @@ func responseInput(raw json.RawMessage) ([]chatMessageIn, error) {
 			}
 			out = append(out, chatMessageIn{Role: genq.RoleTool, Content: content, ToolCallID: it.CallID})
 		default:
-			return nil, genq.Errorf(genq.Invalid, "input[%d] is of type %q: only messages, function calls and their outputs are supported", i, it.Type)
+			return nil, genq.Errorf(genq.Invalid, "input[%d] is of type %q: only messages, reasoning, function calls and their outputs are supported", i, it.Type)
 		}
 	}
 	return out, nil
@@ -206,6 +240,14 @@ func responseContent(raw json.RawMessage) (json.RawMessage, error) {
 		}
 	}
 	return mustJSON(strings.Join(texts, "\n")), nil
+}
+
+// joinText joins two texts by a newline, either of which may be empty.
+func joinText(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "\n" + b
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -251,6 +293,28 @@ type ResponseMessage struct {
 	Status  string         `json:"status"`
 	Role    string         `json:"role"`
 	Content []responsePart `json:"content"`
+}
+
+// ResponseReasoning is an item of a response's output before its message
+// or calls: a reasoning model's reasoning, whole, as a reasoning_text part
+// of its content (as OpenAI's open-weight models give theirs), with no
+// summary.
+type ResponseReasoning struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Status  string          `json:"status"`
+	Summary []any           `json:"summary"`
+	Content []reasoningPart `json:"content"`
+}
+
+type reasoningPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (s ResponseStream) reasoning(status, text string) ResponseReasoning {
+	return ResponseReasoning{Type: "reasoning", ID: "rs_" + s.JobID, Status: status, Summary: []any{},
+		Content: []reasoningPart{{Type: "reasoning_text", Text: text}}}
 }
 
 type responsePart struct {
@@ -345,8 +409,11 @@ func (s ResponseStream) Done(r genq.TextResult) Response {
 		resp.Status, status = "incomplete", "incomplete"
 		resp.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
 	}
+	if r.Reasoning != "" {
+		resp.Output = append(resp.Output, s.reasoning(status, r.Reasoning))
+	}
 	if len(r.ToolCalls) == 0 {
-		resp.Output = []any{s.message(status, r.GeneratedText)}
+		resp.Output = append(resp.Output, s.message(status, r.GeneratedText))
 	}
 	for i, c := range r.ToolCalls {
 		resp.Output = append(resp.Output, functionCall(s.JobID, i, c.Function.Name, c.Function.Arguments, status))
@@ -355,6 +422,7 @@ func (s ResponseStream) Done(r genq.TextResult) Response {
 	if r.Usage != nil {
 		u.InputTokens, u.OutputTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens
 		u.InputTokensDetails.CachedTokens = r.Usage.CachedTokens
+		u.OutputTokensDetails.ReasoningTokens = r.Usage.ReasoningTokens
 	}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	resp.Usage = u

@@ -34,8 +34,16 @@ func TestDecodeResponse(t *testing.T) {
 				{Role: "assistant", ToolCalls: []genq.ToolCall{{ID: "c1", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: "{}"}},
 					{ID: "c2", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: `{"a":1}`}}}},
 				{Role: "tool", Content: "x", ToolCallID: "c1"}, {Role: "tool", Content: "y", ToolCallID: "c2"}}, ""},
-		{"a reasoning item", `{"input":[{"type":"reasoning","summary":[]}]}`, nil,
-			`input[0] is of type "reasoning": only messages, function calls and their outputs are supported`},
+		{"a reasoning item alone", `{"input":[{"type":"reasoning","summary":[]}]}`, nil,
+			"messages is required: a list of {role, content}"},
+		{"reasoning sent back", `{"input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],
+			"content":[{"type":"reasoning_text","text":"r"},{"type":"reasoning_text","text":"s"}]},{"type":"function_call","call_id":"c1","name":"w","arguments":"{}"},
+			{"type":"function_call_output","call_id":"c1","output":"x"},{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}]},
+			{"role":"assistant","content":"a"}]}`, []genq.Message{{Role: "user", Content: "q"},
+			{Role: "assistant", ReasoningContent: "r\ns", ToolCalls: []genq.ToolCall{{ID: "c1", Type: "function", Function: genq.ToolCallFunction{Name: "w", Arguments: "{}"}}}},
+			{Role: "tool", Content: "x", ToolCallID: "c1"}, {Role: "assistant", Content: "a", ReasoningContent: "t"}}, ""},
+		{"another item", `{"input":[{"type":"web_search_call"}]}`, nil,
+			`input[0] is of type "web_search_call": only messages, reasoning, function calls and their outputs are supported`},
 		{"store true", `{"input":"hi","store":true}`, nil,
 			"store: true is not supported: this server keeps no conversation state; send store: false (or leave it out) and the whole conversation in input"},
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_1"}`, nil,
@@ -221,5 +229,51 @@ func TestResponseEchoesTools(t *testing.T) {
 	created := NewResponseEvents(rs, job).Piece("")[0]["response"].(Response)
 	if c, _ := json.Marshal(created.ToolChoice); string(c) != `{"name":"f","type":"function"}` || len(created.Tools) != 2 {
 		t.Errorf("response.created has %s, %v", c, created.Tools)
+	}
+}
+
+// TestReasoningRendered: a result's reasoning is a chat's
+// reasoning_content (whole and by delta, its tokens in the usage) and a
+// response's reasoning item before its message (whole and by
+// reasoning_text deltas).
+func TestReasoningRendered(t *testing.T) {
+	r := genq.TextResult{GeneratedText: "Blue.", Reasoning: "Light scatters.", FinishReason: genq.FinishStop,
+		Usage: &genq.Usage{PromptTokens: 3, CompletionTokens: 9, ReasoningTokens: 4}}
+	chat := RenderChat(TextResult{TextResult: r, JobID: "j"})
+	if m := chat.Choices[0].Message; m.ReasoningContent == nil || *m.ReasoningContent != "Light scatters." || *m.Content != "Blue." ||
+		chat.Usage.CompletionTokensDetails == nil || chat.Usage.CompletionTokensDetails.ReasoningTokens != 4 {
+		b, _ := json.Marshal(chat)
+		t.Fatalf("chat %s", b)
+	}
+	chunks := NewChatChunks(Stream{JobID: "j"}, []genq.Job{{}})
+	c := chunks.Piece(0, "", genq.TextPiece{Reasoning: "Light"}, true).(ChatCompletionChunk)
+	if d := c.Choices[0].Delta; d.ReasoningContent != "Light" || d.Content != "" || d.Role != genq.RoleAssistant {
+		t.Fatalf("delta %+v", d)
+	}
+
+	rs := ResponseStream{JobID: "j", Created: 7, Model: "m"}
+	resp := rs.Done(r)
+	if len(resp.Output) != 2 || resp.Output[0].(ResponseReasoning).Content[0].Text != "Light scatters." || resp.Usage.OutputTokensDetails.ReasoningTokens != 4 {
+		b, _ := json.Marshal(resp)
+		t.Fatalf("response %s", b)
+	}
+	events := NewResponseEvents(rs, genq.Job{Envelope: genq.Envelope{ID: "j"}})
+	var types []string
+	var reasoning string
+	for _, e := range append(append(events.Reasoning("Light "), events.Reasoning("scatters.")...), append(events.Piece("Blue."), events.End(r)...)...) {
+		types = append(types, e.Type())
+		if e.Type() == "response.reasoning_text.delta" {
+			reasoning += e["delta"].(string)
+		}
+		if e.Type() == "response.completed" && len(e["response"].(Response).Output) != 2 {
+			t.Errorf("completed with %d items", len(e["response"].(Response).Output))
+		}
+	}
+	want := `["response.created","response.in_progress","response.output_item.added","response.content_part.added",` +
+		`"response.reasoning_text.delta","response.reasoning_text.delta","response.reasoning_text.done","response.content_part.done","response.output_item.done",` +
+		`"response.output_item.added","response.content_part.added","response.output_text.delta",` +
+		`"response.output_text.done","response.content_part.done","response.output_item.done","response.completed"]`
+	if got, _ := json.Marshal(types); string(got) != want || reasoning != "Light scatters." {
+		t.Errorf("events %s, want %s; reasoning %q", got, want, reasoning)
 	}
 }

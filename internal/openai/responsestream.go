@@ -22,9 +22,11 @@ type ResponseEvents struct {
 // streamedItem is an output item as it is streamed: the message, or a
 // call.
 type streamedItem struct {
-	call bool
-	name string
-	text strings.Builder // the message's text, or the call's arguments
+	call      bool
+	reasoning bool // the reasoning item, before the others
+	done      bool // the reasoning item's done events are out
+	name      string
+	text      strings.Builder // the message's text, or the call's arguments
 }
 
 // NewResponseEvents starts the events of job's response.
@@ -49,6 +51,32 @@ func (e *ResponseEvents) Piece(text string) []ResponseEvent {
 	return out
 }
 
+// Reasoning are the events of a piece of the answer's reasoning: a
+// reasoning item, opened with the first, whose reasoning_text grows by
+// deltas. Reasoning comes before any text.
+func (e *ResponseEvents) Reasoning(text string) []ResponseEvent {
+	out := e.open(nil)
+	if text == "" {
+		return out
+	}
+	if len(e.items) == 0 {
+		e.items = append(e.items, &streamedItem{reasoning: true})
+		item := e.s.reasoning("in_progress", "")
+		item.Content = []reasoningPart{}
+		out = append(out,
+			ResponseEvent{"type": "response.output_item.added", "output_index": 0, "item": item},
+			ResponseEvent{"type": "response.content_part.added", "item_id": item.ID, "output_index": 0, "content_index": 0,
+				"part": reasoningPart{Type: "reasoning_text", Text: ""}})
+	}
+	it := e.items[len(e.items)-1]
+	if !it.reasoning {
+		return out // after the text: cannot happen
+	}
+	it.text.WriteString(text)
+	return append(out, ResponseEvent{"type": "response.reasoning_text.delta", "item_id": "rs_" + e.s.JobID, "output_index": len(e.items) - 1,
+		"content_index": 0, "delta": text})
+}
+
 // End are the events that close the stream: what was held back of a
 // call, each item done, then the whole response, "response.completed" or,
 // at the token limit, "response.incomplete".
@@ -59,7 +87,7 @@ func (e *ResponseEvents) End(r genq.TextResult) []ResponseEvent {
 			out = e.event(out, ev)
 		}
 	}
-	if len(e.items) == 0 {
+	if len(e.items) == 0 || len(e.items) == 1 && e.items[0].reasoning && len(r.ToolCalls) == 0 {
 		out = e.openMessage(out)
 	}
 	resp := e.s.Done(r)
@@ -68,7 +96,12 @@ func (e *ResponseEvents) End(r genq.TextResult) []ResponseEvent {
 		status = "incomplete"
 	}
 	resp.Output = resp.Output[:0]
+	out = e.endReasoning(out, status)
 	for i, it := range e.items {
+		if it.reasoning {
+			resp.Output = append(resp.Output, e.s.reasoning(status, it.text.String()))
+			continue
+		}
 		if it.call {
 			item := functionCall(e.s.JobID, e.callIndex(i), it.name, it.text.String(), status)
 			out = append(out,
@@ -92,6 +125,21 @@ func (e *ResponseEvents) End(r genq.TextResult) []ResponseEvent {
 	return append(out, ResponseEvent{"type": last, "response": resp})
 }
 
+// endReasoning adds the events that close the reasoning item, once:
+// before the next item opens, or at the end.
+func (e *ResponseEvents) endReasoning(out []ResponseEvent, status string) []ResponseEvent {
+	if len(e.items) == 0 || !e.items[0].reasoning || e.items[0].done {
+		return out
+	}
+	it := e.items[0]
+	it.done = true
+	item := e.s.reasoning(status, it.text.String())
+	return append(out,
+		ResponseEvent{"type": "response.reasoning_text.done", "item_id": item.ID, "output_index": 0, "content_index": 0, "text": it.text.String()},
+		ResponseEvent{"type": "response.content_part.done", "item_id": item.ID, "output_index": 0, "content_index": 0, "part": item.Content[0]},
+		ResponseEvent{"type": "response.output_item.done", "output_index": 0, "item": item})
+}
+
 // open adds the events that open the response, once.
 func (e *ResponseEvents) open(out []ResponseEvent) []ResponseEvent {
 	if e.opened {
@@ -106,9 +154,10 @@ func (e *ResponseEvents) open(out []ResponseEvent) []ResponseEvent {
 
 // openMessage adds the message item, once it has text to carry.
 func (e *ResponseEvents) openMessage(out []ResponseEvent) []ResponseEvent {
-	if n := len(e.items); n > 0 && !e.items[n-1].call {
+	if n := len(e.items); n > 0 && !e.items[n-1].call && !e.items[n-1].reasoning {
 		return out
 	}
+	out = e.endReasoning(out, "completed")
 	index := len(e.items)
 	e.items = append(e.items, &streamedItem{})
 	msg := e.s.message("in_progress", "")
@@ -135,6 +184,7 @@ func (e *ResponseEvents) content(out []ResponseEvent, text string) []ResponseEve
 func (e *ResponseEvents) event(out []ResponseEvent, ev structured.CallEvent) []ResponseEvent {
 	out = e.content(out, ev.Content)
 	if ev.Start {
+		out = e.endReasoning(out, "completed")
 		e.items = append(e.items, &streamedItem{call: true, name: ev.Name})
 		item := functionCall(e.s.JobID, ev.Index, ev.Name, "", "in_progress")
 		out = append(out, ResponseEvent{"type": "response.output_item.added", "output_index": len(e.items) - 1, "item": item})

@@ -32,6 +32,9 @@ func (r TextResult) usage() Usage {
 		if n := r.TextResult.Usage.CachedTokens; n > 0 {
 			u.PromptTokensDetails = &PromptTokensDetails{CachedTokens: n}
 		}
+		if n := r.TextResult.Usage.ReasoningTokens; n > 0 {
+			u.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: n}
+		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
@@ -69,6 +72,14 @@ type Usage struct {
 	// PromptTokensDetails says how many prompt tokens came from the
 	// worker's prefix cache, as OpenAI and vLLM report them.
 	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	// CompletionTokensDetails says how many completion tokens a
+	// reasoning model spent on its reasoning, as OpenAI reports them.
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// CompletionTokensDetails break an answer's tokens down.
+type CompletionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 // PromptTokensDetails break a prompt's tokens down.
@@ -96,6 +107,12 @@ func ChoicesUsage(results []TextResult) Usage {
 			}
 		}
 		u.CompletionTokens += ru.CompletionTokens
+		if d := ru.CompletionTokensDetails; d != nil {
+			if u.CompletionTokensDetails == nil {
+				u.CompletionTokensDetails = &CompletionTokensDetails{}
+			}
+			u.CompletionTokensDetails.ReasoningTokens += d.ReasoningTokens
+		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
