@@ -115,9 +115,6 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
-	if cfg.MaxPromptBytes == 0 {
-		cfg.MaxPromptBytes = 64 << 10
-	}
 	if cfg.JobTimeout == 0 {
 		cfg.JobTimeout = 20 * time.Second
 	}
