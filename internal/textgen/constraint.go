@@ -136,7 +136,14 @@ func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
 // that no schema holds a job's first token for long.
 func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) error {
 	start := time.Now()
-	c, err := b.constraints.cache.ForJobIn(job, b.constraints.dialect)
+	d := b.constraints.dialect
+	if len(job.Messages) > 0 && b.reasoning() != nil {
+		// The prompt opened the reasoning block, which the worker runs
+		// apart (reasoning.go), or closed it empty: the text after it
+		// opens no other, and is bound from its first byte.
+		d.Reasoning = false
+	}
+	c, err := b.constraints.cache.ForJobIn(job, d)
 	if err != nil {
 		if genq.ErrorCode(err) != genq.Invalid {
 			err = genq.WrapError(genq.Invalid, err, err.Error())
