@@ -19,6 +19,24 @@ type ChatRequest struct {
 	// WebSearchOptions asks for OpenAI's hosted web search, which genq
 	// does not have: the answer says it was left out.
 	WebSearchOptions json.RawMessage `json:"web_search_options"`
+	// ReasoningEffort is how much a reasoning model thinks: "none" not at
+	// all; any other effort lets it think within its default budget.
+	ReasoningEffort string `json:"reasoning_effort"`
+}
+
+// thinkingOf is a reasoning effort as a job's thinking: nil when the
+// request gives none (the worker's default: a model that reasons does),
+// off for "none", on for the others.
+func thinkingOf(effort, field string) (*genq.Thinking, error) {
+	switch effort {
+	case "":
+		return nil, nil
+	case "none":
+		return &genq.Thinking{}, nil
+	case "minimal", "low", "medium", "high", "xhigh":
+		return &genq.Thinking{Enabled: true}, nil
+	}
+	return nil, genq.Errorf(genq.Invalid, `%s %q is not one of "none", "minimal", "low", "medium", "high" and "xhigh"`, field, effort)
 }
 
 type chatMessageIn struct {
@@ -47,6 +65,9 @@ func DecodeChat(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 	}
 	job.Messages = msgs
 	job.Logprobs, job.TopLogprobs = req.Logprobs, req.TopLogprobs
+	if job.Thinking, err = thinkingOf(req.ReasoningEffort, "reasoning_effort"); err != nil {
+		return req.Params, err
+	}
 	if err := req.fill(job); err != nil {
 		return req.Params, err
 	}

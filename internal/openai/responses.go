@@ -30,6 +30,11 @@ type ResponseRequest struct {
 	ToolChoice        *responseToolChoice `json:"tool_choice"`
 	ParallelToolCalls *bool               `json:"parallel_tool_calls"`
 
+	// Reasoning.Effort is a chat's reasoning_effort.
+	Reasoning *struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+
 	// Text.Format holds the answer to JSON, as chats' response_format.
 	Text *struct {
 		Format *responseFormat `json:"format"`
@@ -125,6 +130,11 @@ func DecodeResponse(body []byte, maxPrompt int, job *genq.Job) (Params, error) {
 		job.MaxCompletionTokens, job.MaxTokensParam = *n, "max_output_tokens"
 	}
 	job.Temperature, job.TopP, job.Stream = req.Temperature, req.TopP, req.Stream
+	if req.Reasoning != nil {
+		if job.Thinking, err = thinkingOf(req.Reasoning.Effort, "reasoning.effort"); err != nil {
+			return Params{}, err
+		}
+	}
 	if req.Text != nil {
 		job.ResponseFormat = req.Text.Format.job()
 	}
