@@ -36,9 +36,11 @@ import (
 // a city of at most 12 characters of at most 12 bytes each, one digit),
 // under 400 bytes and so under 400 tokens in any of the three formats,
 // within the worker's 512. Qwen3's template lets the model think before
-// it calls, and thinking is free text no grammar bounds, so its requests
-// bias the <tool_call> token by +100: it is the first token drawn, and the
-// grammar binds from there (the bias may put the tag's text into the
+// it calls, and genq then opens its answer with a reasoning block of up
+// to half the answer's tokens (TestReasoning has calls after one), so
+// its requests here turn thinking off (reasoning_effort "none") and
+// bias the <tool_call> token by +100: it is the first token drawn, and
+// the grammar binds from there (the bias may put the tag's text into the
 // city too, which the schema allows).
 func TestModelFamilies(t *testing.T) {
 	for _, family := range tinygguf.Families {
@@ -62,7 +64,7 @@ func TestModelFamilies(t *testing.T) {
 				"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
 				"required":["city","days"],"additionalProperties":false}}}]`
 			if family == tinygguf.FamilyQwen3 {
-				tools += fmt.Sprintf(`,"logit_bias":{"%d":100}`, tokenID(t, path, "<tool_call>"))
+				tools += fmt.Sprintf(`,"logit_bias":{"%d":100},"reasoning_effort":"none"`, tokenID(t, path, "<tool_call>"))
 			}
 			t.Run("chat", func(t *testing.T) {
 				r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16,"seed":1}`)
