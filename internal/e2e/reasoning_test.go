@@ -182,6 +182,38 @@ func TestReasoning(t *testing.T) {
 			t.Fatalf("chat streamed reasoning %q, content %q; whole %q, %q", cReasoning, cText, thinking, text)
 		}
 
+		// A response: a reasoning item before the message, whole and
+		// streamed.
+		r = s.postKey("/v1/responses", "", `{"input":"Why is the sky blue?","max_output_tokens":64}`)
+		var resp struct {
+			Output []struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"output"`
+		}
+		if err := json.Unmarshal(r.body, &resp); err != nil || r.status != http.StatusOK || len(resp.Output) != 2 || resp.Output[0].Type != "reasoning" ||
+			len(resp.Output[0].Content) != 1 || resp.Output[0].Content[0].Type != "reasoning_text" || resp.Output[0].Content[0].Text == "" ||
+			resp.Output[1].Type != "message" {
+			t.Fatalf("response %d %s", r.status, r.body)
+		}
+		_, events = s.stream(t.Context(), "/v1/responses", `{"input":"Why is the sky blue?","max_output_tokens":64,"stream":true}`, nil)
+		var rsReasoning string
+		for _, e := range events {
+			var ev struct {
+				Type  string `json:"type"`
+				Delta string `json:"delta"`
+			}
+			if json.Unmarshal([]byte(e.data), &ev) == nil && ev.Type == "response.reasoning_text.delta" {
+				rsReasoning += ev.Delta
+			}
+		}
+		if rsReasoning == "" {
+			t.Fatalf("a streamed response gave no reasoning_text deltas: %d events", len(events))
+		}
+
 		// A thinking block sent back is accepted with its signature (a
 		// random model's NULs left out: no message may hold one).
 		clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "") }
