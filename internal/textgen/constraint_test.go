@@ -51,6 +51,28 @@ func chatJob(id string, seed int64) genq.Job {
 	}
 }
 
+// finishing is a logit bias that ends any of constrainedCases' answers (and
+// TestConstrainedAnswersPreparedLater's) in well under a hundred tokens,
+// whatever a random model prefers, each choice ahead of the others by more
+// than the tiny model's logits spread (about ±10). Wherever the grammar
+// allows it, '{' comes first: it opens a lazy call at once, ahead of
+// ending the answer as empty prose, and fills a string, up to its
+// maxLength, which every string these schemas and tools can reach has.
+// Then a container closes ('}' and ']' ahead of a key or an item, so that
+// no optional member or unbounded key is written), and ':', ',', '[', '"'
+// and '0' come before whitespace or more digits. An end-of-turn token
+// ends the answer as soon as the grammar accepts, ahead of a parallel
+// call's separator. Only the bytes of JSON's punctuation are tokens that
+// write it: the tiny vocabulary's merges are of letters.
+func finishing(b *Backend) map[int32]float64 {
+	bias := map[int32]float64{tokOpenBrace: 300, tokCloseBrace: 200, tokCloseArray: 200,
+		'[': 100, tokQuote: 100, ':': 100, ',': 100, '0': 100}
+	for _, id := range b.stopTokens() {
+		bias[id] = 100
+	}
+	return bias
+}
+
 // constrainedCases are the kinds of constraint a job can carry, each with
 // what its answers must be.
 func constrainedCases() []struct {
@@ -92,7 +114,10 @@ func matches(g *structured.Grammar, text string) bool {
 // weights, which write valid JSON only by the mask, every answer that
 // stops is complete under its grammar (so no end-of-turn came before the
 // grammar accepted), and every other answer ran to max_tokens, with the KV
-// cache unified and not.
+// cache unified and not. Whether a sampled answer finishes is the model's
+// (and the CPU's) choice, most grammars here being unbounded; one more job
+// per case, biased by finishing, finishes by construction, so that the
+// grammar's end is always checked.
 func TestConstrainedAnswersMatchTheirGrammar(t *testing.T) {
 	const maxTokens = 160
 	for _, kv := range []string{"off", "on"} {
@@ -101,11 +126,12 @@ func TestConstrainedAnswersMatchTheirGrammar(t *testing.T) {
 			rounds := 12
 			for _, tc := range constrainedCases() {
 				t.Run(tc.name, func(t *testing.T) {
-					jobs := make([]genq.Job, rounds)
+					jobs := make([]genq.Job, rounds+1)
 					for i := range jobs {
 						jobs[i] = chatJob(fmt.Sprintf("%s-%d", tc.name, i), int64(i+1))
 						tc.shape(&jobs[i])
 					}
+					jobs[rounds].LogitBias = finishing(b)
 					c, err := structured.NewCache(4).ForJob(jobs[0])
 					if err != nil {
 						t.Fatal(err)
@@ -141,8 +167,14 @@ func TestConstrainedAnswersMatchTheirGrammar(t *testing.T) {
 					}
 					t.Logf("%d answers: %d stopped, %d tool calls, %d prose, %d cut by max_tokens",
 						len(out), stopped, calls, prose, len(out)-stopped-calls-prose)
-					if stopped+calls == 0 {
-						t.Errorf("no answer finished under the grammar in %d: the test checked nothing", len(out))
+					want := genq.FinishStop
+					if tc.calls {
+						want = genq.FinishToolCalls
+					}
+					forced := out[rounds]
+					t.Logf("biased to finish: %s %q in %d tokens", forced.FinishReason, forced.Text, forced.Tokens)
+					if forced.FinishReason != want {
+						t.Errorf("the answer biased to finish: %s %q, want %s", forced.FinishReason, forced.Text, want)
 					}
 				})
 			}
@@ -248,7 +280,10 @@ func TestLazyGrammarBindsOnTheFirstToken(t *testing.T) {
 func isNaN(f float32) bool { return f != f }
 
 // TestConstrainedAnswerCutByLength: an answer cut by max_tokens ends with
-// "length", its text a start the grammar allows, and no tool calls.
+// "length", its text a start the grammar allows, and no tool calls. A bias
+// of -100 keeps '}' from closing anything the grammar lets it choose not
+// to close: every answer here needs a '}' it could not write, or more
+// than n tokens, to finish.
 func TestConstrainedAnswerCutByLength(t *testing.T) {
 	b := openTiny(t, genq.VariantA, Config{ContextSize: 2048})
 	for _, tc := range constrainedCases()[:4] {
@@ -257,6 +292,9 @@ func TestConstrainedAnswerCutByLength(t *testing.T) {
 			tc.shape(&job)
 			const n = 6
 			job.MaxTokens = n
+			// No object closes, so that none ends within n tokens, not even
+			// the json_object "{}" a random model may choose at once.
+			job.LogitBias[tokCloseBrace] = -100
 			c, err := structured.NewCache(1).ForJob(job)
 			if err != nil {
 				t.Fatal(err)
@@ -276,12 +314,16 @@ func TestConstrainedAnswerCutByLength(t *testing.T) {
 }
 
 // TestToolCallIDsAreStable: a job run again (a redelivery) names its calls
-// as it did; another job names them otherwise.
+// as it did; another job names them otherwise. Parallel calls are off: the
+// grammar then admits one call of at most a few hundred bytes, which ends
+// within the default budget of the context, whatever a random model
+// samples; parallel calls may run on to max_tokens and call nothing.
 func TestToolCallIDsAreStable(t *testing.T) {
 	b := openTiny(t, genq.VariantA, Config{ContextSize: 2048})
 	run := func(id string) seqResult {
 		job := chatJob(id, 3)
 		job.Tools, job.ToolChoice = []genq.Tool{weatherTool, timeTool}, &genq.ToolChoice{Mode: genq.ToolChoiceRequired}
+		job.ParallelToolCalls = new(bool)
 		res, err := b.generateJob(context.Background(), job)
 		if err != nil {
 			t.Fatal(err)
@@ -546,7 +588,8 @@ func TestAmbiguousGrammarEndsTheAnswer(t *testing.T) {
 // TestConstrainedAnswersPreparedLater: with a budget the compile alone
 // spends, no mask is worked out before the first token; the background
 // and the steps work them out, and the answers hold to their grammar as
-// when every mask came first.
+// when every mask came first. The last job, biased by finishing, stops by
+// construction: the others may run to max_tokens on a random model.
 func TestConstrainedAnswersPreparedLater(t *testing.T) {
 	const maxTokens = 160
 	b := openTiny(t, genq.VariantA, Config{Slots: 4, MaxNewTokens: maxTokens, ContextSize: 2048, SchemaPrepareBudget: time.Nanosecond})
@@ -557,6 +600,7 @@ func TestConstrainedAnswersPreparedLater(t *testing.T) {
 			jobs[i] = chatJob(fmt.Sprintf("later-%d", i), int64(i+1))
 			jobs[i].ResponseFormat = &genq.ResponseFormat{Type: genq.FormatJSONSchema, JSONSchema: &genq.JSONSchema{Name: "x", Schema: schema}}
 		}
+		jobs[len(jobs)-1].LogitBias = finishing(b)
 		c, err := structured.NewCache(4).ForJob(jobs[0])
 		if err != nil {
 			t.Fatal(err)
@@ -574,8 +618,9 @@ func TestConstrainedAnswersPreparedLater(t *testing.T) {
 				stopped++
 			}
 		}
-		if stopped == 0 {
-			t.Errorf("%s: no answer stopped within %d tokens", schema, maxTokens)
+		if last := out[len(out)-1]; last.FinishReason != genq.FinishStop {
+			t.Errorf("%s: the answer biased to finish: %s %q, want stop", schema, last.FinishReason, last.Text)
 		}
+		t.Logf("%s: %d of %d answers stopped", schema, stopped, len(out))
 	}
 }

@@ -3,6 +3,7 @@ package textgen
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,9 +181,11 @@ func TestJobParameters(t *testing.T) {
 		}
 	})
 	t.Run("penalties and biases reach the sampler over device narrowing", func(t *testing.T) {
-		// Both letters are raised far above the rest; greedy then picks
-		// mostly the one the model slightly prefers, unless the frequency
-		// penalty (2 per use) hands the turn to the other.
+		// Both letters are raised far above the rest (whose logits the
+		// tiny model keeps within ±10), A by 40 more than B: greedy picks
+		// A every time, whatever the model slightly prefers. A frequency
+		// penalty of 100 per use takes more than that lead from A once it
+		// has been used once more than B, so the letters take turns.
 		var ids []int32
 		for _, letter := range []string{"A", "B"} {
 			tok, err := b.testEncode(letter, false)
@@ -191,22 +194,21 @@ func TestJobParameters(t *testing.T) {
 			}
 			ids = append(ids, tok[0])
 		}
-		bias := map[int32]float64{ids[0]: 100, ids[1]: 100}
-		two := 2.0
+		bias := map[int32]float64{ids[0]: 1000, ids[1]: 960}
+		heavy := 100.0
 		biased, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: bias}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		penalised, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: bias, FrequencyPenalty: &two}})
+		penalised, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, LogitBias: bias, FrequencyPenalty: &heavy}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fewer := func(text string) int { return min(strings.Count(text, "A"), strings.Count(text, "B")) }
-		if strings.Trim(biased.Text, "AB") != "" || len(biased.Text) != 12 || fewer(biased.Text) >= 3 {
-			t.Fatalf("biased greedy answer %q: want 12 raised letters, mostly one of them", biased.Text)
+		if biased.Text != strings.Repeat("A", 12) {
+			t.Fatalf("biased greedy answer %q: want 12 of the letter raised most", biased.Text)
 		}
-		if strings.Trim(penalised.Text, "AB") != "" || len(penalised.Text) != 12 || fewer(penalised.Text) < 3 {
-			t.Fatalf("penalised answer %q: want 12 raised letters, taking turns", penalised.Text)
+		if penalised.Text != strings.Repeat("AB", 6) {
+			t.Fatalf("penalised answer %q: want the raised letters taking turns", penalised.Text)
 		}
 		_, err = b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, LogitBias: map[int32]float64{1 << 20: 1}}})
 		if genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), "vocabulary has tokens 0 to") {
@@ -245,7 +247,7 @@ func TestJobParameters(t *testing.T) {
 }
 
 // TestVLLMExtras: ignore_eos and repetition_penalty reach the sampler and
-// the stop check.
+// the stop check, each shown by a choice the test forces.
 func TestVLLMExtras(t *testing.T) {
 	b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 12, Temperature: 0.8, TopK: 20})
 	ctx := context.Background()
@@ -265,27 +267,57 @@ func TestVLLMExtras(t *testing.T) {
 		t.Fatalf("ignoring it: %+v, %v", ignored, err)
 	}
 
-	// The tiny model's greedy answer repeats a few tokens; a strong
-	// repetition penalty spreads it over more (counted by the tokens'
-	// pieces: their text alone reads U+FFFD for many).
-	greedy, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true}})
+	// The repetition penalty counts the prompt's tokens as seen. Two
+	// tokens are raised far above the rest: x, a token of the prompt, and
+	// y, one outside it, by biases computed from the first step's raw
+	// logits so that greedy picks x without the penalty and y with it,
+	// each by half what the penalty takes from x's logit. The choice is
+	// the test's arithmetic, not the model's: it holds on any CPU.
+	prompt, err := b.testEncode("Once upon a time", true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw := firstLogits(t, b, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt}})
 	strong := 10.0
-	spread, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{Messages: chat, Temperature: &zero, IgnoreEOS: true, Logprobs: true, RepetitionPenalty: &strong}})
-	if err != nil {
-		t.Fatal(err)
+	penalised := func(l float32) float64 { // as sample.Sampler's repeat
+		if l > 0 {
+			return float64(l) / strong
+		}
+		return float64(l) * strong
 	}
-	if distinct(spread.Logprobs) <= distinct(greedy.Logprobs) {
-		t.Fatalf("repetition penalty 10: %q (%d distinct tokens), greedy %q (%d)", spread.Text, distinct(spread.Logprobs), greedy.Text, distinct(greedy.Logprobs))
+	x := prompt[1]
+	for _, id := range prompt[1:] {
+		if float64(raw[id])-penalised(raw[id]) > float64(raw[x])-penalised(raw[x]) {
+			x = id
+		}
 	}
-}
-
-func distinct(entries []genq.TokenLogprob) int {
-	seen := map[string]bool{}
-	for _, e := range entries {
-		seen[e.Token] = true
+	y, err := b.testEncode("Q", false)
+	if err != nil || len(y) != 1 || slices.Contains(prompt, y[0]) {
+		t.Fatalf("%q encodes to %v (%v): want one token outside the prompt %v", "Q", y, err, prompt)
 	}
-	return len(seen)
+	margin := (float64(raw[x]) - penalised(raw[x])) / 2
+	if margin < 0.5 {
+		t.Fatalf("the penalty takes only %v from the best of the prompt's logits", 2*margin)
+	}
+	bias := map[int32]float64{x: 100, y[0]: 100 + float64(raw[x]) - margin - float64(raw[y[0]])}
+	pieces := map[int32]string{}
+	for _, id := range []int32{x, y[0]} {
+		if pieces[id], err = b.testDecode([]int32{id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := func(penalty *float64) string {
+		t.Helper()
+		g, err := b.generateJob(ctx, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: prompt, Temperature: &zero, LogitBias: bias, RepetitionPenalty: penalty, MaxTokens: 1}})
+		if err != nil || g.Tokens != 1 {
+			t.Fatalf("%+v, %v", g, err)
+		}
+		return g.Text
+	}
+	if got := first(nil); got != pieces[x] {
+		t.Fatalf("without a repetition penalty: %q; want the prompt's token %q (%d), ahead by %v", got, pieces[x], x, margin)
+	}
+	if got := first(&strong); got != pieces[y[0]] {
+		t.Fatalf("repetition penalty 10: %q; want %q (%d), ahead of the prompt's %q by %v", got, pieces[y[0]], y[0], pieces[x], margin)
+	}
 }
