@@ -104,3 +104,56 @@ func TestFollowerLogprobs(t *testing.T) {
 		t.Fatalf("unreadable entries: %v", err)
 	}
 }
+
+// The follower forwards reasoning chunks (Genq-Part: reasoning) as
+// reasoning, before the text, and makes up a lost tail of either from the
+// answer; reasoning after text, or an answer whose reasoning does not
+// continue what was forwarded, breaks the stream.
+func TestFollowerReasoning(t *testing.T) {
+	reasoning := func(seq int, text string) *nats.Msg {
+		m := chunkMsg(1, seq, text)
+		m.Header.Set(HeaderPart, PartReasoning)
+		return m
+	}
+	answer := func() *genq.ReceivedResult {
+		return &genq.ReceivedResult{Attempt: 1, Body: io.NopCloser(strings.NewReader(`{"generated_text":"abc","reasoning":"xyz"}`))}
+	}
+	for _, tt := range []struct {
+		name   string
+		chunks []*nats.Msg
+		want   string // reasoning/text forwarded, then the rest made up
+		broken bool
+	}{
+		{"whole", []*nats.Msg{reasoning(1, "xy"), reasoning(2, "z"), chunkMsg(1, 3, "ab")}, "xyz/ab|/c", false},
+		{"reasoning's tail lost", []*nats.Msg{reasoning(1, "x")}, "x/|yz/abc", false},
+		{"reasoning after text", []*nats.Msg{reasoning(1, "x"), chunkMsg(1, 2, "a"), reasoning(3, "y")}, "x/a", true},
+		{"another reasoning", []*nats.Msg{reasoning(1, "w")}, "w/", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var f follower
+			var r, x strings.Builder
+			broken := false
+			for _, m := range tt.chunks {
+				piece, err := f.chunk(m)
+				if err != nil {
+					broken = true
+					break
+				}
+				r.WriteString(piece.Reasoning)
+				x.WriteString(piece.Text)
+			}
+			got := r.String() + "/" + x.String()
+			if !broken {
+				rest, err := f.final(answer())
+				if err != nil {
+					broken = true
+				} else {
+					got += "|" + rest.Reasoning + "/" + rest.Text
+				}
+			}
+			if got != tt.want || broken != tt.broken {
+				t.Fatalf("forwarded %q, broken %v; want %q, %v", got, broken, tt.want, tt.broken)
+			}
+		})
+	}
+}
