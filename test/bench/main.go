@@ -340,28 +340,35 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 // concurrency. Stop tokens are ignored so every answer is exactly the
 // configured length, the way llama.cpp's batched bench counts.
 func (b *bench) textThroughput(ctx context.Context) error {
-	concs := []int{1, 2, 4, 8, 16}
 	for _, m := range []struct {
-		name   string
-		args   []string
-		tokens int
+		name    string
+		variant string
+		args    []string
+		tokens  int
+		concs   []int
+		// rowsOnly: the throughput rows alone, without the time to first
+		// token and the engine-alone comparison.
+		rowsOnly bool
 	}{
-		{"tiny", nil, 128},
-		{"mid", []string{"--size", "mid"}, 32},
+		{"tiny", "B", nil, 128, []int{1, 2, 4, 8, 16}, false},
+		{"mid", "B", []string{"--size", "mid"}, 32, []int{1, 2, 4, 8, 16}, false},
+		// Variant A's 4-bit weights, whose CPU kernels depend most on the
+		// CPU (the repacked Q4_0 ones; docs/engine.md, patch 0005).
+		{"mid q4_0", "A", []string{"--size", "mid"}, 32, []int{1, 4}, true},
 	} {
 		if b.quick {
 			m.tokens = 16
 		}
 		b.result.tokens[m.name] = m.tokens
 		env := []string{"SLOTS=16", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", m.tokens), "TEXT_IGNORE_EOS=true"}
-		s, w, err := b.stack(ctx, "text-"+m.name, "B", m.args, env...)
+		s, w, err := b.stack(ctx, "text-"+strings.ReplaceAll(m.name, " ", "-"), m.variant, m.args, env...)
 		if err != nil {
 			return err
 		}
 		client := &http.Client{}
 		localstack.Fire(ctx, client, s.URL(), requests(4), 4, 5*time.Minute) // warm up
 		var c1Latency time.Duration
-		for _, c := range concs {
+		for _, c := range m.concs {
 			n := max(2*c, 4)
 			var rates []float64
 			var lat []time.Duration
@@ -388,6 +395,9 @@ func (b *bench) textThroughput(ctx context.Context) error {
 		}
 		b.result.rss = append(b.result.rss, rssRow{"worker, text " + m.name + " model, 16 slots", procfs.PeakRSSMiB(w.PID())})
 		s.Close()
+		if m.rowsOnly {
+			continue
+		}
 
 		// Time to first token: the same stack answering one token.
 		one, err := b.oneTokenLatency(ctx, m.name, m.args)
