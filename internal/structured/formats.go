@@ -109,8 +109,14 @@ func (f ToolFormat) PreservedTokens() []string {
 // format: one call of one of tools, or, when parallel, one or more. Each
 // call's arguments match its tool's parameters schema; a tool without one
 // takes any object.
+//
+// A tool's schema genq cannot enforce exactly is relaxed (relax.go): the
+// grammar holds its calls to what can be enforced, and Grammar.Relaxed
+// names the tool, so that its calls' arguments are checked once finished.
+// A strict tool's schema, or one that cannot be relaxed (not JSON, not a
+// schema), is refused.
 func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) {
-	return f.compile(tools, parallel, false)
+	return f.compile(tools, parallel, false, nil)
 }
 
 // strictTool tells a tool whose strict: true makes its parameters' schema
@@ -118,10 +124,37 @@ func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) 
 func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Function.Strict }
 
 // compile is Compile; closed closes every tool's objects, strict or not.
-func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool) (*Grammar, error) {
+// indexOf maps a tool's index in tools to the one errors name (its index
+// in the job's tools, of which tools may be the one tool_choice names);
+// nil keeps it.
+func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "no tools to call")
 	}
+	if indexOf == nil {
+		indexOf = func(i int) int { return i }
+	}
+	g, err := f.compileExact(tools, parallel, closed, indexOf)
+	if err == nil || genq.ErrorCode(err) != genq.Invalid {
+		return g, err
+	}
+	relaxedTools, relaxed, rerr := relaxTools(tools, closed, indexOf)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if len(relaxed) == 0 { // no one schema fails alone: the set does
+		return nil, err
+	}
+	g, err = f.compileExact(relaxedTools, parallel, closed, indexOf)
+	if err != nil {
+		return nil, err
+	}
+	g.relaxed = relaxed
+	return g, nil
+}
+
+// compileExact is compile, each tool's schema held to exactly.
+func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
 	l := f.layout()
 	c := newCompiler()
 	b := c.b
@@ -138,7 +171,7 @@ func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool) (*Grammar,
 		c.closed = closed || c.strict
 		args, err := c.document(t.Function.Parameters, "tools["+strconv.Itoa(i)+"].function.parameters")
 		if err != nil {
-			return nil, err
+			return nil, toolSchemaError(indexOf(i), t.Function.Name, err)
 		}
 		parts := []frag{b.lit(l.head + t.Function.Name + l.args), args}
 		if l.id {

@@ -58,6 +58,9 @@ type Grammar struct {
 	// (strings with bounds or patterns), in node order.
 	sharedRules []sharedRange
 	tables      tableSet
+	// relaxed are the tools whose schemas were relaxed to compile
+	// (relax.go), by name; nil when every schema is held to exactly.
+	relaxed map[string]*RelaxedTool
 	// order is the nodes in the order Prepare works their masks out.
 	orderOnce sync.Once
 	order     []int32

@@ -47,7 +47,15 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 		if err != nil {
 			return Constraint{}, err
 		}
-		g, err := c.compileKeyed(key, func() (*Grammar, error) { return d.Format.compile(tools, parallel, c.ClosedObjects) })
+		indexOf := func(i int) int { // the offered tool's index among the job's
+			for k, t := range j.Tools {
+				if t.Function.Name == tools[i].Function.Name {
+					return k
+				}
+			}
+			return i
+		}
+		g, err := c.compileKeyed(key, func() (*Grammar, error) { return d.Format.compile(tools, parallel, c.ClosedObjects, indexOf) })
 		if err != nil {
 			return Constraint{}, err
 		}

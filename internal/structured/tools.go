@@ -27,29 +27,30 @@ func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
 }
 
 // document compiles one schema of several in a grammar: its "#" and $defs
-// are its own. An empty schema is any object, as a tool without parameters
-// takes.
-func (c *compiler) document(schema json.RawMessage, where string) (frag, error) {
+// are its own, its rule is named name. An empty schema is any object, as a
+// tool without parameters takes. Errors do not name the schema: the
+// caller does.
+func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return c.b.call(c.bi.object), nil
 	}
 	if len(schema) > MaxSchemaBytes {
-		return frag{}, genq.Errorf(genq.Invalid, "%s: the schema is %d bytes; the limit is %d", where, len(schema), MaxSchemaBytes)
+		return frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
 	}
 	root, err := parseJSON(schema)
 	if err != nil {
-		return frag{}, prefixed(where, err)
+		return frag{}, err
 	}
 	annotation, err := formatsAnnotate(root)
 	if err != nil {
-		return frag{}, prefixed(where, err)
+		return frag{}, err
 	}
 	c.formats = c.strict || !annotation
 	c.root, c.defRules = root, map[*value]int32{}
-	c.rootRule = c.b.newRule(where)
+	c.rootRule = c.b.newRule(name)
 	f, err := c.compile(root, "#")
 	if err != nil {
-		return frag{}, prefixed(where, err)
+		return frag{}, err
 	}
 	c.b.define(c.rootRule, f)
 	return c.b.call(c.rootRule), nil

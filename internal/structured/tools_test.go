@@ -59,15 +59,15 @@ func TestToolCallGrammar(t *testing.T) {
 	}
 }
 
+// TestToolCallGrammarErrors: what no relaxing serves (relax_test.go has
+// the schemas relaxed instead).
 func TestToolCallGrammarErrors(t *testing.T) {
 	for _, tc := range []struct {
 		tools []genq.Tool
 		want  string
 	}{
 		{nil, "no tools"},
-		{[]genq.Tool{tool("a", `{"type":"object","not":{}}`)}, `tools[0].function.parameters: the schema keyword "not"`},
 		{[]genq.Tool{tool("a", `{}`), tool("b", `{"$ref":"#/$defs/missing"}`)}, "tools[1].function.parameters: at #: $ref \"#/$defs/missing\" points to nothing"},
-		{[]genq.Tool{tool("a", `{"enum":[]}`)}, "tools[0].function.parameters: at #: enum must be a non-empty array"},
 		{[]genq.Tool{tool("a", `{"type":`)}, "tools[0].function.parameters"},
 	} {
 		_, err := CompileToolCalls(tc.tools, true)

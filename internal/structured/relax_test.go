@@ -1,0 +1,166 @@
+package structured
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// The two schemas of Claude Code's tools that genq cannot enforce exactly,
+// in their shapes: Workflow's script, a string of at most 524,288
+// characters, and SendMessage's to, an allOf of two patterns.
+const (
+	workflowSchema    = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"script":{"type":"string","maxLength":524288,"description":"the script"}},"required":["script"],"additionalProperties":false}`
+	sendMessageSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"to":{"type":"string","allOf":[{"pattern":"^[a-z]+$"},{"pattern":"^.{1,8}$"}]},"message":{"type":"string"}},"required":["to","message"],"additionalProperties":false}`
+)
+
+func TestRelaxedToolSchemas(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		paths        []string // what relaxing notes, in order
+		accepts      []string // arguments the grammar takes
+		refuses      []string // arguments it still refuses
+		valid        []string // arguments Check passes
+		invalid      []string // and refuses
+	}{
+		{name: "maxLength beyond the limit becomes unbounded", schema: workflowSchema,
+			paths:   []string{"#/properties/script: maxLength dropped"},
+			accepts: []string{`{"script": "` + strings.Repeat("x", 2000) + `"}`},
+			refuses: []string{`{"script": 3}`, `{}`, `{"script": "a", "other": 1}`},
+			valid:   []string{`{"script": "echo"}`},
+			invalid: []string{`{"script": "` + strings.Repeat("x", 524289) + `"}`}},
+		{name: "allOf of two patterns keeps one", schema: sendMessageSchema,
+			paths:   []string{"#/properties/to/allOf/1: pattern dropped"},
+			accepts: []string{`{"to": "abc", "message": "hi"}`, `{"to": "abcdefghijk", "message": "hi"}`},
+			refuses: []string{`{"to": "ABC", "message": "hi"}`, `{"to": "abc"}`},
+			valid:   []string{`{"to": "abc", "message": "hi"}`},
+			invalid: []string{`{"to": "abcdefghijk", "message": "hi"}`, `{"to": "ABC", "message": "hi"}`}},
+		{name: "not is dropped", schema: `{"type":"object","properties":{"n":{"type":"integer","not":{"const":3}}},"required":["n"]}`,
+			paths:   []string{"#/properties/n: not dropped"},
+			accepts: []string{`{"n": 3}`, `{"n": 4}`},
+			refuses: []string{`{"n": "x"}`},
+			valid:   []string{`{"n": 4}`},
+			invalid: []string{`{"n": 3}`}},
+		{name: "nested, twice", schema: `{"type":"object","properties":{"a":{"type":"array","maxItems":5000,"items":{"type":"object","properties":{"b":{"type":"string","minLength":2000}},"if":{"required":["b"]},"then":{"required":["c"]}}}}}`,
+			accepts: []string{`{"a": [{"b": "x"}]}`},
+			refuses: []string{`{"a": [{"b": 1}]}`, `{"a": 1}`},
+			valid:   []string{`{"a": [{"b": "` + strings.Repeat("y", 2000) + `", "c": 1}]}`},
+			invalid: []string{`{"a": [{"b": "x"}]}`}},
+		{name: "a $ref's target", schema: `{"type":"object","$defs":{"s":{"type":"string","maxLength":100000}},"properties":{"x":{"$ref":"#/$defs/s"}}}`,
+			paths:   []string{"#/$defs/s: maxLength dropped"},
+			accepts: []string{`{"x": "y"}`},
+			refuses: []string{`{"x": 1}`},
+			valid:   []string{`{"x": "y"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := CompileToolCalls([]genq.Tool{tool("ok", `{"type":"object","properties":{"q":{"type":"string"}}}`), tool("f", tc.schema)}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.RelaxedTool("ok") != nil {
+				t.Errorf("the exact tool is marked relaxed")
+			}
+			r := g.RelaxedTool("f")
+			if r == nil {
+				t.Fatal("the tool is not marked relaxed")
+			}
+			if tc.paths != nil && strings.Join(r.Paths, "|") != strings.Join(tc.paths, "|") {
+				t.Errorf("paths = %q, want %q", r.Paths, tc.paths)
+			}
+			if string(r.Schema) != tc.schema {
+				t.Errorf("the schema kept is %s, not the client's", r.Schema)
+			}
+			for _, a := range tc.accepts {
+				if !matches(g, FormatToolCall("f", a)) {
+					t.Errorf("refuses %.80s", a)
+				}
+			}
+			for _, a := range tc.refuses {
+				if matches(g, FormatToolCall("f", a)) {
+					t.Errorf("accepts %.80s", a)
+				}
+			}
+			for _, a := range tc.valid {
+				if err := r.Check(a); err != nil {
+					t.Errorf("Check(%.80s) = %v", a, err)
+				}
+			}
+			for _, a := range tc.invalid {
+				err := r.Check(a)
+				if err == nil {
+					t.Errorf("Check(%.80s) passes", a)
+				} else if strings.Contains(err.Error(), "abcdefghijk") || strings.Contains(err.Error(), "ABC") {
+					t.Errorf("Check's error tells the arguments: %v", err)
+				}
+			}
+			if !matches(g, FormatToolCall("ok", `{"q": "x"}`)) {
+				t.Errorf("the exact tool's call is refused")
+			}
+		})
+	}
+}
+
+// TestExactToolsUnchanged: a tool set that compiles exactly compiles to the
+// same grammar as before relaxing existed, and no tool is marked.
+func TestExactToolsUnchanged(t *testing.T) {
+	for _, s := range []string{`{"type":"object","properties":{"s":{"type":"string","maxLength":1024}}}`,
+		`{"type":"object","properties":{"s":{"allOf":[{"type":"string"},{"pattern":"^a"}]}}}`} {
+		tools := []genq.Tool{tool("f", s)}
+		g, err := CompileToolCalls(tools, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact, err := Llama3JSON.compileExact(tools, true, false, func(i int) int { return i })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Relaxed() != nil || len(g.nodes) != len(exact.nodes) || len(g.rules) != len(exact.rules) {
+			t.Errorf("%s: relaxed %v, %d nodes and %d rules, want %d and %d", s, g.Relaxed(), len(g.nodes), len(g.rules), len(exact.nodes), len(exact.rules))
+		}
+	}
+}
+
+func TestUnrelaxableToolSchemas(t *testing.T) {
+	yes := true
+	strict := tool("s", workflowSchema)
+	strict.Function.Strict = &yes
+	for _, tc := range []struct {
+		tools []genq.Tool
+		want  string
+	}{
+		{[]genq.Tool{tool("a", `{"type":`)}, "tools[0].function.parameters: the schema is not valid JSON"},
+		{[]genq.Tool{tool("a", `{}`), tool("b", `3`)}, "tools[1].function.parameters: the schema at # must be an object or a boolean"},
+		{[]genq.Tool{tool("a", `{}`), tool("b", `{"$ref":"#/$defs/missing"}`)}, `tools[1].function.parameters: at #: $ref "#/$defs/missing" points to nothing`},
+		{[]genq.Tool{tool("a", `{}`), strict}, "tools[1].function.parameters: at #/properties/script: maxLength is 524288"},
+	} {
+		_, err := CompileToolCalls(tc.tools, true)
+		if err == nil || genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), tc.want) {
+			t.Errorf("%s: err = %v, want invalid with %q", tc.tools[len(tc.tools)-1].Function.Parameters, err, tc.want)
+		}
+	}
+}
+
+// TestForJobNamesTheJobsTool: with tool_choice naming one tool, a refusal
+// names that tool's index among the job's, and the relaxed tools come
+// with the grammar.
+func TestForJobNamesTheJobsTool(t *testing.T) {
+	chat := []genq.Message{{Role: "user", Content: "hi"}}
+	tools := []genq.Tool{tool("a", `{}`), tool("Workflow", workflowSchema), tool("bad", `{"type":"object","properties":{"x":{"$ref":"#/nowhere"}}}`)}
+	job := genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: tools, ToolChoice: &genq.ToolChoice{Function: "bad"}}}
+	_, err := NewCache(4).ForJob(job)
+	var tse *ToolSchemaError
+	if err == nil || !strings.HasPrefix(genq.ErrorMessage(err), "tools[2].function.parameters: ") || !errors.As(err, &tse) || tse.Index != 2 || tse.Tool != "bad" {
+		t.Errorf("err = %v (%+v), want tools[2] named", err, tse)
+	}
+	job.ToolChoice = &genq.ToolChoice{Mode: "auto"}
+	job.Tools = tools[:2]
+	c, err := NewCache(4).ForJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Grammar.RelaxedTool("Workflow"); r == nil || len(c.Grammar.Relaxed()) != 1 {
+		t.Errorf("relaxed = %v", c.Grammar.Relaxed())
+	}
+}
