@@ -85,7 +85,7 @@ func TestResponses(t *testing.T) {
 		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, "schema is required"},
 		{"a bad schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","properties":{"a":{"not":{}}}}}}}`, `the schema keyword "not"`},
 		{"a hosted tool forced", `{"input":"hi","tools":[{"type":"file_search"}],"tool_choice":"required"}`, "this server can run none of these (file_search)"},
-		{"a tool's schema genq cannot enforce", `{"input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}]}`, `the schema keyword "uniqueItems"`},
+		{"a strict tool's schema genq cannot enforce", `{"input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}]}`, `the schema keyword "uniqueItems"`},
 		{"no input", `{}`, "input is required"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,7 +44,7 @@ func TestStructuredBadInput(t *testing.T) {
 		{"response_format of an unknown type", "/v1/chat/completions", chat(`"response_format":{"type":"xml"}`), `response_format.type "xml"`},
 		{"a tool without a name", "/v1/chat/completions", chat(`"tools":[{"type":"function","function":{"parameters":{"type":"object"}}}]`), "tools[0].function.name is required"},
 		{"tool_choice naming an unknown function", "/v1/chat/completions", chat(`"tools":[` + weather + `],"tool_choice":{"type":"function","function":{"name":"nope"}}`), `tool_choice names function "nope"`},
-		{"tool parameters genq cannot enforce", "/v1/chat/completions", chat(`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","not":{"const":2}}}}}}]`),
+		{"strict tool parameters genq cannot enforce", "/v1/chat/completions", chat(`"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","properties":{"n":{"type":"integer","not":{"const":2}}}}}}]`),
 			`tools[0].function.parameters: the schema keyword "not"`},
 		{"tools in a completion", "/v1/completions", `{"prompt":"x","tools":[` + weather + `]}`, "tools are for /v1/chat/completions"},
 		{"a bad schema in a completion", "/v1/completions", `{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"enum":[]}}}}`, "enum must be a non-empty array"},

@@ -47,7 +47,12 @@ type TextResult struct {
 	// and the model called them: GeneratedText is then the calls' text as
 	// the model wrote it.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
-	Usage     *Usage     `json:"usage,omitempty"`
+	// UncheckedToolCalls are the calls among ToolCalls whose arguments
+	// genq could not guarantee: their tool's schema was relaxed to be
+	// served (genq could not enforce it exactly), and the finished
+	// arguments fail it, or could not be checked against it.
+	UncheckedToolCalls []UncheckedToolCall `json:"unchecked_tool_calls,omitempty"`
+	Usage              *Usage              `json:"usage,omitempty"`
 	// Logprobs has one entry per token of the text, in order, when the job
 	// asked for them.
 	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
@@ -56,6 +61,16 @@ type TextResult struct {
 	// 0, no alternatives), when the job asked for its prompt echoed.
 	PromptText     string         `json:"prompt_text,omitempty"`
 	PromptLogprobs []TokenLogprob `json:"prompt_logprobs,omitempty"`
+}
+
+// UncheckedToolCall is a call whose arguments genq could not guarantee
+// (TextResult.UncheckedToolCalls): its index among the answer's calls, its
+// tool, and why, which names where the arguments fail the schema, never
+// their content.
+type UncheckedToolCall struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // MaxTextResultBytes bounds a text result read into memory, by the api and

@@ -18,7 +18,8 @@ import (
 // with errors in its shape.
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.textRequestAs(w, r, oneJob(anthropic.Decode), writeAnthropicError)
+	decode, render := anthropicRequest(oneJob(anthropic.Decode))
+	t, ok := s.textRequestAs(w, r, decode, render)
 	if !ok {
 		return
 	}
@@ -36,6 +37,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(t.start).Seconds())
 	answer.Model = res.Model
+	markUnchecked(w, t.log, res.TextResult)
 	writeJSON(w, http.StatusOK, answer.Render(res.TextResult))
 }
 
@@ -43,10 +45,10 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	// A count takes a conversation of any length, the body's limit
 	// aside: it is how a client learns that its conversation has
 	// outgrown the context, and the worker counts it whatever the context.
-	anyLength := func(body []byte, _ int, job genq.Job) (openai.Params, []genq.Job, error) {
+	anyLength, render := anthropicRequest(func(body []byte, _ int, job genq.Job) (openai.Params, []genq.Job, error) {
 		return oneJob(anthropic.DecodeCount)(body, math.MaxInt, job)
-	}
-	t, ok := s.textRequestAs(w, r, anyLength, writeAnthropicError)
+	})
+	t, ok := s.textRequestAs(w, r, anyLength, render)
 	if !ok {
 		return
 	}
@@ -65,6 +67,19 @@ func (s *Server) streamMessage(ctx context.Context, w http.ResponseWriter, t tex
 	events := anthropic.NewEvents(answer, t.jobs[0])
 	streamTyped(s, ctx, w, t, typedEvents[anthropic.Event]{piece: events.Piece, reasoning: events.Thinking, end: events.End, failed: anthropic.ErrorEvent,
 		prompt: events.Prompt, render: writeAnthropicError})
+}
+
+// anthropicRequest is a Messages route's decoder, and the renderer of its
+// refusals, which names a tool schema's field as Anthropic's API does
+// (tools.N.input_schema) from the body decode read.
+func anthropicRequest(decode textDecoder) (textDecoder, errorRenderer) {
+	var body []byte
+	return func(b []byte, maxPrompt int, job genq.Job) (openai.Params, []genq.Job, error) {
+			body = b
+			return decode(b, maxPrompt, job)
+		}, func(w http.ResponseWriter, log *slog.Logger, err error) {
+			writeAnthropicError(w, log, anthropic.ToolSchemaError(body, err))
+		}
 }
 
 // writeAnthropicError answers with err's status in the Messages API's error

@@ -26,6 +26,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	if results, ok := s.runTexts(ctx, w, t); ok {
 		rs.Model = results[0].Model
+		markUnchecked(w, t.log, results[0].TextResult)
 		writeJSON(w, http.StatusOK, rs.Done(results[0].TextResult))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,9 @@ func answerText[T any](s *Server, w http.ResponseWriter, r *http.Request, t text
 		return
 	}
 	if results, ok := s.runTexts(ctx, w, t); ok {
+		for _, r := range results {
+			markUnchecked(w, t.log, r.TextResult)
+		}
 		writeJSON(w, http.StatusOK, render(results...))
 	}
 }
@@ -108,6 +112,30 @@ func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode te
 // its prompt, hosted tools it cannot run (web search, code execution, …),
 // comma-separated.
 const HeaderToolsIgnored = "Genq-Tools-Ignored"
+
+// HeaderToolArgumentsUnchecked names the tools of an answer's calls whose
+// arguments genq could not guarantee, comma-separated: the tool's schema
+// was relaxed to be served (genq could not enforce it exactly), and the
+// finished arguments fail it or could not be checked against it. The
+// calls themselves keep their standard shape.
+const HeaderToolArgumentsUnchecked = "Genq-Tool-Arguments-Unchecked"
+
+// markUnchecked says, in HeaderToolArgumentsUnchecked and the log, which
+// of the answers' calls genq could not guarantee.
+func markUnchecked(w http.ResponseWriter, log *slog.Logger, results ...genq.TextResult) {
+	var names []string
+	for _, r := range results {
+		for _, u := range r.UncheckedToolCalls {
+			if !slices.Contains(names, u.Name) {
+				names = append(names, u.Name)
+			}
+			log.Warn("a tool call's arguments are not guaranteed", "tool", u.Name, "call", u.Index, "error", u.Reason)
+		}
+	}
+	if len(names) > 0 {
+		w.Header().Set(HeaderToolArgumentsUnchecked, strings.Join(names, ","))
+	}
+}
 
 // requestJobs names and checks the jobs of a request's prompts, n choices
 // each, prompt by prompt; it refuses a request larger than the queue,

@@ -62,6 +62,7 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 	}
 	if job.Detailed() {
 		res := genq.TextResult{GeneratedText: out.Text, Reasoning: out.Reasoning, FinishReason: out.FinishReason, StopSequence: out.StopSequence, ToolCalls: out.ToolCalls,
+			UncheckedToolCalls: out.Unchecked,
 			Usage: &genq.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.Tokens, CachedTokens: out.CachedTokens,
 				ReasoningTokens: out.ReasonTokens},
 			Logprobs: out.Logprobs, PromptText: out.PromptText, PromptLogprobs: out.PromptLogprobs}
@@ -83,6 +84,13 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	if err == nil {
 		// req.done is closed: the loop is done with the constraint.
 		req.constraint.settle(job.ID, &out)
+		for _, u := range out.Unchecked {
+			// The tool, what was relaxed and why the check failed; never
+			// the arguments, which are the client's.
+			b.log.Warn("a tool call's arguments are not guaranteed: its schema was relaxed, and they fail it",
+				"job_id", job.ID, "tool", u.Name, "call", u.Index,
+				"relaxed", req.constraint.c.Grammar.RelaxedTool(u.Name).Paths, "error", u.Reason)
+		}
 	}
 	return out, err
 }

@@ -423,7 +423,9 @@ func sampleMasked(req *request, row []float32) (int32, *rowLogprob, error) {
 }
 
 // settle turns a complete answer made of tool calls into them: the answer
-// matched the tool grammar and ended there. Ids are derived from the job's
+// matched the tool grammar and ended there. A call to a tool whose schema
+// was relaxed is checked against the whole schema, and one that fails it
+// is listed in res.Unchecked. Ids are derived from the job's
 // id and the call's place, so a redelivered job answers with the same
 // ids. The text stays the calls' text as the model wrote it; a lazy
 // answer in prose stays content.
@@ -438,6 +440,13 @@ func (c *seqConstraint) settle(jobID string, res *seqResult) {
 	res.ToolCalls = make([]genq.ToolCall, len(calls))
 	for i, f := range calls {
 		res.ToolCalls[i] = genq.ToolCall{ID: genq.ToolCallID(jobID, i), Type: "function", Function: f}
+		// A tool whose schema was relaxed held its call to part of it:
+		// the finished arguments are checked against the whole.
+		if r := c.c.Grammar.RelaxedTool(f.Name); r != nil {
+			if err := r.Check(f.Arguments); err != nil {
+				res.Unchecked = append(res.Unchecked, genq.UncheckedToolCall{Index: i, Name: f.Name, Reason: err.Error()})
+			}
+		}
 	}
 	res.FinishReason = genq.FinishToolCalls
 }

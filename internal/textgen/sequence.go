@@ -271,6 +271,9 @@ type seqResult struct {
 	// ToolCalls are the calls a tool-calling answer made (constraint.go);
 	// FinishReason is then genq.FinishToolCalls.
 	ToolCalls []genq.ToolCall
+	// Unchecked are the calls whose arguments, their tool's schema relaxed,
+	// fail it or could not be checked (constraint.go).
+	Unchecked []genq.UncheckedToolCall
 	// PromptText and PromptLogprobs give the prompt back when the job
 	// echoes it (echoPrompt).
 	PromptText     string

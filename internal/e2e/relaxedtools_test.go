@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/httpapi"
+)
+
+// claudeCodeTools are two tools in the shapes of Claude Code's that genq
+// cannot enforce exactly: Workflow's script, a string of at most 524,288
+// characters (beyond genq's 1,024), and SendMessage's to, an allOf of two
+// patterns, which do not merge; second is SendMessage's second pattern.
+func claudeCodeTools(second string) string {
+	return `[{"name":"Workflow","description":"Runs a workflow script","input_schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
+		"properties":{"script":{"type":"string","maxLength":524288,"description":"The script"}},"required":["script"],"additionalProperties":false}},
+	{"name":"SendMessage","description":"Sends a message to a teammate","input_schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
+		"properties":{"to":{"type":"string","allOf":[{"pattern":"^[a-z]{1,4}$"},{"pattern":"` + second + `"}]}},"required":["to"],"additionalProperties":false}}]`
+}
+
+// TestRelaxedToolSchemas: a request that carries tools genq cannot enforce
+// exactly is served: the forced call is held to the part of the schema
+// genq enforces (the first pattern), parses as a tool_use block, and the
+// answer says in Genq-Tool-Arguments-Unchecked whether its arguments fail
+// the whole schema. A response format of such a schema, where the caller
+// asked for a guarantee, is still refused.
+func TestRelaxedToolSchemas(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	s.tinyTextWorker(256)
+	first := regexp.MustCompile(`^[a-z]{1,4}$`)
+	for _, tc := range []struct {
+		name, second string
+		guaranteed   bool
+	}{
+		// Every string of the first pattern is one of the second: the
+		// arguments always pass the whole schema.
+		{"the patterns agree", "^[a-z]+$", true},
+		// No string is of both: the arguments never pass.
+		{"the patterns disagree", "^[0-9]+$", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.postKey("/v1/messages", "", `{"model":"m","max_tokens":256,"temperature":1,"tools":`+claudeCodeTools(tc.second)+`,
+				"tool_choice":{"type":"tool","name":"SendMessage"},"messages":[{"role":"user","content":"Tell bob the build is green."}]}`)
+			m := decodeAs[anthropicMessage](t, r)
+			if r.status != http.StatusOK || m.StopReason != "tool_use" || len(m.Content) != 1 || m.Content[0].Type != "tool_use" || m.Content[0].Name != "SendMessage" {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			var args struct {
+				To string `json:"to"`
+			}
+			if err := json.Unmarshal(m.Content[0].Input, &args); err != nil || !first.MatchString(args.To) {
+				t.Fatalf("the call's input %s does not hold to the pattern genq enforces (%v)", m.Content[0].Input, err)
+			}
+			got := r.header.Get(httpapi.HeaderToolArgumentsUnchecked)
+			if want := map[bool]string{true: "", false: "SendMessage"}[tc.guaranteed]; got != want {
+				t.Fatalf("%s: %q, want %q", httpapi.HeaderToolArgumentsUnchecked, got, want)
+			}
+		})
+	}
+
+	// tool_choice auto offers both: the request is served all the same.
+	r := s.postKey("/v1/messages", "", `{"model":"m","max_tokens":8,"tools":`+claudeCodeTools("^[0-9]+$")+`,"messages":[{"role":"user","content":"hi"}]}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("tool_choice auto: %d %s", r.status, r.body)
+	}
+
+	workflow := `{"type":"object","properties":{"script":{"type":"string","maxLength":524288}},"required":["script"]}`
+	for _, tc := range []struct{ name, path, body, want string }{
+		{"output_config.format", "/v1/messages", `{"model":"m","max_tokens":8,"output_config":{"format":{"type":"json_schema","schema":` + workflow + `}},"messages":[{"role":"user","content":"hi"}]}`,
+			"output_config.format"},
+		{"response_format", "/v1/chat/completions", `{"model":"m","max_tokens":8,"response_format":{"type":"json_schema","json_schema":{"name":"w","schema":` + workflow + `}},"messages":[{"role":"user","content":"hi"}]}`,
+			"response_format.json_schema.schema"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.postKey(tc.path, "", tc.body)
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) || !strings.Contains(string(r.body), "maxLength is 524288") {
+				t.Fatalf("%d %s; want 400 naming %s", r.status, r.body, tc.want)
+			}
+		})
+	}
+}
