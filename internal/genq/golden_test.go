@@ -318,6 +318,7 @@ func allResult() genq.TextResult {
 	u.ReasoningTokens = 4
 	r.Usage = &u
 	r.Logprobs = logprobs
+	r.UncheckedToolCalls = []genq.UncheckedToolCall{{Index: 0, Name: "get_weather", Reason: "the arguments fail the schema at #/city: pattern"}}
 	r.PromptText = "Say hi"
 	r.PromptLogprobs = []genq.TokenLogprob{
 		{Logprob: genq.Logprob{Token: "Say", Bytes: []int{83, 97, 121}}},
