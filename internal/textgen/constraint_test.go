@@ -374,7 +374,9 @@ func TestConstrainedSamplingKeepsItsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.Text != two.Text || !strings.HasPrefix(one.Text, "{") {
+	// The grammar lets an object follow whitespace, which greedy may
+	// choose on some CPU's rounding: the object is what is asserted.
+	if one.Text != two.Text || !strings.HasPrefix(strings.TrimLeft(one.Text, " \t\n\r"), "{") {
 		t.Errorf("greedy answers %q and %q: want the same object twice", one.Text, two.Text)
 	}
 
