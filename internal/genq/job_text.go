@@ -27,11 +27,12 @@ type TextRequest struct {
 	// OpenAI's newer name; a job may give either.
 	MaxTokens           int `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int `json:"max_completion_tokens,omitempty"`
-	// MaxTokensBound asks workers older than the rule that caps every
-	// max_tokens at the worker's cap to cap this one too, where they
-	// would refuse it: Anthropic's clients send their whole output budget
-	// (Claude Code: 32,000 tokens) whatever the model. Today's workers cap
-	// every job's.
+	// MaxTokensBound marks max_tokens as a bound, not a demand:
+	// Anthropic's clients send their whole output budget (Claude Code:
+	// 128,000 tokens) whatever the model, so it is capped at what the
+	// context leaves after the prompt where OpenAI's routes refuse it
+	// (Limits.Answer). Workers older than the rule that caps every
+	// max_tokens at the worker's cap read it to cap this one too.
 	MaxTokensBound bool `json:"max_tokens_bound,omitempty"`
 	// PromptOnly asks for no answer at all, only the echoed prompt
 	// (OpenAI's max_tokens: 0 with echo): how harnesses score a prompt's

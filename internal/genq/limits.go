@@ -87,7 +87,12 @@ func (l Limits) Check(j Job) error {
 //     of the context if that comes first, as OpenAI's API does;
 //   - a max_tokens (capped) that the context cannot hold after the prompt,
 //     or a prompt that leaves no room for one token of answer, is refused
-//     with ContextExceeded, so that the client shortens its conversation.
+//     with ContextExceeded, so that the client shortens its conversation
+//     (OpenAI's routes, as OpenAI's API does);
+//   - but a max_tokens that is a bound (MaxTokensBound: Anthropic's
+//     clients, whose budget is their model's whole output, Claude Code's
+//     128,000, whatever the context) is capped at what the context leaves
+//     too, and only a prompt that leaves no room is refused.
 //
 // A job that scores its prompt (PromptOnly) may fill the context, and one
 // that counts it (CountOnly) is never refused: a count is how a client
@@ -115,7 +120,7 @@ func (l Limits) Answer(j Job, prompt int) (int, error) {
 	switch {
 	case room < 1:
 		return 0, l.exceeded(j, prompt, 0)
-	case asked > 0 && answer > room:
+	case asked > 0 && answer > room && !j.MaxTokensBound:
 		return 0, l.exceeded(j, prompt, answer)
 	case l.ContextSize > 0 && (answer == 0 || answer > room):
 		answer = room
