@@ -36,7 +36,7 @@ export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine engine-portable engine-stock test test-openai test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -110,6 +110,12 @@ lint: engine
 # npm; make test covers the same behaviour in Go (internal/e2e).
 test-openai: build engine
 	test/openai/run.sh
+
+# Claude Code from npm (test/agents' lock file) against make run's stack at
+# its defaults, through a proxy that records every request's size and
+# answer (results/agents/requests.jsonl); docs/agents.md.
+test-agents: build engine
+	test/agents/run.sh
 
 # The web UI (/ui/) in Debian's chromium, headless, driven by puppeteer-core
 # over bin/api and bin/worker with the tiny models; writes docs/ui-*.png.
