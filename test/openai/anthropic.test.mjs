@@ -1,11 +1,17 @@
 // genq's Messages API through Anthropic's own SDK (@anthropic-ai/sdk):
 // messages.create, messages.stream, a tool_use → tool_result round trip
-// with tool_choice any, messages.countTokens and the SDK's error classes.
+// with tool_choice any, messages.countTokens, the SDK's error classes and
+// its request ids; structured output (output_config.format) through
+// LangChain's ChatAnthropic and the AI SDK's @ai-sdk/anthropic.
 // run.sh's stacks serve the tiny random-weight model: what parses here
 // parses because decoding was constrained.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
+import { z } from "zod";
+import { ChatAnthropic } from "@langchain/anthropic";
+import { createAnthropic } from "@ai-sdk/anthropic";
+import { generateObject } from "ai";
 
 const v1 = process.env.GENQ_OPENAI_URL;
 const structured = process.env.GENQ_OPENAI_STRUCTURED_URL;
@@ -110,4 +116,102 @@ test("what genq cannot do is the SDK's BadRequestError, in Anthropic's shape", a
   });
   const stranger = new Anthropic({ baseURL: v1.replace(/\/v1$/, ""), apiKey: "not-a-key", maxRetries: 0 });
   await assert.rejects(stranger.messages.create(ask), Anthropic.AuthenticationError);
+});
+
+test("a message's _request_id is the request-id header, on an answer, a stream and an error", async () => {
+  const msg = await client.messages.create(ask);
+  assert.match(msg._request_id ?? "", /^req_\w+$/);
+  const { data, response, request_id } = await client.messages.create(ask).withResponse();
+  assert.match(request_id ?? "", /^req_\w+$/);
+  assert.equal(request_id, response.headers.get("request-id"));
+  assert.equal(request_id, response.headers.get("x-request-id"));
+  assert.equal(data._request_id, request_id);
+  assert.notEqual(request_id, msg._request_id, "each request has an id of its own");
+
+  const stream = client.messages.stream(ask);
+  await stream.finalMessage();
+  assert.match(stream.request_id ?? "", /^req_\w+$/);
+
+  await assert.rejects(client.messages.create({ model: "m", messages: ask.messages }), (err) => {
+    assert.ok(err instanceof Anthropic.BadRequestError, String(err));
+    assert.match(err.requestID ?? "", /^req_\w+$/);
+    assert.equal(err.requestID, err.headers.get("request-id"));
+    return true;
+  });
+});
+
+// Structured output: both clients send output_config.format, but each first
+// rewrites the schema into what Anthropic's API accepts and moves the rest
+// into descriptions: LangChain (the SDK's transformJSONSchema) keeps types,
+// anyOf, required and a few formats, and drops enum, maxLength, minimum and
+// the like; the AI SDK keeps enum and const as well. A random model's answer
+// is bounded only by what genq receives, so these schemas use nothing else:
+// no strings but formatted ones or enums, no numbers (a 16-digit integer is
+// past Number.MAX_SAFE_INTEGER, 9e999 is Infinity, and zod refuses both).
+// Each one's longest answer fits the structured stack's 512 tokens (a token a
+// byte, at worst, in the tiny vocabulary): 14 runs of whitespace of at most
+// 17 bytes (a newline and 16 spaces) around its 13 JSON tokens, 238 bytes;
+// the keys and punctuation, 24 (Day) or 25 (Colored); a date and its quotes,
+// 12; two "false", 10 (Day), or "false" and "green", 12 (Colored): 284 and
+// 287 in all.
+const Day = z.object({ done: z.boolean(), day: z.iso.date(), rain: z.boolean().nullable() });
+const Colored = z.object({ done: z.boolean(), day: z.iso.date(), color: z.enum(["red", "green", "blue"]) });
+
+// sent records each /v1/messages body a client sends, to check that the
+// answer came by genq's output_config.format path, not by a forced tool.
+const recorder = () => {
+  const sent = [];
+  const fetchAndRecord = async (url, init) => {
+    if (String(url).endsWith("/v1/messages")) sent.push(JSON.parse(init.body));
+    return fetch(url, init);
+  };
+  return { sent, fetch: fetchAndRecord };
+};
+const assertOutputFormat = (body) => {
+  assert.equal(body.output_config?.format?.type, "json_schema", JSON.stringify(body));
+  assert.equal(body.output_config.format.schema.type, "object");
+  assert.equal(body.tools, undefined);
+  assert.equal(body.output_format, undefined);
+};
+
+test("LangChain ChatAnthropic withStructuredOutput(zod, {method: \"jsonSchema\"}) parses", async () => {
+  const rec = recorder();
+  const model = new ChatAnthropic({
+    model: "genq",
+    anthropicApiUrl: structured.replace(/\/v1$/, ""),
+    apiKey,
+    maxRetries: 0,
+    maxTokens: 512, // above Day's longest answer: it always ends
+    temperature: 1,
+    clientOptions: { fetch: rec.fetch, timeout: 120_000 },
+  });
+  const extract = model.withStructuredOutput(Day, { method: "jsonSchema" });
+  for (let i = 0; i < 3; i++) {
+    const day = await extract.invoke("Describe a day.");
+    assert.deepEqual(Day.parse(day), day);
+  }
+  assert.equal(rec.sent.length, 3);
+  for (const body of rec.sent) assertOutputFormat(body);
+});
+
+test("the AI SDK: generateObject with @ai-sdk/anthropic parses, by output_config.format", async () => {
+  const rec = recorder();
+  const anthropic = createAnthropic({ baseURL: structured, apiKey, fetch: rec.fetch });
+  for (let i = 0; i < 3; i++) {
+    const { object, finishReason } = await generateObject({
+      model: anthropic("genq"),
+      schema: Colored,
+      prompt: "Describe a day.",
+      // "auto" chooses by the model's name, and for one it does not know
+      // falls back to a forced tool named json: ask for output_config.format.
+      providerOptions: { anthropic: { structuredOutputMode: "outputFormat" } },
+      temperature: 1,
+      maxOutputTokens: 512, // above Colored's longest answer: it always ends
+      maxRetries: 0,
+    });
+    assert.equal(finishReason, "stop");
+    assert.deepEqual(Colored.parse(object), object);
+  }
+  assert.equal(rec.sent.length, 3);
+  for (const body of rec.sent) assertOutputFormat(body);
 });

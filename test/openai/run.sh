@@ -14,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [[ ! -d test/openai/node_modules/openai || ! -d test/openai/node_modules/ai || ! -d test/openai/node_modules/@anthropic-ai/sdk || ! -d test/openai/node_modules/ajv ]]; then
+if [[ ! -d test/openai/node_modules/openai || ! -d test/openai/node_modules/ai || ! -d test/openai/node_modules/@anthropic-ai/sdk ||
+	! -d test/openai/node_modules/@langchain/anthropic || ! -d test/openai/node_modules/@ai-sdk/anthropic || ! -d test/openai/node_modules/ajv ]]; then
 	(cd test/openai && npm install --no-audit --no-fund)
 fi
 
