@@ -43,7 +43,8 @@ func TestPrefixCacheChangesNoAnswer(t *testing.T) {
 	for _, kv := range []string{"off", "on"} {
 		for _, sampling := range []string{"greedy", "seeded"} {
 			t.Run("kv-unified "+kv+"/"+sampling, func(t *testing.T) {
-				cfg := Config{MaxNewTokens: 24, Slots: 2, KVUnified: kv}
+				// A context where copying a stream pays (streamCopyRatio).
+				cfg := Config{MaxNewTokens: 24, Slots: 2, KVUnified: kv, ContextSize: 2048}
 				on := openTiny(t, genq.VariantB, cfg)
 				cfg.PrefixCache = "off"
 				off := openTiny(t, genq.VariantB, cfg)
@@ -347,7 +348,7 @@ func TestPrefixCacheCopiesFromABusySlot(t *testing.T) {
 	questions := []string{"Who opens it?", "When do they leave?", "What is the tide?"}
 	for _, kv := range []string{"off", "on"} {
 		t.Run("kv-unified "+kv, func(t *testing.T) {
-			cfg := Config{MaxNewTokens: 16, Slots: 4, KVUnified: kv, IgnoreEOS: true}
+			cfg := Config{MaxNewTokens: 16, Slots: 4, KVUnified: kv, IgnoreEOS: true, ContextSize: 2048}
 			on := openTiny(t, genq.VariantB, cfg)
 			cfg.PrefixCache = "off"
 			off := openTiny(t, genq.VariantB, cfg)
@@ -375,5 +376,28 @@ func TestPrefixCacheCopiesFromABusySlot(t *testing.T) {
 				t.Errorf("%d starts copied from a busy slot, want %d", n, len(questions)-1)
 			}
 		})
+	}
+}
+
+// TestLongStreamsComputeThePrefix: with a stream per slot llama.cpp copies
+// a whole stream, so at a long context a short prefix is computed rather
+// than copied; a unified cache shares cells, and copies any prefix.
+func TestLongStreamsComputeThePrefix(t *testing.T) {
+	for _, tt := range []struct {
+		kv      string
+		context int
+		n       int
+		copies  bool
+	}{
+		{"off", 131072, 35, false},
+		{"off", 131072, 2048, true},
+		{"off", 2048, 35, true},
+		{"on", 131072, 35, true},
+	} {
+		b := openTiny(t, genq.VariantB, Config{MaxNewTokens: 4, Slots: 2, KVUnified: tt.kv, ContextSize: tt.context})
+		err := b.textModel.copyPrefix(0, 1, tt.n)
+		if copied := err == nil; copied != tt.copies {
+			t.Errorf("kv-unified %s, context %d: a prefix of %d copied: %v (%v), want %v", tt.kv, tt.context, tt.n, copied, err, tt.copies)
+		}
 	}
 }
