@@ -141,13 +141,9 @@ func (tm *textModel) trimSlot(slot, n int) error { return tm.ctx.RemoveCells(slo
 // streamCopyRatio bounds when a copy between streams pays: with a stream
 // per slot llama.cpp copies the source's whole stream, contextSize cells,
 // whatever n, and computing a prompt token costs about a hundred times
-// copying a cell's keys and values (on a CPU: 0.6 ms against 4 µs on the
-// mid model). So a prefix of n tokens is copied only when the stream is
-// at most streamCopyRatio times longer, and computed otherwise. At the
-// trained context (131,072 on the tiny models, 25,856 for the mid one at
-// 16 slots here) every request's copy of the shared system prefix moved
-// the whole stream: 16 at once ran at 355 tok/s on the mid model where a
-// context of 2,048 ran at 449 (docs/benchmarks.md).
+// copying a cell's keys and values on a CPU. So a prefix of n tokens is
+// copied only when the stream is at most streamCopyRatio times longer,
+// and computed otherwise (docs/benchmarks.md, "Long contexts").
 const streamCopyRatio = 64
 
 // errCopyNotWorth is copyPrefix's refusal of a copy that costs more than
