@@ -129,9 +129,8 @@ func TestModelFamilies(t *testing.T) {
 	}
 }
 
-// tokenID is the id of the token whose text is tok in the GGUF model at
-// path.
-func tokenID(t *testing.T, path, tok string) int {
+// readGGUF reads the metadata of the GGUF model at path.
+func readGGUF(t *testing.T, path string) *gguf.File {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -146,7 +145,14 @@ func tokenID(t *testing.T, path, tok string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := h.Value("tokenizer.ggml.tokens").([]string)
+	return h
+}
+
+// tokenID is the id of the token whose text is tok in the GGUF model at
+// path.
+func tokenID(t *testing.T, path, tok string) int {
+	t.Helper()
+	tokens, _ := readGGUF(t, path).Value("tokenizer.ggml.tokens").([]string)
 	i := slices.Index(tokens, tok)
 	if i < 0 {
 		t.Fatalf("%s has no token %q", path, tok)

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/gguf"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/tinygguf"
@@ -196,19 +195,7 @@ type vocabulary struct {
 // readVocab reads the byte-level BPE vocabulary of a model tinygguf wrote.
 func readVocab(t *testing.T, path string) vocabulary {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := gguf.Read(f, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := readGGUF(t, path)
 	tokens, ok1 := file.Value("tokenizer.ggml.tokens").([]string)
 	types, ok2 := file.Value("tokenizer.ggml.token_type").([]int32)
 	if !ok1 || !ok2 || len(tokens) != len(types) {
