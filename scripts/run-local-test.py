@@ -11,6 +11,8 @@ temporary directory:
      stops the worker before the api: no "pull failed" in its output;
   3b. the worker process killed by SIGILL, as an engine crash kills it:
      make run names the worker and the signal, and exits 132;
+  3c. variant A (4-bit) on an empty model directory answers POST /generate
+     with the seed's {"generated_text": …}, twice;
   4. variant C on an empty model directory, on either engine (the default
      ggml, and IMAGE_ENGINE=onnx), writes the files that engine
      reads and answers a PNG; IMAGE_ENGINE=ggml on a directory with the
@@ -163,6 +165,37 @@ try:
     if p.returncode != 132 or not said or '"msg":"worker process died"' not in out:
         fail(f"SIGILL to the worker process: make run exited {p.returncode} without naming the worker and the signal", out)
     print("ok: SIGILL to the worker process: make run names the worker and the signal, and exits 132")
+
+    # 3c. Variant A, the 4-bit model whose first request killed the worker
+    # on CPUs with AMX (docs/engine.md, patch 0005): make run on an empty
+    # model directory answers POST /generate with the seed's shape, twice.
+    env_a = dict(env, VARIANT="A", MODEL_DIR=os.path.join(work, "model-a"), EMBEDDED_NATS_STORE=os.path.join(work, "nats-a"))
+    log = open(os.path.join(work, "run-a.log"), "w+")
+    p = subprocess.Popen(["scripts/run-local.sh"], env=env_a, stdout=log, stderr=subprocess.STDOUT, preexec_fn=foreground)
+    answers = []
+    try:
+        if wait_live(p, ports["PORT"]):
+            for _ in range(2):
+                req = urllib.request.Request(f"http://127.0.0.1:{ports['PORT']}/generate", data=b'{"text":"Once upon a time"}',
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=120) as r:
+                        answers.append((r.status, json.loads(r.read())))
+                except (OSError, ValueError) as e:
+                    answers.append((None, str(e)))
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+            p.wait(timeout=60)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+    log.seek(0)
+    if len(answers) != 2 or any(st != 200 or not isinstance(body, dict) or set(body) != {"generated_text"} or not isinstance(body["generated_text"], str)
+                                for st, body in answers):
+        fail(f"make run VARIANT=A did not answer POST /generate twice with {{\"generated_text\": …}}: {answers}", log.read())
+    print("ok: make run VARIANT=A (4-bit) answers POST /generate")
 
     # 4. Variant C on either engine, from an empty model directory.
     def generate_c(engine):
