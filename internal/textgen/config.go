@@ -89,8 +89,11 @@ type Config struct {
 
 	// IgnoreEOS makes every answer MaxNewTokens long, as llama.cpp's
 	// --ignore-eos does: benchmarks count tokens that way, and a
-	// random-weight model would otherwise stop at a random length. Never
-	// for serving users.
+	// random-weight model would otherwise stop at a random length. Unlike
+	// llama.cpp's, which bans end-of-generation tokens, it draws them and
+	// goes on, as vLLM's does, so the tokens differ where one is drawn
+	// (docs/engine.md, "Greedy parity with llama-server"). Never for
+	// serving users.
 	IgnoreEOS bool
 	// noSharedPrefix prefills every prompt whole: tests compare against it.
 	noSharedPrefix bool
