@@ -31,13 +31,7 @@ import (
 // that a patch that changes what the engine computes shows as a parting.
 func stockLlamaServer(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("LLAMA_STOCK_SERVER")
-	if _, err := os.Stat(bin); bin == "" || err != nil {
-		if os.Getenv("GENQ_REQUIRE_PEER") == "1" {
-			t.Fatalf("the stock llama-server is not found (LLAMA_STOCK_SERVER=%q): make engine-stock builds it", bin)
-		}
-		t.Skipf("the stock llama-server is not found (LLAMA_STOCK_SERVER=%q): make engine-stock builds it", bin)
-	}
+	bin := peerBinary(t, "LLAMA_STOCK_SERVER", "the stock llama-server", "make engine-stock")
 	real, err := filepath.EvalSymlinks(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -27,16 +27,24 @@ import (
 // GENQ_REQUIRE_PEER=1 (make test), where that is a failure.
 func llamaServer(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("LLAMA_SERVER")
+	return peerBinary(t, "LLAMA_SERVER", "llama-server", "make engine")
+}
+
+// peerBinary is the binary env names, or the test's skip (its failure
+// under GENQ_REQUIRE_PEER=1) saying that target builds it.
+func peerBinary(t *testing.T, env, what, target string) string {
+	t.Helper()
+	bin := os.Getenv(env)
 	if bin != "" {
 		if _, err := os.Stat(bin); err == nil {
 			return bin
 		}
 	}
+	msg := fmt.Sprintf("%s not found (%s=%q): %s builds it", what, env, bin, target)
 	if os.Getenv("GENQ_REQUIRE_PEER") == "1" {
-		t.Fatalf("llama-server not found (LLAMA_SERVER=%q): make engine builds it", bin)
+		t.Fatal(msg)
 	}
-	t.Skipf("llama-server not found (LLAMA_SERVER=%q): make engine builds it", bin)
+	t.Skip(msg)
 	return ""
 }
 
