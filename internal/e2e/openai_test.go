@@ -61,6 +61,7 @@ func (s *stack) postKey(path, key, body string) response {
 	var r response
 	r.status, r.header = resp.StatusCode, resp.Header
 	r.body, _ = io.ReadAll(resp.Body)
+	r.trailer = resp.Trailer
 	return r
 }
 

@@ -21,6 +21,29 @@ func claudeCodeTools(second string) string {
 		"properties":{"to":{"type":"string","allOf":[{"pattern":"^[a-z]{1,4}$"},{"pattern":"` + second + `"}]}},"required":["to"],"additionalProperties":false}}]`
 }
 
+// openAITools rewrites Anthropic's tools as OpenAI's functions.
+func openAITools(anthropicTools string) string {
+	var tools []struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	if err := json.Unmarshal([]byte(anthropicTools), &tools); err != nil {
+		panic(err)
+	}
+	type function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	out := make([]map[string]any, len(tools))
+	for i, t := range tools {
+		out[i] = map[string]any{"type": "function", "function": function{t.Name, t.Description, t.InputSchema}}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
 // TestRelaxedToolSchemas: a request that carries tools genq cannot enforce
 // exactly is served: the forced call is held to the part of the schema
 // genq enforces (the first pattern), parses as a tool_use block, and the
@@ -54,9 +77,29 @@ func TestRelaxedToolSchemas(t *testing.T) {
 			if err := json.Unmarshal(m.Content[0].Input, &args); err != nil || !first.MatchString(args.To) {
 				t.Fatalf("the call's input %s does not hold to the pattern genq enforces (%v)", m.Content[0].Input, err)
 			}
-			got := r.header.Get(httpapi.HeaderToolArgumentsUnchecked)
-			if want := map[bool]string{true: "", false: "SendMessage"}[tc.guaranteed]; got != want {
+			want := map[bool]string{true: "", false: "SendMessage"}[tc.guaranteed]
+			if got := r.header.Get(httpapi.HeaderToolArgumentsUnchecked); got != want {
 				t.Fatalf("%s: %q, want %q", httpapi.HeaderToolArgumentsUnchecked, got, want)
+			}
+
+			// Streamed, the headers go before the call is known: the
+			// same names come as a trailer, on both APIs.
+			for _, streamed := range []struct{ path, body string }{
+				{"/v1/messages", `{"model":"m","max_tokens":256,"temperature":1,"stream":true,"tools":` + claudeCodeTools(tc.second) + `,
+					"tool_choice":{"type":"tool","name":"SendMessage"},"messages":[{"role":"user","content":"Tell bob the build is green."}]}`},
+				{"/v1/chat/completions", `{"model":"m","max_tokens":256,"temperature":1,"stream":true,"tools":` + openAITools(claudeCodeTools(tc.second)) + `,
+					"tool_choice":{"type":"function","function":{"name":"SendMessage"}},"messages":[{"role":"user","content":"Tell bob the build is green."}]}`},
+			} {
+				r := s.postKey(streamed.path, "", streamed.body)
+				if r.status != http.StatusOK || !strings.Contains(string(r.body), "SendMessage") {
+					t.Fatalf("%s streamed: %d %s", streamed.path, r.status, r.body)
+				}
+				if got := r.header.Get(httpapi.HeaderToolArgumentsUnchecked); got != "" {
+					t.Fatalf("%s streamed: a header %q before the call was known", streamed.path, got)
+				}
+				if got := r.trailer.Get(httpapi.HeaderToolArgumentsUnchecked); got != want {
+					t.Fatalf("%s streamed: trailer %s: %q, want %q", streamed.path, httpapi.HeaderToolArgumentsUnchecked, got, want)
+				}
 			}
 		})
 	}

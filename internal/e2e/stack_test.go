@@ -197,9 +197,10 @@ func (s *stack) waitLive(n int) {
 }
 
 type response struct {
-	status int
-	header http.Header
-	body   []byte
+	status  int
+	header  http.Header
+	trailer http.Header // read once the body is
+	body    []byte
 }
 
 func (r response) errorText(t *testing.T) string {

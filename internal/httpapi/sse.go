@@ -153,6 +153,13 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 		return
 	}
 	err := gone
+	if err == nil {
+		texts := make([]genq.TextResult, len(results))
+		for i, r := range results {
+			texts[i] = r.TextResult
+		}
+		markUncheckedTrailer(w, t.log, texts...)
+	}
 	if err == nil && t.params.IncludeUsage() {
 		err = out.event(chunks.Usage(openai.ChoicesUsage(results)))
 	}
@@ -245,6 +252,7 @@ func streamTyped[E interface{ Type() string }](s *Server, ctx context.Context, w
 		t.log.Info("stream client went away at its end", "err", err)
 		return
 	}
+	markUncheckedTrailer(w, t.log, text)
 	logDone(t.log, t.start, res, "stream", true)
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(t.start).Seconds())
 }

@@ -117,12 +117,30 @@ const HeaderToolsIgnored = "Genq-Tools-Ignored"
 // arguments genq could not guarantee, comma-separated: the tool's schema
 // was relaxed to be served (genq could not enforce it exactly), and the
 // finished arguments fail it or could not be checked against it. The
-// calls themselves keep their standard shape.
+// calls themselves keep their standard shape. A streamed answer, whose
+// headers go before its calls are known, carries it as a trailer.
 const HeaderToolArgumentsUnchecked = "Genq-Tool-Arguments-Unchecked"
 
 // markUnchecked says, in HeaderToolArgumentsUnchecked and the log, which
 // of the answers' calls genq could not guarantee.
 func markUnchecked(w http.ResponseWriter, log *slog.Logger, results ...genq.TextResult) {
+	if names := uncheckedTools(log, results...); len(names) > 0 {
+		w.Header().Set(HeaderToolArgumentsUnchecked, strings.Join(names, ","))
+	}
+}
+
+// markUncheckedTrailer is markUnchecked for a streamed answer, whose body
+// has begun: the names go in a trailer, which chunked HTTP/1.1 and HTTP/2
+// carry after the body without declaring it first.
+func markUncheckedTrailer(w http.ResponseWriter, log *slog.Logger, results ...genq.TextResult) {
+	if names := uncheckedTools(log, results...); len(names) > 0 {
+		w.Header().Set(http.TrailerPrefix+HeaderToolArgumentsUnchecked, strings.Join(names, ","))
+	}
+}
+
+// uncheckedTools names the tools of the answers' unguaranteed calls,
+// logging each call.
+func uncheckedTools(log *slog.Logger, results ...genq.TextResult) []string {
 	var names []string
 	for _, r := range results {
 		for _, u := range r.UncheckedToolCalls {
@@ -132,9 +150,7 @@ func markUnchecked(w http.ResponseWriter, log *slog.Logger, results ...genq.Text
 			log.Warn("a tool call's arguments are not guaranteed", "tool", u.Name, "call", u.Index, "error", u.Reason)
 		}
 	}
-	if len(names) > 0 {
-		w.Header().Set(HeaderToolArgumentsUnchecked, strings.Join(names, ","))
-	}
+	return names
 }
 
 // requestJobs names and checks the jobs of a request's prompts, n choices
