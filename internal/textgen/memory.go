@@ -31,6 +31,15 @@ const (
 	cpuMemoryShare = 0.8
 )
 
+// cpuKVShare caps the KV cache a context is sized for on the CPU, as a
+// share of the memory available at start. The cache is written whole
+// when the context is made, so it is resident from the first step; past
+// this share, on a machine the worker shares with its api, NATS and
+// clients, its pages crowd out the model file's, which mmap keeps in the
+// page cache, and every step reads weights from disk again
+// (docs/benchmarks.md, "Long contexts").
+const cpuKVShare = 0.4
+
 // contextStep is the granularity of a context sized from memory: the
 // multiple of cells llama.cpp pads its cache to.
 const contextStep = 256
@@ -52,6 +61,9 @@ type memoryPlan struct {
 	graphPerSlot uint64 // the sampled rows' logits
 
 	contextSize int // tokens per sequence
+	// kvCap bounds the KV cache of every sequence together when a
+	// context is sized from memory; 0: no bound but the budget.
+	kvCap uint64
 }
 
 // newMemoryPlan sizes m's needs on a device that had free bytes before m's
@@ -114,7 +126,11 @@ func (p memoryPlan) contextThatFits(slots int, share float64) int {
 	if budget <= fixed {
 		return 0
 	}
-	tokens := (budget - fixed) / (n * p.kvPerToken)
+	kv := budget - fixed
+	if p.kvCap > 0 {
+		kv = min(kv, p.kvCap)
+	}
+	tokens := kv / (n * p.kvPerToken)
 	return int(tokens/contextStep) * contextStep
 }
 
@@ -159,6 +175,9 @@ func planSize(cfg Config, plan *memoryPlan, onGPU bool, share float64, trained i
 		}
 		s.why = fmt.Sprintf("%s, lowered to what %s holds for %d slots: %s of %s free is usable beside %s of weights, at %s per token of KV cache",
 			s.why, plan.device, slots, gib(plan.budget(share)), gib(plan.free), gib(plan.weights), kib(plan.kvPerToken))
+		if plan.kvCap > 0 && plan.kvCap < plan.budget(share) {
+			s.why += fmt.Sprintf(", the KV cache at most %s (%.0f%% of it)", gib(plan.kvCap), 100*float64(plan.kvCap)/float64(plan.free))
+		}
 		s.context, plan.contextSize = fit, fit
 		return nil
 	}

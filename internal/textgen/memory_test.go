@@ -73,6 +73,11 @@ func TestPlanSize(t *testing.T) {
 		return &memoryPlan{device: "this machine's memory", free: free, reserve: cpuReserve, weights: 4 << 20, kvPerToken: 256,
 			graphBase: 512 * (4*128 + 8*64) * 4, graphPerSlot: 300 * 8}
 	}
+	capped := func(free, perToken uint64, share float64) *memoryPlan {
+		p := host(free)
+		p.kvPerToken, p.kvCap = perToken, uint64(float64(free)*share)
+		return p
+	}
 	const trained = 131072
 	tests := []struct {
 		name        string
@@ -90,6 +95,10 @@ func TestPlanSize(t *testing.T) {
 		{"tiny model, many slots, roomy host: trained", Config{Slots: 64}, host(20 << 30), false, 64, trained, "trained", ""},
 		{"tiny model, many slots, small host: lowered", Config{Slots: 64}, host(2 << 30), false, 64, 83456, "lowered to what this machine's memory holds for 64 slots", ""},
 		{"host too small for one step", Config{Slots: 64}, host(500 << 20), false, 0, 0, "", "does not fit"},
+		// 40% of 24 GiB for the KV cache of 17 sequences at 40 KiB a token,
+		// as the mid model's 16 slots on this machine.
+		{"KV cache capped on the CPU", Config{Slots: 16}, capped(24<<30, 40<<10, 0.4), false, 16, 14592, "the KV cache at most 9.6 GiB", ""},
+		{"KV cap above the budget: the budget", Config{Slots: 64}, capped(2<<30, 256, 0.9), false, 64, 83456, "lowered", ""},
 		{"8B on an H100, slots sized: two of the trained context fit", Config{}, gpu(79 << 30), true, 2, trained, "trained", ""},
 		{"8B on a 24 GiB card, slots sized: the context lowered for one", Config{}, gpu(24 << 30), true, 1, 27904, "for 1 slots", ""},
 		{"8B on an H100, 8 slots asked: lowered for them", Config{Slots: 8}, gpu(79 << 30), true, 8, 51200, "for 8 slots", ""},

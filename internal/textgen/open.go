@@ -111,6 +111,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	case availBefore > 0:
 		// The weights are mapped from the file, and count as taken.
 		p := newMemoryPlan(m, "this machine's memory", availBefore, cpuReserve, m.Size(), cfg.ContextSize, max(cfg.BatchSize, cfg.Slots))
+		p.kvCap = uint64(float64(availBefore) * cpuKVShare)
 		plan = &p
 	}
 	sized, err := planSize(cfg, plan, gpu != nil, share, trained)
