@@ -13,7 +13,7 @@ import (
 // random weights in the real format of the variant, for tests and demos.
 func runModels(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "tiny" {
-		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--family llama|qwen3|mistral] [--size tiny|mid|8b|70b|medium] [--weights q4_0|f16|bf16|f32] [--engine onnx|ggml] [--seed N]"}
+		return usageError{"usage: genqctl models tiny --variant A|B|C --dir DIR [--family llama|qwen3|mistral|gpt-oss] [--size tiny|mid|8b|70b|medium] [--weights q4_0|f16|bf16|f32] [--engine onnx|ggml] [--seed N]"}
 	}
 	var c ctlconfig.Models
 	fs := envflag.New("genqctl models tiny", e.getenv, e.stderr)

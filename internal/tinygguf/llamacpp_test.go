@@ -65,6 +65,20 @@ var families = map[tinygguf.Family]family{
 			"[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"",
 			"[/AVAILABLE_TOOLS][INST]Be brief.\n\nThanks[/INST]"},
 	},
+	tinygguf.FamilyGPTOSS: {
+		bos: "<|startoftext|>", eos: "<|return|>",
+		// llama.cpp makes the harmony format's header tokens user-defined
+		// (an answer shows them), and keeps <|return|> and <|call|> as
+		// control tokens that end it.
+		specials:    []string{"<|call|>", "<|return|>", "<|endoftext|>"},
+		userDefined: []string{"<|start|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|end|>"},
+		tools:       true,
+		rendered: []string{"<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n## functions\n\nnamespace functions {",
+			"type get_weather = (_: {\"type\": \"object\"",
+			"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+			"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{\"temp\":21}<|end|>",
+			"<|start|>assistant<|channel|>final<|message|>It is 21 degrees.<|end|>", "<|start|>user<|message|>Thanks<|end|><|start|>assistant"},
+	},
 }
 
 // testChat has a system message, a tool call and its result, and a last

@@ -194,3 +194,52 @@ const MistralNemoChatTemplate = `{%- if messages[0]["role"] == "system" %}
     {%- endif %}
 {%- endfor %}
 `
+
+// GPTOSSChatTemplate is genq's own chat template in OpenAI's harmony
+// format, which gpt-oss speaks: a system message with the reasoning
+// effort (reasoning_effort, "medium" when unset) and the channels, a
+// developer message with the instructions (the first system or developer
+// message) and the tools as a functions namespace, then each turn as
+// <|start|>ROLE<|message|>…<|end|>. An assistant's earlier reasoning
+// (reasoning_content) goes on the analysis channel, its answer on final,
+// its calls on commentary to functions.NAME with JSON arguments, ended by
+// <|call|>; a tool's result comes from functions.NAME. The generation
+// prompt is <|start|>assistant: the model names the channel.
+const GPTOSSChatTemplate = `{%- set effort = reasoning_effort if reasoning_effort is defined and reasoning_effort else 'medium' -%}
+<|start|>system<|message|>You are a helpful assistant.{{ "\n" }}Reasoning: {{ effort }}{{ "\n\n" -}}
+# Valid channels: analysis, commentary, final. Channel must be included for every message.
+{%- if tools %}{{ "\nCalls to these tools must go to the commentary channel: 'functions'." }}{% endif %}<|end|>
+{%- set first = messages[0] if messages else none %}
+{%- set instructed = first is not none and first.role in ['system', 'developer'] and first.content %}
+{%- if instructed or tools %}<|start|>developer<|message|>
+{%- if instructed %}{{ "# Instructions\n\n" + first.content }}{% endif %}
+{%- if tools %}
+{%- if instructed %}{{ "\n\n" }}{% endif %}{{ "# Tools\n\n## functions\n\nnamespace functions {\n" }}
+{%- for tool in tools %}
+{%- set fn = tool.function if tool.function is defined else tool %}
+{{- "\n// " + (fn.description or '') + "\ntype " + fn.name + " = (_: " }}{{ fn.parameters | tojson }}{{ ") => any;\n" }}
+{%- endfor %}
+{{- "\n} // namespace functions" }}
+{%- endif %}<|end|>
+{%- endif %}
+{%- set ns = namespace(tool='') %}
+{%- for message in messages %}
+{%- if loop.first and message.role in ['system', 'developer'] %}
+{%- elif message.role in ['system', 'developer'] %}<|start|>developer<|message|>{{ message.content }}<|end|>
+{%- elif message.role == 'user' %}<|start|>user<|message|>{{ message.content }}<|end|>
+{%- elif message.role == 'assistant' %}
+{%- if message.reasoning_content %}<|start|>assistant<|channel|>analysis<|message|>{{ message.reasoning_content }}<|end|>
+{%- endif %}
+{%- if message.content %}<|start|>assistant<|channel|>final<|message|>{{ message.content }}<|end|>
+{%- endif %}
+{%- if message.tool_calls %}
+{%- for call in message.tool_calls %}
+{%- set fn = call.function if call.function is defined else call %}
+{%- set ns.tool = fn.name %}<|start|>assistant<|channel|>commentary to=functions.{{ fn.name }} <|constrain|>json<|message|>
+{%- if fn.arguments is string %}{{ fn.arguments }}{% else %}{{ fn.arguments | tojson }}{% endif %}<|call|>
+{%- endfor %}
+{%- endif %}
+{%- elif message.role == 'tool' %}<|start|>functions.{{ ns.tool }} to=assistant<|channel|>commentary<|message|>{{ message.content }}<|end|>
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|start|>assistant{% endif %}`

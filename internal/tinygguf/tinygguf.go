@@ -88,10 +88,17 @@ const (
 	// the tekken tokenizer with its 1,000 control tokens, and the
 	// [INST]/[AVAILABLE_TOOLS]/[TOOL_CALLS] template.
 	FamilyMistral Family = "mistral"
+	// FamilyGPTOSS is gpt-oss: llama.cpp's gpt-oss architecture (a
+	// mixture of experts with biases, attention sinks, every other layer
+	// a sliding window), a byte-level BPE with the harmony format's
+	// special tokens, and a harmony chat template of genq's own
+	// (GPTOSSChatTemplate): reasoning on the analysis channel, the answer
+	// on the final one, tool calls on commentary.
+	FamilyGPTOSS Family = "gpt-oss"
 )
 
 // Families lists the families Options.Family accepts.
-var Families = []Family{FamilyLlama, FamilyQwen3, FamilyMistral}
+var Families = []Family{FamilyLlama, FamilyQwen3, FamilyMistral, FamilyGPTOSS}
 
 // ParseFamily returns the family called s; "" is llama.
 func ParseFamily(s string) (Family, error) {
@@ -157,6 +164,9 @@ type shape struct {
 	// headDim is each head's width; 0 is hidden/heads. Qwen3 and Mistral
 	// Nemo set it apart from that (Nemo: 5120 wide, 32 heads of 128).
 	headDim int
+	// experts, used and expertFFN are a mixture of experts' count, the
+	// experts each token goes through, and each one's width (gpt-oss).
+	experts, used, expertFFN int
 	// fullVocab pads the vocabulary to Llama 3's 128,256 tokens, with the
 	// special tokens at Llama 3's ids: the output layer and the sampler then
 	// cost what they cost on the real model.
@@ -214,6 +224,16 @@ func (o Options) shape() (shape, error) {
 			// parameters in the blocks.
 			return shape{hidden: 768, layers: 14, heads: 8, kvHeads: 2, headDim: 128, ffn: 2048}, nil
 		}
+	case FamilyGPTOSS:
+		switch o.Size {
+		case "", "tiny":
+			// gpt-oss-20b's form at a tiny width: heads of 64, eight query
+			// heads per KV head there (two here), 32 experts of which 4
+			// serve a token there (4 and 2 here).
+			return shape{hidden: 64, layers: 2, heads: 2, kvHeads: 1, headDim: 64, ffn: 64, experts: 4, used: 2, expertFFN: 64}, nil
+		case "mid":
+			return shape{hidden: 768, layers: 14, heads: 8, kvHeads: 2, headDim: 64, ffn: 768, experts: 8, used: 2, expertFFN: 768}, nil
+		}
 	default:
 		return shape{}, fmt.Errorf("model family %q: want one of %v", o.Family, Families)
 	}
@@ -236,6 +256,9 @@ type model struct {
 	// qkNorm adds Qwen3's per-head RMS norms of q and k to each block.
 	qkNorm bool
 	vocab  int
+	// moe gives each block gpt-oss's attention biases and sinks and its
+	// experts, in place of one feed-forward network.
+	moe bool
 	// quietFrom and quietTo are tokens whose output rows are zeros, so the
 	// model seldom writes them: tekken's 980 unnamed control tokens, which
 	// no real model writes and which would otherwise be most of a tiny
@@ -304,6 +327,8 @@ func build(f Family, s shape, name string) model {
 		m["tokenizer.ggml.add_eos_token"] = false
 		m["tokenizer.chat_template"] = MistralNemoChatTemplate
 		return model{meta: m, vocab: len(v.tokens), quietFrom: len(tekkenSpecials), quietTo: tekkenControls}
+	case FamilyGPTOSS:
+		return gptOSSModel(s, m, hp)
 	}
 	v := llamaVocab(s.fullVocab)
 	hp("llama", m)
@@ -383,6 +408,22 @@ func Write(path string, opts Options) error {
 		ts = append(ts, gguf.Tensor{Name: name, Type: gguf.TensorF32,
 			Shape: []uint64{uint64(n)}, Data: onesF32(n)})
 	}
+	// vector is a small F32 tensor of random values (biases, sinks), of
+	// any shape.
+	vector := func(name string, std float64, dims ...int) {
+		n, shape := 1, make([]uint64, len(dims))
+		for i, d := range dims {
+			n, shape[i] = n*d, uint64(d)
+		}
+		ts = append(ts, gguf.Tensor{Name: name, Type: gguf.TensorF32, Shape: shape,
+			Data: &randomTensor{seed: opts.Seed, name: name, n: n, std: std, kind: gguf.TensorF32}})
+	}
+	// experts is a stack of matrices, one per expert.
+	experts := func(name string, in, out int, std float64) {
+		kind := opts.Weights.tensorType(name, in)
+		r := &randomTensor{seed: opts.Seed, name: name, n: in * out * s.experts, std: std, kind: kind}
+		ts = append(ts, gguf.Tensor{Name: name, Type: kind, Shape: []uint64{uint64(in), uint64(out), uint64(s.experts)}, Data: r})
+	}
 
 	// Scales: unit-variance activations through the blocks, and logits
 	// with a spread of a few units, so the next token is not a coin toss
@@ -395,6 +436,10 @@ func Write(path string, opts Options) error {
 	for l := range s.layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		norm(p+"attn_norm.weight", s.hidden)
+		if m.moe {
+			gptOSSBlock(p, s, matrix, norm, vector, experts)
+			continue
+		}
 		norm(p+"ffn_norm.weight", s.hidden)
 		if m.qkNorm {
 			norm(p+"attn_q_norm.weight", head)

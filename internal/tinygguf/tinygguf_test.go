@@ -83,7 +83,7 @@ func TestTinyModelMetadata(t *testing.T) {
 				opts := OptionsFor(tt.v, "tiny", 1)
 				opts.Family = f
 				file := readModel(t, opts)
-				arch := map[Family]string{FamilyLlama: "llama", FamilyQwen3: "qwen3", FamilyMistral: "llama"}[f]
+				arch := map[Family]string{FamilyLlama: "llama", FamilyQwen3: "qwen3", FamilyMistral: "llama", FamilyGPTOSS: "gpt-oss"}[f]
 				if got := file.Value("general.architecture"); got != arch {
 					t.Fatalf("architecture %v, want %s", got, arch)
 				}
@@ -118,8 +118,8 @@ func TestTinyModelMetadata(t *testing.T) {
 				}
 				for _, tensor := range file.Tensors {
 					want := tt.matrix
-					if len(tensor.Shape) == 1 {
-						want = gguf.TensorF32 // norms stay full precision
+					if len(tensor.Shape) == 1 || strings.HasSuffix(tensor.Name, ".bias") {
+						want = gguf.TensorF32 // norms, sinks and biases stay full precision
 					}
 					if tensor.Type != want {
 						t.Errorf("tensor %s is %v, want %v", tensor.Name, tensor.Type, want)
@@ -223,15 +223,26 @@ func TestFamilyTensors(t *testing.T) {
 					want["blk.1.attn_q_norm.weight"] = []uint64{head}
 					want["blk.1.attn_k_norm.weight"] = []uint64{head}
 				}
+				perBlock := 9
+				switch f {
+				case FamilyQwen3:
+					perBlock = 11
+				case FamilyGPTOSS:
+					// Experts in place of one network, biases, sinks.
+					delete(want, "blk.0.ffn_down.weight")
+					ffn, n := uint64(s.expertFFN), uint64(s.experts)
+					want["blk.0.ffn_down_exps.weight"] = []uint64{ffn, hidden, n}
+					want["blk.0.ffn_gate_exps.bias"] = []uint64{ffn, n}
+					want["blk.1.ffn_gate_inp.weight"] = []uint64{hidden, n}
+					want["blk.1.attn_sinks.weight"] = []uint64{heads}
+					want["blk.1.attn_q.bias"] = []uint64{heads * head}
+					perBlock = 19
+				}
 				for name, shape := range want {
 					got, ok := file.Tensor(name)
 					if !ok || !slices.Equal(got.Shape, shape) {
 						t.Errorf("%s: %v (present %v), want %v", name, got.Shape, ok, shape)
 					}
-				}
-				perBlock := 9
-				if f == FamilyQwen3 {
-					perBlock = 11
 				}
 				if got, want := len(file.Tensors), perBlock*s.layers+3; got != want {
 					t.Errorf("%d tensors, want %d", got, want)
