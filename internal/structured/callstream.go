@@ -216,11 +216,14 @@ func (s *CallStream) head() (*CallEvent, bool) {
 	case litSoFar:
 		return nil, false
 	}
-	name, rest, ok := strings.Cut(s.pending[n:], `"`)
+	// The name ends where the text before the arguments begins: a JSON
+	// string's closing quote, harmony's space before <|constrain|>.
+	end := s.l.args[:1]
+	name, rest, ok := strings.Cut(s.pending[n:], end)
 	if !ok {
 		return nil, false
 	}
-	after := `"` + rest
+	after := end + rest
 	m, st := matchLoose(after, s.l.args)
 	switch st {
 	case litNo:
@@ -276,7 +279,10 @@ func (s *CallStream) callTail() (*CallEvent, bool) {
 		return nil, true
 	}
 	if sep := strings.TrimSpace(s.l.sep); sep != "" {
-		if !strings.HasPrefix(t, sep) {
+		switch opens(t, sep) {
+		case litSoFar: // harmony's is longer than a byte
+			return nil, false
+		case litNo:
 			return s.toContent()
 		}
 		t = t[len(sep):]

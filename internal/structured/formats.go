@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,11 +38,16 @@ const (
 	// [TOOL_CALLS] is a control token of Mistral's vocabularies: the
 	// worker must give it its text (PreservedTokens).
 	Mistral
+	// Harmony is gpt-oss's call: a message on the commentary channel to
+	// functions.NAME, its arguments JSON, ended by <|call|> (an
+	// end-of-generation token, so one call per answer; harmony.go):
+	//	<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}
+	Harmony
 )
 
 // ToolFormats are the formats genq knows, in the order CallStream tries
 // their openers.
-func ToolFormats() []ToolFormat { return []ToolFormat{Llama3JSON, Hermes, Mistral} }
+func ToolFormats() []ToolFormat { return []ToolFormat{Llama3JSON, Hermes, Mistral, Harmony} }
 
 // layout is a format's fixed text around its calls: a call is head, the
 // function's name, args, the arguments' JSON object, an optional id (Mistral)
@@ -58,6 +64,7 @@ var layouts = [...]layout{
 	Hermes:     {head: "<tool_call>\n{\"name\": \"", args: `", "arguments": `, tail: "}\n</tool_call>", sep: "\n", opener: "<tool_call>"},
 	Mistral: {open: "[TOOL_CALLS][", head: `{"name": "`, args: `", "arguments": `, tail: `}`, sep: ", ", close: "]", id: true,
 		opener: "[TOOL_CALLS]"},
+	Harmony: {head: harmonyCallHead, args: harmonyCallArgs, sep: harmonyCallSep, opener: harmonyCallOpener},
 }
 
 // mistralID is the id field of a Mistral call, before its nine characters
@@ -83,6 +90,8 @@ func (f ToolFormat) String() string {
 		return "hermes"
 	case Mistral:
 		return "mistral"
+	case Harmony:
+		return "harmony"
 	}
 	return "ToolFormat(" + strconv.Itoa(int(f)) + ")"
 }
@@ -101,6 +110,8 @@ func (f ToolFormat) PreservedTokens() []string {
 		return []string{"<tool_call>", "</tool_call>"}
 	case Mistral:
 		return []string{"[TOOL_CALLS]"}
+	case Harmony:
+		return []string{HarmonyChannel, HarmonyConstrain, HarmonyMessage}
 	}
 	return nil
 }
@@ -156,6 +167,10 @@ func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf fu
 // compileExact is compile, each tool's schema held to exactly.
 func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
 	l := f.layout()
+	if f == Harmony {
+		// <|call|> ends the answer: a harmony answer makes one call.
+		parallel = false
+	}
 	c := newCompiler()
 	b := c.b
 	idRule := int32(-1)
@@ -297,6 +312,9 @@ func (f ToolFormat) Parse(text string) ([]genq.ToolCallFunction, bool) {
 // parseCall reads one call at the start of text: its fixed texts, and its
 // JSON object read as JSON (name, arguments, and Mistral's id).
 func (f ToolFormat) parseCall(text string) (genq.ToolCallFunction, string, bool) {
+	if f == Harmony {
+		return parseHarmonyCall(text)
+	}
 	rest := text
 	if f == Hermes {
 		var ok bool
@@ -354,10 +372,17 @@ func trimLeftWS(s string) string { return strings.TrimLeft(s, " \t\r\n") }
 // Dialect is how a model answers with tool calls: the format of its calls,
 // and whether its answer may open with a reasoning block
 // (<think>…</think>, Qwen3's and QwQ's), before the calls or the prose.
+// A dialect of Harmony calls reasons on harmony's channels instead
+// (Channels).
 type Dialect struct {
 	Format    ToolFormat
 	Reasoning bool
 }
+
+// Channels reports whether the model speaks harmony (harmony.go): its
+// answer is messages on channels, its reasoning on the analysis one, which
+// the worker runs apart; what Parse reads is the message after it.
+func (d Dialect) Channels() bool { return d.Format == Harmony }
 
 // The tags of a reasoning block.
 const (
@@ -371,6 +396,13 @@ func (d Dialect) PreservedTokens() []string {
 	out := d.Format.PreservedTokens()
 	if d.Reasoning {
 		out = append(out, ThinkOpen, ThinkClose)
+	}
+	if d.Channels() {
+		for _, t := range HarmonyTokens() {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
 	}
 	return out
 }
@@ -399,6 +431,9 @@ func skipReasoning(text string) string {
 }
 
 func (d Dialect) String() string {
+	if d.Channels() {
+		return fmt.Sprintf("%s on harmony channels", d.Format)
+	}
 	if d.Reasoning {
 		return fmt.Sprintf("%s after <think>", d.Format)
 	}

@@ -1,0 +1,71 @@
+package structured
+
+import (
+	"testing"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// TestHarmonyParse: a harmony call is read with its header in either order
+// the format allows, with or without <|constrain|>, and a harmony message
+// that is no call (another channel, no recipient, arguments not an
+// object) is not one.
+func TestHarmonyParse(t *testing.T) {
+	weather := genq.ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Oslo"}`}
+	for _, tc := range []struct {
+		text string
+		want []genq.ToolCallFunction
+	}{
+		{`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`, []genq.ToolCallFunction{weather}},
+		{`<|channel|>commentary to=functions.get_weather json<|message|>{"city": "Oslo"}`, []genq.ToolCallFunction{weather}},
+		{`<|channel|>commentary to=functions.get_weather<|message|> {"city": "Oslo"} `, []genq.ToolCallFunction{weather}},
+		{`<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Oslo"}`, []genq.ToolCallFunction{weather}},
+		{` to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{"city": "Oslo"}`, []genq.ToolCallFunction{weather}},
+		{`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}<|call|><|start|>assistant<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{}`,
+			[]genq.ToolCallFunction{weather, {Name: "ping", Arguments: "{}"}}},
+		{`<|channel|>final<|message|>It is sunny.`, nil},
+		{`<|channel|>commentary<|message|>Let me look.`, nil},
+		{`<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`, nil},
+		{`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"Oslo"`, nil},
+		{`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"} and more`, nil},
+		{`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": `, nil},
+	} {
+		got, ok := Dialect{Format: Harmony}.Parse(tc.text)
+		if ok != (tc.want != nil) || len(got) != len(tc.want) {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", tc.text, got, ok, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("Parse(%q)[%d] = %+v, want %+v", tc.text, i, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// TestHarmonyDialect: a harmony dialect reasons on channels, keeps the
+// text of the headers' tokens, and makes one call per answer whatever
+// parallel_tool_calls says.
+func TestHarmonyDialect(t *testing.T) {
+	d := Dialect{Format: Harmony}
+	if !d.Channels() || (Dialect{Format: Hermes, Reasoning: true}).Channels() {
+		t.Error("Channels: want harmony's alone")
+	}
+	kept := map[string]bool{}
+	for _, tok := range d.PreservedTokens() {
+		kept[tok] = true
+	}
+	for _, tok := range HarmonyTokens() {
+		if !kept[tok] {
+			t.Errorf("%s is not preserved", tok)
+		}
+	}
+	g, err := Harmony.Compile(testTools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := Harmony.Write([]genq.ToolCall{weatherCall})
+	if !matches(g, one) || matches(g, Harmony.Write([]genq.ToolCall{weatherCall, pingCall})) {
+		t.Errorf("the grammar of parallel calls: one %v, two %v; want one only", matches(g, one), !matches(g, one))
+	}
+}
