@@ -140,6 +140,12 @@ func probeMidSystem(t *Template) bool {
 // and whether the template knows the <think> tag. The conversation's turns
 // alternate, as Mistral's templates insist.
 func probeDialect(t *Template) (structured.Dialect, bool) {
+	if isHarmony(t.src) {
+		// Its calls' headers vary (the recipient before the channel or
+		// after it), and the model's answers are channels whatever a
+		// probe finds: the source tells.
+		return structured.Dialect{Format: structured.Harmony}, true
+	}
 	d := structured.Dialect{Reasoning: strings.Contains(t.src, structured.ThinkOpen)}
 	call := genq.ToolCall{ID: "a1B2c3D4e", Type: "function", Function: genq.ToolCallFunction{Name: "probe_fn", Arguments: `{"probe_arg": 1}`}}
 	msgs := []genq.Message{
@@ -162,6 +168,13 @@ func probeDialect(t *Template) (structured.Dialect, bool) {
 		}
 	}
 	return d, false
+}
+
+// isHarmony reports whether a template writes OpenAI's harmony format
+// (gpt-oss's): channels, and an assistant's turn opened by
+// <|start|>assistant, as llama.cpp tells it (common_chat_templates_apply).
+func isHarmony(src string) bool {
+	return strings.Contains(src, structured.HarmonyChannel) && strings.Contains(src, structured.HarmonyAssistant)
 }
 
 // probeIPython finds the role Llama 3.1's tool results take in a template

@@ -88,7 +88,8 @@ func New(source string, special SpecialTokens, opts ...Option) (*Template, error
 	}
 	t.tmpl = tmpl
 	t.trim = strings.Contains(source, "You have access to the following functions in JSONSchema format")
-	t.readsReasoning = strings.Contains(source, "reasoning_content")
+	// gpt-oss's template reads an earlier answer's reasoning as thinking.
+	t.readsReasoning = strings.Contains(source, "reasoning_content") || isHarmony(source) && strings.Contains(source, ".thinking")
 	t.caps = probeCaps(t)
 	t.dialect, t.known = probeDialect(t)
 	t.ipython = probeIPython(t)
@@ -114,7 +115,7 @@ func (t *Template) ToolFormat() structured.ToolFormat { return t.Dialect().Forma
 // Dialect is how the model answers with calls: ToolFormat, and whether an
 // answer may open with a <think> block (the template knows the tag).
 func (t *Template) Dialect() structured.Dialect {
-	if !t.RendersTools() {
+	if !t.RendersTools() && !t.dialect.Channels() {
 		return structured.Dialect{Format: structured.Llama3JSON, Reasoning: t.dialect.Reasoning}
 	}
 	return t.dialect

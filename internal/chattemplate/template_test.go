@@ -137,6 +137,7 @@ func TestDialects(t *testing.T) {
 		"Qwen-QwQ-32B":                                {Format: structured.Hermes, Reasoning: true},
 		"NousResearch-Hermes-3-Llama-3.1-8B-tool_use": {Format: structured.Hermes},
 		"mistralai-Mistral-Nemo-Instruct-2407":        {Format: structured.Mistral},
+		"openai-gpt-oss-120b":                         {Format: structured.Harmony},
 	} {
 		tmpl, err := New(readTemplate(t, name), llama3Special)
 		if err != nil {

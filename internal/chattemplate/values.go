@@ -48,6 +48,7 @@ func (t *Template) messageValues(msgs []genq.Message) ([]jinja.Value, error) {
 			// An earlier answer's reasoning, for the template to keep or
 			// drop as it does (Qwen3's keeps it after the last user turn).
 			dict.Set("reasoning_content", jinja.NewString(m.ReasoningContent))
+			dict.Set("thinking", jinja.NewString(m.ReasoningContent)) // gpt-oss's name for it
 		}
 		if len(m.ToolCalls) > 0 {
 			calls := make([]jinja.Value, 0, len(m.ToolCalls))
