@@ -27,19 +27,29 @@ import (
 
 // reasoner is how a model's template reasons: the block's opener and
 // closer, and the closer's tokens. A model has one when its template
-// names both tags and its vocabulary holds each as one token.
+// names both tags and its vocabulary holds each as one token, or when it
+// speaks harmony (harmony.go).
 type reasoner struct {
 	open, close string
 	closeTokens []int32
 	// readsThinking: the template reads enable_thinking, and writes the
 	// empty block itself when it is off.
 	readsThinking bool
+	// harmony, for a model that reasons on harmony's channels.
+	harmony *harmonyReasoner
 }
 
 // reasoning is the model's reasoner, nil for a model that does not reason.
 func (b *Backend) reasoning() *reasoner {
 	b.reasonOnce.Do(func() {
-		if b.tmpl == nil || b.vocab == nil || !b.tmpl.Dialect().Reasoning {
+		if b.tmpl == nil || b.vocab == nil {
+			return
+		}
+		if b.tmpl.Dialect().Channels() {
+			b.reasoner = newHarmonyReasoner(b.vocab)
+			return
+		}
+		if !b.tmpl.Dialect().Reasoning {
 			return
 		}
 		open, close := structured.ThinkOpen, structured.ThinkClose
@@ -70,9 +80,12 @@ func (b *Backend) thinks(job genq.Job) bool {
 // shape ends a rendered prompt as the job's thinking wants it: with the
 // block's opener when it thinks, with an empty block when it does not,
 // unless the template wrote that already.
-func (r *reasoner) shape(prompt string, thinks bool) string {
+func (r *reasoner) shape(prompt string, thinks bool, job genq.Job) string {
 	if r == nil {
 		return prompt
+	}
+	if r.harmony != nil {
+		return r.harmony.shape(prompt, thinks, job)
 	}
 	end := strings.TrimRight(prompt, " \n")
 	switch {
@@ -94,6 +107,9 @@ type thinkPlan struct {
 	close       string
 	closeTokens []int32
 	budget      int
+	// bans are tokens the reasoning may not hold besides the answer's
+	// ends: harmony's headers.
+	bans []int32
 }
 
 // planThinking gives req its reasoning when job thinks: a budget of
@@ -117,8 +133,12 @@ func (b *Backend) planThinking(job genq.Job, req *request, maxNew int) {
 	if budget <= 0 {
 		budget = maxNew / 2
 	}
-	budget = max(1, min(budget, maxNew-len(r.closeTokens)-1))
-	req.think = &thinkPlan{close: r.close, closeTokens: r.closeTokens, budget: budget}
+	plan := &thinkPlan{close: r.close, closeTokens: r.closeTokens}
+	if r.harmony != nil {
+		plan = r.harmony.plan(job)
+	}
+	plan.budget = max(1, min(budget, maxNew-len(plan.closeTokens)-1))
+	req.think = plan
 	// Banning tokens needs the row whole: a device's top-k may hold only
 	// those.
 	req.narrowK = 0
@@ -149,6 +169,7 @@ func (seq *sequence) banInThinking(tm *textModel, row []float32) {
 			row[id] = nan
 		}
 	}
+	banTokens(row, seq.req.think.bans)
 	if strings.TrimSpace(seq.reasoning.String()) == "" {
 		for _, id := range seq.req.think.closeTokens[:1] {
 			if int(id) < len(row) {
@@ -180,6 +201,11 @@ func (seq *sequence) acceptThinking(tm *textModel, tok int32) bool {
 		seq.forced = seq.forced[1:]
 	} else {
 		seq.reasonTokens++
+	}
+	if len(seq.forced) == 0 && len(plan.closeTokens) > 1 && tok == plan.closeTokens[0] {
+		// The closer's first token, drawn: the rest of it follows
+		// (harmony's <|end|>, then the next message's header).
+		seq.forced = append([]int32(nil), plan.closeTokens[1:]...)
 	}
 	if p, writes := tm.piece(tok); writes {
 		seq.reasoning.WriteString(seq.reasonUTF8.Write(string(p)))

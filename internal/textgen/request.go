@@ -71,6 +71,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	}
 	req.echo, req.promptOnly = job.Echo, job.PromptOnly
 	b.planThinking(job, req, maxNew)
+	b.planHarmony(job, req)
 	return req, nil
 }
 
@@ -85,7 +86,7 @@ func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 		if err != nil {
 			return nil, err
 		}
-		return b.encode(b.reasoning().shape(text, thinks))
+		return b.encode(b.reasoning().shape(text, thinks, job))
 	case job.Prompt != "":
 		return b.encode(job.Prompt)
 	case len(job.PromptTokenIDs) > 0:

@@ -38,6 +38,11 @@ type request struct {
 	constraint *seqConstraint
 	// think, when set, opens the answer with its reasoning (reasoning.go).
 	think *thinkPlan
+	// textBans are tokens the answer's free text may not hold, and
+	// cutHeader says its text opens with a harmony header to read
+	// (harmony.go).
+	textBans  []int32
+	cutHeader bool
 
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
@@ -95,6 +100,9 @@ type sequence struct {
 	thought          bool
 	forced           []int32
 	trimLead         bool
+	// headerRead: the harmony header the text opens with is read
+	// (cutHarmonyHeader).
+	headerRead bool
 
 	// cached is how many prompt tokens it did not compute: copied from the
 	// shared prefix or another slot, or found in its own (inPlace;
@@ -184,7 +192,9 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 				return true, nil
 			}
 		}
-		seq.emitSafe()
+		if !seq.cutHarmonyHeader() {
+			seq.emitSafe()
+		}
 	}
 	if seq.generated >= seq.maxTokens(tm.maxNewTokens) {
 		seq.finishAs(genq.FinishLength)
@@ -297,6 +307,7 @@ func (seq *sequence) complete(tm *textModel, err error) {
 		}
 		req.res.Reasoning, req.res.ReasonTokens = seq.reasoning.String(), seq.reasonTokens
 		seq.text.WriteString(seq.utf8.Flush())
+		seq.dropUnreadHeader()
 		seq.emitRest()
 		req.res.Text = seq.text.String()
 		req.res.PromptTokens = len(req.prompt)

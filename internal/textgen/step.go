@@ -376,8 +376,11 @@ func (s *scheduler) sample(st *step, draws []draw) {
 		// Inside a reasoning block the grammar waits for the answer, and
 		// the block may neither end the answer nor close empty.
 		thinking := d.seq.thinking()
-		if thinking {
+		switch {
+		case thinking:
 			ban = func(row []float32) { d.seq.banInThinking(s.model, row) }
+		case d.seq.bansText():
+			ban = func(row []float32) { banTokens(row, d.seq.req.textBans) }
 		}
 		switch {
 		case !thinking && d.seq.req.constraint.masks():
