@@ -132,7 +132,7 @@ const harmonyHeaderMax = 128
 // (<|channel|>final<|message|>, the prose of a job that may call tools) is
 // cut from the text; one that does (a call, which its grammar reads) stays.
 func (seq *sequence) cutHarmonyHeader() (hold bool) {
-	if !seq.req.cutHeader || seq.headerRead {
+	if seq.req == nil || !seq.req.cutHeader || seq.headerRead {
 		return false
 	}
 	text := seq.text.String()
