@@ -21,8 +21,8 @@ import (
 )
 
 // TestModelFamilies serves the tiny model of each family genq writes
-// (Llama 3, Qwen3, Mistral Nemo: each its own architecture or tokenizer,
-// chat template and tool-call format) through the API: chats, tool calls
+// (Llama 3, Qwen3, Mistral Nemo, gpt-oss: each its own architecture or
+// tokenizer, chat template and tool-call format) through the API: chats, tool calls
 // held to their schema in the family's own format, streamed and whole,
 // (one call each: a random model may go on calling to its token limit);
 // a conversation that carries an earlier call and its result back (and
@@ -34,14 +34,16 @@ import (
 // required and parallel calls off, the grammar admits exactly one call of
 // bounded size (at most a newline and 16 spaces between two JSON tokens,
 // a city of at most 12 characters of at most 12 bytes each, one digit),
-// under 400 bytes and so under 400 tokens in any of the three formats,
+// under 400 bytes and so under 400 tokens in any of the four formats,
 // within the worker's 512. Qwen3's template lets the model think before
 // it calls, and genq then opens its answer with a reasoning block of up
 // to half the answer's tokens (TestReasoning has calls after one), so
 // its requests here turn thinking off (reasoning_effort "none") and
 // bias the <tool_call> token by +100: it is the first token drawn, and
 // the grammar binds from there (the bias may put the tag's text into the
-// city too, which the schema allows).
+// city too, which the schema allows). gpt-oss's requests turn thinking
+// off too: its prompt then closes the analysis channel empty, and the
+// grammar binds the answer's header from its first byte.
 func TestModelFamilies(t *testing.T) {
 	for _, family := range tinygguf.Families {
 		t.Run(string(family), func(t *testing.T) {
@@ -63,8 +65,11 @@ func TestModelFamilies(t *testing.T) {
 			tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
 				"properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},
 				"required":["city","days"],"additionalProperties":false}}}]`
-			if family == tinygguf.FamilyQwen3 {
+			switch family {
+			case tinygguf.FamilyQwen3:
 				tools += fmt.Sprintf(`,"logit_bias":{"%d":100},"reasoning_effort":"none"`, tokenID(t, path, "<tool_call>"))
+			case tinygguf.FamilyGPTOSS:
+				tools += `,"reasoning_effort":"none"`
 			}
 			t.Run("chat", func(t *testing.T) {
 				r := s.postKey("/v1/chat/completions", "", `{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":16,"seed":1}`)
