@@ -30,20 +30,23 @@ type reasoningMessage struct {
 
 // reasoningChat is a chat completion as a reasoning test reads it.
 type reasoningChat struct {
-	Choices []struct {
-		Message struct {
-			Content          *string         `json:"content"`
-			ReasoningContent *string         `json:"reasoning_content"`
-			ToolCalls        []genq.ToolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
+	Choices []chatChoiceOut `json:"choices"`
+	Usage   struct {
 		CompletionTokens        int `json:"completion_tokens"`
 		CompletionTokensDetails *struct {
 			ReasoningTokens int `json:"reasoning_tokens"`
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
+}
+
+// chatChoiceOut is a chat completion's choice as a reasoning test reads it.
+type chatChoiceOut struct {
+	Message struct {
+		Content          *string         `json:"content"`
+		ReasoningContent *string         `json:"reasoning_content"`
+		ToolCalls        []genq.ToolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
 }
 
 // reasoningWorker serves a tiny model of family through the stack: greedy

@@ -430,6 +430,10 @@ func sampleMasked(req *request, row []float32) (int32, *rowLogprob, error) {
 // ids. The text stays the calls' text as the model wrote it; a lazy
 // answer in prose stays content.
 func (c *seqConstraint) settle(jobID string, res *seqResult) {
+	if c != nil && c.c.ToolCalls && c.state == bound && res.FinishReason == genq.FinishLength {
+		settleCut(jobID, res)
+		return
+	}
 	if c == nil || !c.c.ToolCalls || !c.matched || res.FinishReason != genq.FinishStop {
 		return
 	}
@@ -449,4 +453,67 @@ func (c *seqConstraint) settle(jobID string, res *seqResult) {
 		}
 	}
 	res.FinishReason = genq.FinishToolCalls
+}
+
+// settleCut reads the calls of an answer its token limit cut inside them
+// as the api's stream of it reads them (structured.CallStream): each call
+// begun with its name, its arguments as far as they came (the text of a
+// call cut before its name is whole is dropped: holdCall). So a cut call
+// has one shape whole and streamed, and its format's syntax never comes
+// back as text; the finish reason stays length.
+func settleCut(jobID string, res *seqResult) {
+	s := structured.NewCallStream(false)
+	var calls []genq.ToolCall
+	for _, ev := range append(s.Write(res.Text), s.Close()...) {
+		switch {
+		case ev.Start:
+			calls = append(calls, genq.ToolCall{ID: genq.ToolCallID(jobID, ev.Index), Type: "function", Function: genq.ToolCallFunction{Name: ev.Name}})
+		case ev.Arguments != "" && ev.Index < len(calls):
+			calls[ev.Index].Function.Arguments += ev.Arguments
+		}
+	}
+	res.ToolCalls = calls
+}
+
+// holdCall reads piece, just written to seq's text, as the api's stream
+// will, and reports whether the text must be held back: the answer's
+// calls began (its grammar is bound to them) and the first one's name is
+// not whole yet. Such text is no content (the stream gives none for it)
+// and no call yet; an answer cut there drops it (dropHeldCall).
+func (seq *sequence) holdCall(piece string) bool {
+	if seq.req == nil || seq.callNamed {
+		return false
+	}
+	c := seq.req.constraint
+	if c == nil || !c.c.ToolCalls || c.state != bound {
+		return false
+	}
+	if seq.callHead == nil {
+		// The whole text, as the api's stream reads it: whitespace, then
+		// the calls' opener, which a lazy answer may have begun in
+		// earlier tokens.
+		seq.callHead = structured.NewCallStream(false)
+		piece = seq.text.String()
+	}
+	for _, ev := range seq.callHead.Write(piece) {
+		if ev.Start {
+			seq.callNamed = true
+			return false
+		}
+	}
+	return true
+}
+
+// dropHeldCall drops from the text of an answer cut inside its first
+// call's head what holdCall held back.
+func (seq *sequence) dropHeldCall() {
+	if seq.callHead == nil || seq.callNamed || seq.req.res.FinishReason != genq.FinishLength {
+		return
+	}
+	text := seq.text.String()[:seq.emitted]
+	seq.text.Reset()
+	seq.text.WriteString(text)
+	if i := slices.IndexFunc(seq.logprobs, func(l genq.TokenLogprob) bool { return l.Offset >= len(text) }); i >= 0 {
+		seq.logprobs = seq.logprobs[:i]
+	}
 }

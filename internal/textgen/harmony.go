@@ -179,14 +179,13 @@ func (seq *sequence) bansText() bool {
 }
 
 // dropUnreadHeader drops, from an answer that ended while its text could
-// still be a harmony header (its token limit reached there), that text:
-// a header is no text, unless it names a recipient, the start of a call.
+// still be a harmony header (its token limit reached there), that text,
+// held back until then: a header is no text, and a call's header cut
+// before its <|message|> names no call the api's stream would read.
 func (seq *sequence) dropUnreadHeader() {
 	if !seq.req.cutHeader || seq.headerRead {
 		return
 	}
-	if text := seq.text.String(); !strings.Contains(text, "to=") {
-		seq.text.Reset()
-		seq.logprobs = seq.logprobs[:0]
-	}
+	seq.text.Reset()
+	seq.logprobs = seq.logprobs[:0]
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured"
 	"github.com/genq/genq/internal/textgen/sample"
 	"github.com/genq/genq/internal/textgen/utf8stream"
 )
@@ -103,6 +104,11 @@ type sequence struct {
 	// headerRead: the harmony header the text opens with is read
 	// (cutHarmonyHeader).
 	headerRead bool
+	// callHead reads the calls of a tool-calling answer as the api's
+	// stream will, until the first call's name is whole (callNamed;
+	// holdCall).
+	callHead  *structured.CallStream
+	callNamed bool
 
 	// cached is how many prompt tokens it did not compute: copied from the
 	// shared prefix or another slot, or found in its own (inPlace;
@@ -192,7 +198,9 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 				return true, nil
 			}
 		}
-		if !seq.cutHarmonyHeader() {
+		// A call's text goes out once its name is whole, and a harmony
+		// header once read: an answer cut before either has none.
+		if !seq.holdCall(piece) && !seq.cutHarmonyHeader() {
 			seq.emitSafe()
 		}
 	}
@@ -308,6 +316,7 @@ func (seq *sequence) complete(tm *textModel, err error) {
 		req.res.Reasoning, req.res.ReasonTokens = seq.reasoning.String(), seq.reasonTokens
 		seq.text.WriteString(seq.utf8.Flush())
 		seq.dropUnreadHeader()
+		seq.dropHeldCall()
 		seq.emitRest()
 		req.res.Text = seq.text.String()
 		req.res.PromptTokens = len(req.prompt)
