@@ -136,6 +136,13 @@ func (t *Template) Render(msgs []genq.Message, tools []genq.Tool) (string, error
 // conversation alone: a job that asks its reasoning model not to think
 // (Qwen3's template then writes an empty reasoning block).
 func (t *Template) RenderThinking(msgs []genq.Message, tools []genq.Tool, thinking bool) (string, error) {
+	return t.RenderReasoning(msgs, tools, thinking, "")
+}
+
+// RenderReasoning is RenderThinking with reasoning_effort set to effort
+// ("low", "medium" or "high"), which gpt-oss's template writes into its
+// system message; empty leaves it unset, to the template's default.
+func (t *Template) RenderReasoning(msgs []genq.Message, tools []genq.Tool, thinking bool, effort string) (string, error) {
 	if !t.RendersTools() && needsTools(msgs, tools) {
 		var err error
 		if msgs, err = llama31Messages(msgs, tools, t.ipython); err != nil {
@@ -143,7 +150,14 @@ func (t *Template) RenderThinking(msgs []genq.Message, tools []genq.Tool, thinki
 		}
 		tools = nil
 	}
-	return t.renderWith(msgs, tools, thinking)
+	return t.renderWith(msgs, tools, renderOptions{thinking: thinking, effort: effort})
+}
+
+// renderOptions are the variables a render sets for this conversation
+// alone: enable_thinking, and reasoning_effort when not empty.
+type renderOptions struct {
+	thinking bool
+	effort   string
 }
 
 // ReadsThinking reports whether the template reads enable_thinking (its
@@ -171,21 +185,21 @@ func needsTools(msgs []genq.Message, tools []genq.Tool) bool {
 // render renders msgs and tools with the template itself, as llama.cpp
 // gives them to it.
 func (t *Template) render(msgs []genq.Message, tools []genq.Tool) (string, error) {
-	return t.renderWith(msgs, tools, t.thinking)
+	return t.renderWith(msgs, tools, renderOptions{thinking: t.thinking})
 }
 
-// renderWith is render with enable_thinking set to thinking.
-func (t *Template) renderWith(msgs []genq.Message, tools []genq.Tool, thinking bool) (string, error) {
+// renderWith is render with opts' variables.
+func (t *Template) renderWith(msgs []genq.Message, tools []genq.Tool, opts renderOptions) (string, error) {
 	if laterSystem(msgs) {
 		if t.caps.midSystem {
-			out, err := t.renderAsIs(msgs, tools, thinking)
+			out, err := t.renderAsIs(msgs, tools, opts)
 			if err == nil {
 				return out, nil
 			}
 		}
 		msgs = foldSystem(msgs)
 	}
-	return t.renderAsIs(msgs, tools, thinking)
+	return t.renderAsIs(msgs, tools, opts)
 }
 
 // laterSystem reports whether a system message follows the first message.
@@ -222,7 +236,7 @@ func foldSystem(msgs []genq.Message) []genq.Message {
 
 // renderAsIs renders msgs and tools, a leading system message merged
 // into the next for a template without the role.
-func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool, thinking bool) (string, error) {
+func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool, opts renderOptions) (string, error) {
 	if !t.caps.systemRole {
 		msgs = mergeSystem(msgs)
 	}
@@ -230,7 +244,10 @@ func (t *Template) renderAsIs(msgs []genq.Message, tools []genq.Tool, thinking b
 	if err != nil {
 		return "", err
 	}
-	vars := map[string]jinja.Value{"messages": jinja.NewList(mv), "enable_thinking": jinja.NewBool(thinking)}
+	vars := map[string]jinja.Value{"messages": jinja.NewList(mv), "enable_thinking": jinja.NewBool(opts.thinking)}
+	if opts.effort != "" {
+		vars["reasoning_effort"] = jinja.NewString(opts.effort)
+	}
 	if len(tools) > 0 {
 		tv, err := toolValues(tools)
 		if err != nil {

@@ -264,7 +264,7 @@ func allJob() genq.Job {
 	j.LogitBias = map[int32]float64{3: 1}
 	j.Echo = true
 	j.ResponseFormat = structuredJob().ResponseFormat
-	j.Thinking = &genq.Thinking{Enabled: true, BudgetTokens: 2048}
+	j.Thinking = &genq.Thinking{Enabled: true, BudgetTokens: 2048, Effort: "high"}
 	img := imageJob()
 	j.NegativePrompt = img.NegativePrompt
 	j.Width, j.Height, j.Steps = img.Width, img.Height, img.Steps

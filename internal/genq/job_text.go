@@ -119,10 +119,14 @@ type TextRequest struct {
 // Thinking is a request's reasoning: Enabled asks the model to think
 // before it answers, in at most BudgetTokens tokens when that is above 0
 // (Anthropic's budget_tokens; 0 lets the model decide, as "adaptive"
-// does). A template that reads enable_thinking gets Enabled.
+// does). A template that reads enable_thinking gets Enabled. Effort is
+// the level a client named (OpenAI's reasoning_effort: "minimal", "low",
+// "medium", "high", "xhigh"), for a template that takes one (gpt-oss's
+// reasoning_effort); empty when it named none.
 type Thinking struct {
-	Enabled      bool `json:"enabled"`
-	BudgetTokens int  `json:"budget_tokens,omitempty"`
+	Enabled      bool   `json:"enabled"`
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+	Effort       string `json:"effort,omitempty"`
 }
 
 // MaxNewTokens is the answer's token limit the job asks for, 0 when it

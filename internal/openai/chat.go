@@ -34,7 +34,7 @@ func thinkingOf(effort, field string) (*genq.Thinking, error) {
 	case "none":
 		return &genq.Thinking{}, nil
 	case "minimal", "low", "medium", "high", "xhigh":
-		return &genq.Thinking{Enabled: true}, nil
+		return &genq.Thinking{Enabled: true, Effort: effort}, nil
 	}
 	return nil, genq.Errorf(genq.Invalid, `%s %q is not one of "none", "minimal", "low", "medium", "high" and "xhigh"`, field, effort)
 }

@@ -60,6 +60,25 @@ func newHarmonyReasoner(vocab *llamacpp.Vocab) *reasoner {
 	return &reasoner{open: structured.HarmonyAnalysis, close: close, closeTokens: h.assistant, harmony: h}
 }
 
+// effort is the reasoning effort a harmony template writes for job
+// ("Reasoning: low|medium|high"): the level the client named, minimal as
+// low and xhigh as high, the levels gpt-oss knows; empty, the template's
+// default, when it named none or the model does not speak harmony.
+func (r *reasoner) effort(job genq.Job) string {
+	if r == nil || r.harmony == nil || job.Thinking == nil {
+		return ""
+	}
+	switch job.Thinking.Effort {
+	case "minimal", "low":
+		return "low"
+	case "medium":
+		return "medium"
+	case "high", "xhigh":
+		return "high"
+	}
+	return ""
+}
+
 // calls reports whether job's answer may be a call: it has tools, and its
 // tool_choice is not none.
 func calls(job genq.Job) bool { return job.ToolMode() != "" }

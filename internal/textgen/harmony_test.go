@@ -73,6 +73,17 @@ func TestHarmonyPrompts(t *testing.T) {
 			t.Errorf("%s: the prompt ends %q, want %q", c.name, text[max(0, len(text)-len(c.end)-20):], c.end)
 		}
 	}
+	// The effort a client names reaches the template, as gpt-oss knows
+	// the levels; none named leaves the template's default.
+	for effort, want := range map[string]string{"": "medium", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"} {
+		prompt, err := b.jobPrompt(genq.Job{TextRequest: genq.TextRequest{Messages: user, Thinking: &genq.Thinking{Enabled: true, Effort: effort}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, _ := b.testDecode(prompt); !strings.Contains(text, "\nReasoning: "+want+"\n") {
+			t.Errorf("effort %q: the prompt lacks Reasoning: %s:\n%s", effort, want, text)
+		}
+	}
 }
 
 // TestHarmonyReasoning: a harmony chat that thinks gets the analysis

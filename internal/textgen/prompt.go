@@ -35,11 +35,17 @@ func (b *Backend) renderChat(msgs []genq.Message, tools []genq.Tool) (string, er
 // renderChatThinking is renderChat, with enable_thinking for a model
 // that reasons set to whether the job thinks (reasoning.go).
 func (b *Backend) renderChatThinking(msgs []genq.Message, tools []genq.Tool, thinks bool) (string, error) {
+	return b.renderChatReasoning(msgs, tools, thinks, "")
+}
+
+// renderChatReasoning is renderChatThinking with the reasoning effort a
+// harmony template takes (harmonyEffort).
+func (b *Backend) renderChatReasoning(msgs []genq.Message, tools []genq.Tool, thinks bool, effort string) (string, error) {
 	if b.reasoning() == nil {
 		return b.renderChat(msgs, tools)
 	}
 	if len(msgs) == 0 || msgs[0].Role != genq.RoleSystem {
 		msgs = append([]genq.Message{{Role: genq.RoleSystem, Content: strings.TrimSpace(b.cfg.SystemPrompt)}}, msgs...)
 	}
-	return b.tmpl.RenderThinking(msgs, tools, thinks)
+	return b.tmpl.RenderReasoning(msgs, tools, thinks, effort)
 }

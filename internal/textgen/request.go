@@ -82,7 +82,7 @@ func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
 		thinks := b.thinks(job)
-		text, err := b.renderChatThinking(job.Messages, job.PromptTools(), thinks)
+		text, err := b.renderChatReasoning(job.Messages, job.PromptTools(), thinks, b.reasoning().effort(job))
 		if err != nil {
 			return nil, err
 		}
