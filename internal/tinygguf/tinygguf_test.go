@@ -153,6 +153,12 @@ func TestFamilySpecialTokens(t *testing.T) {
 				"[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "<SPECIAL_20>", "<SPECIAL_999>"},
 			nil,
 			map[string]string{"bos_token_id": "<s>", "eos_token_id": "</s>", "unknown_token_id": "<unk>"}, nil},
+		// Control tokens in the file, as converted; llama.cpp makes the
+		// headers' user-defined when it loads them.
+		{FamilyGPTOSS,
+			[]string{"<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>"},
+			nil,
+			map[string]string{"bos_token_id": "<|startoftext|>", "eos_token_id": "<|return|>", "padding_token_id": "<|endoftext|>"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.f), func(t *testing.T) {
