@@ -169,6 +169,11 @@ func (b *Backend) constrain(ctx context.Context, job genq.Job, req *request) err
 		b.constraints.prepareLater(c.Grammar)
 	}
 	req.constraint = &seqConstraint{c: c, v: mv, mask: make([]uint64, (mv.vocab.Size()+63)/64), narrowK: req.narrowK}
+	if !req.cutHeader {
+		// A harmony answer's header is in its prompt: its text is a
+		// message's body, which holds no header (harmony.go).
+		req.constraint.bans = req.textBans
+	}
 	req.constraint.start(req)
 	return nil
 }
@@ -217,6 +222,9 @@ type seqConstraint struct {
 	narrowK int
 	// matched is set once the answer is complete under the grammar.
 	matched bool
+	// bans are tokens the mask never allows, whatever the grammar's bytes
+	// allow: harmony's headers, once the answer's own is read (harmony.go).
+	bans []int32
 }
 
 // masks reports whether the sequence's next row is masked: always once
@@ -283,6 +291,11 @@ func (c *seqConstraint) fillMask(size int) (int, error) {
 		c.opening.Mask(c.m, c.v.vocab, c.mask)
 	} else {
 		c.m.Mask(c.v.vocab, c.mask)
+	}
+	for _, id := range c.bans {
+		if int(id) < size {
+			c.mask[id>>6] &^= 1 << (id & 63)
+		}
 	}
 	if tail := size % 64; tail != 0 && len(c.mask) > size/64 {
 		c.mask[size/64] &= 1<<tail - 1

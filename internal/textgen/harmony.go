@@ -171,6 +171,9 @@ func (seq *sequence) cutHarmonyHeader() (hold bool) {
 		return false
 	}
 	seq.headerRead = true
+	if c := seq.req.constraint; c != nil {
+		c.bans = seq.req.textBans // the body holds no header
+	}
 	header := text[:i+len(structured.HarmonyMessage)]
 	if strings.Contains(header, "to=") {
 		return false

@@ -233,3 +233,33 @@ func TestCutHarmonyHeader(t *testing.T) {
 		t.Errorf("a header cut short is text %q", seq.text.String())
 	}
 }
+
+// TestHarmonyResponseFormat: a harmony answer held to a schema is the
+// final channel's body alone, after the reasoning or without it: JSON the
+// schema accepts, whose strings hold no header token though the grammar's
+// bytes would allow one.
+func TestHarmonyResponseFormat(t *testing.T) {
+	b := openGPTOSS(t)
+	one := 1.0
+	for _, th := range []*genq.Thinking{{Enabled: true, BudgetTokens: 4}, {}} {
+		for seed := range int64(4) {
+			job := genq.Job{Envelope: genq.Envelope{ID: "job-1"}, TextRequest: genq.TextRequest{
+				Messages: []genq.Message{{Role: genq.RoleUser, Content: "A name, please."}}, Thinking: th, Seed: &seed, Temperature: &one,
+				ResponseFormat: &genq.ResponseFormat{Type: genq.FormatJSONSchema, JSONSchema: &genq.JSONSchema{Name: "n",
+					Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","maxLength":40}},"required":["name"],"additionalProperties":false}`)}}}}
+			out, err := b.generateJob(t.Context(), job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				Name *string `json:"name"`
+			}
+			if out.FinishReason != genq.FinishStop || json.Unmarshal([]byte(out.Text), &v) != nil || v.Name == nil || harmonySyntax(out.Text) {
+				t.Errorf("thinking %v, seed %d: %s %q", th.Enabled, seed, out.FinishReason, out.Text)
+			}
+			if th.Enabled && (out.Reasoning == "" || harmonySyntax(out.Reasoning)) {
+				t.Errorf("thinking, seed %d: reasoning %q", seed, out.Reasoning)
+			}
+		}
+	}
+}
