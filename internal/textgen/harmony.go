@@ -11,8 +11,9 @@ import (
 
 // gpt-oss speaks harmony (structured/harmony.go): after the prompt's
 // <|start|>assistant the model names a channel, and its reasoning is the
-// analysis channel's message. genq runs it as llama-server does, and as it
-// runs a <think> block (reasoning.go):
+// analysis channel's message. genq reads the channels as llama-server's
+// gpt-oss parser does, and runs the reasoning as it runs a <think> block
+// (reasoning.go):
 //
 //   - A job that thinks gets <|channel|>analysis<|message|> at the end of
 //     its prompt; one that does not gets that message empty and closed, so
@@ -24,7 +25,7 @@ import (
 //   - A job that may call tools writes the header itself: a call is the
 //     Harmony tool format (commentary to=functions.NAME), held to its
 //     grammar; a lazy job's prose comes after a header that is cut from
-//     its text (harmonyCut).
+//     its text (cutHarmonyHeader).
 //   - Inside the reasoning and the text, the headers' tokens are banned:
 //     the channels' syntax never reaches either. The answer ends at
 //     <|return|> or <|call|>, the vocabulary's end-of-generation tokens.
@@ -44,18 +45,26 @@ type harmonyReasoner struct {
 // reasoning.
 func newHarmonyReasoner(vocab *llamacpp.Vocab) *reasoner {
 	h := &harmonyReasoner{}
+	end := int32(-1)
 	for _, t := range structured.HarmonyTokens() {
 		id := vocab.Lookup(t)
 		if id < 0 {
 			return nil
 		}
 		h.body = append(h.body, id)
-		if t != structured.HarmonyEnd {
+		if t == structured.HarmonyEnd {
+			end = id
+		} else {
 			h.headers = append(h.headers, id)
 		}
 	}
 	h.assistant = vocab.Tokenize(structured.HarmonyEnd+structured.HarmonyAssistant, false, true)
 	h.final = vocab.Tokenize(structured.HarmonyEnd+structured.HarmonyAssistant+structured.HarmonyFinal, false, true)
+	if len(h.assistant) < 2 || h.assistant[0] != end {
+		// The closer's first token, drawn, brings the rest of it
+		// (acceptThinking): it must be <|end|> alone.
+		return nil
+	}
 	close := structured.HarmonyEnd + structured.HarmonyAssistant
 	return &reasoner{open: structured.HarmonyAnalysis, close: close, closeTokens: h.assistant, harmony: h}
 }
