@@ -159,6 +159,7 @@ const harmonyHeaderMax = 128
 // held back: it may still be a header. A header that names no recipient
 // (<|channel|>final<|message|>, the prose of a job that may call tools) is
 // cut from the text; one that does (a call, which its grammar reads) stays.
+// Text that opens with no header is the text.
 func (seq *sequence) cutHarmonyHeader() (hold bool) {
 	if seq.req == nil || !seq.req.cutHeader || seq.headerRead {
 		return false
@@ -172,19 +173,20 @@ func (seq *sequence) cutHarmonyHeader() (hold bool) {
 		return false
 	}
 	i := strings.Index(text, structured.HarmonyMessage)
-	if i < 0 {
-		if len(text) < harmonyHeaderMax {
-			return true
-		}
-		seq.headerRead = true
-		return false
+	if i < 0 && len(text) < harmonyHeaderMax {
+		return true
 	}
 	seq.headerRead = true
 	if c := seq.req.constraint; c != nil {
 		c.bans = seq.req.textBans // the body holds no header
 	}
-	header := text[:i+len(structured.HarmonyMessage)]
-	if strings.Contains(header, "to=") {
+	// A header past harmonyHeaderMax with no <|message|> is no header a
+	// model trained on harmony writes: it is cut whole, as a header.
+	header := text
+	if i >= 0 {
+		header = text[:i+len(structured.HarmonyMessage)]
+	}
+	if i >= 0 && strings.Contains(header, "to=") {
 		return false
 	}
 	seq.text.Reset()

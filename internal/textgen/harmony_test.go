@@ -206,6 +206,7 @@ func TestCutHarmonyHeader(t *testing.T) {
 		{[]string{"<|channel|>", "commentary to=functions.f", " <|constrain|>json<|message|>", "{}"}, []bool{true, true, false, false},
 			"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}"},
 		{[]string{"<|", "Hello"}, []bool{true, false}, "<|Hello"},
+		{[]string{"<|channel|>", strings.Repeat("x", harmonyHeaderMax), "Hi"}, []bool{true, false, false}, "Hi"},
 		{[]string{"Hello"}, []bool{false}, "Hello"},
 	} {
 		seq := &sequence{req: &request{cutHeader: true}}
