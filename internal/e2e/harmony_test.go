@@ -56,12 +56,29 @@ func testForcedCallShape(t *testing.T, s *stack, user string) {
 	}
 }
 
+// testAutoCallShape: a harmony chat that may call a tool (tool_choice
+// auto) answers in prose or with a call, the same whole and streamed, and
+// its prose never holds the channels' syntax, its header cut.
+func testAutoCallShape(t *testing.T, s *stack, user string) {
+	t.Helper()
+	for seed := range 4 {
+		body := `{` + user + `,"max_tokens":48,"temperature":1,"seed":` + strconv.Itoa(seed) + `,"reasoning_effort":"none",
+		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+		"properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}]`
+		whole, streamed := forcedCall(t, s, body)
+		if whole.Message.Content != nil && harmonySyntax(*whole.Message.Content) {
+			t.Errorf("seed %d: harmony syntax in the content %q", seed, *whole.Message.Content)
+		}
+		checkSameCall(t, whole, streamed)
+	}
+}
+
 // streamedChoice is what a streamed chat's chunks join into.
 type streamedChoice struct {
 	name, arguments, content, finish string
 }
 
-// forcedCall posts body whole and streamed.
+// forcedCall posts body, a chat with tools, whole and streamed.
 func forcedCall(t *testing.T, s *stack, body string) (chatChoiceOut, streamedChoice) {
 	t.Helper()
 	r := s.postKey("/v1/chat/completions", "", body+`}`)

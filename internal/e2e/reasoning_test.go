@@ -282,8 +282,11 @@ func testReasoningFamily(t *testing.T, family tinygguf.Family) {
 	if off := decodeAs[reasoningChat](t, r); off.Choices[0].Message.ReasoningContent != nil || off.Usage.CompletionTokensDetails != nil {
 		t.Fatalf("reasoning_effort none: %s", r.body)
 	}
-	if family == tinygguf.FamilyGPTOSS && (harmonySyntax(thinking) || harmonySyntax(text)) {
-		t.Fatalf("harmony syntax in the thinking %q or the text %q", thinking, text)
+	if family == tinygguf.FamilyGPTOSS {
+		if harmonySyntax(thinking) || harmonySyntax(text) {
+			t.Fatalf("harmony syntax in the thinking %q or the text %q", thinking, text)
+		}
+		testAutoCallShape(t, s, user)
 	}
 	testForcedCallShape(t, s, user)
 }
