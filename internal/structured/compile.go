@@ -61,6 +61,9 @@ type compiler struct {
 	rest int32
 	// commaRule is comma's rule, made on first use.
 	commaRule int32
+	// fold: the pattern being compiled is a format's, whose parse writes
+	// classes such as [Tt] as case-folded letters (formatRegex).
+	fold bool
 	// regexps are the patterns names are checked against, compiled once.
 	regexps map[string]*regexp.Regexp
 }
@@ -83,6 +86,9 @@ type Options struct {
 	// 2019-09 and 2020-12 meta-schemas, whose default vocabulary makes it
 	// one.
 	Strict bool
+	// AssertFormats asserts format whatever $schema says, as 2020-12's
+	// format-assertion vocabulary would.
+	AssertFormats bool
 }
 
 // MaxOtherProperties bounds the properties an object takes beyond those its
@@ -125,7 +131,7 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.formats = opts.Strict || !annotation
+	c.formats = opts.Strict || opts.AssertFormats || !annotation
 	c.rootRule = c.b.newRule("#")
 	f, err := c.compile(root, "#")
 	if err != nil {
@@ -398,6 +404,9 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 			if !re.MatchString(v.str) {
 				return false, nil
 			}
+		}
+		if err := c.checkFormat(s.get("format"), path); err != nil {
+			return false, err
 		}
 		if f := s.get("format"); f != nil && c.formats {
 			if p, ok := formatPattern(f.str); ok && !regexp.MustCompile(p).MatchString(v.str) {

@@ -8,43 +8,9 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// The formats enforced, as patterns whose every match the format accepts
-// (the patterns are narrower than the formats: a date never falls on 29
-// February, an e-mail address keeps to lowercase letters, digits and a few
-// signs, an IPv6 address is written whole). hostname, uri and
-// uri-reference are not among them: their automata, bounded as tightly as
-// they can usefully be, take seconds to work the token masks out for a
-// vocabulary of 128k tokens (2.7, 7.4 and 19 s against 0.07 s for a date),
-// so they stay annotations until masks are worked out lazily.
-func formatPattern(format string) (string, bool) {
-	const (
-		date = `\d{4}-(((0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8]))|((0[13-9]|1[0-2])-(29|30))|((0[13578]|1[02])-31))`
-		tm   = `([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)`
-	)
-	switch format {
-	case "date":
-		return "^" + date + "$", true
-	case "date-time":
-		return "^" + date + "T" + tm + "$", true
-	case "uuid":
-		return `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, true
-	case "email":
-		return `^[a-z0-9_+-]{1,32}(\.[a-z0-9_+-]{1,32}){0,3}@([a-z0-9]{1,63}\.){1,3}[a-z]{2,24}$`, true
-	case "time":
-		return "^" + tm + "$", true
-	case "duration": // RFC 3339's, at least one part, up to 9 digits each
-		const t = `T(\d{1,9}H(\d{1,9}M)?(\d{1,9}S)?|\d{1,9}M(\d{1,9}S)?|\d{1,9}S)`
-		return `^P((\d{1,9}Y(\d{1,9}M)?(\d{1,9}D)?|\d{1,9}M(\d{1,9}D)?|\d{1,9}D)(` + t + `)?|` + t + `|\d{1,9}W)$`, true
-	case "ipv4":
-		const octet = `(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)`
-		return `^(` + octet + `\.){3}` + octet + `$`, true
-	case "ipv6": // the full form: eight groups
-		return `^([0-9a-f]{1,4}:){7}[0-9a-f]{1,4}$`, true
-	}
-	return "", false
-}
-
-// enforcedFormats are the formats formatPattern enforces.
+// enforcedFormats are the formats FormatsGrammar warms: those schemas use
+// most. The URI family is left out: its masks take seconds to work out
+// for a vocabulary of 128k tokens, spent only where a schema asks.
 var enforcedFormats = []string{"date", "date-time", "time", "duration", "uuid", "email", "ipv4", "ipv6"}
 
 // FormatsGrammar is a grammar of every format genq enforces. Each format
@@ -112,6 +78,11 @@ func (c *compiler) pattern(p string) (frag, error) {
 	if err := checkPatternSyntax(p); err != nil {
 		return frag{}, err
 	}
+	return c.goPattern(p)
+}
+
+// goPattern is pattern for p read in Go's syntax, unchecked.
+func (c *compiler) goPattern(p string) (frag, error) {
 	re, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {
 		return frag{}, genq.WrapError(genq.Invalid, err, "pattern "+quote(p)+" is not a supported regular expression: "+err.Error())
@@ -156,7 +127,7 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 	if b.failed() {
 		return frag{}, b.err
 	}
-	if re.Flags&syntax.FoldCase != 0 {
+	if re.Flags&syntax.FoldCase != 0 && !c.fold {
 		return frag{}, genq.Errorf(genq.Invalid, "pattern %q: case-insensitive matching is not supported", p)
 	}
 	subs := func() ([]frag, error) {
@@ -178,6 +149,10 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 	case syntax.OpLiteral:
 		fs := make([]frag, 0, len(re.Rune))
 		for _, r := range re.Rune {
+			if re.Flags&syntax.FoldCase != 0 {
+				fs = append(fs, c.runeClass(foldRanges(r)))
+				continue
+			}
 			fs = append(fs, c.runeClass([]rune{r, r}))
 		}
 		return b.seq(fs...), nil

@@ -338,7 +338,7 @@ func TestKeywordRules(t *testing.T) {
 		ok, refused  []string
 	}{
 		{"annotations and unknown words", `{"type":"object","$id":"https://x/y","x-vendor":{"a":1},"readonly":true,"example":{"a":"b"},` +
-			`"properties":{"a":{"type":"string","format":"hostname","contentMediaType":"text/plain","name":"A"}},"required":["a"]}`,
+			`"properties":{"a":{"type":"string","format":"int64","contentMediaType":"text/plain","name":"A"}},"required":["a"]}`,
 			[]string{`{"a":"anything"}`}, []string{`{}`, `{"a":1}`}},
 		{"object keywords without type", `{"required":[],"properties":{"a":{"type":"integer"}}}`,
 			[]string{`"a string"`, `12`, `[1,"x"]`, `null`, `true`, `{"a":3}`}, []string{`{"a":"x"}`}},
@@ -752,17 +752,42 @@ func TestOtherProperties(t *testing.T) {
 // TestFormats: each format genq asserts takes examples of it and refuses
 // what is not.
 func TestFormats(t *testing.T) {
+	const annotating = `"$schema":"https://json-schema.org/draft/2020-12/schema",`
 	for _, tc := range []struct {
-		format      string
-		ok, refused []string
+		format, meta string
+		ok, refused  []string
+		compileErr   string // the schema is refused, naming this
 	}{
-		{"time", []string{`"08:30:06Z"`, `"23:59:59.5+01:00"`}, []string{`"24:00:00Z"`, `"08:30:06"`}},
-		{"duration", []string{`"P1D"`, `"PT1H30M"`, `"P1Y2M3DT4H5M6S"`, `"P3W"`}, []string{`"P"`, `"PT"`, `"1D"`, `"P1H"`}},
-		{"ipv4", []string{`"192.168.0.1"`, `"0.0.0.0"`}, []string{`"256.1.1.1"`, `"1.2.3"`, `"01.2.3.4"`}},
-		{"ipv6", []string{`"2001:db8:0:0:0:0:2:1"`}, []string{`"2001:db8::1"`, `"1.2.3.4"`}},
-		{"hostname", []string{`"any string: an annotation"`}, nil},
+		{format: "time", ok: []string{`"08:30:06Z"`, `"23:59:59.5+01:00"`, `"23:59:60z"`, `"05:29:60+05:30"`},
+			refused: []string{`"24:00:00Z"`, `"08:30:06"`, `"23:59:60+01:00"`}},
+		{format: "date", ok: []string{`"2024-02-29"`, `"2000-02-29"`}, refused: []string{`"1900-02-29"`, `"2023-02-29"`, `"2024-04-31"`}},
+		{format: "duration", ok: []string{`"P1D"`, `"PT1H30M"`, `"P1Y2M3DT4H5M6S"`, `"P3W"`}, refused: []string{`"P"`, `"PT"`, `"1D"`, `"P1H"`, `"P1Y2D"`}},
+		{format: "ipv4", ok: []string{`"192.168.0.1"`, `"0.0.0.0"`}, refused: []string{`"256.1.1.1"`, `"1.2.3"`, `"01.2.3.4"`}},
+		{format: "ipv6", ok: []string{`"2001:db8:0:0:0:0:2:1"`, `"2001:db8::1"`, `"::ffff:10.0.0.1"`, `"::"`},
+			refused: []string{`"1.2.3.4"`, `"1::2::3"`, `"1:2:3:4:5:6:7:8:9"`}},
+		{format: "email", ok: []string{`"a.b+c@example.com"`, `"\"a b\"@[127.0.0.1]"`}, refused: []string{`"a..b@example.com"`, `"a@-x.com"`, `"a@b@c"`}},
+		{format: "uri", ok: []string{`"https://example.com/a?b=c#d"`, `"urn:isbn:0451450523"`}, refused: []string{`"/relative"`, `"http://a b"`, `"http://x/%zz"`}},
+		{format: "uri-reference", ok: []string{`"/relative?x"`, `""`, `"#top"`}, refused: []string{`"1:b"`, `"a\\b"`}},
+		{format: "iri", ok: []string{`"http://ƒøø.example/π"`}, refused: []string{`"π"`}},
+		{format: "json-pointer", ok: []string{`""`, `"/a~1b/~0"`}, refused: []string{`"a"`, `"/~2"`}},
+		{format: "relative-json-pointer", ok: []string{`"0#"`, `"2/a"`}, refused: []string{`"01"`, `"/a"`}},
+		{format: "uri-template", ok: []string{`"/users/{id}{?q,page:3}"`}, refused: []string{`"{a,}"`, `"{v:0}"`}},
+		{format: "hostname", compileErr: `format "hostname"`},
+		{format: "regex", compileErr: `format "regex"`},
+		{format: "idn-email", compileErr: `format "idn-email"`},
+		// Where the meta-schema makes format an annotation, every format
+		// is one, those genq refuses where they assert included.
+		{format: "hostname", meta: annotating, ok: []string{`"any string: an annotation"`}},
+		{format: "ipv4", meta: annotating, ok: []string{`"not an address"`}},
+		{format: "x-custom", ok: []string{`"an unknown format is an annotation"`}},
 	} {
-		g, err := Compile([]byte(`{"type":"string","format":"` + tc.format + `"}`))
+		g, err := Compile([]byte(`{` + tc.meta + `"type":"string","format":"` + tc.format + `"}`))
+		if tc.compileErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.compileErr) {
+				t.Errorf("%s: the error is %v, want one naming %s", tc.format, err, tc.compileErr)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

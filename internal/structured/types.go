@@ -243,9 +243,12 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 		if format.kind != 's' {
 			return nil, nil, genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 		}
+		if err := c.checkFormat(format, path); err != nil {
+			return nil, nil, err
+		}
 		if p, ok := formatPattern(format.str); ok && c.formats {
 			keys = append(keys, "pattern "+p)
-			parts = append(parts, func() (frag, error) { return c.pattern(p) })
+			parts = append(parts, func() (frag, error) { return c.formatRegex(p) })
 		}
 	}
 	if min > 0 || max >= 0 {
