@@ -56,6 +56,11 @@ type compiler struct {
 	strict bool
 	// formats: the formats genq knows are asserted, not annotations.
 	formats bool
+	// draft is the root's $schema's draft (drafts.go).
+	draft int
+	// embedded is the path of a subschema with its own base URI, if any
+	// (embeddedBase).
+	embedded string
 	// rest is the rule of a JSON string's rest after its opening quote,
 	// made on first use.
 	rest int32
@@ -127,11 +132,9 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 	c.closed = opts.ClosedObjects || opts.Strict
 	c.strict = opts.Strict
 	c.root = root
-	annotation, err := formatsAnnotate(root)
-	if err != nil {
+	if err := c.readDraft(root, opts.AssertFormats); err != nil {
 		return nil, err
 	}
-	c.formats = opts.Strict || opts.AssertFormats || !annotation
 	c.rootRule = c.b.newRule("#")
 	f, err := c.compile(root, "#")
 	if err != nil {
@@ -143,32 +146,6 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 		return nil, err
 	}
 	return c.b.g, nil
-}
-
-// formatsAnnotate reads the root's $schema: whether its meta-schema makes
-// format an annotation (2019-09's and 2020-12's format-annotation
-// vocabulary). A meta-schema genq does not know is refused: its
-// vocabularies, and so what its keywords assert, cannot be known.
-func formatsAnnotate(root *value) (bool, error) {
-	if root.kind != 'o' {
-		return false, nil
-	}
-	ms := root.get("$schema")
-	if ms == nil {
-		return false, nil
-	}
-	if ms.kind != 's' {
-		return false, genq.Errorf(genq.Invalid, "at #: $schema must be a string")
-	}
-	uri := strings.TrimSuffix(ms.str, "#")
-	uri = strings.TrimPrefix(strings.TrimPrefix(uri, "https://"), "http://")
-	switch uri {
-	case "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema":
-		return false, nil
-	case "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/schema":
-		return true, nil
-	}
-	return false, genq.Errorf(genq.Invalid, "at #: $schema %q is not a meta-schema genq knows (drafts 4, 6 and 7, 2019-09 and 2020-12): what its keywords assert cannot be known", ms.str)
 }
 
 // CompileJSONObject returns the grammar of any JSON object, for
@@ -236,6 +213,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	case 'o':
 	default:
 		return frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
+	}
+	if err := checkDraft3(s, c.draft, path); err != nil {
+		return frag{}, err
 	}
 	for _, m := range s.obj {
 		if unenforced(m.key) && !(m.key == "dependencies" && namesOnly(m.val)) {
@@ -636,6 +616,9 @@ func (c *compiler) refTarget(ref *value, path string) (*value, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.embedded != "" {
+		return nil, genq.Errorf(genq.Invalid, "at %s: $ref is not supported where a subschema (at %s) sets its own base URI with $id: genq resolves $ref within the whole document", path, c.embedded)
+	}
 	var target *value
 	if anchor != "" {
 		target = findAnchor(c.root, anchor, 0)
@@ -691,7 +674,8 @@ func refPointer(ref, path string) (tokens []string, anchor string, err error) {
 	return tokens, "", nil
 }
 
-// findAnchor is the subschema of v whose $anchor is name, nil if none.
+// findAnchor is the subschema of v whose $anchor is name, or whose $id or
+// id is "#" and name, nil if none.
 func findAnchor(v *value, name string, depth int) *value {
 	if v == nil || depth > maxSchemaDepth {
 		return nil
@@ -700,6 +684,13 @@ func findAnchor(v *value, name string, depth int) *value {
 	case 'o':
 		if a := v.get("$anchor"); a != nil && a.kind == 's' && a.str == name {
 			return v
+		}
+		// Drafts 4 to 7 name a subschema with a plain-name fragment id
+		// ($id, draft 4's id).
+		for _, k := range []string{"$id", "id"} {
+			if a := v.get(k); a != nil && a.kind == 's' && a.str == "#"+name {
+				return v
+			}
 		}
 		for _, m := range v.obj {
 			if f := findAnchor(m.val, name, depth+1); f != nil {

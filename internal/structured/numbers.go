@@ -42,7 +42,7 @@ func numericRange(s *value, path string, whole bool) (lo, hi numBound, err error
 			return nil
 		}
 		if v.kind != 'n' {
-			return genq.Errorf(genq.Invalid, "at %s: %s must be a number (draft 4's boolean form is not supported)", path, key)
+			return genq.Errorf(genq.Invalid, "at %s: %s must be a number (a boolean is draft 4's form, read where $schema is draft 4 or absent)", path, key)
 		}
 		r, ok := new(big.Rat).SetString(v.num.String())
 		if !ok {
@@ -455,9 +455,10 @@ func (c *compiler) numberValue(n json.Number) frag {
 
 // wholeFraction is f, an integer, followed, unless strict, by an optional
 // fraction of zeros: JSON Schema's integer is any number with no
-// fraction, 1.0 as well as 1.
+// fraction, 1.0 as well as 1, from draft 6 on; draft 4's is written
+// without one.
 func (c *compiler) wholeFraction(f frag) frag {
-	if c.strict {
+	if c.strict || c.draft == draft4 {
 		return f
 	}
 	return c.b.seq(f, c.b.opt(c.b.seq(c.b.lit(".0"), c.zeros(maxFracDigits-1))))

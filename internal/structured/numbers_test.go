@@ -174,7 +174,7 @@ func TestNumericBoundErrors(t *testing.T) {
 		{`{"type":"number","exclusiveMinimum":0.5,"maximum":0.5}`, "no number between them"},
 		{`{"type":"integer","minimum":3,"maximum":2}`, "no number between them"},
 		{`{"type":"integer","exclusiveMinimum":1,"exclusiveMaximum":2}`, "no number between them"},
-		{`{"type":"number","exclusiveMinimum":true}`, "must be a number"},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"number","exclusiveMinimum":true}`, "must be a number"},
 		{`{"type":"integer","minimum":1e20}`, "leaves no number"},
 	} {
 		_, err := Compile([]byte(tc.schema))

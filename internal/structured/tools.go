@@ -41,11 +41,9 @@ func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
 	if err != nil {
 		return frag{}, err
 	}
-	annotation, err := formatsAnnotate(root)
-	if err != nil {
+	if err := c.readDraft(root, false); err != nil {
 		return frag{}, err
 	}
-	c.formats = c.strict || !annotation
 	c.root, c.defRules = root, map[*value]int32{}
 	c.rootRule = c.b.newRule(name)
 	f, err := c.compile(root, "#")
