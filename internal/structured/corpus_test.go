@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/genq/genq/internal/structured/ajvtest"
 )
 
 // realWorldSchema is one schema of the corpus, named by where it came from.
@@ -209,4 +212,65 @@ func TestRealWorldSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestRealWorldWrongAccepts checks, for the corpus TestRealWorldSchemas
+// reads, that genq accepts no answer its schema forbids: for every schema
+// genq compiles, random walks (a model picking uniformly among the tokens
+// the mask allows, over a small vocabulary) write answers, and ajv, whose
+// draft and format assertion follow the schema's $schema, validates each.
+// An answer ajv refuses is a wrong accept and fails the test; a schema ajv
+// cannot compile (a draft it lacks) is counted and skipped.
+func TestRealWorldWrongAccepts(t *testing.T) {
+	dir := os.Getenv("GENQ_SCHEMA_CORPUS")
+	if dir == "" {
+		t.Skip("GENQ_SCHEMA_CORPUS is unset (scripts/fetch-schema-corpus.sh DIR)")
+	}
+	schemas := realWorldSchemas(t, dir)
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	const walks, maxSteps = 3, 3000
+	var lines []ajvtest.Line
+	var names []string
+	compiled, capped := 0, 0
+	for i, s := range schemas {
+		g, err := Compile(s.schema)
+		if err != nil {
+			continue
+		}
+		compiled++
+		line := ajvtest.Line{Schema: s.schema}
+		for w := 0; w < walks; w++ {
+			out, ok := walk(t, g, v, toks, eos, rand.New(rand.NewPCG(uint64(i), uint64(w))), maxSteps, nil)
+			if !ok {
+				capped++
+				continue
+			}
+			line.Answers = append(line.Answers, string(out))
+		}
+		if len(line.Answers) > 0 {
+			lines = append(lines, line)
+			names = append(names, s.source+"/"+s.name)
+		}
+	}
+	errs, ran := ajvtest.Check(t, lines)
+	if !ran {
+		t.Skip("ajv cannot run: npm ci in test/structured")
+	}
+	answers, wrong, skipped := 0, 0, 0
+	for i, e := range errs {
+		if len(e) > 0 && strings.HasPrefix(e[0], "ajv cannot compile") {
+			skipped++
+			continue
+		}
+		for j, msg := range e {
+			answers++
+			if msg != "" {
+				wrong++
+				t.Errorf("%s: ajv refuses %.300q: %s", names[i], lines[i].Answers[j], msg)
+			}
+		}
+	}
+	t.Logf("%d schemas, %d compiled; %d answers checked by ajv (%d schemas ajv cannot compile, %d walks hit the step cap): %d wrong accepts",
+		len(schemas), compiled, answers, skipped, capped, wrong)
 }

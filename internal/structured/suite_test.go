@@ -13,6 +13,8 @@ import (
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/genq/genq/internal/structured/ajvtest"
 )
 
 // suiteDir is the official JSON Schema Test Suite's draft 2020-12 tests:
@@ -252,4 +254,62 @@ func suiteReport(counts []suiteCount) string {
 	}
 	fmt.Fprintf(&s, "| **all** | %d | %d | %d | %d | %d | |\n", tot.groups, tot.compiled, tot.cases, tot.compiledCases, tot.passed)
 	return s.String()
+}
+
+// TestAjvFollowsTheSuitesFormats checks the validator random walks are
+// checked with (ajv, test/structured) against the suite's optional/format
+// cases, for each format genq enforces that ajv knows: ajv must take every
+// case the suite says is valid, or a walk's valid answer would count as a
+// wrong accept. Where ajv takes an invalid one, it checks less than the
+// suite, which TestJSONSchemaSuiteFormats covers; those are logged.
+func TestAjvFollowsTheSuitesFormats(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(suiteDir(), "optional", "format", "*.json"))
+	if len(files) == 0 {
+		t.Skipf("no JSON Schema Test Suite at %s (JSONSCHEMA_SUITE)", suiteDir())
+	}
+	// ajv-formats has no iri or iri-reference: ajv takes any string.
+	unknownToAjv := []string{"iri", "iri-reference"}
+	var lines []ajvtest.Line
+	var want [][]bool
+	for _, file := range files {
+		format := strings.TrimSuffix(filepath.Base(file), ".json")
+		if _, ok := formatPattern(format); !ok || slices.Contains(unknownToAjv, format) {
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var groups []suiteGroup
+		if err := json.Unmarshal(data, &groups); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range groups {
+			line := ajvtest.Line{Schema: json.RawMessage(`{"format":` + strconv.Quote(format) + `}`), AssertFormats: true}
+			var w []bool
+			for _, tc := range g.Tests {
+				line.Answers = append(line.Answers, string(tc.Data))
+				w = append(w, tc.Valid)
+			}
+			lines = append(lines, line)
+			want = append(want, w)
+		}
+	}
+	errs, ran := ajvtest.Check(t, lines)
+	if !ran {
+		t.Skip("ajv cannot run: npm ci in test/structured")
+	}
+	wider := 0
+	for i, e := range errs {
+		for j, msg := range e {
+			switch {
+			case want[i][j] && msg != "":
+				t.Errorf("%s: ajv refuses %s, which the suite takes: %s", lines[i].Schema, lines[i].Answers[j], msg)
+			case !want[i][j] && msg == "":
+				wider++
+				t.Logf("%s: ajv takes %s, which the suite refuses", lines[i].Schema, lines[i].Answers[j])
+			}
+		}
+	}
+	t.Logf("ajv takes %d invalid cases of the suite", wider)
 }

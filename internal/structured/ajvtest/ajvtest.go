@@ -18,6 +18,9 @@ import (
 type Line struct {
 	Schema  json.RawMessage `json:"schema"`
 	Answers []string        `json:"answers"`
+	// AssertFormats makes format assert whatever the schema's draft
+	// says, as genq's strict schemas have it.
+	AssertFormats bool `json:"assertFormats,omitempty"`
 }
 
 // Check validates every line's answers and returns, per line and answer,
