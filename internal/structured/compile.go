@@ -217,6 +217,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	if err := checkDraft3(s, c.draft, path); err != nil {
 		return frag{}, err
 	}
+	if err := checkShape(s, path); err != nil {
+		return frag{}, err
+	}
 	for _, m := range s.obj {
 		if unenforced(m.key) && !(m.key == "dependencies" && namesOnly(m.val)) {
 			return frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)

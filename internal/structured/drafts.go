@@ -211,3 +211,55 @@ func hasRef(v *value, depth int) bool {
 	}
 	return false
 }
+
+// checkShape refuses, by name, a keyword whose value is not the shape
+// JSON Schema gives it (a schema, or a list or map of schemas): read
+// another way, or skipped, it would be dropped. A boolean required is
+// draft 3's.
+func checkShape(s *value, path string) error {
+	bad := func(k, want string) error {
+		return genq.Errorf(genq.Invalid, "at %s: %q must be %s", path, k, want)
+	}
+	isSchema := func(v *value) bool { return v.kind == 'o' || v.kind == 'b' }
+	if r := s.get("required"); r != nil && r.kind == 'b' {
+		return genq.Errorf(genq.Invalid, "at %s: a boolean %q is draft 3's, which genq does not read: list the names in the object's required", path, "required")
+	}
+	for _, k := range schemaKeywords {
+		if v := s.get(k); v != nil && !isSchema(v) && !(k == "items" && v.kind == 'a') {
+			return bad(k, "a schema")
+		}
+	}
+	for _, k := range schemaMapKeywords {
+		v := s.get(k)
+		if v == nil {
+			continue
+		}
+		if v.kind != 'o' {
+			return bad(k, "an object of schemas")
+		}
+		for _, m := range v.obj {
+			if !isSchema(m.val) && !(k == "dependencies" && m.val.kind == 'a') {
+				return genq.Errorf(genq.Invalid, "the schema at %s/%s/%s (in %q) must be an object or a boolean", path, k, m.key, k)
+			}
+		}
+	}
+	for _, k := range schemaListKeys {
+		v := s.get(k)
+		if v == nil || k == "items" && v.kind != 'a' {
+			continue
+		}
+		if v.kind != 'a' || !allSchemas(v.arr) {
+			return bad(k, "an array of schemas")
+		}
+	}
+	return nil
+}
+
+func allSchemas(vs []*value) bool {
+	for _, v := range vs {
+		if v.kind != 'o' && v.kind != 'b' {
+			return false
+		}
+	}
+	return true
+}

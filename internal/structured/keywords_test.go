@@ -227,3 +227,25 @@ func TestAnnotationsStayAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// TestMisshapenKeywordsRefused: a keyword whose value has not the shape
+// JSON Schema gives it, which no draft reads as an assertion genq could
+// hold, is refused by name rather than skipped.
+func TestMisshapenKeywordsRefused(t *testing.T) {
+	for _, tc := range []struct{ schema, keyword string }{
+		{`{"properties":{"a":{"type":"string","required":true}}}`, "required"},
+		{`{"type":"object","additionalProperties":"no"}`, "additionalProperties"},
+		{`{"items":5}`, "items"},
+		{`{"not":[]}`, "not"},
+		{`{"properties":{"a":1}}`, "properties"},
+		{`{"patternProperties":[]}`, "patternProperties"},
+		{`{"anyOf":{"type":"string"}}`, "anyOf"},
+		{`{"prefixItems":[1]}`, "prefixItems"},
+		{`{"$defs":{"a":"b"}}`, "$defs"},
+	} {
+		_, err := Compile([]byte(tc.schema))
+		if err == nil || !names(err.Error(), tc.keyword) {
+			t.Errorf("%s: %v, want a refusal naming %q", tc.schema, err, tc.keyword)
+		}
+	}
+}
