@@ -392,7 +392,7 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 			return false, err
 		}
 		if f := s.get("format"); f != nil && c.formats {
-			if p, ok := formatPattern(f.str); ok && !regexp.MustCompile(p).MatchString(v.str) {
+			if p, ok := c.formatPattern(f.str); ok && !regexp.MustCompile(p).MatchString(v.str) {
 				return false, nil
 			}
 		}

@@ -36,6 +36,9 @@ func (c *compiler) checkFormat(f *value, path string) error {
 	if f.kind != 's' {
 		return genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 	}
+	if f.str == "hostname" && c.strict {
+		return nil // strictHostname
+	}
 	if why, ok := refusedFormats[f.str]; ok {
 		return genq.Errorf(genq.Invalid, "at %s: format %q is not supported where formats assert: %s", path, f.str, why)
 	}
@@ -60,6 +63,33 @@ const (
 	// jsonPointer is RFC 6901's: each token's ~ escaped as ~0 or ~1.
 	jsonPointer = `(/([^~/]|~[01])*)*`
 )
+
+// formatPattern is formatPattern, with a strict schema's hostname.
+func (c *compiler) formatPattern(format string) (string, bool) {
+	if format == "hostname" && c.strict {
+		return "^(" + strictHostname() + ")$", true
+	}
+	return formatPattern(format)
+}
+
+// strictHostname is the hostname a strict schema holds to, as OpenAI's
+// structured outputs assert hostname: RFC 1123's letter-digit-hyphen
+// labels, none with "--" in its third and fourth places (so no A-label,
+// xn--…, whose Punycode a grammar cannot check), at most six labels of at
+// most 41 characters (within the 253 in all a hostname may have).
+// Narrower than the format: JSON Schema's mode refuses it instead, since
+// the official suite's valid A-labels would be refused.
+func strictHostname() string {
+	const (
+		ld  = `[A-Za-z0-9]`
+		ldh = `[A-Za-z0-9-]`
+	)
+	// A label of five or more: its third and fourth characters are not
+	// both hyphens (in one of four the fourth is its last, no hyphen).
+	long := ld + ldh + `(` + ld + ldh + `|-` + ld + `)` + ldh + `{0,36}` + ld
+	label := ld + `(` + ldh + `{0,2}` + ld + `)?|` + long
+	return `(` + label + `)(\.(` + label + `)){0,5}`
+}
 
 // formatPattern is the pattern of a format genq enforces, anchored; false
 // for a format it does not (refusedFormats, or one JSON Schema does not

@@ -795,6 +795,18 @@ func TestFormats(t *testing.T) {
 	}
 }
 
+// TestStrictHostname: a strict schema holds hostname to letter-digit-
+// hyphen labels without A-labels (OpenAI's strict schemas assert it),
+// where JSON Schema's mode refuses the format.
+func TestStrictHostname(t *testing.T) {
+	g, err := CompileWith([]byte(`{"type":"string","format":"hostname"}`), Options{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTexts(t, g, []string{`"www.example.com"`, `"a--b.example"`, `"h0st"`},
+		[]string{`"-a.example"`, `"a-.example"`, `"a..b"`, `"xn--9n2bp8q.example"`, `"host_name"`, `"example.com."`, `""`})
+}
+
 // checkTexts checks that g takes every text of ok whole and none of
 // refused.
 func checkTexts(t *testing.T, g *Grammar, ok, refused []string) {

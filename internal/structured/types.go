@@ -246,7 +246,7 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 		if err := c.checkFormat(format, path); err != nil {
 			return nil, nil, err
 		}
-		if p, ok := formatPattern(format.str); ok && c.formats {
+		if p, ok := c.formatPattern(format.str); ok && c.formats {
 			keys = append(keys, "pattern "+p)
 			parts = append(parts, func() (frag, error) { return c.formatRegex(p) })
 		}
@@ -1124,7 +1124,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 		res = append(res, re)
 	}
 	if f := pn.get("format"); f != nil {
-		if p, ok := formatPattern(f.str); ok && c.formats {
+		if p, ok := c.formatPattern(f.str); ok && c.formats {
 			res = append(res, regexp.MustCompile(p))
 		}
 	}
