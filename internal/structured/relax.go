@@ -437,7 +437,7 @@ func (noLoader) Load(url string) (any, error) {
 }
 
 // compileValidator compiles schema for the validator: draft 2020-12
-// unless its $schema says another.
+// unless its $schema says another, format asserted where genq asserts it.
 func compileValidator(schema []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
@@ -445,6 +445,13 @@ func compileValidator(schema []byte) (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	// Without $schema genq asserts format, as drafts 4 to 7 do (the
+	// validator asserts it there itself): so must the check.
+	if root, err := parseJSON(schema); err == nil {
+		if d, err := schemaDraft(root); err == nil && d == draftNone {
+			c.AssertFormat()
+		}
+	}
 	c.UseLoader(noLoader{})
 	const url = "urn:genq:tool-parameters"
 	if err := c.AddResource(url, doc); err != nil {
