@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fetch-schema-corpus.sh DIR: real-world JSON schemas from npm's registry,
-# for TestRealWorldSchemas (internal/structured): GitHub's REST API
+# for TestRealWorldSchemas and TestRealWorldWrongAccepts (internal/structured): GitHub's REST API
 # description (@octokit/openapi: its components' schemas), GitHub's webhook
 # event schemas (@octokit/webhooks-schemas) and AsyncAPI's specification
 # schemas (@asyncapi/specs). Each package is unpacked into DIR/<name>.
