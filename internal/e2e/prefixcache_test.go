@@ -67,7 +67,14 @@ func TestPrefixCacheThroughTheAPI(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
 	}
-	if held := gatherValue(t, reg, "genq_worker_prefix_cache_tokens"); held < float64(second.PromptTokens) {
+	// The scheduler files a finished sequence's cells in the cache on its
+	// next pass, after the answer has gone: wait for it.
+	held := gatherValue(t, reg, "genq_worker_prefix_cache_tokens")
+	for deadline := time.Now().Add(5 * time.Second); held < float64(second.PromptTokens) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		held = gatherValue(t, reg, "genq_worker_prefix_cache_tokens")
+	}
+	if held < float64(second.PromptTokens) {
 		t.Errorf("the cache holds %v tokens after a turn of %d prompt tokens", held, second.PromptTokens)
 	}
 }
