@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"strings"
 	"time"
 )
 
@@ -100,9 +99,6 @@ func (j Job) ValidateInput() error {
 			return err
 		}
 	case j.Prompt != "":
-		if strings.ContainsRune(j.Prompt, 0) {
-			return Errorf(Invalid, "prompt must not contain NUL characters")
-		}
 	default:
 		if err := ValidateText(j.Text); err != nil {
 			return err

@@ -61,7 +61,8 @@ func ValidateImageSize(width, height, limit int) error {
 }
 
 // ValidateMessages checks a chat: at most MaxMessages turns, each with a
-// known role and no NUL, and at least one with content or a tool call.
+// known role, and at least one with content or a tool call. A NUL is
+// served: the worker tokenizes it as the byte it is.
 // Tool calls belong to the assistant, and a tool's turn names the call it
 // answers.
 func ValidateMessages(msgs []Message) error {
@@ -78,14 +79,8 @@ func ValidateMessages(msgs []Message) error {
 		default:
 			return Errorf(Invalid, "messages[%d]: role %q is not one of system, user, assistant and tool", i, m.Role)
 		}
-		if strings.ContainsRune(m.Content, 0) {
-			return Errorf(Invalid, "messages[%d]: content must not contain NUL characters", i)
-		}
 		if m.ReasoningContent != "" && m.Role != RoleAssistant {
 			return Errorf(Invalid, "messages[%d]: only an assistant's turn carries reasoning_content", i)
-		}
-		if strings.ContainsRune(m.ReasoningContent, 0) {
-			return Errorf(Invalid, "messages[%d]: reasoning_content must not contain NUL characters", i)
 		}
 		if err := validateToolTurn(i, m); err != nil {
 			return err

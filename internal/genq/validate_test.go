@@ -83,7 +83,11 @@ func TestJobValidate(t *testing.T) {
 			j.Text, j.Prompt, j.Tools, j.ResponseFormat = "", "x", []genq.Tool{weatherTool}, &genq.ResponseFormat{Type: "json_object"}
 		}, "cannot both constrain"},
 
-		{"NUL in a message", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "a\x00"}} }, "NUL"},
+		{"NUL in a message", func(j *genq.Job) { j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "a\x00"}} }, ""},
+		{"NUL in reasoning_content", func(j *genq.Job) {
+			j.Text, j.Messages = "", []genq.Message{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b", ReasoningContent: "\x00"}}
+		}, ""},
+		{"NUL in a raw prompt", func(j *genq.Job) { j.Text, j.Prompt = "", "a\x00b" }, ""},
 		{"too many messages", func(j *genq.Job) {
 			j.Text, j.Messages = "", make([]genq.Message, genq.MaxMessages+1)
 			for i := range j.Messages {

@@ -127,6 +127,7 @@ type Vocab struct {
 	attrs  []TokenAttr
 	byText map[string]int32 // the vocabulary's own strings (byte-level BPE's "Ġthe")
 	eog    []bool
+	nul    int32 // the token whose text is the byte 0, -1 when none
 	BOS    int32 // -1 when none
 	EOS    int32
 	EOT    int32
@@ -138,7 +139,7 @@ func newVocab(v llama.Vocab) *Vocab {
 	n := int(llama.VocabNTokens(v))
 	vc := &Vocab{v: v, pieces: make([][]byte, n), raw: make([][]byte, n), attrs: make([]TokenAttr, n), eog: make([]bool, n),
 		BOS: int32(llama.VocabBOS(v)), EOS: int32(llama.VocabEOS(v)), EOT: int32(llama.VocabEOT(v)), AddBOS: llama.VocabGetAddBOS(v),
-		AddEOS: llama.VocabGetAddEOS(v), byText: make(map[string]int32, n)}
+		AddEOS: llama.VocabGetAddEOS(v), byText: make(map[string]int32, n), nul: -1}
 	buf := make([]byte, 256)
 	piece := func(id int, special bool) []byte {
 		for {
@@ -155,6 +156,9 @@ func newVocab(v llama.Vocab) *Vocab {
 		vc.eog[id] = llama.VocabIsEOG(v, llama.Token(id))
 		vc.pieces[id] = piece(id, false)
 		vc.raw[id] = piece(id, true)
+		if vc.nul < 0 && string(vc.pieces[id]) == "\x00" {
+			vc.nul = int32(id)
+		}
 		if _, dup := vc.byText[llama.VocabGetText(v, llama.Token(id))]; !dup {
 			vc.byText[llama.VocabGetText(v, llama.Token(id))] = int32(id)
 		}
@@ -207,8 +211,37 @@ func (v *Vocab) Lookup(text string) int32 {
 // Tokenize turns text into token ids. addSpecial adds BOS (and EOS) as the
 // model's metadata asks; parseSpecial reads special tokens' texts as those
 // tokens (a rendered chat template holds them), where false reads them as
-// plain text (a user's prompt).
+// plain text (a user's prompt). A NUL in text is written as the
+// vocabulary's token for the byte 0.
 func (v *Vocab) Tokenize(text string, addSpecial, parseSpecial bool) []int32 {
+	if strings.IndexByte(text, 0) < 0 {
+		return v.tokenize(text, addSpecial, parseSpecial)
+	}
+	// The engine reads text as a C string, which ends at a NUL, so the
+	// parts between NULs are tokenized apart and joined by the byte's
+	// token. NULs reach a prompt honestly: a tool's output of a binary
+	// file, or a random model's answer that an agent sends back. A
+	// vocabulary with no such token (byte-level BPE and SentencePiece's
+	// byte fallback both have one) loses them.
+	parts := strings.Split(text, "\x00")
+	out := v.tokenize(parts[0], addSpecial, parseSpecial)
+	eos := addSpecial && v.AddEOS && len(out) > 0 && out[len(out)-1] == v.EOS
+	if eos {
+		out = out[:len(out)-1]
+	}
+	for _, part := range parts[1:] {
+		if v.nul >= 0 {
+			out = append(out, v.nul)
+		}
+		out = append(out, v.tokenize(part, false, parseSpecial)...)
+	}
+	if eos {
+		out = append(out, v.EOS)
+	}
+	return out
+}
+
+func (v *Vocab) tokenize(text string, addSpecial, parseSpecial bool) []int32 {
 	if text == "" && !addSpecial {
 		return nil
 	}

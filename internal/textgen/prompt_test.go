@@ -76,6 +76,47 @@ func TestPromptTokensStartWithBOSAndSharedPrefix(t *testing.T) {
 	}
 }
 
+// TestNULsAreTokenizedAsTheirByte: a NUL (a tool's output of a binary
+// file, a random model's answer sent back by an agent) becomes the byte's
+// own token, the text on either side as it would be alone, and the whole
+// decodes back to the text; a chat holding NULs is answered.
+func TestNULsAreTokenizedAsTheirByte(t *testing.T) {
+	b := openTiny(t, genq.VariantA, Config{Slots: 1, MaxNewTokens: 4})
+	v := b.vocab
+	nul := v.Lookup("Ā") // byte-level BPE writes the byte 0 as U+0100
+	bos := v.Lookup("<|begin_of_text|>")
+	for _, text := range []string{"\x00", "a\x00b", "\x00\x00", "ls\x00", "<|eot_id|>\x00<|eot_id|>", "ELF\x02\x01\x00\x00 main"} {
+		ids, err := b.testEncode(text, true)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if ids[0] != bos {
+			t.Errorf("%q: first token %d, want BOS %d", text, ids[0], bos)
+		}
+		if n := countToken(ids, nul); n != strings.Count(text, "\x00") {
+			t.Errorf("%q: %d NUL tokens (%d), want %d: %v", text, n, nul, strings.Count(text, "\x00"), ids)
+		}
+		if got, _ := b.testDecode(ids[1:]); got != text {
+			t.Errorf("%q decodes to %q", text, got)
+		}
+		first, _ := b.testEncode(strings.Split(text, "\x00")[0], true)
+		if !slices.Equal(ids[:len(first)], first) {
+			t.Errorf("%q: starts %v, want the text before the NUL alone, %v", text, ids, first)
+		}
+	}
+	job := genq.Job{Envelope: genq.Envelope{ID: "1", Variant: genq.VariantA}, TextRequest: genq.TextRequest{Messages: []genq.Message{
+		{Role: genq.RoleUser, Content: "cat a.out"},
+		{Role: genq.RoleAssistant, Content: "\x7fELF\x00\x00", ReasoningContent: "a\x00"},
+		{Role: genq.RoleUser, Content: "and now?\x00"},
+	}}}
+	if err := job.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if _, err := b.generateJob(t.Context(), job); err != nil {
+		t.Fatalf("a chat holding NULs: %v", err)
+	}
+}
+
 func countToken(ids []int32, id int32) int {
 	n := 0
 	for _, x := range ids {
