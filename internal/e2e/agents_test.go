@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/textgen"
 )
@@ -124,5 +125,65 @@ func TestResponsesHostedTools(t *testing.T) {
 	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK || r.header.Get(httpapi.HeaderToolsIgnored) != "web_search,code_interpreter" ||
 		len(got.Tools) != 3 || got.ToolChoice != "none" || got.ParallelToolCalls {
 		t.Fatalf("%d %s, %s %q", r.status, r.body, httpapi.HeaderToolsIgnored, r.header.Get(httpapi.HeaderToolsIgnored))
+	}
+}
+
+// TestFunctionsWithoutParameters: a function that leaves parameters out
+// (Qwen Code's get_goal and list_agents), or writes null, takes an empty
+// parameter list, as OpenAI defines it: a call forced on a random model
+// is {} at once, on chat completions and the Responses API, instead of an
+// object of any members that ran until the job's deadline.
+func TestFunctionsWithoutParameters(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	s.tinyTextWorker(128)
+	for _, tt := range []struct{ name, path, body string }{
+		{"chat, absent", "/v1/chat/completions", `{"max_tokens":128,"messages":[{"role":"user","content":"hi"}],
+			"tools":[{"type":"function","function":{"name":"get_goal","description":"Reads the goal."}},{"type":"function","function":{"name":"list_agents","parameters":null}}],
+			"tool_choice":{"type":"function","function":{"name":"get_goal"}}}`},
+		{"chat, null", "/v1/chat/completions", `{"max_tokens":128,"messages":[{"role":"user","content":"hi"}],
+			"tools":[{"type":"function","function":{"name":"list_agents","parameters":null}}],"tool_choice":"required","parallel_tool_calls":false}`},
+		{"responses, absent", "/v1/responses", `{"max_output_tokens":128,"input":"hi","tools":[{"type":"function","name":"get_goal"}],"tool_choice":"required","parallel_tool_calls":false}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.postKey(tt.path, "", tt.body)
+			var got struct {
+				Choices []struct {
+					Message struct {
+						ToolCalls []genq.ToolCall `json:"tool_calls"`
+					} `json:"message"`
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+				Output []struct {
+					Type      string `json:"type"`
+					Arguments string `json:"arguments"`
+				} `json:"output"`
+			}
+			if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			var args []string
+			for _, c := range got.Choices {
+				if c.FinishReason != "tool_calls" {
+					t.Errorf("finish_reason %q, want tool_calls", c.FinishReason)
+				}
+				for _, call := range c.Message.ToolCalls {
+					args = append(args, call.Function.Arguments)
+				}
+			}
+			for _, o := range got.Output {
+				if o.Type == "function_call" {
+					args = append(args, o.Arguments)
+				}
+			}
+			if len(args) == 0 {
+				t.Fatalf("no call: %s", r.body)
+			}
+			for _, a := range args {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(a), &m); err != nil || len(m) != 0 {
+					t.Errorf("arguments %q, want {}", a)
+				}
+			}
+		})
 	}
 }

@@ -393,7 +393,7 @@ func relaxTools(tools []genq.Tool, closed bool, indexOf func(int) int) ([]genq.T
 	out := slices.Clone(tools)
 	var relaxed map[string]*RelaxedTool
 	for i, t := range tools {
-		if len(bytes.TrimSpace(t.Function.Parameters)) == 0 {
+		if noSchema(t.Function.Parameters) {
 			continue
 		}
 		if strictTool(t) {

@@ -27,12 +27,12 @@ func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
 }
 
 // document compiles one schema of several in a grammar: its "#" and $defs
-// are its own, its rule is named name. An empty schema is any object, as a
-// tool without parameters takes. Errors do not name the schema: the
-// caller does.
+// are its own, its rule is named name. No schema (absent or null) is an
+// empty parameter list, as OpenAI defines a function without parameters:
+// the arguments are {}. Errors do not name the schema: the caller does.
 func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
-	if len(bytes.TrimSpace(schema)) == 0 {
-		return c.b.call(c.bi.object), nil
+	if noSchema(schema) {
+		schema = json.RawMessage(noParameters)
 	}
 	if len(schema) > MaxSchemaBytes {
 		return frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
@@ -52,6 +52,16 @@ func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
 	}
 	c.b.define(c.rootRule, f)
 	return c.b.call(c.rootRule), nil
+}
+
+// noParameters is the schema of an empty parameter list.
+const noParameters = `{"type":"object","properties":{},"additionalProperties":false}`
+
+// noSchema reports whether a tool's parameters are left out: absent, or
+// null as some clients write it.
+func noSchema(schema json.RawMessage) bool {
+	s := bytes.TrimSpace(schema)
+	return len(s) == 0 || string(s) == "null"
 }
 
 func prefixed(where string, err error) error {

@@ -15,7 +15,8 @@ func tool(name, params string) genq.Tool {
 var testTools = []genq.Tool{
 	tool("get_weather", `{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`),
 	tool("tree", `{"$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["kids"],"additionalProperties":false}},"$ref":"#/$defs/node"}`),
-	tool("ping", ``),
+	tool("ping", ``),     // OpenAI: no parameters is an empty parameter list
+	tool("pong", `null`), // as some clients write it
 }
 
 func matches(g *Grammar, text string) bool {
@@ -34,7 +35,7 @@ func TestToolCallGrammar(t *testing.T) {
 	}
 	weather := FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
 	tree := FormatToolCall("tree", `{"kids": [{"kids": []}]}`)
-	ping := FormatToolCall("ping", `{"any": [1, 2]}`)
+	ping := FormatToolCall("ping", `{}`)
 	for _, tc := range []struct {
 		text             string
 		single, parallel bool
@@ -42,6 +43,9 @@ func TestToolCallGrammar(t *testing.T) {
 		{weather, true, true},
 		{tree, true, true},
 		{ping, true, true},
+		{FormatToolCall("pong", `{ }`), true, true},
+		{FormatToolCall("ping", `{"any": [1, 2]}`), false, false}, // an argument to a function that takes none
+		{FormatToolCall("pong", `{"a": 1}`), false, false},
 		{weather + "; " + tree, false, true},
 		{FormatToolCall("get_weather", `{"city": "Oslo"}`), false, false},              // unit missing
 		{FormatToolCall("get_weather", `{"city": "Oslo", "unit": "k"}`), false, false}, // not in the enum
