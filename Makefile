@@ -111,11 +111,13 @@ lint: engine
 test-openai: build engine
 	test/openai/run.sh
 
-# Claude Code from npm (test/agents' lock file) against make run's stack at
-# its defaults, through a proxy that records every request's size and
-# answer (results/agents/requests.jsonl); docs/agents.md.
+# Claude Code, then OpenAI's Codex CLI, from npm (test/agents' lock file)
+# against make run's stack at its defaults, through a proxy that records
+# every request's size and answer (results/agents/*.jsonl);
+# docs/agents.md.
 test-agents: build engine
 	test/agents/run.sh
+	test/agents/run-openai.sh
 
 # The web UI (/ui/) in Debian's chromium, headless, driven by puppeteer-core
 # over bin/api and bin/worker with the tiny models; writes docs/ui-*.png.

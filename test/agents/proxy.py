@@ -5,15 +5,18 @@
 
 Forwards every request to UPSTREAM_URL and streams the answer back as it
 comes (server-sent events included), and writes one JSON line per request
-to LOG_FILE: method, path, status, the body's size, and what a Messages or
-chat request asks for (model, max_tokens, thinking, how many tools and
-messages, stream), with the tool calls and tool results its messages carry
-back (each call's arguments beside its tool's input schema, so that a test
-can check them). It never writes a header's value, so no key reaches the
-log.
+to LOG_FILE: method, path, status, the body's size, and what a Messages,
+chat or Responses request asks for (model, max_tokens or
+max_output_tokens, thinking or reasoning, how many tools and of which
+hosted types, how many messages or input items, stream), with the tool
+calls and tool results its messages carry back (each call's arguments
+beside its tool's input schema, so that a test can check them), and the
+hosted tools genq left out (its Genq-Tools-Ignored header). It writes no
+other header's value, so no key reaches the log.
 
-With FORCE_TOOL, the first Messages request that offers that tool and
-carries no tool result yet goes out with tool_choice naming it: a model of
+With FORCE_TOOL, the first Messages, chat or Responses request that offers
+that tool and carries no tool result yet goes out with tool_choice naming
+it, in that route's shape: a model of
 random weights never chooses a tool, and a real one would, so this is how
 a test reaches the agent's tool-result turn. Everything after it goes out
 unchanged.
@@ -36,43 +39,96 @@ def summary(body):
         return {}
     if not isinstance(req, dict):
         return {}
-    out = {k: req.get(k) for k in ("model", "max_tokens", "stream") if k in req}
+    out = {k: req.get(k) for k in ("model", "max_tokens", "max_output_tokens", "stream") if k in req}
     if "thinking" in req:
         out["thinking"] = (req["thinking"] or {}).get("type")
+    if isinstance(req.get("reasoning"), dict):
+        out["reasoning"] = req["reasoning"].get("effort") or "default"
+    elif "reasoning_effort" in req:
+        out["reasoning"] = req["reasoning_effort"]
+    if isinstance(req.get("input"), list):
+        out["input"] = len(req["input"])
+    types = {t.get("type") for t in req.get("tools") or [] if isinstance(t, dict)}
+    out["tool_types"] = sorted(t for t in types if t and t != "function")
     out["tools"] = len(req.get("tools") or [])
-    out["tool_names"] = [t.get("name") for t in req.get("tools") or [] if isinstance(t, dict)]
+    out["tool_names"] = [tool_name(t) for t in req.get("tools") or [] if isinstance(t, dict)]
     out["tools_bytes"] = len(json.dumps(req.get("tools") or []))
     out["messages"] = len(req.get("messages") or [])
     out["system_roles_in_messages"] = sum(1 for m in req.get("messages") or [] if isinstance(m, dict) and m.get("role") == "system")
-    schemas = {t.get("name"): t.get("input_schema") for t in req.get("tools") or [] if isinstance(t, dict)}
+    schemas = {tool_name(t): tool_schema(t) for t in req.get("tools") or [] if isinstance(t, dict)}
     uses, results = [], 0
+
+    def use(name, args):
+        uses.append({"name": name, "input": args, "schema": schemas.get(name)})
+
     for m in req.get("messages") or []:
-        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(m, dict):
+            continue
+        # Chat completions: an assistant's tool_calls, a tool's turn.
+        for c in m.get("tool_calls") or []:
+            fn = (c.get("function") or {}) if isinstance(c, dict) else {}
+            use(fn.get("name"), arguments(fn.get("arguments")))
+        if m.get("role") == "tool":
+            results += 1
+        content = m.get("content")
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use":
-                uses.append({"name": block.get("name"), "input": block.get("input"), "schema": schemas.get(block.get("name"))})
+                use(block.get("name"), block.get("input"))
             elif block.get("type") == "tool_result":
                 results += 1
+    # The Responses API: function_call and function_call_output items.
+    for item in req.get("input") if isinstance(req.get("input"), list) else []:
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            use(item.get("name"), arguments(item.get("arguments")))
+        elif isinstance(item, dict) and item.get("type") == "function_call_output":
+            results += 1
     if uses:
         out["tool_uses"] = uses
     out["tool_results"] = results
     return out
 
 
-def force_tool(body, name):
-    """Returns body with tool_choice naming the tool name, or None where the
-    request does not offer it or already carries a tool result."""
+def tool_name(t):
+    """A tool's name in the Messages, chat or Responses shape."""
+    return t.get("name") or (t.get("function") or {}).get("name")
+
+
+def tool_schema(t):
+    """A tool's input schema in the Messages, chat or Responses shape."""
+    return t.get("input_schema") or t.get("parameters") or (t.get("function") or {}).get("parameters")
+
+
+def arguments(text):
+    """A call's arguments, a JSON text in OpenAI's APIs, as a value."""
+    try:
+        return json.loads(text or "{}")
+    except ValueError:
+        return text
+
+
+# The tool_choice naming one tool, in each route's own shape.
+NAMED_CHOICE = {
+    "/v1/messages": lambda name: {"type": "tool", "name": name},
+    "/v1/chat/completions": lambda name: {"type": "function", "function": {"name": name}},
+    "/v1/responses": lambda name: {"type": "function", "name": name},
+}
+
+
+def force_tool(body, name, path):
+    """Returns body with tool_choice naming the tool name in path's shape, or
+    None where the request does not offer it or already carries a tool
+    result."""
     try:
         req = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(req, dict) or not any(isinstance(t, dict) and t.get("name") == name for t in req.get("tools") or []):
+    if not isinstance(req, dict) or not any(isinstance(t, dict) and tool_name(t) == name for t in req.get("tools") or []):
         return None
     if summary(body).get("tool_results"):
         return None
-    req["tool_choice"] = {"type": "tool", "name": name}
+    req["tool_choice"] = NAMED_CHOICE[path](name)
     return json.dumps(req).encode()
 
 
@@ -91,9 +147,10 @@ def main():
             n = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(n) if n else b""
             was_forced = False
-            if forced["tool"] and self.path.split("?")[0] == "/v1/messages":
+            path = self.path.split("?")[0]
+            if forced["tool"] and path in NAMED_CHOICE:
                 with lock:
-                    changed = None if forced["done"] else force_tool(body, forced["tool"])
+                    changed = None if forced["done"] else force_tool(body, forced["tool"], path)
                     if changed is not None:
                         body, forced["done"], was_forced = changed, True, True
             conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=3600)
@@ -119,6 +176,8 @@ def main():
             rec.update(summary(body))
             if was_forced:
                 rec["forced_tool"] = forced["tool"]
+            if resp.getheader("Genq-Tools-Ignored"):
+                rec["tools_ignored"] = resp.getheader("Genq-Tools-Ignored")
             with lock, open(log_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
 
