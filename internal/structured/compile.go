@@ -191,7 +191,7 @@ func enforced(k string) (typ string, ok bool) {
 	case "items", "minItems", "maxItems", "prefixItems", "additionalItems", "uniqueItems",
 		"contains", "minContains", "maxContains":
 		return "array", true
-	case "minLength", "maxLength", "pattern", "format":
+	case "minLength", "maxLength", "pattern", "format", keyPatterns, keyNotPatterns:
 		return "string", true
 	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
 		return "number", true
@@ -220,6 +220,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	if err := checkShape(s, path); err != nil {
 		return frag{}, err
 	}
+	if needsLowering(s) {
+		return c.compileLowered(s, path)
+	}
 	for _, m := range s.obj {
 		if unenforced(m.key) && !(m.key == "dependencies" && namesOnly(m.val)) {
 			return frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
@@ -236,6 +239,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	}
 	if all := s.get("allOf"); all != nil {
 		merged, err := c.resolved(s, path, 0)
+		if err != nil && !errors.Is(err, errTooDeep) {
+			return c.compileLowered(s, path) // parts that do not merge as they are
+		}
 		if err != nil {
 			return frag{}, err
 		}
@@ -251,6 +257,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 			merged, err := c.resolved(s, path, 0)
 			if errors.Is(err, errTooDeep) {
 				return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported where what it points to leads back to it", path, cmp.Or(k, "type"))
+			}
+			if errors.Is(err, errScoped) {
+				return c.compileLowered(s, path)
 			}
 			if err != nil {
 				return frag{}, err
@@ -271,6 +280,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		// merged with them. Alone, a branch compiles as it is (a $ref in
 		// it stays a rule, recursion included).
 		siblings, err := c.resolved(without(s, "anyOf"), path, 0) // a $ref beside anyOf, merged in
+		if errors.Is(err, errScoped) {
+			return c.compileLowered(s, path)
+		}
 		if err != nil {
 			return frag{}, err
 		}
@@ -280,7 +292,9 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 			at := path + "/anyOf/" + strconv.Itoa(i)
 			if besides {
 				r, err := c.resolved(sub, at, 0)
-				if err != nil {
+				if errors.Is(err, errScoped) {
+					r = sub // merged below as an allOf, lowered where it is compiled
+				} else if err != nil {
 					return frag{}, err
 				}
 				m, err := merge(siblings, r, at)
@@ -363,7 +377,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 
 // scalarKeywords are the keywords scalarHolds checks a listed value
 // against.
-var scalarKeywords = []string{"format", "pattern", "minLength", "maxLength",
+var scalarKeywords = []string{"format", "pattern", keyPatterns, keyNotPatterns, "minLength", "maxLength",
 	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 
 // scalarHolds tells whether v, a value enum or const lists, holds to s's
@@ -387,6 +401,9 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 			if !re.MatchString(v.str) {
 				return false, nil
 			}
+		}
+		if ok, err := c.patternsHold(s, v.str, path); !ok || err != nil {
+			return false, err
 		}
 		if err := c.checkFormat(s.get("format"), path); err != nil {
 			return false, err
@@ -547,6 +564,9 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
 	}
 	siblings, err := c.resolved(without(s, "oneOf"), path, 0) // a $ref beside oneOf, merged in
+	if errors.Is(err, errScoped) {
+		return c.compileLowered(s, path)
+	}
 	if err != nil {
 		return frag{}, err
 	}
@@ -555,6 +575,9 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 	for i, sub := range one.arr {
 		at := path + "/oneOf/" + strconv.Itoa(i)
 		r, err := c.resolved(sub, at, 0)
+		if errors.Is(err, errScoped) {
+			return c.compileLowered(s, path)
+		}
 		if err != nil {
 			return frag{}, err
 		}
@@ -580,7 +603,7 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 				continue
 			}
 			if !distinct(branches[i], branches[j]) {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf whose branches %d and %d may both hold is not supported: genq enforces oneOf where its branches exclude each other (other types, or a required property's different const values)", path, i, j)
+				return c.compileLowered(s, path) // exactly one, by negating the others
 			}
 		}
 	}

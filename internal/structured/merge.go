@@ -20,11 +20,17 @@ import (
 // branch's top-level $ref resolved first.
 func (c *compiler) mergeAll(base *value, branches []*value, path string) (*value, error) {
 	out := base
+	if scoped(base) {
+		return nil, scopedError(path)
+	}
 	for i, br := range branches {
 		at := path + "/allOf/" + strconv.Itoa(i)
 		r, err := c.resolved(br, at, 0)
 		if err != nil {
 			return nil, err
+		}
+		if scoped(r) {
+			return nil, scopedError(at)
 		}
 		if out, err = merge(out, r, at); err != nil {
 			return nil, err
@@ -65,6 +71,9 @@ func (c *compiler) resolved(s *value, path string, depth int) (*value, error) {
 	if err != nil {
 		return nil, err
 	}
+	if scoped(t) || scoped(s) {
+		return nil, scopedError(path)
+	}
 	return merge(without(s, "$ref"), t, path)
 }
 
@@ -76,6 +85,29 @@ var errNever = errors.New("never satisfied")
 // never tells a merge that no instance satisfies: false, or errNever.
 func never(v *value, err error) bool {
 	return errors.Is(err, errNever) || err == nil && v.kind == 'b' && !v.b
+}
+
+// errScoped is resolved's error where a schema to merge has keywords
+// that see only their own schema's keywords (if, then and else; the
+// unevaluated ones): merged into one schema they would see the others'.
+// Such a schema is lowered instead (lower.go).
+var errScoped = errors.New("scoped keywords")
+
+func scopedError(path string) error {
+	return genq.WrapError(genq.Invalid, errScoped, fmt.Sprintf("at %s: if, then, else or an unevaluated keyword in a schema merged with others", path))
+}
+
+// scoped tells a schema with if, then, else or an unevaluated keyword.
+func scoped(s *value) bool {
+	if s.kind != 'o' {
+		return false
+	}
+	for _, k := range []string{"if", "then", "else", "unevaluatedProperties", "unevaluatedItems"} {
+		if s.get(k) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // errTooDeep is resolved's error where $refs and allOfs nest past
@@ -104,6 +136,9 @@ func merge(a, b *value, path string) (*value, error) {
 		return &value{kind: 'b'}, nil // false: nothing is valid
 	case a.kind != 'o' || b.kind != 'o':
 		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
+	case scoped(a) || scoped(b):
+		// Kept apart, so that each one's scoped keywords see its own.
+		return &value{kind: 'o', obj: []member{{"allOf", &value{kind: 'a', arr: []*value{a, b}}}}}, nil
 	}
 	out := &value{kind: 'o', obj: slices.Clone(a.obj)}
 	set := func(k string, v *value) {
@@ -123,6 +158,16 @@ func merge(a, b *value, path string) (*value, error) {
 		}
 		if m.key == "const" && !sameJSON(mine, m.val) {
 			return &value{kind: 'b'}, nil // two different consts: nothing is valid
+		}
+		if m.key == "pattern" && !sameJSON(mine, m.val) {
+			// Both patterns hold: the second joins the list a string's
+			// automaton intersects.
+			more := &value{kind: 'a', arr: []*value{m.val}}
+			if p := out.get(keyPatterns); p != nil {
+				more = union(p, more)
+			}
+			set(keyPatterns, more)
+			continue
 		}
 		v, err := mergeKeyword(m.key, mine, m.val, a, b, path)
 		if err != nil {
@@ -222,6 +267,11 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 			}
 			return merge(a, b, path+"/properties/"+key)
 		})
+	case keyPatterns, keyNotPatterns:
+		return union(x, y), nil
+	case "not":
+		// Neither holds: not of either.
+		return &value{kind: 'o', obj: []member{{"anyOf", &value{kind: 'a', arr: []*value{x, y}}}}}, nil
 	case "uniqueItems":
 		if x.kind != 'b' || y.kind != 'b' {
 			return refuse()

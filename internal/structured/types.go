@@ -198,6 +198,9 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 	if err != nil {
 		return frag{}, err
 	}
+	if s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil {
+		return c.patternString(s, keys, parts, path)
+	}
 	switch len(parts) {
 	case 0:
 		return b.call(c.bi.str), nil

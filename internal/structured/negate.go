@@ -1,0 +1,384 @@
+package structured
+
+import (
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// not, pushed down: an instance fails a plain schema exactly when it
+// violates one of its keywords, and each keyword's violation is a plain
+// schema of its own (below minimum is a number under exclusiveMaximum,
+// a required name missing is an object whose property is false, a
+// property's schema failing is that property present and its schema's
+// not, nested, lowered where it is compiled). The negation of
+// alternatives is the allOf of each one's negation. A keyword whose
+// violation no plain schema says (uniqueItems, multipleOf, patternProperties,
+// additionalProperties, propertyNames, integer as a type) is refused.
+
+// negate is the alternatives of the instances that fail every one of brs.
+// They evaluate nothing: not leaves no annotations.
+func (c *compiler) negate(brs []branch, path string) ([]branch, error) {
+	out := anything()
+	for _, br := range brs {
+		vs, err := c.violations(br.s, path)
+		if err != nil {
+			return nil, err
+		}
+		alts := make([]branch, 0, len(vs))
+		for _, v := range vs {
+			alts = append(alts, branch{s: v})
+		}
+		if out, err = c.and(out, alts, path); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// violations are plain schemas of the instances that fail s, which
+// together take every one.
+func (c *compiler) violations(s *value, path string) ([]*value, error) {
+	switch s.kind {
+	case 'b':
+		if s.b {
+			return nil, nil
+		}
+		return []*value{object()}, nil
+	case 'o':
+	default:
+		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
+	}
+	refuse := func(k string) ([]*value, error) {
+		return nil, genq.Errorf(genq.Invalid, "at %s: not over %q is not supported: genq cannot write the values that fail it as a schema", path, k)
+	}
+	var out []*value
+	typed := func(t string, ms ...member) *value {
+		return object(append([]member{{"type", &value{kind: 's', str: t}}}, ms...)...)
+	}
+	if t := s.get("type"); t != nil {
+		types, err := typeList(s, path)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(types, "integer") && !slices.Contains(types, "number") {
+			return refuse("type")
+		}
+		var others []*value
+		for _, o := range []string{"null", "boolean", "object", "array", "string", "number"} {
+			if !slices.Contains(types, o) {
+				others = append(others, &value{kind: 's', str: o})
+			}
+		}
+		if len(others) > 0 {
+			out = append(out, object(member{"type", &value{kind: 'a', arr: others}}))
+		}
+	}
+	hasPrefix := s.get("prefixItems") != nil
+	for _, m := range s.obj {
+		k, v := m.key, m.val
+		if _, ok := enforced(k); !ok && !unenforced(k) {
+			continue // an annotation: nothing fails it
+		}
+		switch k {
+		case "type", "minContains", "maxContains":
+			// type above; the bounds of contains with it.
+		case "const":
+			vs, err := c.otherValues([]*value{v}, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vs...)
+		case "enum":
+			if v.kind != 'a' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: enum must be an array", path)
+			}
+			vs, err := c.otherValues(v.arr, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vs...)
+		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+			if v.kind != 'n' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: %s must be a number", path, k)
+			}
+			opposite := map[string]string{"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+				"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
+			out = append(out, typed("number", member{opposite, v}))
+		case "minLength", "minItems", "minProperties":
+			n, _, err := count(s, k, path)
+			if err != nil {
+				return nil, err
+			}
+			if n > 0 {
+				out = append(out, typed(typeOf(k), member{"max" + k[3:], number(n - 1)}))
+			}
+		case "maxLength", "maxItems", "maxProperties":
+			n, _, err := count(s, k, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, typed(typeOf(k), member{"min" + k[3:], number(n + 1)}))
+		case "pattern":
+			if v.kind != 's' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
+			}
+			out = append(out, typed("string", member{keyNotPatterns, &value{kind: 'a', arr: []*value{v}}}))
+		case keyPatterns, keyNotPatterns:
+			flip := map[string]string{keyPatterns: keyNotPatterns, keyNotPatterns: keyPatterns}[k]
+			for _, p := range v.arr {
+				out = append(out, typed("string", member{flip, &value{kind: 'a', arr: []*value{p}}}))
+			}
+		case "format":
+			if p, ok := formatPattern(v.str); ok && c.formats {
+				out = append(out, typed("string", member{keyNotPatterns, nameList(p)}))
+			}
+		case "required":
+			if v.kind != 'a' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+			}
+			for _, n := range v.arr {
+				out = append(out, typed("object", member{"properties", object(member{n.str, falseSchema()})}))
+			}
+		case "dependentRequired", "dependencies":
+			deps, err := dependentRequired(object(m), path)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range deps {
+				out = append(out, typed("object", member{"required", nameList(d.a)},
+					member{"properties", object(member{d.b, falseSchema()})}))
+			}
+		case "properties":
+			if v.kind != 'o' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: properties must be an object of schemas", path)
+			}
+			for _, p := range v.obj {
+				if p.val.kind == 'b' && p.val.b {
+					continue
+				}
+				out = append(out, typed("object", member{"required", nameList(p.key)},
+					member{"properties", object(member{p.key, notSchema(p.val)})}))
+			}
+		case "items":
+			if v.kind == 'a' || hasPrefix {
+				return refuse("items")
+			}
+			if v.kind == 'b' && v.b {
+				continue
+			}
+			out = append(out, typed("array", member{"contains", notSchema(v)}))
+		case "prefixItems":
+			if v.kind != 'a' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
+			}
+			for i, p := range v.arr {
+				if p.kind == 'b' && p.b {
+					continue
+				}
+				prefix := &value{kind: 'a'}
+				for range i {
+					prefix.arr = append(prefix.arr, &value{kind: 'b', b: true})
+				}
+				prefix.arr = append(prefix.arr, notSchema(p))
+				out = append(out, typed("array", member{"minItems", number(i + 1)}, member{"prefixItems", prefix}))
+			}
+		case "contains":
+			vs, err := containsViolations(s, v, path)
+			if err != nil {
+				return nil, err
+			}
+			for _, x := range vs {
+				out = append(out, typed("array", x...))
+			}
+		case "uniqueItems":
+			if v.kind == 'b' && v.b {
+				return refuse(k)
+			}
+		case "additionalProperties", "additionalItems", "propertyNames":
+			if !(v.kind == 'b' && v.b) {
+				return refuse(k)
+			}
+		default:
+			return refuse(k)
+		}
+	}
+	return out, nil
+}
+
+// typeOf is the type a length or count keyword applies to.
+func typeOf(k string) string {
+	t, _ := enforced(k)
+	return t
+}
+
+// notSchema is the schema {"not": s}, lowered where it is compiled.
+func notSchema(s *value) *value {
+	switch {
+	case s.kind == 'b':
+		return &value{kind: 'b', b: !s.b}
+	case len(s.obj) == 1 && s.obj[0].key == "not":
+		return s.obj[0].val
+	}
+	return object(member{"not", s})
+}
+
+// containsViolations are the arrays that fail contains c with its bounds:
+// too few items match it, or too many.
+func containsViolations(s, cs *value, path string) ([][]member, error) {
+	min, hasMin, err := containsBound(s, "minContains", path)
+	if err != nil {
+		return nil, err
+	}
+	if !hasMin {
+		min = 1
+	}
+	max, hasMax, err := containsBound(s, "maxContains", path)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]member
+	if min >= 1 {
+		out = append(out, []member{{"items", notSchema(cs)}})
+	}
+	if min >= 2 {
+		out = append(out, []member{{"contains", cs}, {"maxContains", number(min - 1)}})
+	}
+	if hasMax {
+		out = append(out, []member{{"contains", cs}, {"minContains", number(max + 1)}})
+	}
+	return out, nil
+}
+
+// otherValues are schemas of the values other than vals.
+func (c *compiler) otherValues(vals []*value, path string) ([]*value, error) {
+	typed := func(t string, ms ...member) *value {
+		return object(append([]member{{"type", &value{kind: 's', str: t}}}, ms...)...)
+	}
+	byKind := map[byte][]*value{}
+	for _, v := range vals {
+		byKind[v.kind] = append(byKind[v.kind], v)
+	}
+	var out []*value
+	if len(byKind['z']) == 0 {
+		out = append(out, typed("null"))
+	}
+	for _, b := range []bool{true, false} {
+		if !slices.ContainsFunc(byKind['b'], func(v *value) bool { return v.b == b }) {
+			out = append(out, object(member{"const", &value{kind: 'b', b: b}}))
+		}
+	}
+	out = append(out, otherNumbers(byKind['n'])...)
+	if ss := byKind['s']; len(ss) > 0 {
+		pats := &value{kind: 'a'}
+		for _, v := range ss {
+			pats.arr = append(pats.arr, &value{kind: 's', str: "^" + regexp.QuoteMeta(v.str) + "$"})
+		}
+		out = append(out, typed("string", member{keyNotPatterns, pats}))
+	} else {
+		out = append(out, typed("string"))
+	}
+	for _, kind := range []byte{'o', 'a'} {
+		t := map[byte]string{'o': "object", 'a': "array"}[kind]
+		if len(byKind[kind]) == 0 {
+			out = append(out, typed(t))
+			continue
+		}
+		// A value of the type other than each listed one: the allOf of
+		// "other than this one", as alternatives.
+		alts := anything()
+		for _, v := range byKind[kind] {
+			var others []*value
+			if kind == 'o' {
+				others = otherObjects(v)
+			} else {
+				others = otherArrays(v)
+			}
+			brs := make([]branch, 0, len(others))
+			for _, o := range others {
+				brs = append(brs, branch{s: o})
+			}
+			var err error
+			if alts, err = c.and(alts, brs, path); err != nil {
+				return nil, err
+			}
+		}
+		for _, br := range alts {
+			out = append(out, br.s)
+		}
+	}
+	return out, nil
+}
+
+// otherNumbers are the numbers other than ns: the open intervals between
+// them.
+func otherNumbers(ns []*value) []*value {
+	typed := func(ms ...member) *value {
+		return object(append([]member{{"type", &value{kind: 's', str: "number"}}}, ms...)...)
+	}
+	if len(ns) == 0 {
+		return []*value{typed()}
+	}
+	type num struct {
+		r *big.Rat
+		v *value
+	}
+	var sorted []num
+	for _, n := range ns {
+		r, ok := new(big.Rat).SetString(n.num.String())
+		if !ok {
+			continue
+		}
+		if !slices.ContainsFunc(sorted, func(m num) bool { return m.r.Cmp(r) == 0 }) {
+			sorted = append(sorted, num{r, n})
+		}
+	}
+	slices.SortFunc(sorted, func(a, b num) int { return a.r.Cmp(b.r) })
+	out := []*value{typed(member{"exclusiveMaximum", sorted[0].v})}
+	for i := 1; i < len(sorted); i++ {
+		out = append(out, typed(member{"exclusiveMinimum", sorted[i-1].v}, member{"exclusiveMaximum", sorted[i].v}))
+	}
+	return append(out, typed(member{"exclusiveMinimum", sorted[len(sorted)-1].v}))
+}
+
+// otherObjects are the objects other than o: one of its names missing,
+// one of its values different, or a name more.
+func otherObjects(o *value) []*value {
+	typed := func(ms ...member) *value {
+		return object(append([]member{{"type", &value{kind: 's', str: "object"}}}, ms...)...)
+	}
+	var out []*value
+	for _, m := range o.obj {
+		out = append(out,
+			typed(member{"properties", object(member{m.key, falseSchema()})}),
+			typed(member{"required", nameList(m.key)}, member{"properties", object(member{m.key, notSchema(object(member{"const", m.val}))})}))
+	}
+	return append(out, typed(member{"minProperties", number(len(o.obj) + 1)}))
+}
+
+// otherArrays are the arrays other than a: another length, or an item
+// different.
+func otherArrays(a *value) []*value {
+	typed := func(ms ...member) *value {
+		return object(append([]member{{"type", &value{kind: 's', str: "array"}}}, ms...)...)
+	}
+	n := len(a.arr)
+	out := []*value{typed(member{"minItems", number(n + 1)})}
+	if n > 0 {
+		out = append(out, typed(member{"maxItems", number(n - 1)}))
+	}
+	for i, v := range a.arr {
+		prefix := &value{kind: 'a'}
+		for range i {
+			prefix.arr = append(prefix.arr, &value{kind: 'b', b: true})
+		}
+		prefix.arr = append(prefix.arr, notSchema(object(member{"const", v})))
+		out = append(out, typed(member{"minItems", number(i + 1)}, member{"prefixItems", prefix}))
+	}
+	return out
+}
+
+var _ = strconv.Itoa

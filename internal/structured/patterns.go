@@ -1,0 +1,91 @@
+package structured
+
+import (
+	"strings"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// canonicalString is a pattern of every string, matched as the pattern
+// automaton writes characters: each one way (UTF-8, the short escapes,
+// \u00XX for other controls). A string that must not match a pattern is
+// held to it: the pattern's automaton knows only that spelling, and a
+// value spelled otherwise (\u0061 for a) would slip past the refusal.
+const canonicalString = `(?s)^.*$`
+
+// patternString is a string that matches every pattern of keyPatterns and
+// none of keyNotPatterns, besides the parts stringParts made of s's other
+// keywords (keys name them): the product of their automata, built once
+// per grammar under the keys together.
+func (c *compiler) patternString(s *value, keys []string, parts []func() (frag, error), path string) (frag, error) {
+	list := func(k string) ([]string, error) {
+		v := s.get(k)
+		if v == nil {
+			return nil, nil
+		}
+		var out []string
+		for _, p := range v.arr {
+			if p.kind != 's' {
+				return nil, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
+			}
+			out = append(out, p.str)
+		}
+		return out, nil
+	}
+	must, err := list(keyPatterns)
+	if err != nil {
+		return frag{}, err
+	}
+	mustNot, err := list(keyNotPatterns)
+	if err != nil {
+		return frag{}, err
+	}
+	part := func(p string) func() (frag, error) {
+		return func() (frag, error) {
+			f, err := c.pattern(p)
+			if err != nil {
+				return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
+			}
+			return f, nil
+		}
+	}
+	for _, p := range must {
+		keys, parts = append(keys, "pattern "+p), append(parts, part(p))
+	}
+	if len(mustNot) > 0 {
+		keys, parts = append(keys, "pattern "+canonicalString), append(parts, part(canonicalString))
+	}
+	var rejects []func() (frag, error)
+	for _, p := range mustNot {
+		keys, rejects = append(keys, "not pattern "+p), append(rejects, part(p))
+	}
+	if len(parts) == 1 && len(rejects) == 0 {
+		return c.sharedString(keys[0], parts[0])
+	}
+	f, err := c.sharedString(strings.Join(keys, " and "), func() (frag, error) { return c.product(parts, rejects) })
+	if err != nil {
+		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+	}
+	return f, nil
+}
+
+// patternsHold tells whether str, a listed value, matches every pattern
+// of s's keyPatterns and none of its keyNotPatterns.
+func (c *compiler) patternsHold(s *value, str, path string) (bool, error) {
+	for _, k := range []string{keyPatterns, keyNotPatterns} {
+		v := s.get(k)
+		if v == nil {
+			continue
+		}
+		for _, p := range v.arr {
+			re := c.regexp(p.str)
+			if p.kind != 's' || re == nil {
+				return false, genq.Errorf(genq.Invalid, "at %s: pattern %q is not a supported regular expression", path, p.str)
+			}
+			if re.MatchString(str) != (k == keyPatterns) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
