@@ -83,7 +83,7 @@ func TestResponses(t *testing.T) {
 		{"store", `{"input":"hi","store":true}`, "this server keeps no conversation state"},
 		{"previous_response_id", `{"input":"hi","previous_response_id":"resp_x"}`, "this server keeps no conversation state"},
 		{"structured output", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, "schema is required"},
-		{"a bad schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","properties":{"a":{"not":{}}}}}}}`, `the schema keyword "not"`},
+		{"a bad schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","properties":{"a":{"not":{"uniqueItems":true}}}}}}}`, `not over "uniqueItems"`},
 		{"a hosted tool forced", `{"input":"hi","tools":[{"type":"file_search"}],"tool_choice":"required"}`, "this server can run none of these (file_search)"},
 		{"a strict tool's schema genq cannot enforce", `{"input":"hi","tools":[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}]}`, `the schema keyword "uniqueItems"`},
 		{"no input", `{}`, "input is required"},

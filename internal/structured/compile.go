@@ -193,7 +193,7 @@ func enforced(k string) (typ string, ok bool) {
 		return "array", true
 	case "minLength", "maxLength", "pattern", "format", keyPatterns, keyNotPatterns:
 		return "string", true
-	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", keyNotInteger, keyShort:
 		return "number", true
 	}
 	return "", false
@@ -239,7 +239,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	}
 	if all := s.get("allOf"); all != nil {
 		merged, err := c.resolved(s, path, 0)
-		if err != nil && !errors.Is(err, errTooDeep) {
+		if err != nil && !errors.Is(err, errTooDeep) && !errors.Is(err, errNever) {
 			return c.compileLowered(s, path) // parts that do not merge as they are
 		}
 		if err != nil {
@@ -378,7 +378,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 // scalarKeywords are the keywords scalarHolds checks a listed value
 // against.
 var scalarKeywords = []string{"format", "pattern", keyPatterns, keyNotPatterns, "minLength", "maxLength",
-	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", keyNotInteger, keyShort}
 
 // scalarHolds tells whether v, a value enum or const lists, holds to s's
 // scalarKeywords: each checks only the type it applies to.
@@ -415,7 +415,7 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 		}
 	case 'n':
 		x, ok := new(big.Rat).SetString(v.num.String())
-		if !ok {
+		if !ok || s.get(keyNotInteger) != nil && x.IsInt() || s.get(keyShort) != nil && !shortDigits(v.num.String()) {
 			return false, nil
 		}
 		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"} {
@@ -508,6 +508,9 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 	case "boolean":
 		return b.alt(b.lit("true"), b.lit("false")), nil
 	case "integer", "number":
+		if s.get(keyNotInteger) != nil || s.get(keyShort) != nil {
+			return c.restrictedNumber(s, t, path)
+		}
 		if s.get("multipleOf") != nil {
 			f, err := c.multiple(s, path)
 			return c.wholeFraction(f), err

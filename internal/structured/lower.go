@@ -38,6 +38,10 @@ const maxExactAnyOf = 6
 const (
 	keyPatterns    = "$genq:patterns"
 	keyNotPatterns = "$genq:notPatterns"
+	// keyNotInteger: a number that is not an integer.
+	keyNotInteger = "$genq:notInteger"
+	// keyShort: a number of at most 15 significant digits.
+	keyShort = "$genq:short"
 )
 
 // applicators are the keywords lowering takes apart; what is left of a
@@ -147,13 +151,13 @@ func (c *compiler) compileLowered(s *value, path string) (frag, error) {
 		return frag{}, err
 	}
 	alts := make([]frag, 0, len(brs))
-	for i, br := range brs {
+	for _, br := range brs {
 		f, err := c.compile(br.s, path)
 		if unsatisfiable(err) {
 			continue // an alternative no instance takes
 		}
 		if err != nil {
-			return frag{}, fmt.Errorf("alternative %d of %d: %w", i+1, len(brs), err)
+			return frag{}, err
 		}
 		alts = append(alts, f)
 	}
@@ -190,13 +194,17 @@ func (c *compiler) lower(s *value, path string, eval bool, depth int) ([]branch,
 	}
 	deps = append(named, deps...)
 	if p := base.get("pattern"); p != nil { // patterns, so that more can join
+		if err := patternSupported(p); err != nil {
+			return nil, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
+		}
 		base = without(base, "pattern")
 		base.obj = append(base.obj, member{keyPatterns, &value{kind: 'a', arr: []*value{p}}})
 	}
 	out := []branch{{s: base, ev: evaluatedBy(base)}}
+	at := path // where the schema anded in is, for errors
 	and := func(more []branch, e error) {
 		if err == nil && e == nil {
-			out, e = c.and(out, more, path)
+			out, e = c.and(out, more, at)
 		}
 		if err == nil {
 			err = e
@@ -215,8 +223,10 @@ func (c *compiler) lower(s *value, path string, eval bool, depth int) ([]branch,
 			return nil, genq.Errorf(genq.Invalid, "at %s: allOf must be a non-empty array of schemas", path)
 		}
 		for i, v := range all.arr {
-			and(sub(v, path+"/allOf/"+strconv.Itoa(i)))
+			at = path + "/allOf/" + strconv.Itoa(i)
+			and(sub(v, at))
 		}
+		at = path
 	}
 	if anyOf := s.get("anyOf"); anyOf != nil && err == nil {
 		and(c.lowerAnyOf(anyOf, path, eval, depth))
@@ -326,6 +336,14 @@ func (c *compiler) lowerIf(s, cond *value, path string, eval bool, depth int) ([
 	if err != nil {
 		return nil, err
 	}
+	if s.get("then") == nil && s.get("else") == nil {
+		if !eval {
+			return anything(), nil // it asserts nothing
+		}
+		// Only what if evaluates counts: where it holds, or, as anyOf's
+		// sets, where nothing is assumed of it.
+		return c.or(holds, anything(), path)
+	}
 	fails, err := c.lower(cond, path+"/if", false, depth+1)
 	if err == nil {
 		fails, err = c.negate(fails, path+"/if")
@@ -355,8 +373,11 @@ func (c *compiler) lowerIf(s, cond *value, path string, eval bool, depth int) ([
 }
 
 // lowerAnyOf is at least one branch. Where annotations count and the
-// branches evaluate differently, each set of branches that hold is an
-// alternative of its own: all of the set hold and the others fail.
+// branches evaluate differently, each set of branches is an alternative
+// of its own, all of the set holding, with what they all evaluate. The
+// others need not fail: an unevaluated keyword holds to less where more
+// is evaluated, so an instance that one set's alternative takes is valid,
+// and a valid instance is taken by the set of every branch it satisfies.
 func (c *compiler) lowerAnyOf(anyOf *value, path string, eval bool, depth int) ([]branch, error) {
 	if anyOf.kind != 'a' || len(anyOf.arr) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "at %s: anyOf must be a non-empty array of schemas", path)
@@ -377,21 +398,14 @@ func (c *compiler) lowerAnyOf(anyOf *value, path string, eval bool, depth int) (
 	if len(parts) > maxExactAnyOf {
 		return nil, genq.Errorf(genq.Invalid, "at %s: anyOf of %d branches beside unevaluatedProperties or unevaluatedItems is not supported: genq follows which of at most %d hold", path, len(parts), maxExactAnyOf)
 	}
-	negs := make([][]branch, len(parts))
-	for i, p := range parts {
-		if negs[i], err = c.negate(p, path+"/anyOf/"+strconv.Itoa(i)); err != nil {
-			return nil, err
-		}
-	}
 	var out []branch
 	for set := 1; set < 1<<len(parts); set++ {
 		alt := anything()
 		for i := range parts {
-			next := negs[i]
-			if set&(1<<i) != 0 {
-				next = parts[i]
+			if set&(1<<i) == 0 {
+				continue
 			}
-			if alt, err = c.and(alt, next, path); err != nil {
+			if alt, err = c.and(alt, parts[i], path); err != nil {
 				return nil, err
 			}
 		}

@@ -140,6 +140,15 @@ func merge(a, b *value, path string) (*value, error) {
 		// Kept apart, so that each one's scoped keywords see its own.
 		return &value{kind: 'o', obj: []member{{"allOf", &value{kind: 'a', arr: []*value{a, b}}}}}, nil
 	}
+	// minContains, maxContains and additionalItems say something only
+	// beside their own schema's contains or items.
+	for _, pair := range [][2]*value{{a, b}, {b, a}} {
+		x, y := pair[0], pair[1]
+		if (x.get("minContains") != nil || x.get("maxContains") != nil) && x.get("contains") == nil && y.get("contains") != nil ||
+			x.get("additionalItems") != nil && x.get("items") == nil && y.get("items") != nil {
+			return nil, genq.Errorf(genq.Invalid, "at %s: allOf of minContains, maxContains or additionalItems and another schema's contains or items is not supported", path)
+		}
+	}
 	out := &value{kind: 'o', obj: slices.Clone(a.obj)}
 	set := func(k string, v *value) {
 		for i := range out.obj {
@@ -161,7 +170,13 @@ func merge(a, b *value, path string) (*value, error) {
 		}
 		if m.key == "pattern" && !sameJSON(mine, m.val) {
 			// Both patterns hold: the second joins the list a string's
-			// automaton intersects.
+			// automaton intersects. One genq cannot follow is refused
+			// here, where its schema is known.
+			for _, p := range []*value{mine, m.val} {
+				if err := patternSupported(p); err != nil {
+					return nil, genq.WrapError(genq.Invalid, err, fmt.Sprintf("at %s: allOf with \"pattern\" in two schemas: %s", path, genq.ErrorMessage(err)))
+				}
+			}
 			more := &value{kind: 'a', arr: []*value{m.val}}
 			if p := out.get(keyPatterns); p != nil {
 				more = union(p, more)
@@ -269,6 +284,8 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 		})
 	case keyPatterns, keyNotPatterns:
 		return union(x, y), nil
+	case "prefixItems":
+		return mergePrefixes(x, y, a, b, path)
 	case "not":
 		// Neither holds: not of either.
 		return &value{kind: 'o', obj: []member{{"anyOf", &value{kind: 'a', arr: []*value{x, y}}}}}, nil
@@ -477,4 +494,47 @@ func mergeMembers(x, y *value, both func(key string, a, b *value) (*value, error
 		out.obj[i].val = v
 	}
 	return out, nil
+}
+
+// mergePrefixes merges prefixItems x (of a) and y (of b): item by item,
+// and past the shorter one, the longer one's items with the other
+// schema's items (which hold there).
+func mergePrefixes(x, y, a, b *value, path string) (*value, error) {
+	if x.kind != 'a' || y.kind != 'a' {
+		return nil, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
+	}
+	if len(x.arr) < len(y.arr) {
+		x, y, a, b = y, x, b, a
+	}
+	rest := b.get("items")
+	if rest == nil {
+		rest = &value{kind: 'b', b: true}
+	}
+	if rest.kind == 'a' {
+		return nil, genq.Errorf(genq.Invalid, "at %s: allOf of prefixItems and an array of items is not supported", path)
+	}
+	out := &value{kind: 'a'}
+	for i, v := range x.arr {
+		other := rest
+		if i < len(y.arr) {
+			other = y.arr[i]
+		}
+		m, err := merge(v, other, path+"/prefixItems/"+strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		out.arr = append(out.arr, m)
+	}
+	return out, nil
+}
+
+// patternSupported tells whether genq follows pattern p: its automaton
+// builds, alone.
+func patternSupported(p *value) error {
+	if p.kind != 's' {
+		return genq.Errorf(genq.Invalid, "pattern must be a string")
+	}
+	c := &compiler{b: &builder{g: &Grammar{}}}
+	_, err := c.pattern(p.str)
+	return err
 }

@@ -4,7 +4,7 @@ import (
 	"math/big"
 	"regexp"
 	"slices"
-	"strconv"
+	"strings"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -64,12 +64,13 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.Contains(types, "integer") && !slices.Contains(types, "number") {
-			return refuse("type")
+		integers := slices.Contains(types, "integer") && !slices.Contains(types, "number")
+		if integers { // the numbers that are not integers
+			out = append(out, typed("number", member{keyNotInteger, trueValue()}, member{keyShort, trueValue()}))
 		}
 		var others []*value
 		for _, o := range []string{"null", "boolean", "object", "array", "string", "number"} {
-			if !slices.Contains(types, o) {
+			if !slices.Contains(types, o) && !(o == "number" && integers) {
 				others = append(others, &value{kind: 's', str: o})
 			}
 		}
@@ -107,7 +108,7 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 			}
 			opposite := map[string]string{"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 				"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
-			out = append(out, typed("number", member{opposite, v}))
+			out = append(out, typed("number", member{opposite, v}, member{keyShort, trueValue()}))
 		case "minLength", "minItems", "minProperties":
 			n, _, err := count(s, k, path)
 			if err != nil {
@@ -127,20 +128,29 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 				return nil, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
 			}
 			out = append(out, typed("string", member{keyNotPatterns, &value{kind: 'a', arr: []*value{v}}}))
+		case keyNotInteger:
+			out = append(out, typed("integer"))
+		case keyShort: // what it leaves out is no schema's
+			return nil, genq.Errorf(genq.Invalid, "at %s: not over the negation of a number's type, bounds or values is not supported", path)
 		case keyPatterns, keyNotPatterns:
 			flip := map[string]string{keyPatterns: keyNotPatterns, keyNotPatterns: keyPatterns}[k]
 			for _, p := range v.arr {
 				out = append(out, typed("string", member{flip, &value{kind: 'a', arr: []*value{p}}}))
 			}
 		case "format":
-			if p, ok := formatPattern(v.str); ok && c.formats {
-				out = append(out, typed("string", member{keyNotPatterns, nameList(p)}))
+			// A format's pattern may hold to less than the format allows:
+			// its complement would take values the format allows.
+			if _, ok := formatPattern(v.str); ok && c.formats {
+				return refuse(k)
 			}
 		case "required":
 			if v.kind != 'a' {
 				return nil, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 			}
 			for _, n := range v.arr {
+				if n.kind != 's' {
+					return nil, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+				}
 				out = append(out, typed("object", member{"properties", object(member{n.str, falseSchema()})}))
 			}
 		case "dependentRequired", "dependencies":
@@ -317,7 +327,7 @@ func (c *compiler) otherValues(vals []*value, path string) ([]*value, error) {
 // them.
 func otherNumbers(ns []*value) []*value {
 	typed := func(ms ...member) *value {
-		return object(append([]member{{"type", &value{kind: 's', str: "number"}}}, ms...)...)
+		return object(append([]member{{"type", &value{kind: 's', str: "number"}}, {keyShort, trueValue()}}, ms...)...)
 	}
 	if len(ns) == 0 {
 		return []*value{typed()}
@@ -381,4 +391,111 @@ func otherArrays(a *value) []*value {
 	return out
 }
 
-var _ = strconv.Itoa
+// restrictedNumber matches the numbers s allows, of type t, held to
+// keyNotInteger (not an integer: written as canonicalNumber writes one)
+// and keyShort (at most 15 significant digits, no exponent), within s's
+// bounds. keyShort keeps what genq writes apart from a bound or a listed
+// value as validators that read numbers as doubles see them too: two
+// decimals of 15 digits are two doubles.
+func (c *compiler) restrictedNumber(s *value, t, path string) (frag, error) {
+	whole := t == "integer"
+	if whole && s.get(keyNotInteger) != nil {
+		return c.b.alt(), nil
+	}
+	multiple := s.get("multipleOf") != nil // whole, or refused
+	if multiple && s.get(keyNotInteger) != nil {
+		return c.b.alt(), nil
+	}
+	parts := []func() (frag, error){func() (frag, error) {
+		switch {
+		case multiple:
+			return c.multiple(s, path)
+		case hasBounds(s):
+			return c.bounded(s, path, whole)
+		}
+		return c.plainNumber(whole), nil
+	}}
+	if s.get(keyNotInteger) != nil {
+		parts = append(parts, func() (frag, error) { return c.canonicalNumber(true, false, nil), nil })
+	}
+	if s.get(keyShort) != nil {
+		parts = append(parts, func() (frag, error) { return c.shortNumber(whole), nil })
+	}
+	return c.intersect(parts)
+}
+
+// plainNumber is any number (whole: integer) in the builder of the moment,
+// calling no rule.
+func (c *compiler) plainNumber(whole bool) frag {
+	b := c.b
+	if whole {
+		return c.intPart()
+	}
+	return b.seq(c.intPart(),
+		b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits))),
+		b.opt(b.seq(b.ranges('e', 'e', 'E', 'E'), b.opt(b.ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits))))
+}
+
+// maxShortDigits is the significant digits a double keeps of every decimal.
+const maxShortDigits = 15
+
+// shortNumber matches numbers of at most maxShortDigits digits (a leading
+// 0 aside), with no exponent; whole: with no fraction.
+func (c *compiler) shortNumber(whole bool) frag {
+	b := c.b
+	start, signed, end := b.node(), b.node(), b.node()
+	b.eps(start, signed)
+	b.byteEdge(start, '-', '-', signed)
+	// total[k]: k digits written, the last of a fraction; ints[k]: k digits
+	// of the integer part.
+	total := make([]int32, maxShortDigits+1)
+	for k := 1; k <= maxShortDigits; k++ {
+		total[k] = b.node()
+		b.eps(total[k], end)
+		if k > 1 {
+			b.byteEdge(total[k-1], '0', '9', total[k])
+		}
+	}
+	fraction := func(from int32, k int) {
+		if whole || k >= maxShortDigits {
+			return
+		}
+		dot := b.node()
+		b.byteEdge(from, '.', '.', dot)
+		b.byteEdge(dot, '0', '9', total[k+1])
+	}
+	zero := b.node()
+	b.byteEdge(signed, '0', '0', zero)
+	b.eps(zero, end)
+	fraction(zero, 0)
+	prev := signed
+	for k := 1; k <= maxShortDigits; k++ {
+		n := b.node()
+		lo := byte('0')
+		if k == 1 {
+			lo = '1'
+		}
+		b.byteEdge(prev, lo, '9', n)
+		b.eps(n, end)
+		fraction(n, k)
+		prev = n
+	}
+	return frag{start, end}
+}
+
+// shortDigits tells a number written with at most maxShortDigits
+// significant digits and no exponent.
+func shortDigits(n string) bool {
+	if strings.ContainsAny(n, "eE") {
+		return false
+	}
+	digits := strings.TrimLeft(strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, n), "0")
+	return len(digits) <= maxShortDigits
+}
+
+func trueValue() *value { return &value{kind: 'b', b: true} }

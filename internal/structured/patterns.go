@@ -41,16 +41,17 @@ func (c *compiler) patternString(s *value, keys []string, parts []func() (frag, 
 		return frag{}, err
 	}
 	part := func(p string) func() (frag, error) {
-		return func() (frag, error) {
-			f, err := c.pattern(p)
-			if err != nil {
-				return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
-			}
-			return f, nil
-		}
+		return func() (frag, error) { return c.pattern(p) }
 	}
 	for _, p := range must {
 		keys, parts = append(keys, "pattern "+p), append(parts, part(p))
+	}
+	for _, p := range mustNot {
+		// Go's \s takes fewer characters than ECMAScript's: a string
+		// that must not match it could still match ECMAScript's.
+		if strings.Contains(p, `\s`) {
+			return frag{}, genq.Errorf(genq.Invalid, "at %s: not over pattern %q is not supported: \\s in it", path, p)
+		}
 	}
 	if len(mustNot) > 0 {
 		keys, parts = append(keys, "pattern "+canonicalString), append(parts, part(canonicalString))

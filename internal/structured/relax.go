@@ -26,9 +26,9 @@ import (
 //
 //   - a keyword the compiler names in its refusal dropped, where dropping it
 //     only widens the schema: a bound beyond genq's limit (maxLength 524288
-//     becomes unbounded), a pattern that does not merge with another of
-//     allOf (the other is kept), not, if/then/else, dependentSchemas,
-//     unevaluated…;
+//     becomes unbounded), a pattern genq cannot follow, not, if/then/else,
+//     oneOf, dependentSchemas, unevaluated… (a refusal inside a not, an if
+//     or a oneOf drops it whole: widening inside one can narrow it);
 //   - else the subschema the refusal names replaced by its bare type, or
 //     true, and, that failing, its enclosing subschema.
 //
@@ -159,6 +159,11 @@ func relaxAt(root *value, msg string, tried map[string]int) (*value, string) {
 	ptr := pointer(segs[:at])
 	tried[ptr]++
 	n := lookup(root, segs[:at])
+	if at < len(segs) && opaque(segs[at]) && n.kind == 'o' && n.get(segs[at]) != nil {
+		k := segs[at]
+		n.obj = slices.DeleteFunc(n.obj, func(m member) bool { return m.key == k })
+		return root, ptr + ": " + k + " dropped"
+	}
 	if n.kind == 'o' && tried[ptr] <= 8 {
 		if k := namedKeyword(n, msg); k != "" {
 			n.obj = slices.DeleteFunc(n.obj, func(m member) bool { return m.key == k })
@@ -341,9 +346,15 @@ func set(v *value, seg string, to *value) {
 	}
 }
 
+// opaque tells the applicators whose subschemas relaxing does not enter:
+// widening a not's subschema, an if's, or a branch of oneOf (exactly
+// one) can narrow the schema. The applicator is dropped whole instead.
+func opaque(k string) bool { return k == "not" || k == "if" || k == "oneOf" }
+
 // schemaPrefixes are the lengths of the prefixes of segs that reach a
 // schema in root, the root's (0) first: the pointer followed as far as it
-// goes, through the keywords whose values are schemas.
+// goes, through the keywords whose values are schemas, but not into an
+// opaque one.
 func schemaPrefixes(root *value, segs []string) []int {
 	out := []int{0}
 	v, i := root, 0
@@ -360,7 +371,7 @@ func schemaPrefixes(root *value, segs []string) []int {
 			if i+1 < len(segs) {
 				next, step = child(kv, segs[i+1]), 2
 			}
-		case "allOf", "anyOf", "oneOf", "prefixItems":
+		case "allOf", "anyOf", "prefixItems":
 			if i+1 < len(segs) {
 				next, step = child(kv, segs[i+1]), 2
 			}
@@ -372,7 +383,7 @@ func schemaPrefixes(root *value, segs []string) []int {
 			} else {
 				next = kv
 			}
-		case "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains", "propertyNames",
+		case "additionalProperties", "additionalItems", "then", "else", "contains", "propertyNames",
 			"unevaluatedItems", "unevaluatedProperties":
 			next = kv
 		}

@@ -162,7 +162,7 @@ test("a schema or tool no answer could be held to is a BadRequestError that says
   const chat = { model: "genq", messages: [{ role: "user", content: "x" }] };
   const schema = (s) => ({ response_format: { type: "json_schema", json_schema: { name: "x", schema: s, strict: true } } });
   for (const [extra, message] of [
-    [schema({ type: "number", not: { const: 2 } }), /the schema keyword "not"/],
+    [schema({ type: "array", not: { uniqueItems: true } }), /not over "uniqueItems"/],
     [schema({ enum: [] }), /enum must be a non-empty array/],
     [schema({ $ref: "#/$defs/nowhere" }), /points to nothing/],
     [{ tools: [{ type: "function", function: { parameters: {} } }] }, /tools\[0\]\.function\.name is required/],
