@@ -1,0 +1,305 @@
+package structured
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/genq/genq/internal/structured/ajvtest"
+)
+
+// accepts tells whether g takes text whole.
+func accepts(g *Grammar, text string) bool {
+	m := g.NewMatcher()
+	return m.Advance([]byte(text)) && m.Accepting()
+}
+
+// escaped is text with every character of its strings written as a \u
+// escape: the same JSON value, spelled as the pattern automata do not.
+func escaped(text string) string {
+	var out strings.Builder
+	in := false
+	for i := 0; i < len(text); {
+		ch := text[i]
+		switch {
+		case !in:
+			in = ch == '"'
+			out.WriteByte(ch)
+			i++
+		case ch == '"':
+			in = false
+			out.WriteByte(ch)
+			i++
+		case ch == '\\': // an escape already: kept
+			n := 2
+			if i+1 < len(text) && text[i+1] == 'u' {
+				n = 6
+			}
+			out.WriteString(text[i:min(len(text), i+n)])
+			i += n
+		default:
+			r, size := utf8.DecodeRuneInString(text[i:])
+			if r > 0xFFFF {
+				hi, lo := utf16.EncodeRune(r)
+				fmt.Fprintf(&out, `\u%04x\u%04x`, hi, lo)
+			} else {
+				fmt.Fprintf(&out, `\u%04x`, r)
+			}
+			i += size
+		}
+	}
+	return out.String()
+}
+
+// loweredSchemas use the keywords lowering enforces, each with instances
+// on both sides of it.
+var loweredSchemas = []struct {
+	name      string
+	schema    string
+	instances []string
+}{
+	{"not type", `{"not": {"type": ["string", "null"]}}`,
+		[]string{`1`, `"a"`, `null`, `{}`, `[]`, `true`}},
+	{"not const string", `{"not": {"const": "ab"}}`,
+		[]string{`"ab"`, `"a"`, `"abc"`, `""`, `1`, `null`}},
+	{"not enum of values", `{"type": ["string", "number", "object", "array"], "not": {"enum": ["x", 2, 2.5, {"a": 1}, [1, "b"]]}}`,
+		[]string{`"x"`, `"y"`, `2`, `2.0`, `3`, `2.25`, `2.5`, `-2`, `{"a":1}`, `{"a":2}`, `{"a":1,"b":1}`, `{}`, `[1,"b"]`, `[1]`, `[1,"c"]`, `[1,"b",3]`}},
+	{"not required", `{"type": "object", "not": {"required": ["a", "b"]}}`,
+		[]string{`{}`, `{"a":1}`, `{"b":1}`, `{"a":1,"b":2}`, `{"a":1,"c":2}`}},
+	{"not pattern", `{"type": "string", "not": {"pattern": "^a[0-9]+$"}}`,
+		[]string{`"a1"`, `"a12"`, `"a"`, `"b1"`, `"a1x"`, `""`}},
+	{"not bounds", `{"not": {"minimum": 3, "maxLength": 2}}`,
+		[]string{`1`, `3`, `2.999`, `"ab"`, `"abc"`, `null`}},
+	{"not of anyOf", `{"not": {"anyOf": [{"type": "integer", "minimum": 10}, {"type": "string", "minLength": 2}]}}`,
+		[]string{`5`, `10`, `"a"`, `"ab"`, `1.5`, `{}`}},
+	{"not of allOf", `{"type": "object", "not": {"allOf": [{"required": ["a"]}, {"properties": {"a": {"type": "string"}}}]}}`,
+		[]string{`{}`, `{"a":"x"}`, `{"a":1}`, `{"b":"x"}`}},
+	{"not properties", `{"type": "object", "not": {"properties": {"a": {"const": 1}}}}`,
+		[]string{`{}`, `{"a":1}`, `{"a":2}`, `{"a":"1"}`, `{"b":1}`}},
+	{"not contains", `{"type": "array", "not": {"contains": {"const": 0}, "minContains": 2}}`,
+		[]string{`[]`, `[0]`, `[0,0]`, `[0,1,0]`, `[1,2]`}},
+	{"if then else", `{"if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]}, "then": {"required": ["x"]}, "else": {"required": ["y"]}}`,
+		[]string{`{"kind":"a","x":1}`, `{"kind":"a","y":1}`, `{"kind":"b","y":1}`, `{"kind":"b","x":1}`, `{"y":1}`, `{}`, `3`}},
+	{"dependentSchemas", `{"type": "object", "dependentSchemas": {"card": {"required": ["billing"], "properties": {"billing": {"type": "string"}}}}}`,
+		[]string{`{}`, `{"card":1}`, `{"card":1,"billing":"x"}`, `{"card":1,"billing":2}`, `{"billing":2}`}},
+	{"overlapping oneOf", `{"oneOf": [{"type": "integer"}, {"minimum": 2}, {"type": "string", "maxLength": 1}]}`,
+		[]string{`1`, `3`, `2.5`, `0.5`, `"a"`, `"ab"`, `null`}},
+	{"unevaluatedProperties with allOf and anyOf", `{"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}}], "anyOf": [{"properties": {"b": true}, "required": ["b"]}, {"properties": {"c": true}, "required": ["c"]}], "unevaluatedProperties": false}`,
+		[]string{`{"b":1}`, `{"a":1,"c":2}`, `{"a":1,"b":2,"c":3}`, `{"a":1,"b":2,"d":3}`, `{"a":"x","b":1}`, `{"a":1}`}},
+	{"unevaluatedProperties with if", `{"type": "object", "if": {"properties": {"t": {"const": 1}}, "required": ["t"]}, "then": {"properties": {"u": true}}, "unevaluatedProperties": false}`,
+		[]string{`{"t":1}`, `{"t":1,"u":2}`, `{"t":2}`, `{"t":2,"u":2}`, `{}`, `{"u":1}`}},
+	{"unevaluatedItems with prefixItems", `{"type": "array", "prefixItems": [{"type": "string"}], "anyOf": [{"prefixItems": [true, {"type": "number"}]}], "unevaluatedItems": false}`,
+		[]string{`["a"]`, `["a",1]`, `["a",1,2]`, `[1]`, `["a","b"]`, `[]`}},
+	{"not integer", `{"not": {"type": "integer"}}`,
+		[]string{`1`, `1.0`, `1.5`, `-0.25`, `"1"`, `null`}},
+	{"not enum beside bounds", `{"type": "integer", "minimum": 0, "maximum": 5, "not": {"enum": [2, 3]}}`,
+		[]string{`0`, `1`, `2`, `3`, `4`, `5`, `6`}},
+}
+
+// TestLoweredRefusals: what lowering cannot say exactly is refused, and
+// the error names the keyword.
+func TestLoweredRefusals(t *testing.T) {
+	for _, tc := range []struct{ name, schema, want string }{
+		{"not over additionalProperties", `{"not": {"properties": {"a": true}, "additionalProperties": false}}`, `not over "additionalProperties"`},
+		{"not over uniqueItems", `{"not": {"uniqueItems": true}}`, `not over "uniqueItems"`},
+		{"not over an asserted format", `{"not": {"format": "date"}}`, `not over "format"`},
+		{"not over patternProperties", `{"not": {"patternProperties": {"^a": {"type": "string"}}}}`, `not over "patternProperties"`},
+		{"not over a pattern with a space class", `{"not": {"pattern": "^\\s$"}}`, `\s in it`},
+		{"not over items after prefixItems", `{"not": {"prefixItems": [true], "items": {"type": "string"}}}`, `not over "items"`},
+		{"unevaluatedItems beside contains", `{"contains": {"type": "string"}, "unevaluatedItems": false}`, `unevaluatedItems beside contains`},
+		{"anyOf of many beside unevaluatedProperties", `{"anyOf": [{"properties": {"a": true}}, {"properties": {"b": true}}, {"properties": {"c": true}}, {"properties": {"d": true}}, {"properties": {"e": true}}, {"properties": {"f": true}}, {"properties": {"g": true}}], "unevaluatedProperties": false}`, `anyOf of 7 branches`},
+		{"not that leads back to itself", `{"$defs": {"a": {"not": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"}`, `leads back to itself`},
+	} {
+		_, err := Compile([]byte(tc.schema))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestLoweredAgainstAjv checks lowered schemas against ajv, a validator
+// written apart from genq: on each listed instance genq and ajv agree,
+// each instance spelled with escapes is accepted only where ajv accepts
+// it, and random walks through each grammar write only what ajv accepts.
+func TestLoweredAgainstAjv(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	var lines []ajvtest.Line
+	var got [][]bool
+	var exact []int // how many of each line's answers genq must agree on
+	for i, tc := range loweredSchemas {
+		schema := `{"$schema": "https://json-schema.org/draft/2020-12/schema", ` + tc.schema[1:]
+		g, err := Compile([]byte(schema))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		line := ajvtest.Line{Schema: json.RawMessage(schema)}
+		var accepted []bool
+		for _, in := range tc.instances {
+			line.Answers = append(line.Answers, in)
+			accepted = append(accepted, accepts(g, in))
+		}
+		for _, in := range tc.instances {
+			line.Answers = append(line.Answers, escaped(in))
+			accepted = append(accepted, accepts(g, escaped(in)))
+		}
+		for w := range 16 {
+			out, ok := walk(t, g, v, toks, eos, rand.New(rand.NewPCG(uint64(i), uint64(w))), 300, nil)
+			if ok {
+				line.Answers = append(line.Answers, string(out))
+				accepted = append(accepted, true)
+			}
+		}
+		lines, got, exact = append(lines, line), append(got, accepted), append(exact, len(tc.instances))
+	}
+	checkAgainstAjv(t, lines, got, exact, func(i int) string { return loweredSchemas[i].name })
+}
+
+// checkAgainstAjv validates lines' answers with ajv: an answer genq
+// accepted (got) must be valid, and the first exact of each line's
+// answers valid exactly where genq accepted them.
+func checkAgainstAjv(t *testing.T, lines []ajvtest.Line, got [][]bool, exact []int, name func(int) string) {
+	t.Helper()
+	errs, ran := ajvtest.Check(t, lines)
+	if !ran {
+		t.Skip("ajv cannot run: npm ci in test/structured")
+	}
+	for i, line := range lines {
+		if !ajvRead(errs[i]) {
+			t.Errorf("%s: %s", name(i), errs[i][0])
+			continue
+		}
+		for j, answer := range line.Answers {
+			valid := errs[i][j] == ""
+			switch {
+			case got[i][j] && !valid:
+				t.Errorf("%s: genq accepts %s, which ajv refuses: %s", name(i), answer, errs[i][j])
+			case j < exact[i] && valid && !got[i][j]:
+				t.Errorf("%s: genq refuses %s, which ajv accepts", name(i), answer)
+			}
+		}
+	}
+}
+
+// TestSuiteAgainstAjv takes every schema of the JSON Schema Test Suite
+// that genq compiles and checks what genq accepts beyond the suite's own
+// instances: the instances spelled with escapes (against the suite's
+// verdict), and random walks through the grammar (against ajv's).
+func TestSuiteAgainstAjv(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(suiteDir(), "*.json"))
+	if len(files) == 0 {
+		t.Skipf("no JSON Schema Test Suite at %s (JSONSCHEMA_SUITE)", suiteDir())
+	}
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	var lines []ajvtest.Line
+	var got [][]bool
+	var names []string
+	for fi, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var groups []suiteGroup
+		if err := json.Unmarshal(data, &groups); err != nil {
+			t.Fatal(err)
+		}
+		for gi, grp := range groups {
+			g, err := Compile(grp.Schema)
+			if err != nil {
+				continue
+			}
+			line := ajvtest.Line{Schema: grp.Schema}
+			var accepted []bool
+			for _, tc := range grp.Tests {
+				var text bytes.Buffer
+				if err := json.Compact(&text, tc.Data); err != nil {
+					t.Fatal(err)
+				}
+				// The same value spelled otherwise: the suite says whether
+				// it is valid.
+				if in := escaped(text.String()); accepts(g, in) && !tc.Valid {
+					t.Errorf("%s / %s / %s: genq accepts %s", filepath.Base(file), grp.Description, tc.Description, in)
+				}
+			}
+			for w := range 8 {
+				out, ok := walk(t, g, v, toks, eos, rand.New(rand.NewPCG(uint64(fi<<16|gi), uint64(w))), 300, nil)
+				if ok {
+					line.Answers = append(line.Answers, string(out))
+					accepted = append(accepted, true)
+				}
+			}
+			lines, got = append(lines, line), append(got, accepted)
+			names = append(names, filepath.Base(file)+" / "+grp.Description)
+		}
+	}
+	checkAgainstAjv(t, lines, got, make([]int, len(lines)), func(i int) string { return names[i] })
+}
+
+// TestRealWorldWalks takes random walks through every schema of the
+// real-world corpus (GENQ_SCHEMA_CORPUS, as TestRealWorldSchemas) that
+// genq compiles and ajv reads: every answer that ends must be valid under
+// ajv.
+func TestRealWorldWalks(t *testing.T) {
+	dir := os.Getenv("GENQ_SCHEMA_CORPUS")
+	if dir == "" {
+		t.Skip("GENQ_SCHEMA_CORPUS is unset (scripts/fetch-schema-corpus.sh DIR)")
+	}
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	var lines []ajvtest.Line
+	var names []string
+	for i, s := range realWorldSchemas(t, dir) {
+		g, err := Compile(s.schema)
+		if err != nil {
+			continue
+		}
+		line := ajvtest.Line{Schema: s.schema, Answers: []string{}}
+		for w := range 4 {
+			if out, ok := walk(t, g, v, toks, eos, rand.New(rand.NewPCG(uint64(i), uint64(w))), 400, nil); ok {
+				line.Answers = append(line.Answers, string(out))
+			}
+		}
+		lines, names = append(lines, line), append(names, s.source+"/"+s.name)
+	}
+	errs, ran := ajvtest.Check(t, lines)
+	if !ran {
+		t.Skip("ajv cannot run: npm ci in test/structured")
+	}
+	// A format genq leaves an annotation (docs/text.md) ajv asserts.
+	unasserted := regexp.MustCompile(`must match format "([^"]+)"`)
+	checked, answers, unread, annotations := 0, 0, 0, 0
+	for i, line := range lines {
+		if !ajvRead(errs[i]) {
+			unread++ // ajv cannot read it (a $ref to another document, say)
+			continue
+		}
+		checked++
+		for j, answer := range line.Answers {
+			answers++
+			if m := unasserted.FindStringSubmatch(errs[i][j]); m != nil {
+				if _, asserted := formatPattern(m[1]); !asserted {
+					annotations++
+					continue
+				}
+			}
+			if errs[i][j] != "" {
+				t.Errorf("%s: genq accepts %.200s, which ajv refuses: %s", names[i], answer, errs[i][j])
+			}
+		}
+	}
+	t.Logf("%d compiled schemas: %d read by ajv, %d answers checked (%d refused by ajv for a format genq leaves an annotation); %d ajv cannot read", len(lines), checked, answers, annotations, unread)
+}
+
+// ajvRead tells a line's results from ajv's refusal to compile its schema.
+func ajvRead(results []string) bool {
+	return len(results) == 0 || !strings.HasPrefix(results[0], "ajv cannot compile the schema")
+}
