@@ -411,6 +411,9 @@ func distinct(a, b *value) bool {
 			return true
 		}
 	}
+	if (objectsOnly(a) || objectsOnly(b)) && (forbidsRequired(a, b) || forbidsRequired(b, a)) {
+		return true
+	}
 	if va, vb := literals(a), literals(b); va != nil && vb != nil {
 		return !slices.ContainsFunc(va, func(v *value) bool { return slices.ContainsFunc(vb, func(w *value) bool { return sameJSON(v, w) }) })
 	}
@@ -537,4 +540,46 @@ func patternSupported(p *value) error {
 	c := &compiler{b: &builder{g: &Grammar{}}}
 	_, err := c.pattern(p.str)
 	return err
+}
+
+// objectsOnly tells a schema whose type is object alone.
+func objectsOnly(s *value) bool {
+	t := typeSet(s)
+	return len(t) == 1 && t["object"]
+}
+
+// forbidsRequired tells that an object valid against a lacks a property b
+// requires, or has fewer properties than b's minProperties: a does not
+// allow the name (false, or closed by additionalProperties false with no
+// patterns), or a is closed and lists fewer names.
+func forbidsRequired(a, b *value) bool {
+	props := a.get("properties")
+	if props != nil && props.kind != 'o' {
+		return false
+	}
+	addl := a.get("additionalProperties")
+	closed := addl != nil && addl.kind == 'b' && !addl.b && a.get("patternProperties") == nil
+	allows := func(name string) bool {
+		var p *value
+		if props != nil {
+			p = props.get(name)
+		}
+		if p != nil {
+			return !(p.kind == 'b' && !p.b)
+		}
+		return !closed
+	}
+	if r := b.get("required"); r != nil && r.kind == 'a' {
+		for _, n := range r.arr {
+			if n.kind == 's' && !allows(n.str) {
+				return true
+			}
+		}
+	}
+	listed := 0
+	if props != nil {
+		listed = len(props.obj)
+	}
+	n, ok, err := count(b, "minProperties", "")
+	return closed && err == nil && ok && n > listed
 }

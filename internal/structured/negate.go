@@ -208,7 +208,16 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 			if v.kind == 'b' && v.b {
 				return refuse(k)
 			}
-		case "additionalProperties", "additionalItems", "propertyNames":
+		case "additionalProperties":
+			switch props := s.get("properties"); {
+			case v.kind == 'b' && v.b:
+			case v.kind == 'b' && (props == nil || len(props.obj) == 0) && s.get("patternProperties") == nil:
+				// No property allowed: failing it is having one.
+				out = append(out, typed("object", member{"minProperties", number(1)}))
+			default:
+				return refuse(k)
+			}
+		case "additionalItems", "propertyNames":
 			if !(v.kind == 'b' && v.b) {
 				return refuse(k)
 			}
