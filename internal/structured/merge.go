@@ -387,7 +387,9 @@ func sameJSON(a, b *value) bool {
 // or applicator (enforced by genq or not).
 func keywordOfJSONSchema(k string) bool {
 	_, ok := enforced(k)
-	return ok || unenforced(k)
+	// allOf and oneOf are compiled apart from the keywords enforced()
+	// lists; merged as annotations, an allOf of two oneOfs kept one.
+	return ok || unenforced(k) || k == "allOf" || k == "oneOf"
 }
 
 // distinct tells two schemas no instance satisfies both: their types
