@@ -140,7 +140,10 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 		case "format":
 			// A format's pattern may hold to less than the format allows:
 			// its complement would take values the format allows.
-			if _, ok := formatPattern(v.str); ok && c.formats {
+			if err := c.checkFormat(v, path); err != nil {
+				return nil, err
+			}
+			if _, ok := c.formatPattern(v.str); ok && c.formats {
 				return refuse(k)
 			}
 		case "required":
