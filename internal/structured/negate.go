@@ -138,8 +138,9 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 				out = append(out, typed("string", member{flip, &value{kind: 'a', arr: []*value{p}}}))
 			}
 		case "format":
-			// A format's pattern may hold to less than the format allows:
-			// its complement would take values the format allows.
+			// Validators read formats apart (ajv's date-time takes an
+			// offset without minutes): the complement of genq's reading
+			// would take values another validator's format allows.
 			if err := c.checkFormat(v, path); err != nil {
 				return nil, err
 			}
