@@ -29,7 +29,7 @@ import (
 const maxBranches = 256
 
 // maxExactAnyOf bounds an anyOf whose branches' annotations count: it is
-// lowered to each set of its branches that hold, 2^n - 1 of them.
+// lowered to each non-empty set of its branches, 2^n - 1 of them.
 const maxExactAnyOf = 6
 
 // Internal keywords that lowering writes into plain schemas: patterns a
@@ -46,8 +46,10 @@ const (
 
 // applicators are the keywords lowering takes apart; what is left of a
 // schema without them is a plain schema.
-var applicators = []string{"allOf", "anyOf", "oneOf", "not", "if", "then", "else",
-	"dependentSchemas", "$ref", "unevaluatedProperties", "unevaluatedItems"}
+func applicators() []string {
+	return []string{"allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+		"dependentSchemas", "$ref", "unevaluatedProperties", "unevaluatedItems"}
+}
 
 // evaluated is what an alternative's keywords evaluated of an instance,
 // known statically: property names, patterns of names, all properties; the
@@ -171,7 +173,7 @@ func unsatisfiable(err error) bool {
 
 // lower is the alternatives of s. eval says whether what they evaluate
 // counts (an unevaluated keyword at this instance location sees it): an
-// anyOf is then lowered to exactly which of its branches hold.
+// anyOf is then lowered to each set of its branches (lowerAnyOf).
 func (c *compiler) lower(s *value, path string, eval bool, depth int) ([]branch, error) {
 	if depth > maxSchemaDepth {
 		return nil, genq.WrapError(genq.Invalid, errTooDeep, fmt.Sprintf("at %s: $ref and applicators nest deeper than %d (a $ref that leads back to itself)", path, maxSchemaDepth))
@@ -187,7 +189,7 @@ func (c *compiler) lower(s *value, path string, eval bool, depth int) ([]branch,
 		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
 	eval = eval || s.get("unevaluatedProperties") != nil || s.get("unevaluatedItems") != nil
-	base, deps := c.splitDependencies(without(s, applicators...))
+	base, deps := c.splitDependencies(without(s, applicators()...))
 	named, err := dependents(s, path)
 	if err != nil {
 		return nil, err
