@@ -267,6 +267,9 @@ func randomSchema(rng *rand.Rand, depth int) string {
 		`{"minItems": 2}`, `{"properties": {"a": {"type": "integer"}}}`, `{"items": {"type": "integer"}}`,
 		`{"prefixItems": [{"const": 1}]}`, `{"contains": {"type": "string"}}`, `{"dependentRequired": {"a": ["b"]}}`,
 		`{"type": "object", "properties": {"a": true}, "additionalProperties": false}`, `true`, `false`,
+		`{"const": "a\"b"}`, `{"enum": [1.5, "é"]}`, `{"minimum": 1.5}`, `{"contains": {"const": 1}, "maxContains": 1}`,
+		`{"patternProperties": {"^b": {"type": "integer"}}}`, `{"propertyNames": {"maxLength": 1}}`,
+		`{"multipleOf": 2}`, `{"$ref": "#/$defs/x"}`, `{"type": "object", "additionalProperties": false}`,
 	}
 	if depth == 0 || rng.IntN(3) == 0 {
 		return atoms[rng.IntN(len(atoms))]
@@ -302,7 +305,8 @@ func randomSchema(rng *rand.Rand, depth int) string {
 func TestLoweredRandomAgainstValidator(t *testing.T) {
 	pool := []string{`null`, `true`, `false`, `0`, `1`, `1.0`, `2`, `2.5`, `-1`, `3`, `""`, `"a"`, `"ab"`, `"b"`, `"abc"`,
 		`[]`, `[1]`, `[1,"a"]`, `[1,2]`, `["a"]`, `[null,1]`, `[1,1,1]`, `{}`, `{"a":1}`, `{"a":"x"}`, `{"b":1}`,
-		`{"a":1,"b":2}`, `{"b":2,"a":1}`, `{"a":null}`, `{"c":[1]}`, `{"a":1,"c":1}`, `{"a":[1,"a"]}`}
+		`{"a":1,"b":2}`, `{"b":2,"a":1}`, `{"a":null}`, `{"c":[1]}`, `{"a":1,"c":1}`, `{"a":[1,"a"]}`,
+		`1.5`, `1.50`, `4`, `"a\"b"`, `"é"`, `[1,1]`, `{"b":"x"}`, `{"bb":1}`, `{"a":{"a":1}}`}
 	for _, in := range slices.Clone(pool) {
 		pool = append(pool, escaped(in))
 	}
@@ -310,7 +314,7 @@ func TestLoweredRandomAgainstValidator(t *testing.T) {
 	const n = 1500
 	compiled, missed := 0, 0
 	for range n {
-		schema := `{"allOf": [` + randomSchema(rng, 4) + `]}`
+		schema := `{"$defs": {"x": {"type": "integer", "minimum": 0}}, "allOf": [` + randomSchema(rng, 4) + `]}`
 		g, err := Compile([]byte(schema))
 		if err != nil {
 			continue
