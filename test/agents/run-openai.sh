@@ -25,7 +25,7 @@
 # no error, and have every request it made answered 2xx; with TOOL, a
 # later request must carry the call and its output back, the call's
 # arguments valid under the tool's schema (validate.mjs, ajv). The
-# requests' sizes are written to $AGENTS_REPORT_DIR/NAME.jsonl (default
+# requests' sizes are written to $AGENTS_REPORTS/NAME.jsonl (default
 # results/agents; NAME is AGENT or AGENT-TOOL) and summed up on stdout.
 #
 # No network but the stack: updates, telemetry, model catalogues and
@@ -61,32 +61,8 @@ for conv in "${convs[@]}"; do
 	esac
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-		kill -TERM "${pids[i]}" 2>/dev/null && wait "${pids[i]}" 2>/dev/null || true
-	done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-reports="${AGENTS_REPORT_DIR:-results/agents}"
-mkdir -p "$reports"
-
-# make run, as a newcomer starts it: its defaults, a tiny model written
-# into an empty model folder.
-PORT="$port" EMBEDDED_NATS_PORT="$(free_port)" API_METRICS_ADDR="127.0.0.1:$(free_port)" METRICS_ADDR="127.0.0.1:$(free_port)" \
-	MODEL_DIR="$work/models" scripts/run-local.sh >"$work/stack.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 600); do
-	curl -fsS "http://127.0.0.1:$port/readiness" >/dev/null 2>&1 && break
-	kill -0 "${pids[0]}" 2>/dev/null || break
-	sleep 1
-done
-curl -fsS "http://127.0.0.1:$port/readiness" >/dev/null || { tail -n 40 "$work/stack.log" >&2; echo "test-agents: the stack never became ready" >&2; exit 1; }
+source test/agents/stack.sh
+start_stack
 
 # setup_agent NAME [TOOL]: a proxy of its own (naming TOOL in the first
 # request's tool_choice), a fresh HOME and project (two files, a git

@@ -29,32 +29,8 @@ esac
 claude="$PWD/test/agents/node_modules/@anthropic-ai/claude-code-$platform/claude"
 [[ -x $claude ]] || { echo "test-agents: $claude is missing: npm ci --prefix test/agents" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-		kill -TERM "${pids[i]}" 2>/dev/null && wait "${pids[i]}" 2>/dev/null || true
-	done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-reports="${AGENTS_REPORTS:-results/agents}"
-mkdir -p "$reports"
-
-# make run, as a newcomer starts it: its defaults, a tiny model written
-# into an empty model folder.
-PORT="$port" EMBEDDED_NATS_PORT="$(free_port)" API_METRICS_ADDR="127.0.0.1:$(free_port)" METRICS_ADDR="127.0.0.1:$(free_port)" \
-	MODEL_DIR="$work/models" scripts/run-local.sh >"$work/stack.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 600); do
-	curl -fsS "http://127.0.0.1:$port/readiness" >/dev/null 2>&1 && break
-	kill -0 "${pids[0]}" 2>/dev/null || break
-	sleep 1
-done
-curl -fsS "http://127.0.0.1:$port/readiness" >/dev/null || { tail -n 40 "$work/stack.log" >&2; echo "test-agents: the stack never became ready" >&2; exit 1; }
+source test/agents/stack.sh
+start_stack
 
 mkdir -p "$work/project"
 printf 'hello\n' >"$work/project/README.md"
