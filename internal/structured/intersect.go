@@ -1,9 +1,8 @@
 package structured
 
 import (
+	"encoding/binary"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -16,6 +15,10 @@ const maxProductStates = 4096
 type scratchNFA struct {
 	nodes      []node
 	start, end int32
+	// The scratch space of closures: marks by generation, and buffers.
+	seen                 []uint32
+	gen                  uint32
+	stack, scratch, next []int32
 }
 
 // intersect matches the JSON strings that every fragment of parts
@@ -53,50 +56,52 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 				return frag{}, genq.Errorf(genq.Internal, "a string constraint calls a rule")
 			}
 		}
-		machines = append(machines, scratchNFA{scratch.g.nodes, f.start, f.end})
+		machines = append(machines, scratchNFA{nodes: scratch.g.nodes, start: f.start, end: f.end})
 	}
 
 	type state struct {
-		sets [][]int32
+		ids  []int32 // each machine's set of nodes, interned
 		node int32
 	}
-	key := func(sets [][]int32) string {
-		var sb strings.Builder
-		for _, s := range sets {
-			for _, n := range s {
-				sb.WriteString(strconv.Itoa(int(n)))
-				sb.WriteByte(',')
-			}
-			sb.WriteByte('|')
+	subs := make([]*subsets, len(machines))
+	for i := range machines {
+		subs[i] = newSubsets(&machines[i])
+	}
+	key := func(ids []int32) string {
+		buf := make([]byte, 0, 4*len(ids))
+		for _, id := range ids {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(id))
 		}
-		return sb.String()
+		return string(buf)
 	}
 	b := c.b
 	end := b.node()
 	byKey := map[string]*state{}
 	var queue []*state
-	add := func(sets [][]int32) *state {
-		k := key(sets)
+	add := func(ids []int32) *state {
+		k := key(ids)
 		if st, ok := byKey[k]; ok {
 			return st
 		}
-		st := &state{sets: sets, node: b.node()}
+		st := &state{ids: slices.Clone(ids), node: b.node()}
 		byKey[k] = st
 		queue = append(queue, st)
 		accepting := true
-		for i, m := range machines {
-			accepting = accepting && slices.Contains(sets[i], m.end) == (i < len(accept))
+		for i, s := range subs {
+			accepting = accepting && s.final[ids[i]] == (i < len(accept))
 		}
 		if accepting {
 			b.eps(st.node, end)
 		}
 		return st
 	}
-	first := make([][]int32, len(machines))
-	for i, m := range machines {
-		first[i] = m.closure([]int32{m.start})
+	first := make([]int32, len(machines))
+	for i, s := range subs {
+		first[i] = s.id(machines[i].closure([]int32{machines[i].start}))
 	}
 	start := add(first)
+	classes := byteClasses(machines)
+	next := make([]int32, len(machines))
 	for len(queue) > 0 && !b.failed() {
 		if len(byKey) > maxProductStates {
 			return frag{}, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
@@ -110,52 +115,150 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 				b.byteEdge(st.node, byte(lo), byte(hi), target.node)
 			}
 		}
-		for ch := 0; ch < 256; ch++ {
-			var next *state
-			sets := make([][]int32, len(machines))
-			for i, m := range machines {
-				if sets[i] = m.step(st.sets[i], byte(ch)); len(sets[i]) == 0 && i < len(accept) {
-					sets = nil
+		for ci, cl := range classes {
+			var to *state
+			alive := true
+			for i, s := range subs {
+				if next[i] = s.move(st.ids[i], ci, cl.lo); next[i] == 0 && i < len(accept) {
+					alive = false
 					break
 				}
 			}
-			if sets != nil {
-				next = add(sets)
+			if alive {
+				to = add(next)
 			}
-			if next != target {
-				flush(ch - 1)
-				target, lo = next, ch
+			if to != target {
+				flush(int(cl.lo) - 1)
+				target, lo = to, int(cl.lo)
 			}
 		}
 		flush(255)
+		work := 0
+		for _, s := range subs {
+			work += s.work
+		}
+		if work > maxProductWork {
+			return frag{}, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", errTooLarge, maxProductWork)
+		}
 	}
 	return frag{start.node, end}, b.err
 }
 
-// closure is the sorted set of nodes set reaches by epsilon edges.
-func (m scratchNFA) closure(set []int32) []int32 {
-	seen := map[int32]bool{}
-	stack := append([]int32(nil), set...)
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[n] {
-			continue
+// subsets interns one machine's sets of nodes, as the product meets them,
+// and their moves over each byte class: the product's states are tuples
+// of a few sets each machine reaches over and over.
+type subsets struct {
+	m     *scratchNFA
+	ids   map[string]int32
+	sets  [][]int32
+	final []bool    // by id: the set holds the machine's end
+	moves [][]int32 // by id and byte class: the next set's id; -1 not yet known
+	work  int       // nodes stepped: the product's bound counts them
+}
+
+func newSubsets(m *scratchNFA) *subsets {
+	s := &subsets{m: m, ids: map[string]int32{}}
+	s.id(nil) // id 0: the empty set, where the machine died
+	return s
+}
+
+func (s *subsets) id(set []int32) int32 {
+	buf := make([]byte, 0, 4*len(set))
+	for _, n := range set {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(n))
+	}
+	if id, ok := s.ids[string(buf)]; ok {
+		return id
+	}
+	id := int32(len(s.final))
+	s.ids[string(buf)] = id
+	s.final = append(s.final, slices.Contains(set, s.m.end))
+	s.moves = append(s.moves, nil)
+	s.sets = append(s.sets, set)
+	return id
+}
+
+// move is the set that set id reaches over byte class ci, whose first
+// byte is c.
+func (s *subsets) move(id int32, ci int, c byte) int32 {
+	if s.moves[id] == nil {
+		s.moves[id] = make([]int32, 256)
+		for i := range s.moves[id] {
+			s.moves[id][i] = -1
 		}
-		seen[n] = true
-		stack = append(stack, m.nodes[n].eps...)
 	}
-	out := make([]int32, 0, len(seen))
-	for n := range seen {
-		out = append(out, n)
+	if to := s.moves[id][ci]; to >= 0 {
+		return to
 	}
-	slices.Sort(out)
+	set := s.sets[id]
+	s.work += len(set) + 1
+	to := s.id(s.m.step(set, c))
+	s.moves[id][ci] = to
+	return to
+}
+
+// maxProductWork bounds a product's steps (a state's NFA nodes, times the
+// byte classes it is stepped over), so that its compile stays within a
+// bounded time whatever its states hold.
+const maxProductWork = 4_000_000
+
+// byteClass is a run of bytes that every machine's edges treat alike.
+type byteClass struct{ lo, hi byte }
+
+// byteClasses splits the bytes where some machine's edge starts or ends:
+// stepping once per class is stepping once per byte, a fraction of the
+// work (a JSON string's automata tell some 30 classes apart, not 256).
+func byteClasses(machines []scratchNFA) []byteClass {
+	var cut [257]bool
+	cut[0], cut[256] = true, true
+	for _, m := range machines {
+		for _, n := range m.nodes {
+			for _, e := range n.edges {
+				cut[e.lo], cut[int(e.hi)+1] = true, true
+			}
+		}
+	}
+	var out []byteClass
+	lo := 0
+	for c := 1; c <= 256; c++ {
+		if cut[c] {
+			out = append(out, byteClass{byte(lo), byte(c - 1)})
+			lo = c
+		}
+	}
 	return out
 }
 
+// closure is the sorted set of nodes set reaches by epsilon edges.
+func (m *scratchNFA) closure(set []int32) []int32 {
+	if len(m.seen) < len(m.nodes) {
+		m.seen = make([]uint32, len(m.nodes))
+	}
+	m.gen++
+	if m.gen == 0 {
+		clear(m.seen)
+		m.gen = 1
+	}
+	out := m.stack[:0]
+	stack := append(m.scratch[:0], set...)
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if m.seen[n] == m.gen {
+			continue
+		}
+		m.seen[n] = m.gen
+		out = append(out, n)
+		stack = append(stack, m.nodes[n].eps...)
+	}
+	m.scratch, m.stack = stack, out
+	slices.Sort(out)
+	return slices.Clone(out)
+}
+
 // step is the set the nodes of set reach on byte c.
-func (m scratchNFA) step(set []int32, c byte) []int32 {
-	var next []int32
+func (m *scratchNFA) step(set []int32, c byte) []int32 {
+	next := m.next[:0]
 	for _, n := range set {
 		for _, e := range m.nodes[n].edges {
 			if e.lo <= c && c <= e.hi {
@@ -163,6 +266,7 @@ func (m scratchNFA) step(set []int32, c byte) []int32 {
 			}
 		}
 	}
+	m.next = next
 	if len(next) == 0 {
 		return nil
 	}
