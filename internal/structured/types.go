@@ -40,9 +40,7 @@ func (c *compiler) ws() frag {
 // UTF-8 other than '"', '\' and controls, or an escape. A surrogate's \u
 // escape is one only in a pair, high then low, so that one match is always
 // one code point.
-func (c *compiler) char() frag {
-	return c.b.alt(c.b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), c.multibyteChar(), c.escape())
-}
+func (c *compiler) char() frag { return c.b.jsonChar() }
 
 // plainChar is a character of a JSON string written as itself, not
 // escaped.
@@ -63,21 +61,6 @@ func (c *compiler) multibyteChar() frag {
 		b.seq(b.ranges(0xF1, 0xF3), cont(), cont(), cont()),
 		b.seq(b.lit("\xF4"), b.ranges(0x80, 0x8F), cont(), cont()),
 	)
-}
-
-// escape is a JSON string's escape sequence.
-func (c *compiler) escape() frag {
-	b := c.b
-	hex := func() frag { return b.ranges('0', '9', 'a', 'f', 'A', 'F') }
-	return b.seq(b.lit("\\"), b.alt(
-		b.ranges('"', '"', '\\', '\\', '/', '/', 'b', 'b', 'f', 'f', 'n', 'n', 'r', 'r', 't', 't'),
-		b.seq(b.lit("u"), b.alt(
-			b.seq(b.ranges('0', '9', 'a', 'c', 'A', 'C', 'e', 'f', 'E', 'F'), hex(), hex(), hex()),
-			b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('0', '7'), hex(), hex()),
-			b.seq(b.ranges('d', 'd', 'D', 'D'), b.ranges('8', '9', 'a', 'b', 'A', 'B'), hex(), hex(),
-				b.lit("\\u"), b.ranges('d', 'd', 'D', 'D'), b.ranges('c', 'f', 'C', 'F'), hex(), hex()),
-		)),
-	))
 }
 
 // digits matches min to max decimal digits (max < 0: any number). The
