@@ -7,7 +7,7 @@ import (
 )
 
 // Cache keeps compiled grammars by the SHA-256 of the schema's bytes, the
-// least recently used dropped beyond its size. The same schema sent again
+// least recently used dropped beyond its count or its bytes (MaxBytes). The same schema sent again
 // (a client's tool definitions repeat with every request) skips the
 // compile and keeps the token masks already worked out. Safe for
 // concurrent use.
@@ -16,16 +16,50 @@ type Cache struct {
 	// a request's strict: true does for its own: a worker's setting. Set it
 	// before the cache is used.
 	ClosedObjects bool
+	// MaxBytes bounds the grammars' bytes (Grammar.size; their masks are
+	// bounded by the Vocab's store); 0 is DefaultGrammarBytes. Set it
+	// before the cache is used.
+	MaxBytes int64
 
-	mu    sync.Mutex
-	max   int
-	order *list.List // of *cacheEntry, most recent first
-	byKey map[[sha256.Size]byte]*list.Element
+	mu        sync.Mutex
+	max       int
+	bytes     int64
+	evictions uint64
+	order     *list.List // of *cacheEntry, most recent first
+	byKey     map[[sha256.Size]byte]*list.Element
 }
 
+// DefaultGrammarBytes bounds a Cache's grammars unless MaxBytes says
+// otherwise: the largest grammar a schema may compile to (MaxNodes) is
+// tens of megabytes.
+const DefaultGrammarBytes = 128 << 20
+
 type cacheEntry struct {
-	key [sha256.Size]byte
-	g   *Grammar
+	key  [sha256.Size]byte
+	g    *Grammar
+	size int64
+}
+
+// CacheStats is what a Cache holds, for metrics.
+type CacheStats struct {
+	Grammars  int
+	Bytes     int64 // the grammars' own, their masks aside
+	Limit     int64
+	Evictions uint64
+}
+
+// Stats reports what c holds.
+func (c *Cache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return CacheStats{Grammars: c.order.Len(), Bytes: c.bytes, Limit: c.maxBytes(), Evictions: c.evictions}
+}
+
+func (c *Cache) maxBytes() int64 {
+	if c.MaxBytes <= 0 {
+		return DefaultGrammarBytes
+	}
+	return c.MaxBytes
 }
 
 // NewCache returns a cache of at most size grammars (at least one).
@@ -65,13 +99,24 @@ func (c *Cache) compileKeyed(key [sha256.Size]byte, compile func() (*Grammar, er
 		c.order.MoveToFront(el)
 		return el.Value.(*cacheEntry).g, nil
 	}
-	c.byKey[key] = c.order.PushFront(&cacheEntry{key, g})
-	for c.order.Len() > c.max {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.byKey, old.Value.(*cacheEntry).key)
+	e := &cacheEntry{key, g, g.size()}
+	c.byKey[key] = c.order.PushFront(e)
+	c.bytes += e.size
+	for c.order.Len() > c.max || c.bytes > c.maxBytes() && c.order.Len() > 1 {
+		c.evict(c.order.Back())
 	}
 	return g, nil
+}
+
+// evict drops a grammar and empties its masks: a step still holding the
+// grammar works out what it needs again. c.mu is held.
+func (c *Cache) evict(el *list.Element) {
+	e := el.Value.(*cacheEntry)
+	c.order.Remove(el)
+	delete(c.byKey, e.key)
+	c.bytes -= e.size
+	c.evictions++
+	e.g.releaseMasks()
 }
 
 func (c *Cache) get(key [sha256.Size]byte) *Grammar {

@@ -58,6 +58,9 @@ type Grammar struct {
 	// (strings with bounds or patterns), in node order.
 	sharedRules []sharedRange
 	tables      tableSet
+	// repeats are the bounded repeats whose copies share masks (canon),
+	// in node order.
+	repeats []repeatRun
 	// relaxed are the tools whose schemas were relaxed to compile
 	// (relax.go), by name; nil when every schema is held to exactly.
 	relaxed map[string]*RelaxedTool
@@ -185,8 +188,29 @@ func (b *builder) star(f frag) frag {
 // unbounded. Optional copies nest (a(b(c)?)?)?, so that each count has one path.
 func (b *builder) repeat(min, max int, mk func() frag) frag {
 	parts := make([]frag, 0, min+1)
+	run := repeatRun{first: int32(len(b.g.nodes)), min: int32(min), max: int32(max)}
+	recorded := len(b.g.repeats)
+	var shape copyShape
+	alike := true
+	// next builds one more copy, checked against the first.
+	next := func() frag {
+		base := int32(len(b.g.nodes))
+		f := mk()
+		if !alike || b.failed() {
+			return f
+		}
+		if len(run.bases) == 0 {
+			shape = b.snapshot(base)
+			run.size = int32(len(b.g.nodes)) - base
+			alike = shape.consumes(f)
+		} else {
+			alike = b.sameShape(shape, base)
+		}
+		run.bases = append(run.bases, base)
+		return f
+	}
 	for i := 0; i < min; i++ {
-		parts = append(parts, mk())
+		parts = append(parts, next())
 	}
 	switch {
 	case max < 0:
@@ -198,7 +222,7 @@ func (b *builder) repeat(min, max int, mk func() frag) frag {
 		var prev int32 = -1
 		first := int32(-1)
 		for i := min; i < max && !b.failed(); i++ {
-			f := mk()
+			f := next()
 			choice := b.node()
 			b.eps(choice, f.start)
 			b.eps(choice, end)
@@ -218,6 +242,8 @@ func (b *builder) repeat(min, max int, mk func() frag) frag {
 		}
 		parts = append(parts, frag{first, end})
 	}
+	run.last = int32(len(b.g.nodes))
+	b.recordRepeat(run, alike, len(b.g.repeats) != recorded)
 	return b.seq(parts...)
 }
 

@@ -2,6 +2,7 @@ package structured
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"math/bits"
 	"slices"
@@ -15,9 +16,10 @@ import (
 // masks of the nodes every grammar shares. Build one per model; it is safe
 // for concurrent use.
 type Vocab struct {
-	size  int
-	words int
-	eos   []int32
+	size   int
+	words  int
+	eos    []int32
+	maxLen int // bytes of the longest token: how far a mask looks ahead
 
 	nodes     []trieNode
 	childByte []byte
@@ -29,8 +31,13 @@ type Vocab struct {
 
 	sharedMu sync.Mutex
 	shared   map[string]*nodeTable // by sharedRange.key
+
+	// store bounds the masks of grammars' nodes and shared rules.
+	store maskStore
 }
 
+// sharedTable returns the table of shared rule r's masks, made anew when
+// the store emptied and dropped the last one.
 func (v *Vocab) sharedTable(r sharedRange) *nodeTable {
 	v.sharedMu.Lock()
 	defer v.sharedMu.Unlock()
@@ -40,15 +47,27 @@ func (v *Vocab) sharedTable(r sharedRange) *nodeTable {
 	t := v.shared[r.key]
 	if t == nil {
 		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], r.end-r.first)}
+		t.drop = func() { v.dropShared(r.key, t) }
 		v.shared[r.key] = t
 	}
 	return t
+}
+
+// dropShared forgets the emptied table t of shared rule key, so that the
+// rules a worker no longer sees hold no memory.
+func (v *Vocab) dropShared(key string, t *nodeTable) {
+	v.sharedMu.Lock()
+	defer v.sharedMu.Unlock()
+	if v.shared[key] == t {
+		delete(v.shared, key)
+	}
 }
 
 type trieNode struct {
 	child0, nchild int32 // children in childByte/childNode
 	tok0, ntok     int32 // tokens that end here, in toks
 	end            int32 // the node's tokens and its children's are toks[tok0:end]
+	height         int32 // bytes below the node to the end of its longest token
 }
 
 // NewVocab analyses a vocabulary: tokens[i] is token i's bytes. Tokens with
@@ -75,6 +94,7 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 	v.toks = order
 	v.nodes = append(v.nodes, trieNode{})
 	v.build(tokens, 0, 0, len(order), 0)
+	v.maxLen = int(v.nodes[0].height)
 	return v
 }
 
@@ -106,6 +126,7 @@ func (v *Vocab) build(tokens [][]byte, n int32, lo, hi, depth int) {
 	}
 	for k, gr := range groups {
 		v.build(tokens, first+int32(k), gr.lo, gr.hi, depth+1)
+		v.nodes[n].height = max(v.nodes[n].height, v.nodes[first+int32(k)].height+1)
 	}
 }
 
@@ -121,7 +142,15 @@ type nodeMask struct {
 	escapes []int32
 }
 
-type nodeTable struct{ masks []atomic.Pointer[nodeMask] }
+// nodeTable is the masks of a grammar's nodes, or of a shared rule's, for
+// one vocabulary. The fields after masks belong to the Vocab's store.
+type nodeTable struct {
+	masks  []atomic.Pointer[nodeMask]
+	pinned bool          // the Vocab's own shared nodes: never emptied
+	drop   func()        // forgets the table once emptied, or nil
+	el     *list.Element // in the store's order, or nil when empty
+	bytes  int64
+}
 
 // tableSet holds a grammar's node masks per vocabulary, filled lazily.
 type tableSet struct {
@@ -141,6 +170,15 @@ func (g *Grammar) table(v *Vocab) *nodeTable {
 		g.tables.byVocab[v] = t
 	}
 	return t
+}
+
+// releaseMasks empties g's masks in every vocabulary's store.
+func (g *Grammar) releaseMasks() {
+	g.tables.mu.Lock()
+	defer g.tables.mu.Unlock()
+	for v, t := range g.tables.byVocab {
+		v.store.release(t)
+	}
 }
 
 // walker walks the vocabulary trie with a set of configs.
@@ -237,6 +275,11 @@ func (w *walker) walkFirst(child int32, next []config, record bool) {
 		if c.st != st.bottom && c.st.up == st.bottom && st.g.endsRule(c.st.ret) {
 			c.st = st.tail
 		}
+		// A copy of a bounded repeat walks below child as the first copy
+		// that the bytes left below it cannot tell apart (canon).
+		if c.st == st.bottom {
+			c.node = st.g.canon(c.node, int(w.v.nodes[child].height))
+		}
 		k.c[i] = c
 	}
 	cn := &w.v.nodes[child]
@@ -278,14 +321,22 @@ func (w *walker) walkFirst(child int32, next []config, record bool) {
 }
 
 // maskFor returns node n's context-free mask, computing it on first use.
+// Copies of a bounded repeat that no token tells apart share one (canon).
 func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 	g := m.st.g
+	n = g.canon(n, v.maxLen)
 	var slot *atomic.Pointer[nodeMask]
 	if n < g.builtinNodes {
-		v.builtinOnce.Do(func() { v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes)} })
-		slot = &v.builtin.masks[n]
+		v.builtinOnce.Do(func() {
+			v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes), pinned: true}
+		})
+		t, slot = v.builtin, &v.builtin.masks[n]
 	} else if r, ok := g.sharedRule(n); ok {
-		slot = &v.sharedTable(r).masks[n-r.first]
+		t = v.sharedTable(r)
+		slot = &t.masks[n-r.first]
+		if nm := slot.Load(); nm != nil {
+			v.store.touch(t)
+		}
 	} else {
 		slot = &t.masks[n]
 	}
@@ -311,8 +362,14 @@ func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 	} else {
 		nm.bits = w.accepted
 	}
-	slot.CompareAndSwap(nil, nm)
-	return slot.Load()
+	if slot.CompareAndSwap(nil, nm) {
+		v.store.added(t, nm.size())
+		return nm
+	}
+	if got := slot.Load(); got != nil {
+		return got
+	}
+	return nm // emptied meanwhile: this mask serves the caller, unkept
 }
 
 // Mask sets in dst, a bitset of at least (v.Size()+63)/64 words, the tokens that may
@@ -325,6 +382,7 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 		m.st.table, m.st.tableVocab = m.st.g.table(v), v
 	}
 	t := m.st.table
+	v.store.touch(t)
 	w := &m.st.walker
 	w.st, w.v, w.accepted, w.escapes = m.st, v, dst, nil
 	for _, cf := range m.cur {
