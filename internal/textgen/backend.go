@@ -39,6 +39,10 @@ func (b *Backend) Info() genq.BackendInfo { return b.info }
 // token per sequence, no prompt), the steady state benchmarks compare.
 func (b *Backend) DecodeStepTimes() StepTimes { return b.sched.stats.decode.means() }
 
+// SchemaCacheStats is what structured output keeps between jobs:
+// genq.SchemaCacheReporter.
+func (b *Backend) SchemaCacheStats() genq.SchemaCacheStats { return b.constraints.stats() }
+
 // PrefixCacheStats are the prefix cache's counters and occupancy:
 // genq.PrefixCacheReporter.
 func (b *Backend) PrefixCacheStats() genq.PrefixCacheStats { return b.sched.cache.stats() }

@@ -87,6 +87,11 @@ type Config struct {
 	// first use (0: every mask before the first token, however long).
 	SchemaPrepareBudget time.Duration
 
+	// SchemaCacheMiB bounds the memory structured output keeps between
+	// jobs, compiled grammars and their token masks together; 0 sizes it
+	// from the memory available at start (schemaCacheBytes).
+	SchemaCacheMiB int
+
 	// IgnoreEOS makes every answer MaxNewTokens long, as llama.cpp's
 	// --ignore-eos does: benchmarks count tokens that way, and a
 	// random-weight model would otherwise stop at a random length. Unlike
@@ -132,6 +137,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, _ genq.Variant) {
 	fs.String(&c.LibDir, "llama-lib-dir", "LLAMA_LIB_DIR", "", "directory of the text engine's libraries (libllama.so and ggml's): lib/llama under make, which make engine builds, /opt/genq/lib/llama in the images")
 	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off (docs/text.md, \"The prefix cache\")")
 	fs.Duration(&c.SchemaPrepareBudget, "text-schema-prepare-budget", "TEXT_SCHEMA_PREPARE_BUDGET", 25*time.Millisecond, "structured output: time a job's schema may take, compiled and its token masks worked out, before its first token; the masks left are worked out in the background or on first use (0: all before the first token; docs/text.md, \"Vocabulary analysis and the mask\")")
+	fs.Int(&c.SchemaCacheMiB, "text-schema-cache-mib", "TEXT_SCHEMA_CACHE_MIB", 0, "structured output: MiB that compiled grammars and their token masks may hold between jobs, the least recently used dropped (and worked out again on use) past it; 0: a thirty-second of the memory available at start, between 64 and 384 (docs/text.md, \"Vocabulary analysis and the mask\")")
 	fs.String(&c.OtherProperties, "text-other-properties", "TEXT_OTHER_PROPERTIES", "on", "structured output: an object schema's unlisted properties, where additionalProperties is left out or true: on takes up to 8 after the listed ones (JSON Schema's rule), off none, as strict: true does (docs/text.md, \"The schema subset\")")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
@@ -150,6 +156,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 512
+	}
+	if c.SchemaCacheMiB < 0 {
+		return c, fmt.Errorf("text: schema cache %d MiB: want 0 (sized from the memory available) or more", c.SchemaCacheMiB)
 	}
 	var err error
 	if c.KVUnified, err = oneOf("KV unified", c.KVUnified, "auto", "on", "off"); err != nil {

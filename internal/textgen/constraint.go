@@ -25,15 +25,18 @@ type constraints struct {
 	cache   *structured.Cache
 
 	once  sync.Once
+	mu    sync.Mutex // guards masks for stats, which must not build it
 	masks *maskVocab
 
 	// prepareBudget bounds a job's compile and the masks it works out
 	// before its first token (Config.SchemaPrepareBudget); the rest go to background, a
 	// queue of grammars whose remaining masks one goroutine works out.
 	prepareBudget time.Duration
-	background    chan *structured.Grammar
-	queued        sync.Map // grammars in background, not queued twice
-	stop          context.CancelFunc
+	// maskBytes bounds the vocabulary's masks (structured.Vocab's store).
+	maskBytes  int64
+	background chan *structured.Grammar
+	queued     sync.Map // grammars in background, not queued twice
+	stop       context.CancelFunc
 }
 
 // backgroundQueue bounds the grammars waiting for their masks: past it, a
@@ -51,12 +54,53 @@ type maskVocab struct {
 // its node masks.
 const grammarCacheSize = 256
 
-func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget time.Duration) *constraints {
+// newConstraints serves a model's constraints within cacheBytes of
+// grammars and masks: a third for grammars, the rest for masks, which a
+// large grammar's strings fill first.
+func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget time.Duration, cacheBytes int64) *constraints {
 	ctx, stop := context.WithCancel(context.Background())
 	c := &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize),
-		prepareBudget: prepareBudget, background: make(chan *structured.Grammar, backgroundQueue), stop: stop}
+		prepareBudget: prepareBudget, maskBytes: cacheBytes - cacheBytes/3,
+		background: make(chan *structured.Grammar, backgroundQueue), stop: stop}
+	c.cache.MaxBytes = cacheBytes / 3
 	go c.prepareInBackground(ctx)
 	return c
+}
+
+// Bounds of the memory structured output keeps when TEXT_SCHEMA_CACHE_MIB
+// leaves it to the memory available: a thirty-second of it, no less than
+// a few large grammars need and no more than a worker serving thousands
+// of distinct schemas gains from.
+const (
+	minSchemaCacheBytes = 64 << 20
+	maxSchemaCacheBytes = 384 << 20
+)
+
+// schemaCacheBytes is the memory grammars and masks may keep: mib when
+// set, else a share of avail (the bytes available at start; 0 unknown).
+func schemaCacheBytes(mib int, avail uint64) int64 {
+	if mib > 0 {
+		return int64(mib) << 20
+	}
+	if avail == 0 {
+		return maxSchemaCacheBytes
+	}
+	return min(max(int64(avail/32), minSchemaCacheBytes), maxSchemaCacheBytes)
+}
+
+// stats reports what structured output keeps between jobs.
+func (c *constraints) stats() genq.SchemaCacheStats {
+	if c == nil {
+		return genq.SchemaCacheStats{}
+	}
+	g := c.cache.Stats()
+	s := genq.SchemaCacheStats{Grammars: int64(g.Grammars), GrammarBytes: g.Bytes, GrammarLimit: g.Limit,
+		GrammarEvictions: int64(g.Evictions), MaskLimit: c.maskBytes}
+	if mv := c.built(); mv != nil {
+		m := mv.vocab.MaskStats()
+		s.MaskBytes, s.MaskLimit, s.MaskTables, s.MaskEvictions = m.Bytes, m.Limit, int64(m.Tables), int64(m.Evictions)
+	}
+	return s
 }
 
 // close stops the background preparation.
@@ -95,11 +139,22 @@ func (c *constraints) prepareLater(g *structured.Grammar) {
 // first use.
 func (c *constraints) vocabulary() *maskVocab {
 	c.once.Do(func() {
-		c.masks = newMaskVocab(c.tm)
+		mv := newMaskVocab(c.tm)
+		mv.vocab.SetMaskBytes(c.maskBytes)
+		c.mu.Lock()
+		c.masks = mv
+		c.mu.Unlock()
 		// The formats' masks, shared by every schema with them, in the
 		// background: the e-mail address's take seconds of a core.
 		c.prepareLater(structured.FormatsGrammar())
 	})
+	return c.masks
+}
+
+// built is the vocabulary for masking if a constrained job built it.
+func (c *constraints) built() *maskVocab {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.masks
 }
 

@@ -146,7 +146,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cmp.Or(cfg.MaxNewTokens, cfg.ContextSize), cfg.IgnoreEOS, cfg.PrefixCache == "on"
 	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
-	b.constraints = newConstraints(tm, dialect, cfg.SchemaPrepareBudget)
+	b.constraints = newConstraints(tm, dialect, cfg.SchemaPrepareBudget, schemaCacheBytes(cfg.SchemaCacheMiB, availBefore))
 	b.constraints.cache.ClosedObjects = cfg.OtherProperties == "off"
 	if trained > 0 && cfg.ContextSize > trained {
 		log.Warn("text context is longer than the model was trained for",

@@ -69,3 +69,35 @@ func watchPrefixCache(reg prometheus.Registerer, c genq.PrefixCacheReporter) {
 		}, func() float64 { return float64(c.PrefixCacheStats().CapacityTokens) }),
 	)
 }
+
+// watchSchemaCache exports a text backend's structured-output caches:
+// compiled grammars and token masks, the bytes each holds against its
+// limit, and what each dropped to stay within it.
+func watchSchemaCache(reg prometheus.Registerer, c genq.SchemaCacheReporter) {
+	gauge := func(name, help string, f func(genq.SchemaCacheStats) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(f(c.SchemaCacheStats())) })
+	}
+	counter := func(name, help string, f func(genq.SchemaCacheStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(c.SchemaCacheStats())) })
+	}
+	reg.MustRegister(
+		gauge("genq_worker_schema_grammars", "Compiled grammars the schema cache holds.",
+			func(s genq.SchemaCacheStats) int64 { return s.Grammars }),
+		gauge("genq_worker_schema_grammar_bytes", "Bytes the schema cache's grammars hold, their masks aside.",
+			func(s genq.SchemaCacheStats) int64 { return s.GrammarBytes }),
+		gauge("genq_worker_schema_grammar_limit_bytes", "Most bytes the schema cache's grammars may hold (TEXT_SCHEMA_CACHE_MIB).",
+			func(s genq.SchemaCacheStats) int64 { return s.GrammarLimit }),
+		counter("genq_worker_schema_grammar_evictions_total", "Grammars dropped from the schema cache, least recently used first.",
+			func(s genq.SchemaCacheStats) int64 { return s.GrammarEvictions }),
+		gauge("genq_worker_schema_mask_tables", "Tables of token masks (a grammar's, or a shared string rule's) held.",
+			func(s genq.SchemaCacheStats) int64 { return s.MaskTables }),
+		gauge("genq_worker_schema_mask_bytes", "Bytes the token masks of grammars' nodes hold.",
+			func(s genq.SchemaCacheStats) int64 { return s.MaskBytes }),
+		gauge("genq_worker_schema_mask_limit_bytes", "Most bytes the token masks may hold (TEXT_SCHEMA_CACHE_MIB).",
+			func(s genq.SchemaCacheStats) int64 { return s.MaskLimit }),
+		counter("genq_worker_schema_mask_evictions_total", "Tables of token masks emptied, least recently used first; their masks are worked out again on use.",
+			func(s genq.SchemaCacheStats) int64 { return s.MaskEvictions }),
+	)
+}

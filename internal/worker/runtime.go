@@ -108,6 +108,9 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 	if c, ok := backend.(genq.PrefixCacheReporter); ok {
 		watchPrefixCache(reg, c)
 	}
+	if c, ok := backend.(genq.SchemaCacheReporter); ok {
+		watchSchemaCache(reg, c)
+	}
 	return r
 }
 
