@@ -26,9 +26,6 @@ type stepper struct {
 	// bottom stands for "whatever stack lies below" when a token's fate is
 	// worked out for a node alone (the vocabulary cache).
 	bottom *frame
-	// tail stands, in the memo's keys, for a return to a node that only
-	// ends the rule, on the bottom frame (walker.walkFirst).
-	tail *frame
 
 	gen    uint32
 	mark   []uint32
@@ -61,7 +58,6 @@ func newStepper(g *Grammar) *stepper {
 		g:      g,
 		intern: make(map[frame]*frame),
 		bottom: &frame{ret: -1},
-		tail:   &frame{ret: -2},
 		mark:   make([]uint32, len(g.nodes)),
 		markSt: make([]*frame, len(g.nodes)),
 	}

@@ -127,6 +127,7 @@ func (s *maskStore) remove(t *nodeTable) {
 	for i := range t.masks {
 		t.masks[i].Store(nil)
 	}
+	t.memo.clear()
 	s.bytes -= t.bytes
 	t.bytes = 0
 	s.lru.Remove(t.el)

@@ -171,6 +171,11 @@ func grammarMaskBytes(g *Grammar, v *Vocab) int64 {
 			n += nm.size()
 		}
 	}
+	t.memo.mu.Lock()
+	for _, m := range t.memo.byKey {
+		n += m.size()
+	}
+	t.memo.mu.Unlock()
 	for _, r := range g.sharedRules {
 		st := v.sharedTable(r)
 		for i := range st.masks {

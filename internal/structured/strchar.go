@@ -5,7 +5,14 @@ package structured
 // epsilons, where alternatives of sequences took some 80. A string with a
 // maxLength repeats it once per character, so its size is most of such a
 // grammar's, and of its compile time.
-func (b *builder) jsonChar() frag {
+func (b *builder) jsonChar() frag { return b.stringChar(true) }
+
+// plainChar is jsonChar without escapes: a character written as itself.
+// Its first byte is one node's edges, so a state inside such a string is
+// one thread with one mask, not one per kind of character.
+func (b *builder) plainChar() frag { return b.stringChar(false) }
+
+func (b *builder) stringChar(escapes bool) frag {
 	start, end := b.node(), b.node()
 	edge := func(from int32, to int32, r ...byte) {
 		for i := 0; i+1 < len(r); i += 2 {
@@ -33,6 +40,9 @@ func (b *builder) jsonChar() frag {
 	edge(start, cont[3], 0xF1, 0xF3)
 	lead(0xF4, 0xF4, 0x80, 0x8F, 2)
 
+	if !escapes {
+		return frag{start, end}
+	}
 	// Escapes: \uXXXX with hexes[i] lacking i hex digits, and a high
 	// surrogate only before a low one.
 	esc, u := b.node(), b.node()

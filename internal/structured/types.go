@@ -44,24 +44,7 @@ func (c *compiler) char() frag { return c.b.jsonChar() }
 
 // plainChar is a character of a JSON string written as itself, not
 // escaped.
-func (c *compiler) plainChar() frag {
-	return c.b.alt(c.b.ranges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), c.multibyteChar())
-}
-
-// multibyteChar is a character of two to four bytes of UTF-8.
-func (c *compiler) multibyteChar() frag {
-	b := c.b
-	cont := func() frag { return b.ranges(0x80, 0xBF) }
-	return b.alt(
-		b.seq(b.ranges(0xC2, 0xDF), cont()),
-		b.seq(b.lit("\xE0"), b.ranges(0xA0, 0xBF), cont()),
-		b.seq(b.ranges(0xE1, 0xEC, 0xEE, 0xEF), cont(), cont()),
-		b.seq(b.lit("\xED"), b.ranges(0x80, 0x9F), cont()),
-		b.seq(b.lit("\xF0"), b.ranges(0x90, 0xBF), cont(), cont()),
-		b.seq(b.ranges(0xF1, 0xF3), cont(), cont(), cont()),
-		b.seq(b.lit("\xF4"), b.ranges(0x80, 0x8F), cont(), cont()),
-	)
-}
+func (c *compiler) plainChar() frag { return c.b.plainChar() }
 
 // digits matches min to max decimal digits (max < 0: any number). The
 // optional ones are a chain of one node per digit, as ws's spaces are.
@@ -101,6 +84,9 @@ func (c *compiler) buildBuiltins() {
 	c.bi.value = b.newRule(anyValueRule)
 	c.bi.object = b.newRule(anyObjectRule)
 	c.bi.array = b.newRule(anyArrayRule)
+	// Every other key's rest (otherKey): a builtin, so that its masks,
+	// and the walks of tokens into it, are the Vocab's, worked out once.
+	c.rest = b.newRule("plain string rest")
 
 	b.define(c.bi.str, b.seq(b.lit(`"`), b.star(c.char()), b.lit(`"`)))
 	b.define(c.bi.integer, c.intPart())
@@ -111,6 +97,7 @@ func (c *compiler) buildBuiltins() {
 		b.lit("true"), b.lit("false"), b.lit("null")))
 	b.define(c.bi.object, c.mapObject(func() frag { return b.call(c.bi.value) }))
 	b.define(c.bi.array, c.list(0, -1, func() frag { return b.call(c.bi.value) }))
+	b.define(c.rest, b.seq(b.star(c.plainChar()), b.lit(`"`)))
 }
 
 // mapObject matches an object with any keys whose values match val.
@@ -993,10 +980,6 @@ func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, 
 		}
 		b.define(r, f)
 		return r, nil
-	}
-	if c.rest < 0 {
-		c.rest = b.newRule("plain string rest")
-		b.define(c.rest, b.seq(b.star(c.plainChar()), b.lit(`"`)))
 	}
 	b.define(r, c.otherKeyString(props, func() frag { return b.call(c.rest) }))
 	return r, nil

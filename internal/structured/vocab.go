@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Vocab is a model's vocabulary analysed for masking: its tokens in a byte
@@ -31,6 +32,10 @@ type Vocab struct {
 
 	sharedMu sync.Mutex
 	shared   map[string]*nodeTable // by sharedRange.key
+
+	// memo is the walks below first bytes into the builtin nodes alone,
+	// the same in every grammar (a plain string's rest): Warm fills it.
+	memo tableMemo
 
 	// store bounds the masks of grammars' nodes and shared rules.
 	store maskStore
@@ -146,6 +151,7 @@ type nodeMask struct {
 // one vocabulary. The fields after masks belong to the Vocab's store.
 type nodeTable struct {
 	masks  []atomic.Pointer[nodeMask]
+	memo   tableMemo
 	pinned bool          // the Vocab's own shared nodes: never emptied
 	drop   func()        // forgets the table once emptied, or nil
 	el     *list.Element // in the store's order, or nil when empty
@@ -189,6 +195,28 @@ type walker struct {
 	// accepted collects what a walk allows: bits of the mask being built.
 	accepted []uint64
 	escapes  []int32
+	// deadline, when set, ends a walk that runs past it (aborted): a
+	// preparation within a budget gives up a mask rather than overrun.
+	deadline time.Time
+	steps    int
+	aborted  bool
+	// table and memo are the grammar's own, for a walk from one of its
+	// nodes; nil for the shared nodes' walks, whose numbers differ
+	// between grammars.
+	table *nodeTable
+	memo  *tableMemo
+}
+
+// late tells whether the walk ran past its deadline, looking at the clock
+// every few thousand trie nodes.
+func (w *walker) late() bool {
+	if w.aborted || w.deadline.IsZero() {
+		return w.aborted
+	}
+	if w.steps++; w.steps%2048 == 0 && time.Now().After(w.deadline) {
+		w.aborted = true
+	}
+	return w.aborted
 }
 
 func (w *walker) buf(depth int) []config {
@@ -204,6 +232,9 @@ func (w *walker) buf(depth int) []config {
 func (w *walker) walk(t int32, cur []config, depth int, record bool) {
 	tn := &w.v.nodes[t]
 	for k := tn.child0; k < tn.child0+tn.nchild; k++ {
+		if w.late() {
+			return
+		}
 		c, child := w.v.childByte[k], w.v.childNode[k]
 		next, took := w.st.step(w.buf(depth), cur, c)
 		w.bufs[depth] = next
@@ -268,24 +299,50 @@ func (w *walker) walkFirst(child int32, next []config, record bool) {
 	}
 	st := w.st
 	k := subtreeKey{child: child, record: record, n: int8(len(next))}
+	memo := w.memo
+	builtin := true
 	for i, c := range next {
-		// A return to a node that only ends the rule is the same to the
-		// walk whichever rule's node it is: each object's other keys
-		// call the grammar's one plain string rest, each from its own node.
+		// A return to a node that only ends the rule escapes where the
+		// bottom frame does: each object's other keys call the one plain
+		// string rest, each from its own node, and walk alike.
 		if c.st != st.bottom && c.st.up == st.bottom && st.g.endsRule(c.st.ret) {
-			c.st = st.tail
+			c.st = st.bottom
 		}
-		// A copy of a bounded repeat walks below child as the first copy
-		// that the bytes left below it cannot tell apart (canon).
-		if c.st == st.bottom {
+		if c.st != st.bottom {
+			memo = nil // this stepper's frame: its walk is its own
+		} else {
+			// A copy of a bounded repeat walks below child as the first
+			// copy that the bytes left below it cannot tell apart.
 			c.node = st.g.canon(c.node, int(w.v.nodes[child].height))
+			c.st = memoBottom
 		}
+		builtin = builtin && c.node < st.g.builtinNodes
 		k.c[i] = c
+	}
+	// Configs on the bottom frame are the grammar's own, not the
+	// stepper's: their walks serve every matcher of the grammar, and
+	// where they are the builtin nodes', every grammar (Vocab.memo).
+	table := w.table
+	if builtin && allBottom(k) {
+		memo, table = &w.v.memo, nil
+	}
+	if memo == nil {
+		for i := range k.c[:k.n] {
+			if k.c[i].st == memoBottom {
+				k.c[i].st = st.bottom
+			}
+		}
 	}
 	cn := &w.v.nodes[child]
 	first := cn.tok0 + cn.ntok
 	below := w.v.toks[first:cn.end]
-	if m, ok := st.memo[k]; ok {
+	var m *subtree
+	if memo != nil {
+		m = memo.get(k)
+	} else {
+		m = st.memo[k]
+	}
+	if m != nil {
 		for i, x := range m.bits {
 			for x != 0 {
 				id := below[i*64+bits.TrailingZeros64(x)]
@@ -300,18 +357,27 @@ func (w *walker) walkFirst(child int32, next []config, record bool) {
 		w.walk(child, next, 1, record)
 		return
 	}
-	if st.memoTokens+len(below) > memoMaxTokens {
-		st.memo, st.memoTokens = nil, 0
-	}
 	// What the walk sets below child is new: the trie is a tree, and the
 	// tokens below child are reached through it only.
 	before := len(w.escapes)
 	w.walk(child, next, 1, record)
-	m := &subtree{bits: make([]uint64, (len(below)+63)/64), escapes: slices.Clone(w.escapes[before:])}
+	if w.aborted {
+		return // what it set is partial: not for the memo
+	}
+	m = &subtree{bits: make([]uint64, (len(below)+63)/64), escapes: slices.Clone(w.escapes[before:])}
 	for i, id := range below {
 		if w.accepted[id>>6]&(1<<(id&63)) != 0 {
 			m.bits[i>>6] |= 1 << (i & 63)
 		}
+	}
+	if memo != nil {
+		if memo.put(k, m, len(below)) && table != nil {
+			w.v.store.added(table, m.size())
+		}
+		return
+	}
+	if st.memoTokens+len(below) > memoMaxTokens {
+		st.memo, st.memoTokens = nil, 0
 	}
 	if st.memo == nil {
 		st.memo = map[subtreeKey]*subtree{}
@@ -320,12 +386,78 @@ func (w *walker) walkFirst(child int32, next []config, record bool) {
 	st.memoTokens += len(below)
 }
 
+// memoBottom stands for a stepper's bottom frame in the keys of a shared
+// memo (tableMemo). It is never changed.
+var memoBottom = &frame{ret: -1}
+
+// allBottom tells a key whose configs all stand on the bottom frame.
+func allBottom(k subtreeKey) bool {
+	for _, c := range k.c[:k.n] {
+		if c.st != memoBottom {
+			return false
+		}
+	}
+	return true
+}
+
+// tableMemo is a grammar's walks below first bytes for one vocabulary,
+// shared by its matchers and its preparation: a node a step reaches
+// first often walks as a node worked out before did (the same string
+// rest after its first byte), and finds that walk here. It is emptied
+// with its table (maskStore.remove).
+type tableMemo struct {
+	mu     sync.Mutex
+	byKey  map[subtreeKey]*subtree
+	tokens int
+}
+
+func (tm *tableMemo) get(k subtreeKey) *subtree {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.byKey[k]
+}
+
+// put keeps m unless a walk of the same key got there first; past
+// memoMaxTokens the memo starts over.
+func (tm *tableMemo) put(k subtreeKey, m *subtree, tokens int) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if _, ok := tm.byKey[k]; ok {
+		return false
+	}
+	if tm.tokens+tokens > memoMaxTokens || tm.byKey == nil {
+		tm.byKey, tm.tokens = map[subtreeKey]*subtree{}, 0
+	}
+	tm.byKey[k] = m
+	tm.tokens += tokens
+	return true
+}
+
+func (tm *tableMemo) clear() {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.byKey, tm.tokens = nil, 0
+}
+
+// size is the bytes a memo entry holds, its key included.
+func (m *subtree) size() int64 {
+	return int64(unsafe.Sizeof(subtreeKey{})+unsafe.Sizeof(*m)) + int64(cap(m.bits))*8 + int64(cap(m.escapes))*4
+}
+
 // maskFor returns node n's context-free mask, computing it on first use.
 // Copies of a bounded repeat that no token tells apart share one (canon).
 func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
+	nm, _ := m.maskWithin(v, t, n, time.Time{})
+	return nm
+}
+
+// maskWithin is maskFor, giving up (nil, false) once deadline, when set,
+// has passed.
+func (m *Matcher) maskWithin(v *Vocab, t *nodeTable, n int32, deadline time.Time) (*nodeMask, bool) {
 	g := m.st.g
 	n = g.canon(n, v.maxLen)
 	var slot *atomic.Pointer[nodeMask]
+	own := false
 	if n < g.builtinNodes {
 		v.builtinOnce.Do(func() {
 			v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes), pinned: true}
@@ -336,15 +468,22 @@ func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 		slot = &t.masks[n-r.first]
 		if nm := slot.Load(); nm != nil {
 			v.store.touch(t)
+			return nm, true
 		}
 	} else {
-		slot = &t.masks[n]
+		slot, own = &t.masks[n], true
 	}
 	if nm := slot.Load(); nm != nil {
-		return nm
+		return nm, true
 	}
-	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words)}
+	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words), deadline: deadline}
+	if own {
+		w.table, w.memo = t, &t.memo
+	}
 	w.walk(0, []config{{n, m.st.bottom}}, 0, true)
+	if w.aborted {
+		return nil, false
+	}
 	nm := &nodeMask{escapes: w.escapes}
 	count := 0
 	for _, x := range w.accepted {
@@ -364,12 +503,12 @@ func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 	}
 	if slot.CompareAndSwap(nil, nm) {
 		v.store.added(t, nm.size())
-		return nm
+		return nm, true
 	}
 	if got := slot.Load(); got != nil {
-		return got
+		return got, true
 	}
-	return nm // emptied meanwhile: this mask serves the caller, unkept
+	return nm, true // emptied meanwhile: this mask serves the caller, unkept
 }
 
 // Mask sets in dst, a bitset of at least (v.Size()+63)/64 words, the tokens that may
@@ -446,13 +585,21 @@ func (g *Grammar) Prepare(ctx context.Context, v *Vocab, budget time.Duration) (
 	m := g.NewMatcher()
 	t := g.table(v)
 	order := g.prepareOrder()
+	var deadline time.Time
 	for i, n := range order {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		m.maskFor(v, t, n)
-		if budget > 0 && time.Since(start) > budget && i < len(order)-1 {
+		if _, ok := m.maskWithin(v, t, n, deadline); !ok {
 			return false, nil
+		}
+		if budget > 0 && i < len(order)-1 {
+			// The first node is always worked out; a later one is
+			// given up where the budget ends, mid-walk.
+			deadline = start.Add(budget)
+			if time.Now().After(deadline) {
+				return false, nil
+			}
 		}
 	}
 	return true, nil
