@@ -55,8 +55,8 @@ type maskVocab struct {
 const grammarCacheSize = 256
 
 // newConstraints serves a model's constraints within cacheBytes of
-// grammars and masks: a third for grammars, the rest for masks, which a
-// large grammar's strings fill first.
+// grammars and masks: a third for grammars, the rest for masks, as
+// structured's defaults split them.
 func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget time.Duration, cacheBytes int64) *constraints {
 	ctx, stop := context.WithCancel(context.Background())
 	c := &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize),
@@ -69,11 +69,12 @@ func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget tim
 
 // Bounds of the memory structured output keeps when TEXT_SCHEMA_CACHE_MIB
 // leaves it to the memory available: a thirty-second of it, no less than
-// a few large grammars need and no more than a worker serving thousands
-// of distinct schemas gains from.
+// a few large grammars need and no more than structured's defaults: with
+// the collector's headroom, under 512 MiB of resident memory in all
+// (docs/benchmarks.md).
 const (
 	minSchemaCacheBytes = 64 << 20
-	maxSchemaCacheBytes = 384 << 20
+	maxSchemaCacheBytes = structured.DefaultMaskBytes + structured.DefaultGrammarBytes
 )
 
 // schemaCacheBytes is the memory grammars and masks may keep: mib when

@@ -13,7 +13,7 @@ func TestSchemaCacheBytes(t *testing.T) {
 		{"set above the automatic bound", 2048, 1 << 30, 2048 << 20},
 		{"unknown memory", 0, 0, maxSchemaCacheBytes},
 		{"large machine", 0, 64 << 30, maxSchemaCacheBytes},
-		{"a thirty-second", 0, 4 << 30, 128 << 20},
+		{"a thirty-second", 0, 3 << 30, 96 << 20},
 		{"small machine", 0, 512 << 20, minSchemaCacheBytes},
 	} {
 		if got := schemaCacheBytes(tc.mib, tc.avail); got != tc.want {
