@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -211,3 +212,54 @@ func TestCacheBytesBound(t *testing.T) {
 }
 
 func sha256Of(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+// TestMaskStoreConcurrent masks grammars from several goroutines while a
+// store far too small for them empties tables under their feet: every
+// mask still equals the one a vocabulary with room for all gives. Run it
+// under -race.
+func TestMaskStoreConcurrent(t *testing.T) {
+	toks, eos := shortVocab()
+	small, full := NewVocab(toks, []int32{eos}), NewVocab(toks, []int32{eos})
+	small.SetMaskBytes(16 << 10)
+	var grammars []*Grammar
+	for i := 0; i < 4; i++ {
+		g, err := Compile(fmt.Appendf(nil, `{"type":"object","properties":{"k%d":{"type":"string","maxLength":%d},"n":{"type":"integer"}}}`, i, 30+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		grammars = append(grammars, g)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for walk := 0; walk < 6; walk++ {
+				g := grammars[rng.IntN(len(grammars))]
+				a, b := g.NewMatcher(), g.NewMatcher()
+				ma, mb := make([]uint64, small.words), make([]uint64, full.words)
+				for step := 0; step < 30; step++ {
+					a.Mask(small, ma)
+					b.Mask(full, mb)
+					if !slices.Equal(ma, mb) {
+						errs <- fmt.Errorf("worker %d walk %d step %d: masks differ", w, walk, step)
+						return
+					}
+					ids := allowed(ma)
+					id := ids[rng.IntN(len(ids))]
+					if id == eos || !a.Advance(toks[id]) || !b.Advance(toks[id]) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if s := small.MaskStats(); s.Evictions == 0 {
+		t.Errorf("stats %+v: the store never emptied a table", s)
+	}
+}
