@@ -409,6 +409,29 @@ type tableMemo struct {
 	mu     sync.Mutex
 	byKey  map[subtreeKey]*subtree
 	tokens int
+	// sets is what sets of nodes allow together, by their places in the
+	// table (Matcher.groupMask).
+	sets map[string]*nodeMask
+}
+
+func (tm *tableMemo) set(key string) *nodeMask {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.sets[key]
+}
+
+// putSet keeps nm unless a walk of the same set got there first.
+func (tm *tableMemo) putSet(key string, nm *nodeMask) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if _, ok := tm.sets[key]; ok {
+		return false
+	}
+	if tm.sets == nil {
+		tm.sets = map[string]*nodeMask{}
+	}
+	tm.sets[key] = nm
+	return true
 }
 
 func (tm *tableMemo) get(k subtreeKey) *subtree {
@@ -436,7 +459,7 @@ func (tm *tableMemo) put(k subtreeKey, m *subtree, tokens int) bool {
 func (tm *tableMemo) clear() {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	tm.byKey, tm.tokens = nil, 0
+	tm.byKey, tm.tokens, tm.sets = nil, 0, nil
 }
 
 // size is the bytes a memo entry holds, its key included.
@@ -454,35 +477,58 @@ func (m *Matcher) maskFor(v *Vocab, t *nodeTable, n int32) *nodeMask {
 // maskWithin is maskFor, giving up (nil, false) once deadline, when set,
 // has passed.
 func (m *Matcher) maskWithin(v *Vocab, t *nodeTable, n int32, deadline time.Time) (*nodeMask, bool) {
+	n = m.st.g.canon(n, v.maxLen)
+	t, rel, own := m.slotOf(v, t, n)
+	slot := &t.masks[rel]
+	if nm := slot.Load(); nm != nil {
+		if !own {
+			v.store.touch(t)
+		}
+		return nm, true
+	}
+	nm := m.walkMask(v, []config{{n, m.st.bottom}}, t, own, deadline)
+	if nm == nil {
+		return nil, false
+	}
+	if slot.CompareAndSwap(nil, nm) {
+		v.store.added(t, nm.size())
+		return nm, true
+	}
+	if got := slot.Load(); got != nil {
+		return got, true
+	}
+	return nm, true // emptied meanwhile: this mask serves the caller, unkept
+}
+
+// slotOf is the table that keeps node n's mask (n canonical): the Vocab's
+// builtin nodes', a shared rule's, or t, the grammar's own (own); rel is
+// n's place in it.
+func (m *Matcher) slotOf(v *Vocab, t *nodeTable, n int32) (*nodeTable, int32, bool) {
 	g := m.st.g
-	n = g.canon(n, v.maxLen)
-	var slot *atomic.Pointer[nodeMask]
-	own := false
 	if n < g.builtinNodes {
 		v.builtinOnce.Do(func() {
 			v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes), pinned: true}
 		})
-		t, slot = v.builtin, &v.builtin.masks[n]
-	} else if r, ok := g.sharedRule(n); ok {
-		t = v.sharedTable(r)
-		slot = &t.masks[n-r.first]
-		if nm := slot.Load(); nm != nil {
-			v.store.touch(t)
-			return nm, true
-		}
-	} else {
-		slot, own = &t.masks[n], true
+		return v.builtin, n, false
 	}
-	if nm := slot.Load(); nm != nil {
-		return nm, true
+	if r, ok := g.sharedRule(n); ok {
+		return v.sharedTable(r), n - r.first, false
 	}
+	return t, n, true
+}
+
+// walkMask walks the vocabulary from configs, all on the bottom frame,
+// and returns what they allow together; nil when deadline passed first.
+// t is the table the mask goes to: its memo serves the walk when it is
+// the grammar's own.
+func (m *Matcher) walkMask(v *Vocab, configs []config, t *nodeTable, own bool, deadline time.Time) *nodeMask {
 	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words), deadline: deadline}
 	if own {
 		w.table, w.memo = t, &t.memo
 	}
-	w.walk(0, []config{{n, m.st.bottom}}, 0, true)
+	w.walk(0, configs, 0, true)
 	if w.aborted {
-		return nil, false
+		return nil
 	}
 	nm := &nodeMask{escapes: w.escapes}
 	count := 0
@@ -501,14 +547,7 @@ func (m *Matcher) maskWithin(v *Vocab, t *nodeTable, n int32, deadline time.Time
 	} else {
 		nm.bits = w.accepted
 	}
-	if slot.CompareAndSwap(nil, nm) {
-		v.store.added(t, nm.size())
-		return nm, true
-	}
-	if got := slot.Load(); got != nil {
-		return got, true
-	}
-	return nm, true // emptied meanwhile: this mask serves the caller, unkept
+	return nm
 }
 
 // Mask sets in dst, a bitset of at least (v.Size()+63)/64 words, the tokens that may
@@ -524,28 +563,12 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 	v.store.touch(t)
 	w := &m.st.walker
 	w.st, w.v, w.accepted, w.escapes = m.st, v, dst, nil
-	for _, cf := range m.cur {
-		nm := m.maskFor(v, t, cf.node)
-		if nm.bits != nil {
-			for i, x := range nm.bits {
-				dst[i] |= x
-			}
-		} else {
-			for _, id := range nm.ids {
-				dst[id>>6] |= 1 << (id & 63)
-			}
-		}
-		if len(nm.escapes) == 0 || cf.st == nil {
+	done := m.maskGroups(v, t, dst)
+	for i, cf := range m.cur {
+		if done != nil && done[i] {
 			continue
 		}
-		// The rule may end inside a token: what may follow depends on the
-		// caller, so those tokens are walked from where the rule returns.
-		m.st.begin()
-		after := m.st.closure(w.buf(0), cf.st.ret, cf.st.up)
-		w.bufs[0] = after
-		for _, e := range nm.escapes {
-			w.walk(e, after, 1, false)
-		}
+		m.apply(v, m.maskFor(v, t, cf.node), cf.st, dst)
 	}
 	if m.accepting {
 		for _, e := range v.eos {
