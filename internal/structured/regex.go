@@ -216,17 +216,18 @@ func opName(op syntax.Op) string {
 func (c *compiler) runeClass(r []rune) frag {
 	b := c.b
 	var alts []frag
+	var escapes []string
 	for i := 0; i+1 < len(r); i += 2 {
 		lo, hi := r[i], r[i+1]
 		for ch := lo; ch <= hi && ch < 0x20; ch++ {
-			alts = append(alts, b.lit(jsonEscape(ch)))
+			escapes = append(escapes, jsonEscape(ch))
 		}
 		if lo < 0x20 {
 			lo = 0x20
 		}
 		for _, special := range []rune{'"', '\\'} {
 			if lo <= special && special <= hi {
-				alts = append(alts, b.lit(`\`+string(special)))
+				escapes = append(escapes, `\`+string(special))
 			}
 		}
 		// Surrogates are not characters and have no UTF-8 form.
@@ -240,7 +241,10 @@ func (c *compiler) runeClass(r []rune) frag {
 			})
 		}
 	}
-	return b.alt(alts...)
+	if len(escapes) > 0 {
+		alts = append(alts, b.lits(escapes))
+	}
+	return b.union(alts...)
 }
 
 func jsonEscape(ch rune) string {

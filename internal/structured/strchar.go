@@ -68,3 +68,53 @@ func (b *builder) stringChar(escapes bool) frag {
 	edge(prev, hexes[2], 'c', 'f', 'C', 'F')
 	return frag{start, end}
 }
+
+// lits matches any of ss, as a trie: strings that share a prefix share
+// its nodes, so a state is one thread until they part (a class's escapes
+// all start with a backslash, most with \u00).
+func (b *builder) lits(ss []string) frag {
+	start, end := b.node(), b.node()
+	type key struct {
+		from int32
+		c    byte
+	}
+	next := map[key]int32{}
+	for _, s := range ss {
+		cur := start
+		for i := 0; i < len(s); i++ {
+			k := key{cur, s[i]}
+			n, ok := next[k]
+			if !ok {
+				n = b.node()
+				b.byteEdge(cur, s[i], s[i], n)
+				next[k] = n
+			}
+			cur = n
+		}
+		b.eps(cur, end)
+	}
+	return frag{start, end}
+}
+
+// union matches any of fs, as alt does, but takes the byte edges of each
+// alternative's first node onto its own where that node has nothing else
+// (a character class's ranges and sequences): a state before a class is
+// then one thread with every first byte, not one per alternative. fs
+// must be fresh: nothing but union may lead to their first nodes.
+func (b *builder) union(fs ...frag) frag {
+	if b.err != nil {
+		return b.alt(fs...)
+	}
+	start, end := b.node(), b.node()
+	for _, f := range fs {
+		n := &b.g.nodes[f.start]
+		if f.start != f.end && len(n.eps) == 0 && n.call < 0 && !n.final && len(n.edges) > 0 {
+			b.g.nodes[start].edges = append(b.g.nodes[start].edges, n.edges...)
+			n.edges = nil // unreachable now: no mask to work out
+		} else {
+			b.eps(start, f.start)
+		}
+		b.eps(f.end, end)
+	}
+	return frag{start, end}
+}
