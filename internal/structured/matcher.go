@@ -37,6 +37,7 @@ type stepper struct {
 	table      *nodeTable
 	tableVocab *Vocab
 	walker     walker
+	scratch    []uint64 // a mask's bits while it is worked out (walkMask)
 	// memo is the walks below the trie's first bytes (walker.walkFirst),
 	// and memoTokens the tokens it covers.
 	memo       map[subtreeKey]*subtree

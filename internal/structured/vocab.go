@@ -522,7 +522,17 @@ func (m *Matcher) slotOf(v *Vocab, t *nodeTable, n int32) (*nodeTable, int32, bo
 // t is the table the mask goes to: its memo serves the walk when it is
 // the grammar's own.
 func (m *Matcher) walkMask(v *Vocab, configs []config, t *nodeTable, own bool, deadline time.Time) *nodeMask {
-	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words), deadline: deadline}
+	// The bits are the stepper's scratch unless the mask keeps them: most
+	// masks allow a few tokens and keep ids, and sixteen kilobytes of
+	// garbage a mask was most of what the collector had to sweep.
+	scratch := m.st.scratch
+	if len(scratch) != v.words {
+		scratch = make([]uint64, v.words)
+	} else {
+		clear(scratch)
+	}
+	m.st.scratch = scratch
+	w := &walker{st: m.st, v: v, accepted: scratch, deadline: deadline}
 	if own {
 		w.table, w.memo = t, &t.memo
 	}
@@ -545,7 +555,7 @@ func (m *Matcher) walkMask(v *Vocab, configs []config, t *nodeTable, own bool, d
 			}
 		}
 	} else {
-		nm.bits = w.accepted
+		nm.bits, m.st.scratch = w.accepted, nil
 	}
 	return nm
 }
