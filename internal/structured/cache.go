@@ -32,7 +32,7 @@ type Cache struct {
 // DefaultGrammarBytes bounds a Cache's grammars unless MaxBytes says
 // otherwise: the largest grammar a schema may compile to (MaxNodes) is
 // tens of megabytes.
-const DefaultGrammarBytes = 64 << 20
+const DefaultGrammarBytes = 32 << 20
 
 type cacheEntry struct {
 	key  [sha256.Size]byte

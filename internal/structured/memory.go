@@ -10,7 +10,7 @@ import (
 // nodes (its own shared nodes aside) unless SetMaskBytes says otherwise:
 // enough for the masks of hundreds of typical grammars, small beside a
 // model.
-const DefaultMaskBytes = 128 << 20
+const DefaultMaskBytes = 96 << 20
 
 // maskStore bounds the node masks kept per Vocab: tables of masks (a
 // grammar's, or a shared string rule's) in least recently used order,

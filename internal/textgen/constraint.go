@@ -55,14 +55,14 @@ type maskVocab struct {
 const grammarCacheSize = 256
 
 // newConstraints serves a model's constraints within cacheBytes of
-// grammars and masks: a third for grammars, the rest for masks, as
+// grammars and masks: a quarter for grammars, the rest for masks, as
 // structured's defaults split them.
 func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget time.Duration, cacheBytes int64) *constraints {
 	ctx, stop := context.WithCancel(context.Background())
 	c := &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize),
-		prepareBudget: prepareBudget, maskBytes: cacheBytes - cacheBytes/3,
+		prepareBudget: prepareBudget, maskBytes: cacheBytes - cacheBytes/4,
 		background: make(chan *structured.Grammar, backgroundQueue), stop: stop}
-	c.cache.MaxBytes = cacheBytes / 3
+	c.cache.MaxBytes = cacheBytes / 4
 	go c.prepareInBackground(ctx)
 	return c
 }
