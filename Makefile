@@ -36,7 +36,7 @@ export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -146,6 +146,13 @@ bench-text: engine
 
 bench-image: $(ORT_LIB)
 	go test -run '^$$' -bench . ./internal/onnx/
+
+# Structured output over every schema at hand (docs/benchmarks.md,
+# "Structured output: bounded compile, masks and memory"): the suite, the
+# repo's corpus, and the npm corpus when GENQ_SCHEMA_CORPUS names the
+# folder scripts/fetch-schema-corpus.sh filled.
+bench-schemas:
+	go test -run '^$$' -bench Schemas -benchtime 1x -timeout 60m ./internal/structured/
 
 # End to end on this machine; rewrites docs/benchmarks.md's measured
 # section and docs/benchmarks.png.
