@@ -9,6 +9,7 @@
 package structured
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -40,6 +41,44 @@ type node struct {
 	call  int32 // rule entered from here, or -1
 	ret   int32 // where the call comes back
 	final bool  // the rule may end here
+	// sorted says edges are in byte order and disjoint: a step finds its
+	// edge by bisection (a product's states have tens of edges).
+	sorted bool
+}
+
+// minSortedEdges is the fewest edges worth a bisection.
+const minSortedEdges = 6
+
+// sortEdges orders n's edges by byte and marks them sorted when no two
+// overlap; overlapping edges (an NFA's) stay as they are.
+func (n *node) sortEdges() {
+	if len(n.edges) < minSortedEdges {
+		return
+	}
+	sorted := slices.SortedFunc(slices.Values(n.edges), func(a, b edge) int { return int(a.lo) - int(b.lo) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].lo <= sorted[i-1].hi {
+			return
+		}
+	}
+	n.edges, n.sorted = sorted, true
+}
+
+// edgeFor is the edge of sorted n that byte c takes, if any.
+func (n *node) edgeFor(c byte) (edge, bool) {
+	lo, hi := 0, len(n.edges)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if n.edges[mid].hi < c {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(n.edges) && n.edges[lo].lo <= c {
+		return n.edges[lo], true
+	}
+	return edge{}, false
 }
 
 type rule struct {
@@ -367,6 +406,7 @@ func (b *builder) finish() error {
 		if n.call >= 0 && !(ruleProd[n.call] && prod[n.ret]) {
 			n.call, n.ret = -1, -1
 		}
+		n.sortEdges()
 	}
 	return b.checkLeftRecursion()
 }

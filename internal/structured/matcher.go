@@ -145,7 +145,15 @@ func (st *stepper) step(dst, src []config, c byte) ([]config, bool) {
 	st.begin()
 	took := false
 	for _, cf := range src {
-		for _, e := range st.g.nodes[cf.node].edges {
+		nd := &st.g.nodes[cf.node]
+		if nd.sorted {
+			if e, ok := nd.edgeFor(c); ok {
+				took = true
+				dst = st.closure(dst, e.to, cf.st)
+			}
+			continue
+		}
+		for _, e := range nd.edges {
 			if c >= e.lo && c <= e.hi {
 				took = true
 				dst = st.closure(dst, e.to, cf.st)
