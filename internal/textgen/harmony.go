@@ -97,10 +97,8 @@ func calls(job genq.Job) bool { return job.ToolMode() != "" }
 // message empty, then the next one's header: the final channel's, unless
 // the job may call tools, whose answer names its channel.
 func (h *harmonyReasoner) shape(prompt string, thinks bool, job genq.Job) string {
-	if strings.HasSuffix(prompt, structured.HarmonyAnalysis) {
-		prompt = strings.TrimSuffix(prompt, structured.HarmonyAnalysis) // a template that opens it
-	}
-	prompt += structured.HarmonyAnalysis
+	// A template that opens the analysis channel itself gets it once.
+	prompt = strings.TrimSuffix(prompt, structured.HarmonyAnalysis) + structured.HarmonyAnalysis
 	if thinks {
 		return prompt
 	}

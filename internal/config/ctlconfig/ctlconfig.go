@@ -154,7 +154,7 @@ func (c *Models) Register(fs *envflag.Set) {
 	fs.Section(ModelsSection)
 	fs.String(&c.Variant, "variant", "VARIANT", "B", "variant whose model to write: A, B or C")
 	fs.String(&c.Dir, "dir", "", "", "directory to write into (default models/<variant>)")
-	fs.String(&c.Family, "family", "", "", "text models only: the model family, llama (Llama 3.x, the default), qwen3 (Qwen3) or mistral (Mistral Nemo), each with its own architecture, tokenizer, special tokens and chat template; the variant still picks the weights' format")
+	fs.String(&c.Family, "family", "", "", "text models only: the model family, llama (Llama 3.x, the default), qwen3 (Qwen3), mistral (Mistral Nemo) or gpt-oss (gpt-oss, harmony), each with its own architecture, tokenizer, special tokens and chat template; the variant still picks the weights' format")
 	fs.String(&c.Size, "size", "", "tiny", "tiny (tests); text: mid (about 100M parameters, for CPU benchmarks), 8b or 70b (llama only: Llama 3 shapes with its 128,256-token vocabulary, for GPU benchmarks: 16 GB in BF16, 40 GB in Q4_0); variant C with --engine ggml: medium (SD3-medium's shapes, 15.6 GB in fp16, for GPU benchmarks)")
 	fs.String(&c.Weights, "weights", "", "", "text models only: how the matrices are stored, q4_0, f16, bf16 or f32 (default the variant's: q4_0 for A, bf16 for B), to compare formats on the same shape")
 	fs.String(&c.Engine, "engine", "", "ggml", "variant C only: ggml writes every part in SD3's real architecture, as the ONNX export and as the ggml engine's GGUF files (f16, or --weights f32), with the same weights, so either engine serves it and the two can be compared; onnx writes the ONNX export alone, with cheap stand-in graphs")
