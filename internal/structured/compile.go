@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"math/big"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
@@ -34,11 +32,13 @@ type builtins struct {
 	str, num, integer, value, object, array int32
 }
 
-// memoKey names a compiled object or array rule: a schema listing both
-// types compiles to two rules.
+// memoKey names a compiled rule: a $ref's target, or an object or array
+// rule (a schema listing both types compiles to two rules), in a dynamic
+// scope (scopeKey).
 type memoKey struct {
-	s *value
-	t string
+	s     *value
+	t     string
+	scope string
 }
 
 type compiler struct {
@@ -46,7 +46,7 @@ type compiler struct {
 	bi       builtins
 	root     *value
 	rootRule int32
-	defRules map[*value]int32
+	defRules map[memoKey]int32
 	memo     map[memoKey]int32
 	shared   map[string]int32
 	// closed: an object with properties takes no other property unless
@@ -58,9 +58,11 @@ type compiler struct {
 	formats bool
 	// draft is the root's $schema's draft (drafts.go).
 	draft int
-	// embedded is the path of a subschema with its own base URI, if any
-	// (embeddedBase).
-	embedded string
+	// ids are the document's identifiers (ids.go), and scope the dynamic
+	// scope: the resources the schema being compiled was reached through,
+	// outermost first, kept where a $dynamicRef's target depends on it.
+	ids   *ids
+	scope []string
 	// rest is the rule of a JSON string's rest after its opening quote,
 	// made on first use.
 	rest int32
@@ -103,7 +105,7 @@ const MaxOtherProperties = 8
 func newCompiler() *compiler {
 	c := &compiler{
 		b:         &builder{g: &Grammar{}},
-		defRules:  map[*value]int32{},
+		defRules:  map[memoKey]int32{},
 		memo:      map[memoKey]int32{},
 		shared:    map[string]int32{},
 		rest:      -1,
@@ -214,6 +216,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	default:
 		return frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
+	defer c.enterScope(s)()
 	if err := checkDraft3(s, c.draft, path); err != nil {
 		return frag{}, err
 	}
@@ -531,10 +534,10 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 	case "string":
 		return c.str(s, path)
 	case "array":
-		r, err := c.memoRule(memoKey{s, t}, path, c.array)
+		r, err := c.memoRule(memoKey{s, t, c.scopeKey("")}, path, c.array)
 		return b.call(r), err
 	case "object":
-		r, err := c.memoRule(memoKey{s, t}, path, c.object)
+		r, err := c.memoRule(memoKey{s, t, c.scopeKey("")}, path, c.object)
 		return b.call(r), err
 	}
 	return frag{}, genq.Errorf(genq.Invalid, "at %s: unknown type %q", path, t)
@@ -635,107 +638,6 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 	return c.b.alt(alts...), nil
 }
 
-// refTarget is the schema a $ref points to, within the document: the
-// root, a JSON pointer into it, or a plain name its $anchor gives.
-func (c *compiler) refTarget(ref *value, path string) (*value, error) {
-	if ref.kind != 's' {
-		return nil, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
-	}
-	tokens, anchor, err := refPointer(ref.str, path)
-	if err != nil {
-		return nil, err
-	}
-	if c.embedded != "" {
-		return nil, genq.Errorf(genq.Invalid, "at %s: $ref is not supported where a subschema (at %s) sets its own base URI with $id: genq resolves $ref within the whole document", path, c.embedded)
-	}
-	var target *value
-	if anchor != "" {
-		target = findAnchor(c.root, anchor, 0)
-	} else {
-		target = c.root
-		for _, tok := range tokens {
-			switch {
-			case target.kind == 'o':
-				target = target.get(tok)
-			case target.kind == 'a':
-				i, err := strconv.Atoi(tok)
-				if err != nil || i < 0 || i >= len(target.arr) {
-					target = nil
-				} else {
-					target = target.arr[i]
-				}
-			default:
-				target = nil
-			}
-			if target == nil {
-				break
-			}
-		}
-	}
-	if target == nil {
-		return nil, genq.Errorf(genq.Invalid, "at %s: $ref %q points to nothing", path, ref.str)
-	}
-	return target, nil
-}
-
-// refPointer reads a $ref within the document: a JSON pointer in a URI
-// fragment ("#", "#/$defs/a%25b"), its tokens decoded, or a plain name
-// ("#item") that an $anchor gives. A $ref to another document is refused:
-// genq fetches nothing.
-func refPointer(ref, path string) (tokens []string, anchor string, err error) {
-	fragment, ok := strings.CutPrefix(ref, "#")
-	if ok {
-		fragment, err = url.PathUnescape(fragment)
-	}
-	if !ok || err != nil {
-		return nil, "", genq.Errorf(genq.Invalid, "at %s: $ref %q is not supported: refer to \"#\", a JSON pointer into this schema or an $anchor in it", path, ref)
-	}
-	if fragment == "" {
-		return nil, "", nil
-	}
-	if !strings.HasPrefix(fragment, "/") {
-		return nil, fragment, nil
-	}
-	unescape := strings.NewReplacer("~1", "/", "~0", "~")
-	for _, tok := range strings.Split(fragment[1:], "/") {
-		tokens = append(tokens, unescape.Replace(tok))
-	}
-	return tokens, "", nil
-}
-
-// findAnchor is the subschema of v whose $anchor is name, or whose $id or
-// id is "#" and name, nil if none.
-func findAnchor(v *value, name string, depth int) *value {
-	if v == nil || depth > maxSchemaDepth {
-		return nil
-	}
-	switch v.kind {
-	case 'o':
-		if a := v.get("$anchor"); a != nil && a.kind == 's' && a.str == name {
-			return v
-		}
-		// Drafts 4 to 7 name a subschema with a plain-name fragment id
-		// ($id, draft 4's id).
-		for _, k := range []string{"$id", "id"} {
-			if a := v.get(k); a != nil && a.kind == 's' && a.str == "#"+name {
-				return v
-			}
-		}
-		for _, m := range v.obj {
-			if f := findAnchor(m.val, name, depth+1); f != nil {
-				return f
-			}
-		}
-	case 'a':
-		for _, e := range v.arr {
-			if f := findAnchor(e, name, depth+1); f != nil {
-				return f
-			}
-		}
-	}
-	return nil
-}
-
 func (c *compiler) ref(ref *value, path string) (frag, error) {
 	if ref.kind != 's' {
 		return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
@@ -744,14 +646,15 @@ func (c *compiler) ref(ref *value, path string) (frag, error) {
 	if err != nil {
 		return frag{}, err
 	}
-	if target == c.root {
+	k := memoKey{s: target, scope: c.scopeKey(c.resourceOf(target))}
+	if target == c.root && k.scope == c.rootScope() {
 		return c.b.call(c.rootRule), nil
 	}
-	if r, ok := c.defRules[target]; ok {
+	if r, ok := c.defRules[k]; ok {
 		return c.b.call(r), nil
 	}
 	r := c.b.newRule(ref.str)
-	c.defRules[target] = r
+	c.defRules[k] = r
 	f, err := c.compile(target, ref.str)
 	if err != nil {
 		return frag{}, err

@@ -1,7 +1,6 @@
 package structured
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
@@ -141,75 +140,13 @@ func (c *compiler) readDraft(root *value, assertFormats bool) error {
 		return err
 	}
 	c.draft = draft
-	c.embedded = embeddedBase(root, "#", 0)
 	c.formats = c.strict || assertFormats || draft < draft2019
 	if draft == draft4 || draft == draftNone {
 		normalizeDraft4(root, 0)
 	}
-	return nil
-}
-
-// embeddedBase is the path of the first subschema below the root whose
-// $id (draft 4's id) sets a new base URI and that holds a $ref, "" if
-// none: such a $ref points into that resource, not the document, which
-// genq does not follow.
-func embeddedBase(s *value, path string, depth int) string {
-	if s == nil || s.kind != 'o' || depth > maxSchemaDepth {
-		return ""
-	}
-	if depth > 0 {
-		for _, k := range []string{"$id", "id"} {
-			if id := s.get(k); id != nil && id.kind == 's' && !strings.HasPrefix(id.str, "#") && hasRef(s, 0) {
-				return path
-			}
-		}
-	}
-	for _, k := range schemaKeywords {
-		if p := embeddedBase(s.get(k), path+"/"+k, depth+1); p != "" {
-			return p
-		}
-	}
-	for _, k := range schemaMapKeywords {
-		if m := s.get(k); m != nil && m.kind == 'o' {
-			for _, e := range m.obj {
-				if p := embeddedBase(e.val, path+"/"+k+"/"+e.key, depth+1); p != "" {
-					return p
-				}
-			}
-		}
-	}
-	for _, k := range schemaListKeys {
-		if l := s.get(k); l != nil && l.kind == 'a' {
-			for i, e := range l.arr {
-				if p := embeddedBase(e, path+"/"+k+"/"+strconv.Itoa(i), depth+1); p != "" {
-					return p
-				}
-			}
-		}
-	}
-	return ""
-}
-
-// hasRef tells whether v holds a $ref anywhere.
-func hasRef(v *value, depth int) bool {
-	if depth > maxSchemaDepth {
-		return false
-	}
-	switch v.kind {
-	case 'o':
-		for _, m := range v.obj {
-			if m.key == "$ref" || hasRef(m.val, depth+1) {
-				return true
-			}
-		}
-	case 'a':
-		for _, e := range v.arr {
-			if hasRef(e, depth+1) {
-				return true
-			}
-		}
-	}
-	return false
+	c.ids, err = indexIDs(root, draft)
+	c.scope = nil
+	return err
 }
 
 // checkShape refuses, by name, a keyword whose value is not the shape

@@ -188,6 +188,7 @@ func (c *compiler) lower(s *value, path string, eval bool, depth int) ([]branch,
 	default:
 		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
+	defer c.enterScope(s)() // a $ref is followed here, in s's resource
 	eval = eval || s.get("unevaluatedProperties") != nil || s.get("unevaluatedItems") != nil
 	base, deps := c.splitDependencies(without(s, applicators()...))
 	named, err := dependents(s, path)

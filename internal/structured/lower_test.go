@@ -167,19 +167,23 @@ func TestLoweredAgainstAjv(t *testing.T) {
 		}
 		lines, got, exact = append(lines, line), append(got, accepted), append(exact, len(tc.instances))
 	}
-	checkAgainstAjv(t, lines, got, exact, func(i int) string { return loweredSchemas[i].name })
+	checkAgainstAjv(t, lines, got, exact, func(i int) string { return loweredSchemas[i].name }, nil)
 }
 
 // checkAgainstAjv validates lines' answers with ajv: an answer genq
 // accepted (got) must be valid, and the first exact of each line's
 // answers valid exactly where genq accepted them.
-func checkAgainstAjv(t *testing.T, lines []ajvtest.Line, got [][]bool, exact []int, name func(int) string) {
+func checkAgainstAjv(t *testing.T, lines []ajvtest.Line, got [][]bool, exact []int, name func(int) string, fallback func(i int)) {
 	t.Helper()
 	errs, ran := ajvtest.Check(t, lines)
 	if !ran {
 		t.Skip("ajv cannot run: npm ci in test/structured")
 	}
 	for i, line := range lines {
+		if !ajvRead(errs[i]) && fallback != nil {
+			fallback(i)
+			continue
+		}
 		if !ajvRead(errs[i]) {
 			t.Errorf("%s: %s", name(i), errs[i][0])
 			continue
@@ -244,11 +248,41 @@ func TestSuiteAgainstAjv(t *testing.T) {
 					accepted = append(accepted, true)
 				}
 			}
+			if bytes.Contains(grp.Schema, []byte(`"$dynamicRef"`)) {
+				// ajv 8 recurses without end on some of these: the Go
+				// validator, exact on the suite's $dynamicRef, checks them.
+				checkWithValidator(t, grp.Schema, line.Answers, filepath.Base(file)+" / "+grp.Description)
+				continue
+			}
 			lines, got = append(lines, line), append(got, accepted)
 			names = append(names, filepath.Base(file)+" / "+grp.Description)
 		}
 	}
-	checkAgainstAjv(t, lines, got, make([]int, len(lines)), func(i int) string { return names[i] })
+	// Where ajv cannot compile a schema (some of ref.json's, whose $ids
+	// it recurses through without end), the Go validator checks it.
+	checkAgainstAjv(t, lines, got, make([]int, len(lines)), func(i int) string { return names[i] }, func(i int) {
+		checkWithValidator(t, lines[i].Schema, lines[i].Answers, names[i])
+	})
+}
+
+// checkWithValidator checks that the validator relaxed tools use takes
+// every one of answers, which genq accepted, against schema.
+func checkWithValidator(t *testing.T, schema json.RawMessage, answers []string, name string) {
+	t.Helper()
+	v, err := compileValidator(schema)
+	if err != nil {
+		t.Errorf("%s: the validator: %v", name, err)
+		return
+	}
+	for _, answer := range answers {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(answer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Validate(inst); err != nil {
+			t.Errorf("%s: genq accepts %s, which the validator refuses: %v", name, answer, err)
+		}
+	}
 }
 
 // ajvRead tells a line's results from ajv's refusal to compile its schema.

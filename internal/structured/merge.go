@@ -49,6 +49,7 @@ func (c *compiler) resolved(s *value, path string, depth int) (*value, error) {
 	if s.kind != 'o' {
 		return s, nil
 	}
+	defer c.enterScope(s)() // a $ref is followed here, in s's resource
 	if all := s.get("allOf"); all != nil {
 		if all.kind != 'a' || len(all.arr) == 0 {
 			return nil, genq.Errorf(genq.Invalid, "at %s: allOf must be a non-empty array of schemas", path)

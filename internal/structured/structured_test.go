@@ -263,7 +263,8 @@ func TestBadSchemas(t *testing.T) {
 	tests := []struct {
 		name, schema, want string
 	}{
-		{"unsupported keyword", `{"type":"array","items":{"$dynamicRef":"#a"}}`, `"$dynamicRef"`},
+		{"unsupported keyword", `{"type":"array","items":{"$recursiveRef":"#"}}`, `"$recursiveRef"`},
+		{"$dynamicRef to nothing", `{"type":"array","items":{"$dynamicRef":"#a"}}`, `$dynamicRef "#a" points to nothing`},
 		{"not of what no schema says", `{"type":"array","not":{"uniqueItems":true}}`, `not over "uniqueItems"`},
 		{"dependentRequired not names", `{"dependentRequired":{"a":[1]}}`, "arrays of names"},
 		{"fractional multipleOf", `{"type":"number","multipleOf":0.5}`, "multipleOf 0.5 is not supported"},

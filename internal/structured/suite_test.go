@@ -222,8 +222,12 @@ func refusedKeyword(err error) string {
 		return "over 256 KiB"
 	case strings.Contains(msg, "too large"):
 		return "over the state limit"
-	case strings.Contains(msg, "is not supported: refer to"):
+	case strings.Contains(msg, "refers to another document"):
 		return "$ref to another document"
+	case strings.Contains(msg, "the 2020-12 meta-schema"):
+		return "$ref to the meta-schema"
+	case strings.Contains(msg, "depends on the dynamic scope"):
+		return "$dynamicRef in a rewritten scope"
 	case strings.Contains(msg, "genq enforces whole multipleOf"):
 		return "multipleOf not whole or over 1000"
 	}

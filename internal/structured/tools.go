@@ -44,7 +44,7 @@ func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
 	if err := c.readDraft(root, false); err != nil {
 		return frag{}, err
 	}
-	c.root, c.defRules = root, map[*value]int32{}
+	c.root, c.defRules = root, map[memoKey]int32{}
 	c.rootRule = c.b.newRule(name)
 	f, err := c.compile(root, "#")
 	if err != nil {
