@@ -515,7 +515,10 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 			return c.restrictedNumber(s, t, path)
 		}
 		if s.get("multipleOf") != nil {
-			f, err := c.multiple(s, path)
+			f, fraction, err := c.multiple(s, path, t == "integer")
+			if fraction {
+				return f, err
+			}
 			return c.wholeFraction(f), err
 		}
 	}

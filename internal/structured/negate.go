@@ -415,14 +415,15 @@ func (c *compiler) restrictedNumber(s *value, t, path string) (frag, error) {
 	if whole && s.get(keyNotInteger) != nil {
 		return c.b.alt(), nil
 	}
-	multiple := s.get("multipleOf") != nil // whole, or refused
-	if multiple && s.get(keyNotInteger) != nil {
-		return c.b.alt(), nil
+	multiple := s.get("multipleOf") != nil
+	if multiple && s.get(keyNotInteger) != nil && !fractionalMultiple(s, whole) {
+		return c.b.alt(), nil // a whole multipleOf's multiples are integers
 	}
 	parts := []func() (frag, error){func() (frag, error) {
 		switch {
 		case multiple:
-			return c.multiple(s, path)
+			f, _, err := c.multiple(s, path, whole)
+			return f, err
 		case hasBounds(s):
 			return c.bounded(s, path, whole)
 		}

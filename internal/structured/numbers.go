@@ -496,30 +496,152 @@ func mustRat(s string) *big.Rat {
 // remainder at each of an integer's digits.
 const maxMultipleOf = 1000
 
-// multiple compiles an integer (or number: its whole values, narrower but
-// sound) that is a multiple of s's multipleOf, a whole number up to
-// maxMultipleOf, within s's bounds: an automaton of the remainder modulo
-// m digit by digit, taken with the bounds' automaton where there are
-// bounds.
-func (c *compiler) multiple(s *value, path string) (frag, error) {
+// multiple compiles a number (an integer where whole) that is a multiple
+// of s's multipleOf, within s's bounds: an automaton of the remainder
+// modulo the multipleOf's digits, taken with the bounds' automaton where
+// there are bounds. multipleOf m is read exactly, as p/10^k for whole p
+// up to maxMultipleOf (1.5 is 15/10): an integer n is a multiple where
+// p/gcd(p, 10^k) divides it; a decimal x where x·10^k is whole and p
+// divides it, which is what the suite's cases say (0.0075 is a multiple
+// of 0.0001, though not in doubles). Where m is whole and the type is
+// number, only its whole multiples are written: narrower, but sound.
+// fraction tells that the automaton writes its own fraction, so that the
+// caller adds none.
+func (c *compiler) multiple(s *value, path string, whole bool) (f frag, fraction bool, err error) {
 	mv := s.get("multipleOf")
 	r, ok := new(big.Rat).SetString(mv.num.String())
 	if mv.kind != 'n' || !ok || r.Sign() <= 0 {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
+		return frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
 	}
-	if !r.IsInt() || !r.Num().IsInt64() || r.Num().Int64() > maxMultipleOf {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces whole multipleOf up to %d", path, mv.num, maxMultipleOf)
+	p, k, ok := decimalParts(r)
+	if ok && whole {
+		p, k = new(big.Int).Quo(p, new(big.Int).GCD(nil, nil, p, pow10(k))), 0
 	}
-	m := int(r.Num().Int64())
+	if !ok || !p.IsInt64() || p.Int64() > maxMultipleOf {
+		return frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces multipleOf p/10^k with p whole up to %d and k up to %d (for integers, p/gcd(p, 10^k) up to %d)", path, mv.num, maxMultipleOf, maxFracDigits, maxMultipleOf)
+	}
+	m := int(p.Int64())
 	build := func() (frag, error) { return c.multipleOf(m), nil }
+	if k > 0 {
+		build = func() (frag, error) { return c.decimalMultipleOf(m, k), nil }
+	}
 	if !hasBounds(s) {
-		return build()
+		f, err := build()
+		return f, k > 0, err
 	}
-	f, err := c.intersect([]func() (frag, error){func() (frag, error) { return c.bounded(s, path, true) }, build})
+	f, err = c.intersect([]func() (frag, error){func() (frag, error) { return c.bounded(s, path, k == 0) }, build})
 	if err != nil {
-		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+		return frag{}, false, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}
-	return f, nil
+	return f, k > 0, nil
+}
+
+// fractionalMultiple tells whether s's multipleOf has multiples with a
+// fraction among the numbers (whole: integers) multiple writes.
+func fractionalMultiple(s *value, whole bool) bool {
+	r, ok := new(big.Rat).SetString(s.get("multipleOf").num.String())
+	if whole || !ok {
+		return false
+	}
+	_, k, ok := decimalParts(r)
+	return ok && k > 0
+}
+
+// decimalParts reads r as p/10^k, p whole and k the least that makes it
+// so, up to maxFracDigits; ok is false where r has no such form (1/3).
+func decimalParts(r *big.Rat) (p *big.Int, k int, ok bool) {
+	for k := 0; k <= maxFracDigits; k++ {
+		x := new(big.Rat).Mul(r, new(big.Rat).SetInt(pow10(k)))
+		if x.IsInt() {
+			return x.Num(), k, true
+		}
+	}
+	return nil, 0, false
+}
+
+func pow10(k int) *big.Int {
+	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(k)), nil)
+}
+
+// decimalMultipleOf matches the decimals x, without exponent, that are
+// multiples of m/10^k: x·10^k whole (at most k fraction digits, then
+// zeros) and a multiple of m. The remainder modulo m of the digits read,
+// the point skipped, is carried digit by digit; a number that ends j
+// fraction digits short of k has its remainder times 10^j.
+func (c *compiler) decimalMultipleOf(m, k int) frag {
+	b := c.b
+	start, end := b.node(), b.node()
+	minus := b.opt(b.lit("-"))
+	b.eps(start, minus.start)
+	pow := make([]int, k+1) // pow[j] = 10^j mod m
+	pow[0] = 1 % m
+	for j := 1; j <= k; j++ {
+		pow[j] = pow[j-1] * 10 % m
+	}
+	// table[p][r] is the node after p digits with remainder r: the
+	// integer part's up to maxIntDigits, then the fraction's, k at most.
+	table := map[[2]int]int32{}
+	var state func(p, r int, frac int) int32
+	state = func(p, r, frac int) int32 {
+		key := [2]int{p*(k+2) + frac, r}
+		if n, ok := table[key]; ok {
+			return n
+		}
+		n := b.node()
+		table[key] = n
+		if r*pow[k-frac]%m == 0 {
+			b.eps(n, end)
+		}
+		return n
+	}
+	point := map[int]int32{} // after the integer part with remainder r and "."
+	afterPoint := func(r int) int32 {
+		if n, ok := point[r]; ok {
+			return n
+		}
+		n := b.node()
+		point[r] = n
+		for d := range 10 {
+			b.byteEdge(n, byte('0'+d), byte('0'+d), state(0, (10*r+d)%m, 1))
+		}
+		return n
+	}
+	zero := state(0, 0, 0)
+	b.byteEdge(minus.end, '0', '0', zero)
+	for d := 1; d <= 9; d++ {
+		b.byteEdge(minus.end, byte('0'+d), byte('0'+d), state(1, d%m, 0))
+	}
+	for p := 1; p < maxIntDigits; p++ {
+		for r := range m {
+			if n, ok := table[[2]int{p * (k + 2), r}]; ok {
+				for d := range 10 {
+					b.byteEdge(n, byte('0'+d), byte('0'+d), state(p+1, (10*r+d)%m, 0))
+				}
+			}
+		}
+	}
+	for p := 0; p <= maxIntDigits; p++ {
+		for r := range m {
+			if n, ok := table[[2]int{p * (k + 2), r}]; ok {
+				b.byteEdge(n, '.', '.', afterPoint(r))
+			}
+		}
+	}
+	for frac := 1; frac < k; frac++ {
+		for r := range m {
+			if n, ok := table[[2]int{frac, r}]; ok {
+				for d := range 10 {
+					b.byteEdge(n, byte('0'+d), byte('0'+d), state(0, (10*r+d)%m, frac+1))
+				}
+			}
+		}
+	}
+	if n, ok := table[[2]int{k, 0}]; ok && k < maxFracDigits {
+		zeros := c.zeros(maxFracDigits - k) // the same value, written longer
+		b.eps(n, zeros.start)
+		b.eps(zeros.end, end)
+	}
+	return frag{start, end}
 }
 
 // multipleOf matches the decimal integers that are multiples of m: 0, or

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -185,4 +186,84 @@ func TestNumericBoundErrors(t *testing.T) {
 	if _, err := Compile([]byte(`{"type":"integer","maximum":1e30,"minimum":-1e30}`)); err != nil {
 		t.Errorf("bounds beyond what genq writes: %v", err)
 	}
+}
+
+// TestFractionalMultipleOf: a multipleOf such as 1.5 or 0.0001 takes
+// exactly the decimals that are its multiples in exact arithmetic (as the
+// suite's cases read it, not as doubles divide), within any bounds, and an
+// integer exactly the integers that are; every candidate is checked
+// against big.Rat.
+func TestFractionalMultipleOf(t *testing.T) {
+	cases := []struct {
+		typ, multiple, bounds string
+	}{
+		{"number", "1.5", ""},
+		{"number", "0.01", ""},
+		{"number", "0.0001", ""},
+		{"number", "2.5e-3", ""},
+		{"number", "0.75", `,"minimum":-3,"exclusiveMaximum":4.5`},
+		{"integer", "1.5", ""},
+		{"integer", "1e-8", ""},
+		{"integer", "0.4", `,"maximum":20`},
+	}
+	rng := rand.New(rand.NewPCG(5, 2))
+	var candidates []string
+	for range 400 {
+		whole := rng.IntN(2000) - 1000
+		candidates = append(candidates, fmt.Sprint(whole))
+		for _, digits := range []int{1, 2, 3, 4, 5} {
+			frac := rng.IntN(pow10Int(digits))
+			candidates = append(candidates, fmt.Sprintf("%d.%0*d", whole, digits, frac))
+		}
+	}
+	candidates = append(candidates, "0", "-0", "0.0075", "0.00751", "4.5", "35", "12391239123", "7.50000", "0.0025", "1.0")
+	for _, tc := range cases {
+		schema := fmt.Sprintf(`{"type":%q,"multipleOf":%s%s}`, tc.typ, tc.multiple, tc.bounds)
+		g, err := Compile([]byte(schema))
+		if err != nil {
+			t.Errorf("%s: %v", schema, err)
+			continue
+		}
+		m := mustRat(tc.multiple)
+		texts := slices.Clone(candidates)
+		for i := int64(-12); i <= 30; i++ {
+			texts = append(texts, numberText(new(big.Rat).Mul(m, big.NewRat(i, 1)).FloatString(maxFracDigits)))
+		}
+		lo, hi := mustRat("-1e30"), mustRat("1e30")
+		for _, b := range strings.Split(strings.TrimPrefix(tc.bounds, ","), ",") {
+			k, v, _ := strings.Cut(b, ":")
+			switch k {
+			case `"minimum"`:
+				lo = mustRat(v)
+			case `"maximum"`:
+				hi = mustRat(v)
+			case `"exclusiveMaximum"`:
+				hi = new(big.Rat).Sub(mustRat(v), mustRat("1e-9"))
+			}
+		}
+		accepted := 0
+		for _, text := range texts {
+			x := mustRat(text)
+			want := new(big.Rat).Quo(x, m).IsInt() && x.Cmp(lo) >= 0 && x.Cmp(hi) <= 0 &&
+				(tc.typ == "number" || x.IsInt())
+			// genq writes no -0: refusing it is narrower, never wrong.
+			if got := matches(g, text); got != want && text != "-0" {
+				t.Errorf("%s: %s accepted %v, want %v", schema, text, got, want)
+			}
+			if want {
+				accepted++
+			}
+		}
+		if accepted < 5 {
+			t.Errorf("%s: only %d candidates are multiples: the test says too little", schema, accepted)
+		}
+	}
+}
+
+func pow10Int(k int) int {
+	n := 1
+	for range k {
+		n *= 10
+	}
+	return n
 }
