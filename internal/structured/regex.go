@@ -1,8 +1,11 @@
 package structured
 
 import (
+	"errors"
 	"regexp/syntax"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
@@ -52,7 +55,7 @@ func checkPatternSyntax(p string) error {
 		c := p[i+1]
 		i++
 		switch {
-		case strings.IndexByte("dDwWsntfr", c) >= 0:
+		case strings.IndexByte("dDwWsntfrpP", c) >= 0: // \p as propertyClasses reads it
 		case c == 'x':
 			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
 				return genq.Errorf(genq.Invalid, "pattern %q: write \\x with two hex digits", p)
@@ -81,7 +84,94 @@ func (c *compiler) pattern(p string) (frag, error) {
 	if err := checkPatternSyntax(p); err != nil {
 		return frag{}, err
 	}
-	return c.goPattern(p)
+	q, err := propertyClasses(p)
+	if err != nil {
+		return frag{}, err
+	}
+	return c.goPattern(q)
+}
+
+// categories are ECMAScript's names of Unicode general categories, long
+// and short, as Go's unicode.Categories names them. Other (C) and
+// Unassigned (Cn) are left out: Go's tables have no unassigned category,
+// so \P{C} would take code points ECMAScript's refuses.
+var categories = func() map[string]string {
+	m := map[string]string{}
+	for long, short := range map[string]string{
+		"Letter": "L", "Cased_Letter": "LC", "Uppercase_Letter": "Lu", "Lowercase_Letter": "Ll",
+		"Titlecase_Letter": "Lt", "Modifier_Letter": "Lm", "Other_Letter": "Lo",
+		"Mark": "M", "Combining_Mark": "M", "Nonspacing_Mark": "Mn", "Spacing_Mark": "Mc", "Enclosing_Mark": "Me",
+		"Number": "N", "Decimal_Number": "Nd", "digit": "Nd", "Letter_Number": "Nl", "Other_Number": "No",
+		"Punctuation": "P", "punct": "P", "Connector_Punctuation": "Pc", "Dash_Punctuation": "Pd",
+		"Open_Punctuation": "Ps", "Close_Punctuation": "Pe", "Initial_Punctuation": "Pi",
+		"Final_Punctuation": "Pf", "Other_Punctuation": "Po",
+		"Symbol": "S", "Math_Symbol": "Sm", "Currency_Symbol": "Sc", "Modifier_Symbol": "Sk", "Other_Symbol": "So",
+		"Separator": "Z", "Space_Separator": "Zs", "Line_Separator": "Zl", "Paragraph_Separator": "Zp",
+		"Control": "Cc", "cntrl": "Cc", "Format": "Cf", "Private_Use": "Co",
+	} {
+		if _, ok := unicode.Categories[short]; ok {
+			m[long], m[short] = short, short
+		}
+	}
+	return m
+}()
+
+// propertyClasses rewrites p's ECMAScript property escapes (\p{Letter},
+// \P{gc=Lu}, \p{Script=Greek}) as Go's syntax writes them (\p{L},
+// \P{Lu}, \p{Greek}), and refuses by name those Go's tables cannot say
+// the same way (binary properties such as Alphabetic, Script_Extensions).
+func propertyClasses(p string) (string, error) {
+	if !strings.Contains(p, `\p`) && !strings.Contains(p, `\P`) {
+		return p, nil
+	}
+	var out strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '\\' || i+1 >= len(p) {
+			out.WriteByte(p[i])
+			continue
+		}
+		c := p[i+1]
+		if c != 'p' && c != 'P' {
+			out.WriteString(p[i : i+2])
+			i++
+			continue
+		}
+		end := strings.IndexByte(p[i:], '}')
+		if i+2 >= len(p) || p[i+2] != '{' || end < 0 {
+			return "", genq.Errorf(genq.Invalid, "pattern %q: write \\%c with a property in braces, as \\%c{Letter}", p, c, c)
+		}
+		name := p[i+3 : i+end]
+		short, err := propertyName(name)
+		if err != nil {
+			return "", genq.Errorf(genq.Invalid, "pattern %q: \\%c{%s} is not supported: %s", p, c, name, err.Error())
+		}
+		out.WriteString(`\` + string(c) + "{" + short + "}")
+		i += end
+	}
+	return out.String(), nil
+}
+
+// propertyName is Go's name of an ECMAScript property escape's property:
+// a general category (Letter, L, gc=L, General_Category=Letter) or a
+// script (Script=Greek, sc=Greek).
+func propertyName(name string) (string, error) {
+	key, val, hasKey := strings.Cut(name, "=")
+	switch {
+	case !hasKey:
+		val = key
+	case key == "General_Category" || key == "gc":
+	case key == "Script" || key == "sc":
+		if _, ok := unicode.Scripts[val]; !ok {
+			return "", errors.New("genq knows no script " + strconv.Quote(val))
+		}
+		return val, nil
+	default:
+		return "", errors.New("genq reads general categories and Script only")
+	}
+	if short, ok := categories[val]; ok {
+		return short, nil
+	}
+	return "", errors.New("genq reads general categories (but Other and Unassigned) and Script only")
 }
 
 // goPattern is pattern for p read in Go's syntax, unchecked.
@@ -212,10 +302,29 @@ func opName(op syntax.Op) string {
 
 // runeClass matches one character in the rune ranges r (pairs), written
 // as JSON writes it inside a string: '"' and '\' escaped, controls as
-// short escapes or \u00XX, every other code point as its UTF-8 bytes.
+// short escapes or \u00XX (a trie), every other code point as its UTF-8
+// bytes: one node's edges on the lead byte, into tails that the
+// sequences share (the continuation bytes left, by their ranges), so that
+// a class of many ranges, such as \p{L}, costs states by its distinct
+// tails, not by its ranges.
 func (c *compiler) runeClass(r []rune) frag {
 	b := c.b
-	var alts []frag
+	start, end := b.node(), b.node()
+	tails := map[string]int32{}
+	var tail func(seq [][2]byte) int32
+	tail = func(seq [][2]byte) int32 {
+		if len(seq) == 0 {
+			return end
+		}
+		key := string(flatten(seq))
+		if n, ok := tails[key]; ok {
+			return n
+		}
+		n := b.node()
+		b.byteEdge(n, seq[0][0], seq[0][1], tail(seq[1:]))
+		tails[key] = n
+		return n
+	}
 	var escapes []string
 	for i := 0; i+1 < len(r); i += 2 {
 		lo, hi := r[i], r[i+1]
@@ -233,18 +342,23 @@ func (c *compiler) runeClass(r []rune) frag {
 		// Surrogates are not characters and have no UTF-8 form.
 		for _, rg := range cutRanges(lo, hi, []rune{'"', '\\'}, 0xD800, 0xDFFF) {
 			utf8Ranges(rg[0], rg[1], func(seq [][2]byte) {
-				fs := make([]frag, len(seq))
-				for k, br := range seq {
-					fs[k] = b.ranges(br[0], br[1])
-				}
-				alts = append(alts, b.seq(fs...))
+				b.byteEdge(start, seq[0][0], seq[0][1], tail(seq[1:]))
 			})
 		}
 	}
 	if len(escapes) > 0 {
-		alts = append(alts, b.lits(escapes))
+		return b.union(frag{start, end}, b.lits(escapes))
 	}
-	return b.union(alts...)
+	return frag{start, end}
+}
+
+// flatten is seq's bytes in order, a map key.
+func flatten(seq [][2]byte) []byte {
+	out := make([]byte, 0, 2*len(seq))
+	for _, br := range seq {
+		out = append(out, br[0], br[1])
+	}
+	return out
 }
 
 func jsonEscape(ch rune) string {

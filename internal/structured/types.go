@@ -956,7 +956,11 @@ func (c *compiler) regexp(pattern string) *regexp.Regexp {
 	if re, ok := c.regexps[pattern]; ok {
 		return re
 	}
-	re, _ := regexp.Compile(pattern)
+	q, err := propertyClasses(pattern)
+	if err != nil {
+		q = pattern // which Go's parser refuses: nil
+	}
+	re, _ := regexp.Compile(q)
 	if c.regexps == nil {
 		c.regexps = map[string]*regexp.Regexp{}
 	}
