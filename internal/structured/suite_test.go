@@ -228,8 +228,8 @@ func refusedKeyword(err error) string {
 		return "$ref to the meta-schema"
 	case strings.Contains(msg, "depends on the dynamic scope"):
 		return "$dynamicRef in a rewritten scope"
-	case strings.Contains(msg, "genq enforces whole multipleOf"):
-		return "multipleOf not whole or over 1000"
+	case strings.Contains(msg, "genq enforces multipleOf p/10^k"):
+		return "multipleOf p/10^k with p over 1000"
 	}
 	if i := strings.IndexByte(msg, '"'); i >= 0 {
 		if j := strings.IndexByte(msg[i+1:], '"'); j >= 0 {
