@@ -52,8 +52,6 @@ type ids struct {
 	scoped []string
 	// nested: a subschema below the root sets its own base URI.
 	nested bool
-	// duplicate is an $id or anchor the document sets twice, "" if none.
-	duplicate string
 }
 
 // indexIDs walks root's subschemas, as the keywords that hold schemas
@@ -118,8 +116,8 @@ func (x *ids) walk(s *value, base *url.URL, path string, draft, depth int) error
 	}
 	for _, k := range schemaListKeys {
 		if l := s.get(k); l != nil && l.kind == 'a' {
-			for _, e := range l.arr {
-				if err := x.walk(e, base, path+"/"+k, draft, depth+1); err != nil {
+			for i, e := range l.arr {
+				if err := x.walk(e, base, path+"/"+k+"/"+strconv.Itoa(i), draft, depth+1); err != nil {
 					return err
 				}
 			}
@@ -202,12 +200,11 @@ func dynamicDraft(draft int) bool {
 	return draft == draft2020 || draft == draftNone
 }
 
-// add names v by key in m; a key named twice maps to nil, and is
-// remembered, so that a $ref to it is refused rather than guessed.
+// add names v by key in m; a key named twice maps to nil, so that a
+// $ref to it is refused rather than guessed.
 func (x *ids) add(m map[string]*value, key string, v *value) {
 	if old, ok := m[key]; ok && old != v {
 		m[key] = nil
-		x.duplicate = key
 		return
 	}
 	m[key] = v
@@ -314,7 +311,10 @@ func (c *compiler) dynamicTarget(static *value, name, path, ref string) (*value,
 			return nil, genq.Errorf(genq.Invalid, "at %s: $dynamicRef %q is not supported here: its target depends on the dynamic scope, which genq's rewriting of the schema (allOf, $ref, unevaluated* merged) hides", path, ref)
 		}
 		if c.ids.dynamic[r+"#"+name] {
-			return c.ids.anchors[r+"#"+name], nil
+			if t := c.ids.anchors[r+"#"+name]; t != nil {
+				return t, nil
+			}
+			return nil, genq.Errorf(genq.Invalid, "at %s: $dynamicRef %q is ambiguous: two subschemas set the anchor %q in %s", path, ref, name, r)
 		}
 	}
 	return static, nil
