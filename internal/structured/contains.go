@@ -80,6 +80,13 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 	if err != nil {
 		return frag{}, false, err
 	}
+	if why != "" && maxC < 0 {
+		match, other, err = c.containsAtLeast(cs, items, path+"/contains", path+itemsAt)
+		if err != nil {
+			return refuse(genq.ErrorMessage(err))
+		}
+		why = ""
+	}
 	if why != "" {
 		return refuse(why)
 	}
@@ -155,6 +162,24 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 		}
 	}
 	return frag{open.start, end}, true, b.err
+}
+
+// containsAtLeast builds, where contains asks only a least count, the
+// items that match cs as the items of both schemas, and the others as any
+// item: an item that matches but is counted as no match only lowers the
+// count, so which items match need not be told apart, and no complement
+// of cs is needed.
+func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (match, other frag, err error) {
+	if items == nil {
+		match, err = c.compile(cs, csPath)
+		return match, c.b.call(c.bi.value), err
+	}
+	both := &value{kind: 'o', obj: []member{{"allOf", &value{kind: 'a', arr: []*value{items, cs}}}}}
+	if match, err = c.compile(both, csPath); err != nil {
+		return frag{}, frag{}, err
+	}
+	other, err = c.compile(items, itemsPath)
+	return match, other, err
 }
 
 // splitItems builds the items that match cs and those that do not; why

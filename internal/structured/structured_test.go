@@ -272,7 +272,7 @@ func TestBadSchemas(t *testing.T) {
 		{"unsupported nested", `{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`, `"uniqueItems" (at #/properties/a)`},
 		{"uniqueItems of strings", `{"type":"array","items":{"type":"string"},"uniqueItems":true}`, `"uniqueItems" (at #)`},
 		{"uniqueItems of too many values", `{"type":"array","items":{"enum":[0,1,2,3,4,5,6,7,8,9,10]},"uniqueItems":true}`, `"uniqueItems" (at #)`},
-		{"contains a range", `{"contains":{"minimum":5}}`, `"contains" (at #)`},
+		{"contains a range, at most twice", `{"contains":{"minimum":5},"maxContains":2}`, `"contains" (at #)`},
 		{"contains beside prefixItems", `{"prefixItems":[{}],"contains":{"const":1}}`, `"contains" (at #)`},
 		{"minContains not a count", `{"contains":{"const":1},"minContains":-1}`, "minContains must be a non-negative integer"},
 		{"uniqueItems not a boolean", `{"type":"array","uniqueItems":1}`, "uniqueItems must be a boolean"},
