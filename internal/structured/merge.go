@@ -2,8 +2,10 @@ package structured
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 
@@ -306,6 +308,8 @@ func mergeKeyword(k string, x, y, a, b *value, path string) (*value, error) {
 			return refuse()
 		}
 		return merge(x, y, path+"/"+k)
+	case "multipleOf":
+		return leastMultiple(x, y, refuse)
 	case "minimum", "exclusiveMinimum", "minLength", "minItems":
 		return extreme(x, y, true, refuse)
 	case "maximum", "exclusiveMaximum", "maxLength", "maxItems":
@@ -361,6 +365,25 @@ func mergeTypes(x, y *value, path string) (*value, error) {
 }
 
 // extreme is the larger (lower bounds) or smaller of two numbers.
+// leastMultiple is the multipleOf that two hold together: the least
+// common multiple of two positive rationals p/q and r/s, lcm(p, r) over
+// gcd(q, s), written as a decimal (refused where it has none).
+func leastMultiple(x, y *value, refuse func() (*value, error)) (*value, error) {
+	a, okA := new(big.Rat).SetString(x.num.String())
+	b, okB := new(big.Rat).SetString(y.num.String())
+	if x.kind != 'n' || y.kind != 'n' || !okA || !okB || a.Sign() <= 0 || b.Sign() <= 0 {
+		return refuse()
+	}
+	gcd := new(big.Int).GCD(nil, nil, a.Num(), b.Num())
+	num := new(big.Int).Mul(a.Num(), new(big.Int).Quo(b.Num(), gcd))
+	den := new(big.Int).GCD(nil, nil, a.Denom(), b.Denom())
+	_, k, ok := decimalParts(new(big.Rat).SetFrac(num, den))
+	if !ok {
+		return refuse()
+	}
+	return &value{kind: 'n', num: json.Number(new(big.Rat).SetFrac(num, den).FloatString(k))}, nil
+}
+
 func extreme(x, y *value, larger bool, refuse func() (*value, error)) (*value, error) {
 	if x.kind != 'n' || y.kind != 'n' {
 		return refuse()

@@ -267,3 +267,19 @@ func pow10Int(k int) int {
 	}
 	return n
 }
+
+// TestMultipleOfMerged: two multipleOfs in an allOf hold together as
+// their least common multiple, whole or not.
+func TestMultipleOfMerged(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		instances    []string
+	}{
+		{"whole", `{"allOf": [{"multipleOf": 2}, {"multipleOf": 3}], "type": "integer"}`,
+			[]string{`0`, `6`, `12`, `4`, `9`, `-18`, `3`}},
+		{"fractional", `{"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.75}], "type": "number"}`,
+			[]string{`1.5`, `3`, `0.75`, `0.5`, `4.5`, `2.25`, `0`}},
+	} {
+		agreesWithValidator(t, tc.name, tc.schema, tc.instances)
+	}
+}
