@@ -29,6 +29,7 @@ const unknownScope = "?"
 // Nothing outside the document is ever fetched: a $ref that does not
 // resolve inside it is refused.
 type ids struct {
+	// root is the root's base URI: its $id's, else documentBase.
 	root *url.URL
 	// resources are the document's resources by absolute URI, fragment
 	// dropped; a URI two subschemas claim maps to nil.
@@ -153,6 +154,9 @@ func (x *ids) enter(s *value, base **url.URL, path string, draft, depth int) err
 			x.add(x.anchors, u.String()+"#"+name, s)
 		}
 		break
+	}
+	if depth == 0 {
+		x.root = *base // where a $ref the walk did not reach resolves
 	}
 	res := (*base).String()
 	x.resourceOf[s] = res

@@ -117,6 +117,9 @@ func TestIdentifierRefusals(t *testing.T) {
 	for _, tc := range []struct{ name, schema, want string }{
 		{"another document", `{"$ref": "http://localhost:1234/x.json"}`, `refers to another document (http://localhost:1234/x.json)`},
 		{"a relative one", `{"$id": "http://example.com/a/b", "$ref": "c.json"}`, `another document (http://example.com/a/c.json)`},
+		{"a $ref the walk does not reach, against the root's $id",
+			`{"$id": "http://example.com/root.json", "properties": {"x": {"$ref": "#/components/c"}}, "components": {"c": {"properties": {"y": {"$ref": "schema.json"}}}}}`,
+			`another document (http://example.com/schema.json)`},
 		{"the meta-schema", `{"$defs": {"a": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}, "$ref": "#/$defs/a"}`, `the 2020-12 meta-schema`},
 		{"an $id twice", `{"$defs": {"a": {"$id": "http://e.com/x", "type": "string"}, "b": {"$id": "http://e.com/x", "type": "integer"}}, "$ref": "http://e.com/x"}`, `two subschemas set the $id http://e.com/x`},
 		{"an anchor twice", `{"$defs": {"a": {"$anchor": "x", "type": "string"}, "b": {"$anchor": "x", "type": "integer"}}, "$ref": "#x"}`, `two subschemas set the anchor "x"`},
