@@ -17,7 +17,7 @@ import (
 // automata do not follow.
 func claudeCodeTools(second string) string {
 	return `[{"name":"Workflow","description":"Runs a workflow script","input_schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
-		"properties":{"script":{"type":"string","maxLength":524288,"description":"The script"}},"required":["script"],"additionalProperties":false}},
+		"properties":{"script":{"type":"string","maxLength":4194304,"description":"The script"}},"required":["script"],"additionalProperties":false}},
 	{"name":"SendMessage","description":"Sends a message to a teammate","input_schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
 		"properties":{"to":{"type":"string","allOf":[{"pattern":"^[a-z]{1,4}$"},{"pattern":"` + second + `"}]}},"required":["to"],"additionalProperties":false}}]`
 }
@@ -111,7 +111,7 @@ func TestRelaxedToolSchemas(t *testing.T) {
 		t.Fatalf("tool_choice auto: %d %s", r.status, r.body)
 	}
 
-	workflow := `{"type":"object","properties":{"script":{"type":"string","maxLength":524288}},"required":["script"]}`
+	workflow := `{"type":"object","properties":{"script":{"type":"string","maxLength":4194304}},"required":["script"]}`
 	for _, tc := range []struct{ name, path, body, want string }{
 		{"output_config.format", "/v1/messages", `{"model":"m","max_tokens":8,"output_config":{"format":{"type":"json_schema","schema":` + workflow + `}},"messages":[{"role":"user","content":"hi"}]}`,
 			"output_config.format"},
@@ -120,7 +120,7 @@ func TestRelaxedToolSchemas(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.postKey(tc.path, "", tc.body)
-			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) || !strings.Contains(string(r.body), "maxLength is 524288") {
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) || !strings.Contains(string(r.body), "maxLength is 4194304") {
 				t.Fatalf("%d %s; want 400 naming %s", r.status, r.body, tc.want)
 			}
 		})

@@ -389,7 +389,7 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 	switch v.kind {
 	case 's':
 		n := utf8.RuneCountInString(v.str)
-		min, max, err := bounds(s, "minLength", "maxLength", path)
+		min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
 		if err != nil {
 			return false, err
 		}

@@ -44,6 +44,9 @@ type node struct {
 	// sorted says edges are in byte order and disjoint: a step finds its
 	// edge by bisection (a product's states have tens of edges).
 	sorted bool
+	// counted, when set, makes the call a counted repeat of rule call
+	// (counter.go): its count rides on the stack, not in unrolled states.
+	counted *countSpec
 }
 
 // minSortedEdges is the fewest edges worth a bisection.
@@ -345,6 +348,10 @@ func (b *builder) finish() error {
 			returns[n.ret] = append(returns[n.ret], int32(i))
 			callers[n.call] = append(callers[n.call], int32(i))
 		}
+		if n.counted != nil && n.counted.min == 0 {
+			// Zero copies are a way through: ret reached without the call.
+			direct[n.ret] = append(direct[n.ret], int32(i))
+		}
 		if n.final {
 			prod[i] = true
 			queue = append(queue, int32(i))
@@ -404,7 +411,10 @@ func (b *builder) finish() error {
 		}
 		n.eps = eps
 		if n.call >= 0 && !(ruleProd[n.call] && prod[n.ret]) {
-			n.call, n.ret = -1, -1
+			if n.counted != nil && n.counted.min == 0 && prod[n.ret] {
+				n.eps = append(n.eps, n.ret) // only zero copies remain
+			}
+			n.call, n.ret, n.counted = -1, -1, nil
 		}
 		n.sortEdges()
 	}
@@ -432,6 +442,9 @@ func (b *builder) checkLeftRecursion() error {
 			}
 			if c := g.nodes[n].call; c >= 0 {
 				firstCalls[r] = append(firstCalls[r], c)
+				if cs := g.nodes[n].counted; cs != nil && cs.min == 0 {
+					stack = append(stack, g.nodes[n].ret)
+				}
 			}
 			stack = append(stack, g.nodes[n].eps...)
 		}

@@ -31,6 +31,9 @@ func (m *Matcher) maskGroups(v *Vocab, t *nodeTable, dst []uint64) []bool {
 	}
 	var groups map[groupKey][]int
 	for i, cf := range m.cur {
+		if m.isLoop(cf) {
+			continue // its mask depends on the count (countedMask)
+		}
 		tab, rel, _ := m.slotOf(v, t, m.st.g.canon(cf.node, v.maxLen))
 		if tab.pinned || tab.masks[rel].Load() != nil {
 			continue
@@ -109,7 +112,7 @@ func (m *Matcher) apply(v *Vocab, nm *nodeMask, st *frame, dst []uint64) {
 	}
 	w := &m.st.walker
 	m.st.begin()
-	after := m.st.closure(w.buf(0), st.ret, st.up)
+	after := m.st.pop(w.buf(0), st)
 	w.bufs[0] = after
 	for _, e := range nm.escapes {
 		w.walk(e, after, 1, false)

@@ -7,7 +7,10 @@ import "github.com/genq/genq/internal/genq"
 // and deduplicates by pointer.
 type frame struct {
 	ret int32
-	up  *frame
+	// count is the copies of a counted repeat begun, where ret is the
+	// repeat's node (a loop frame); 0 otherwise.
+	count int32
+	up    *frame
 }
 
 // config is one thread of the NFA: a node with byte edges and the stack it
@@ -65,11 +68,15 @@ func newStepper(g *Grammar) *stepper {
 }
 
 func (st *stepper) push(ret int32, up *frame) *frame {
-	k := frame{ret, up}
+	return st.pushCount(ret, 0, up)
+}
+
+func (st *stepper) pushCount(ret, count int32, up *frame) *frame {
+	k := frame{ret, count, up}
 	if f, ok := st.intern[k]; ok {
 		return f
 	}
-	f := &frame{ret, up}
+	f := &frame{ret, count, up}
 	st.intern[k] = f
 	return f
 }
@@ -123,7 +130,10 @@ func (st *stepper) closure(dst []config, n int32, s *frame) []config {
 	for _, t := range nd.eps {
 		dst = st.closure(dst, t, s)
 	}
-	if nd.call >= 0 {
+	switch {
+	case nd.counted != nil:
+		dst = st.loop(dst, n, 0, s)
+	case nd.call >= 0:
 		dst = st.closure(dst, st.g.rules[nd.call].start, st.push(nd.ret, s))
 	}
 	if nd.final {
@@ -133,7 +143,7 @@ func (st *stepper) closure(dst []config, n int32, s *frame) []config {
 		case st.bottom:
 			st.escaped = true
 		default:
-			dst = st.closure(dst, s.ret, s.up)
+			dst = st.pop(dst, s)
 		}
 	}
 	return dst

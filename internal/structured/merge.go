@@ -606,6 +606,6 @@ func forbidsRequired(a, b *value) bool {
 	if props != nil {
 		listed = len(props.obj)
 	}
-	n, ok, err := count(b, "minProperties", "")
+	n, ok, err := count(b, "minProperties", "", maxCount)
 	return closed && err == nil && ok && n > listed
 }

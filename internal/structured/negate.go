@@ -110,7 +110,7 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 				"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
 			out = append(out, typed("number", member{opposite, v}, member{keyShort, trueValue()}))
 		case "minLength", "minItems", "minProperties":
-			n, _, err := count(s, k, path)
+			n, _, err := count(s, k, path, maxCount)
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +118,7 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 				out = append(out, typed(typeOf(k), member{"max" + k[3:], number(n - 1)}))
 			}
 		case "maxLength", "maxItems", "maxProperties":
-			n, _, err := count(s, k, path)
+			n, _, err := count(s, k, path, maxCount)
 			if err != nil {
 				return nil, err
 			}

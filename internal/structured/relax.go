@@ -25,7 +25,7 @@ import (
 // validator (RelaxedTool.Check). Relaxing, a construct is:
 //
 //   - a keyword the compiler names in its refusal dropped, where dropping it
-//     only widens the schema: a bound beyond genq's limit (maxLength 524288
+//     only widens the schema: a bound beyond genq's limit (maxLength 4194304
 //     becomes unbounded), a pattern genq cannot follow, not, if/then/else,
 //     oneOf, dependentSchemas, unevaluated… (a refusal inside a not, an if
 //     or a oneOf drops it whole: widening inside one can narrow it);

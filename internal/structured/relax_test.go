@@ -14,6 +14,7 @@ import (
 // with a word boundary (\b), which genq's automata do not follow.
 const (
 	workflowSchema    = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"script":{"type":"string","maxLength":524288,"description":"the script"}},"required":["script"],"additionalProperties":false}`
+	hugeScriptSchema  = `{"type":"object","properties":{"script":{"type":"string","maxLength":4194304}},"required":["script"],"additionalProperties":false}`
 	sendMessageSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"to":{"type":"string","allOf":[{"pattern":"^[a-z]+$"},{"pattern":"^.{1,8}\\b"}]},"message":{"type":"string"}},"required":["to","message"],"additionalProperties":false}`
 )
 
@@ -26,12 +27,12 @@ func TestRelaxedToolSchemas(t *testing.T) {
 		valid        []string // arguments Check passes
 		invalid      []string // and refuses
 	}{
-		{name: "maxLength beyond the limit becomes unbounded", schema: workflowSchema,
+		{name: "maxLength beyond the limit becomes unbounded", schema: hugeScriptSchema,
 			paths:   []string{"#/properties/script: maxLength dropped"},
 			accepts: []string{`{"script": "` + strings.Repeat("x", 2000) + `"}`},
 			refuses: []string{`{"script": 3}`, `{}`, `{"script": "a", "other": 1}`},
 			valid:   []string{`{"script": "echo"}`},
-			invalid: []string{`{"script": "` + strings.Repeat("x", 524289) + `"}`}},
+			invalid: []string{`{"script": "` + strings.Repeat("x", 4194305) + `"}`}},
 		{name: "allOf of two patterns keeps one", schema: sendMessageSchema,
 			paths:   []string{"#/properties/to/allOf/1: pattern dropped"},
 			accepts: []string{`{"to": "abc", "message": "hi"}`, `{"to": "abcdefghijk", "message": "hi"}`},
@@ -45,17 +46,17 @@ func TestRelaxedToolSchemas(t *testing.T) {
 			valid:   []string{`{"n": [1, 1]}`},
 			invalid: []string{`{"n": [1, 2]}`}},
 		{name: "nested, twice", schema: `{"type":"object","properties":{"a":{"type":"array","maxItems":5000,"items":{"type":"object","properties":{"b":{"type":"string","minLength":2000}},"if":{"patternProperties":{"^b":{"type":"string"}}},"then":{"required":["c"]}}}}}`,
-			accepts: []string{`{"a": [{"b": "x"}]}`},
-			refuses: []string{`{"a": [{"b": 1}]}`, `{"a": 1}`},
+			accepts: []string{`{"a": [{"b": "` + strings.Repeat("y", 2000) + `"}]}`},
+			refuses: []string{`{"a": [{"b": 1}]}`, `{"a": 1}`, `{"a": [{"b": "x"}]}`},
 			valid:   []string{`{"a": [{"b": "` + strings.Repeat("y", 2000) + `", "c": 1}]}`},
-			invalid: []string{`{"a": [{"b": "x"}]}`}},
+			invalid: []string{`{"a": [{"b": "x"}]}`, `{"a": [{"b": "` + strings.Repeat("y", 2000) + `"}]}`}},
 		{name: "a format genq refuses is dropped and checked", schema: `{"type":"object","properties":{"h":{"type":"string","format":"hostname"}},"required":["h"]}`,
 			paths:   []string{"#/properties/h: format dropped"},
 			accepts: []string{`{"h": "-not a host-"}`},
 			refuses: []string{`{"h": 1}`},
 			valid:   []string{`{"h": "a.example"}`},
 			invalid: []string{`{"h": "-not a host-"}`}},
-		{name: "a $ref's target", schema: `{"type":"object","$defs":{"s":{"type":"string","maxLength":100000}},"properties":{"x":{"$ref":"#/$defs/s"}}}`,
+		{name: "a $ref's target", schema: `{"type":"object","$defs":{"s":{"type":"string","maxLength":2000000}},"properties":{"x":{"$ref":"#/$defs/s"}}}`,
 			paths:   []string{"#/$defs/s: maxLength dropped"},
 			accepts: []string{`{"x": "y"}`},
 			refuses: []string{`{"x": 1}`},
@@ -112,7 +113,7 @@ func TestRelaxedToolSchemas(t *testing.T) {
 // TestExactToolsUnchanged: a tool set that compiles exactly compiles to the
 // same grammar as before relaxing existed, and no tool is marked.
 func TestExactToolsUnchanged(t *testing.T) {
-	for _, s := range []string{`{"type":"object","properties":{"s":{"type":"string","maxLength":1024}}}`,
+	for _, s := range []string{`{"type":"object","properties":{"s":{"type":"string","maxLength":1024}}}`, workflowSchema,
 		`{"type":"object","properties":{"s":{"allOf":[{"type":"string"},{"pattern":"^a"}]}}}`} {
 		tools := []genq.Tool{tool("f", s)}
 		g, err := CompileToolCalls(tools, true)
@@ -131,7 +132,7 @@ func TestExactToolsUnchanged(t *testing.T) {
 
 func TestUnrelaxableToolSchemas(t *testing.T) {
 	yes := true
-	strict := tool("s", workflowSchema)
+	strict := tool("s", hugeScriptSchema)
 	strict.Function.Strict = &yes
 	for _, tc := range []struct {
 		tools []genq.Tool
@@ -140,7 +141,7 @@ func TestUnrelaxableToolSchemas(t *testing.T) {
 		{[]genq.Tool{tool("a", `{"type":`)}, "tools[0].function.parameters: the schema is not valid JSON"},
 		{[]genq.Tool{tool("a", `{}`), tool("b", `3`)}, "tools[1].function.parameters: the schema at # must be an object or a boolean"},
 		{[]genq.Tool{tool("a", `{}`), tool("b", `{"$ref":"#/$defs/missing"}`)}, `tools[1].function.parameters: at #: $ref "#/$defs/missing" points to nothing`},
-		{[]genq.Tool{tool("a", `{}`), strict}, "tools[1].function.parameters: at #/properties/script: maxLength is 524288"},
+		{[]genq.Tool{tool("a", `{}`), strict}, "tools[1].function.parameters: at #/properties/script: maxLength is 4194304"},
 	} {
 		_, err := CompileToolCalls(tc.tools, true)
 		if err == nil || genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), tc.want) {
@@ -154,7 +155,7 @@ func TestUnrelaxableToolSchemas(t *testing.T) {
 // with the grammar.
 func TestForJobNamesTheJobsTool(t *testing.T) {
 	chat := []genq.Message{{Role: "user", Content: "hi"}}
-	tools := []genq.Tool{tool("a", `{}`), tool("Workflow", workflowSchema), tool("bad", `{"type":"object","properties":{"x":{"$ref":"#/nowhere"}}}`)}
+	tools := []genq.Tool{tool("a", `{}`), tool("Workflow", hugeScriptSchema), tool("bad", `{"type":"object","properties":{"x":{"$ref":"#/nowhere"}}}`)}
 	job := genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: tools, ToolChoice: &genq.ToolChoice{Function: "bad"}}}
 	_, err := NewCache(4).ForJob(job)
 	var tse *ToolSchemaError

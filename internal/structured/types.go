@@ -123,14 +123,14 @@ func (c *compiler) list(min, max int, item func() frag) frag {
 	if min > 1 {
 		restMin = min - 1
 	}
-	items := b.seq(item(), b.repeat(restMin, restMax, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), item()) }), c.ws())
+	items := b.seq(item(), b.counted(restMin, restMax, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), item()) }), c.ws())
 	if min == 0 {
 		items = b.opt(items)
 	}
 	return b.seq(b.lit("["), c.ws(), items, b.lit("]"))
 }
 
-func count(s *value, key, path string) (int, bool, error) {
+func count(s *value, key, path string, limit int) (int, bool, error) {
 	v := s.get(key)
 	if v == nil {
 		return 0, false, nil
@@ -139,18 +139,24 @@ func count(s *value, key, path string) (int, bool, error) {
 	if v.kind != 'n' || err != nil || n < 0 {
 		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s must be a non-negative integer", path, key)
 	}
-	if n > maxRepeat {
-		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d", path, key, n, maxRepeat)
+	if n > limit {
+		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d", path, key, n, limit)
 	}
 	return n, true, nil
 }
 
+// bounds are minKey and maxKey where they unroll: at most maxRepeat.
 func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
-	min, _, err := count(s, minKey, path)
+	return boundsUpTo(s, minKey, maxKey, path, maxRepeat)
+}
+
+// boundsUpTo are minKey and maxKey (max -1 when absent), each at most limit.
+func boundsUpTo(s *value, minKey, maxKey, path string, limit int) (int, int, error) {
+	min, _, err := count(s, minKey, path, limit)
 	if err != nil {
 		return 0, 0, err
 	}
-	max, hasMax, err := count(s, maxKey, path)
+	max, hasMax, err := count(s, maxKey, path, limit)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -188,7 +194,7 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 // keywords make (pattern, format, lengths), each built in c.b when called,
 // and the keys that name them.
 func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag, error), error) {
-	min, max, err := bounds(s, "minLength", "maxLength", path)
+	min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -228,8 +234,11 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 		keys = append(keys, fmt.Sprintf("length %d %d", min, max))
 		parts = append(parts, func() (frag, error) {
 			b := c.b // the builder of the moment: a product builds each part alone
-			return b.seq(b.lit(`"`), b.repeat(min, max, c.char), b.lit(`"`)), nil
+			return b.seq(b.lit(`"`), b.counted(min, max, c.char), b.lit(`"`)), nil
 		})
+	}
+	if err := countsAlone(s, min, max, len(parts), path); err != nil {
+		return nil, nil, err
 	}
 	return keys, parts, nil
 }
@@ -260,8 +269,11 @@ func (c *compiler) sharedString(key string, build func() (frag, error)) (frag, e
 }
 
 func (c *compiler) array(s *value, path string) (frag, error) {
-	min, max, err := bounds(s, "minItems", "maxItems", path)
+	min, max, err := boundsUpTo(s, "minItems", "maxItems", path, maxCount)
 	if err != nil {
+		return frag{}, err
+	}
+	if err := countedItems(s, min, max, path); err != nil {
 		return frag{}, err
 	}
 	// Positional items: 2020-12's prefixItems, the rest after them

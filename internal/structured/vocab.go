@@ -412,6 +412,9 @@ type tableMemo struct {
 	// sets is what sets of nodes allow together, by their places in the
 	// table (Matcher.groupMask).
 	sets map[string]*nodeMask
+	// counted is nodes' masks on a loop frame, per count class
+	// (Matcher.countedMask).
+	counted map[countKey]*nodeMask
 }
 
 func (tm *tableMemo) set(key string) *nodeMask {
@@ -459,7 +462,7 @@ func (tm *tableMemo) put(k subtreeKey, m *subtree, tokens int) bool {
 func (tm *tableMemo) clear() {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	tm.byKey, tm.tokens, tm.sets = nil, 0, nil
+	tm.byKey, tm.tokens, tm.sets, tm.counted = nil, 0, nil, nil
 }
 
 // size is the bytes a memo entry holds, its key included.
@@ -576,6 +579,10 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 	done := m.maskGroups(v, t, dst)
 	for i, cf := range m.cur {
 		if done != nil && done[i] {
+			continue
+		}
+		if nm, up, ok := m.countedMask(v, t, cf); ok {
+			m.apply(v, nm, up, dst)
 			continue
 		}
 		m.apply(v, m.maskFor(v, t, cf.node), cf.st, dst)

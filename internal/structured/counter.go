@@ -1,0 +1,192 @@
+package structured
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Counted repeats. A bound up to maxRepeat unrolls into copies (repeat),
+// whose states tell every count apart. Past it, copies would cost a state
+// per byte of every copy: a counted repeat is one node that calls its body
+// as a rule, and the count of copies begun rides on the frame the call
+// pushes (a loop frame). The language is the same, exactly; a node's mask
+// depends on the count only within a token's length of a bound, so masks
+// stay few (canonCount).
+
+// maxCount bounds a counted repeat's bounds: past it a schema is refused.
+const maxCount = 1 << 20
+
+// countSpec is a counted repeat's bounds; max < 0 is unbounded.
+type countSpec struct {
+	min, max int32
+}
+
+// counted matches between min and max copies of what mk builds (max < 0:
+// unbounded). Within maxRepeat it is repeat; past it the copies are one
+// rule called through a counter, so what mk builds must not match the
+// empty string (a JSON value or character never does).
+func (b *builder) counted(min, max int, mk func() frag) frag {
+	if min <= maxRepeat && max <= maxRepeat {
+		return b.repeat(min, max, mk)
+	}
+	body := b.newRule(fmt.Sprintf("a repeat of %d to %d", min, max))
+	b.define(body, mk())
+	n, ret := b.node(), b.node()
+	if b.err == nil {
+		nd := &b.g.nodes[n]
+		nd.call, nd.ret = body, ret
+		nd.counted = &countSpec{min: int32(min), max: int32(max)}
+	}
+	return frag{n, ret}
+}
+
+// loop is the closure of counted node n with count copies done, on s:
+// leave once there are enough, begin another while there may be more.
+// Past an unbounded repeat's min the count stays at min: more copies are
+// all alike.
+func (st *stepper) loop(dst []config, n, count int32, s *frame) []config {
+	nd := &st.g.nodes[n]
+	cs := nd.counted
+	if count >= cs.min {
+		dst = st.closure(dst, nd.ret, s)
+	}
+	if cs.max < 0 || count < cs.max {
+		next := count + 1
+		if cs.max < 0 && next > cs.min {
+			next = cs.min
+		}
+		dst = st.closure(dst, st.g.rules[nd.call].start, st.pushCount(n, next, s))
+	}
+	return dst
+}
+
+// pop is the closure of returning through frame s: to its return node,
+// or, for a loop frame, to its counted node's choice.
+func (st *stepper) pop(dst []config, s *frame) []config {
+	if st.g.nodes[s.ret].counted != nil {
+		return st.loop(dst, s.ret, s.count, s.up)
+	}
+	return st.closure(dst, s.ret, s.up)
+}
+
+// canonCount is a count that no token of at most maxLen bytes tells apart
+// from count: each copy takes a byte at least, so a token sees the next
+// maxLen+1 counts only, and where none of them is a bound, all such counts
+// mask alike.
+func canonCount(cs *countSpec, count int32, maxLen int) int32 {
+	reach := int32(maxLen) + 1
+	switch {
+	case cs.max >= 0 && cs.max-count <= reach:
+		return count
+	case count < cs.min && cs.min-count > reach:
+		return cs.min - reach - 1
+	case count < cs.min:
+		return count
+	default:
+		return cs.min
+	}
+}
+
+// countKey names the mask of a node under a loop frame, by places in the
+// table that keeps the node's mask.
+type countKey struct {
+	node, loop, count int32
+}
+
+// countedMask is the mask of config cf when it stands on a loop frame
+// whose counted node the same table keeps: the node's walk goes on
+// through the counter with a canonical count, and is kept per count
+// class. It returns the frame the mask's escapes return through; ok is
+// false where the config is not such.
+func (m *Matcher) countedMask(v *Vocab, t *nodeTable, cf config) (nm *nodeMask, up *frame, ok bool) {
+	f := cf.st
+	g := m.st.g
+	if f == nil || f == m.st.bottom || g.nodes[f.ret].counted == nil {
+		return nil, nil, false
+	}
+	n := g.canon(cf.node, v.maxLen)
+	tab, rel, own := m.slotOf(v, t, n)
+	ltab, lrel, _ := m.slotOf(v, t, f.ret)
+	if tab.pinned || ltab != tab {
+		return nil, nil, false
+	}
+	count := canonCount(g.nodes[f.ret].counted, f.count, v.maxLen)
+	k := countKey{rel, lrel, count}
+	if nm := tab.memo.countedMask(k); nm != nil {
+		return nm, f.up, true
+	}
+	start := config{n, m.st.pushCount(f.ret, count, m.st.bottom)}
+	nm = m.walkMask(v, []config{start}, tab, own, time.Time{})
+	if tab.memo.putCounted(k, nm) {
+		v.store.added(tab, nm.size())
+	}
+	return nm, f.up, true
+}
+
+func (tm *tableMemo) countedMask(k countKey) *nodeMask {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.counted[k]
+}
+
+// putCounted keeps nm unless a walk of the same key got there first.
+func (tm *tableMemo) putCounted(k countKey, nm *nodeMask) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if _, ok := tm.counted[k]; ok {
+		return false
+	}
+	if tm.counted == nil {
+		tm.counted = map[countKey]*nodeMask{}
+	}
+	tm.counted[k] = nm
+	return true
+}
+
+// isLoop tells a config that stands on a loop frame.
+func (m *Matcher) isLoop(cf config) bool {
+	f := cf.st
+	return f != nil && f != m.st.bottom && m.st.g.nodes[f.ret].counted != nil
+}
+
+// overRepeat names the bound of minKey and maxKey past maxRepeat, if any.
+func overRepeat(min, max int, minKey, maxKey string) (string, int, bool) {
+	switch {
+	case max > maxRepeat:
+		return maxKey, max, true
+	case min > maxRepeat:
+		return minKey, min, true
+	}
+	return "", 0, false
+}
+
+// countsAlone refuses a string length past maxRepeat beside other
+// constraints: their product takes copies, and copies stop at maxRepeat.
+func countsAlone(s *value, min, max, parts int, path string) error {
+	key, n, over := overRepeat(min, max, "minLength", "maxLength")
+	if !over || parts == 1 && s.get(keyPatterns) == nil && s.get(keyNotPatterns) == nil {
+		return nil
+	}
+	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, maxRepeat)
+}
+
+// countedItems refuses an item count past maxRepeat where the array's
+// other keywords (prefixItems, contains, uniqueItems) count items in
+// states of their own.
+func countedItems(s *value, min, max int, path string) error {
+	key, n, over := overRepeat(min, max, "minItems", "maxItems")
+	if !over {
+		return nil
+	}
+	for _, k := range []string{"prefixItems", "contains", "uniqueItems"} {
+		if s.get(k) != nil {
+			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, maxRepeat, k)
+		}
+	}
+	if it := s.get("items"); it != nil && it.kind == 'a' {
+		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, maxRepeat)
+	}
+	return nil
+}
