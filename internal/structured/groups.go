@@ -111,6 +111,7 @@ func (m *Matcher) apply(v *Vocab, nm *nodeMask, st *frame, dst []uint64) {
 		return
 	}
 	w := &m.st.walker
+	m.st.dfa.reset()
 	m.st.begin()
 	after := m.st.pop(w.buf(0), st)
 	w.bufs[0] = after

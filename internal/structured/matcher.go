@@ -45,6 +45,8 @@ type stepper struct {
 	// and memoTokens the tokens it covers.
 	memo       map[subtreeKey]*subtree
 	memoTokens int
+	// dfa is the sets of configs walks met, and their steps (dfa.go).
+	dfa dfa
 
 	accepting bool // the last closure reached the top rule's end
 	escaped   bool // the last closure popped the bottom frame

@@ -230,18 +230,33 @@ func (w *walker) buf(depth int) []config {
 // record set (cur stands on the bottom frame) it also records where the
 // rule escapes to its unknown caller.
 func (w *walker) walk(t int32, cur []config, depth int, record bool) {
+	w.walkFrom(t, cur, w.st.dfa.state(cur), depth, record)
+}
+
+// walkFrom is walk where cur is the stepper's DFA state sid (-1: none,
+// the DFA being full).
+func (w *walker) walkFrom(t int32, cur []config, sid int32, depth int, record bool) {
 	tn := &w.v.nodes[t]
 	for k := tn.child0; k < tn.child0+tn.nchild; k++ {
 		if w.late() {
 			return
 		}
 		c, child := w.v.childByte[k], w.v.childNode[k]
-		next, took := w.st.step(w.buf(depth), cur, c)
-		w.bufs[depth] = next
+		var next []config
+		var took, escaped bool
+		nid := int32(-1)
+		if sid >= 0 {
+			next, nid, took, escaped = w.st.trans(sid, c, w.buf(depth))
+		} else {
+			next, took = w.st.step(w.buf(depth), cur, c)
+			escaped = w.st.escaped
+		}
+		if nid < 0 {
+			w.bufs[depth] = next
+		}
 		if !took {
 			continue
 		}
-		escaped := w.st.escaped
 		cn := &w.v.nodes[child]
 		for _, id := range w.v.toks[cn.tok0 : cn.tok0+cn.ntok] {
 			w.accepted[id>>6] |= 1 << (id & 63)
@@ -254,9 +269,9 @@ func (w *walker) walk(t int32, cur []config, depth int, record bool) {
 		}
 		if len(next) > 0 {
 			if depth == 0 {
-				w.walkFirst(child, next, record)
+				w.walkFirst(child, next, nid, record)
 			} else {
-				w.walk(child, next, depth+1, record)
+				w.walkFrom(child, next, nid, depth+1, record)
 			}
 		}
 	}
@@ -292,9 +307,9 @@ const (
 // each, tens of thousands of tokens walk the same way. Remembering that
 // walk once makes such a node's mask a fraction of a millisecond, not
 // twenty.
-func (w *walker) walkFirst(child int32, next []config, record bool) {
+func (w *walker) walkFirst(child int32, next []config, sid int32, record bool) {
 	if len(next) > len(subtreeKey{}.c) {
-		w.walk(child, next, 1, record)
+		w.walkFrom(child, next, sid, 1, record)
 		return
 	}
 	st := w.st
@@ -354,13 +369,13 @@ func (w *walker) walkFirst(child int32, next []config, record bool) {
 		return
 	}
 	if len(below) < memoMinTokens {
-		w.walk(child, next, 1, record)
+		w.walkFrom(child, next, sid, 1, record)
 		return
 	}
 	// What the walk sets below child is new: the trie is a tree, and the
 	// tokens below child are reached through it only.
 	before := len(w.escapes)
-	w.walk(child, next, 1, record)
+	w.walkFrom(child, next, sid, 1, record)
 	if w.aborted {
 		return // what it set is partial: not for the memo
 	}
@@ -539,6 +554,7 @@ func (m *Matcher) walkMask(v *Vocab, configs []config, t *nodeTable, own bool, d
 	if own {
 		w.table, w.memo = t, &t.memo
 	}
+	m.st.dfa.reset()
 	w.walk(0, configs, 0, true)
 	if w.aborted {
 		return nil
