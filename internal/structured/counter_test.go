@@ -17,6 +17,7 @@ func TestCountedBounds(t *testing.T) {
 		}
 		return "[" + strings.Repeat("7,", n-1) + "7]"
 	}
+	strs := func(n int, s string) string { return "[" + strings.Repeat(`"`+s+`",`, n-1) + `"` + s + `"]` }
 	tests := []struct {
 		name   string
 		schema string
@@ -35,9 +36,12 @@ func TestCountedBounds(t *testing.T) {
 		{"items between", `{"type":"array","items":{"type":"integer"},"minItems":1100,"maxItems":1200}`,
 			[]string{arr(1100), arr(1200)},
 			[]string{arr(1099), arr(1201)}},
-		{"items at most", `{"type":"array","maxItems":1025}`,
-			[]string{arr(0), arr(1), arr(1025)},
-			[]string{arr(1026)}},
+		{"items at most", `{"type":"array","maxItems":2000}`,
+			[]string{arr(0), arr(1), arr(2000)},
+			[]string{arr(2001)}},
+		{"counts within counts", `{"type":"array","minItems":1030,"items":{"type":"string","maxLength":1100}}`,
+			[]string{strs(1030, "ab"), "[" + str(1100, "c") + strings.Repeat(`,"d"`, 1029) + "]"},
+			[]string{strs(1029, "ab"), "[" + str(1101, "c") + strings.Repeat(`,"d"`, 1029) + "]"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
