@@ -33,8 +33,9 @@ type benchSchema struct {
 // allBenchSchemas gathers every schema we have: the official suite's
 // draft 2020-12 groups (each with its first valid instance), the repo's
 // corpus, the npm corpus when GENQ_SCHEMA_CORPUS names it, and agents'
-// tool sets when GENQ_AGENT_TOOLS names a JSON-lines file of request
-// bodies with "tools".
+// tool sets when GENQ_AGENT_TOOLS names JSON-lines files (a list, as
+// PATH's) of request bodies with "tools", as make test-agents records
+// them in results/agents/tools-*.jsonl.
 func allBenchSchemas(t testing.TB) []benchSchema {
 	t.Helper()
 	var out []benchSchema
@@ -67,15 +68,16 @@ func allBenchSchemas(t testing.TB) []benchSchema {
 			out = append(out, benchSchema{name: s.source + "/" + s.name, schema: s.schema})
 		}
 	}
-	if path := os.Getenv("GENQ_AGENT_TOOLS"); path != "" {
+	for _, path := range filepath.SplitList(os.Getenv("GENQ_AGENT_TOOLS")) {
 		out = append(out, agentToolSchemas(t, path)...)
 	}
 	return out
 }
 
 // agentToolSchemas reads request bodies, one a line, and makes each
-// tool's input schema (Anthropic's input_schema or OpenAI's
-// function.parameters) a schema of its own.
+// tool's input schema (Anthropic's input_schema, chat completions'
+// function.parameters, or the Responses API's parameters, a namespace's
+// tools among them) a schema of its own.
 func agentToolSchemas(t testing.TB, path string) []benchSchema {
 	f, err := os.Open(path)
 	if err != nil {
@@ -87,29 +89,45 @@ func agentToolSchemas(t testing.TB, path string) []benchSchema {
 	sc.Buffer(nil, 64<<20)
 	for line := 0; sc.Scan(); line++ {
 		var body struct {
-			Tools []struct {
-				Name        string          `json:"name"`
-				InputSchema json.RawMessage `json:"input_schema"`
-				Function    struct {
-					Name       string          `json:"name"`
-					Parameters json.RawMessage `json:"parameters"`
-				} `json:"function"`
-			} `json:"tools"`
+			Tools []agentTool `json:"tools"`
 		}
 		if json.Unmarshal(sc.Bytes(), &body) != nil {
 			continue // a line that records no tools' texts
 		}
 		for _, tl := range body.Tools {
-			s := benchSchema{name: fmt.Sprintf("agents/%d/%s", line, tl.Name), schema: tl.InputSchema}
-			if len(s.schema) == 0 {
-				s.name, s.schema = fmt.Sprintf("agents/%d/%s", line, tl.Function.Name), tl.Function.Parameters
-			}
-			if len(s.schema) > 0 {
-				out = append(out, s)
+			for _, tl := range append([]agentTool{tl}, tl.Tools...) {
+				name, schema := tl.Name, cmp.Or(given(tl.InputSchema), given(tl.Parameters))
+				if schema == "" {
+					name, schema = tl.Function.Name, given(tl.Function.Parameters)
+				}
+				if schema != "" {
+					out = append(out, benchSchema{name: fmt.Sprintf("agents/%d/%s", line, name), schema: json.RawMessage(schema)})
+				}
 			}
 		}
 	}
 	return out
+}
+
+// agentTool is a tool as an agent sends it, in any of the three APIs'
+// shapes; a Responses namespace holds tools of its own.
+type agentTool struct {
+	Name        string          `json:"name"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Function    struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+	Tools []agentTool `json:"tools"`
+}
+
+// given is a schema's text, "" where it is absent or null.
+func given(raw json.RawMessage) string {
+	if s := strings.TrimSpace(string(raw)); s != "null" {
+		return s
+	}
+	return ""
 }
 
 // clocks reads wall time and this thread's CPU time: on a machine other

@@ -20,8 +20,16 @@ it, in that route's shape: a model of
 random weights never chooses a tool, and a real one would, so this is how
 a test reaches the agent's tool-result turn. Everything after it goes out
 unchanged.
+
+With PROXY_TOOLS_LOG naming a file, each distinct set of tools a request
+offers is appended to it, one JSON line {"tools": [...]}, as the agent
+sent them: the schemas BenchmarkSchemas (internal/structured) reads from
+GENQ_AGENT_TOOLS. They are the agent's own text, for this machine's
+results folder, never for the repository.
 """
+import hashlib
 import http.client
+import os
 import http.server
 import json
 import sys
@@ -136,6 +144,23 @@ def main():
     port, upstream, log_path = int(sys.argv[1]), urllib.parse.urlsplit(sys.argv[2]), sys.argv[3]
     forced = {"tool": sys.argv[4] if len(sys.argv) > 4 else None, "done": False}
     lock = threading.Lock()
+    tools_log, seen = os.environ.get("PROXY_TOOLS_LOG"), set()
+
+    def record_tools(body):
+        try:
+            tools = json.loads(body).get("tools")
+        except (ValueError, AttributeError):
+            return
+        if not tools:
+            return
+        text = json.dumps({"tools": tools})
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        with lock:
+            if digest in seen:
+                return
+            seen.add(digest)
+            with open(tools_log, "a") as f:
+                f.write(text + "\n")
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -180,6 +205,8 @@ def main():
                 rec["tools_ignored"] = resp.getheader("Genq-Tools-Ignored")
             with lock, open(log_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
+            if tools_log:
+                record_tools(body)
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = forward
 

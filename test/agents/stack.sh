@@ -1,7 +1,8 @@
 # stack.sh: what run.sh and run-openai.sh share, sourced by both from the
 # repository's root: a scratch folder ($work) and the processes to stop
-# with it ($pids), free ports, where the requests are recorded ($reports),
-# and make run's stack at its defaults (start_stack).
+# with it ($pids), free ports, where the requests and the agents' tools
+# are recorded ($reports), and make run's stack at its defaults
+# (start_stack).
 
 work=$(mktemp -d)
 pids=()
@@ -17,6 +18,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 reports="${AGENTS_REPORTS:-results/agents}"
 mkdir -p "$reports"
+# The tools the agents offer, as they sent them (proxy.py), for
+# BenchmarkSchemas: GENQ_AGENT_TOOLS=results/agents/tools-run.jsonl:…
+export PROXY_TOOLS_LOG="$PWD/$reports/tools-$(basename "$0" .sh).jsonl"
+: >"$PROXY_TOOLS_LOG"
 
 # start_stack: make run, as a newcomer starts it: its defaults, a tiny
 # model written into an empty model folder; its api's port in $port once
