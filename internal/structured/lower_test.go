@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -216,14 +215,7 @@ func TestSuiteAgainstAjv(t *testing.T) {
 	var got [][]bool
 	var names []string
 	for fi, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var groups []suiteGroup
-		if err := json.Unmarshal(data, &groups); err != nil {
-			t.Fatal(err)
-		}
+		groups := readSuiteFile(t, file)
 		for gi, grp := range groups {
 			g, err := Compile(grp.Schema)
 			if err != nil {

@@ -41,14 +41,7 @@ func allBenchSchemas(t testing.TB) []benchSchema {
 	var out []benchSchema
 	files, _ := filepath.Glob(filepath.Join(suiteDir(), "*.json"))
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var groups []suiteGroup
-		if err := json.Unmarshal(data, &groups); err != nil {
-			t.Fatal(err)
-		}
+		groups := readSuiteFile(t, f)
 		for i, gr := range groups {
 			s := benchSchema{name: fmt.Sprintf("suite/%s#%d", filepath.Base(f), i), schema: gr.Schema}
 			for _, tc := range gr.Tests {

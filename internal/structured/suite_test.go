@@ -26,6 +26,21 @@ func suiteDir() string {
 	return filepath.Join("..", "..", "..", "shared", "jsonschema-test-suite", "tests", "draft2020-12")
 }
 
+// readSuiteFile reads one of the suite's files: its groups of a schema
+// and its cases.
+func readSuiteFile(t testing.TB, file string) []suiteGroup {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []suiteGroup
+	if err := json.Unmarshal(data, &groups); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return groups
+}
+
 // llama3 is Llama 3's vocabulary from .cache/llama3-vocab.hex (make test
 // fetches it) and its end-of-turn token.
 func llama3(t testing.TB) (*Vocab, [][]byte, int32) {
@@ -119,14 +134,7 @@ func runSuite(t *testing.T, glob string, opts Options, reportEnv string) {
 	v, toks, eos := llama3(t)
 	var counts []suiteCount
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var groups []suiteGroup
-		if err := json.Unmarshal(data, &groups); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+		groups := readSuiteFile(t, file)
 		c := suiteCount{file: strings.TrimSuffix(filepath.Base(file), ".json"), refusedBy: map[string]int{}}
 		for _, grp := range groups {
 			c.groups++
@@ -280,14 +288,7 @@ func TestAjvFollowsTheSuitesFormats(t *testing.T) {
 		if _, ok := formatPattern(format); !ok || slices.Contains(unknownToAjv, format) {
 			continue
 		}
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var groups []suiteGroup
-		if err := json.Unmarshal(data, &groups); err != nil {
-			t.Fatal(err)
-		}
+		groups := readSuiteFile(t, file)
 		for _, g := range groups {
 			line := ajvtest.Line{Schema: json.RawMessage(`{"format":` + strconv.Quote(format) + `}`), AssertFormats: true}
 			var w []bool
