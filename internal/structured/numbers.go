@@ -581,8 +581,7 @@ func (c *compiler) decimalMultipleOf(m, k int) frag {
 	// table[p][r] is the node after p digits with remainder r: the
 	// integer part's up to maxIntDigits, then the fraction's, k at most.
 	table := map[[2]int]int32{}
-	var state func(p, r int, frac int) int32
-	state = func(p, r, frac int) int32 {
+	state := func(p, r, frac int) int32 {
 		key := [2]int{p*(k+2) + frac, r}
 		if n, ok := table[key]; ok {
 			return n
