@@ -149,10 +149,13 @@ bench-image: $(ORT_LIB)
 
 # Structured output over every schema at hand (docs/benchmarks.md,
 # "Structured output: bounded compile, masks and memory"): the suite, the
-# repo's corpus, and the npm corpus when GENQ_SCHEMA_CORPUS names the
-# folder scripts/fetch-schema-corpus.sh filled.
+# repo's corpus, the npm corpus when GENQ_SCHEMA_CORPUS names the folder
+# scripts/fetch-schema-corpus.sh filled, and the tool sets make
+# test-agents recorded (results/agents/tools-*.jsonl) unless
+# GENQ_AGENT_TOOLS names others.
 bench-schemas:
-	go test -run '^$$' -bench Schemas -benchtime 1x -timeout 60m ./internal/structured/
+	GENQ_AGENT_TOOLS="$${GENQ_AGENT_TOOLS-$$(ls $(CURDIR)/results/agents/tools-*.jsonl 2>/dev/null | paste -sd:)}" \
+		go test -run '^$$' -bench Schemas -benchtime 1x -timeout 60m ./internal/structured/
 
 # End to end on this machine; rewrites docs/benchmarks.md's measured
 # section and docs/benchmarks.png.
