@@ -208,20 +208,7 @@ func streamedCalls(t *testing.T, s *stack, body string) []*streamedCall {
 		if !ok || data == "[DONE]" {
 			continue
 		}
-		var chunk struct {
-			Choices []struct {
-				Delta struct {
-					Content   string `json:"content"`
-					ToolCalls []struct {
-						Index    int `json:"index"`
-						Function struct {
-							Name      string `json:"name"`
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
+		var chunk streamChunk
 		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
 			t.Fatalf("chunk %q: %v", data, err)
 		}

@@ -92,21 +92,7 @@ func forcedCall(t *testing.T, s *stack, body string) (chatChoiceOut, streamedCho
 		if e.data == "[DONE]" {
 			continue
 		}
-		var c struct {
-			Choices []struct {
-				Delta struct {
-					Content   string `json:"content"`
-					ToolCalls []struct {
-						Index    int `json:"index"`
-						Function struct {
-							Name      string `json:"name"`
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"delta"`
-				FinishReason *string `json:"finish_reason"`
-			} `json:"choices"`
-		}
+		var c streamChunk
 		if err := json.Unmarshal([]byte(e.data), &c); err != nil {
 			t.Fatalf("chunk %q: %v", e.data, err)
 		}

@@ -193,14 +193,7 @@ func testReasoningFamily(t *testing.T, family tinygguf.Family) {
 		if e.data == "[DONE]" {
 			continue
 		}
-		var c struct {
-			Choices []struct {
-				Delta struct {
-					ReasoningContent string `json:"reasoning_content"`
-					Content          string `json:"content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
+		var c streamChunk
 		if err := json.Unmarshal([]byte(e.data), &c); err != nil {
 			t.Fatalf("chunk %q: %v", e.data, err)
 		}

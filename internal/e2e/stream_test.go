@@ -54,13 +54,23 @@ type sseEvent struct {
 	at   time.Time
 }
 
+// streamChunk is a chunk of a streamed chat or completion, with what the
+// tests read of it.
 type streamChunk struct {
 	Object  string `json:"object"`
 	Model   string `json:"model"`
 	Choices []struct {
 		Delta struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
+			Role             string `json:"role"`
+			Content          string `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+			ToolCalls        []struct {
+				Index    int `json:"index"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
 		} `json:"delta"`
 		Text         string  `json:"text"`
 		FinishReason *string `json:"finish_reason"`
