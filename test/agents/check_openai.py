@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""check_openai.py: did an OpenAI-side agent finish its one-shot task?
+"""check_openai.py: did a coding agent finish its one-shot task?
 
     check_openai.py AGENT OUTPUT REQUESTS [tool]
 
-AGENT is codex, opencode or qwen; OUTPUT is what it printed in its JSON
-mode; REQUESTS is proxy.py's log of its requests. The agent passes when
+AGENT is claude, codex, opencode or qwen; OUTPUT is what it printed in
+its JSON mode; REQUESTS is proxy.py's log of its requests. The agent passes when
 its output holds a final answer and no error, and every request it made
 was answered 2xx. With "tool", the conversation must also have gone
 through a tool call and its result: a request carrying the model's call
@@ -28,6 +28,14 @@ def lines(path):
             except ValueError as e:
                 raise ValueError("line %d is not JSON (%s): %s" % (n, e, line[:200]))
     return out
+
+
+def claude(path):
+    """claude -p --output-format json: a result that is not an error."""
+    res = json.load(open(path))
+    if res.get("is_error") is not False:
+        return "claude's result is an error: " + json.dumps(res)[:500]
+    return None
 
 
 def codex(path):
@@ -92,7 +100,7 @@ def main():
     agent, out, report = sys.argv[1:4]
     want_tool = len(sys.argv) > 4 and sys.argv[4] == "tool"
     try:
-        why = {"codex": codex, "opencode": opencode, "qwen": qwen}[agent](out)
+        why = {"claude": claude, "codex": codex, "opencode": opencode, "qwen": qwen}[agent](out)
     except (ValueError, OSError) as e:
         why = "%s's output cannot be read: %s" % (agent, e)
     if why:
@@ -113,7 +121,7 @@ def main():
         print("test-agents: %-8s %-22s %3d %7d bytes, %2d tools (%6d bytes) %s, %3d messages/items, max tokens %s, reasoning %s, ignored %s" % (
             agent, r["path"], r["status"], r["bytes"], r.get("tools", 0), r.get("tools_bytes", 0),
             ",".join(r.get("tool_types") or []) or "-", r.get("messages", 0) or r.get("input", 0),
-            r.get("max_tokens") or r.get("max_output_tokens"), r.get("reasoning"), r.get("tools_ignored") or "-") +
+            r.get("max_tokens") or r.get("max_output_tokens"), r.get("reasoning") or r.get("thinking"), r.get("tools_ignored") or "-") +
             (", tool_choice forced" if r.get("forced_tool") else "") + (", %d tool results" % r["tool_results"] if r.get("tool_results") else ""))
     print("test-agents: %s: %d requests, largest %d bytes" % (agent, len(reqs), max([r["bytes"] for r in reqs] or [0])))
     sys.exit(1 if why or bad else 0)

@@ -5,9 +5,9 @@
 # and one through a tool call and its result. `claude -p …
 # --output-format json` must exit 0 with is_error false, every request it
 # made must be answered 2xx, and the tool call's arguments must be valid
-# under the tool's schema (check.py). The requests are summed up in
-# $AGENTS_REPORTS (default results/agents), a file per conversation, and
-# on stdout.
+# under the tool's schema (check_openai.py, which run-openai.sh shares).
+# The requests are summed up in $AGENTS_REPORTS (default results/agents),
+# a file per conversation, and on stdout.
 #
 # No network but the stack: telemetry, error reports, updates and every
 # other call Claude Code makes on its own are turned off, and HOME is a
@@ -68,9 +68,9 @@ converse() {
 }
 
 passed=0 failed=0
-# check NAME [tool]: judges a conversation (check.py), counting it.
+# check OUTPUT REQUESTS [tool]: judges a conversation, counting it.
 check() {
-	if python3 test/agents/check.py "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+	if python3 test/agents/check_openai.py claude "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
 # A plain one-shot task, as a newcomer types it.
 if converse plain "list the files here"; then check "$work/plain.json" "$reports/plain.jsonl"; else failed=$((failed + 1)); fi
