@@ -159,7 +159,7 @@ for conv in "${convs[@]}"; do
 		tail -n 20 "$work/$name.err" >&2
 		ok=0
 	fi
-	python3 test/agents/check_openai.py "$agent" "$work/$name.out" "$report" ${tool:+tool} || ok=0
+	python3 test/agents/check.py "$agent" "$work/$name.out" "$report" ${tool:+tool} || ok=0
 	if ((ok)); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 if ((failed)); then

@@ -5,7 +5,7 @@
 # and one through a tool call and its result. `claude -p …
 # --output-format json` must exit 0 with is_error false, every request it
 # made must be answered 2xx, and the tool call's arguments must be valid
-# under the tool's schema (check_openai.py, which run-openai.sh shares).
+# under the tool's schema (check.py, which run-openai.sh shares).
 # The requests are summed up in $AGENTS_REPORTS (default results/agents),
 # a file per conversation, and on stdout.
 #
@@ -70,7 +70,7 @@ converse() {
 passed=0 failed=0
 # check OUTPUT REQUESTS [tool]: judges a conversation, counting it.
 check() {
-	if python3 test/agents/check_openai.py claude "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+	if python3 test/agents/check.py claude "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
 # A plain one-shot task, as a newcomer types it.
 if converse plain "list the files here"; then check "$work/plain.json" "$reports/plain.jsonl"; else failed=$((failed + 1)); fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""check_openai.py: did a coding agent finish its one-shot task?
+"""check.py: did a coding agent finish its one-shot task?
 
-    check_openai.py AGENT OUTPUT REQUESTS [tool]
+    check.py AGENT OUTPUT REQUESTS [tool]
 
 AGENT is claude, codex, opencode or qwen; OUTPUT is what it printed in
 its JSON mode; REQUESTS is proxy.py's log of its requests. The agent passes when
