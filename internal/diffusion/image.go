@@ -1,8 +1,9 @@
 // Package diffusion holds the steps of a diffusion pipeline that need no
-// engine: the starting noise, classifier-free guidance, the VAE's latent
-// scaling and the PNG or JPEG of the decoded pixels. Both image engines (ONNX
-// Runtime in internal/onnx, ggml in internal/ggmlimage) run them, so the
-// same job gives the same numbers around their models.
+// engine: the starting noise, the denoising loop with classifier-free
+// guidance, the VAE's latent scaling and the PNG or JPEG of the decoded
+// pixels. Both image engines (ONNX Runtime in internal/onnx, ggml in
+// internal/ggmlimage) run them, so the same job gives the same numbers
+// around their models.
 package diffusion
 
 import (

@@ -5,7 +5,6 @@ import (
 	"image"
 
 	"github.com/genq/genq/internal/diffusion"
-	"github.com/genq/genq/internal/diffusion/scheduler"
 	"github.com/genq/genq/internal/genq"
 )
 
@@ -115,60 +114,37 @@ func (b *Backend) decode(latents []float32, p diffusion.Params) (*image.NRGBA, e
 	return diffusion.Pixels(pixels, []int64{1, 3, int64(p.Height), int64(p.Width)})
 }
 
-// denoise runs the flow-matching Euler loop with classifier-free
-// guidance, both halves (negative prompt, prompt) in one batch-2 step,
-// which the step batcher runs in one transformer call with the steps of
-// the other jobs denoising at the same time.
+// denoise runs the shared denoising loop on the transformer through the
+// step batcher, which runs each batch-2 step in one transformer call with
+// the steps of the other jobs denoising at the same time.
 func (b *Backend) denoise(ctx context.Context, positive, negative embedding, p diffusion.Params, progress func(genq.Progress), previews *diffusion.Previewer) ([]float32, error) {
 	m := b.mmdit.Config()
 	up := b.vae.Config().Upscale()
 	h, w := p.Height/up, p.Width/up
-	per := m.InChannels * h * w
-	sigmas := b.flow.Sigmas(p.Steps)
-	latents := diffusion.InitialLatents(p.Seed, per)
 	in := TransformerInput{N: 2, H: h, W: w, SeqLen: positive.seqLen,
 		Text:      append(append([]float32(nil), negative.seq...), positive.seq...),
 		Pooled:    append(append([]float32(nil), negative.pooled...), positive.pooled...),
-		Latents:   make([]float32, 2*per),
 		Timesteps: make([]float32, 2),
 	}
-	pred := make([]float32, per)
-	// A preview runs the VAE outside the step batcher's count, so that the
-	// other jobs' steps do not wait for it.
-	preview := func(done int) error {
-		return previews.After(done, func() (*image.NRGBA, error) {
-			b.steps.leave()
-			defer b.steps.enter()
-			return b.decode(latents, p)
-		})
+	loop := diffusion.Loop{
+		Schedule: diffusion.FlowSchedule(b.flow, p.Steps),
+		Guidance: p.Guidance,
+		Predict: func(ctx context.Context, latents []float32, t float32) ([]float32, error) {
+			in.Latents = latents
+			in.Timesteps[0], in.Timesteps[1] = t, t
+			return b.steps.predict(ctx, in)
+		},
+		// A preview runs the VAE outside the step batcher's count, so that
+		// the other jobs' steps do not wait for it.
+		Preview: func(done int, latents []float32) error {
+			return previews.After(done, func() (*image.NRGBA, error) {
+				b.steps.leave()
+				defer b.steps.enter()
+				return b.decode(latents, p)
+			})
+		},
+		OnStep:   b.onStep,
+		Progress: progress,
 	}
-	if err := preview(0); err != nil {
-		return nil, err
-	}
-	for step := range p.Steps {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		sigma, next := sigmas[step], sigmas[step+1]
-		copy(in.Latents, latents)
-		copy(in.Latents[per:], latents)
-		t := float32(b.flow.Timestep(sigma))
-		in.Timesteps[0], in.Timesteps[1] = t, t
-		out, err := b.steps.predict(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		diffusion.Guidance(pred, out[:per], out[per:], p.Guidance)
-		scheduler.Step(latents, pred, sigma, next)
-		if b.onStep != nil {
-			b.onStep(step, latents)
-		}
-		if progress != nil {
-			progress(genq.Progress{Done: step + 1, Total: p.Steps})
-		}
-		if err := preview(step + 1); err != nil {
-			return nil, err
-		}
-	}
-	return latents, nil
+	return diffusion.Denoise(ctx, loop, p.Seed, m.InChannels*h*w)
 }

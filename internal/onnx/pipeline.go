@@ -8,7 +8,6 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/genq/genq/internal/diffusion"
-	"github.com/genq/genq/internal/diffusion/scheduler"
 	"github.com/genq/genq/internal/genq"
 )
 
@@ -217,43 +216,22 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 	return b.decode(ro, latents, p)
 }
 
-// noiseSchedule is one image's noise levels and the denoiser's timestep
-// input at each step.
-type noiseSchedule struct {
-	sigmas    []float64 // steps+1, ending at 0
-	timesteps []float64
-	initNoise float64 // scale of the starting noise
-	unet      bool    // UNet input is scaled by 1/√(σ²+1) and predicts noise
-}
-
-func (b *Backend) schedule(steps int) noiseSchedule {
+// schedule is the noise schedule of the model's denoiser.
+func (b *Backend) schedule(steps int) diffusion.Schedule {
 	if b.kind.isUNet() {
-		ts := b.euler.Timesteps(steps)
-		sigmas := b.euler.Sigmas(ts)
-		return noiseSchedule{sigmas: sigmas, timesteps: ts, initNoise: b.euler.InitNoiseSigma(sigmas), unet: true}
+		return diffusion.EulerSchedule(b.euler, steps)
 	}
-	sigmas := b.flow.Sigmas(steps)
-	ts := make([]float64, steps)
-	for i := range ts {
-		ts[i] = b.flow.Timestep(sigmas[i])
-	}
-	return noiseSchedule{sigmas: sigmas, timesteps: ts, initNoise: 1}
+	return diffusion.FlowSchedule(b.flow, steps)
 }
 
-// denoise runs the Euler loop with classifier-free guidance, both halves
-// (negative prompt, prompt) in one batch-2 denoiser call.
+// denoise runs the shared denoising loop on the model's denoiser, its
+// conditioning built once for every step.
 func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg embedding, p diffusion.Params, progress func(genq.Progress), previews *diffusion.Previewer) ([]float32, error) {
 	if neg.seqLen != positive.seqLen || neg.width != positive.width || len(neg.pooled) != len(positive.pooled) {
 		return nil, fmt.Errorf("prompt embeddings differ in shape from the negative prompt's")
 	}
 	den, io := b.denoiser, b.kind.io
 	c, h, w := b.shapes.latentChannels, int64(p.Height/8), int64(p.Width/8)
-	per := int(c * h * w)
-	sched := b.schedule(p.Steps)
-	latents := diffusion.InitialLatents(p.Seed, per)
-	for i := range latents {
-		latents[i] *= float32(sched.initNoise)
-	}
 
 	// The conditioning is the same at every step: build it once.
 	fixed := map[string]ort.Value{}
@@ -287,54 +265,24 @@ func (b *Backend) denoise(ctx context.Context, ro *ort.RunOptions, positive, neg
 		}
 	}
 
-	batch := make([]float32, 2*per)
-	pred := make([]float32, per)
 	latentShape := ort.NewShape(2, c, h, w)
 	outShape, err := den.outputShape(0, latentShape...)
 	if err != nil {
 		return nil, err
 	}
-	preview := func(done int) error {
-		return previews.After(done, func() (*image.NRGBA, error) { return b.decode(ro, latents, p) })
+	loop := diffusion.Loop{
+		Schedule: b.schedule(p.Steps),
+		Guidance: p.Guidance,
+		Predict: func(_ context.Context, latents []float32, t float32) ([]float32, error) {
+			return b.runDenoiser(ro, fixed, latents, latentShape, t, outShape)
+		},
+		Preview: func(done int, latents []float32) error {
+			return previews.After(done, func() (*image.NRGBA, error) { return b.decode(ro, latents, p) })
+		},
+		OnStep:   b.onStep,
+		Progress: progress,
 	}
-	if err := preview(0); err != nil {
-		return nil, err
-	}
-	for step := range p.Steps {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		sigma, next := sched.sigmas[step], sched.sigmas[step+1]
-		scale := float32(1)
-		if sched.unet {
-			scale = float32(scheduler.InputScale(sigma))
-		}
-		for i, x := range latents {
-			batch[i], batch[per+i] = x*scale, x*scale
-		}
-		out, err := b.runDenoiser(ro, fixed, batch, latentShape, float32(sched.timesteps[step]), outShape)
-		if err != nil {
-			return nil, err
-		}
-		if len(out) != 2*per {
-			return nil, fmt.Errorf("%s: %d output values, want %d", den.part, len(out), 2*per)
-		}
-		diffusion.Guidance(pred, out[:per], out[per:], p.Guidance)
-		if sched.unet {
-			b.euler.Derivative(latents, pred, sigma)
-		}
-		scheduler.Step(latents, pred, sigma, next)
-		if b.onStep != nil {
-			b.onStep(step, latents)
-		}
-		if progress != nil {
-			progress(genq.Progress{Done: step + 1, Total: p.Steps})
-		}
-		if err := preview(step + 1); err != nil {
-			return nil, err
-		}
-	}
-	return latents, nil
+	return diffusion.Denoise(ctx, loop, p.Seed, int(c*h*w))
 }
 
 func (b *Backend) runDenoiser(ro *ort.RunOptions, fixed map[string]ort.Value, latents []float32, shape ort.Shape, t float32, outShape ort.Shape) ([]float32, error) {

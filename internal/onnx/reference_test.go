@@ -41,24 +41,24 @@ func TestScheduleMatchesDiffusers(t *testing.T) {
 		b := &Backend{cfg: Config{Steps: tt.steps}, kind: kindSD3, flow: scheduler.FlowMatchEuler{Shift: tt.shift, NumTrainTimesteps: 1000}}
 		got := b.schedule(b.cfg.Steps)
 		wantSigmas, wantTimesteps := refFlowMatch(tt.shift, 1000, tt.steps)
-		if len(got.sigmas) != len(wantSigmas) || len(got.timesteps) != len(wantTimesteps) {
-			t.Fatalf("shift %v, %d steps: %d sigmas and %d timesteps, want %d and %d", tt.shift, tt.steps, len(got.sigmas), len(got.timesteps), len(wantSigmas), len(wantTimesteps))
+		if len(got.Sigmas) != len(wantSigmas) || len(got.Timesteps) != len(wantTimesteps) {
+			t.Fatalf("shift %v, %d steps: %d sigmas and %d timesteps, want %d and %d", tt.shift, tt.steps, len(got.Sigmas), len(got.Timesteps), len(wantSigmas), len(wantTimesteps))
 		}
 		for i := range wantSigmas {
-			if d := math.Abs(got.sigmas[i] - wantSigmas[i]); d > 1e-6 {
-				t.Errorf("shift %v, %d steps: σ[%d] = %.12g, want %.12g", tt.shift, tt.steps, i, got.sigmas[i], wantSigmas[i])
+			if d := math.Abs(got.Sigmas[i] - wantSigmas[i]); d > 1e-6 {
+				t.Errorf("shift %v, %d steps: σ[%d] = %.12g, want %.12g", tt.shift, tt.steps, i, got.Sigmas[i], wantSigmas[i])
 			}
 		}
 		for i := range wantTimesteps {
 			// The transformer gets the timestep as a float32 (fp16 in an fp16
 			// export, which ORT's fp16 input then rounds as torch does).
-			fed := float64(float32(got.timesteps[i]))
+			fed := float64(float32(got.Timesteps[i]))
 			if d := math.Abs(fed - wantTimesteps[i]); d > 1e-6*wantTimesteps[i] {
 				t.Errorf("shift %v, %d steps: timestep[%d] fed %.12g, want %.12g", tt.shift, tt.steps, i, fed, wantTimesteps[i])
 			}
 		}
-		if got.initNoise != 1 {
-			t.Errorf("initial noise scale %v, want 1 (flow matching starts from pure noise)", got.initNoise)
+		if got.InitNoise != 1 {
+			t.Errorf("initial noise scale %v, want 1 (flow matching starts from pure noise)", got.InitNoise)
 		}
 	}
 }
