@@ -217,7 +217,43 @@ func bind(dir string) (*api, error) {
 	if status := ffi.PrepCif(&a.initFFI, ffi.DefaultAbi, 1, &ffi.TypePointer, &initParamsType); status != ffi.OK {
 		return nil, fmt.Errorf("ggml: prepare ggml_init's call: %v", status)
 	}
+	if err := a.checkLayout(); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// checkLayout builds two tensors and a product of them and reads them
+// through header and node, the Go mirrors of struct ggml_tensor that
+// genq reads with unsafe: libraries of another release, whose struct
+// differs, are refused here rather than read as nonsense later.
+func (a *api) checkLayout() error {
+	ctx := a.newContext(4 * a.tensorOverhead())
+	if ctx == nil {
+		return fmt.Errorf("ggml: ggml_init failed")
+	}
+	defer a.free(ctx)
+	x := a.newTensor4d(ctx, typeF32, 2, 3, 5, 7)
+	y := a.newTensor4d(ctx, typeF32, 2, 4, 5, 7)
+	h := (*header)(x)
+	wrong := func(what string, got, want any) error {
+		return fmt.Errorf("ggml: genq reads struct ggml_tensor's %s as %v, want %v: the engine's libraries are of another release than the one genq is built for; rebuild them (make engine)", what, got, want)
+	}
+	switch {
+	case h.typ != typeF32:
+		return wrong("type", h.typ, typeF32)
+	case h.ne != [4]int64{2, 3, 5, 7}:
+		return wrong("ne", h.ne, [4]int64{2, 3, 5, 7})
+	case h.nb != [4]uint64{4, 8, 24, 120}:
+		return wrong("nb", h.nb, [4]uint64{4, 8, 24, 120})
+	case a.nbytes(x) != 840:
+		return wrong("size", a.nbytes(x), 840)
+	}
+	n := (*node)(a.mulMat(ctx, x, y))
+	if n.ne != [4]int64{3, 4, 5, 7} || n.src[0] != x || n.src[1] != y || a.opDesc(unsafe.Pointer(n)) != "MUL_MAT" {
+		return wrong("operation (ne, src)", fmt.Sprint(n.ne, n.src[:2]), fmt.Sprint([4]int64{3, 4, 5, 7}, []unsafe.Pointer{x, y}))
+	}
+	return nil
 }
 
 // initParams is struct ggml_init_params.

@@ -88,7 +88,7 @@ func typeName(t int32) string {
 		return "f16"
 	case typeI32:
 		return "i32"
-	case 30:
+	case typeBF16:
 		return "bf16"
 	}
 	return fmt.Sprintf("type%d", t)
