@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"unsafe"
@@ -29,8 +30,10 @@ import (
 	"github.com/jupiterrider/ffi"
 )
 
-// Version is the llama.cpp release the binding (yzma v1.28.0) was written
-// for; Load refuses any other.
+// Version is the llama.cpp release the binding (yzma, at go.mod's
+// version) was written for; Load refuses any other. scripts/llama.env pins
+// the sources the engine is built from, and TestPinnedRelease checks that
+// they are this release.
 const Version = "0.5.0"
 
 // LibDirEnv names the directory of the engine's shared libraries.
@@ -74,11 +77,11 @@ func Load(dir string, log *slog.Logger) (*Library, error) {
 		dir = os.Getenv(LibDirEnv)
 	}
 	if dir == "" {
-		return nil, fmt.Errorf("the text engine's libraries are not found: set %s to the directory holding libllama.so (make engine builds it)", LibDirEnv)
+		return nil, fmt.Errorf("the engine's libraries are not found: set %s to the directory holding libllama.so (make engine builds it)", LibDirEnv)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("text engine: %w", err)
+		return nil, fmt.Errorf("the engine's libraries: %w", err)
 	}
 	if log == nil {
 		log = slog.Default()
@@ -88,22 +91,22 @@ func Load(dir string, log *slog.Logger) (*Library, error) {
 		return nil, loadErr
 	}
 	if loaded.Dir != abs {
-		return nil, fmt.Errorf("text engine: already loaded from %s, not %s", loaded.Dir, abs)
+		return nil, fmt.Errorf("the engine's libraries are already loaded from %s, not %s", loaded.Dir, abs)
 	}
 	return loaded, nil
 }
 
 func load(dir string, log *slog.Logger) (*Library, error) {
 	if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err != nil {
-		return nil, fmt.Errorf("the text engine's libraries are not in %s (%s): run make engine, or point %s at a build of llama.cpp %s", dir, firstLine(err), LibDirEnv, Version)
+		return nil, fmt.Errorf("the engine's libraries are not in %s (%s): run make engine, or point %s at a build of llama.cpp %s", dir, firstLine(err), LibDirEnv, Version)
 	}
 	lib := &Library{Dir: dir}
 	if b, err := os.ReadFile(filepath.Join(dir, StampFile)); err == nil {
 		if err := json.Unmarshal(b, &lib.Stamp); err != nil {
-			return nil, fmt.Errorf("text engine: %s in %s: %w", StampFile, dir, err)
+			return nil, fmt.Errorf("the engine's libraries: %s in %s: %w", StampFile, dir, err)
 		}
 		if lib.Stamp.Tag != "" && strings.TrimPrefix(lib.Stamp.Tag, "v") != Version {
-			return nil, fmt.Errorf("text engine: the libraries in %s are llama.cpp %s; this genq is built for %s: rebuild them (make engine)", dir, lib.Stamp.Tag, Version)
+			return nil, fmt.Errorf("the engine's libraries in %s are llama.cpp %s; this genq is built for %s: rebuild them (make engine)", dir, lib.Stamp.Tag, Version)
 		}
 	}
 	// Ask the library its version before yzma binds anything: a symbol the
@@ -115,40 +118,54 @@ func load(dir string, log *slog.Logger) (*Library, error) {
 	}
 	lib.Version = v
 	if base, _, _ := strings.Cut(v, "-"); base != Version {
-		return nil, fmt.Errorf("text engine: libllama in %s is llama.cpp %s; this genq's binding (yzma v1.28.0) is for %s: rebuild the engine (make engine)", dir, v, Version)
+		return nil, fmt.Errorf("the engine's libraries: libllama in %s is llama.cpp %s; this genq's binding (%s) is for %s: rebuild them (make engine)", dir, v, bindingName(), Version)
 	}
 	if err := llama.Load(dir); err != nil {
-		return nil, fmt.Errorf("text engine: bind libllama in %s: %w", dir, err)
+		return nil, fmt.Errorf("the engine's libraries: bind libllama in %s: %w", dir, err)
 	}
 	if err := checkLayout(); err != nil {
-		return nil, fmt.Errorf("text engine: libllama in %s: %w", dir, err)
+		return nil, fmt.Errorf("the engine's libraries: libllama in %s: %w", dir, err)
 	}
 	logs = newLogForwarder(log)
 	llama.LogSet(logs.callback)
 	// Builds with backends as loadable modules (the portable CPU build, a
 	// CUDA build) register them from the directory; others link them in.
 	if err := llama.GGMLBackendLoadAllFromPath(dir); err != nil {
-		return nil, fmt.Errorf("text engine: load ggml's backends from %s: %w", dir, err)
+		return nil, fmt.Errorf("the engine's libraries: load ggml's backends from %s: %w", dir, err)
 	}
 	llama.BackendInit()
 	lib.SystemInfo = strings.TrimSpace(llama.PrintSystemInfo())
 	return lib, nil
 }
 
+// bindingName is the binding and its version as this binary was built
+// with it (go.mod's), so that no message writes the version again.
+func bindingName() string {
+	const path = "github.com/hybridgroup/yzma"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == path {
+				return "yzma " + m.Version
+			}
+		}
+	}
+	return "yzma"
+}
+
 // libraryVersion calls llama_version(), which yzma does not bind.
 func libraryVersion(dir string) (string, error) {
 	l, err := loader.LoadLibrary(dir, "llama")
 	if err != nil {
-		return "", fmt.Errorf("text engine: open libllama in %s: %s", dir, firstLine(err))
+		return "", fmt.Errorf("the engine's libraries: open libllama in %s: %s", dir, firstLine(err))
 	}
 	fn, err := l.Prep("llama_version", &ffi.TypePointer)
 	if err != nil {
-		return "", fmt.Errorf("text engine: libllama in %s has no llama_version: it is older than llama.cpp %s, which this genq needs", dir, Version)
+		return "", fmt.Errorf("the engine's libraries: libllama in %s has no llama_version: it is older than llama.cpp %s, which this genq needs", dir, Version)
 	}
 	var p *byte
 	fn.Call(unsafe.Pointer(&p))
 	if p == nil {
-		return "", errors.New("text engine: llama_version returned nothing")
+		return "", errors.New("the engine's libraries: llama_version returned nothing")
 	}
 	return utils.BytePtrToString(p), nil
 }

@@ -1,0 +1,86 @@
+package llamacpp
+
+import (
+	"bufio"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The release is written once for the build (scripts/llama.env) and once
+// for the binding (Version, a fact about yzma's version in go.mod): they
+// must agree, or every engine build would be refused at load. No engine
+// is needed to tell.
+func TestPinnedRelease(t *testing.T) {
+	tag := envValue(t, "../../scripts/llama.env", "LLAMA_TAG")
+	if tag != "v"+Version {
+		t.Errorf("scripts/llama.env pins llama.cpp %s; the binding is for %s", tag, Version)
+	}
+}
+
+func envValue(t *testing.T, path, key string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), key+"="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	t.Fatalf("%s sets no %s", path, key)
+	return ""
+}
+
+// Load's refusals that come before anything is loaded: each names the
+// directory and says what to do.
+func TestLoadRefusals(t *testing.T) {
+	stamped := func(tag string) string {
+		dir := t.TempDir()
+		// Never opened: the stamp is read first.
+		if err := os.WriteFile(filepath.Join(dir, "libllama.so"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, StampFile), []byte(`{"tag":"`+tag+`","commit":"c","flavour":"cpu"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	badStamp := t.TempDir()
+	for _, f := range []struct{ name, data string }{{"libllama.so", ""}, {StampFile, "{"}} {
+		if err := os.WriteFile(filepath.Join(badStamp, f.name), []byte(f.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		dir  string
+		want []string
+	}{
+		{"no libraries", empty, []string{"the engine's libraries are not in " + empty, "make engine", Version}},
+		{"another release", stamped("v0.6.1"), []string{"llama.cpp v0.6.1", "built for " + Version, "make engine"}},
+		{"an unreadable stamp", badStamp, []string{StampFile, badStamp}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(tc.dir, slog.Default())
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	t.Setenv(LibDirEnv, "")
+	if _, err := Load("", nil); err == nil || !strings.Contains(err.Error(), LibDirEnv) {
+		t.Errorf("Load without a directory: %v, want an error naming %s", err, LibDirEnv)
+	}
+}
