@@ -152,13 +152,19 @@ func (c *Context) DeviceTopK(seq int) int { return c.topK[seq] }
 // no particular order: views of the engine's buffers, valid until the next
 // Decode.
 func (c *Context) Candidates(i int) ([]int32, []float32, error) {
-	n, _ := llama.GetSampledCandidatesCountIth(c.c, int32(i))
-	m, _ := llama.GetSampledLogitsCountIth(c.c, int32(i))
+	n, errN := llama.GetSampledCandidatesCountIth(c.c, int32(i))
+	m, errM := llama.GetSampledLogitsCountIth(c.c, int32(i))
+	if err := errors.Join(errN, errM); err != nil {
+		return nil, nil, fmt.Errorf("the candidates of token %d of the step: %w", i, err)
+	}
 	if n == 0 || n != m {
 		return nil, nil, fmt.Errorf("the engine narrowed token %d of the step to %d candidates and %d logits", i, n, m)
 	}
-	ids, _ := llama.GetSampledCandidatesIth(c.c, int32(i), int(n))
-	logits, _ := llama.GetSampledLogitsIth(c.c, int32(i), int(n))
+	ids, errIDs := llama.GetSampledCandidatesIth(c.c, int32(i), int(n))
+	logits, errLogits := llama.GetSampledLogitsIth(c.c, int32(i), int(n))
+	if err := errors.Join(errIDs, errLogits); err != nil {
+		return nil, nil, fmt.Errorf("the candidates of token %d of the step: %w", i, err)
+	}
 	if ids == nil || logits == nil {
 		return nil, nil, fmt.Errorf("the engine kept no candidates for token %d of the step", i)
 	}
@@ -207,9 +213,15 @@ func (c *Context) Decode(b *Batch) error {
 // place in the batch, which must have asked for them): a view of the
 // engine's own buffer, valid until the next Decode. Callers may change it
 // in place.
-func (c *Context) Logits(i int) []float32 {
-	row, _ := llama.GetLogitsIth(c.c, int32(i), c.vocab)
-	return row
+func (c *Context) Logits(i int) ([]float32, error) {
+	row, err := llama.GetLogitsIth(c.c, int32(i), c.vocab)
+	if err != nil {
+		return nil, fmt.Errorf("the logits of token %d of the step: %w", i, err)
+	}
+	if row == nil {
+		return nil, fmt.Errorf("the engine returned no logits for token %d of the step", i)
+	}
+	return row, nil
 }
 
 // RemoveCells forgets sequence seq's cells at positions [from, to); a

@@ -350,7 +350,11 @@ func decodeOn(t *testing.T, lib *Library, path, name string) cpuResult {
 		if err := ctx.Decode(b); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		l := slices.Clone(ctx.Logits(last))
+		row, err := ctx.Logits(last)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		l := slices.Clone(row)
 		res.Logits = append(res.Logits, l)
 		if step == cpuSteps {
 			return res

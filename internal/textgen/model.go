@@ -97,11 +97,7 @@ func (tm *textModel) forwardSequence(tokens []int32, pos int, seq int) ([]float3
 	if err := tm.ctx.Decode(b); err != nil {
 		return nil, err
 	}
-	row := tm.ctx.Logits(last)
-	if row == nil {
-		return nil, fmt.Errorf("the engine returned no logits for token %d of the step", last)
-	}
-	return row, nil
+	return tm.ctx.Logits(last)
 }
 
 // piece is the text token id writes into an answer, and whether it writes

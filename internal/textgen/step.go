@@ -288,13 +288,7 @@ func (s *scheduler) finish(st *step) {
 }
 
 // row is the logits of a step's token at batch index i.
-func (s *scheduler) row(i int) ([]float32, error) {
-	r := s.model.ctx.Logits(i)
-	if r == nil {
-		return nil, fmt.Errorf("the engine returned no logits for token %d of the step", i)
-	}
-	return r, nil
-}
+func (s *scheduler) row(i int) ([]float32, error) { return s.model.ctx.Logits(i) }
 
 // scorePrompts scores the prompt tokens st's rows were asked for, before
 // sampling changes any row. Large rows are scored on goroutines of their
