@@ -1,6 +1,7 @@
 // Command worker loads one model for one variant and serves the jobs of that
-// variant from NATS JetStream: text (A, B) through ggml, images (C) through
-// ONNX Runtime, on CUDA when present and on the CPU otherwise.
+// variant from NATS JetStream: text (A, B) through llama.cpp, images (C)
+// through ggml or ONNX Runtime (IMAGE_ENGINE), on CUDA when present and on
+// the CPU otherwise.
 package main
 
 import (

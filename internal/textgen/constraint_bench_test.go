@@ -24,7 +24,7 @@ import (
 // Benchmarks of constrained decoding, on Llama 3's own 128,256 tokens
 // (.cache/llama3-vocab.hex, which make test fetches; without it they skip):
 //
-//	go test ./internal/ggml -run '^$' -bench Constrained -benchtime 5x
+//	go test ./internal/textgen -run '^$' -bench Constrained -benchtime 5x
 //
 // GENQ_BENCH_CONSTRAINED_SIZES picks the model sizes of
 // BenchmarkConstrainedStep among those with the full vocabulary (default
