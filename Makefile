@@ -38,7 +38,7 @@ export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-tools engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -60,9 +60,16 @@ $(ORT_LIB):
 
 onnxruntime: $(ORT_LIB)
 
-# Exits at once when the cache holds this pin's build; about 4 min on 2
-# cores when it does not (docs/engine.md).
+# The libraries the worker loads. Exits at once when the cache holds this
+# pin's build; about 4 min on 2 cores when it does not (docs/engine.md).
 engine:
+	@d=$$(scripts/build-llama.sh --flavour cpu-native) && mkdir -p lib && \
+		ln -sfn "$$d/lib" $(LLAMA_DIR)
+
+# The same build with llama.cpp's tools beside it (llama-server,
+# llama-batched-bench): the peers of the tests and benchmarks. A cache
+# that holds the libraries alone is rebuilt once with them.
+engine-tools:
 	@d=$$(scripts/build-llama.sh --flavour cpu-native --tools) && mkdir -p lib && \
 		ln -sfn "$$d/lib" $(LLAMA_DIR) && ln -sfn "$$d/bin" $(LLAMA_DIR)-bin
 
@@ -92,7 +99,7 @@ $(LLAMA3_VOCAB):
 # A short run of each fuzz target, then every test, against the real
 # nats-server, llama.cpp (and its llama-server as the peer), ggml and ONNX
 # Runtime. gotestsum closes with the counts.
-test: engine engine-portable engine-stock $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
+test: engine-tools engine-portable engine-stock $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 	$(MAKE) --no-print-directory fuzz
 	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 GENQ_REQUIRE_PEER=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
@@ -140,7 +147,9 @@ compose-test:
 	scripts/compose-test.sh
 
 # The whole stack in the foreground: embedded NATS, the api, one worker.
-run: build engine $(ORT_LIB)
+# It fetches ONNX Runtime only for the engine that loads it (VARIANT=C
+# with IMAGE_ENGINE=onnx) and builds no llama.cpp tools.
+run: build engine $(if $(and $(filter C c,$(VARIANT)),$(filter onnx,$(IMAGE_ENGINE))),$(ORT_LIB))
 	VARIANT=$(VARIANT) PORT=$(PORT) scripts/run-local.sh
 
 bench-text: engine
@@ -161,13 +170,13 @@ bench-schemas:
 
 # End to end on this machine; rewrites docs/benchmarks.md's measured
 # section and docs/benchmarks.png.
-bench: build engine engine-stock $(ORT_LIB)
+bench: build engine-tools engine-stock $(ORT_LIB)
 	go run ./test/bench --report docs/benchmarks.md --chart docs/benchmarks.png
 
 # make bench's multi-turn step alone (docs/benchmarks.md): genq with the
 # prefix cache on and off, and llama-server as released (LLAMA_STOCK_SERVER,
 # make engine-stock); rewrites only its section.
-bench-multiturn: build engine engine-stock
+bench-multiturn: build engine-tools engine-stock
 	go run ./test/bench --only multiturn --report docs/benchmarks.md
 
 # make bench's image engines step alone (docs/benchmarks.md): ggml against
@@ -177,7 +186,7 @@ bench-image-engines: engine $(ORT_LIB)
 
 # Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
 # workers with ROUTE_BY_PREFIX on and off; rewrites only its section.
-bench-route: build engine engine-stock
+bench-route: build engine-tools engine-stock
 	go run ./test/bench --only route --report docs/benchmarks.md
 
 # The GPU benchmark's kit: binaries for any x86-64-v3 machine (xz, so the

@@ -27,7 +27,7 @@ import (
 // GENQ_REQUIRE_PEER=1 (make test), where that is a failure.
 func llamaServer(t *testing.T) string {
 	t.Helper()
-	return peerBinary(t, "LLAMA_SERVER", "llama-server", "make engine")
+	return peerBinary(t, "LLAMA_SERVER", "llama-server", "make engine-tools")
 }
 
 // peerBinary is the binary env names, or the test's skip (its failure

@@ -68,8 +68,9 @@ var (
 	logs *logForwarder
 )
 
-// Load loads the engine's libraries from dir (LLAMA_LIB_DIR when empty),
-// once per process, checks that they are the release the binding was
+// Load loads the engine's libraries from dir (LLAMA_LIB_DIR when empty,
+// else lib/llama beside the binary or in the working folder), once per
+// process, checks that they are the release the binding was
 // written for, and routes llama.cpp's log lines to log. Later calls return
 // the same library, or an error when they name another directory.
 func Load(dir string, log *slog.Logger) (*Library, error) {
@@ -77,7 +78,10 @@ func Load(dir string, log *slog.Logger) (*Library, error) {
 		dir = os.Getenv(LibDirEnv)
 	}
 	if dir == "" {
-		return nil, fmt.Errorf("the engine's libraries are not found: set %s to the directory holding libllama.so (make engine builds it)", LibDirEnv)
+		dir = findLibDir()
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("the engine's libraries are not found: set %s to the directory holding libllama.so (make engine builds it, linked at lib/llama)", LibDirEnv)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -94,6 +98,26 @@ func Load(dir string, log *slog.Logger) (*Library, error) {
 		return nil, fmt.Errorf("the engine's libraries are already loaded from %s, not %s", loaded.Dir, abs)
 	}
 	return loaded, nil
+}
+
+// findLibDir is where make engine links the libraries (lib/llama) seen
+// from a binary that was not told (LLAMA_LIB_DIR unset): beside the
+// binary, one folder up from it (bin/worker in a checkout), or in the
+// working folder; "" when none holds libllama.so.
+func findLibDir() string {
+	var dirs []string
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			dirs = append(dirs, filepath.Join(filepath.Dir(exe), "lib", "llama"), filepath.Join(filepath.Dir(exe), "..", "lib", "llama"))
+		}
+	}
+	dirs = append(dirs, filepath.Join("lib", "llama"))
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "libllama.so")); err == nil {
+			return d
+		}
+	}
+	return ""
 }
 
 func load(dir string, log *slog.Logger) (*Library, error) {

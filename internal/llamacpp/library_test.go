@@ -80,7 +80,27 @@ func TestLoadRefusals(t *testing.T) {
 		})
 	}
 	t.Setenv(LibDirEnv, "")
+	t.Chdir(empty)
 	if _, err := Load("", nil); err == nil || !strings.Contains(err.Error(), LibDirEnv) {
 		t.Errorf("Load without a directory: %v, want an error naming %s", err, LibDirEnv)
+	}
+}
+
+// A binary run by hand, LLAMA_LIB_DIR unset, finds the libraries make
+// engine linked at lib/llama in the working folder.
+func TestFindLibDir(t *testing.T) {
+	root := t.TempDir()
+	t.Chdir(root)
+	if d := findLibDir(); d != "" {
+		t.Fatalf("found %q in an empty folder", d)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "lib", "llama"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "lib", "llama", "libllama.so"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := findLibDir(); d != filepath.Join("lib", "llama") {
+		t.Errorf("found %q, want lib/llama", d)
 	}
 }

@@ -96,7 +96,7 @@ const testChat = `{"messages": [
 	"parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}`
 
 // TestFamiliesInLlamaCpp checks every family's models against llama.cpp
-// itself. llama-server (LLAMA_SERVER; make engine builds
+// itself. llama-server (LLAMA_SERVER; make engine-tools builds
 // one) loads each tiny model in variant A's and B's weights; its tokenizer
 // round-trips text and the family's special tokens at the ids the file
 // gives them; it renders the embedded template for a chat with a tool call;
@@ -107,7 +107,7 @@ const testChat = `{"messages": [
 func TestFamiliesInLlamaCpp(t *testing.T) {
 	bin := os.Getenv("LLAMA_SERVER")
 	if bin == "" {
-		t.Skip("LLAMA_SERVER names no llama-server binary: the families are checked against llama.cpp only with one (make engine builds it)")
+		t.Skip("LLAMA_SERVER names no llama-server binary: the families are checked against llama.cpp only with one (make engine-tools builds it)")
 	}
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("LLAMA_SERVER=%s: %v", bin, err)

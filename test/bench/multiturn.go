@@ -315,7 +315,7 @@ func (b *bench) startGenq(ctx context.Context, modelDir, cache string) (chatTarg
 // findLlamaServer is the peer's binary: $LLAMA_STOCK_SERVER (make
 // engine-stock: the release without genq's patches, as users run it, so
 // that what the patches cost shows), else $LLAMA_SERVER, else the one the
-// engine build put beside the libraries genq loads (`make engine`:
+// engine build put beside the libraries genq loads (`make engine-tools`:
 // $LLAMA_LIB_DIR, default lib/llama, links to the build's lib/, whose
 // sibling bin/ holds llama-server); empty, with the reason, when there is
 // none.
@@ -337,13 +337,13 @@ func findLlamaServer() (path, how string) {
 	// The link is resolved first: lib/llama/.. is the clone's lib/, not the build.
 	real, err := filepath.EvalSymlinks(lib)
 	if err != nil {
-		return "", "no llama-server: set LLAMA_SERVER, or run make engine (" + err.Error() + ")"
+		return "", "no llama-server: set LLAMA_SERVER, or run make engine-tools (" + err.Error() + ")"
 	}
 	p := filepath.Join(filepath.Dir(real), "bin", "llama-server")
 	if _, err := os.Stat(p); err != nil {
-		return "", "no llama-server beside the engine's libraries: set LLAMA_SERVER, or run make engine (" + err.Error() + ")"
+		return "", "no llama-server beside the engine's libraries: set LLAMA_SERVER, or run make engine-tools (" + err.Error() + ")"
 	}
-	return p, "`" + p + "` (make engine)"
+	return p, "`" + p + "` (make engine-tools)"
 }
 
 // startLlamaServer starts llama-server on model with the same slots,
