@@ -22,7 +22,6 @@ type textModel struct {
 
 	slots, batchSize int
 	unified          bool // one KV buffer for every slot (Config.KVUnified, resolved by Open)
-	maxNewTokens     int  // an answer's limit when its request sets none
 	ignoreEOS        bool // Config.IgnoreEOS
 	prefixCache      bool // Config.PrefixCache is "on"
 	contextSize      int

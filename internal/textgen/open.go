@@ -143,7 +143,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	tm.batch = llamacpp.NewBatch(cfg.BatchSize + cfg.Slots)
 	tm.unified = unified
 	tm.slots, tm.batchSize, tm.contextSize = cfg.Slots, cfg.BatchSize, cfg.ContextSize
-	tm.maxNewTokens, tm.ignoreEOS, tm.prefixCache = cmp.Or(cfg.MaxNewTokens, cfg.ContextSize), cfg.IgnoreEOS, cfg.PrefixCache == "on"
+	tm.ignoreEOS, tm.prefixCache = cfg.IgnoreEOS, cfg.PrefixCache == "on"
 	tm.deviceTopK = cfg.DeviceSampling == "on" || cfg.DeviceSampling == "auto" && gpu != nil
 	b := &Backend{textModel: tm, cfg: cfg, tmpl: tmpl}
 	b.constraints = newConstraints(tm, dialect, cfg.SchemaPrepareBudget, schemaCacheBytes(cfg.SchemaCacheMiB, availBefore))

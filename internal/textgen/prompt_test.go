@@ -158,6 +158,13 @@ func TestAccept(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			seq := &sequence{req: newRequest(nil, nil)}
+			// The request's limit, as newJobRequest sets it: the worker's
+			// cap of 6 for a job that asks for none.
+			limit, err := b.info.Limits.Answer(genq.Job{}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq.req.maxTokens = limit
 			doneAt := -1
 			for i, id := range tt.tokens {
 				done, err := seq.accept(b.textModel, id, nil)

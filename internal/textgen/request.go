@@ -7,10 +7,14 @@ import (
 	"github.com/genq/genq/internal/textgen/sample"
 )
 
-// newJobRequest tokenizes the job's prompt, bounds its answer by the
-// worker's cap and what the context leaves (genq.Limits.Answer), and
+// newJobRequest holds the job to the model's limits (genq.Limits, the
+// rules the api applies too), tokenizes its prompt, bounds its answer by
+// the worker's cap and what the context leaves (genq.Limits.Answer), and
 // seeds a sampler with the job's settings over the worker's.
 func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
+	if err := b.info.Limits.Check(job); err != nil {
+		return nil, err
+	}
 	prompt, err := b.jobPrompt(job)
 	if err != nil {
 		return nil, err
@@ -44,9 +48,6 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 	if len(job.LogitBias) > 0 {
 		params.LogitBias = make(map[int32]float32, len(job.LogitBias))
 		for id, bias := range job.LogitBias {
-			if vocab := b.vocab.Size(); int(id) >= vocab {
-				return nil, genq.Errorf(genq.Invalid, "logit_bias names token %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
-			}
 			params.LogitBias[id] = float32(bias)
 		}
 	}
@@ -77,7 +78,7 @@ func (b *Backend) newJobRequest(job genq.Job) (*request, error) {
 
 // jobPrompt is the job's prompt in tokens, BOS first: a chat rendered with
 // the model's template, or raw text as it is; token ids are taken as they
-// come.
+// come (genq.Limits.Check held them to the vocabulary).
 func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	switch {
 	case len(job.Messages) > 0:
@@ -90,11 +91,6 @@ func (b *Backend) jobPrompt(job genq.Job) ([]int32, error) {
 	case job.Prompt != "":
 		return b.encode(job.Prompt)
 	case len(job.PromptTokenIDs) > 0:
-		for _, id := range job.PromptTokenIDs {
-			if vocab := b.vocab.Size(); int(id) >= vocab {
-				return nil, genq.Errorf(genq.Invalid, "prompt holds the token id %d; this model's vocabulary has tokens 0 to %d", id, vocab-1)
-			}
-		}
 		return job.PromptTokenIDs, nil
 	}
 	return b.promptTokens(job.Text)

@@ -149,7 +149,7 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 	ends := tm.vocab.IsEndOfGeneration(tok) && !tm.ignoreEOS && (seq.req == nil || !seq.req.ignoreEOS)
 	if seq.thinking() && !ends {
 		seq.acceptThinking(tm, tok)
-		if seq.generated >= seq.maxTokens(tm.maxNewTokens) {
+		if seq.generated >= seq.maxTokens(tm.contextSize) {
 			seq.finishAs(genq.FinishLength)
 			return true, nil
 		}
@@ -204,7 +204,7 @@ func (seq *sequence) accept(tm *textModel, tok int32, logprob *rowLogprob) (done
 			seq.emitSafe()
 		}
 	}
-	if seq.generated >= seq.maxTokens(tm.maxNewTokens) {
+	if seq.generated >= seq.maxTokens(tm.contextSize) {
 		seq.finishAs(genq.FinishLength)
 		return true, nil
 	}
@@ -232,12 +232,14 @@ func (seq *sequence) scoreUnwritten(tm *textModel, tok int32, logprob *rowLogpro
 	seq.logprobs = append(seq.logprobs, tm.tokenLogprob(string(tm.vocab.Text(tok)), seq.text.Len(), logprob))
 }
 
-// maxTokens is seq's answer limit: its request's, or the worker's.
-func (seq *sequence) maxTokens(worker int) int {
+// maxTokens is seq's answer limit: its request's (genq.Limits.Answer
+// bounds it by the worker's cap and the context's room), or, for a
+// sequence without one, the context.
+func (seq *sequence) maxTokens(context int) int {
 	if seq.req != nil && seq.req.maxTokens > 0 {
 		return seq.req.maxTokens
 	}
-	return worker
+	return context
 }
 
 func (seq *sequence) finishAs(reason string) {

@@ -10,8 +10,8 @@ func TestSequenceMaxTokens(t *testing.T) {
 		seq  *sequence
 		want int
 	}{
-		{"no request: the worker's", &sequence{}, 20},
-		{"a request without a limit: the worker's", &sequence{req: newRequest(nil, nil)}, 20},
+		{"no request: the context", &sequence{}, 20},
+		{"a request without a limit: the context", &sequence{req: newRequest(nil, nil)}, 20},
 		{"the request's own", &sequence{req: withLimit}, 7},
 	}
 	for _, tt := range tests {

@@ -23,15 +23,16 @@ func (b *Backend) GenerateUnbatched(ctx context.Context, text string) (out strin
 	if err != nil {
 		return "", err
 	}
-	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, req.prompt, req.sampler) }); xerr != nil {
+	if xerr := b.sched.exclusively(ctx, func() { out, err = b.plainLoop(ctx, req.prompt, req.sampler, req.maxTokens) }); xerr != nil {
 		return "", xerr
 	}
 	return out, err
 }
 
 // plainLoop answers prompt as one sequence in slot 0: the whole prompt, then
-// one forward step per token. The cache is its alone.
-func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample.Sampler) (string, error) {
+// one forward step per token, up to maxTokens (genq.Limits.Answer's). The
+// cache is its alone.
+func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample.Sampler, maxTokens int) (string, error) {
 	var err error
 	seq := &sequence{slot: 0}
 	// The slot may hold a finished sequence's cells, kept for reuse.
@@ -69,7 +70,7 @@ func (b *Backend) plainLoop(ctx context.Context, prompt []int32, sampler *sample
 		if err != nil {
 			return "", err
 		}
-		if done {
+		if done || maxTokens > 0 && seq.generated >= maxTokens {
 			break
 		}
 		in = []int32{tok}
