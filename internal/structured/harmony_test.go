@@ -42,30 +42,3 @@ func TestHarmonyParse(t *testing.T) {
 		}
 	}
 }
-
-// TestHarmonyDialect: a harmony dialect reasons on channels, keeps the
-// text of the headers' tokens, and makes one call per answer whatever
-// parallel_tool_calls says.
-func TestHarmonyDialect(t *testing.T) {
-	d := Dialect{Format: Harmony}
-	if !d.Channels() || (Dialect{Format: Hermes, Reasoning: true}).Channels() {
-		t.Error("Channels: want harmony's alone")
-	}
-	kept := map[string]bool{}
-	for _, tok := range d.PreservedTokens() {
-		kept[tok] = true
-	}
-	for _, tok := range HarmonyTokens() {
-		if !kept[tok] {
-			t.Errorf("%s is not preserved", tok)
-		}
-	}
-	g, err := Harmony.Compile(testTools, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	one := Harmony.Write([]genq.ToolCall{weatherCall})
-	if !matches(g, one) || matches(g, Harmony.Write([]genq.ToolCall{weatherCall, pingCall})) {
-		t.Errorf("the grammar of parallel calls: one %v, two %v; want one only", matches(g, one), !matches(g, one))
-	}
-}

@@ -1025,3 +1025,30 @@ func TestStrictWritesAsOpenAI(t *testing.T) {
 		t.Errorf("an unknown meta-schema: %v, want a 400 naming it", err)
 	}
 }
+
+// TestFormatsGrammarWarmsTheirRules: once FormatsGrammar is prepared for a
+// vocabulary, a schema's format rules find every mask worked out.
+func TestFormatsGrammarWarmsTheirRules(t *testing.T) {
+	toks, eos := testVocab()
+	v := NewVocab(toks, []int32{eos})
+	if done, err := FormatsGrammar().Prepare(context.Background(), v, 0); err != nil || !done {
+		t.Fatalf("Prepare: %v, %v", done, err)
+	}
+	for _, f := range []string{"date", "date-time", "time", "duration", "uuid", "email", "ipv4", "ipv6"} {
+		g, err := Compile([]byte(`{"type":"object","properties":{"x":{"type":"string","format":"` + f + `"}},"required":["x"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.sharedRules) == 0 {
+			t.Fatalf("%s: no shared rule", f)
+		}
+		for _, r := range g.sharedRules {
+			tab := v.sharedTable(r)
+			for n := r.first; n < r.end; n++ {
+				if len(g.nodes[n].edges) > 0 && tab.masks[n-r.first].Load() == nil {
+					t.Fatalf("%s: node %d of %s has no mask", f, n, r.key)
+				}
+			}
+		}
+	}
+}

@@ -116,100 +116,6 @@ func (f ToolFormat) PreservedTokens() []string {
 	return nil
 }
 
-// Compile compiles the grammar of the calls an answer may make in this
-// format: one call of one of tools, or, when parallel, one or more. Each
-// call's arguments match its tool's parameters schema; a tool without one
-// takes any object.
-//
-// A tool's schema genq cannot enforce exactly is relaxed (relax.go): the
-// grammar holds its calls to what can be enforced, and Grammar.Relaxed
-// names the tool, so that its calls' arguments are checked once finished.
-// A strict tool's schema, or one that cannot be relaxed (not JSON, not a
-// schema), is refused.
-func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) {
-	return f.compile(tools, parallel, false, nil)
-}
-
-// strictTool tells a tool whose strict: true makes its parameters' schema
-// strict (Options.Strict).
-func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Function.Strict }
-
-// compile is Compile; closed closes every tool's objects, strict or not.
-// indexOf maps a tool's index in tools to the one errors name (its index
-// in the job's tools, of which tools may be the one tool_choice names);
-// nil keeps it.
-func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
-	if len(tools) == 0 {
-		return nil, genq.Errorf(genq.Invalid, "no tools to call")
-	}
-	if indexOf == nil {
-		indexOf = func(i int) int { return i }
-	}
-	g, err := f.compileExact(tools, parallel, closed, indexOf)
-	if err == nil || genq.ErrorCode(err) != genq.Invalid {
-		return g, err
-	}
-	relaxedTools, relaxed, rerr := relaxTools(tools, closed, indexOf)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if len(relaxed) == 0 { // no one schema fails alone: the set does
-		return nil, err
-	}
-	g, err = f.compileExact(relaxedTools, parallel, closed, indexOf)
-	if err != nil {
-		return nil, err
-	}
-	g.relaxed = relaxed
-	return g, nil
-}
-
-// compileExact is compile, each tool's schema held to exactly.
-func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
-	l := f.layout()
-	if f == Harmony {
-		// <|call|> ends the answer: a harmony answer makes one call.
-		parallel = false
-	}
-	c := newCompiler()
-	b := c.b
-	idRule := int32(-1)
-	if l.id {
-		idRule = b.newRule("call id")
-		b.define(idRule, b.seq(b.lit(mistralID), b.repeat(MistralIDLen, MistralIDLen, func() frag {
-			return b.ranges('0', '9', 'A', 'Z', 'a', 'z')
-		}), b.lit(`"`)))
-	}
-	calls := make([]frag, 0, len(tools))
-	for i, t := range tools {
-		c.strict = strictTool(t)
-		c.closed = closed || c.strict
-		args, err := c.document(t.Function.Parameters, "tools["+strconv.Itoa(i)+"].function.parameters")
-		if err != nil {
-			return nil, toolSchemaError(indexOf(i), t.Function.Name, err)
-		}
-		parts := []frag{b.lit(l.head + t.Function.Name + l.args), args}
-		if l.id {
-			parts = append(parts, b.opt(b.call(idRule)))
-		}
-		parts = append(parts, b.lit(l.tail))
-		calls = append(calls, b.seq(parts...))
-	}
-	one := b.newRule("tool call")
-	b.define(one, b.alt(calls...))
-	top := b.newRule("tool calls")
-	body := b.call(one)
-	if parallel {
-		body = b.seq(b.call(one), b.star(b.seq(b.lit(l.sep), b.call(one))))
-	}
-	b.define(top, b.seq(b.lit(l.open), body, b.lit(l.close)))
-	b.g.top = top
-	if err := b.finish(); err != nil {
-		return nil, err
-	}
-	return b.g, nil
-}
-
 // Write writes a conversation's earlier calls as the model writes them, for
 // a template that does not render calls itself. Arguments keep the client's
 // text; empty ones are {}.
@@ -439,3 +345,18 @@ func (d Dialect) String() string {
 	}
 	return d.Format.String()
 }
+
+// FormatToolCall writes a call in Llama 3.1's JSON format (Llama3JSON),
+// the way the model writes it, for rendering an assistant's earlier calls
+// into the prompt.
+func FormatToolCall(name, arguments string) string {
+	return Llama3JSON.Write([]genq.ToolCall{{Function: genq.ToolCallFunction{Name: name, Arguments: arguments}}})
+}
+
+// FormatToolCalls writes an assistant's calls in Llama3JSON, joined as the
+// model joins them.
+func FormatToolCalls(calls []genq.ToolCall) string { return Llama3JSON.Write(calls) }
+
+// ParseToolCalls reads the calls an answer made in Llama3JSON
+// (ToolFormat.Parse).
+func ParseToolCalls(text string) ([]genq.ToolCallFunction, bool) { return Llama3JSON.Parse(text) }

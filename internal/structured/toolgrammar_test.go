@@ -1,7 +1,7 @@
 package structured
 
 import (
-	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -9,43 +9,197 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-var (
-	weatherCall = genq.ToolCall{ID: "a1B2c3D4e", Type: "function", Function: genq.ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Oslo \"}\" {", "unit": "c"}`}}
-	pingCall    = genq.ToolCall{ID: "call_0123456789abcdef_1", Type: "function", Function: genq.ToolCallFunction{Name: "ping", Arguments: `{}`}}
-)
+func tool(name, params string) genq.Tool {
+	return genq.Tool{Type: "function", Function: genq.ToolFunction{Name: name, Parameters: json.RawMessage(params)}}
+}
 
-// TestToolFormatsWrite: each format writes calls as its models do.
-func TestToolFormatsWrite(t *testing.T) {
-	calls := []genq.ToolCall{weatherCall, pingCall}
-	pingID := Mistral.CallID(pingCall.ID)
+var testTools = []genq.Tool{
+	tool("get_weather", `{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`),
+	tool("tree", `{"$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["kids"],"additionalProperties":false}},"$ref":"#/$defs/node"}`),
+	tool("ping", ``),     // OpenAI: no parameters is an empty parameter list
+	tool("pong", `null`), // as some clients write it
+}
+
+func matches(g *Grammar, text string) bool {
+	m := g.NewMatcher()
+	return m.Advance([]byte(text)) && m.Accepting()
+}
+
+func TestToolCallGrammar(t *testing.T) {
+	single, err := CompileToolCalls(testTools, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parallel, err := CompileToolCalls(testTools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weather := FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
+	tree := FormatToolCall("tree", `{"kids": [{"kids": []}]}`)
+	ping := FormatToolCall("ping", `{}`)
 	for _, tc := range []struct {
-		f    ToolFormat
-		want string
+		text             string
+		single, parallel bool
 	}{
-		{Llama3JSON, `{"name": "get_weather", "parameters": {"city": "Oslo \"}\" {", "unit": "c"}}; {"name": "ping", "parameters": {}}`},
-		{Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo \\\"}\\\" {\", \"unit\": \"c\"}}\n</tool_call>\n" +
-			"<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"},
-		{Mistral, `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo \"}\" {", "unit": "c"}, "id": "a1B2c3D4e"}, ` +
-			`{"name": "ping", "arguments": {}, "id": "` + pingID + `"}]`},
+		{weather, true, true},
+		{tree, true, true},
+		{ping, true, true},
+		{FormatToolCall("pong", `{ }`), true, true},
+		{FormatToolCall("ping", `{"any": [1, 2]}`), false, false}, // an argument to a function that takes none
+		{FormatToolCall("pong", `{"a": 1}`), false, false},
+		{weather + "; " + tree, false, true},
+		{FormatToolCall("get_weather", `{"city": "Oslo"}`), false, false},              // unit missing
+		{FormatToolCall("get_weather", `{"city": "Oslo", "unit": "k"}`), false, false}, // not in the enum
+		{FormatToolCall("nope", `{}`), false, false},
+		{`{"name": "get_weather"}`, false, false},
+		{"Hello", false, false},
+		{weather + "; ", false, false},
 	} {
-		if got := tc.f.Write(calls); got != tc.want {
-			t.Errorf("%s writes\n%s\nwant\n%s", tc.f, got, tc.want)
+		if got := matches(single, tc.text); got != tc.single {
+			t.Errorf("single grammar on %s: %v, want %v", tc.text, got, tc.single)
+		}
+		if got := matches(parallel, tc.text); got != tc.parallel {
+			t.Errorf("parallel grammar on %s: %v, want %v", tc.text, got, tc.parallel)
 		}
 	}
 }
 
-// TestMistralCallID: Mistral's templates take ids of nine letters and
-// digits; others are mapped to such an id, the same one each time.
-func TestMistralCallID(t *testing.T) {
-	if got := Mistral.CallID("a1B2c3D4e"); got != "a1B2c3D4e" {
-		t.Errorf("a Mistral id is changed: %s", got)
+// TestToolCallGrammarErrors: what no relaxing serves (relax_test.go has
+// the schemas relaxed instead).
+func TestToolCallGrammarErrors(t *testing.T) {
+	for _, tc := range []struct {
+		tools []genq.Tool
+		want  string
+	}{
+		{nil, "no tools"},
+		{[]genq.Tool{tool("a", `{}`), tool("b", `{"$ref":"#/$defs/missing"}`)}, "tools[1].function.parameters: at #: $ref \"#/$defs/missing\" points to nothing"},
+		{[]genq.Tool{tool("a", `{"type":`)}, "tools[0].function.parameters"},
+	} {
+		_, err := CompileToolCalls(tc.tools, true)
+		if err == nil || genq.ErrorCode(err) != genq.Invalid || !strings.Contains(genq.ErrorMessage(err), tc.want) {
+			t.Errorf("%v: err = %v, want invalid with %q", tc.tools, err, tc.want)
+		}
 	}
-	id := Mistral.CallID("call_0123456789abcdef_1")
-	if !isMistralID(id) || id != Mistral.CallID("call_0123456789abcdef_1") || id == Mistral.CallID("call_0123456789abcdef_2") {
-		t.Errorf("mapped id %q: want nine letters and digits, the same for the same id, another for another", id)
+}
+
+func TestForJob(t *testing.T) {
+	chat := []genq.Message{{Role: "user", Content: "hi"}}
+	choice := func(mode, fn string) *genq.ToolChoice { return &genq.ToolChoice{Mode: mode, Function: fn} }
+	no := false
+	weather := FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
+	twoCalls := weather + "; " + FormatToolCall("ping", `{}`)
+	for _, tc := range []struct {
+		name       string
+		job        genq.Job
+		free, lazy bool
+		accepts    []string
+		refuses    []string
+		wantErr    string
+	}{
+		{name: "no constraint", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat}}, free: true},
+		{name: "text format", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "text"}}}, free: true},
+		{name: "tool_choice none", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("none", "")}}, free: true},
+		{name: "json_object", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_object"}}},
+			accepts: []string{`{"a": [1]}`}, refuses: []string{`[1]`, `"x"`}},
+		{name: "json_schema", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: json.RawMessage(`{"type":"integer"}`)}}}},
+			accepts: []string{`42`}, refuses: []string{`4.2`, `{}`}},
+		{name: "bad schema", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Schema: json.RawMessage(`{"type":"array","not":{"uniqueItems":true}}`)}}}},
+			wantErr: `response_format.json_schema.schema: at #/not: not over "uniqueItems"`},
+		{name: "auto", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools}}, lazy: true, accepts: []string{weather, twoCalls}},
+		{name: "required", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("required", "")}}, accepts: []string{weather, twoCalls}},
+		{name: "required, one at a time", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("required", ""), ParallelToolCalls: &no}},
+			accepts: []string{weather}, refuses: []string{twoCalls}},
+		{name: "named", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("", "ping")}},
+			accepts: []string{FormatToolCall("ping", `{}`)}, refuses: []string{weather, twoCalls}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewCache(8).ForJob(tc.job)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(genq.ErrorMessage(err), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.Grammar == nil) != tc.free || c.Lazy != tc.lazy || c.ToolCalls != (tc.job.ToolMode() != "") {
+				t.Fatalf("constraint = %+v; want free %v, lazy %v", c, tc.free, tc.lazy)
+			}
+			for _, s := range tc.accepts {
+				if !matches(c.Grammar, s) {
+					t.Errorf("refuses %s", s)
+				}
+			}
+			for _, s := range tc.refuses {
+				if matches(c.Grammar, s) {
+					t.Errorf("accepts %s", s)
+				}
+			}
+		})
 	}
-	if got := Hermes.CallID("call_1"); got != "call_1" {
-		t.Errorf("Hermes changes ids: %s", got)
+}
+
+// TestStrictClosesObjects: strict: true, on a response format or a tool,
+// or the worker's setting (Cache.ClosedObjects), takes no property a
+// schema does not list; without them an object takes others, as JSON
+// Schema says.
+func TestStrictClosesObjects(t *testing.T) {
+	chat := []genq.Message{{Role: "user", Content: "hi"}}
+	yes := true
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	format := func(strict *bool) genq.Job {
+		return genq.Job{TextRequest: genq.TextRequest{Messages: chat, ResponseFormat: &genq.ResponseFormat{Type: "json_schema", JSONSchema: &genq.JSONSchema{Name: "n", Schema: schema, Strict: strict}}}}
+	}
+	tools := func(strict *bool) genq.Job {
+		t := tool("f", string(schema))
+		t.Function.Strict = strict
+		return genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: []genq.Tool{t}, ToolChoice: &genq.ToolChoice{Mode: "required"}}}
+	}
+	extra := map[bool]string{false: `{"a":1,"b":2}`, true: FormatToolCall("f", `{"a":1,"b":2}`)}
+	cache := NewCache(8)
+	closedCache := NewCache(8)
+	closedCache.ClosedObjects = true
+	for _, tc := range []struct {
+		name   string
+		cache  *Cache
+		job    genq.Job
+		isTool bool
+		open   bool
+	}{
+		{"response format", cache, format(nil), false, true},
+		{"response format, strict", cache, format(&yes), false, false},
+		{"tool", cache, tools(nil), true, true},
+		{"tool, strict", cache, tools(&yes), true, false},
+		{"the worker's setting", closedCache, format(nil), false, false},
+		{"the worker's setting, tools", closedCache, tools(nil), true, false},
+	} {
+		c, err := tc.cache.ForJob(tc.job)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := matches(c.Grammar, extra[tc.isTool]); got != tc.open {
+			t.Errorf("%s: another property accepted %v, want %v", tc.name, got, tc.open)
+		}
+	}
+}
+
+func TestForJobCachesTools(t *testing.T) {
+	cache := NewCache(8)
+	job := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: testTools}}
+	a, err := cache.ForJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	described := append([]genq.Tool(nil), testTools...)
+	described[0].Function.Description = "now described"
+	job.Tools = described
+	b, err := cache.ForJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Grammar != b.Grammar || cache.Len() != 1 {
+		t.Errorf("the same tools compiled twice (cache holds %d)", cache.Len())
 	}
 }
 
@@ -125,97 +279,6 @@ func TestMistralIDs(t *testing.T) {
 		}
 		if calls, ok := Mistral.Parse(text); ok != (want || strings.Contains(text, `"id"`)) || (ok && calls[0].Name != "ping") {
 			t.Errorf("Parse(%s) = %v, %v", text, calls, ok)
-		}
-	}
-}
-
-// TestDialectParse: a dialect with reasoning reads calls after a leading
-// reasoning block; one without does not.
-func TestDialectParse(t *testing.T) {
-	text := "\n<think>\nThe user wants the weather.\n</think>\n\n" + Hermes.Write([]genq.ToolCall{weatherCall})
-	if calls, ok := (Dialect{Format: Hermes, Reasoning: true}).Parse(text); !ok || len(calls) != 1 || calls[0] != weatherCall.Function {
-		t.Errorf("Parse = %v, %v", calls, ok)
-	}
-	if _, ok := (Dialect{Format: Hermes}).Parse(text); ok {
-		t.Error("a dialect without reasoning reads calls after a reasoning block")
-	}
-	if got := (Dialect{Format: Mistral, Reasoning: true}).PreservedTokens(); strings.Join(got, " ") != "[TOOL_CALLS] <think> </think>" {
-		t.Errorf("PreservedTokens = %v", got)
-	}
-}
-
-// TestCallStreamFormats: the stream reader tells every format by its
-// opener, with or without a reasoning block first, and its events join
-// into the calls Parse reads from the whole answer, however the text is
-// cut; prose, and prose after reasoning, is content whole.
-func TestCallStreamFormats(t *testing.T) {
-	const think = "<think>\nHmm, {\"name\": \"x\"} <tool_call> [TOOL_CALLS]\n</think>\n\n"
-	type tcase struct {
-		name      string
-		text      string
-		calls     []genq.ToolCallFunction // nil: the text is content
-		reasoning string
-	}
-	var cases []tcase
-	for _, f := range ToolFormats() {
-		calls := f.Write([]genq.ToolCall{weatherCall, pingCall})
-		want, ok := f.Parse(calls)
-		if !ok {
-			t.Fatalf("%s: its own calls do not parse", f)
-		}
-		cases = append(cases,
-			tcase{f.String() + " calls", calls, want, ""},
-			tcase{f.String() + " calls after whitespace", "\n  " + calls, want, ""},
-			tcase{f.String() + " calls after reasoning", think + calls, want, think},
-			tcase{f.String() + " opener, then prose", f.Opener() + " is how it starts", nil, ""},
-		)
-	}
-	cases = append(cases,
-		tcase{"prose", "It is sunny {really}.", nil, ""},
-		tcase{"markup prose", "<b>Sunny</b> [1]", nil, ""},
-		tcase{"a brace that is not a call", `{"weather": 1}`, nil, ""},
-		tcase{"prose after reasoning", think + "It is sunny.", nil, ""},
-		tcase{"reasoning cut short", "<think>still thinking", nil, ""},
-		tcase{"a second reasoning block is prose", think + think, nil, ""},
-	)
-	for _, tc := range cases {
-		for _, split := range []string{"whole", "bytes", "random"} {
-			t.Run(tc.name+", "+split, func(t *testing.T) {
-				s := NewCallStream(true)
-				var events []CallEvent
-				rng := rand.New(rand.NewPCG(3, 4))
-				for rest := tc.text; rest != ""; {
-					n := len(rest)
-					switch split {
-					case "bytes":
-						n = 1
-					case "random":
-						n = min(len(rest), 1+rng.IntN(6))
-					}
-					events = append(events, s.Write(rest[:n])...)
-					rest = rest[n:]
-				}
-				events = append(events, s.Close()...)
-				content, calls := joined(events)
-				var reasoning string
-				for _, e := range events {
-					reasoning += e.Reasoning
-				}
-				if tc.calls == nil {
-					if content != tc.text || len(calls) > 0 || s.Calls() {
-						t.Fatalf("content %q, calls %v; want content %q", content, calls, tc.text)
-					}
-					return
-				}
-				if content != "" || reasoning != tc.reasoning || len(calls) != len(tc.calls) || !s.Calls() {
-					t.Fatalf("content %q, reasoning %q, calls %+v; want reasoning %q, calls %+v", content, reasoning, calls, tc.reasoning, tc.calls)
-				}
-				for i := range calls {
-					if calls[i] != tc.calls[i] {
-						t.Errorf("call %d = %+v, want %+v", i, calls[i], tc.calls[i])
-					}
-				}
-			})
 		}
 	}
 }
@@ -429,29 +492,29 @@ func checkStreamReads(t *testing.T, text string, want []genq.ToolCallFunction) {
 	}
 }
 
-// TestFormatsGrammarWarmsTheirRules: once FormatsGrammar is prepared for a
-// vocabulary, a schema's format rules find every mask worked out.
-func TestFormatsGrammarWarmsTheirRules(t *testing.T) {
-	toks, eos := testVocab()
-	v := NewVocab(toks, []int32{eos})
-	if done, err := FormatsGrammar().Prepare(context.Background(), v, 0); err != nil || !done {
-		t.Fatalf("Prepare: %v, %v", done, err)
+// TestHarmonyDialect: a harmony dialect reasons on channels, keeps the
+// text of the headers' tokens, and makes one call per answer whatever
+// parallel_tool_calls says.
+func TestHarmonyDialect(t *testing.T) {
+	d := Dialect{Format: Harmony}
+	if !d.Channels() || (Dialect{Format: Hermes, Reasoning: true}).Channels() {
+		t.Error("Channels: want harmony's alone")
 	}
-	for _, f := range []string{"date", "date-time", "time", "duration", "uuid", "email", "ipv4", "ipv6"} {
-		g, err := Compile([]byte(`{"type":"object","properties":{"x":{"type":"string","format":"` + f + `"}},"required":["x"]}`))
-		if err != nil {
-			t.Fatal(err)
+	kept := map[string]bool{}
+	for _, tok := range d.PreservedTokens() {
+		kept[tok] = true
+	}
+	for _, tok := range HarmonyTokens() {
+		if !kept[tok] {
+			t.Errorf("%s is not preserved", tok)
 		}
-		if len(g.sharedRules) == 0 {
-			t.Fatalf("%s: no shared rule", f)
-		}
-		for _, r := range g.sharedRules {
-			tab := v.sharedTable(r)
-			for n := r.first; n < r.end; n++ {
-				if len(g.nodes[n].edges) > 0 && tab.masks[n-r.first].Load() == nil {
-					t.Fatalf("%s: node %d of %s has no mask", f, n, r.key)
-				}
-			}
-		}
+	}
+	g, err := Harmony.Compile(testTools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := Harmony.Write([]genq.ToolCall{weatherCall})
+	if !matches(g, one) || matches(g, Harmony.Write([]genq.ToolCall{weatherCall, pingCall})) {
+		t.Errorf("the grammar of parallel calls: one %v, two %v; want one only", matches(g, one), !matches(g, one))
 	}
 }

@@ -1,0 +1,157 @@
+package structured
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// CompileToolCalls compiles the grammar of the calls an answer may make in
+// Llama3JSON: one call of one of tools, or, when parallel, one or more
+// joined by "; " (ToolFormat.Compile).
+func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
+	return Llama3JSON.Compile(tools, parallel)
+}
+
+// document compiles one schema of several in a grammar: its "#" and $defs
+// are its own, its rule is named name. No schema (absent or null) is an
+// empty parameter list, as OpenAI defines a function without parameters:
+// the arguments are {}. Errors do not name the schema: the caller does.
+func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
+	if noSchema(schema) {
+		schema = json.RawMessage(noParameters)
+	}
+	if len(schema) > MaxSchemaBytes {
+		return frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
+	}
+	root, err := parseJSON(schema)
+	if err != nil {
+		return frag{}, err
+	}
+	if err := c.readDraft(root, false); err != nil {
+		return frag{}, err
+	}
+	c.root, c.defRules = root, map[memoKey]int32{}
+	c.rootRule = c.b.newRule(name)
+	f, err := c.compile(root, "#")
+	if err != nil {
+		return frag{}, err
+	}
+	c.b.define(c.rootRule, f)
+	return c.b.call(c.rootRule), nil
+}
+
+// noParameters is the schema of an empty parameter list.
+const noParameters = `{"type":"object","properties":{},"additionalProperties":false}`
+
+// noSchema reports whether a tool's parameters are left out: absent, or
+// null as some clients write it.
+func noSchema(schema json.RawMessage) bool {
+	s := bytes.TrimSpace(schema)
+	return len(s) == 0 || string(s) == "null"
+}
+
+func prefixed(where string, err error) error {
+	var e *genq.Error
+	if errors.As(err, &e) {
+		return &genq.Error{Code: e.Code, Message: where + ": " + e.Message, Err: e.Err}
+	}
+	return err
+}
+
+// Compile compiles the grammar of the calls an answer may make in this
+// format: one call of one of tools, or, when parallel, one or more. Each
+// call's arguments match its tool's parameters schema; a tool without one
+// takes any object.
+//
+// A tool's schema genq cannot enforce exactly is relaxed (relax.go): the
+// grammar holds its calls to what can be enforced, and Grammar.Relaxed
+// names the tool, so that its calls' arguments are checked once finished.
+// A strict tool's schema, or one that cannot be relaxed (not JSON, not a
+// schema), is refused.
+func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) {
+	return f.compile(tools, parallel, false, nil)
+}
+
+// strictTool tells a tool whose strict: true makes its parameters' schema
+// strict (Options.Strict).
+func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Function.Strict }
+
+// compile is Compile; closed closes every tool's objects, strict or not.
+// indexOf maps a tool's index in tools to the one errors name (its index
+// in the job's tools, of which tools may be the one tool_choice names);
+// nil keeps it.
+func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+	if len(tools) == 0 {
+		return nil, genq.Errorf(genq.Invalid, "no tools to call")
+	}
+	if indexOf == nil {
+		indexOf = func(i int) int { return i }
+	}
+	g, err := f.compileExact(tools, parallel, closed, indexOf)
+	if err == nil || genq.ErrorCode(err) != genq.Invalid {
+		return g, err
+	}
+	relaxedTools, relaxed, rerr := relaxTools(tools, closed, indexOf)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if len(relaxed) == 0 { // no one schema fails alone: the set does
+		return nil, err
+	}
+	g, err = f.compileExact(relaxedTools, parallel, closed, indexOf)
+	if err != nil {
+		return nil, err
+	}
+	g.relaxed = relaxed
+	return g, nil
+}
+
+// compileExact is compile, each tool's schema held to exactly.
+func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+	l := f.layout()
+	if f == Harmony {
+		// <|call|> ends the answer: a harmony answer makes one call.
+		parallel = false
+	}
+	c := newCompiler()
+	b := c.b
+	idRule := int32(-1)
+	if l.id {
+		idRule = b.newRule("call id")
+		b.define(idRule, b.seq(b.lit(mistralID), b.repeat(MistralIDLen, MistralIDLen, func() frag {
+			return b.ranges('0', '9', 'A', 'Z', 'a', 'z')
+		}), b.lit(`"`)))
+	}
+	calls := make([]frag, 0, len(tools))
+	for i, t := range tools {
+		c.strict = strictTool(t)
+		c.closed = closed || c.strict
+		args, err := c.document(t.Function.Parameters, "tools["+strconv.Itoa(i)+"].function.parameters")
+		if err != nil {
+			return nil, toolSchemaError(indexOf(i), t.Function.Name, err)
+		}
+		parts := []frag{b.lit(l.head + t.Function.Name + l.args), args}
+		if l.id {
+			parts = append(parts, b.opt(b.call(idRule)))
+		}
+		parts = append(parts, b.lit(l.tail))
+		calls = append(calls, b.seq(parts...))
+	}
+	one := b.newRule("tool call")
+	b.define(one, b.alt(calls...))
+	top := b.newRule("tool calls")
+	body := b.call(one)
+	if parallel {
+		body = b.seq(b.call(one), b.star(b.seq(b.lit(l.sep), b.call(one))))
+	}
+	b.define(top, b.seq(b.lit(l.open), body, b.lit(l.close)))
+	b.g.top = top
+	if err := b.finish(); err != nil {
+		return nil, err
+	}
+	return b.g, nil
+}
