@@ -1,6 +1,10 @@
 package structured
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/genq/genq/internal/genq"
+)
 
 // CallEvent is one thing a streamed answer says, read as it comes: a piece
 // of content, the start of call Index (its name), a piece of that call's
@@ -19,6 +23,23 @@ type CallEvent struct {
 	Reasoning string
 }
 
+// Join plays a stream's events back into content and calls, as a client
+// joins deltas: the whole answer's content and its calls as Parse reads
+// them.
+func Join(events []CallEvent) (content string, calls []genq.ToolCallFunction) {
+	var b strings.Builder
+	for _, e := range events {
+		b.WriteString(e.Content)
+		if e.Start {
+			calls = append(calls, genq.ToolCallFunction{Name: e.Name})
+		}
+		if e.Arguments != "" {
+			calls[e.Index].Arguments += e.Arguments
+		}
+	}
+	return b.String(), calls
+}
+
 // CallStream splits a streamed answer into content and tool calls. It does
 // not need to know the model: it tells the format by the text the calls
 // open with (each ToolFormat's Opener), after whitespace and a leading
@@ -32,7 +53,7 @@ type CallStream struct {
 	pending string
 	lead    string // what came before the calls, held back
 	format  ToolFormat
-	l       layout
+	l       Layout
 	index   int
 	tail    tailStage
 	args    jsonScanner
@@ -181,7 +202,7 @@ func (s *CallStream) opening() (*CallEvent, bool) {
 		switch opens(t, f.Opener()) {
 		case litYes:
 			s.started = true
-			s.format, s.l = f, f.layout()
+			s.format, s.l = f, f.Layout()
 			s.lead += ws
 			s.pending = t
 			s.phase = streamHead
@@ -204,9 +225,9 @@ func (s *CallStream) opening() (*CallEvent, bool) {
 // head reads a call's fixed text, its name and the text before its
 // arguments, and gives the call's start.
 func (s *CallStream) head() (*CallEvent, bool) {
-	lit := s.l.head
+	lit := s.l.Head
 	if s.index == 0 {
-		lit = s.l.open + lit
+		lit = s.l.Open + lit
 	}
 	s.pending = trimLeftWS(s.pending)
 	n, st := matchLoose(s.pending, lit)
@@ -218,13 +239,13 @@ func (s *CallStream) head() (*CallEvent, bool) {
 	}
 	// The name ends where the text before the arguments begins: a JSON
 	// string's closing quote, harmony's space before <|constrain|>.
-	end := s.l.args[:1]
+	end := s.l.Args[:1]
 	name, rest, ok := strings.Cut(s.pending[n:], end)
 	if !ok {
 		return nil, false
 	}
 	after := end + rest
-	m, st := matchLoose(after, s.l.args)
+	m, st := matchLoose(after, s.l.Args)
 	switch st {
 	case litNo:
 		return s.toContent()
@@ -241,11 +262,11 @@ func (s *CallStream) head() (*CallEvent, bool) {
 func (s *CallStream) callTail() (*CallEvent, bool) {
 	switch s.tail {
 	case tailID:
-		if !s.l.id {
+		if !s.l.ID {
 			s.tail = tailClose
 			return nil, true
 		}
-		n, st := matchLoose(s.pending, mistralID)
+		n, st := matchLoose(s.pending, MistralIDHead)
 		switch st {
 		case litSoFar:
 			return nil, false
@@ -260,7 +281,7 @@ func (s *CallStream) callTail() (*CallEvent, bool) {
 		s.pending, s.tail = rest, tailClose
 		return nil, true
 	case tailClose:
-		n, st := matchLoose(s.pending, s.l.tail)
+		n, st := matchLoose(s.pending, s.l.Tail)
 		switch st {
 		case litNo:
 			return s.toContent()
@@ -274,11 +295,11 @@ func (s *CallStream) callTail() (*CallEvent, bool) {
 	if t == "" {
 		return nil, false
 	}
-	if s.l.close != "" && strings.HasPrefix(t, s.l.close) {
-		s.pending, s.phase = t[len(s.l.close):], streamEnd
+	if s.l.Close != "" && strings.HasPrefix(t, s.l.Close) {
+		s.pending, s.phase = t[len(s.l.Close):], streamEnd
 		return nil, true
 	}
-	if sep := strings.TrimSpace(s.l.sep); sep != "" {
+	if sep := strings.TrimSpace(s.l.Sep); sep != "" {
 		switch opens(t, sep) {
 		case litSoFar: // harmony's is longer than a byte
 			return nil, false
@@ -318,8 +339,8 @@ func opens(t, lit string) int {
 func matchLoose(t, lit string) (int, int) {
 	i := 0
 	for j := 0; j < len(lit); j++ {
-		if isWS(lit[j]) {
-			for i < len(t) && isWS(t[i]) {
+		if IsSpace(lit[j]) {
+			for i < len(t) && IsSpace(t[i]) {
 				i++
 			}
 			if i == len(t) {

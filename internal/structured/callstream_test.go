@@ -2,27 +2,8 @@ package structured
 
 import (
 	"math/rand/v2"
-	"strings"
 	"testing"
-
-	"github.com/genq/genq/internal/genq"
 )
-
-// joined plays a stream's events back into content and calls, as a
-// client joins deltas.
-func joined(events []CallEvent) (content string, calls []genq.ToolCallFunction) {
-	var b strings.Builder
-	for _, e := range events {
-		b.WriteString(e.Content)
-		if e.Start {
-			calls = append(calls, genq.ToolCallFunction{Name: e.Name})
-		}
-		if e.Arguments != "" {
-			calls[e.Index].Arguments += e.Arguments
-		}
-	}
-	return b.String(), calls
-}
 
 func TestCallStream(t *testing.T) {
 	twoCalls := FormatToolCall("get_weather", `{"city": "Oslo \"}\" {", "days": [1, {"a": []}]}`) + "; " + FormatToolCall("ping", `{}`)
@@ -56,7 +37,7 @@ func TestCallStream(t *testing.T) {
 					rest = rest[n:]
 				}
 				events = append(events, s.Close()...)
-				content, calls := joined(events)
+				content, calls := Join(events)
 				if tc.content != "" {
 					if content != tc.content || len(calls) > 0 || s.Calls() {
 						t.Fatalf("content %q, calls %v; want content %q", content, calls, tc.content)
@@ -81,7 +62,7 @@ func TestCallStream(t *testing.T) {
 func TestCallStreamCut(t *testing.T) {
 	s := NewCallStream(false)
 	events := append(s.Write(`{"name": "f", "parameters": {"a": [1, 2`), s.Close()...)
-	_, calls := joined(events)
+	_, calls := Join(events)
 	if len(calls) != 1 || calls[0].Name != "f" || calls[0].Arguments != `{"a": [1, 2` {
 		t.Fatalf("calls = %+v", calls)
 	}

@@ -55,7 +55,7 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 			}
 			return i
 		}
-		g, err := c.compileKeyed(key, func() (*Grammar, error) { return d.Format.compile(tools, parallel, c.ClosedObjects, indexOf) })
+		g, err := c.compileKeyed(key, func() (*Grammar, error) { return compileTools(d.Format, tools, parallel, c.ClosedObjects, indexOf) })
 		if err != nil {
 			return Constraint{}, err
 		}

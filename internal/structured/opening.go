@@ -112,7 +112,7 @@ func (o *Opening) feed(c byte) Phase {
 	default:
 		return o.phase
 	}
-	if o.held.n == 0 && isWS(c) {
+	if o.held.n == 0 && IsSpace(c) {
 		return Waiting
 	}
 	o.held.b[o.held.n] = c

@@ -120,7 +120,7 @@ func TestExactToolsUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exact, err := Llama3JSON.compileExact(tools, true, false, func(i int) int { return i })
+		exact, err := compileToolsExact(Llama3JSON, tools, true, false, func(i int) int { return i })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,10 +11,11 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// ToolFormat is how a model family writes its tool calls. Each format
-// compiles the grammar of its calls (Compile), reads them back from an
-// answer (Parse), writes a conversation's earlier calls the way the model
-// writes them (Write), and names the text that opens a call (Opener), on
+// ToolFormat is how a model family writes its tool calls. Each format lays
+// its calls out in fixed text (Layout, from which CompileTools compiles
+// their grammar), reads them back from an answer (Parse), writes a
+// conversation's earlier calls the way the model writes them (Write), and
+// names the text that opens a call (Opener), on
 // which a lazy grammar binds. The zero value is Llama3JSON, the format genq
 // knew first and falls back to.
 type ToolFormat uint8
@@ -49,32 +50,33 @@ const (
 // their openers.
 func ToolFormats() []ToolFormat { return []ToolFormat{Llama3JSON, Hermes, Mistral, Harmony} }
 
-// layout is a format's fixed text around its calls: a call is head, the
-// function's name, args, the arguments' JSON object, an optional id (Mistral)
-// and tail; calls are joined by sep, after open and before close. The
-// calls begin with opener.
-type layout struct {
-	open, head, args, tail, sep, close string
-	opener                             string
-	id                                 bool
+// Layout is a format's fixed text around its calls: a call is Head, the
+// function's name, Args, the arguments' JSON object, an optional id (Mistral)
+// and Tail; calls are joined by Sep, after Open and before Close. The
+// calls begin with Opener.
+type Layout struct {
+	Open, Head, Args, Tail, Sep, Close string
+	Opener                             string
+	ID                                 bool
 }
 
-var layouts = [...]layout{
-	Llama3JSON: {head: `{"name": "`, args: `", "parameters": `, tail: `}`, sep: "; ", opener: "{"},
-	Hermes:     {head: "<tool_call>\n{\"name\": \"", args: `", "arguments": `, tail: "}\n</tool_call>", sep: "\n", opener: "<tool_call>"},
-	Mistral: {open: "[TOOL_CALLS][", head: `{"name": "`, args: `", "arguments": `, tail: `}`, sep: ", ", close: "]", id: true,
-		opener: "[TOOL_CALLS]"},
-	Harmony: {head: harmonyCallHead, args: harmonyCallArgs, sep: harmonyCallSep, opener: harmonyCallOpener},
+var layouts = [...]Layout{
+	Llama3JSON: {Head: `{"name": "`, Args: `", "parameters": `, Tail: `}`, Sep: "; ", Opener: "{"},
+	Hermes:     {Head: "<tool_call>\n{\"name\": \"", Args: `", "arguments": `, Tail: "}\n</tool_call>", Sep: "\n", Opener: "<tool_call>"},
+	Mistral: {Open: "[TOOL_CALLS][", Head: `{"name": "`, Args: `", "arguments": `, Tail: `}`, Sep: ", ", Close: "]", ID: true,
+		Opener: "[TOOL_CALLS]"},
+	Harmony: {Head: harmonyCallHead, Args: harmonyCallArgs, Sep: harmonyCallSep, Opener: harmonyCallOpener},
 }
 
-// mistralID is the id field of a Mistral call, before its nine characters
+// MistralIDHead is the id field of a Mistral call, before its nine characters
 // and closing quote.
-const mistralID = `, "id": "`
+const MistralIDHead = `, "id": "`
 
 // MistralIDLen is the length of the call ids Mistral's templates require.
 const MistralIDLen = 9
 
-func (f ToolFormat) layout() layout {
+// Layout is f's fixed text; an unknown format has Llama3JSON's.
+func (f ToolFormat) Layout() Layout {
 	if int(f) < len(layouts) {
 		return layouts[f]
 	}
@@ -98,7 +100,7 @@ func (f ToolFormat) String() string {
 
 // Opener is the text an answer's calls begin with: the bytes on which a lazy
 // grammar binds, and by which CallStream tells the format.
-func (f ToolFormat) Opener() string { return f.layout().opener }
+func (f ToolFormat) Opener() string { return f.Layout().Opener }
 
 // PreservedTokens are the special tokens of the format whose text the
 // answer must keep, as llama.cpp's preserved_tokens: a vocabulary that has
@@ -120,24 +122,24 @@ func (f ToolFormat) PreservedTokens() []string {
 // a template that does not render calls itself. Arguments keep the client's
 // text; empty ones are {}.
 func (f ToolFormat) Write(calls []genq.ToolCall) string {
-	l := f.layout()
+	l := f.Layout()
 	var b strings.Builder
-	b.WriteString(l.open)
+	b.WriteString(l.Open)
 	for i, c := range calls {
 		if i > 0 {
-			b.WriteString(l.sep)
+			b.WriteString(l.Sep)
 		}
 		args := strings.TrimSpace(c.Function.Arguments)
 		if args == "" {
 			args = "{}"
 		}
-		b.WriteString(l.head + c.Function.Name + l.args + args)
-		if l.id {
-			b.WriteString(mistralID + f.CallID(c.ID) + `"`)
+		b.WriteString(l.Head + c.Function.Name + l.Args + args)
+		if l.ID {
+			b.WriteString(MistralIDHead + f.CallID(c.ID) + `"`)
 		}
-		b.WriteString(l.tail)
+		b.WriteString(l.Tail)
 	}
-	b.WriteString(l.close)
+	b.WriteString(l.Close)
 	return b.String()
 }
 
@@ -172,24 +174,24 @@ func isMistralID(id string) bool {
 	return true
 }
 
-// Parse reads the calls an answer made in this format, as Compile's grammar
+// Parse reads the calls an answer made in this format, as CompileTools' grammar
 // has them, with whitespace around and between the fixed texts allowed. It
 // reports false when the text is not calls (prose, when the model was free
 // to answer so); the arguments keep the model's own text. A Mistral call's
 // own id is not returned: genq names calls itself (genq.ToolCallID), so
 // that a stream can name a call before its id is written.
 func (f ToolFormat) Parse(text string) ([]genq.ToolCallFunction, bool) {
-	l := f.layout()
+	l := f.Layout()
 	rest := trimLeftWS(text)
 	var ok bool
-	if l.open != "" {
-		if rest, ok = cutLoose(rest, l.open); !ok {
+	if l.Open != "" {
+		if rest, ok = cutLoose(rest, l.Open); !ok {
 			return nil, false
 		}
 	}
 	// Between calls, the separator's text without its whitespace: ";" and
 	// "," (Hermes' newline is whitespace alone).
-	sep := strings.TrimSpace(l.sep)
+	sep := strings.TrimSpace(l.Sep)
 	var calls []genq.ToolCallFunction
 	for {
 		var call genq.ToolCallFunction
@@ -198,8 +200,8 @@ func (f ToolFormat) Parse(text string) ([]genq.ToolCallFunction, bool) {
 		}
 		calls = append(calls, call)
 		rest = trimLeftWS(rest)
-		if l.close != "" {
-			if after, ok := cutLoose(rest, l.close); ok {
+		if l.Close != "" {
+			if after, ok := cutLoose(rest, l.Close); ok {
 				rest = after
 				break
 			}
@@ -259,7 +261,7 @@ func (f ToolFormat) parseCall(text string) (genq.ToolCallFunction, string, bool)
 // matching each whitespace byte of lit (none included).
 func cutLoose(text, lit string) (string, bool) {
 	for i := 0; i < len(lit); i++ {
-		if isWS(lit[i]) {
+		if IsSpace(lit[i]) {
 			text = trimLeftWS(text)
 			continue
 		}
@@ -271,7 +273,9 @@ func cutLoose(text, lit string) (string, bool) {
 	return text, true
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// IsSpace tells JSON's whitespace, which the formats allow around their
+// fixed texts.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func trimLeftWS(s string) string { return strings.TrimLeft(s, " \t\r\n") }
 

@@ -115,7 +115,7 @@ func TestCallStreamFormats(t *testing.T) {
 					rest = rest[n:]
 				}
 				events = append(events, s.Close()...)
-				content, calls := joined(events)
+				content, calls := Join(events)
 				var reasoning string
 				for _, e := range events {
 					reasoning += e.Reasoning

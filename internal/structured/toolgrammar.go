@@ -11,9 +11,9 @@ import (
 
 // CompileToolCalls compiles the grammar of the calls an answer may make in
 // Llama3JSON: one call of one of tools, or, when parallel, one or more
-// joined by "; " (ToolFormat.Compile).
+// joined by "; " (CompileTools).
 func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
-	return Llama3JSON.Compile(tools, parallel)
+	return CompileTools(Llama3JSON, tools, parallel)
 }
 
 // document compiles one schema of several in a grammar: its "#" and $defs
@@ -62,8 +62,8 @@ func prefixed(where string, err error) error {
 	return err
 }
 
-// Compile compiles the grammar of the calls an answer may make in this
-// format: one call of one of tools, or, when parallel, one or more. Each
+// CompileTools compiles the grammar of the calls an answer may make in
+// format f: one call of one of tools, or, when parallel, one or more. Each
 // call's arguments match its tool's parameters schema; a tool without one
 // takes any object.
 //
@@ -72,26 +72,26 @@ func prefixed(where string, err error) error {
 // names the tool, so that its calls' arguments are checked once finished.
 // A strict tool's schema, or one that cannot be relaxed (not JSON, not a
 // schema), is refused.
-func (f ToolFormat) Compile(tools []genq.Tool, parallel bool) (*Grammar, error) {
-	return f.compile(tools, parallel, false, nil)
+func CompileTools(f ToolFormat, tools []genq.Tool, parallel bool) (*Grammar, error) {
+	return compileTools(f, tools, parallel, false, nil)
 }
 
 // strictTool tells a tool whose strict: true makes its parameters' schema
 // strict (Options.Strict).
 func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Function.Strict }
 
-// compile is Compile; closed closes every tool's objects, strict or not.
+// compileTools is CompileTools; closed closes every tool's objects, strict or not.
 // indexOf maps a tool's index in tools to the one errors name (its index
 // in the job's tools, of which tools may be the one tool_choice names);
 // nil keeps it.
-func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+func compileTools(f ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "no tools to call")
 	}
 	if indexOf == nil {
 		indexOf = func(i int) int { return i }
 	}
-	g, err := f.compileExact(tools, parallel, closed, indexOf)
+	g, err := compileToolsExact(f, tools, parallel, closed, indexOf)
 	if err == nil || genq.ErrorCode(err) != genq.Invalid {
 		return g, err
 	}
@@ -102,7 +102,7 @@ func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf fu
 	if len(relaxed) == 0 { // no one schema fails alone: the set does
 		return nil, err
 	}
-	g, err = f.compileExact(relaxedTools, parallel, closed, indexOf)
+	g, err = compileToolsExact(f, relaxedTools, parallel, closed, indexOf)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +110,9 @@ func (f ToolFormat) compile(tools []genq.Tool, parallel, closed bool, indexOf fu
 	return g, nil
 }
 
-// compileExact is compile, each tool's schema held to exactly.
-func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
-	l := f.layout()
+// compileToolsExact is compileTools, each tool's schema held to exactly.
+func compileToolsExact(f ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+	l := f.Layout()
 	if f == Harmony {
 		// <|call|> ends the answer: a harmony answer makes one call.
 		parallel = false
@@ -120,9 +120,9 @@ func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, index
 	c := newCompiler()
 	b := c.b
 	idRule := int32(-1)
-	if l.id {
+	if l.ID {
 		idRule = b.newRule("call id")
-		b.define(idRule, b.seq(b.lit(mistralID), b.repeat(MistralIDLen, MistralIDLen, func() frag {
+		b.define(idRule, b.seq(b.lit(MistralIDHead), b.repeat(MistralIDLen, MistralIDLen, func() frag {
 			return b.ranges('0', '9', 'A', 'Z', 'a', 'z')
 		}), b.lit(`"`)))
 	}
@@ -134,11 +134,11 @@ func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, index
 		if err != nil {
 			return nil, toolSchemaError(indexOf(i), t.Function.Name, err)
 		}
-		parts := []frag{b.lit(l.head + t.Function.Name + l.args), args}
-		if l.id {
+		parts := []frag{b.lit(l.Head + t.Function.Name + l.Args), args}
+		if l.ID {
 			parts = append(parts, b.opt(b.call(idRule)))
 		}
-		parts = append(parts, b.lit(l.tail))
+		parts = append(parts, b.lit(l.Tail))
 		calls = append(calls, b.seq(parts...))
 	}
 	one := b.newRule("tool call")
@@ -146,9 +146,9 @@ func (f ToolFormat) compileExact(tools []genq.Tool, parallel, closed bool, index
 	top := b.newRule("tool calls")
 	body := b.call(one)
 	if parallel {
-		body = b.seq(b.call(one), b.star(b.seq(b.lit(l.sep), b.call(one))))
+		body = b.seq(b.call(one), b.star(b.seq(b.lit(l.Sep), b.call(one))))
 	}
-	b.define(top, b.seq(b.lit(l.open), body, b.lit(l.close)))
+	b.define(top, b.seq(b.lit(l.Open), body, b.lit(l.Close)))
 	b.g.top = top
 	if err := b.finish(); err != nil {
 		return nil, err

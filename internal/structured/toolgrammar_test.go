@@ -209,11 +209,11 @@ func TestForJobCachesTools(t *testing.T) {
 func TestToolFormatsGrammarAndParse(t *testing.T) {
 	for _, f := range ToolFormats() {
 		t.Run(f.String(), func(t *testing.T) {
-			single, err := f.Compile(testTools, false)
+			single, err := CompileTools(f, testTools, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			parallel, err := f.Compile(testTools, true)
+			parallel, err := CompileTools(f, testTools, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestToolFormatsGrammarAndParse(t *testing.T) {
 // TestMistralIDs: a Mistral call's id is optional, and nine letters and
 // digits when written; Parse accepts calls with or without one.
 func TestMistralIDs(t *testing.T) {
-	g, err := Mistral.Compile(testTools, true)
+	g, err := CompileTools(Mistral, testTools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func checkStreamReads(t *testing.T, text string, want []genq.ToolCallFunction) {
 		rest = rest[n:]
 	}
 	events = append(events, s.Close()...)
-	content, calls := joined(events)
+	content, calls := Join(events)
 	if content != "" || len(calls) != len(want) {
 		t.Fatalf("the stream reads %q as content %q, calls %+v; want %+v", text, content, calls, want)
 	}
@@ -509,7 +509,7 @@ func TestHarmonyDialect(t *testing.T) {
 			t.Errorf("%s is not preserved", tok)
 		}
 	}
-	g, err := Harmony.Compile(testTools, true)
+	g, err := CompileTools(Harmony, testTools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
