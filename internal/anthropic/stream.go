@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // Event is one server-sent event of a streamed message: its type names the
@@ -19,13 +19,13 @@ func (e Event) Type() string { s, _ := e["type"].(string); return s }
 // reasons, a thinking block whose thinking grows by thinking_delta and
 // that ends with its signature_delta; then a text block whose text
 // grows by text_delta, or for a job that offers tools the calls it makes,
-// read with structured.CallStream, each a tool_use block whose input grows
+// read with toolcall.CallStream, each a tool_use block whose input grows
 // by input_json_delta), each closed by content_block_stop; at the end
 // message_delta with the stop reason and the counts, and message_stop.
 type Events struct {
 	a      Answer
-	calls  *structured.CallStream // nil: the answer is text
-	prompt *genq.Usage            // the prompt's counts, once known
+	calls  *toolcall.CallStream // nil: the answer is text
+	prompt *genq.Usage          // the prompt's counts, once known
 	opened bool
 	index  int  // the open block's index; -1 before the first
 	isCall bool // the open block is a tool_use
@@ -40,7 +40,7 @@ type Events struct {
 func NewEvents(a Answer, job genq.Job) *Events {
 	e := &Events{a: a, index: -1}
 	if mode := job.ToolMode(); mode != "" {
-		e.calls = structured.NewCallStream(mode == genq.ToolChoiceAuto)
+		e.calls = toolcall.NewCallStream(mode == genq.ToolChoiceAuto)
 	}
 	return e
 }
@@ -160,7 +160,7 @@ func (e *Events) text(out []Event, text string) []Event {
 // call's start as a tool_use block, its arguments as input deltas. A
 // reasoning block before the calls makes none, as the message holds only
 // the calls.
-func (e *Events) event(out []Event, ev structured.CallEvent) []Event {
+func (e *Events) event(out []Event, ev toolcall.CallEvent) []Event {
 	out = e.text(out, ev.Content)
 	if ev.Start {
 		if e.answered {

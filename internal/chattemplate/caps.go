@@ -6,7 +6,7 @@ import (
 	"github.com/ardanlabs/jinja"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // caps is what a template can render, found as llama.cpp finds it
@@ -139,14 +139,14 @@ func probeMidSystem(t *Template) bool {
 // calls in, by rendering one and looking for each format's writing of it,
 // and whether the template knows the <think> tag. The conversation's turns
 // alternate, as Mistral's templates insist.
-func probeDialect(t *Template) (structured.Dialect, bool) {
+func probeDialect(t *Template) (toolcall.Dialect, bool) {
 	if isHarmony(t.src) {
 		// Its calls' headers vary (the recipient before the channel or
 		// after it), and the model's answers are channels whatever a
 		// probe finds: the source tells.
-		return structured.Dialect{Format: structured.Harmony}, true
+		return toolcall.Dialect{Format: toolcall.Harmony}, true
 	}
-	d := structured.Dialect{Reasoning: strings.Contains(t.src, structured.ThinkOpen)}
+	d := toolcall.Dialect{Reasoning: strings.Contains(t.src, toolcall.ThinkOpen)}
 	call := genq.ToolCall{ID: "a1B2c3D4e", Type: "function", Function: genq.ToolCallFunction{Name: "probe_fn", Arguments: `{"probe_arg": 1}`}}
 	msgs := []genq.Message{
 		{Role: genq.RoleUser, Content: "Call it."},
@@ -161,7 +161,7 @@ func probeDialect(t *Template) (structured.Dialect, bool) {
 	if err != nil {
 		return d, false
 	}
-	for _, f := range []structured.ToolFormat{structured.Mistral, structured.Hermes, structured.Llama3JSON} {
+	for _, f := range []toolcall.ToolFormat{toolcall.Mistral, toolcall.Hermes, toolcall.Llama3JSON} {
 		if strings.Contains(out, f.Write([]genq.ToolCall{call})) {
 			d.Format = f
 			return d, true
@@ -174,7 +174,7 @@ func probeDialect(t *Template) (structured.Dialect, bool) {
 // (gpt-oss's): channels, and an assistant's turn opened by
 // <|start|>assistant, as llama.cpp tells it (common_chat_templates_apply).
 func isHarmony(src string) bool {
-	return strings.Contains(src, structured.HarmonyChannel) && strings.Contains(src, structured.HarmonyAssistant)
+	return strings.Contains(src, toolcall.HarmonyChannel) && strings.Contains(src, toolcall.HarmonyAssistant)
 }
 
 // probeIPython finds the role Llama 3.1's tool results take in a template

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/tinygguf"
 )
 
@@ -20,7 +20,7 @@ func TestHarmonyTemplates(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if d := tmpl.Dialect(); d.Format != structured.Harmony || !d.Channels() || !tmpl.RendersTools() || !tmpl.ReadsReasoning() {
+		if d := tmpl.Dialect(); d.Format != toolcall.Harmony || !d.Channels() || !tmpl.RendersTools() || !tmpl.ReadsReasoning() {
 			t.Errorf("%s: dialect %s, renders tools %v, reads reasoning %v", name, d, tmpl.RendersTools(), tmpl.ReadsReasoning())
 		}
 		call := genq.ToolCall{ID: "call_1", Type: "function", Function: genq.ToolCallFunction{Name: "get_weather", Arguments: `{"city":"Oslo"}`}}
@@ -39,7 +39,7 @@ func TestHarmonyTemplates(t *testing.T) {
 				t.Errorf("%s: the prompt lacks %q:\n%s", name, want, out)
 			}
 		}
-		if !strings.HasSuffix(out, structured.HarmonyAssistant) {
+		if !strings.HasSuffix(out, toolcall.HarmonyAssistant) {
 			t.Errorf("%s: the prompt ends %q", name, out[max(0, len(out)-40):])
 		}
 		if name != "genq" {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // Meta's guidance for custom tools, as the Llama 3.1 template writes it
@@ -20,7 +20,7 @@ const llama31ToolGuidance = "Given the following functions, please respond with 
 // model, for a template that does not render tools itself (Meta's Llama 3
 // template, the tiny test models'): the tools' definitions (JSON, indented
 // by four) after Meta's guidance, in the first user message; an assistant's
-// earlier calls as the model writes them (structured.Llama3JSON); a tool's
+// earlier calls as the model writes them (toolcall.Llama3JSON); a tool's
 // result as a turn of role ipython (Meta's; "user" for a template that has
 // no such role). Each message's content is trimmed, as Meta's template
 // trims it. A chat with tools and no user message gets the definitions in
@@ -47,7 +47,7 @@ func llama31Messages(msgs []genq.Message, tools []genq.Tool, ipython string) ([]
 		case m.Role == genq.RoleTool:
 			role = ipython
 		case m.Role == genq.RoleAssistant && len(m.ToolCalls) > 0:
-			content = structured.Llama3JSON.Write(m.ToolCalls)
+			content = toolcall.Llama3JSON.Write(m.ToolCalls)
 		case m.Role == genq.RoleUser && preamble != "":
 			content, preamble = preamble+content, ""
 		}

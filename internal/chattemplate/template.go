@@ -19,7 +19,7 @@ import (
 	"github.com/ardanlabs/jinja"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // SpecialTokens are what the model's vocabulary tells a template: the texts
@@ -39,7 +39,7 @@ type Template struct {
 	tmpl    *jinja.Template
 	special SpecialTokens
 	caps    caps
-	dialect structured.Dialect
+	dialect toolcall.Dialect
 	// known is set when the template writes earlier calls in one of
 	// genq's formats (dialect.Format): only then does it render tools.
 	known bool
@@ -110,13 +110,13 @@ func (t *Template) RendersTools() bool {
 // ToolFormat is the format the model writes its calls in: the template's
 // own, when it renders tools, else Llama3JSON, which Render then teaches
 // the model.
-func (t *Template) ToolFormat() structured.ToolFormat { return t.Dialect().Format }
+func (t *Template) ToolFormat() toolcall.ToolFormat { return t.Dialect().Format }
 
 // Dialect is how the model answers with calls: ToolFormat, and whether an
 // answer may open with a <think> block (the template knows the tag).
-func (t *Template) Dialect() structured.Dialect {
+func (t *Template) Dialect() toolcall.Dialect {
 	if !t.RendersTools() && !t.dialect.Channels() {
-		return structured.Dialect{Format: structured.Llama3JSON, Reasoning: t.dialect.Reasoning}
+		return toolcall.Dialect{Format: toolcall.Llama3JSON, Reasoning: t.dialect.Reasoning}
 	}
 	return t.dialect
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/tinygguf"
 )
 
@@ -38,7 +38,7 @@ func TestLlama31Way(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tmpl.RendersTools() || tmpl.ToolFormat() != structured.Llama3JSON || tmpl.Dialect().Reasoning {
+	if tmpl.RendersTools() || tmpl.ToolFormat() != toolcall.Llama3JSON || tmpl.Dialect().Reasoning {
 		t.Fatalf("RendersTools %v, dialect %s; want the Llama 3.1 way, llama3-json", tmpl.RendersTools(), tmpl.Dialect())
 	}
 	const toolJSON = `{
@@ -129,15 +129,15 @@ func TestLlama31Way(t *testing.T) {
 // TestDialects: the format each family's template writes calls in, found
 // by rendering one, and whether its answers may open with a <think> block.
 func TestDialects(t *testing.T) {
-	for name, want := range map[string]structured.Dialect{
-		"meta-llama-Llama-3.1-8B-Instruct":            {Format: structured.Llama3JSON},
-		"meta-llama-Llama-3.3-70B-Instruct":           {Format: structured.Llama3JSON},
-		"Qwen-Qwen2.5-7B-Instruct":                    {Format: structured.Hermes},
-		"Qwen-Qwen3-0.6B":                             {Format: structured.Hermes, Reasoning: true},
-		"Qwen-QwQ-32B":                                {Format: structured.Hermes, Reasoning: true},
-		"NousResearch-Hermes-3-Llama-3.1-8B-tool_use": {Format: structured.Hermes},
-		"mistralai-Mistral-Nemo-Instruct-2407":        {Format: structured.Mistral},
-		"openai-gpt-oss-120b":                         {Format: structured.Harmony},
+	for name, want := range map[string]toolcall.Dialect{
+		"meta-llama-Llama-3.1-8B-Instruct":            {Format: toolcall.Llama3JSON},
+		"meta-llama-Llama-3.3-70B-Instruct":           {Format: toolcall.Llama3JSON},
+		"Qwen-Qwen2.5-7B-Instruct":                    {Format: toolcall.Hermes},
+		"Qwen-Qwen3-0.6B":                             {Format: toolcall.Hermes, Reasoning: true},
+		"Qwen-QwQ-32B":                                {Format: toolcall.Hermes, Reasoning: true},
+		"NousResearch-Hermes-3-Llama-3.1-8B-tool_use": {Format: toolcall.Hermes},
+		"mistralai-Mistral-Nemo-Instruct-2407":        {Format: toolcall.Mistral},
+		"openai-gpt-oss-120b":                         {Format: toolcall.Harmony},
 	} {
 		tmpl, err := New(readTemplate(t, name), llama3Special)
 		if err != nil {
@@ -153,7 +153,7 @@ func TestDialects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if coder.RendersTools() || coder.ToolFormat() != structured.Llama3JSON {
+	if coder.RendersTools() || coder.ToolFormat() != toolcall.Llama3JSON {
 		t.Errorf("Qwen3-Coder: RendersTools %v, format %s", coder.RendersTools(), coder.ToolFormat())
 	}
 }
@@ -176,7 +176,7 @@ func TestMistralIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := structured.Mistral.CallID(id)
+	short := toolcall.Mistral.CallID(id)
 	if !strings.Contains(got, `"id": "`+short+`"}]`) || !strings.Contains(got, `"call_id": "`+short+`"}`) {
 		t.Errorf("the call and its result do not carry %s:\n%s", short, got)
 	}

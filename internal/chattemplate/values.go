@@ -11,7 +11,7 @@ import (
 	"github.com/ardanlabs/jinja"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // messageValues is the conversation as llama.cpp gives it to a template
@@ -85,8 +85,8 @@ func (t *Template) messageValues(msgs []genq.Message) ([]jinja.Value, error) {
 }
 
 // callID is the id a template sees for a call: a Mistral template's
-// must be nine letters and digits (structured.ToolFormat.CallID).
-func (t *Template) callID(f structured.ToolFormat, id string) string {
+// must be nine letters and digits (toolcall.ToolFormat.CallID).
+func (t *Template) callID(f toolcall.ToolFormat, id string) string {
 	if t.known {
 		return f.CallID(id)
 	}

@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // harmonySyntax reports whether text holds a harmony special token's text.
 func harmonySyntax(text string) bool {
-	for _, tok := range append(structured.HarmonyTokens(), structured.HarmonyCall, structured.HarmonyReturn) {
+	for _, tok := range append(toolcall.HarmonyTokens(), toolcall.HarmonyCall, toolcall.HarmonyReturn) {
 		if strings.Contains(text, tok) {
 			return true
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -239,24 +239,24 @@ type toolFunctionDelta struct {
 }
 
 // ChatChunks builds the chunks of one streamed chat. A choice whose job
-// offers tools is read as it comes (structured.CallStream), and the calls
+// offers tools is read as it comes (toolcall.CallStream), and the calls
 // it makes go out as delta.tool_calls.
 type ChatChunks struct {
 	Stream
 	jobIDs []string
-	calls  []*structured.CallStream // by choice; nil for a choice without tools
-	held   [][]genq.TokenLogprob    // by choice: of pieces that gave no chunk yet
+	calls  []*toolcall.CallStream // by choice; nil for a choice without tools
+	held   [][]genq.TokenLogprob  // by choice: of pieces that gave no chunk yet
 }
 
 // NewChatChunks builds the chunks of a chat streamed by jobs, a job per
 // choice.
 func NewChatChunks(s Stream, jobs []genq.Job) *ChatChunks {
-	c := &ChatChunks{Stream: s, jobIDs: make([]string, len(jobs)), calls: make([]*structured.CallStream, len(jobs)),
+	c := &ChatChunks{Stream: s, jobIDs: make([]string, len(jobs)), calls: make([]*toolcall.CallStream, len(jobs)),
 		held: make([][]genq.TokenLogprob, len(jobs))}
 	for i, j := range jobs {
 		c.jobIDs[i] = j.ID
 		if mode := j.ToolMode(); mode != "" {
-			c.calls[i] = structured.NewCallStream(mode == genq.ToolChoiceAuto)
+			c.calls[i] = toolcall.NewCallStream(mode == genq.ToolChoiceAuto)
 		}
 	}
 	return c
@@ -299,7 +299,7 @@ func (s *ChatChunks) Finish(index int, reason string, first bool) any {
 // delta is the chat delta of a choice's call events. A reasoning block
 // before the calls goes out in no delta, as the final message, whose content
 // is null when it made calls, holds none.
-func (s *ChatChunks) delta(index int, events []structured.CallEvent) chatDelta {
+func (s *ChatChunks) delta(index int, events []toolcall.CallEvent) chatDelta {
 	var d chatDelta
 	for _, e := range events {
 		d.Content += e.Content

@@ -4,17 +4,17 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // ResponseEvents builds the events of one streamed response as its text
 // comes: the response opened, then its output items, a message whose text
 // grows by deltas or, for a job that offers tools, the calls it makes
-// (read with structured.CallStream), whose arguments grow by deltas; at
+// (read with toolcall.CallStream), whose arguments grow by deltas; at
 // the end each item done and the whole response.
 type ResponseEvents struct {
 	s      ResponseStream
-	calls  *structured.CallStream // nil: the answer is a message
+	calls  *toolcall.CallStream // nil: the answer is a message
 	opened bool
 	items  []*streamedItem
 }
@@ -33,7 +33,7 @@ type streamedItem struct {
 func NewResponseEvents(s ResponseStream, job genq.Job) *ResponseEvents {
 	e := &ResponseEvents{s: s}
 	if mode := job.ToolMode(); mode != "" {
-		e.calls = structured.NewCallStream(mode == genq.ToolChoiceAuto)
+		e.calls = toolcall.NewCallStream(mode == genq.ToolChoiceAuto)
 	}
 	return e
 }
@@ -181,7 +181,7 @@ func (e *ResponseEvents) content(out []ResponseEvent, text string) []ResponseEve
 
 // event adds the events of what a CallStream read; a reasoning block before
 // the calls makes none, as the final response's output holds only the calls.
-func (e *ResponseEvents) event(out []ResponseEvent, ev structured.CallEvent) []ResponseEvent {
+func (e *ResponseEvents) event(out []ResponseEvent, ev toolcall.CallEvent) []ResponseEvent {
 	out = e.content(out, ev.Content)
 	if ev.Start {
 		out = e.endReasoning(out, "completed")

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // The api does not know which model answers: a streamed answer's calls, in
@@ -19,9 +19,9 @@ func TestStreamedCallsEveryFormat(t *testing.T) {
 		{ID: "a1B2c3D4e", Function: genq.ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Oslo \"}\" {", "days": [1, {"a": []}]}`}},
 		{ID: "f5G6h7I8j", Function: genq.ToolCallFunction{Name: "ping", Arguments: `{}`}},
 	}
-	for _, f := range structured.ToolFormats() {
+	for _, f := range toolcall.ToolFormats() {
 		for _, reasoning := range []bool{false, true} {
-			d := structured.Dialect{Format: f, Reasoning: reasoning}
+			d := toolcall.Dialect{Format: f, Reasoning: reasoning}
 			text := f.Write(calls)
 			if reasoning {
 				text = "<think>\nThe user wants two things.\n</think>\n\n" + text

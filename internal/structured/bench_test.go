@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // benchVocab is Llama 3's vocabulary when scripts/fetch-vocab.sh has
@@ -218,13 +219,13 @@ func BenchmarkOpeningMask(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		job  genq.Job
-		d    Dialect
+		d    toolcall.Dialect
 	}{
-		{"llama3-json lazy", job, Dialect{Format: Llama3JSON}},
-		{"hermes lazy", job, Dialect{Format: Hermes}},
-		{"hermes+think lazy", job, Dialect{Format: Hermes, Reasoning: true}},
-		{"hermes+think required", required, Dialect{Format: Hermes, Reasoning: true}},
-		{"mistral lazy", job, Dialect{Format: Mistral}},
+		{"llama3-json lazy", job, toolcall.Dialect{Format: toolcall.Llama3JSON}},
+		{"hermes lazy", job, toolcall.Dialect{Format: toolcall.Hermes}},
+		{"hermes+think lazy", job, toolcall.Dialect{Format: toolcall.Hermes, Reasoning: true}},
+		{"hermes+think required", required, toolcall.Dialect{Format: toolcall.Hermes, Reasoning: true}},
+		{"mistral lazy", job, toolcall.Dialect{Format: toolcall.Mistral}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c, err := NewCache(1).ForJobIn(tc.job, tc.d)

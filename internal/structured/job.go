@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // Constraint is what decoding holds a job's answer to.
@@ -22,7 +23,7 @@ type Constraint struct {
 	// calls to parse (Dialect.Parse) rather than content.
 	ToolCalls bool
 	// Dialect is the model's way of writing calls, for a tool constraint.
-	Dialect Dialect
+	Dialect toolcall.Dialect
 }
 
 // LazyTrigger is the byte that opens a Llama3JSON call, on which a lazy
@@ -35,11 +36,11 @@ const LazyTrigger = '{'
 // keyword genq cannot enforce, a $ref to nowhere, a schema nothing
 // satisfies. Calls are held to Llama3JSON; ForJobIn takes the model's
 // dialect.
-func (c *Cache) ForJob(j genq.Job) (Constraint, error) { return c.ForJobIn(j, Dialect{}) }
+func (c *Cache) ForJob(j genq.Job) (Constraint, error) { return c.ForJobIn(j, toolcall.Dialect{}) }
 
 // ForJobIn is ForJob for a model whose calls are written in dialect d
 // (chattemplate.Template.Dialect).
-func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
+func (c *Cache) ForJobIn(j genq.Job, d toolcall.Dialect) (Constraint, error) {
 	if mode := j.ToolMode(); mode != "" {
 		parallel := j.Parallel() && (j.ToolChoice == nil || j.ToolChoice.Function == "")
 		tools := j.OfferedTools()
@@ -86,7 +87,7 @@ func (c *Cache) ForJobIn(j genq.Job, d Dialect) (Constraint, error) {
 // toolsKey hashes what shapes a tool grammar: the tools' names and
 // parameters, whether calls may repeat, and the format they are written in.
 // Descriptions do not change it.
-func toolsKey(tools []genq.Tool, parallel bool, f ToolFormat, closed bool) ([sha256.Size]byte, error) {
+func toolsKey(tools []genq.Tool, parallel bool, f toolcall.ToolFormat, closed bool) ([sha256.Size]byte, error) {
 	type shape struct {
 		Name       string          `json:"n"`
 		Parameters json.RawMessage `json:"p,omitempty"`
@@ -98,9 +99,9 @@ func toolsKey(tools []genq.Tool, parallel bool, f ToolFormat, closed bool) ([sha
 		shapes[i] = shape{t.Function.Name, t.Function.Parameters, closed || strictTool(t), strictTool(t)}
 	}
 	b, err := json.Marshal(struct {
-		Tools    []shape    `json:"t"`
-		Parallel bool       `json:"par"`
-		Format   ToolFormat `json:"f,omitempty"`
+		Tools    []shape             `json:"t"`
+		Parallel bool                `json:"par"`
+		Format   toolcall.ToolFormat `json:"f,omitempty"`
 	}{shapes, parallel, f})
 	if err != nil {
 		return [sha256.Size]byte{}, genq.WrapError(genq.Invalid, err, "tools: a parameters schema is not JSON")

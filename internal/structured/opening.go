@@ -1,5 +1,7 @@
 package structured
 
+import "github.com/genq/genq/internal/structured/toolcall"
+
 // Phase is where a tool-calling answer stands before its grammar binds.
 type Phase uint8
 
@@ -97,12 +99,12 @@ func (o *Opening) feed(c byte) Phase {
 	switch o.phase {
 	case Thinking:
 		switch {
-		case c == ThinkClose[o.closed]:
+		case c == toolcall.ThinkClose[o.closed]:
 			o.closed++
-			if o.closed == len(ThinkClose) {
+			if o.closed == len(toolcall.ThinkClose) {
 				o.phase, o.closed = Waiting, 0
 			}
-		case c == ThinkClose[0]:
+		case c == toolcall.ThinkClose[0]:
 			o.closed = 1
 		default:
 			o.closed = 0
@@ -112,16 +114,16 @@ func (o *Opening) feed(c byte) Phase {
 	default:
 		return o.phase
 	}
-	if o.held.n == 0 && IsSpace(c) {
+	if o.held.n == 0 && toolcall.IsSpace(c) {
 		return Waiting
 	}
 	o.held.b[o.held.n] = c
 	o.held.n++
 	h := o.held.bytes()
-	think := o.reasoning && hasBytePrefix(ThinkOpen, h)
+	think := o.reasoning && hasBytePrefix(toolcall.ThinkOpen, h)
 	call := hasBytePrefix(o.opener, h)
 	switch {
-	case think && len(h) == len(ThinkOpen):
+	case think && len(h) == len(toolcall.ThinkOpen):
 		o.phase, o.reasoning, o.held.n = Thinking, false, 0
 	case call && len(h) == len(o.opener):
 		o.phase, o.reasoning = Calls, false

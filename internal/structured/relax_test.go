@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // Two schemas in the shapes of Claude Code's tools' that genq cannot
@@ -81,12 +82,12 @@ func TestRelaxedToolSchemas(t *testing.T) {
 				t.Errorf("the schema kept is %s, not the client's", r.Schema)
 			}
 			for _, a := range tc.accepts {
-				if !matches(g, FormatToolCall("f", a)) {
+				if !matches(g, toolcall.FormatToolCall("f", a)) {
 					t.Errorf("refuses %.80s", a)
 				}
 			}
 			for _, a := range tc.refuses {
-				if matches(g, FormatToolCall("f", a)) {
+				if matches(g, toolcall.FormatToolCall("f", a)) {
 					t.Errorf("accepts %.80s", a)
 				}
 			}
@@ -103,7 +104,7 @@ func TestRelaxedToolSchemas(t *testing.T) {
 					t.Errorf("Check's error tells the arguments: %v", err)
 				}
 			}
-			if !matches(g, FormatToolCall("ok", `{"q": "x"}`)) {
+			if !matches(g, toolcall.FormatToolCall("ok", `{"q": "x"}`)) {
 				t.Errorf("the exact tool's call is refused")
 			}
 		})
@@ -120,7 +121,7 @@ func TestExactToolsUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exact, err := compileToolsExact(Llama3JSON, tools, true, false, func(i int) int { return i })
+		exact, err := compileToolsExact(toolcall.Llama3JSON, tools, true, false, func(i int) int { return i })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,13 +7,14 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // CompileToolCalls compiles the grammar of the calls an answer may make in
 // Llama3JSON: one call of one of tools, or, when parallel, one or more
 // joined by "; " (CompileTools).
 func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
-	return CompileTools(Llama3JSON, tools, parallel)
+	return CompileTools(toolcall.Llama3JSON, tools, parallel)
 }
 
 // document compiles one schema of several in a grammar: its "#" and $defs
@@ -72,7 +73,7 @@ func prefixed(where string, err error) error {
 // names the tool, so that its calls' arguments are checked once finished.
 // A strict tool's schema, or one that cannot be relaxed (not JSON, not a
 // schema), is refused.
-func CompileTools(f ToolFormat, tools []genq.Tool, parallel bool) (*Grammar, error) {
+func CompileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel bool) (*Grammar, error) {
 	return compileTools(f, tools, parallel, false, nil)
 }
 
@@ -84,7 +85,7 @@ func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Functi
 // indexOf maps a tool's index in tools to the one errors name (its index
 // in the job's tools, of which tools may be the one tool_choice names);
 // nil keeps it.
-func compileTools(f ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+func compileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "no tools to call")
 	}
@@ -111,9 +112,9 @@ func compileTools(f ToolFormat, tools []genq.Tool, parallel, closed bool, indexO
 }
 
 // compileToolsExact is compileTools, each tool's schema held to exactly.
-func compileToolsExact(f ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
 	l := f.Layout()
-	if f == Harmony {
+	if f == toolcall.Harmony {
 		// <|call|> ends the answer: a harmony answer makes one call.
 		parallel = false
 	}
@@ -122,7 +123,7 @@ func compileToolsExact(f ToolFormat, tools []genq.Tool, parallel, closed bool, i
 	idRule := int32(-1)
 	if l.ID {
 		idRule = b.newRule("call id")
-		b.define(idRule, b.seq(b.lit(MistralIDHead), b.repeat(MistralIDLen, MistralIDLen, func() frag {
+		b.define(idRule, b.seq(b.lit(toolcall.MistralIDHead), b.repeat(toolcall.MistralIDLen, toolcall.MistralIDLen, func() frag {
 			return b.ranges('0', '9', 'A', 'Z', 'a', 'z')
 		}), b.lit(`"`)))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 func tool(name, params string) genq.Tool {
@@ -34,9 +35,9 @@ func TestToolCallGrammar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weather := FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
-	tree := FormatToolCall("tree", `{"kids": [{"kids": []}]}`)
-	ping := FormatToolCall("ping", `{}`)
+	weather := toolcall.FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
+	tree := toolcall.FormatToolCall("tree", `{"kids": [{"kids": []}]}`)
+	ping := toolcall.FormatToolCall("ping", `{}`)
 	for _, tc := range []struct {
 		text             string
 		single, parallel bool
@@ -44,13 +45,13 @@ func TestToolCallGrammar(t *testing.T) {
 		{weather, true, true},
 		{tree, true, true},
 		{ping, true, true},
-		{FormatToolCall("pong", `{ }`), true, true},
-		{FormatToolCall("ping", `{"any": [1, 2]}`), false, false}, // an argument to a function that takes none
-		{FormatToolCall("pong", `{"a": 1}`), false, false},
+		{toolcall.FormatToolCall("pong", `{ }`), true, true},
+		{toolcall.FormatToolCall("ping", `{"any": [1, 2]}`), false, false}, // an argument to a function that takes none
+		{toolcall.FormatToolCall("pong", `{"a": 1}`), false, false},
 		{weather + "; " + tree, false, true},
-		{FormatToolCall("get_weather", `{"city": "Oslo"}`), false, false},              // unit missing
-		{FormatToolCall("get_weather", `{"city": "Oslo", "unit": "k"}`), false, false}, // not in the enum
-		{FormatToolCall("nope", `{}`), false, false},
+		{toolcall.FormatToolCall("get_weather", `{"city": "Oslo"}`), false, false},              // unit missing
+		{toolcall.FormatToolCall("get_weather", `{"city": "Oslo", "unit": "k"}`), false, false}, // not in the enum
+		{toolcall.FormatToolCall("nope", `{}`), false, false},
 		{`{"name": "get_weather"}`, false, false},
 		{"Hello", false, false},
 		{weather + "; ", false, false},
@@ -86,8 +87,8 @@ func TestForJob(t *testing.T) {
 	chat := []genq.Message{{Role: "user", Content: "hi"}}
 	choice := func(mode, fn string) *genq.ToolChoice { return &genq.ToolChoice{Mode: mode, Function: fn} }
 	no := false
-	weather := FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
-	twoCalls := weather + "; " + FormatToolCall("ping", `{}`)
+	weather := toolcall.FormatToolCall("get_weather", `{"city": "Oslo", "unit": "c"}`)
+	twoCalls := weather + "; " + toolcall.FormatToolCall("ping", `{}`)
 	for _, tc := range []struct {
 		name       string
 		job        genq.Job
@@ -110,7 +111,7 @@ func TestForJob(t *testing.T) {
 		{name: "required, one at a time", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("required", ""), ParallelToolCalls: &no}},
 			accepts: []string{weather}, refuses: []string{twoCalls}},
 		{name: "named", job: genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: testTools, ToolChoice: choice("", "ping")}},
-			accepts: []string{FormatToolCall("ping", `{}`)}, refuses: []string{weather, twoCalls}},
+			accepts: []string{toolcall.FormatToolCall("ping", `{}`)}, refuses: []string{weather, twoCalls}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := NewCache(8).ForJob(tc.job)
@@ -156,7 +157,7 @@ func TestStrictClosesObjects(t *testing.T) {
 		t.Function.Strict = strict
 		return genq.Job{TextRequest: genq.TextRequest{Messages: chat, Tools: []genq.Tool{t}, ToolChoice: &genq.ToolChoice{Mode: "required"}}}
 	}
-	extra := map[bool]string{false: `{"a":1,"b":2}`, true: FormatToolCall("f", `{"a":1,"b":2}`)}
+	extra := map[bool]string{false: `{"a":1,"b":2}`, true: toolcall.FormatToolCall("f", `{"a":1,"b":2}`)}
 	cache := NewCache(8)
 	closedCache := NewCache(8)
 	closedCache.ClosedObjects = true
@@ -207,7 +208,7 @@ func TestForJobCachesTools(t *testing.T) {
 // writes and Parse reads it back, one call or several; and refuses what is
 // not its calls.
 func TestToolFormatsGrammarAndParse(t *testing.T) {
-	for _, f := range ToolFormats() {
+	for _, f := range toolcall.ToolFormats() {
 		t.Run(f.String(), func(t *testing.T) {
 			single, err := CompileTools(f, testTools, false)
 			if err != nil {
@@ -235,7 +236,7 @@ func TestToolFormatsGrammarAndParse(t *testing.T) {
 					t.Errorf("single grammar on %s: %v, want %v", text, got, tc.single)
 				}
 				// A harmony answer makes one call: <|call|> ends it.
-				if got, want := matches(parallel, text), tc.parallel && (f != Harmony || len(tc.calls) == 1); got != want {
+				if got, want := matches(parallel, text), tc.parallel && (f != toolcall.Harmony || len(tc.calls) == 1); got != want {
 					t.Errorf("parallel grammar on %s: %v, want %v", text, got, want)
 				}
 				got, ok := f.Parse("\n " + text + "\n")
@@ -263,7 +264,7 @@ func TestToolFormatsGrammarAndParse(t *testing.T) {
 // TestMistralIDs: a Mistral call's id is optional, and nine letters and
 // digits when written; Parse accepts calls with or without one.
 func TestMistralIDs(t *testing.T) {
-	g, err := CompileTools(Mistral, testTools, true)
+	g, err := CompileTools(toolcall.Mistral, testTools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestMistralIDs(t *testing.T) {
 		if got := matches(g, text); got != want {
 			t.Errorf("grammar on %s: %v, want %v", text, got, want)
 		}
-		if calls, ok := Mistral.Parse(text); ok != (want || strings.Contains(text, `"id"`)) || (ok && calls[0].Name != "ping") {
+		if calls, ok := toolcall.Mistral.Parse(text); ok != (want || strings.Contains(text, `"id"`)) || (ok && calls[0].Name != "ping") {
 			t.Errorf("Parse(%s) = %v, %v", text, calls, ok)
 		}
 	}
@@ -310,7 +311,7 @@ func TestOpeningWalks(t *testing.T) {
 	toks, eos := openingVocab()
 	v := NewVocab(toks, []int32{eos})
 	cache := NewCache(8)
-	for _, d := range []Dialect{{Llama3JSON, false}, {Hermes, false}, {Hermes, true}, {Mistral, false}, {Llama3JSON, true}, {Harmony, false}} {
+	for _, d := range []toolcall.Dialect{{Format: toolcall.Llama3JSON, Reasoning: false}, {Format: toolcall.Hermes, Reasoning: false}, {Format: toolcall.Hermes, Reasoning: true}, {Format: toolcall.Mistral, Reasoning: false}, {Format: toolcall.Llama3JSON, Reasoning: true}, {Format: toolcall.Harmony, Reasoning: false}} {
 		for _, lazy := range []bool{true, false} {
 			if !lazy && !d.Reasoning {
 				continue // bound from the first byte: no Opening
@@ -419,7 +420,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 		ph, callBytes := o.Feed(toks[id])
 		out = append(out, toks[id]...)
 		if ph == Calls && !m.Advance(callBytes) {
-			if o.Phase() == Calls && strings.Contains(string(toks[id]), ThinkClose) {
+			if o.Phase() == Calls && strings.Contains(string(toks[id]), toolcall.ThinkClose) {
 				return // a token that closed the reasoning and went on, unmasked: the documented limit
 			}
 			t.Fatalf("the opening began the calls with %q (after %q), which the grammar refuses", callBytes, out)
@@ -472,16 +473,16 @@ func checkOpeningMask(t *testing.T, o *Opening, start *Matcher, mask []uint64, t
 // calls.
 func checkStreamReads(t *testing.T, text string, want []genq.ToolCallFunction) {
 	t.Helper()
-	s := NewCallStream(true)
+	s := toolcall.NewCallStream(true)
 	rng := rand.New(rand.NewPCG(uint64(len(text)), 1))
-	var events []CallEvent
+	var events []toolcall.CallEvent
 	for rest := text; rest != ""; {
 		n := min(len(rest), 1+rng.IntN(5))
 		events = append(events, s.Write(rest[:n])...)
 		rest = rest[n:]
 	}
 	events = append(events, s.Close()...)
-	content, calls := Join(events)
+	content, calls := toolcall.Join(events)
 	if content != "" || len(calls) != len(want) {
 		t.Fatalf("the stream reads %q as content %q, calls %+v; want %+v", text, content, calls, want)
 	}
@@ -492,29 +493,36 @@ func checkStreamReads(t *testing.T, text string, want []genq.ToolCallFunction) {
 	}
 }
 
+// The calls the harmony grammar is tried on; toolcall's tests write the
+// same calls, but test files do not cross packages.
+var (
+	weatherCall = genq.ToolCall{ID: "a1B2c3D4e", Type: "function", Function: genq.ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Oslo \"}\" {", "unit": "c"}`}}
+	pingCall    = genq.ToolCall{ID: "call_0123456789abcdef_1", Type: "function", Function: genq.ToolCallFunction{Name: "ping", Arguments: `{}`}}
+)
+
 // TestHarmonyDialect: a harmony dialect reasons on channels, keeps the
 // text of the headers' tokens, and makes one call per answer whatever
 // parallel_tool_calls says.
 func TestHarmonyDialect(t *testing.T) {
-	d := Dialect{Format: Harmony}
-	if !d.Channels() || (Dialect{Format: Hermes, Reasoning: true}).Channels() {
+	d := toolcall.Dialect{Format: toolcall.Harmony}
+	if !d.Channels() || (toolcall.Dialect{Format: toolcall.Hermes, Reasoning: true}).Channels() {
 		t.Error("Channels: want harmony's alone")
 	}
 	kept := map[string]bool{}
 	for _, tok := range d.PreservedTokens() {
 		kept[tok] = true
 	}
-	for _, tok := range HarmonyTokens() {
+	for _, tok := range toolcall.HarmonyTokens() {
 		if !kept[tok] {
 			t.Errorf("%s is not preserved", tok)
 		}
 	}
-	g, err := CompileTools(Harmony, testTools, true)
+	g, err := CompileTools(toolcall.Harmony, testTools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	one := Harmony.Write([]genq.ToolCall{weatherCall})
-	if !matches(g, one) || matches(g, Harmony.Write([]genq.ToolCall{weatherCall, pingCall})) {
+	one := toolcall.Harmony.Write([]genq.ToolCall{weatherCall})
+	if !matches(g, one) || matches(g, toolcall.Harmony.Write([]genq.ToolCall{weatherCall, pingCall})) {
 		t.Errorf("the grammar of parallel calls: one %v, two %v; want one only", matches(g, one), !matches(g, one))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/textgen/sample"
 )
 
@@ -21,7 +22,7 @@ import (
 // before (docs/text.md).
 type constraints struct {
 	tm      *textModel
-	dialect structured.Dialect // how the model writes calls (its chat template's)
+	dialect toolcall.Dialect // how the model writes calls (its chat template's)
 	cache   *structured.Cache
 
 	once  sync.Once
@@ -57,7 +58,7 @@ const grammarCacheSize = 256
 // newConstraints serves a model's constraints within cacheBytes of
 // grammars and masks: a quarter for grammars, the rest for masks, as
 // structured's defaults split them.
-func newConstraints(tm *textModel, dialect structured.Dialect, prepareBudget time.Duration, cacheBytes int64) *constraints {
+func newConstraints(tm *textModel, dialect toolcall.Dialect, prepareBudget time.Duration, cacheBytes int64) *constraints {
 	ctx, stop := context.WithCancel(context.Background())
 	c := &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize),
 		prepareBudget: prepareBudget, maskBytes: cacheBytes - cacheBytes/4,
@@ -525,13 +526,13 @@ func (c *seqConstraint) settle(jobID string, res *seqResult) {
 }
 
 // settleCut reads the calls of an answer its token limit cut inside them
-// as the api's stream of it reads them (structured.CallStream): each call
+// as the api's stream of it reads them (toolcall.CallStream): each call
 // begun with its name, its arguments as far as they came (the text of a
 // call cut before its name is whole is dropped: holdCall). So a cut call
 // has one shape whole and streamed, and its format's syntax never comes
 // back as text; the finish reason stays length.
 func settleCut(jobID string, res *seqResult) {
-	s := structured.NewCallStream(false)
+	s := toolcall.NewCallStream(false)
 	var calls []genq.ToolCall
 	for _, ev := range append(s.Write(res.Text), s.Close()...) {
 		switch {
@@ -561,7 +562,7 @@ func (seq *sequence) holdCall(piece string) bool {
 		// The whole text, as the api's stream reads it: whitespace, then
 		// the calls' opener, which a lazy answer may have begun in
 		// earlier tokens.
-		seq.callHead = structured.NewCallStream(false)
+		seq.callHead = toolcall.NewCallStream(false)
 		piece = seq.text.String()
 	}
 	for _, ev := range seq.callHead.Write(piece) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/textgen/sample"
 )
 
@@ -202,7 +203,7 @@ func checkCalls(t *testing.T, job genq.Job, res seqResult) {
 	if job.ToolChoice != nil && job.ToolChoice.Function != "" && len(written) != 1 {
 		t.Errorf("%s: %d calls of the named tool, want one", job.ID, len(written))
 	}
-	if got := structured.FormatToolCalls(written); !strings.EqualFold(strings.Join(strings.Fields(got), ""), strings.Join(strings.Fields(res.Text), "")) {
+	if got := toolcall.FormatToolCalls(written); !strings.EqualFold(strings.Join(strings.Fields(got), ""), strings.Join(strings.Fields(res.Text), "")) {
 		t.Errorf("%s: the calls read back as %q from %q", job.ID, got, res.Text)
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/llamacpp"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // gpt-oss speaks harmony (structured/harmony.go): after the prompt's
@@ -46,27 +46,27 @@ type harmonyReasoner struct {
 func newHarmonyReasoner(vocab *llamacpp.Vocab) *reasoner {
 	h := &harmonyReasoner{}
 	end := int32(-1)
-	for _, t := range structured.HarmonyTokens() {
+	for _, t := range toolcall.HarmonyTokens() {
 		id := vocab.Lookup(t)
 		if id < 0 {
 			return nil
 		}
 		h.body = append(h.body, id)
-		if t == structured.HarmonyEnd {
+		if t == toolcall.HarmonyEnd {
 			end = id
 		} else {
 			h.headers = append(h.headers, id)
 		}
 	}
-	h.assistant = vocab.Tokenize(structured.HarmonyEnd+structured.HarmonyAssistant, false, true)
-	h.final = vocab.Tokenize(structured.HarmonyEnd+structured.HarmonyAssistant+structured.HarmonyFinal, false, true)
+	h.assistant = vocab.Tokenize(toolcall.HarmonyEnd+toolcall.HarmonyAssistant, false, true)
+	h.final = vocab.Tokenize(toolcall.HarmonyEnd+toolcall.HarmonyAssistant+toolcall.HarmonyFinal, false, true)
 	if len(h.assistant) < 2 || h.assistant[0] != end {
 		// The closer's first token, drawn, brings the rest of it
 		// (acceptThinking): it must be <|end|> alone.
 		return nil
 	}
-	close := structured.HarmonyEnd + structured.HarmonyAssistant
-	return &reasoner{open: structured.HarmonyAnalysis, close: close, closeTokens: h.assistant, harmony: h}
+	close := toolcall.HarmonyEnd + toolcall.HarmonyAssistant
+	return &reasoner{open: toolcall.HarmonyAnalysis, close: close, closeTokens: h.assistant, harmony: h}
 }
 
 // effort is the reasoning effort a harmony template writes for job
@@ -98,13 +98,13 @@ func calls(job genq.Job) bool { return job.ToolMode() != "" }
 // the job may call tools, whose answer names its channel.
 func (h *harmonyReasoner) shape(prompt string, thinks bool, job genq.Job) string {
 	// A template that opens the analysis channel itself gets it once.
-	prompt = strings.TrimSuffix(prompt, structured.HarmonyAnalysis) + structured.HarmonyAnalysis
+	prompt = strings.TrimSuffix(prompt, toolcall.HarmonyAnalysis) + toolcall.HarmonyAnalysis
 	if thinks {
 		return prompt
 	}
-	prompt += structured.HarmonyEnd + structured.HarmonyAssistant
+	prompt += toolcall.HarmonyEnd + toolcall.HarmonyAssistant
 	if !calls(job) {
-		prompt += structured.HarmonyFinal
+		prompt += toolcall.HarmonyFinal
 	}
 	return prompt
 }
@@ -113,9 +113,9 @@ func (h *harmonyReasoner) shape(prompt string, thinks bool, job genq.Job) string
 // the next one's header, the final channel's for a job that makes no
 // calls.
 func (h *harmonyReasoner) plan(job genq.Job) *thinkPlan {
-	p := &thinkPlan{close: structured.HarmonyEnd + structured.HarmonyAssistant, closeTokens: h.assistant, bans: h.headers}
+	p := &thinkPlan{close: toolcall.HarmonyEnd + toolcall.HarmonyAssistant, closeTokens: h.assistant, bans: h.headers}
 	if !calls(job) {
-		p.close += structured.HarmonyFinal
+		p.close += toolcall.HarmonyFinal
 		p.closeTokens = h.final
 	}
 	return p
@@ -163,14 +163,14 @@ func (seq *sequence) cutHarmonyHeader() (hold bool) {
 		return false
 	}
 	text := seq.text.String()
-	if !strings.HasPrefix(text, structured.HarmonyChannel) {
-		if strings.HasPrefix(structured.HarmonyChannel, text) {
+	if !strings.HasPrefix(text, toolcall.HarmonyChannel) {
+		if strings.HasPrefix(toolcall.HarmonyChannel, text) {
 			return true
 		}
 		seq.headerRead = true
 		return false
 	}
-	i := strings.Index(text, structured.HarmonyMessage)
+	i := strings.Index(text, toolcall.HarmonyMessage)
 	if i < 0 && len(text) < harmonyHeaderMax {
 		return true
 	}
@@ -182,7 +182,7 @@ func (seq *sequence) cutHarmonyHeader() (hold bool) {
 	// model trained on harmony writes: it is cut whole, as a header.
 	header := text
 	if i >= 0 {
-		header = text[:i+len(structured.HarmonyMessage)]
+		header = text[:i+len(toolcall.HarmonyMessage)]
 	}
 	if i >= 0 && strings.Contains(header, "to=") {
 		return false

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/tinygguf"
 )
 
@@ -32,7 +32,7 @@ func openGPTOSS(t *testing.T) *Backend {
 
 // harmonySyntax reports whether text holds a harmony header's token text.
 func harmonySyntax(text string) bool {
-	for _, tok := range append(structured.HarmonyTokens(), structured.HarmonyCall, structured.HarmonyReturn) {
+	for _, tok := range append(toolcall.HarmonyTokens(), toolcall.HarmonyCall, toolcall.HarmonyReturn) {
 		if strings.Contains(text, tok) {
 			return true
 		}
@@ -185,7 +185,7 @@ func TestHarmonyToolCalls(t *testing.T) {
 		if text.String() != out.Text {
 			t.Errorf("seed %d: streamed %q, result %q", seed, text.String(), out.Text)
 		}
-		if len(out.ToolCalls) == 0 && out.FinishReason != genq.FinishLength && strings.HasPrefix(out.Text, structured.HarmonyFinal) {
+		if len(out.ToolCalls) == 0 && out.FinishReason != genq.FinishLength && strings.HasPrefix(out.Text, toolcall.HarmonyFinal) {
 			t.Errorf("seed %d: the prose keeps its header: %q", seed, out.Text)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // Reasoning models (Qwen3, QwQ, DeepSeek-R1 and its distills) answer with
@@ -52,7 +52,7 @@ func (b *Backend) reasoning() *reasoner {
 		if !b.tmpl.Dialect().Reasoning {
 			return
 		}
-		open, close := structured.ThinkOpen, structured.ThinkClose
+		open, close := toolcall.ThinkOpen, toolcall.ThinkClose
 		if b.vocab.Lookup(open) < 0 || b.vocab.Lookup(close) < 0 {
 			return
 		}

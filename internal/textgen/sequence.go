@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/textgen/sample"
 	"github.com/genq/genq/internal/textgen/utf8stream"
 )
@@ -107,7 +107,7 @@ type sequence struct {
 	// callHead reads the calls of a tool-calling answer as the api's
 	// stream will, until the first call's name is whole (callNamed;
 	// holdCall).
-	callHead  *structured.CallStream
+	callHead  *toolcall.CallStream
 	callNamed bool
 
 	// cached is how many prompt tokens it did not compute: copied from the

@@ -1,4 +1,4 @@
-package structured
+package toolcall
 
 import (
 	"encoding/json"
