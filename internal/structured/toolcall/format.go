@@ -1,3 +1,9 @@
+// Package toolcall knows how model families write tool calls as text: each
+// format's fixed text around a call (Layout), writing a conversation's
+// calls (Write), reading them back from an answer (Parse) or from a stream
+// as it comes (CallStream), and gpt-oss's harmony messages. It knows no
+// grammar: the structured package compiles a tool set's calls from a
+// format's Layout (structured.CompileTools).
 package toolcall
 
 import (
@@ -12,12 +18,12 @@ import (
 )
 
 // ToolFormat is how a model family writes its tool calls. Each format lays
-// its calls out in fixed text (Layout, from which CompileTools compiles
-// their grammar), reads them back from an answer (Parse), writes a
+// its calls out in fixed text (Layout, from which structured.CompileTools
+// compiles their grammar), reads them back from an answer (Parse), writes a
 // conversation's earlier calls the way the model writes them (Write), and
-// names the text that opens a call (Opener), on
-// which a lazy grammar binds. The zero value is Llama3JSON, the format genq
-// knew first and falls back to.
+// names the text that opens a call (Opener), on which a lazy grammar binds.
+// The zero value is Llama3JSON, the format genq knew first and falls back
+// to.
 type ToolFormat uint8
 
 const (
@@ -174,12 +180,13 @@ func isMistralID(id string) bool {
 	return true
 }
 
-// Parse reads the calls an answer made in this format, as CompileTools' grammar
-// has them, with whitespace around and between the fixed texts allowed. It
-// reports false when the text is not calls (prose, when the model was free
-// to answer so); the arguments keep the model's own text. A Mistral call's
-// own id is not returned: genq names calls itself (genq.ToolCallID), so
-// that a stream can name a call before its id is written.
+// Parse reads the calls an answer made in this format, as the grammar of
+// structured.CompileTools has them, with whitespace around and between the
+// fixed texts allowed. It reports false when the text is not calls (prose,
+// when the model was free to answer so); the arguments keep the model's
+// own text. A Mistral call's own id is not returned: genq names calls
+// itself (genq.ToolCallID), so that a stream can name a call before its id
+// is written.
 func (f ToolFormat) Parse(text string) ([]genq.ToolCallFunction, bool) {
 	l := f.Layout()
 	rest := trimLeftWS(text)

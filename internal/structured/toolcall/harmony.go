@@ -42,7 +42,7 @@ const (
 // A harmony call's fixed texts: the header up to the function's name, and
 // from it to the arguments. The opener, on which a lazy grammar binds, is
 // as much of the commentary channel's header (where the calls go) as
-// tells it from the other channels' (analysis, final): an Opening holds
+// tells it from the other channels' (analysis, final): structured.Opening holds
 // no more than 16 bytes of one.
 const (
 	harmonyCallOpener = HarmonyChannel + "c"
