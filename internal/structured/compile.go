@@ -665,3 +665,14 @@ func (c *compiler) ref(ref *value, path string) (frag, error) {
 	c.b.define(r, f)
 	return c.b.call(r), nil
 }
+
+// ruleOf compiles s into a rule of its own, named path.
+func (c *compiler) ruleOf(s *value, path string) (int32, error) {
+	r := c.b.newRule(path)
+	f, err := c.compile(s, path)
+	if err != nil {
+		return 0, err
+	}
+	c.b.define(r, f)
+	return r, nil
+}

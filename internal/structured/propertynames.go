@@ -1,0 +1,399 @@
+package structured
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// maxPatternSets bounds the patterns an object's other names are told
+// apart by, in every combination: 2^n products of their automata.
+const maxPatternSets = 4
+
+// patternMembers is the member of an object whose name is none of props'
+// names (and one propertyNames allows), with s's patternProperties: its
+// value holds to the schemas of all the patterns its name matches, merged,
+// and, where its name matches none, to unmatched (nil: no such member).
+// Names are told apart by the set of patterns they match: for each set,
+// the names that match those patterns and no other, as the product of
+// the patterns' automata and their complements. With more than
+// maxPatternSets patterns, a name that matches any holds to every
+// pattern's schema (narrower). A set whose schemas do not merge, or merge
+// to false, writes no member. nil without patternProperties.
+func (c *compiler) patternMembers(s, props *value, path string, names *nameRule, unmatched *value) (func() frag, error) {
+	pp := s.get("patternProperties")
+	if pp == nil {
+		return nil, nil
+	}
+	if pp.kind != 'o' {
+		return nil, genq.Errorf(genq.Invalid, "at %s: patternProperties must be an object of schemas", path)
+	}
+	if len(pp.obj) == 0 {
+		return nil, nil
+	}
+	b := c.b
+	if props == nil {
+		props = &value{kind: 'o'}
+	}
+	patterns := make([]string, len(pp.obj))
+	for i, m := range pp.obj {
+		patterns[i] = m.key
+	}
+	type class struct{ matched, unmatched []string }
+	type member struct{ key, value int32 }
+	var members []member
+	add := func(cl class, schema *value, at string) error {
+		if schema == nil || schema.kind == 'b' && !schema.b {
+			return nil
+		}
+		key, err := c.namedKey(cl.matched, cl.unmatched, props, names)
+		if err != nil {
+			return genq.WrapError(genq.ErrorCode(err), err, "at "+at+": "+genq.ErrorMessage(err))
+		}
+		kr := b.newRule(at + " key")
+		b.define(kr, key)
+		v, err := c.ruleOf(schema, at)
+		if err != nil {
+			return err
+		}
+		members = append(members, member{kr, v})
+		return nil
+	}
+	mergeAll := func() (*value, bool) {
+		all := &value{kind: 'b', b: true}
+		for _, m := range pp.obj {
+			var err error
+			if all, err = merge(all, m.val, path+"/patternProperties"); err != nil {
+				return nil, false
+			}
+		}
+		return all, true
+	}
+	if len(patterns) > maxPatternSets {
+		if all, ok := mergeAll(); ok {
+			for i, p := range patterns {
+				if err := add(class{matched: []string{p}}, all, path+"/patternProperties/"+pp.obj[i].key); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		for set := 1; set < 1<<len(patterns); set++ {
+			var cl class
+			schema := &value{kind: 'b', b: true}
+			for i, p := range patterns {
+				if set&(1<<i) == 0 {
+					cl.unmatched = append(cl.unmatched, p)
+					continue
+				}
+				cl.matched = append(cl.matched, p)
+				if schema != nil {
+					var err error
+					if schema, err = merge(schema, pp.obj[i].val, path+"/patternProperties"); err != nil {
+						schema = nil
+					}
+				}
+			}
+			if err := add(cl, schema, path+"/patternProperties/"+strings.Join(cl.matched, ",")); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := add(class{unmatched: patterns}, unmatched, path+"/additionalProperties"); err != nil {
+		return nil, err
+	}
+	return func() frag {
+		alts := make([]frag, len(members))
+		for i, m := range members {
+			alts[i] = b.seq(b.call(m.key), c.ws(), b.lit(":"), c.ws(), b.call(m.value))
+		}
+		return b.alt(alts...)
+	}, nil
+}
+
+// patternSchemas are the schemas of s's patternProperties whose pattern
+// matches name.
+func (c *compiler) patternSchemas(s *value, name string) []*value {
+	pp := s.get("patternProperties")
+	if pp == nil || pp.kind != 'o' {
+		return nil
+	}
+	var out []*value
+	for _, m := range pp.obj {
+		if re := c.regexp(m.key); re != nil && re.MatchString(name) {
+			out = append(out, m.val)
+		}
+	}
+	return out
+}
+
+// regexp is pattern compiled by Go, once per grammar, to check names;
+// nil where Go's parser refuses it.
+func (c *compiler) regexp(pattern string) *regexp.Regexp {
+	if re, ok := c.regexps[pattern]; ok {
+		return re
+	}
+	q, err := propertyClasses(pattern)
+	if err != nil {
+		q = pattern // which Go's parser refuses: nil
+	}
+	re, _ := regexp.Compile(q)
+	if c.regexps == nil {
+		c.regexps = map[string]*regexp.Regexp{}
+	}
+	c.regexps[pattern] = re
+	return re
+}
+
+// otherKey is the rule of a key that is none of props' names, quoted: a
+// trie of the names as they are written (their canonical JSON), which
+// leaves for the rest of any string wherever a key stops following them,
+// and ends at the closing quote only where no name ends. Such a key has no
+// escapes but those of a name's own spelling: written with an escape, the
+// same name could pass for another.
+func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, error) {
+	b := c.b
+	r := b.newRule(path + " other key")
+	if names != nil {
+		f, err := c.namedKey(nil, nil, props, names)
+		if err != nil {
+			return 0, genq.WrapError(genq.ErrorCode(err), err, "at "+path+"/propertyNames: "+genq.ErrorMessage(err))
+		}
+		b.define(r, f)
+		return r, nil
+	}
+	b.define(r, c.otherKeyString(props, func() frag { return b.call(c.rest) }))
+	return r, nil
+}
+
+// namedKey is a key that is none of props' names, that propertyNames
+// allows (names, nil for any), that matches every pattern of matched and
+// none of unmatched: the product of their automata, built once per
+// grammar.
+func (c *compiler) namedKey(matched, unmatched []string, props *value, names *nameRule) (frag, error) {
+	var listed []string
+	for _, m := range props.obj {
+		listed = append(listed, m.key)
+	}
+	key := "key but " + strings.Join(listed, ",")
+	parts := []func() (frag, error){func() (frag, error) {
+		return c.otherKeyString(props, func() frag { return c.b.seq(c.b.star(c.plainChar()), c.b.lit(`"`)) }), nil
+	}}
+	var rejects []func() (frag, error)
+	for _, p := range matched {
+		key += " matching " + p
+		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+	}
+	for _, p := range unmatched {
+		key += " not matching " + p
+		rejects = append(rejects, func() (frag, error) { return c.pattern(p) })
+	}
+	if names != nil {
+		key += " named " + strings.Join(names.keys, " and ")
+		parts = append(parts, names.parts...)
+	}
+	return c.sharedString(key, func() (frag, error) { return c.product(parts, rejects) })
+}
+
+// nameRule is what propertyNames says of a name: a string schema's
+// pattern, format and lengths, as automata for keys written and as a
+// check of the names properties lists.
+type nameRule struct {
+	keys  []string
+	parts []func() (frag, error)
+	allow func(name string) bool
+}
+
+// allow tells a name propertyNames allows; a nil rule allows every name.
+func (n *nameRule) allowName(name string) bool { return n == nil || n.allow(name) }
+
+// propertyNames reads s's propertyNames: nil where any name goes.
+func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
+	pn := s.get("propertyNames")
+	if pn == nil || pn.kind == 'b' && pn.b {
+		return nil, nil
+	}
+	at := path + "/propertyNames"
+	if pn.kind == 'b' { // false: no name at all
+		return &nameRule{keys: []string{"none"}, parts: []func() (frag, error){func() (frag, error) { return c.b.alt(), nil }},
+			allow: func(string) bool { return false }}, nil
+	}
+	if pn.kind != 'o' {
+		return nil, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", at)
+	}
+	for _, m := range pn.obj {
+		switch m.key {
+		case "pattern", "format", "minLength", "maxLength", "const", "enum":
+		case "type":
+			if m.val.kind != 's' || m.val.str != "string" {
+				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames' type must be \"string\"", at)
+			}
+		default:
+			if _, ok := enforced(m.key); ok || unenforced(m.key) {
+				return nil, genq.Errorf(genq.Invalid, "at %s: propertyNames with %q is not supported: genq takes pattern, format, minLength, maxLength, const and enum there", at, m.key)
+			}
+		}
+	}
+	keys, parts, err := c.stringParts(pn, at)
+	if err != nil {
+		return nil, err
+	}
+	// const and enum list the names allowed: a pattern of them.
+	var res []*regexp.Regexp
+	var listed []*value
+	if v := pn.get("const"); v != nil {
+		listed = append(listed, v)
+	}
+	if v := pn.get("enum"); v != nil {
+		if v.kind != 'a' {
+			return nil, genq.Errorf(genq.Invalid, "at %s: enum must be an array", at)
+		}
+		listed = append(listed, v.arr...)
+	}
+	if pn.get("const") != nil || pn.get("enum") != nil {
+		var names []string
+		for _, v := range listed {
+			if v.kind == 's' { // a name is a string: other values name nothing
+				names = append(names, regexp.QuoteMeta(v.str))
+			}
+		}
+		if len(names) == 0 {
+			return c.propertyNames(&value{kind: 'o', obj: []member{{"propertyNames", &value{kind: 'b'}}}}, path)
+		}
+		p := `^(` + strings.Join(names, "|") + `)$`
+		keys = append(keys, "pattern "+p)
+		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+		res = append(res, regexp.MustCompile(p))
+	}
+	min, max, _ := bounds(pn, "minLength", "maxLength", at)
+	if p := pn.get("pattern"); p != nil {
+		re := c.regexp(p.str)
+		if re == nil {
+			return nil, genq.Errorf(genq.Invalid, "at %s: pattern %q is not a supported regular expression", at, p.str)
+		}
+		res = append(res, re)
+	}
+	if f := pn.get("format"); f != nil {
+		if p, ok := c.formatPattern(f.str); ok && c.formats {
+			res = append(res, regexp.MustCompile(p))
+		}
+	}
+	return &nameRule{keys: keys, parts: parts, allow: func(name string) bool {
+		n := utf8.RuneCountInString(name)
+		if n < min || max >= 0 && n > max {
+			return false
+		}
+		for _, re := range res {
+			if !re.MatchString(name) {
+				return false
+			}
+		}
+		return true
+	}}, nil
+}
+
+// otherKeyString builds otherKey's automaton in c.b, rest building the
+// rest of a plain string after its first character (a call of a shared
+// rule, or, for an intersection, the automaton itself).
+func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
+	b := c.b
+	type trieNode struct {
+		id       int32
+		children map[byte]*trieNode
+		terminal bool
+		escape   bool // inside an escape sequence
+		cont     int  // continuation bytes due in the current UTF-8 character
+	}
+	newNode := func() *trieNode { return &trieNode{id: b.node(), children: map[byte]*trieNode{}} }
+	root := newNode()
+	for _, m := range props.obj {
+		var buf bytes.Buffer
+		writeString(&buf, m.key)
+		enc := buf.Bytes()[1 : buf.Len()-1]
+		n, escLeft, cont := root, 0, 0
+		for i, ch := range enc {
+			// The state after ch: inside an escape, or a UTF-8 character.
+			switch {
+			case escLeft > 0:
+				escLeft--
+				if escLeft == 0 && ch == 'u' && enc[i-1] == '\\' {
+					escLeft = 4
+				}
+			case ch == '\\':
+				escLeft = 1
+			case cont > 0:
+				cont--
+			case ch >= 0xF0:
+				cont = 3
+			case ch >= 0xE0:
+				cont = 2
+			case ch >= 0xC0:
+				cont = 1
+			}
+			next := n.children[ch]
+			if next == nil {
+				next = newNode()
+				next.escape, next.cont = escLeft > 0, cont
+				n.children[ch] = next
+			}
+			n = next
+		}
+		n.terminal = true
+	}
+	start, end := b.node(), b.node()
+	quote := b.lit(`"`)
+	b.eps(start, quote.start)
+	b.eps(quote.end, root.id)
+	// Where a key stops following the names: the rest of any plain
+	// string, after the continuation bytes its character still has due
+	// (any: a lead byte's own ranges are not told apart here). Four entries
+	// every trie node leaves to, so that the trie adds edges, not nodes.
+	var restAt [4]int32
+	for k := range restAt {
+		f := b.seq(b.repeat(k, k, func() frag { return b.ranges(0x80, 0xBF) }), rest())
+		restAt[k] = f.start
+		b.eps(f.end, end)
+	}
+	// leaveOn adds leave edges for the bytes from lo to hi that continue no
+	// name, in runs.
+	leaveOn := func(n *trieNode, lo, hi, conts int, skip func(int) bool) {
+		for x := lo; x <= hi; x++ {
+			if skip(x) || n.children[byte(x)] != nil {
+				continue
+			}
+			y := x
+			for y+1 <= hi && !skip(y+1) && n.children[byte(y+1)] == nil {
+				y++
+			}
+			b.byteEdge(n.id, byte(x), byte(y), restAt[conts])
+			x = y
+		}
+	}
+	none := func(int) bool { return false }
+	var walk func(n *trieNode)
+	walk = func(n *trieNode) {
+		switch {
+		case n.escape:
+			// inside a name's escape: only the name goes on
+		case n.cont > 0:
+			leaveOn(n, 0x80, 0xBF, n.cont-1, none)
+		default:
+			leaveOn(n, 0x20, 0x7F, 0, func(x int) bool { return x == '"' || x == '\\' })
+			leaveOn(n, 0xC2, 0xDF, 1, none)
+			leaveOn(n, 0xE0, 0xEF, 2, none)
+			leaveOn(n, 0xF0, 0xF4, 3, none)
+			if !n.terminal {
+				b.byteEdge(n.id, '"', '"', end)
+			}
+		}
+		for ch, next := range n.children {
+			b.byteEdge(n.id, ch, ch, next.id)
+			walk(next)
+		}
+	}
+	walk(root)
+	return frag{start, end}
+}
