@@ -1,5 +1,7 @@
 package structured
 
+// An array schema's rule: its items, prefixItems and counts.
+
 import (
 	"strconv"
 

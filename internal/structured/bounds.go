@@ -1,5 +1,7 @@
 package structured
 
+// The counts a schema's min/max keywords set, read and checked.
+
 import (
 	"strconv"
 

@@ -1,5 +1,8 @@
 package structured
 
+// What every JSON text is made of, and every grammar starts with:
+// whitespace, characters, digits, the built-in rules, lists and maps.
+
 // ws is whitespace between two tokens: nothing, a space, or a newline and
 // up to maxIndent spaces. It is built by hand, a chain of one node per
 // space, because it stands between every two tokens of a grammar: the

@@ -1,5 +1,9 @@
 package structured
 
+// An object's members in order: their count (minProperties,
+// maxProperties), what dependentRequired asks of them, and small objects
+// whose members may come in any order.
+
 import (
 	"maps"
 	"slices"

@@ -1,7 +1,7 @@
 package structured
 
-// The fragments each JSON type compiles to: whitespace, characters and
-// numbers, the built-in rules, strings, arrays and objects.
+// An object schema's rule: its listed properties, required or not, and
+// the members they leave room for (additionalProperties, patterns).
 
 import (
 	"bytes"

@@ -1,5 +1,8 @@
 package structured
 
+// The names of an object's members beyond those it lists:
+// patternProperties, propertyNames and other keys.
+
 import (
 	"bytes"
 	"regexp"

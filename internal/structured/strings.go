@@ -1,5 +1,8 @@
 package structured
 
+// A string schema's rule: its lengths, pattern and format, the shared
+// rules whose masks a vocabulary keeps.
+
 import (
 	"fmt"
 	"strings"
