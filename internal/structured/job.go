@@ -20,14 +20,15 @@ type Constraint struct {
 	// tools' schemas.
 	Lazy bool
 	// ToolCalls says the answer, when it matches the grammar, is tool
-	// calls to parse (Dialect.Parse) rather than content.
+	// calls to parse (toolcall.Dialect.Parse) rather than content.
 	ToolCalls bool
 	// Dialect is the model's way of writing calls, for a tool constraint.
 	Dialect toolcall.Dialect
 }
 
 // LazyTrigger is the byte that opens a Llama3JSON call, on which a lazy
-// grammar of that format binds; ToolFormat.Opener names every format's.
+// grammar of that format binds; toolcall.ToolFormat.Opener names every
+// format's.
 const LazyTrigger = '{'
 
 // ForJob works out a job's constraint from its response_format and tools,

@@ -36,7 +36,7 @@ type textModel struct {
 
 	// preserved are the control tokens whose text an answer keeps: a tool
 	// call's opener, a reasoning block's tags, where the model's vocabulary
-	// makes them special (structured.Dialect.PreservedTokens).
+	// makes them special (toolcall.Dialect.PreservedTokens).
 	preserved map[int32]bool
 
 	// ends are the vocabulary's end-of-generation tokens, found on first
