@@ -176,21 +176,11 @@ func supervise(ctx context.Context, cfg workerconfig.Config, args []string, log 
 func openBackend(ctx context.Context, cfg workerconfig.Config, log *slog.Logger) (genq.Backend, error) {
 	if cfg.Variant.Kind() == genq.OutputImage {
 		if cfg.ImageEngine == "ggml" {
-			return ggmlimage.Open(ctx, ggmlImageConfig(cfg), log)
+			return ggmlimage.Open(ctx, cfg.GGML, log)
 		}
-		return onnx.Open(ctx, cfg.Image, log)
+		return onnx.Open(ctx, cfg.ONNX, log)
 	}
 	return textgen.Open(ctx, cfg.Text, log)
-}
-
-// ggmlImageConfig gives the ggml engine the IMAGE_* settings the ONNX
-// engine reads.
-func ggmlImageConfig(cfg workerconfig.Config) ggmlimage.Config {
-	im := cfg.Image
-	return ggmlimage.Config{ModelDir: im.ModelDir, Slots: im.Slots, Device: im.Device,
-		Width: im.Width, Height: im.Height, Steps: im.Steps, GuidanceScale: im.GuidanceScale, Seed: im.Seed,
-		MaxSize: im.MaxSize, MaxSteps: im.MaxSteps, Threads: im.Threads, NoT5: cfg.ImageT5 == "off",
-		BLAS: cfg.ImageBLAS, BLASKernels: cfg.ImageBLASKernels, BFloat16: cfg.ImageBFloat16}
 }
 
 // logManifest says where the model came from, when genqctl download wrote it.

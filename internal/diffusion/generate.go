@@ -24,7 +24,7 @@ const partialQuality = 85
 // for JPEG). gen hands each of p.Partials previews to partial, which
 // emit gets as JPEG (emit nil: the job does not stream). A failure after the context ended names the
 // context's end as its cause.
-func Generate(ctx context.Context, job genq.Job, s Settings, log *slog.Logger, emit func(genq.ImagePiece),
+func Generate(ctx context.Context, job genq.Job, s Pipeline, log *slog.Logger, emit func(genq.ImagePiece),
 	gen func(ctx context.Context, text string, p Params, partial func(int, *image.NRGBA)) (*image.NRGBA, error)) (genq.Result, error) {
 	if err := genq.ValidateText(job.Text); err != nil {
 		return genq.Result{}, err

@@ -11,14 +11,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Settings are a backend's image defaults and limits.
-type Settings struct {
-	Width, Height, Steps int
-	Guidance             float64
-	Seed                 int64 // 0: a random seed per job
-	MaxSize, MaxSteps    int
-}
-
 // Params are one image's settings: the job's where it gives them, else the
 // backend's.
 type Params struct {
@@ -45,14 +37,14 @@ func PartialSteps(steps, n int) []int {
 // Resolve resolves the job's image parameters against s and checks them
 // against its limits: the worker's own check, whatever the producer
 // checked before queuing.
-func Resolve(job genq.Job, s Settings) (Params, error) {
+func Resolve(job genq.Job, s Pipeline) (Params, error) {
 	if err := job.ValidateInput(); err != nil {
 		return Params{}, err
 	}
 	if len(job.Messages) > 0 || job.Prompt != "" {
 		return Params{}, genq.Errorf(genq.Invalid, "an image job needs text: messages and prompt are for the text variants")
 	}
-	p := Params{Width: s.Width, Height: s.Height, Steps: s.Steps, Guidance: s.Guidance, Seed: s.Seed, Negative: job.NegativePrompt}
+	p := Params{Width: s.Width, Height: s.Height, Steps: s.Steps, Guidance: s.GuidanceScale, Seed: s.Seed, Negative: job.NegativePrompt}
 	if job.Stream {
 		p.Partials = job.PartialImages
 	}
@@ -103,22 +95,6 @@ func ReadModelIndex(dir, want string) (ModelIndex, error) {
 		index.Name = filepath.Base(filepath.Clean(dir))
 	}
 	return index, nil
-}
-
-// CheckSettings checks the image settings every engine shares: the VAE
-// works in 8×8 pixel blocks and SD3's transformer in 2×2 latent patches,
-// so sizes are multiples of 16.
-func CheckSettings(width, height, steps, threads int) error {
-	if width < 16 || height < 16 || width%16 != 0 || height%16 != 0 {
-		return fmt.Errorf("image size %dx%d: width and height must be multiples of 16, at least 16", width, height)
-	}
-	if steps < 1 {
-		return fmt.Errorf("image steps %d: want at least 1", steps)
-	}
-	if threads < 0 {
-		return fmt.Errorf("image threads %d: want 0 or more", threads)
-	}
-	return nil
 }
 
 // Previewer takes a job's previews along its denoising loop: the engine

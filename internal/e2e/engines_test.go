@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/onnx/tinyexport"
@@ -28,8 +29,11 @@ func TestBothEnginesInOneProcess(t *testing.T) {
 	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true}); err != nil {
 		t.Fatal(err)
 	}
-	images, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Slots: 1,
-		Width: 64, Height: 64, Steps: 2, GuidanceScale: 7, MaxSize: 128, MaxSteps: 4, Threads: 1}, testLog(t))
+	images, err := ggmlimage.Open(ctx, ggmlimage.Config{
+		ModelDir: dir,
+		Slots:    1,
+		Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 64, Height: 64, Steps: 2, GuidanceScale: 7, MaxSize: 128, MaxSteps: 4, Threads: 1},
+	}, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}

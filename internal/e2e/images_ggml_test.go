@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/httpapi"
@@ -25,8 +26,11 @@ func TestImagesOnGGML(t *testing.T) {
 	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Slots: 2,
-		Width: 64, Height: 64, Steps: 2, GuidanceScale: 7, MaxSize: 128, MaxSteps: 4, Threads: 1}, testLog(t))
+	b, err := ggmlimage.Open(context.Background(), ggmlimage.Config{
+		ModelDir: dir,
+		Slots:    2,
+		Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 64, Height: 64, Steps: 2, GuidanceScale: 7, MaxSize: 128, MaxSteps: 4, Threads: 1},
+	}, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/onnx"
@@ -130,7 +131,7 @@ func TestOpenAIImages(t *testing.T) {
 	const key = "sk-test"
 	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{APIKeys: []string{key},
 		Images: httpapi.ImageLimits{MaxSize: 128, MaxSteps: 4, MaxN: 2}}})
-	s.tinyImageWorker(onnx.Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	s.tinyImageWorker(onnx.Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4}})
 	const path = "/v1/images/generations"
 
 	t.Run("size, steps, guidance and seed", func(t *testing.T) {
@@ -264,7 +265,7 @@ func TestOpenAIImagesOnTextVariant(t *testing.T) {
 // the worker could not make, and queues nothing.
 func TestImageLimitsFromTheWorker(t *testing.T) {
 	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{Images: httpapi.ImageLimits{MaxSize: 1024, MaxSteps: 50, MaxN: 2}}})
-	s.tinyImageWorker(onnx.Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	s.tinyImageWorker(onnx.Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4}})
 	for _, tt := range []struct{ body, want string }{
 		{`{"prompt":"a cat","size":"256x256"}`, "width and height must be multiples of 16 from 64 to 128"},
 		{`{"prompt":"a cat","num_inference_steps":5}`, "num_inference_steps must be between 1 and 4, not 5"},
@@ -299,8 +300,12 @@ func (b endings) GenerateImageStream(ctx context.Context, job genq.Job, progress
 // context's error, and its slot takes the next image.
 func TestStreamedImageClientLeaves(t *testing.T) {
 	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{Images: httpapi.ImageLimits{MaxSize: 1024, MaxSteps: 200, MaxN: 1}}})
-	cfg := onnx.Config{LibraryPath: ortLibrary(t), Device: onnx.DeviceCPU, ModelDir: t.TempDir(), Slots: 1, Threads: 1,
-		Width: 64, Height: 64, Steps: 2, MaxSize: 1024, MaxSteps: 200}
+	cfg := onnx.Config{
+		LibraryPath: ortLibrary(t),
+		ModelDir:    t.TempDir(),
+		Slots:       1,
+		Pipeline:    diffusion.Pipeline{Device: onnx.DeviceCPU, Threads: 1, Width: 64, Height: 64, Steps: 2, MaxSize: 1024, MaxSteps: 200},
+	}
 	if err := tinyexport.Write(cfg.ModelDir, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/onnx"
@@ -85,7 +86,7 @@ func TestWebUIAPI(t *testing.T) {
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("webui:"+key))
 	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{APIKeys: []string{key},
 		Images: httpapi.ImageLimits{MaxSize: 128, MaxSteps: 4, MaxN: 2}}})
-	s.tinyImageWorker(onnx.Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	s.tinyImageWorker(onnx.Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4}})
 
 	t.Run("Open WebUI", func(t *testing.T) {
 		// Its URL check and model list, then the model set back as read.

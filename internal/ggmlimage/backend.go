@@ -78,16 +78,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if cfg.Slots <= 0 {
 		cfg.Slots = 1
 	}
-	if cfg.Device == "" {
-		cfg.Device = DeviceAuto
-	}
-	// The configured size and steps are always allowed, as in the ONNX
-	// engine.
-	cfg.MaxSize = max(cfg.MaxSize, cfg.Width, cfg.Height)
-	cfg.MaxSteps = max(cfg.MaxSteps, cfg.Steps)
+	cfg.Pipeline = cfg.Pipeline.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.NoT5 = cfg.NoT5 || cfg.T5Off()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/onnx/tinyexport"
@@ -22,8 +23,11 @@ func TestConcurrentJobsShareTransformerCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	const steps = 3
-	b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Slots: 3, Width: 32, Height: 32, Steps: steps,
-		GuidanceScale: 7, MaxSize: 64, MaxSteps: steps, Threads: 1}, nil)
+	b, err := ggmlimage.Open(ctx, ggmlimage.Config{
+		ModelDir: dir,
+		Slots:    3,
+		Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: steps, GuidanceScale: 7, MaxSize: 64, MaxSteps: steps, Threads: 1},
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/onnx"
@@ -60,11 +61,16 @@ func BenchmarkEngines(b *testing.B) {
 				var e imageEngine
 				var err error
 				if engine == "onnxruntime" {
-					e, err = onnx.Open(context.Background(), onnx.Config{ModelDir: dir, LibraryPath: ortLibrary(b), Device: onnx.DeviceCPU,
-						Width: size.width, Height: size.height, Steps: steps, Threads: benchThreads}, nil)
+					e, err = onnx.Open(context.Background(), onnx.Config{
+						ModelDir:    dir,
+						LibraryPath: ortLibrary(b),
+						Pipeline:    diffusion.Pipeline{Device: onnx.DeviceCPU, Width: size.width, Height: size.height, Steps: steps, Threads: benchThreads},
+					}, nil)
 				} else {
-					e, err = ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU,
-						Width: size.width, Height: size.height, Steps: steps, GuidanceScale: 7, MaxSize: size.width, MaxSteps: steps, Threads: benchThreads}, nil)
+					e, err = ggmlimage.Open(context.Background(), ggmlimage.Config{
+						ModelDir: dir,
+						Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: size.width, Height: size.height, Steps: steps, GuidanceScale: 7, MaxSize: size.width, MaxSteps: steps, Threads: benchThreads},
+					}, nil)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/tensor"
 )
 
@@ -21,19 +22,14 @@ const (
 	BFloat16Off  = "off"
 )
 
-// Config is how the ggml image backend runs. The worker main fills it from
-// the same IMAGE_* settings the ONNX engine reads.
+// Config is how the ggml image backend runs: the pipeline's settings,
+// which the ONNX engine shares, and the ggml engine's own. The worker
+// main fills ModelDir and Slots from its own flags.
 type Config struct {
 	ModelDir string
 	Slots    int
-	Device   string
-
-	Width, Height, Steps int
-	GuidanceScale        float64
-	Seed                 int64
-	MaxSize, MaxSteps    int
-	// Threads is ggml's CPU thread count; 0 uses every core.
-	Threads int
+	// Pipeline's Threads is ggml's CPU thread count; 0 uses every core.
+	diffusion.Pipeline
 	// MaxBatch is the most batch items one transformer call takes; each
 	// image's step brings two (negative prompt and prompt). Concurrent
 	// jobs share calls up to it. 0: sized from the memory the device has
@@ -42,6 +38,7 @@ type Config struct {
 	// NoT5 leaves T5 unloaded and gives the transformer zeros in its place,
 	// as SD3 allows (IMAGE_T5=off): T5-XXL is most of SD3-medium's weights.
 	NoT5 bool
+	t5   string // IMAGE_T5: on, or off for NoT5
 	// AttentionGroups and GraphsFor are tensor.Options': benchmarks set the
 	// first to compare, tests the second to check CUDA's graphs on the CPU.
 	AttentionGroups int
@@ -63,22 +60,40 @@ type Config struct {
 	BLAS, BLASKernels string
 }
 
+// RegisterFlags binds the ggml engine's own settings; the IMAGE_*
+// settings of the pipeline are diffusion.Pipeline's.
+func (c *Config) RegisterFlags(fs *envflag.Set) {
+	fs.String(&c.t5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
+	fs.String(&c.BLAS, "image-blas", "IMAGE_BLAS", tensor.BLASAuto, "image engine ggml on the CPU: auto or on runs its matrix products through OpenBLAS (ggml's BLAS backend, built where OpenBLAS is installed; on fails without it): faster, and for SD3-medium at 1024² about 8 GB more memory (docs/image.md); auto leaves it out where IMAGE_BFLOAT16 takes bfloat16 on more than one thread; off: ggml's own kernels")
+	fs.String(&c.BFloat16, "image-bfloat16", "IMAGE_BFLOAT16", BFloat16Auto, "image engine ggml: auto multiplies the transformer's per-token matrices (and on the CPU the VAE's inner 3×3 convolutions) in bfloat16 with float32 sums where the device does so natively (CUDA from Ampere on, a CPU with AVX512_BF16): faster, with values rounded to bfloat16; on does so everywhere, slower where not native; off keeps the weights' float16, closer to the reference (docs/image.md)")
+	fs.String(&c.BLASKernels, "image-blas-kernels", "IMAGE_BLAS_KERNELS", "", "OpenBLAS kernels for IMAGE_BLAS (OPENBLAS_CORETYPE, e.g. SkylakeX); empty: those OpenBLAS picks for the CPU, whatever OPENBLAS_CORETYPE the worker inherits")
+}
+
+// T5Off reports whether IMAGE_T5 says off: the worker refuses that with
+// the ONNX engine, which always runs T5.
+func (c Config) T5Off() bool { return c.t5 == "off" }
+
 func (c Config) validate() error {
 	if c.ModelDir == "" {
 		return fmt.Errorf("no model directory given")
 	}
-	if err := diffusion.CheckSettings(c.Width, c.Height, c.Steps, c.Threads); err != nil {
+	if err := c.Pipeline.Validate(); err != nil {
 		return err
 	}
-	switch c.Device {
-	case DeviceAuto, DeviceCPU, DeviceCUDA:
+	switch c.t5 {
+	case "", "on", "off":
 	default:
-		return fmt.Errorf("image device %q: want auto, cpu or cuda", c.Device)
+		return fmt.Errorf("IMAGE_T5 %q: want on or off", c.t5)
 	}
 	switch c.BFloat16 {
 	case "", BFloat16Auto, BFloat16On, BFloat16Off:
 	default:
-		return fmt.Errorf("image bfloat16 %q: want auto, on or off", c.BFloat16)
+		return fmt.Errorf("IMAGE_BFLOAT16 %q: want auto, on or off", c.BFloat16)
+	}
+	switch c.BLAS {
+	case "", tensor.BLASAuto, tensor.BLASOn, tensor.BLASOff:
+	default:
+		return fmt.Errorf("IMAGE_BLAS %q: want auto, on or off", c.BLAS)
 	}
 	return nil
 }

@@ -57,10 +57,7 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq
 // GenerateImageStream is Generate, handing emit the job's previews: the
 // latents after their steps through the VAE (genq.ImageStreamer).
 func (b *Backend) GenerateImageStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.ImagePiece)) (genq.Result, error) {
-	c := b.cfg
-	s := diffusion.Settings{Width: c.Width, Height: c.Height, Steps: c.Steps,
-		Guidance: c.GuidanceScale, Seed: c.Seed, MaxSize: c.MaxSize, MaxSteps: c.MaxSteps}
-	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), emit,
+	return diffusion.Generate(ctx, job, b.cfg.Pipeline, b.log.With("engine", Engine), emit,
 		func(ctx context.Context, text string, p diffusion.Params, partial func(int, *image.NRGBA)) (*image.NRGBA, error) {
 			return b.generate(ctx, text, p, progress, diffusion.NewPreviewer(p, partial))
 		})

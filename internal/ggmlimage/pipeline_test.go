@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/onnx"
@@ -33,7 +34,7 @@ func onnxReference(t *testing.T, weights sd3.DType) (dir string, job genq.Job, s
 	if err := tinyexport.WriteWithOptions(dir, 11, tinyexport.Options{Faithful: true, Float32: true, GGMLWeights: weights}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := onnx.Open(ctx, onnx.Config{ModelDir: dir, LibraryPath: ortLibrary(t), Device: onnx.DeviceCPU, Width: refWidth, Height: refHeight, Steps: refSteps, Threads: 2}, nil)
+	ref, err := onnx.Open(ctx, onnx.Config{ModelDir: dir, LibraryPath: ortLibrary(t), Pipeline: diffusion.Pipeline{Device: onnx.DeviceCPU, Width: refWidth, Height: refHeight, Steps: refSteps, Threads: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +67,12 @@ func TestPipelineMatchesONNX(t *testing.T) {
 		groups    int
 	}{{"", 0}, {ggmlimage.DeviceCUDA, 3}, {ggmlimage.DeviceCUDA, 0}} {
 		t.Run(fmt.Sprintf("graphs for %q, %d attention groups", tc.graphsFor, tc.groups), func(t *testing.T) {
-			b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps,
-				GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2, AttentionGroups: tc.groups, GraphsFor: tc.graphsFor}, nil)
+			b, err := ggmlimage.Open(ctx, ggmlimage.Config{
+				ModelDir:        dir,
+				AttentionGroups: tc.groups,
+				GraphsFor:       tc.graphsFor,
+				Pipeline:        diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps, GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2},
+			}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,8 +136,11 @@ func TestPipelineInBFloat16MatchesONNX(t *testing.T) {
 		worst      int
 	}{{ggmlimage.BFloat16Off, 3e-3, 0.15, 1}, {ggmlimage.BFloat16On, 1e-2, 0.6, 6}} {
 		t.Run(tc.bfloat16, func(t *testing.T) {
-			b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps,
-				GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2, BFloat16: tc.bfloat16}, nil)
+			b, err := ggmlimage.Open(ctx, ggmlimage.Config{
+				ModelDir: dir,
+				BFloat16: tc.bfloat16,
+				Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: w, Height: h, Steps: steps, GuidanceScale: 7, MaxSize: w, MaxSteps: steps, Threads: 2},
+			}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,8 +204,10 @@ func TestPipelineRefusesBadJobs(t *testing.T) {
 	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Faithful: true}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2,
-		GuidanceScale: 7, MaxSize: 64, MaxSteps: 4, Threads: 1}, nil)
+	b, err := ggmlimage.Open(ctx, ggmlimage.Config{
+		ModelDir: dir,
+		Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, GuidanceScale: 7, MaxSize: 64, MaxSteps: 4, Threads: 1},
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +244,7 @@ func TestPipelineWithoutT5(t *testing.T) {
 	if err := tinyexport.WriteWithOptions(dir, 4, tinyexport.Options{Faithful: true}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, GuidanceScale: 7, Threads: 1}
+	cfg := ggmlimage.Config{ModelDir: dir, Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, GuidanceScale: 7, Threads: 1}}
 	seed := int64(5)
 	job := genq.Job{Envelope: genq.Envelope{Text: "a red cat"}, TextRequest: genq.TextRequest{Seed: &seed}}
 	generate := func(cfg ggmlimage.Config) []byte {
@@ -282,7 +292,7 @@ func TestOpenRefusesAMisshapenTensor(t *testing.T) {
 	if err := sd3.WriteGGUF(filepath.Join(dir, sd3.TransformerFile), sd3.ArchMMDiT, c.MMDiTMetadata(), specs, w, sd3.F16); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, Threads: 1}, nil)
+	_, err := ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, Threads: 1}}, nil)
 	if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("want one line naming %s, got %v", name, err)
 	}
@@ -298,8 +308,12 @@ func TestBFloat16OnThreadsLeavesOpenBLASOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	blas := func(threads int, blas, bfloat16 string) string {
-		b, err := ggmlimage.Open(context.Background(), ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2,
-			Threads: threads, BLAS: blas, BFloat16: bfloat16}, nil)
+		b, err := ggmlimage.Open(context.Background(), ggmlimage.Config{
+			ModelDir: dir,
+			BLAS:     blas,
+			BFloat16: bfloat16,
+			Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: 32, Height: 32, Steps: 2, Threads: threads},
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/onnx/tinyexport"
 )
@@ -82,7 +83,7 @@ func generate(tb testing.TB, b *Backend, text string) []byte {
 }
 
 func TestGenerateTinyExport(t *testing.T) {
-	b := openTiny(t, Config{Width: 64, Height: 48, Seed: 42, Steps: 4})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 48, Seed: 42, Steps: 4}})
 	if info := b.Info(); info.Device.Kind != "cpu" || info.Slots != 1 || info.Model == "" {
 		t.Errorf("Info() = %+v, want a cpu device, 1 slot and a model name", info)
 	}
@@ -114,7 +115,7 @@ func TestGenerateTinyExport(t *testing.T) {
 }
 
 func TestGenerateRandomSeedPerRequest(t *testing.T) {
-	b := openTiny(t, Config{Width: 32, Height: 32, Steps: 2})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 32, Height: 32, Steps: 2}})
 	if bytes.Equal(generate(t, b, "a cat"), generate(t, b, "a cat")) {
 		t.Error("seed 0 should draw a new seed per request, but two images are identical")
 	}
@@ -123,7 +124,7 @@ func TestGenerateRandomSeedPerRequest(t *testing.T) {
 func TestGenerateLargePNG(t *testing.T) {
 	// Over 1 MB: more than NATS's default max_payload, so the result path
 	// must chunk or use the object store. The tiny VAE makes noise.
-	b := openTiny(t, Config{Width: 768, Height: 768, Seed: 7, Steps: 2})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 768, Height: 768, Seed: 7, Steps: 2}})
 	data := generate(t, b, "a blue astronaut")
 	if len(data) <= 1<<20 {
 		t.Fatalf("PNG is %d bytes, want over 1 MiB", len(data))
@@ -135,7 +136,7 @@ func TestGenerateLargePNG(t *testing.T) {
 }
 
 func TestGenerateStopsWhenCancelled(t *testing.T) {
-	b := openTiny(t, Config{Width: 64, Height: 64, Seed: 1, Steps: 1000})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Seed: 1, Steps: 1000}})
 	ctx, cancel := context.WithCancel(context.Background())
 	steps := 0
 	start := time.Now()
@@ -157,7 +158,7 @@ func TestGenerateStopsWhenCancelled(t *testing.T) {
 func TestGenerateStopsInsideAModelRun(t *testing.T) {
 	// A large image makes the VAE decode long enough to cancel in the
 	// middle of it: the run must stop well before the decode would end.
-	b := openTiny(t, Config{Width: 2048, Height: 1024, Seed: 1, Steps: 1})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 2048, Height: 1024, Seed: 1, Steps: 1}})
 	start := time.Now()
 	generate(t, b, "a cat")
 	full := time.Since(start)
@@ -192,7 +193,7 @@ func TestGenerateStopsInsideAModelRun(t *testing.T) {
 func TestGenerateDeadlinePassed(t *testing.T) {
 	// A context that is already over terminates the first model run: the
 	// error must still wrap the context's, so the runtime knows why.
-	b := openTiny(t, Config{Width: 32, Height: 32, Steps: 2})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 32, Height: 32, Steps: 2}})
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	_, err := b.Generate(ctx, genq.Job{Envelope: genq.Envelope{Text: "a cat"}}, nil)
@@ -202,7 +203,7 @@ func TestGenerateDeadlinePassed(t *testing.T) {
 }
 
 func TestGenerateConcurrentSlots(t *testing.T) {
-	b := openTiny(t, Config{Width: 32, Height: 32, Seed: 3, Steps: 2, Slots: 3})
+	b := openTiny(t, Config{Slots: 3, Pipeline: diffusion.Pipeline{Width: 32, Height: 32, Seed: 3, Steps: 2}})
 	want := generate(t, b, "the moon")
 	var wg sync.WaitGroup
 	results := make([][]byte, 3)
@@ -218,7 +219,7 @@ func TestGenerateConcurrentSlots(t *testing.T) {
 }
 
 func TestGenerateRejectsEmptyText(t *testing.T) {
-	b := openTiny(t, Config{Width: 32, Height: 32, Steps: 1})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 32, Height: 32, Steps: 1}})
 	_, err := b.Generate(context.Background(), genq.Job{}, nil)
 	if genq.ErrorCode(err) != genq.Invalid {
 		t.Errorf("err = %v, want an invalid error", err)
@@ -269,7 +270,7 @@ func TestOpenRejectsBrokenExports(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.breakIt(t, dir)
-			b, err := Open(context.Background(), Config{ModelDir: dir, LibraryPath: lib, Device: DeviceCPU, Width: 32, Height: 32}, nil)
+			b, err := Open(context.Background(), Config{ModelDir: dir, LibraryPath: lib, Pipeline: diffusion.Pipeline{Device: DeviceCPU, Width: 32, Height: 32}}, nil)
 			if err == nil {
 				b.Close()
 				t.Fatal("Open succeeded on a broken export")
@@ -293,7 +294,7 @@ func TestOpenWithoutPartConfigs(t *testing.T) {
 	for _, part := range []string{"text_encoder", "text_encoder_2", "vae_decoder"} {
 		remove(t, filepath.Join(dir, part, "config.json"))
 	}
-	b := openTiny(t, Config{ModelDir: dir, Width: 32, Height: 32, Steps: 2, Seed: 5})
+	b := openTiny(t, Config{ModelDir: dir, Pipeline: diffusion.Pipeline{Width: 32, Height: 32, Steps: 2, Seed: 5}})
 	if b.vae.Scaling != sd3ScalingFactor || b.vae.Shift != sd3ShiftFactor {
 		t.Errorf("vae scaling %+v, want SD3's", b.vae)
 	}
@@ -305,9 +306,9 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{ModelDir: "x", Width: 100, Height: 64}, "multiples of 16"},
-		{Config{ModelDir: "x", Device: "tpu"}, "auto, cpu or cuda"},
-		{Config{ModelDir: "x", Steps: -1}, "steps"},
+		{Config{ModelDir: "x", Pipeline: diffusion.Pipeline{Width: 100, Height: 64}}, "multiples of 16"},
+		{Config{ModelDir: "x", Pipeline: diffusion.Pipeline{Device: "tpu"}}, "auto, cpu or cuda"},
+		{Config{ModelDir: "x", Pipeline: diffusion.Pipeline{Steps: -1}}, "steps"},
 		{Config{}, "model directory"},
 	}
 	for _, tt := range tests {
@@ -349,7 +350,7 @@ func TestGenerateReadsDtypesFromTheModels(t *testing.T) {
 	if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Float32: true, Int32IDs: true}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Width: 64, Height: 64, Seed: 11, Steps: 4}
+	cfg := Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Seed: 11, Steps: 4}}
 	fp16 := decodePNG(t, generate(t, openTiny(t, cfg), "a photo of the moon"))
 	cfg.ModelDir = dir
 	fp32 := decodePNG(t, generate(t, openTiny(t, cfg), "a photo of the moon"))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/procfs"
 )
@@ -18,7 +19,7 @@ import (
 //	ONNXRUNTIME_LIB=/opt/onnxruntime/lib/libonnxruntime.so.1 \
 //	go test -run '^$' -bench . -benchtime 3x ./internal/onnx/
 func benchConfig(b *testing.B) Config {
-	cfg := Config{ModelDir: os.Getenv("GENQ_BENCH_MODEL_DIR"), Seed: 1, Device: DeviceAuto}
+	cfg := Config{ModelDir: os.Getenv("GENQ_BENCH_MODEL_DIR"), Pipeline: diffusion.Pipeline{Seed: 1, Device: DeviceAuto}}
 	size := 256
 	if s := os.Getenv("GENQ_BENCH_SIZE"); s != "" {
 		n, err := strconv.Atoi(s)

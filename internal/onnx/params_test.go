@@ -6,11 +6,12 @@ import (
 	"image/png"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 )
 
 func TestGenerateHonoursJobParams(t *testing.T) {
-	b := openTiny(t, Config{Width: 64, Height: 64, Seed: 3, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Seed: 3, Steps: 2, MaxSize: 128, MaxSteps: 4}})
 	seed, guidance := int64(9), 2.5
 	base := genq.Job{Envelope: genq.Envelope{Text: "a cat"}, TextRequest: genq.TextRequest{Seed: &seed}, ImageRequest: genq.ImageRequest{Width: 96, Height: 64, Steps: 3, GuidanceScale: &guidance}}
 	first := generateJob(t, b, base)
@@ -36,7 +37,7 @@ func TestGenerateHonoursJobParams(t *testing.T) {
 }
 
 func TestGenerateRefusesParamsOverLimits(t *testing.T) {
-	b := openTiny(t, Config{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4})
+	b := openTiny(t, Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4}})
 	nan := 31.0
 	for name, job := range map[string]genq.Job{
 		"too wide":         {Envelope: genq.Envelope{Text: "x"}, ImageRequest: genq.ImageRequest{Width: 144, Height: 64}},

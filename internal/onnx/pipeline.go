@@ -169,9 +169,7 @@ func (b *Backend) Generate(ctx context.Context, job genq.Job, progress func(genq
 // GenerateImageStream is Generate, handing emit the job's previews: the
 // latents after their steps through the VAE (genq.ImageStreamer).
 func (b *Backend) GenerateImageStream(ctx context.Context, job genq.Job, progress func(genq.Progress), emit func(genq.ImagePiece)) (genq.Result, error) {
-	s := diffusion.Settings{Width: b.cfg.Width, Height: b.cfg.Height, Steps: b.cfg.Steps,
-		Guidance: b.cfg.GuidanceScale, Seed: b.cfg.Seed, MaxSize: b.cfg.MaxSize, MaxSteps: b.cfg.MaxSteps}
-	return diffusion.Generate(ctx, job, s, b.log.With("engine", Engine), emit,
+	return diffusion.Generate(ctx, job, b.cfg.Pipeline, b.log.With("engine", Engine), emit,
 		func(ctx context.Context, text string, p diffusion.Params, partial func(int, *image.NRGBA)) (*image.NRGBA, error) {
 			return b.generate(ctx, text, p, progress, diffusion.NewPreviewer(p, partial))
 		})

@@ -38,7 +38,7 @@ func TestScheduleMatchesDiffusers(t *testing.T) {
 		shift float64
 		steps int
 	}{{3, 28}, {3, 4}, {1, 28}, {6, 50}} {
-		b := &Backend{cfg: Config{Steps: tt.steps}, kind: kindSD3, flow: scheduler.FlowMatchEuler{Shift: tt.shift, NumTrainTimesteps: 1000}}
+		b := &Backend{cfg: Config{Pipeline: diffusion.Pipeline{Steps: tt.steps}}, kind: kindSD3, flow: scheduler.FlowMatchEuler{Shift: tt.shift, NumTrainTimesteps: 1000}}
 		got := b.schedule(b.cfg.Steps)
 		wantSigmas, wantTimesteps := refFlowMatch(tt.shift, 1000, tt.steps)
 		if len(got.Sigmas) != len(wantSigmas) || len(got.Timesteps) != len(wantTimesteps) {

@@ -5,6 +5,7 @@ import (
 	"image/png"
 	"testing"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/onnx/tinyexport"
 )
 
@@ -17,7 +18,7 @@ func TestGenerateUNetExports(t *testing.T) {
 			if err := tinyexport.WriteWithOptions(dir, 1, tinyexport.Options{Pipeline: p}); err != nil {
 				t.Fatal(err)
 			}
-			b := openTiny(t, Config{ModelDir: dir, Width: 48, Height: 32, Seed: 4, Steps: 5})
+			b := openTiny(t, Config{ModelDir: dir, Pipeline: diffusion.Pipeline{Width: 48, Height: 32, Seed: 4, Steps: 5}})
 			if got := b.kind.name; got != string(p) {
 				t.Fatalf("pipeline %q, want %q", got, p)
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/onnx"
@@ -79,14 +80,20 @@ func (b *bench) imageEngines(ctx context.Context) error {
 		}
 	}()
 	var err error
-	if engines[ieONNX], err = onnx.Open(ctx, onnx.Config{ModelDir: dir, LibraryPath: lib, Device: onnx.DeviceCPU,
-		Width: ieSize, Height: ieSize, Steps: ieSteps, Threads: ieThreads}, nil); err != nil {
+	if engines[ieONNX], err = onnx.Open(ctx, onnx.Config{
+		ModelDir:    dir,
+		LibraryPath: lib,
+		Pipeline:    diffusion.Pipeline{Device: onnx.DeviceCPU, Width: ieSize, Height: ieSize, Steps: ieSteps, Threads: ieThreads},
+	}, nil); err != nil {
 		return err
 	}
 	ggml := map[string]*ggmlimage.Backend{}
 	for name, bf16 := range map[string]string{ieGGML: ggmlimage.BFloat16Auto, ieGGMLFloat: ggmlimage.BFloat16Off} {
-		if ggml[name], err = ggmlimage.Open(ctx, ggmlimage.Config{ModelDir: dir, Device: ggmlimage.DeviceCPU,
-			Width: ieSize, Height: ieSize, Steps: ieSteps, GuidanceScale: 7, Threads: ieThreads, BFloat16: bf16}, nil); err != nil {
+		if ggml[name], err = ggmlimage.Open(ctx, ggmlimage.Config{
+			ModelDir: dir,
+			BFloat16: bf16,
+			Pipeline: diffusion.Pipeline{Device: ggmlimage.DeviceCPU, Width: ieSize, Height: ieSize, Steps: ieSteps, GuidanceScale: 7, Threads: ieThreads},
+		}, nil); err != nil {
 			return err
 		}
 		engines[name] = ggml[name]

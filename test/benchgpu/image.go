@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/tensor"
@@ -57,8 +58,15 @@ type ImageResults struct {
 }
 
 func imageBench(ctx context.Context, o imageOptions, log io.Writer) (*ImageResults, error) {
-	cfg := ggmlimage.Config{ModelDir: o.dir, Device: o.device, Slots: 1, Width: o.size, Height: o.size, Steps: o.steps,
-		GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps, NoT5: o.noT5, AttentionGroups: o.groups, FreshStepGraphs: o.freshGraphs, BFloat16: bfloat16Setting(o.f16Matrices)}
+	cfg := ggmlimage.Config{
+		ModelDir:        o.dir,
+		Slots:           1,
+		NoT5:            o.noT5,
+		AttentionGroups: o.groups,
+		FreshStepGraphs: o.freshGraphs,
+		BFloat16:        bfloat16Setting(o.f16Matrices),
+		Pipeline:        diffusion.Pipeline{Device: o.device, Width: o.size, Height: o.size, Steps: o.steps, GuidanceScale: 7, MaxSize: o.size, MaxSteps: o.steps},
+	}
 	b, err := ggmlimage.Open(ctx, cfg, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		return nil, err

@@ -14,8 +14,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/onnx"
 	"github.com/genq/genq/internal/textgen"
@@ -41,15 +43,12 @@ type Config struct {
 	NATS        natsqueue.ConnectOptions
 	Runtime     worker.Config
 	Text        textgen.Config
-	Image       onnx.Config
 	ImageEngine string // IMAGE_ENGINE: onnx or ggml
-	ImageT5     string // IMAGE_T5: on or off (ggml only)
-	// ImageBLAS and ImageBLASKernels: IMAGE_BLAS (auto, on or off) and
-	// IMAGE_BLAS_KERNELS, the ggml engine's matrix products on the CPU.
-	ImageBLAS, ImageBLASKernels string
-	// ImageBFloat16: IMAGE_BFLOAT16 (auto, on or off), where the ggml
-	// engine keeps its largest products' weights as bfloat16.
-	ImageBFloat16 string
+	// Image is the pipeline both image engines share; ONNX and GGML are
+	// each engine's own settings, given Image by Parse.
+	Image diffusion.Pipeline
+	ONNX  onnx.Config
+	GGML  ggmlimage.Config
 
 	variant string // as given; Variant is parsed before Register
 }
@@ -95,14 +94,12 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 
 	fs.Section("Image engine")
 	c.Image.RegisterFlags(fs)
+	c.ONNX.RegisterFlags(fs)
 	for _, env := range []string{"IMAGE_MAX_SIZE", "IMAGE_MAX_STEPS"} {
 		fs.Adopted(env, "the api takes it from the workers' heartbeats (the tightest live worker's), and refuses a request past it before queueing")
 	}
 	fs.String(&c.ImageEngine, "image-engine", "IMAGE_ENGINE", "ggml", "image engine: ggml (the ggml/*.gguf files, on the CPU or CUDA) or onnx (ONNX Runtime on the CPU, the ONNX export)")
-	fs.String(&c.ImageT5, "image-t5", "IMAGE_T5", "on", "image engine ggml: off leaves T5 unloaded and gives the transformer zeros in its 256 rows, as SD3 allows (the ONNX engine always runs T5)")
-	fs.String(&c.ImageBLAS, "image-blas", "IMAGE_BLAS", "auto", "image engine ggml on the CPU: auto or on runs its matrix products through OpenBLAS (ggml's BLAS backend, built where OpenBLAS is installed; on fails without it): faster, and for SD3-medium at 1024² about 8 GB more memory (docs/image.md); auto leaves it out where IMAGE_BFLOAT16 takes bfloat16 on more than one thread; off: ggml's own kernels")
-	fs.String(&c.ImageBFloat16, "image-bfloat16", "IMAGE_BFLOAT16", "auto", "image engine ggml: auto multiplies the transformer's per-token matrices (and on the CPU the VAE's inner 3×3 convolutions) in bfloat16 with float32 sums where the device does so natively (CUDA from Ampere on, a CPU with AVX512_BF16): faster, with values rounded to bfloat16; on does so everywhere, slower where not native; off keeps the weights' float16, closer to the reference (docs/image.md)")
-	fs.String(&c.ImageBLASKernels, "image-blas-kernels", "IMAGE_BLAS_KERNELS", "", "OpenBLAS kernels for IMAGE_BLAS (OPENBLAS_CORETYPE, e.g. SkylakeX); empty: those OpenBLAS picks for the CPU, whatever OPENBLAS_CORETYPE the worker inherits")
+	c.GGML.RegisterFlags(fs)
 }
 
 // Parse reads the worker's settings from args and the environment (lookup,
@@ -121,17 +118,13 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// Each engine checks its own settings when it opens; what is checked
+	// here is which engine runs, and what only the choice can refuse.
 	switch {
 	case c.ImageEngine != "onnx" && c.ImageEngine != "ggml":
 		return c, fmt.Errorf("image engine %q: want onnx or ggml", c.ImageEngine)
-	case c.ImageT5 != "on" && c.ImageT5 != "off":
-		return c, fmt.Errorf("IMAGE_T5 %q: want on or off", c.ImageT5)
-	case c.ImageT5 == "off" && c.ImageEngine != "ggml":
+	case c.GGML.T5Off() && c.ImageEngine != "ggml":
 		return c, errors.New("IMAGE_T5=off needs IMAGE_ENGINE=ggml: the ONNX engine always runs T5")
-	case c.ImageBLAS != "auto" && c.ImageBLAS != "on" && c.ImageBLAS != "off":
-		return c, fmt.Errorf("IMAGE_BLAS %q: want auto, on or off", c.ImageBLAS)
-	case c.ImageBFloat16 != "auto" && c.ImageBFloat16 != "on" && c.ImageBFloat16 != "off":
-		return c, fmt.Errorf("IMAGE_BFLOAT16 %q: want auto, on or off", c.ImageBFloat16)
 	}
 	if c.Slots < 1 && (c.Slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")
@@ -145,7 +138,8 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	}
 	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, v
 	c.Text.ModelDir, c.Text.Slots, c.Text.DefaultSlots = c.ModelDir, c.Slots, v.Spec().Slots
-	c.Image.ModelDir, c.Image.Slots = c.ModelDir, c.Slots
+	c.ONNX.ModelDir, c.ONNX.Slots, c.ONNX.Pipeline = c.ModelDir, c.Slots, c.Image
+	c.GGML.ModelDir, c.GGML.Slots, c.GGML.Pipeline = c.ModelDir, c.Slots, c.Image
 	return c, nil
 }
 

@@ -27,8 +27,12 @@ func TestDefaultsFromTheVariantAndTheImage(t *testing.T) {
 	if c.Variant != genq.VariantC || c.Slots != genq.VariantC.Spec().Slots || c.ModelDir != "models/C" || c.MetricsAddr != "" {
 		t.Fatalf("variant %s, slots %d, model dir %q, metrics %q", c.Variant, c.Slots, c.ModelDir, c.MetricsAddr)
 	}
-	if c.WorkerID == "" || c.Runtime.WorkerID != c.WorkerID || c.Image.ModelDir != c.ModelDir {
-		t.Fatalf("worker id %q (runtime %q), image model dir %q", c.WorkerID, c.Runtime.WorkerID, c.Image.ModelDir)
+	if c.WorkerID == "" || c.Runtime.WorkerID != c.WorkerID || c.ONNX.ModelDir != c.ModelDir || c.GGML.ModelDir != c.ModelDir {
+		t.Fatalf("worker id %q (runtime %q), image model dirs %q and %q", c.WorkerID, c.Runtime.WorkerID, c.ONNX.ModelDir, c.GGML.ModelDir)
+	}
+	// Both engines are given the one pipeline the IMAGE_* settings made.
+	if c.Image.Width != 1024 || c.ONNX.Pipeline != c.Image || c.GGML.Pipeline != c.Image {
+		t.Fatalf("pipelines %+v, %+v and %+v", c.Image, c.ONNX.Pipeline, c.GGML.Pipeline)
 	}
 
 	c, err = Parse(nil, lookupOf(map[string]string{"VARIANT": "B", "GENQ_IN_CONTAINER": "1", "WORKER_ID": "w7"}), io.Discard)
@@ -45,25 +49,16 @@ func TestDefaultsFromTheVariantAndTheImage(t *testing.T) {
 	}
 }
 
-// IMAGE_BFLOAT16 is auto unless set, takes on and off, and refuses
-// anything else by name.
-func TestImageBFloat16(t *testing.T) {
-	for _, tc := range []struct {
-		env     map[string]string
-		want    string
-		refused bool
-	}{
-		{map[string]string{"VARIANT": "C"}, "auto", false},
-		{map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "off"}, "off", false},
-		{map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "on"}, "on", false},
-		{map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "yes"}, "", true},
-	} {
-		c, err := Parse(nil, lookupOf(tc.env), io.Discard)
-		switch {
-		case tc.refused && (err == nil || !strings.Contains(err.Error(), "IMAGE_BFLOAT16")):
-			t.Errorf("%v: got %v, want an error naming IMAGE_BFLOAT16", tc.env, err)
-		case !tc.refused && (err != nil || c.ImageBFloat16 != tc.want):
-			t.Errorf("%v: got %q, %v; want %q", tc.env, c.ImageBFloat16, err, tc.want)
-		}
+// The ggml engine's own settings are parsed here and checked by the
+// engine (ggmlimage's TestConfigValidate); the worker refuses only what
+// the engine's choice decides.
+func TestImageEngineSettings(t *testing.T) {
+	c, err := Parse(nil, lookupOf(map[string]string{"VARIANT": "C", "IMAGE_BFLOAT16": "off", "IMAGE_BLAS": "on"}), io.Discard)
+	if err != nil || c.GGML.BFloat16 != "off" || c.GGML.BLAS != "on" {
+		t.Fatalf("got %q, %q, %v; want off, on", c.GGML.BFloat16, c.GGML.BLAS, err)
+	}
+	_, err = Parse(nil, lookupOf(map[string]string{"VARIANT": "C", "IMAGE_ENGINE": "onnx", "IMAGE_T5": "off"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "IMAGE_T5") {
+		t.Fatalf("IMAGE_T5=off with the ONNX engine: %v, want a refusal naming IMAGE_T5", err)
 	}
 }
