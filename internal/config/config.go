@@ -225,6 +225,7 @@ No setting has to be given by hand to two processes. Where several need one valu
 		if p := sectionProse[sec.title]; p != "" {
 			b.WriteString(p + "\n\n")
 		}
+		b.WriteString(declaredIn(sec) + "\n\n")
 		b.WriteString("| Variable | Flag | Default | Read by | Meaning |\n|---|---|---|---|---|\n")
 		for _, r := range sec.rows {
 			line, err := renderRow(r, vars)
@@ -235,6 +236,23 @@ No setting has to be given by hand to two processes. Where several need one valu
 		}
 	}
 	return b.String(), nil
+}
+
+// declaredIn links the files that declare a section's settings, each
+// once, in the order the section first meets them: the room that reads
+// a setting declares and checks it.
+func declaredIn(sec *section) string {
+	var links []string
+	seen := map[string]bool{}
+	for _, r := range sec.rows {
+		for _, e := range r.entries {
+			if f := e.s.File; f != "" && !seen[f] {
+				seen[f] = true
+				links = append(links, fmt.Sprintf("[%s](../%s)", f, f))
+			}
+		}
+	}
+	return "Declared in " + strings.Join(links, ", ") + "."
 }
 
 func cellKey(r *row) string {

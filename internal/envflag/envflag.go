@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ type Setting struct {
 	// Adopted says which other processes take this setting's value from
 	// the one that declares it, and how (see Set.Adopted).
 	Adopted string
+	// File is the source file that declares it, from the module's root
+	// (internal/textgen/config.go): the reference links it.
+	File string
 }
 
 // New returns a Set that reads the environment through getenv and writes
@@ -113,7 +117,29 @@ func (s *Set) record(name, env, def, usage string, secret, list bool) {
 	if name == "" && env == "" {
 		panic("envflag: a setting needs a flag or a variable")
 	}
-	s.settings = append(s.settings, Setting{Section: s.section, Flag: name, Env: env, Default: def, Usage: usage, Secret: secret, List: list})
+	s.settings = append(s.settings, Setting{Section: s.section, Flag: name, Env: env, Default: def, Usage: usage, Secret: secret, List: list, File: declaringFile()})
+}
+
+// declaringFile is the first file up the stack outside this package: the
+// one whose RegisterFlags (or Register) declared the setting, from the
+// module's root, whether the binary was built with -trimpath or not.
+func declaringFile() string {
+	pcs := make([]uintptr, 16)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if !strings.HasSuffix(f.File, "/internal/envflag/envflag.go") {
+			for _, root := range []string{"/internal/", "/cmd/", "/test/"} {
+				if i := strings.LastIndex(f.File, root); i >= 0 {
+					return f.File[i+1:]
+				}
+			}
+			return f.File
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // env returns env's value; empty counts as unset.

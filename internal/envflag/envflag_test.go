@@ -89,6 +89,10 @@ func TestSettingsRecordTheDeclarations(t *testing.T) {
 		{Section: "Two", Env: "INSIDE", Default: "false", Usage: "read from the environment alone"},
 		{Section: "Two", Flag: "dry-run", Default: "false", Usage: "a flag alone"},
 	}
+	// Each names the file whose code declared it: this one.
+	for i := range want {
+		want[i].File = "internal/envflag/envflag_test.go"
+	}
 	if got := fs.Settings(); !slices.Equal(got, want) {
 		t.Fatalf("settings\n%+v\nwant\n%+v", got, want)
 	}
