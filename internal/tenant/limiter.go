@@ -1,0 +1,189 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrConflict is a Store's answer to an update whose revision is no longer
+// the record's: another api updated it first.
+var ErrConflict = errors.New("the counters changed since they were read")
+
+// Store keeps the counters every api shares, one record per tenant and
+// day, updated by compare-and-swap (natsqueue.TenantStore, over
+// JetStream KV).
+type Store interface {
+	// Get reads a record and its revision; a record not there is zero,
+	// revision 0.
+	Get(ctx context.Context, key string) (Counters, uint64, error)
+	// Update writes c if the record is still at rev (0: not there yet),
+	// returning its new revision, or ErrConflict.
+	Update(ctx context.Context, key string, c Counters, rev uint64) (uint64, error)
+	// Keys lists the records of day.
+	Keys(ctx context.Context, day string) ([]string, error)
+}
+
+// CounterKey names tenant's record of day (2006-01-02).
+func CounterKey(tenant, day string) string {
+	return tenant + "." + day[0:4] + day[5:7] + day[8:10]
+}
+
+// Limiter admits and settles tenants' requests over a Store. It keeps
+// the last record it read or wrote of each key, and its revision, so an
+// admission costs one round trip to the store (the compare-and-swap)
+// unless another api wrote the record since: then two more (a read, and
+// the swap again). Updates of one key on this api go one at a time, so
+// they never conflict with each other.
+type Limiter struct {
+	store Store
+	api   string
+	now   func() time.Time
+
+	mu   sync.Mutex
+	keys map[string]*cached
+}
+
+type cached struct {
+	mu  sync.Mutex
+	c   Counters
+	rev uint64
+	ok  bool // c and rev were read or written
+}
+
+// NewLimiter admits over store as api (a name of its own among the apis).
+func NewLimiter(store Store, api string) *Limiter {
+	return &Limiter{store: store, api: api, now: time.Now, keys: map[string]*cached{}}
+}
+
+// Ticket is an admitted request, to settle when it ends.
+type Ticket struct {
+	key      string
+	reserved Cost
+	minute   int64
+	Status   Status
+}
+
+// maxSwaps bounds the compare-and-swap attempts of one update: each
+// failed one means another api's update went through.
+const maxSwaps = 16
+
+// Admit counts a request of t asking for cost, in flight until its
+// deadline, or refuses it with a *Refusal.
+func (l *Limiter) Admit(ctx context.Context, t Tenant, cost Cost, deadline time.Time) (Ticket, error) {
+	now := l.now()
+	tk := Ticket{key: CounterKey(t.Name, dayOf(now)), reserved: cost, minute: unixMinute(now)}
+	err := l.update(ctx, tk.key, func(c *Counters) error {
+		now = l.now()
+		if r := c.admit(t, cost, now, l.api, deadline); r != nil {
+			return r
+		}
+		tk.Status = c.status(t, now)
+		return nil
+	})
+	return tk, err
+}
+
+// Settle ends an admitted request with what it took, and adds its usage.
+func (l *Limiter) Settle(ctx context.Context, tk Ticket, took Cost, u Usage) error {
+	return l.update(ctx, tk.key, func(c *Counters) error {
+		c.settle(tk.reserved, took, tk.minute, l.now(), l.api, u)
+		return nil
+	})
+}
+
+// Today reads tenant's record of today.
+func (l *Limiter) Today(ctx context.Context, tenant string) (Counters, error) {
+	return l.Day(ctx, tenant, l.now())
+}
+
+// Day reads tenant's record of t's UTC day.
+func (l *Limiter) Day(ctx context.Context, tenant string, t time.Time) (Counters, error) {
+	c, _, err := l.store.Get(ctx, CounterKey(tenant, dayOf(t)))
+	return c, err
+}
+
+// Tenants lists the tenants with a record on t's UTC day.
+func (l *Limiter) Tenants(ctx context.Context, t time.Time) ([]string, error) {
+	keys, err := l.store.Keys(ctx, dayOf(t))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if i := len(k) - len(".20060102"); i > 0 {
+			out = append(out, k[:i])
+		}
+	}
+	return out, nil
+}
+
+// entry is key's cache entry.
+func (l *Limiter) entry(key string) *cached {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.keys[key]
+	if e == nil {
+		e = &cached{}
+		l.keys[key] = e
+		l.forgetOld(key)
+	}
+	return e
+}
+
+// forgetOld drops the entries of days before key's: a day's record is
+// only written on that day, settlements aside.
+func (l *Limiter) forgetOld(key string) {
+	if len(l.keys) < 1024 {
+		return
+	}
+	day := key[len(key)-8:]
+	for k := range l.keys {
+		if k[len(k)-8:] < day {
+			delete(l.keys, k)
+		}
+	}
+}
+
+// update applies fn to key's record by compare-and-swap: from the cached
+// record first, then, when the store says it changed, from a fresh read.
+// A refusal from the cached record is checked against a fresh one, since
+// another api's settlement may have made room.
+func (l *Limiter) update(ctx context.Context, key string, fn func(*Counters) error) error {
+	e := l.entry(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fresh := false
+	for range maxSwaps {
+		if !e.ok {
+			c, rev, err := l.store.Get(ctx, key)
+			if err != nil {
+				return fmt.Errorf("read counters %s: %w", key, err)
+			}
+			e.c, e.rev, e.ok, fresh = c, rev, true, true
+		}
+		next := e.c.clone()
+		if err := fn(&next); err != nil {
+			var r *Refusal
+			if errors.As(err, &r) && !fresh {
+				e.ok = false
+				continue
+			}
+			return err
+		}
+		rev, err := l.store.Update(ctx, key, next, e.rev)
+		if errors.Is(err, ErrConflict) {
+			e.ok = false
+			continue
+		}
+		if err != nil {
+			e.ok = false
+			return fmt.Errorf("update counters %s: %w", key, err)
+		}
+		e.c, e.rev, fresh = next, rev, false
+		return nil
+	}
+	return fmt.Errorf("update counters %s: %d attempts conflicted with other apis' updates", key, maxSwaps)
+}
