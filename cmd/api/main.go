@@ -27,6 +27,7 @@ import (
 	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/shutdown"
+	"github.com/genq/genq/internal/tenant"
 )
 
 func main() {
@@ -87,12 +88,24 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	// (their ROUTE_BY_PREFIX); with fewer than two, to the shared subject.
 	client.RouteBy(natsqueue.NewRouter(workers))
 
+	// Keys from GENQ_KEYS join the settings' as the bucket changes; the
+	// tenants' counters are shared by every api.
+	keys := tenant.NewKeys(cfg.Keys)
+	if err := conn.WatchKeys(ctx, keys, log); err != nil {
+		return err
+	}
+	counters, err := conn.TenantStore(ctx)
+	if err != nil {
+		return err
+	}
+	limiter := tenant.NewLimiter(counters, newJobID())
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: cfg.HTTP.Batches.FileTTL})
 	handler := httpapi.NewServer(cfg.HTTP, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn,
-		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log})
+		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter})
 	if cfg.MetricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsAddr, httpapi.NewMetricsHandler(reg), log)
 		if err != nil {
@@ -108,7 +121,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	srv := httpapi.NewHTTPServer(handler, cfg.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("api listening", "addr", ln.Addr().String(), "api_keys", len(cfg.HTTP.APIKeys) > 0)
+	log.Info("api listening", "addr", ln.Addr().String(), "api_keys", keys.Required(), "tenants", len(keys.Tenants()))
 
 	select {
 	case err := <-errc:

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // statusOf is the one place where an application error code becomes an
@@ -75,8 +77,8 @@ func errorStatus(w http.ResponseWriter, log *slog.Logger, err error) int {
 	code := genq.ErrorCode(err)
 	status := statusOf(code)
 	logAnswered(w, log, status, err)
-	if code == genq.Overloaded || code == genq.Unavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	if (code == genq.Overloaded || code == genq.Unavailable) && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds)) // a tenant's limit sets its own
 	}
 	return status
 }
@@ -166,5 +168,22 @@ var fieldVerbs = map[string]bool{"must": true, "is": true, "holds": true, "hold"
 // writeV1Error answers with err's status in OpenAI's error shape, for the
 // /v1 routes.
 func writeV1Error(w http.ResponseWriter, log *slog.Logger, err error) {
-	writeJSON(w, errorStatus(w, log, err), openai.ErrorResponse{Error: openai.ErrorOf(err)})
+	writeJSON(w, errorStatus(w, log, err), openai.ErrorResponse{Error: v1ErrorOf(err)})
+}
+
+// v1ErrorOf is err in OpenAI's words, with OpenAI's own codes for a
+// tenant's limit (its type what the limit counts) and for a model the key
+// may not use.
+func v1ErrorOf(err error) openai.Error {
+	e := openai.ErrorOf(err)
+	var refusal *tenant.Refusal
+	var denied *modelDenied
+	switch {
+	case errors.As(err, &refusal):
+		e.Type, e.Code = refusal.Kind(), "rate_limit_exceeded"
+	case errors.As(err, &denied):
+		field := "model"
+		e.Code, e.Param = "model_not_found", &field
+	}
+	return e
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tenant"
 	"github.com/genq/genq/internal/webhook"
 )
 
@@ -100,6 +101,10 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.reject(w, err)
+		return
+	}
+	if err := s.admit(w, r, admission{cost: tenant.Cost{Tokens: s.reserve([]genq.Job{job})}, deadline: job.Deadline}); err != nil {
+		writeError(w, s.log, err)
 		return
 	}
 	log := s.log.With("job_id", job.ID)

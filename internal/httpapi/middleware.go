@@ -2,9 +2,6 @@ package httpapi
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // statusRecorder remembers the status a handler wrote, and the request
@@ -124,10 +122,12 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// requireAPIKey checks the bearer token when API keys are configured. The
-// token's digest is compared with every key's, in constant time, so timing
-// says nothing about which key or which prefix matched, nor about the keys'
-// lengths. The scheme is case-insensitive, as HTTP's auth schemes are.
+// requireAPIKey checks the bearer token when API keys are configured
+// (tenant.Keys.Lookup compares digests in constant time) and puts the
+// key's tenant in the request's context; without keys every request is
+// openTenant's. When the handler has answered, the request is settled
+// with what it took (settle). The scheme is case-insensitive, as HTTP's
+// auth schemes are.
 func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 	return s.requireAPIKeyAs(writeError)(next)
 }
@@ -144,40 +144,25 @@ func (s *Server) requireAPIKeyFor(renderFor func(*http.Request) errorRenderer) f
 	return func(next http.Handler) http.Handler { return s.apiKeys(renderFor, next) }
 }
 
+// apiKeys is requireAPIKeyFor's middleware.
 func (s *Server) apiKeys(renderFor func(*http.Request) errorRenderer, next http.Handler) http.Handler {
-	if len(s.cfg.APIKeys) == 0 {
-		return next
-	}
-	digests := make([][sha256.Size]byte, len(s.cfg.APIKeys))
-	for i, k := range s.cfg.APIKeys {
-		digests[i] = sha256.Sum256([]byte(k))
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		token = strings.TrimSpace(token)
-		if key := r.Header.Get("X-Api-Key"); key != "" && r.Header.Get("Authorization") == "" {
-			scheme, token = "Bearer", key // Anthropic's SDKs send their key so
-		}
-		if strings.EqualFold(scheme, "Basic") {
-			// The web UI API's clients send its --api-auth user:password
-			// as Basic: the password is the key, whatever the user.
-			if dec, err := base64.StdEncoding.DecodeString(token); err == nil {
-				_, token, _ = strings.Cut(string(dec), ":")
-				scheme = "Bearer"
+		t := tenant.Tenant{Name: openTenant}
+		if s.keys.Required() {
+			token, ok := bearerToken(r)
+			if ok {
+				t, ok = s.keys.Lookup(token)
+			}
+			if !ok {
+				s.metrics.rejections.WithLabelValues("unauthorized").Inc()
+				discardBody(w, r)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
+				renderFor(r)(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>, x-api-key: <key>, or Basic with the key as the password"))
+				return
 			}
 		}
-		got := sha256.Sum256([]byte(token))
-		match := 0
-		for _, d := range digests {
-			match |= subtle.ConstantTimeCompare(got[:], d[:])
-		}
-		if !strings.EqualFold(scheme, "Bearer") || match != 1 {
-			s.metrics.rejections.WithLabelValues("unauthorized").Inc()
-			discardBody(w, r)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="genq"`)
-			renderFor(r)(w, s.log, genq.Errorf(genq.Unauthorized, "a valid API key is required: send Authorization: Bearer <key>, x-api-key: <key>, or Basic with the key as the password"))
-			return
-		}
-		next.ServeHTTP(w, r)
+		c := &caller{tenant: t}
+		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), c)))
+		s.settle(r.Context(), c, routePattern(r))
 	})
 }

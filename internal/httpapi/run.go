@@ -40,6 +40,9 @@ func (s *Server) runJob(ctx context.Context, job genq.Job, start time.Time, log 
 		}
 		return nil, err
 	}
+	if c := callerOf(ctx); c != nil {
+		c.addResult(res, s.modelOf(res.Worker, ""))
+	}
 	s.metrics.queueWait.Observe(res.QueueWait.Seconds())
 	s.metrics.jobSeconds.Observe(res.RunTime.Seconds())
 	if res.Attempt > 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/sdapi"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // /sdapi/v1: AUTOMATIC1111's web UI API for variant C, the routes Open
@@ -94,6 +95,13 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	plan, err := sdapi.Txt2Img(body, s.imageLimits(), s.promptBytes(), tmpl, s.newID, rand.Int64N(1<<32), model)
 	if err == nil {
 		err = s.checkImages(plan.Jobs, "images (batch_size × n_iter)")
+	}
+	if err == nil {
+		err = s.admit(w, r, admission{model: model, cost: tenant.Cost{Images: int64(len(plan.Jobs))}, deadline: tmpl.Deadline})
+	}
+	if genq.ErrorCode(err) == genq.Overloaded || genq.ErrorCode(err) == genq.Unavailable {
+		writeSDError(w, s.log, err)
+		return
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeSDError)

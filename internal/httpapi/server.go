@@ -17,6 +17,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // Jobs runs a job to its result.
@@ -140,6 +141,13 @@ type Deps struct {
 	Waker   Waker
 	// Registry takes the metrics; NewMetricsHandler serves them.
 	Registry prometheus.Registerer
+	// Keys are the API keys and their tenants; nil takes Config.APIKeys,
+	// each a tenant of its own without limits.
+	Keys *tenant.Keys
+	// Limiter admits requests under their tenants' limits and keeps their
+	// usage, in counters every api shares; nil enforces no limit and keeps
+	// usage on /metrics only.
+	Limiter *tenant.Limiter
 	// NewID names each job.
 	NewID func() string
 	Log   *slog.Logger
@@ -158,6 +166,8 @@ type Server struct {
 	workers  Workers
 	waker    Waker
 	metrics  *metrics
+	keys     *tenant.Keys
+	limiter  *tenant.Limiter
 	newID    func() string
 	// constraints compiles the schemas and tools of requests, so that one
 	// no worker could hold an answer to is refused before it is queued.
@@ -175,7 +185,7 @@ type Server struct {
 // NewServer returns the façade as an http.Handler.
 func NewServer(cfg Config, deps Deps) http.Handler {
 	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches, depths: deps.Depths,
-		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, constraints: structured.NewCache(constraintCacheSize),
+		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, keys: keysOf(cfg, deps), limiter: deps.Limiter, constraints: structured.NewCache(constraintCacheSize),
 		batchKick: make(chan struct{}, 1)}
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	if s.batches != nil && s.async != nil {

@@ -125,6 +125,11 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
+	// A batch counts as a request; its lines' tokens are not metered (docs/api.md).
+	if err := s.admit(w, r, admission{deadline: time.Now().Add(s.cfg.JobTimeout)}); err != nil {
+		writeV1Error(w, s.log, err)
+		return
+	}
 	created := time.Now().Unix()
 	expires := created + int64(s.cfg.Batches.withDefaults().Expiry/time.Second)
 	b := openai.Batch{ID: "batch_" + s.newID(), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,

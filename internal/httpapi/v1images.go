@@ -17,6 +17,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // POST /v1/images/generations: OpenAI's image route for variant C. Each
@@ -51,6 +52,10 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	if err := s.admit(w, r, admission{model: req.Model, cost: tenant.Cost{Images: int64(len(jobs))}, deadline: jobs[0].Deadline}); err != nil {
+		writeV1Error(w, s.log, err)
 		return
 	}
 	log := s.log.With("job_id", jobs[0].ID, "route", r.URL.Path, "n", len(jobs))

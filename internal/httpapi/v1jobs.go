@@ -155,6 +155,11 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
+	// A queued job counts as a request; its tokens are not metered (docs/api.md).
+	if err := s.admit(w, r, admission{model: model, deadline: job.Deadline}); err != nil {
+		writeV1Error(w, s.log, err)
+		return
+	}
 	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: job.Deadline.Unix(), Webhook: req.Webhook,
 		Logprobs: job.Logprobs, Echo: job.Echo}
 	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", req.Type)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // POST /v1/chat/completions and POST /v1/completions: OpenAI's text
@@ -97,6 +98,13 @@ func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode te
 	}
 	if err != nil {
 		s.rejectAs(w, err, render)
+		return textRequest{}, false
+	}
+	if !jobs[0].PromptOnly { // a count of tokens is free, as Anthropic's is
+		err = s.admit(w, r, admission{model: params.Model, cost: tenant.Cost{Tokens: s.reserve(jobs)}, deadline: jobs[0].Deadline})
+	}
+	if err != nil {
+		render(w, s.log, err)
 		return textRequest{}, false
 	}
 	w.Header().Set(HeaderJobID, jobs[0].ID)

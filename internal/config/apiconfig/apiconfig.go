@@ -15,6 +15,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // Config is what the flags and the environment say.
@@ -34,8 +35,10 @@ type Config struct {
 	HTTP               httpapi.Config
 	APIKeys            string
 	APIKeysFile        string
-	WebhookAllow       string
-	ShutdownGrace      time.Duration
+	// Keys are API_KEYS' and API_KEYS_FILE's, read; GENQ_KEYS adds to them.
+	Keys          []tenant.Key
+	WebhookAllow  string
+	ShutdownGrace time.Duration
 }
 
 // Register declares the api's settings on fs, binding them to c.
@@ -72,8 +75,8 @@ func (c *Config) Register(fs *envflag.Set) {
 	fs.Section("HTTP api")
 	fs.String(&c.Addr, "addr", "ADDR", "", "listen address; overrides --port")
 	fs.Int(&c.Port, "port", "PORT", 8080, "HTTP port (80 in the container)")
-	fs.Secret(&c.APIKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes (none: open)")
-	fs.String(&c.APIKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line")
+	fs.Secret(&c.APIKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes, each a tenant of its own without limits (none, and none in API_KEYS_FILE or the GENQ_KEYS bucket: open)")
+	fs.String(&c.APIKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line, each optionally followed by tenant=NAME rpm=N tpm=N tpd=N images_per_day=N concurrency=N weight=W models=a,b admin=true (docs/api.md, \"Keys, tenants and limits\")")
 	fs.Int64(&c.HTTP.MaxBodyBytes, "max-body-bytes", "MAX_BODY_BYTES", 1<<20, "largest request body; more gets 413")
 	fs.Int64(&c.HTTP.MaxV1BodyBytes, "max-v1-body-bytes", "MAX_V1_BODY_BYTES", 8<<20, "largest request body on the /v1 routes (conversations, tools, schemas); more gets 413")
 	fs.Int(&c.HTTP.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 0, "longest prompt text in bytes; more gets 400. 0: 8 bytes per token of the longest context the live workers announce (1 MiB at 131,072 tokens; 131,072 tokens' worth when none does), the workers judging the tokens (docs/api.md, \"Long prompts\")")
@@ -114,11 +117,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	if c.Addr == "" {
 		c.Addr = ":" + strconv.Itoa(c.Port)
 	}
-	keys, err := loadAPIKeys(c.APIKeys, c.APIKeysFile)
-	if err != nil {
+	if c.Keys, err = loadAPIKeys(c.APIKeys, c.APIKeysFile); err != nil {
 		return c, err
 	}
-	c.HTTP.APIKeys = keys
 	for _, h := range strings.Split(c.WebhookAllow, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			c.HTTP.Async.WebhookAllow = append(c.HTTP.Async.WebhookAllow, h)
@@ -127,20 +128,20 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	return c, nil
 }
 
-func loadAPIKeys(list, file string) ([]string, error) {
-	raw := strings.ReplaceAll(list, ",", "\n")
+// loadAPIKeys reads API_KEYS and API_KEYS_FILE's lines. An error names
+// the file's line and field, never a key.
+func loadAPIKeys(list, file string) ([]tenant.Key, error) {
+	var lines []byte
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("read API keys file: %w", err)
 		}
-		raw += "\n" + string(b)
+		lines = b
 	}
-	var keys []string
-	for _, k := range strings.Split(raw, "\n") {
-		if k = strings.TrimSpace(k); k != "" {
-			keys = append(keys, k)
-		}
+	keys, err := tenant.ParseKeys(list, string(lines), "API_KEYS_FILE "+file)
+	if err != nil {
+		return nil, fmt.Errorf("API keys: %w", err)
 	}
 	return keys, nil
 }

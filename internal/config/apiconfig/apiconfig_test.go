@@ -2,6 +2,9 @@ package apiconfig
 
 import (
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +30,36 @@ func TestMetricsAddrEmptyIsOff(t *testing.T) {
 		c, err := Parse(nil, lookupOf(tt.env), io.Discard)
 		if err != nil || c.MetricsAddr != tt.want {
 			t.Errorf("env %v: metrics address %q, %v; want %q", tt.env, c.MetricsAddr, err, tt.want)
+		}
+	}
+}
+
+// TestAPIKeysFile: API_KEYS and API_KEYS_FILE's lines join; a bad line is
+// refused by its number and field, and the error holds no key.
+func TestAPIKeysFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		file    string
+		keys    int
+		wantErr string
+	}{
+		{"sk-one tenant=a rpm=10\n# a comment\n\nsk-two\n", 3, ""},
+		{"sk-one tenant=a\nsk-two rpm=many\n", 0, "line 2: rpm:"},
+		{"sk-one tenant=a b\n", 0, "line 1: field \"b\""},
+	} {
+		path := filepath.Join(dir, "keys")
+		if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(nil, lookupOf(map[string]string{"API_KEYS": "sk-zero", "API_KEYS_FILE": path}), io.Discard)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "sk-") {
+				t.Errorf("%q: error %v, want one with %q and no key", tt.file, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || len(c.Keys) != tt.keys {
+			t.Errorf("%q: %d keys, %v; want %d", tt.file, len(c.Keys), err, tt.keys)
 		}
 	}
 }

@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tenant"
+)
+
+// Tenants: the key of a request names its tenant (tenant.Keys); a
+// generation request is admitted under the tenant's limits before its
+// jobs are queued (admit), and settled with what it took when its handler
+// returns (caller.settle), into the counters every api shares
+// (tenant.Limiter) and the tenant's metrics.
+
+// openTenant is the tenant of every request to an api without keys.
+const openTenant = "anonymous"
+
+// caller is a request's tenant and what its jobs took, kept in its
+// context from the key check to the settlement.
+type caller struct {
+	tenant tenant.Tenant
+
+	mu       sync.Mutex
+	admitted bool
+	ticket   *tenant.Ticket
+	took     tenant.Usage
+}
+
+type callerKey struct{}
+
+func withCaller(ctx context.Context, c *caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerOf is ctx's caller; nil outside a keyed route.
+func callerOf(ctx context.Context) *caller {
+	c, _ := ctx.Value(callerKey{}).(*caller)
+	return c
+}
+
+// keysOf is the keys of deps, or those of cfg.APIKeys, tenants of their own
+// without limits.
+func keysOf(cfg Config, deps Deps) *tenant.Keys {
+	if deps.Keys != nil {
+		return deps.Keys
+	}
+	var keys []tenant.Key
+	for _, k := range cfg.APIKeys {
+		d := tenant.DigestOf(k)
+		keys = append(keys, tenant.Key{Digest: d, Tenant: tenant.Tenant{Name: tenant.PlainName(d)}})
+	}
+	return tenant.NewKeys(keys)
+}
+
+// bearerToken is the key a request sends: Authorization: Bearer, x-api-key
+// (Anthropic's SDKs), or Basic with the key as the password (the web UI
+// API's clients send their --api-auth user:password so). ok is false when
+// it sends none in a scheme genq takes.
+func bearerToken(r *http.Request) (string, bool) {
+	auth := r.Header.Get("Authorization")
+	if key := r.Header.Get("X-Api-Key"); key != "" && auth == "" {
+		return key, true
+	}
+	scheme, token, _ := strings.Cut(auth, " ")
+	token = strings.TrimSpace(token)
+	if strings.EqualFold(scheme, "Basic") {
+		dec, err := base64.StdEncoding.DecodeString(token)
+		if err != nil {
+			return "", false
+		}
+		_, token, _ = strings.Cut(string(dec), ":")
+		return token, true
+	}
+	return token, strings.EqualFold(scheme, "Bearer")
+}
+
+// modelDenied is a model outside a tenant's allow-list. It is answered
+// 404, as OpenAI answers a model a key may not use: the caller learns
+// nothing of the models other tenants may use.
+type modelDenied struct{ model string }
+
+func (m *modelDenied) Error() string { return "model " + m.model + " is outside the key's models" }
+
+// admission is what a generation request asks of its tenant's limits.
+type admission struct {
+	model    string
+	cost     tenant.Cost
+	deadline time.Time
+}
+
+// admit admits r's request under its tenant's limits, before its jobs are
+// queued, or returns the error to answer with in the route's shape: 404
+// for a model outside the tenant's list, 429 with the rate-limit headers
+// for a limit reached, 503 when the counters cannot be reached. An
+// admitted request gets the rate-limit headers of its limits too, as
+// OpenAI's answers do.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, a admission) error {
+	c := callerOf(r.Context())
+	if c == nil {
+		return nil
+	}
+	if a.model != "" && !c.tenant.AllowsModel(a.model) {
+		return &genq.Error{Code: genq.NotFound, Field: "model", Err: &modelDenied{a.model},
+			Message: "the model " + strconv.Quote(a.model) + " does not exist or this key may not use it"}
+	}
+	c.mu.Lock()
+	c.admitted = true
+	c.mu.Unlock()
+	if s.limiter == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), counterTimeout)
+	defer cancel()
+	tk, err := s.limiter.Admit(ctx, c.tenant, a.cost, a.deadline)
+	var refusal *tenant.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		c.mu.Lock()
+		c.admitted = false
+		c.mu.Unlock()
+		s.metrics.rateLimited.WithLabelValues(c.tenant.Name, refusal.Limit).Inc()
+		s.log.Info("rate limited", "tenant", c.tenant.Name, "limit", refusal.Limit, "max", refusal.Max,
+			"retry_after_ms", refusal.RetryAfter.Milliseconds(), "route", r.URL.Path)
+		setRateHeaders(w, r, refusal.Status, c.tenant)
+		setRetryAfter(w, refusal.RetryAfter)
+		return genq.WrapError(genq.Overloaded, refusal, refusal.Error())
+	case err != nil:
+		c.mu.Lock()
+		c.admitted = false
+		c.mu.Unlock()
+		return genq.WrapError(genq.Unavailable, err, "the tenants' counters are unavailable; retry")
+	}
+	c.mu.Lock()
+	c.ticket = &tk
+	c.mu.Unlock()
+	setRateHeaders(w, r, tk.Status, c.tenant)
+	return nil
+}
+
+// counterTimeout bounds one admission or settlement in the counters.
+const counterTimeout = 5 * time.Second
+
+// setRateHeaders says st in the headers OpenAI's SDKs read and, on
+// Anthropic's routes, in Anthropic's: the limits t has, what is left of
+// them, and when they reset.
+func setRateHeaders(w http.ResponseWriter, r *http.Request, st tenant.Status, t tenant.Tenant) {
+	h := w.Header()
+	now := time.Now()
+	set := func(kind string, limit, remaining int64, reset time.Duration) {
+		if limit <= 0 {
+			return
+		}
+		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(remaining, 10))
+		h.Set("X-Ratelimit-Reset-"+kind, reset.Round(time.Millisecond).String())
+		if isMessagesPath(r.URL.Path) {
+			h.Set("Anthropic-Ratelimit-"+kind+"-Limit", strconv.FormatInt(limit, 10))
+			h.Set("Anthropic-Ratelimit-"+kind+"-Remaining", strconv.FormatInt(remaining, 10))
+			h.Set("Anthropic-Ratelimit-"+kind+"-Reset", now.Add(reset).UTC().Format(time.RFC3339))
+		}
+	}
+	set("Requests", st.RequestsLimit, st.RequestsRemaining, st.RequestsReset)
+	set("Tokens", st.TokensLimit, st.TokensRemaining, st.TokensReset)
+}
+
+// setRetryAfter says when to retry: Retry-After in whole seconds, and
+// retry-after-ms, which OpenAI's and Anthropic's SDKs prefer, exact.
+func setRetryAfter(w http.ResponseWriter, after time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(after.Seconds()))))
+	w.Header().Set("Retry-After-Ms", strconv.FormatInt(max(1, after.Milliseconds()), 10))
+}
+
+// addResult counts a job's result for its request's tenant: its engine
+// time, its image, and, when its body is read and closed, its text's
+// tokens. It returns the result with its body wrapped so.
+func (c *caller) addResult(res *genq.ReceivedResult, model string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.took.EngineSeconds += res.RunTime.Seconds()
+	if c.took.Model == "" {
+		c.took.Model = model
+	}
+	if strings.HasPrefix(res.ContentType, "image/") {
+		c.took.Images++
+		return
+	}
+	if strings.Contains(res.ContentType, "json") {
+		res.Body = &meteredBody{ReadCloser: res.Body, c: c}
+	}
+}
+
+// meteredBody keeps a text result's bytes as its reader reads them, and
+// counts its tokens for the caller when closed.
+type meteredBody struct {
+	io.ReadCloser
+	c    *caller
+	buf  bytes.Buffer
+	once sync.Once
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.buf.Len()+n <= genq.MaxTextResultBytes {
+		b.buf.Write(p[:n])
+	}
+	return n, err
+}
+
+func (b *meteredBody) Close() error {
+	b.once.Do(func() {
+		var res struct {
+			Usage *genq.Usage `json:"usage"`
+		}
+		if json.Unmarshal(b.buf.Bytes(), &res) != nil || res.Usage == nil {
+			return
+		}
+		b.c.mu.Lock()
+		defer b.c.mu.Unlock()
+		b.c.took.PromptTokens += int64(res.Usage.PromptTokens)
+		b.c.took.CachedTokens += int64(res.Usage.CachedTokens)
+		b.c.took.CompletionTokens += int64(res.Usage.CompletionTokens)
+	})
+	return b.ReadCloser.Close()
+}
+
+// settle ends an admitted request: its usage goes to the tenant's metrics
+// and, with its ticket, to the counters, what it took replacing what it
+// reserved. It runs when the handler has answered.
+func (s *Server) settle(ctx context.Context, c *caller, route string) {
+	c.mu.Lock()
+	admitted, ticket, u := c.admitted, c.ticket, c.took
+	c.mu.Unlock()
+	if !admitted {
+		return
+	}
+	u.Route, u.Requests = route, 1
+	if u.Model == "" {
+		u.Model = s.modelOf("", "")
+	}
+	s.metrics.countUsage(c.tenant.Name, u)
+	if ticket == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), counterTimeout)
+	defer cancel()
+	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
+	if err := s.limiter.Settle(ctx, *ticket, took, u); err != nil {
+		s.log.Warn("a request's usage was not counted", "tenant", c.tenant.Name, "route", route, "err", err)
+	}
+}
+
+// routePattern is r's route pattern once routed, for the usage's route.
+func routePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		return rc.RoutePattern()
+	}
+	return "unmatched"
+}
+
+// reserve is the tokens a text request's jobs reserve on admission:
+// each answer's most, its max_tokens or else the workers' cap.
+func (s *Server) reserve(jobs []genq.Job) int64 {
+	var n int64
+	limit := s.workerLimits().MaxNewTokens
+	for _, j := range jobs {
+		if m := j.MaxNewTokens(); m > 0 {
+			n += int64(m)
+		} else {
+			n += int64(limit)
+		}
+	}
+	return n
+}
