@@ -82,6 +82,7 @@ func (s *Server) routes() http.Handler {
 			b.Get("/batches/{id}", s.handleBatchGet)
 			b.Post("/batches/{id}/cancel", s.handleBatchCancel)
 		})
+		v1.Get("/usage", s.handleUsage)
 		v1.Post("/messages", s.handleMessages)
 		v1.Post("/messages/count_tokens", s.handleCountTokens)
 	})

@@ -125,6 +125,9 @@ type uiStatus struct {
 	Recent      []statusBucket   `json:"recent"`
 	Batches     []openai.Batch   `json:"batches"`
 	Jobs        []jobStatus      `json:"jobs"` // the newest asynchronous jobs, without their results
+	// Tenants are the tenants the key may see, with their requests in
+	// flight and their usage today.
+	Tenants []tenantToday `json:"tenants"`
 }
 
 func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
@@ -161,6 +164,7 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 		slices.SortFunc(st.Batches, func(a, b openai.Batch) int { return int(b.CreatedAt - a.CreatedAt) })
 	}
 	st.Jobs = s.recentAsyncJobs(r.Context())
+	st.Tenants = s.tenantsToday(r.Context(), callerOf(r.Context()))
 	writeJSON(w, http.StatusOK, st)
 }
 

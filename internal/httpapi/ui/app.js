@@ -289,6 +289,12 @@ async function refreshQueue() {
       w.slots - w.free_slots, ago(w.started_at) + (w.draining ? " (draining)" : "")]);
     tr.dataset.worker = w.worker_id;
   }
+  const tenants = $("tenants").tBodies[0];
+  tenants.replaceChildren();
+  for (const t of st.tenants || []) {
+    const tr = cells(tenants, [t.tenant, t.in_flight, t.requests, t.prompt_tokens, t.completion_tokens, t.images, t.engine_seconds.toFixed(1)]);
+    tr.dataset.tenant = t.tenant;
+  }
   const jobs = $("jobs").tBodies[0];
   jobs.replaceChildren();
   for (const j of st.jobs || []) {
