@@ -28,6 +28,7 @@ import (
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/tenant"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -84,6 +85,15 @@ type stackOptions struct {
 	maxPayload int32
 	settings   *natsqueue.Settings
 	http       httpapi.Config
+	// ns, when set, is the NATS server to use, another stack's (an api
+	// restarted, or a second one).
+	ns *server.Server
+	// keys and tenants: the api's keys with their tenants, GENQ_KEYS
+	// watched, and its tenants' limits and usage in GENQ_TENANTS.
+	tenants bool
+	keys    []tenant.Key
+	// log, when set, takes the api's log.
+	log *slog.Logger
 }
 
 // newStack starts NATS and the api; workers are started separately.
@@ -96,7 +106,10 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.settings != nil {
 		s = *o.settings
 	}
-	ns := startNATS(t, o.maxPayload)
+	ns := o.ns
+	if ns == nil {
+		ns = startNATS(t, o.maxPayload)
+	}
 	conn, _ := openConn(t, ns, s, o.variant)
 	client, err := natsqueue.NewClient(conn)
 	if err != nil {
@@ -124,8 +137,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	reg := prometheus.NewRegistry()
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: time.Hour})
-	h := httpapi.NewServer(cfg, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn,
-		Workers: workers, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: testLog(t)})
+	log := o.log
+	if log == nil {
+		log = testLog(t)
+	}
+	deps := httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn,
+		Workers: workers, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: log}
+	if o.tenants {
+		deps.Keys, deps.Limiter = tenantDeps(t, ctx, conn, o.keys, log)
+	}
+	h := httpapi.NewServer(cfg, deps)
 	api := httptest.NewUnstartedServer(h)
 	hs := httpapi.NewHTTPServer(h, cfg)
 	api.Config = hs.Server

@@ -1,0 +1,404 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/tenant"
+)
+
+// tenantDeps are an api's keys, GENQ_KEYS watched, and its limiter over
+// GENQ_TENANTS, as cmd/api makes them.
+func tenantDeps(t *testing.T, ctx context.Context, conn *natsqueue.Conn, keys []tenant.Key, log *slog.Logger) (*tenant.Keys, *tenant.Limiter) {
+	t.Helper()
+	k := tenant.NewKeys(keys)
+	if err := conn.WatchKeys(ctx, k, log); err != nil {
+		t.Fatal(err)
+	}
+	store, err := conn.TenantStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, tenant.NewLimiter(store, "api-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+}
+
+// usageBackend answers a chat "count:<n>" with n tokens and the usage a
+// model's result carries: 3 prompt tokens, 1 of them cached, and n answer
+// tokens, so the tenants' counts are known to the token.
+type usageBackend struct{ *testBackend }
+
+func (b usageBackend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
+	if len(job.Messages) == 0 {
+		return b.testBackend.Generate(ctx, job, progress)
+	}
+	b.calls.Add(1)
+	_, arg, _ := strings.Cut(job.Messages[len(job.Messages)-1].Content, ":")
+	n, _ := strconv.Atoi(arg)
+	return genq.NewDetailedTextResult(strings.Repeat("t ", n), genq.FinishLength,
+		genq.Usage{PromptTokens: 3, CachedTokens: 1, CompletionTokens: n}, nil), nil
+}
+
+func keyLines(t *testing.T, lines ...string) []tenant.Key {
+	t.Helper()
+	keys, err := tenant.ParseKeys("", strings.Join(lines, "\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// callKey sends a request with key as its bearer token, or, on Anthropic's
+// route, as its x-api-key.
+func (s *stack) callKey(method, path, key, body string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.api.URL+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if strings.HasPrefix(path, "/v1/messages") {
+		req.Header.Set("X-Api-Key", key)
+	} else if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func chatBody(model string, n int) string {
+	return fmt.Sprintf(`{"model":%q,"max_tokens":%d,"messages":[{"role":"user","content":"count:%d"}]}`, model, n, n)
+}
+
+func messagesBody(n int) string {
+	return fmt.Sprintf(`{"model":"m","max_tokens":%d,"messages":[{"role":"user","content":"count:%d"}]}`, n, n)
+}
+
+// clearOfMinuteEnd waits, when the minute ends within 10 seconds, for
+// the next: a test of a per-minute limit must not see its window roll.
+func clearOfMinuteEnd() {
+	if left := time.Minute - time.Duration(time.Now().Second())*time.Second; left < 10*time.Second {
+		time.Sleep(left + 100*time.Millisecond)
+	}
+}
+
+func newTenantStack(t *testing.T, ns *server.Server, log *slog.Logger, lines ...string) *stack {
+	s := newStack(t, stackOptions{ns: ns, tenants: true, keys: keyLines(t, lines...), log: log})
+	if ns == nil { // else the first stack's worker serves
+		s.runWorker(usageBackend{newTestBackend(4)}, time.Second)
+	}
+	s.waitLive(1)
+	return s
+}
+
+// TestTenantLimits: each limit answers 429 in its route's error shape,
+// with the headers OpenAI's and Anthropic's SDKs read; a model outside a
+// key's list is a 404 in the route's shape.
+func TestTenantLimits(t *testing.T) {
+	s := newTenantStack(t, nil, nil,
+		"k-rpm tenant=rpm rpm=3", "k-anth tenant=anth rpm=2", "k-tpd tenant=tpd tpd=10", "k-models tenant=models models=m1", "k-free")
+
+	t.Run("requests per minute, OpenAI", func(t *testing.T) {
+		clearOfMinuteEnd()
+		for i := range 3 {
+			r := s.callKey("POST", "/v1/chat/completions", "k-rpm", chatBody("m", 1))
+			if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "3" || r.header.Get("X-Ratelimit-Remaining-Requests") != strconv.Itoa(2-i) {
+				t.Fatalf("request %d: %d %v %s", i+1, r.status, r.header, r.body)
+			}
+		}
+		r := s.callKey("POST", "/v1/chat/completions", "k-rpm", chatBody("m", 1))
+		var e struct {
+			Error struct{ Type, Code, Message string }
+		}
+		_ = json.Unmarshal(r.body, &e)
+		after, _ := strconv.Atoi(r.header.Get("Retry-After"))
+		ms, _ := strconv.Atoi(r.header.Get("Retry-After-Ms"))
+		if r.status != 429 || e.Error.Code != "rate_limit_exceeded" || e.Error.Type != "requests" || !strings.Contains(e.Error.Message, "requests per minute") ||
+			after < 1 || after > 60 || ms < 1 || ms >= 60000 || r.header.Get("X-Ratelimit-Remaining-Requests") != "0" ||
+			r.header.Get("X-Ratelimit-Reset-Requests") == "" {
+			t.Fatalf("over the limit: %d %v %s", r.status, r.header, r.body)
+		}
+	})
+	t.Run("requests per minute, Anthropic", func(t *testing.T) {
+		clearOfMinuteEnd()
+		for range 2 {
+			if r := s.callKey("POST", "/v1/messages", "k-anth", messagesBody(1)); r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+		}
+		r := s.callKey("POST", "/v1/messages", "k-anth", messagesBody(1))
+		var e struct {
+			Type  string
+			Error struct{ Type string }
+		}
+		_ = json.Unmarshal(r.body, &e)
+		reset, err := time.Parse(time.RFC3339, r.header.Get("Anthropic-Ratelimit-Requests-Reset"))
+		if r.status != 429 || e.Type != "error" || e.Error.Type != "rate_limit_error" || r.header.Get("Retry-After") == "" ||
+			r.header.Get("Anthropic-Ratelimit-Requests-Limit") != "2" || r.header.Get("Anthropic-Ratelimit-Requests-Remaining") != "0" ||
+			err != nil || reset.Before(time.Now().Add(-time.Second)) || reset.After(time.Now().Add(61*time.Second)) {
+			t.Fatalf("over the limit: %d %v %s", r.status, r.header, r.body)
+		}
+	})
+	t.Run("tokens per day", func(t *testing.T) {
+		// 3 prompt + 4 answer tokens each: 7, then 14 (admitted at 7 < 10),
+		// then refused.
+		for i := range 2 {
+			if r := s.callKey("POST", "/v1/chat/completions", "k-tpd", chatBody("m", 4)); r.status != 200 {
+				t.Fatalf("request %d: %d %s", i+1, r.status, r.body)
+			}
+		}
+		r := s.callKey("POST", "/v1/chat/completions", "k-tpd", chatBody("m", 4))
+		if r.status != 429 || !strings.Contains(string(r.body), `"type":"tokens"`) || r.header.Get("X-Ratelimit-Limit-Tokens") != "10" ||
+			r.header.Get("X-Ratelimit-Remaining-Tokens") != "0" {
+			t.Fatalf("over the day's tokens: %d %v %s", r.status, r.header, r.body)
+		}
+	})
+	t.Run("models", func(t *testing.T) {
+		if r := s.callKey("POST", "/v1/chat/completions", "k-models", chatBody("m1", 1)); r.status != 200 {
+			t.Fatalf("an allowed model: %d %s", r.status, r.body)
+		}
+		r := s.callKey("POST", "/v1/chat/completions", "k-models", chatBody("m2", 1))
+		if r.status != 404 || !strings.Contains(string(r.body), `"code":"model_not_found"`) || !strings.Contains(string(r.body), `"param":"model"`) {
+			t.Fatalf("a model outside the list: %d %s", r.status, r.body)
+		}
+		r = s.callKey("POST", "/v1/messages", "k-models", messagesBody(1))
+		if r.status != 404 || !strings.Contains(string(r.body), `"not_found_error"`) {
+			t.Fatalf("a model outside the list, Anthropic: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("a plain key has no limits", func(t *testing.T) {
+		for range 5 {
+			if r := s.callKey("POST", "/v1/chat/completions", "k-free", chatBody("m", 1)); r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "" {
+				t.Fatalf("%d %v %s", r.status, r.header, r.body)
+			}
+		}
+	})
+}
+
+// TestDailyLimitAcrossRestartsAndAPIs: a tenant's day of tokens is spent
+// on one api; an api started afresh on the same NATS, and a second one
+// beside it, refuse it, since the counters are in JetStream, not in the
+// api.
+func TestDailyLimitAcrossRestartsAndAPIs(t *testing.T) {
+	line := "k-day tenant=day tpd=20"
+	first := newTenantStack(t, nil, nil, line)
+	for i := range 3 { // 5 tokens each: 5, 10, 15 < 20, then 20
+		if r := first.callKey("POST", "/v1/chat/completions", "k-day", chatBody("m", 2)); r.status != 200 {
+			t.Fatalf("request %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	first.api.Close()
+	restarted := newTenantStack(t, first.ns, nil, line)
+	if r := restarted.callKey("POST", "/v1/chat/completions", "k-day", chatBody("m", 2)); r.status != 200 {
+		t.Fatalf("the 4th request, at 15 of 20 tokens: %d %s", r.status, r.body)
+	}
+	beside := newTenantStack(t, first.ns, nil, line)
+	for _, s := range []*stack{restarted, beside} {
+		if r := s.callKey("POST", "/v1/chat/completions", "k-day", chatBody("m", 2)); r.status != 429 {
+			t.Fatalf("at 20 of 20 tokens: %d %s", r.status, r.body)
+		}
+	}
+}
+
+// TestStoredKeys: a key put in GENQ_KEYS opens every api within moments,
+// with its limits, and closes when deleted, without a restart.
+func TestStoredKeys(t *testing.T) {
+	s := newTenantStack(t, nil, nil, "k-file tenant=file")
+	d := tenant.DigestOf("k-stored")
+	if r := s.callKey("POST", "/v1/chat/completions", "k-stored", chatBody("m", 1)); r.status != 401 {
+		t.Fatalf("before it is stored: %d", r.status)
+	}
+	clearOfMinuteEnd()
+	if err := s.conn.PutKey(context.Background(), d, tenant.Tenant{Name: "stored", Limits: tenant.Limits{RPM: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus := func(want int) response {
+		var r response
+		for range 100 {
+			if r = s.callKey("POST", "/v1/chat/completions", "k-stored", chatBody("m", 1)); r.status == want {
+				return r
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("status %d, want %d", r.status, want)
+		return r
+	}
+	waitStatus(200)
+	if r := s.callKey("POST", "/v1/chat/completions", "k-stored", chatBody("m", 1)); r.status != 429 {
+		t.Fatalf("the stored key's rpm=1: %d %s", r.status, r.body)
+	}
+	if err := s.conn.DeleteKey(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(401)
+}
+
+// metricValue reads the value of a series of the text exposition.
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// TestUsage: after two tenants' chats, answered whole and streamed, the
+// usage route and /metrics say what they took, token for token; a key
+// reads its own tenant's usage, an admin key every tenant's.
+func TestUsage(t *testing.T) {
+	s := newTenantStack(t, nil, nil, "k-a tenant=a", "k-b tenant=b", "k-admin tenant=ops admin=true")
+	want := map[string]int{"a": 0, "b": 0} // answer tokens
+	for i := range 3 {
+		for _, who := range []string{"a", "b"} {
+			n := i + 1
+			if who == "b" {
+				n *= 10
+			}
+			if r := s.callKey("POST", "/v1/chat/completions", "k-"+who, chatBody("m", n)); r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			want[who] += n
+		}
+	}
+	if r := s.callKey("POST", "/v1/messages", "k-a", messagesBody(7)); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	want["a"] += 7
+
+	type result struct {
+		Tenant, Model, Route string
+		NumModelRequests     int `json:"num_model_requests"`
+		InputTokens          int `json:"input_tokens"`
+		InputCachedTokens    int `json:"input_cached_tokens"`
+		OutputTokens         int `json:"output_tokens"`
+	}
+	read := func(key, query string) (int, []result) {
+		r := s.callKey("GET", "/v1/usage"+query, key, "")
+		var page struct {
+			Object string
+			Data   []struct {
+				Object  string
+				Results []result
+			}
+		}
+		if err := json.Unmarshal(r.body, &page); err != nil || r.status != 200 {
+			return r.status, nil
+		}
+		if page.Object != "page" || len(page.Data) != 1 || page.Data[0].Object != "bucket" {
+			t.Fatalf("usage page %s", r.body)
+		}
+		return r.status, page.Data[0].Results
+	}
+	_, own := read("k-a", "")
+	if len(own) != 2 || own[0].Tenant != "a" || own[0].Route != "/v1/chat/completions" || own[0].NumModelRequests != 3 ||
+		own[0].InputTokens != 9 || own[0].InputCachedTokens != 3 || own[0].OutputTokens != 6 ||
+		own[1].Route != "/v1/messages" || own[1].OutputTokens != 7 || own[0].Model != "test-backend" {
+		t.Fatalf("tenant a's own usage: %+v", own)
+	}
+	if status, _ := read("k-a", "?tenant=b"); status != 404 {
+		t.Fatalf("tenant a reading b's usage: %d, want 404", status)
+	}
+	_, all := read("k-admin", "")
+	metrics := string(s.getMetrics())
+	got := map[string]int{}
+	for _, u := range all {
+		got[u.Tenant] += u.OutputTokens
+		labels := fmt.Sprintf(`{model=%q,route=%q,tenant=%q}`, u.Model, u.Route, u.Tenant)
+		for series, n := range map[string]int{"genq_tenant_requests_total": u.NumModelRequests, "genq_tenant_prompt_tokens_total": u.InputTokens,
+			"genq_tenant_cached_prompt_tokens_total": u.InputCachedTokens, "genq_tenant_completion_tokens_total": u.OutputTokens} {
+			if v := metricValue(metrics, series+labels); v != float64(n) {
+				t.Errorf("%s%s = %v, the usage route says %d", series, labels, v, n)
+			}
+		}
+	}
+	if got["a"] != want["a"] || got["b"] != want["b"] {
+		t.Fatalf("answer tokens by tenant %v, want %v", got, want)
+	}
+}
+
+func (s *stack) getMetrics() []byte {
+	s.t.Helper()
+	resp, err := http.Get(s.metrics.URL + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
+}
+
+// lockedBuffer is a log's output that tests read while the api writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestKeysNeverShow: whatever a request does (admitted, limited, refused
+// for its model, sent with a wrong key or a key's prefix), no key it sent
+// or the api holds shows in the api's log at debug level, its /metrics,
+// or any answer's headers and body.
+func TestKeysNeverShow(t *testing.T) {
+	const (
+		limited = "sk-LIMITED-4d1c9e"
+		models  = "sk-MODELS-a77f02"
+		admin   = "sk-ADMIN-0b95e1"
+		wrong   = "sk-WRONG-e3c511"
+	)
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := newTenantStack(t, nil, log, limited+" tenant=lim rpm=1 tpd=5", models+" models=m1", admin+" admin=true")
+	var outputs []string
+	add := func(r response) {
+		outputs = append(outputs, fmt.Sprint(r.status, r.header, string(r.body)))
+	}
+	for _, key := range []string{limited, limited, models, wrong, limited[:len(limited)-1], ""} {
+		add(s.callKey("POST", "/v1/chat/completions", key, chatBody("m2", 3)))
+		add(s.callKey("POST", "/v1/messages", key, messagesBody(2)))
+		add(s.callKey("POST", "/generate", key, `{"text":"echo:x"}`))
+	}
+	add(s.callKey("GET", "/v1/usage", admin, ""))
+	add(s.callKey("GET", "/ui/api/status", admin, ""))
+	add(s.callKey("GET", "/v1/models", wrong, ""))
+	outputs = append(outputs, string(s.getMetrics()), logs.String())
+	if !strings.Contains(logs.String(), `"tenant":"lim"`) {
+		t.Fatalf("the log names no tenant; it was not captured:\n%s", logs.String())
+	}
+	all := strings.Join(outputs, "\n")
+	for _, key := range []string{limited, models, admin, wrong, limited[:len(limited)-1], "LIMITED", "MODELS", "ADMIN", "WRONG"} {
+		if strings.Contains(all, key) {
+			t.Errorf("%q shows in the api's outputs", key)
+		}
+	}
+}
