@@ -39,6 +39,11 @@ nats_port_1=$(free_port)
 port_s=$(free_port)
 nats_port_s=$(free_port)
 key="sk-genq-test-$RANDOM"
+# Keys of tenants limited to 10 requests a minute (limits.test.mjs), one
+# per SDK, beside the unlimited one.
+key_openai="sk-genq-limited-openai-$RANDOM"
+key_anthropic="sk-genq-limited-anthropic-$RANDOM"
+printf '%s tenant=sdk-openai rpm=10\n%s tenant=sdk-anthropic rpm=10\n' "$key_openai" "$key_anthropic" >"$work/keys"
 
 bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
 # The image tests run on the default engine, ggml, whose tiny model
@@ -46,7 +51,7 @@ bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
 image_engine="${IMAGE_ENGINE:-ggml}"
 bin/genqctl models tiny --variant C --engine "$image_engine" --dir "$work/model-c" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
-	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=warn bin/api >"$work/api.log" 2>&1 &
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" API_KEYS_FILE="$work/keys" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=info bin/api >"$work/api.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
 	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
@@ -102,11 +107,30 @@ for p in "$port" "$port_c" "$port_1" "$port_s"; do
 done
 
 export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
-	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_OPENAI_STRUCTURED_URL="http://127.0.0.1:$port_s/v1" GENQ_API_KEY="$key"
+	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_OPENAI_STRUCTURED_URL="http://127.0.0.1:$port_s/v1" GENQ_API_KEY="$key" \
+	GENQ_LIMITED_OPENAI_KEY="$key_openai" GENQ_LIMITED_ANTHROPIC_KEY="$key_anthropic"
 status=0
-(cd test/openai && node --test openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs anthropic.test.mjs batches.test.mjs) || status=$?
-python3 test/openai/smoke_urllib.py || status=$?
-python3 test/openai/sdapi_urllib.py || status=$?
+# OPENAI_TESTS picks some of the files (OPENAI_TESTS=limits.test.mjs); the
+# Python clients run with all of them.
+tests=${OPENAI_TESTS:-"openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs anthropic.test.mjs batches.test.mjs limits.test.mjs"}
+# shellcheck disable=SC2086 # a list of files
+(cd test/openai && node --test $tests) || status=$?
+if [[ -z "${OPENAI_TESTS:-}" ]]; then
+	python3 test/openai/smoke_urllib.py || status=$?
+	python3 test/openai/sdapi_urllib.py || status=$?
+fi
+# No key may show in what the apis wrote, the main one logging at info
+# (its tenants' refusals among it).
+for k in "$key" "$key_openai" "$key_anthropic"; do
+	if grep -qF -- "$k" "$work"/api*.log; then
+		echo "an API key shows in the api's log" >&2
+		status=1
+	fi
+done
+if ! grep -q '"tenant":"sdk-openai"\|tenant=sdk-openai' "$work/api.log" && [[ "$tests" == *limits.test.mjs* ]]; then
+	echo "the api's log names no limited tenant: the key check above saw no refusal" >&2
+	status=1
+fi
 if ((status != 0)); then
 	tail -n 30 "$work"/api*.log "$work"/worker*.log >&2
 fi
