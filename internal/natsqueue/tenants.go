@@ -36,15 +36,29 @@ type TenantStore struct {
 
 // TenantStore binds the tenants' counters, creating their bucket.
 func (c *Conn) TenantStore(ctx context.Context) (*TenantStore, error) {
-	s := c.settings
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: TenantsBucket, Description: "genq tenants' counters and usage by UTC day", History: 1,
-		TTL: TenantsRetention, Storage: s.storage(), Replicas: s.replicas(),
+	kv, err := c.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket: TenantsBucket, Description: "genq tenants' counters and usage by UTC day", History: 1, TTL: TenantsRetention,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure bucket %s: %w", TenantsBucket, err)
+		return nil, err
 	}
 	return &TenantStore{kv: kv}, nil
+}
+
+// bucket puts a bucket of the tenants with the settings' storage and
+// replicas (as the api's settings say; genqctl adopts what is there) and
+// binds it.
+func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	s := c.settings
+	cfg.Storage, cfg.Replicas = s.storage(), s.replicas()
+	if err := s.putKeyValue(ctx, c.js, cfg); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
+	}
+	kv, err := c.js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bind bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
 }
 
 // Get implements tenant.Store.
@@ -104,15 +118,9 @@ func (s *TenantStore) Keys(ctx context.Context, day string) ([]string, error) {
 
 // keysBucket binds GENQ_KEYS, creating it.
 func (c *Conn) keysBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	s := c.settings
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	return c.bucket(ctx, jetstream.KeyValueConfig{
 		Bucket: KeysBucket, Description: "genq API keys: SHA-256 of the key to its tenant and limits", History: 1,
-		Storage: s.storage(), Replicas: s.replicas(),
 	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure bucket %s: %w", KeysBucket, err)
-	}
-	return kv, nil
 }
 
 // WatchKeys keeps keys in step with GENQ_KEYS until ctx ends. It returns
