@@ -34,6 +34,7 @@ func commands() map[string]command {
 		"download": {"download a model snapshot from the model hub", runDownload},
 		"deploy":   {"deploy a variant to the current Kubernetes context (deploy --gpus N --gpu-type T)", runDeploy},
 		"list":     {"list genq deployments and their URLs (list deployments)", runList},
+		"keys":     {"add, list and remove API keys with tenants and limits in GENQ_KEYS (keys add|list|remove)", runKeys},
 	}
 }
 

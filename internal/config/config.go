@@ -60,6 +60,7 @@ func Declarations() []Declared {
 		{ctlconfig.DeploySection, new(ctlconfig.Deploy).Register},
 		{ctlconfig.ModelsSection, new(ctlconfig.Models).Register},
 		{ctlconfig.ListSection, new(ctlconfig.List).Register},
+		{ctlconfig.KeysSection, new(ctlconfig.Keys).Register},
 	} {
 		fs := set(c.name)
 		c.register(fs)
@@ -97,6 +98,7 @@ var sectionProse = map[string]string{
 	"Batch API":                      "`POST /v1/files` and `/v1/batches`.",
 	ctlconfig.DownloadSection:        "[download.md](download.md).",
 	ctlconfig.DeploySection:          "[deploy.md](deploy.md).",
+	ctlconfig.KeysSection:            "API keys with tenants and limits in the `GENQ_KEYS` bucket ([api.md](api.md), \"Keys, tenants and limits\").",
 }
 
 // entry is one process's (and variant's) declaration of a row's setting.

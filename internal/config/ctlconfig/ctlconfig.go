@@ -25,6 +25,7 @@ const (
 	DeploySection   = "genqctl deploy"
 	ModelsSection   = "genqctl models tiny"
 	ListSection     = "genqctl list deployments"
+	KeysSection     = "genqctl keys"
 )
 
 // Submit is genqctl submit's settings.
@@ -172,4 +173,18 @@ func (c *List) Register(fs *envflag.Set) {
 	fs.String(&c.Namespace, "namespace", "", "", "namespace to look in (default: all namespaces)")
 	fs.String(&c.Kubeconfig, "kubeconfig", "", "", "kube configuration file (default $KUBECONFIG or ~/.kube/config)")
 	fs.String(&c.Context, "context", "", "", "kube context (default the current one)")
+}
+
+// Keys is genqctl keys' settings.
+type Keys struct {
+	KeyStdin bool
+	NATS     natsqueue.ConnectOptions
+}
+
+// Register declares genqctl keys' settings on fs.
+func (c *Keys) Register(fs *envflag.Set) {
+	fs.Section(KeysSection)
+	fs.Bool(&c.KeyStdin, "key-stdin", "", false, "keys add: read the key from standard input rather than make one")
+	fs.Section("NATS connection")
+	c.NATS.RegisterFlags(fs, "nats://127.0.0.1:4222")
 }
