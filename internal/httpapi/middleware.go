@@ -162,7 +162,7 @@ func (s *Server) apiKeys(renderFor func(*http.Request) errorRenderer, next http.
 			}
 		}
 		c := &caller{tenant: t}
+		defer func() { s.settle(r.Context(), c, routePattern(r)) }() // a handler's panic too ends its request in flight
 		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), c)))
-		s.settle(r.Context(), c, routePattern(r))
 	})
 }
