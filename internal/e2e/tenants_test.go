@@ -336,6 +336,27 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestImagesPerDay: variant C's images count exactly against
+// images_per_day, and the usage route counts them.
+func TestImagesPerDay(t *testing.T) {
+	s := newStack(t, stackOptions{variant: genq.VariantC, tenants: true, keys: keyLines(t, "k-img tenant=img images_per_day=2")})
+	s.runWorker(newTestBackend(2), time.Second)
+	s.waitLive(1)
+	for i := range 2 {
+		if r := s.callKey("POST", "/generate", "k-img", `{"text":"bytes:100"}`); r.status != 200 || len(r.body) != 100 {
+			t.Fatalf("image %d: %d %d bytes", i+1, r.status, len(r.body))
+		}
+	}
+	r := s.callKey("POST", "/generate", "k-img", `{"text":"bytes:100"}`)
+	if r.status != 429 || !strings.Contains(string(r.body), "images per day") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("the third image of 2 a day: %d %s", r.status, r.body)
+	}
+	r = s.callKey("GET", "/v1/usage", "k-img", "")
+	if !strings.Contains(string(r.body), `"images":2`) || !strings.Contains(string(r.body), `"num_model_requests":2`) {
+		t.Fatalf("usage %s", r.body)
+	}
+}
+
 func (s *stack) getMetrics() []byte {
 	s.t.Helper()
 	resp, err := http.Get(s.metrics.URL + "/metrics")

@@ -103,7 +103,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, err)
 		return
 	}
-	if err := s.admit(w, r, admission{cost: tenant.Cost{Tokens: s.reserve([]genq.Job{job})}, deadline: job.Deadline}); err != nil {
+	cost := tenant.Cost{Tokens: s.reserve([]genq.Job{job})}
+	if s.cfg.Variant.Kind() == genq.OutputImage {
+		cost = tenant.Cost{Images: 1}
+	}
+	if err := s.admit(w, r, admission{cost: cost, deadline: job.Deadline}); err != nil {
 		writeError(w, s.log, err)
 		return
 	}
