@@ -133,7 +133,7 @@ test("on variant C the progress bar advances and the image appears", async () =>
   await page.close();
 });
 
-test("the queue view shows the live worker, and a second one started here appears", async () => {
+test("the queue view shows the live worker and the tenants, and a second worker started here appears", async () => {
   const page = await open(GENQ_UI_TEXT);
   await page.waitForSelector("#tab-queue:not([hidden])");
   await page.click("#tab-queue");
@@ -146,6 +146,9 @@ test("the queue view shows the live worker, and a second one started here appear
   await page.waitForSelector('#workers tr[data-worker="ui-worker-2"]', { timeout: 15000 });
   assert.equal(await page.$eval("#stat-workers", (el) => el.textContent), "2");
   assert.ok((await page.$$("#chart-rate rect")).length > 0, "the rate chart is drawn");
+  // The chats above were the open api's tenant's: its usage today.
+  const requests = await page.$eval('#tenants tr[data-tenant="anonymous"] td:nth-child(3)', (el) => Number(el.textContent));
+  assert.ok(requests > 0, `the tenants' table counts ${requests} requests of tenant anonymous`);
   if (GENQ_UI_SHOTS) await page.screenshot({ path: path.join(GENQ_UI_SHOTS, "ui-queue.png") });
   child.kill("SIGTERM");
   await page.close();
