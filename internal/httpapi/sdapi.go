@@ -96,15 +96,12 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = s.checkImages(plan.Jobs, "images (batch_size × n_iter)")
 	}
-	if err == nil {
-		err = s.admit(w, r, admission{model: model, cost: tenant.Cost{Images: int64(len(plan.Jobs))}, deadline: tmpl.Deadline})
-	}
-	if genq.ErrorCode(err) == genq.Overloaded || genq.ErrorCode(err) == genq.Unavailable {
-		writeSDError(w, s.log, err)
-		return
-	}
 	if err != nil {
 		s.rejectAs(w, err, writeSDError)
+		return
+	}
+	if err := s.admit(w, r, admission{model: model, cost: tenant.Cost{Images: int64(len(plan.Jobs))}, deadline: tmpl.Deadline}); err != nil {
+		writeSDError(w, s.log, err)
 		return
 	}
 	jobs := plan.Jobs

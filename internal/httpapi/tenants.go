@@ -185,8 +185,9 @@ func setRetryAfter(w http.ResponseWriter, after time.Duration) {
 }
 
 // addResult counts a job's result for its request's tenant: its engine
-// time, its image, and, when its body is read and closed, its text's
-// tokens. It returns the result with its body wrapped so.
+// time, its image, and its text's tokens, read from the result as its
+// handler reads it (res.Body is wrapped to keep the bytes) and counted
+// when the handler closes it.
 func (c *caller) addResult(res *genq.ReceivedResult, model string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
