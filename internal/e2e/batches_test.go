@@ -47,7 +47,15 @@ func (s *stack) upload(name string, data []byte, purpose string) response {
 	fw, _ := mw.CreateFormFile("file", name)
 	_, _ = fw.Write(data)
 	_ = mw.Close()
-	resp, err := http.Post(s.api.URL+"/v1/files", mw.FormDataContentType(), &body)
+	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/v1/files", &body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if s.key != "" {
+		req.Header.Set("Authorization", "Bearer "+s.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}

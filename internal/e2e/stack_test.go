@@ -78,6 +78,8 @@ type stack struct {
 	httpServer *httpapi.HTTPServer // api's Config
 	metrics    *httptest.Server    // the api's internal address
 	conn       *natsqueue.Conn     // the api's
+	// key, when set, goes with do's and upload's requests as a bearer token.
+	key string
 }
 
 type stackOptions struct {
@@ -242,6 +244,9 @@ func (s *stack) do(ctx context.Context, method, path string, body []byte) (respo
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.key != "" {
+		req.Header.Set("Authorization", "Bearer "+s.key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -333,6 +334,41 @@ func TestUsage(t *testing.T) {
 	}
 	if got["a"] != want["a"] || got["b"] != want["b"] {
 		t.Fatalf("answer tokens by tenant %v, want %v", got, want)
+	}
+}
+
+// TestBatchUsage: a batch's answers count for the tenant that created
+// it, under /v1/batches, token for token, on the usage route and
+// /metrics; creating the batch counts as no model request.
+func TestBatchUsage(t *testing.T) {
+	s := newTenantStack(t, nil, nil, "k-a tenant=a rpm=100")
+	s.key = "k-a"
+	var lines bytes.Buffer
+	for i := range 5 {
+		fmt.Fprintf(&lines, `{"custom_id":"r-%d","method":"POST","url":"/v1/chat/completions","body":{"max_tokens":%d,"messages":[{"role":"user","content":"count:%d"}]}}`+"\n", i, i+1, i+1)
+	}
+	up := s.upload("in.jsonl", lines.Bytes(), "batch")
+	var file struct{ ID string }
+	if err := json.Unmarshal(up.body, &file); err != nil || up.status != 200 {
+		t.Fatalf("upload: %d %s", up.status, up.body)
+	}
+	r, err := s.do(context.Background(), http.MethodPost, "/v1/batches", []byte(`{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`))
+	if err != nil || r.status != 200 {
+		t.Fatalf("create: %d %s %v", r.status, r.body, err)
+	}
+	b := decodeAs[batchObject](t, r)
+	if done := s.waitBatch(b.ID, func(b batchObject) bool { return b.Status == "completed" }); done.RequestCounts.Completed != 5 {
+		t.Fatalf("batch %+v", done)
+	}
+	body := string(s.get("/v1/usage").body)
+	// 5 requests of 3 prompt tokens (1 cached) and 1+2+3+4+5 answer tokens.
+	want := `{"object":"genq.usage.result","tenant":"a","model":"test-backend","route":"/v1/batches","num_model_requests":5,"input_tokens":15,"input_cached_tokens":5,"output_tokens":15,`
+	if !strings.Contains(body, want) || strings.Count(body, `"genq.usage.result"`) != 1 {
+		t.Fatalf("usage %s\nwant one result %s…", body, want)
+	}
+	metrics := string(s.getMetrics())
+	if v := metricValue(metrics, `genq_tenant_completion_tokens_total{model="test-backend",route="/v1/batches",tenant="a"}`); v != 15 {
+		t.Fatalf("the batch's answer tokens on /metrics: %v, want 15", v)
 	}
 }
 

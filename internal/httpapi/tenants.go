@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
 )
 
@@ -36,8 +37,11 @@ type caller struct {
 
 	mu       sync.Mutex
 	admitted bool
-	ticket   *tenant.Ticket
-	took     tenant.Usage
+	// queued: the request queued work to run later (a job, a batch), so
+	// its own usage is none; the work's is counted as it is answered.
+	queued bool
+	ticket *tenant.Ticket
+	took   tenant.Usage
 }
 
 type callerKey struct{}
@@ -100,6 +104,9 @@ type admission struct {
 	model    string
 	cost     tenant.Cost
 	deadline time.Time
+	// queued: the request queues work for later (POST /v1/jobs,
+	// /v1/batches); it counts against rpm, not as a model's request.
+	queued bool
 }
 
 // admit admits r's request under its tenant's limits, before its jobs are
@@ -118,7 +125,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, a admission) erro
 			Message: "the model " + strconv.Quote(a.model) + " does not exist or this key may not use it"}
 	}
 	c.mu.Lock()
-	c.admitted = true
+	c.admitted, c.queued = true, a.queued
 	c.mu.Unlock()
 	if s.limiter == nil {
 		return nil
@@ -243,16 +250,20 @@ func (b *meteredBody) Close() error {
 // reserved. It runs when the handler has answered.
 func (s *Server) settle(ctx context.Context, c *caller, route string) {
 	c.mu.Lock()
-	admitted, ticket, u := c.admitted, c.ticket, c.took
+	admitted, queued, ticket, u := c.admitted, c.queued, c.ticket, c.took
 	c.mu.Unlock()
 	if !admitted {
 		return
 	}
-	u.Route, u.Requests = route, 1
-	if u.Model == "" {
-		u.Model = s.modelOf("", "")
+	if queued {
+		u = tenant.Usage{} // its work is counted when answered
+	} else {
+		u.Route, u.Requests = route, 1
+		if u.Model == "" {
+			u.Model = s.modelOf("", "")
+		}
+		s.metrics.countUsage(c.tenant.Name, u)
 	}
-	s.metrics.countUsage(c.tenant.Name, u)
 	if ticket == nil {
 		return
 	}
@@ -285,4 +296,49 @@ func (s *Server) reserve(jobs []genq.Job) int64 {
 		}
 	}
 	return n
+}
+
+// tenantOf names r's tenant; "" outside a keyed route.
+func tenantOf(r *http.Request) string {
+	if c := callerOf(r.Context()); c != nil {
+		return c.tenant.Name
+	}
+	return ""
+}
+
+// usageOf is what a request's answers took, as its answer's usage says
+// (each prompt once, every choice's tokens), with their model.
+func usageOf(results []openai.TextResult) tenant.Usage {
+	u := openai.ChoicesUsage(results)
+	out := tenant.Usage{PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens)}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CachedTokens = int64(d.CachedTokens)
+	}
+	if len(results) > 0 {
+		out.Model = results[0].Model
+	}
+	return out
+}
+
+// batchRoute is the route a batch's answers are counted under.
+const batchRoute = "/v1/batches"
+
+// meterBatchLine counts a batch's answered request for the tenant that
+// created the batch: on /metrics and in its counters, where its tokens
+// count against the tenant's tpm and tpd (the batch's requests are not
+// held back by them).
+func (s *Server) meterBatchLine(ctx context.Context, name string, u tenant.Usage) {
+	if name == "" {
+		return
+	}
+	u.Route, u.Requests = batchRoute, 1
+	s.metrics.countUsage(name, u)
+	if s.limiter == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, counterTimeout)
+	defer cancel()
+	if err := s.limiter.Record(ctx, name, tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens}, u); err != nil {
+		s.log.Warn("a batch request's usage was not counted", "tenant", name, "err", err)
+	}
 }

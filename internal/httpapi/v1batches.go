@@ -17,6 +17,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // OpenAI's Batch API: POST /v1/batches runs the requests of an uploaded
@@ -57,6 +58,9 @@ type batchRun struct {
 	// workers' limits changed since the batch was checked), by index.
 	Refused map[int]string `json:"refused,omitempty"`
 	Webhook string         `json:"webhook,omitempty"`
+	// Tenant is the tenant of the key that created the batch, whose
+	// usage its answers are.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // lineJobID is the job id of a batch's request at index i.
@@ -125,8 +129,8 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
-	// A batch counts as a request; its lines' tokens are not metered (docs/api.md).
-	if err := s.admit(w, r, admission{deadline: time.Now().Add(s.cfg.JobTimeout)}); err != nil {
+	// A batch counts against rpm; its answers are metered as they come (meterBatchLine).
+	if err := s.admit(w, r, admission{deadline: time.Now().Add(s.cfg.JobTimeout), queued: true}); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
@@ -135,7 +139,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 	b := openai.Batch{ID: "batch_" + s.newID(), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,
 		CompletionWindow: req.CompletionWindow, Status: openai.BatchValidating, CreatedAt: created, ExpiresAt: &expires,
 		Metadata: req.Metadata}
-	if _, err := s.writeBatch(r.Context(), batchRecord{Batch: b, Run: batchRun{Webhook: req.Webhook}}, 0); err != nil {
+	if _, err := s.writeBatch(r.Context(), batchRecord{Batch: b, Run: batchRun{Webhook: req.Webhook, Tenant: tenantOf(r)}}, 0); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
@@ -274,7 +278,8 @@ type batchRunner struct {
 // many jobs each was queued as, worked out once per request (lineIDs).
 type batchInput struct {
 	lines   []openai.BatchLine
-	answers []int // 0: not worked out yet
+	answers []int  // 0: not worked out yet
+	tenant  string // whose usage the answers are
 }
 
 // lineIDs are the job ids of request i of batch b.
@@ -327,7 +332,7 @@ func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run 
 		if err != nil {
 			return err
 		}
-		in = &batchInput{lines: lines, answers: make([]int, len(lines))}
+		in = &batchInput{lines: lines, answers: make([]int, len(lines)), tenant: rec.Run.Tenant}
 		run.inputs[id] = in
 	}
 	if run.states[id] == nil {
@@ -628,7 +633,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 		return linePending, err
 	}
 	ids := s.lineIDs(b, in, i)
-	body, status, err := s.lineOutcome(ctx, b.Endpoint, ids, refused)
+	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused)
 	switch {
 	case isStoreError(err):
 		return linePending, err
@@ -652,6 +657,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 	if k.Failed {
 		return lineFailed, nil
 	}
+	s.meterBatchLine(ctx, in.tenant, used) // once: the line is kept, and read back from now on
 	return lineAnswered, nil
 }
 
@@ -725,31 +731,33 @@ func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
 // lineOutcome is a request's outcome as its route would answer, from its
 // jobs' (ids, one per answer): the body and status of its answer, or of
 // its error (err non-nil), the first error of its jobs' if any failed.
-func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused string) (any, int, error) {
+func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused string) (any, int, tenant.Usage, error) {
+	var used tenant.Usage
 	if refused != "" {
 		err := genq.Errorf(genq.Invalid, "%s", refused)
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), err
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), used, err
 	}
 	results := make([]openai.TextResult, 0, len(ids))
 	for _, id := range ids {
 		r, err := s.answerOf(ctx, id)
 		if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
-			return nil, 0, err // no outcome yet, or the store is away
+			return nil, 0, used, err // no outcome yet, or the store is away
 		}
 		if err != nil {
-			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), err
+			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
 		}
 		results = append(results, r)
 	}
+	used = usageOf(results)
 	switch endpoint {
 	case "/v1/completions":
-		return openai.RenderCompletion(results...), http.StatusOK, nil
+		return openai.RenderCompletion(results...), http.StatusOK, used, nil
 	case "/v1/responses":
 		r := results[0]
 		rs := openai.ResponseStream(openai.Stream{JobID: r.JobID, Created: r.Created, Model: r.Model})
-		return rs.Done(r.TextResult), http.StatusOK, nil
+		return rs.Done(r.TextResult), http.StatusOK, used, nil
 	}
-	return openai.RenderChat(results...), http.StatusOK, nil
+	return openai.RenderChat(results...), http.StatusOK, used, nil
 }
 
 // answerOf is job id's answer, or its error, or a NotFound one while it

@@ -156,7 +156,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A queued job counts as a request; its tokens are not metered (docs/api.md).
-	if err := s.admit(w, r, admission{model: model, deadline: job.Deadline}); err != nil {
+	if err := s.admit(w, r, admission{model: model, deadline: job.Deadline, queued: true}); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}

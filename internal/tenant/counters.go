@@ -240,6 +240,17 @@ func (c *Counters) settle(reserved, took Cost, minute int64, now time.Time, api 
 		}
 	}
 	c.expire(now)
+	if u.Route != "" { // a request that only queued work has none
+		c.addUsage(u)
+	}
+}
+
+// record adds took and its usage, admitted nowhere, at now.
+func (c *Counters) record(took Cost, now time.Time, u Usage) {
+	c.roll(now)
+	c.Tokens += took.Tokens
+	c.MinuteTokens += took.Tokens
+	c.Images += took.Images
 	c.addUsage(u)
 }
 

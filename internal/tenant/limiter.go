@@ -94,6 +94,16 @@ func (l *Limiter) Settle(ctx context.Context, tk Ticket, took Cost, u Usage) err
 	})
 }
 
+// Record adds what a request took without admission (a batch's request,
+// run by whichever api holds the batch) to tenant's counts of today.
+func (l *Limiter) Record(ctx context.Context, tenant string, took Cost, u Usage) error {
+	now := l.now()
+	return l.update(ctx, CounterKey(tenant, dayOf(now)), func(c *Counters) error {
+		c.record(took, l.now(), u)
+		return nil
+	})
+}
+
 // Today reads tenant's record of today.
 func (l *Limiter) Today(ctx context.Context, tenant string) (Counters, error) {
 	return l.Day(ctx, tenant, l.now())

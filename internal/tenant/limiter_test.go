@@ -228,3 +228,31 @@ func TestDeadAPILeaseLapses(t *testing.T) {
 		t.Fatalf("after the dead api's deadline: %v", err)
 	}
 }
+
+// TestRecordCountsAgainstTheDay: what a batch's request took, recorded
+// without admission, counts against the tenant's day and adds its usage;
+// a request that only queued work adds none.
+func TestRecordCountsAgainstTheDay(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
+	l := newTestLimiter(NewMemStore(), "api-1", c)
+	ctx := context.Background()
+	a := Tenant{Name: "a", Limits: Limits{TPD: 100}}
+	tk, err := l.Admit(ctx, a, Cost{}, c.t.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(ctx, tk, Cost{}, Usage{}); err != nil { // a batch's creation
+		t.Fatal(err)
+	}
+	if err := l.Record(ctx, "a", Cost{Tokens: 100}, Usage{Route: "/v1/batches", Model: "m", Requests: 1, CompletionTokens: 100}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Today(ctx, "a")
+	if len(got.Usage) != 1 || got.Usage[0].Route != "/v1/batches" || got.Tokens != 100 {
+		t.Fatalf("counters %+v, want the batch's usage alone and 100 tokens", got)
+	}
+	_, err = l.Admit(ctx, a, Cost{}, c.t.Add(time.Minute))
+	if r := refusalOf(t, err); r.Limit != "tpd" {
+		t.Fatalf("refused by %s, want tpd", r.Limit)
+	}
+}
