@@ -19,6 +19,14 @@ import (
 // client URLs, comma-separated.
 func startCluster(t *testing.T) string {
 	t.Helper()
+	_, urls := startClusterNodes(t)
+	return urls
+}
+
+// startClusterNodes is startCluster, with the nodes, for a test that stops
+// one.
+func startClusterNodes(t *testing.T) ([]*server.Server, string) {
+	t.Helper()
 	const n = 3
 	ports, err := freePorts(2 * n)
 	if err != nil {
@@ -48,7 +56,7 @@ func startCluster(t *testing.T) string {
 		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 		urls = append(urls, ns.ClientURL())
 	}
-	return strings.Join(urls, ",")
+	return nodes, strings.Join(urls, ",")
 }
 
 // On a fresh 3-node cluster, components that start together (an api and
