@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -66,9 +67,11 @@ type Ticket struct {
 	Status   Status
 }
 
-// maxSwaps bounds the compare-and-swap attempts of one update: each
-// failed one means another api's update went through.
-const maxSwaps = 16
+// maxSwaps bounds the compare-and-swap attempts of one update, beside
+// its context's deadline: each failed one means another api's update
+// went through, so the apis together always progress, and one update
+// waits its turn rather than fail while many apis share a busy tenant.
+const maxSwaps = 1000
 
 // Admit counts a request of t asking for cost, in flight until its
 // deadline, or refuses it with a *Refusal.
@@ -166,7 +169,7 @@ func (l *Limiter) update(ctx context.Context, key string, fn func(*Counters) err
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	fresh := false
-	for range maxSwaps {
+	for attempt := range maxSwaps {
 		if !e.ok {
 			c, rev, err := l.store.Get(ctx, key)
 			if err != nil {
@@ -186,6 +189,9 @@ func (l *Limiter) update(ctx context.Context, key string, fn func(*Counters) err
 		rev, err := l.store.Update(ctx, key, next, e.rev)
 		if errors.Is(err, ErrConflict) {
 			e.ok = false
+			if err := backOff(ctx, attempt); err != nil {
+				return fmt.Errorf("update counters %s: %w", key, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -196,4 +202,23 @@ func (l *Limiter) update(ctx context.Context, key string, fn func(*Counters) err
 		return nil
 	}
 	return fmt.Errorf("update counters %s: %d attempts conflicted with other apis' updates", key, maxSwaps)
+}
+
+// backOff waits after the attempt-th conflict: not after the first (the
+// read that follows is wait enough), then at random up to a bound that
+// doubles from 0.2 ms to 20 ms, so apis that collide on a busy tenant's
+// record stop colliding.
+func backOff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	bound := min(100*time.Microsecond<<min(attempt, 10), 20*time.Millisecond)
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(bound))) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -256,3 +256,48 @@ func TestRecordCountsAgainstTheDay(t *testing.T) {
 		t.Fatalf("refused by %s, want tpd", r.Limit)
 	}
 }
+
+// TestBusyRecordAcrossAPIs: eight apis admitting one tenant's requests at
+// once, over a store that answers after a while as NATS does, all get
+// through: colliding apis back off and wait their turn rather than run
+// out of attempts.
+func TestBusyRecordAcrossAPIs(t *testing.T) {
+	store := slowStore{NewMemStore()}
+	var apis []*Limiter
+	for i := range 8 {
+		apis = append(apis, NewLimiter(store, "api-"+string(rune('a'+i))))
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*25)
+	for _, l := range apis {
+		wg.Go(func() {
+			for range 25 {
+				tk, err := l.Admit(ctx, Tenant{Name: "busy"}, Cost{Tokens: 1}, time.Now().Add(time.Minute))
+				if err == nil {
+					err = l.Settle(ctx, tk, Cost{Tokens: 1}, Usage{Route: "r", Model: "m", Requests: 1})
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got, _ := apis[0].Today(ctx, "busy")
+	if got.Total().Requests != 200 || got.Tokens != 200 || got.Running(time.Now()) != 0 {
+		t.Fatalf("counters %+v, want 200 requests and tokens, none in flight", got)
+	}
+}
+
+// slowStore answers each write after 200 µs, a round trip to NATS.
+type slowStore struct{ *MemStore }
+
+func (s slowStore) Update(ctx context.Context, key string, c Counters, rev uint64) (uint64, error) {
+	time.Sleep(200 * time.Microsecond)
+	return s.MemStore.Update(ctx, key, c, rev)
+}
