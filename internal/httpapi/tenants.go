@@ -124,47 +124,49 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, a admission) erro
 		return &genq.Error{Code: genq.NotFound, Field: "model", Err: &modelDenied{a.model},
 			Message: "the model " + strconv.Quote(a.model) + " does not exist or this key may not use it"}
 	}
-	c.mu.Lock()
-	c.admitted, c.queued = true, a.queued
-	c.mu.Unlock()
-	if s.limiter == nil {
-		return nil
+	var ticket *tenant.Ticket
+	if s.limiter != nil {
+		tk, err := s.count(w, r, c.tenant, a)
+		if err != nil {
+			return err
+		}
+		ticket = &tk
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.admitted, c.queued, c.ticket = true, a.queued, ticket
+	return nil
+}
+
+// count admits a request in t's counters, or says, in the headers and
+// the log, which limit refuses it.
+func (s *Server) count(w http.ResponseWriter, r *http.Request, t tenant.Tenant, a admission) (tenant.Ticket, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), counterTimeout)
 	defer cancel()
-	tk, err := s.limiter.Admit(ctx, c.tenant, a.cost, a.deadline)
+	tk, err := s.limiter.Admit(ctx, t, a.cost, a.deadline)
 	var refusal *tenant.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		c.mu.Lock()
-		c.admitted = false
-		c.mu.Unlock()
-		s.metrics.rateLimited.WithLabelValues(c.tenant.Name, refusal.Limit).Inc()
-		s.log.Info("rate limited", "tenant", c.tenant.Name, "limit", refusal.Limit, "max", refusal.Max,
+		s.metrics.rateLimited.WithLabelValues(t.Name, refusal.Limit).Inc()
+		s.log.Info("rate limited", "tenant", t.Name, "limit", refusal.Limit, "max", refusal.Max,
 			"retry_after_ms", refusal.RetryAfter.Milliseconds(), "route", r.URL.Path)
-		setRateHeaders(w, r, refusal.Status, c.tenant)
+		setRateHeaders(w, r, refusal.Status)
 		setRetryAfter(w, refusal.RetryAfter)
-		return genq.WrapError(genq.Overloaded, refusal, refusal.Error())
+		return tk, genq.WrapError(genq.Overloaded, refusal, refusal.Error())
 	case err != nil:
-		c.mu.Lock()
-		c.admitted = false
-		c.mu.Unlock()
-		return genq.WrapError(genq.Unavailable, err, "the tenants' counters are unavailable; retry")
+		return tk, genq.WrapError(genq.Unavailable, err, "the tenants' counters are unavailable; retry")
 	}
-	c.mu.Lock()
-	c.ticket = &tk
-	c.mu.Unlock()
-	setRateHeaders(w, r, tk.Status, c.tenant)
-	return nil
+	setRateHeaders(w, r, tk.Status)
+	return tk, nil
 }
 
 // counterTimeout bounds one admission or settlement in the counters.
 const counterTimeout = 5 * time.Second
 
 // setRateHeaders says st in the headers OpenAI's SDKs read and, on
-// Anthropic's routes, in Anthropic's: the limits t has, what is left of
-// them, and when they reset.
-func setRateHeaders(w http.ResponseWriter, r *http.Request, st tenant.Status, t tenant.Tenant) {
+// Anthropic's routes, in Anthropic's: the tenant's limits, what is left
+// of them, and when they reset.
+func setRateHeaders(w http.ResponseWriter, r *http.Request, st tenant.Status) {
 	h := w.Header()
 	now := time.Now()
 	set := func(kind string, limit, remaining int64, reset time.Duration) {
