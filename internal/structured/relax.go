@@ -45,11 +45,15 @@ type RelaxedTool struct {
 	Paths []string
 	// Schema is the tool's whole schema, as the client sent it.
 	Schema json.RawMessage
-
-	once   sync.Once
-	sch    *jsonschema.Schema
-	schErr error
+	// Validate checks a call's finished arguments against Schema. It is a
+	// func so that what holds a RelaxedTool need not know the validator.
+	Validate func(arguments string) error
 }
+
+// Check validates a call's finished arguments against the tool's whole
+// schema. Its error says where the arguments fail and which keyword, never
+// their content; or that they could not be checked.
+func (r *RelaxedTool) Check(arguments string) error { return r.Validate(arguments) }
 
 // maxRelaxSteps bounds the compiles one schema's relaxation takes; past it
 // the schema is relaxed whole.
@@ -432,7 +436,7 @@ func relaxTools(tools []genq.Tool, closed bool, indexOf func(int) int) ([]genq.T
 		if relaxed == nil {
 			relaxed = map[string]*RelaxedTool{}
 		}
-		relaxed[t.Function.Name] = &RelaxedTool{Name: t.Function.Name, Paths: paths, Schema: t.Function.Parameters}
+		relaxed[t.Function.Name] = &RelaxedTool{Name: t.Function.Name, Paths: paths, Schema: t.Function.Parameters, Validate: validator(t.Function.Parameters)}
 	}
 	return out, relaxed, nil
 }
@@ -471,28 +475,36 @@ func compileValidator(schema []byte) (*jsonschema.Schema, error) {
 	return c.Compile(url)
 }
 
-// Check validates a call's finished arguments against the tool's whole
-// schema. Its error says where the arguments fail and which keyword, never
-// their content; or that they could not be checked.
-func (r *RelaxedTool) Check(arguments string) error {
-	r.once.Do(func() { r.sch, r.schErr = compileValidator(r.Schema) })
-	if r.schErr != nil {
-		return fmt.Errorf("not checked: the schema does not compile for validation: %s", oneLine(r.schErr))
+// validator returns the check of a call's finished arguments against
+// schema: its error says where the arguments fail and which keyword, never
+// their content; or that they could not be checked. The validator is
+// compiled on the first call, as few relaxed tools' calls are checked.
+func validator(schema json.RawMessage) func(arguments string) error {
+	var (
+		once   sync.Once
+		sch    *jsonschema.Schema
+		schErr error
+	)
+	return func(arguments string) error {
+		once.Do(func() { sch, schErr = compileValidator(schema) })
+		if schErr != nil {
+			return fmt.Errorf("not checked: the schema does not compile for validation: %s", oneLine(schErr))
+		}
+		args := strings.TrimSpace(arguments)
+		if args == "" {
+			args = "{}"
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
+		if err != nil {
+			return errors.New("the arguments are not JSON")
+		}
+		err = sch.Validate(inst)
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return errors.New(describeInvalid(ve))
+		}
+		return err
 	}
-	args := strings.TrimSpace(arguments)
-	if args == "" {
-		args = "{}"
-	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
-	if err != nil {
-		return errors.New("the arguments are not JSON")
-	}
-	err = r.sch.Validate(inst)
-	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		return errors.New(describeInvalid(ve))
-	}
-	return err
 }
 
 // describeInvalid names where the arguments fail, and the keyword each
