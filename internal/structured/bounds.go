@@ -45,3 +45,46 @@ func boundsUpTo(s *value, minKey, maxKey, path string, limit int) (int, int, err
 	}
 	return min, max, nil
 }
+
+// maxCount bounds a counted repeat's bounds: past it a schema is refused.
+const maxCount = 1 << 20
+
+// overRepeat names the bound of minKey and maxKey past maxRepeat, if any.
+func overRepeat(min, max int, minKey, maxKey string) (string, int, bool) {
+	switch {
+	case max > maxRepeat:
+		return maxKey, max, true
+	case min > maxRepeat:
+		return minKey, min, true
+	}
+	return "", 0, false
+}
+
+// countsAlone refuses a string length past maxRepeat beside other
+// constraints: their product takes copies, and copies stop at maxRepeat.
+func countsAlone(s *value, min, max, parts int, path string) error {
+	key, n, over := overRepeat(min, max, "minLength", "maxLength")
+	if !over || parts == 1 && s.get(keyPatterns) == nil && s.get(keyNotPatterns) == nil {
+		return nil
+	}
+	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, maxRepeat)
+}
+
+// countedItems refuses an item count past maxRepeat where the array's
+// other keywords (prefixItems, contains, uniqueItems) count items in
+// states of their own.
+func countedItems(s *value, min, max int, path string) error {
+	key, n, over := overRepeat(min, max, "minItems", "maxItems")
+	if !over {
+		return nil
+	}
+	for _, k := range []string{"prefixItems", "contains", "uniqueItems"} {
+		if s.get(k) != nil {
+			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, maxRepeat, k)
+		}
+	}
+	if it := s.get("items"); it != nil && it.kind == 'a' {
+		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, maxRepeat)
+	}
+	return nil
+}

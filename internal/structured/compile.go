@@ -41,6 +41,13 @@ type memoKey struct {
 	scope string
 }
 
+// Limits on a schema's own text, checked before it compiles (MaxNodes
+// bounds what it compiles to).
+const (
+	MaxSchemaBytes = 256 << 10 // the schema's JSON text
+	maxSchemaDepth = 64        // nesting of the schema's own JSON
+)
+
 type compiler struct {
 	b        *builder
 	bi       builtins

@@ -3,8 +3,6 @@ package structured
 import (
 	"fmt"
 	"time"
-
-	"github.com/genq/genq/internal/genq"
 )
 
 // Counted repeats. A bound up to maxRepeat unrolls into copies (repeat),
@@ -14,9 +12,6 @@ import (
 // pushes (a loop frame). The language is the same, exactly; a node's mask
 // depends on the count only within a token's length of a bound, so masks
 // stay few (canonCount).
-
-// maxCount bounds a counted repeat's bounds: past it a schema is refused.
-const maxCount = 1 << 20
 
 // countSpec is a counted repeat's bounds; max < 0 is unbounded.
 type countSpec struct {
@@ -149,44 +144,4 @@ func (tm *tableMemo) putCounted(k countKey, nm *nodeMask) bool {
 func (m *Matcher) isLoop(cf config) bool {
 	f := cf.st
 	return f != nil && f != m.st.bottom && m.st.g.nodes[f.ret].counted != nil
-}
-
-// overRepeat names the bound of minKey and maxKey past maxRepeat, if any.
-func overRepeat(min, max int, minKey, maxKey string) (string, int, bool) {
-	switch {
-	case max > maxRepeat:
-		return maxKey, max, true
-	case min > maxRepeat:
-		return minKey, min, true
-	}
-	return "", 0, false
-}
-
-// countsAlone refuses a string length past maxRepeat beside other
-// constraints: their product takes copies, and copies stop at maxRepeat.
-func countsAlone(s *value, min, max, parts int, path string) error {
-	key, n, over := overRepeat(min, max, "minLength", "maxLength")
-	if !over || parts == 1 && s.get(keyPatterns) == nil && s.get(keyNotPatterns) == nil {
-		return nil
-	}
-	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, maxRepeat)
-}
-
-// countedItems refuses an item count past maxRepeat where the array's
-// other keywords (prefixItems, contains, uniqueItems) count items in
-// states of their own.
-func countedItems(s *value, min, max int, path string) error {
-	key, n, over := overRepeat(min, max, "minItems", "maxItems")
-	if !over {
-		return nil
-	}
-	for _, k := range []string{"prefixItems", "contains", "uniqueItems"} {
-		if s.get(k) != nil {
-			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, maxRepeat, k)
-		}
-	}
-	if it := s.get("items"); it != nil && it.kind == 'a' {
-		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, maxRepeat)
-	}
-	return nil
 }

@@ -16,15 +16,13 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-// Limits on what one schema may cost. A schema over them is refused as too
-// large rather than compiled slowly or held in memory: MaxNodes bounds the
-// compile's work (a grammar at the bound compiles in about 0.1 s of one
+// Limits on what one grammar may cost. A schema over them is refused as
+// too large rather than compiled slowly or held in memory: MaxNodes bounds
+// the compile's work (a grammar at the bound compiles in about 0.1 s of one
 // core; docs/benchmarks.md), whatever the machine's load.
 const (
-	MaxSchemaBytes = 256 << 10 // the schema's JSON text
-	MaxNodes       = 200_000   // automaton nodes once compiled
-	maxSchemaDepth = 64        // nesting of the schema's own JSON
-	maxRepeat      = 1024      // minItems, maxItems, minLength, maxLength
+	MaxNodes  = 200_000 // automaton nodes once compiled
+	maxRepeat = 1024    // minItems, maxItems, minLength, maxLength
 )
 
 // edge is a byte transition: any byte in [lo, hi] leads to node to.

@@ -109,3 +109,13 @@ func toolsKey(tools []genq.Tool, parallel bool, f toolcall.ToolFormat, closed bo
 	}
 	return sha256.Sum256(append([]byte("tools\x00"), b...)), nil
 }
+
+// NewOpening starts following the answer for constraint c. It is nil when
+// there is nothing to follow: the grammar binds at the first byte (calls
+// required of a dialect without reasoning), or c is no tool constraint.
+func (c Constraint) NewOpening() *Opening {
+	if !c.ToolCalls || c.Grammar == nil || (!c.Lazy && !c.Dialect.Reasoning) {
+		return nil
+	}
+	return NewOpening(c.Lazy, c.Dialect.Reasoning, c.Dialect.Format.Opener())
+}

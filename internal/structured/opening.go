@@ -61,14 +61,11 @@ type heldBytes struct {
 
 func (h heldBytes) bytes() []byte { return h.b[:h.n] }
 
-// NewOpening starts following the answer for constraint c. It is nil when
-// there is nothing to follow: the grammar binds at the first byte (calls
-// required of a dialect without reasoning), or c is no tool constraint.
-func (c Constraint) NewOpening() *Opening {
-	if !c.ToolCalls || c.Grammar == nil || (!c.Lazy && !c.Dialect.Reasoning) {
-		return nil
-	}
-	return &Opening{lazy: c.Lazy, reasoning: c.Dialect.Reasoning, opener: c.Dialect.Format.Opener()}
+// NewOpening starts following a tool-calling answer whose calls open with
+// opener: lazy when the answer may be prose instead, reasoning when the
+// dialect may think first.
+func NewOpening(lazy, reasoning bool, opener string) *Opening {
+	return &Opening{lazy: lazy, reasoning: reasoning, opener: opener}
 }
 
 // Phase is where the answer stands.
