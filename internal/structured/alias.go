@@ -30,15 +30,15 @@ const minAliasedCopies = 8
 // against it: its nodes as mk built them, before repeat links the copies.
 type copyShape struct {
 	base  int32
-	nodes []node
+	nodes []Node
 }
 
 // snapshot keeps copy 0 of a repeat: the nodes from base on.
-func (b *builder) snapshot(base int32) copyShape {
-	s := copyShape{base: base, nodes: make([]node, len(b.g.nodes)-int(base))}
-	for i, n := range b.g.nodes[base:] {
-		n.edges = append([]edge(nil), n.edges...)
-		n.eps = append([]int32(nil), n.eps...)
+func (b *Builder) snapshot(base int32) copyShape {
+	s := copyShape{base: base, nodes: make([]Node, len(b.Grammar.Nodes)-int(base))}
+	for i, n := range b.Grammar.Nodes[base:] {
+		n.Edges = append([]Edge(nil), n.Edges...)
+		n.Eps = append([]int32(nil), n.Eps...)
 		s.nodes[i] = n
 	}
 	return s
@@ -47,8 +47,8 @@ func (b *builder) snapshot(base int32) copyShape {
 // sameShape tells whether the nodes from base on, as mk just built them,
 // are copy 0's moved by base-s.base: same edges, epsilons, calls and
 // ends, links inside the copy moved alike, links out of it the same.
-func (b *builder) sameShape(s copyShape, base int32) bool {
-	nodes := b.g.nodes[base:]
+func (b *Builder) sameShape(s copyShape, base int32) bool {
+	nodes := b.Grammar.Nodes[base:]
 	if len(nodes) != len(s.nodes) {
 		return false
 	}
@@ -61,19 +61,19 @@ func (b *builder) sameShape(s copyShape, base int32) bool {
 	}
 	for i, n := range nodes {
 		n0 := &s.nodes[i]
-		if n.final != n0.final || n.call != n0.call || len(n.edges) != len(n0.edges) || len(n.eps) != len(n0.eps) {
+		if n.final != n0.final || n.Call != n0.Call || len(n.Edges) != len(n0.Edges) || len(n.Eps) != len(n0.Eps) {
 			return false
 		}
-		if n.call >= 0 && !moved(n0.ret, n.ret) {
+		if n.Call >= 0 && !moved(n0.ret, n.ret) {
 			return false
 		}
-		for j, e := range n.edges {
-			if e.lo != n0.edges[j].lo || e.hi != n0.edges[j].hi || !moved(n0.edges[j].to, e.to) {
+		for j, e := range n.Edges {
+			if e.Lo != n0.Edges[j].Lo || e.Hi != n0.Edges[j].Hi || !moved(n0.Edges[j].To, e.To) {
 				return false
 			}
 		}
-		for j, t := range n.eps {
-			if !moved(n0.eps[j], t) {
+		for j, t := range n.Eps {
+			if !moved(n0.Eps[j], t) {
 				return false
 			}
 		}
@@ -83,13 +83,13 @@ func (b *builder) sameShape(s copyShape, base int32) bool {
 
 // consumes tells whether every way through copy s, from start to end,
 // reads a byte: the argument for sharing masks counts a byte per copy.
-func (s copyShape) consumes(f frag) bool {
+func (s copyShape) consumes(f Frag) bool {
 	seen := map[int32]bool{}
-	stack := []int32{f.start}
+	stack := []int32{f.Start}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if n == f.end {
+		if n == f.End {
 			return false
 		}
 		i := n - s.base
@@ -97,18 +97,18 @@ func (s copyShape) consumes(f frag) bool {
 			continue
 		}
 		seen[n] = true
-		stack = append(stack, s.nodes[i].eps...) // a call reads a value: never empty
+		stack = append(stack, s.nodes[i].Eps...) // a call reads a value: never empty
 	}
 	return true
 }
 
 // recordRepeat keeps a repeat's copies for canon, when there are enough
 // of them, built alike, none empty, and no repeat recorded within them.
-func (b *builder) recordRepeat(r repeatRun, ok bool, nested bool) {
-	if !ok || nested || b.err != nil || len(r.bases) < minAliasedCopies {
+func (b *Builder) recordRepeat(r repeatRun, ok bool, nested bool) {
+	if !ok || nested || b.Err != nil || len(r.bases) < minAliasedCopies {
 		return
 	}
-	b.g.repeats = append(b.g.repeats, r)
+	b.Grammar.repeats = append(b.Grammar.repeats, r)
 }
 
 // canon is the node whose mask serves node n for walks of at most depth

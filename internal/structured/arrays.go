@@ -8,13 +8,13 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-func (c *compiler) array(s *value, path string) (frag, error) {
+func (c *compiler) array(s *value, path string) (Frag, error) {
 	min, max, err := boundsUpTo(s, "minItems", "maxItems", path, maxCount)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if err := countedItems(s, min, max, path); err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	// Positional items: 2020-12's prefixItems, the rest after them
 	// items; or draft 7's items as an array, the rest additionalItems.
@@ -23,7 +23,7 @@ func (c *compiler) array(s *value, path string) (frag, error) {
 		prefix, rest, restAt = rest, s.get("additionalItems"), "/additionalItems"
 	}
 	if prefix != nil && prefix.kind != 'a' {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
+		return Frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
 	}
 	if s.get("contains") != nil {
 		f, ok, err := c.containsArray(s, s.get("items"), min, max, path, "/items")
@@ -33,7 +33,7 @@ func (c *compiler) array(s *value, path string) (frag, error) {
 	}
 	unique, err := uniqueItems(s, path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if unique {
 		var pre []*value
@@ -49,34 +49,34 @@ func (c *compiler) array(s *value, path string) (frag, error) {
 		return c.tuple(prefix.arr, rest, min, max, path, restAt)
 	}
 	if rest == nil {
-		return c.list(min, max, func() frag { return c.b.call(c.bi.value) }), nil
+		return c.list(min, max, func() Frag { return c.b.Call(c.bi.value) }), nil
 	}
 	r, err := c.ruleOf(rest, path+restAt)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
-	return c.list(min, max, func() frag { return c.b.call(r) }), nil
+	return c.list(min, max, func() Frag { return c.b.Call(r) }), nil
 }
 
 // tuple matches an array whose first items follow prefix, a schema each,
 // and whose others follow rest (nil: any value; false: none), from lo to
 // hi items (hi < 0: no bound). An array may stop before its prefix ends.
-func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt string) (frag, error) {
+func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt string) (Frag, error) {
 	b := c.b
-	open := b.seq(b.lit("["), c.ws())
-	end := b.node()
+	open := b.Seq(b.Lit("["), c.ws())
+	end := b.Node()
 	closeAt := func(n int32, items int) {
 		if items < lo {
 			return
 		}
-		cl := b.lit("]")
+		cl := b.Lit("]")
 		if items > 0 {
-			cl = b.seq(c.ws(), b.lit("]"))
+			cl = b.Seq(c.ws(), b.Lit("]"))
 		}
-		b.eps(n, cl.start)
-		b.eps(cl.end, end)
+		b.Eps(n, cl.Start)
+		b.Eps(cl.End, end)
 	}
-	at := open.end
+	at := open.End
 	closeAt(at, 0)
 	k := 0
 	for i, p := range prefix {
@@ -85,36 +85,36 @@ func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt 
 		}
 		r, err := c.ruleOf(p, path+"/prefixItems/"+strconv.Itoa(i))
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
-		item := b.call(r)
+		item := b.Call(r)
 		if i > 0 {
-			item = b.seq(c.ws(), b.lit(","), c.ws(), item)
+			item = b.Seq(c.ws(), b.Lit(","), c.ws(), item)
 		}
-		b.eps(at, item.start)
-		at, k = item.end, i+1
+		b.Eps(at, item.Start)
+		at, k = item.End, i+1
 		if i+1 < len(prefix) {
 			closeAt(at, i+1)
 		}
 	}
 	if k < len(prefix) || rest != nil && rest.kind == 'b' && !rest.b { // no items after the prefix
 		closeAt(at, k)
-		return frag{open.start, end}, b.err
+		return Frag{open.Start, end}, b.Err
 	}
-	item := func() frag { return b.call(c.bi.value) }
+	item := func() Frag { return b.Call(c.bi.value) }
 	if rest != nil {
 		r, err := c.ruleOf(rest, path+restAt)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
-		item = func() frag { return b.call(r) }
+		item = func() Frag { return b.Call(r) }
 	}
 	restMax := -1
 	if hi >= 0 {
 		restMax = hi - k
 	}
-	more := b.repeat(max(0, lo-k), restMax, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), item()) })
-	b.eps(at, more.start)
-	closeAt(more.end, max(k, lo))
-	return frag{open.start, end}, b.err
+	more := b.Repeat(max(0, lo-k), restMax, func() Frag { return b.Seq(c.ws(), b.Lit(","), c.ws(), item()) })
+	b.Eps(at, more.Start)
+	closeAt(more.End, max(k, lo))
+	return Frag{open.Start, end}, b.Err
 }

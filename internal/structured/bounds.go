@@ -23,9 +23,9 @@ func count(s *value, key, path string, limit int) (int, bool, error) {
 	return n, true, nil
 }
 
-// bounds are minKey and maxKey where they unroll: at most maxRepeat.
+// bounds are minKey and maxKey where they unroll: at most MaxRepeat.
 func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
-	return boundsUpTo(s, minKey, maxKey, path, maxRepeat)
+	return boundsUpTo(s, minKey, maxKey, path, MaxRepeat)
 }
 
 // boundsUpTo are minKey and maxKey (max -1 when absent), each at most limit.
@@ -49,28 +49,28 @@ func boundsUpTo(s *value, minKey, maxKey, path string, limit int) (int, int, err
 // maxCount bounds a counted repeat's bounds: past it a schema is refused.
 const maxCount = 1 << 20
 
-// overRepeat names the bound of minKey and maxKey past maxRepeat, if any.
+// overRepeat names the bound of minKey and maxKey past MaxRepeat, if any.
 func overRepeat(min, max int, minKey, maxKey string) (string, int, bool) {
 	switch {
-	case max > maxRepeat:
+	case max > MaxRepeat:
 		return maxKey, max, true
-	case min > maxRepeat:
+	case min > MaxRepeat:
 		return minKey, min, true
 	}
 	return "", 0, false
 }
 
-// countsAlone refuses a string length past maxRepeat beside other
-// constraints: their product takes copies, and copies stop at maxRepeat.
+// countsAlone refuses a string length past MaxRepeat beside other
+// constraints: their product takes copies, and copies stop at MaxRepeat.
 func countsAlone(s *value, min, max, parts int, path string) error {
 	key, n, over := overRepeat(min, max, "minLength", "maxLength")
 	if !over || parts == 1 && s.get(keyPatterns) == nil && s.get(keyNotPatterns) == nil {
 		return nil
 	}
-	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, maxRepeat)
+	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, MaxRepeat)
 }
 
-// countedItems refuses an item count past maxRepeat where the array's
+// countedItems refuses an item count past MaxRepeat where the array's
 // other keywords (prefixItems, contains, uniqueItems) count items in
 // states of their own.
 func countedItems(s *value, min, max int, path string) error {
@@ -80,11 +80,11 @@ func countedItems(s *value, min, max int, path string) error {
 	}
 	for _, k := range []string{"prefixItems", "contains", "uniqueItems"} {
 		if s.get(k) != nil {
-			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, maxRepeat, k)
+			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, MaxRepeat, k)
 		}
 	}
 	if it := s.get("items"); it != nil && it.kind == 'a' {
-		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, maxRepeat)
+		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, MaxRepeat)
 	}
 	return nil
 }

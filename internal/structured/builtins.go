@@ -7,100 +7,100 @@ package structured
 // up to maxIndent spaces. It is built by hand, a chain of one node per
 // space, because it stands between every two tokens of a grammar: the
 // general constructions would make it three times the nodes.
-func (c *compiler) ws() frag {
+func (c *compiler) ws() Frag {
 	b := c.b
-	start, end, indent := b.node(), b.node(), b.node()
-	b.eps(start, end)
-	b.byteEdge(start, ' ', ' ', end)
-	b.byteEdge(start, '\n', '\n', indent)
-	b.eps(indent, end)
+	start, end, indent := b.Node(), b.Node(), b.Node()
+	b.Eps(start, end)
+	b.ByteEdge(start, ' ', ' ', end)
+	b.ByteEdge(start, '\n', '\n', indent)
+	b.Eps(indent, end)
 	for range maxIndent {
-		next := b.node()
-		b.byteEdge(indent, ' ', ' ', next)
-		b.eps(next, end)
+		next := b.Node()
+		b.ByteEdge(indent, ' ', ' ', next)
+		b.Eps(next, end)
 		indent = next
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
 // char matches one character of a JSON string's body: a code point in valid
 // UTF-8 other than '"', '\' and controls, or an escape. A surrogate's \u
 // escape is one only in a pair, high then low, so that one match is always
 // one code point.
-func (c *compiler) char() frag { return c.b.jsonChar() }
+func (c *compiler) char() Frag { return c.b.JSONChar() }
 
 // plainChar is a character of a JSON string written as itself, not
 // escaped.
-func (c *compiler) plainChar() frag { return c.b.plainChar() }
+func (c *compiler) plainChar() Frag { return c.b.PlainChar() }
 
 // digits matches min to max decimal digits (max < 0: any number). The
 // optional ones are a chain of one node per digit, as ws's spaces are.
-func (c *compiler) digits(min, max int) frag {
+func (c *compiler) digits(min, max int) Frag {
 	b := c.b
 	if max < 0 {
-		return b.repeat(min, max, func() frag { return b.ranges('0', '9') })
+		return b.Repeat(min, max, func() Frag { return b.Ranges('0', '9') })
 	}
-	start := b.node()
+	start := b.Node()
 	cur := start
 	for range min {
-		next := b.node()
-		b.byteEdge(cur, '0', '9', next)
+		next := b.Node()
+		b.ByteEdge(cur, '0', '9', next)
 		cur = next
 	}
-	end := b.node()
-	b.eps(cur, end)
+	end := b.Node()
+	b.Eps(cur, end)
 	for range max - min {
-		next := b.node()
-		b.byteEdge(cur, '0', '9', next)
-		b.eps(next, end)
+		next := b.Node()
+		b.ByteEdge(cur, '0', '9', next)
+		b.Eps(next, end)
 		cur = next
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
-func (c *compiler) intPart() frag {
+func (c *compiler) intPart() Frag {
 	b := c.b
-	return b.seq(b.opt(b.lit("-")), b.alt(b.lit("0"), b.seq(b.ranges('1', '9'), c.digits(0, maxIntDigits-1))))
+	return b.Seq(b.Opt(b.Lit("-")), b.Alt(b.Lit("0"), b.Seq(b.Ranges('1', '9'), c.digits(0, maxIntDigits-1))))
 }
 
 func (c *compiler) buildBuiltins() {
 	b := c.b
-	c.bi.str = b.newRule(stringRuleName)
-	c.bi.num = b.newRule("number")
-	c.bi.integer = b.newRule("integer")
-	c.bi.value = b.newRule(anyValueRule)
-	c.bi.object = b.newRule(anyObjectRule)
-	c.bi.array = b.newRule(anyArrayRule)
+	c.bi.str = b.NewRule(stringRuleName)
+	c.bi.num = b.NewRule("number")
+	c.bi.integer = b.NewRule("integer")
+	c.bi.value = b.NewRule(anyValueRule)
+	c.bi.object = b.NewRule(anyObjectRule)
+	c.bi.array = b.NewRule(anyArrayRule)
 	// Every other key's rest (otherKey): a builtin, so that its masks,
 	// and the walks of tokens into it, are the Vocab's, worked out once.
-	c.rest = b.newRule("plain string rest")
+	c.rest = b.NewRule("plain string rest")
 
-	b.define(c.bi.str, b.seq(b.lit(`"`), b.star(c.char()), b.lit(`"`)))
-	b.define(c.bi.integer, c.intPart())
-	b.define(c.bi.num, b.seq(c.intPart(),
-		b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits))),
-		b.opt(b.seq(b.ranges('e', 'e', 'E', 'E'), b.opt(b.ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits)))))
-	b.define(c.bi.value, b.alt(b.call(c.bi.object), b.call(c.bi.array), b.call(c.bi.str), b.call(c.bi.num),
-		b.lit("true"), b.lit("false"), b.lit("null")))
-	b.define(c.bi.object, c.mapObject(func() frag { return b.call(c.bi.value) }))
-	b.define(c.bi.array, c.list(0, -1, func() frag { return b.call(c.bi.value) }))
-	b.define(c.rest, b.seq(b.star(c.plainChar()), b.lit(`"`)))
+	b.Define(c.bi.str, b.Seq(b.Lit(`"`), b.Star(c.char()), b.Lit(`"`)))
+	b.Define(c.bi.integer, c.intPart())
+	b.Define(c.bi.num, b.Seq(c.intPart(),
+		b.Opt(b.Seq(b.Lit("."), c.digits(1, maxFracDigits))),
+		b.Opt(b.Seq(b.Ranges('e', 'e', 'E', 'E'), b.Opt(b.Ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits)))))
+	b.Define(c.bi.value, b.Alt(b.Call(c.bi.object), b.Call(c.bi.array), b.Call(c.bi.str), b.Call(c.bi.num),
+		b.Lit("true"), b.Lit("false"), b.Lit("null")))
+	b.Define(c.bi.object, c.mapObject(func() Frag { return b.Call(c.bi.value) }))
+	b.Define(c.bi.array, c.list(0, -1, func() Frag { return b.Call(c.bi.value) }))
+	b.Define(c.rest, b.Seq(b.Star(c.plainChar()), b.Lit(`"`)))
 }
 
 // mapObject matches an object with any keys whose values match val.
-func (c *compiler) mapObject(val func() frag) frag {
+func (c *compiler) mapObject(val func() Frag) Frag {
 	b := c.b
-	member := func() frag { return b.seq(b.call(c.bi.str), c.ws(), b.lit(":"), c.ws(), val()) }
-	return b.seq(b.lit("{"), c.ws(),
-		b.opt(b.seq(member(), b.star(b.seq(c.ws(), b.lit(","), c.ws(), member())), c.ws())),
-		b.lit("}"))
+	member := func() Frag { return b.Seq(b.Call(c.bi.str), c.ws(), b.Lit(":"), c.ws(), val()) }
+	return b.Seq(b.Lit("{"), c.ws(),
+		b.Opt(b.Seq(member(), b.Star(b.Seq(c.ws(), b.Lit(","), c.ws(), member())), c.ws())),
+		b.Lit("}"))
 }
 
 // list matches an array of min to max items (max < 0: no bound).
-func (c *compiler) list(min, max int, item func() frag) frag {
+func (c *compiler) list(min, max int, item func() Frag) Frag {
 	b := c.b
 	if max == 0 {
-		return b.seq(b.lit("["), c.ws(), b.lit("]"))
+		return b.Seq(b.Lit("["), c.ws(), b.Lit("]"))
 	}
 	restMax := -1
 	if max > 0 {
@@ -110,9 +110,9 @@ func (c *compiler) list(min, max int, item func() frag) frag {
 	if min > 1 {
 		restMin = min - 1
 	}
-	items := b.seq(item(), b.counted(restMin, restMax, func() frag { return b.seq(c.ws(), b.lit(","), c.ws(), item()) }), c.ws())
+	items := b.Seq(item(), b.Counted(restMin, restMax, func() Frag { return b.Seq(c.ws(), b.Lit(","), c.ws(), item()) }), c.ws())
 	if min == 0 {
-		items = b.opt(items)
+		items = b.Opt(items)
 	}
-	return b.seq(b.lit("["), c.ws(), items, b.lit("]"))
+	return b.Seq(b.Lit("["), c.ws(), items, b.Lit("]"))
 }

@@ -99,7 +99,7 @@ func (c *Cache) compileKeyed(key [sha256.Size]byte, compile func() (*Grammar, er
 		c.order.MoveToFront(el)
 		return el.Value.(*cacheEntry).g, nil
 	}
-	e := &cacheEntry{key, g, g.size()}
+	e := &cacheEntry{key, g, g.Bytes()}
 	c.byKey[key] = c.order.PushFront(e)
 	c.bytes += e.size
 	for c.order.Len() > c.max || c.bytes > c.maxBytes() && c.order.Len() > 1 {
@@ -116,7 +116,7 @@ func (c *Cache) evict(el *list.Element) {
 	delete(c.byKey, e.key)
 	c.bytes -= e.size
 	c.evictions++
-	e.g.releaseMasks()
+	e.g.ReleaseMasks()
 }
 
 func (c *Cache) get(key [sha256.Size]byte) *Grammar {

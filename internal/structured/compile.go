@@ -49,7 +49,7 @@ const (
 )
 
 type compiler struct {
-	b        *builder
+	b        *Builder
 	bi       builtins
 	root     *value
 	rootRule int32
@@ -111,7 +111,7 @@ const MaxOtherProperties = 8
 
 func newCompiler() *compiler {
 	c := &compiler{
-		b:         &builder{g: &Grammar{}},
+		b:         &Builder{Grammar: &Grammar{}},
 		defRules:  map[memoKey]int32{},
 		memo:      map[memoKey]int32{},
 		shared:    map[string]int32{},
@@ -120,7 +120,7 @@ func newCompiler() *compiler {
 		formats:   true,
 	}
 	c.buildBuiltins()
-	c.b.g.builtinNodes = int32(len(c.b.g.nodes))
+	c.b.Grammar.BuiltinNodes = int32(len(c.b.Grammar.Nodes))
 	return c
 }
 
@@ -144,30 +144,30 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 	if err := c.readDraft(root, opts.AssertFormats); err != nil {
 		return nil, err
 	}
-	c.rootRule = c.b.newRule("#")
+	c.rootRule = c.b.NewRule("#")
 	f, err := c.compile(root, "#")
 	if err != nil {
 		return nil, err
 	}
-	c.b.define(c.rootRule, f)
-	c.b.g.top = c.rootRule
-	if err := c.b.finish(); err != nil {
+	c.b.Define(c.rootRule, f)
+	c.b.Grammar.Top = c.rootRule
+	if err := c.b.Finish(); err != nil {
 		return nil, err
 	}
-	return c.b.g, nil
+	return c.b.Grammar, nil
 }
 
 // CompileJSONObject returns the grammar of any JSON object, for
 // response_format {"type":"json_object"}.
 func CompileJSONObject() *Grammar {
 	c := newCompiler()
-	top := c.b.newRule("json object")
-	c.b.define(top, c.b.call(c.bi.object))
-	c.b.g.top = top
-	if err := c.b.finish(); err != nil {
+	top := c.b.NewRule("json object")
+	c.b.Define(top, c.b.Call(c.bi.object))
+	c.b.Grammar.Top = top
+	if err := c.b.Finish(); err != nil {
 		panic("structured: the JSON object grammar does not build: " + err.Error())
 	}
-	return c.b.g
+	return c.b.Grammar
 }
 
 // unenforced tells the keywords JSON Schema defines as assertions or
@@ -208,34 +208,34 @@ func enforced(k string) (typ string, ok bool) {
 	return "", false
 }
 
-func (c *compiler) compile(s *value, path string) (frag, error) {
+func (c *compiler) compile(s *value, path string) (Frag, error) {
 	b := c.b
-	if b.failed() {
-		return frag{}, b.err
+	if b.Failed() {
+		return Frag{}, b.Err
 	}
 	switch s.kind {
 	case 'b':
 		if s.b {
-			return b.call(c.bi.value), nil
+			return b.Call(c.bi.value), nil
 		}
-		return b.alt(), nil // false: nothing matches
+		return b.Alt(), nil // false: nothing matches
 	case 'o':
 	default:
-		return frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
+		return Frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
 	defer c.enterScope(s)()
 	if err := checkDraft3(s, c.draft, path); err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if err := checkShape(s, path); err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if needsLowering(s) {
 		return c.compileLowered(s, path)
 	}
 	for _, m := range s.obj {
 		if unenforced(m.key) && !(m.key == "dependencies" && namesOnly(m.val)) {
-			return frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
+			return Frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
 		}
 	}
 	constraints := func(except ...string) string {
@@ -253,7 +253,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 			return c.compileLowered(s, path) // parts that do not merge as they are
 		}
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		return c.compile(merged, path)
 	}
@@ -266,13 +266,13 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 			// it points to, merged with them.
 			merged, err := c.resolved(s, path, 0)
 			if errors.Is(err, errTooDeep) {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported where what it points to leads back to it", path, cmp.Or(k, "type"))
+				return Frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported where what it points to leads back to it", path, cmp.Or(k, "type"))
 			}
 			if errors.Is(err, errScoped) {
 				return c.compileLowered(s, path)
 			}
 			if err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 			return c.compile(merged, path)
 		}
@@ -280,11 +280,11 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 	}
 	types, err := typeList(s, path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if anyOf := s.get("anyOf"); anyOf != nil {
 		if anyOf.kind != 'a' || len(anyOf.arr) == 0 {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf must be a non-empty array of schemas", path)
+			return Frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf must be a non-empty array of schemas", path)
 		}
 		// Keywords beside anyOf hold for every branch: each branch is
 		// merged with them. Alone, a branch compiles as it is (a $ref in
@@ -294,10 +294,10 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 			return c.compileLowered(s, path)
 		}
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		besides := constraints("anyOf") != "" || s.get("type") != nil
-		alts := make([]frag, 0, len(anyOf.arr))
+		alts := make([]Frag, 0, len(anyOf.arr))
 		for i, sub := range anyOf.arr {
 			at := path + "/anyOf/" + strconv.Itoa(i)
 			if besides {
@@ -305,24 +305,24 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 				if errors.Is(err, errScoped) {
 					r = sub // merged below as an allOf, lowered where it is compiled
 				} else if err != nil {
-					return frag{}, err
+					return Frag{}, err
 				}
 				m, err := merge(siblings, r, at)
 				if errors.Is(err, errNever) {
 					continue // no instance: the branch holds for none
 				}
 				if err != nil {
-					return frag{}, err
+					return Frag{}, err
 				}
 				sub = m
 			}
 			f, err := c.compile(sub, at)
 			if err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 			alts = append(alts, f)
 		}
-		return b.alt(alts...), nil
+		return b.Alt(alts...), nil
 	}
 	if e, cst := s.get("enum"), s.get("const"); e != nil || cst != nil {
 		var vals []*value
@@ -330,7 +330,7 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		if e != nil {
 			word = "enum"
 			if e.kind != 'a' || len(e.arr) == 0 {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: enum must be a non-empty array: an empty enum can never be satisfied", path)
+				return Frag{}, genq.Errorf(genq.Invalid, "at %s: enum must be a non-empty array: an empty enum can never be satisfied", path)
 			}
 			vals = e.arr
 		}
@@ -343,25 +343,25 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		// Beside the values, keywords that a scalar's value can be checked
 		// against keep the values they allow.
 		if k := constraints(append([]string{"enum", "const"}, scalarKeywords...)...); k != "" {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: %s with %q beside it is not supported", path, word, k)
+			return Frag{}, genq.Errorf(genq.Invalid, "at %s: %s with %q beside it is not supported", path, word, k)
 		}
-		var alts []frag
+		var alts []Frag
 		for _, v := range vals {
 			if types != nil && !anyType(v, types) {
 				continue
 			}
 			ok, err := c.scalarHolds(s, v, path)
 			if err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 			if ok {
 				alts = append(alts, c.literal(v))
 			}
 		}
 		if len(alts) == 0 {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: no value of enum or const has the schema's type: it can never be satisfied", path)
+			return Frag{}, genq.Errorf(genq.Invalid, "at %s: no value of enum or const has the schema's type: it can never be satisfied", path)
 		}
-		return b.alt(alts...), nil
+		return b.Alt(alts...), nil
 	}
 	if types == nil {
 		// Without "type" a value of any type is allowed, and each keyword
@@ -369,20 +369,20 @@ func (c *compiler) compile(s *value, path string) (frag, error) {
 		types = anyTypes(s)
 	}
 	if types == nil {
-		return b.call(c.bi.value), nil
+		return b.Call(c.bi.value), nil
 	}
-	alts := make([]frag, 0, len(types))
+	alts := make([]Frag, 0, len(types))
 	for _, t := range types {
 		f, err := c.typed(s, t, path)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		alts = append(alts, f)
 	}
 	if len(alts) == 1 {
 		return alts[0], nil
 	}
-	return b.alt(alts...), nil
+	return b.Alt(alts...), nil
 }
 
 // scalarKeywords are the keywords scalarHolds checks a listed value
@@ -510,13 +510,13 @@ func anyTypes(s *value) []string {
 	return nil
 }
 
-func (c *compiler) typed(s *value, t, path string) (frag, error) {
+func (c *compiler) typed(s *value, t, path string) (Frag, error) {
 	b := c.b
 	switch t {
 	case "null":
-		return b.lit("null"), nil
+		return b.Lit("null"), nil
 	case "boolean":
-		return b.alt(b.lit("true"), b.lit("false")), nil
+		return b.Alt(b.Lit("true"), b.Lit("false")), nil
 	case "integer", "number":
 		if s.get(keyNotInteger) != nil || s.get(keyShort) != nil {
 			return c.restrictedNumber(s, t, path)
@@ -535,39 +535,39 @@ func (c *compiler) typed(s *value, t, path string) (frag, error) {
 			f, err := c.bounded(s, path, true)
 			return c.wholeFraction(f), err
 		}
-		return c.wholeFraction(b.call(c.bi.integer)), nil
+		return c.wholeFraction(b.Call(c.bi.integer)), nil
 	case "number":
 		if hasBounds(s) {
 			return c.bounded(s, path, false)
 		}
-		return b.call(c.bi.num), nil
+		return b.Call(c.bi.num), nil
 	case "string":
 		return c.str(s, path)
 	case "array":
 		r, err := c.memoRule(memoKey{s, t, c.scopeKey("")}, path, c.array)
-		return b.call(r), err
+		return b.Call(r), err
 	case "object":
 		r, err := c.memoRule(memoKey{s, t, c.scopeKey("")}, path, c.object)
-		return b.call(r), err
+		return b.Call(r), err
 	}
-	return frag{}, genq.Errorf(genq.Invalid, "at %s: unknown type %q", path, t)
+	return Frag{}, genq.Errorf(genq.Invalid, "at %s: unknown type %q", path, t)
 }
 
 // memoRule compiles an object or array schema into a rule once, so that a
 // schema used in several places (or twice by the object construction)
 // costs its states once.
-func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (frag, error)) (int32, error) {
+func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (Frag, error)) (int32, error) {
 	if r, ok := c.memo[k]; ok {
 		return r, nil
 	}
-	r := c.b.newRule(path)
+	r := c.b.NewRule(path)
 	c.memo[k] = r
 	f, err := body(k.s, path)
 	if err != nil {
 		return 0, err
 	}
-	c.b.define(r, f)
-	return r, c.b.err
+	c.b.Define(r, f)
+	return r, c.b.Err
 }
 
 // oneOf compiles as anyOf where its branches, each with the keywords
@@ -575,16 +575,16 @@ func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (f
 // required property's different const or enum values): there "exactly
 // one" is "at least one". Branches that may overlap are refused: the
 // grammar cannot count how many of them an answer satisfies.
-func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
+func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
 	if one.kind != 'a' || len(one.arr) == 0 {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
+		return Frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
 	}
 	siblings, err := c.resolved(without(s, "oneOf"), path, 0) // a $ref beside oneOf, merged in
 	if errors.Is(err, errScoped) {
 		return c.compileLowered(s, path)
 	}
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	branches := make([]*value, len(one.arr))
 	var firstErr error
@@ -595,7 +595,7 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 			return c.compileLowered(s, path)
 		}
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		m, err := merge(siblings, r, at)
 		if never(m, err) { // no instance: the branch holds for none
@@ -603,7 +603,7 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 			continue
 		}
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		branches[i] = m
 	}
@@ -611,7 +611,7 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 		if firstErr == nil {
 			firstErr = genq.Errorf(genq.Invalid, "at %s: no branch of oneOf can be satisfied beside the keywords with it", path)
 		}
-		return frag{}, firstErr
+		return Frag{}, firstErr
 	}
 	for i := range branches {
 		for j := i + 1; j < len(branches); j++ {
@@ -631,7 +631,7 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 			besides = true
 		}
 	}
-	alts := make([]frag, 0, len(branches))
+	alts := make([]Frag, 0, len(branches))
 	for i, br := range branches {
 		if br == nil {
 			continue
@@ -641,45 +641,45 @@ func (c *compiler) oneOf(s, one *value, path string) (frag, error) {
 		}
 		f, err := c.compile(br, path+"/oneOf/"+strconv.Itoa(i))
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		alts = append(alts, f)
 	}
-	return c.b.alt(alts...), nil
+	return c.b.Alt(alts...), nil
 }
 
-func (c *compiler) ref(ref *value, path string) (frag, error) {
+func (c *compiler) ref(ref *value, path string) (Frag, error) {
 	if ref.kind != 's' {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
+		return Frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
 	}
 	target, err := c.refTarget(ref, path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	k := memoKey{s: target, scope: c.scopeKey(c.resourceOf(target))}
 	if target == c.root && k.scope == c.rootScope() {
-		return c.b.call(c.rootRule), nil
+		return c.b.Call(c.rootRule), nil
 	}
 	if r, ok := c.defRules[k]; ok {
-		return c.b.call(r), nil
+		return c.b.Call(r), nil
 	}
-	r := c.b.newRule(ref.str)
+	r := c.b.NewRule(ref.str)
 	c.defRules[k] = r
 	f, err := c.compile(target, ref.str)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
-	c.b.define(r, f)
-	return c.b.call(r), nil
+	c.b.Define(r, f)
+	return c.b.Call(r), nil
 }
 
 // ruleOf compiles s into a rule of its own, named path.
 func (c *compiler) ruleOf(s *value, path string) (int32, error) {
-	r := c.b.newRule(path)
+	r := c.b.NewRule(path)
 	f, err := c.compile(s, path)
 	if err != nil {
 		return 0, err
 	}
-	c.b.define(r, f)
+	c.b.Define(r, f)
 	return r, nil
 }

@@ -37,8 +37,8 @@ func containsBound(s *value, key, path string) (int, bool, error) {
 	if v.kind != 'n' || !ok || !r.IsInt() || r.Sign() < 0 {
 		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s must be a non-negative integer", path, key)
 	}
-	if r.Num().Cmp(big.NewInt(maxRepeat)) > 0 {
-		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %s; genq enforces at most %d", path, key, r.Num(), maxRepeat)
+	if r.Num().Cmp(big.NewInt(MaxRepeat)) > 0 {
+		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %s; genq enforces at most %d", path, key, r.Num(), MaxRepeat)
 	}
 	return int(r.Num().Int64()), true, nil
 }
@@ -48,27 +48,27 @@ func containsBound(s *value, key, path string) (int, bool, error) {
 // 0: no bound) match s's contains. ok is false where contains asserts
 // nothing (minContains 0 and no maxContains): the caller compiles the
 // array as it would without.
-func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt string) (f frag, ok bool, err error) {
+func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt string) (f Frag, ok bool, err error) {
 	cs := s.get("contains")
 	minC, hasMin, err := containsBound(s, "minContains", path)
 	if err != nil {
-		return frag{}, false, err
+		return Frag{}, false, err
 	}
 	if !hasMin {
 		minC = 1
 	}
 	maxC, hasMax, err := containsBound(s, "maxContains", path)
 	if err != nil {
-		return frag{}, false, err
+		return Frag{}, false, err
 	}
 	if !hasMax {
 		maxC = -1
 	}
 	if minC == 0 && maxC < 0 {
-		return frag{}, false, nil
+		return Frag{}, false, nil
 	}
-	refuse := func(why string) (frag, bool, error) {
-		return frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"contains\" (at %s) is not supported here: %s", path, why)
+	refuse := func(why string) (Frag, bool, error) {
+		return Frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"contains\" (at %s) is not supported here: %s", path, why)
 	}
 	if s.get("prefixItems") != nil || items != nil && items.kind == 'a' {
 		return refuse("genq does not enforce it beside prefixItems")
@@ -78,7 +78,7 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 	}
 	match, other, why, err := c.splitItems(cs, items, path+"/contains", path+itemsAt)
 	if err != nil {
-		return frag{}, false, err
+		return Frag{}, false, err
 	}
 	if why != "" && maxC < 0 {
 		match, other, err = c.containsAtLeast(cs, items, path+"/contains", path+itemsAt)
@@ -91,11 +91,11 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 		return refuse(why)
 	}
 	b := c.b
-	mRule, nRule := b.newRule(path+" item that contains matches"), b.newRule(path+" item that contains does not match")
-	b.define(mRule, match)
-	b.define(nRule, other)
-	comma := b.newRule(path + " comma")
-	b.define(comma, b.seq(c.ws(), b.lit(","), c.ws()))
+	mRule, nRule := b.NewRule(path+" item that contains matches"), b.NewRule(path+" item that contains does not match")
+	b.Define(mRule, match)
+	b.Define(nRule, other)
+	comma := b.NewRule(path + " comma")
+	b.Define(comma, b.Seq(c.ws(), b.Lit(","), c.ws()))
 	// A state is (items, matches): items up to maxItems, or saturating
 	// where the count only tells the first item from the others or
 	// reaches minItems; matches up to maxContains, or saturating at
@@ -119,20 +119,20 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 		}
 		return m + 1
 	}
-	open := b.seq(b.lit("["), c.ws())
-	end := b.node()
-	nodes := map[state]int32{{}: open.end}
+	open := b.Seq(b.Lit("["), c.ws())
+	end := b.Node()
+	nodes := map[state]int32{{}: open.End}
 	queue := []state{{}}
 	for len(queue) > 0 {
 		st := queue[0]
 		queue = queue[1:]
 		if st.k >= lo && st.m >= minC {
-			cl := b.lit("]")
+			cl := b.Lit("]")
 			if st.k > 0 {
-				cl = b.seq(c.ws(), b.lit("]"))
+				cl = b.Seq(c.ws(), b.Lit("]"))
 			}
-			b.eps(nodes[st], cl.start)
-			b.eps(cl.end, end)
+			b.Eps(nodes[st], cl.Start)
+			b.Eps(cl.End, end)
 		}
 		k := nextK(st.k)
 		if k < 0 {
@@ -150,18 +150,18 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 				if len(nodes) >= maxContainsStates {
 					return refuse("minItems, maxItems, minContains and maxContains need too many states")
 				}
-				nodes[to] = b.node()
+				nodes[to] = b.Node()
 				queue = append(queue, to)
 			}
-			item := b.call(t.rule)
+			item := b.Call(t.rule)
 			if st.k > 0 {
-				item = b.seq(b.call(comma), item)
+				item = b.Seq(b.Call(comma), item)
 			}
-			b.eps(nodes[st], item.start)
-			b.eps(item.end, nodes[to])
+			b.Eps(nodes[st], item.Start)
+			b.Eps(item.End, nodes[to])
 		}
 	}
-	return frag{open.start, end}, true, b.err
+	return Frag{open.Start, end}, true, b.Err
 }
 
 // containsAtLeast builds, where contains asks only a least count, the
@@ -169,14 +169,14 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 // item: an item that matches but is counted as no match only lowers the
 // count, so which items match need not be told apart, and no complement
 // of cs is needed.
-func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (match, other frag, err error) {
+func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (match, other Frag, err error) {
 	if items == nil {
 		match, err = c.compile(cs, csPath)
-		return match, c.b.call(c.bi.value), err
+		return match, c.b.Call(c.bi.value), err
 	}
 	both := &value{kind: 'o', obj: []member{{"allOf", &value{kind: 'a', arr: []*value{items, cs}}}}}
 	if match, err = c.compile(both, csPath); err != nil {
-		return frag{}, frag{}, err
+		return Frag{}, Frag{}, err
 	}
 	other, err = c.compile(items, itemsPath)
 	return match, other, err
@@ -184,43 +184,43 @@ func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (
 
 // splitItems builds the items that match cs and those that do not; why
 // says why they cannot be told apart exactly, where they cannot.
-func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match, other frag, why string, err error) {
+func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match, other Frag, why string, err error) {
 	b := c.b
-	itemFrag := func() (frag, error) {
+	itemFrag := func() (Frag, error) {
 		if items == nil {
-			return b.call(c.bi.value), nil
+			return b.Call(c.bi.value), nil
 		}
 		return c.compile(items, itemsPath)
 	}
 	if cs == nil {
-		return frag{}, frag{}, "contains is missing beside minContains", nil
+		return Frag{}, Frag{}, "contains is missing beside minContains", nil
 	}
 	cs, err = c.resolved(cs, csPath, 0)
 	if err != nil {
-		return frag{}, frag{}, "", err
+		return Frag{}, Frag{}, "", err
 	}
 	if cs.kind == 'b' {
 		all, err := itemFrag()
 		if cs.b {
-			return all, b.alt(), "", err
+			return all, b.Alt(), "", err
 		}
-		return b.alt(), all, "", err
+		return b.Alt(), all, "", err
 	}
 	// Items of a few listed values: each checked against cs.
 	if items != nil {
 		vals, ok, err := c.finiteValues(items, itemsPath, 0)
 		if err != nil {
-			return frag{}, frag{}, "", err
+			return Frag{}, Frag{}, "", err
 		}
 		if ok {
-			var ms, ns []frag
+			var ms, ns []Frag
 			for _, v := range vals {
 				holds, known, err := c.holds(cs, v, csPath)
 				if err != nil {
-					return frag{}, frag{}, "", err
+					return Frag{}, Frag{}, "", err
 				}
 				if !known {
-					return frag{}, frag{}, "the contains schema is neither enum, const nor type", nil
+					return Frag{}, Frag{}, "the contains schema is neither enum, const nor type", nil
 				}
 				if holds {
 					ms = append(ms, c.literal(v))
@@ -228,7 +228,7 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 					ns = append(ns, c.literal(v))
 				}
 			}
-			return b.alt(ms...), b.alt(ns...), "", nil
+			return b.Alt(ms...), b.Alt(ns...), "", nil
 		}
 	}
 	// Items of any value, or of any value of some types.
@@ -236,14 +236,14 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 	if items != nil {
 		r, err := c.resolved(items, itemsPath, 0)
 		if err != nil {
-			return frag{}, frag{}, "", err
+			return Frag{}, Frag{}, "", err
 		}
 		t, ok, err := typesOnly(r, itemsPath)
 		if err != nil {
-			return frag{}, frag{}, "", err
+			return Frag{}, Frag{}, "", err
 		}
 		if !ok {
-			return frag{}, frag{}, "the items are neither listed values nor of types alone", nil
+			return Frag{}, Frag{}, "the items are neither listed values nor of types alone", nil
 		}
 		if t != nil {
 			itemTypes = t
@@ -252,33 +252,33 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 	has := func(types []string, t string) bool { return slices.Contains(types, t) }
 	if ct, ok, err := typesOnly(cs, csPath); err != nil || ok {
 		if err != nil {
-			return frag{}, frag{}, "", err
+			return Frag{}, Frag{}, "", err
 		}
 		if ct == nil {
 			ct = jsonTypes
 		}
-		var ms, ns []frag
+		var ms, ns []Frag
 		for _, t := range itemTypes {
 			switch {
 			case has(ct, t) || t == "integer" && has(ct, "number"):
 				ms = append(ms, c.typeValue(t))
 			case t == "number" && has(ct, "integer"):
-				ms = append(ms, b.call(c.bi.integer))
+				ms = append(ms, b.Call(c.bi.integer))
 				ns = append(ns, c.canonicalNumber(true, false, nil)) // a fraction: no integer
 			default:
 				ns = append(ns, c.typeValue(t))
 			}
 		}
-		return b.alt(ms...), b.alt(ns...), "", nil
+		return b.Alt(ms...), b.Alt(ns...), "", nil
 	}
 	lits, ok, err := c.finiteValues(cs, csPath, 0)
 	if err != nil {
-		return frag{}, frag{}, "", err
+		return Frag{}, Frag{}, "", err
 	}
 	if !ok {
-		return frag{}, frag{}, "the contains schema is neither enum, const nor type, and the items are not listed values", nil
+		return Frag{}, Frag{}, "the contains schema is neither enum, const nor type, and the items are not listed values", nil
 	}
-	var ms, ns []frag
+	var ms, ns []Frag
 	var strs, nums []string
 	bools := map[bool]bool{}
 	null := false
@@ -297,21 +297,21 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 		case 'z':
 			null = true
 		default:
-			return frag{}, frag{}, "the contains schema lists an object or an array", nil
+			return Frag{}, Frag{}, "the contains schema lists an object or an array", nil
 		}
 	}
 	for _, t := range itemTypes {
 		switch t {
 		case "string":
 			if len(strs) == 0 {
-				ns = append(ns, b.call(c.bi.str))
+				ns = append(ns, b.Call(c.bi.str))
 				continue
 			}
 			names := &value{kind: 'o'}
 			for _, s := range strs {
 				names.obj = append(names.obj, member{s, nil})
 			}
-			ns = append(ns, c.otherKeyString(names, func() frag { return b.seq(b.star(c.plainChar()), b.lit(`"`)) }))
+			ns = append(ns, c.otherKeyString(names, func() Frag { return b.Seq(b.Star(c.plainChar()), b.Lit(`"`)) }))
 		case "number", "integer":
 			if len(nums) == 0 {
 				ns = append(ns, c.typeValue(t))
@@ -321,38 +321,38 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 		case "boolean":
 			for _, x := range []bool{true, false} {
 				if !bools[x] {
-					ns = append(ns, b.lit(strconv.FormatBool(x)))
+					ns = append(ns, b.Lit(strconv.FormatBool(x)))
 				}
 			}
 		case "null":
 			if !null {
-				ns = append(ns, b.lit("null"))
+				ns = append(ns, b.Lit("null"))
 			}
 		default:
 			ns = append(ns, c.typeValue(t))
 		}
 	}
-	return b.alt(ms...), b.alt(ns...), "", nil
+	return b.Alt(ms...), b.Alt(ns...), "", nil
 }
 
 // typeValue is any value of type t.
-func (c *compiler) typeValue(t string) frag {
+func (c *compiler) typeValue(t string) Frag {
 	b := c.b
 	switch t {
 	case "object":
-		return b.call(c.bi.object)
+		return b.Call(c.bi.object)
 	case "array":
-		return b.call(c.bi.array)
+		return b.Call(c.bi.array)
 	case "string":
-		return b.call(c.bi.str)
+		return b.Call(c.bi.str)
 	case "number":
-		return b.call(c.bi.num)
+		return b.Call(c.bi.num)
 	case "integer":
-		return b.call(c.bi.integer)
+		return b.Call(c.bi.integer)
 	case "boolean":
-		return b.alt(b.lit("true"), b.lit("false"))
+		return b.Alt(b.Lit("true"), b.Lit("false"))
 	}
-	return b.lit("null")
+	return b.Lit("null")
 }
 
 // typesOnly reads a schema that says nothing but its types: the types
@@ -405,7 +405,7 @@ func (c *compiler) holds(s, v *value, path string) (holds, known bool, err error
 // texts of but (shortest forms themselves): each value one text, so that
 // leaving out a value's text leaves out the value. fraction allows a
 // fraction; whole allows integers (false: a fraction is due).
-func (c *compiler) canonicalNumber(fraction, whole bool, but []string) frag {
+func (c *compiler) canonicalNumber(fraction, whole bool, but []string) Frag {
 	b := c.b
 	// A state of the shortest form's automaton.
 	type dstate struct {
@@ -482,18 +482,18 @@ func (c *compiler) canonicalNumber(fraction, whole bool, but []string) frag {
 		d dstate
 		t int
 	}
-	end := b.node()
+	end := b.Node()
 	nodes := map[key]int32{}
 	var queue []key
 	node := func(k key) int32 {
 		if n, ok := nodes[k]; ok {
 			return n
 		}
-		n := b.node()
+		n := b.Node()
 		nodes[k] = n
 		queue = append(queue, k)
 		if final(k.d) && (k.t < 0 || !trie[k.t].terminal) {
-			b.eps(n, end)
+			b.Eps(n, end)
 		}
 		return n
 	}
@@ -512,8 +512,8 @@ func (c *compiler) canonicalNumber(fraction, whole bool, but []string) frag {
 					t = n
 				}
 			}
-			b.byteEdge(nodes[k], ch, ch, node(key{d, t}))
+			b.ByteEdge(nodes[k], ch, ch, node(key{d, t}))
 		}
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Counted repeats. A bound up to maxRepeat unrolls into copies (repeat),
+// Counted repeats. A bound up to MaxRepeat unrolls into copies (repeat),
 // whose states tell every count apart. Past it, copies would cost a state
 // per byte of every copy: a counted repeat is one node that calls its body
 // as a rule, and the count of copies begun rides on the frame the call
@@ -18,23 +18,23 @@ type countSpec struct {
 	min, max int32
 }
 
-// counted matches between min and max copies of what mk builds (max < 0:
-// unbounded). Within maxRepeat it is repeat; past it the copies are one
+// Counted matches between min and max copies of what mk builds (max < 0:
+// unbounded). Within MaxRepeat it is repeat; past it the copies are one
 // rule called through a counter, so what mk builds must not match the
 // empty string (a JSON value or character never does).
-func (b *builder) counted(min, max int, mk func() frag) frag {
-	if min <= maxRepeat && max <= maxRepeat {
-		return b.repeat(min, max, mk)
+func (b *Builder) Counted(min, max int, mk func() Frag) Frag {
+	if min <= MaxRepeat && max <= MaxRepeat {
+		return b.Repeat(min, max, mk)
 	}
-	body := b.newRule(fmt.Sprintf("a repeat of %d to %d", min, max))
-	b.define(body, mk())
-	n, ret := b.node(), b.node()
-	if b.err == nil {
-		nd := &b.g.nodes[n]
-		nd.call, nd.ret = body, ret
+	body := b.NewRule(fmt.Sprintf("a repeat of %d to %d", min, max))
+	b.Define(body, mk())
+	n, ret := b.Node(), b.Node()
+	if b.Err == nil {
+		nd := &b.Grammar.Nodes[n]
+		nd.Call, nd.ret = body, ret
 		nd.counted = &countSpec{min: int32(min), max: int32(max)}
 	}
-	return frag{n, ret}
+	return Frag{n, ret}
 }
 
 // loop is the closure of counted node n with count copies done, on s:
@@ -42,7 +42,7 @@ func (b *builder) counted(min, max int, mk func() frag) frag {
 // Past an unbounded repeat's min the count stays at min: more copies are
 // all alike.
 func (st *stepper) loop(dst []config, n, count int32, s *frame) []config {
-	nd := &st.g.nodes[n]
+	nd := &st.g.Nodes[n]
 	cs := nd.counted
 	if count >= cs.min {
 		dst = st.closure(dst, nd.ret, s)
@@ -52,7 +52,7 @@ func (st *stepper) loop(dst []config, n, count int32, s *frame) []config {
 		if cs.max < 0 && next > cs.min {
 			next = cs.min
 		}
-		dst = st.closure(dst, st.g.rules[nd.call].start, st.pushCount(n, next, s))
+		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.pushCount(n, next, s))
 	}
 	return dst
 }
@@ -60,7 +60,7 @@ func (st *stepper) loop(dst []config, n, count int32, s *frame) []config {
 // pop is the closure of returning through frame s: to its return node,
 // or, for a loop frame, to its counted node's choice.
 func (st *stepper) pop(dst []config, s *frame) []config {
-	if st.g.nodes[s.ret].counted != nil {
+	if st.g.Nodes[s.ret].counted != nil {
 		return st.loop(dst, s.ret, s.count, s.up)
 	}
 	return st.closure(dst, s.ret, s.up)
@@ -98,7 +98,7 @@ type countKey struct {
 func (m *Matcher) countedMask(v *Vocab, t *nodeTable, cf config) (nm *nodeMask, up *frame, ok bool) {
 	f := cf.st
 	g := m.st.g
-	if f == nil || f == m.st.bottom || g.nodes[f.ret].counted == nil {
+	if f == nil || f == m.st.bottom || g.Nodes[f.ret].counted == nil {
 		return nil, nil, false
 	}
 	n := g.canon(cf.node, v.maxLen)
@@ -107,7 +107,7 @@ func (m *Matcher) countedMask(v *Vocab, t *nodeTable, cf config) (nm *nodeMask, 
 	if tab.pinned || ltab != tab {
 		return nil, nil, false
 	}
-	count := canonCount(g.nodes[f.ret].counted, f.count, v.maxLen)
+	count := canonCount(g.Nodes[f.ret].counted, f.count, v.maxLen)
 	k := countKey{rel, lrel, count}
 	if nm := tab.memo.countedMask(k); nm != nil {
 		return nm, f.up, true
@@ -143,5 +143,5 @@ func (tm *tableMemo) putCounted(k countKey, nm *nodeMask) bool {
 // isLoop tells a config that stands on a loop frame.
 func (m *Matcher) isLoop(cf config) bool {
 	f := cf.st
-	return f != nil && f != m.st.bottom && m.st.g.nodes[f.ret].counted != nil
+	return f != nil && f != m.st.bottom && m.st.g.Nodes[f.ret].counted != nil
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestCountedBounds holds counts past maxRepeat exactly, through the real
+// TestCountedBounds holds counts past MaxRepeat exactly, through the real
 // matcher and Llama 3's masks, on each side of each bound.
 func TestCountedBounds(t *testing.T) {
 	v, toks, eos := llama3(t)

@@ -22,21 +22,21 @@ import (
 // core; docs/benchmarks.md), whatever the machine's load.
 const (
 	MaxNodes  = 200_000 // automaton nodes once compiled
-	maxRepeat = 1024    // minItems, maxItems, minLength, maxLength
+	MaxRepeat = 1024    // minItems, maxItems, minLength, maxLength
 )
 
-// edge is a byte transition: any byte in [lo, hi] leads to node to.
-type edge struct {
-	lo, hi byte
-	to     int32
+// Edge is a byte transition: any byte in [Lo, Hi] leads to node To.
+type Edge struct {
+	Lo, Hi byte
+	To     int32
 }
 
-// node is a state of one rule's NFA. A node may have byte edges, epsilon
+// Node is a state of one rule's NFA. A node may have byte edges, epsilon
 // edges, a call (enter rule call, come back at ret) and be the rule's end.
-type node struct {
-	edges []edge
-	eps   []int32
-	call  int32 // rule entered from here, or -1
+type Node struct {
+	Edges []Edge
+	Eps   []int32
+	Call  int32 // rule entered from here, or -1
 	ret   int32 // where the call comes back
 	final bool  // the rule may end here
 	// sorted says edges are in byte order and disjoint: a step finds its
@@ -52,34 +52,34 @@ const minSortedEdges = 6
 
 // sortEdges orders n's edges by byte and marks them sorted when no two
 // overlap; overlapping edges (an NFA's) stay as they are.
-func (n *node) sortEdges() {
-	if len(n.edges) < minSortedEdges {
+func (n *Node) sortEdges() {
+	if len(n.Edges) < minSortedEdges {
 		return
 	}
-	sorted := slices.SortedFunc(slices.Values(n.edges), func(a, b edge) int { return int(a.lo) - int(b.lo) })
+	sorted := slices.SortedFunc(slices.Values(n.Edges), func(a, b Edge) int { return int(a.Lo) - int(b.Lo) })
 	for i := 1; i < len(sorted); i++ {
-		if sorted[i].lo <= sorted[i-1].hi {
+		if sorted[i].Lo <= sorted[i-1].Hi {
 			return
 		}
 	}
-	n.edges, n.sorted = sorted, true
+	n.Edges, n.sorted = sorted, true
 }
 
 // edgeFor is the edge of sorted n that byte c takes, if any.
-func (n *node) edgeFor(c byte) (edge, bool) {
-	lo, hi := 0, len(n.edges)
+func (n *Node) edgeFor(c byte) (Edge, bool) {
+	lo, hi := 0, len(n.Edges)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if n.edges[mid].hi < c {
+		if n.Edges[mid].Hi < c {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	if lo < len(n.edges) && n.edges[lo].lo <= c {
-		return n.edges[lo], true
+	if lo < len(n.Edges) && n.Edges[lo].Lo <= c {
+		return n.Edges[lo], true
 	}
-	return edge{}, false
+	return Edge{}, false
 }
 
 type rule struct {
@@ -90,22 +90,22 @@ type rule struct {
 // Grammar is a compiled schema: rules of byte NFAs. It is immutable once
 // compiled and safe for concurrent use; Matchers hold the per-sequence state.
 type Grammar struct {
-	nodes []node
-	rules []rule
-	top   int32 // the rule a whole answer must match
-	// builtinNodes counts the nodes every grammar starts with, identical
+	Nodes []Node
+	Rules []rule
+	Top   int32 // the rule a whole answer must match
+	// BuiltinNodes counts the nodes every grammar starts with, identical
 	// in all grammars, so that their token masks are shared per Vocab.
-	builtinNodes int32
-	// sharedRules are the rules whose masks are kept per Vocab by key
+	BuiltinNodes int32
+	// SharedRules are the rules whose masks are kept per Vocab by key
 	// (strings with bounds or patterns), in node order.
-	sharedRules []sharedRange
+	SharedRules []SharedRange
 	tables      tableSet
 	// repeats are the bounded repeats whose copies share masks (canon),
 	// in node order.
 	repeats []repeatRun
 	// relaxed are the tools whose schemas were relaxed to compile
 	// (relax.go), by name; nil when every schema is held to exactly.
-	relaxed map[string]*RelaxedTool
+	RelaxedTools map[string]*RelaxedTool
 	// order is the nodes in the order Prepare works their masks out.
 	orderOnce sync.Once
 	order     []int32
@@ -114,136 +114,145 @@ type Grammar struct {
 	tail     []bool
 }
 
-// sharedRange is a rule built alone on nodes [first, end).
-type sharedRange struct {
-	key        string
-	first, end int32
+// SharedRange is a rule built alone on nodes [first, end).
+type SharedRange struct {
+	Key        string
+	First, End int32
 }
 
 // sharedRule returns the shared rule that node n belongs to, if any.
-func (g *Grammar) sharedRule(n int32) (sharedRange, bool) {
-	i := sort.Search(len(g.sharedRules), func(i int) bool { return g.sharedRules[i].end > n })
-	if i < len(g.sharedRules) && g.sharedRules[i].first <= n {
-		return g.sharedRules[i], true
+func (g *Grammar) sharedRule(n int32) (SharedRange, bool) {
+	i := sort.Search(len(g.SharedRules), func(i int) bool { return g.SharedRules[i].End > n })
+	if i < len(g.SharedRules) && g.SharedRules[i].First <= n {
+		return g.SharedRules[i], true
 	}
-	return sharedRange{}, false
+	return SharedRange{}, false
 }
 
-// frag is a piece of a rule under construction: enter at start, leave
-// through end (which gets epsilon edges to whatever follows).
-type frag struct{ start, end int32 }
+// Frag is a piece of a rule under construction: enter at Start, leave
+// through End (which gets epsilon edges to whatever follows).
+type Frag struct{ Start, End int32 }
 
-type builder struct {
-	g   *Grammar
-	err error
+// Builder builds a Grammar's rules for a compiler. Its first error (a
+// grammar past MaxNodes) is kept in Err and makes later steps no-ops,
+// so that a compiler checks once, at Finish.
+type Builder struct {
+	Grammar *Grammar
+	Err     error
 }
 
-func (b *builder) node() int32 {
-	if len(b.g.nodes) >= MaxNodes {
-		if b.err == nil {
-			b.err = genq.Errorf(genq.Invalid, "%s: it compiles to more than %d states", errTooLarge, MaxNodes)
+// Node adds a node with no edges.
+func (b *Builder) Node() int32 {
+	if len(b.Grammar.Nodes) >= MaxNodes {
+		if b.Err == nil {
+			b.Err = genq.Errorf(genq.Invalid, "%s: it compiles to more than %d states", TooLarge, MaxNodes)
 		}
 		// Keep building on a dummy node; the error ends the compile.
 		return 0
 	}
-	b.g.nodes = append(b.g.nodes, node{call: -1, ret: -1})
-	return int32(len(b.g.nodes) - 1)
+	b.Grammar.Nodes = append(b.Grammar.Nodes, Node{Call: -1, ret: -1})
+	return int32(len(b.Grammar.Nodes) - 1)
 }
 
-func (b *builder) failed() bool { return b.err != nil }
+// Failed says the build has failed: what follows is wasted work.
+func (b *Builder) Failed() bool { return b.Err != nil }
 
-func (b *builder) eps(from, to int32) {
-	if b.err != nil {
+// Eps adds an epsilon edge.
+func (b *Builder) Eps(from, to int32) {
+	if b.Err != nil {
 		return
 	}
-	b.g.nodes[from].eps = append(b.g.nodes[from].eps, to)
+	b.Grammar.Nodes[from].Eps = append(b.Grammar.Nodes[from].Eps, to)
 }
 
-func (b *builder) byteEdge(from int32, lo, hi byte, to int32) {
-	if b.err != nil {
+// ByteEdge adds an edge on the bytes lo to hi.
+func (b *Builder) ByteEdge(from int32, lo, hi byte, to int32) {
+	if b.Err != nil {
 		return
 	}
-	b.g.nodes[from].edges = append(b.g.nodes[from].edges, edge{lo, hi, to})
+	b.Grammar.Nodes[from].Edges = append(b.Grammar.Nodes[from].Edges, Edge{lo, hi, to})
 }
 
-// empty matches nothing (the empty string).
-func (b *builder) empty() frag {
-	n := b.node()
-	return frag{n, n}
+// Empty matches nothing (the empty string).
+func (b *Builder) Empty() Frag {
+	n := b.Node()
+	return Frag{n, n}
 }
 
-// lit matches exactly s.
-func (b *builder) lit(s string) frag {
-	start := b.node()
+// Lit matches exactly s.
+func (b *Builder) Lit(s string) Frag {
+	start := b.Node()
 	cur := start
 	for i := 0; i < len(s); i++ {
-		next := b.node()
-		b.byteEdge(cur, s[i], s[i], next)
+		next := b.Node()
+		b.ByteEdge(cur, s[i], s[i], next)
 		cur = next
 	}
-	return frag{start, cur}
+	return Frag{start, cur}
 }
 
-// ranges matches one byte in any of the [lo,hi] pairs.
-func (b *builder) ranges(r ...byte) frag {
-	start, end := b.node(), b.node()
+// Ranges matches one byte in any of the [lo,hi] pairs.
+func (b *Builder) Ranges(r ...byte) Frag {
+	start, end := b.Node(), b.Node()
 	for i := 0; i+1 < len(r); i += 2 {
-		b.byteEdge(start, r[i], r[i+1], end)
+		b.ByteEdge(start, r[i], r[i+1], end)
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
-func (b *builder) seq(fs ...frag) frag {
+// Seq matches fs one after another.
+func (b *Builder) Seq(fs ...Frag) Frag {
 	if len(fs) == 0 {
-		return b.empty()
+		return b.Empty()
 	}
 	for i := 1; i < len(fs); i++ {
-		b.eps(fs[i-1].end, fs[i].start)
+		b.Eps(fs[i-1].End, fs[i].Start)
 	}
-	return frag{fs[0].start, fs[len(fs)-1].end}
+	return Frag{fs[0].Start, fs[len(fs)-1].End}
 }
 
-// alt matches any of fs; with none it matches nothing at all.
-func (b *builder) alt(fs ...frag) frag {
-	start, end := b.node(), b.node()
+// Alt matches any of fs; with none it matches nothing at all.
+func (b *Builder) Alt(fs ...Frag) Frag {
+	start, end := b.Node(), b.Node()
 	for _, f := range fs {
-		b.eps(start, f.start)
-		b.eps(f.end, end)
+		b.Eps(start, f.Start)
+		b.Eps(f.End, end)
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
-func (b *builder) opt(f frag) frag {
-	b.eps(f.start, f.end)
+// Opt matches f or nothing.
+func (b *Builder) Opt(f Frag) Frag {
+	b.Eps(f.Start, f.End)
 	return f
 }
 
-// star matches f zero or more times. f must not match the empty string.
-func (b *builder) star(f frag) frag {
-	start := b.node()
-	b.eps(start, f.start)
-	b.eps(f.end, start)
-	return frag{start, start}
+// Star matches f zero or more times. f must not match the empty string.
+func (b *Builder) Star(f Frag) Frag {
+	start := b.Node()
+	b.Eps(start, f.Start)
+	b.Eps(f.End, start)
+	return Frag{start, start}
 }
 
-// repeat matches between min and max copies of what mk builds; max < 0 is
+// Repeat matches between min and max copies of what mk builds; max < 0 is
 // unbounded. Optional copies nest (a(b(c)?)?)?, so that each count has one path.
-func (b *builder) repeat(min, max int, mk func() frag) frag {
-	parts := make([]frag, 0, min+1)
-	run := repeatRun{first: int32(len(b.g.nodes)), min: int32(min), max: int32(max)}
-	recorded := len(b.g.repeats)
+func (b *Builder) Repeat(min, max int, mk func() Frag) Frag {
+	parts := make([]Frag, 0, min+1)
+	run := repeatRun{first: int32(len(b.Grammar.Nodes)), min: int32(min), max: int32(max)}
+	recorded := len(b.Grammar.repeats)
 	var shape copyShape
 	alike := true
 	// next builds one more copy, checked against the first.
-	next := func() frag {
-		base := int32(len(b.g.nodes))
+	next := func() Frag {
+		base := int32(len(b.Grammar.Nodes))
 		f := mk()
-		if !alike || b.failed() {
+		if !alike || b.Failed() {
 			return f
 		}
 		if len(run.bases) == 0 {
 			shape = b.snapshot(base)
-			run.size = int32(len(b.g.nodes)) - base
+			run.size = int32(len(b.Grammar.Nodes)) - base
 			alike = shape.consumes(f)
 		} else {
 			alike = b.sameShape(shape, base)
@@ -256,95 +265,96 @@ func (b *builder) repeat(min, max int, mk func() frag) frag {
 	}
 	switch {
 	case max < 0:
-		parts = append(parts, b.star(mk()))
+		parts = append(parts, b.Star(mk()))
 	case max > min:
 		// Each optional copy is entered through its own choice node, which
 		// may jump to the end instead.
-		end := b.node()
+		end := b.Node()
 		var prev int32 = -1
 		first := int32(-1)
-		for i := min; i < max && !b.failed(); i++ {
+		for i := min; i < max && !b.Failed(); i++ {
 			f := next()
-			choice := b.node()
-			b.eps(choice, f.start)
-			b.eps(choice, end)
+			choice := b.Node()
+			b.Eps(choice, f.Start)
+			b.Eps(choice, end)
 			if first < 0 {
 				first = choice
 			}
 			if prev >= 0 {
-				b.eps(prev, choice)
+				b.Eps(prev, choice)
 			}
-			prev = f.end
+			prev = f.End
 		}
 		if prev >= 0 {
-			b.eps(prev, end)
+			b.Eps(prev, end)
 		}
 		if first < 0 {
 			first = end
 		}
-		parts = append(parts, frag{first, end})
+		parts = append(parts, Frag{first, end})
 	}
-	run.last = int32(len(b.g.nodes))
-	b.recordRepeat(run, alike, len(b.g.repeats) != recorded)
-	return b.seq(parts...)
+	run.last = int32(len(b.Grammar.Nodes))
+	b.recordRepeat(run, alike, len(b.Grammar.repeats) != recorded)
+	return b.Seq(parts...)
 }
 
-// newRule reserves a rule whose body is defined later (for recursion).
-func (b *builder) newRule(name string) int32 {
-	b.g.rules = append(b.g.rules, rule{start: -1, name: name})
-	return int32(len(b.g.rules) - 1)
+// NewRule reserves a rule whose body is defined later (for recursion).
+func (b *Builder) NewRule(name string) int32 {
+	b.Grammar.Rules = append(b.Grammar.Rules, rule{start: -1, name: name})
+	return int32(len(b.Grammar.Rules) - 1)
 }
 
-func (b *builder) define(r int32, f frag) {
-	if b.err != nil {
+// Define makes f the body of rule r.
+func (b *Builder) Define(r int32, f Frag) {
+	if b.Err != nil {
 		return
 	}
-	b.g.rules[r].start = f.start
-	b.g.nodes[f.end].final = true
+	b.Grammar.Rules[r].start = f.Start
+	b.Grammar.Nodes[f.End].final = true
 }
 
-// call matches whatever rule r matches.
-func (b *builder) call(r int32) frag {
-	n, ret := b.node(), b.node()
-	if b.err == nil {
-		b.g.nodes[n].call = r
-		b.g.nodes[n].ret = ret
+// Call matches whatever rule r matches.
+func (b *Builder) Call(r int32) Frag {
+	n, ret := b.Node(), b.Node()
+	if b.Err == nil {
+		b.Grammar.Nodes[n].Call = r
+		b.Grammar.Nodes[n].ret = ret
 	}
-	return frag{n, ret}
+	return Frag{n, ret}
 }
 
-// finish checks and trims a built grammar: a top rule that can match no
+// Finish checks and trims a built grammar: a top rule that can match no
 // string at all is an unsatisfiable schema; paths that can never complete
 // (a required property whose schema is unsatisfiable, say) are cut, so that
 // every state a Matcher reaches can still be completed; and a rule that can
 // enter itself without consuming a byte (a $ref loop with nothing between)
 // is refused, since no matcher could follow it.
-func (b *builder) finish() error {
-	if b.err != nil {
-		return b.err
+func (b *Builder) Finish() error {
+	if b.Err != nil {
+		return b.Err
 	}
-	g := b.g
+	g := b.Grammar
 	// A node is productive when some path from it reaches a final node,
 	// through productive calls; a rule when its start is. Worked out
 	// backwards from the final nodes, each node and edge once.
-	prod := make([]bool, len(g.nodes))
-	ruleProd := make([]bool, len(g.rules))
-	direct := make([][]int32, len(g.nodes))  // the nodes with an edge or ε to a node
-	returns := make([][]int32, len(g.nodes)) // the call nodes that return to a node
-	callers := make([][]int32, len(g.rules))
+	prod := make([]bool, len(g.Nodes))
+	ruleProd := make([]bool, len(g.Rules))
+	direct := make([][]int32, len(g.Nodes))  // the nodes with an edge or ε to a node
+	returns := make([][]int32, len(g.Nodes)) // the call nodes that return to a node
+	callers := make([][]int32, len(g.Rules))
 	starts := map[int32][]int32{} // the rules that start at a node
 	var queue []int32
-	for i := range g.nodes {
-		n := &g.nodes[i]
-		for _, e := range n.edges {
-			direct[e.to] = append(direct[e.to], int32(i))
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		for _, e := range n.Edges {
+			direct[e.To] = append(direct[e.To], int32(i))
 		}
-		for _, t := range n.eps {
+		for _, t := range n.Eps {
 			direct[t] = append(direct[t], int32(i))
 		}
-		if n.call >= 0 {
+		if n.Call >= 0 {
 			returns[n.ret] = append(returns[n.ret], int32(i))
-			callers[n.call] = append(callers[n.call], int32(i))
+			callers[n.Call] = append(callers[n.Call], int32(i))
 		}
 		if n.counted != nil && n.counted.min == 0 {
 			// Zero copies are a way through: ret reached without the call.
@@ -355,8 +365,8 @@ func (b *builder) finish() error {
 			queue = append(queue, int32(i))
 		}
 	}
-	for r := range g.rules {
-		if st := g.rules[r].start; st >= 0 {
+	for r := range g.Rules {
+		if st := g.Rules[r].start; st >= 0 {
 			starts[st] = append(starts[st], int32(r))
 		}
 	}
@@ -375,7 +385,7 @@ func (b *builder) finish() error {
 			}
 			ruleProd[r] = true
 			for _, i := range callers[r] {
-				if prod[g.nodes[i].ret] {
+				if prod[g.Nodes[i].ret] {
 					mark(i)
 				}
 			}
@@ -384,35 +394,35 @@ func (b *builder) finish() error {
 			mark(i)
 		}
 		for _, i := range returns[j] {
-			if ruleProd[g.nodes[i].call] {
+			if ruleProd[g.Nodes[i].Call] {
 				mark(i)
 			}
 		}
 	}
-	if !ruleProd[g.top] {
+	if !ruleProd[g.Top] {
 		return genq.Errorf(genq.Invalid, "the schema can never be satisfied: no JSON value matches it")
 	}
-	for i := range g.nodes {
-		n := &g.nodes[i]
-		edges := n.edges[:0]
-		for _, e := range n.edges {
-			if prod[e.to] {
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		edges := n.Edges[:0]
+		for _, e := range n.Edges {
+			if prod[e.To] {
 				edges = append(edges, e)
 			}
 		}
-		n.edges = edges
-		eps := n.eps[:0]
-		for _, t := range n.eps {
+		n.Edges = edges
+		eps := n.Eps[:0]
+		for _, t := range n.Eps {
 			if prod[t] {
 				eps = append(eps, t)
 			}
 		}
-		n.eps = eps
-		if n.call >= 0 && !(ruleProd[n.call] && prod[n.ret]) {
+		n.Eps = eps
+		if n.Call >= 0 && !(ruleProd[n.Call] && prod[n.ret]) {
 			if n.counted != nil && n.counted.min == 0 && prod[n.ret] {
-				n.eps = append(n.eps, n.ret) // only zero copies remain
+				n.Eps = append(n.Eps, n.ret) // only zero copies remain
 			}
-			n.call, n.ret, n.counted = -1, -1, nil
+			n.Call, n.ret, n.counted = -1, -1, nil
 		}
 		n.sortEdges()
 	}
@@ -422,12 +432,12 @@ func (b *builder) finish() error {
 // checkLeftRecursion refuses a rule that reaches a call of itself before
 // any byte. Every rule matches at least one byte (a JSON value is never
 // empty), so following epsilon edges and calls from each start is enough.
-func (b *builder) checkLeftRecursion() error {
-	g := b.g
-	firstCalls := make([][]int32, len(g.rules))
-	for r := range g.rules {
+func (b *Builder) checkLeftRecursion() error {
+	g := b.Grammar
+	firstCalls := make([][]int32, len(g.Rules))
+	for r := range g.Rules {
 		seen := map[int32]bool{}
-		stack := []int32{g.rules[r].start}
+		stack := []int32{g.Rules[r].start}
 		for len(stack) > 0 {
 			n := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
@@ -435,16 +445,16 @@ func (b *builder) checkLeftRecursion() error {
 				continue
 			}
 			seen[n] = true
-			if g.nodes[n].final {
-				return genq.Errorf(genq.Invalid, "the schema matches an empty value at %s", g.rules[r].name)
+			if g.Nodes[n].final {
+				return genq.Errorf(genq.Invalid, "the schema matches an empty value at %s", g.Rules[r].name)
 			}
-			if c := g.nodes[n].call; c >= 0 {
+			if c := g.Nodes[n].Call; c >= 0 {
 				firstCalls[r] = append(firstCalls[r], c)
-				if cs := g.nodes[n].counted; cs != nil && cs.min == 0 {
-					stack = append(stack, g.nodes[n].ret)
+				if cs := g.Nodes[n].counted; cs != nil && cs.min == 0 {
+					stack = append(stack, g.Nodes[n].ret)
 				}
 			}
-			stack = append(stack, g.nodes[n].eps...)
+			stack = append(stack, g.Nodes[n].Eps...)
 		}
 	}
 	const (
@@ -452,14 +462,14 @@ func (b *builder) checkLeftRecursion() error {
 		grey
 		black
 	)
-	color := make([]int, len(g.rules))
+	color := make([]int, len(g.Rules))
 	var visit func(r int32) error
 	visit = func(r int32) error {
 		color[r] = grey
 		for _, c := range firstCalls[r] {
 			switch color[c] {
 			case grey:
-				return genq.Errorf(genq.Invalid, "$ref %s refers back to itself before any value is written", g.rules[c].name)
+				return genq.Errorf(genq.Invalid, "$ref %s refers back to itself before any value is written", g.Rules[c].name)
 			case white:
 				if err := visit(c); err != nil {
 					return err
@@ -469,7 +479,7 @@ func (b *builder) checkLeftRecursion() error {
 		color[r] = black
 		return nil
 	}
-	for r := range g.rules {
+	for r := range g.Rules {
 		if color[r] == white {
 			if err := visit(int32(r)); err != nil {
 				return err

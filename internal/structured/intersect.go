@@ -13,7 +13,7 @@ const maxProductStates = 4096
 
 // scratchNFA is one constraint's automaton, built alone.
 type scratchNFA struct {
-	nodes      []node
+	nodes      []Node
 	start, end int32
 	// The scratch space of closures: marks by generation, and buffers.
 	seen                 []uint32
@@ -27,7 +27,7 @@ type scratchNFA struct {
 // its own, and the product of their automata is built by subset
 // construction over bytes, so its states are tuples of the parts' state
 // sets. Parts make no calls: string constraints never do.
-func (c *compiler) intersect(parts []func() (frag, error)) (frag, error) {
+func (c *compiler) intersect(parts []func() (Frag, error)) (Frag, error) {
 	return c.product(parts, nil)
 }
 
@@ -36,27 +36,27 @@ func (c *compiler) intersect(parts []func() (frag, error)) (frag, error) {
 // automaton may die (its string cannot match) and must not end where the
 // string does. Reject parts are what tells a name that matches none of an
 // object's patterns from one that matches some.
-func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) {
+func (c *compiler) product(accept, reject []func() (Frag, error)) (Frag, error) {
 	parts := append(slices.Clip(accept), reject...)
 	machines := make([]scratchNFA, 0, len(parts))
 	main := c.b
 	for _, build := range parts {
-		c.b = &builder{g: &Grammar{}}
+		c.b = &Builder{Grammar: &Grammar{}}
 		f, err := build()
 		scratch := c.b
 		c.b = main
 		if err == nil {
-			err = scratch.err
+			err = scratch.Err
 		}
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
-		for _, n := range scratch.g.nodes {
-			if n.call >= 0 {
-				return frag{}, genq.Errorf(genq.Internal, "a string constraint calls a rule")
+		for _, n := range scratch.Grammar.Nodes {
+			if n.Call >= 0 {
+				return Frag{}, genq.Errorf(genq.Internal, "a string constraint calls a rule")
 			}
 		}
-		machines = append(machines, scratchNFA{nodes: scratch.g.nodes, start: f.start, end: f.end})
+		machines = append(machines, scratchNFA{nodes: scratch.Grammar.Nodes, start: f.Start, end: f.End})
 	}
 
 	type state struct {
@@ -75,7 +75,7 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 		return string(buf)
 	}
 	b := c.b
-	end := b.node()
+	end := b.Node()
 	byKey := map[string]*state{}
 	var queue []*state
 	add := func(ids []int32) *state {
@@ -83,7 +83,7 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 		if st, ok := byKey[k]; ok {
 			return st
 		}
-		st := &state{ids: slices.Clone(ids), node: b.node()}
+		st := &state{ids: slices.Clone(ids), node: b.Node()}
 		byKey[k] = st
 		queue = append(queue, st)
 		accepting := true
@@ -91,7 +91,7 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 			accepting = accepting && s.final[ids[i]] == (i < len(accept))
 		}
 		if accepting {
-			b.eps(st.node, end)
+			b.Eps(st.node, end)
 		}
 		return st
 	}
@@ -102,9 +102,9 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 	start := add(first)
 	classes := byteClasses(machines)
 	next := make([]int32, len(machines))
-	for len(queue) > 0 && !b.failed() {
+	for len(queue) > 0 && !b.Failed() {
 		if len(byKey) > maxProductStates {
-			return frag{}, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
+			return Frag{}, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
 		}
 		st := queue[0]
 		queue = queue[1:]
@@ -112,7 +112,7 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 		lo := 0
 		flush := func(hi int) {
 			if target != nil {
-				b.byteEdge(st.node, byte(lo), byte(hi), target.node)
+				b.ByteEdge(st.node, byte(lo), byte(hi), target.node)
 			}
 		}
 		for ci, cl := range classes {
@@ -138,10 +138,10 @@ func (c *compiler) product(accept, reject []func() (frag, error)) (frag, error) 
 			work += s.work
 		}
 		if work > maxProductWork {
-			return frag{}, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", errTooLarge, maxProductWork)
+			return Frag{}, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", TooLarge, maxProductWork)
 		}
 	}
-	return frag{start.node, end}, b.err
+	return Frag{start.node, end}, b.Err
 }
 
 // subsets interns one machine's sets of nodes, as the product meets them,
@@ -213,8 +213,8 @@ func byteClasses(machines []scratchNFA) []byteClass {
 	cut[0], cut[256] = true, true
 	for _, m := range machines {
 		for _, n := range m.nodes {
-			for _, e := range n.edges {
-				cut[e.lo], cut[int(e.hi)+1] = true, true
+			for _, e := range n.Edges {
+				cut[e.Lo], cut[int(e.Hi)+1] = true, true
 			}
 		}
 	}
@@ -249,7 +249,7 @@ func (m *scratchNFA) closure(set []int32) []int32 {
 		}
 		m.seen[n] = m.gen
 		out = append(out, n)
-		stack = append(stack, m.nodes[n].eps...)
+		stack = append(stack, m.nodes[n].Eps...)
 	}
 	m.scratch, m.stack = stack, out
 	slices.Sort(out)
@@ -260,9 +260,9 @@ func (m *scratchNFA) closure(set []int32) []int32 {
 func (m *scratchNFA) step(set []int32, c byte) []int32 {
 	next := m.next[:0]
 	for _, n := range set {
-		for _, e := range m.nodes[n].edges {
-			if e.lo <= c && c <= e.hi {
-				next = append(next, e.to)
+		for _, e := range m.nodes[n].Edges {
+			if e.Lo <= c && c <= e.Hi {
+				next = append(next, e.To)
 			}
 		}
 	}

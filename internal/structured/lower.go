@@ -147,23 +147,23 @@ func needsLowering(s *value) bool {
 }
 
 // compileLowered compiles s as the alternatives it lowers to.
-func (c *compiler) compileLowered(s *value, path string) (frag, error) {
+func (c *compiler) compileLowered(s *value, path string) (Frag, error) {
 	brs, err := c.lower(s, path, false, 0)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
-	alts := make([]frag, 0, len(brs))
+	alts := make([]Frag, 0, len(brs))
 	for _, br := range brs {
 		f, err := c.compile(br.s, path)
 		if unsatisfiable(err) {
 			continue // an alternative no instance takes
 		}
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		alts = append(alts, f)
 	}
-	return c.b.alt(alts...), nil
+	return c.b.Alt(alts...), nil
 }
 
 // unsatisfiable tells a compile error that says no instance is valid.

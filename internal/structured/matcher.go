@@ -64,8 +64,8 @@ func newStepper(g *Grammar) *stepper {
 		g:      g,
 		intern: make(map[frame]*frame),
 		bottom: &frame{ret: -1},
-		mark:   make([]uint32, len(g.nodes)),
-		markSt: make([]*frame, len(g.nodes)),
+		mark:   make([]uint32, len(g.Nodes)),
+		markSt: make([]*frame, len(g.Nodes)),
 	}
 }
 
@@ -121,22 +121,22 @@ func (st *stepper) closure(dst []config, n int32, s *frame) []config {
 	if !st.firstVisit(n, s) {
 		return dst
 	}
-	nd := &st.g.nodes[n]
-	if len(nd.edges) > 0 {
+	nd := &st.g.Nodes[n]
+	if len(nd.Edges) > 0 {
 		if len(dst) >= maxThreads {
 			st.overflow = true
 			return dst
 		}
 		dst = append(dst, config{n, s})
 	}
-	for _, t := range nd.eps {
+	for _, t := range nd.Eps {
 		dst = st.closure(dst, t, s)
 	}
 	switch {
 	case nd.counted != nil:
 		dst = st.loop(dst, n, 0, s)
-	case nd.call >= 0:
-		dst = st.closure(dst, st.g.rules[nd.call].start, st.push(nd.ret, s))
+	case nd.Call >= 0:
+		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.push(nd.ret, s))
 	}
 	if nd.final {
 		switch s {
@@ -157,18 +157,18 @@ func (st *stepper) step(dst, src []config, c byte) ([]config, bool) {
 	st.begin()
 	took := false
 	for _, cf := range src {
-		nd := &st.g.nodes[cf.node]
+		nd := &st.g.Nodes[cf.node]
 		if nd.sorted {
 			if e, ok := nd.edgeFor(c); ok {
 				took = true
-				dst = st.closure(dst, e.to, cf.st)
+				dst = st.closure(dst, e.To, cf.st)
 			}
 			continue
 		}
-		for _, e := range nd.edges {
-			if c >= e.lo && c <= e.hi {
+		for _, e := range nd.Edges {
+			if c >= e.Lo && c <= e.Hi {
 				took = true
-				dst = st.closure(dst, e.to, cf.st)
+				dst = st.closure(dst, e.To, cf.st)
 			}
 		}
 	}
@@ -192,7 +192,7 @@ func (g *Grammar) NewMatcher() *Matcher {
 	st := newStepper(g)
 	st.begin()
 	m := &Matcher{st: st}
-	m.cur = st.closure(nil, g.rules[g.top].start, nil)
+	m.cur = st.closure(nil, g.Rules[g.Top].start, nil)
 	m.accepting = st.accepting
 	return m
 }

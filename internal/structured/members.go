@@ -20,7 +20,7 @@ import (
 // bits.
 type memberChain struct {
 	c        *compiler
-	open     frag
+	open     Frag
 	at       map[chainKey]int32
 	top      int
 	min      int
@@ -44,8 +44,8 @@ func newMemberChain(c *compiler, min, max int) *memberChain {
 	case min > 1:
 		top = min
 	}
-	ch := &memberChain{c: c, open: c.b.seq(c.b.lit("{"), c.ws()), at: map[chainKey]int32{}, top: top, min: min, saturate: saturate}
-	ch.at[chainKey{}] = ch.open.end
+	ch := &memberChain{c: c, open: c.b.Seq(c.b.Lit("{"), c.ws()), at: map[chainKey]int32{}, top: top, min: min, saturate: saturate}
+	ch.at[chainKey{}] = ch.open.End
 	return ch
 }
 
@@ -107,28 +107,28 @@ func (ch *memberChain) step(r int32, optional bool, p presence) error {
 		if n, ok := at[k]; ok {
 			return n
 		}
-		at[k] = b.node()
+		at[k] = b.Node()
 		return at[k]
 	}
 	for _, key := range ch.keys() {
 		n := ch.at[key]
 		if optional && key.bits&p.forbidSkip == 0 {
-			b.eps(n, node(key))
+			b.Eps(n, node(key))
 		}
 		k2 := ch.next(key.k)
 		if k2 < 0 || key.bits&p.need != p.need {
 			continue
 		}
-		f := b.call(r)
+		f := b.Call(r)
 		if key.k > 0 {
-			f = b.seq(ch.c.ws(), b.lit(","), ch.c.ws(), f)
+			f = b.Seq(ch.c.ws(), b.Lit(","), ch.c.ws(), f)
 		}
-		b.eps(n, f.start)
+		b.Eps(n, f.Start)
 		to := chainKey{k2, key.bits}
 		if p.bit >= 0 {
 			to.bits |= 1 << p.bit
 		}
-		b.eps(f.end, node(to))
+		b.Eps(f.End, node(to))
 	}
 	ch.at = at
 	sets := map[uint64]bool{}
@@ -154,7 +154,7 @@ func (ch *memberChain) anyOrder(rules []int32, closable func(set uint64) bool) {
 	b := ch.c.b
 	at := maps.Clone(ch.at)
 	queue := ch.keys()
-	for i := 0; i < len(queue) && !b.failed(); i++ {
+	for i := 0; i < len(queue) && !b.Failed(); i++ {
 		key := queue[i]
 		k2 := ch.next(key.k)
 		if k2 < 0 || key.bits == 1<<len(rules)-1 {
@@ -162,9 +162,9 @@ func (ch *memberChain) anyOrder(rules []int32, closable func(set uint64) bool) {
 		}
 		from := at[key]
 		if key.k > 0 {
-			f := b.call(ch.c.comma())
-			b.eps(from, f.start)
-			from = f.end
+			f := b.Call(ch.c.comma())
+			b.Eps(from, f.Start)
+			from = f.End
 		}
 		for j, r := range rules {
 			if key.bits&(1<<j) != 0 {
@@ -172,12 +172,12 @@ func (ch *memberChain) anyOrder(rules []int32, closable func(set uint64) bool) {
 			}
 			to := chainKey{k2, key.bits | 1<<j}
 			if _, ok := at[to]; !ok {
-				at[to] = b.node()
+				at[to] = b.Node()
 				queue = append(queue, to)
 			}
-			f := b.call(r)
-			b.eps(from, f.start)
-			b.eps(f.end, at[to])
+			f := b.Call(r)
+			b.Eps(from, f.Start)
+			b.Eps(f.End, at[to])
 		}
 	}
 	ch.at = map[chainKey]int32{}
@@ -187,9 +187,9 @@ func (ch *memberChain) anyOrder(rules []int32, closable func(set uint64) bool) {
 		}
 		to := chainKey{k: key.k}
 		if _, ok := ch.at[to]; !ok {
-			ch.at[to] = b.node()
+			ch.at[to] = b.Node()
 		}
-		b.eps(at[key], ch.at[to])
+		b.Eps(at[key], ch.at[to])
 	}
 }
 
@@ -221,8 +221,8 @@ func closable(props *value, required map[string]bool, deps []dependency) func(ui
 // comma is the rule of the separator between two members or items.
 func (c *compiler) comma() int32 {
 	if c.commaRule < 0 {
-		c.commaRule = c.b.newRule("comma")
-		c.b.define(c.commaRule, c.b.seq(c.ws(), c.b.lit(","), c.ws()))
+		c.commaRule = c.b.NewRule("comma")
+		c.b.Define(c.commaRule, c.b.Seq(c.ws(), c.b.Lit(","), c.ws()))
 	}
 	return c.commaRule
 }
@@ -241,36 +241,36 @@ func (ch *memberChain) others(r int32, n int) {
 	ends := map[chainKey]int32{}
 	end := func(k chainKey) int32 {
 		if _, ok := ends[k]; !ok {
-			ends[k] = b.node()
+			ends[k] = b.Node()
 		}
 		return ends[k]
 	}
 	for _, k := range ch.keys() {
-		b.eps(ch.at[k], end(k))
+		b.Eps(ch.at[k], end(k))
 	}
 	for range n {
 		ch.step(r, false, keepAll)
 		for _, k := range ch.keys() {
-			b.eps(ch.at[k], end(k))
+			b.Eps(ch.at[k], end(k))
 		}
 	}
 	ch.at = ends
 }
 
 // close ends the object where its count holds minProperties.
-func (ch *memberChain) close() frag {
+func (ch *memberChain) close() Frag {
 	b := ch.c.b
-	end := b.node()
+	end := b.Node()
 	for _, key := range ch.keys() {
 		if key.k < ch.min {
 			continue
 		}
-		cl := b.lit("}")
+		cl := b.Lit("}")
 		if key.k > 0 {
-			cl = b.seq(ch.c.ws(), b.lit("}"))
+			cl = b.Seq(ch.c.ws(), b.Lit("}"))
 		}
-		b.eps(ch.at[key], cl.start)
-		b.eps(cl.end, end)
+		b.Eps(ch.at[key], cl.Start)
+		b.Eps(cl.End, end)
 	}
-	return frag{ch.open.start, end}
+	return Frag{ch.open.Start, end}
 }

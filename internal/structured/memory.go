@@ -139,12 +139,12 @@ func (nm *nodeMask) size() int64 {
 	return int64(unsafe.Sizeof(*nm)) + int64(cap(nm.bits))*8 + int64(cap(nm.ids)+cap(nm.escapes))*4
 }
 
-// size estimates the bytes a grammar holds, its masks aside: nodes and
+// Bytes estimates the bytes a grammar holds, its masks aside: nodes and
 // their edges, and a mask slot per node for each vocabulary.
-func (g *Grammar) size() int64 {
-	n := int64(len(g.nodes)) * int64(unsafe.Sizeof(node{})+8)
-	for i := range g.nodes {
-		n += int64(cap(g.nodes[i].edges))*int64(unsafe.Sizeof(edge{})) + int64(cap(g.nodes[i].eps))*4
+func (g *Grammar) Bytes() int64 {
+	n := int64(len(g.Nodes)) * int64(unsafe.Sizeof(Node{})+8)
+	for i := range g.Nodes {
+		n += int64(cap(g.Nodes[i].Edges))*int64(unsafe.Sizeof(Edge{})) + int64(cap(g.Nodes[i].Eps))*4
 	}
-	return n + int64(len(g.rules))*int64(unsafe.Sizeof(rule{}))
+	return n + int64(len(g.Rules))*int64(unsafe.Sizeof(rule{}))
 }

@@ -66,8 +66,8 @@ func TestRepeatCopiesShareMasks(t *testing.T) {
 			ref.repeats = nil
 			m, mr := g.NewMatcher(), ref.NewMatcher()
 			shared := false
-			for n := int32(0); n < int32(len(g.nodes)); n++ {
-				if len(g.nodes[n].edges) == 0 {
+			for n := int32(0); n < int32(len(g.Nodes)); n++ {
+				if len(g.Nodes[n].Edges) == 0 {
 					continue
 				}
 				shared = shared || g.canon(n, v.maxLen) != n
@@ -177,7 +177,7 @@ func grammarMaskBytes(g *Grammar, v *Vocab) int64 {
 		n += m.size()
 	}
 	t.memo.mu.Unlock()
-	for _, r := range g.sharedRules {
+	for _, r := range g.SharedRules {
 		st := v.sharedTable(r)
 		for i := range st.masks {
 			if nm := st.masks[i].Load(); nm != nil {
@@ -196,7 +196,7 @@ func TestCacheBytesBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.MaxBytes = 3 * one.size()
+	c.MaxBytes = 3 * one.Bytes()
 	for i := 0; i < 10; i++ {
 		if _, err := c.Compile(fmt.Appendf(nil, `{"type":"string","maxLength":200,"minLength":%d}`, i+1)); err != nil {
 			t.Fatal(err)
@@ -204,7 +204,7 @@ func TestCacheBytesBound(t *testing.T) {
 	}
 	s := c.Stats()
 	if s.Bytes > c.MaxBytes || s.Grammars < 2 || s.Grammars > 3 || s.Evictions != uint64(10-s.Grammars) {
-		t.Fatalf("stats %+v with a bound of %d bytes (%d a grammar)", s, c.MaxBytes, one.size())
+		t.Fatalf("stats %+v with a bound of %d bytes (%d a grammar)", s, c.MaxBytes, one.Bytes())
 	}
 	if c.get(sha256Of(`{"type":"string","maxLength":200,"minLength":10}`)) == nil {
 		t.Error("the most recent grammar was dropped")

@@ -563,7 +563,7 @@ func patternSupported(p *value) error {
 	if p.kind != 's' {
 		return genq.Errorf(genq.Invalid, "pattern must be a string")
 	}
-	c := &compiler{b: &builder{g: &Grammar{}}}
+	c := &compiler{b: &Builder{Grammar: &Grammar{}}}
 	_, err := c.pattern(p.str)
 	return err
 }

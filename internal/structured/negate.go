@@ -410,16 +410,16 @@ func otherArrays(a *value) []*value {
 // bounds. keyShort keeps what genq writes apart from a bound or a listed
 // value as validators that read numbers as doubles see them too: two
 // decimals of 15 digits are two doubles.
-func (c *compiler) restrictedNumber(s *value, t, path string) (frag, error) {
+func (c *compiler) restrictedNumber(s *value, t, path string) (Frag, error) {
 	whole := t == "integer"
 	if whole && s.get(keyNotInteger) != nil {
-		return c.b.alt(), nil
+		return c.b.Alt(), nil
 	}
 	multiple := s.get("multipleOf") != nil
 	if multiple && s.get(keyNotInteger) != nil && !fractionalMultiple(s, whole) {
-		return c.b.alt(), nil // a whole multipleOf's multiples are integers
+		return c.b.Alt(), nil // a whole multipleOf's multiples are integers
 	}
-	parts := []func() (frag, error){func() (frag, error) {
+	parts := []func() (Frag, error){func() (Frag, error) {
 		switch {
 		case multiple:
 			f, _, err := c.multiple(s, path, whole)
@@ -430,24 +430,24 @@ func (c *compiler) restrictedNumber(s *value, t, path string) (frag, error) {
 		return c.plainNumber(whole), nil
 	}}
 	if s.get(keyNotInteger) != nil {
-		parts = append(parts, func() (frag, error) { return c.canonicalNumber(true, false, nil), nil })
+		parts = append(parts, func() (Frag, error) { return c.canonicalNumber(true, false, nil), nil })
 	}
 	if s.get(keyShort) != nil {
-		parts = append(parts, func() (frag, error) { return c.shortNumber(whole), nil })
+		parts = append(parts, func() (Frag, error) { return c.shortNumber(whole), nil })
 	}
 	return c.intersect(parts)
 }
 
 // plainNumber is any number (whole: integer) in the builder of the moment,
 // calling no rule.
-func (c *compiler) plainNumber(whole bool) frag {
+func (c *compiler) plainNumber(whole bool) Frag {
 	b := c.b
 	if whole {
 		return c.intPart()
 	}
-	return b.seq(c.intPart(),
-		b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits))),
-		b.opt(b.seq(b.ranges('e', 'e', 'E', 'E'), b.opt(b.ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits))))
+	return b.Seq(c.intPart(),
+		b.Opt(b.Seq(b.Lit("."), c.digits(1, maxFracDigits))),
+		b.Opt(b.Seq(b.Ranges('e', 'e', 'E', 'E'), b.Opt(b.Ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits))))
 }
 
 // maxShortDigits is the significant digits a double keeps of every decimal.
@@ -455,46 +455,46 @@ const maxShortDigits = 15
 
 // shortNumber matches numbers of at most maxShortDigits digits (a leading
 // 0 aside), with no exponent; whole: with no fraction.
-func (c *compiler) shortNumber(whole bool) frag {
+func (c *compiler) shortNumber(whole bool) Frag {
 	b := c.b
-	start, signed, end := b.node(), b.node(), b.node()
-	b.eps(start, signed)
-	b.byteEdge(start, '-', '-', signed)
+	start, signed, end := b.Node(), b.Node(), b.Node()
+	b.Eps(start, signed)
+	b.ByteEdge(start, '-', '-', signed)
 	// total[k]: k digits written, the last of a fraction; ints[k]: k digits
 	// of the integer part.
 	total := make([]int32, maxShortDigits+1)
 	for k := 1; k <= maxShortDigits; k++ {
-		total[k] = b.node()
-		b.eps(total[k], end)
+		total[k] = b.Node()
+		b.Eps(total[k], end)
 		if k > 1 {
-			b.byteEdge(total[k-1], '0', '9', total[k])
+			b.ByteEdge(total[k-1], '0', '9', total[k])
 		}
 	}
 	fraction := func(from int32, k int) {
 		if whole || k >= maxShortDigits {
 			return
 		}
-		dot := b.node()
-		b.byteEdge(from, '.', '.', dot)
-		b.byteEdge(dot, '0', '9', total[k+1])
+		dot := b.Node()
+		b.ByteEdge(from, '.', '.', dot)
+		b.ByteEdge(dot, '0', '9', total[k+1])
 	}
-	zero := b.node()
-	b.byteEdge(signed, '0', '0', zero)
-	b.eps(zero, end)
+	zero := b.Node()
+	b.ByteEdge(signed, '0', '0', zero)
+	b.Eps(zero, end)
 	fraction(zero, 0)
 	prev := signed
 	for k := 1; k <= maxShortDigits; k++ {
-		n := b.node()
+		n := b.Node()
 		lo := byte('0')
 		if k == 1 {
 			lo = '1'
 		}
-		b.byteEdge(prev, lo, '9', n)
-		b.eps(n, end)
+		b.ByteEdge(prev, lo, '9', n)
+		b.Eps(n, end)
 		fraction(n, k)
 		prev = n
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
 // shortDigits tells a number written with at most maxShortDigits

@@ -129,19 +129,19 @@ func hasBounds(s *value) bool {
 }
 
 // bounded compiles a bounded integer (whole) or number.
-func (c *compiler) bounded(s *value, path string, whole bool) (frag, error) {
+func (c *compiler) bounded(s *value, path string, whole bool) (Frag, error) {
 	lo, hi, err := numericRange(s, path, whole)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	return c.boundedNumber(lo, hi, !whole)
 }
 
 // boundedNumber matches the integers, or with fraction the numbers,
 // inside lo and hi.
-func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (frag, error) {
+func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (Frag, error) {
 	b := c.b
-	var alts []frag
+	var alts []Frag
 	neg := func(r *big.Rat) *big.Rat { return new(big.Rat).Neg(r) }
 	// x >= 0: the magnitude's bounds are x's own, from 0 when x has none
 	// below zero.
@@ -152,7 +152,7 @@ func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (frag, error) {
 		}
 		f, err := c.magnitude(mlo, hi, fraction)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		alts = append(alts, f)
 	}
@@ -169,11 +169,11 @@ func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (frag, error) {
 		}
 		f, err := c.magnitude(mlo, mhi, fraction)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
-		alts = append(alts, b.seq(b.lit("-"), f))
+		alts = append(alts, b.Seq(b.Lit("-"), f))
 	}
-	return b.alt(alts...), nil
+	return b.Alt(alts...), nil
 }
 
 // splitBound is a non-negative bound's integer part and its fraction's
@@ -200,7 +200,7 @@ func splitBound(r *big.Rat) (uint64, string) {
 
 // magnitude matches the non-negative values between lo (set) and hi, as
 // an integer part and, with fraction, an optional fraction.
-func (c *compiler) magnitude(lo, hi numBound, fraction bool) (frag, error) {
+func (c *compiler) magnitude(lo, hi numBound, fraction bool) (Frag, error) {
 	b := c.b
 	if !fraction { // an integer's bounds are whole
 		bottom, top := lo.value.Num().Uint64(), maxMagnitude
@@ -211,7 +211,7 @@ func (c *compiler) magnitude(lo, hi numBound, fraction bool) (frag, error) {
 			top = hi.value.Num().Uint64()
 			if !hi.inclusive {
 				if top == 0 {
-					return b.alt(), nil
+					return b.Alt(), nil
 				}
 				top--
 			}
@@ -224,52 +224,52 @@ func (c *compiler) magnitude(lo, hi numBound, fraction bool) (frag, error) {
 		top, hiFrac = splitBound(hi.value)
 	}
 	if hi.set && bottom == top {
-		f, err := c.intersect([]func() (frag, error){
-			func() (frag, error) { return c.fracAbove(loFrac, lo.inclusive), nil },
-			func() (frag, error) { return c.fracBelow(hiFrac, hi.inclusive), nil },
+		f, err := c.intersect([]func() (Frag, error){
+			func() (Frag, error) { return c.fracAbove(loFrac, lo.inclusive), nil },
+			func() (Frag, error) { return c.fracBelow(hiFrac, hi.inclusive), nil },
 		})
-		return b.seq(c.intRange(bottom, bottom), f), err
+		return b.Seq(c.intRange(bottom, bottom), f), err
 	}
-	anyFrac := b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits)))
-	alts := []frag{b.seq(c.intRange(bottom, bottom), c.fracAbove(loFrac, lo.inclusive))}
+	anyFrac := b.Opt(b.Seq(b.Lit("."), c.digits(1, maxFracDigits)))
+	alts := []Frag{b.Seq(c.intRange(bottom, bottom), c.fracAbove(loFrac, lo.inclusive))}
 	switch {
 	case !hi.set && bottom < top:
-		alts = append(alts, b.seq(c.intRange(bottom+1, top), anyFrac))
+		alts = append(alts, b.Seq(c.intRange(bottom+1, top), anyFrac))
 	case hi.set && bottom+1 <= top-1:
-		alts = append(alts, b.seq(c.intRange(bottom+1, top-1), anyFrac))
+		alts = append(alts, b.Seq(c.intRange(bottom+1, top-1), anyFrac))
 	}
 	if hi.set {
-		alts = append(alts, b.seq(c.intRange(top, top), c.fracBelow(hiFrac, hi.inclusive)))
+		alts = append(alts, b.Seq(c.intRange(top, top), c.fracBelow(hiFrac, hi.inclusive)))
 	}
-	return b.alt(alts...), nil
+	return b.Alt(alts...), nil
 }
 
 // fracAbove matches the fractions (none, or a dot and digits) of the
 // values whose fraction is above the digits bound, or equal where
 // inclusive.
-func (c *compiler) fracAbove(bound string, inclusive bool) frag {
+func (c *compiler) fracAbove(bound string, inclusive bool) Frag {
 	b := c.b
 	// some: at most n digits, one of them above zero.
-	some := func(n int) frag {
-		return b.seq(b.repeat(0, n-1, func() frag { return b.lit("0") }), b.ranges('1', '9'), c.digits(0, n-1))
+	some := func(n int) Frag {
+		return b.Seq(b.Repeat(0, n-1, func() Frag { return b.Lit("0") }), b.Ranges('1', '9'), c.digits(0, n-1))
 	}
 	if bound == "" {
 		if inclusive {
-			return b.opt(b.seq(b.lit("."), c.digits(1, maxFracDigits)))
+			return b.Opt(b.Seq(b.Lit("."), c.digits(1, maxFracDigits)))
 		}
-		return b.seq(b.lit("."), some(maxFracDigits))
+		return b.Seq(b.Lit("."), some(maxFracDigits))
 	}
-	dot := b.lit(".")
-	end := b.node()
-	at := dot.end
+	dot := b.Lit(".")
+	end := b.Node()
+	at := dot.End
 	for i := 0; i < len(bound) && i < maxFracDigits; i++ {
 		if bound[i] < '9' { // a digit above the bound's: any digits after
 			rest := c.digits(0, maxFracDigits-i-1)
-			b.byteEdge(at, bound[i]+1, '9', rest.start)
-			b.eps(rest.end, end)
+			b.ByteEdge(at, bound[i]+1, '9', rest.Start)
+			b.Eps(rest.End, end)
 		}
-		next := b.node()
-		b.byteEdge(at, bound[i], bound[i], next)
+		next := b.Node()
+		b.ByteEdge(at, bound[i], bound[i], next)
 		at = next
 	}
 	if len(bound) <= maxFracDigits { // every digit the bound's
@@ -277,66 +277,66 @@ func (c *compiler) fracAbove(bound string, inclusive bool) frag {
 		switch {
 		case inclusive:
 			rest := c.digits(0, left)
-			b.eps(at, rest.start)
-			b.eps(rest.end, end)
+			b.Eps(at, rest.Start)
+			b.Eps(rest.End, end)
 		case left > 0:
 			rest := some(left)
-			b.eps(at, rest.start)
-			b.eps(rest.end, end)
+			b.Eps(at, rest.Start)
+			b.Eps(rest.End, end)
 		}
 	}
-	return frag{dot.start, end}
+	return Frag{dot.Start, end}
 }
 
 // fracBelow matches the fractions (none, or a dot and digits) of the
 // values whose fraction is below the digits bound, or equal where
 // inclusive.
-func (c *compiler) fracBelow(bound string, inclusive bool) frag {
+func (c *compiler) fracBelow(bound string, inclusive bool) Frag {
 	b := c.b
-	zeros := func(n int) frag { return b.repeat(0, n, func() frag { return b.lit("0") }) }
+	zeros := func(n int) Frag { return b.Repeat(0, n, func() Frag { return b.Lit("0") }) }
 	if bound == "" {
 		if inclusive {
-			return b.opt(b.seq(b.lit("."), b.repeat(1, maxFracDigits, func() frag { return b.lit("0") })))
+			return b.Opt(b.Seq(b.Lit("."), b.Repeat(1, maxFracDigits, func() Frag { return b.Lit("0") })))
 		}
-		return b.alt()
+		return b.Alt()
 	}
-	start, end := b.node(), b.node()
-	b.eps(start, end) // no fraction: below any fraction above zero
-	dot := b.lit(".")
-	b.eps(start, dot.start)
-	at := dot.end
+	start, end := b.Node(), b.Node()
+	b.Eps(start, end) // no fraction: below any fraction above zero
+	dot := b.Lit(".")
+	b.Eps(start, dot.Start)
+	at := dot.End
 	for i := 0; i < len(bound) && i < maxFracDigits; i++ {
 		if i > 0 { // the digits so far, then nothing: below the bound
-			b.eps(at, end)
+			b.Eps(at, end)
 		}
 		if bound[i] > '0' { // a digit below the bound's: any digits after
 			rest := c.digits(0, maxFracDigits-i-1)
-			b.byteEdge(at, '0', bound[i]-1, rest.start)
-			b.eps(rest.end, end)
+			b.ByteEdge(at, '0', bound[i]-1, rest.Start)
+			b.Eps(rest.End, end)
 		}
-		next := b.node()
-		b.byteEdge(at, bound[i], bound[i], next)
+		next := b.Node()
+		b.ByteEdge(at, bound[i], bound[i], next)
 		at = next
 	}
 	if len(bound) > maxFracDigits { // as many digits as written, all the bound's: below it
-		b.eps(at, end)
+		b.Eps(at, end)
 	}
 	if inclusive && len(bound) <= maxFracDigits { // every digit the bound's, zeros after
 		rest := zeros(maxFracDigits - len(bound))
-		b.eps(at, rest.start)
-		b.eps(rest.end, end)
+		b.Eps(at, rest.Start)
+		b.Eps(rest.End, end)
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
 // intRange matches the decimal integers from lo to hi, without leading
 // zeros.
-func (c *compiler) intRange(lo, hi uint64) frag {
+func (c *compiler) intRange(lo, hi uint64) Frag {
 	b := c.b
 	if lo > hi {
-		return b.alt()
+		return b.Alt()
 	}
-	var alts []frag
+	var alts []Frag
 	for n := len(strconv.FormatUint(lo, 10)); n <= len(strconv.FormatUint(hi, 10)); n++ {
 		first, last := uint64(0), uint64(math.Pow10(n))-1
 		if n > 1 {
@@ -348,7 +348,7 @@ func (c *compiler) intRange(lo, hi uint64) frag {
 		}
 		alts = append(alts, c.digitRange(pad(from, n), pad(to, n)))
 	}
-	return b.alt(alts...)
+	return b.Alt(alts...)
 }
 
 func pad(n uint64, width int) string {
@@ -357,32 +357,32 @@ func pad(n uint64, width int) string {
 }
 
 // digitRange matches the digit strings of lo's length from lo to hi.
-func (c *compiler) digitRange(lo, hi string) frag {
+func (c *compiler) digitRange(lo, hi string) Frag {
 	b := c.b
 	switch {
 	case lo == "":
-		return b.empty()
+		return b.Empty()
 	case lo == hi:
-		return b.lit(lo)
+		return b.Lit(lo)
 	case lo[0] == hi[0]:
-		return b.seq(b.lit(lo[:1]), c.digitRange(lo[1:], hi[1:]))
+		return b.Seq(b.Lit(lo[:1]), c.digitRange(lo[1:], hi[1:]))
 	}
 	rest := len(lo) - 1
 	if strings.Trim(lo[1:], "0") == "" && strings.Trim(hi[1:], "9") == "" {
-		return b.seq(b.ranges(lo[0], hi[0]), c.digits(rest, rest))
+		return b.Seq(b.Ranges(lo[0], hi[0]), c.digits(rest, rest))
 	}
-	alts := []frag{b.seq(b.lit(lo[:1]), c.digitRange(lo[1:], strings.Repeat("9", rest)))}
+	alts := []Frag{b.Seq(b.Lit(lo[:1]), c.digitRange(lo[1:], strings.Repeat("9", rest)))}
 	if lo[0]+1 <= hi[0]-1 {
-		alts = append(alts, b.seq(b.ranges(lo[0]+1, hi[0]-1), c.digits(rest, rest)))
+		alts = append(alts, b.Seq(b.Ranges(lo[0]+1, hi[0]-1), c.digits(rest, rest)))
 	}
-	alts = append(alts, b.seq(b.lit(hi[:1]), c.digitRange(strings.Repeat("0", rest), hi[1:])))
-	return b.alt(alts...)
+	alts = append(alts, b.Seq(b.Lit(hi[:1]), c.digitRange(strings.Repeat("0", rest), hi[1:])))
+	return b.Alt(alts...)
 }
 
 // literal matches the JSON texts equal to v: the same members (in any
 // order, unless strict or more than maxAnyOrder), whitespace between
 // tokens as anywhere in an answer, and numbers by value (numberValue).
-func (c *compiler) literal(v *value) frag {
+func (c *compiler) literal(v *value) Frag {
 	b := c.b
 	switch v.kind {
 	case 'o', 'a':
@@ -394,12 +394,12 @@ func (c *compiler) literal(v *value) frag {
 			open, closing, n = "[", "]", len(v.arr)
 		}
 		if n == 0 {
-			return b.seq(b.lit(open), c.ws(), b.lit(closing))
+			return b.Seq(b.Lit(open), c.ws(), b.Lit(closing))
 		}
-		parts := []frag{b.lit(open), c.ws()}
+		parts := []Frag{b.Lit(open), c.ws()}
 		for i := range n {
 			if i > 0 {
-				parts = append(parts, c.ws(), b.lit(","), c.ws())
+				parts = append(parts, c.ws(), b.Lit(","), c.ws())
 			}
 			if v.kind == 'a' {
 				parts = append(parts, c.literal(v.arr[i]))
@@ -407,26 +407,26 @@ func (c *compiler) literal(v *value) frag {
 			}
 			var key bytes.Buffer
 			writeString(&key, v.obj[i].key)
-			parts = append(parts, b.lit(key.String()), c.ws(), b.lit(":"), c.ws(), c.literal(v.obj[i].val))
+			parts = append(parts, b.Lit(key.String()), c.ws(), b.Lit(":"), c.ws(), c.literal(v.obj[i].val))
 		}
-		return b.seq(append(parts, c.ws(), b.lit(closing))...)
+		return b.Seq(append(parts, c.ws(), b.Lit(closing))...)
 	case 'n':
 		return c.numberValue(v.num)
 	}
 	var buf bytes.Buffer
 	v.encode(&buf)
-	return b.lit(buf.String())
+	return b.Lit(buf.String())
 }
 
 // literalObject matches the object v with its members in any order.
-func (c *compiler) literalObject(v *value) frag {
+func (c *compiler) literalObject(v *value) Frag {
 	b := c.b
 	rules := make([]int32, len(v.obj))
 	for i, m := range v.obj {
 		var key bytes.Buffer
 		writeString(&key, m.key)
-		rules[i] = b.newRule("literal member " + key.String())
-		b.define(rules[i], b.seq(b.lit(key.String()), c.ws(), b.lit(":"), c.ws(), c.literal(m.val)))
+		rules[i] = b.NewRule("literal member " + key.String())
+		b.Define(rules[i], b.Seq(b.Lit(key.String()), c.ws(), b.Lit(":"), c.ws(), c.literal(m.val)))
 	}
 	ch := newMemberChain(c, 0, -1)
 	whole := uint64(1)<<len(rules) - 1
@@ -439,34 +439,34 @@ func (c *compiler) literalObject(v *value) frag {
 // (-2.0, 1.50): JSON Schema compares numbers by value. A strict schema's
 // answer keeps the shortest form, as a typed client (Go's encoding/json,
 // Pydantic's strict int) reads 1.0 as no integer.
-func (c *compiler) numberValue(n json.Number) frag {
+func (c *compiler) numberValue(n json.Number) Frag {
 	text := numberText(n.String())
 	if c.strict {
-		return c.b.lit(text)
+		return c.b.Lit(text)
 	}
 	if strings.ContainsAny(text, ".eE") {
 		if strings.Contains(text, ".") && !strings.ContainsAny(text, "eE") {
-			return c.b.seq(c.b.lit(text), c.zeros(maxFracDigits-1))
+			return c.b.Seq(c.b.Lit(text), c.zeros(maxFracDigits-1))
 		}
-		return c.b.lit(text)
+		return c.b.Lit(text)
 	}
-	return c.wholeFraction(c.b.lit(text))
+	return c.wholeFraction(c.b.Lit(text))
 }
 
 // wholeFraction is f, an integer, followed, unless strict, by an optional
 // fraction of zeros: JSON Schema's integer is any number with no
 // fraction, 1.0 as well as 1, from draft 6 on; draft 4's is written
 // without one.
-func (c *compiler) wholeFraction(f frag) frag {
+func (c *compiler) wholeFraction(f Frag) Frag {
 	if c.strict || c.draft == draft4 {
 		return f
 	}
-	return c.b.seq(f, c.b.opt(c.b.seq(c.b.lit(".0"), c.zeros(maxFracDigits-1))))
+	return c.b.Seq(f, c.b.Opt(c.b.Seq(c.b.Lit(".0"), c.zeros(maxFracDigits-1))))
 }
 
 // zeros matches up to n zeros.
-func (c *compiler) zeros(n int) frag {
-	return c.b.repeat(0, n, func() frag { return c.b.lit("0") })
+func (c *compiler) zeros(n int) Frag {
+	return c.b.Repeat(0, n, func() Frag { return c.b.Lit("0") })
 }
 
 // numberText is the number n's shortest form (n itself where it has more
@@ -507,31 +507,31 @@ const maxMultipleOf = 1000
 // number, only its whole multiples are written: narrower, but sound.
 // fraction tells that the automaton writes its own fraction, so that the
 // caller adds none.
-func (c *compiler) multiple(s *value, path string, whole bool) (f frag, fraction bool, err error) {
+func (c *compiler) multiple(s *value, path string, whole bool) (f Frag, fraction bool, err error) {
 	mv := s.get("multipleOf")
 	r, ok := new(big.Rat).SetString(mv.num.String())
 	if mv.kind != 'n' || !ok || r.Sign() <= 0 {
-		return frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
+		return Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
 	}
 	p, k, ok := decimalParts(r)
 	if ok && whole {
 		p, k = new(big.Int).Quo(p, new(big.Int).GCD(nil, nil, p, pow10(k))), 0
 	}
 	if !ok || !p.IsInt64() || p.Int64() > maxMultipleOf {
-		return frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces multipleOf p/10^k with p whole up to %d and k up to %d (for integers, p/gcd(p, 10^k) up to %d)", path, mv.num, maxMultipleOf, maxFracDigits, maxMultipleOf)
+		return Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces multipleOf p/10^k with p whole up to %d and k up to %d (for integers, p/gcd(p, 10^k) up to %d)", path, mv.num, maxMultipleOf, maxFracDigits, maxMultipleOf)
 	}
 	m := int(p.Int64())
-	build := func() (frag, error) { return c.multipleOf(m), nil }
+	build := func() (Frag, error) { return c.multipleOf(m), nil }
 	if k > 0 {
-		build = func() (frag, error) { return c.decimalMultipleOf(m, k), nil }
+		build = func() (Frag, error) { return c.decimalMultipleOf(m, k), nil }
 	}
 	if !hasBounds(s) {
 		f, err := build()
 		return f, k > 0, err
 	}
-	f, err = c.intersect([]func() (frag, error){func() (frag, error) { return c.bounded(s, path, k == 0) }, build})
+	f, err = c.intersect([]func() (Frag, error){func() (Frag, error) { return c.bounded(s, path, k == 0) }, build})
 	if err != nil {
-		return frag{}, false, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+		return Frag{}, false, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}
 	return f, k > 0, nil
 }
@@ -568,11 +568,11 @@ func pow10(k int) *big.Int {
 // zeros) and a multiple of m. The remainder modulo m of the digits read,
 // the point skipped, is carried digit by digit; a number that ends j
 // fraction digits short of k has its remainder times 10^j.
-func (c *compiler) decimalMultipleOf(m, k int) frag {
+func (c *compiler) decimalMultipleOf(m, k int) Frag {
 	b := c.b
-	start, end := b.node(), b.node()
-	minus := b.opt(b.lit("-"))
-	b.eps(start, minus.start)
+	start, end := b.Node(), b.Node()
+	minus := b.Opt(b.Lit("-"))
+	b.Eps(start, minus.Start)
 	pow := make([]int, k+1) // pow[j] = 10^j mod m
 	pow[0] = 1 % m
 	for j := 1; j <= k; j++ {
@@ -586,10 +586,10 @@ func (c *compiler) decimalMultipleOf(m, k int) frag {
 		if n, ok := table[key]; ok {
 			return n
 		}
-		n := b.node()
+		n := b.Node()
 		table[key] = n
 		if r*pow[k-frac]%m == 0 {
-			b.eps(n, end)
+			b.Eps(n, end)
 		}
 		return n
 	}
@@ -598,23 +598,23 @@ func (c *compiler) decimalMultipleOf(m, k int) frag {
 		if n, ok := point[r]; ok {
 			return n
 		}
-		n := b.node()
+		n := b.Node()
 		point[r] = n
 		for d := range 10 {
-			b.byteEdge(n, byte('0'+d), byte('0'+d), state(0, (10*r+d)%m, 1))
+			b.ByteEdge(n, byte('0'+d), byte('0'+d), state(0, (10*r+d)%m, 1))
 		}
 		return n
 	}
 	zero := state(0, 0, 0)
-	b.byteEdge(minus.end, '0', '0', zero)
+	b.ByteEdge(minus.End, '0', '0', zero)
 	for d := 1; d <= 9; d++ {
-		b.byteEdge(minus.end, byte('0'+d), byte('0'+d), state(1, d%m, 0))
+		b.ByteEdge(minus.End, byte('0'+d), byte('0'+d), state(1, d%m, 0))
 	}
 	for p := 1; p < maxIntDigits; p++ {
 		for r := range m {
 			if n, ok := table[[2]int{p * (k + 2), r}]; ok {
 				for d := range 10 {
-					b.byteEdge(n, byte('0'+d), byte('0'+d), state(p+1, (10*r+d)%m, 0))
+					b.ByteEdge(n, byte('0'+d), byte('0'+d), state(p+1, (10*r+d)%m, 0))
 				}
 			}
 		}
@@ -622,7 +622,7 @@ func (c *compiler) decimalMultipleOf(m, k int) frag {
 	for p := 0; p <= maxIntDigits; p++ {
 		for r := range m {
 			if n, ok := table[[2]int{p * (k + 2), r}]; ok {
-				b.byteEdge(n, '.', '.', afterPoint(r))
+				b.ByteEdge(n, '.', '.', afterPoint(r))
 			}
 		}
 	}
@@ -630,30 +630,30 @@ func (c *compiler) decimalMultipleOf(m, k int) frag {
 		for r := range m {
 			if n, ok := table[[2]int{frac, r}]; ok {
 				for d := range 10 {
-					b.byteEdge(n, byte('0'+d), byte('0'+d), state(0, (10*r+d)%m, frac+1))
+					b.ByteEdge(n, byte('0'+d), byte('0'+d), state(0, (10*r+d)%m, frac+1))
 				}
 			}
 		}
 	}
 	if n, ok := table[[2]int{k, 0}]; ok && k < maxFracDigits {
 		zeros := c.zeros(maxFracDigits - k) // the same value, written longer
-		b.eps(n, zeros.start)
-		b.eps(zeros.end, end)
+		b.Eps(n, zeros.Start)
+		b.Eps(zeros.End, end)
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
 // multipleOf matches the decimal integers that are multiples of m: 0, or
 // an optional minus, a digit 1 to 9 and up to maxIntDigits-1 more, the
 // remainder modulo m carried digit by digit.
-func (c *compiler) multipleOf(m int) frag {
+func (c *compiler) multipleOf(m int) Frag {
 	b := c.b
-	start, end := b.node(), b.node()
-	zero := b.lit("0")
-	b.eps(start, zero.start)
-	b.eps(zero.end, end)
-	minus := b.opt(b.lit("-"))
-	b.eps(start, minus.start)
+	start, end := b.Node(), b.Node()
+	zero := b.Lit("0")
+	b.Eps(start, zero.Start)
+	b.Eps(zero.End, end)
+	minus := b.Opt(b.Lit("-"))
+	b.Eps(start, minus.Start)
 	states := make([][]int32, maxIntDigits+1) // states[p][r]: p digits read, remainder r
 	state := func(p, r int) int32 {
 		if states[p] == nil {
@@ -663,15 +663,15 @@ func (c *compiler) multipleOf(m int) frag {
 			}
 		}
 		if states[p][r] < 0 {
-			states[p][r] = b.node()
+			states[p][r] = b.Node()
 			if r == 0 {
-				b.eps(states[p][r], end)
+				b.Eps(states[p][r], end)
 			}
 		}
 		return states[p][r]
 	}
 	for d := 1; d <= 9; d++ {
-		b.byteEdge(minus.end, byte('0'+d), byte('0'+d), state(1, d%m))
+		b.ByteEdge(minus.End, byte('0'+d), byte('0'+d), state(1, d%m))
 	}
 	for p := 1; p < maxIntDigits; p++ {
 		for r := range m {
@@ -679,9 +679,9 @@ func (c *compiler) multipleOf(m int) frag {
 				continue
 			}
 			for d := range 10 {
-				b.byteEdge(states[p][r], byte('0'+d), byte('0'+d), state(p+1, (10*r+d)%m))
+				b.ByteEdge(states[p][r], byte('0'+d), byte('0'+d), state(p+1, (10*r+d)%m))
 			}
 		}
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }

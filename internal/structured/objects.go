@@ -10,17 +10,17 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-func (c *compiler) object(s *value, path string) (frag, error) {
+func (c *compiler) object(s *value, path string) (Frag, error) {
 	b := c.b
 	props := s.get("properties")
 	if props != nil && props.kind != 'o' {
-		return frag{}, genq.Errorf(genq.Invalid, "at %s: properties must be an object", path)
+		return Frag{}, genq.Errorf(genq.Invalid, "at %s: properties must be an object", path)
 	}
 	required := map[string]bool{}
 	addl := s.get("additionalProperties")
 	names, err := c.propertyNames(s, path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	// A name the object must be able to write that properties does not
 	// list (a required one, or one dependentRequired names) is listed
@@ -55,26 +55,26 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	}
 	if r := s.get("required"); r != nil {
 		if r.kind != 'a' {
-			return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+			return Frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 		}
 		for _, n := range r.arr {
 			if n.kind != 's' {
-				return frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+				return Frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 			}
 			required[n.str] = true
 			if err := addUnlisted(n.str); err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 		}
 	}
 	deps, err := dependentRequired(s, path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	deps, implied := resolveDependencies(deps, required)
 	for _, n := range implied { // required by a required property's dependencies
 		if err := addUnlisted(n); err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 	}
 	// The names a dependency requires first, then those that require
@@ -86,7 +86,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 				n = d.b
 			}
 			if err := addUnlisted(n); err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 		}
 	}
@@ -102,11 +102,11 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	}
 	patterns, err := c.patternMembers(s, props, path, names, unmatched)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	minP, maxP, err := bounds(s, "minProperties", "maxProperties", path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	counted := minP > 0 || maxP >= 0
 	if (props == nil || len(props.obj) == 0) && patterns == nil && names == nil && !counted {
@@ -114,15 +114,15 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		// additionalProperties, or are any value.
 		switch {
 		case addl != nil && addl.kind == 'b' && !addl.b:
-			return b.seq(b.lit("{"), c.ws(), b.lit("}")), nil
+			return b.Seq(b.Lit("{"), c.ws(), b.Lit("}")), nil
 		case addl != nil && addl.kind == 'o':
 			r, err := c.ruleOf(addl, path+"/additionalProperties")
 			if err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
-			return c.mapObject(func() frag { return b.call(r) }), nil
+			return c.mapObject(func() Frag { return b.Call(r) }), nil
 		}
-		return b.call(c.bi.object), nil
+		return b.Call(c.bi.object), nil
 	}
 	if props == nil {
 		props = &value{kind: 'o'}
@@ -132,7 +132,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	var presence []presence
 	if !anyOrder {
 		if presence, err = presenceRules(deps, props, path); err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 	}
 	// Properties come in any order (anyOrder) or in the schema's; required
@@ -148,21 +148,21 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		}
 		for _, pm := range c.patternSchemas(s, m.key) {
 			if schema, err = merge(schema, pm, p); err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 		}
 		v, err := c.compile(schema, p)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
-		r := b.newRule(p + " member")
-		b.define(r, b.seq(b.lit(buf.String()), c.ws(), b.lit(":"), c.ws(), v))
+		r := b.NewRule(p + " member")
+		b.Define(r, b.Seq(b.Lit(buf.String()), c.ws(), b.Lit(":"), c.ws(), v))
 		if anyOrder {
 			rules = append(rules, r)
 			continue
 		}
 		if err := ch.member(r, !required[m.key], presence[i]); err != nil {
-			return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+			return Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 		}
 	}
 	if anyOrder {
@@ -172,7 +172,7 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 	// told apart by the patterns their names match (patternMembers); else
 	// their values follow unmatched. At most MaxOtherProperties, or
 	// maxProperties' own bound where it is larger.
-	var other func() frag
+	var other func() Frag
 	switch {
 	case patterns != nil:
 		other = patterns
@@ -180,19 +180,19 @@ func (c *compiler) object(s *value, path string) (frag, error) {
 		r := c.bi.value
 		if unmatched.kind == 'o' {
 			if r, err = c.ruleOf(unmatched, path+"/additionalProperties"); err != nil {
-				return frag{}, err
+				return Frag{}, err
 			}
 		}
 		key, err := c.otherKey(props, path, names)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
-		other = func() frag { return b.seq(b.call(key), c.ws(), b.lit(":"), c.ws(), b.call(r)) }
+		other = func() Frag { return b.Seq(b.Call(key), c.ws(), b.Lit(":"), c.ws(), b.Call(r)) }
 	}
 	if other != nil {
-		r := b.newRule(path + " other member")
-		b.define(r, other())
+		r := b.NewRule(path + " other member")
+		b.Define(r, other())
 		ch.others(r, max(MaxOtherProperties, maxP, minP-len(props.obj)))
 	}
-	return ch.close(), b.err
+	return ch.close(), b.Err
 }

@@ -26,7 +26,7 @@ const maxPatternSets = 4
 // maxPatternSets patterns, a name that matches any holds to every
 // pattern's schema (narrower). A set whose schemas do not merge, or merge
 // to false, writes no member. nil without patternProperties.
-func (c *compiler) patternMembers(s, props *value, path string, names *nameRule, unmatched *value) (func() frag, error) {
+func (c *compiler) patternMembers(s, props *value, path string, names *nameRule, unmatched *value) (func() Frag, error) {
 	pp := s.get("patternProperties")
 	if pp == nil {
 		return nil, nil
@@ -56,8 +56,8 @@ func (c *compiler) patternMembers(s, props *value, path string, names *nameRule,
 		if err != nil {
 			return genq.WrapError(genq.ErrorCode(err), err, "at "+at+": "+genq.ErrorMessage(err))
 		}
-		kr := b.newRule(at + " key")
-		b.define(kr, key)
+		kr := b.NewRule(at + " key")
+		b.Define(kr, key)
 		v, err := c.ruleOf(schema, at)
 		if err != nil {
 			return err
@@ -108,12 +108,12 @@ func (c *compiler) patternMembers(s, props *value, path string, names *nameRule,
 	if err := add(class{unmatched: patterns}, unmatched, path+"/additionalProperties"); err != nil {
 		return nil, err
 	}
-	return func() frag {
-		alts := make([]frag, len(members))
+	return func() Frag {
+		alts := make([]Frag, len(members))
 		for i, m := range members {
-			alts[i] = b.seq(b.call(m.key), c.ws(), b.lit(":"), c.ws(), b.call(m.value))
+			alts[i] = b.Seq(b.Call(m.key), c.ws(), b.Lit(":"), c.ws(), b.Call(m.value))
 		}
-		return b.alt(alts...)
+		return b.Alt(alts...)
 	}, nil
 }
 
@@ -159,16 +159,16 @@ func (c *compiler) regexp(pattern string) *regexp.Regexp {
 // same name could pass for another.
 func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, error) {
 	b := c.b
-	r := b.newRule(path + " other key")
+	r := b.NewRule(path + " other key")
 	if names != nil {
 		f, err := c.namedKey(nil, nil, props, names)
 		if err != nil {
 			return 0, genq.WrapError(genq.ErrorCode(err), err, "at "+path+"/propertyNames: "+genq.ErrorMessage(err))
 		}
-		b.define(r, f)
+		b.Define(r, f)
 		return r, nil
 	}
-	b.define(r, c.otherKeyString(props, func() frag { return b.call(c.rest) }))
+	b.Define(r, c.otherKeyString(props, func() Frag { return b.Call(c.rest) }))
 	return r, nil
 }
 
@@ -176,29 +176,29 @@ func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, 
 // allows (names, nil for any), that matches every pattern of matched and
 // none of unmatched: the product of their automata, built once per
 // grammar.
-func (c *compiler) namedKey(matched, unmatched []string, props *value, names *nameRule) (frag, error) {
+func (c *compiler) namedKey(matched, unmatched []string, props *value, names *nameRule) (Frag, error) {
 	var listed []string
 	for _, m := range props.obj {
 		listed = append(listed, m.key)
 	}
 	key := "key but " + strings.Join(listed, ",")
-	parts := []func() (frag, error){func() (frag, error) {
-		return c.otherKeyString(props, func() frag { return c.b.seq(c.b.star(c.plainChar()), c.b.lit(`"`)) }), nil
+	parts := []func() (Frag, error){func() (Frag, error) {
+		return c.otherKeyString(props, func() Frag { return c.b.Seq(c.b.Star(c.plainChar()), c.b.Lit(`"`)) }), nil
 	}}
-	var rejects []func() (frag, error)
+	var rejects []func() (Frag, error)
 	for _, p := range matched {
 		key += " matching " + p
-		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+		parts = append(parts, func() (Frag, error) { return c.pattern(p) })
 	}
 	for _, p := range unmatched {
 		key += " not matching " + p
-		rejects = append(rejects, func() (frag, error) { return c.pattern(p) })
+		rejects = append(rejects, func() (Frag, error) { return c.pattern(p) })
 	}
 	if names != nil {
 		key += " named " + strings.Join(names.keys, " and ")
 		parts = append(parts, names.parts...)
 	}
-	return c.sharedString(key, func() (frag, error) { return c.product(parts, rejects) })
+	return c.sharedString(key, func() (Frag, error) { return c.product(parts, rejects) })
 }
 
 // nameRule is what propertyNames says of a name: a string schema's
@@ -206,7 +206,7 @@ func (c *compiler) namedKey(matched, unmatched []string, props *value, names *na
 // check of the names properties lists.
 type nameRule struct {
 	keys  []string
-	parts []func() (frag, error)
+	parts []func() (Frag, error)
 	allow func(name string) bool
 }
 
@@ -221,7 +221,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 	}
 	at := path + "/propertyNames"
 	if pn.kind == 'b' { // false: no name at all
-		return &nameRule{keys: []string{"none"}, parts: []func() (frag, error){func() (frag, error) { return c.b.alt(), nil }},
+		return &nameRule{keys: []string{"none"}, parts: []func() (Frag, error){func() (Frag, error) { return c.b.Alt(), nil }},
 			allow: func(string) bool { return false }}, nil
 	}
 	if pn.kind != 'o' {
@@ -268,7 +268,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 		}
 		p := `^(` + strings.Join(names, "|") + `)$`
 		keys = append(keys, "pattern "+p)
-		parts = append(parts, func() (frag, error) { return c.pattern(p) })
+		parts = append(parts, func() (Frag, error) { return c.pattern(p) })
 		res = append(res, regexp.MustCompile(p))
 	}
 	min, max, _ := bounds(pn, "minLength", "maxLength", at)
@@ -301,7 +301,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 // otherKeyString builds otherKey's automaton in c.b, rest building the
 // rest of a plain string after its first character (a call of a shared
 // rule, or, for an intersection, the automaton itself).
-func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
+func (c *compiler) otherKeyString(props *value, rest func() Frag) Frag {
 	b := c.b
 	type trieNode struct {
 		id       int32
@@ -310,7 +310,7 @@ func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
 		escape   bool // inside an escape sequence
 		cont     int  // continuation bytes due in the current UTF-8 character
 	}
-	newNode := func() *trieNode { return &trieNode{id: b.node(), children: map[byte]*trieNode{}} }
+	newNode := func() *trieNode { return &trieNode{id: b.Node(), children: map[byte]*trieNode{}} }
 	root := newNode()
 	for _, m := range props.obj {
 		var buf bytes.Buffer
@@ -346,19 +346,19 @@ func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
 		}
 		n.terminal = true
 	}
-	start, end := b.node(), b.node()
-	quote := b.lit(`"`)
-	b.eps(start, quote.start)
-	b.eps(quote.end, root.id)
+	start, end := b.Node(), b.Node()
+	quote := b.Lit(`"`)
+	b.Eps(start, quote.Start)
+	b.Eps(quote.End, root.id)
 	// Where a key stops following the names: the rest of any plain
 	// string, after the continuation bytes its character still has due
 	// (any: a lead byte's own ranges are not told apart here). Four entries
 	// every trie node leaves to, so that the trie adds edges, not nodes.
 	var restAt [4]int32
 	for k := range restAt {
-		f := b.seq(b.repeat(k, k, func() frag { return b.ranges(0x80, 0xBF) }), rest())
-		restAt[k] = f.start
-		b.eps(f.end, end)
+		f := b.Seq(b.Repeat(k, k, func() Frag { return b.Ranges(0x80, 0xBF) }), rest())
+		restAt[k] = f.Start
+		b.Eps(f.End, end)
 	}
 	// leaveOn adds leave edges for the bytes from lo to hi that continue no
 	// name, in runs.
@@ -371,7 +371,7 @@ func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
 			for y+1 <= hi && !skip(y+1) && n.children[byte(y+1)] == nil {
 				y++
 			}
-			b.byteEdge(n.id, byte(x), byte(y), restAt[conts])
+			b.ByteEdge(n.id, byte(x), byte(y), restAt[conts])
 			x = y
 		}
 	}
@@ -389,14 +389,14 @@ func (c *compiler) otherKeyString(props *value, rest func() frag) frag {
 			leaveOn(n, 0xE0, 0xEF, 2, none)
 			leaveOn(n, 0xF0, 0xF4, 3, none)
 			if !n.terminal {
-				b.byteEdge(n.id, '"', '"', end)
+				b.ByteEdge(n.id, '"', '"', end)
 			}
 		}
 		for ch, next := range n.children {
-			b.byteEdge(n.id, ch, ch, next.id)
+			b.ByteEdge(n.id, ch, ch, next.id)
 			walk(next)
 		}
 	}
 	walk(root)
-	return frag{start, end}
+	return Frag{start, end}
 }

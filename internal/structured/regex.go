@@ -80,13 +80,13 @@ func isHex(c byte) bool {
 // pattern matches a JSON string (quotes included) whose decoded value
 // matches the regular expression p. Like JSON Schema's, the pattern is not
 // anchored unless it says so with ^ and $.
-func (c *compiler) pattern(p string) (frag, error) {
+func (c *compiler) pattern(p string) (Frag, error) {
 	if err := checkPatternSyntax(p); err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	q, err := propertyClasses(p)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	return c.goPattern(q)
 }
@@ -175,10 +175,10 @@ func propertyName(name string) (string, error) {
 }
 
 // goPattern is pattern for p read in Go's syntax, unchecked.
-func (c *compiler) goPattern(p string) (frag, error) {
+func (c *compiler) goPattern(p string) (Frag, error) {
 	re, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {
-		return frag{}, genq.WrapError(genq.Invalid, err, "pattern "+quote(p)+" is not a supported regular expression: "+err.Error())
+		return Frag{}, genq.WrapError(genq.Invalid, err, "pattern "+quote(p)+" is not a supported regular expression: "+err.Error())
 	}
 	re = re.Simplify()
 	subs := []*syntax.Regexp{re}
@@ -194,37 +194,37 @@ func (c *compiler) goPattern(p string) (frag, error) {
 		subs = subs[:len(subs)-1]
 	}
 	b := c.b
-	parts := []frag{b.lit(`"`)}
-	anyChars := func() frag { return b.star(c.char()) }
+	parts := []Frag{b.Lit(`"`)}
+	anyChars := func() Frag { return b.Star(c.char()) }
 	if !anchoredStart {
 		parts = append(parts, anyChars())
 	}
 	for _, s := range subs {
 		f, err := c.regex(s, p)
 		if err != nil {
-			return frag{}, err
+			return Frag{}, err
 		}
 		parts = append(parts, f)
 	}
 	if !anchoredEnd {
 		parts = append(parts, anyChars())
 	}
-	parts = append(parts, b.lit(`"`))
-	return b.seq(parts...), b.err
+	parts = append(parts, b.Lit(`"`))
+	return b.Seq(parts...), b.Err
 }
 
 func quote(s string) string { return `"` + s + `"` }
 
-func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
+func (c *compiler) regex(re *syntax.Regexp, p string) (Frag, error) {
 	b := c.b
-	if b.failed() {
-		return frag{}, b.err
+	if b.Failed() {
+		return Frag{}, b.Err
 	}
 	if re.Flags&syntax.FoldCase != 0 && !c.fold {
-		return frag{}, genq.Errorf(genq.Invalid, "pattern %q: case-insensitive matching is not supported", p)
+		return Frag{}, genq.Errorf(genq.Invalid, "pattern %q: case-insensitive matching is not supported", p)
 	}
-	subs := func() ([]frag, error) {
-		out := make([]frag, 0, len(re.Sub))
+	subs := func() ([]Frag, error) {
+		out := make([]Frag, 0, len(re.Sub))
 		for _, s := range re.Sub {
 			f, err := c.regex(s, p)
 			if err != nil {
@@ -236,11 +236,11 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 	}
 	switch re.Op {
 	case syntax.OpNoMatch:
-		return b.alt(), nil
+		return b.Alt(), nil
 	case syntax.OpEmptyMatch:
-		return b.empty(), nil
+		return b.Empty(), nil
 	case syntax.OpLiteral:
-		fs := make([]frag, 0, len(re.Rune))
+		fs := make([]Frag, 0, len(re.Rune))
 		for _, r := range re.Rune {
 			if re.Flags&syntax.FoldCase != 0 {
 				fs = append(fs, c.runeClass(foldRanges(r)))
@@ -248,7 +248,7 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 			}
 			fs = append(fs, c.runeClass([]rune{r, r}))
 		}
-		return b.seq(fs...), nil
+		return b.Seq(fs...), nil
 	case syntax.OpCharClass:
 		return c.runeClass(re.Rune), nil
 	case syntax.OpAnyCharNotNL:
@@ -260,10 +260,10 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 		return c.regex(re.Sub[0], p)
 	case syntax.OpConcat:
 		fs, err := subs()
-		return b.seq(fs...), err
+		return b.Seq(fs...), err
 	case syntax.OpAlternate:
 		fs, err := subs()
-		return b.alt(fs...), err
+		return b.Alt(fs...), err
 	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
 		min, max := 0, -1
 		switch re.Op {
@@ -274,11 +274,11 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 		case syntax.OpRepeat:
 			min, max = re.Min, re.Max
 		}
-		if min > maxRepeat || max > maxRepeat {
-			return frag{}, genq.Errorf(genq.Invalid, "pattern %q: a repeat over %d is not supported", p, maxRepeat)
+		if min > MaxRepeat || max > MaxRepeat {
+			return Frag{}, genq.Errorf(genq.Invalid, "pattern %q: a repeat over %d is not supported", p, MaxRepeat)
 		}
 		var err error
-		f := b.repeat(min, max, func() frag {
+		f := b.Repeat(min, max, func() Frag {
 			f, e := c.regex(re.Sub[0], p)
 			if e != nil && err == nil {
 				err = e
@@ -287,7 +287,7 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (frag, error) {
 		})
 		return f, err
 	}
-	return frag{}, genq.Errorf(genq.Invalid, "pattern %q: %s is not supported (anchors only at the very start and end)", p, opName(re.Op))
+	return Frag{}, genq.Errorf(genq.Invalid, "pattern %q: %s is not supported (anchors only at the very start and end)", p, opName(re.Op))
 }
 
 func opName(op syntax.Op) string {
@@ -307,9 +307,9 @@ func opName(op syntax.Op) string {
 // sequences share (the continuation bytes left, by their ranges), so that
 // a class of many ranges, such as \p{L}, costs states by its distinct
 // tails, not by its ranges.
-func (c *compiler) runeClass(r []rune) frag {
+func (c *compiler) runeClass(r []rune) Frag {
 	b := c.b
-	start, end := b.node(), b.node()
+	start, end := b.Node(), b.Node()
 	tails := map[string]int32{}
 	var tail func(seq [][2]byte) int32
 	tail = func(seq [][2]byte) int32 {
@@ -320,8 +320,8 @@ func (c *compiler) runeClass(r []rune) frag {
 		if n, ok := tails[key]; ok {
 			return n
 		}
-		n := b.node()
-		b.byteEdge(n, seq[0][0], seq[0][1], tail(seq[1:]))
+		n := b.Node()
+		b.ByteEdge(n, seq[0][0], seq[0][1], tail(seq[1:]))
 		tails[key] = n
 		return n
 	}
@@ -342,14 +342,14 @@ func (c *compiler) runeClass(r []rune) frag {
 		// Surrogates are not characters and have no UTF-8 form.
 		for _, rg := range cutRanges(lo, hi, []rune{'"', '\\'}, 0xD800, 0xDFFF) {
 			utf8Ranges(rg[0], rg[1], func(seq [][2]byte) {
-				b.byteEdge(start, seq[0][0], seq[0][1], tail(seq[1:]))
+				b.ByteEdge(start, seq[0][0], seq[0][1], tail(seq[1:]))
 			})
 		}
 	}
 	if len(escapes) > 0 {
-		return b.union(frag{start, end}, b.lits(escapes))
+		return b.Union(Frag{start, end}, b.Lits(escapes))
 	}
-	return frag{start, end}
+	return Frag{start, end}
 }
 
 // flatten is seq's bytes in order, a map key.

@@ -71,10 +71,10 @@ func compileDocumentAlone(schema []byte, strict, closed bool) error {
 	if err != nil {
 		return err
 	}
-	top := c.b.newRule("top")
-	c.b.define(top, f)
-	c.b.g.top = top
-	return c.b.finish()
+	top := c.b.NewRule("top")
+	c.b.Define(top, f)
+	c.b.Grammar.Top = top
+	return c.b.Finish()
 }
 
 // relaxSchema relaxes schema until it compiles, returning the relaxed

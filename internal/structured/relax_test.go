@@ -125,8 +125,8 @@ func TestExactToolsUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g.Relaxed() != nil || len(g.nodes) != len(exact.nodes) || len(g.rules) != len(exact.rules) {
-			t.Errorf("%s: relaxed %v, %d nodes and %d rules, want %d and %d", s, g.Relaxed(), len(g.nodes), len(g.rules), len(exact.nodes), len(exact.rules))
+		if g.Relaxed() != nil || len(g.Nodes) != len(exact.Nodes) || len(g.Rules) != len(exact.Rules) {
+			t.Errorf("%s: relaxed %v, %d nodes and %d rules, want %d and %d", s, g.Relaxed(), len(g.Nodes), len(g.Rules), len(exact.Nodes), len(exact.Rules))
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (r *RelaxedTool) Check(arguments string) error { return r.Validate(argument
 
 // Relaxed returns the tools whose schemas g relaxed, by name; nil for a
 // grammar compiled exactly.
-func (g *Grammar) Relaxed() map[string]*RelaxedTool { return g.relaxed }
+func (g *Grammar) Relaxed() map[string]*RelaxedTool { return g.RelaxedTools }
 
 // RelaxedTool returns the relaxed tool named name, or nil when its schema
 // is enforced exactly (or g is nil).
@@ -34,5 +34,5 @@ func (g *Grammar) RelaxedTool(name string) *RelaxedTool {
 	if g == nil {
 		return nil
 	}
-	return g.relaxed[name]
+	return g.RelaxedTools[name]
 }

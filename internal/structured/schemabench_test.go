@@ -171,7 +171,7 @@ func runSchema(c *Cache, v *Vocab, toks [][]byte, eos int32, s benchSchema, rng 
 		g.Prepare(context.Background(), v, left) //nolint:errcheck // a background context does not end
 	}
 	m := g.NewMatcher()
-	mask := make([]uint64, v.words)
+	mask := make([]uint64, (v.Size()+63)/64)
 	m.Mask(v, mask)
 	r.firstMask = start.since()
 	text := s.instance

@@ -10,24 +10,24 @@ import (
 	"github.com/genq/genq/internal/genq"
 )
 
-func (c *compiler) str(s *value, path string) (frag, error) {
+func (c *compiler) str(s *value, path string) (Frag, error) {
 	b := c.b
 	keys, parts, err := c.stringParts(s, path)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil {
 		return c.patternString(s, keys, parts, path)
 	}
 	switch len(parts) {
 	case 0:
-		return b.call(c.bi.str), nil
+		return b.Call(c.bi.str), nil
 	case 1:
 		return c.sharedString(keys[0], parts[0])
 	}
-	f, err := c.sharedString(strings.Join(keys, " and "), func() (frag, error) { return c.intersect(parts) })
+	f, err := c.sharedString(strings.Join(keys, " and "), func() (Frag, error) { return c.intersect(parts) })
 	if err != nil {
-		return frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+		return Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}
 	return f, nil
 }
@@ -35,7 +35,7 @@ func (c *compiler) str(s *value, path string) (frag, error) {
 // stringParts are the automata of whole JSON strings a string schema's
 // keywords make (pattern, format, lengths), each built in c.b when called,
 // and the keys that name them.
-func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag, error), error) {
+func (c *compiler) stringParts(s *value, path string) ([]string, []func() (Frag, error), error) {
 	min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
 	if err != nil {
 		return nil, nil, err
@@ -43,16 +43,16 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 	// Each constraint is an automaton of whole JSON strings; more than one
 	// is their product.
 	var keys []string
-	var parts []func() (frag, error)
+	var parts []func() (Frag, error)
 	if pat := s.get("pattern"); pat != nil {
 		if pat.kind != 's' {
 			return nil, nil, genq.Errorf(genq.Invalid, "at %s: pattern must be a string", path)
 		}
 		keys = append(keys, "pattern "+pat.str)
-		parts = append(parts, func() (frag, error) {
+		parts = append(parts, func() (Frag, error) {
 			f, err := c.pattern(pat.str)
 			if err != nil {
-				return frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
+				return Frag{}, genq.WrapError(genq.Invalid, err, "at "+path+": "+genq.ErrorMessage(err))
 			}
 			return f, nil
 		})
@@ -69,14 +69,14 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 		}
 		if p, ok := c.formatPattern(format.str); ok && c.formats {
 			keys = append(keys, "pattern "+p)
-			parts = append(parts, func() (frag, error) { return c.formatRegex(p) })
+			parts = append(parts, func() (Frag, error) { return c.formatRegex(p) })
 		}
 	}
 	if min > 0 || max >= 0 {
 		keys = append(keys, fmt.Sprintf("length %d %d", min, max))
-		parts = append(parts, func() (frag, error) {
+		parts = append(parts, func() (Frag, error) {
 			b := c.b // the builder of the moment: a product builds each part alone
-			return b.seq(b.lit(`"`), b.counted(min, max, c.char), b.lit(`"`)), nil
+			return b.Seq(b.Lit(`"`), b.Counted(min, max, c.char), b.Lit(`"`)), nil
 		})
 	}
 	if err := countsAlone(s, min, max, len(parts), path); err != nil {
@@ -91,21 +91,21 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (frag,
 // nodes in every grammar: their masks, which cost a walk of nearly the
 // whole vocabulary each, are kept per Vocab under the key and shared by
 // every grammar that holds the rule.
-func (c *compiler) sharedString(key string, build func() (frag, error)) (frag, error) {
+func (c *compiler) sharedString(key string, build func() (Frag, error)) (Frag, error) {
 	if r, ok := c.shared[key]; ok {
-		return c.b.call(r), nil
+		return c.b.Call(r), nil
 	}
-	first := int32(len(c.b.g.nodes))
-	r := c.b.newRule(key)
+	first := int32(len(c.b.Grammar.Nodes))
+	r := c.b.NewRule(key)
 	f, err := build()
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
-	c.b.define(r, f)
-	if c.b.err != nil {
-		return frag{}, c.b.err
+	c.b.Define(r, f)
+	if c.b.Err != nil {
+		return Frag{}, c.b.Err
 	}
 	c.shared[key] = r
-	c.b.g.sharedRules = append(c.b.g.sharedRules, sharedRange{key: key, first: first, end: int32(len(c.b.g.nodes))})
-	return c.b.call(r), nil
+	c.b.Grammar.SharedRules = append(c.b.Grammar.SharedRules, SharedRange{Key: key, First: first, End: int32(len(c.b.Grammar.Nodes))})
+	return c.b.Call(r), nil
 }

@@ -618,13 +618,13 @@ func TestPrepareBudget(t *testing.T) {
 	}
 	seen := map[int32]bool{}
 	for _, n := range g.prepareOrder() {
-		if seen[n] || len(g.nodes[n].edges) == 0 {
+		if seen[n] || len(g.Nodes[n].Edges) == 0 {
 			t.Fatalf("node %d in Prepare's order twice or without edges", n)
 		}
 		seen[n] = true
 	}
-	for n := range g.nodes {
-		if len(g.nodes[n].edges) > 0 && !seen[int32(n)] {
+	for n := range g.Nodes {
+		if len(g.Nodes[n].Edges) > 0 && !seen[int32(n)] {
 			t.Fatalf("node %d is not in Prepare's order", n)
 		}
 	}
@@ -674,8 +674,8 @@ func TestSharedStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g1.sharedRules) != 1 {
-		t.Fatalf("two equal date strings in one grammar made %d rules", len(g1.sharedRules))
+	if len(g1.SharedRules) != 1 {
+		t.Fatalf("two equal date strings in one grammar made %d rules", len(g1.SharedRules))
 	}
 	// Masks worked out: the nodes' own, and those of nodes walked together
 	// (Matcher.groupMask), both kept with the shared table.
@@ -1039,14 +1039,14 @@ func TestFormatsGrammarWarmsTheirRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(g.sharedRules) == 0 {
+		if len(g.SharedRules) == 0 {
 			t.Fatalf("%s: no shared rule", f)
 		}
-		for _, r := range g.sharedRules {
+		for _, r := range g.SharedRules {
 			tab := v.sharedTable(r)
-			for n := r.first; n < r.end; n++ {
-				if len(g.nodes[n].edges) > 0 && tab.masks[n-r.first].Load() == nil {
-					t.Fatalf("%s: node %d of %s has no mask", f, n, r.key)
+			for n := r.First; n < r.End; n++ {
+				if len(g.Nodes[n].Edges) > 0 && tab.masks[n-r.First].Load() == nil {
+					t.Fatalf("%s: node %d of %s has no mask", f, n, r.Key)
 				}
 			}
 		}

@@ -21,28 +21,28 @@ func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
 // are its own, its rule is named name. No schema (absent or null) is an
 // empty parameter list, as OpenAI defines a function without parameters:
 // the arguments are {}. Errors do not name the schema: the caller does.
-func (c *compiler) document(schema json.RawMessage, name string) (frag, error) {
+func (c *compiler) document(schema json.RawMessage, name string) (Frag, error) {
 	if noSchema(schema) {
 		schema = json.RawMessage(noParameters)
 	}
 	if len(schema) > MaxSchemaBytes {
-		return frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
+		return Frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
 	}
 	root, err := parseJSON(schema)
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	if err := c.readDraft(root, false); err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
 	c.root, c.defRules = root, map[memoKey]int32{}
-	c.rootRule = c.b.newRule(name)
+	c.rootRule = c.b.NewRule(name)
 	f, err := c.compile(root, "#")
 	if err != nil {
-		return frag{}, err
+		return Frag{}, err
 	}
-	c.b.define(c.rootRule, f)
-	return c.b.call(c.rootRule), nil
+	c.b.Define(c.rootRule, f)
+	return c.b.Call(c.rootRule), nil
 }
 
 // noParameters is the schema of an empty parameter list.
@@ -107,7 +107,7 @@ func compileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed boo
 	if err != nil {
 		return nil, err
 	}
-	g.relaxed = relaxed
+	g.RelaxedTools = relaxed
 	return g, nil
 }
 
@@ -122,12 +122,12 @@ func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, close
 	b := c.b
 	idRule := int32(-1)
 	if l.ID {
-		idRule = b.newRule("call id")
-		b.define(idRule, b.seq(b.lit(toolcall.MistralIDHead), b.repeat(toolcall.MistralIDLen, toolcall.MistralIDLen, func() frag {
-			return b.ranges('0', '9', 'A', 'Z', 'a', 'z')
-		}), b.lit(`"`)))
+		idRule = b.NewRule("call id")
+		b.Define(idRule, b.Seq(b.Lit(toolcall.MistralIDHead), b.Repeat(toolcall.MistralIDLen, toolcall.MistralIDLen, func() Frag {
+			return b.Ranges('0', '9', 'A', 'Z', 'a', 'z')
+		}), b.Lit(`"`)))
 	}
-	calls := make([]frag, 0, len(tools))
+	calls := make([]Frag, 0, len(tools))
 	for i, t := range tools {
 		c.strict = strictTool(t)
 		c.closed = closed || c.strict
@@ -135,24 +135,24 @@ func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, close
 		if err != nil {
 			return nil, toolSchemaError(indexOf(i), t.Function.Name, err)
 		}
-		parts := []frag{b.lit(l.Head + t.Function.Name + l.Args), args}
+		parts := []Frag{b.Lit(l.Head + t.Function.Name + l.Args), args}
 		if l.ID {
-			parts = append(parts, b.opt(b.call(idRule)))
+			parts = append(parts, b.Opt(b.Call(idRule)))
 		}
-		parts = append(parts, b.lit(l.Tail))
-		calls = append(calls, b.seq(parts...))
+		parts = append(parts, b.Lit(l.Tail))
+		calls = append(calls, b.Seq(parts...))
 	}
-	one := b.newRule("tool call")
-	b.define(one, b.alt(calls...))
-	top := b.newRule("tool calls")
-	body := b.call(one)
+	one := b.NewRule("tool call")
+	b.Define(one, b.Alt(calls...))
+	top := b.NewRule("tool calls")
+	body := b.Call(one)
 	if parallel {
-		body = b.seq(b.call(one), b.star(b.seq(b.lit(l.Sep), b.call(one))))
+		body = b.Seq(b.Call(one), b.Star(b.Seq(b.Lit(l.Sep), b.Call(one))))
 	}
-	b.define(top, b.seq(b.lit(l.Open), body, b.lit(l.Close)))
-	b.g.top = top
-	if err := b.finish(); err != nil {
+	b.Define(top, b.Seq(b.Lit(l.Open), body, b.Lit(l.Close)))
+	b.Grammar.Top = top
+	if err := b.Finish(); err != nil {
 		return nil, err
 	}
-	return b.g, nil
+	return b.Grammar, nil
 }

@@ -39,15 +39,15 @@ func uniqueItems(s *value, path string) (bool, error) {
 // any value; false: none). ok is false where uniqueness holds of every
 // array the schema allows anyway (at most one item): the caller compiles
 // it as any array.
-func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, restAt string) (f frag, ok bool, err error) {
+func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, restAt string) (f Frag, ok bool, err error) {
 	if rest != nil && rest.kind == 'b' && !rest.b && (hi < 0 || hi > len(prefix)) {
 		hi = len(prefix)
 	}
 	if hi >= 0 && hi <= 1 {
-		return frag{}, false, nil
+		return Frag{}, false, nil
 	}
-	refuse := func() (frag, bool, error) {
-		return frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"uniqueItems\" (at %s) is not supported here: genq enforces it where the items are enum or const values (or booleans, or null), at most %d sets of them", path, maxUniqueStates)
+	refuse := func() (Frag, bool, error) {
+		return Frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"uniqueItems\" (at %s) is not supported here: genq enforces it where the items are enum or const values (or booleans, or null), at most %d sets of them", path, maxUniqueStates)
 	}
 	// The values each position takes, as indices of classes of equal
 	// values.
@@ -93,9 +93,9 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 		return set, true, nil
 	}
 	b := c.b
-	open := b.seq(b.lit("["), c.ws())
-	end := b.node()
-	nodes := map[uint64]int32{0: open.end}
+	open := b.Seq(b.Lit("["), c.ws())
+	end := b.Node()
+	nodes := map[uint64]int32{0: open.End}
 	queue := []uint64{0}
 	type step struct {
 		from, to uint64
@@ -107,19 +107,19 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 		queue = queue[1:]
 		n := bits.OnesCount64(set)
 		if n >= lo {
-			cl := b.lit("]")
+			cl := b.Lit("]")
 			if n > 0 {
-				cl = b.seq(c.ws(), b.lit("]"))
+				cl = b.Seq(c.ws(), b.Lit("]"))
 			}
-			b.eps(nodes[set], cl.start)
-			b.eps(cl.end, end)
+			b.Eps(nodes[set], cl.Start)
+			b.Eps(cl.End, end)
 		}
 		if hi >= 0 && n >= hi {
 			continue
 		}
 		allowed, ok, err := at(n)
 		if err != nil {
-			return frag{}, false, err
+			return Frag{}, false, err
 		}
 		if !ok {
 			return refuse()
@@ -131,7 +131,7 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 				if len(nodes) >= maxUniqueStates {
 					return refuse()
 				}
-				nodes[to] = b.node()
+				nodes[to] = b.Node()
 				queue = append(queue, to)
 			}
 			steps = append(steps, step{set, to, i})
@@ -141,24 +141,24 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 	// items, called from every state, so that a state costs a few nodes.
 	rules := make([]int32, len(classes))
 	for i, cl := range classes {
-		rules[i] = b.newRule(path + " unique item")
-		alts := make([]frag, len(cl))
+		rules[i] = b.NewRule(path + " unique item")
+		alts := make([]Frag, len(cl))
 		for j, v := range cl {
 			alts[j] = c.literal(v)
 		}
-		b.define(rules[i], b.alt(alts...))
+		b.Define(rules[i], b.Alt(alts...))
 	}
-	comma := b.newRule(path + " comma")
-	b.define(comma, b.seq(c.ws(), b.lit(","), c.ws()))
+	comma := b.NewRule(path + " comma")
+	b.Define(comma, b.Seq(c.ws(), b.Lit(","), c.ws()))
 	for _, st := range steps {
-		item := b.call(rules[st.class])
+		item := b.Call(rules[st.class])
 		if st.from != 0 {
-			item = b.seq(b.call(comma), item)
+			item = b.Seq(b.Call(comma), item)
 		}
-		b.eps(nodes[st.from], item.start)
-		b.eps(item.end, nodes[st.to])
+		b.Eps(nodes[st.from], item.Start)
+		b.Eps(item.End, nodes[st.to])
 	}
-	return frag{open.start, end}, true, b.err
+	return Frag{open.Start, end}, true, b.Err
 }
 
 // finiteValues are the values s allows where they are few and listed: an

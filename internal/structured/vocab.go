@@ -31,7 +31,7 @@ type Vocab struct {
 	builtin     *nodeTable
 
 	sharedMu sync.Mutex
-	shared   map[string]*nodeTable // by sharedRange.key
+	shared   map[string]*nodeTable // by SharedRange.Key
 
 	// memo is the walks below first bytes into the builtin nodes alone,
 	// the same in every grammar (a plain string's rest): Warm fills it.
@@ -43,17 +43,17 @@ type Vocab struct {
 
 // sharedTable returns the table of shared rule r's masks, made anew when
 // the store emptied and dropped the last one.
-func (v *Vocab) sharedTable(r sharedRange) *nodeTable {
+func (v *Vocab) sharedTable(r SharedRange) *nodeTable {
 	v.sharedMu.Lock()
 	defer v.sharedMu.Unlock()
 	if v.shared == nil {
 		v.shared = map[string]*nodeTable{}
 	}
-	t := v.shared[r.key]
+	t := v.shared[r.Key]
 	if t == nil {
-		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], r.end-r.first)}
-		t.drop = func() { v.dropShared(r.key, t) }
-		v.shared[r.key] = t
+		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], r.End-r.First)}
+		t.drop = func() { v.dropShared(r.Key, t) }
+		v.shared[r.Key] = t
 	}
 	return t
 }
@@ -172,14 +172,14 @@ func (g *Grammar) table(v *Vocab) *nodeTable {
 	}
 	t := g.tables.byVocab[v]
 	if t == nil {
-		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], len(g.nodes))}
+		t = &nodeTable{masks: make([]atomic.Pointer[nodeMask], len(g.Nodes))}
 		g.tables.byVocab[v] = t
 	}
 	return t
 }
 
-// releaseMasks empties g's masks in every vocabulary's store.
-func (g *Grammar) releaseMasks() {
+// ReleaseMasks empties g's masks in every vocabulary's store.
+func (g *Grammar) ReleaseMasks() {
 	g.tables.mu.Lock()
 	defer g.tables.mu.Unlock()
 	for v, t := range g.tables.byVocab {
@@ -331,7 +331,7 @@ func (w *walker) walkFirst(child int32, next []config, sid int32, record bool) {
 			c.node = st.g.canon(c.node, int(w.v.nodes[child].height))
 			c.st = memoBottom
 		}
-		builtin = builtin && c.node < st.g.builtinNodes
+		builtin = builtin && c.node < st.g.BuiltinNodes
 		k.c[i] = c
 	}
 	// Configs on the bottom frame are the grammar's own, not the
@@ -523,14 +523,14 @@ func (m *Matcher) maskWithin(v *Vocab, t *nodeTable, n int32, deadline time.Time
 // n's place in it.
 func (m *Matcher) slotOf(v *Vocab, t *nodeTable, n int32) (*nodeTable, int32, bool) {
 	g := m.st.g
-	if n < g.builtinNodes {
+	if n < g.BuiltinNodes {
 		v.builtinOnce.Do(func() {
-			v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.builtinNodes), pinned: true}
+			v.builtin = &nodeTable{masks: make([]atomic.Pointer[nodeMask], g.BuiltinNodes), pinned: true}
 		})
 		return v.builtin, n, false
 	}
 	if r, ok := g.sharedRule(n); ok {
-		return v.sharedTable(r), n - r.first, false
+		return v.sharedTable(r), n - r.First, false
 	}
 	return t, n, true
 }
@@ -618,8 +618,8 @@ func (v *Vocab) Warm() {
 	g := CompileJSONObject()
 	m := g.NewMatcher()
 	t := g.table(v)
-	for n := int32(0); n < g.builtinNodes; n++ {
-		if len(g.nodes[n].edges) > 0 {
+	for n := int32(0); n < g.BuiltinNodes; n++ {
+		if len(g.Nodes[n].Edges) > 0 {
 			m.maskFor(v, t, n)
 		}
 	}
@@ -666,7 +666,7 @@ func (g *Grammar) Prepare(ctx context.Context, v *Vocab, budget time.Duration) (
 func (g *Grammar) endsRule(n int32) bool {
 	g.tailOnce.Do(func() {
 		const unknown, busy, yes, no = 0, 1, 2, 3
-		state := make([]uint8, len(g.nodes))
+		state := make([]uint8, len(g.Nodes))
 		var tail func(n int32) bool
 		tail = func(n int32) bool {
 			switch state[n] {
@@ -676,9 +676,9 @@ func (g *Grammar) endsRule(n int32) bool {
 				return false
 			}
 			state[n] = busy
-			nd := &g.nodes[n]
-			ok := len(nd.edges) == 0 && nd.call < 0 && (nd.final || len(nd.eps) > 0)
-			for _, e := range nd.eps {
+			nd := &g.Nodes[n]
+			ok := len(nd.Edges) == 0 && nd.Call < 0 && (nd.final || len(nd.Eps) > 0)
+			for _, e := range nd.Eps {
 				ok = ok && tail(e)
 			}
 			state[n] = no
@@ -687,8 +687,8 @@ func (g *Grammar) endsRule(n int32) bool {
 			}
 			return ok
 		}
-		g.tail = make([]bool, len(g.nodes))
-		for n := range g.nodes {
+		g.tail = make([]bool, len(g.Nodes))
+		for n := range g.Nodes {
 			g.tail[n] = tail(int32(n))
 		}
 	})
@@ -700,8 +700,8 @@ func (g *Grammar) endsRule(n int32) bool {
 // order in which answers tend to reach them.
 func (g *Grammar) prepareOrder() []int32 {
 	g.orderOnce.Do(func() {
-		seen := make([]bool, len(g.nodes))
-		queue := []int32{g.rules[g.top].start}
+		seen := make([]bool, len(g.Nodes))
+		queue := []int32{g.Rules[g.Top].start}
 		seen[queue[0]] = true
 		push := func(n int32) {
 			if n >= 0 && !seen[n] {
@@ -710,24 +710,24 @@ func (g *Grammar) prepareOrder() []int32 {
 			}
 		}
 		for i := 0; i < len(queue); i++ {
-			nd := &g.nodes[queue[i]]
-			for _, e := range nd.edges {
-				push(e.to)
+			nd := &g.Nodes[queue[i]]
+			for _, e := range nd.Edges {
+				push(e.To)
 			}
-			for _, e := range nd.eps {
+			for _, e := range nd.Eps {
 				push(e)
 			}
-			if nd.call >= 0 {
-				push(g.rules[nd.call].start)
+			if nd.Call >= 0 {
+				push(g.Rules[nd.Call].start)
 				push(nd.ret)
 			}
 		}
-		for n := range g.nodes {
+		for n := range g.Nodes {
 			push(int32(n))
 		}
 		order := make([]int32, 0, len(queue))
 		for _, n := range queue {
-			if len(g.nodes[n].edges) > 0 {
+			if len(g.Nodes[n].Edges) > 0 {
 				order = append(order, n)
 			}
 		}
