@@ -13,6 +13,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured/toolcall"
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // benchVocab is Llama 3's vocabulary when scripts/fetch-vocab.sh has
@@ -117,7 +118,7 @@ func BenchmarkMask(b *testing.B) {
 				t0 := time.Now()
 				m.Mask(v, mask)
 				*times = append(*times, time.Since(t0))
-				ids := allowed(mask)
+				ids := vocabtest.Allowed(mask)
 				id := ids[rng.IntN(len(ids))]
 				if isEOS[id] {
 					break
@@ -239,7 +240,7 @@ func BenchmarkOpeningMask(b *testing.B) {
 			for b.Loop() {
 				o.Mask(start, v, mask)
 			}
-			b.ReportMetric(float64(len(allowed(mask))), "allowed")
+			b.ReportMetric(float64(len(vocabtest.Allowed(mask))), "allowed")
 		})
 	}
 	b.Logf("vocabulary: %s, %d tokens", name, len(toks))

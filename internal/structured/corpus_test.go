@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // realWorldSchema is one schema of the corpus, named by where it came from.
@@ -227,7 +228,7 @@ func TestRealWorldWrongAccepts(t *testing.T) {
 		t.Skip("GENQ_SCHEMA_CORPUS is unset (scripts/fetch-schema-corpus.sh DIR)")
 	}
 	schemas := realWorldSchemas(t, dir)
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	const walks, maxSteps = 3, 3000
 	var lines []ajvtest.Line

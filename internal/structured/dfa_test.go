@@ -3,13 +3,15 @@ package structured
 import (
 	"slices"
 	"testing"
+
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // nfaMaskOf is node n's mask walked by the NFA alone, never the DFA.
 func nfaMaskOf(m *Matcher, v *Vocab, n int32) nodeMask {
 	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words)}
 	w.walkFrom(0, []config{{n, m.st.bottom}}, -1, 0, true)
-	return nodeMask{ids: allowed(w.accepted), escapes: slices.Sorted(slices.Values(w.escapes))}
+	return nodeMask{ids: vocabtest.Allowed(w.accepted), escapes: slices.Sorted(slices.Values(w.escapes))}
 }
 
 // TestDFAAgrees checks masks walked through the stepper's DFA, one that

@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // FuzzCompile feeds arbitrary schemas to the compiler: it must answer with
@@ -17,7 +19,7 @@ func FuzzCompile(f *testing.F) {
 	for _, s := range []string{`{"enum":[]}`, `{"$ref":"#/$defs/x"}`, `{"type":"string","pattern":"^(a|b)*c{2,3}$"}`, `{"anyOf":[{"$ref":"#"},{"type":"null"}]}`} {
 		f.Add([]byte(s))
 	}
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	f.Fuzz(func(t *testing.T, schema []byte) {
 		g, err := Compile(schema)
@@ -32,7 +34,7 @@ func FuzzCompile(f *testing.F) {
 		var out []byte
 		for step := 0; step < 60; step++ {
 			m.Mask(v, mask)
-			ids := allowed(mask)
+			ids := vocabtest.Allowed(mask)
 			if len(ids) == 0 {
 				t.Fatalf("empty mask after %q", out)
 			}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/vocabtest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -137,7 +138,7 @@ func TestLoweredRefusals(t *testing.T) {
 // each instance spelled with escapes is accepted only where ajv accepts
 // it, and random walks through each grammar write only what ajv accepts.
 func TestLoweredAgainstAjv(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	var lines []ajvtest.Line
 	var got [][]bool
@@ -209,7 +210,7 @@ func TestSuiteAgainstAjv(t *testing.T) {
 	if len(files) == 0 {
 		t.Skipf("no JSON Schema Test Suite at %s (JSONSCHEMA_SUITE)", suiteDir())
 	}
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	var lines []ajvtest.Line
 	var got [][]bool

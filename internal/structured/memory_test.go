@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // shortVocab is every byte and a few thousand tokens of up to 12 bytes
@@ -91,7 +93,7 @@ func TestRepeatCopiesShareMasks(t *testing.T) {
 					if !slices.Equal(ma, mb) {
 						t.Fatalf("walk %d step %d: masks differ", walk, step)
 					}
-					ids := allowed(ma)
+					ids := vocabtest.Allowed(ma)
 					id := ids[rng.IntN(len(ids))]
 					if id == eos {
 						break
@@ -245,7 +247,7 @@ func TestMaskStoreConcurrent(t *testing.T) {
 						errs <- fmt.Errorf("worker %d walk %d step %d: masks differ", w, walk, step)
 						return
 					}
-					ids := allowed(ma)
+					ids := vocabtest.Allowed(ma)
 					id := ids[rng.IntN(len(ids))]
 					if id == eos || !a.Advance(toks[id]) || !b.Advance(toks[id]) {
 						break

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genq/genq/internal/structured/vocabtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -180,7 +181,7 @@ func runSchema(c *Cache, v *Vocab, toks [][]byte, eos int32, s benchSchema, rng 
 		if len(text) > 0 {
 			id = longestAllowed(mask, toks, text)
 		} else if s.instance == nil {
-			ids := allowed(mask)
+			ids := vocabtest.Allowed(mask)
 			id = ids[rng.IntN(len(ids))]
 		}
 		if id < 0 || id == eos || !m.Advance(toks[id]) {

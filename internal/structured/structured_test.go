@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,32 +15,8 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
-
-// testVocab is a small vocabulary built to stress the masks: every single
-// byte (controls, invalid UTF-8 bytes and all), JSON pieces that cross
-// token boundaries the way real tokenizers' do, words, escapes, multi-byte
-// UTF-8 whole and cut in half. Its last token is the end of sequence.
-func testVocab() ([][]byte, int32) {
-	var toks [][]byte
-	for b := 0; b < 256; b++ {
-		toks = append(toks, []byte{byte(b)})
-	}
-	pieces := []string{
-		`{"`, `":`, `",`, `"}`, `"]`, `},`, `}]`, `[{`, `[]`, `{}`, `", "`, `": "`, `":"`, `"}}`, `"}]}`,
-		`true`, `false`, `null`, `tr`, `ue`, `nul`, `null,`, `true]`, `0.`, `1e`, `-1`, `12`, `345`, `.5`, `E+`, `1,`, `2}`, `00`,
-		`name`, ` name`, `"name`, `name"`, `age`, `type`, `value`, `children`, `hello`, ` world`, `red`, `blue`,
-		`celsius`, `query`, `location`, `unit`, `"location":"`, `op`, `args`, `head`, `next`, `kind`, `circle`,
-		` "`, "\n ", "\n  ", "\n    ", `  `, ` :`, `, `, ` }`,
-		`\n`, `\u00e9`, `\"`, `\u12`, `\ud800`, `\\`, `\/`,
-		"é", "名前", "✓", "\xe5\x90", "\x90\x8d", "ü", "état", "prêt",
-	}
-	for _, p := range pieces {
-		toks = append(toks, []byte(p))
-	}
-	toks = append(toks, []byte("<eos>"))
-	return toks, int32(len(toks) - 1)
-}
 
 type corpusEntry struct {
 	Name   string          `json:"name"`
@@ -61,18 +36,6 @@ func loadCorpus(t testing.TB) []corpusEntry {
 	return c
 }
 
-func allowed(mask []uint64) []int32 {
-	var ids []int32
-	for i, x := range mask {
-		for x != 0 {
-			b := bits.TrailingZeros64(x)
-			ids = append(ids, int32(i*64+b))
-			x &= x - 1
-		}
-	}
-	return ids
-}
-
 // walk generates one answer by picking uniformly among the allowed tokens,
 // as a random-weight model at temperature 1 would under the constraint. It
 // checks at every step that the mask is not empty and that the picked token
@@ -87,7 +50,7 @@ func walk(t *testing.T, g *Grammar, v *Vocab, toks [][]byte, eos int32, rng *ran
 		if check != nil {
 			check(m, mask)
 		}
-		ids := allowed(mask)
+		ids := vocabtest.Allowed(mask)
 		if len(ids) == 0 {
 			t.Fatalf("empty mask after %q", out)
 		}
@@ -128,7 +91,7 @@ func bruteForce(t *testing.T, m *Matcher, mask []uint64, toks [][]byte, eos int3
 // corpus: every answer that ends must be JSON that validates under ajv,
 // and the masks along the first walks must equal a token-by-token check.
 func TestCorpusRandomWalk(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	corpus := loadCorpus(t)
 	const walks, maxSteps = 24, 400
@@ -185,7 +148,7 @@ func TestCorpusRandomWalk(t *testing.T) {
 }
 
 func TestJSONObject(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	g := CompileJSONObject()
 	for w := 0; w < 40; w++ {
@@ -483,7 +446,7 @@ func TestCache(t *testing.T) {
 // mask tables at once (run under -race); each must get the masks a lone
 // matcher gets.
 func TestConcurrentMasks(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	corpus := loadCorpus(t)
 	g, err := Compile(corpus[len(corpus)-1].Schema)
 	if err != nil {
@@ -499,7 +462,7 @@ func TestConcurrentMasks(t *testing.T) {
 			mask := make([]uint64, (v.Size()+63)/64)
 			m.Mask(v, mask)
 			masks = append(masks, mask)
-			ids := allowed(mask)
+			ids := vocabtest.Allowed(mask)
 			id := ids[rng.IntN(len(ids))]
 			if id == eos {
 				break
@@ -562,7 +525,7 @@ func TestLlama3Masks(t *testing.T) {
 // TestPrepareAgrees checks that masks worked out ahead (Warm, Prepare)
 // are the masks worked out on first use.
 func TestPrepareAgrees(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	ahead := NewVocab(toks, []int32{eos})
 	ahead.Warm()
 	for ci, c := range loadCorpus(t) {
@@ -585,7 +548,7 @@ func TestPrepareAgrees(t *testing.T) {
 			if !slices.Equal(mask1, mask2) {
 				t.Fatalf("%s: step %d: a mask worked out ahead differs from one worked out on use", c.Name, step)
 			}
-			ids := allowed(mask1)
+			ids := vocabtest.Allowed(mask1)
 			id := ids[rng.IntN(len(ids))]
 			if id == eos {
 				break
@@ -606,7 +569,7 @@ func TestPrepareAgrees(t *testing.T) {
 // the masks of the nodes nearest the start worked out; a later Prepare
 // without a budget finishes, and a third finds nothing left to do.
 func TestPrepareBudget(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	g, err := Compile([]byte(`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"array","items":{"type":"string","pattern":"^[a-z]+-[0-9]{2,4}$"}},"c":{"enum":["x","y"]}},"required":["a","b","c"]}`))
 	if err != nil {
@@ -664,7 +627,7 @@ func TestAmbiguousSchema(t *testing.T) {
 // own whose masks the Vocab keeps by key, so a second grammar holding the
 // same string reuses them rather than walking the vocabulary again.
 func TestSharedStrings(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	g1, err := Compile([]byte(`{"type":"object","properties":{"d":{"type":"string","format":"date"},"e":{"type":"string","format":"date"}},"required":["d","e"],"additionalProperties":false}`))
 	if err != nil {
@@ -977,7 +940,7 @@ func TestSubtreeMemoAgrees(t *testing.T) {
 func maskOf(m *Matcher, v *Vocab, n int32) nodeMask {
 	w := &walker{st: m.st, v: v, accepted: make([]uint64, v.words)}
 	w.walk(0, []config{{n, m.st.bottom}}, 0, true)
-	return nodeMask{ids: allowed(w.accepted), escapes: slices.Sorted(slices.Values(w.escapes))}
+	return nodeMask{ids: vocabtest.Allowed(w.accepted), escapes: slices.Sorted(slices.Values(w.escapes))}
 }
 
 // TestStrictWritesAsOpenAI checks what Options.Strict changes: JSON
@@ -1029,7 +992,7 @@ func TestStrictWritesAsOpenAI(t *testing.T) {
 // TestFormatsGrammarWarmsTheirRules: once FormatsGrammar is prepared for a
 // vocabulary, a schema's format rules find every mask worked out.
 func TestFormatsGrammarWarmsTheirRules(t *testing.T) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	v := NewVocab(toks, []int32{eos})
 	if done, err := FormatsGrammar().Prepare(context.Background(), v, 0); err != nil || !done {
 		t.Fatalf("Prepare: %v, %v", done, err)

@@ -2,7 +2,6 @@ package structured
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // suiteDir is the official JSON Schema Test Suite's draft 2020-12 tests:
@@ -45,20 +45,8 @@ func readSuiteFile(t testing.TB, file string) []suiteGroup {
 // fetches it) and its end-of-turn token.
 func llama3(t testing.TB) (*Vocab, [][]byte, int32) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", ".cache", "llama3-vocab.hex"))
-	if err != nil {
-		t.Skip("no .cache/llama3-vocab.hex: run scripts/fetch-vocab.sh")
-	}
-	var toks [][]byte
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		b, err := hex.DecodeString(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		toks = append(toks, b)
-	}
-	const eos = 128009
-	return NewVocab(toks, []int32{eos}), toks, eos
+	toks := vocabtest.Llama3(t)
+	return NewVocab(toks, []int32{vocabtest.Llama3EOS}), toks, vocabtest.Llama3EOS
 }
 
 // feed writes text through m a token at a time, as a model constrained by

@@ -8,6 +8,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured/toolcall"
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 func tool(name, params string) genq.Tool {
@@ -288,7 +289,7 @@ func TestMistralIDs(t *testing.T) {
 // the formats' openers whole (special tokens) and in pieces, the reasoning
 // tags, and prose that starts like them.
 func openingVocab() ([][]byte, int32) {
-	toks, eos := testVocab()
+	toks, eos := vocabtest.Small()
 	toks = toks[:eos]
 	for _, p := range []string{
 		"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<think>", "</think>", "<tool", "_call", "<t", "hink", "think>",
@@ -357,7 +358,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 		case Waiting:
 			o.Mask(start, v, mask)
 			checkOpeningMask(t, o, start, mask, toks, eos, c.Lazy, string(out))
-			ids := allowed(mask)
+			ids := vocabtest.Allowed(mask)
 			if len(ids) == 0 {
 				t.Fatalf("empty mask while waiting, after %q", out)
 			}
@@ -389,7 +390,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 			return
 		case Calls:
 			m.Mask(v, mask)
-			ids := allowed(mask)
+			ids := vocabtest.Allowed(mask)
 			if len(ids) == 0 {
 				t.Fatalf("empty grammar mask after %q", out)
 			}
