@@ -82,7 +82,7 @@ func BenchmarkNewVocab(b *testing.B) {
 func BenchmarkVocabWarm(b *testing.B) {
 	toks, eos, _ := benchVocab(b)
 	for b.Loop() {
-		NewVocab(toks, eos).Warm()
+		NewVocab(toks, eos).Warm(CompileJSONObject())
 	}
 }
 
@@ -95,7 +95,7 @@ func BenchmarkVocabWarm(b *testing.B) {
 func BenchmarkMask(b *testing.B) {
 	toks, eos, name := benchVocab(b)
 	v := NewVocab(toks, eos)
-	v.Warm()
+	v.Warm(CompileJSONObject())
 	corpus := loadCorpus(b)
 	grammars := make([]*Grammar, len(corpus))
 	for i, c := range corpus {
@@ -189,7 +189,7 @@ func BenchmarkCompileCached(b *testing.B) {
 func BenchmarkPrepare(b *testing.B) {
 	toks, eos, _ := benchVocab(b)
 	v := NewVocab(toks, eos)
-	v.Warm()
+	v.Warm(CompileJSONObject())
 	for b.Loop() {
 		g, err := Compile([]byte(typicalSchema))
 		if err != nil {
@@ -211,7 +211,7 @@ func BenchmarkOpeningMask(b *testing.B) {
 	toks, eos, name := benchVocab(b)
 	toks = append(slices.Clone(toks), []byte("<tool_call>"), []byte("</tool_call>"), []byte("[TOOL_CALLS]"), []byte("<think>"), []byte("</think>"))
 	v := NewVocab(toks, eos)
-	v.Warm()
+	v.Warm(CompileJSONObject())
 	job := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: []genq.Tool{{Type: "function",
 		Function: genq.ToolFunction{Name: "create_event", Parameters: []byte(typicalSchema)}}}}}
 	required := job

@@ -114,7 +114,7 @@ func corpusVocab(t *testing.T) *Vocab {
 		return nil
 	}
 	v, _, _ := llama3(t)
-	v.Warm()
+	v.Warm(CompileJSONObject())
 	return v
 }
 

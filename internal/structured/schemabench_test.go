@@ -254,7 +254,7 @@ func durPct(d []time.Duration, p float64) time.Duration {
 // GENQ_SCHEMA_REPORT set, as Markdown there. Run it with -benchtime 1x.
 func BenchmarkSchemas(b *testing.B) {
 	v, toks, eos := llama3(b)
-	v.Warm()
+	v.Warm(CompileJSONObject())
 	schemas := allBenchSchemas(b)
 	every, _ := strconv.Atoi(os.Getenv("GENQ_SCHEMA_BENCH_EVERY"))
 	if every > 1 {

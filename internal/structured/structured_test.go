@@ -526,7 +526,7 @@ func TestLlama3Masks(t *testing.T) {
 func TestPrepareAgrees(t *testing.T) {
 	toks, eos := vocabtest.Small()
 	ahead := NewVocab(toks, []int32{eos})
-	ahead.Warm()
+	ahead.Warm(CompileJSONObject())
 	for ci, c := range loadCorpus(t) {
 		g1, err := Compile(c.Schema)
 		if err != nil {

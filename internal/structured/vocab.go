@@ -613,9 +613,8 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 // Warm works out the masks of the nodes every grammar shares (strings,
 // numbers, any value) now rather than on the first answer that reaches
 // them: call it once when the model loads, so that no sequence's step pays
-// for them.
-func (v *Vocab) Warm() {
-	g := CompileJSONObject()
+// for them. Any grammar g has those nodes first; only they are worked out.
+func (v *Vocab) Warm(g *Grammar) {
 	m := g.NewMatcher()
 	t := g.table(v)
 	for n := int32(0); n < g.BuiltinNodes; n++ {
