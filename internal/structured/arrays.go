@@ -6,15 +6,16 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
-func (c *compiler) array(s *value, path string) (Frag, error) {
+func (c *compiler) array(s *value, path string) (grammar.Frag, error) {
 	min, max, err := boundsUpTo(s, "minItems", "maxItems", path, maxCount)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	if err := countedItems(s, min, max, path); err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	// Positional items: 2020-12's prefixItems, the rest after them
 	// items; or draft 7's items as an array, the rest additionalItems.
@@ -23,7 +24,7 @@ func (c *compiler) array(s *value, path string) (Frag, error) {
 		prefix, rest, restAt = rest, s.get("additionalItems"), "/additionalItems"
 	}
 	if prefix != nil && prefix.kind != 'a' {
-		return Frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: prefixItems must be an array of schemas", path)
 	}
 	if s.get("contains") != nil {
 		f, ok, err := c.containsArray(s, s.get("items"), min, max, path, "/items")
@@ -33,7 +34,7 @@ func (c *compiler) array(s *value, path string) (Frag, error) {
 	}
 	unique, err := uniqueItems(s, path)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	if unique {
 		var pre []*value
@@ -49,19 +50,19 @@ func (c *compiler) array(s *value, path string) (Frag, error) {
 		return c.tuple(prefix.arr, rest, min, max, path, restAt)
 	}
 	if rest == nil {
-		return c.list(min, max, func() Frag { return c.b.Call(c.bi.value) }), nil
+		return c.list(min, max, func() grammar.Frag { return c.b.Call(c.bi.value) }), nil
 	}
 	r, err := c.ruleOf(rest, path+restAt)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
-	return c.list(min, max, func() Frag { return c.b.Call(r) }), nil
+	return c.list(min, max, func() grammar.Frag { return c.b.Call(r) }), nil
 }
 
 // tuple matches an array whose first items follow prefix, a schema each,
 // and whose others follow rest (nil: any value; false: none), from lo to
 // hi items (hi < 0: no bound). An array may stop before its prefix ends.
-func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt string) (Frag, error) {
+func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt string) (grammar.Frag, error) {
 	b := c.b
 	open := b.Seq(b.Lit("["), c.ws())
 	end := b.Node()
@@ -85,7 +86,7 @@ func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt 
 		}
 		r, err := c.ruleOf(p, path+"/prefixItems/"+strconv.Itoa(i))
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		item := b.Call(r)
 		if i > 0 {
@@ -99,22 +100,22 @@ func (c *compiler) tuple(prefix []*value, rest *value, lo, hi int, path, restAt 
 	}
 	if k < len(prefix) || rest != nil && rest.kind == 'b' && !rest.b { // no items after the prefix
 		closeAt(at, k)
-		return Frag{open.Start, end}, b.Err
+		return grammar.Frag{Start: open.Start, End: end}, b.Err
 	}
-	item := func() Frag { return b.Call(c.bi.value) }
+	item := func() grammar.Frag { return b.Call(c.bi.value) }
 	if rest != nil {
 		r, err := c.ruleOf(rest, path+restAt)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
-		item = func() Frag { return b.Call(r) }
+		item = func() grammar.Frag { return b.Call(r) }
 	}
 	restMax := -1
 	if hi >= 0 {
 		restMax = hi - k
 	}
-	more := b.Repeat(max(0, lo-k), restMax, func() Frag { return b.Seq(c.ws(), b.Lit(","), c.ws(), item()) })
+	more := b.Repeat(max(0, lo-k), restMax, func() grammar.Frag { return b.Seq(c.ws(), b.Lit(","), c.ws(), item()) })
 	b.Eps(at, more.Start)
 	closeAt(more.End, max(k, lo))
-	return Frag{open.Start, end}, b.Err
+	return grammar.Frag{Start: open.Start, End: end}, b.Err
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/structured/vocabtest"
 )
@@ -75,14 +76,14 @@ func BenchmarkNewVocab(b *testing.B) {
 	toks, eos, name := benchVocab(b)
 	b.Logf("vocabulary: %s, %d tokens", name, len(toks))
 	for b.Loop() {
-		NewVocab(toks, eos)
+		grammar.NewVocab(toks, eos)
 	}
 }
 
 func BenchmarkVocabWarm(b *testing.B) {
 	toks, eos, _ := benchVocab(b)
 	for b.Loop() {
-		NewVocab(toks, eos).Warm(CompileJSONObject())
+		grammar.NewVocab(toks, eos).Warm(CompileJSONObject())
 	}
 }
 
@@ -94,10 +95,10 @@ func BenchmarkVocabWarm(b *testing.B) {
 // reached for the first time).
 func BenchmarkMask(b *testing.B) {
 	toks, eos, name := benchVocab(b)
-	v := NewVocab(toks, eos)
+	v := grammar.NewVocab(toks, eos)
 	v.Warm(CompileJSONObject())
 	corpus := loadCorpus(b)
-	grammars := make([]*Grammar, len(corpus))
+	grammars := make([]*grammar.Grammar, len(corpus))
 	for i, c := range corpus {
 		g, err := Compile(c.Schema)
 		if err != nil {
@@ -188,7 +189,7 @@ func BenchmarkCompileCached(b *testing.B) {
 // warmed vocabulary.
 func BenchmarkPrepare(b *testing.B) {
 	toks, eos, _ := benchVocab(b)
-	v := NewVocab(toks, eos)
+	v := grammar.NewVocab(toks, eos)
 	v.Warm(CompileJSONObject())
 	for b.Loop() {
 		g, err := Compile([]byte(typicalSchema))
@@ -210,7 +211,7 @@ func BenchmarkPrepare(b *testing.B) {
 func BenchmarkOpeningMask(b *testing.B) {
 	toks, eos, name := benchVocab(b)
 	toks = append(slices.Clone(toks), []byte("<tool_call>"), []byte("</tool_call>"), []byte("[TOOL_CALLS]"), []byte("<think>"), []byte("</think>"))
-	v := NewVocab(toks, eos)
+	v := grammar.NewVocab(toks, eos)
 	v.Warm(CompileJSONObject())
 	job := genq.Job{TextRequest: genq.TextRequest{Messages: []genq.Message{{Role: "user", Content: "x"}}, Tools: []genq.Tool{{Type: "function",
 		Function: genq.ToolFunction{Name: "create_event", Parameters: []byte(typicalSchema)}}}}}

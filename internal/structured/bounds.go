@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 func count(s *value, key, path string, limit int) (int, bool, error) {
@@ -25,7 +26,7 @@ func count(s *value, key, path string, limit int) (int, bool, error) {
 
 // bounds are minKey and maxKey where they unroll: at most MaxRepeat.
 func bounds(s *value, minKey, maxKey, path string) (int, int, error) {
-	return boundsUpTo(s, minKey, maxKey, path, MaxRepeat)
+	return boundsUpTo(s, minKey, maxKey, path, grammar.MaxRepeat)
 }
 
 // boundsUpTo are minKey and maxKey (max -1 when absent), each at most limit.
@@ -52,9 +53,9 @@ const maxCount = 1 << 20
 // overRepeat names the bound of minKey and maxKey past MaxRepeat, if any.
 func overRepeat(min, max int, minKey, maxKey string) (string, int, bool) {
 	switch {
-	case max > MaxRepeat:
+	case max > grammar.MaxRepeat:
 		return maxKey, max, true
-	case min > MaxRepeat:
+	case min > grammar.MaxRepeat:
 		return minKey, min, true
 	}
 	return "", 0, false
@@ -67,7 +68,7 @@ func countsAlone(s *value, min, max, parts int, path string) error {
 	if !over || parts == 1 && s.get(keyPatterns) == nil && s.get(keyNotPatterns) == nil {
 		return nil
 	}
-	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, MaxRepeat)
+	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, grammar.MaxRepeat)
 }
 
 // countedItems refuses an item count past MaxRepeat where the array's
@@ -80,11 +81,11 @@ func countedItems(s *value, min, max int, path string) error {
 	}
 	for _, k := range []string{"prefixItems", "contains", "uniqueItems"} {
 		if s.get(k) != nil {
-			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, MaxRepeat, k)
+			return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside %s", path, key, n, grammar.MaxRepeat, k)
 		}
 	}
 	if it := s.get("items"); it != nil && it.kind == 'a' {
-		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, MaxRepeat)
+		return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside items as an array", path, key, n, grammar.MaxRepeat)
 	}
 	return nil
 }

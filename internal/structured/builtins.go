@@ -1,5 +1,7 @@
 package structured
 
+import "github.com/genq/genq/internal/structured/grammar"
+
 // What every JSON text is made of, and every grammar starts with:
 // whitespace, characters, digits, the built-in rules, lists and maps.
 
@@ -7,7 +9,7 @@ package structured
 // up to maxIndent spaces. It is built by hand, a chain of one node per
 // space, because it stands between every two tokens of a grammar: the
 // general constructions would make it three times the nodes.
-func (c *compiler) ws() Frag {
+func (c *compiler) ws() grammar.Frag {
 	b := c.b
 	start, end, indent := b.Node(), b.Node(), b.Node()
 	b.Eps(start, end)
@@ -20,25 +22,25 @@ func (c *compiler) ws() Frag {
 		b.Eps(next, end)
 		indent = next
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }
 
 // char matches one character of a JSON string's body: a code point in valid
 // UTF-8 other than '"', '\' and controls, or an escape. A surrogate's \u
 // escape is one only in a pair, high then low, so that one match is always
 // one code point.
-func (c *compiler) char() Frag { return c.b.JSONChar() }
+func (c *compiler) char() grammar.Frag { return c.b.JSONChar() }
 
 // plainChar is a character of a JSON string written as itself, not
 // escaped.
-func (c *compiler) plainChar() Frag { return c.b.PlainChar() }
+func (c *compiler) plainChar() grammar.Frag { return c.b.PlainChar() }
 
 // digits matches min to max decimal digits (max < 0: any number). The
 // optional ones are a chain of one node per digit, as ws's spaces are.
-func (c *compiler) digits(min, max int) Frag {
+func (c *compiler) digits(min, max int) grammar.Frag {
 	b := c.b
 	if max < 0 {
-		return b.Repeat(min, max, func() Frag { return b.Ranges('0', '9') })
+		return b.Repeat(min, max, func() grammar.Frag { return b.Ranges('0', '9') })
 	}
 	start := b.Node()
 	cur := start
@@ -55,10 +57,10 @@ func (c *compiler) digits(min, max int) Frag {
 		b.Eps(next, end)
 		cur = next
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }
 
-func (c *compiler) intPart() Frag {
+func (c *compiler) intPart() grammar.Frag {
 	b := c.b
 	return b.Seq(b.Opt(b.Lit("-")), b.Alt(b.Lit("0"), b.Seq(b.Ranges('1', '9'), c.digits(0, maxIntDigits-1))))
 }
@@ -82,22 +84,22 @@ func (c *compiler) buildBuiltins() {
 		b.Opt(b.Seq(b.Ranges('e', 'e', 'E', 'E'), b.Opt(b.Ranges('+', '+', '-', '-')), c.digits(1, maxExpDigits)))))
 	b.Define(c.bi.value, b.Alt(b.Call(c.bi.object), b.Call(c.bi.array), b.Call(c.bi.str), b.Call(c.bi.num),
 		b.Lit("true"), b.Lit("false"), b.Lit("null")))
-	b.Define(c.bi.object, c.mapObject(func() Frag { return b.Call(c.bi.value) }))
-	b.Define(c.bi.array, c.list(0, -1, func() Frag { return b.Call(c.bi.value) }))
+	b.Define(c.bi.object, c.mapObject(func() grammar.Frag { return b.Call(c.bi.value) }))
+	b.Define(c.bi.array, c.list(0, -1, func() grammar.Frag { return b.Call(c.bi.value) }))
 	b.Define(c.rest, b.Seq(b.Star(c.plainChar()), b.Lit(`"`)))
 }
 
 // mapObject matches an object with any keys whose values match val.
-func (c *compiler) mapObject(val func() Frag) Frag {
+func (c *compiler) mapObject(val func() grammar.Frag) grammar.Frag {
 	b := c.b
-	member := func() Frag { return b.Seq(b.Call(c.bi.str), c.ws(), b.Lit(":"), c.ws(), val()) }
+	member := func() grammar.Frag { return b.Seq(b.Call(c.bi.str), c.ws(), b.Lit(":"), c.ws(), val()) }
 	return b.Seq(b.Lit("{"), c.ws(),
 		b.Opt(b.Seq(member(), b.Star(b.Seq(c.ws(), b.Lit(","), c.ws(), member())), c.ws())),
 		b.Lit("}"))
 }
 
 // list matches an array of min to max items (max < 0: no bound).
-func (c *compiler) list(min, max int, item func() Frag) Frag {
+func (c *compiler) list(min, max int, item func() grammar.Frag) grammar.Frag {
 	b := c.b
 	if max == 0 {
 		return b.Seq(b.Lit("["), c.ws(), b.Lit("]"))
@@ -110,7 +112,7 @@ func (c *compiler) list(min, max int, item func() Frag) Frag {
 	if min > 1 {
 		restMin = min - 1
 	}
-	items := b.Seq(item(), b.Counted(restMin, restMax, func() Frag { return b.Seq(c.ws(), b.Lit(","), c.ws(), item()) }), c.ws())
+	items := b.Seq(item(), b.Counted(restMin, restMax, func() grammar.Frag { return b.Seq(c.ws(), b.Lit(","), c.ws(), item()) }), c.ws())
 	if min == 0 {
 		items = b.Opt(items)
 	}

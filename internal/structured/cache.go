@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"sync"
+
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // Cache keeps compiled grammars by the SHA-256 of the schema's bytes, the
@@ -36,7 +38,7 @@ const DefaultGrammarBytes = 32 << 20
 
 type cacheEntry struct {
 	key  [sha256.Size]byte
-	g    *Grammar
+	g    *grammar.Grammar
 	size int64
 }
 
@@ -69,10 +71,12 @@ func NewCache(size int) *Cache {
 
 // Compile returns the grammar of schema, compiled once. Schemas that fail
 // are not kept: their errors come back each time.
-func (c *Cache) Compile(schema []byte) (*Grammar, error) { return c.CompileWith(schema, Options{}) }
+func (c *Cache) Compile(schema []byte) (*grammar.Grammar, error) {
+	return c.CompileWith(schema, Options{})
+}
 
 // CompileWith is Compile as opts say, and the cache's ClosedObjects.
-func (c *Cache) CompileWith(schema []byte, opts Options) (*Grammar, error) {
+func (c *Cache) CompileWith(schema []byte, opts Options) (*grammar.Grammar, error) {
 	opts.ClosedObjects = opts.ClosedObjects || c.ClosedObjects
 	key := schema
 	switch {
@@ -81,11 +85,11 @@ func (c *Cache) CompileWith(schema []byte, opts Options) (*Grammar, error) {
 	case opts.ClosedObjects:
 		key = append([]byte("closed\x00"), schema...)
 	}
-	return c.compileKeyed(sha256.Sum256(key), func() (*Grammar, error) { return CompileWith(schema, opts) })
+	return c.compileKeyed(sha256.Sum256(key), func() (*grammar.Grammar, error) { return CompileWith(schema, opts) })
 }
 
 // compileKeyed returns the grammar kept under key, compiling it once.
-func (c *Cache) compileKeyed(key [sha256.Size]byte, compile func() (*Grammar, error)) (*Grammar, error) {
+func (c *Cache) compileKeyed(key [sha256.Size]byte, compile func() (*grammar.Grammar, error)) (*grammar.Grammar, error) {
 	if g := c.get(key); g != nil {
 		return g, nil
 	}
@@ -119,7 +123,7 @@ func (c *Cache) evict(el *list.Element) {
 	e.g.ReleaseMasks()
 }
 
-func (c *Cache) get(key [sha256.Size]byte) *Grammar {
+func (c *Cache) get(key [sha256.Size]byte) *grammar.Grammar {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[key]; ok {

@@ -1,3 +1,10 @@
+// Package structured compiles JSON schemas, response formats and tool
+// calls to grammars that constrain decoding (internal/structured/grammar
+// runs them): each schema becomes rules of byte NFAs, with calls between
+// rules for nesting and recursion, and what genq cannot enforce exactly is
+// refused by name.
+//
+// The package is pure Go and knows nothing of models, HTTP or queues.
 package structured
 
 import (
@@ -10,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // Bounds that keep an answer from running on without end where the schema
@@ -49,7 +57,7 @@ const (
 )
 
 type compiler struct {
-	b        *Builder
+	b        *grammar.Builder
 	bi       builtins
 	root     *value
 	rootRule int32
@@ -111,7 +119,7 @@ const MaxOtherProperties = 8
 
 func newCompiler() *compiler {
 	c := &compiler{
-		b:         &Builder{Grammar: &Grammar{}},
+		b:         &grammar.Builder{Grammar: &grammar.Grammar{}},
 		defRules:  map[memoKey]int32{},
 		memo:      map[memoKey]int32{},
 		shared:    map[string]int32{},
@@ -126,10 +134,10 @@ func newCompiler() *compiler {
 
 // Compile compiles a JSON schema into a grammar of the JSON texts it
 // accepts. Every keyword it cannot enforce is refused by name.
-func Compile(schema []byte) (*Grammar, error) { return CompileWith(schema, Options{}) }
+func Compile(schema []byte) (*grammar.Grammar, error) { return CompileWith(schema, Options{}) }
 
 // CompileWith is Compile as opts say.
-func CompileWith(schema []byte, opts Options) (*Grammar, error) {
+func CompileWith(schema []byte, opts Options) (*grammar.Grammar, error) {
 	if len(schema) > MaxSchemaBytes {
 		return nil, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
 	}
@@ -159,7 +167,7 @@ func CompileWith(schema []byte, opts Options) (*Grammar, error) {
 
 // CompileJSONObject returns the grammar of any JSON object, for
 // response_format {"type":"json_object"}.
-func CompileJSONObject() *Grammar {
+func CompileJSONObject() *grammar.Grammar {
 	c := newCompiler()
 	top := c.b.NewRule("json object")
 	c.b.Define(top, c.b.Call(c.bi.object))
@@ -208,10 +216,10 @@ func enforced(k string) (typ string, ok bool) {
 	return "", false
 }
 
-func (c *compiler) compile(s *value, path string) (Frag, error) {
+func (c *compiler) compile(s *value, path string) (grammar.Frag, error) {
 	b := c.b
 	if b.Failed() {
-		return Frag{}, b.Err
+		return grammar.Frag{}, b.Err
 	}
 	switch s.kind {
 	case 'b':
@@ -221,21 +229,21 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 		return b.Alt(), nil // false: nothing matches
 	case 'o':
 	default:
-		return Frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "the schema at %s must be an object or a boolean", path)
 	}
 	defer c.enterScope(s)()
 	if err := checkDraft3(s, c.draft, path); err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	if err := checkShape(s, path); err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	if needsLowering(s) {
 		return c.compileLowered(s, path)
 	}
 	for _, m := range s.obj {
 		if unenforced(m.key) && !(m.key == "dependencies" && namesOnly(m.val)) {
-			return Frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "the schema keyword %q (at %s) is not supported: genq cannot enforce it", m.key, path)
 		}
 	}
 	constraints := func(except ...string) string {
@@ -253,7 +261,7 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 			return c.compileLowered(s, path) // parts that do not merge as they are
 		}
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		return c.compile(merged, path)
 	}
@@ -266,13 +274,13 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 			// it points to, merged with them.
 			merged, err := c.resolved(s, path, 0)
 			if errors.Is(err, errTooDeep) {
-				return Frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported where what it points to leads back to it", path, cmp.Or(k, "type"))
+				return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: $ref with %q beside it is not supported where what it points to leads back to it", path, cmp.Or(k, "type"))
 			}
 			if errors.Is(err, errScoped) {
 				return c.compileLowered(s, path)
 			}
 			if err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 			return c.compile(merged, path)
 		}
@@ -280,11 +288,11 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 	}
 	types, err := typeList(s, path)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	if anyOf := s.get("anyOf"); anyOf != nil {
 		if anyOf.kind != 'a' || len(anyOf.arr) == 0 {
-			return Frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf must be a non-empty array of schemas", path)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: anyOf must be a non-empty array of schemas", path)
 		}
 		// Keywords beside anyOf hold for every branch: each branch is
 		// merged with them. Alone, a branch compiles as it is (a $ref in
@@ -294,10 +302,10 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 			return c.compileLowered(s, path)
 		}
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		besides := constraints("anyOf") != "" || s.get("type") != nil
-		alts := make([]Frag, 0, len(anyOf.arr))
+		alts := make([]grammar.Frag, 0, len(anyOf.arr))
 		for i, sub := range anyOf.arr {
 			at := path + "/anyOf/" + strconv.Itoa(i)
 			if besides {
@@ -305,20 +313,20 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 				if errors.Is(err, errScoped) {
 					r = sub // merged below as an allOf, lowered where it is compiled
 				} else if err != nil {
-					return Frag{}, err
+					return grammar.Frag{}, err
 				}
 				m, err := merge(siblings, r, at)
 				if errors.Is(err, errNever) {
 					continue // no instance: the branch holds for none
 				}
 				if err != nil {
-					return Frag{}, err
+					return grammar.Frag{}, err
 				}
 				sub = m
 			}
 			f, err := c.compile(sub, at)
 			if err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 			alts = append(alts, f)
 		}
@@ -330,7 +338,7 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 		if e != nil {
 			word = "enum"
 			if e.kind != 'a' || len(e.arr) == 0 {
-				return Frag{}, genq.Errorf(genq.Invalid, "at %s: enum must be a non-empty array: an empty enum can never be satisfied", path)
+				return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: enum must be a non-empty array: an empty enum can never be satisfied", path)
 			}
 			vals = e.arr
 		}
@@ -343,23 +351,23 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 		// Beside the values, keywords that a scalar's value can be checked
 		// against keep the values they allow.
 		if k := constraints(append([]string{"enum", "const"}, scalarKeywords...)...); k != "" {
-			return Frag{}, genq.Errorf(genq.Invalid, "at %s: %s with %q beside it is not supported", path, word, k)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: %s with %q beside it is not supported", path, word, k)
 		}
-		var alts []Frag
+		var alts []grammar.Frag
 		for _, v := range vals {
 			if types != nil && !anyType(v, types) {
 				continue
 			}
 			ok, err := c.scalarHolds(s, v, path)
 			if err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 			if ok {
 				alts = append(alts, c.literal(v))
 			}
 		}
 		if len(alts) == 0 {
-			return Frag{}, genq.Errorf(genq.Invalid, "at %s: no value of enum or const has the schema's type: it can never be satisfied", path)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: no value of enum or const has the schema's type: it can never be satisfied", path)
 		}
 		return b.Alt(alts...), nil
 	}
@@ -371,11 +379,11 @@ func (c *compiler) compile(s *value, path string) (Frag, error) {
 	if types == nil {
 		return b.Call(c.bi.value), nil
 	}
-	alts := make([]Frag, 0, len(types))
+	alts := make([]grammar.Frag, 0, len(types))
 	for _, t := range types {
 		f, err := c.typed(s, t, path)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		alts = append(alts, f)
 	}
@@ -510,7 +518,7 @@ func anyTypes(s *value) []string {
 	return nil
 }
 
-func (c *compiler) typed(s *value, t, path string) (Frag, error) {
+func (c *compiler) typed(s *value, t, path string) (grammar.Frag, error) {
 	b := c.b
 	switch t {
 	case "null":
@@ -550,13 +558,13 @@ func (c *compiler) typed(s *value, t, path string) (Frag, error) {
 		r, err := c.memoRule(memoKey{s, t, c.scopeKey("")}, path, c.object)
 		return b.Call(r), err
 	}
-	return Frag{}, genq.Errorf(genq.Invalid, "at %s: unknown type %q", path, t)
+	return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: unknown type %q", path, t)
 }
 
 // memoRule compiles an object or array schema into a rule once, so that a
 // schema used in several places (or twice by the object construction)
 // costs its states once.
-func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (Frag, error)) (int32, error) {
+func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (grammar.Frag, error)) (int32, error) {
 	if r, ok := c.memo[k]; ok {
 		return r, nil
 	}
@@ -575,16 +583,16 @@ func (c *compiler) memoRule(k memoKey, path string, body func(*value, string) (F
 // required property's different const or enum values): there "exactly
 // one" is "at least one". Branches that may overlap are refused: the
 // grammar cannot count how many of them an answer satisfies.
-func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
+func (c *compiler) oneOf(s, one *value, path string) (grammar.Frag, error) {
 	if one.kind != 'a' || len(one.arr) == 0 {
-		return Frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
 	}
 	siblings, err := c.resolved(without(s, "oneOf"), path, 0) // a $ref beside oneOf, merged in
 	if errors.Is(err, errScoped) {
 		return c.compileLowered(s, path)
 	}
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	branches := make([]*value, len(one.arr))
 	var firstErr error
@@ -595,7 +603,7 @@ func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
 			return c.compileLowered(s, path)
 		}
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		m, err := merge(siblings, r, at)
 		if never(m, err) { // no instance: the branch holds for none
@@ -603,7 +611,7 @@ func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
 			continue
 		}
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		branches[i] = m
 	}
@@ -611,7 +619,7 @@ func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
 		if firstErr == nil {
 			firstErr = genq.Errorf(genq.Invalid, "at %s: no branch of oneOf can be satisfied beside the keywords with it", path)
 		}
-		return Frag{}, firstErr
+		return grammar.Frag{}, firstErr
 	}
 	for i := range branches {
 		for j := i + 1; j < len(branches); j++ {
@@ -631,7 +639,7 @@ func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
 			besides = true
 		}
 	}
-	alts := make([]Frag, 0, len(branches))
+	alts := make([]grammar.Frag, 0, len(branches))
 	for i, br := range branches {
 		if br == nil {
 			continue
@@ -641,20 +649,20 @@ func (c *compiler) oneOf(s, one *value, path string) (Frag, error) {
 		}
 		f, err := c.compile(br, path+"/oneOf/"+strconv.Itoa(i))
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		alts = append(alts, f)
 	}
 	return c.b.Alt(alts...), nil
 }
 
-func (c *compiler) ref(ref *value, path string) (Frag, error) {
+func (c *compiler) ref(ref *value, path string) (grammar.Frag, error) {
 	if ref.kind != 's' {
-		return Frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: $ref must be a string", path)
 	}
 	target, err := c.refTarget(ref, path)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	k := memoKey{s: target, scope: c.scopeKey(c.resourceOf(target))}
 	if target == c.root && k.scope == c.rootScope() {
@@ -667,7 +675,7 @@ func (c *compiler) ref(ref *value, path string) (Frag, error) {
 	c.defRules[k] = r
 	f, err := c.compile(target, ref.str)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	c.b.Define(r, f)
 	return c.b.Call(r), nil

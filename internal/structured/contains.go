@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // contains, with minContains and maxContains, is enforced where each item
@@ -37,8 +38,8 @@ func containsBound(s *value, key, path string) (int, bool, error) {
 	if v.kind != 'n' || !ok || !r.IsInt() || r.Sign() < 0 {
 		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s must be a non-negative integer", path, key)
 	}
-	if r.Num().Cmp(big.NewInt(MaxRepeat)) > 0 {
-		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %s; genq enforces at most %d", path, key, r.Num(), MaxRepeat)
+	if r.Num().Cmp(big.NewInt(grammar.MaxRepeat)) > 0 {
+		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s is %s; genq enforces at most %d", path, key, r.Num(), grammar.MaxRepeat)
 	}
 	return int(r.Num().Int64()), true, nil
 }
@@ -48,27 +49,27 @@ func containsBound(s *value, key, path string) (int, bool, error) {
 // 0: no bound) match s's contains. ok is false where contains asserts
 // nothing (minContains 0 and no maxContains): the caller compiles the
 // array as it would without.
-func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt string) (f Frag, ok bool, err error) {
+func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt string) (f grammar.Frag, ok bool, err error) {
 	cs := s.get("contains")
 	minC, hasMin, err := containsBound(s, "minContains", path)
 	if err != nil {
-		return Frag{}, false, err
+		return grammar.Frag{}, false, err
 	}
 	if !hasMin {
 		minC = 1
 	}
 	maxC, hasMax, err := containsBound(s, "maxContains", path)
 	if err != nil {
-		return Frag{}, false, err
+		return grammar.Frag{}, false, err
 	}
 	if !hasMax {
 		maxC = -1
 	}
 	if minC == 0 && maxC < 0 {
-		return Frag{}, false, nil
+		return grammar.Frag{}, false, nil
 	}
-	refuse := func(why string) (Frag, bool, error) {
-		return Frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"contains\" (at %s) is not supported here: %s", path, why)
+	refuse := func(why string) (grammar.Frag, bool, error) {
+		return grammar.Frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"contains\" (at %s) is not supported here: %s", path, why)
 	}
 	if s.get("prefixItems") != nil || items != nil && items.kind == 'a' {
 		return refuse("genq does not enforce it beside prefixItems")
@@ -78,7 +79,7 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 	}
 	match, other, why, err := c.splitItems(cs, items, path+"/contains", path+itemsAt)
 	if err != nil {
-		return Frag{}, false, err
+		return grammar.Frag{}, false, err
 	}
 	if why != "" && maxC < 0 {
 		match, other, err = c.containsAtLeast(cs, items, path+"/contains", path+itemsAt)
@@ -161,7 +162,7 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 			b.Eps(item.End, nodes[to])
 		}
 	}
-	return Frag{open.Start, end}, true, b.Err
+	return grammar.Frag{Start: open.Start, End: end}, true, b.Err
 }
 
 // containsAtLeast builds, where contains asks only a least count, the
@@ -169,14 +170,14 @@ func (c *compiler) containsArray(s, items *value, lo, hi int, path, itemsAt stri
 // item: an item that matches but is counted as no match only lowers the
 // count, so which items match need not be told apart, and no complement
 // of cs is needed.
-func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (match, other Frag, err error) {
+func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (match, other grammar.Frag, err error) {
 	if items == nil {
 		match, err = c.compile(cs, csPath)
 		return match, c.b.Call(c.bi.value), err
 	}
 	both := &value{kind: 'o', obj: []member{{"allOf", &value{kind: 'a', arr: []*value{items, cs}}}}}
 	if match, err = c.compile(both, csPath); err != nil {
-		return Frag{}, Frag{}, err
+		return grammar.Frag{}, grammar.Frag{}, err
 	}
 	other, err = c.compile(items, itemsPath)
 	return match, other, err
@@ -184,20 +185,20 @@ func (c *compiler) containsAtLeast(cs, items *value, csPath, itemsPath string) (
 
 // splitItems builds the items that match cs and those that do not; why
 // says why they cannot be told apart exactly, where they cannot.
-func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match, other Frag, why string, err error) {
+func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match, other grammar.Frag, why string, err error) {
 	b := c.b
-	itemFrag := func() (Frag, error) {
+	itemFrag := func() (grammar.Frag, error) {
 		if items == nil {
 			return b.Call(c.bi.value), nil
 		}
 		return c.compile(items, itemsPath)
 	}
 	if cs == nil {
-		return Frag{}, Frag{}, "contains is missing beside minContains", nil
+		return grammar.Frag{}, grammar.Frag{}, "contains is missing beside minContains", nil
 	}
 	cs, err = c.resolved(cs, csPath, 0)
 	if err != nil {
-		return Frag{}, Frag{}, "", err
+		return grammar.Frag{}, grammar.Frag{}, "", err
 	}
 	if cs.kind == 'b' {
 		all, err := itemFrag()
@@ -210,17 +211,17 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 	if items != nil {
 		vals, ok, err := c.finiteValues(items, itemsPath, 0)
 		if err != nil {
-			return Frag{}, Frag{}, "", err
+			return grammar.Frag{}, grammar.Frag{}, "", err
 		}
 		if ok {
-			var ms, ns []Frag
+			var ms, ns []grammar.Frag
 			for _, v := range vals {
 				holds, known, err := c.holds(cs, v, csPath)
 				if err != nil {
-					return Frag{}, Frag{}, "", err
+					return grammar.Frag{}, grammar.Frag{}, "", err
 				}
 				if !known {
-					return Frag{}, Frag{}, "the contains schema is neither enum, const nor type", nil
+					return grammar.Frag{}, grammar.Frag{}, "the contains schema is neither enum, const nor type", nil
 				}
 				if holds {
 					ms = append(ms, c.literal(v))
@@ -236,14 +237,14 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 	if items != nil {
 		r, err := c.resolved(items, itemsPath, 0)
 		if err != nil {
-			return Frag{}, Frag{}, "", err
+			return grammar.Frag{}, grammar.Frag{}, "", err
 		}
 		t, ok, err := typesOnly(r, itemsPath)
 		if err != nil {
-			return Frag{}, Frag{}, "", err
+			return grammar.Frag{}, grammar.Frag{}, "", err
 		}
 		if !ok {
-			return Frag{}, Frag{}, "the items are neither listed values nor of types alone", nil
+			return grammar.Frag{}, grammar.Frag{}, "the items are neither listed values nor of types alone", nil
 		}
 		if t != nil {
 			itemTypes = t
@@ -252,12 +253,12 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 	has := func(types []string, t string) bool { return slices.Contains(types, t) }
 	if ct, ok, err := typesOnly(cs, csPath); err != nil || ok {
 		if err != nil {
-			return Frag{}, Frag{}, "", err
+			return grammar.Frag{}, grammar.Frag{}, "", err
 		}
 		if ct == nil {
 			ct = jsonTypes
 		}
-		var ms, ns []Frag
+		var ms, ns []grammar.Frag
 		for _, t := range itemTypes {
 			switch {
 			case has(ct, t) || t == "integer" && has(ct, "number"):
@@ -273,12 +274,12 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 	}
 	lits, ok, err := c.finiteValues(cs, csPath, 0)
 	if err != nil {
-		return Frag{}, Frag{}, "", err
+		return grammar.Frag{}, grammar.Frag{}, "", err
 	}
 	if !ok {
-		return Frag{}, Frag{}, "the contains schema is neither enum, const nor type, and the items are not listed values", nil
+		return grammar.Frag{}, grammar.Frag{}, "the contains schema is neither enum, const nor type, and the items are not listed values", nil
 	}
-	var ms, ns []Frag
+	var ms, ns []grammar.Frag
 	var strs, nums []string
 	bools := map[bool]bool{}
 	null := false
@@ -297,7 +298,7 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 		case 'z':
 			null = true
 		default:
-			return Frag{}, Frag{}, "the contains schema lists an object or an array", nil
+			return grammar.Frag{}, grammar.Frag{}, "the contains schema lists an object or an array", nil
 		}
 	}
 	for _, t := range itemTypes {
@@ -311,7 +312,7 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 			for _, s := range strs {
 				names.obj = append(names.obj, member{s, nil})
 			}
-			ns = append(ns, c.otherKeyString(names, func() Frag { return b.Seq(b.Star(c.plainChar()), b.Lit(`"`)) }))
+			ns = append(ns, c.otherKeyString(names, func() grammar.Frag { return b.Seq(b.Star(c.plainChar()), b.Lit(`"`)) }))
 		case "number", "integer":
 			if len(nums) == 0 {
 				ns = append(ns, c.typeValue(t))
@@ -336,7 +337,7 @@ func (c *compiler) splitItems(cs, items *value, csPath, itemsPath string) (match
 }
 
 // typeValue is any value of type t.
-func (c *compiler) typeValue(t string) Frag {
+func (c *compiler) typeValue(t string) grammar.Frag {
 	b := c.b
 	switch t {
 	case "object":
@@ -405,7 +406,7 @@ func (c *compiler) holds(s, v *value, path string) (holds, known bool, err error
 // texts of but (shortest forms themselves): each value one text, so that
 // leaving out a value's text leaves out the value. fraction allows a
 // fraction; whole allows integers (false: a fraction is due).
-func (c *compiler) canonicalNumber(fraction, whole bool, but []string) Frag {
+func (c *compiler) canonicalNumber(fraction, whole bool, but []string) grammar.Frag {
 	b := c.b
 	// A state of the shortest form's automaton.
 	type dstate struct {
@@ -515,5 +516,5 @@ func (c *compiler) canonicalNumber(fraction, whole bool, but []string) Frag {
 			b.ByteEdge(nodes[k], ch, ch, node(key{d, t}))
 		}
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
@@ -109,7 +110,7 @@ func withDefs(source string, schemas map[string]json.RawMessage, key string) []r
 
 // corpusVocab is Llama 3's vocabulary, warmed as a model's is at load,
 // or nil without it.
-func corpusVocab(t *testing.T) *Vocab {
+func corpusVocab(t *testing.T) *grammar.Vocab {
 	if _, err := os.Stat(filepath.Join("..", "..", ".cache", "llama3-vocab.hex")); err != nil {
 		return nil
 	}
@@ -229,7 +230,7 @@ func TestRealWorldWrongAccepts(t *testing.T) {
 	}
 	schemas := realWorldSchemas(t, dir)
 	toks, eos := vocabtest.Small()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	const walks, maxSteps = 3, 3000
 	var lines []ajvtest.Line
 	var names []string

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // A format JSON Schema defines is, where formats assert, either enforced
@@ -278,7 +279,7 @@ func uriTemplatePattern() string {
 // formatRegex is pattern for a format's own pattern, written by genq in
 // Go's syntax: its escapes need no check against ECMAScript's, and Go's
 // parser writes a class such as [Tt] as a case-folded letter.
-func (c *compiler) formatRegex(p string) (Frag, error) {
+func (c *compiler) formatRegex(p string) (grammar.Frag, error) {
 	c.fold = true
 	defer func() { c.fold = false }()
 	return c.goPattern(p)

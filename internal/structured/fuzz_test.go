@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
@@ -20,7 +21,7 @@ func FuzzCompile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	toks, eos := vocabtest.Small()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	f.Fuzz(func(t *testing.T, schema []byte) {
 		g, err := Compile(schema)
 		if err != nil {

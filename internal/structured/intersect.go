@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // maxProductStates bounds the automaton of a string's constraints taken
@@ -13,7 +14,7 @@ const maxProductStates = 4096
 
 // scratchNFA is one constraint's automaton, built alone.
 type scratchNFA struct {
-	nodes      []Node
+	nodes      []grammar.Node
 	start, end int32
 	// The scratch space of closures: marks by generation, and buffers.
 	seen                 []uint32
@@ -27,7 +28,7 @@ type scratchNFA struct {
 // its own, and the product of their automata is built by subset
 // construction over bytes, so its states are tuples of the parts' state
 // sets. Parts make no calls: string constraints never do.
-func (c *compiler) intersect(parts []func() (Frag, error)) (Frag, error) {
+func (c *compiler) intersect(parts []func() (grammar.Frag, error)) (grammar.Frag, error) {
 	return c.product(parts, nil)
 }
 
@@ -36,12 +37,12 @@ func (c *compiler) intersect(parts []func() (Frag, error)) (Frag, error) {
 // automaton may die (its string cannot match) and must not end where the
 // string does. Reject parts are what tells a name that matches none of an
 // object's patterns from one that matches some.
-func (c *compiler) product(accept, reject []func() (Frag, error)) (Frag, error) {
+func (c *compiler) product(accept, reject []func() (grammar.Frag, error)) (grammar.Frag, error) {
 	parts := append(slices.Clip(accept), reject...)
 	machines := make([]scratchNFA, 0, len(parts))
 	main := c.b
 	for _, build := range parts {
-		c.b = &Builder{Grammar: &Grammar{}}
+		c.b = &grammar.Builder{Grammar: &grammar.Grammar{}}
 		f, err := build()
 		scratch := c.b
 		c.b = main
@@ -49,11 +50,11 @@ func (c *compiler) product(accept, reject []func() (Frag, error)) (Frag, error) 
 			err = scratch.Err
 		}
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		for _, n := range scratch.Grammar.Nodes {
 			if n.Call >= 0 {
-				return Frag{}, genq.Errorf(genq.Internal, "a string constraint calls a rule")
+				return grammar.Frag{}, genq.Errorf(genq.Internal, "a string constraint calls a rule")
 			}
 		}
 		machines = append(machines, scratchNFA{nodes: scratch.Grammar.Nodes, start: f.Start, end: f.End})
@@ -104,7 +105,7 @@ func (c *compiler) product(accept, reject []func() (Frag, error)) (Frag, error) 
 	next := make([]int32, len(machines))
 	for len(queue) > 0 && !b.Failed() {
 		if len(byKey) > maxProductStates {
-			return Frag{}, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
 		}
 		st := queue[0]
 		queue = queue[1:]
@@ -138,10 +139,10 @@ func (c *compiler) product(accept, reject []func() (Frag, error)) (Frag, error) 
 			work += s.work
 		}
 		if work > maxProductWork {
-			return Frag{}, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", TooLarge, maxProductWork)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", grammar.TooLarge, maxProductWork)
 		}
 	}
-	return Frag{start.node, end}, b.Err
+	return grammar.Frag{Start: start.node, End: end}, b.Err
 }
 
 // subsets interns one machine's sets of nodes, as the product meets them,

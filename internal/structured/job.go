@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // Constraint is what decoding holds a job's answer to.
 type Constraint struct {
 	// Grammar is the language of the answer; nil leaves it free.
-	Grammar *Grammar
+	Grammar *grammar.Grammar
 	// Lazy binds the grammar only once the answer opens a call (its
 	// format's Opener, after whitespace and, in a dialect with reasoning,
 	// a reasoning block): with tool_choice "auto" the model may answer in
@@ -57,7 +58,9 @@ func (c *Cache) ForJobIn(j genq.Job, d toolcall.Dialect) (Constraint, error) {
 			}
 			return i
 		}
-		g, err := c.compileKeyed(key, func() (*Grammar, error) { return compileTools(d.Format, tools, parallel, c.ClosedObjects, indexOf) })
+		g, err := c.compileKeyed(key, func() (*grammar.Grammar, error) {
+			return compileTools(d.Format, tools, parallel, c.ClosedObjects, indexOf)
+		})
 		if err != nil {
 			return Constraint{}, err
 		}
@@ -69,7 +72,7 @@ func (c *Cache) ForJobIn(j genq.Job, d toolcall.Dialect) (Constraint, error) {
 	}
 	switch f.Type {
 	case genq.FormatJSONObject:
-		g, err := c.compileKeyed(sha256.Sum256([]byte("json_object")), func() (*Grammar, error) { return CompileJSONObject(), nil })
+		g, err := c.compileKeyed(sha256.Sum256([]byte("json_object")), func() (*grammar.Grammar, error) { return CompileJSONObject(), nil })
 		return Constraint{Grammar: g}, err
 	case genq.FormatJSONSchema:
 		if f.JSONSchema == nil || len(bytes.TrimSpace(f.JSONSchema.Schema)) == 0 {
@@ -113,9 +116,9 @@ func toolsKey(tools []genq.Tool, parallel bool, f toolcall.ToolFormat, closed bo
 // NewOpening starts following the answer for constraint c. It is nil when
 // there is nothing to follow: the grammar binds at the first byte (calls
 // required of a dialect without reasoning), or c is no tool constraint.
-func (c Constraint) NewOpening() *Opening {
+func (c Constraint) NewOpening() *grammar.Opening {
 	if !c.ToolCalls || c.Grammar == nil || (!c.Lazy && !c.Dialect.Reasoning) {
 		return nil
 	}
-	return NewOpening(c.Lazy, c.Dialect.Reasoning, c.Dialect.Format.Opener())
+	return grammar.NewOpening(c.Lazy, c.Dialect.Reasoning, c.Dialect.Format.Opener())
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // Lowering: not, if/then/else, dependentSchemas, oneOf whose branches may
@@ -147,19 +148,19 @@ func needsLowering(s *value) bool {
 }
 
 // compileLowered compiles s as the alternatives it lowers to.
-func (c *compiler) compileLowered(s *value, path string) (Frag, error) {
+func (c *compiler) compileLowered(s *value, path string) (grammar.Frag, error) {
 	brs, err := c.lower(s, path, false, 0)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
-	alts := make([]Frag, 0, len(brs))
+	alts := make([]grammar.Frag, 0, len(brs))
 	for _, br := range brs {
 		f, err := c.compile(br.s, path)
 		if unsatisfiable(err) {
 			continue // an alternative no instance takes
 		}
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		alts = append(alts, f)
 	}

@@ -14,12 +14,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // accepts tells whether g takes text whole.
-func accepts(g *Grammar, text string) bool {
+func accepts(g *grammar.Grammar, text string) bool {
 	m := g.NewMatcher()
 	return m.Advance([]byte(text)) && m.Accepting()
 }
@@ -139,7 +140,7 @@ func TestLoweredRefusals(t *testing.T) {
 // it, and random walks through each grammar write only what ajv accepts.
 func TestLoweredAgainstAjv(t *testing.T) {
 	toks, eos := vocabtest.Small()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	var lines []ajvtest.Line
 	var got [][]bool
 	var exact []int // how many of each line's answers genq must agree on
@@ -211,7 +212,7 @@ func TestSuiteAgainstAjv(t *testing.T) {
 		t.Skipf("no JSON Schema Test Suite at %s (JSONSCHEMA_SUITE)", suiteDir())
 	}
 	toks, eos := vocabtest.Small()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	var lines []ajvtest.Line
 	var got [][]bool
 	var names []string

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // memberChain builds an object's members in order, counting them up to
@@ -20,7 +21,7 @@ import (
 // bits.
 type memberChain struct {
 	c        *compiler
-	open     Frag
+	open     grammar.Frag
 	at       map[chainKey]int32
 	top      int
 	min      int
@@ -258,7 +259,7 @@ func (ch *memberChain) others(r int32, n int) {
 }
 
 // close ends the object where its count holds minProperties.
-func (ch *memberChain) close() Frag {
+func (ch *memberChain) close() grammar.Frag {
 	b := ch.c.b
 	end := b.Node()
 	for _, key := range ch.keys() {
@@ -272,5 +273,5 @@ func (ch *memberChain) close() Frag {
 		b.Eps(ch.at[key], cl.Start)
 		b.Eps(cl.End, end)
 	}
-	return Frag{ch.open.Start, end}
+	return grammar.Frag{Start: ch.open.Start, End: end}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // allOf, anyOf beside other keywords, and oneOf, brought to what the
@@ -563,7 +564,7 @@ func patternSupported(p *value) error {
 	if p.kind != 's' {
 		return genq.Errorf(genq.Invalid, "pattern must be a string")
 	}
-	c := &compiler{b: &Builder{Grammar: &Grammar{}}}
+	c := &compiler{b: &grammar.Builder{Grammar: &grammar.Grammar{}}}
 	_, err := c.pattern(p.str)
 	return err
 }

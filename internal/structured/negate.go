@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // not, pushed down: an instance fails a plain schema exactly when it
@@ -410,7 +411,7 @@ func otherArrays(a *value) []*value {
 // bounds. keyShort keeps what genq writes apart from a bound or a listed
 // value as validators that read numbers as doubles see them too: two
 // decimals of 15 digits are two doubles.
-func (c *compiler) restrictedNumber(s *value, t, path string) (Frag, error) {
+func (c *compiler) restrictedNumber(s *value, t, path string) (grammar.Frag, error) {
 	whole := t == "integer"
 	if whole && s.get(keyNotInteger) != nil {
 		return c.b.Alt(), nil
@@ -419,7 +420,7 @@ func (c *compiler) restrictedNumber(s *value, t, path string) (Frag, error) {
 	if multiple && s.get(keyNotInteger) != nil && !fractionalMultiple(s, whole) {
 		return c.b.Alt(), nil // a whole multipleOf's multiples are integers
 	}
-	parts := []func() (Frag, error){func() (Frag, error) {
+	parts := []func() (grammar.Frag, error){func() (grammar.Frag, error) {
 		switch {
 		case multiple:
 			f, _, err := c.multiple(s, path, whole)
@@ -430,17 +431,17 @@ func (c *compiler) restrictedNumber(s *value, t, path string) (Frag, error) {
 		return c.plainNumber(whole), nil
 	}}
 	if s.get(keyNotInteger) != nil {
-		parts = append(parts, func() (Frag, error) { return c.canonicalNumber(true, false, nil), nil })
+		parts = append(parts, func() (grammar.Frag, error) { return c.canonicalNumber(true, false, nil), nil })
 	}
 	if s.get(keyShort) != nil {
-		parts = append(parts, func() (Frag, error) { return c.shortNumber(whole), nil })
+		parts = append(parts, func() (grammar.Frag, error) { return c.shortNumber(whole), nil })
 	}
 	return c.intersect(parts)
 }
 
 // plainNumber is any number (whole: integer) in the builder of the moment,
 // calling no rule.
-func (c *compiler) plainNumber(whole bool) Frag {
+func (c *compiler) plainNumber(whole bool) grammar.Frag {
 	b := c.b
 	if whole {
 		return c.intPart()
@@ -455,7 +456,7 @@ const maxShortDigits = 15
 
 // shortNumber matches numbers of at most maxShortDigits digits (a leading
 // 0 aside), with no exponent; whole: with no fraction.
-func (c *compiler) shortNumber(whole bool) Frag {
+func (c *compiler) shortNumber(whole bool) grammar.Frag {
 	b := c.b
 	start, signed, end := b.Node(), b.Node(), b.Node()
 	b.Eps(start, signed)
@@ -494,7 +495,7 @@ func (c *compiler) shortNumber(whole bool) Frag {
 		fraction(n, k)
 		prev = n
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }
 
 // shortDigits tells a number written with at most maxShortDigits

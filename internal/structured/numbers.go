@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // Numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum)
@@ -129,19 +130,19 @@ func hasBounds(s *value) bool {
 }
 
 // bounded compiles a bounded integer (whole) or number.
-func (c *compiler) bounded(s *value, path string, whole bool) (Frag, error) {
+func (c *compiler) bounded(s *value, path string, whole bool) (grammar.Frag, error) {
 	lo, hi, err := numericRange(s, path, whole)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	return c.boundedNumber(lo, hi, !whole)
 }
 
 // boundedNumber matches the integers, or with fraction the numbers,
 // inside lo and hi.
-func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (Frag, error) {
+func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (grammar.Frag, error) {
 	b := c.b
-	var alts []Frag
+	var alts []grammar.Frag
 	neg := func(r *big.Rat) *big.Rat { return new(big.Rat).Neg(r) }
 	// x >= 0: the magnitude's bounds are x's own, from 0 when x has none
 	// below zero.
@@ -152,7 +153,7 @@ func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (Frag, error) {
 		}
 		f, err := c.magnitude(mlo, hi, fraction)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		alts = append(alts, f)
 	}
@@ -169,7 +170,7 @@ func (c *compiler) boundedNumber(lo, hi numBound, fraction bool) (Frag, error) {
 		}
 		f, err := c.magnitude(mlo, mhi, fraction)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		alts = append(alts, b.Seq(b.Lit("-"), f))
 	}
@@ -200,7 +201,7 @@ func splitBound(r *big.Rat) (uint64, string) {
 
 // magnitude matches the non-negative values between lo (set) and hi, as
 // an integer part and, with fraction, an optional fraction.
-func (c *compiler) magnitude(lo, hi numBound, fraction bool) (Frag, error) {
+func (c *compiler) magnitude(lo, hi numBound, fraction bool) (grammar.Frag, error) {
 	b := c.b
 	if !fraction { // an integer's bounds are whole
 		bottom, top := lo.value.Num().Uint64(), maxMagnitude
@@ -224,14 +225,14 @@ func (c *compiler) magnitude(lo, hi numBound, fraction bool) (Frag, error) {
 		top, hiFrac = splitBound(hi.value)
 	}
 	if hi.set && bottom == top {
-		f, err := c.intersect([]func() (Frag, error){
-			func() (Frag, error) { return c.fracAbove(loFrac, lo.inclusive), nil },
-			func() (Frag, error) { return c.fracBelow(hiFrac, hi.inclusive), nil },
+		f, err := c.intersect([]func() (grammar.Frag, error){
+			func() (grammar.Frag, error) { return c.fracAbove(loFrac, lo.inclusive), nil },
+			func() (grammar.Frag, error) { return c.fracBelow(hiFrac, hi.inclusive), nil },
 		})
 		return b.Seq(c.intRange(bottom, bottom), f), err
 	}
 	anyFrac := b.Opt(b.Seq(b.Lit("."), c.digits(1, maxFracDigits)))
-	alts := []Frag{b.Seq(c.intRange(bottom, bottom), c.fracAbove(loFrac, lo.inclusive))}
+	alts := []grammar.Frag{b.Seq(c.intRange(bottom, bottom), c.fracAbove(loFrac, lo.inclusive))}
 	switch {
 	case !hi.set && bottom < top:
 		alts = append(alts, b.Seq(c.intRange(bottom+1, top), anyFrac))
@@ -247,11 +248,11 @@ func (c *compiler) magnitude(lo, hi numBound, fraction bool) (Frag, error) {
 // fracAbove matches the fractions (none, or a dot and digits) of the
 // values whose fraction is above the digits bound, or equal where
 // inclusive.
-func (c *compiler) fracAbove(bound string, inclusive bool) Frag {
+func (c *compiler) fracAbove(bound string, inclusive bool) grammar.Frag {
 	b := c.b
 	// some: at most n digits, one of them above zero.
-	some := func(n int) Frag {
-		return b.Seq(b.Repeat(0, n-1, func() Frag { return b.Lit("0") }), b.Ranges('1', '9'), c.digits(0, n-1))
+	some := func(n int) grammar.Frag {
+		return b.Seq(b.Repeat(0, n-1, func() grammar.Frag { return b.Lit("0") }), b.Ranges('1', '9'), c.digits(0, n-1))
 	}
 	if bound == "" {
 		if inclusive {
@@ -285,18 +286,18 @@ func (c *compiler) fracAbove(bound string, inclusive bool) Frag {
 			b.Eps(rest.End, end)
 		}
 	}
-	return Frag{dot.Start, end}
+	return grammar.Frag{Start: dot.Start, End: end}
 }
 
 // fracBelow matches the fractions (none, or a dot and digits) of the
 // values whose fraction is below the digits bound, or equal where
 // inclusive.
-func (c *compiler) fracBelow(bound string, inclusive bool) Frag {
+func (c *compiler) fracBelow(bound string, inclusive bool) grammar.Frag {
 	b := c.b
-	zeros := func(n int) Frag { return b.Repeat(0, n, func() Frag { return b.Lit("0") }) }
+	zeros := func(n int) grammar.Frag { return b.Repeat(0, n, func() grammar.Frag { return b.Lit("0") }) }
 	if bound == "" {
 		if inclusive {
-			return b.Opt(b.Seq(b.Lit("."), b.Repeat(1, maxFracDigits, func() Frag { return b.Lit("0") })))
+			return b.Opt(b.Seq(b.Lit("."), b.Repeat(1, maxFracDigits, func() grammar.Frag { return b.Lit("0") })))
 		}
 		return b.Alt()
 	}
@@ -326,17 +327,17 @@ func (c *compiler) fracBelow(bound string, inclusive bool) Frag {
 		b.Eps(at, rest.Start)
 		b.Eps(rest.End, end)
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }
 
 // intRange matches the decimal integers from lo to hi, without leading
 // zeros.
-func (c *compiler) intRange(lo, hi uint64) Frag {
+func (c *compiler) intRange(lo, hi uint64) grammar.Frag {
 	b := c.b
 	if lo > hi {
 		return b.Alt()
 	}
-	var alts []Frag
+	var alts []grammar.Frag
 	for n := len(strconv.FormatUint(lo, 10)); n <= len(strconv.FormatUint(hi, 10)); n++ {
 		first, last := uint64(0), uint64(math.Pow10(n))-1
 		if n > 1 {
@@ -357,7 +358,7 @@ func pad(n uint64, width int) string {
 }
 
 // digitRange matches the digit strings of lo's length from lo to hi.
-func (c *compiler) digitRange(lo, hi string) Frag {
+func (c *compiler) digitRange(lo, hi string) grammar.Frag {
 	b := c.b
 	switch {
 	case lo == "":
@@ -371,7 +372,7 @@ func (c *compiler) digitRange(lo, hi string) Frag {
 	if strings.Trim(lo[1:], "0") == "" && strings.Trim(hi[1:], "9") == "" {
 		return b.Seq(b.Ranges(lo[0], hi[0]), c.digits(rest, rest))
 	}
-	alts := []Frag{b.Seq(b.Lit(lo[:1]), c.digitRange(lo[1:], strings.Repeat("9", rest)))}
+	alts := []grammar.Frag{b.Seq(b.Lit(lo[:1]), c.digitRange(lo[1:], strings.Repeat("9", rest)))}
 	if lo[0]+1 <= hi[0]-1 {
 		alts = append(alts, b.Seq(b.Ranges(lo[0]+1, hi[0]-1), c.digits(rest, rest)))
 	}
@@ -382,7 +383,7 @@ func (c *compiler) digitRange(lo, hi string) Frag {
 // literal matches the JSON texts equal to v: the same members (in any
 // order, unless strict or more than maxAnyOrder), whitespace between
 // tokens as anywhere in an answer, and numbers by value (numberValue).
-func (c *compiler) literal(v *value) Frag {
+func (c *compiler) literal(v *value) grammar.Frag {
 	b := c.b
 	switch v.kind {
 	case 'o', 'a':
@@ -396,7 +397,7 @@ func (c *compiler) literal(v *value) Frag {
 		if n == 0 {
 			return b.Seq(b.Lit(open), c.ws(), b.Lit(closing))
 		}
-		parts := []Frag{b.Lit(open), c.ws()}
+		parts := []grammar.Frag{b.Lit(open), c.ws()}
 		for i := range n {
 			if i > 0 {
 				parts = append(parts, c.ws(), b.Lit(","), c.ws())
@@ -419,7 +420,7 @@ func (c *compiler) literal(v *value) Frag {
 }
 
 // literalObject matches the object v with its members in any order.
-func (c *compiler) literalObject(v *value) Frag {
+func (c *compiler) literalObject(v *value) grammar.Frag {
 	b := c.b
 	rules := make([]int32, len(v.obj))
 	for i, m := range v.obj {
@@ -439,7 +440,7 @@ func (c *compiler) literalObject(v *value) Frag {
 // (-2.0, 1.50): JSON Schema compares numbers by value. A strict schema's
 // answer keeps the shortest form, as a typed client (Go's encoding/json,
 // Pydantic's strict int) reads 1.0 as no integer.
-func (c *compiler) numberValue(n json.Number) Frag {
+func (c *compiler) numberValue(n json.Number) grammar.Frag {
 	text := numberText(n.String())
 	if c.strict {
 		return c.b.Lit(text)
@@ -457,7 +458,7 @@ func (c *compiler) numberValue(n json.Number) Frag {
 // fraction of zeros: JSON Schema's integer is any number with no
 // fraction, 1.0 as well as 1, from draft 6 on; draft 4's is written
 // without one.
-func (c *compiler) wholeFraction(f Frag) Frag {
+func (c *compiler) wholeFraction(f grammar.Frag) grammar.Frag {
 	if c.strict || c.draft == draft4 {
 		return f
 	}
@@ -465,8 +466,8 @@ func (c *compiler) wholeFraction(f Frag) Frag {
 }
 
 // zeros matches up to n zeros.
-func (c *compiler) zeros(n int) Frag {
-	return c.b.Repeat(0, n, func() Frag { return c.b.Lit("0") })
+func (c *compiler) zeros(n int) grammar.Frag {
+	return c.b.Repeat(0, n, func() grammar.Frag { return c.b.Lit("0") })
 }
 
 // numberText is the number n's shortest form (n itself where it has more
@@ -507,31 +508,31 @@ const maxMultipleOf = 1000
 // number, only its whole multiples are written: narrower, but sound.
 // fraction tells that the automaton writes its own fraction, so that the
 // caller adds none.
-func (c *compiler) multiple(s *value, path string, whole bool) (f Frag, fraction bool, err error) {
+func (c *compiler) multiple(s *value, path string, whole bool) (f grammar.Frag, fraction bool, err error) {
 	mv := s.get("multipleOf")
 	r, ok := new(big.Rat).SetString(mv.num.String())
 	if mv.kind != 'n' || !ok || r.Sign() <= 0 {
-		return Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
+		return grammar.Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
 	}
 	p, k, ok := decimalParts(r)
 	if ok && whole {
 		p, k = new(big.Int).Quo(p, new(big.Int).GCD(nil, nil, p, pow10(k))), 0
 	}
 	if !ok || !p.IsInt64() || p.Int64() > maxMultipleOf {
-		return Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces multipleOf p/10^k with p whole up to %d and k up to %d (for integers, p/gcd(p, 10^k) up to %d)", path, mv.num, maxMultipleOf, maxFracDigits, maxMultipleOf)
+		return grammar.Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf %s is not supported: genq enforces multipleOf p/10^k with p whole up to %d and k up to %d (for integers, p/gcd(p, 10^k) up to %d)", path, mv.num, maxMultipleOf, maxFracDigits, maxMultipleOf)
 	}
 	m := int(p.Int64())
-	build := func() (Frag, error) { return c.multipleOf(m), nil }
+	build := func() (grammar.Frag, error) { return c.multipleOf(m), nil }
 	if k > 0 {
-		build = func() (Frag, error) { return c.decimalMultipleOf(m, k), nil }
+		build = func() (grammar.Frag, error) { return c.decimalMultipleOf(m, k), nil }
 	}
 	if !hasBounds(s) {
 		f, err := build()
 		return f, k > 0, err
 	}
-	f, err = c.intersect([]func() (Frag, error){func() (Frag, error) { return c.bounded(s, path, k == 0) }, build})
+	f, err = c.intersect([]func() (grammar.Frag, error){func() (grammar.Frag, error) { return c.bounded(s, path, k == 0) }, build})
 	if err != nil {
-		return Frag{}, false, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+		return grammar.Frag{}, false, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}
 	return f, k > 0, nil
 }
@@ -568,7 +569,7 @@ func pow10(k int) *big.Int {
 // zeros) and a multiple of m. The remainder modulo m of the digits read,
 // the point skipped, is carried digit by digit; a number that ends j
 // fraction digits short of k has its remainder times 10^j.
-func (c *compiler) decimalMultipleOf(m, k int) Frag {
+func (c *compiler) decimalMultipleOf(m, k int) grammar.Frag {
 	b := c.b
 	start, end := b.Node(), b.Node()
 	minus := b.Opt(b.Lit("-"))
@@ -640,13 +641,13 @@ func (c *compiler) decimalMultipleOf(m, k int) Frag {
 		b.Eps(n, zeros.Start)
 		b.Eps(zeros.End, end)
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }
 
 // multipleOf matches the decimal integers that are multiples of m: 0, or
 // an optional minus, a digit 1 to 9 and up to maxIntDigits-1 more, the
 // remainder modulo m carried digit by digit.
-func (c *compiler) multipleOf(m int) Frag {
+func (c *compiler) multipleOf(m int) grammar.Frag {
 	b := c.b
 	start, end := b.Node(), b.Node()
 	zero := b.Lit("0")
@@ -683,5 +684,5 @@ func (c *compiler) multipleOf(m int) Frag {
 			}
 		}
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }

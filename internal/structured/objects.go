@@ -8,19 +8,20 @@ import (
 	"slices"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
-func (c *compiler) object(s *value, path string) (Frag, error) {
+func (c *compiler) object(s *value, path string) (grammar.Frag, error) {
 	b := c.b
 	props := s.get("properties")
 	if props != nil && props.kind != 'o' {
-		return Frag{}, genq.Errorf(genq.Invalid, "at %s: properties must be an object", path)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: properties must be an object", path)
 	}
 	required := map[string]bool{}
 	addl := s.get("additionalProperties")
 	names, err := c.propertyNames(s, path)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	// A name the object must be able to write that properties does not
 	// list (a required one, or one dependentRequired names) is listed
@@ -55,26 +56,26 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 	}
 	if r := s.get("required"); r != nil {
 		if r.kind != 'a' {
-			return Frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 		}
 		for _, n := range r.arr {
 			if n.kind != 's' {
-				return Frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
+				return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: required must be an array of names", path)
 			}
 			required[n.str] = true
 			if err := addUnlisted(n.str); err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 		}
 	}
 	deps, err := dependentRequired(s, path)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	deps, implied := resolveDependencies(deps, required)
 	for _, n := range implied { // required by a required property's dependencies
 		if err := addUnlisted(n); err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 	}
 	// The names a dependency requires first, then those that require
@@ -86,7 +87,7 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 				n = d.b
 			}
 			if err := addUnlisted(n); err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 		}
 	}
@@ -102,11 +103,11 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 	}
 	patterns, err := c.patternMembers(s, props, path, names, unmatched)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	minP, maxP, err := bounds(s, "minProperties", "maxProperties", path)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	counted := minP > 0 || maxP >= 0
 	if (props == nil || len(props.obj) == 0) && patterns == nil && names == nil && !counted {
@@ -118,9 +119,9 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 		case addl != nil && addl.kind == 'o':
 			r, err := c.ruleOf(addl, path+"/additionalProperties")
 			if err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
-			return c.mapObject(func() Frag { return b.Call(r) }), nil
+			return c.mapObject(func() grammar.Frag { return b.Call(r) }), nil
 		}
 		return b.Call(c.bi.object), nil
 	}
@@ -132,7 +133,7 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 	var presence []presence
 	if !anyOrder {
 		if presence, err = presenceRules(deps, props, path); err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 	}
 	// Properties come in any order (anyOrder) or in the schema's; required
@@ -148,12 +149,12 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 		}
 		for _, pm := range c.patternSchemas(s, m.key) {
 			if schema, err = merge(schema, pm, p); err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 		}
 		v, err := c.compile(schema, p)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		r := b.NewRule(p + " member")
 		b.Define(r, b.Seq(b.Lit(buf.String()), c.ws(), b.Lit(":"), c.ws(), v))
@@ -162,7 +163,7 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 			continue
 		}
 		if err := ch.member(r, !required[m.key], presence[i]); err != nil {
-			return Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+			return grammar.Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 		}
 	}
 	if anyOrder {
@@ -172,7 +173,7 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 	// told apart by the patterns their names match (patternMembers); else
 	// their values follow unmatched. At most MaxOtherProperties, or
 	// maxProperties' own bound where it is larger.
-	var other func() Frag
+	var other func() grammar.Frag
 	switch {
 	case patterns != nil:
 		other = patterns
@@ -180,14 +181,14 @@ func (c *compiler) object(s *value, path string) (Frag, error) {
 		r := c.bi.value
 		if unmatched.kind == 'o' {
 			if r, err = c.ruleOf(unmatched, path+"/additionalProperties"); err != nil {
-				return Frag{}, err
+				return grammar.Frag{}, err
 			}
 		}
 		key, err := c.otherKey(props, path, names)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
-		other = func() Frag { return b.Seq(b.Call(key), c.ws(), b.Lit(":"), c.ws(), b.Call(r)) }
+		other = func() grammar.Frag { return b.Seq(b.Call(key), c.ws(), b.Lit(":"), c.ws(), b.Call(r)) }
 	}
 	if other != nil {
 		r := b.NewRule(path + " other member")

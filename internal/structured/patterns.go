@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // canonicalString is a pattern of every string, matched as the pattern
@@ -17,7 +18,7 @@ const canonicalString = `(?s)^.*$`
 // none of keyNotPatterns, besides the parts stringParts made of s's other
 // keywords (keys name them): the product of their automata, built once
 // per grammar under the keys together.
-func (c *compiler) patternString(s *value, keys []string, parts []func() (Frag, error), path string) (Frag, error) {
+func (c *compiler) patternString(s *value, keys []string, parts []func() (grammar.Frag, error), path string) (grammar.Frag, error) {
 	list := func(k string) ([]string, error) {
 		v := s.get(k)
 		if v == nil {
@@ -34,14 +35,14 @@ func (c *compiler) patternString(s *value, keys []string, parts []func() (Frag, 
 	}
 	must, err := list(keyPatterns)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	mustNot, err := list(keyNotPatterns)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
-	part := func(p string) func() (Frag, error) {
-		return func() (Frag, error) { return c.pattern(p) }
+	part := func(p string) func() (grammar.Frag, error) {
+		return func() (grammar.Frag, error) { return c.pattern(p) }
 	}
 	for _, p := range must {
 		keys, parts = append(keys, "pattern "+p), append(parts, part(p))
@@ -50,22 +51,22 @@ func (c *compiler) patternString(s *value, keys []string, parts []func() (Frag, 
 		// Go's \s takes fewer characters than ECMAScript's: a string
 		// that must not match it could still match ECMAScript's.
 		if strings.Contains(p, `\s`) {
-			return Frag{}, genq.Errorf(genq.Invalid, "at %s: not over pattern %q is not supported: \\s in it", path, p)
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: not over pattern %q is not supported: \\s in it", path, p)
 		}
 	}
 	if len(mustNot) > 0 {
 		keys, parts = append(keys, "pattern "+canonicalString), append(parts, part(canonicalString))
 	}
-	var rejects []func() (Frag, error)
+	var rejects []func() (grammar.Frag, error)
 	for _, p := range mustNot {
 		keys, rejects = append(keys, "not pattern "+p), append(rejects, part(p))
 	}
 	if len(parts) == 1 && len(rejects) == 0 {
 		return c.sharedString(keys[0], parts[0])
 	}
-	f, err := c.sharedString(strings.Join(keys, " and "), func() (Frag, error) { return c.product(parts, rejects) })
+	f, err := c.sharedString(strings.Join(keys, " and "), func() (grammar.Frag, error) { return c.product(parts, rejects) })
 	if err != nil {
-		return Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
+		return grammar.Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}
 	return f, nil
 }

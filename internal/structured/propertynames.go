@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // maxPatternSets bounds the patterns an object's other names are told
@@ -26,7 +27,7 @@ const maxPatternSets = 4
 // maxPatternSets patterns, a name that matches any holds to every
 // pattern's schema (narrower). A set whose schemas do not merge, or merge
 // to false, writes no member. nil without patternProperties.
-func (c *compiler) patternMembers(s, props *value, path string, names *nameRule, unmatched *value) (func() Frag, error) {
+func (c *compiler) patternMembers(s, props *value, path string, names *nameRule, unmatched *value) (func() grammar.Frag, error) {
 	pp := s.get("patternProperties")
 	if pp == nil {
 		return nil, nil
@@ -108,8 +109,8 @@ func (c *compiler) patternMembers(s, props *value, path string, names *nameRule,
 	if err := add(class{unmatched: patterns}, unmatched, path+"/additionalProperties"); err != nil {
 		return nil, err
 	}
-	return func() Frag {
-		alts := make([]Frag, len(members))
+	return func() grammar.Frag {
+		alts := make([]grammar.Frag, len(members))
 		for i, m := range members {
 			alts[i] = b.Seq(b.Call(m.key), c.ws(), b.Lit(":"), c.ws(), b.Call(m.value))
 		}
@@ -168,7 +169,7 @@ func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, 
 		b.Define(r, f)
 		return r, nil
 	}
-	b.Define(r, c.otherKeyString(props, func() Frag { return b.Call(c.rest) }))
+	b.Define(r, c.otherKeyString(props, func() grammar.Frag { return b.Call(c.rest) }))
 	return r, nil
 }
 
@@ -176,29 +177,29 @@ func (c *compiler) otherKey(props *value, path string, names *nameRule) (int32, 
 // allows (names, nil for any), that matches every pattern of matched and
 // none of unmatched: the product of their automata, built once per
 // grammar.
-func (c *compiler) namedKey(matched, unmatched []string, props *value, names *nameRule) (Frag, error) {
+func (c *compiler) namedKey(matched, unmatched []string, props *value, names *nameRule) (grammar.Frag, error) {
 	var listed []string
 	for _, m := range props.obj {
 		listed = append(listed, m.key)
 	}
 	key := "key but " + strings.Join(listed, ",")
-	parts := []func() (Frag, error){func() (Frag, error) {
-		return c.otherKeyString(props, func() Frag { return c.b.Seq(c.b.Star(c.plainChar()), c.b.Lit(`"`)) }), nil
+	parts := []func() (grammar.Frag, error){func() (grammar.Frag, error) {
+		return c.otherKeyString(props, func() grammar.Frag { return c.b.Seq(c.b.Star(c.plainChar()), c.b.Lit(`"`)) }), nil
 	}}
-	var rejects []func() (Frag, error)
+	var rejects []func() (grammar.Frag, error)
 	for _, p := range matched {
 		key += " matching " + p
-		parts = append(parts, func() (Frag, error) { return c.pattern(p) })
+		parts = append(parts, func() (grammar.Frag, error) { return c.pattern(p) })
 	}
 	for _, p := range unmatched {
 		key += " not matching " + p
-		rejects = append(rejects, func() (Frag, error) { return c.pattern(p) })
+		rejects = append(rejects, func() (grammar.Frag, error) { return c.pattern(p) })
 	}
 	if names != nil {
 		key += " named " + strings.Join(names.keys, " and ")
 		parts = append(parts, names.parts...)
 	}
-	return c.sharedString(key, func() (Frag, error) { return c.product(parts, rejects) })
+	return c.sharedString(key, func() (grammar.Frag, error) { return c.product(parts, rejects) })
 }
 
 // nameRule is what propertyNames says of a name: a string schema's
@@ -206,7 +207,7 @@ func (c *compiler) namedKey(matched, unmatched []string, props *value, names *na
 // check of the names properties lists.
 type nameRule struct {
 	keys  []string
-	parts []func() (Frag, error)
+	parts []func() (grammar.Frag, error)
 	allow func(name string) bool
 }
 
@@ -221,7 +222,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 	}
 	at := path + "/propertyNames"
 	if pn.kind == 'b' { // false: no name at all
-		return &nameRule{keys: []string{"none"}, parts: []func() (Frag, error){func() (Frag, error) { return c.b.Alt(), nil }},
+		return &nameRule{keys: []string{"none"}, parts: []func() (grammar.Frag, error){func() (grammar.Frag, error) { return c.b.Alt(), nil }},
 			allow: func(string) bool { return false }}, nil
 	}
 	if pn.kind != 'o' {
@@ -268,7 +269,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 		}
 		p := `^(` + strings.Join(names, "|") + `)$`
 		keys = append(keys, "pattern "+p)
-		parts = append(parts, func() (Frag, error) { return c.pattern(p) })
+		parts = append(parts, func() (grammar.Frag, error) { return c.pattern(p) })
 		res = append(res, regexp.MustCompile(p))
 	}
 	min, max, _ := bounds(pn, "minLength", "maxLength", at)
@@ -301,7 +302,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 // otherKeyString builds otherKey's automaton in c.b, rest building the
 // rest of a plain string after its first character (a call of a shared
 // rule, or, for an intersection, the automaton itself).
-func (c *compiler) otherKeyString(props *value, rest func() Frag) Frag {
+func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) grammar.Frag {
 	b := c.b
 	type trieNode struct {
 		id       int32
@@ -356,7 +357,7 @@ func (c *compiler) otherKeyString(props *value, rest func() Frag) Frag {
 	// every trie node leaves to, so that the trie adds edges, not nodes.
 	var restAt [4]int32
 	for k := range restAt {
-		f := b.Seq(b.Repeat(k, k, func() Frag { return b.Ranges(0x80, 0xBF) }), rest())
+		f := b.Seq(b.Repeat(k, k, func() grammar.Frag { return b.Ranges(0x80, 0xBF) }), rest())
 		restAt[k] = f.Start
 		b.Eps(f.End, end)
 	}
@@ -398,5 +399,5 @@ func (c *compiler) otherKeyString(props *value, rest func() Frag) Frag {
 		}
 	}
 	walk(root)
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // enforcedFormats are the formats FormatsGrammar warms: those schemas use
@@ -23,7 +24,7 @@ var enforcedFormats = []string{"date", "date-time", "time", "duration", "uuid", 
 // is a rule whose masks a Vocab shares with every grammar that holds it,
 // so preparing this one (Prepare) once per model spares the first schema
 // with each format its walks.
-func FormatsGrammar() *Grammar {
+func FormatsGrammar() *grammar.Grammar {
 	var b strings.Builder
 	b.WriteString(`{"anyOf":[`)
 	for i, f := range enforcedFormats {
@@ -80,13 +81,13 @@ func isHex(c byte) bool {
 // pattern matches a JSON string (quotes included) whose decoded value
 // matches the regular expression p. Like JSON Schema's, the pattern is not
 // anchored unless it says so with ^ and $.
-func (c *compiler) pattern(p string) (Frag, error) {
+func (c *compiler) pattern(p string) (grammar.Frag, error) {
 	if err := checkPatternSyntax(p); err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	q, err := propertyClasses(p)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	return c.goPattern(q)
 }
@@ -175,10 +176,10 @@ func propertyName(name string) (string, error) {
 }
 
 // goPattern is pattern for p read in Go's syntax, unchecked.
-func (c *compiler) goPattern(p string) (Frag, error) {
+func (c *compiler) goPattern(p string) (grammar.Frag, error) {
 	re, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {
-		return Frag{}, genq.WrapError(genq.Invalid, err, "pattern "+quote(p)+" is not a supported regular expression: "+err.Error())
+		return grammar.Frag{}, genq.WrapError(genq.Invalid, err, "pattern "+quote(p)+" is not a supported regular expression: "+err.Error())
 	}
 	re = re.Simplify()
 	subs := []*syntax.Regexp{re}
@@ -194,15 +195,15 @@ func (c *compiler) goPattern(p string) (Frag, error) {
 		subs = subs[:len(subs)-1]
 	}
 	b := c.b
-	parts := []Frag{b.Lit(`"`)}
-	anyChars := func() Frag { return b.Star(c.char()) }
+	parts := []grammar.Frag{b.Lit(`"`)}
+	anyChars := func() grammar.Frag { return b.Star(c.char()) }
 	if !anchoredStart {
 		parts = append(parts, anyChars())
 	}
 	for _, s := range subs {
 		f, err := c.regex(s, p)
 		if err != nil {
-			return Frag{}, err
+			return grammar.Frag{}, err
 		}
 		parts = append(parts, f)
 	}
@@ -215,16 +216,16 @@ func (c *compiler) goPattern(p string) (Frag, error) {
 
 func quote(s string) string { return `"` + s + `"` }
 
-func (c *compiler) regex(re *syntax.Regexp, p string) (Frag, error) {
+func (c *compiler) regex(re *syntax.Regexp, p string) (grammar.Frag, error) {
 	b := c.b
 	if b.Failed() {
-		return Frag{}, b.Err
+		return grammar.Frag{}, b.Err
 	}
 	if re.Flags&syntax.FoldCase != 0 && !c.fold {
-		return Frag{}, genq.Errorf(genq.Invalid, "pattern %q: case-insensitive matching is not supported", p)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "pattern %q: case-insensitive matching is not supported", p)
 	}
-	subs := func() ([]Frag, error) {
-		out := make([]Frag, 0, len(re.Sub))
+	subs := func() ([]grammar.Frag, error) {
+		out := make([]grammar.Frag, 0, len(re.Sub))
 		for _, s := range re.Sub {
 			f, err := c.regex(s, p)
 			if err != nil {
@@ -240,7 +241,7 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (Frag, error) {
 	case syntax.OpEmptyMatch:
 		return b.Empty(), nil
 	case syntax.OpLiteral:
-		fs := make([]Frag, 0, len(re.Rune))
+		fs := make([]grammar.Frag, 0, len(re.Rune))
 		for _, r := range re.Rune {
 			if re.Flags&syntax.FoldCase != 0 {
 				fs = append(fs, c.runeClass(foldRanges(r)))
@@ -274,11 +275,11 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (Frag, error) {
 		case syntax.OpRepeat:
 			min, max = re.Min, re.Max
 		}
-		if min > MaxRepeat || max > MaxRepeat {
-			return Frag{}, genq.Errorf(genq.Invalid, "pattern %q: a repeat over %d is not supported", p, MaxRepeat)
+		if min > grammar.MaxRepeat || max > grammar.MaxRepeat {
+			return grammar.Frag{}, genq.Errorf(genq.Invalid, "pattern %q: a repeat over %d is not supported", p, grammar.MaxRepeat)
 		}
 		var err error
-		f := b.Repeat(min, max, func() Frag {
+		f := b.Repeat(min, max, func() grammar.Frag {
 			f, e := c.regex(re.Sub[0], p)
 			if e != nil && err == nil {
 				err = e
@@ -287,7 +288,7 @@ func (c *compiler) regex(re *syntax.Regexp, p string) (Frag, error) {
 		})
 		return f, err
 	}
-	return Frag{}, genq.Errorf(genq.Invalid, "pattern %q: %s is not supported (anchors only at the very start and end)", p, opName(re.Op))
+	return grammar.Frag{}, genq.Errorf(genq.Invalid, "pattern %q: %s is not supported (anchors only at the very start and end)", p, opName(re.Op))
 }
 
 func opName(op syntax.Op) string {
@@ -307,7 +308,7 @@ func opName(op syntax.Op) string {
 // sequences share (the continuation bytes left, by their ranges), so that
 // a class of many ranges, such as \p{L}, costs states by its distinct
 // tails, not by its ranges.
-func (c *compiler) runeClass(r []rune) Frag {
+func (c *compiler) runeClass(r []rune) grammar.Frag {
 	b := c.b
 	start, end := b.Node(), b.Node()
 	tails := map[string]int32{}
@@ -347,9 +348,9 @@ func (c *compiler) runeClass(r []rune) Frag {
 		}
 	}
 	if len(escapes) > 0 {
-		return b.Union(Frag{start, end}, b.Lits(escapes))
+		return b.Union(grammar.Frag{Start: start, End: end}, b.Lits(escapes))
 	}
-	return Frag{start, end}
+	return grammar.Frag{Start: start, End: end}
 }
 
 // flatten is seq's bytes in order, a map key.

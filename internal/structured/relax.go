@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // A tool's parameters schema that genq cannot enforce exactly is still
@@ -372,9 +373,9 @@ func schemaPrefixes(root *value, segs []string) []int {
 // (strict ones aside) that genq cannot enforce exactly. A schema that
 // cannot be relaxed is refused, naming its tool's field (index from
 // indexOf).
-func relaxTools(tools []genq.Tool, closed bool, indexOf func(int) int) ([]genq.Tool, map[string]*RelaxedTool, error) {
+func relaxTools(tools []genq.Tool, closed bool, indexOf func(int) int) ([]genq.Tool, map[string]*grammar.RelaxedTool, error) {
 	out := slices.Clone(tools)
-	var relaxed map[string]*RelaxedTool
+	var relaxed map[string]*grammar.RelaxedTool
 	for i, t := range tools {
 		if noSchema(t.Function.Parameters) {
 			continue
@@ -402,9 +403,9 @@ func relaxTools(tools []genq.Tool, closed bool, indexOf func(int) int) ([]genq.T
 		}
 		out[i].Function.Parameters = schema
 		if relaxed == nil {
-			relaxed = map[string]*RelaxedTool{}
+			relaxed = map[string]*grammar.RelaxedTool{}
 		}
-		relaxed[t.Function.Name] = &RelaxedTool{Name: t.Function.Name, Paths: paths, Schema: t.Function.Parameters, Validate: validator(t.Function.Parameters)}
+		relaxed[t.Function.Name] = &grammar.RelaxedTool{Name: t.Function.Name, Paths: paths, Schema: t.Function.Parameters, Validate: validator(t.Function.Parameters)}
 	}
 	return out, relaxed, nil
 }

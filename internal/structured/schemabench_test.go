@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
 	"golang.org/x/sys/unix"
 )
@@ -158,7 +159,7 @@ const benchPrepareBudget = 25 * time.Millisecond
 // prepare budget counting the compile), takes the first mask, then feeds
 // s's instance (or, without one, a random walk of up to steps tokens)
 // timing each mask.
-func runSchema(c *Cache, v *Vocab, toks [][]byte, eos int32, s benchSchema, rng *rand.Rand, steps int) schemaRun {
+func runSchema(c *Cache, v *grammar.Vocab, toks [][]byte, eos int32, s benchSchema, rng *rand.Rand, steps int) schemaRun {
 	r := schemaRun{name: s.name}
 	r.cached = c.get(sha256.Sum256(s.schema)) != nil
 	start := now()

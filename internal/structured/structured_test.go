@@ -14,6 +14,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
@@ -39,7 +40,7 @@ func loadCorpus(t testing.TB) []corpusEntry {
 // as a random-weight model at temperature 1 would under the constraint. It
 // checks at every step that the mask is not empty and that the picked token
 // is taken by the matcher.
-func walk(t *testing.T, g *Grammar, v *Vocab, toks [][]byte, eos int32, rng *rand.Rand, maxSteps int, check func(m *Matcher, mask []uint64)) ([]byte, bool) {
+func walk(t *testing.T, g *grammar.Grammar, v *grammar.Vocab, toks [][]byte, eos int32, rng *rand.Rand, maxSteps int, check func(m *grammar.Matcher, mask []uint64)) ([]byte, bool) {
 	t.Helper()
 	m := g.NewMatcher()
 	mask := make([]uint64, (v.Size()+63)/64)
@@ -70,7 +71,7 @@ func walk(t *testing.T, g *Grammar, v *Vocab, toks [][]byte, eos int32, rng *ran
 
 // bruteForce checks a mask token by token: a token is allowed exactly when
 // a clone of the matcher takes its bytes, and eos exactly when it accepts.
-func bruteForce(t *testing.T, m *Matcher, mask []uint64, toks [][]byte, eos int32, ctx string) {
+func bruteForce(t *testing.T, m *grammar.Matcher, mask []uint64, toks [][]byte, eos int32, ctx string) {
 	t.Helper()
 	for id, tok := range toks {
 		want := false
@@ -91,7 +92,7 @@ func bruteForce(t *testing.T, m *Matcher, mask []uint64, toks [][]byte, eos int3
 // and the masks along the first walks must equal a token-by-token check.
 func TestCorpusRandomWalk(t *testing.T) {
 	toks, eos := vocabtest.Small()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	corpus := loadCorpus(t)
 	const walks, maxSteps = 24, 400
 	var lines []ajvtest.Line
@@ -104,10 +105,10 @@ func TestCorpusRandomWalk(t *testing.T) {
 		line := ajvtest.Line{Schema: c.Schema}
 		for w := 0; w < walks; w++ {
 			rng := rand.New(rand.NewPCG(uint64(ci), uint64(w)))
-			var check func(*Matcher, []uint64)
+			var check func(*grammar.Matcher, []uint64)
 			if w < 3 {
 				step := 0
-				check = func(m *Matcher, mask []uint64) {
+				check = func(m *grammar.Matcher, mask []uint64) {
 					step++
 					bruteForce(t, m, mask, toks, eos, c.Name)
 				}
@@ -148,7 +149,7 @@ func TestCorpusRandomWalk(t *testing.T) {
 
 func TestJSONObject(t *testing.T) {
 	toks, eos := vocabtest.Small()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	g := CompileJSONObject()
 	for w := 0; w < 40; w++ {
 		rng := rand.New(rand.NewPCG(7, uint64(w)))
@@ -452,7 +453,7 @@ func TestConcurrentMasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := func(seed uint64) ([][]byte, [][]uint64) {
-		v := NewVocab(toks, []int32{eos})
+		v := grammar.NewVocab(toks, []int32{eos})
 		rng := rand.New(rand.NewPCG(seed, 1))
 		m := g.NewMatcher()
 		var picks [][]byte
@@ -471,7 +472,7 @@ func TestConcurrentMasks(t *testing.T) {
 		}
 		return picks, masks
 	}
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	done := make(chan error)
 	for s := uint64(0); s < 4; s++ {
 		go func() {
@@ -512,7 +513,7 @@ func TestLlama3Masks(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(uint64(ci), 5))
 		step := 0
-		walk(t, g, v, toks, eos, rng, 12, func(m *Matcher, mask []uint64) {
+		walk(t, g, v, toks, eos, rng, 12, func(m *grammar.Matcher, mask []uint64) {
 			if step%3 == 0 {
 				bruteForce(t, m, mask, toks, eos, c.Name)
 			}
@@ -525,7 +526,7 @@ func TestLlama3Masks(t *testing.T) {
 // are the masks worked out on first use.
 func TestPrepareAgrees(t *testing.T) {
 	toks, eos := vocabtest.Small()
-	ahead := NewVocab(toks, []int32{eos})
+	ahead := grammar.NewVocab(toks, []int32{eos})
 	ahead.Warm(CompileJSONObject())
 	for ci, c := range loadCorpus(t) {
 		g1, err := Compile(c.Schema)
@@ -536,7 +537,7 @@ func TestPrepareAgrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		g2, _ := Compile(c.Schema)
-		lazy := NewVocab(toks, []int32{eos})
+		lazy := grammar.NewVocab(toks, []int32{eos})
 		m1, m2 := g1.NewMatcher(), g2.NewMatcher()
 		mask1 := make([]uint64, (ahead.Size()+63)/64)
 		mask2 := make([]uint64, (lazy.Size()+63)/64)
@@ -599,7 +600,7 @@ func TestOtherProperties(t *testing.T) {
 		many += fmt.Sprintf(`,"x%d":%d`, i, i)
 	}
 	many += "}"
-	check := func(g *Grammar, text string, want bool) {
+	check := func(g *grammar.Grammar, text string, want bool) {
 		t.Helper()
 		if got := matches(g, text); got != want {
 			t.Errorf("%s: accepted %v, want %v", text, got, want)
@@ -691,7 +692,7 @@ func TestStrictHostname(t *testing.T) {
 
 // checkTexts checks that g takes every text of ok whole and none of
 // refused.
-func checkTexts(t *testing.T, g *Grammar, ok, refused []string) {
+func checkTexts(t *testing.T, g *grammar.Grammar, ok, refused []string) {
 	t.Helper()
 	for _, want := range []struct {
 		texts []string

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
@@ -43,10 +44,10 @@ func readSuiteFile(t testing.TB, file string) []suiteGroup {
 
 // llama3 is Llama 3's vocabulary from .cache/llama3-vocab.hex (make test
 // fetches it) and its end-of-turn token.
-func llama3(t testing.TB) (*Vocab, [][]byte, int32) {
+func llama3(t testing.TB) (*grammar.Vocab, [][]byte, int32) {
 	t.Helper()
 	toks := vocabtest.Llama3(t)
-	return NewVocab(toks, []int32{vocabtest.Llama3EOS}), toks, vocabtest.Llama3EOS
+	return grammar.NewVocab(toks, []int32{vocabtest.Llama3EOS}), toks, vocabtest.Llama3EOS
 }
 
 // feed writes text through m a token at a time, as a model constrained by
@@ -54,7 +55,7 @@ func llama3(t testing.TB) (*Vocab, [][]byte, int32) {
 // begins the rest (every byte is a token of its own, so a text the grammar
 // allows always goes through), then end-of-sequence. It reports whether the
 // whole text and the end were allowed.
-func feed(m *Matcher, v *Vocab, toks [][]byte, eos int32, text []byte) bool {
+func feed(m *grammar.Matcher, v *grammar.Vocab, toks [][]byte, eos int32, text []byte) bool {
 	mask := make([]uint64, (v.Size()+63)/64)
 	allowed := func(id int) bool { return mask[id>>6]&(1<<(id&63)) != 0 }
 	for len(text) > 0 {

@@ -7,13 +7,14 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/toolcall"
 )
 
 // CompileToolCalls compiles the grammar of the calls an answer may make in
 // Llama3JSON: one call of one of tools, or, when parallel, one or more
 // joined by "; " (CompileTools).
-func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
+func CompileToolCalls(tools []genq.Tool, parallel bool) (*grammar.Grammar, error) {
 	return CompileTools(toolcall.Llama3JSON, tools, parallel)
 }
 
@@ -21,25 +22,25 @@ func CompileToolCalls(tools []genq.Tool, parallel bool) (*Grammar, error) {
 // are its own, its rule is named name. No schema (absent or null) is an
 // empty parameter list, as OpenAI defines a function without parameters:
 // the arguments are {}. Errors do not name the schema: the caller does.
-func (c *compiler) document(schema json.RawMessage, name string) (Frag, error) {
+func (c *compiler) document(schema json.RawMessage, name string) (grammar.Frag, error) {
 	if noSchema(schema) {
 		schema = json.RawMessage(noParameters)
 	}
 	if len(schema) > MaxSchemaBytes {
-		return Frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
+		return grammar.Frag{}, genq.Errorf(genq.Invalid, "the schema is %d bytes; the limit is %d", len(schema), MaxSchemaBytes)
 	}
 	root, err := parseJSON(schema)
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	if err := c.readDraft(root, false); err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	c.root, c.defRules = root, map[memoKey]int32{}
 	c.rootRule = c.b.NewRule(name)
 	f, err := c.compile(root, "#")
 	if err != nil {
-		return Frag{}, err
+		return grammar.Frag{}, err
 	}
 	c.b.Define(c.rootRule, f)
 	return c.b.Call(c.rootRule), nil
@@ -73,7 +74,7 @@ func prefixed(where string, err error) error {
 // names the tool, so that its calls' arguments are checked once finished.
 // A strict tool's schema, or one that cannot be relaxed (not JSON, not a
 // schema), is refused.
-func CompileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel bool) (*Grammar, error) {
+func CompileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel bool) (*grammar.Grammar, error) {
 	return compileTools(f, tools, parallel, false, nil)
 }
 
@@ -85,7 +86,7 @@ func strictTool(t genq.Tool) bool { return t.Function.Strict != nil && *t.Functi
 // indexOf maps a tool's index in tools to the one errors name (its index
 // in the job's tools, of which tools may be the one tool_choice names);
 // nil keeps it.
-func compileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+func compileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*grammar.Grammar, error) {
 	if len(tools) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "no tools to call")
 	}
@@ -112,7 +113,7 @@ func compileTools(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed boo
 }
 
 // compileToolsExact is compileTools, each tool's schema held to exactly.
-func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*Grammar, error) {
+func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, closed bool, indexOf func(int) int) (*grammar.Grammar, error) {
 	l := f.Layout()
 	if f == toolcall.Harmony {
 		// <|call|> ends the answer: a harmony answer makes one call.
@@ -123,11 +124,11 @@ func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, close
 	idRule := int32(-1)
 	if l.ID {
 		idRule = b.NewRule("call id")
-		b.Define(idRule, b.Seq(b.Lit(toolcall.MistralIDHead), b.Repeat(toolcall.MistralIDLen, toolcall.MistralIDLen, func() Frag {
+		b.Define(idRule, b.Seq(b.Lit(toolcall.MistralIDHead), b.Repeat(toolcall.MistralIDLen, toolcall.MistralIDLen, func() grammar.Frag {
 			return b.Ranges('0', '9', 'A', 'Z', 'a', 'z')
 		}), b.Lit(`"`)))
 	}
-	calls := make([]Frag, 0, len(tools))
+	calls := make([]grammar.Frag, 0, len(tools))
 	for i, t := range tools {
 		c.strict = strictTool(t)
 		c.closed = closed || c.strict
@@ -135,7 +136,7 @@ func compileToolsExact(f toolcall.ToolFormat, tools []genq.Tool, parallel, close
 		if err != nil {
 			return nil, toolSchemaError(indexOf(i), t.Function.Name, err)
 		}
-		parts := []Frag{b.Lit(l.Head + t.Function.Name + l.Args), args}
+		parts := []grammar.Frag{b.Lit(l.Head + t.Function.Name + l.Args), args}
 		if l.ID {
 			parts = append(parts, b.Opt(b.Call(idRule)))
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/structured/vocabtest"
 )
@@ -22,7 +23,7 @@ var testTools = []genq.Tool{
 	tool("pong", `null`), // as some clients write it
 }
 
-func matches(g *Grammar, text string) bool {
+func matches(g *grammar.Grammar, text string) bool {
 	m := g.NewMatcher()
 	return m.Advance([]byte(text)) && m.Accepting()
 }
@@ -310,7 +311,7 @@ func openingVocab() ([][]byte, int32) {
 // parse, and the stream reader must read the same calls from it.
 func TestOpeningWalks(t *testing.T) {
 	toks, eos := openingVocab()
-	v := NewVocab(toks, []int32{eos})
+	v := grammar.NewVocab(toks, []int32{eos})
 	cache := NewCache(8)
 	for _, d := range []toolcall.Dialect{{Format: toolcall.Llama3JSON, Reasoning: false}, {Format: toolcall.Hermes, Reasoning: false}, {Format: toolcall.Hermes, Reasoning: true}, {Format: toolcall.Mistral, Reasoning: false}, {Format: toolcall.Llama3JSON, Reasoning: true}, {Format: toolcall.Harmony, Reasoning: false}} {
 		for _, lazy := range []bool{true, false} {
@@ -327,12 +328,12 @@ func TestOpeningWalks(t *testing.T) {
 			}
 			name := d.String() + map[bool]string{true: ", lazy", false: ", required"}[lazy]
 			t.Run(name, func(t *testing.T) {
-				seen := map[Phase]int{}
+				seen := map[grammar.Phase]int{}
 				for seed := uint64(0); seed < 300; seed++ {
 					walkOpening(t, c, v, toks, eos, rand.New(rand.NewPCG(seed, 9)), seen)
 				}
 				t.Logf("answers ending: %v", seen)
-				if seen[Calls] == 0 || (lazy && seen[Prose] == 0) {
+				if seen[grammar.Calls] == 0 || (lazy && seen[grammar.Prose] == 0) {
 					t.Errorf("the walks never ended in calls, or (lazy) never in prose: %v", seen)
 				}
 			})
@@ -340,7 +341,7 @@ func TestOpeningWalks(t *testing.T) {
 	}
 }
 
-func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32, rng *rand.Rand, seen map[Phase]int) {
+func walkOpening(t *testing.T, c Constraint, v *grammar.Vocab, toks [][]byte, eos int32, rng *rand.Rand, seen map[grammar.Phase]int) {
 	t.Helper()
 	o := c.NewOpening()
 	if o == nil {
@@ -355,7 +356,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 	for step := 0; step < 80; step++ {
 		var id int32
 		switch o.Phase() {
-		case Waiting:
+		case grammar.Waiting:
 			o.Mask(start, v, mask)
 			checkOpeningMask(t, o, start, mask, toks, eos, c.Lazy, string(out))
 			ids := vocabtest.Allowed(mask)
@@ -369,7 +370,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 				if id == eos {
 					continue
 				}
-				if ph, _ := copyOpening(o).Feed(toks[id]); ph != Prose {
+				if ph, _ := copyOpening(o).Feed(toks[id]); ph != grammar.Prose {
 					opening = append(opening, id)
 				}
 			}
@@ -377,7 +378,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 			if len(opening) > 0 && rng.IntN(5) > 0 {
 				id = pick(opening)
 			}
-		case Thinking:
+		case grammar.Thinking:
 			thinkSteps++
 			words := []string{"Hmm", " so", " {", "<tool_call>", "<t", "\n\n"}
 			w := words[rng.IntN(len(words))]
@@ -385,10 +386,10 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 				w = "</think>"
 			}
 			id = tokenID(t, toks, w)
-		case Prose:
-			seen[Prose]++
+		case grammar.Prose:
+			seen[grammar.Prose]++
 			return
-		case Calls:
+		case grammar.Calls:
 			m.Mask(v, mask)
 			ids := vocabtest.Allowed(mask)
 			if len(ids) == 0 {
@@ -402,7 +403,7 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 					t.Fatalf("an answer the grammar accepts does not parse: %q", text)
 				}
 				checkStreamReads(t, text, calls)
-				seen[Calls]++
+				seen[grammar.Calls]++
 				return
 			}
 			if !m.Advance(toks[id]) {
@@ -415,22 +416,22 @@ func walkOpening(t *testing.T, c Constraint, v *Vocab, toks [][]byte, eos int32,
 			if !c.Lazy {
 				t.Fatalf("a required answer may end while %s, after %q", o.Phase(), out)
 			}
-			seen[Waiting]++
+			seen[grammar.Waiting]++
 			return
 		}
 		ph, callBytes := o.Feed(toks[id])
 		out = append(out, toks[id]...)
-		if ph == Calls && !m.Advance(callBytes) {
-			if o.Phase() == Calls && strings.Contains(string(toks[id]), toolcall.ThinkClose) {
+		if ph == grammar.Calls && !m.Advance(callBytes) {
+			if o.Phase() == grammar.Calls && strings.Contains(string(toks[id]), toolcall.ThinkClose) {
 				return // a token that closed the reasoning and went on, unmasked: the documented limit
 			}
 			t.Fatalf("the opening began the calls with %q (after %q), which the grammar refuses", callBytes, out)
 		}
 	}
-	seen[Thinking]++ // ran out of steps
+	seen[grammar.Thinking]++ // ran out of steps
 }
 
-func copyOpening(o *Opening) *Opening { c := *o; return &c }
+func copyOpening(o *grammar.Opening) *grammar.Opening { c := *o; return &c }
 
 func tokenID(t *testing.T, toks [][]byte, s string) int32 {
 	t.Helper()
@@ -447,7 +448,7 @@ func tokenID(t *testing.T, toks [][]byte, s string) int32 {
 // when, fed to a copy of the opening, it keeps the answer waiting, opens
 // the reasoning block, makes it prose (lazy only), or begins the calls with
 // bytes the grammar takes; the end when the answer may be prose.
-func checkOpeningMask(t *testing.T, o *Opening, start *Matcher, mask []uint64, toks [][]byte, eos int32, lazy bool, after string) {
+func checkOpeningMask(t *testing.T, o *grammar.Opening, start *grammar.Matcher, mask []uint64, toks [][]byte, eos int32, lazy bool, after string) {
 	t.Helper()
 	for id, tok := range toks {
 		want := false
@@ -456,11 +457,11 @@ func checkOpeningMask(t *testing.T, o *Opening, start *Matcher, mask []uint64, t
 			want = lazy
 		case len(tok) > 0:
 			switch ph, callBytes := copyOpening(o).Feed(tok); ph {
-			case Waiting, Thinking:
+			case grammar.Waiting, grammar.Thinking:
 				want = true
-			case Prose:
+			case grammar.Prose:
 				want = lazy
-			case Calls:
+			case grammar.Calls:
 				want = start.Clone().Advance(callBytes)
 			}
 		}

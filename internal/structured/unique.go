@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/structured/grammar"
 )
 
 // uniqueItems is enforced where every item an array may hold is one of a
@@ -39,15 +40,15 @@ func uniqueItems(s *value, path string) (bool, error) {
 // any value; false: none). ok is false where uniqueness holds of every
 // array the schema allows anyway (at most one item): the caller compiles
 // it as any array.
-func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, restAt string) (f Frag, ok bool, err error) {
+func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, restAt string) (f grammar.Frag, ok bool, err error) {
 	if rest != nil && rest.kind == 'b' && !rest.b && (hi < 0 || hi > len(prefix)) {
 		hi = len(prefix)
 	}
 	if hi >= 0 && hi <= 1 {
-		return Frag{}, false, nil
+		return grammar.Frag{}, false, nil
 	}
-	refuse := func() (Frag, bool, error) {
-		return Frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"uniqueItems\" (at %s) is not supported here: genq enforces it where the items are enum or const values (or booleans, or null), at most %d sets of them", path, maxUniqueStates)
+	refuse := func() (grammar.Frag, bool, error) {
+		return grammar.Frag{}, false, genq.Errorf(genq.Invalid, "the schema keyword \"uniqueItems\" (at %s) is not supported here: genq enforces it where the items are enum or const values (or booleans, or null), at most %d sets of them", path, maxUniqueStates)
 	}
 	// The values each position takes, as indices of classes of equal
 	// values.
@@ -119,7 +120,7 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 		}
 		allowed, ok, err := at(n)
 		if err != nil {
-			return Frag{}, false, err
+			return grammar.Frag{}, false, err
 		}
 		if !ok {
 			return refuse()
@@ -142,7 +143,7 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 	rules := make([]int32, len(classes))
 	for i, cl := range classes {
 		rules[i] = b.NewRule(path + " unique item")
-		alts := make([]Frag, len(cl))
+		alts := make([]grammar.Frag, len(cl))
 		for j, v := range cl {
 			alts[j] = c.literal(v)
 		}
@@ -158,7 +159,7 @@ func (c *compiler) uniqueArray(prefix []*value, rest *value, lo, hi int, path, r
 		b.Eps(nodes[st.from], item.Start)
 		b.Eps(item.End, nodes[st.to])
 	}
-	return Frag{open.Start, end}, true, b.Err
+	return grammar.Frag{Start: open.Start, End: end}, true, b.Err
 }
 
 // finiteValues are the values s allows where they are few and listed: an

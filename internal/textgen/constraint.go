@@ -11,6 +11,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/textgen/sample"
 )
@@ -33,9 +34,9 @@ type constraints struct {
 	// before its first token (Config.SchemaPrepareBudget); the rest go to background, a
 	// queue of grammars whose remaining masks one goroutine works out.
 	prepareBudget time.Duration
-	// maskBytes bounds the vocabulary's masks (structured.Vocab's store).
+	// maskBytes bounds the vocabulary's masks (grammar.Vocab's store).
 	maskBytes  int64
-	background chan *structured.Grammar
+	background chan *grammar.Grammar
 	queued     sync.Map // grammars in background, not queued twice
 	stop       context.CancelFunc
 }
@@ -46,7 +47,7 @@ const backgroundQueue = 8
 
 // maskVocab is the vocabulary as masks see it.
 type maskVocab struct {
-	vocab *structured.Vocab
+	vocab *grammar.Vocab
 	eos   []int32 // the tokens that end an answer
 }
 
@@ -62,7 +63,7 @@ func newConstraints(tm *textModel, dialect toolcall.Dialect, prepareBudget time.
 	ctx, stop := context.WithCancel(context.Background())
 	c := &constraints{tm: tm, dialect: dialect, cache: structured.NewCache(grammarCacheSize),
 		prepareBudget: prepareBudget, maskBytes: cacheBytes - cacheBytes/4,
-		background: make(chan *structured.Grammar, backgroundQueue), stop: stop}
+		background: make(chan *grammar.Grammar, backgroundQueue), stop: stop}
 	c.cache.MaxBytes = cacheBytes / 4
 	go c.prepareInBackground(ctx)
 	return c
@@ -75,7 +76,7 @@ func newConstraints(tm *textModel, dialect toolcall.Dialect, prepareBudget time.
 // (docs/benchmarks.md).
 const (
 	minSchemaCacheBytes = 64 << 20
-	maxSchemaCacheBytes = structured.DefaultMaskBytes + structured.DefaultGrammarBytes
+	maxSchemaCacheBytes = grammar.DefaultMaskBytes + structured.DefaultGrammarBytes
 )
 
 // schemaCacheBytes is the memory grammars and masks may keep: mib when
@@ -126,7 +127,7 @@ func (c *constraints) prepareInBackground(ctx context.Context) {
 
 // prepareLater queues g's remaining masks for the background, unless it
 // is queued already or the queue is full.
-func (c *constraints) prepareLater(g *structured.Grammar) {
+func (c *constraints) prepareLater(g *grammar.Grammar) {
 	if _, dup := c.queued.LoadOrStore(g, true); dup {
 		return
 	}
@@ -182,7 +183,7 @@ func newMaskVocab(tm *textModel) *maskVocab {
 // maskVocabOf analyses tokens (each one's bytes; none for a token never
 // allowed) with eos, the tokens that end the answer.
 func maskVocabOf(tokens [][]byte, eos []int32) *maskVocab {
-	return &maskVocab{vocab: structured.NewVocab(tokens, eos), eos: eos}
+	return &maskVocab{vocab: grammar.NewVocab(tokens, eos), eos: eos}
 }
 
 // constrain works out job's constraint and, when it has one, gives req a
@@ -264,12 +265,12 @@ const (
 type seqConstraint struct {
 	c     structured.Constraint
 	v     *maskVocab
-	m     *structured.Matcher
+	m     *grammar.Matcher
 	state bindState
 	// opening follows a tool-calling answer up to its first call
-	// (structured.Opening): through whitespace, a reasoning block, or
+	// (grammar.Opening): through whitespace, a reasoning block, or
 	// prose, where a lazy answer lets the grammar go.
-	opening *structured.Opening
+	opening *grammar.Opening
 	mask    []uint64
 	// ids and logits are the candidates of a row with few tokens allowed.
 	ids    []int32
@@ -295,7 +296,7 @@ func (c *seqConstraint) masks() bool {
 	case bound:
 		return true
 	case opening:
-		return c.opening.Phase() == structured.Waiting
+		return c.opening.Phase() == grammar.Waiting
 	}
 	return false
 }
@@ -304,7 +305,7 @@ func (c *seqConstraint) masks() bool {
 // though its row is not masked: an answer that must make calls, inside
 // the reasoning block it may open with.
 func (c *seqConstraint) bansEnd() bool {
-	return c != nil && c.state == opening && !c.c.Lazy && c.opening.Phase() == structured.Thinking
+	return c != nil && c.state == opening && !c.c.Lazy && c.opening.Phase() == grammar.Thinking
 }
 
 // banEnd sets the logits of the tokens that end an answer to NaN, which
@@ -399,17 +400,17 @@ func (c *seqConstraint) follow(req *request, piece []byte) (done bool, err error
 		before := c.opening.Phase()
 		phase, calls := c.opening.Feed(piece)
 		switch phase {
-		case structured.Prose:
+		case grammar.Prose:
 			// The rest of the answer is free, and its rows may be narrowed
 			// on the device again.
 			c.state, req.narrowK = free, c.narrowK
 			return false, nil
-		case structured.Thinking:
-			if before != structured.Thinking {
+		case grammar.Thinking:
+			if before != grammar.Thinking {
 				req.narrowK = c.narrowK // free text until the block closes
 			}
 			return false, nil
-		case structured.Waiting:
+		case grammar.Waiting:
 			req.narrowK = 0 // masked again (a reasoning block closed)
 			return false, nil
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/structured"
+	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/toolcall"
 	"github.com/genq/genq/internal/textgen/sample"
 )
@@ -106,7 +107,7 @@ func constrainedCases() []struct {
 
 // matches reports whether text is a complete answer of g: a fresh matcher
 // takes every byte and may end there.
-func matches(g *structured.Grammar, text string) bool {
+func matches(g *grammar.Grammar, text string) bool {
 	m := g.NewMatcher()
 	return m.Advance([]byte(text)) && m.Accepting()
 }

@@ -1,12 +1,13 @@
-// Package structured constrains decoding to a JSON schema: a schema compiles
-// to a grammar over bytes (a recursive transition network: one small NFA per
-// rule, with calls between rules for nesting and recursion), a Matcher follows
-// the bytes generated so far, and Mask tells which tokens of a model's
-// vocabulary may come next.
+// Package grammar is the runtime of constrained decoding: a grammar over
+// bytes (a recursive transition network: one small NFA per rule, with calls
+// between rules for nesting and recursion) that a compiler builds through
+// Builder, a Matcher that follows the bytes generated so far, and Mask,
+// which tells which tokens of a model's vocabulary may come next.
 //
-// The package is pure Go and knows nothing of models, HTTP or queues: the
-// sampler owns one Matcher per constrained sequence and a Vocab per model.
-package structured
+// The package is pure Go and knows nothing of models, HTTP, queues or JSON
+// Schema: internal/structured compiles schemas to grammars, and the sampler
+// owns one Matcher per constrained sequence and a Vocab per model.
+package grammar
 
 import (
 	"slices"

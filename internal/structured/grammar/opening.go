@@ -1,4 +1,4 @@
-package structured
+package grammar
 
 import "github.com/genq/genq/internal/structured/toolcall"
 

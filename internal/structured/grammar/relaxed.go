@@ -1,4 +1,4 @@
-package structured
+package grammar
 
 // What a grammar says of the tools whose schemas were relaxed to compile
 // (relax.go): the worker checks their finished calls.

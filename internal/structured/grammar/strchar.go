@@ -1,4 +1,4 @@
-package structured
+package grammar
 
 // JSONChar matches one character of a JSON string's content, written as
 // itself or escaped, as a small deterministic automaton: 21 nodes and no

@@ -1,4 +1,4 @@
-package structured
+package grammar
 
 // TooLarge opens the message of a schema refused for what compiling it
 // would cost: the compile is bounded by counts of work (states, steps),

@@ -1,4 +1,4 @@
-package structured
+package grammar
 
 // Tests of the masks that look inside the runtime: how Prepare orders its
 // work, which masks are shared, the memo of subtrees.
