@@ -104,8 +104,9 @@ type Grammar struct {
 	// repeats are the bounded repeats whose copies share masks (canon),
 	// in node order.
 	repeats []repeatRun
-	// relaxed are the tools whose schemas were relaxed to compile
-	// (relax.go), by name; nil when every schema is held to exactly.
+	// RelaxedTools are the tools whose schemas were relaxed to compile
+	// (internal/structured's relax.go), by name; nil when every schema is
+	// held to exactly.
 	RelaxedTools map[string]*RelaxedTool
 	// order is the nodes in the order Prepare works their masks out.
 	orderOnce sync.Once

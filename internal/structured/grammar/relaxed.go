@@ -1,7 +1,7 @@
 package grammar
 
 // What a grammar says of the tools whose schemas were relaxed to compile
-// (relax.go): the worker checks their finished calls.
+// (internal/structured's relax.go): the worker checks their finished calls.
 
 import "encoding/json"
 
