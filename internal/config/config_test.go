@@ -133,7 +133,7 @@ func TestNoSettingIsGivenTwice(t *testing.T) {
 
 // testOnly are variables code outside the tests reads for the tests alone
 // (make test sets them), not settings of a process.
-var testOnly = map[string]bool{"GENQ_REQUIRE_AJV": true}
+var testOnly = map[string]bool{"GENQ_REQUIRE_AJV": true, "GENQ_REQUIRE_OTELCOL": true, "OTELCOL": true}
 
 // TestEveryVariableReadIsDeclared: the programs read no variable by name
 // past the declarations, which the reference would then not list.
