@@ -81,6 +81,9 @@ var PerProcess = []struct {
 	{[]string{"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_TLS_CA", "NATS_TLS_CERT", "NATS_TLS_KEY", "NATS_INBOX_PREFIX", "NATS_REPLY_PREFIXES"},
 		"how each process reaches NATS and who it is there: each role has its own user, password and inbox prefix ([protocol.md](protocol.md) §9)"},
 	{[]string{"LOG_LEVEL", "METRICS_ADDR"}, "each process's own log and metrics address"},
+	{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
+		"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_SDK_DISABLED"},
+		"each process exports its own spans under its own service name ([observability.md](observability.md))"},
 	{[]string{"IMAGE_ENGINE", "GENQ_IN_CONTAINER"}, "the worker's image engine and genqctl download's files for it, and genq's images' marker; Dockerfile.worker gives its one build argument and its one ENV to both"},
 }
 
@@ -91,6 +94,7 @@ var sectionProse = map[string]string{
 		"The workers and `genqctl submit` never write them over: they take the assets as they find them and read back what they need (a worker's ack wait and attempts from its consumer, the heartbeats' life from their bucket), following later changes. " +
 		"Started before any api, they create a missing asset with the defaults below, and the api's values replace them when it starts.",
 	"Embedded NATS server":           "Used by the api when `NATS_URL` is empty, as `make run` does.",
+	"Tracing":                        "OpenTelemetry's standard variables: with no endpoint, tracing is off and costs nothing ([observability.md](observability.md)).",
 	"Routing by prefix":              "[text.md](text.md), \"Across workers\". The workers own it: the api routes a conversation's turns only to workers whose heartbeats say they take routed jobs.",
 	"Text engine":                    "Variants A and B ([text.md](text.md)).",
 	"Image engine":                   "Variant C ([image.md](image.md)).",

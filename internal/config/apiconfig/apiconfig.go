@@ -16,6 +16,7 @@ import (
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/tenant"
+	"github.com/genq/genq/internal/tracing"
 )
 
 // Config is what the flags and the environment say.
@@ -33,6 +34,7 @@ type Config struct {
 	EmbeddedMaxPayload int
 	EmbeddedMonitor    int
 	HTTP               httpapi.Config
+	Tracing            tracing.Config
 	APIKeys            string
 	APIKeysFile        string
 	// Keys are API_KEYS' and API_KEYS_FILE's, read; GENQ_KEYS adds to them.
@@ -47,6 +49,9 @@ func (c *Config) Register(fs *envflag.Set) {
 	fs.String(&c.Variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	fs.StringOff(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
+
+	fs.Section("Tracing")
+	c.Tracing.RegisterFlags(fs, "genq-api")
 
 	fs.Section("NATS connection")
 	c.NATS.RegisterFlags(fs, "")

@@ -21,6 +21,7 @@ import (
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/onnx"
 	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tracing"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -42,6 +43,7 @@ type Config struct {
 	GOGC        string // Go's own variable; declared here for the reference
 	NATS        natsqueue.ConnectOptions
 	Runtime     worker.Config
+	Tracing     tracing.Config
 	Text        textgen.Config
 	ImageEngine string // IMAGE_ENGINE: onnx or ggml
 	// Image is the pipeline both image engines share; ONNX and GGML are
@@ -60,6 +62,9 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	fs.String(&c.variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
 	fs.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	fs.StringOff(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", DefaultMetricsAddr, "address of /metrics and /healthz (empty: off; when the default is taken, a free port)")
+
+	fs.Section("Tracing")
+	c.Tracing.RegisterFlags(fs, "genq-worker")
 
 	fs.Section("NATS connection")
 	c.NATS.RegisterFlags(fs, "nats://127.0.0.1:4222")
