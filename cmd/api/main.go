@@ -28,6 +28,7 @@ import (
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/shutdown"
 	"github.com/genq/genq/internal/tenant"
+	"github.com/genq/genq/internal/tracing"
 )
 
 func main() {
@@ -56,6 +57,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	log = log.With("variant", string(cfg.HTTP.Variant))
+	tr, stopTracing, err := tracing.Start(ctx, cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	if cfg.NATS.URL == "" {
 		ns, err := natsembed.Start(natsembed.Options{
@@ -105,7 +111,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: cfg.HTTP.Batches.FileTTL})
 	handler := httpapi.NewServer(cfg.HTTP, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn,
-		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter})
+		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter, Tracing: tr.Provider})
 	if cfg.MetricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsAddr, httpapi.NewMetricsHandler(reg), log)
 		if err != nil {

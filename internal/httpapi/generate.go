@@ -83,16 +83,16 @@ func (s *Server) wake() {
 	s.log.Info("no live worker; queued a wake-up signal")
 }
 
-func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+// generateRequest reads and checks a POST /generate, or refuses it.
+func (s *Server) generateRequest(w http.ResponseWriter, r *http.Request, start time.Time) (genq.Job, bool) {
 	body, ok := s.requestBody(w, r, writeError)
 	if !ok {
-		return
+		return genq.Job{}, false
 	}
 	text, err := decodePrompt(body, s.promptBytes())
 	if err != nil {
 		s.reject(w, err)
-		return
+		return genq.Job{}, false
 	}
 	job := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Text: text, Deadline: start.Add(s.cfg.JobTimeout)}}
 	err = job.Validate()
@@ -101,6 +101,17 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.reject(w, err)
+		return genq.Job{}, false
+	}
+	return job, true
+}
+
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	_, span := s.startSpan(r.Context(), "decode request")
+	job, ok := s.generateRequest(w, r, start)
+	endDecode(span, []genq.Job{job}, ok)
+	if !ok {
 		return
 	}
 	cost := tenant.Cost{Tokens: s.reserve([]genq.Job{job})}

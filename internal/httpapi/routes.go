@@ -17,7 +17,7 @@ import (
 // of them: it is served on an internal address (NewMetricsHandler).
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.recoverPanics, s.countRequests)
+	r.Use(s.traceRequests, s.requestID, s.recoverPanics, s.countRequests)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, genq.Errorf(genq.NotFound, "no route %s", r.URL.Path))
 	})

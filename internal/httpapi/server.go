@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
@@ -151,6 +153,8 @@ type Deps struct {
 	// NewID names each job.
 	NewID func() string
 	Log   *slog.Logger
+	// Tracing makes the api's spans (tracing.Setup); nil: none.
+	Tracing trace.TracerProvider
 }
 
 // Server holds the façade's settings and dependencies.
@@ -169,6 +173,7 @@ type Server struct {
 	keys     *tenant.Keys
 	limiter  *tenant.Limiter
 	newID    func() string
+	tracer   trace.Tracer
 	// constraints compiles the schemas and tools of requests, so that one
 	// no worker could hold an answer to is refused before it is queued.
 	constraints *structured.Cache
@@ -187,6 +192,7 @@ func NewServer(cfg Config, deps Deps) http.Handler {
 	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches, depths: deps.Depths,
 		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, keys: keysOf(cfg, deps), limiter: deps.Limiter, constraints: structured.NewCache(constraintCacheSize),
 		batchKick: make(chan struct{}, 1)}
+	s.tracer = cmp.Or[trace.TracerProvider](deps.Tracing, noop.NewTracerProvider()).Tracer(tracerName)
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	if s.batches != nil && s.async != nil {
 		s.instance = deps.NewID()

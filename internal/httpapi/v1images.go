@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
@@ -27,20 +29,17 @@ import (
 // ImageLimits bound what one image request may ask for.
 type ImageLimits = openai.ImageLimits
 
-// DefaultImageMaxN is IMAGE_MAX_N's default.
-const DefaultImageMaxN = openai.DefaultImageMaxN
-
-func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+// imageRequest reads and checks an image request, or refuses it.
+func (s *Server) imageRequest(w http.ResponseWriter, r *http.Request, start time.Time) (openai.ImageRequest, []genq.Job, bool) {
+	var req openai.ImageRequest
 	body, ok := s.v1RequestBody(w, r)
 	if !ok {
-		return
+		return req, nil, false
 	}
 	if err := openai.RequireKind(s.cfg.Variant, genq.OutputImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
 		s.rejectAs(w, err, writeV1Error)
-		return
+		return req, nil, false
 	}
-	var req openai.ImageRequest
 	err := openai.Decode(body, &req)
 	var jobs []genq.Job
 	if err == nil {
@@ -52,6 +51,20 @@ func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) 
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
+		return req, nil, false
+	}
+	return req, jobs, true
+}
+
+// DefaultImageMaxN is IMAGE_MAX_N's default.
+const DefaultImageMaxN = openai.DefaultImageMaxN
+
+func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	_, span := s.startSpan(r.Context(), "decode request")
+	req, jobs, ok := s.imageRequest(w, r, start)
+	endDecode(span, jobs, ok, attribute.Bool("genq.stream", req.Stream))
+	if !ok {
 		return
 	}
 	if err := s.admit(w, r, admission{model: req.Model, cost: tenant.Cost{Images: int64(len(jobs))}, deadline: jobs[0].Deadline}); err != nil {

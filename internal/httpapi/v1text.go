@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
@@ -81,6 +83,15 @@ func (s *Server) textRequest(w http.ResponseWriter, r *http.Request, decode text
 
 // textRequestAs is textRequest, refusing in render's error shape.
 func (s *Server) textRequestAs(w http.ResponseWriter, r *http.Request, decode textDecoder, render errorRenderer) (textRequest, bool) {
+	_, span := s.startSpan(r.Context(), "decode request")
+	t, ok := s.decodeText(w, r, decode, render)
+	endDecode(span, t.jobs, ok, attribute.Bool("genq.stream", t.params.Stream))
+	return t, ok
+}
+
+// decodeText reads and checks a text request, or refuses it in render's
+// error shape.
+func (s *Server) decodeText(w http.ResponseWriter, r *http.Request, decode textDecoder, render errorRenderer) (textRequest, bool) {
 	start := time.Now()
 	body, ok := s.requestBodyOf(w, r, render, cmp.Or(s.cfg.MaxV1BodyBytes, s.cfg.MaxBodyBytes))
 	if !ok {

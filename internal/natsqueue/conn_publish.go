@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -46,10 +47,14 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 	}
 	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
+	ctx, span := startPublish(ctx, job, class, subject, msg.Header)
 	ack, err := c.publishMsg(ctx, msg, ackWait, giveUp)
 	if err != nil {
+		endSpan(span, err)
 		return false, err
 	}
+	span.SetAttributes(attribute.Bool("genq.duplicate", ack.Duplicate), attribute.Int64("genq.stream.seq", int64(ack.Sequence)))
+	span.End()
 	return ack.Duplicate, nil
 }
 
