@@ -34,6 +34,7 @@ import (
 	"github.com/genq/genq/internal/onnx"
 	"github.com/genq/genq/internal/shutdown"
 	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tracing"
 	"github.com/genq/genq/internal/worker"
 	"github.com/genq/genq/internal/worker/supervisor"
 )
@@ -87,6 +88,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return supervise(ctx, cfg, args, log.With("process", "supervisor"))
 	}
 	cfg.Runtime.Ledger = ledger
+	tr, stopTracing, err := tracing.Start(ctx, cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	cfg.Runtime.Tracing = tr.Provider
 	// The engines log through slog's default logger; give them ours.
 	slog.SetDefault(log)
 	if cfg.Variant.Kind() == genq.OutputText && cfg.GOGC == "" {

@@ -89,7 +89,9 @@ func (b *Backend) generate(ctx context.Context, text string, p diffusion.Params,
 	if progress != nil {
 		progress(genq.Progress{Total: p.Steps})
 	}
+	endDenoise := diffusion.StartDenoise(ctx, p)
 	latents, err := b.denoise(ctx, positive, negative, p, progress, previews)
+	endDenoise(err)
 	leave()
 	if err != nil {
 		return nil, err

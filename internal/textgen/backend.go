@@ -3,6 +3,7 @@ package textgen
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/genq/genq/internal/chattemplate"
 	"github.com/genq/genq/internal/genq"
@@ -76,8 +77,10 @@ func (b *Backend) GenerateStream(ctx context.Context, job genq.Job, progress fun
 }
 
 func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func(genq.TextPiece)) (seqResult, error) {
+	began := time.Now()
 	req, err := b.prepare(ctx, job)
 	if err != nil {
+		traceRun(ctx, runTimes{began: began, ended: time.Now()}, seqResult{}, err)
 		return seqResult{}, err
 	}
 	if job.CountOnly { // tokenized, checked, and not run
@@ -85,6 +88,7 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	}
 	req.emit = emit
 	out, err := b.sched.run(ctx, req)
+	traceRun(ctx, req.times(began, out, err), out, err)
 	if err == nil {
 		// req.done is closed: the loop is done with the constraint.
 		req.constraint.settle(job.ID, &out)

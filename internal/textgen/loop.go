@@ -171,6 +171,9 @@ func (s *scheduler) start(req *request) {
 	}
 	s.active = append(s.active, seq)
 	s.stats.admitted.Add(1)
+	if req.admitted.IsZero() { // a sequence started over keeps its first
+		req.admitted = time.Now()
+	}
 }
 
 // record counts a finished step and, every throughputLogEvery while the

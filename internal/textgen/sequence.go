@@ -18,6 +18,8 @@ type request struct {
 	prompt    []int32
 	sampler   *sample.Sampler
 	submitted time.Time
+	// admitted is when the loop gave it a slot; read once done is closed.
+	admitted time.Time
 
 	// The request's own limits: its answer's most tokens (0: the worker's),
 	// its stop strings, and the candidates per row its sampler needs (0:

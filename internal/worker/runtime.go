@@ -6,6 +6,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
@@ -54,6 +59,8 @@ type Config struct {
 	// process died of in their run records, should it die
 	// (supervisor.Attach). Nil: nothing is told.
 	Ledger *supervisor.Ledger
+	// Tracing makes the worker's spans (tracing.Setup); nil: none.
+	Tracing trace.TracerProvider
 }
 
 // Runtime runs one backend for one variant.
@@ -63,6 +70,7 @@ type Runtime struct {
 	backend  genq.Backend
 	info     genq.BackendInfo
 	log      *slog.Logger
+	tracer   trace.Tracer
 	metrics  *metrics
 	started  time.Time
 	attempts int
@@ -103,6 +111,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 		running:  map[string]context.CancelCauseFunc{},
 		gate:     newGate(),
 		lanes:    &lanes{busyBatch: max(cfg.BusyBatchSlots, 0)},
+		tracer:   cmp.Or[trace.TracerProvider](cfg.Tracing, noop.NewTracerProvider()).Tracer(tracerName),
 	}
 	r.metrics.slots.Set(float64(r.info.Slots))
 	if c, ok := backend.(genq.PrefixCacheReporter); ok {
@@ -246,10 +255,12 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	log := r.log.With("job_id", job.ID, "attempt", job.Attempt)
 	switch {
 	case d.Wakeup:
-		r.settle(log, "wakeup", d.Ack(ctx))
+		r.settle(ctx, log, "wakeup", d.Ack(ctx))
 		return
 	}
 	r.metrics.taken.WithLabelValues(string(d.Source)).Inc()
+	ctx, span := r.startRun(ctx, d)
+	defer span.End()
 	// Held until settled: a death meanwhile is noted in its run record.
 	held := ledgerJob(d)
 	r.cfg.Ledger.Held(held)
@@ -273,7 +284,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	case fateFinished:
 		log.Warn("job already delivered its result on an earlier delivery whose ack went unconfirmed; acking it without running it",
 			"finished_on", j.record.Finished)
-		r.settle(log, "already_finished", d.Ack(ctx))
+		r.settle(ctx, log, "already_finished", d.Ack(ctx))
 		return
 	case fateExhausted:
 		log.Error("job exhausted its attempts without finishing; dead-lettering",
@@ -286,7 +297,7 @@ func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 		return
 	case fateExpired:
 		log.Info("job expired in the queue; dropping it")
-		r.settle(log, "expired", d.Fail(ctx, genq.Errorf(genq.Timeout, "the job was not started before its deadline"), r.meta()))
+		r.settle(ctx, log, "expired", d.Fail(ctx, genq.Errorf(genq.Timeout, "the job was not started before its deadline"), r.meta()))
 		return
 	}
 	if job.Attempt > 1 {
@@ -312,7 +323,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 	// watch's memory, so the check costs no round trip.
 	if r.cancels.IsCancelled(job.ID, d.Queued) {
 		log.Info("job was cancelled before it started; dropping it")
-		r.settle(log, "cancelled", d.SettleCancelled(ctx, r.meta()))
+		r.settle(ctx, log, "cancelled", d.SettleCancelled(ctx, r.meta()))
 		return
 	}
 
@@ -333,12 +344,12 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		// watch for: the caller, asked first, says it had its answer.
 		if d.CallerGone(ctx) {
 			log.Warn("job's caller no longer waits for it (an earlier run answered it before its worker died, or the caller gave up); acking it without running it")
-			r.settle(log, "caller_gone", d.Ack(ctx))
+			r.settle(ctx, log, "caller_gone", d.Ack(ctx))
 			return
 		}
 		if rec.HandedBack != job.Attempt-1 && r.finishedElsewhere(ctx, d, r.conn.Settings().AckWait) {
 			log.Warn("job finished on an earlier delivery cut off from NATS; acking it without running it")
-			r.settle(log, "already_finished", d.Ack(ctx))
+			r.settle(ctx, log, "already_finished", d.Ack(ctx))
 			return
 		}
 		log.Warn("job was running when its worker died; it will run alone")
@@ -357,7 +368,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 			r.gate.leave(true)
 			log.Warn("job finished on its earlier delivery while this one waited to run alone; acking it without running it",
 				"finished_on", fresh.Finished)
-			r.settle(log, "already_finished", d.Ack(ctx))
+			r.settle(ctx, log, "already_finished", d.Ack(ctx))
 			return
 		}
 		if rerr == nil {
@@ -396,6 +407,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 	ran := time.Since(start)
 
 	if err != nil {
+		failSpan(ctx, err)
 		r.settleFailure(ctx, log, d, afterFailure(endingOf(jobCtx, err), a, rec, r.attempts, r.cfg.RetryDelay, rand.N[time.Duration]), err, ran)
 		return
 	}
@@ -407,14 +419,20 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 func (r *Runtime) settleSuccess(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, res genq.Result, wait, ran time.Duration) {
 	log.Info("job generated", "run_ms", ran.Milliseconds())
 	meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
-	cerr := d.Complete(ctx, res, meta)
+	rctx, span := r.tracer.Start(ctx, "reply", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.Int("genq.result.bytes", len(res.Data))))
+	cerr := d.Complete(rctx, res, meta)
+	if cerr != nil {
+		span.SetStatus(codes.Error, "the result was not delivered")
+	}
+	span.End()
 	if errors.Is(cerr, natsqueue.ErrUnsettled) {
 		log.Error("could not deliver the result; retrying the job", "err", cerr)
-		r.settle(log, "reply_failed", d.Retry(r.cfg.RetryDelay))
+		r.settle(ctx, log, "reply_failed", d.Retry(r.cfg.RetryDelay))
 		return
 	}
 	log.Info("job done", "run_ms", ran.Milliseconds(), "bytes", len(res.Data))
-	r.settle(log, "ok", cerr)
+	r.settle(ctx, log, "ok", cerr)
 }
 
 // settleFailure settles a run that ended in err as rv says.
@@ -422,7 +440,7 @@ func (r *Runtime) settleFailure(ctx context.Context, log *slog.Logger, d *natsqu
 	switch rv.next {
 	case nextCancelled:
 		log.Info("job cancelled by its caller while running", "run_ms", ran.Milliseconds())
-		r.settle(log, "cancelled", d.SettleCancelled(ctx, r.meta()))
+		r.settle(ctx, log, "cancelled", d.SettleCancelled(ctx, r.meta()))
 	case nextHandBack:
 		log.Warn("job handed back: the worker is stopping")
 		if rv.write {
@@ -430,13 +448,13 @@ func (r *Runtime) settleFailure(ctx context.Context, log *slog.Logger, d *natsqu
 				log.Warn("could not record the hand-back", "err", perr)
 			}
 		}
-		r.settle(log, "handed_back", d.Release())
+		r.settle(ctx, log, "handed_back", d.Release())
 	case nextTimeout:
 		log.Info("job ran past its deadline", "run_ms", ran.Milliseconds())
-		r.settle(log, "timeout", d.Fail(ctx, genq.WrapError(genq.Timeout, err, "the job was not done by its deadline"), r.meta()))
+		r.settle(ctx, log, "timeout", d.Fail(ctx, genq.WrapError(genq.Timeout, err, "the job was not done by its deadline"), r.meta()))
 	case nextRefuse:
 		log.Info("job refused by the model", "err", err)
-		r.settle(log, "invalid", d.Fail(ctx, err, r.meta()))
+		r.settle(ctx, log, "invalid", d.Fail(ctx, err, r.meta()))
 	case nextGiveUp:
 		log.Error("job failed on its last attempt; dead-lettering", "err", err)
 		r.giveUp(ctx, log, d, genq.WrapError(genq.Internal, err,
@@ -448,7 +466,7 @@ func (r *Runtime) settleFailure(ctx context.Context, log *slog.Logger, d *natsqu
 			}
 		}
 		log.Warn("job failed; it will be retried", "err", err, "retry_in", rv.delay.String())
-		r.settle(log, "retried", d.Retry(rv.delay))
+		r.settle(ctx, log, "retried", d.Retry(rv.delay))
 	}
 }
 
@@ -538,10 +556,10 @@ func (r *Runtime) giveUp(ctx context.Context, log *slog.Logger, d *natsqueue.Del
 	err := d.GiveUp(ctx, reason, r.meta())
 	if errors.Is(err, natsqueue.ErrUnsettled) {
 		log.Error("could not dead-letter the job", "err", err)
-		r.settle(log, "dead_letter_failed", d.Retry(r.cfg.RetryDelay))
+		r.settle(ctx, log, "dead_letter_failed", d.Retry(r.cfg.RetryDelay))
 		return
 	}
-	r.settle(log, "dead_lettered", err)
+	r.settle(ctx, log, "dead_lettered", err)
 }
 
 // malformed is what the producer of an unreadable job is told: the reason,
@@ -562,8 +580,9 @@ func ledgerJob(d *natsqueue.Delivery) supervisor.Job {
 func (r *Runtime) meta() natsqueue.ReplyMeta { return natsqueue.ReplyMeta{Worker: r.cfg.WorkerID} }
 
 // settle counts the outcome and logs a failed acknowledgement.
-func (r *Runtime) settle(log *slog.Logger, outcome string, err error) {
+func (r *Runtime) settle(ctx context.Context, log *slog.Logger, outcome string, err error) {
 	r.metrics.jobs.WithLabelValues(outcome).Inc()
+	traceOutcome(ctx, outcome, err)
 	if err != nil {
 		log.Warn("could not acknowledge the job", "outcome", outcome, "err", err)
 	}
