@@ -38,7 +38,7 @@ export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine engine-tools engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-tools otelcol engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -84,6 +84,12 @@ engine-stock:
 	@d=$$(scripts/build-llama.sh --stock --flavour cpu-native --tools) && mkdir -p lib && \
 		ln -sfn "$$d/lib" $(STOCK_DIR) && ln -sfn "$$d/bin" $(STOCK_DIR)-bin
 
+# The OpenTelemetry Collector the trace tests export to (test/otelcol),
+# built from the Go module proxy into the cache once; about 75 s on 2
+# cores when the cache lacks it (docs/observability.md).
+otelcol:
+	@scripts/build-otelcol.sh >/dev/null
+
 # ajv, the JSON-schema validator the structured-output tests check every
 # constrained answer with, from test/structured's lock file.
 AJV := test/structured/node_modules/.package-lock.json
@@ -97,11 +103,11 @@ $(LLAMA3_VOCAB):
 	scripts/fetch-vocab.sh $@
 
 # A short run of each fuzz target, then every test, against the real
-# nats-server, llama.cpp (and its llama-server as the peer), ggml and ONNX
-# Runtime. gotestsum closes with the counts.
-test: engine-tools engine-portable engine-stock $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
+# nats-server, llama.cpp (and its llama-server as the peer), ggml, ONNX
+# Runtime and the OpenTelemetry Collector. gotestsum closes with the counts.
+test: engine-tools engine-portable engine-stock otelcol $(ORT_LIB) $(AJV) $(LLAMA3_VOCAB)
 	$(MAKE) --no-print-directory fuzz
-	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 GENQ_REQUIRE_PEER=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
+	GENQ_REQUIRE_ORT=1 GENQ_REQUIRE_AJV=1 GENQ_REQUIRE_PEER=1 GENQ_REQUIRE_OTELCOL=1 go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)

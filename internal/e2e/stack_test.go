@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
@@ -58,10 +59,16 @@ func testSettings() natsqueue.Settings {
 }
 
 func openConn(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Variant) (*natsqueue.Conn, *nats.Conn) {
+	return openConnAs(t, ns, s, v, natsqueue.ConnectOptions{})
+}
+
+// openConnAs is openConn with o's credentials.
+func openConnAs(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Variant, o natsqueue.ConnectOptions) (*natsqueue.Conn, *nats.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := natsqueue.Dial(ctx, natsqueue.ConnectOptions{URL: ns.ClientURL()}, s, testLog(t), v)
+	o.URL = ns.ClientURL()
+	conn, err := natsqueue.Dial(ctx, o, s, testLog(t), v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +82,10 @@ type stack struct {
 	settings   natsqueue.Settings
 	variant    genq.Variant
 	api        *httptest.Server
-	httpServer *httpapi.HTTPServer // api's Config
-	metrics    *httptest.Server    // the api's internal address
-	conn       *natsqueue.Conn     // the api's
+	httpServer *httpapi.HTTPServer      // api's Config
+	metrics    *httptest.Server         // the api's internal address
+	conn       *natsqueue.Conn          // the api's
+	natsAuth   natsqueue.ConnectOptions // every process's NATS credentials
 	// key, when set, goes with do's and upload's requests as a bearer token.
 	key string
 }
@@ -96,6 +104,10 @@ type stackOptions struct {
 	keys    []tenant.Key
 	// log, when set, takes the api's log.
 	log *slog.Logger
+	// tracing makes the api's spans; natsAuth are the credentials every
+	// process of the stack connects with.
+	tracing  trace.TracerProvider
+	natsAuth natsqueue.ConnectOptions
 }
 
 // newStack starts NATS and the api; workers are started separately.
@@ -112,7 +124,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if ns == nil {
 		ns = startNATS(t, o.maxPayload)
 	}
-	conn, _ := openConn(t, ns, s, o.variant)
+	conn, _ := openConnAs(t, ns, s, o.variant, o.natsAuth)
 	client, err := natsqueue.NewClient(conn)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +156,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		log = testLog(t)
 	}
 	deps := httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn,
-		Workers: workers, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: log}
+		Workers: workers, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: log, Tracing: o.tracing}
 	if o.tenants {
 		deps.Keys, deps.Limiter = tenantDeps(t, ctx, conn, o.keys, log)
 	}
@@ -156,7 +168,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(api.Close)
 	metrics := httptest.NewServer(httpapi.NewMetricsHandler(reg))
 	t.Cleanup(metrics.Close)
-	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, httpServer: hs, metrics: metrics, conn: conn}
+	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, httpServer: hs, metrics: metrics, conn: conn, natsAuth: o.natsAuth}
 }
 
 // runningWorker is a worker runtime in this process with its own NATS
@@ -184,7 +196,7 @@ func (s *stack) runWorker(b genq.Backend, grace time.Duration) *runningWorker {
 // runWorkerWith is runWorker with cfg's settings over the tests' own.
 func (s *stack) runWorkerWith(b genq.Backend, cfg worker.Config) *runningWorker {
 	s.t.Helper()
-	conn, nc := openConn(s.t, s.ns, s.settings, s.variant)
+	conn, nc := openConnAs(s.t, s.ns, s.settings, s.variant, s.natsAuth)
 	ctx, cancel := context.WithCancel(context.Background())
 	id := "w-" + uuid.NewString()[:8]
 	cfg.WorkerID, cfg.Variant, cfg.PollWait = id, s.variant, 500*time.Millisecond

@@ -174,6 +174,8 @@ func (c *Collector) Spans() ([]Span, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A line still being written is read next time.
+	raw = raw[:bytes.LastIndexByte(raw, '\n')+1]
 	var spans []Span
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(nil, 64<<20)

@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/otelcoltest"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/tinygguf"
+	"github.com/genq/genq/internal/tracing"
+	"github.com/genq/genq/internal/worker"
+)
+
+// OTLP's span kinds, as the collector writes them.
+const (
+	kindInternal = 1
+	kindServer   = 2
+	kindProducer = 4
+	kindConsumer = 5
+)
+
+// TestTraceThroughQueue follows one chat request, sent with a caller's
+// traceparent, from the api through NATS into a worker running the real
+// engine, as a real OpenTelemetry Collector received it: the api exports
+// over OTLP/HTTP, the worker over gRPC. Every span is under the caller's
+// trace id, parented as docs/observability.md draws it, and neither the
+// API key, nor the NATS password, nor the query string is in anything the
+// collector got.
+func TestTraceThroughQueue(t *testing.T) {
+	col := otelcoltest.Start(t)
+	apiKey := "sk-trace-" + rand.Text()
+	natsPassword := "nats-" + rand.Text()
+	api := startTracing(t, tracing.Config{Endpoint: col.HTTP, Protocol: tracing.ProtocolHTTP, ServiceName: "genq-api"})
+	wrk := startTracing(t, tracing.Config{Endpoint: col.GRPC, Protocol: tracing.ProtocolGRPC, ServiceName: "genq-worker"})
+	s := newStack(t, stackOptions{http: httpapi.Config{APIKeys: []string{apiKey}}, tracing: api.Provider,
+		natsAuth: natsqueue.ConnectOptions{User: "genq", Password: natsPassword}})
+	model := s.tracedTextWorker(wrk)
+
+	traceID, caller := randomHex(16), randomHex(8)
+	body := `{"model":"` + model + `","messages":[{"role":"user","content":"Hello!"}],"max_tokens":4,"seed":1}`
+	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/v1/chat/completions?note=query-"+natsPassword, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("traceparent", "00-"+traceID+"-"+caller+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	chat := decodeAs[chatCompletion](t, response{status: resp.StatusCode, body: raw})
+	if resp.StatusCode != http.StatusOK || chat.Usage.CompletionTokens != 4 {
+		t.Fatalf("status %d, usage %+v: %s", resp.StatusCode, chat.Usage, raw)
+	}
+
+	// Shut down, the providers send what they hold at once.
+	for _, tr := range []tracing.Tracing{api, wrk} {
+		if err := tr.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans, err := col.WaitFor(t.Context(), 15*time.Second, func(all []otelcoltest.Span) bool {
+		names := byName(inTrace(all, traceID))
+		return names["reply"] != nil && names["POST /v1/chat/completions"] != nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byName(inTrace(spans, traceID))
+	checkTraceTree(t, got, caller)
+	checkQueueWait(t, got)
+	checkEngineSpans(t, got, chat.Usage.PromptTokens, chat.Usage.CompletionTokens)
+
+	exported, err := col.Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, secret := range map[string]string{"the API key": apiKey, "the NATS password": natsPassword, "the query string": "query-"} {
+		if strings.Contains(string(exported), secret) {
+			t.Errorf("the collector received %s", name)
+		}
+	}
+	if lower := strings.ToLower(string(exported)); strings.Contains(lower, "authorization") || strings.Contains(lower, "bearer") {
+		t.Error("the collector received an authorization header")
+	}
+}
+
+// tracedTextWorker runs a worker over the tiny model whose spans p makes,
+// and returns the model's name.
+func (s *stack) tracedTextWorker(p tracing.Tracing) string {
+	s.t.Helper()
+	path := filepath.Join(s.t.TempDir(), tinygguf.FileName(genq.VariantB, "tiny"))
+	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
+		s.t.Fatal(err)
+	}
+	b, err := textgen.Open(context.Background(), textgen.Config{ModelFile: path, Slots: 1, Threads: 1, MaxNewTokens: 4, IgnoreEOS: true}, testLog(s.t))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { b.Close() })
+	s.runWorkerWith(b, worker.Config{DrainGrace: time.Second, Tracing: p.Provider})
+	s.waitLive(1)
+	return filepath.Base(path)
+}
+
+func startTracing(t *testing.T, c tracing.Config) tracing.Tracing {
+	t.Helper()
+	tr, err := tracing.Setup(t.Context(), c, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Enabled {
+		t.Fatalf("tracing is off with %+v", c)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	return tr
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func inTrace(spans []otelcoltest.Span, traceID string) []otelcoltest.Span {
+	var out []otelcoltest.Span
+	for _, s := range spans {
+		if s.TraceID == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// byName maps each span's name to it; a name twice maps to nil, which the
+// checks report as missing (one request makes one of each).
+func byName(spans []otelcoltest.Span) map[string]*otelcoltest.Span {
+	out := map[string]*otelcoltest.Span{}
+	for i := range spans {
+		if _, dup := out[spans[i].Name]; dup {
+			out[spans[i].Name] = nil
+			continue
+		}
+		out[spans[i].Name] = &spans[i]
+	}
+	return out
+}
+
+// checkTraceTree holds each span to its service, kind and parent.
+func checkTraceTree(t *testing.T, got map[string]*otelcoltest.Span, caller string) {
+	t.Helper()
+	const server, publish, run = "POST /v1/chat/completions", "publish genq.jobs.B", "run job"
+	want := []struct {
+		name, service, parent string
+		kind                  int
+	}{
+		{server, "genq-api", "", kindServer},
+		{"decode request", "genq-api", server, kindInternal},
+		{publish, "genq-api", server, kindProducer},
+		{"queue wait", "genq-worker", publish, kindInternal},
+		{run, "genq-worker", publish, kindConsumer},
+		{"prepare", "genq-worker", run, kindInternal},
+		{"prefill", "genq-worker", run, kindInternal},
+		{"decode", "genq-worker", run, kindInternal},
+		{"reply", "genq-worker", run, kindProducer},
+	}
+	for _, w := range want {
+		s := got[w.name]
+		if s == nil {
+			t.Errorf("no single span %q in the trace (spans: %v)", w.name, keys(got))
+			continue
+		}
+		parent := caller
+		if w.parent != "" {
+			if p := got[w.parent]; p != nil {
+				parent = p.SpanID
+			}
+		}
+		if s.Service != w.service || s.Kind != w.kind || s.ParentSpanID != parent {
+			t.Errorf("span %q: service %s, kind %d, parent %s; want %s, %d, %s", w.name, s.Service, s.Kind, s.ParentSpanID, w.service, w.kind, parent)
+		}
+	}
+	if s := got[server]; s != nil && (s.Attributes["http.route"] != "/v1/chat/completions" || s.Attributes["http.response.status_code"] != int64(200)) {
+		t.Errorf("server span's attributes: %v", s.Attributes)
+	}
+	if s := got[run]; s != nil && (s.Attributes["genq.attempt"] != int64(1) || s.Attributes["genq.outcome"] != "ok" || s.Attributes["genq.class"] != "interactive") {
+		t.Errorf("run span's attributes: %v", s.Attributes)
+	}
+}
+
+// checkQueueWait holds the queue's wait to its own span: from the stream's
+// timestamp, not before the publish began, to the pull, where the run
+// begins.
+func checkQueueWait(t *testing.T, got map[string]*otelcoltest.Span) {
+	t.Helper()
+	wait, publish, run := got["queue wait"], got["publish genq.jobs.B"], got["run job"]
+	if wait == nil || publish == nil || run == nil {
+		return
+	}
+	if wait.Start.Before(publish.Start) || wait.Start.After(publish.End) || wait.End.Before(wait.Start) || !wait.End.Equal(run.Start) {
+		t.Errorf("queue wait %s–%s; publish %s–%s, run from %s", wait.Start, wait.End, publish.Start, publish.End, run.Start)
+	}
+}
+
+// checkEngineSpans holds prefill and decode to the answer's usage, and to
+// each other: decode starts where prefill ends, at the first token.
+func checkEngineSpans(t *testing.T, got map[string]*otelcoltest.Span, promptTokens, completionTokens int) {
+	t.Helper()
+	prefill, decode := got["prefill"], got["decode"]
+	if prefill == nil || decode == nil {
+		return
+	}
+	if prefill.Attributes["genq.prompt_tokens"] != int64(promptTokens) || decode.Attributes["genq.completion_tokens"] != int64(completionTokens) {
+		t.Errorf("prefill %v, decode %v; want %d prompt and %d answer tokens", prefill.Attributes, decode.Attributes, promptTokens, completionTokens)
+	}
+	if !prefill.End.Equal(decode.Start) || decode.End.Before(decode.Start) {
+		t.Errorf("prefill ends %s, decode %s–%s", prefill.End, decode.Start, decode.End)
+	}
+}
+
+func keys(m map[string]*otelcoltest.Span) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
