@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -66,15 +67,11 @@ func TestTraceThroughQueue(t *testing.T) {
 		t.Fatalf("status %d, usage %+v: %s", resp.StatusCode, chat.Usage, raw)
 	}
 
-	// Shut down, the providers send what they hold at once.
-	for _, tr := range []tracing.Tracing{api, wrk} {
-		if err := tr.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spans, err := col.WaitFor(t.Context(), 15*time.Second, func(all []otelcoltest.Span) bool {
+	spans, err := waitSpans(t, col, []tracing.Tracing{api, wrk}, func(all []otelcoltest.Span) bool {
 		names := byName(inTrace(all, traceID))
-		return names["reply"] != nil && names["POST /v1/chat/completions"] != nil
+		// Each service's last span: the run's ends after its reply, the
+		// server's after the answer.
+		return names["run job"] != nil && names["POST /v1/chat/completions"] != nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +124,26 @@ func startTracing(t *testing.T, c tracing.Config) tracing.Tracing {
 	}
 	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
 	return tr
+}
+
+// waitSpans waits until done holds of the collector's spans, flushing
+// the providers meanwhile: the worker ends a run's span after it has
+// replied, so the caller has its answer before the last spans are made.
+func waitSpans(t *testing.T, col *otelcoltest.Collector, trs []tracing.Tracing, done func([]otelcoltest.Span) bool) ([]otelcoltest.Span, error) {
+	t.Helper()
+	return col.WaitFor(t.Context(), 15*time.Second, func(all []otelcoltest.Span) bool {
+		if done(all) {
+			return true
+		}
+		for _, tr := range trs {
+			if f, ok := tr.Provider.(interface{ ForceFlush(context.Context) error }); ok {
+				if err := f.ForceFlush(t.Context()); err != nil {
+					t.Logf("flush: %v", err)
+				}
+			}
+		}
+		return false
+	})
 }
 
 func randomHex(n int) string {
@@ -235,6 +252,84 @@ func keys(m map[string]*otelcoltest.Span) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
+	}
+	return out
+}
+
+// TestTraceRedeliveries holds a job that fails on every attempt to one
+// trace: each delivery a queue wait and a run of its own, under the same
+// publish, with its attempt, the last one dead-lettered.
+func TestTraceRedeliveries(t *testing.T) {
+	col := otelcoltest.Start(t)
+	wrk := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-worker"})
+	api := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-api"})
+	s := newStack(t, stackOptions{tracing: api.Provider})
+	s.runWorkerWith(newTestBackend(1), worker.Config{DrainGrace: time.Second, Tracing: wrk.Provider})
+	s.waitLive(1)
+
+	traceID := randomHex(16)
+	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/generate", strings.NewReader(`{"text":"fail:now"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-"+randomHex(8)+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500 after every attempt failed", resp.StatusCode)
+	}
+	attempts := s.settings.MaxAttempts
+	spans, err := waitSpans(t, col, []tracing.Tracing{api, wrk}, func(all []otelcoltest.Span) bool {
+		return len(named(inTrace(all, traceID), "run job")) == attempts
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans = inTrace(spans, traceID)
+	publish := named(spans, "publish genq.jobs.B")
+	if len(publish) != 1 {
+		t.Fatalf("%d publish spans, want 1", len(publish))
+	}
+	waits, runs := named(spans, "queue wait"), named(spans, "run job")
+	if len(waits) != attempts {
+		t.Errorf("%d queue waits, want one per attempt (%d)", len(waits), attempts)
+	}
+	seen := map[int64]string{}
+	for _, s := range append(waits, runs...) {
+		if s.ParentSpanID != publish[0].SpanID {
+			t.Errorf("%s of attempt %v is not under the publish", s.Name, s.Attributes["genq.attempt"])
+		}
+	}
+	for _, r := range runs {
+		seen[r.Attributes["genq.attempt"].(int64)] = fmt.Sprint(r.Attributes["genq.outcome"])
+		if r.StatusCode != statusError {
+			t.Errorf("run of attempt %v: status %d, want an error", r.Attributes["genq.attempt"], r.StatusCode)
+		}
+	}
+	for a := 1; a <= attempts; a++ {
+		want := "retried"
+		if a == attempts {
+			want = "dead_lettered"
+		}
+		if seen[int64(a)] != want {
+			t.Errorf("attempt %d: outcome %q, want %q (all: %v)", a, seen[int64(a)], want, seen)
+		}
+	}
+}
+
+// statusError is OTLP's error status code.
+const statusError = 2
+
+func named(spans []otelcoltest.Span, name string) []otelcoltest.Span {
+	var out []otelcoltest.Span
+	for _, s := range spans {
+		if s.Name == name {
+			out = append(out, s)
+		}
 	}
 	return out
 }
