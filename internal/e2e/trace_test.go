@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -332,4 +333,83 @@ func named(spans []otelcoltest.Span, name string) []otelcoltest.Span {
 		}
 	}
 	return out
+}
+
+// TestTraceBatch holds each request of a batch to a trace of its own,
+// rooted where the api queues it and linked to the request that created
+// the batch, through to the worker's run on the batch lane.
+func TestTraceBatch(t *testing.T) {
+	col := otelcoltest.Start(t)
+	api := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-api"})
+	wrk := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-worker"})
+	s := newStack(t, stackOptions{tracing: api.Provider})
+	s.tracedTextWorker(wrk)
+	const lines = 3
+	up := s.upload("in.jsonl", chatLines(lines, func(int) string { return `,"max_tokens":2` }), "batch")
+	var file struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(up.body, &file); err != nil || up.status != http.StatusOK {
+		t.Fatalf("upload: %d %s", up.status, up.body)
+	}
+	traceID := randomHex(16)
+	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/v1/batches",
+		strings.NewReader(`{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-"+randomHex(8)+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	b := decodeAs[batchObject](t, response{status: resp.StatusCode, body: raw})
+	s.waitBatch(b.ID, func(b batchObject) bool { return b.Status == "completed" })
+
+	batchRuns := func(all []otelcoltest.Span) []otelcoltest.Span {
+		var out []otelcoltest.Span
+		for _, s := range named(all, "run job") {
+			if s.Attributes["genq.class"] == "batch" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	spans, err := waitSpans(t, col, []tracing.Tracing{api, wrk}, func(all []otelcoltest.Span) bool {
+		return len(batchRuns(all)) == lines && len(named(inTrace(all, traceID), "POST /v1/batches")) == 1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := named(inTrace(spans, traceID), "POST /v1/batches")[0]
+	seenLines := map[int64]bool{}
+	for _, run := range batchRuns(spans) {
+		if run.TraceID == traceID {
+			t.Errorf("a batch request's run is in the creating request's trace")
+		}
+		got := byName(inTrace(spans, run.TraceID))
+		root, publish := got["queue batch request"], got["publish genq.batch.B"]
+		if root == nil || publish == nil {
+			t.Errorf("trace %s: no single root and publish (spans: %v)", run.TraceID, keys(got))
+			continue
+		}
+		if root.ParentSpanID != "" || publish.ParentSpanID != root.SpanID || run.ParentSpanID != publish.SpanID {
+			t.Errorf("trace %s: root's parent %q, publish's %s (root %s), run's %s (publish %s)",
+				run.TraceID, root.ParentSpanID, publish.ParentSpanID, root.SpanID, run.ParentSpanID, publish.SpanID)
+		}
+		if len(root.Links) != 1 || root.Links[0] != (otelcoltest.Link{TraceID: traceID, SpanID: created.SpanID}) {
+			t.Errorf("root's links %v; want the creating request's span %s/%s", root.Links, traceID, created.SpanID)
+		}
+		if root.Attributes["genq.batch.id"] != b.ID {
+			t.Errorf("root's attributes %v", root.Attributes)
+		}
+		line, _ := root.Attributes["genq.batch.line"].(int64)
+		seenLines[line] = true
+	}
+	if len(seenLines) != lines {
+		t.Errorf("lines traced: %v; want %d", seenLines, lines)
+	}
 }

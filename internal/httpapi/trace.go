@@ -58,6 +58,41 @@ func endServerSpan(span trace.Span, r *http.Request, rec *statusRecorder) {
 	}
 }
 
+// traceCarrier is the W3C trace context of ctx's span, to keep with what
+// outlives the request (a batch); nil when there is none.
+func traceCarrier(ctx context.Context) map[string]string {
+	c := propagation.MapCarrier{}
+	tracing.Propagator().Inject(ctx, c)
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
+
+// batchLineSpan starts the span under which request i of a batch is
+// queued: the root of a trace of its own, so that a batch of thousands
+// of requests is not one trace of thousands of runs, linked to the
+// request that created the batch.
+func (s *Server) batchLineSpan(ctx context.Context, rec batchRecord, i int) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("genq.batch.id", rec.Batch.ID), attribute.Int("genq.batch.line", i))}
+	if len(rec.Run.Trace) > 0 {
+		created := tracing.Propagator().Extract(context.Background(), propagation.MapCarrier(rec.Run.Trace))
+		if sc := trace.SpanContextFromContext(created); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
+	}
+	return s.tracer.Start(ctx, "queue batch request", opts...)
+}
+
+// endBatchLine ends a batch request's span, failed when it was not queued.
+func endBatchLine(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, genq.ErrorMessage(err))
+	}
+	span.End()
+}
+
 // startSpan starts an internal span of the api's under ctx's.
 func (s *Server) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return s.tracer.Start(ctx, name, trace.WithAttributes(attrs...))

@@ -61,6 +61,9 @@ type batchRun struct {
 	// Tenant is the tenant of the key that created the batch, whose
 	// usage its answers are.
 	Tenant string `json:"tenant,omitempty"`
+	// Trace is the W3C trace context of the request that created the
+	// batch, which each request's own trace links to (batchLineSpan).
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // lineJobID is the job id of a batch's request at index i.
@@ -139,7 +142,8 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 	b := openai.Batch{ID: "batch_" + s.newID(), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,
 		CompletionWindow: req.CompletionWindow, Status: openai.BatchValidating, CreatedAt: created, ExpiresAt: &expires,
 		Metadata: req.Metadata}
-	if _, err := s.writeBatch(r.Context(), batchRecord{Batch: b, Run: batchRun{Webhook: req.Webhook, Tenant: tenantOf(r)}}, 0); err != nil {
+	run := batchRun{Webhook: req.Webhook, Tenant: tenantOf(r), Trace: traceCarrier(r.Context())}
+	if _, err := s.writeBatch(r.Context(), batchRecord{Batch: b, Run: run}, 0); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
@@ -507,11 +511,13 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		i := rec.Run.Queued
 		jobs, err := s.lineJobs(*b, lines[i], i)
 		in.answers[i] = len(jobs) // 0 when refused: worked out again, as 1
+		lctx, span := s.batchLineSpan(ctx, rec, i)
 		for _, job := range jobs {
 			if err == nil {
-				err = s.async.Submit(ctx, job) // one queued before is kept once
+				err = s.async.Submit(lctx, job) // one queued before is kept once
 			}
 		}
+		endBatchLine(span, err)
 		if err != nil && genq.ErrorCode(err) != genq.Invalid {
 			break // the queue is full or away: the next round tries again
 		}

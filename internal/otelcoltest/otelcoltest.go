@@ -166,7 +166,11 @@ type Span struct {
 	Start, End                    time.Time
 	Attributes                    map[string]any
 	StatusCode                    int
+	Links                         []Link
 }
+
+// Link is a span's link to a span of another trace.
+type Link struct{ TraceID, SpanID string }
 
 // Spans are the spans the collector has written so far.
 func (c *Collector) Spans() ([]Span, error) {
@@ -246,6 +250,10 @@ type jsonSpan struct {
 	Status       struct {
 		Code int `json:"code"`
 	} `json:"status"`
+	Links []struct {
+		TraceID string `json:"traceId"`
+		SpanID  string `json:"spanId"`
+	} `json:"links"`
 }
 
 type keyValue struct {
@@ -259,8 +267,12 @@ type keyValue struct {
 }
 
 func (s jsonSpan) span(service string) Span {
-	return Span{Service: service, TraceID: normID(s.TraceID), SpanID: normID(s.SpanID), ParentSpanID: normID(s.ParentSpanID),
+	sp := Span{Service: service, TraceID: normID(s.TraceID), SpanID: normID(s.SpanID), ParentSpanID: normID(s.ParentSpanID),
 		Name: s.Name, Kind: s.Kind, Start: unixNano(s.Start), End: unixNano(s.End), Attributes: attrs(s.Attributes), StatusCode: s.Status.Code}
+	for _, l := range s.Links {
+		sp.Links = append(sp.Links, Link{TraceID: normID(l.TraceID), SpanID: normID(l.SpanID)})
+	}
+	return sp
 }
 
 // normID is an id in lower-case hex, as traceparent writes it.
