@@ -79,6 +79,12 @@ func TestTraceThroughQueue(t *testing.T) {
 	}
 	got := byName(inTrace(spans, traceID))
 	checkTraceTree(t, got, caller)
+	// A plain key's tenant is named by its digest, never by the key.
+	if s := got["POST /v1/chat/completions"]; s != nil {
+		if name, _ := s.Attributes["genq.tenant"].(string); !strings.HasPrefix(name, "key-") {
+			t.Errorf("the server span's tenant is %q, want the key's tenant, key-...", name)
+		}
+	}
 	checkQueueWait(t, got)
 	checkEngineSpans(t, got, chat.Usage.PromptTokens, chat.Usage.CompletionTokens)
 

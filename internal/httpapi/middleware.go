@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/tenant"
@@ -162,6 +164,8 @@ func (s *Server) apiKeys(renderFor func(*http.Request) errorRenderer, next http.
 			}
 		}
 		c := &caller{tenant: t}
+		// The tenant's name, never its key, marks the request's trace.
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("genq.tenant", t.Name))
 		defer func() { s.settle(r.Context(), c, routePattern(r)) }() // a handler's panic too ends its request in flight
 		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), c)))
 	})
