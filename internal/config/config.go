@@ -84,6 +84,7 @@ var PerProcess = []struct {
 	{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
 		"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_SDK_DISABLED"},
 		"each process exports its own spans under its own service name ([observability.md](observability.md))"},
+	{[]string{"MODELS_FILE", "MODELS", "MODEL_ALIASES"}, "the catalogue of models, as `VARIANT` is the seed's: the api resolves a request's `model` with it and the workers load its models, each from its own copy (the compose file and genqctl deploy give the same to both)"},
 	{[]string{"IMAGE_ENGINE", "GENQ_IN_CONTAINER"}, "the worker's image engine and genqctl download's files for it, and genq's images' marker; Dockerfile.worker gives its one build argument and its one ENV to both"},
 }
 
@@ -96,6 +97,7 @@ var sectionProse = map[string]string{
 	"Embedded NATS server":           "Used by the api when `NATS_URL` is empty, as `make run` does.",
 	"Tracing":                        "OpenTelemetry's standard variables: with no endpoint, tracing is off and costs nothing ([observability.md](observability.md)).",
 	"Routing by prefix":              "[text.md](text.md), \"Across workers\". The workers own it: the api routes a conversation's turns only to workers whose heartbeats say they take routed jobs.",
+	"Models":                         "The catalogue of models a deployment serves, besides its variant's own ([protocol.md](protocol.md) §1c, [text.md](text.md), \"Many models\").",
 	"Text engine":                    "Variants A and B ([text.md](text.md)).",
 	"Image engine":                   "Variant C ([image.md](image.md)).",
 	"Asynchronous jobs and webhooks": "`POST /v1/jobs` and its webhooks.",

@@ -249,6 +249,7 @@ func allJob() genq.Job {
 	j := chatJob()
 	j.Text = "text"
 	j.Store = true
+	j.KeepAlive = ptr(300.0)
 	j.Prompt = "prompt"
 	j.PromptTokenIDs = []int32{1, 2}
 	j.MaxCompletionTokens = 200
@@ -339,7 +340,8 @@ func allHeartbeat() genq.Heartbeat {
 		WorkerID: "gpu-node-7-1a2b3c4d", Variant: genq.VariantB,
 		Device: genq.Device{Kind: "cuda", Name: "NVIDIA A10G", Engine: "ggml"},
 		Model:  "Llama-3.1-8B-Instruct-BF16.gguf", Slots: 8, FreeSlots: 5, Draining: true, Routed: true,
-		Limits:    &genq.Limits{MaxNewTokens: 256, ContextSize: 8192, VocabSize: 128256, ImageMaxSize: 1024, ImageMaxSteps: 100},
+		Limits:     &genq.Limits{MaxNewTokens: 256, ContextSize: 8192, VocabSize: 128256, ImageMaxSize: 1024, ImageMaxSteps: 100},
+		ModelState: genq.ModelLoading, LoadProgress: 0.5,
 		StartedAt: startedAt, At: beatAt,
 	}
 }

@@ -41,7 +41,27 @@ type Heartbeat struct {
 	Routed bool `json:"routed,omitempty"`
 	// Limits let the api refuse at once a job this worker would refuse;
 	// absent from workers older than the field.
-	Limits    *Limits   `json:"limits,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	At        time.Time `json:"at"`
+	Limits *Limits `json:"limits,omitempty"`
+	// ModelState is set by a worker serving several models, which beats
+	// once per model it can serve (docs/protocol.md §6): loaded, loading
+	// or unloaded (it loads the model when a job comes). Absent: the
+	// worker's one model is loaded.
+	ModelState ModelState `json:"model_state,omitempty"`
+	// LoadProgress is how far a loading model is, from 0 to 1.
+	LoadProgress float64   `json:"load_progress,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
+	At           time.Time `json:"at"`
 }
+
+// ModelState is where a worker's model is in its life.
+type ModelState string
+
+const (
+	ModelLoaded   ModelState = "loaded"
+	ModelLoading  ModelState = "loading"
+	ModelUnloaded ModelState = "unloaded"
+)
+
+// Loaded reports whether the beat's model is in memory: a worker of one
+// model always is.
+func (hb Heartbeat) Loaded() bool { return hb.ModelState == "" || hb.ModelState == ModelLoaded }

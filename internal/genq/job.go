@@ -41,11 +41,19 @@ type Envelope struct {
 	// Store asks the worker to keep the result in the results store, so it
 	// can be fetched later by job id, even when it was also replied.
 	Store bool `json:"store,omitempty"`
+	// KeepAlive is how long, in seconds, the worker keeps the job's model
+	// loaded once idle: KeepForever keeps it, 0 unloads it after the
+	// answer. Nil: the worker's KEEP_ALIVE. Only a worker serving several
+	// models reads it.
+	KeepAlive *float64 `json:"keep_alive,omitempty"`
 
 	// Attempt is which delivery of the job this is, counted from 1. It comes
 	// from JetStream's metadata, never from the message body.
 	Attempt int `json:"-"`
 }
+
+// KeepForever is the keep_alive that keeps a model loaded, as Ollama's -1.
+const KeepForever = -1
 
 // Expired reports whether the job's deadline has passed at now.
 func (e Envelope) Expired(now time.Time) bool {
@@ -63,7 +71,12 @@ func (j Job) Validate() error {
 	switch j.Variant {
 	case VariantA, VariantB, VariantC:
 	default:
-		return Errorf(Invalid, "job %s: unknown variant %q: want A, B or C", j.ID, j.Variant)
+		if !IsModelQueue(j.Variant) {
+			return Errorf(Invalid, "job %s: unknown variant %q: want A, B, C or a model's queue token", j.ID, j.Variant)
+		}
+	}
+	if j.KeepAlive != nil && *j.KeepAlive < 0 && *j.KeepAlive != KeepForever {
+		return Errorf(Invalid, "keep_alive must be -1 (keep loaded), 0 (unload after the answer) or a number of seconds, not %g", *j.KeepAlive)
 	}
 	if j.Variant.Kind() == OutputText && j.HasImageParams() {
 		return Errorf(Invalid, "negative_prompt, width, height, num_inference_steps, guidance_scale, output_format, output_compression and partial_images are for images; variant %s makes text", j.Variant)

@@ -30,8 +30,13 @@ func ParseVariant(s string) (Variant, error) {
 	return "", Errorf(Invalid, "unknown variant %q: want A, B or C", s)
 }
 
-// Kind says what a variant produces.
-func (v Variant) Kind() OutputKind { return v.Spec().Kind }
+// Kind says what a variant, or a catalogue model's queue token, produces.
+func (v Variant) Kind() OutputKind {
+	if IsModelQueue(v) {
+		return queueKind(v).Output()
+	}
+	return v.Spec().Kind
+}
 
 // Spec is what genq knows about a variant, in one place: the worker, the
 // deploy manifests, the model hub client and the test-model writers all
@@ -128,6 +133,8 @@ type OutputKind string
 const (
 	OutputText  OutputKind = "text"
 	OutputImage OutputKind = "image"
+	// OutputEmbedding is the vectors of an embedding model's jobs.
+	OutputEmbedding OutputKind = "embedding"
 )
 
 // ContentType is the media type of a result of this kind.

@@ -40,6 +40,9 @@ type Waker interface {
 // Config holds the façade's settings.
 type Config struct {
 	Variant genq.Variant
+	// Catalog is the models the api serves (MODELS_FILE, MODELS); nil:
+	// the variant's model alone, under any name.
+	Catalog *genq.Catalog
 	// MaxBodyBytes bounds a request body; more gives 413.
 	MaxBodyBytes int64
 	// MaxV1BodyBytes bounds the body of a POST on OpenAI's routes, whose

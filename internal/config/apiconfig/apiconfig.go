@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genq/genq/internal/catalog"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
@@ -35,6 +36,7 @@ type Config struct {
 	EmbeddedMonitor    int
 	HTTP               httpapi.Config
 	Tracing            tracing.Config
+	Models             catalog.Config
 	APIKeys            string
 	APIKeysFile        string
 	// Keys are API_KEYS' and API_KEYS_FILE's, read; GENQ_KEYS adds to them.
@@ -52,6 +54,9 @@ func (c *Config) Register(fs *envflag.Set) {
 
 	fs.Section("Tracing")
 	c.Tracing.RegisterFlags(fs, "genq-api")
+
+	fs.Section("Models")
+	c.Models.RegisterFlags(fs)
 
 	fs.Section("NATS connection")
 	c.NATS.RegisterFlags(fs, "")
@@ -118,6 +123,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 		return c, err
 	}
 	c.HTTP.Variant = v
+	if c.HTTP.Catalog, err = catalog.Load(c.Models, v, ""); err != nil {
+		return c, err
+	}
 	c.HTTP.QueueCapacity = c.Queue.QueueCapacity
 	if c.Addr == "" {
 		c.Addr = ":" + strconv.Itoa(c.Port)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/genq/genq/internal/catalog"
 	"github.com/genq/genq/internal/diffusion"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
@@ -44,6 +45,10 @@ type Config struct {
 	NATS        natsqueue.ConnectOptions
 	Runtime     worker.Config
 	Tracing     tracing.Config
+	Models      catalog.Config
+	Fleet       worker.FleetConfig
+	// Catalog is what Models say, read at Parse.
+	Catalog     *genq.Catalog
 	Text        textgen.Config
 	ImageEngine string // IMAGE_ENGINE: onnx or ggml
 	// Image is the pipeline both image engines share; ONNX and GGML are
@@ -65,6 +70,10 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 
 	fs.Section("Tracing")
 	c.Tracing.RegisterFlags(fs, "genq-worker")
+
+	fs.Section("Models")
+	c.Models.RegisterFlags(fs)
+	c.Fleet.RegisterFlags(fs)
 
 	fs.Section("NATS connection")
 	c.NATS.RegisterFlags(fs, "nats://127.0.0.1:4222")
@@ -142,6 +151,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 		c.WorkerID = host + "-" + uuid.NewString()[:8]
 	}
 	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, v
+	if c.Catalog, err = catalog.Load(c.Models, v, ""); err != nil {
+		return c, err
+	}
 	c.Text.ModelDir, c.Text.Slots, c.Text.DefaultSlots = c.ModelDir, c.Slots, v.Spec().Slots
 	c.ONNX.ModelDir, c.ONNX.Slots, c.ONNX.Pipeline = c.ModelDir, c.Slots, c.Image
 	c.GGML.ModelDir, c.GGML.Slots, c.GGML.Pipeline = c.ModelDir, c.Slots, c.Image

@@ -1,0 +1,259 @@
+// Package catalog builds a deployment's model catalogue (genq.Catalog) from
+// its settings: MODELS_FILE, MODELS and MODEL_ALIASES, and the facts the
+// models' GGUF files tell (their names, kinds and context lengths). The api
+// and the workers read the same settings, so they agree on every model's
+// queue token.
+package catalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/genq/genq/internal/envflag"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/gguf"
+)
+
+// Config is the catalogue's settings.
+type Config struct {
+	// File is a JSON catalogue (FileSpec).
+	File string
+	// Models are more models, each "path" or "name=path".
+	Models []string
+	// Aliases are "alias=model" pairs; the alias "*" takes every name
+	// the catalogue does not know.
+	Aliases []string
+}
+
+// RegisterFlags binds the catalogue's settings.
+func (c *Config) RegisterFlags(fs *envflag.Set) {
+	fs.String(&c.File, "models-file", "MODELS_FILE", "", "JSON catalogue of the models served besides the variant's own (docs/text.md, \"Many models\"): {\"models\":[{\"name\",\"kind\",\"path\",\"aliases\",\"variant\"}],\"aliases\":{},\"defaults\":{}}")
+	fs.List(&c.Models, "models", "MODELS", "more models, comma-separated, each a GGUF path or name=path; the name defaults to the file's general.name, the kind to what its architecture makes (chat or embedding)")
+	fs.List(&c.Aliases, "model-aliases", "MODEL_ALIASES", "comma-separated alias=model pairs (gpt-4o=qwen3-8b); the alias * sends every unknown name to that model. With no MODELS_FILE nor MODELS, every name reaches the variant's model, as before")
+}
+
+// Configured reports whether any model besides the seed's is declared.
+func (c Config) Configured() bool { return c.File != "" || len(c.Models) > 0 }
+
+// FileSpec is the JSON form of MODELS_FILE.
+type FileSpec struct {
+	Models []ModelSpec `json:"models"`
+	// Aliases map a name clients send to a model's name.
+	Aliases map[string]string `json:"aliases,omitempty"`
+	// Defaults name the model of each kind a request without `model` gets.
+	Defaults map[genq.ModelKind]string `json:"defaults,omitempty"`
+}
+
+// ModelSpec is one model of MODELS_FILE. Only path is required of a GGUF
+// (its name and kind come from the file); variant puts the model on a seed
+// variant's queue (A, B or C), giving that variant's model a name.
+type ModelSpec struct {
+	Name          string         `json:"name,omitempty"`
+	Kind          genq.ModelKind `json:"kind,omitempty"`
+	Path          string         `json:"path,omitempty"`
+	Aliases       []string       `json:"aliases,omitempty"`
+	Variant       genq.Variant   `json:"variant,omitempty"`
+	ContextLength int            `json:"context_length,omitempty"`
+}
+
+// Load builds the catalogue of a deployment whose seed variant is seed:
+// the seed's model first (the default of its kind), then MODELS_FILE's,
+// then MODELS'. Relative paths are taken from baseDir (the file's own
+// directory for MODELS_FILE's). A GGUF that cannot be read is an error
+// only when its name or kind had to come from it.
+func Load(c Config, seed genq.Variant, baseDir string) (*genq.Catalog, error) {
+	var spec FileSpec
+	if c.File != "" {
+		data, err := os.ReadFile(c.File)
+		if err != nil {
+			return nil, fmt.Errorf("MODELS_FILE: %w", err)
+		}
+		if err := json.Unmarshal(data, &spec); err != nil {
+			return nil, fmt.Errorf("MODELS_FILE %s: %w", c.File, err)
+		}
+		for i := range spec.Models {
+			spec.Models[i].Path = resolve(filepath.Dir(c.File), spec.Models[i].Path)
+		}
+	}
+	for _, m := range c.Models {
+		ms, err := parseModelArg(m)
+		if err != nil {
+			return nil, err
+		}
+		ms.Path = resolve(baseDir, ms.Path)
+		spec.Models = append(spec.Models, ms)
+	}
+	aliases, err := parseAliases(c.Aliases, spec.Aliases)
+	if err != nil {
+		return nil, err
+	}
+	models, err := build(spec.Models, seed)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Configured() {
+		if _, ok := aliases["*"]; !ok {
+			// No catalogue: every name reaches the variant's model, as
+			// before there was one.
+			aliases["*"] = models[0].Name
+		}
+	}
+	return genq.NewCatalog(models, aliases, spec.Defaults)
+}
+
+func resolve(base, p string) string {
+	if p == "" || filepath.IsAbs(p) || base == "" {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+// parseModelArg reads one MODELS entry: path or name=path.
+func parseModelArg(s string) (ModelSpec, error) {
+	s = strings.TrimSpace(s)
+	name, path, ok := strings.Cut(s, "=")
+	if !ok {
+		name, path = "", s
+	}
+	if path == "" {
+		return ModelSpec{}, fmt.Errorf("MODELS entry %q: want a path or name=path", s)
+	}
+	return ModelSpec{Name: strings.TrimSpace(name), Path: strings.TrimSpace(path)}, nil
+}
+
+// parseAliases merges MODEL_ALIASES over the file's aliases.
+func parseAliases(pairs []string, base map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for _, p := range pairs {
+		alias, model, ok := strings.Cut(p, "=")
+		alias, model = strings.TrimSpace(alias), strings.TrimSpace(model)
+		if !ok || alias == "" || model == "" {
+			return nil, fmt.Errorf("MODEL_ALIASES entry %q: want alias=model", p)
+		}
+		out[alias] = model
+	}
+	return out, nil
+}
+
+// build turns the specs into models, the seed's first: a spec on the seed
+// variant's queue names it, one on another seed variant is refused (one
+// deployment serves one seed variant).
+func build(specs []ModelSpec, seed genq.Variant) ([]genq.Model, error) {
+	models := []genq.Model{genq.SeedModel(seed)}
+	for _, s := range specs {
+		m, err := modelOf(s)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case s.Variant == "":
+		case s.Variant != seed:
+			return nil, fmt.Errorf("model %q: variant %s: this deployment serves variant %s", m.Name, s.Variant, seed)
+		default:
+			// The seed's model, named: its old name stays an alias.
+			m.Queue, m.Kind = seed, models[0].Kind
+			m.Aliases = append(m.Aliases, models[0].Name)
+			models[0] = m
+			continue
+		}
+		models = append(models, m)
+	}
+	return models, nil
+}
+
+// modelOf completes a spec from its GGUF file where it leaves out the
+// name, the kind or the context length.
+func modelOf(s ModelSpec) (genq.Model, error) {
+	m := genq.Model{Name: s.Name, Kind: s.Kind, Path: s.Path, Aliases: s.Aliases, ContextLength: s.ContextLength}
+	info, err := ReadGGUF(s.Path)
+	switch {
+	case err == nil:
+		m.Name = cmpOr(m.Name, info.Name)
+		if m.Kind == "" {
+			m.Kind = info.Kind
+		}
+		m.ContextLength = cmpOr(m.ContextLength, info.ContextLength)
+		m.SizeBytes = info.SizeBytes
+	case m.Name == "" || m.Kind == "":
+		return genq.Model{}, fmt.Errorf("model %s: give its name and kind, or a GGUF that says them: %w", cmpOr(s.Name, s.Path), err)
+	}
+	if m.Name == "" {
+		return genq.Model{}, fmt.Errorf("model %s: its GGUF has no general.name: give it a name (name=path)", s.Path)
+	}
+	if s.Variant == "" {
+		m.Queue = genq.QueueToken(m.Kind, m.Name)
+	}
+	return m, nil
+}
+
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
+	}
+	return b
+}
+
+// GGUFInfo is what a GGUF's header tells the catalogue.
+type GGUFInfo struct {
+	Name          string
+	Architecture  string
+	Kind          genq.ModelKind
+	ContextLength int
+	SizeBytes     int64
+}
+
+// embeddingArchitectures are llama.cpp's architectures of encoders, which
+// make embeddings rather than chat.
+var embeddingArchitectures = []string{"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "neo-bert", "modern-bert", "t5encoder"}
+
+// ReadGGUF reads the header of the GGUF at path (a directory: its one
+// .gguf file). A directory without one is an image model's export.
+func ReadGGUF(path string) (GGUFInfo, error) {
+	if path == "" {
+		return GGUFInfo{}, fmt.Errorf("no path")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return GGUFInfo{}, err
+	}
+	if st.IsDir() {
+		files, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
+		if len(files) != 1 {
+			return GGUFInfo{}, fmt.Errorf("%s holds %d .gguf files: name one", path, len(files))
+		}
+		path = files[0]
+		if st, err = os.Stat(path); err != nil {
+			return GGUFInfo{}, err
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return GGUFInfo{}, err
+	}
+	defer f.Close()
+	h, err := gguf.Read(f, st.Size())
+	if err != nil {
+		return GGUFInfo{}, fmt.Errorf("%s: %w", path, err)
+	}
+	info := GGUFInfo{SizeBytes: st.Size(), Kind: genq.KindChat}
+	info.Name, _ = h.Value("general.name").(string)
+	info.Architecture, _ = h.Value("general.architecture").(string)
+	if slices.Contains(embeddingArchitectures, info.Architecture) {
+		info.Kind = genq.KindEmbedding
+	}
+	switch n := h.Value(info.Architecture + ".context_length").(type) {
+	case uint32:
+		info.ContextLength = int(n)
+	case uint64:
+		info.ContextLength = int(n)
+	}
+	return info, nil
+}
