@@ -75,7 +75,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		log.Info("started embedded nats-server", "url", cfg.NATS.URL, "store", cfg.EmbeddedStore)
 	}
 	cfg.NATS.Name = "genq-api"
-	conn, err := natsqueue.Dial(ctx, cfg.NATS, cfg.Queue, log, cfg.HTTP.Variant)
+	// Every catalogue model's consumers exist from the start, so that an
+	// autoscaler sees each model's lag from its first job.
+	conn, err := natsqueue.Dial(ctx, cfg.NATS, cfg.Queue, log, cfg.HTTP.Catalog.Queues()...)
 	if err != nil {
 		return err
 	}
@@ -85,14 +87,16 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	defer client.Close()
-	workers, err := conn.WatchWorkers(ctx, cfg.HTTP.Variant)
+	fleet, err := conn.WatchAllWorkers(ctx)
 	if err != nil {
 		return err
 	}
+	workers := fleet.Of(cfg.HTTP.Variant)
 	// A conversation's turns go to the worker whose prefix cache holds
-	// it, among the workers whose heartbeats say they take routed jobs
-	// (their ROUTE_BY_PREFIX); with fewer than two, to the shared subject.
-	client.RouteBy(natsqueue.NewRouter(workers))
+	// it, among the workers of its model whose heartbeats say they take
+	// routed jobs (their ROUTE_BY_PREFIX); with fewer than two, to the
+	// model's shared subject.
+	client.RouteBy(natsqueue.NewRouter(fleet))
 
 	// Keys from GENQ_KEYS join the settings' as the bucket changes; the
 	// tenants' counters are shared by every api.
@@ -111,7 +115,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: cfg.HTTP.Batches.FileTTL})
 	handler := httpapi.NewServer(cfg.HTTP, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn,
-		Workers: workers, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter, Tracing: tr.Provider})
+		Workers: workers, Fleet: fleet, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter, Tracing: tr.Provider})
 	if cfg.MetricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsAddr, httpapi.NewMetricsHandler(reg), log)
 		if err != nil {

@@ -121,3 +121,36 @@ func TestNewCatalogRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestKeepAliveParam(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		none bool
+		bad  bool
+	}{
+		{`"5m"`, 300, false, false},
+		{`"1h30m"`, 5400, false, false},
+		{`"0"`, 0, false, false},
+		{`0`, 0, false, false},
+		{`-1`, KeepForever, false, false},
+		{`"-1m"`, KeepForever, false, false},
+		{`120`, 120, false, false},
+		{`null`, 0, true, false},
+		{`"soon"`, 0, false, true},
+		{`true`, 0, false, true},
+	} {
+		var k KeepAliveParam
+		err := k.UnmarshalJSON([]byte(tc.in))
+		switch {
+		case tc.bad:
+			if err == nil || ErrorField(err) != "keep_alive" {
+				t.Errorf("keep_alive %s: %v, want an error on keep_alive", tc.in, err)
+			}
+		case err != nil:
+			t.Errorf("keep_alive %s: %v", tc.in, err)
+		case tc.none && k.Seconds != nil, !tc.none && (k.Seconds == nil || *k.Seconds != tc.want):
+			t.Errorf("keep_alive %s = %v, want %v", tc.in, k.Seconds, tc.want)
+		}
+	}
+}

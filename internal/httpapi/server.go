@@ -143,7 +143,10 @@ type Deps struct {
 	// Depths tells the queue view each lane's depth; nil leaves it out.
 	Depths  Depths
 	Workers Workers
-	Waker   Waker
+	// Fleet lists the live workers of every queue (every catalogue
+	// model's); nil: Workers, the variant's alone.
+	Fleet Workers
+	Waker Waker
 	// Registry takes the metrics; NewMetricsHandler serves them.
 	Registry prometheus.Registerer
 	// Keys are the API keys and their tenants; nil takes Config.APIKeys,
@@ -171,6 +174,8 @@ type Server struct {
 	depths   Depths
 	recent   recentJobs
 	workers  Workers
+	fleet    Workers
+	catalog  *genq.Catalog
 	waker    Waker
 	metrics  *metrics
 	keys     *tenant.Keys
@@ -193,9 +198,13 @@ type Server struct {
 // NewServer returns the façade as an http.Handler.
 func NewServer(cfg Config, deps Deps) http.Handler {
 	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches, depths: deps.Depths,
-		workers: deps.Workers, waker: deps.Waker, newID: deps.NewID, keys: keysOf(cfg, deps), limiter: deps.Limiter, constraints: structured.NewCache(constraintCacheSize),
+		workers: deps.Workers, fleet: deps.Fleet, catalog: catalogOf(cfg),
+		waker: deps.Waker, newID: deps.NewID, keys: keysOf(cfg, deps), limiter: deps.Limiter, constraints: structured.NewCache(constraintCacheSize),
 		batchKick: make(chan struct{}, 1)}
 	s.tracer = cmp.Or[trace.TracerProvider](deps.Tracing, noop.NewTracerProvider()).Tracer(tracerName)
+	if s.fleet == nil {
+		s.fleet = deps.Workers
+	}
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	if s.batches != nil && s.async != nil {
 		s.instance = deps.NewID()
@@ -257,7 +266,7 @@ func (s *Server) promptBytes() int {
 		return s.cfg.MaxPromptBytes
 	}
 	longest := 0
-	for _, hb := range s.workers.Live() {
+	for _, hb := range s.fleet.Live() {
 		if hb.Limits != nil {
 			longest = max(longest, hb.Limits.ContextSize)
 		}

@@ -435,6 +435,13 @@ func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int
 	if err == nil && params.Stream {
 		err = genq.Errorf(genq.Invalid, "stream: true is not supported in a batch")
 	}
+	if err == nil {
+		// Each line names its model, as each request to its route does.
+		var m genq.Model
+		if m, err = s.resolveModel(params.Model, genq.KindChat); err == nil {
+			onModel(prompts, m)
+		}
+	}
 	return prompts, params.Choices(), err
 }
 

@@ -36,14 +36,18 @@ func (s *Server) imageRequest(w http.ResponseWriter, r *http.Request, start time
 	if !ok {
 		return req, nil, false
 	}
-	if err := openai.RequireKind(s.cfg.Variant, genq.OutputImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
+	if err := s.requireKind(genq.KindImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
 		s.rejectAs(w, err, writeV1Error)
 		return req, nil, false
 	}
 	err := openai.Decode(body, &req)
+	var model genq.Model
+	if err == nil {
+		model, err = s.resolveModel(req.Model, genq.KindImage)
+	}
 	var jobs []genq.Job
 	if err == nil {
-		tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
+		tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: model.Queue, Deadline: start.Add(s.cfg.JobTimeout)}}
 		jobs, err = openai.ImageJobs(req, s.imageLimits(), s.promptBytes(), tmpl, s.newID)
 	}
 	if err == nil {
@@ -101,7 +105,7 @@ func (s *Server) checkImages(jobs []genq.Job, what string) error {
 	if err := s.fitsQueue(len(jobs), what); err != nil {
 		return err
 	}
-	return s.workerLimits().Check(jobs[0])
+	return s.workerLimitsOf(jobs[0].Variant).Check(jobs[0])
 }
 
 // runImages runs a request's image jobs at once and returns their images

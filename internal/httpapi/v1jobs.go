@@ -141,9 +141,18 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}}
+	m, err := s.jobModel(body)
+	if err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	job.Variant = m.Queue
 	req, model, err := openai.DecodeJobSubmit(body, s.limits(), &job)
 	if err == nil {
-		err = s.workerLimits().Check(job)
+		err = s.workerLimitsOf(job.Variant).Check(job)
+	}
+	if s.namedModels() {
+		model = m.Name
 	}
 	if err == nil {
 		err = s.checkConstraint(job)
@@ -308,7 +317,7 @@ func (s *Server) renderResult(rec *jobRecord, id string, res *genq.ReceivedResul
 	if rec == nil {
 		return raw, nil
 	}
-	out := openai.TextResult{TextResult: text, JobID: id, Created: rec.Created, Model: s.modelOf(res.Worker, rec.Model),
+	out := openai.TextResult{TextResult: text, JobID: id, Created: rec.Created, Model: s.recordModel(res.Worker, rec.Model),
 		LogprobsAsked: rec.Logprobs, EchoAsked: rec.Echo}
 	if rec.Type == openai.JobCompletion {
 		return openai.RenderCompletion(out), nil
@@ -354,4 +363,37 @@ func (s *Server) watchJob(id string, rec jobRecord, log *slog.Logger) {
 		log.Info("webhook delivered", "status", st.Status)
 		return
 	}
+}
+
+// jobModel resolves the model an asynchronous job's request names, by the
+// kind its type makes; a body that does not read is the decoder's to
+// refuse, on the variant's default.
+func (s *Server) jobModel(body []byte) (genq.Model, error) {
+	var peek struct {
+		Type    string `json:"type"`
+		Request struct {
+			Model string `json:"model"`
+		} `json:"request"`
+	}
+	kind := genq.KindChat
+	if json.Unmarshal(body, &peek) != nil {
+		return genq.SeedModel(s.cfg.Variant), nil
+	}
+	if peek.Type == openai.JobImage {
+		kind = genq.KindImage
+	}
+	if _, ok := s.catalog.Default(kind); !ok {
+		// The decoder refuses the type in the variant's words.
+		return genq.SeedModel(s.cfg.Variant), nil
+	}
+	return s.resolveModel(peek.Request.Model, kind)
+}
+
+// recordModel names the model of a stored job's answer: the name its
+// record kept, or with no catalogue the worker's file (modelOf).
+func (s *Server) recordModel(workerID, recorded string) string {
+	if s.namedModels() && recorded != "" {
+		return recorded
+	}
+	return s.modelOf(workerID, recorded)
 }

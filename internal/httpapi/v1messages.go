@@ -25,12 +25,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), t.jobs[0].Deadline)
 	defer cancel()
-	answer := anthropic.Answer{JobID: t.jobs[0].ID, Model: s.modelOf("", t.params.Model)}
+	answer := anthropic.Answer{JobID: t.jobs[0].ID, Model: s.answerModel(t.model, "", t.params.Model)}
 	if t.params.Stream {
 		s.streamMessage(ctx, w, t, answer)
 		return
 	}
-	res, err := s.runText(ctx, t.jobs[0], 0, t.params.Model, t.start, t.log)
+	res, err := s.runText(ctx, t.jobs[0], 0, t.model, t.params.Model, t.start, t.log)
 	if err != nil {
 		writeAnthropicError(w, t.log, err)
 		return
@@ -54,7 +54,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), t.jobs[0].Deadline)
 	defer cancel()
-	res, err := s.runText(ctx, t.jobs[0], 0, t.params.Model, t.start, t.log)
+	res, err := s.runText(ctx, t.jobs[0], 0, t.model, t.params.Model, t.start, t.log)
 	if err != nil {
 		writeAnthropicError(w, t.log, err)
 		return

@@ -15,19 +15,38 @@ import (
 // name them (the GGUF file or the export's directory), each created when
 // its first live worker started. With no worker live the list is empty:
 // which model a worker would load is the worker's to say.
+// With a catalogue, it lists the catalogue's models instead, each with
+// its kind, its context and the workers that hold it, are loading it or
+// can load it (catalogModels).
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: s.liveModels()})
+	writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: s.listedModels()})
+}
+
+// listedModels are the catalogue's models, or without one the live
+// workers' files.
+func (s *Server) listedModels() []openai.Model {
+	if s.namedModels() {
+		return s.catalogModels()
+	}
+	return s.liveModels()
 }
 
 // handleModel is one model of the list, or a 404 in OpenAI's words. The id
 // is the rest of the path: a model's name may hold slashes.
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "*")
-	for _, m := range s.liveModels() {
+	if m, ok := s.catalog.Lookup(id); ok && s.namedModels() {
+		id = m.Name // an alias reads as its model
+	}
+	for _, m := range s.listedModels() {
 		if m.ID == id {
 			writeJSON(w, http.StatusOK, m)
 			return
 		}
+	}
+	if s.namedModels() {
+		writeV1Error(w, s.log, genq.UnknownModel(id))
+		return
 	}
 	writeV1Error(w, s.log, genq.Errorf(genq.NotFound, "the model %q does not exist: GET /v1/models lists the models served", id))
 }

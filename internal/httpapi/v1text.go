@@ -59,8 +59,10 @@ func answerText[T any](s *Server, w http.ResponseWriter, r *http.Request, t text
 type textRequest struct {
 	jobs   []genq.Job
 	params openai.Params
-	start  time.Time
-	log    *slog.Logger
+	// model is the catalogue's model the request named.
+	model genq.Model
+	start time.Time
+	log   *slog.Logger
 }
 
 // textDecoder reads a text route's body into a job per prompt, each a copy
@@ -97,14 +99,20 @@ func (s *Server) decodeText(w http.ResponseWriter, r *http.Request, decode textD
 	if !ok {
 		return textRequest{}, false
 	}
-	if err := openai.RequireKind(s.cfg.Variant, genq.OutputText, r.URL.Path, "; use POST /v1/images/generations"); err != nil {
+	if err := s.requireKind(genq.KindChat, r.URL.Path, "; use POST /v1/images/generations"); err != nil {
 		s.rejectAs(w, err, render)
 		return textRequest{}, false
 	}
 	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
 	params, prompts, err := decode(body, s.promptBytes(), tmpl)
+	var model genq.Model
+	if err == nil {
+		model, err = s.resolveModel(params.Model, genq.KindChat)
+	}
 	var jobs []genq.Job
 	if err == nil {
+		onModel(prompts, model)
+		keepAlive(prompts, params.KeepAlive)
 		jobs, err = s.requestJobs(prompts, params.Choices())
 	}
 	if err != nil {
@@ -119,7 +127,7 @@ func (s *Server) decodeText(w http.ResponseWriter, r *http.Request, decode textD
 		return textRequest{}, false
 	}
 	w.Header().Set(HeaderJobID, jobs[0].ID)
-	t := textRequest{jobs: jobs, params: params, start: start, log: s.log.With("job_id", jobs[0].ID, "route", r.URL.Path)}
+	t := textRequest{jobs: jobs, params: params, model: model, start: start, log: s.log.With("job_id", jobs[0].ID, "route", r.URL.Path, "model", model.Name)}
 	if ignored := jobs[0].IgnoredTools; len(ignored) > 0 {
 		w.Header().Set(HeaderToolsIgnored, strings.Join(ignored, ","))
 		t.log.Info("tools left out of the prompt: this server cannot run them", "tools", ignored)
@@ -197,6 +205,9 @@ func (s *Server) requestJobs(prompts []genq.Job, n int) ([]genq.Job, error) {
 // list that fails.
 func (s *Server) checkPrompts(prompts []genq.Job) error {
 	lims := s.workerLimits()
+	if len(prompts) > 0 {
+		lims = s.workerLimitsOf(prompts[0].Variant)
+	}
 	for i, p := range prompts {
 		err := p.Validate()
 		if err == nil {
@@ -230,7 +241,7 @@ func (t textRequest) choiceLog(i int) *slog.Logger {
 // results in order, or answers the first failure.
 func (s *Server) runTexts(ctx context.Context, w http.ResponseWriter, t textRequest) ([]openai.TextResult, bool) {
 	results, err := runAll(ctx, t.jobs, func(ctx context.Context, i int, job genq.Job) (openai.TextResult, error) {
-		return s.runText(ctx, job, t.choice(i), t.params.Model, t.start, t.choiceLog(i))
+		return s.runText(ctx, job, t.choice(i), t.model, t.params.Model, t.start, t.choiceLog(i))
 	})
 	if err != nil {
 		writeV1Error(w, t.log, err)
@@ -241,7 +252,7 @@ func (s *Server) runTexts(ctx context.Context, w http.ResponseWriter, t textRequ
 }
 
 // runText runs one choice's job and reads its text result.
-func (s *Server) runText(ctx context.Context, job genq.Job, choice int, model string, start time.Time, log *slog.Logger) (openai.TextResult, error) {
+func (s *Server) runText(ctx context.Context, job genq.Job, choice int, m genq.Model, model string, start time.Time, log *slog.Logger) (openai.TextResult, error) {
 	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
 	if err != nil {
 		return openai.TextResult{}, err
@@ -252,13 +263,13 @@ func (s *Server) runText(ctx context.Context, job genq.Job, choice int, model st
 		return openai.TextResult{}, err
 	}
 	logDone(log, start, res)
-	return openai.TextResult{TextResult: text, JobID: job.ID, Created: start.Unix(), Model: s.modelOf(res.Worker, model),
+	return openai.TextResult{TextResult: text, JobID: job.ID, Created: start.Unix(), Model: s.answerModel(m, res.Worker, model),
 		LogprobsAsked: job.Logprobs, EchoAsked: job.Echo, Choice: choice}, nil
 }
 
 // stream is what every chunk of a streamed request shares.
 func (s *Server) stream(t textRequest) openai.Stream {
-	return openai.Stream{JobID: t.jobs[0].ID, Created: t.start.Unix(), Model: s.modelOf("", t.params.Model), Logprobs: t.jobs[0].Logprobs}
+	return openai.Stream{JobID: t.jobs[0].ID, Created: t.start.Unix(), Model: s.answerModel(t.model, "", t.params.Model), Logprobs: t.jobs[0].Logprobs}
 }
 
 // modelOf names the model a worker serves, from its heartbeat. When that

@@ -42,6 +42,38 @@ func (c *Conn) WatchWorkers(ctx context.Context, v genq.Variant) (*WorkerSet, er
 	return ws, nil
 }
 
+// WatchAllWorkers follows the heartbeats of every queue (every variant
+// and catalogue model) until ctx ends.
+func (c *Conn) WatchAllWorkers(ctx context.Context) (*WorkerSet, error) {
+	w, err := c.workers.Watch(ctx, ">")
+	if err != nil {
+		return nil, fmt.Errorf("watch heartbeats: %w", err)
+	}
+	ws := &WorkerSet{ttl: func() time.Duration { return c.Settings().HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
+	go ws.follow(ctx, c, ">", w)
+	return ws, nil
+}
+
+// Of is the live workers of queue v among the set's.
+func (ws *WorkerSet) Of(v genq.Variant) *QueueWorkers { return &QueueWorkers{set: ws, queue: v} }
+
+// QueueWorkers is the live workers of one queue in a WorkerSet of several.
+type QueueWorkers struct {
+	set   *WorkerSet
+	queue genq.Variant
+}
+
+// Live returns the heartbeats of the queue's live workers, not draining.
+func (q *QueueWorkers) Live() []genq.Heartbeat {
+	var live []genq.Heartbeat
+	for _, hb := range q.set.Live() {
+		if hb.Variant == q.queue {
+			live = append(live, hb)
+		}
+	}
+	return live
+}
+
 // follow applies heartbeats until ctx ends. A standalone server that
 // restarts loses the in-memory bucket and the watch's consumer with it, and
 // the watch would stay silent long after workers re-created the bucket: so

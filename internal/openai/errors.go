@@ -26,8 +26,16 @@ func ErrorOf(err error) Error {
 	if ce, ok := genq.ContextExceededOf(err); ok {
 		e.Code, e.Param = CodeContextLengthExceeded, &ce.Input
 	}
+	if genq.IsModelNotFound(err) {
+		// OpenAI's own answer to an unknown model: a 404 of this type.
+		e.Type, e.Code = "invalid_request_error", CodeModelNotFound
+	}
 	return e
 }
+
+// CodeModelNotFound is OpenAI's code of a request for a model it does not
+// serve.
+const CodeModelNotFound = "model_not_found"
 
 // CodeContextLengthExceeded is OpenAI's code of a request whose prompt and
 // max_tokens its model's context cannot hold.

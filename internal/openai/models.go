@@ -12,4 +12,12 @@ type Model struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// genq's own, for a catalogue's models: the kind, the context, and
+	// the workers that hold the model loaded and those that can load it.
+	Kind          string   `json:"kind,omitempty"`
+	ContextLength int      `json:"context_length,omitempty"`
+	Aliases       []string `json:"aliases,omitempty"`
+	LoadedOn      []string `json:"loaded_on,omitempty"`
+	LoadingOn     []string `json:"loading_on,omitempty"`
+	LoadableOn    []string `json:"loadable_on,omitempty"`
 }

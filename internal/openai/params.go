@@ -30,6 +30,9 @@ type Params struct {
 	FrequencyPenalty  *float64    `json:"frequency_penalty"`
 	PresencePenalty   *float64    `json:"presence_penalty"`
 	LogitBias         tokenBiases `json:"logit_bias"`
+	// KeepAlive is Ollama's: how long the model stays loaded after the
+	// answer on a worker of several models.
+	KeepAlive genq.KeepAliveParam `json:"keep_alive"`
 
 	// Structured output and tools (chats only, but response_format).
 	ResponseFormat    *genq.ResponseFormat `json:"response_format"`

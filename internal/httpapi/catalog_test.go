@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// queueJobs records the queue of every job it runs and answers as the
+// worker of that queue would.
+type queueJobs struct {
+	mu     sync.Mutex
+	queued []genq.Job
+}
+
+func (q *queueJobs) Run(_ context.Context, job genq.Job) (*genq.ReceivedResult, error) {
+	q.mu.Lock()
+	q.queued = append(q.queued, job)
+	q.mu.Unlock()
+	body := `{"generated_text":"hi","finish_reason":"stop","usage":{"prompt_tokens":2,"completion_tokens":1}}`
+	return &genq.ReceivedResult{JobID: job.ID, ContentType: "application/json", Body: io.NopCloser(strings.NewReader(body)),
+		Attempt: 1, Worker: "w-" + string(job.Variant)}, nil
+}
+
+func (q *queueJobs) jobs() []genq.Job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]genq.Job(nil), q.queued...)
+}
+
+func catalogServer(t *testing.T, jobs Jobs, fleet fakeWorkers) http.Handler {
+	t.Helper()
+	qwen := genq.QueueToken(genq.KindChat, "qwen3")
+	cat, err := genq.NewCatalog([]genq.Model{
+		{Name: "llama", Kind: genq.KindChat, Queue: genq.VariantB, ContextLength: 4096},
+		{Name: "qwen3", Kind: genq.KindChat, Queue: qwen, Aliases: []string{"gpt-4o"}, ContextLength: 8192},
+	}, map[string]string{"claude-sonnet-4-5": "qwen3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := 0
+	return NewServer(Config{Variant: genq.VariantB, Catalog: cat, MaxBodyBytes: 1 << 20, MaxPromptBytes: 1 << 10, JobTimeout: time.Minute},
+		Deps{Jobs: jobs, Workers: fleet, Fleet: fleet, Registry: prometheus.NewRegistry(),
+			NewID: func() string { ids++; return "job-" + string(rune('0'+ids)) }, Log: slog.New(slog.DiscardHandler)})
+}
+
+func post(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	return rec
+}
+
+func TestRoutesByModel(t *testing.T) {
+	qwen := genq.QueueToken(genq.KindChat, "qwen3")
+	for _, tc := range []struct {
+		name, path, body string
+		queue            genq.Variant
+		answer           string // the model the answer names
+	}{
+		{"chat, named", "/v1/chat/completions", `{"model":"qwen3","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
+		{"chat, alias", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
+		{"chat, default", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, genq.VariantB, `"model":"llama"`},
+		{"completions", "/v1/completions", `{"model":"llama","prompt":"x"}`, genq.VariantB, `"model":"llama"`},
+		{"responses", "/v1/responses", `{"model":"qwen3","input":"x"}`, qwen, `"model":"qwen3"`},
+		{"messages, operator's alias", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
+		{"keep_alive", "/v1/chat/completions", `{"model":"qwen3","keep_alive":"0","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := &queueJobs{}
+			rec := post(t, catalogServer(t, jobs, nil), tc.path, tc.body)
+			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), tc.answer) {
+				t.Fatalf("%d %s; want 200 naming %s", rec.Code, rec.Body, tc.answer)
+			}
+			q := jobs.jobs()
+			if len(q) != 1 || q[0].Variant != tc.queue {
+				t.Fatalf("queued %+v; want one job on %s", q, tc.queue)
+			}
+			if strings.Contains(tc.body, "keep_alive") && (q[0].KeepAlive == nil || *q[0].KeepAlive != 0) {
+				t.Errorf("keep_alive %v; want 0", q[0].KeepAlive)
+			}
+		})
+	}
+}
+
+// An unknown model is a 404 in each route's shape, and nothing is queued.
+func TestUnknownModel(t *testing.T) {
+	for _, tc := range []struct {
+		path, body, want string
+	}{
+		{"/v1/chat/completions", `{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}`,
+			`{"error":{"message":"The model ` + "`no-such-model`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`},
+		{"/v1/completions", `{"model":"no-such-model","prompt":"x"}`, `"code":"model_not_found"`},
+		{"/v1/responses", `{"model":"no-such-model","input":"x"}`, `"code":"model_not_found"`},
+		{"/v1/messages", `{"model":"no-such-model","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
+			`{"type":"error","error":{"type":"not_found_error","message":"The model ` + "`no-such-model`" + ` does not exist or you do not have access to it."}}`},
+		{"/v1/messages/count_tokens", `{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}`, `"type":"not_found_error"`},
+		{"/v1/images/generations", `{"model":"no-such-model","prompt":"x"}`, `"code":"model_not_found"`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			jobs := &queueJobs{}
+			rec := post(t, catalogServer(t, jobs, nil), tc.path, tc.body)
+			if tc.path == "/v1/images/generations" {
+				// No image model here: the route is refused as on a text
+				// variant, before the model is looked at.
+				if rec.Code != http.StatusBadRequest {
+					t.Errorf("%d %s; want 400", rec.Code, rec.Body)
+				}
+				return
+			}
+			if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), tc.want) {
+				t.Errorf("%d %s; want 404 with %s", rec.Code, rec.Body, tc.want)
+			}
+			if q := jobs.jobs(); len(q) != 0 {
+				t.Errorf("queued %d jobs for an unknown model", len(q))
+			}
+		})
+	}
+}
+
+func TestModelsList(t *testing.T) {
+	qwen := genq.QueueToken(genq.KindChat, "qwen3")
+	started := time.Unix(1_700_000_000, 0)
+	fleet := fakeWorkers{
+		{WorkerID: "w1", Variant: genq.VariantB, Model: "llama", StartedAt: started, Limits: &genq.Limits{ContextSize: 2048}},
+		{WorkerID: "w1", Variant: qwen, Model: "qwen3", ModelState: genq.ModelUnloaded, StartedAt: started},
+		{WorkerID: "w2", Variant: qwen, Model: "qwen3", ModelState: genq.ModelLoading, LoadProgress: 0.5, StartedAt: started},
+	}
+	h := catalogServer(t, &queueJobs{}, fleet)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	var list struct {
+		Data []struct {
+			ID            string   `json:"id"`
+			Kind          string   `json:"kind"`
+			ContextLength int      `json:"context_length"`
+			LoadedOn      []string `json:"loaded_on"`
+			LoadingOn     []string `json:"loading_on"`
+			LoadableOn    []string `json:"loadable_on"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || len(list.Data) != 2 {
+		t.Fatalf("%s: %v; want two models", rec.Body, err)
+	}
+	llama, q := list.Data[0], list.Data[1]
+	if llama.ID != "llama" || llama.Kind != "chat" || llama.ContextLength != 2048 || strings.Join(llama.LoadedOn, ",") != "w1" {
+		t.Errorf("llama: %+v; want chat, context 2048 (its worker's), loaded on w1", llama)
+	}
+	if q.ID != "qwen3" || q.ContextLength != 8192 || len(q.LoadedOn) != 0 || strings.Join(q.LoadingOn, ",") != "w2" || strings.Join(q.LoadableOn, ",") != "w1,w2" {
+		t.Errorf("qwen3: %+v; want context 8192 (the catalogue's), loading on w2, loadable on w1 and w2", q)
+	}
+	for path, want := range map[string]int{"/v1/models/gpt-4o": 200, "/v1/models/qwen3": 200, "/v1/models/nope": 404} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d %s; want %d", path, rec.Code, rec.Body, want)
+		}
+	}
+}
