@@ -104,6 +104,19 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		// overrides.
 		debug.SetGCPercent(workerconfig.TextGCPercent)
 	}
+	if cfg.Models.Configured() {
+		// A catalogue: serve its models, loaded on demand.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if cfg.MetricsAddr != "" {
+			stopMetrics, err := serveMetrics(cfg.MetricsAddr, reg, log)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+		}
+		return runFleet(ctx, cfg, log, reg)
+	}
 	logManifest(log, cfg.ModelDir)
 
 	// The model loads before the worker announces itself: a model it cannot

@@ -58,17 +58,17 @@ func testSettings() natsqueue.Settings {
 	return s
 }
 
-func openConn(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Variant) (*natsqueue.Conn, *nats.Conn) {
-	return openConnAs(t, ns, s, v, natsqueue.ConnectOptions{})
+func openConn(t *testing.T, ns *server.Server, s natsqueue.Settings, v ...genq.Variant) (*natsqueue.Conn, *nats.Conn) {
+	return openConnAs(t, ns, s, natsqueue.ConnectOptions{}, v...)
 }
 
 // openConnAs is openConn with o's credentials.
-func openConnAs(t *testing.T, ns *server.Server, s natsqueue.Settings, v genq.Variant, o natsqueue.ConnectOptions) (*natsqueue.Conn, *nats.Conn) {
+func openConnAs(t *testing.T, ns *server.Server, s natsqueue.Settings, o natsqueue.ConnectOptions, v ...genq.Variant) (*natsqueue.Conn, *nats.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	o.URL = ns.ClientURL()
-	conn, err := natsqueue.Dial(ctx, o, s, testLog(t), v)
+	conn, err := natsqueue.Dial(ctx, o, s, testLog(t), v...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,19 +124,25 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if ns == nil {
 		ns = startNATS(t, o.maxPayload)
 	}
-	conn, _ := openConnAs(t, ns, s, o.variant, o.natsAuth)
+	queues := []genq.Variant{o.variant}
+	if o.http.Catalog != nil {
+		queues = o.http.Catalog.Queues()
+	}
+	conn, _ := openConnAs(t, ns, s, o.natsAuth, queues...)
 	client, err := natsqueue.NewClient(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	workers, err := conn.WatchWorkers(ctx, o.variant)
+	fleet, err := conn.WatchAllWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As cmd/api: jobs are routed to the workers that take routed jobs.
-	client.RouteBy(natsqueue.NewRouter(workers))
+	workers := fleet.Of(o.variant)
+	// As cmd/api: jobs are routed to the workers of their model that take
+	// routed jobs.
+	client.RouteBy(natsqueue.NewRouter(fleet))
 	cfg := o.http
 	cfg.Variant = o.variant
 	if cfg.MaxBodyBytes == 0 {
@@ -156,7 +162,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		log = testLog(t)
 	}
 	deps := httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn,
-		Workers: workers, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: log, Tracing: o.tracing}
+		Workers: workers, Fleet: fleet, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: log, Tracing: o.tracing}
 	if o.tenants {
 		deps.Keys, deps.Limiter = tenantDeps(t, ctx, conn, o.keys, log)
 	}
@@ -196,7 +202,7 @@ func (s *stack) runWorker(b genq.Backend, grace time.Duration) *runningWorker {
 // runWorkerWith is runWorker with cfg's settings over the tests' own.
 func (s *stack) runWorkerWith(b genq.Backend, cfg worker.Config) *runningWorker {
 	s.t.Helper()
-	conn, nc := openConnAs(s.t, s.ns, s.settings, s.variant, s.natsAuth)
+	conn, nc := openConnAs(s.t, s.ns, s.settings, s.natsAuth, s.variant)
 	ctx, cancel := context.WithCancel(context.Background())
 	id := "w-" + uuid.NewString()[:8]
 	cfg.WorkerID, cfg.Variant, cfg.PollWait = id, s.variant, 500*time.Millisecond

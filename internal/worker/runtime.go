@@ -635,6 +635,11 @@ func (r *Runtime) beat(ctx context.Context) {
 	if r.info.Limits != (genq.Limits{}) {
 		hb.Limits = &r.info.Limits
 	}
+	if m, ok := r.backend.(modelStater); ok {
+		// A model of a fleet: loaded, loading or not, and the limits of
+		// its last load.
+		hb.ModelState, hb.LoadProgress, hb.Limits = m.ModelState()
+	}
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := r.conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/config/workerconfig"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/llamacpp"
+	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/procfs"
+	"github.com/genq/genq/internal/textgen"
+	"github.com/genq/genq/internal/worker"
+)
+
+// budgetShare is the share of the device's memory the default budget
+// takes: the rest is for the KV caches and compute buffers, which a
+// model's file size does not count.
+const budgetShare = 0.8
+
+// runFleet serves the catalogue's models that this worker can load, each
+// from its own queue, loading them on demand within the memory budget
+// (worker.Fleet).
+func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, reg *prometheus.Registry) error {
+	models := fleetModels(cfg, log)
+	if len(models) == 0 {
+		return errors.New("no model of the catalogue is one this worker can load (chat models, as GGUF files)")
+	}
+	budget, err := fleetBudget(cfg, log)
+	if err != nil {
+		return err
+	}
+	fleet, err := worker.NewFleet(models, worker.FleetOptions{Budget: budget, KeepAlive: cfg.Fleet.KeepAlive,
+		Load: textLoader(cfg, log), Log: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	served := fleet.Models()
+	queues := make([]genq.Variant, len(served))
+	for i, m := range served {
+		queues[i] = m.Queue
+	}
+	cfg.NATS.Name = "genq-worker-" + cfg.WorkerID
+	queue := natsqueue.DefaultSettings()
+	queue.Adopt = true
+	conn, err := natsqueue.Dial(ctx, cfg.NATS, queue, log, queues...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	log.Info("serving several models", "models", len(served), "budget", budget, "keep_alive", cfg.Fleet.KeepAlive.String())
+
+	info := func(m genq.Model) genq.BackendInfo {
+		return genq.BackendInfo{Device: genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}, Model: m.Name, Slots: fleetSlots(cfg)}
+	}
+	return fleet.Serve(ctx, conn, cfg.Runtime, info, log, reg)
+}
+
+// fleetModels are the catalogue's chat models with a file this worker
+// finds; the seed's model when its directory holds one.
+func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
+	var out []genq.Model
+	for _, m := range cfg.Catalog.Models() {
+		if m.Kind != genq.KindChat {
+			log.Info("model left out: this worker serves chat models", "model", m.Name, "kind", m.Kind)
+			continue
+		}
+		if m.Path == "" && m.Queue == cfg.Variant {
+			m.Path = cfg.ModelDir
+		}
+		path, size, err := modelFile(m.Path)
+		if err != nil {
+			log.Info("model left out: no file for it here", "model", m.Name, "err", err)
+			continue
+		}
+		m.Path = path
+		if m.SizeBytes == 0 {
+			m.SizeBytes = size
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// modelFile is the GGUF at path (a directory's one .gguf) and its size.
+func modelFile(path string) (string, int64, error) {
+	if path == "" {
+		return "", 0, errors.New("no path")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", 0, err
+	}
+	if st.IsDir() {
+		files, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
+		if len(files) != 1 {
+			return "", 0, fmt.Errorf("%s holds %d .gguf files", path, len(files))
+		}
+		return modelFile(files[0])
+	}
+	return path, st.Size(), nil
+}
+
+// fleetBudget is MODEL_MEMORY_BUDGET, or budgetShare of the GPU's memory
+// (with TEXT_GPU and a GPU) or of the memory available now.
+func fleetBudget(cfg workerconfig.Config, log *slog.Logger) (int64, error) {
+	if cfg.Fleet.Budget != "" {
+		return worker.ParseBytes(cfg.Fleet.Budget)
+	}
+	if cfg.Text.GPU {
+		lib, err := llamacpp.Load(cfg.Text.LibDir, log)
+		if err != nil {
+			return 0, err
+		}
+		if gpu := lib.GPU(); gpu != nil {
+			_, total := gpu.Memory()
+			return int64(float64(total) * budgetShare), nil
+		}
+	}
+	avail := procfs.AvailableMemory()
+	if avail == 0 {
+		return 0, errors.New("cannot read the memory available: set MODEL_MEMORY_BUDGET")
+	}
+	return int64(float64(avail) * budgetShare), nil
+}
+
+// fleetSlots is each model's slots: SLOTS, or the variant's default, as a
+// fleet's runtime must say them before its model loads.
+func fleetSlots(cfg workerconfig.Config) int {
+	if cfg.Slots > 0 {
+		return cfg.Slots
+	}
+	return max(cfg.Variant.Spec().Slots, 1)
+}
+
+// textLoader loads a chat model with the worker's text settings. The file
+// is read through once first, which puts it in the page cache (the
+// engine's mmap then finds it there) and is the load's progress.
+func textLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
+	return func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
+		if err := warm(ctx, m.Path, func(p float64) { progress(p * warmShare) }); err != nil {
+			return nil, err
+		}
+		tc := cfg.Text
+		tc.ModelDir, tc.ModelFile, tc.Slots = filepath.Dir(m.Path), filepath.Base(m.Path), fleetSlots(cfg)
+		b, err := textgen.Open(ctx, tc, log.With("model", m.Name))
+		if err != nil {
+			return nil, err
+		}
+		progress(1)
+		return b, nil
+	}
+}
+
+// warmShare is the part of a load's progress that reading the file takes.
+const warmShare = 0.9
+
+// warm reads path through, saying how far it is.
+func warm(ctx context.Context, path string, progress func(float64)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4<<20)
+	var done int64
+	last := time.Now()
+	for {
+		n, err := f.Read(buf)
+		done += int64(n)
+		if time.Since(last) > 250*time.Millisecond && st.Size() > 0 {
+			progress(float64(done) / float64(st.Size()))
+			last = time.Now()
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// fleetLoads records the loads and closes of fake models.
+type fleetLoads struct {
+	mu     sync.Mutex
+	loads  []string
+	closes []string
+	fail   map[string]error
+}
+
+type namedBackend struct {
+	name string
+	rec  *fleetLoads
+}
+
+func (b *namedBackend) Info() genq.BackendInfo { return genq.BackendInfo{Model: b.name, Slots: 1} }
+func (b *namedBackend) Generate(context.Context, genq.Job, func(genq.Progress)) (genq.Result, error) {
+	return genq.Result{Data: []byte(b.name)}, nil
+}
+func (b *namedBackend) Close() error {
+	b.rec.mu.Lock()
+	defer b.rec.mu.Unlock()
+	b.rec.closes = append(b.rec.closes, b.name)
+	return nil
+}
+
+func (r *fleetLoads) load(_ context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
+	progress(0.5)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loads = append(r.loads, m.Name)
+	if err := r.fail[m.Name]; err != nil {
+		return nil, err
+	}
+	return &namedBackend{name: m.Name, rec: r}, nil
+}
+
+func (r *fleetLoads) events() (loads, closes string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.loads, ","), strings.Join(r.closes, ",")
+}
+
+func fleetModels(names ...string) []genq.Model {
+	var ms []genq.Model
+	for _, n := range names {
+		ms = append(ms, genq.Model{Name: n, Kind: genq.KindChat, Queue: genq.QueueToken(genq.KindChat, n), SizeBytes: 100})
+	}
+	return ms
+}
+
+func newTestFleet(t *testing.T, budget int64, rec *fleetLoads, reg prometheus.Registerer) *Fleet {
+	t.Helper()
+	f, err := NewFleet(fleetModels("a", "b", "c"), FleetOptions{Budget: budget, KeepAlive: time.Hour, Load: rec.load,
+		Log: slog.New(slog.DiscardHandler), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// run runs one job on model name and says which model answered.
+func run(t *testing.T, f *Fleet, name string, keep *float64) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	job := genq.Job{}
+	job.KeepAlive = keep
+	res, err := f.Backend(genq.QueueToken(genq.KindChat, name), genq.BackendInfo{}).Generate(ctx, job, nil)
+	if err != nil {
+		t.Fatalf("job for %s: %v", name, err)
+	}
+	return string(res.Data)
+}
+
+// Three models, a budget for two: each job is answered by its model, and
+// the least recently used idle model makes room.
+func TestFleetEvictsLeastRecentlyUsed(t *testing.T) {
+	rec := &fleetLoads{}
+	reg := prometheus.NewRegistry()
+	f := newTestFleet(t, 200, rec, reg)
+	for _, name := range []string{"a", "b", "a", "c", "b", "a"} {
+		if got := run(t, f, name, nil); got != name {
+			t.Fatalf("a job for %s was answered by %s", name, got)
+		}
+	}
+	// a, b loaded; c evicts b (a was used since); b evicts a; a evicts c.
+	loads, closes := rec.events()
+	if loads != "a,b,c,b,a" || closes != "b,a,c" {
+		t.Errorf("loads %s, closes %s; want a,b,c,b,a and b,a,c", loads, closes)
+	}
+	if got := strings.Join(f.Loaded(), ","); got != "a,b" {
+		t.Errorf("loaded %s, want a,b", got)
+	}
+	if n := counterOf(t, reg, "genq_worker_model_evictions_total", "b"); n != 1 {
+		t.Errorf("evictions of b: %v, want 1", n)
+	}
+	if n := counterOf(t, reg, "genq_worker_model_loads_total", "a"); n != 2 {
+		t.Errorf("loads of a: %v, want 2", n)
+	}
+}
+
+// A model with a job in flight is never evicted: a job for another model
+// waits for room, and later jobs wait behind it.
+func TestFleetNeverEvictsInFlight(t *testing.T) {
+	rec := &fleetLoads{}
+	f := newTestFleet(t, 100, rec, nil)
+	_, releaseA, err := f.acquire(context.Background(), genq.QueueToken(genq.KindChat, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() { got <- run(t, f, "b", nil) }()
+	select {
+	case g := <-got:
+		t.Fatalf("a job for b ran (%s) while a, holding the whole budget, had a job in flight", g)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if loads, closes := rec.events(); loads != "a" || closes != "" {
+		t.Fatalf("loads %s, closes %s while a is in use", loads, closes)
+	}
+	releaseA(nil)
+	if g := <-got; g != "b" {
+		t.Fatalf("answered by %s, want b", g)
+	}
+	if loads, closes := rec.events(); loads != "a,b" || closes != "a" {
+		t.Errorf("loads %s, closes %s; want a,b and a", loads, closes)
+	}
+}
+
+func TestFleetKeepAlive(t *testing.T) {
+	rec := &fleetLoads{}
+	f := newTestFleet(t, 300, rec, nil)
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	zero, forever, ten := 0.0, float64(genq.KeepForever), 10.0
+	run(t, f, "a", &zero) // unloaded after its answer
+	run(t, f, "b", &forever)
+	run(t, f, "c", &ten)
+	if got := strings.Join(f.Loaded(), ","); got != "b,c" {
+		t.Fatalf("loaded %s right after; want b,c (a's keep_alive was 0)", got)
+	}
+	now = now.Add(11 * time.Second)
+	f.expire()
+	if got := strings.Join(f.Loaded(), ","); got != "b" {
+		t.Errorf("loaded %s after 11 s; want b (c kept 10 s, b for ever)", got)
+	}
+}
+
+// A model that fails to load fails its jobs with the reason, at once for
+// a while, then tries again.
+func TestFleetLoadFailure(t *testing.T) {
+	rec := &fleetLoads{fail: map[string]error{"a": errors.New("not a GGUF file")}}
+	f := newTestFleet(t, 300, rec, nil)
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	b := f.Backend(genq.QueueToken(genq.KindChat, "a"), genq.BackendInfo{})
+	for range 2 {
+		_, err := b.Generate(context.Background(), genq.Job{}, nil)
+		if genq.ErrorCode(err) != genq.Unavailable || !strings.Contains(genq.ErrorMessage(err), "the model a could not be loaded: not a GGUF file") {
+			t.Fatalf("job on a model that fails to load: %v", err)
+		}
+	}
+	if loads, _ := rec.events(); loads != "a" {
+		t.Errorf("loads %s; want one try within the retry pause", loads)
+	}
+	now = now.Add(time.Minute)
+	_, _ = b.Generate(context.Background(), genq.Job{}, nil)
+	if loads, _ := rec.events(); loads != "a,a" {
+		t.Errorf("loads %s; want a second try after the pause", loads)
+	}
+	if got := run(t, f, "b", nil); got != "b" {
+		t.Errorf("another model answered %s", got)
+	}
+}
+
+func TestFleetBudgetTooSmall(t *testing.T) {
+	_, err := NewFleet(fleetModels("a", "b"), FleetOptions{Budget: 99, Load: (&fleetLoads{}).load, Log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "smaller than every model") {
+		t.Errorf("NewFleet with a budget below every model: %v", err)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"1024": 1024, "8GiB": 8 << 30, "512MB": 512e6, "1.5 KiB": 1536} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := ParseBytes("lots"); err == nil {
+		t.Error("ParseBytes(lots) took it")
+	}
+}
+
+// counterOf reads the counter name of model from reg.
+func counterOf(t *testing.T, reg *prometheus.Registry, name, model string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" && l.GetValue() == model {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
