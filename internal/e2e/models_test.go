@@ -246,6 +246,22 @@ func TestFleetServesModelsByName(t *testing.T) {
 		}
 	}
 
+	// The UI's queue view shows the same, and its pickers the models.
+	var ui struct {
+		Models  []listedModel    `json:"models"`
+		Workers []genq.Heartbeat `json:"workers"`
+	}
+	if err := json.Unmarshal(s.get("/ui/api/status").body, &ui); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]genq.ModelState{}
+	for _, hb := range ui.Workers {
+		states[hb.Model] = hb.ModelState
+	}
+	if len(ui.Models) != 3 || states["llama-a"] != genq.ModelLoaded || states["qwen3"] != genq.ModelUnloaded {
+		t.Errorf("the queue view: %d models, worker states %v; want 3, llama-a loaded and qwen3 unloaded", len(ui.Models), states)
+	}
+
 	// An unknown model: a 404, and nothing queued.
 	before := s.jobsPublished()
 	r, _ := s.chatWith(t, "no-such-model")

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"io/fs"
@@ -116,15 +117,19 @@ func (r *recentJobs) buckets(now time.Time) []statusBucket {
 }
 
 type uiStatus struct {
-	Variant     genq.Variant     `json:"variant"`
-	Kind        string           `json:"kind"` // text or image
-	Workers     []genq.Heartbeat `json:"workers"`
-	Interactive *uint64          `json:"interactive_depth"`
-	Batch       *uint64          `json:"batch_depth"`
-	InFlight    int              `json:"in_flight"` // jobs the live workers run
-	Recent      []statusBucket   `json:"recent"`
-	Batches     []openai.Batch   `json:"batches"`
-	Jobs        []jobStatus      `json:"jobs"` // the newest asynchronous jobs, without their results
+	Variant genq.Variant     `json:"variant"`
+	Kind    string           `json:"kind"` // text or image
+	Workers []genq.Heartbeat `json:"workers"`
+	// Models are the catalogue's, with where each is loaded: the
+	// playgrounds' model pickers and the queue view's models. Empty with
+	// no catalogue.
+	Models      []openai.Model `json:"models"`
+	Interactive *uint64        `json:"interactive_depth"`
+	Batch       *uint64        `json:"batch_depth"`
+	InFlight    int            `json:"in_flight"` // jobs the live workers run
+	Recent      []statusBucket `json:"recent"`
+	Batches     []openai.Batch `json:"batches"`
+	Jobs        []jobStatus    `json:"jobs"` // the newest asynchronous jobs, without their results
 	// Tenants are the tenants the key may see, with their requests in
 	// flight and their usage today.
 	Tenants []tenantToday `json:"tenants"`
@@ -135,11 +140,17 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Variant.Kind() == genq.OutputImage {
 		kind = "image"
 	}
-	st := uiStatus{Variant: s.cfg.Variant, Kind: kind, Workers: s.workers.Live(), Recent: s.recent.buckets(time.Now())}
+	st := uiStatus{Variant: s.cfg.Variant, Kind: kind, Workers: s.workers.Live(), Models: []openai.Model{}, Recent: s.recent.buckets(time.Now())}
+	if s.namedModels() {
+		// Every model's workers: one beat per model a worker serves.
+		st.Workers, st.Models = s.fleet.Live(), s.catalogModels()
+	}
 	if st.Workers == nil {
 		st.Workers = []genq.Heartbeat{}
 	}
-	slices.SortFunc(st.Workers, func(a, b genq.Heartbeat) int { return strings.Compare(a.WorkerID, b.WorkerID) })
+	slices.SortFunc(st.Workers, func(a, b genq.Heartbeat) int {
+		return cmp.Or(strings.Compare(a.WorkerID, b.WorkerID), strings.Compare(a.Model, b.Model))
+	})
 	for _, hb := range st.Workers {
 		st.InFlight += hb.Slots - hb.FreeSlots
 	}

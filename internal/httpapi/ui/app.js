@@ -51,13 +51,34 @@ async function start() {
   }
   status = await res.json();
   $("variant").textContent = "variant " + status.variant;
-  const text = status.kind === "text";
+  const models = status.models || [];
+  const chatModels = models.filter((m) => m.kind === "chat");
+  const imageModels = models.filter((m) => m.kind === "image");
+  const text = status.kind === "text" || chatModels.length > 0;
+  const images = status.kind === "image" || imageModels.length > 0;
+  fillPicker("model", chatModels);
+  fillPicker("image-model", imageModels);
   $("tab-chat").hidden = !text;
-  $("tab-images").hidden = text;
+  $("tab-images").hidden = !images;
   $("tab-queue").hidden = false;
   show(text ? "chat" : "images");
   clearInterval(pollTimer);
   pollTimer = setInterval(() => { if (!$("queue").hidden) refreshQueue(); }, 1000);
+}
+
+// fillPicker lists a catalogue's models of one kind in a playground's
+// picker, the default (the first) chosen; with none the picker hides and
+// requests name no model.
+function fillPicker(id, models) {
+  const sel = $(id);
+  const keep = sel.value;
+  sel.replaceChildren(...models.map((m) => {
+    const o = document.createElement("option");
+    o.value = o.textContent = m.id;
+    return o;
+  }));
+  if (models.some((m) => m.id === keep)) sel.value = keep;
+  $(id + "-row").hidden = models.length === 0;
 }
 
 $("key-form").addEventListener("submit", (e) => {
@@ -123,6 +144,7 @@ $("chat-form").addEventListener("submit", async (e) => {
   const body = { messages, stream: true, stream_options: { include_usage: true }, max_tokens: Number($("max-tokens").value) || 256,
     temperature: Number($("temperature").value) };
   if ($("seed").value !== "") body.seed = Number($("seed").value);
+  if ($("model").value) body.model = $("model").value;
   const schemaText = $("schema").value.trim();
   if (schemaText) {
     let schema;
@@ -192,6 +214,7 @@ $("image-form").addEventListener("submit", async (e) => {
     num_inference_steps: Number($("image-steps").value), guidance_scale: Number($("image-guidance").value) };
   if ($("negative-prompt").value) body.negative_prompt = $("negative-prompt").value;
   if ($("image-seed").value !== "") body.seed = Number($("image-seed").value);
+  if ($("image-model").value) body.model = $("image-model").value;
   $("previews").replaceChildren();
   $("image-result").hidden = true;
   $("image-progress").value = 0;
@@ -276,7 +299,15 @@ async function refreshQueue() {
   try { res = await api("/ui/api/status"); } catch { return; }
   if (!res.ok) return;
   const st = await res.json();
-  $("stat-workers").textContent = st.workers.length;
+  // A worker of several models beats once per model.
+  $("stat-workers").textContent = new Set(st.workers.map((w) => w.worker_id)).size;
+  const models = $("models").tBodies[0];
+  models.replaceChildren();
+  $("models-view").hidden = !(st.models && st.models.length);
+  for (const m of st.models || []) {
+    cells(models, [m.id, m.kind, m.context_length || "", (m.loaded_on || []).join(", "), (m.loading_on || []).join(", "),
+      (m.loadable_on || []).join(", ")]).dataset.model = m.id;
+  }
   $("stat-interactive").textContent = st.interactive_depth ?? "–";
   $("stat-batch").textContent = st.batch_depth ?? "–";
   $("stat-inflight").textContent = st.in_flight ?? "–";
@@ -285,7 +316,8 @@ async function refreshQueue() {
   const workers = $("workers").tBodies[0];
   workers.replaceChildren();
   for (const w of st.workers) {
-    const tr = cells(workers, [w.worker_id, `${w.device.kind} ${w.device.name || ""}`.trim(), w.device.engine || "", w.model, w.slots,
+    const state = w.model_state === "loading" ? `loading ${Math.round((w.load_progress || 0) * 100)}%` : (w.model_state || "loaded");
+    const tr = cells(workers, [w.worker_id, `${w.device.kind} ${w.device.name || ""}`.trim(), w.device.engine || "", w.model, state, w.slots,
       w.slots - w.free_slots, ago(w.started_at) + (w.draining ? " (draining)" : "")]);
     tr.dataset.worker = w.worker_id;
   }
