@@ -296,3 +296,42 @@ func TestFleetCorruptModel(t *testing.T) {
 		t.Errorf("the other model after: %d %s", r.status, r.body)
 	}
 }
+
+// A batch's lines each go to the model they name, and each answer names it.
+func TestFleetBatchLines(t *testing.T) {
+	models := tinyModels(t)[:2]
+	s, ran, _, _ := fleetStack(t, models, 1<<40)
+	input := chatLines(6, func(i int) string { return fmt.Sprintf(`,"max_tokens":4,"model":%q`, models[i%2].Name) })
+	up := s.upload("in.jsonl", input, "batch")
+	file := decodeAs[struct {
+		ID string `json:"id"`
+	}](t, up)
+	r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
+	b := decodeAs[batchObject](t, r)
+	b = s.waitBatch(b.ID, func(b batchObject) bool { return b.Status == "completed" })
+	if b.RequestCounts.Completed != 6 || b.OutputFileID == nil {
+		t.Fatalf("batch %+v", b)
+	}
+	out := s.get("/v1/files/" + *b.OutputFileID + "/content")
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out.body)), "\n") {
+		var l struct {
+			CustomID string `json:"custom_id"`
+			Response struct {
+				Body struct {
+					ID    string `json:"id"`
+					Model string `json:"model"`
+				} `json:"body"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		var i int
+		fmt.Sscanf(l.CustomID, "req-%d", &i)
+		want := models[i%2].Name
+		jobID := strings.TrimPrefix(l.Response.Body.ID, "chatcmpl-")
+		if l.Response.Body.Model != want || ran.model(jobID) != want {
+			t.Errorf("%s: the answer names %q and ran on %q; want %s", l.CustomID, l.Response.Body.Model, ran.model(jobID), want)
+		}
+	}
+}

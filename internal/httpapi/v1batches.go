@@ -646,7 +646,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 		return linePending, err
 	}
 	ids := s.lineIDs(b, in, i)
-	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused)
+	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused, s.lineModel(*b, in.lines[i]))
 	switch {
 	case isStoreError(err):
 		return linePending, err
@@ -744,7 +744,7 @@ func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
 // lineOutcome is a request's outcome as its route would answer, from its
 // jobs' (ids, one per answer): the body and status of its answer, or of
 // its error (err non-nil), the first error of its jobs' if any failed.
-func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused string) (any, int, tenant.Usage, error) {
+func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string) (any, int, tenant.Usage, error) {
 	var used tenant.Usage
 	if refused != "" {
 		err := genq.Errorf(genq.Invalid, "%s", refused)
@@ -759,6 +759,9 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 		if err != nil {
 			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
 		}
+		if s.namedModels() && model != "" {
+			r.Model = model
+		}
 		results = append(results, r)
 	}
 	used = usageOf(results)
@@ -771,6 +774,17 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 		return rs.Done(r.TextResult), http.StatusOK, used, nil
 	}
 	return openai.RenderChat(results...), http.StatusOK, used, nil
+}
+
+// lineModel is the catalogue's name of the model a batch's request
+// names, "" when the request does not read.
+func (s *Server) lineModel(b openai.Batch, l openai.BatchLine) string {
+	prompts, _, err := s.decodeLine(b, l)
+	if err != nil || len(prompts) == 0 {
+		return ""
+	}
+	m, _ := s.catalog.ByQueue(prompts[0].Variant)
+	return m.Name
 }
 
 // answerOf is job id's answer, or its error, or a NotFound one while it
