@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,11 @@ const budgetShare = 0.8
 // from its own queue, loading them on demand within the memory budget
 // (worker.Fleet).
 func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, reg *prometheus.Registry) error {
+	for _, n := range cfg.Fleet.Serve {
+		if _, ok := cfg.Catalog.Lookup(n); !ok {
+			return fmt.Errorf("WORKER_MODELS names %q, which the catalogue (MODELS_FILE, MODELS) does not hold", n)
+		}
+	}
 	models := fleetModels(cfg, log)
 	if len(models) == 0 {
 		return errors.New("no model of the catalogue is one this worker can load (chat models, as GGUF files)")
@@ -69,6 +75,9 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 	var out []genq.Model
 	for _, m := range cfg.Catalog.Models() {
+		if len(cfg.Fleet.Serve) > 0 && !servesModel(cfg.Fleet.Serve, m) {
+			continue
+		}
 		if m.Kind != genq.KindChat {
 			log.Info("model left out: this worker serves chat models", "model", m.Name, "kind", m.Kind)
 			continue
@@ -88,6 +97,17 @@ func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 		out = append(out, m)
 	}
 	return out
+}
+
+// servesModel reports whether names (WORKER_MODELS) name m, by its name
+// or an alias.
+func servesModel(names []string, m genq.Model) bool {
+	for _, n := range names {
+		if n == m.Name || slices.Contains(m.Aliases, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // modelFile is the GGUF at path (a directory's one .gguf) and its size.

@@ -17,6 +17,9 @@ type FleetConfig struct {
 	// KeepAlive is how long an idle model stays loaded unless its last
 	// job said otherwise; negative keeps it.
 	KeepAlive time.Duration
+	// Serve names the catalogue's models this worker serves; empty: every
+	// one it finds a file for.
+	Serve []string
 }
 
 // DefaultKeepAlive is Ollama's default: users of several models expect it.
@@ -25,6 +28,7 @@ const DefaultKeepAlive = 5 * time.Minute
 // RegisterFlags binds the settings of a worker of several models.
 func (c *FleetConfig) RegisterFlags(fs *envflag.Set) {
 	fs.String(&c.Budget, "model-memory-budget", "MODEL_MEMORY_BUDGET", "", "with several models: memory the loaded models may take together, in bytes or with a unit (8GiB, 512MB); empty: 80% of the GPU's memory, or of the RAM available at start on a CPU")
+	fs.List(&c.Serve, "worker-models", "WORKER_MODELS", "with a catalogue: the names of the models this worker serves, comma-separated (empty: every model whose file it finds); a deployment per model scales each from its own queue")
 	fs.Duration(&c.KeepAlive, "keep-alive", "KEEP_ALIVE", DefaultKeepAlive, "with several models: how long an idle model stays loaded unless its last request's keep_alive says otherwise (negative: until evicted)")
 }
 
