@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -157,6 +158,15 @@ func parseDeployFlags(args []string, e env) (*deployConfig, error) {
 	}
 	o.APIMinReplicas, o.APIMaxReplicas = def.APIMinReplicas, def.APIMaxReplicas
 	o.Slots, o.GenerateTimeout, o.DrainGrace, o.CooldownPeriod = def.Slots, def.GenerateTimeout, def.DrainGrace, def.CooldownPeriod
+	if cfg.ModelsFile != "" {
+		data, err := os.ReadFile(cfg.ModelsFile)
+		if err != nil {
+			return nil, usageError{"--models-file: " + err.Error()}
+		}
+		if o.ModelsJSON, o.Models, err = deploy.ParseCatalog(data, v); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
 	if err := o.Validate(); err != nil {
 		return nil, usageError{err.Error()}
 	}

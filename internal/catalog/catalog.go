@@ -91,18 +91,24 @@ func Load(c Config, seed genq.Variant, baseDir string) (*genq.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	models, err := build(spec.Models, seed)
-	if err != nil {
-		return nil, err
-	}
+	spec.Aliases = aliases
 	if !c.Configured() {
 		if _, ok := aliases["*"]; !ok {
 			// No catalogue: every name reaches the variant's model, as
 			// before there was one.
-			aliases["*"] = models[0].Name
+			aliases["*"] = genq.SeedModel(seed).Name
 		}
 	}
-	return genq.NewCatalog(models, aliases, spec.Defaults)
+	return FromSpec(spec, seed)
+}
+
+// FromSpec builds the catalogue spec says, the seed's model first.
+func FromSpec(spec FileSpec, seed genq.Variant) (*genq.Catalog, error) {
+	models, err := build(spec.Models, seed)
+	if err != nil {
+		return nil, err
+	}
+	return genq.NewCatalog(models, spec.Aliases, spec.Defaults)
 }
 
 func resolve(base, p string) string {

@@ -115,7 +115,7 @@ func (c *Cluster) Apply(ctx context.Context, objs []Object, applied func(Object)
 // the count, and a redeploy that forced 0 would stop busy workers. So an
 // existing worker's current count is applied instead: a no-op for that field.
 func (c *Cluster) keepWorkerCount(ctx context.Context, o Object) (*unstructured.Unstructured, error) {
-	if o.Resource != resDeployment || o.Manifest.GetLabels()[LabelComponent] != "worker" {
+	if c := o.Manifest.GetLabels()[LabelComponent]; o.Resource != resDeployment || c != "worker" && c != "model-worker" {
 		return o.Manifest, nil
 	}
 	live, err := c.resource(o).Get(ctx, o.Manifest.GetName(), metav1.GetOptions{})

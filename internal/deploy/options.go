@@ -41,6 +41,13 @@ type Options struct {
 	GenerateTimeout time.Duration // the longest a job served over HTTP lives
 	DrainGrace      time.Duration // a stopping worker's time for its jobs in flight
 	CooldownPeriod  time.Duration // idle time before KEDA scales the workers to zero
+
+	// Models are the catalogue's models that get workers of their own
+	// (ParseCatalog), ModelsJSON the catalogue the pods read, ModelsClaim
+	// the volume claim holding the models' files (models.go).
+	Models      []genq.Model
+	ModelsJSON  []byte
+	ModelsClaim string
 }
 
 // DefaultOptions are the defaults for a variant. GPUs and GPUType are left
@@ -127,6 +134,9 @@ func (o Options) Validate() error {
 	// lives up to GenerateTimeout. Shorter, and a scale-down cuts jobs short.
 	if o.DrainGrace < o.GenerateTimeout {
 		errs = append(errs, fmt.Errorf("--drain-grace %s is shorter than a job (GENERATE_TIMEOUT %s)", o.DrainGrace, o.GenerateTimeout))
+	}
+	if err := o.validateModels(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,7 @@ func (o Object) Name() string { return o.Manifest.GetKind() + "/" + o.Manifest.G
 var (
 	resNamespace    = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	resSecret       = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	resConfigMap    = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	resService      = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	resDeployment   = appsv1.SchemeGroupVersion.WithResource("deployments")
 	resHPA          = autoscalingv2.SchemeGroupVersion.WithResource("horizontalpodautoscalers")
@@ -74,11 +76,7 @@ func Render(o Options) ([]Object, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	typed := []struct {
-		res        schema.GroupVersionResource
-		namespaced bool
-		obj        any
-	}{
+	typed := []typedObject{
 		{resNamespace, false, o.namespace()},
 		{resSecret, true, o.hubTokenSecret("")},
 		// Without their values: deploy applies them filled (secrets.go).
@@ -91,6 +89,14 @@ func Render(o Options) ([]Object, error) {
 		{resDeployment, true, o.workerDeployment()},
 		{resScaledObject, true, o.workerScaledObject()},
 	}
+	if len(o.Models) > 0 {
+		// The api and each model's workers read the catalogue.
+		o.withCatalog(&typed[4].obj.(*appsv1.Deployment).Spec.Template.Spec)
+		typed = slices.Insert(typed, 1, typedObject{resConfigMap, true, o.catalogConfigMap()})
+		for _, m := range o.Models {
+			typed = append(typed, typedObject{resDeployment, true, o.modelWorker(m)}, typedObject{resScaledObject, true, o.modelScaledObject(m)})
+		}
+	}
 	objs := make([]Object, 0, len(typed))
 	for _, t := range typed {
 		u, err := toUnstructured(t.obj)
@@ -100,6 +106,13 @@ func Render(o Options) ([]Object, error) {
 		objs = append(objs, Object{Resource: t.res, Namespaced: t.namespaced, Typed: t.obj, Manifest: u})
 	}
 	return objs, nil
+}
+
+// typedObject is an object to render, with the resource it is.
+type typedObject struct {
+	res        schema.GroupVersionResource
+	namespaced bool
+	obj        any
 }
 
 // HubTokenSecret is the Secret holding the hub token. Render leaves the
@@ -435,7 +448,10 @@ func (o Options) workerScaledObject() *ScaledObject {
 }
 
 // lagTrigger scales on the lag of class c's consumer of the variant.
-func (o Options) lagTrigger(c natsqueue.Class) ScaleTriggers {
+func (o Options) lagTrigger(c natsqueue.Class) ScaleTriggers { return o.queueLagTrigger(c, o.Variant) }
+
+// queueLagTrigger scales on the lag of class c's consumer of queue q.
+func (o Options) queueLagTrigger(c natsqueue.Class, q genq.Variant) ScaleTriggers {
 	return ScaleTriggers{
 		Type: "nats-jetstream",
 		Name: c.String(),
@@ -443,7 +459,7 @@ func (o Options) lagTrigger(c natsqueue.Class) ScaleTriggers {
 			"natsServerMonitoringEndpoint": o.NATSMonitoringEndpoint,
 			"account":                      "$G",
 			"stream":                       c.Stream(),
-			"consumer":                     c.Consumer(o.Variant),
+			"consumer":                     c.Consumer(q),
 			// One worker per Slots jobs of the class.
 			"lagThreshold": strconv.Itoa(o.Slots),
 			// One job (or, on the interactive consumer, one wake-up

@@ -92,6 +92,7 @@ func renderYAML(t *testing.T, o Options) []byte {
 
 // decoded is a rendering read back, strictly, into the API types.
 type decoded struct {
+	configMaps   []corev1.ConfigMap
 	namespaces   []corev1.Namespace
 	secrets      []corev1.Secret
 	deployments  map[string]appsv1.Deployment // by component
@@ -132,7 +133,16 @@ func target(d *decoded, apiVersion, kind string) (any, func()) {
 		return &o, func() { d.secrets = append(d.secrets, o) }
 	case "apps/v1 Deployment":
 		var o appsv1.Deployment
-		return &o, func() { d.deployments[o.Labels[LabelComponent]] = o }
+		return &o, func() {
+			key := o.Labels[LabelComponent]
+			if key == "model-worker" {
+				key = o.Name // one per model
+			}
+			d.deployments[key] = o
+		}
+	case "v1 ConfigMap":
+		var o corev1.ConfigMap
+		return &o, func() { d.configMaps = append(d.configMaps, o) }
 	case "v1 Service":
 		var o corev1.Service
 		return &o, func() { d.services = append(d.services, o) }

@@ -112,10 +112,13 @@ type Deploy struct {
 	Variant     string
 	GPUValues   []string
 	ServiceType string
-	DryRun      bool
-	Wait        time.Duration
-	Kubeconfig  string
-	Context     string
+	// ModelsFile is a catalogue of more models, each with workers of its
+	// own (deploy.ParseCatalog).
+	ModelsFile string
+	DryRun     bool
+	Wait       time.Duration
+	Kubeconfig string
+	Context    string
 }
 
 // Register declares genqctl deploy's settings on fs.
@@ -138,6 +141,8 @@ func (c *Deploy) Register(fs *envflag.Set) {
 	fs.Int(&c.Opts.NATSReplicas, "nats-replicas", "GENQ_NATS_REPLICAS", 0, "JetStream replicas of genq's streams and buckets, the api's NATS_REPLICAS, at most the NATS servers (default "+strconv.Itoa(def.NATSReplicas)+", as deploy/nats/values.yaml runs)")
 	fs.Int(&c.Opts.MaxWorkers, "max-workers", "GENQ_MAX_WORKERS", 0, "most workers KEDA starts, its maxReplicaCount (default "+strconv.Itoa(def.MaxWorkers)+")")
 	fs.String(&c.ServiceType, "service-type", "GENQ_SERVICE_TYPE", string(corev1.ServiceTypeLoadBalancer), "api Service type: LoadBalancer, NodePort or ClusterIP (behind your own ingress)")
+	fs.String(&c.ModelsFile, "models-file", "", "", "a catalogue of more models (MODELS_FILE's JSON, each model with its name and kind): each chat model gets a worker Deployment of its own, scaled by KEDA from its own queue (docs/deploy.md, \"Many models\")")
+	fs.String(&c.Opts.ModelsClaim, "models-claim", "GENQ_MODELS_CLAIM", "", "with --models-file: the PersistentVolumeClaim holding the models' files, mounted read-only at /catalog (relative paths of the catalogue are inside it)")
 	declareHubTokens(fs)
 	fs.Duration(&c.Wait, "wait", "", 10*time.Minute, "how long to wait for the api to be ready and its URL (0: return after applying)")
 	fs.String(&c.Kubeconfig, "kubeconfig", "", "", "kube configuration file (default $KUBECONFIG or ~/.kube/config)")
