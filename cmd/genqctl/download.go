@@ -29,6 +29,9 @@ func runDownload(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	if cfg.ModelsFile != "" {
+		return downloadCatalog(ctx, cfg, e)
+	}
 	opts, err := cfg.options(e)
 	if err != nil {
 		return err
@@ -82,7 +85,7 @@ func parseDownloadFlags(args []string, e env) (*downloadConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	if cfg.Variant == "" {
+	if cfg.Variant == "" && cfg.ModelsFile == "" {
 		return nil, usageError{"usage: genqctl download --variant A|B|C [--repo ID] [--revision REV] [--dir DIR] [--include GLOB]… [--exclude GLOB]…"}
 	}
 	if cfg.Parallel < 1 || cfg.Retries < 1 {

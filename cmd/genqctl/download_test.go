@@ -152,3 +152,37 @@ func TestDownloadOptions(t *testing.T) {
 		})
 	}
 }
+
+// --models-file downloads each model of a catalogue that names its hub
+// repository into its path's directory, and goes on past one that fails.
+func TestDownloadCatalog(t *testing.T) {
+	s := downloadTestHub(t)
+	s.AddRepo(hubtest.Repo{ID: "acme/other", Files: []hubtest.File{
+		{Path: "other-Q8_0.gguf", Data: bytes.Repeat([]byte("o"), 20_000), LFS: true},
+		{Path: "other-F16.gguf", Data: bytes.Repeat([]byte("f"), 40_000), LFS: true},
+	}})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "models.json")
+	catalogJSON := `{"models": [
+	  {"name": "tiny", "kind": "chat", "path": "tiny/model.gguf", "hub": {"repo": "acme/tiny", "include": ["*.gguf"]}},
+	  {"name": "other", "kind": "chat", "path": "other/other-Q8_0.gguf", "hub": {"repo": "acme/other", "include": ["*-Q8_0.gguf"]}},
+	  {"name": "local", "kind": "chat", "path": "local.gguf"},
+	  {"name": "missing", "kind": "chat", "path": "missing/m.gguf", "hub": {"repo": "acme/no-such-repo"}}]}`
+	if err := os.WriteFile(file, []byte(catalogJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"HF_ENDPOINT": s.Hub.URL, "MODEL_HUB_TOKEN": downloadTestToken}
+	code, out, errOut := runDownloadCLI(t, vars, "--models-file", file, "--progress", "none")
+	if code == 0 || !strings.Contains(errOut, "missing:") {
+		t.Errorf("exit %d with a model that cannot be fetched; want a failure naming it:\n%s%s", code, out, errOut)
+	}
+	for path, size := range map[string]int64{"tiny/model.gguf": 50_000, "other/other-Q8_0.gguf": 20_000} {
+		st, err := os.Stat(filepath.Join(dir, path))
+		if err != nil || st.Size() != size {
+			t.Errorf("%s: %v; want %d bytes", path, err, size)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other", "other-F16.gguf")); err == nil {
+		t.Error("a file the include patterns leave out was fetched")
+	}
+}

@@ -58,6 +58,17 @@ type ModelSpec struct {
 	Aliases       []string       `json:"aliases,omitempty"`
 	Variant       genq.Variant   `json:"variant,omitempty"`
 	ContextLength int            `json:"context_length,omitempty"`
+	// Hub says where genqctl download fetches the model's files from,
+	// into the directory of its path.
+	Hub *HubSpec `json:"hub,omitempty"`
+}
+
+// HubSpec is a model's repository on the model hub and the files of it
+// the model needs.
+type HubSpec struct {
+	Repo     string   `json:"repo"`
+	Revision string   `json:"revision,omitempty"`
+	Include  []string `json:"include,omitempty"`
 }
 
 // Load builds the catalogue of a deployment whose seed variant is seed:
@@ -68,15 +79,9 @@ type ModelSpec struct {
 func Load(c Config, seed genq.Variant, baseDir string) (*genq.Catalog, error) {
 	var spec FileSpec
 	if c.File != "" {
-		data, err := os.ReadFile(c.File)
-		if err != nil {
-			return nil, fmt.Errorf("MODELS_FILE: %w", err)
-		}
-		if err := json.Unmarshal(data, &spec); err != nil {
-			return nil, fmt.Errorf("MODELS_FILE %s: %w", c.File, err)
-		}
-		for i := range spec.Models {
-			spec.Models[i].Path = resolve(filepath.Dir(c.File), spec.Models[i].Path)
+		var err error
+		if spec, err = ReadFile(c.File); err != nil {
+			return nil, err
 		}
 	}
 	for _, m := range c.Models {
@@ -109,6 +114,23 @@ func FromSpec(spec FileSpec, seed genq.Variant) (*genq.Catalog, error) {
 		return nil, err
 	}
 	return genq.NewCatalog(models, spec.Aliases, spec.Defaults)
+}
+
+// ReadFile reads a MODELS_FILE, its relative paths taken from its own
+// directory.
+func ReadFile(path string) (FileSpec, error) {
+	var spec FileSpec
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return spec, fmt.Errorf("MODELS_FILE: %w", err)
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return spec, fmt.Errorf("MODELS_FILE %s: %w", path, err)
+	}
+	for i := range spec.Models {
+		spec.Models[i].Path = resolve(filepath.Dir(path), spec.Models[i].Path)
+	}
+	return spec, nil
 }
 
 func resolve(base, p string) string {

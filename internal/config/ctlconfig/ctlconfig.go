@@ -62,6 +62,9 @@ type Download struct {
 	StallTimeout                 time.Duration
 	Progress                     string
 	Engine                       string
+	// ModelsFile downloads every model of a catalogue that says its hub
+	// repository, instead of one variant's.
+	ModelsFile string
 }
 
 // containerDir is where models live inside genq's images (seed rule 1).
@@ -70,7 +73,8 @@ const containerDir = "/models"
 // Register declares genqctl download's settings on fs.
 func (c *Download) Register(fs *envflag.Set) {
 	fs.Section(DownloadSection)
-	fs.String(&c.Variant, "variant", "VARIANT", "", "variant whose model to download: A, B or C (required)")
+	fs.String(&c.Variant, "variant", "VARIANT", "", "variant whose model to download: A, B or C (required, but with --models-file)")
+	fs.String(&c.ModelsFile, "models-file", "MODELS_FILE", "", "download every model of this catalogue that names its hub repository (\"hub\": {\"repo\", \"revision\", \"include\"}), each into its path's directory (docs/download.md, \"Several models\")")
 	fs.String(&c.Repo, "repo", "GENQ_MODEL_REPO", "", "hub repository id, owner/name (default: the variant's, see docs/download.md)")
 	fs.String(&c.Revision, "revision", "GENQ_MODEL_REVISION", "main", "branch, tag or commit sha")
 	fs.String(&c.Dir, "dir", "GENQ_MODEL_DIR", "", "target directory (default models/<variant>, or "+containerDir+" when GENQ_IN_CONTAINER=1)")
