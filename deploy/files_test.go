@@ -18,6 +18,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/genq/genq/internal/catalog"
+	"github.com/genq/genq/internal/genq"
 )
 
 const root = ".."
@@ -54,7 +57,7 @@ func TestComposeServicesAndPorts(t *testing.T) {
 	p := loadCompose(t, map[string]string{}, "*")
 	names := p.ServiceNames()
 	slices.Sort(names)
-	if !slices.Equal(names, []string{"api", "genqctl", "nats", "worker", "worker-cpu"}) {
+	if !slices.Equal(names, []string{"api", "genqctl", "nats", "worker", "worker-cpu", "worker-models"}) {
 		t.Fatalf("services %v", names)
 	}
 	for _, tc := range []struct {
@@ -158,6 +161,7 @@ func TestComposeProfiles(t *testing.T) {
 		{nil, []string{"api", "nats"}},
 		{[]string{"gpu"}, []string{"api", "nats", "worker"}},
 		{[]string{"cpu"}, []string{"api", "nats", "worker-cpu"}},
+		{[]string{"models"}, []string{"api", "nats", "worker-models"}},
 	} {
 		t.Run(strings.Join(tc.profiles, ","), func(t *testing.T) {
 			names := loadCompose(t, map[string]string{}, tc.profiles...).ServiceNames()
@@ -496,5 +500,41 @@ func TestDockerfileWorkerCPU(t *testing.T) {
 	}
 	if !find(parseDockerfile(t, "Dockerfile.api"), "HEALTHCHECK", "healthcheck") {
 		t.Error("Dockerfile.api has no HEALTHCHECK")
+	}
+}
+
+// The models profile: one CPU worker serves the example catalogue (two
+// chat models and an embedding model), which the api reads too, its paths
+// inside models/catalog on the host and /models/catalog in the containers.
+func TestComposeModels(t *testing.T) {
+	p := loadCompose(t, map[string]string{"MODELS_FILE": "/etc/genq/models.json"}, "models")
+	api, w := p.Services["api"], p.Services["worker-models"]
+	if env(api, "MODELS_FILE") != "/etc/genq/models.json" || env(w, "MODELS_FILE") != "/etc/genq/models.json" || env(w, "TEXT_GPU") != "false" {
+		t.Errorf("MODELS_FILE: api %q, worker %q", env(api, "MODELS_FILE"), env(w, "MODELS_FILE"))
+	}
+	mounts := map[string]string{}
+	for _, v := range w.Volumes {
+		mounts[v.Target] = v.Source
+	}
+	abs, _ := filepath.Abs(root)
+	if mounts["/etc/genq/models.json"] != filepath.Join(abs, "deploy/compose/models.json") || mounts["/models/catalog"] != filepath.Join(abs, "models/catalog") {
+		t.Errorf("worker-models mounts %v", mounts)
+	}
+	spec, err := catalog.ReadFile(filepath.Join(root, "deploy/compose/models.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[genq.ModelKind]int{}
+	for _, m := range spec.Models {
+		kinds[m.Kind]++
+		if m.Hub == nil || !strings.HasPrefix(filepath.Clean(m.Path), filepath.Join(root, "models/catalog")) {
+			t.Errorf("model %s: path %s, hub %v; want a file under models/catalog that genqctl download fetches", m.Name, m.Path, m.Hub)
+		}
+	}
+	if kinds[genq.KindChat] != 2 || kinds[genq.KindEmbedding] != 1 {
+		t.Errorf("kinds %v; want two chat models and an embedding model", kinds)
+	}
+	if _, err := catalog.FromSpec(spec, genq.VariantB); err != nil {
+		t.Error(err)
 	}
 }
