@@ -418,9 +418,16 @@ func (b *fleetBackend) ModelState() (genq.ModelState, float64, *genq.Limits) {
 	return state, progress, &info.Limits
 }
 
+// Device is what the model's last load ran on; zero before any.
+func (b *fleetBackend) Device() genq.Device {
+	_, _, info := b.fleet.state(b.queue)
+	return info.Device
+}
+
 // modelStater is a backend whose model loads and unloads (fleetBackend).
 type modelStater interface {
 	ModelState() (genq.ModelState, float64, *genq.Limits)
+	Device() genq.Device
 }
 
 // fleetMetrics are the fleet's Prometheus series, by model.

@@ -639,6 +639,9 @@ func (r *Runtime) beat(ctx context.Context) {
 		// A model of a fleet: loaded, loading or not, and the limits of
 		// its last load.
 		hb.ModelState, hb.LoadProgress, hb.Limits = m.ModelState()
+		if d := m.Device(); d.Kind != "" {
+			hb.Device = d // what its last load ran on
+		}
 	}
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
