@@ -17,6 +17,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
@@ -26,6 +27,7 @@ import (
 type ranBy struct {
 	mu   sync.Mutex
 	jobs map[string]string // job id → model name
+	runs map[string]int    // job id → runs
 }
 
 func (r *ranBy) model(id string) string {
@@ -44,6 +46,10 @@ type recordingBackend struct {
 func (b *recordingBackend) Generate(ctx context.Context, job genq.Job, progress func(genq.Progress)) (genq.Result, error) {
 	b.ran.mu.Lock()
 	b.ran.jobs[job.ID] = b.name
+	if b.ran.runs == nil {
+		b.ran.runs = map[string]int{}
+	}
+	b.ran.runs[job.ID]++
 	b.ran.mu.Unlock()
 	return b.Backend.Generate(ctx, job, progress)
 }
@@ -85,19 +91,42 @@ func fleetStack(t *testing.T, models []genq.Model, budget int64) (*stack, *ranBy
 	}
 	s := newStack(t, stackOptions{http: httpapi.Config{Catalog: cat}})
 	ran := &ranBy{jobs: map[string]string{}}
-	load := func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
+	fw := s.startFleet(t, models, budget, tinyLoader(t, ran, ""))
+	return s, ran, fw.fleet, fw.reg
+}
+
+// tinyLoader loads the tiny models, each backend noting the jobs it runs
+// as its model's (with suffix, to tell workers apart).
+func tinyLoader(t *testing.T, ran *ranBy, suffix string) worker.Loader {
+	return func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
 		b, err := textgen.Open(ctx, textgen.Config{ModelFile: m.Path, Slots: 1, Threads: 1, MaxNewTokens: 4, IgnoreEOS: true}, testLog(t))
 		if err != nil {
 			return nil, err
 		}
-		return &recordingBackend{Backend: b, name: m.Name, ran: ran}, nil
+		return &recordingBackend{Backend: b, name: m.Name + suffix, ran: ran}, nil
 	}
+}
+
+// fleetWorker is a worker of several models running in this process.
+type fleetWorker struct {
+	fleet *worker.Fleet
+	reg   *prometheus.Registry
+	conn  *natsqueue.Conn
+}
+
+// startFleet runs a worker serving models with load until the test ends.
+func (s *stack) startFleet(t *testing.T, models []genq.Model, budget int64, load worker.Loader) fleetWorker {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	fleet, err := worker.NewFleet(models, worker.FleetOptions{Budget: budget, KeepAlive: time.Hour, Load: load, Log: testLog(t), Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, _ := openConn(t, s.ns, s.settings, cat.Queues()...)
+	queues := make([]genq.Variant, len(models))
+	for i, m := range models {
+		queues[i] = m.Queue
+	}
+	conn, _ := openConn(t, s.ns, s.settings, queues...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	id := "fleet-" + uuid.NewString()[:8]
@@ -105,7 +134,7 @@ func fleetStack(t *testing.T, models []genq.Model, budget int64) (*stack, *ranBy
 	info := func(m genq.Model) genq.BackendInfo { return genq.BackendInfo{Model: m.Name, Slots: 1} }
 	go func() { done <- fleet.Serve(ctx, conn, cfg, info, testLog(t).With("worker_id", id), reg) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return s, ran, fleet, reg
+	return fleetWorker{fleet: fleet, reg: reg, conn: conn}
 }
 
 type chatAnswer struct {
@@ -333,5 +362,43 @@ func TestFleetBatchLines(t *testing.T) {
 		if l.Response.Body.Model != want || ran.model(jobID) != want {
 			t.Errorf("%s: the answer names %q and ran on %q; want %s", l.CustomID, l.Response.Body.Model, ran.model(jobID), want)
 		}
+	}
+}
+
+// A worker that dies while it loads a model loses no job: the job it held
+// goes, after the ack wait, to another worker, which runs it once.
+func TestFleetWorkerDiesWhileLoading(t *testing.T) {
+	models := tinyModels(t)[:1]
+	cat, err := genq.NewCatalog(models, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{http: httpapi.Config{Catalog: cat}})
+	loading := make(chan struct{}, 1)
+	stuck := func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
+		loading <- struct{}{}
+		<-t.Context().Done() // a load that never ends: the worker dies first
+		return nil, t.Context().Err()
+	}
+	first := s.startFleet(t, models, 1<<40, stuck)
+	answer := make(chan response, 1)
+	go func() {
+		r, _ := s.chatWith(t, "llama-a")
+		answer <- r
+	}()
+	waitFor(t, loading, 10*time.Second, "the first worker to start loading")
+	first.conn.NATS().Close() // dies, holding the job, mid-load
+
+	ran := &ranBy{jobs: map[string]string{}}
+	s.startFleet(t, models, 1<<40, tinyLoader(t, ran, "@second"))
+	r := waitFor(t, answer, 30*time.Second, "the answer")
+	id := r.header.Get(httpapi.HeaderJobID)
+	if r.status != 200 || ran.model(id) != "llama-a@second" {
+		t.Fatalf("%d %s, run on %q; want 200 from the second worker", r.status, r.body, ran.model(id))
+	}
+	ran.mu.Lock()
+	defer ran.mu.Unlock()
+	if n := ran.runs[id]; n != 1 {
+		t.Errorf("the job ran %d times", n)
 	}
 }
