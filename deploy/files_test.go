@@ -507,7 +507,7 @@ func TestDockerfileWorkerCPU(t *testing.T) {
 // chat models and an embedding model), which the api reads too, its paths
 // inside models/catalog on the host and /models/catalog in the containers.
 func TestComposeModels(t *testing.T) {
-	p := loadCompose(t, map[string]string{"MODELS_FILE": "/etc/genq/models.json"}, "models")
+	p := loadCompose(t, map[string]string{"MODELS_FILE": "/etc/genq/models.json"}, "models", "cpu")
 	api, w := p.Services["api"], p.Services["worker-models"]
 	if env(api, "MODELS_FILE") != "/etc/genq/models.json" || env(w, "MODELS_FILE") != "/etc/genq/models.json" || env(w, "TEXT_GPU") != "false" {
 		t.Errorf("MODELS_FILE: api %q, worker %q", env(api, "MODELS_FILE"), env(w, "MODELS_FILE"))
@@ -519,6 +519,11 @@ func TestComposeModels(t *testing.T) {
 	abs, _ := filepath.Abs(root)
 	if mounts["/etc/genq/models.json"] != filepath.Join(abs, "deploy/compose/models.json") || mounts["/models/catalog"] != filepath.Join(abs, "models/catalog") {
 		t.Errorf("worker-models mounts %v", mounts)
+	}
+	// Its image carries no model of its own (the catalogue's are mounted),
+	// under a name of its own, so that it never replaces the cpu profile's.
+	if w.Build == nil || w.Build.Args["MODEL_SOURCE"] == nil || *w.Build.Args["MODEL_SOURCE"] != "none" || w.Image == p.Services["worker-cpu"].Image {
+		t.Errorf("worker-models builds %+v as %s", w.Build, w.Image)
 	}
 	spec, err := catalog.ReadFile(filepath.Join(root, "deploy/compose/models.json"))
 	if err != nil {
