@@ -43,6 +43,16 @@ func (s *Server) resolveModel(name string, kind genq.ModelKind) (genq.Model, err
 	return s.catalog.Resolve(name, kind)
 }
 
+// kindQueue is the queue of kind's default model, on which a request of
+// that kind is decoded (its fields checked as that kind's) before its
+// own model is known; the variant's without one.
+func (s *Server) kindQueue(kind genq.ModelKind) genq.Variant {
+	if m, ok := s.catalog.Default(kind); ok {
+		return m.Queue
+	}
+	return s.cfg.Variant
+}
+
 // onModel puts jobs on model's queue.
 func onModel(jobs []genq.Job, m genq.Model) {
 	for i := range jobs {

@@ -168,3 +168,23 @@ func TestModelsList(t *testing.T) {
 		}
 	}
 }
+
+// A deployment of the image variant with a chat model in its catalogue
+// serves chat on that model.
+func TestChatOnAnImageDeployment(t *testing.T) {
+	qwen := genq.QueueToken(genq.KindChat, "qwen3")
+	cat, err := genq.NewCatalog([]genq.Model{genq.SeedModel(genq.VariantC), {Name: "qwen3", Kind: genq.KindChat, Queue: qwen}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := &queueJobs{}
+	h := NewServer(Config{Variant: genq.VariantC, Catalog: cat, MaxBodyBytes: 1 << 20, MaxPromptBytes: 1 << 10, JobTimeout: time.Minute},
+		Deps{Jobs: jobs, Workers: fakeWorkers{}, Registry: prometheus.NewRegistry(), NewID: func() string { return "job-1" }, Log: slog.New(slog.DiscardHandler)})
+	rec := post(t, h, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"model":"qwen3"`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if q := jobs.jobs(); len(q) != 1 || q[0].Variant != qwen {
+		t.Errorf("queued %+v; want one job on %s", q, qwen)
+	}
+}

@@ -419,7 +419,7 @@ func (s *Server) lineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job
 // but for a list given to /v1/completions) and the answers it asks for
 // each (n).
 func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int, error) {
-	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.cfg.Variant, Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
+	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.kindQueue(genq.KindChat), Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
 	var decode textDecoder
 	switch b.Endpoint {
 	case "/v1/chat/completions":

@@ -103,7 +103,7 @@ func (s *Server) decodeText(w http.ResponseWriter, r *http.Request, decode textD
 		s.rejectAs(w, err, render)
 		return textRequest{}, false
 	}
-	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
+	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.kindQueue(genq.KindChat), Deadline: start.Add(s.cfg.JobTimeout)}}
 	params, prompts, err := decode(body, s.promptBytes(), tmpl)
 	var model genq.Model
 	if err == nil {
