@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/genq/genq/internal/catalog"
 	"github.com/genq/genq/internal/config/workerconfig"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/llamacpp"
@@ -91,8 +92,13 @@ func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 			continue
 		}
 		m.Path = path
-		if m.SizeBytes == 0 {
-			m.SizeBytes = size
+		m.SizeBytes = size
+		// What the model costs against the budget: its weights and the KV
+		// cache of its slots at its context (fleetContext), as the header
+		// tells them before any load.
+		if info, err := catalog.ReadGGUF(path); err == nil {
+			m.ContextLength = fleetContext(cfg, info.ContextLength)
+			m.SizeBytes += info.KVBytesPerToken * int64(m.ContextLength) * int64(fleetSlots(cfg)+1)
 		}
 		out = append(out, m)
 	}
@@ -152,6 +158,24 @@ func fleetBudget(cfg workerconfig.Config, log *slog.Logger) (int64, error) {
 	return int64(float64(avail) * budgetShare), nil
 }
 
+// DefaultFleetContext is each model's context in a fleet unless
+// TEXT_CONTEXT_SIZE says otherwise (or the model was trained for less):
+// a fixed context, as Ollama's num_ctx, so that a model's cost is known
+// before it loads.
+const DefaultFleetContext = 8192
+
+// fleetContext is a model's context in a fleet: TEXT_CONTEXT_SIZE, else
+// DefaultFleetContext, at most the trained context (when known).
+func fleetContext(cfg workerconfig.Config, trained int) int {
+	if cfg.Text.ContextSize > 0 {
+		return cfg.Text.ContextSize
+	}
+	if trained > 0 {
+		return min(trained, DefaultFleetContext)
+	}
+	return DefaultFleetContext
+}
+
 // fleetSlots is each model's slots: SLOTS, or the variant's default, as a
 // fleet's runtime must say them before its model loads.
 func fleetSlots(cfg workerconfig.Config) int {
@@ -171,6 +195,11 @@ func textLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
 		}
 		tc := cfg.Text
 		tc.ModelDir, tc.ModelFile, tc.Slots = filepath.Dir(m.Path), filepath.Base(m.Path), fleetSlots(cfg)
+		if m.ContextLength > 0 {
+			// The context the budget counted, not what free memory allows:
+			// a model sized to free memory would leave none to the next.
+			tc.ContextSize = m.ContextLength
+		}
 		b, err := textgen.Open(ctx, tc, log.With("model", m.Name))
 		if err != nil {
 			return nil, err

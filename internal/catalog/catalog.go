@@ -236,6 +236,10 @@ type GGUFInfo struct {
 	Kind          genq.ModelKind
 	ContextLength int
 	SizeBytes     int64
+	// KVBytesPerToken is what one token of context costs in the KV cache
+	// (keys and values in 16 bits, every layer), as llama.cpp's
+	// KVBytesPerToken counts it; 0 when the header does not say.
+	KVBytesPerToken int64
 }
 
 // embeddingArchitectures are llama.cpp's architectures of encoders, which
@@ -277,11 +281,59 @@ func ReadGGUF(path string) (GGUFInfo, error) {
 	if slices.Contains(embeddingArchitectures, info.Architecture) {
 		info.Kind = genq.KindEmbedding
 	}
-	switch n := h.Value(info.Architecture + ".context_length").(type) {
-	case uint32:
-		info.ContextLength = int(n)
-	case uint64:
-		info.ContextLength = int(n)
-	}
+	info.ContextLength = int(uintOf(h.Value(info.Architecture + ".context_length")))
+	info.KVBytesPerToken = kvBytesPerToken(h, info.Architecture)
 	return info, nil
+}
+
+// kvBytesPerToken is layers × KV heads × (key + value width) × 2 bytes,
+// from the header; a per-layer KV head count counts each layer's.
+func kvBytesPerToken(h *gguf.File, arch string) int64 {
+	key := func(k string) any { return h.Value(arch + "." + k) }
+	layers, heads, embd := uintOf(key("block_count")), uintOf(key("attention.head_count")), uintOf(key("embedding_length"))
+	if layers == 0 || heads == 0 {
+		return 0
+	}
+	keyDim, valueDim := embd/heads, embd/heads
+	if v := uintOf(key("attention.key_length")); v > 0 {
+		keyDim = v
+	}
+	if v := uintOf(key("attention.value_length")); v > 0 {
+		valueDim = v
+	}
+	var kvHeads uint64
+	switch v := key("attention.head_count_kv").(type) {
+	case []uint32: // per layer
+		for _, n := range v {
+			kvHeads += uint64(n)
+		}
+	case []int32:
+		for _, n := range v {
+			kvHeads += uint64(max(n, 0))
+		}
+	default:
+		n := uintOf(v)
+		if n == 0 {
+			n = heads
+		}
+		kvHeads = n * layers
+	}
+	return int64(kvHeads * (keyDim + valueDim) * 2)
+}
+
+// uintOf is a header's unsigned value, whatever its width; 0 otherwise.
+func uintOf(v any) uint64 {
+	switch n := v.(type) {
+	case uint32:
+		return uint64(n)
+	case uint64:
+		return n
+	case int32:
+		return uint64(max(n, 0))
+	case int64:
+		return uint64(max(n, 0))
+	case uint16:
+		return uint64(n)
+	}
+	return 0
 }

@@ -106,3 +106,35 @@ func writeFile(t *testing.T, dir, body string) string {
 	}
 	return p
 }
+
+// The KV estimate is llama.cpp's: layers × KV heads × (key + value) × 2.
+func TestKVBytesPerToken(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		what string
+		meta []gguf.KV
+		want int64
+	}{
+		{"llama 3.1 8B", []gguf.KV{{Key: "llama.block_count", Value: uint32(32)}, {Key: "llama.attention.head_count", Value: uint32(32)},
+			{Key: "llama.attention.head_count_kv", Value: uint32(8)}, {Key: "llama.embedding_length", Value: uint32(4096)}}, 32 * 8 * 256 * 2},
+		{"widths given", []gguf.KV{{Key: "llama.block_count", Value: uint32(2)}, {Key: "llama.attention.head_count", Value: uint32(4)},
+			{Key: "llama.embedding_length", Value: uint32(64)}, {Key: "llama.attention.key_length", Value: uint32(32)}, {Key: "llama.attention.value_length", Value: uint32(32)}}, 2 * 4 * 64 * 2},
+		{"per-layer KV heads", []gguf.KV{{Key: "llama.block_count", Value: uint32(2)}, {Key: "llama.attention.head_count", Value: uint32(4)},
+			{Key: "llama.attention.head_count_kv", Value: []uint32{2, 0}}, {Key: "llama.embedding_length", Value: uint32(64)}}, 2 * 32 * 2},
+		{"no shape", nil, 0},
+	} {
+		path := filepath.Join(dir, "m.gguf")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gguf.Write(f, append([]gguf.KV{{Key: "general.architecture", Value: "llama"}}, tc.meta...), nil); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		info, err := ReadGGUF(path)
+		if err != nil || info.KVBytesPerToken != tc.want {
+			t.Errorf("%s: %d, %v; want %d", tc.what, info.KVBytesPerToken, err, tc.want)
+		}
+	}
+}
