@@ -161,7 +161,7 @@ func (j TextRequest) validateParams() error {
 	case j.MaxTokens > 0 && j.MaxCompletionTokens > 0 && j.MaxTokens != j.MaxCompletionTokens:
 		return Errorf(Invalid, "max_tokens (%d) and max_completion_tokens (%d) disagree: give one", j.MaxTokens, j.MaxCompletionTokens)
 	case j.PromptOnly && !j.Echo:
-		return Errorf(Invalid, "max_tokens 0 generates nothing: it is for scoring a prompt, with echo: true")
+		return Errorf(Invalid, "max_tokens must be at least 1, not 0 (0 is for scoring a prompt, with echo: true)")
 	case j.PromptOnly && j.MaxNewTokens() > 0:
 		return Errorf(Invalid, "prompt_only generates nothing: leave max_tokens out")
 	case j.CountOnly && (j.Stream || j.PromptOnly || j.Echo):

@@ -73,8 +73,13 @@ func TestDecodeRefusals(t *testing.T) {
 			if tt.chat {
 				decode = DecodeChat
 			}
+			// Decoded, then held to the job's own rules, as the api does.
 			var job genq.Job
 			_, err := decode([]byte(tt.body), 8, &job)
+			if err == nil {
+				job.ID, job.Variant = "j", genq.VariantB
+				err = job.Validate()
+			}
 			if genq.ErrorCode(err) != genq.Invalid || genq.ErrorMessage(err) != tt.msg {
 				t.Errorf("got %v, want %q", err, tt.msg)
 			}

@@ -98,17 +98,15 @@ func (p Params) Choices() int {
 func (p Params) IncludeUsage() bool { return p.StreamOptions != nil && p.StreamOptions.IncludeUsage }
 
 // fill sets the job's generation parameters from p, refusing what genq
-// cannot do.
+// cannot do and what only the request can tell (a field given as 0 is
+// unset in the job). The job's own rules (genq.Job.Validate, which the api
+// applies to every job) judge the rest.
 func (p Params) fill(j *genq.Job) error {
 	switch {
 	case p.N != nil && (*p.N < 1 || *p.N > MaxChoices):
 		return genq.Errorf(genq.Invalid, "n must be between 1 and %d, not %d", MaxChoices, *p.N)
-	case p.MaxTokens != nil && *p.MaxTokens == 0 && !p.Echo:
-		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not 0 (0 is for scoring a prompt, with echo: true)")
-	case p.MaxTokens != nil && *p.MaxTokens < 0:
-		return genq.Errorf(genq.Invalid, "max_tokens must be at least 1, not %d", *p.MaxTokens)
-	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens < 1:
-		return genq.Errorf(genq.Invalid, "max_completion_tokens must be at least 1, not %d", *p.MaxCompletionTokens)
+	case p.MaxCompletionTokens != nil && *p.MaxCompletionTokens == 0:
+		return genq.Errorf(genq.Invalid, "max_completion_tokens must be at least 1, not 0")
 	}
 	if msg := p.unsupported(); msg != "" {
 		return genq.Errorf(genq.Invalid, "%s", msg)
