@@ -1,7 +1,9 @@
-// Command worker loads one model for one variant and serves the jobs of that
-// variant from NATS JetStream: text (A, B) through llama.cpp, images (C)
-// through ggml or ONNX Runtime (IMAGE_ENGINE), on CUDA when present and on
-// the CPU otherwise.
+// Command worker serves jobs from NATS JetStream, on CUDA when present and
+// on the CPU otherwise. Without a model catalogue it loads its variant's
+// model at start: text (A, B) through llama.cpp, images (C) through ggml
+// or ONNX Runtime (IMAGE_ENGINE). With one (MODELS_FILE, MODELS) it serves
+// the catalogue's models, loading each on demand within a memory budget
+// and unloading the least recently used (fleet.go).
 package main
 
 import (
