@@ -24,8 +24,8 @@ var refusedFormats = map[string]string{
 		"which a grammar cannot check",
 	"idn-hostname": "its labels must satisfy IDNA2008's contextual and bidi rules, which a grammar cannot check",
 	"idn-email":    "its domain is an internationalized host name, which a grammar cannot check",
-	"regex": "an ECMA-262 regular expression's validity rests on counts and names a grammar cannot compare " +
-		"(backreferences, group names, {n,m} and range order)",
+	"regex": "an ECMA-262 regular expression's validity rests on names a grammar cannot compare " +
+		"(a backreference \\k<name> must name a group of the expression, at any depth)",
 }
 
 // checkFormat refuses, where formats assert, a format JSON Schema defines
@@ -37,8 +37,8 @@ func (c *compiler) checkFormat(f *value, path string) error {
 	if f.kind != 's' {
 		return genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 	}
-	if f.str == "hostname" && c.strict {
-		return nil // strictHostname
+	if (f.str == "hostname" || f.str == "regex") && c.strict {
+		return nil // strictHostname, regexFormatPattern
 	}
 	if why, ok := refusedFormats[f.str]; ok {
 		return genq.Errorf(genq.Invalid, "at %s: format %q is not supported where formats assert: %s", path, f.str, why)
@@ -65,10 +65,14 @@ const (
 	jsonPointer = `(/([^~/]|~[01])*)*`
 )
 
-// formatPattern is formatPattern, with a strict schema's hostname.
+// formatPattern is formatPattern, with a strict schema's hostname and
+// regex.
 func (c *compiler) formatPattern(format string) (string, bool) {
-	if format == "hostname" && c.strict {
+	switch {
+	case format == "hostname" && c.strict:
 		return "^(" + strictHostname() + ")$", true
+	case format == "regex" && c.strict:
+		return "^(" + regexFormatPattern() + ")$", true
 	}
 	return formatPattern(format)
 }
