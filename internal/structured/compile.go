@@ -88,6 +88,12 @@ type compiler struct {
 	fold bool
 	// regexps are the patterns names are checked against, compiled once.
 	regexps map[string]*regexp.Regexp
+	// negating counts the lowerings under way whose result is to be
+	// negated (negate.go): a negation may leave out what it cannot write
+	// only where its own result is not negated again. leftOut counts
+	// the formats left out so.
+	negating int
+	leftOut  int
 }
 
 // Options change how a schema is compiled.
@@ -154,15 +160,25 @@ func CompileWith(schema []byte, opts Options) (*grammar.Grammar, error) {
 	}
 	c.rootRule = c.b.NewRule("#")
 	f, err := c.compile(root, "#")
-	if err != nil {
-		return nil, err
+	if err == nil {
+		c.b.Define(c.rootRule, f)
+		c.b.Grammar.Top = c.rootRule
+		err = c.b.Finish()
 	}
-	c.b.Define(c.rootRule, f)
-	c.b.Grammar.Top = c.rootRule
-	if err := c.b.Finish(); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, c.explain(err)
 	}
 	return c.b.Grammar, nil
+}
+
+// explain adds to a refusal of a schema nothing satisfies what genq left
+// out of a negation, which may be why.
+func (c *compiler) explain(err error) error {
+	if c.leftOut == 0 || !unsatisfiable(err) {
+		return err
+	}
+	return genq.WrapError(genq.ErrorCode(err), err, genq.ErrorMessage(err)+
+		" (under not, if or oneOf genq leaves out the strings that fail a format, which no schema of its can say)")
 }
 
 // CompileJSONObject returns the grammar of any JSON object, for

@@ -240,7 +240,7 @@ func (c *compiler) lower(s *value, path string, eval bool, depth int) ([]branch,
 	}
 	if not := s.get("not"); not != nil && err == nil {
 		// not's subschema leaves no annotations: it holds where it fails.
-		neg, e := c.lower(not, path+"/not", false, depth+1)
+		neg, e := c.lowerNegated(func() ([]branch, error) { return c.lower(not, path+"/not", false, depth+1) })
 		if e == nil {
 			neg, e = c.negate(neg, path+"/not")
 		}
@@ -348,7 +348,7 @@ func (c *compiler) lowerIf(s, cond *value, path string, eval bool, depth int) ([
 		// sets, where nothing is assumed of it.
 		return c.or(holds, anything(), path)
 	}
-	fails, err := c.lower(cond, path+"/if", false, depth+1)
+	fails, err := c.lowerNegated(func() ([]branch, error) { return c.lower(cond, path+"/if", false, depth+1) })
 	if err == nil {
 		fails, err = c.negate(fails, path+"/if")
 	}
@@ -443,17 +443,28 @@ func (c *compiler) lowerEach(list []*value, at string, eval bool, depth int) ([]
 	return parts, uniform, nil
 }
 
+// lowerNegated lowers a schema whose branches are to be negated.
+func (c *compiler) lowerNegated(lower func() ([]branch, error)) ([]branch, error) {
+	c.negating++
+	defer func() { c.negating-- }()
+	return lower()
+}
+
 // lowerOneOf is exactly one branch: each branch with the negation of
 // every other that may hold with it.
 func (c *compiler) lowerOneOf(one *value, path string, eval bool, depth int) ([]branch, error) {
 	if one.kind != 'a' || len(one.arr) == 0 {
 		return nil, genq.Errorf(genq.Invalid, "at %s: oneOf must be a non-empty array of schemas", path)
 	}
+	// Each branch may be negated, for the others.
+	c.negating++
 	parts, _, err := c.lowerEach(one.arr, path+"/oneOf/", eval, depth)
+	c.negating--
 	if err != nil {
 		return nil, err
 	}
 	negs := make([][]branch, len(parts))
+	leftOut := make([]bool, len(parts)) // a format's failures, from negs
 	var out []branch
 	for i, p := range parts {
 		alt := p
@@ -461,12 +472,23 @@ func (c *compiler) lowerOneOf(one *value, path string, eval bool, depth int) ([]
 			if i == j || apart(p, q) {
 				continue
 			}
+			at := path + "/oneOf/" + strconv.Itoa(j)
 			if negs[j] == nil {
-				if negs[j], err = c.negate(q, path+"/oneOf/"+strconv.Itoa(j)); err != nil {
+				n := c.leftOut
+				if negs[j], err = c.negate(q, at); err != nil {
+					return nil, err
+				}
+				// A format within q's subschemas is left out where
+				// their negations are compiled, later.
+				leftOut[j] = c.negating == 0 && (c.leftOut > n || c.holdsFormat(q))
+			}
+			neg := negs[j]
+			if leftOut[j] {
+				if neg, err = c.fewerViolations(p, q, at); err != nil {
 					return nil, err
 				}
 			}
-			if alt, err = c.and(alt, negs[j], path); err != nil {
+			if alt, err = c.and(alt, neg, path); err != nil {
 				return nil, err
 			}
 		}

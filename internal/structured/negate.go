@@ -80,6 +80,7 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 		}
 	}
 	hasPrefix := s.get("prefixItems") != nil
+	leftOut := false // a format's failures
 	for _, m := range s.obj {
 		k, v := m.key, m.val
 		if _, ok := enforced(k); !ok && !unenforced(k) {
@@ -141,12 +142,19 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 		case "format":
 			// Validators read formats apart (ajv's date-time takes an
 			// offset without minutes): the complement of genq's reading
-			// would take values another validator's format allows.
+			// would take values another validator's format allows. The
+			// strings that fail it are left out instead, taking fewer
+			// instances than the negation does, never more, where the
+			// negation is not negated again and other violations remain.
 			if err := c.checkFormat(v, path); err != nil {
 				return nil, err
 			}
 			if _, ok := c.formatPattern(v.str); ok && c.formats {
-				return refuse(k)
+				if c.negating > 0 {
+					return refuse(k)
+				}
+				leftOut = true
+				c.leftOut++
 			}
 		case "required":
 			if v.kind != 'a' {
@@ -229,6 +237,9 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 		default:
 			return refuse(k)
 		}
+	}
+	if leftOut && len(out) == 0 {
+		return refuse("format") // nothing would be left
 	}
 	return out, nil
 }
@@ -514,3 +525,98 @@ func shortDigits(n string) bool {
 }
 
 func trueValue() *value { return &value{kind: 'b', b: true} }
+
+// fewerViolations is negate(q) for oneOf's branch p, where negating q
+// leaves out a format's failures (in q, or in its subschemas' negations
+// compiled later) and the result is not negated again: as the negation
+// takes fewer instances than it says anyway, it keeps of each branch's
+// violations only those of its type and of one name it requires that p
+// does not (all of them where there is no such name). They take p's
+// instances that lack q's own properties with one copy of p, not one per
+// keyword of q (GitHub's owner, a user or an enterprise whose properties
+// hold uri formats: docs/text.md).
+func (c *compiler) fewerViolations(p, q []branch, path string) ([]branch, error) {
+	out := anything()
+	for _, br := range q {
+		vs, err := c.violations(br.s, path)
+		if err != nil {
+			return nil, err
+		}
+		var kept []*value
+		named := false
+		for _, v := range vs {
+			switch name, ok := absentName(v); {
+			case len(v.obj) == 1 && v.obj[0].key == "type":
+				kept = append(kept, v)
+			case ok && !named && !requiredByAll(p, name):
+				kept, named = append(kept, v), true
+			}
+		}
+		if !named {
+			kept = vs
+		}
+		alts := make([]branch, 0, len(kept))
+		for _, v := range kept {
+			alts = append(alts, branch{s: v})
+		}
+		if out, err = c.and(out, alts, path); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// absentName is the name of a required property violations says is
+// missing, where v says that alone.
+func absentName(v *value) (string, bool) {
+	props := v.get("properties")
+	if v.kind != 'o' || len(v.obj) != 2 || v.get("type") == nil || props == nil || len(props.obj) != 1 {
+		return "", false
+	}
+	if f := props.obj[0].val; f.kind != 'b' || f.b {
+		return "", false
+	}
+	return props.obj[0].key, true
+}
+
+// requiredByAll tells whether every branch of p requires name, so that no
+// instance of p lacks it.
+func requiredByAll(p []branch, name string) bool {
+	for _, br := range p {
+		req := br.s.get("required")
+		if req == nil || req.kind != 'a' || !slices.ContainsFunc(req.arr, func(n *value) bool { return n.kind == 's' && n.str == name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsFormat tells whether a format genq asserts is in brs' schemas or
+// any schema within them, $ref's targets included.
+func (c *compiler) holdsFormat(brs []branch) bool {
+	seen := map[*value]bool{}
+	var holds func(v *value) bool
+	holds = func(v *value) bool {
+		if seen[v] {
+			return false
+		}
+		seen[v] = true
+		for _, m := range v.obj {
+			if m.key == "format" && m.val.kind == 's' {
+				if _, ok := c.formatPattern(m.val.str); ok && c.formats {
+					return true
+				}
+			}
+			if m.key == "$ref" {
+				if t, err := c.refTarget(m.val, ""); err == nil && holds(t) {
+					return true
+				}
+			}
+			if holds(m.val) {
+				return true
+			}
+		}
+		return slices.ContainsFunc(v.arr, holds)
+	}
+	return slices.ContainsFunc(brs, func(br branch) bool { return holds(br.s) })
+}
