@@ -20,6 +20,11 @@ const (
 	draft2020 = 2020
 )
 
+// snowplowSelfDescribing is the meta-schema of Snowplow's self-describing
+// schemas (Iglu): draft 4's, and beside it a self object naming the
+// schema, which draft 4 reads as an unknown word.
+const snowplowSelfDescribing = "iglucentral.com/schemas/com.snowplowanalytics.self-desc/schema/jsonschema/1-0-0"
+
 // schemaDraft reads the root's $schema. A meta-schema genq does not know
 // is refused: its vocabularies, and so what its keywords assert, cannot
 // be known; draft 3's is named, as genq does not read its keywords
@@ -38,7 +43,7 @@ func schemaDraft(root *value) (int, error) {
 	uri := strings.TrimSuffix(ms.str, "#")
 	uri = strings.TrimPrefix(strings.TrimPrefix(uri, "https://"), "http://")
 	switch uri {
-	case "json-schema.org/draft-04/schema":
+	case "json-schema.org/draft-04/schema", snowplowSelfDescribing:
 		return draft4, nil
 	case "json-schema.org/draft-06/schema":
 		return draft6, nil
