@@ -366,7 +366,7 @@ func (c *compiler) compile(s *value, path string) (grammar.Frag, error) {
 		}
 		// Beside the values, keywords that a scalar's value can be checked
 		// against keep the values they allow.
-		if k := constraints(append([]string{"enum", "const"}, scalarKeywords...)...); k != "" {
+		if k := uncheckedBeside(s, vals, append([]string{"enum", "const"}, scalarKeywords...)); k != "" {
 			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: %s with %q beside it is not supported", path, word, k)
 		}
 		var alts []grammar.Frag
@@ -481,6 +481,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// uncheckedBeside is a keyword of s, other than checked ones and type,
+// that genq cannot check enum's or const's values against, where it
+// applies to one of them: a keyword of a type no value has (minItems
+// beside an enum of strings) asserts nothing on them.
+func uncheckedBeside(s *value, vals []*value, checked []string) string {
+	for _, m := range s.obj {
+		t, ok := enforced(m.key)
+		if !ok || m.key == "type" || slices.Contains(checked, m.key) {
+			continue
+		}
+		if t == "" || slices.ContainsFunc(vals, func(v *value) bool { return v.isType(t) }) {
+			return m.key
+		}
+	}
+	return ""
 }
 
 func anyType(v *value, types []string) bool {

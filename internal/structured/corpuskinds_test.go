@@ -31,6 +31,10 @@ func TestCorpusKinds(t *testing.T) {
 			ok: []string{`{"name":"a","id":"123e4567-e89b-12d3-a456-426614174000","n":1,"at":"2024-01-01T00:00:00Z"}`, `{"name":"b","id":null}`},
 			// Draft 4: 1.0 is no integer, a boolean exclusiveMinimum bars 0.
 			refused: []string{`{"name":"a","n":1.0}`, `{"name":"a","n":0}`, `{"name":"a","id":"x"}`, `{"name":"a","at":"yesterday"}`, `{"name":"a","x":1}`}},
+		{name: "an array keyword beside an enum of strings, as GitHub's hook events",
+			schema:  `{"type":"array","items":{"type":"string","enum":["*","push"],"minItems":1}}`,
+			ok:      []string{`[]`, `["push","*"]`},
+			refused: []string{`["pull"]`, `[1]`}},
 		{name: "function-calling parameters",
 			schema: `{"type":"object","properties":{"location":{"type":"string","description":"The city"},
 				"unit":{"type":"string","enum":["celsius","fahrenheit"]},"days":{"type":"integer","minimum":1,"maximum":14}},
