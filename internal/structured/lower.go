@@ -463,9 +463,24 @@ func (c *compiler) lowerOneOf(one *value, path string, eval bool, depth int) ([]
 	if err != nil {
 		return nil, err
 	}
+	out, err := c.exactlyOne(parts, path, false)
+	if errors.Is(err, errTooMany) && c.negating == 0 {
+		// Exactly, too many alternatives: each branch with fewer of the
+		// others' violations, which takes fewer instances, never more,
+		// where the result is not negated again.
+		return c.exactlyOne(parts, path, true)
+	}
+	return out, err
+}
+
+// exactlyOne is each of parts with the negation of every other that may
+// hold with it; with fewer, or where a format is left out of the other's
+// negation, with fewerViolations.
+func (c *compiler) exactlyOne(parts [][]branch, path string, fewer bool) ([]branch, error) {
 	negs := make([][]branch, len(parts))
 	leftOut := make([]bool, len(parts)) // a format's failures, from negs
 	var out []branch
+	var err error
 	for i, p := range parts {
 		alt := p
 		for j, q := range parts {
@@ -480,7 +495,7 @@ func (c *compiler) lowerOneOf(one *value, path string, eval bool, depth int) ([]
 				}
 				// A format within q's subschemas is left out where
 				// their negations are compiled, later.
-				leftOut[j] = c.negating == 0 && (c.leftOut > n || c.holdsFormat(q))
+				leftOut[j] = c.negating == 0 && (fewer || c.leftOut > n || c.holdsFormat(q))
 			}
 			neg := negs[j]
 			if leftOut[j] {
@@ -547,8 +562,12 @@ func (c *compiler) or(x, y []branch, path string) ([]branch, error) {
 	return append(slices.Clip(x), y...), nil
 }
 
+// errTooMany marks a lowering with more than maxBranches alternatives.
+var errTooMany = errors.New("too many alternatives")
+
 func tooManyBranches(path string) error {
-	return genq.Errorf(genq.Invalid, "at %s: not, if, oneOf and unevaluated keywords here make over %d alternatives: the schema is too large", path, maxBranches)
+	return genq.WrapError(genq.Invalid, errTooMany,
+		fmt.Sprintf("at %s: not, if, oneOf and unevaluated keywords here make over %d alternatives: the schema is too large", path, maxBranches))
 }
 
 // unevaluatedProps makes unevaluatedProperties u a plain keyword of br:

@@ -528,10 +528,11 @@ func trueValue() *value { return &value{kind: 'b', b: true} }
 
 // fewerViolations is negate(q) for oneOf's branch p, where negating q
 // leaves out a format's failures (in q, or in its subschemas' negations
-// compiled later) and the result is not negated again: as the negation
-// takes fewer instances than it says anyway, it keeps of each branch's
-// violations only those of its type and of one name it requires that p
-// does not (all of them where there is no such name). They take p's
+// compiled later) or its exact negation makes too many alternatives, and
+// the result is not negated again: as the negation may take fewer
+// instances than it says there, it keeps of each branch's violations only
+// those of its type and of one name it requires that p does not (all of
+// them where there is no such name). They take p's
 // instances that lack q's own properties with one copy of p, not one per
 // keyword of q (GitHub's owner, a user or an enterprise whose properties
 // hold uri formats: docs/text.md).

@@ -1,8 +1,15 @@
 package structured
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/genq/genq/internal/structured/ajvtest"
+	"github.com/genq/genq/internal/structured/grammar"
+	"github.com/genq/genq/internal/structured/vocabtest"
 )
 
 // TestNegatedFormatLeftOut: under not, if or oneOf, where the negation is
@@ -48,5 +55,57 @@ func TestNegatedFormatLeftOut(t *testing.T) {
 			continue
 		}
 		checkTexts(t, g, tc.ok, tc.refused)
+		takesOnlyValid(t, tc.name, tc.schema, g, append(tc.ok, tc.refused...))
 	}
+}
+
+// TestOneOfWithFewerViolations: a oneOf whose exact lowering makes more
+// than maxBranches alternatives keeps, of each other branch's violations,
+// its type and one name it requires that the branch does not: it takes
+// fewer instances than the schema allows, never more.
+func TestOneOfWithFewerViolations(t *testing.T) {
+	branch := func(name, typ string) string {
+		var props []string
+		for i := range 20 {
+			props = append(props, fmt.Sprintf(`"p%d":{"type":%q}`, i, typ))
+		}
+		return fmt.Sprintf(`{"type":"object","required":[%q],"properties":{%s}}`, name, strings.Join(props, ","))
+	}
+	// Exactly: each branch times 22 violations of each of the two others.
+	schema := `{"oneOf":[` + branch("a", "string") + `,` + branch("b", "integer") + `,` + branch("c", "boolean") + `]}`
+	g, err := Compile([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Members in the schema's order: an object listing more than 6
+	// properties is written so.
+	checkTexts(t, g, []string{`{"a":"x"}`, `{"p0":2,"b":1}`, `{"c":true}`},
+		// The last is valid (b's p0 must be an integer): what fewer
+		// violations cost.
+		[]string{`{"a":"x","b":1}`, `{"p0":3,"b":1,"c":2}`, `{}`, `[]`, `{"p0":1,"a":"x"}`, `{"p0":"s","a":"x","b":1}`})
+	takesOnlyValid(t, "oneOf of three", schema, g, nil)
+	// Within not, the same oneOf is refused, naming the size.
+	if _, err := Compile([]byte(`{"not":` + schema + `}`)); err == nil || !strings.Contains(err.Error(), "alternatives") {
+		t.Errorf("the oneOf within not: %v, want a refusal naming its alternatives", err)
+	}
+}
+
+// takesOnlyValid checks with ajv, formats asserting, that every instance
+// genq takes of schema, of those listed and of those random walks write,
+// is valid: fewer instances, never more.
+func takesOnlyValid(t *testing.T, name, schema string, g *grammar.Grammar, instances []string) {
+	t.Helper()
+	toks, eos := vocabtest.Small()
+	v := grammar.NewVocab(toks, []int32{eos})
+	line := ajvtest.Line{Schema: json.RawMessage(schema), AssertFormats: true}
+	var got []bool
+	for _, in := range instances {
+		line.Answers, got = append(line.Answers, in), append(got, matches(g, in))
+	}
+	for w := range 24 {
+		if out, ok := walk(t, g, v, toks, eos, rand.New(rand.NewPCG(uint64(w), 52)), 400, nil); ok {
+			line.Answers, got = append(line.Answers, string(out)), append(got, true)
+		}
+	}
+	checkAgainstAjv(t, []ajvtest.Line{line}, [][]bool{got}, []int{0}, func(int) string { return name }, nil)
 }
