@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/genq/genq/internal/catalog"
@@ -41,7 +40,6 @@ type Config struct {
 	APIKeysFile        string
 	// Keys are API_KEYS' and API_KEYS_FILE's, read; GENQ_KEYS adds to them.
 	Keys          []tenant.Key
-	WebhookAllow  string
 	ShutdownGrace time.Duration
 }
 
@@ -87,26 +85,9 @@ func (c *Config) Register(fs *envflag.Set) {
 	fs.Int(&c.Port, "port", "PORT", 8080, "HTTP port (80 in the container)")
 	fs.Secret(&c.APIKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes, each a tenant of its own without limits (none, and none in API_KEYS_FILE or the GENQ_KEYS bucket: open)")
 	fs.String(&c.APIKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line, each optionally followed by tenant=NAME rpm=N tpm=N tpd=N images_per_day=N concurrency=N weight=W models=a,b admin=true (docs/api.md, \"Keys, tenants and limits\")")
-	fs.Int64(&c.HTTP.MaxBodyBytes, "max-body-bytes", "MAX_BODY_BYTES", 1<<20, "largest request body; more gets 413")
-	fs.Int64(&c.HTTP.MaxV1BodyBytes, "max-v1-body-bytes", "MAX_V1_BODY_BYTES", 8<<20, "largest request body on the /v1 routes (conversations, tools, schemas); more gets 413")
-	fs.Int(&c.HTTP.MaxPromptBytes, "max-prompt-bytes", "MAX_PROMPT_BYTES", 0, "longest prompt text in bytes; more gets 400. 0: 8 bytes per token of the longest context the live workers announce (1 MiB at 131,072 tokens; 131,072 tokens' worth when none does), the workers judging the tokens (docs/api.md, \"Long prompts\")")
-	fs.Int(&c.HTTP.Images.MaxN, "image-max-n", "IMAGE_MAX_N", httpapi.DefaultImageMaxN, "variant C: most images per POST /v1/images/generations")
-	fs.Duration(&c.HTTP.JobTimeout, "generate-timeout", "GENERATE_TIMEOUT", 5*time.Minute, "how long POST /generate waits, queueing included, before 504")
-	fs.Duration(&c.HTTP.WakeupEvery, "wakeup-interval", "WAKEUP_INTERVAL", 10*time.Second, "least time between two wake-up signals")
-	fs.Duration(&c.HTTP.ReadHeaderTimeout, "read-header-timeout", "READ_HEADER_TIMEOUT", 10*time.Second, "time a client has to send its request headers (slow clients are cut off)")
-	fs.Duration(&c.HTTP.ReadTimeout, "read-timeout", "READ_TIMEOUT", 30*time.Second, "time a client has to send its whole request")
 	fs.Duration(&c.ShutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
 
-	fs.Section("Asynchronous jobs and webhooks")
-	fs.Duration(&c.HTTP.Async.JobTimeout, "async-job-timeout", "ASYNC_JOB_TIMEOUT", httpapi.DefaultAsyncJobTimeout, "deadline of a job queued by POST /v1/jobs, queueing included")
-	fs.Secret(&c.HTTP.Async.WebhookSecret, "webhook-secret", "WEBHOOK_SECRET", "HMAC-SHA256 key of the Genq-Signature header of webhooks (none: webhooks are refused)")
-	fs.String(&c.WebhookAllow, "webhook-allow", "WEBHOOK_ALLOW", "", "comma-separated hosts webhooks may go to (none: webhooks are refused)")
-	fs.Bool(&c.HTTP.Async.WebhookAllowPrivate, "webhook-allow-private", "WEBHOOK_ALLOW_PRIVATE", false, "let webhooks reach loopback, private and link-local addresses (tests, closed networks)")
-	fs.Int(&c.HTTP.Async.WebhookAttempts, "webhook-attempts", "WEBHOOK_ATTEMPTS", httpapi.DefaultWebhookAttempts, "deliveries of one webhook at most, 1 s apart and doubling")
-
-	fs.Section("Batch API")
-	fs.Int64(&c.HTTP.Batches.MaxFileBytes, "max-file-bytes", "MAX_FILE_BYTES", httpapi.DefaultMaxFileBytes, "largest file POST /v1/files takes (a batch's input); more gets 413")
-	fs.Duration(&c.HTTP.Batches.FileTTL, "file-ttl", "FILE_TTL", httpapi.DefaultFileTTL, "how long files and batches are kept in JetStream")
+	c.HTTP.RegisterFlags(fs)
 }
 
 // Parse reads the api's settings from args and the environment (lookup,
@@ -132,11 +113,6 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	}
 	if c.Keys, err = loadAPIKeys(c.APIKeys, c.APIKeysFile); err != nil {
 		return c, err
-	}
-	for _, h := range strings.Split(c.WebhookAllow, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			c.HTTP.Async.WebhookAllow = append(c.HTTP.Async.WebhookAllow, h)
-		}
 	}
 	return c, nil
 }
