@@ -7,17 +7,17 @@ import (
 	"os"
 	"time"
 
-	"github.com/genq/genq/internal/batch"
 	"github.com/genq/genq/internal/config/ctlconfig"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/logging"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/submit"
 )
 
 // submitConfig is what the flags and the environment say.
 type submitConfig struct {
-	batch   batch.Config
+	batch   submit.Config
 	in, out string
 	strict  bool
 	nats    natsqueue.ConnectOptions
@@ -42,7 +42,7 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 	if cfg.strict && len(bad) > 0 {
 		return fmt.Errorf("%d bad lines in %s; nothing was submitted (--strict)", len(bad), cfg.in)
 	}
-	journal, err := batch.OpenJournal(cfg.out)
+	journal, err := submit.OpenJournal(cfg.out)
 	if err != nil {
 		return err
 	}
@@ -70,18 +70,18 @@ func runSubmit(ctx context.Context, args []string, e env) error {
 	}
 	defer client.Close()
 
-	err = batch.NewRunner(cfg.batch, conn, client, journal).Run(ctx, lines, bad, done, failed, e.stderr)
+	err = submit.NewRunner(cfg.batch, conn, client, journal).Run(ctx, lines, bad, done, failed, e.stderr)
 	return errors.Join(err, journal.Close())
 }
 
 // readBatch reads the input file whole.
-func readBatch(path string, v genq.Variant) ([]batch.Line, []batch.Result, error) {
+func readBatch(path string, v genq.Variant) ([]submit.Line, []submit.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("input: %w", err)
 	}
 	defer f.Close()
-	lines, bad, err := batch.Read(f, v)
+	lines, bad, err := submit.Read(f, v)
 	if err != nil {
 		return nil, nil, fmt.Errorf("input: %w", err)
 	}

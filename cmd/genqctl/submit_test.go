@@ -19,10 +19,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/genq/genq/internal/batch"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/submit"
 	"github.com/genq/genq/internal/worker"
 )
 
@@ -62,12 +62,12 @@ func startWorker(t *testing.T, url string, v genq.Variant) *upperBackend {
 	return b
 }
 
-func submit(t *testing.T, url string, args ...string) (string, error) {
+func submitLines(t *testing.T, url string, args ...string) (string, error) {
 	t.Helper()
-	return submitCtx(t.Context(), url, args...)
+	return submitLinesCtx(t.Context(), url, args...)
 }
 
-func submitCtx(ctx context.Context, url string, args ...string) (string, error) {
+func submitLinesCtx(ctx context.Context, url string, args ...string) (string, error) {
 	var out bytes.Buffer
 	getenv := func(k string) string {
 		if k == "NATS_URL" {
@@ -79,17 +79,17 @@ func submitCtx(ctx context.Context, url string, args ...string) (string, error) 
 	return out.String(), err
 }
 
-func readResults(t *testing.T, dir string) []batch.Result {
+func readResults(t *testing.T, dir string) []submit.Result {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, batch.ResultsFile))
+	f, err := os.Open(filepath.Join(dir, submit.ResultsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var rs []batch.Result
+	var rs []submit.Result
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r batch.Result
+		var r submit.Result
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestSubmitText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "results")
-	log, err := submit(t, ns.ClientURL(), "--variant", "B", "--in", in, "--out", out, "--concurrency", "3")
+	log, err := submitLines(t, ns.ClientURL(), "--variant", "B", "--in", in, "--out", out, "--concurrency", "3")
 	if err == nil || !strings.Contains(err.Error(), "1 of 7 jobs failed") {
 		t.Fatalf("first run: err = %v\n%s", err, log)
 	}
@@ -131,7 +131,7 @@ func TestSubmitText(t *testing.T) {
 	calls := b.calls.Load()
 
 	// A rerun skips the six done and retries the failure only.
-	log, err = submit(t, ns.ClientURL(), "--variant", "B", "--in", in, "--out", out)
+	log, err = submitLines(t, ns.ClientURL(), "--variant", "B", "--in", in, "--out", out)
 	if err == nil || !strings.Contains(log, "6 skipped as already done") {
 		t.Fatalf("rerun: err = %v\n%s", err, log)
 	}
@@ -165,11 +165,11 @@ func TestSubmitRerunAfterInterrupt(t *testing.T) {
 	// No worker: the jobs wait in the queue until the interrupt.
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	if log, err := submitCtx(ctx, ns.ClientURL(), "--in", in, "--out", out); err == nil || !strings.Contains(err.Error(), "interrupted") {
+	if log, err := submitLinesCtx(ctx, ns.ClientURL(), "--in", in, "--out", out); err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("first run: %v\n%s", err, log)
 	}
 	startWorker(t, ns.ClientURL(), genq.VariantB)
-	log, err := submit(t, ns.ClientURL(), "--in", in, "--out", out, "--timeout", "20s")
+	log, err := submitLines(t, ns.ClientURL(), "--in", in, "--out", out, "--timeout", "20s")
 	if err != nil {
 		t.Fatalf("rerun: %v\n%s", err, log)
 	}
@@ -187,10 +187,10 @@ func TestSubmitBadLines(t *testing.T) {
 	in := filepath.Join(dir, "prompts.jsonl")
 	_ = os.WriteFile(in, []byte(`{"text":"good"}`+"\n"+`{"text":`+"\n"+`{"id":"x","text":""}`+"\n"), 0o644)
 	out := filepath.Join(dir, "results")
-	if log, err := submit(t, ns.ClientURL(), "--in", in, "--out", out, "--strict"); err == nil || b.calls.Load() != 0 {
+	if log, err := submitLines(t, ns.ClientURL(), "--in", in, "--out", out, "--strict"); err == nil || b.calls.Load() != 0 {
 		t.Fatalf("--strict: %v, %d jobs ran\n%s", err, b.calls.Load(), log)
 	}
-	log, err := submit(t, ns.ClientURL(), "--in", in, "--out", out)
+	log, err := submitLines(t, ns.ClientURL(), "--in", in, "--out", out)
 	if err == nil || !strings.Contains(log, "line 2:") || !strings.Contains(log, "line 3: text field is required") {
 		t.Fatalf("err = %v\n%s", err, log)
 	}
@@ -204,7 +204,7 @@ func TestSubmitBadLines(t *testing.T) {
 }
 
 func TestSubmitHelp(t *testing.T) {
-	log, err := submit(t, "nats://127.0.0.1:1", "--help")
+	log, err := submitLines(t, "nats://127.0.0.1:1", "--help")
 	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(log, "-strict") {
 		t.Fatalf("err = %v\n%s", err, log)
 	}
@@ -217,7 +217,7 @@ func TestSubmitImagesWritesPNGFiles(t *testing.T) {
 	in := filepath.Join(dir, "p.jsonl")
 	_ = os.WriteFile(in, []byte(`{"id":"fox","text":"a red fox"}`+"\n"), 0o644)
 	out := filepath.Join(dir, "out")
-	if log, err := submit(t, ns.ClientURL(), "--variant", "C", "--in", in, "--out", out); err != nil {
+	if log, err := submitLines(t, ns.ClientURL(), "--variant", "C", "--in", in, "--out", out); err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "fox.png"))
@@ -239,14 +239,14 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 			in := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
 			_ = os.WriteFile(in, []byte(content+"\n"), 0o644)
 			// No NATS is needed: the input is checked before connecting.
-			_, err := submit(t, "nats://127.0.0.1:1", "--in", in, "--out", filepath.Join(dir, "out"), "--strict")
+			_, err := submitLines(t, "nats://127.0.0.1:1", "--in", in, "--out", filepath.Join(dir, "out"), "--strict")
 			if err == nil || !strings.Contains(err.Error(), "line") {
 				t.Fatalf("err = %v", err)
 			}
 		})
 	}
 	var u usageError
-	if _, err := submit(t, "nats://127.0.0.1:1", "--out", dir); !errors.As(err, &u) {
+	if _, err := submitLines(t, "nats://127.0.0.1:1", "--out", dir); !errors.As(err, &u) {
 		t.Fatalf("missing --in: err = %v", err)
 	}
 }

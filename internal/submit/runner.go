@@ -1,7 +1,7 @@
-// Package batch runs a JSON-lines file of prompts as jobs, straight on the
+// Package submit runs a JSON-lines file of prompts as jobs, straight on the
 // queue, with a bounded number in flight, and records each result as it
 // arrives in a journal that lets a rerun skip the jobs already done.
-package batch
+package submit
 
 import (
 	"context"
