@@ -57,12 +57,13 @@ func (c Class) Consumer(v genq.Variant) string {
 }
 
 // streamSubjects are the subjects class c's stream holds: one per variant,
-// and for interactive jobs one per variant and worker (RoutedSubject).
+// one per variant and tenant (TenantSubject), and for interactive jobs one
+// per variant and worker (RoutedSubject).
 func (c Class) streamSubjects() []string {
 	if c == Batch {
-		return []string{BatchSubject("*")}
+		return []string{BatchSubject("*"), c.Subject("*") + "." + tenantToken + ".*"}
 	}
-	return []string{JobsSubject("*"), JobsSubject("*") + ".*"}
+	return []string{JobsSubject("*"), JobsSubject("*") + ".*", c.Subject("*") + "." + tenantToken + ".*"}
 }
 
 func (c Class) streamDescription() string {

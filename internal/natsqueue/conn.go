@@ -149,6 +149,8 @@ type Conn struct {
 	replyPrefixes []string
 	// storeTry bounds one Put of a result (conn_reply.go); tests shorten it.
 	storeTry time.Duration
+	// tenants are the tenants' consumers made so far (conn_tenant.go).
+	tenants tenantConsumers
 }
 
 // open ensures the assets for the given variants exist with the settings,

@@ -42,12 +42,18 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 	if err != nil {
 		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
 	}
-	if subject == "" {
+	routed := subject != ""
+	if !routed {
 		subject = class.Subject(job.Variant)
 	}
 	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
-	ctx, span := startPublish(ctx, job, class, subject, msg.Header)
+	if share, ok := genq.ShareOf(ctx); ok {
+		if err := c.shareMsg(ctx, msg, job, class, routed, share); err != nil {
+			return false, err
+		}
+	}
+	ctx, span := startPublish(ctx, job, class, msg.Subject, msg.Header)
 	ack, err := c.publishMsg(ctx, msg, ackWait, giveUp)
 	if err != nil {
 		endSpan(span, err)

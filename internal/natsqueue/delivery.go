@@ -45,6 +45,13 @@ type Delivery struct {
 	// routed: it came from a worker's own consumer, which a sweep may have
 	// removed and restored, counting its deliveries afresh.
 	routed bool
+	// Tenant and Cost are what the message says of the job's share
+	// (HeaderTenant, HeaderCost): "" and 0 for a job of no tenant.
+	Tenant string
+	Cost   int64
+	// charged corrects the tenant's fair share once the real cost is
+	// known; nil when nothing was charged.
+	charged func(real int64)
 
 	progressMu   sync.Mutex
 	lastProgress time.Time
@@ -60,6 +67,8 @@ const (
 	FromOwn Source = "own"
 	// FromStolen: another worker's own consumer, whose job waited too long.
 	FromStolen Source = "stolen"
+	// FromTenant: a tenant's consumer of its class (fair share).
+	FromTenant Source = "tenant"
 )
 
 // InProgress tells JetStream the job is alive, resetting its AckWait.
@@ -407,4 +416,15 @@ func (d *Delivery) deadLetter(ctx context.Context, reason error) error {
 		return fmt.Errorf("dead-letter %s: %w", d.Job.ID, err)
 	}
 	return nil
+}
+
+// SettleCost tells the fair share what the job really took, in tokens
+// (its prompt's and its answer's), in place of the estimate it was charged
+// when pulled. A job of no tenant, or one not pulled by fair share, has
+// nothing to settle.
+func (d *Delivery) SettleCost(tokens int64) {
+	if d.charged != nil {
+		d.charged(tokens)
+		d.charged = nil
+	}
 }

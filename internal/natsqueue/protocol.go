@@ -141,3 +141,36 @@ func ChunkSubject(replyTo string) string { return replyTo + ".chunks" }
 // that finds a job's earlier run ended without its ack asks before it runs
 // the job again: a caller that had its answer from that run says no.
 func WaitingSubject(replyTo string) string { return replyTo + ".waiting" }
+
+// Fair share between tenants (docs/protocol.md §11): a tenant's jobs have
+// a subject and a durable consumer of their own in each class's stream,
+// and every message of a tenant's job, routed ones included, names its
+// tenant and its cost, so a worker charges it without decoding the body.
+const (
+	HeaderTenant = "Genq-Tenant" // the tenant a job's work is counted to
+	HeaderCost   = "Genq-Cost"   // the job's estimated tokens: its prompt's and its answer's bound
+
+	// tenantToken is the subject token between the variant and the
+	// tenant's: a tenant's subject has one token more than a worker's
+	// (genq.jobs.<V>.<W>), so the two never overlap, whatever the names.
+	tenantToken = "t"
+	// Metadata of a tenant's consumer: its tenant, and its weight, which
+	// the api writes and the workers read as they list the consumers.
+	metaTenant = "genq-tenant"
+	metaWeight = "genq-weight"
+)
+
+// TenantSubject is where class c's jobs of variant v and of tenant are
+// published: genq.jobs.<V>.t.<tenant> or genq.batch.<V>.t.<tenant>.
+func TenantSubject(c Class, v genq.Variant, tenant string) string {
+	return c.Subject(v) + "." + tenantToken + "." + workerToken(tenant)
+}
+
+// TenantConsumerName is the durable consumer of TenantSubject.
+func TenantConsumerName(c Class, v genq.Variant, tenant string) string {
+	return tenantConsumerPrefix(c, v) + workerToken(tenant)
+}
+
+// tenantConsumerPrefix begins the name of every tenant's consumer of class
+// c and variant v. No worker's consumer begins so: theirs go on with "-to-".
+func tenantConsumerPrefix(c Class, v genq.Variant) string { return c.Consumer(v) + "-tenant-" }

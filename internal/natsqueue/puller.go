@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ type Puller struct {
 	// interactive one.
 	own   *ownQueue
 	thief *stealer
+	// fair are the tenants' consumers of each class, in the order of
+	// queues, served by fair share with the shared consumer among them.
+	fair [2]*tenantQueues
 }
 
 // pullQueue is the durable consumer of one class.
@@ -57,6 +61,7 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 		if info := cons.CachedInfo(); info != nil {
 			p.queues[i].maxDeliver = info.Config.MaxDeliver
 		}
+		p.fair[i] = newTenantQueues(c, class, v, &p.queues[i])
 	}
 	return p, nil
 }
@@ -119,21 +124,20 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) { return p.next(wai
 func (p *Puller) NextInteractive(wait time.Duration) (*Delivery, error) { return p.next(wait, false) }
 
 func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
-	interactive, batch := &p.queues[0], &p.queues[1]
+	interactive := &p.queues[0]
 	if d, err := p.interactiveNow(); d != nil || err != nil {
 		return d, err
 	}
 	end := time.Now().Add(wait)
-	slice := batchCheckEvery
-	if p.own != nil {
-		slice = ownCheckEvery
-	}
 	var batchChecked time.Time
 	for {
-		// At most every batchCheckEvery, however short the slice.
-		if batchToo && time.Since(batchChecked) >= batchCheckEvery-slice/2 {
+		slice := p.slice()
+		// At most every batchCheckEvery, however short the slice; at
+		// every slice while tenants' consumers are there, since their
+		// jobs do not end an idle slot's wait.
+		if batchToo && (p.fair[1].any() || time.Since(batchChecked) >= batchCheckEvery-slice/2) {
 			batchChecked = time.Now()
-			if d, err := p.fetch(batch, 0); d != nil || err != nil {
+			if d, err := p.fair[1].next(p); d != nil || err != nil {
 				return d, err
 			}
 		}
@@ -142,6 +146,10 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 			return nil, nil
 		}
 		if d, err := p.fetch(interactive, min(left, slice)); d != nil || err != nil {
+			p.fair[0].chargeShared(d)
+			return d, err
+		}
+		if d, err := p.fair[0].next(p); d != nil || err != nil {
 			return d, err
 		}
 		if p.own != nil {
@@ -157,13 +165,29 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	}
 }
 
+// slice is how long an idle slot waits on the shared interactive consumer
+// at a time: the longest a job elsewhere may wait for it to look.
+func (p *Puller) slice() time.Duration {
+	switch {
+	case p.fair[0].any() || p.fair[1].any():
+		return tenantCheckEvery
+	case p.own != nil:
+		return ownCheckEvery
+	}
+	return batchCheckEvery
+}
+
 // interactiveNow pulls an interactive job already waiting: the worker's own
-// first, then the shared consumer's, then one due to be stolen.
+// first, then the tenants' and the shared consumer's by fair share, then
+// one due to be stolen.
 func (p *Puller) interactiveNow() (*Delivery, error) {
 	if d, err := p.preferred(); d != nil || err != nil {
+		if d != nil && d.Tenant != "" {
+			p.fair[0].charge(d, 0)
+		}
 		return d, err
 	}
-	if d, err := p.fetch(&p.queues[0], 0); d != nil || err != nil {
+	if d, err := p.fair[0].next(p); d != nil || err != nil {
 		return d, err
 	}
 	return p.stolen(), nil
@@ -196,7 +220,9 @@ func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
 }
 
 func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
-	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Source: q.source, routed: q.routed, Data: m.Data()}
+	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Source: q.source, routed: q.routed, Data: m.Data(),
+		Tenant: m.Headers().Get(HeaderTenant)}
+	d.Cost, _ = strconv.ParseInt(m.Headers().Get(HeaderCost), 10, 64)
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp
@@ -210,6 +236,11 @@ func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
 	attempt := d.Job.Attempt
 	d.Job, d.Malformed = decodeJob(m.Data(), p.variant)
 	d.Job.Attempt = attempt
+	if d.Cost <= 0 {
+		// A producer that says no cost (an old one, or one of no tenant)
+		// is charged what the api would have said.
+		d.Cost = JobCost(d.Job, len(m.Data()), defaultAnswerCost)
+	}
 	return d
 }
 
@@ -289,5 +320,9 @@ func (p *Puller) stolen() *Delivery {
 	if p.thief == nil {
 		return nil
 	}
-	return p.thief.take(p)
+	d := p.thief.take(p)
+	if d != nil && d.Tenant != "" {
+		p.fair[0].charge(d, 0)
+	}
+	return d
 }

@@ -1,0 +1,31 @@
+package genq
+
+import "context"
+
+// Share names whom a job's work is counted to on the queue: its tenant,
+// whose waiting jobs workers serve in turn with other tenants', in
+// proportion to Weight and by tokens (docs/protocol.md §11). A job
+// without one is queued as before, on its class's shared subject.
+type Share struct {
+	Tenant string
+	// Weight is the tenant's share against others'; 0 counts as 1.
+	Weight float64
+	// MaxTokens bounds the answer of a job that sets no bound of its own
+	// (the workers' limit): the job's cost counts it.
+	MaxTokens int
+}
+
+type shareKey struct{}
+
+// WithShare carries s with ctx to where its jobs are queued. It travels in
+// the context because the tenant is the request's, not the job's: the
+// job's body stays what workers and producers of every version read.
+func WithShare(ctx context.Context, s Share) context.Context {
+	return context.WithValue(ctx, shareKey{}, s)
+}
+
+// ShareOf is the share WithShare put in ctx; ok is false without one.
+func ShareOf(ctx context.Context) (s Share, ok bool) {
+	s, ok = ctx.Value(shareKey{}).(Share)
+	return s, ok && s.Tenant != ""
+}

@@ -1,0 +1,118 @@
+package natsqueue
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// simTenant is a tenant of a simulated queue: its jobs' cost, its weight,
+// and how many jobs it has waiting (-1: never runs out).
+type simTenant struct {
+	name    string
+	weight  float64
+	cost    int64
+	waiting int
+}
+
+// simulate serves picks jobs one at a time by fair share, as a worker of
+// one slot would, and returns the tokens served to each tenant.
+func simulate(tenants []simTenant, picks int) map[string]int64 {
+	f := newFairShare()
+	served := map[string]int64{}
+	left := map[string]int{}
+	for _, t := range tenants {
+		left[t.name] = t.waiting
+	}
+	for range picks {
+		var cs []candidate
+		byName := map[string]simTenant{}
+		for _, t := range tenants {
+			if left[t.name] != 0 {
+				cs = append(cs, candidate{tenant: t.name})
+				byName[t.name] = t
+			}
+		}
+		if len(cs) == 0 {
+			break
+		}
+		t := byName[f.order(cs)[0].tenant]
+		f.charge(t.name, t.weight, t.cost)
+		served[t.name] += t.cost
+		left[t.name]--
+	}
+	return served
+}
+
+func TestFairShareByTokens(t *testing.T) {
+	tests := []struct {
+		name    string
+		tenants []simTenant
+		picks   int
+		// want is each tenant's share of the tokens served.
+		want map[string]float64
+	}{
+		{"equal weights, equal jobs", []simTenant{{"a", 1, 100, -1}, {"b", 1, 100, -1}}, 1000,
+			map[string]float64{"a": 0.5, "b": 0.5}},
+		{"long prompts do not crowd out short ones", []simTenant{{"long", 1, 2000, -1}, {"short", 1, 150, -1}}, 2000,
+			map[string]float64{"long": 0.5, "short": 0.5}},
+		{"weights 1:3", []simTenant{{"a", 1, 300, -1}, {"b", 3, 300, -1}}, 2000,
+			map[string]float64{"a": 0.25, "b": 0.75}},
+		{"weights 1:3, costs 5:1", []simTenant{{"a", 1, 500, -1}, {"b", 3, 100, -1}}, 4000,
+			map[string]float64{"a": 0.25, "b": 0.75}},
+		{"a tenant alone gets everything", []simTenant{{"a", 1, 100, -1}}, 100,
+			map[string]float64{"a": 1}},
+		{"three tenants 1:1:2", []simTenant{{"a", 1, 100, -1}, {"b", 1, 700, -1}, {"c", 2, 300, -1}}, 4000,
+			map[string]float64{"a": 0.25, "b": 0.25, "c": 0.5}},
+		{"what one leaves goes to the other", []simTenant{{"a", 1, 100, 10}, {"b", 1, 100, -1}}, 100,
+			map[string]float64{"a": 0.1, "b": 0.9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			served := simulate(tt.tenants, tt.picks)
+			var total int64
+			for _, n := range served {
+				total += n
+			}
+			for name, want := range tt.want {
+				got := float64(served[name]) / float64(total)
+				if math.Abs(got-want) > 0.02 {
+					t.Errorf("%s got %.3f of %d tokens, want %.3f (served %v)", name, got, total, want, served)
+				}
+			}
+		})
+	}
+}
+
+// A tenant that waited for nothing for a while banks no credit: when it
+// comes back, it shares with the tenant that kept the worker busy, rather
+// than taking every turn until it has caught up.
+func TestFairShareBanksNoCredit(t *testing.T) {
+	f := newFairShare()
+	for range 100 { // a alone
+		f.order([]candidate{{tenant: "a"}})
+		f.charge("a", 1, 100)
+	}
+	var got []string
+	for range 6 {
+		first := f.order([]candidate{{tenant: "a"}, {tenant: "b"}})[0].tenant
+		f.charge(first, 1, 100)
+		got = append(got, first)
+	}
+	if fmt.Sprint(got) != "[b a b a b a]" {
+		t.Fatalf("turns after b came back: %v, want them alternating", got)
+	}
+}
+
+// A job charged its estimate and settled with its real cost counts as the
+// real cost: a tenant whose answers stop short gets the turns it is owed.
+func TestFairShareSettles(t *testing.T) {
+	f := newFairShare()
+	f.order([]candidate{{tenant: "a"}, {tenant: "b"}})
+	f.charge("a", 1, 1000)
+	f.settle("a", 1, 1000, 100)
+	f.charge("b", 1, 500)
+	if first := f.order([]candidate{{tenant: "a"}, {tenant: "b"}})[0].tenant; first != "a" {
+		t.Fatalf("after a's job took 100 tokens and b's 500, %s goes first, want a", first)
+	}
+}

@@ -1,0 +1,232 @@
+package natsqueue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// Bounds of the pull by fair share on the worker's side.
+const (
+	// tenantListEvery is how long a worker trusts its view of which
+	// tenants have jobs waiting before it lists their consumers again
+	// (one CONSUMER.LIST for all of its slots): how late a tenant that
+	// starts waiting may be seen.
+	tenantListEvery = 20 * time.Millisecond
+	// tenantCheckEvery bounds how long an idle slot waits on the shared
+	// consumer before it looks at the tenants' consumers again: the delay
+	// a tenant's job may see on an idle worker.
+	tenantCheckEvery = 50 * time.Millisecond
+	// tenantLook bounds one listing's round trips.
+	tenantLook = 2 * time.Second
+)
+
+// tenantQueue is one tenant's durable consumer of one class.
+type tenantQueue struct {
+	pullQueue
+	tenant string
+	weight float64
+	// pending is the jobs waiting as last listed, less those pulled since.
+	pending uint64
+}
+
+// tenantQueues are the tenants' consumers of one class and variant, and
+// the fair share that orders them. The variant's shared consumer of the
+// class is one of them, as the tenant "" of weight 1: jobs of no tenant
+// (old producers, an api without keys) take their turn like a tenant's.
+type tenantQueues struct {
+	conn    *Conn
+	class   Class
+	variant genq.Variant
+	share   *fairShare
+	shared  *pullQueue
+
+	mu     sync.Mutex
+	listed time.Time
+	stream jetstream.Stream
+	queues map[string]*tenantQueue // by consumer name
+}
+
+func newTenantQueues(c *Conn, class Class, v genq.Variant, shared *pullQueue) *tenantQueues {
+	return &tenantQueues{conn: c, class: class, variant: v, share: newFairShare(), shared: shared, queues: map[string]*tenantQueue{}}
+}
+
+// any reports whether a tenant's consumer exists: only then does an idle
+// slot need to look beyond the shared consumer.
+func (t *tenantQueues) any() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queues) > 0
+}
+
+// next pulls one job waiting on the class's consumers, the tenants' in
+// their fair-share order with the shared consumer among them, or returns
+// nil when none has one.
+func (t *tenantQueues) next(p *Puller) (*Delivery, error) {
+	t.refresh()
+	for _, c := range t.share.order(t.waiting()) {
+		q := &c.queue.pullQueue
+		if c.queue.tenant == "" {
+			q = t.shared
+		}
+		d, err := p.fetch(q, 0)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			t.drained(c.queue)
+			continue
+		}
+		t.pulled(c.queue)
+		t.charge(d, c.queue.weight)
+		return d, nil
+	}
+	return nil, nil
+}
+
+// charge counts a delivery to its tenant: one of its own consumer's, or a
+// tenant's job routed to this worker (its weight from the tenant's
+// consumer, when this worker has seen it).
+func (t *tenantQueues) charge(d *Delivery, weight float64) {
+	if d.Wakeup {
+		return
+	}
+	if weight == 0 {
+		weight = t.weightOf(d.Tenant)
+	}
+	d.charged = func(real int64) { t.share.settle(d.Tenant, weight, d.Cost, real) }
+	t.share.charge(d.Tenant, weight, d.Cost)
+}
+
+func (t *tenantQueues) weightOf(tenant string) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q, ok := t.queues[TenantConsumerName(t.class, t.variant, tenant)]; ok {
+		return q.weight
+	}
+	return 1
+}
+
+// waiting is the candidates with jobs waiting; the shared consumer always
+// is one, since old producers' jobs arrive there unseen by the listing.
+func (t *tenantQueues) waiting() []candidate {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := []candidate{{tenant: "", queue: &tenantQueue{weight: 1}}}
+	for _, q := range t.queues {
+		if q.pending > 0 {
+			out = append(out, candidate{tenant: q.tenant, queue: q})
+		}
+	}
+	return out
+}
+
+func (t *tenantQueues) drained(q *tenantQueue) {
+	t.mu.Lock()
+	q.pending = 0
+	t.mu.Unlock()
+}
+
+func (t *tenantQueues) pulled(q *tenantQueue) {
+	t.mu.Lock()
+	if q.pending > 0 {
+		q.pending--
+	}
+	t.mu.Unlock()
+}
+
+// refresh lists the class's consumers again when the view is older than
+// tenantListEvery; one slot lists while the others use the view they have.
+func (t *tenantQueues) refresh() {
+	if !t.mu.TryLock() {
+		return
+	}
+	defer t.mu.Unlock()
+	if time.Since(t.listed) < tenantListEvery {
+		return
+	}
+	t.listed = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), tenantLook)
+	defer cancel()
+	if err := t.list(ctx); err != nil {
+		t.stream = nil
+		t.conn.log.Debug("could not list the tenants' consumers", "class", t.class, "err", err)
+	}
+}
+
+// list reads every tenant consumer's waiting jobs and weight; t.mu held.
+func (t *tenantQueues) list(ctx context.Context) error {
+	if t.stream == nil {
+		stream, err := t.conn.js.Stream(ctx, t.class.Stream())
+		if err != nil {
+			return fmt.Errorf("bind stream %s: %w", t.class.Stream(), err)
+		}
+		t.stream = stream
+	}
+	prefix := tenantConsumerPrefix(t.class, t.variant)
+	seen := map[string]bool{}
+	lister := t.stream.ListConsumers(ctx)
+	for info := range lister.Info() {
+		if !strings.HasPrefix(info.Name, prefix) {
+			continue
+		}
+		seen[info.Name] = true
+		q, err := t.bind(ctx, info)
+		if err != nil {
+			return err
+		}
+		q.pending = info.NumPending
+		q.weight = weightOf(info.Config.Metadata)
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("list consumers of %s: %w", t.class.Stream(), err)
+	}
+	for name := range t.queues {
+		if !seen[name] {
+			delete(t.queues, name)
+		}
+	}
+	return nil
+}
+
+// bind is the queue of a listed tenant consumer, bound on first sight.
+func (t *tenantQueues) bind(ctx context.Context, info *jetstream.ConsumerInfo) (*tenantQueue, error) {
+	if q, ok := t.queues[info.Name]; ok {
+		return q, nil
+	}
+	cons, err := t.conn.js.Consumer(ctx, t.class.Stream(), info.Name)
+	if err != nil {
+		return nil, fmt.Errorf("bind consumer %s: %w", info.Name, err)
+	}
+	q := &tenantQueue{
+		pullQueue: pullQueue{class: t.class, consumer: cons, source: FromTenant, maxDeliver: info.Config.MaxDeliver},
+		tenant:    cmp.Or(info.Config.Metadata[metaTenant], strings.TrimPrefix(info.Name, tenantConsumerPrefix(t.class, t.variant))),
+	}
+	t.queues[info.Name] = q
+	return q, nil
+}
+
+// weightOf reads a tenant consumer's weight; anything unreadable is 1.
+func weightOf(meta map[string]string) float64 {
+	w, err := strconv.ParseFloat(meta[metaWeight], 64)
+	if err != nil || !(w > 0) {
+		return 1
+	}
+	return w
+}
+
+// chargeShared charges a job the shared consumer gave an idle slot's wait
+// to the tenant "" of weight 1, as its turn by fair share would have.
+func (t *tenantQueues) chargeShared(d *Delivery) {
+	if d != nil && !d.Wakeup {
+		t.charge(d, 1)
+	}
+}
