@@ -418,6 +418,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 // and ran for ran, and acknowledges the job.
 func (r *Runtime) settleSuccess(ctx context.Context, log *slog.Logger, d *natsqueue.Delivery, res genq.Result, wait, ran time.Duration) {
 	log.Info("job generated", "run_ms", ran.Milliseconds())
+	settleCost(d, res)
 	meta := natsqueue.ReplyMeta{Worker: r.cfg.WorkerID, QueueWait: wait, RunTime: ran}
 	rctx, span := r.tracer.Start(ctx, "reply", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.Int("genq.result.bytes", len(res.Data))))
