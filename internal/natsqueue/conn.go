@@ -219,19 +219,26 @@ func (c *Conn) inlineLimit() int {
 }
 
 // Depths are the jobs of variant v in each lane's stream, queued or
-// running (a work queue keeps a job until it is acknowledged).
+// running (a work queue keeps a job until it is acknowledged), on the
+// shared subject and the tenants'.
 func (c *Conn) Depths(ctx context.Context, v genq.Variant) (interactive, batch uint64, err error) {
 	count := func(class Class) (uint64, error) {
 		st, err := c.js.Stream(ctx, class.Stream())
 		if err != nil {
 			return 0, err
 		}
-		subject := class.Subject(v)
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
-		if err != nil {
-			return 0, err
+		// The shared subject's jobs, and every tenant's (fair share).
+		var n uint64
+		for _, filter := range []string{class.Subject(v), tenantSubjects(class, v)} {
+			info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+			if err != nil {
+				return 0, err
+			}
+			for _, k := range info.State.Subjects {
+				n += k
+			}
 		}
-		return info.State.Subjects[subject], nil
+		return n, nil
 	}
 	if interactive, err = count(Interactive); err != nil {
 		return 0, 0, genq.WrapError(genq.Unavailable, err, "the queue is unavailable")

@@ -121,6 +121,9 @@ func TestFairShareServesTheSharedSubject(t *testing.T) {
 	if _, err := c.Publish(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
+	if n, _, err := c.Depths(t.Context(), genq.VariantB); err != nil || n != 21 {
+		t.Fatalf("depth %d, %v: want 21, the tenant's jobs counted with the shared subject's", n, err)
+	}
 	p, err := c.NewPuller(t.Context(), genq.VariantB)
 	if err != nil {
 		t.Fatal(err)

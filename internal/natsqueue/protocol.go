@@ -166,6 +166,12 @@ func TenantSubject(c Class, v genq.Variant, tenant string) string {
 	return c.Subject(v) + "." + tenantToken + "." + workerToken(tenant)
 }
 
+// tenantSubjects matches the subjects of every tenant of class c and
+// variant v (v may be "*").
+func tenantSubjects(c Class, v genq.Variant) string {
+	return c.Subject(v) + "." + tenantToken + ".*"
+}
+
 // TenantConsumerName is the durable consumer of TenantSubject.
 func TenantConsumerName(c Class, v genq.Variant, tenant string) string {
 	return tenantConsumerPrefix(c, v) + workerToken(tenant)
