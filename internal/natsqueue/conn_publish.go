@@ -48,7 +48,8 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 	}
 	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
-	if share, ok := genq.ShareOf(ctx); ok {
+	share, shared := genq.ShareOf(ctx)
+	if shared {
 		if err := c.shareMsg(ctx, msg, job, class, routed, share); err != nil {
 			return false, err
 		}
@@ -61,6 +62,10 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 	}
 	span.SetAttributes(attribute.Bool("genq.duplicate", ack.Duplicate), attribute.Int64("genq.stream.seq", int64(ack.Sequence)))
 	span.End()
+	if shared {
+		// Best effort: a lost ring costs an idle worker tenantCheckEvery.
+		_ = c.nc.Publish(BellSubject(job.Variant), nil)
+	}
 	return ack.Duplicate, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 )
 
 // simTenant is a tenant of a simulated queue: its jobs' cost, its weight,
@@ -115,4 +116,22 @@ func TestFairShareSettles(t *testing.T) {
 	if first := f.order([]candidate{{tenant: "a"}, {tenant: "b"}})[0].tenant; first != "a" {
 		t.Fatalf("after a's job took 100 tokens and b's 500, %s goes first, want a", first)
 	}
+}
+
+// A ring wakes every slot waiting for the bell, and one that took the
+// bell before a ring that came during its looks does not wait at all.
+func TestBellWakesEveryWaiter(t *testing.T) {
+	b := newBell()
+	rung := b.rung()
+	woke := make(chan struct{}, 3)
+	for range 3 {
+		go func() { b.wait(rung, time.Hour); woke <- struct{}{} }()
+	}
+	b.ring()
+	for range 3 {
+		<-woke // an hour's wait would end the test by its timeout
+	}
+	late := b.rung()
+	b.ring() // during the looks, before the wait
+	b.wait(late, time.Hour)
 }

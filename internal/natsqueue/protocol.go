@@ -160,6 +160,12 @@ const (
 	metaWeight = "genq-weight"
 )
 
+// BellSubject is where a producer rings, with an empty core NATS message,
+// after it queued a tenant's job of variant v: idle workers wait for the
+// bell, not in a pull on one consumer, since a tenant's job may arrive on
+// any of many. genq.bell.<V>, in no stream.
+func BellSubject(v genq.Variant) string { return "genq.bell." + string(v) }
+
 // TenantSubject is where class c's jobs of variant v and of tenant are
 // published: genq.jobs.<V>.t.<tenant> or genq.batch.<V>.t.<tenant>.
 func TenantSubject(c Class, v genq.Variant, tenant string) string {

@@ -30,6 +30,8 @@ type Puller struct {
 	// fair are the tenants' consumers of each class, in the order of
 	// queues, served by fair share with the shared consumer among them.
 	fair [2]*tenantQueues
+	// bell wakes idle slots when a tenant's job is queued (BellSubject).
+	bell *bell
 }
 
 // pullQueue is the durable consumer of one class.
@@ -62,6 +64,17 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 			p.queues[i].maxDeliver = info.Config.MaxDeliver
 		}
 		p.fair[i] = newTenantQueues(c, class, v, &p.queues[i])
+	}
+	p.bell = newBell()
+	// A ring is a tenant's job just queued: the views of who waits are
+	// stale, and idle slots should look now. Without the permission to
+	// subscribe, slots still look every tenantCheckEvery.
+	if _, err := c.nc.Subscribe(BellSubject(v), func(*nats.Msg) {
+		p.fair[0].stale()
+		p.fair[1].stale()
+		p.bell.ring()
+	}); err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", BellSubject(v), err)
 	}
 	return p, nil
 }
@@ -131,11 +144,13 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	end := time.Now().Add(wait)
 	var batchChecked time.Time
 	for {
-		slice := p.slice()
+		// Taken before the looks, so that a ring during them is not lost.
+		rung := p.bell.rung()
+		tenants := p.fair[0].any() || p.fair[1].any()
+		slice := p.slice(tenants)
 		// At most every batchCheckEvery, however short the slice; at
-		// every slice while tenants' consumers are there, since their
-		// jobs do not end an idle slot's wait.
-		if batchToo && (p.fair[1].any() || time.Since(batchChecked) >= batchCheckEvery-slice/2) {
+		// every wake while tenants' consumers are there, whose jobs ring.
+		if batchToo && (tenants || time.Since(batchChecked) >= batchCheckEvery-slice/2) {
 			batchChecked = time.Now()
 			if d, err := p.fair[1].next(p); d != nil || err != nil {
 				return d, err
@@ -145,11 +160,17 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 		if left <= 0 {
 			return nil, nil
 		}
+		if tenants {
+			// Jobs now arrive on several consumers, and a pull waits on
+			// one: the slot waits for the bell instead, and looks at all.
+			p.bell.wait(rung, min(left, slice))
+			if d, err := p.interactiveNow(); d != nil || err != nil {
+				return d, err
+			}
+			continue
+		}
 		if d, err := p.fetch(interactive, min(left, slice)); d != nil || err != nil {
 			p.fair[0].chargeShared(d)
-			return d, err
-		}
-		if d, err := p.fair[0].next(p); d != nil || err != nil {
 			return d, err
 		}
 		if p.own != nil {
@@ -167,9 +188,9 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 
 // slice is how long an idle slot waits on the shared interactive consumer
 // at a time: the longest a job elsewhere may wait for it to look.
-func (p *Puller) slice() time.Duration {
+func (p *Puller) slice(tenants bool) time.Duration {
 	switch {
-	case p.fair[0].any() || p.fair[1].any():
+	case tenants:
 		return tenantCheckEvery
 	case p.own != nil:
 		return ownCheckEvery

@@ -21,10 +21,11 @@ const (
 	// (one CONSUMER.LIST for all of its slots): how late a tenant that
 	// starts waiting may be seen.
 	tenantListEvery = 20 * time.Millisecond
-	// tenantCheckEvery bounds how long an idle slot waits on the shared
-	// consumer before it looks at the tenants' consumers again: the delay
-	// a tenant's job may see on an idle worker.
-	tenantCheckEvery = 50 * time.Millisecond
+	// tenantCheckEvery bounds how long an idle slot waits for the bell
+	// before it looks at every consumer again: the delay a job may see on
+	// an idle worker when no bell rang for it (a producer of no tenant on
+	// the shared subject, a bell lost or not permitted).
+	tenantCheckEvery = 100 * time.Millisecond
 	// tenantLook bounds one listing's round trips.
 	tenantLook = 2 * time.Second
 )
@@ -228,5 +229,45 @@ func weightOf(meta map[string]string) float64 {
 func (t *tenantQueues) chargeShared(d *Delivery) {
 	if d != nil && !d.Wakeup {
 		t.charge(d, 1)
+	}
+}
+
+// stale makes the next look list the consumers again.
+func (t *tenantQueues) stale() {
+	t.mu.Lock()
+	t.listed = time.Time{}
+	t.mu.Unlock()
+}
+
+// bell wakes every idle slot of a worker at once: a channel closed at
+// each ring, and replaced.
+type bell struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBell() *bell { return &bell{ch: make(chan struct{})} }
+
+// rung is closed at the next ring.
+func (b *bell) rung() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *bell) ring() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// wait waits for rung to close, or for d.
+func (b *bell) wait(rung <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-rung:
+	case <-t.C:
 	}
 }
