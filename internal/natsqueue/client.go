@@ -116,7 +116,7 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 		cl.mu.Unlock()
 	}
 
-	subject, routed := cl.subjectOf(job)
+	subject, routed := cl.subjectOf(ctx, job)
 	defer routed()
 	dup, err := cl.conn.publish(ctx, job, cl.class, subject, pubAckWait, publishGiveUp)
 	if err != nil {
@@ -195,9 +195,13 @@ func ctxError(ctx context.Context) error {
 // key to the worker r picks, and the others as before.
 func (cl *Client) RouteBy(r *Router) { cl.router = r }
 
-// subjectOf is the subject of job: a worker's, or "" for the shared one.
-func (cl *Client) subjectOf(job genq.Job) (string, func()) {
-	if cl.router == nil || cl.class != Interactive {
+// subjectOf is the subject of job: a worker's, or "" for its class's (the
+// shared one, or its tenant's). A tenant's job is not routed: a worker
+// pulls its own subject before any other, so routed jobs would skip the
+// tenants' turns, and a tenant sending most of the load would get most
+// of the routed slots (docs/protocol.md §11).
+func (cl *Client) subjectOf(ctx context.Context, job genq.Job) (string, func()) {
+	if _, tenanted := genq.ShareOf(ctx); tenanted || cl.router == nil || cl.class != Interactive {
 		return "", func() {}
 	}
 	return cl.router.route(job)

@@ -2,6 +2,7 @@ package natsqueue
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"sync"
 
@@ -91,14 +92,18 @@ func (f *fairShare) settle(tenant string, weight float64, charged, real int64) {
 const defaultAnswerCost = 256
 
 // JobCost estimates a job's tokens before it runs: its prompt's, taken as
-// a quarter of the encoded job's bytes (English text runs about four bytes
-// a token; the estimate needs no tokenizer and no decode on the worker),
-// and its answer's bound, or maxTokens when it sets none. The fair share
-// charges it when the job is pulled and corrects it once the job is done.
+// a quarter of the bytes the job's request takes in its encoding (English
+// text runs about four bytes a token; the estimate needs no tokenizer and
+// no decode on the worker), the envelope (id, deadline, reply subject)
+// left out, and its answer's bound, or maxTokens when it sets none. The
+// fair share charges it when the job is pulled and corrects it once the
+// job is done.
 func JobCost(job genq.Job, encodedBytes, maxTokens int) int64 {
+	envelope, _ := json.Marshal(job.Envelope)
+	request := max(encodedBytes-len(envelope), 0) + len(job.Text)
 	answer := job.MaxNewTokens()
 	if answer <= 0 {
 		answer = maxTokens
 	}
-	return int64(encodedBytes/4 + len(job.PromptTokenIDs) + max(answer, 0))
+	return int64(request/4 + len(job.PromptTokenIDs) + max(answer, 0))
 }

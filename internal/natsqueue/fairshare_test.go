@@ -1,10 +1,14 @@
 package natsqueue
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // simTenant is a tenant of a simulated queue: its jobs' cost, its weight,
@@ -134,4 +138,41 @@ func TestBellWakesEveryWaiter(t *testing.T) {
 	late := b.rung()
 	b.ring() // during the looks, before the wait
 	b.wait(late, time.Hour)
+}
+
+// A job's cost counts its request's text and its answer's bound, not its
+// envelope: two jobs that differ only in their reply subject cost alike.
+func TestJobCost(t *testing.T) {
+	chat := func(content, replyTo string, maxTokens int) genq.Job {
+		j := genq.Job{Envelope: genq.Envelope{ID: "0193f1c2-0000-7000-8000-000000000000", Variant: genq.VariantB, ReplyTo: replyTo}}
+		j.Messages = []genq.Message{{Role: "user", Content: content}}
+		j.MaxTokens = maxTokens
+		return j
+	}
+	cost := func(j genq.Job, maxTokens int) int64 {
+		data, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return JobCost(j, len(data), maxTokens)
+	}
+	tests := []struct {
+		name   string
+		job    genq.Job
+		maxTok int
+		min    int64
+		max    int64
+	}{
+		{"short prompt, 16 tokens", chat("hi", "_INBOX.a.b", 16), 256, 16, 16 + 16},
+		{"400-byte prompt, 16 tokens", chat(strings.Repeat("x", 400), "_INBOX.a.b", 16), 256, 16 + 100, 16 + 100 + 16},
+		{"no bound: the workers'", chat("hi", "", 0), 256, 256, 256 + 16},
+		{"a long reply subject costs nothing", chat("hi", "_INBOX."+strings.Repeat("r", 400), 16), 256, 16, 16 + 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cost(tt.job, tt.maxTok); got < tt.min || got > tt.max {
+				t.Fatalf("cost %d, want %d to %d", got, tt.min, tt.max)
+			}
+		})
+	}
 }
