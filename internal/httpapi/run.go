@@ -23,7 +23,7 @@ type runFunc func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, erro
 // with. The caller closes a returned result's body.
 func (s *Server) runJob(ctx context.Context, job genq.Job, start time.Time, log *slog.Logger, run runFunc) (*genq.ReceivedResult, error) {
 	s.metrics.inFlight.Inc()
-	res, err := run(ctx, job)
+	res, err := run(s.withShare(ctx), job)
 	s.metrics.inFlight.Dec()
 	s.recent.add(time.Now(), time.Since(start), err == nil)
 	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {

@@ -23,9 +23,15 @@ import (
 type fakeJobs struct {
 	contentType, body string
 	attempt           int
+	// shares, when set, collects the share each job was queued with.
+	shares *[]genq.Share
 }
 
-func (f fakeJobs) Run(_ context.Context, job genq.Job) (*genq.ReceivedResult, error) {
+func (f fakeJobs) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
+	if f.shares != nil {
+		share, _ := genq.ShareOf(ctx)
+		*f.shares = append(*f.shares, share)
+	}
 	return &genq.ReceivedResult{JobID: job.ID, ContentType: f.contentType, Body: io.NopCloser(strings.NewReader(f.body)),
 		Attempt: f.attempt, Worker: "w1"}, nil
 }

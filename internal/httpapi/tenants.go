@@ -300,6 +300,37 @@ func (s *Server) reserve(jobs []genq.Job) int64 {
 	return n
 }
 
+// withShare gives the jobs queued with ctx its caller's tenant, whose
+// waiting jobs the workers serve in turn with other tenants' by weight and
+// tokens (docs/protocol.md §11). Without keys there are no tenants to
+// share between, and every job stays on the shared subject, as before.
+func (s *Server) withShare(ctx context.Context) context.Context {
+	if c := callerOf(ctx); c != nil {
+		return s.shareAs(ctx, c.tenant)
+	}
+	return ctx
+}
+
+// shareAs is withShare for work queued for tenant t outside its request
+// (a batch's lines).
+func (s *Server) shareAs(ctx context.Context, t tenant.Tenant) context.Context {
+	if !s.keys.Required() || t.Name == "" {
+		return ctx
+	}
+	return genq.WithShare(ctx, genq.Share{Tenant: t.Name, Weight: t.Weight, MaxTokens: s.workerLimits().MaxNewTokens})
+}
+
+// tenantNamed is the tenant of that name, as its keys say (a batch keeps
+// only its tenant's name); weight 1 when no key names it any more.
+func (s *Server) tenantNamed(name string) tenant.Tenant {
+	for _, t := range s.keys.Tenants() {
+		if t.Name == name {
+			return t
+		}
+	}
+	return tenant.Tenant{Name: name}
+}
+
 // tenantOf names r's tenant; "" outside a keyed route.
 func tenantOf(r *http.Request) string {
 	if c := callerOf(r.Context()); c != nil {

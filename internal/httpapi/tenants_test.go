@@ -114,3 +114,34 @@ func TestKeySchemes(t *testing.T) {
 		}
 	}
 }
+
+// A keyed request's jobs are queued with its tenant's share, weight
+// included, for the queue's fair share; without keys, with none.
+func TestJobsCarryTheTenantsShare(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":"x"}]}`
+	for _, tt := range []struct {
+		name   string
+		keyed  bool
+		header http.Header
+		want   genq.Share
+	}{
+		{"keyed", true, http.Header{"Authorization": {"Bearer k-one"}}, genq.Share{Tenant: "one", Weight: 3}},
+		{"open", false, nil, genq.Share{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var shares []genq.Share
+			jobs := fakeJobs{contentType: "application/json", attempt: 1, shares: &shares,
+				body: `{"generated_text":"hi","finish_reason":"stop","usage":{"prompt_tokens":2,"completion_tokens":1}}`}
+			h, _ := testServer(t, genq.VariantB, jobs)
+			if tt.keyed {
+				h = tenantServer(t, genq.VariantB, jobs, "k-one tenant=one weight=3")
+			}
+			if rec := send(h, "POST", "/v1/chat/completions", body, tt.header); rec.Code != 200 {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+			if len(shares) != 1 || shares[0].Tenant != tt.want.Tenant || shares[0].Weight != tt.want.Weight {
+				t.Fatalf("queued with %+v, want one job of %+v", shares, tt.want)
+			}
+		})
+	}
+}

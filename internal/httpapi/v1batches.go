@@ -514,6 +514,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		}
 		rec.Run.CancelSent = true
 	}
+	owner := s.tenantNamed(in.tenant)
 	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
 		i := rec.Run.Queued
 		jobs, err := s.lineJobs(*b, lines[i], i)
@@ -521,7 +522,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		lctx, span := s.batchLineSpan(ctx, rec, i)
 		for _, job := range jobs {
 			if err == nil {
-				err = s.async.Submit(lctx, job) // one queued before is kept once
+				err = s.async.Submit(s.shareAs(lctx, owner), job) // one queued before is kept once
 			}
 		}
 		endBatchLine(span, err)

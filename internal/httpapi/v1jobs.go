@@ -179,7 +179,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		writeV1Error(w, log, err)
 		return
 	}
-	if err := s.async.Submit(r.Context(), job); err != nil {
+	if err := s.async.Submit(s.withShare(r.Context()), job); err != nil {
 		log.Info("submit failed", "code", genq.ErrorCode(err), "err", err)
 		writeV1Error(w, log, err)
 		return
