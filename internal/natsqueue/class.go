@@ -61,9 +61,9 @@ func (c Class) Consumer(v genq.Variant) string {
 // per variant and worker (RoutedSubject).
 func (c Class) streamSubjects() []string {
 	if c == Batch {
-		return []string{BatchSubject("*"), c.Subject("*") + "." + tenantToken + ".*"}
+		return []string{BatchSubject("*"), tenantSubjects(c, "*")}
 	}
-	return []string{JobsSubject("*"), JobsSubject("*") + ".*", c.Subject("*") + "." + tenantToken + ".*"}
+	return []string{JobsSubject("*"), JobsSubject("*") + ".*", tenantSubjects(c, "*")}
 }
 
 func (c Class) streamDescription() string {

@@ -145,3 +145,28 @@ func TestFairShareServesTheSharedSubject(t *testing.T) {
 	}
 	t.Fatalf("the shared subject's job never came: %v", order)
 }
+
+// A tenant's job is never routed by prefix, so it cannot skip its turn; a
+// job of no tenant still is.
+func TestTenantsJobsAreNotRouted(t *testing.T) {
+	hbs := &heartbeats{}
+	hbs.set(routedBeat("w1", 4), routedBeat("w2", 4))
+	cl := &Client{router: NewRouter(hbs)}
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		routed bool
+	}{
+		{"no tenant", context.Background(), true},
+		{"a tenant's", genq.WithShare(context.Background(), genq.Share{Tenant: "team-a"}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			subject, done := cl.subjectOf(tt.ctx, chatJob(1))
+			defer done()
+			if (subject != "") != tt.routed {
+				t.Fatalf("subject %q, want routed %t", subject, tt.routed)
+			}
+		})
+	}
+}
