@@ -38,7 +38,7 @@ export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine engine-tools otelcol engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-tools otelcol engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-fairshare bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -189,6 +189,12 @@ bench-multiturn: build engine-tools engine-stock
 # ONNX Runtime in process on the same weights; rewrites only its section.
 bench-image-engines: engine $(ORT_LIB)
 	go run ./test/bench --only image-engines --report docs/benchmarks.md
+
+# Fair share between tenants (docs/benchmarks.md): two tenants, one sending
+# ten times the other's load, on one api and worker, then two of each;
+# rewrites only its section.
+bench-fairshare: build engine-tools engine-stock
+	go run ./test/bench --only fairshare --report docs/benchmarks.md
 
 # Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
 # workers with ROUTE_BY_PREFIX on and off; rewrites only its section.

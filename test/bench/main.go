@@ -68,6 +68,7 @@ type results struct {
 	noise      []float64                    // (max-min)/median of repeated measurements
 	multiTurn  multiTurnResult
 	route      routeResult
+	fair       fairResult
 	// imageEngines compares the image engines in process.
 	imageEngines imageEnginesResult
 }
@@ -100,7 +101,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
-	only := fs.String("only", "", "run only this step (multiturn, image-engines, batch, or route: routing by prefix, not part of a full run), rewriting only its section")
+	only := fs.String("only", "", "run only this step (multiturn, image-engines, batch, fairshare, or route: routing by prefix, not part of a full run), rewriting only its section")
 	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,6 +143,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"multiturn", b.multiTurn},
 		{"image-engines", b.imageEngines},
 		{"batch", b.batchBesideInteractive},
+		{"fairshare", b.fairShare},
 	}
 	if *only == "route" {
 		steps = append(steps, struct {
@@ -184,6 +186,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		md := b.batchMarkdown()
 		fmt.Fprintln(out, md)
 		if err := localstack.ReplaceSection(*report, "<!-- bench-batch:begin -->", "<!-- bench-batch:end -->", md); err != nil {
+			return err
+		}
+	}
+	if *only == "" || *only == "fairshare" {
+		md := b.fairMarkdown()
+		fmt.Fprintln(out, md)
+		if err := localstack.ReplaceSection(*report, "<!-- bench-fairshare:begin -->", "<!-- bench-fairshare:end -->", md); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,591 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/procfs"
+	"github.com/genq/genq/test/localstack"
+)
+
+// The fair-share step (issue 54, item 3): two tenants, one sending ten
+// times the other's load, in the interactive lane (chats) and the batch
+// lane (POST /v1/jobs), on one api and one worker, then on two apis and
+// two workers. Measured: the light tenant's p50 alone and beside the
+// heavy one's load, and each tenant's share of the tokens served while
+// both have jobs waiting, at weights 1:1 and 1:3.
+const (
+	fsSlots  = 2
+	fsAnswer = 16
+	// fsLoad is the heavy tenant's clients, each with one request at a
+	// time, against the light tenant's one.
+	fsLoad = 10
+)
+
+// fsKeys are the stack's keys: light and heavy of weight 1, and a light
+// tenant of weight 3 for the weighted run.
+var fsKeys = map[string]string{
+	"light":  "k-light tenant=light weight=1",
+	"heavy":  "k-heavy tenant=heavy weight=1",
+	"light3": "k-light3 tenant=light3 weight=3",
+}
+
+type fairResult struct{ rows []fairRow }
+
+type fairRow struct {
+	setup, lane       string
+	alone, beside     time.Duration // the light tenant's p50
+	fifo              time.Duration // its p50 beside the heavy load, both without keys
+	latencyN          int
+	share1, share3    float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
+	tokens1, tokens3  [2]int64
+	backlog, answered int
+}
+
+// fsStack is nats-server, the apis and the workers of one setup.
+type fsStack struct {
+	s    *localstack.Stack
+	urls []string
+	// fifo is an api of the same queue without keys: every job on the
+	// shared subject, first in first out, for the baseline.
+	fifo    string
+	workers int
+	extra   []*localstack.Proc // apis beside the stack's own
+	done    *doneWatch
+	stop    context.CancelFunc
+}
+
+// via is st with its requests sent to urls.
+func (st *fsStack) via(urls ...string) *fsStack {
+	c := *st
+	c.urls = urls
+	return &c
+}
+
+func (b *bench) fairShare(ctx context.Context) error {
+	dir := filepath.Join(b.work, "fairshare")
+	model := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B"}
+	if err := model.WriteTinyModel(ctx); err != nil {
+		return err
+	}
+	for _, n := range []int{1, 2} {
+		st, err := b.startFair(ctx, model.ModelDir, n)
+		if err != nil {
+			return err
+		}
+		for _, lane := range []string{"interactive", "batch"} {
+			row, err := b.fairRow(ctx, st, lane, fmt.Sprintf("%d api, %d worker", n, n))
+			if err != nil {
+				st.close()
+				return err
+			}
+			b.result.fair.rows = append(b.result.fair.rows, row)
+			fmt.Fprintf(b.out, "   %s, %s: light p50 alone %s, beside %s (%.2fx), without keys %s (%.2fx); light's share 1:1 %.3f, 3:1 %.3f\n",
+				row.setup, lane, ms(row.alone), ms(row.beside), ratio(row.beside, row.alone), ms(row.fifo), ratio(row.fifo, row.alone), row.share1, row.share3)
+		}
+		st.close()
+	}
+	return nil
+}
+
+// startFair starts nats-server, n apis and n workers with the keys.
+func (b *bench) startFair(ctx context.Context, modelDir string, n int) (*fsStack, error) {
+	dir, err := os.MkdirTemp(b.work, "fair-")
+	if err != nil {
+		return nil, err
+	}
+	keys := filepath.Join(dir, "keys")
+	var lines []string
+	for _, l := range fsKeys {
+		lines = append(lines, l)
+	}
+	if err := os.WriteFile(keys, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: modelDir, Env: []string{
+		fmt.Sprintf("SLOTS=%d", fsSlots), "TEXT_THREADS=1", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", fsAnswer),
+		"TEXT_IGNORE_EOS=true", "TEXT_SEED=42",
+	}, APIEnv: []string{"API_KEYS_FILE=" + keys}}
+	st := &fsStack{s: s, workers: n, stop: func() {}}
+	err = s.StartNATS(ctx)
+	if err == nil {
+		err = s.StartAPI(ctx)
+	}
+	st.urls = []string{s.URL()}
+	for i := 1; i <= n && err == nil; i++ {
+		env := s.APIEnv
+		if i == n {
+			env = nil // the FIFO baseline's api, without keys
+		}
+		var p *localstack.Proc
+		var url string
+		p, url, err = startExtraAPI(ctx, s, i+1, env)
+		if p != nil {
+			st.extra = append(st.extra, p)
+		}
+		if i < n {
+			st.urls = append(st.urls, url)
+		} else {
+			st.fifo = url
+		}
+	}
+	for range n {
+		if err == nil {
+			_, err = s.StartWorker(ctx, true)
+		}
+	}
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.done = newDoneWatch(func() []string {
+		var logs []string
+		for _, w := range s.Workers() {
+			logs = append(logs, w.LogPath)
+		}
+		return logs
+	})
+	wctx, stop := context.WithCancel(ctx)
+	st.stop = stop
+	go st.done.run(wctx)
+	return st, nil
+}
+
+func (st *fsStack) close() {
+	st.stop()
+	for _, p := range st.extra {
+		_ = p.Stop(10 * time.Second)
+	}
+	st.s.Close()
+}
+
+// startExtraAPI starts one more api of the stack, on ports of its own,
+// with apiEnv.
+func startExtraAPI(ctx context.Context, s *localstack.Stack, i int, apiEnv []string) (*localstack.Proc, string, error) {
+	port, err := localstack.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	mport, err := localstack.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	env := append([]string{"VARIANT=" + s.Variant, "NATS_URL=" + s.NATSURL(), "ADDR=127.0.0.1:" + strconv.Itoa(port),
+		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(mport)}, s.Env...)
+	p, err := localstack.Start(fmt.Sprintf("api-%d", i), s.Bin.API, nil, append(env, apiEnv...), s.Dir)
+	if err != nil {
+		return nil, "", err
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	return p, url, localstack.WaitHTTP(ctx, url+"/readiness")
+}
+
+// fairRow measures one lane of one setup.
+func (b *bench) fairRow(ctx context.Context, st *fsStack, lane, setup string) (fairRow, error) {
+	row := fairRow{setup: setup, lane: lane, latencyN: 30, backlog: 800}
+	if b.quick {
+		row.latencyN, row.backlog = 10, 400
+	}
+	run := st.chat
+	if lane == "batch" {
+		run = st.job
+	}
+	var err error
+	if row.alone, err = st.lightP50(ctx, run, row.latencyN, nil); err != nil {
+		return row, err
+	}
+	if row.beside, err = st.lightP50(ctx, run, row.latencyN, func(ctx context.Context) { st.heavyLoad(ctx, run) }); err != nil {
+		return row, err
+	}
+	fifo := st.via(st.fifo)
+	frun := fifo.chat
+	if lane == "batch" {
+		frun = fifo.job
+	}
+	if row.fifo, err = fifo.lightP50(ctx, frun, row.latencyN, func(ctx context.Context) { fifo.heavyLoad(ctx, frun) }); err != nil {
+		return row, err
+	}
+	class := "jobs"
+	if lane == "batch" {
+		class = "batch"
+	}
+	if row.share1, row.tokens1, err = st.shareWhileBothWait(ctx, run, class, "light", row.backlog); err != nil {
+		return row, err
+	}
+	row.share3, row.tokens3, err = st.shareWhileBothWait(ctx, run, class, "light3", row.backlog)
+	return row, err
+}
+
+// runFunc runs one request of tenant through api i and returns the tokens
+// it took (prompt and answer) and when its answer came.
+type runFunc func(ctx context.Context, tenant string, i int, prompt string) (tokens int64, done time.Time, err error)
+
+// Prompts: the heavy tenant's are about four times as long, so a share by
+// requests and one by tokens differ.
+func promptOf(tenant string, n int) string {
+	if tenant == "heavy" {
+		return fmt.Sprintf("Tell the long story number %d of the queue that served everyone fairly, by tokens and not by requests, through every api and every worker of the fleet.", n)
+	}
+	return fmt.Sprintf("Say hi %d.", n)
+}
+
+// lightP50 is the p50 of n requests of the light tenant, one at a time,
+// with beside running meanwhile when set.
+func (st *fsStack) lightP50(ctx context.Context, run runFunc, n int, beside func(context.Context)) (time.Duration, error) {
+	bctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if beside != nil {
+		wg.Go(func() { beside(bctx) })
+		time.Sleep(500 * time.Millisecond) // the heavy tenant's queue fills
+	}
+	defer func() { stop(); wg.Wait() }()
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		_, done, err := run(ctx, "light", i, promptOf("light", i))
+		if err != nil {
+			return 0, err
+		}
+		lat = append(lat, done.Sub(t0))
+	}
+	slices.Sort(lat)
+	return pct(lat, .5), nil
+}
+
+// heavyLoad keeps fsLoad requests of the heavy tenant in flight until ctx
+// ends.
+func (st *fsStack) heavyLoad(ctx context.Context, run runFunc) {
+	var wg sync.WaitGroup
+	for c := range fsLoad {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				_, _, _ = run(ctx, "heavy", c+i, promptOf("heavy", i))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// shareWhileBothWait queues backlog requests of the heavy tenant and a
+// tenth of that of light at once, and returns light's share of the tokens
+// answered until its last answer: while both had jobs waiting.
+//
+// The workers are stopped while the requests are queued, and started once
+// the queue holds them all, so that both tenants wait from the first pick:
+// queued at once through HTTP, they would trickle in at the rate the apis
+// admit them.
+func (st *fsStack) shareWhileBothWait(ctx context.Context, run runFunc, class, light string, backlog int) (float64, [2]int64, error) {
+	// What the latency runs left (the heavy tenant's last asynchronous
+	// jobs, queued still) would take turns too.
+	for _, subjects := range []string{"", ".>"} {
+		if err := waitHeld(ctx, st.s.NATSURL(), class, subjects, func(n uint64) bool { return n == 0 }); err != nil {
+			return 0, [2]int64{}, err
+		}
+	}
+	for _, w := range st.s.Workers() {
+		if !w.Exited() {
+			if err := w.Stop(10 * time.Second); err != nil {
+				return 0, [2]int64{}, err
+			}
+		}
+	}
+	type answer struct {
+		tokens int64
+		done   time.Time
+	}
+	var mu sync.Mutex
+	got := map[string][]answer{}
+	var firstErr error
+	var wg sync.WaitGroup
+	for _, t := range []struct {
+		name string
+		n    int
+	}{{"heavy", backlog}, {light, backlog / 10}} {
+		for i := range t.n {
+			wg.Go(func() {
+				tokens, done, err := run(ctx, t.name, i, promptOf(t.name, i))
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				got[t.name] = append(got[t.name], answer{tokens, done})
+			})
+		}
+	}
+	queued := backlog + backlog/10
+	err := waitHeld(ctx, st.s.NATSURL(), class, ".t.*", func(n uint64) bool { return n >= uint64(queued) })
+	for range st.workers {
+		if err == nil {
+			_, err = st.s.StartWorker(ctx, true)
+		}
+	}
+	wg.Wait()
+	if err != nil {
+		return 0, [2]int64{}, err
+	}
+	if firstErr != nil {
+		return 0, [2]int64{}, firstErr
+	}
+	var end time.Time
+	var lightTokens, heavyTokens int64
+	for _, a := range got[light] {
+		lightTokens += a.tokens
+		if a.done.After(end) {
+			end = a.done
+		}
+	}
+	for _, a := range got["heavy"] {
+		if !a.done.After(end) {
+			heavyTokens += a.tokens
+		}
+	}
+	return float64(lightTokens) / float64(lightTokens+heavyTokens), [2]int64{lightTokens, heavyTokens}, nil
+}
+
+var fsClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 1024}, Timeout: 5 * time.Minute}
+
+// chatUsage is a chat completion's usage.
+type chatUsage struct {
+	Usage struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+func (u chatUsage) tokens() int64 { return u.Usage.PromptTokens + u.Usage.CompletionTokens }
+
+// post sends body to url as tenant, and decodes the answer into out.
+func post(ctx context.Context, url, tenant string, body any, want int, out any) error {
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer k-"+tenant)
+	resp, err := fsClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("POST %s as %s: %d %s", url, tenant, resp.StatusCode, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+func chatBody(prompt string) map[string]any {
+	return map[string]any{"messages": []map[string]string{{"role": "user", "content": prompt}}, "max_tokens": fsAnswer}
+}
+
+// chat is an interactive request: a chat completion.
+func (st *fsStack) chat(ctx context.Context, tenant string, i int, prompt string) (int64, time.Time, error) {
+	var u chatUsage
+	err := post(ctx, st.urls[i%len(st.urls)]+"/v1/chat/completions", tenant, chatBody(prompt), http.StatusOK, &u)
+	return u.tokens(), time.Now(), err
+}
+
+// job is a batch-lane request: an asynchronous job, done when its worker
+// logs it done; its tokens are read from its result then.
+func (st *fsStack) job(ctx context.Context, tenant string, i int, prompt string) (int64, time.Time, error) {
+	var j struct {
+		ID string `json:"id"`
+	}
+	url := st.urls[i%len(st.urls)]
+	body := map[string]any{"type": "chat.completion", "request": chatBody(prompt)}
+	if err := post(ctx, url+"/v1/jobs", tenant, body, http.StatusAccepted, &j); err != nil {
+		return 0, time.Time{}, err
+	}
+	at, err := st.done.wait(ctx, j.ID)
+	if err != nil {
+		return 0, at, err
+	}
+	var out struct {
+		Status string    `json:"status"`
+		Result chatUsage `json:"result"`
+	}
+	if err := get(ctx, url+"/v1/jobs/"+j.ID, tenant, &out); err != nil || out.Status != "succeeded" {
+		return 0, at, fmt.Errorf("job %s: %s %v", j.ID, out.Status, err)
+	}
+	return out.Result.tokens(), at, nil
+}
+
+func get(ctx context.Context, url, tenant string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer k-"+tenant)
+	resp, err := fsClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// doneWatch reads the workers' logs as they grow and tells when each job
+// was done ("job done", with its job_id and the log's time): a batch-lane
+// job's latency is from its POST /v1/jobs answered to its worker's done,
+// with no poll of the api in between.
+type doneWatch struct {
+	logs func() []string
+
+	mu      sync.Mutex
+	offsets map[string]int64
+	done    map[string]time.Time
+	waiters map[string][]chan time.Time
+}
+
+func newDoneWatch(logs func() []string) *doneWatch {
+	return &doneWatch{logs: logs, offsets: map[string]int64{}, done: map[string]time.Time{}, waiters: map[string][]chan time.Time{}}
+}
+
+// run reads the logs every 2 ms until ctx ends.
+func (w *doneWatch) run(ctx context.Context) {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, path := range w.logs() {
+			w.read(path)
+		}
+	}
+}
+
+// read takes the whole lines path gained since the last read.
+func (w *doneWatch) read(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	w.mu.Lock()
+	off := w.offsets[path]
+	w.mu.Unlock()
+	data, _ := io.ReadAll(io.NewSectionReader(f, off, 1<<40))
+	end := bytes.LastIndexByte(data, '\n') + 1
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.offsets[path] = off + int64(end)
+	for line := range bytes.SplitSeq(data[:end], []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"msg":"job done"`)) {
+			continue
+		}
+		var l struct {
+			Time  time.Time `json:"time"`
+			JobID string    `json:"job_id"`
+		}
+		if json.Unmarshal(line, &l) != nil {
+			continue
+		}
+		w.done[l.JobID] = l.Time
+		for _, ch := range w.waiters[l.JobID] {
+			ch <- l.Time
+		}
+		delete(w.waiters, l.JobID)
+	}
+}
+
+// wait is when job id was done.
+func (w *doneWatch) wait(ctx context.Context, id string) (time.Time, error) {
+	ch := make(chan time.Time, 1)
+	w.mu.Lock()
+	if at, ok := w.done[id]; ok {
+		w.mu.Unlock()
+		return at, nil
+	}
+	w.waiters[id] = append(w.waiters[id], ch)
+	w.mu.Unlock()
+	select {
+	case at := <-ch:
+		return at, nil
+	case <-ctx.Done():
+		return time.Time{}, fmt.Errorf("job %s: not done: %w", id, ctx.Err())
+	}
+}
+
+// fairMarkdown is the fair-share step's section of docs/benchmarks.md.
+func (b *bench) fairMarkdown() string {
+	rows := b.result.fair.rows
+	if len(rows) == 0 {
+		return ""
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "`make bench` (or `go run ./test/bench -only fairshare`), commit `%s`, %s, load average %s, on a busy shared %d-core %s. "+
+		"Each worker: %d slots, the tiny model, %d tokens an answer; keys of two tenants of weight 1 (light, heavy) and one of weight 3 (light3). "+
+		"Latency: the light tenant sends %d requests one at a time, alone, then while the heavy one keeps %d in flight (10× its load). "+
+		"Share: the heavy tenant queues %d requests and the light one a tenth of that at once (the heavy one's prompts about four times as long); "+
+		"the share is of the tokens (prompt and answer, as the answers' usage says) answered until the light tenant's last answer, while both waited. "+
+		"Interactive: chat completions, answered; batch: `POST /v1/jobs`, from its `202` to its worker's log saying it done.\n\n",
+		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), runtime.NumCPU(), procfs.CPUName(),
+		fsSlots, fsAnswer, rows[0].latencyN, fsLoad, rows[0].backlog)
+	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
+			ratio(r.beside, r.alone), ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
+	}
+	return s.String()
+}
+
+// waitHeld waits until the subjects of class ("jobs" or "batch") of
+// variant B, with suffix (".t.*": the tenants'; "": the shared one; ".>":
+// the tenants' and the workers'),
+// hold a number of jobs for which enough holds.
+func waitHeld(ctx context.Context, natsURL, class, suffix string, enough func(uint64) bool) error {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	stream := map[string]string{"jobs": "GENQ_JOBS", "batch": "GENQ_BATCH_JOBS"}[class]
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		var held uint64
+		if s, err := js.Stream(ctx, stream); err == nil {
+			if info, err := s.Info(ctx, jetstream.WithSubjectFilter("genq."+class+".B"+suffix)); err == nil {
+				for _, k := range info.State.Subjects {
+					held += k
+				}
+			}
+		}
+		if enough(held) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("genq.%s.B%s holds %d jobs: %w", class, suffix, held, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
