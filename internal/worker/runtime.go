@@ -253,6 +253,10 @@ func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller, b
 func (r *Runtime) handle(ctx context.Context, d *natsqueue.Delivery) {
 	job := d.Job
 	log := r.log.With("job_id", job.ID, "attempt", job.Attempt)
+	if d.Tenant != "" {
+		// Whose turn it was (docs/protocol.md §11): a name, never a key.
+		log = log.With("tenant", d.Tenant)
+	}
 	switch {
 	case d.Wakeup:
 		r.settle(ctx, log, "wakeup", d.Ack(ctx))
