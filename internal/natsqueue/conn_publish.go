@@ -62,9 +62,12 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 	}
 	span.SetAttributes(attribute.Bool("genq.duplicate", ack.Duplicate), attribute.Int64("genq.stream.seq", int64(ack.Sequence)))
 	span.End()
-	if shared {
+	if shared || class == Interactive {
 		// Best effort: a lost ring costs an idle worker tenantCheckEvery.
-		_ = c.nc.Publish(BellSubject(job.Variant), nil)
+		// An interactive job of no tenant rings too: beside tenants' jobs
+		// idle workers wait for the bell, not in a pull on its subject. A
+		// batch producer of no tenant (genqctl submit) may not ring.
+		_ = c.nc.Publish(BellSubject(job.Variant), []byte(class.String()))
 	}
 	return ack.Duplicate, nil
 }

@@ -129,7 +129,7 @@ func TestBellWakesEveryWaiter(t *testing.T) {
 	rung := b.rung()
 	woke := make(chan struct{}, 3)
 	for range 3 {
-		go func() { b.wait(rung, time.Hour); woke <- struct{}{} }()
+		go func() { waitRing(time.Hour, [2]<-chan struct{}{rung, nil}); woke <- struct{}{} }()
 	}
 	b.ring()
 	for range 3 {
@@ -137,7 +137,7 @@ func TestBellWakesEveryWaiter(t *testing.T) {
 	}
 	late := b.rung()
 	b.ring() // during the looks, before the wait
-	b.wait(late, time.Hour)
+	waitRing(time.Hour, [2]<-chan struct{}{nil, late})
 }
 
 // A job's cost counts its request's text and its answer's bound, not its

@@ -30,8 +30,9 @@ type Puller struct {
 	// fair are the tenants' consumers of each class, in the order of
 	// queues, served by fair share with the shared consumer among them.
 	fair [2]*tenantQueues
-	// bell wakes idle slots when a tenant's job is queued (BellSubject).
-	bell *bell
+	// bells wake idle slots when a job of each class is queued
+	// (BellSubject), in the order of queues.
+	bells [2]*bell
 }
 
 // pullQueue is the durable consumer of one class.
@@ -65,14 +66,17 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 		}
 		p.fair[i] = newTenantQueues(c, class, v, &p.queues[i])
 	}
-	p.bell = newBell()
-	// A ring is a tenant's job just queued: the views of who waits are
+	p.bells = [2]*bell{newBell(), newBell()}
+	// A ring is a job just queued: the view of who waits in its class is
 	// stale, and idle slots should look now. Without the permission to
 	// subscribe, slots still look every tenantCheckEvery.
-	if _, err := c.nc.Subscribe(BellSubject(v), func(*nats.Msg) {
-		p.fair[0].stale()
-		p.fair[1].stale()
-		p.bell.ring()
+	if _, err := c.nc.Subscribe(BellSubject(v), func(m *nats.Msg) {
+		i := 0
+		if string(m.Data) == Batch.String() {
+			i = 1
+		}
+		p.fair[i].stale()
+		p.bells[i].ring()
 	}); err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", BellSubject(v), err)
 	}
@@ -144,8 +148,12 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	end := time.Now().Add(wait)
 	var batchChecked time.Time
 	for {
-		// Taken before the looks, so that a ring during them is not lost.
-		rung := p.bell.rung()
+		// Taken before the looks, so that a ring during them is not lost;
+		// a slot kept for interactive jobs does not wake for batch ones.
+		rung := [2]<-chan struct{}{p.bells[0].rung(), nil}
+		if batchToo {
+			rung[1] = p.bells[1].rung()
+		}
 		tenants := p.fair[0].any() || p.fair[1].any()
 		slice := p.slice(tenants)
 		// At most every batchCheckEvery, however short the slice; at
@@ -163,7 +171,7 @@ func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 		if tenants {
 			// Jobs now arrive on several consumers, and a pull waits on
 			// one: the slot waits for the bell instead, and looks at all.
-			p.bell.wait(rung, min(left, slice))
+			waitRing(min(left, slice), rung)
 			if d, err := p.interactiveNow(); d != nil || err != nil {
 				return d, err
 			}

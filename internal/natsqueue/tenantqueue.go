@@ -262,12 +262,13 @@ func (b *bell) ring() {
 	b.ch = make(chan struct{})
 }
 
-// wait waits for rung to close, or for d.
-func (b *bell) wait(rung <-chan struct{}, d time.Duration) {
+// waitRing waits for either bell taken (a nil one never rings), or for d.
+func waitRing(d time.Duration, rung [2]<-chan struct{}) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-rung:
+	case <-rung[0]:
+	case <-rung[1]:
 	case <-t.C:
 	}
 }
