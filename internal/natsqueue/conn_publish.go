@@ -67,7 +67,7 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 		// An interactive job of no tenant rings too: beside tenants' jobs
 		// idle workers wait for the bell, not in a pull on its subject. A
 		// batch producer of no tenant (genqctl submit) may not ring.
-		_ = c.nc.Publish(BellSubject(job.Variant), []byte(class.String()))
+		_ = c.nc.Publish(BellSubject(job.Variant), []byte(class.String()+" "+share.Tenant))
 	}
 	return ack.Duplicate, nil
 }

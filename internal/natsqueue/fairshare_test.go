@@ -176,3 +176,22 @@ func TestJobCost(t *testing.T) {
 		})
 	}
 }
+
+// A ring counts its tenant's job in the worker's view at once; a tenant
+// the view does not hold yet has the consumers listed at the next look.
+func TestRingCountsTheTenantsJob(t *testing.T) {
+	q := newTenantQueues(nil, Interactive, genq.VariantB, nil)
+	known := &tenantQueue{tenant: "a"}
+	q.queues[TenantConsumerName(Interactive, genq.VariantB, "a")] = known
+	q.listed = time.Now()
+	q.rang("a")
+	q.rang("a")
+	q.rang("")
+	if known.pending != 2 || q.listed.IsZero() {
+		t.Fatalf("after two rings of a and one of no tenant: pending %d, listing due %t; want 2, false", known.pending, q.listed.IsZero())
+	}
+	q.rang("b")
+	if !q.listed.IsZero() {
+		t.Fatal("a ring of a tenant not in the view left the listing as it was")
+	}
+}

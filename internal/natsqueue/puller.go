@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,15 +68,16 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 		p.fair[i] = newTenantQueues(c, class, v, &p.queues[i])
 	}
 	p.bells = [2]*bell{newBell(), newBell()}
-	// A ring is a job just queued: the view of who waits in its class is
-	// stale, and idle slots should look now. Without the permission to
+	// A ring is a job just queued, of the class and tenant it names: it
+	// counts in the view of who waits, and idle slots should look now. Without the permission to
 	// subscribe, slots still look every tenantCheckEvery.
 	if _, err := c.nc.Subscribe(BellSubject(v), func(m *nats.Msg) {
+		class, tenant, _ := strings.Cut(string(m.Data), " ")
 		i := 0
-		if string(m.Data) == Batch.String() {
+		if class == Batch.String() {
 			i = 1
 		}
-		p.fair[i].stale()
+		p.fair[i].rang(tenant)
 		p.bells[i].ring()
 	}); err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", BellSubject(v), err)

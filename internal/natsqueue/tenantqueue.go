@@ -50,9 +50,13 @@ type tenantQueues struct {
 	share   *fairShare
 	shared  *pullQueue
 
+	// listMu lets one slot list the consumers at a time, outside mu, so
+	// the others go on pulling meanwhile.
+	listMu sync.Mutex
+	stream jetstream.Stream // listMu held
+
 	mu     sync.Mutex
 	listed time.Time
-	stream jetstream.Stream
 	queues map[string]*tenantQueue // by consumer name
 }
 
@@ -145,16 +149,22 @@ func (t *tenantQueues) pulled(q *tenantQueue) {
 }
 
 // refresh lists the class's consumers again when the view is older than
-// tenantListEvery; one slot lists while the others use the view they have.
+// tenantListEvery. One slot lists, outside mu, while the others go on
+// with the view they have.
 func (t *tenantQueues) refresh() {
-	if !t.mu.TryLock() {
+	if !t.listMu.TryLock() {
 		return
 	}
-	defer t.mu.Unlock()
-	if time.Since(t.listed) < tenantListEvery {
+	defer t.listMu.Unlock()
+	t.mu.Lock()
+	due := time.Since(t.listed) >= tenantListEvery
+	if due {
+		t.listed = time.Now()
+	}
+	t.mu.Unlock()
+	if !due {
 		return
 	}
-	t.listed = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), tenantLook)
 	defer cancel()
 	if err := t.list(ctx); err != nil {
@@ -163,7 +173,7 @@ func (t *tenantQueues) refresh() {
 	}
 }
 
-// list reads every tenant consumer's waiting jobs and weight; t.mu held.
+// list reads every tenant consumer's waiting jobs and weight; listMu held.
 func (t *tenantQueues) list(ctx context.Context) error {
 	if t.stream == nil {
 		stream, err := t.conn.js.Stream(ctx, t.class.Stream())
@@ -173,22 +183,41 @@ func (t *tenantQueues) list(ctx context.Context) error {
 		t.stream = stream
 	}
 	prefix := tenantConsumerPrefix(t.class, t.variant)
-	seen := map[string]bool{}
+	var infos []*jetstream.ConsumerInfo
 	lister := t.stream.ListConsumers(ctx)
 	for info := range lister.Info() {
-		if !strings.HasPrefix(info.Name, prefix) {
-			continue
+		if strings.HasPrefix(info.Name, prefix) {
+			infos = append(infos, info)
 		}
-		seen[info.Name] = true
-		q, err := t.bind(ctx, info)
-		if err != nil {
-			return err
-		}
-		q.pending = info.NumPending
-		q.weight = weightOf(info.Config.Metadata)
 	}
 	if err := lister.Err(); err != nil {
 		return fmt.Errorf("list consumers of %s: %w", t.class.Stream(), err)
+	}
+	fresh := map[string]*tenantQueue{}
+	for _, info := range infos {
+		t.mu.Lock()
+		_, known := t.queues[info.Name]
+		t.mu.Unlock()
+		if !known {
+			q, err := t.bind(ctx, info)
+			if err != nil {
+				return err
+			}
+			fresh[info.Name] = q
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[string]bool{}
+	for _, info := range infos {
+		seen[info.Name] = true
+		q, ok := t.queues[info.Name]
+		if !ok {
+			q = fresh[info.Name]
+			t.queues[info.Name] = q
+		}
+		q.pending = info.NumPending
+		q.weight = weightOf(info.Config.Metadata)
 	}
 	for name := range t.queues {
 		if !seen[name] {
@@ -198,21 +227,16 @@ func (t *tenantQueues) list(ctx context.Context) error {
 	return nil
 }
 
-// bind is the queue of a listed tenant consumer, bound on first sight.
+// bind binds a listed tenant consumer seen for the first time.
 func (t *tenantQueues) bind(ctx context.Context, info *jetstream.ConsumerInfo) (*tenantQueue, error) {
-	if q, ok := t.queues[info.Name]; ok {
-		return q, nil
-	}
 	cons, err := t.conn.js.Consumer(ctx, t.class.Stream(), info.Name)
 	if err != nil {
 		return nil, fmt.Errorf("bind consumer %s: %w", info.Name, err)
 	}
-	q := &tenantQueue{
+	return &tenantQueue{
 		pullQueue: pullQueue{class: t.class, consumer: cons, source: FromTenant, maxDeliver: info.Config.MaxDeliver},
 		tenant:    cmp.Or(info.Config.Metadata[metaTenant], strings.TrimPrefix(info.Name, tenantConsumerPrefix(t.class, t.variant))),
-	}
-	t.queues[info.Name] = q
-	return q, nil
+	}, nil
 }
 
 // weightOf reads a tenant consumer's weight; anything unreadable is 1.
@@ -232,11 +256,21 @@ func (t *tenantQueues) chargeShared(d *Delivery) {
 	}
 }
 
-// stale makes the next look list the consumers again.
-func (t *tenantQueues) stale() {
+// rang counts a job the bell says was just queued for tenant, so that the
+// next look pulls it without listing the consumers again; a tenant not
+// seen yet has them listed at the next look. A job of no tenant needs
+// neither: the shared consumer is always tried.
+func (t *tenantQueues) rang(tenant string) {
+	if tenant == "" {
+		return
+	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q, ok := t.queues[TenantConsumerName(t.class, t.variant, tenant)]; ok {
+		q.pending++
+		return
+	}
 	t.listed = time.Time{}
-	t.mu.Unlock()
 }
 
 // bell wakes every idle slot of a worker at once: a channel closed at
