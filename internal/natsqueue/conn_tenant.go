@@ -18,6 +18,8 @@ import (
 type tenantConsumers struct {
 	mu      sync.Mutex
 	weights map[string]float64 // by consumer name
+	// putting holds, for a consumer being put, a channel closed once done.
+	putting map[string]chan struct{}
 }
 
 // shareMsg makes msg, a job of class c, one of share's tenant: it goes to
@@ -30,6 +32,10 @@ func (c *Conn) shareMsg(ctx context.Context, msg *nats.Msg, job genq.Job, class 
 	if routed {
 		return nil
 	}
+	// Bounded as a publish is: NATS away is the caller's 503 then, not a
+	// wait to its deadline.
+	ctx, cancel := context.WithTimeout(ctx, publishGiveUp)
+	defer cancel()
 	if err := c.ensureTenantConsumer(ctx, class, job.Variant, share); err != nil {
 		return genq.WrapError(genq.Unavailable, err, "the queue is unavailable")
 	}
@@ -39,38 +45,63 @@ func (c *Conn) shareMsg(ctx context.Context, msg *nats.Msg, job genq.Job, class 
 
 // ensureTenantConsumer creates, or updates to the share's weight, the
 // consumer of the tenant's subject: the shared consumer's settings, with
-// the tenant and its weight in its metadata.
+// the tenant and its weight in its metadata. One put at a time per
+// consumer: a tenant's first burst of jobs waits for it rather than
+// sending as many puts, and other tenants' jobs do not wait at all.
 func (c *Conn) ensureTenantConsumer(ctx context.Context, class Class, v genq.Variant, share genq.Share) error {
 	name := TenantConsumerName(class, v, share.Tenant)
 	weight := share.Weight
 	if weight <= 0 {
 		weight = 1
 	}
-	c.tenants.mu.Lock()
-	defer c.tenants.mu.Unlock()
-	if w, ok := c.tenants.weights[name]; ok && w == weight {
-		return nil
+	for {
+		c.tenants.mu.Lock()
+		if w, ok := c.tenants.weights[name]; ok && w == weight {
+			c.tenants.mu.Unlock()
+			return nil
+		}
+		if putting, ok := c.tenants.putting[name]; ok {
+			c.tenants.mu.Unlock()
+			select {
+			case <-putting:
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("wait for consumer %s: %w", name, ctx.Err())
+			}
+		}
+		if c.tenants.weights == nil {
+			c.tenants.weights, c.tenants.putting = map[string]float64{}, map[string]chan struct{}{}
+		}
+		putting := make(chan struct{})
+		c.tenants.putting[name] = putting
+		c.tenants.mu.Unlock()
+
+		err := c.putTenantConsumer(ctx, class, v, share.Tenant, weight)
+		c.tenants.mu.Lock()
+		delete(c.tenants.putting, name)
+		close(putting)
+		if err == nil {
+			c.tenants.weights[name] = weight
+		}
+		c.tenants.mu.Unlock()
+		return err
 	}
+}
+
+func (c *Conn) putTenantConsumer(ctx context.Context, class Class, v genq.Variant, tenant string, weight float64) error {
+	name := TenantConsumerName(class, v, tenant)
 	s := c.Settings()
-	err := ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
+	return ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
 		return s.putConsumer(ctx, c.js, class.Stream(), jetstream.ConsumerConfig{
 			Durable:       name,
-			Description:   fmt.Sprintf("workers of variant %s, %s jobs of tenant %s", v, class, share.Tenant),
-			FilterSubject: TenantSubject(class, v, share.Tenant),
+			Description:   fmt.Sprintf("workers of variant %s, %s jobs of tenant %s", v, class, tenant),
+			FilterSubject: TenantSubject(class, v, tenant),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       s.AckWait,
 			MaxDeliver:    maxDeliver(s.MaxAttempts),
 			MaxAckPending: -1,
 			MaxWaiting:    4096,
-			Metadata:      map[string]string{metaTenant: share.Tenant, metaWeight: strconv.FormatFloat(weight, 'g', -1, 64)},
+			Metadata:      map[string]string{metaTenant: tenant, metaWeight: strconv.FormatFloat(weight, 'g', -1, 64)},
 		})
 	})
-	if err != nil {
-		return err
-	}
-	if c.tenants.weights == nil {
-		c.tenants.weights = map[string]float64{}
-	}
-	c.tenants.weights[name] = weight
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,5 +169,40 @@ func TestTenantsJobsAreNotRouted(t *testing.T) {
 				t.Fatalf("subject %q, want routed %t", subject, tt.routed)
 			}
 		})
+	}
+}
+
+// A tenant's first burst of jobs, published at once, all wait for its
+// consumer and are queued, and a weight changed on its keys reaches the
+// consumer the workers read.
+func TestTenantConsumerBurstAndReweigh(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial()
+	ctx := genq.WithShare(t.Context(), genq.Share{Tenant: "burst", Weight: 2})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if _, err := c.Publish(ctx, tenantJob(10, 10)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	weight := func() string {
+		cons, err := c.js.Consumer(t.Context(), JobsStream, TenantConsumerName(Interactive, genq.VariantB, "burst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cons.CachedInfo().Config.Metadata[metaWeight]
+	}
+	if w := weight(); w != "2" {
+		t.Fatalf("weight %q, want 2", w)
+	}
+	if n, _, err := c.Depths(t.Context(), genq.VariantB); err != nil || n != 50 {
+		t.Fatalf("depth %d, %v: want the 50 jobs", n, err)
+	}
+	publishAs(t, c, Interactive, genq.Share{Tenant: "burst", Weight: 5}, 1, 10, 10)
+	if w := weight(); w != "5" {
+		t.Fatalf("weight %q after the keys changed it, want 5", w)
 	}
 }
