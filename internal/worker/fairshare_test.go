@@ -1,0 +1,127 @@
+package worker_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/natsqueue"
+)
+
+// tokenCounting is a Backend whose every answer takes a known number of
+// tokens: one per byte of the job's text, and its answer's bound. It
+// notes which jobs it served, in order.
+type tokenCounting struct {
+	mu     sync.Mutex
+	served []genq.Job
+}
+
+func (b *tokenCounting) Info() genq.BackendInfo {
+	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "counting", Slots: 1}
+}
+
+func (b *tokenCounting) Close() error { return nil }
+
+func (b *tokenCounting) Generate(_ context.Context, job genq.Job, _ func(genq.Progress)) (genq.Result, error) {
+	b.mu.Lock()
+	b.served = append(b.served, job)
+	b.mu.Unlock()
+	return genq.NewDetailedTextResult("x", genq.FinishLength, tokensOf(job), nil), nil
+}
+
+func tokensOf(job genq.Job) genq.Usage {
+	return genq.Usage{PromptTokens: len(job.Text), CompletionTokens: job.MaxTokens}
+}
+
+// TestFairShareThroughWorkers: two tenants' backlogs, the heavy one's
+// over three times as many jobs with prompts ten times as long, queued
+// before any worker starts, served by real worker runtimes over a real
+// nats-server. The backend reports tokens the jobs' estimates get wrong
+// by four times (a byte a token), so the shares hold only when each charge
+// is settled with the result's usage (without it the light tenant got
+// 0.30 at 1:1). Counted while both waited: every job served until the
+// light tenant's last. A heavy job is 210 tokens, a light one 30.
+func TestFairShareThroughWorkers(t *testing.T) {
+	const lightJobs = 300
+	tests := []struct {
+		name      string
+		class     natsqueue.Class
+		lightW    float64
+		workers   int
+		wantShare float64
+	}{
+		{"interactive, 1:1, one worker", natsqueue.Interactive, 1, 1, 0.5},
+		{"batch, 1:1, one worker", natsqueue.Batch, 1, 1, 0.5},
+		{"interactive, 3:1, two workers", natsqueue.Interactive, 3, 2, 0.75},
+		{"batch, 3:1, two workers", natsqueue.Batch, 3, 2, 0.75},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			tenantOf := map[string]string{}
+			queue := func(tenant string, weight float64, n, textBytes int) {
+				ctx := genq.WithShare(t.Context(), genq.Share{Tenant: tenant, Weight: weight})
+				for range n {
+					job := newJob(strings.Repeat("x", textBytes), time.Now().Add(time.Minute))
+					job.MaxTokens = 10
+					tenantOf[job.ID] = tenant
+					if _, err := h.conn.Publish(ctx, job, natsqueue.WithClass(tt.class)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			queue("light", tt.lightW, lightJobs, 20)
+			queue("heavy", 1, 1000, 200)
+			backend := &tokenCounting{}
+			for i := range tt.workers {
+				h.startWorker("w"+string(rune('1'+i)), backend, time.Second)
+			}
+			waitServed(t, backend, tenantOf, "light", lightJobs)
+
+			backend.mu.Lock()
+			defer backend.mu.Unlock()
+			served := map[string]int{}
+			lightLeft := lightJobs
+			for _, job := range backend.served {
+				if lightLeft == 0 {
+					break
+				}
+				u := tokensOf(job)
+				served[tenantOf[job.ID]] += u.PromptTokens + u.CompletionTokens
+				if tenantOf[job.ID] == "light" {
+					lightLeft--
+				}
+			}
+			got := float64(served["light"]) / float64(served["light"]+served["heavy"])
+			t.Logf("tokens served while both waited: light %d, heavy %d: light's share %.3f", served["light"], served["heavy"], got)
+			if math.Abs(got-tt.wantShare) > 0.1*tt.wantShare {
+				t.Fatalf("light's share of the tokens %.3f, want %.3f within 10%%", got, tt.wantShare)
+			}
+		})
+	}
+}
+
+// waitServed waits until the backend served n jobs of tenant.
+func waitServed(t *testing.T, b *tokenCounting, tenantOf map[string]string, tenant string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b.mu.Lock()
+		got := 0
+		for _, job := range b.served {
+			if tenantOf[job.ID] == tenant {
+				got++
+			}
+		}
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the workers did not serve %d jobs of %s in 30 s", n, tenant)
+}
