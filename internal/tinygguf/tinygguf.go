@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -460,30 +458,7 @@ func Write(path string, opts Options) error {
 		return cmp.Or(cmp.Compare(block(a.Name), block(b.Name)), strings.Compare(a.Name, b.Name))
 	})
 
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tiny-*.gguf")
-	if err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write model: %w", err)
-	}
-	if err := gguf.Write(tmp, meta, ts); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write model %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write model %s: %w", path, err)
-	}
-	// Rename last, so a reader never sees half a model.
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	return nil
+	return writeFile(path, meta, ts)
 }
 
 // block is the block a tensor belongs to; the model-wide ones sort last.
