@@ -10,17 +10,19 @@ import (
 
 // Job is one generation request as it travels on the queue. Its JSON form is
 // the job message of docs/protocol.md: one object that holds the fields of
-// its three parts side by side, as Go promotes them (job.Temperature is
+// its parts side by side, as Go promotes them (job.Temperature is
 // job.TextRequest.Temperature), in the order they are declared, which is
 // the message's (testdata/job_*.json hold it byte for byte). The Envelope
 // is what every variant reads, the job of text alone that it always was;
 // the TextRequest and the ImageRequest are what a request of the text or
 // the image variants asks for besides, all optional: a job of text alone
-// is generated with the worker's settings.
+// is generated with the worker's settings. The EmbeddingRequest is an
+// embedding job's (job_embed.go): its inputs make it one.
 type Job struct {
 	Envelope
 	TextRequest
 	ImageRequest
+	EmbeddingRequest
 }
 
 // Envelope is what every job carries: who it is, which variant runs it,
@@ -68,6 +70,9 @@ func (j Job) Validate() error {
 	if err := ValidateJobID(j.ID); err != nil {
 		return err
 	}
+	if j.IsEmbedding() {
+		return j.validateEmbedding()
+	}
 	switch j.Variant {
 	case VariantA, VariantB, VariantC:
 	default:
@@ -90,6 +95,9 @@ func (j Job) Validate() error {
 // ValidateInput checks what a backend needs of a job: one of text,
 // messages or prompt, and generation parameters in their ranges.
 func (j Job) ValidateInput() error {
+	if j.IsEmbedding() {
+		return &Error{Code: Invalid, Field: "input", Message: "an embedding job reached a model that makes text or images"}
+	}
 	inputs := 0
 	for _, set := range []bool{j.Text != "", len(j.Messages) > 0, j.Prompt != "", len(j.PromptTokenIDs) > 0} {
 		if set {
