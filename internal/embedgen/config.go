@@ -1,0 +1,96 @@
+// Package embedgen is genq's embedding backend: it serves a GGUF embedding
+// model (a BERT-family encoder) on llama.cpp, in process, and packs the
+// inputs of every job it holds into shared engine steps, one sequence per
+// input, reading each input's pooled vector apart.
+package embedgen
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/genq/genq/internal/envflag"
+)
+
+// Config is what Open needs to load and serve an embedding model.
+type Config struct {
+	ModelDir  string // directory holding one .gguf (or ModelFile names it)
+	ModelFile string // a .gguf file; relative names are inside ModelDir
+	LibDir    string // the engine's libraries (LLAMA_LIB_DIR)
+
+	// Slots is how many jobs run at once: their inputs share the steps.
+	Slots int
+	// BatchTokens is the most tokens of one engine step, over all its
+	// inputs. An encoder sees an input whole, so it bounds one input too.
+	BatchTokens int
+	// BatchInputs is the most inputs (sequences) of one engine step.
+	BatchInputs int
+	// Threads compute; 0 lets the engine choose.
+	Threads int
+	// Dimensions lists the widths a request's dimensions may ask for
+	// besides the model's own, comma-separated: a model trained to be cut
+	// (Matryoshka, as OpenAI's text-embedding-3) allows them, others none.
+	Dimensions string
+
+	dims []int // Dimensions, parsed
+}
+
+// Defaults of the settings.
+const (
+	DefaultSlots       = 16
+	DefaultBatchTokens = 4096
+	DefaultBatchInputs = 64
+)
+
+// RegisterFlags declares the embedding engine's settings on fs.
+func (c *Config) RegisterFlags(fs *envflag.Set) {
+	fs.String(&c.ModelFile, "embedding-model-file", "EMBEDDING_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
+	fs.Int(&c.BatchTokens, "embedding-batch-tokens", "EMBEDDING_BATCH_TOKENS", DefaultBatchTokens, "most tokens of one engine step over all its inputs; also bounds one input, with the model's trained context")
+	fs.Int(&c.BatchInputs, "embedding-batch-inputs", "EMBEDDING_BATCH_INPUTS", DefaultBatchInputs, "most inputs of one engine step, from any of the jobs the worker holds")
+	fs.Int(&c.Threads, "embedding-threads", "EMBEDDING_THREADS", 0, "CPU threads for compute; 0 lets the engine choose")
+	fs.String(&c.Dimensions, "embedding-dimensions", "EMBEDDING_DIMENSIONS", "", "widths a request's dimensions may ask for besides the model's own, comma-separated, for a model trained to be cut (Matryoshka); empty: none, and dimensions other than the model's width are refused")
+}
+
+// ParseDimensions reads EMBEDDING_DIMENSIONS: positive widths, separated
+// by commas; empty is none.
+func ParseDimensions(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("EMBEDDING_DIMENSIONS: %q is not a positive width", f)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.BatchTokens == 0 {
+		c.BatchTokens = DefaultBatchTokens
+	}
+	if c.BatchInputs == 0 {
+		c.BatchInputs = DefaultBatchInputs
+	}
+	var err error
+	if c.dims, err = ParseDimensions(c.Dimensions); err != nil {
+		return c, err
+	}
+	switch {
+	case c.Slots < 1:
+		return c, fmt.Errorf("embedding slots must be at least 1, not %d", c.Slots)
+	case c.BatchTokens < 8:
+		return c, fmt.Errorf("EMBEDDING_BATCH_TOKENS must be at least 8, not %d", c.BatchTokens)
+	case c.BatchInputs < 1:
+		return c, fmt.Errorf("EMBEDDING_BATCH_INPUTS must be at least 1, not %d", c.BatchInputs)
+	}
+	return c, nil
+}

@@ -1,0 +1,194 @@
+package embedgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// encoder computes the pooled vector of each input, all of them in one
+// engine step.
+type encoder interface {
+	encode(inputs [][]int32) ([][]float32, error)
+}
+
+// scheduler packs the inputs of every job the backend holds into shared
+// engine steps: one goroutine runs the steps, in arrival order, each as many
+// queued inputs as fit its bounds, whichever jobs they belong to. Inputs
+// that arrive while a step runs wait for the next, so jobs that come
+// together are computed together, with no wait added to gather them.
+type scheduler struct {
+	enc       encoder
+	maxTokens int // per step, over its inputs
+	maxInputs int // per step
+
+	mu    sync.Mutex
+	queue []item
+	wake  chan struct{}
+	quit  chan struct{}
+	ended chan struct{}
+
+	steps  atomic.Int64
+	inputs atomic.Int64
+}
+
+// request is one job's inputs on their way through the steps. Only the
+// loop's goroutine writes it until done is closed.
+type request struct {
+	ctx     context.Context
+	vectors [][]float32
+	left    int
+	err     error
+	done    chan struct{}
+}
+
+// item is one input of a request.
+type item struct {
+	req    *request
+	index  int
+	tokens []int32
+}
+
+// errStopped fails the inputs still queued when the backend closes.
+var errStopped = errors.New("the embedding backend is closed")
+
+func newScheduler(enc encoder, maxTokens, maxInputs int) *scheduler {
+	return &scheduler{enc: enc, maxTokens: maxTokens, maxInputs: maxInputs,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), ended: make(chan struct{})}
+}
+
+// Stats count the engine steps run and the inputs they held.
+type Stats struct {
+	Steps  int64
+	Inputs int64
+}
+
+func (s *scheduler) stats() Stats { return Stats{Steps: s.steps.Load(), Inputs: s.inputs.Load()} }
+
+// queued is how many inputs wait for a step.
+func (s *scheduler) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// submit queues a job's inputs, each at most maxTokens long, and waits
+// for their vectors, in order, or for ctx to end.
+func (s *scheduler) submit(ctx context.Context, inputs [][]int32) ([][]float32, error) {
+	req := &request{ctx: ctx, vectors: make([][]float32, len(inputs)), left: len(inputs), done: make(chan struct{})}
+	s.mu.Lock()
+	for i, toks := range inputs {
+		s.queue = append(s.queue, item{req: req, index: i, tokens: toks})
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-req.done:
+		return req.vectors, req.err
+	case <-ctx.Done():
+		// The loop drops the request's inputs still queued when it next
+		// takes a step's; those in a running step finish unread.
+		return nil, fmt.Errorf("embedding: %w", ctx.Err())
+	}
+}
+
+// loop runs steps until stop.
+func (s *scheduler) loop() {
+	defer close(s.ended)
+	for {
+		select {
+		case <-s.quit:
+			s.failQueued(errStopped)
+			return
+		case <-s.wake:
+		}
+		if s.stopping() {
+			s.failQueued(errStopped)
+			return
+		}
+		for batch := s.take(); len(batch) > 0; batch = s.take() {
+			s.run(batch)
+		}
+	}
+}
+
+func (s *scheduler) stopping() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the loop after its step, failing what is still queued.
+func (s *scheduler) stop() {
+	close(s.quit)
+	<-s.ended
+}
+
+// take removes the next step's inputs from the front of the queue: as many
+// as fit the step's bounds, skipping those of requests that ended.
+func (s *scheduler) take() []item {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var batch []item
+	tokens, n := 0, 0
+	for ; n < len(s.queue); n++ {
+		it := s.queue[n]
+		if it.req.err != nil || it.req.ctx.Err() != nil {
+			continue
+		}
+		if len(batch) == s.maxInputs || len(batch) > 0 && tokens+len(it.tokens) > s.maxTokens {
+			break
+		}
+		batch = append(batch, it)
+		tokens += len(it.tokens)
+	}
+	s.queue = s.queue[n:]
+	return batch
+}
+
+// run computes one step and hands each vector to its request.
+func (s *scheduler) run(batch []item) {
+	inputs := make([][]int32, len(batch))
+	for i, it := range batch {
+		inputs[i] = it.tokens
+	}
+	vecs, err := s.enc.encode(inputs)
+	s.steps.Add(1)
+	s.inputs.Add(int64(len(batch)))
+	for i, it := range batch {
+		req := it.req
+		if req.err != nil {
+			continue
+		}
+		if err != nil {
+			req.err = err
+			close(req.done)
+			continue
+		}
+		req.vectors[it.index] = vecs[i]
+		if req.left--; req.left == 0 {
+			close(req.done)
+		}
+	}
+}
+
+// failQueued fails every request with inputs still queued.
+func (s *scheduler) failQueued(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range s.queue {
+		if it.req.err == nil {
+			it.req.err = err
+			close(it.req.done)
+		}
+	}
+	s.queue = nil
+}

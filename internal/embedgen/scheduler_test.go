@@ -1,0 +1,103 @@
+package embedgen
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// countingEncoder gives each input a vector of its length, or fails.
+type countingEncoder struct {
+	err    error
+	widths [][]int
+}
+
+func (e *countingEncoder) encode(inputs [][]int32) ([][]float32, error) {
+	var step []int
+	out := make([][]float32, len(inputs))
+	for i, in := range inputs {
+		step = append(step, len(in))
+		out[i] = []float32{float32(len(in))}
+	}
+	e.widths = append(e.widths, step)
+	return out, e.err
+}
+
+func toks(n int) []int32 { return make([]int32, n) }
+
+// submitLater submits inputs from a goroutine and returns its outcome.
+func submitLater(ctx context.Context, s *scheduler, inputs ...[]int32) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		vecs, err := s.submit(ctx, inputs)
+		for i, v := range vecs {
+			if err == nil && int(v[0]) != len(inputs[i]) {
+				err = errors.New("a vector reached the wrong input")
+			}
+		}
+		done <- err
+	}()
+	return done
+}
+
+func waitFor(t *testing.T, s *scheduler, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); s.queued() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queued, want %d", s.queued(), n)
+		}
+	}
+}
+
+// A job whose caller left before its step is not computed; the others
+// are, in order, within the step's bounds.
+func TestSchedulerSkipsEndedJobs(t *testing.T) {
+	enc := &countingEncoder{}
+	s := newScheduler(enc, 10, 3)
+	gone, cancel := context.WithCancel(context.Background())
+	left := submitLater(gone, s, toks(4), toks(4))
+	waitFor(t, s, 2)
+	kept := submitLater(context.Background(), s, toks(2), toks(3), toks(4), toks(5))
+	waitFor(t, s, 6)
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled job: %v", err)
+	}
+	go s.loop()
+	defer s.stop()
+	if err := <-kept; err != nil {
+		t.Fatal(err)
+	}
+	// 2+3+4 fit 10 tokens and 3 inputs; 5 goes alone.
+	if got := enc.widths; len(got) != 2 || len(got[0]) != 3 || got[1][0] != 5 {
+		t.Fatalf("steps %v: want [[2 3 4] [5]]", got)
+	}
+}
+
+// A failed step fails every job it held; a closed backend fails what
+// waits.
+func TestSchedulerFailures(t *testing.T) {
+	enc := &countingEncoder{err: errors.New("engine fault")}
+	s := newScheduler(enc, 100, 8)
+	a := submitLater(context.Background(), s, toks(3))
+	b := submitLater(context.Background(), s, toks(3))
+	waitFor(t, s, 2)
+	go s.loop()
+	for _, c := range []<-chan error{a, b} {
+		if err := <-c; err == nil || err.Error() != "engine fault" {
+			t.Fatalf("err %v, want the engine's fault", err)
+		}
+	}
+	s.stop()
+
+	s = newScheduler(enc, 100, 8)
+	c := submitLater(context.Background(), s, toks(3))
+	waitFor(t, s, 1)
+	close(s.quit) // the loop stops before it steps
+	go s.loop()
+	if err := <-c; !errors.Is(err, errStopped) {
+		t.Fatalf("err %v, want %v", err, errStopped)
+	}
+	<-s.ended
+}
