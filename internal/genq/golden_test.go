@@ -37,6 +37,7 @@ func TestProtocolGolden(t *testing.T) {
 		{name: "job_tokens", value: tokensJob()},
 		{name: "job_count", value: countJob()},
 		{name: "job_image", value: imageJob()},
+		{name: "job_embedding", value: embeddingJob()},
 		{name: "job_all", value: allJob(), back: travelled(allJob()), full: true},
 		{name: "result_text", value: rawJSON(genq.NewTextResult("A queue waits, patient.").Data),
 			back: genq.TextResult{GeneratedText: "A queue waits, patient."}},
@@ -45,6 +46,7 @@ func TestProtocolGolden(t *testing.T) {
 		{name: "result_all", value: rawJSON(allResult().Result().Data), back: allResult(), full: true},
 		{name: "result_detailed", value: rawJSON(genq.NewDetailedTextResult("Hi", genq.FinishLength,
 			genq.Usage{PromptTokens: 12, CompletionTokens: 1}, allResult().Logprobs).Data), back: detailedResult()},
+		{name: "result_embedding", value: rawJSON(embeddingResult().Result().Data), back: embeddingResult()},
 		{name: "heartbeat", value: allHeartbeat(), full: true},
 		{name: "heartbeat_old", value: oldHeartbeat()},
 		{name: "progress", value: genq.Progress{Done: 7, Total: 28}, full: true},
@@ -272,11 +274,33 @@ func allJob() genq.Job {
 	j.GuidanceScale = img.GuidanceScale
 	j.OutputFormat, j.OutputCompression = img.OutputFormat, img.OutputCompression
 	j.PartialImages = img.PartialImages
+	e := embeddingJob()
+	j.Inputs, j.Dimensions, j.Truncate = e.Inputs, e.Dimensions, e.Truncate
 	// Neither travels: the golden file must not hold them.
 	j.MaxTokensParam = "max_output_tokens"
 	j.IgnoredTools = []string{"web_search"}
 	j.Attempt = 3
 	return j
+}
+
+// embeddingJob is an embedding job: a text and token ids on the
+// embedding model's queue.
+func embeddingJob() genq.Job {
+	var j genq.Job
+	j.ID = "0193f1c2-7d1e-7c3a-9a55-2f0e9c1d4b7e"
+	j.Variant = "E"
+	j.Deadline = deadline
+	j.ReplyTo = "_INBOX.api.0193f1c2-7d1e-7c3a-9a55-2f0e9c1d4b7e"
+	j.Inputs = []genq.EmbeddingInput{{Text: "A queue waits, patient."}, {TokenIDs: []int32{2, 40, 3}}}
+	j.Dimensions = 256
+	j.Truncate = true
+	return j
+}
+
+// embeddingResult is an embedding job's result.
+func embeddingResult() genq.EmbeddingResult {
+	return genq.EmbeddingResult{Model: "bge-small-en-v1.5-f16.gguf", Embeddings: [][]float32{{0.6, -0.8}, {1, 0}},
+		Tokens: []int{8, 3}, Usage: genq.Usage{PromptTokens: 11}}
 }
 
 // travelled is j as it arrives: without the fields that do not travel.
