@@ -67,6 +67,7 @@ func (s *Server) routes() http.Handler {
 		v1.Get("/models", s.handleModels)
 		v1.Get("/models/*", s.handleModel)
 		v1.Post("/images/generations", s.handleImageGenerations)
+		v1.Post("/embeddings", s.handleEmbeddings)
 		v1.Post("/jobs", s.handleJobSubmit)
 		v1.Get("/jobs/{id}", s.handleJobGet)
 		v1.Delete("/jobs/{id}", s.handleJobCancel)

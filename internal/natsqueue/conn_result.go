@@ -142,7 +142,7 @@ func decodeErrorBody(r io.Reader) error {
 	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&body); err != nil || body.Code == "" {
 		return genq.Errorf(genq.Internal, "the worker sent an error reply genq could not read")
 	}
-	return &genq.Error{Code: body.Code, Message: body.Error}
+	return &genq.Error{Code: body.Code, Message: body.Error, Field: body.Field}
 }
 
 func atoiOr0(s string) int {

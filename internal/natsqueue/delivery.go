@@ -385,7 +385,7 @@ func (d *Delivery) SettleCancelled(ctx context.Context, meta ReplyMeta) error {
 
 // replyError delivers a failure to the job's caller and into the store.
 func (d *Delivery) replyError(ctx context.Context, reason error, meta ReplyMeta) {
-	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(reason), Error: genq.ErrorMessage(reason)})
+	body, _ := json.Marshal(errorBody{Code: genq.ErrorCode(reason), Error: genq.ErrorMessage(reason), Field: genq.ErrorField(reason)})
 	h := nats.Header{}
 	h.Set(HeaderJobID, d.Job.ID)
 	h.Set(HeaderStatus, StatusErr)

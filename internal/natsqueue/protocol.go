@@ -106,6 +106,9 @@ func BatchConsumerName(v genq.Variant) string { return "genq-worker-batch-" + st
 type errorBody struct {
 	Code  genq.Code `json:"code"`
 	Error string    `json:"error"`
+	// Field names the job's field at fault, where the worker knows it
+	// (an embedding job's input or dimensions): OpenAI's param.
+	Field string `json:"field,omitempty"`
 }
 
 // Streaming (docs/protocol.md, "Streaming"): a worker running a job with

@@ -19,12 +19,15 @@ type Error struct {
 // ErrorOf is err in OpenAI's words, its message the one its user may read.
 // A prompt the context cannot hold has OpenAI's own code,
 // context_length_exceeded, and names the input as its param, as OpenAI's
-// API does: agents read them to shorten their conversation.
+// API does: agents read them to shorten their conversation. Any other
+// error that names its field has it as its param.
 func ErrorOf(err error) Error {
 	code := genq.ErrorCode(err)
 	e := Error{Message: genq.ErrorMessage(err), Type: errorType(code), Code: string(code)}
 	if ce, ok := genq.ContextExceededOf(err); ok {
 		e.Code, e.Param = CodeContextLengthExceeded, &ce.Input
+	} else if f := genq.ErrorField(err); f != "" {
+		e.Param = &f
 	}
 	if genq.IsModelNotFound(err) {
 		// OpenAI's own answer to an unknown model: a 404 of this type.

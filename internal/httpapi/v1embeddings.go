@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
+)
+
+// POST /v1/embeddings: OpenAI's embeddings route. A request is one job on
+// the embedding model's queue (EMBEDDING_QUEUE), whatever its number of
+// inputs: the worker that takes it computes its inputs in the same engine
+// steps as those of the other jobs it holds.
+
+// maxEmbeddingResult bounds an embedding result read into memory: 2,048
+// vectors of 1,024 floats in JSON are about 25 MB.
+const maxEmbeddingResult = 64 << 20
+
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, ok := s.v1RequestBody(w, r)
+	if !ok {
+		return
+	}
+	var req openai.EmbeddingRequest
+	job, err := s.embeddingJob(body, &req, start)
+	if err != nil {
+		s.rejectAs(w, err, writeV1Error)
+		return
+	}
+	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "inputs", len(job.Inputs))
+	w.Header().Set(HeaderJobID, job.ID)
+	ctx, cancel := context.WithDeadline(r.Context(), job.Deadline)
+	defer cancel()
+	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
+	if err != nil {
+		writeV1Error(w, log, err)
+		return
+	}
+	defer res.Body.Close()
+	out, err := readEmbeddingResult(res)
+	if err != nil {
+		writeV1Error(w, log, genq.WrapError(genq.Internal, err, "the worker's result could not be read"))
+		return
+	}
+	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+	writeJSON(w, http.StatusOK, openai.NewEmbeddingResponse(out, cmp.Or(req.Model, out.Model), req.EncodingFormat))
+	logDone(log, start, res, "tokens", out.Usage.PromptTokens)
+}
+
+// embeddingJob reads an embedding request into its job, or says why not.
+func (s *Server) embeddingJob(body []byte, req *openai.EmbeddingRequest, start time.Time) (genq.Job, error) {
+	if s.cfg.EmbeddingQueue == "" {
+		return genq.Job{}, genq.Errorf(genq.NotFound, "this api serves no embedding model (EMBEDDING_QUEUE is empty)")
+	}
+	if err := openai.Decode(body, req); err != nil {
+		return genq.Job{}, err
+	}
+	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.EmbeddingQueue, Deadline: start.Add(s.cfg.JobTimeout)}}
+	return openai.EmbeddingJob(*req, tmpl)
+}
+
+// readEmbeddingResult reads and decodes an embedding job's result.
+func readEmbeddingResult(res *genq.ReceivedResult) (genq.EmbeddingResult, error) {
+	var out genq.EmbeddingResult
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxEmbeddingResult))
+	if err == nil {
+		err = json.Unmarshal(data, &out)
+	}
+	if err != nil {
+		return out, fmt.Errorf("read the embedding result: %w", err)
+	}
+	return out, nil
+}
