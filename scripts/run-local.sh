@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # run-local.sh: the whole genq stack on this machine, in the foreground.
-# The api starts an embedded nats-server; one worker serves $VARIANT.
-# Ctrl-C stops everything, the worker first. Each port moves with its
-# variable: PORT, EMBEDDED_NATS_PORT, API_METRICS_ADDR (the api's metrics)
-# and METRICS_ADDR (the worker's).
+# The api starts an embedded nats-server; one worker serves $VARIANT and
+# another the embedding model (EMBEDDING_QUEUE; empty: none). Ctrl-C stops
+# everything, the workers first. Each port moves with its variable: PORT,
+# EMBEDDED_NATS_PORT, API_METRICS_ADDR (the api's metrics), METRICS_ADDR
+# (the worker's) and EMBEDDING_METRICS_ADDR (the embedding worker's).
 set -euo pipefail
 # The api and the worker stay in this script's process group (no job
 # control), so a signal to make run's group, SIGKILL included, ends them
@@ -19,6 +20,10 @@ model_dir="${MODEL_DIR:-models/$VARIANT}"
 nats_port="${EMBEDDED_NATS_PORT:-4222}"
 api_metrics="${API_METRICS_ADDR-127.0.0.1:9090}"
 worker_metrics="${METRICS_ADDR-127.0.0.1:9091}"
+embedding_queue="${EMBEDDING_QUEUE-E}"
+embedding_dir="${EMBEDDING_MODEL_DIR:-models/embedding}"
+embedding_metrics="${EMBEDDING_METRICS_ADDR-127.0.0.1:9092}"
+[[ -z "$embedding_queue" ]] && embedding_metrics=""
 
 # taken reports whether something listens on address (host:port, or
 # :port for every interface).
@@ -27,7 +32,7 @@ taken() {
 	(exec 3<>"/dev/tcp/${host:-127.0.0.1}/$port") 2>/dev/null
 }
 busy=()
-for pair in "PORT=:$PORT" "EMBEDDED_NATS_PORT=:$nats_port" "API_METRICS_ADDR=$api_metrics" "METRICS_ADDR=$worker_metrics"; do
+for pair in "PORT=:$PORT" "EMBEDDED_NATS_PORT=:$nats_port" "API_METRICS_ADDR=$api_metrics" "METRICS_ADDR=$worker_metrics" "EMBEDDING_METRICS_ADDR=$embedding_metrics"; do
 	name=${pair%%=*} addr=${pair#*=}
 	if [[ -n "$addr" ]] && taken "$addr"; then
 		busy+=("$name ($addr is taken)")
@@ -35,7 +40,7 @@ for pair in "PORT=:$PORT" "EMBEDDED_NATS_PORT=:$nats_port" "API_METRICS_ADDR=$ap
 done
 if ((${#busy[@]} > 0)); then
 	list=$(printf '%s, ' "${busy[@]}")
-	echo "make run: ports in use; move them with ${list%, }: for example make run PORT=8081 EMBEDDED_NATS_PORT=4223 API_METRICS_ADDR=127.0.0.1:9190 METRICS_ADDR=127.0.0.1:9191 (an empty metrics address turns /metrics off)" >&2
+	echo "make run: ports in use; move them with ${list%, }: for example make run PORT=8081 EMBEDDED_NATS_PORT=4223 API_METRICS_ADDR=127.0.0.1:9190 METRICS_ADDR=127.0.0.1:9191 EMBEDDING_METRICS_ADDR=127.0.0.1:9192 (an empty metrics address turns /metrics off)" >&2
 	exit 1
 fi
 
@@ -54,6 +59,10 @@ MSG
 	[[ "$VARIANT" == C ]] && tiny+=(--engine "${IMAGE_ENGINE:-ggml}")
 	bin/genqctl models tiny "${tiny[@]}"
 fi
+if [[ -n "$embedding_queue" && -z "$(find "$embedding_dir" -maxdepth 1 -name '*.gguf' 2>/dev/null | head -n 1)" ]]; then
+	echo "make run: $embedding_dir has no embedding model: writing a TINY one with RANDOM weights (its vectors are noise)" >&2
+	bin/genqctl models tiny --family bert --dir "$embedding_dir"
+fi
 if [[ "$VARIANT" == C && "${IMAGE_ENGINE:-ggml}" == ggml && ! -d "$model_dir/ggml" ]]; then
 	echo "make run: IMAGE_ENGINE=ggml (the default) reads $model_dir/ggml/*.gguf, which $model_dir lacks: write a tiny model with both engines' files (bin/genqctl models tiny --variant C --dir $model_dir, after moving what is there), or run the ONNX engine (IMAGE_ENGINE=onnx)" >&2
 	exit 1
@@ -64,16 +73,26 @@ stopping=
 stop() {
 	stopping=1
 	trap - INT TERM EXIT
-	# The worker drains first, then the api (and its embedded NATS) stops.
-	[[ ${#pids[@]} -gt 1 ]] && kill -TERM "${pids[1]}" 2>/dev/null && wait "${pids[1]}" 2>/dev/null || true
+	# The workers drain first, then the api (and its embedded NATS) stops.
+	local w
+	for w in "${pids[@]:1}"; do
+		kill -TERM "$w" 2>/dev/null || true
+	done
+	for w in "${pids[@]:1}"; do
+		wait "$w" 2>/dev/null || true
+	done
 	kill -TERM "${pids[0]}" 2>/dev/null && wait "${pids[0]}" 2>/dev/null || true
 }
 trap stop INT TERM EXIT
 
-VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="$api_metrics" bin/api &
+VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="$api_metrics" EMBEDDING_QUEUE="$embedding_queue" bin/api &
 pids+=($!)
-VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$worker_metrics" bin/worker &
+VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$worker_metrics" EMBEDDING_QUEUE= bin/worker &
 pids+=($!)
+if [[ -n "$embedding_queue" ]]; then
+	EMBEDDING_QUEUE="$embedding_queue" MODEL_DIR="$embedding_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$embedding_metrics" bin/worker &
+	pids+=($!)
+fi
 echo "genq variant $VARIANT: http://localhost:$PORT  (Ctrl-C stops)" >&2
 # Whichever exits first ends the stack, and make run says which and why: a
 # status above 128 is a signal (the worker's supervisor exits so when its
@@ -84,6 +103,7 @@ wait -n -p gone "${pids[@]}" || status=$?
 [[ -n "$stopping" || -z "$gone" ]] && exit "$status"
 name=api
 [[ "$gone" == "${pids[1]}" ]] && name=worker
+[[ "$gone" == "${pids[2]:-}" ]] && name="embedding worker"
 if ((status > 128)); then
 	sig=$(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))
 	case $sig in

@@ -21,13 +21,14 @@ import (
 
 // Config is what the flags and the environment say.
 type Config struct {
-	Variant     string
-	Addr        string
-	Port        int
-	MetricsAddr string
-	LogLevel    string
-	NATS        natsqueue.ConnectOptions
-	Queue       natsqueue.Settings
+	Variant        string
+	EmbeddingQueue string
+	Addr           string
+	Port           int
+	MetricsAddr    string
+	LogLevel       string
+	NATS           natsqueue.ConnectOptions
+	Queue          natsqueue.Settings
 	// The embedded nats-server's, used when NATS.URL is empty.
 	EmbeddedPort       int
 	EmbeddedStore      string
@@ -47,6 +48,7 @@ type Config struct {
 func (c *Config) Register(fs *envflag.Set) {
 	fs.Section("General")
 	fs.String(&c.Variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
+	fs.StringOff(&c.EmbeddingQueue, "embedding-queue", "EMBEDDING_QUEUE", "E", "queue token of the embedding model POST /v1/embeddings sends its jobs to, which its workers serve (their EMBEDDING_QUEUE); empty: no embeddings (404)")
 	fs.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	fs.StringOff(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
 
@@ -106,6 +108,15 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	c.HTTP.Variant = v
 	if c.HTTP.Catalog, err = catalog.Load(c.Models, v, ""); err != nil {
 		return c, err
+	}
+	if c.EmbeddingQueue != "" {
+		if err := genq.ValidateQueueToken(c.EmbeddingQueue); err != nil {
+			return c, fmt.Errorf("EMBEDDING_QUEUE: %w", err)
+		}
+		if _, err := genq.ParseVariant(c.EmbeddingQueue); err == nil {
+			return c, fmt.Errorf("EMBEDDING_QUEUE %q: the seed's variants A, B and C are not embedding models", c.EmbeddingQueue)
+		}
+		c.HTTP.EmbeddingQueue = genq.Variant(c.EmbeddingQueue)
 	}
 	c.HTTP.QueueCapacity = c.Queue.QueueCapacity
 	if c.Addr == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/genq/genq/internal/catalog"
 	"github.com/genq/genq/internal/diffusion"
+	"github.com/genq/genq/internal/embedgen"
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
@@ -56,6 +57,11 @@ type Config struct {
 	Image diffusion.Pipeline
 	ONNX  onnx.Config
 	GGML  ggmlimage.Config
+	// EmbeddingQueue, when set, makes this an embedding worker: it serves
+	// the embedding model in ModelDir (Embedding) on this queue token
+	// instead of the variant's model.
+	EmbeddingQueue string
+	Embedding      embedgen.Config
 
 	variant string // as given; Variant is parsed before Register
 }
@@ -106,6 +112,10 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	fs.Section("Text engine")
 	c.Text.RegisterFlags(fs, v)
 
+	fs.Section("Embedding engine")
+	fs.String(&c.EmbeddingQueue, "embedding-queue", "EMBEDDING_QUEUE", "", "serve an embedding model (MODEL_DIR, default models/embedding) on this queue token, the api's EMBEDDING_QUEUE, instead of VARIANT's model; empty: serve VARIANT")
+	c.Embedding.RegisterFlags(fs)
+
 	fs.Section("Image engine")
 	c.Image.RegisterFlags(fs)
 	c.ONNX.RegisterFlags(fs)
@@ -143,6 +153,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	if c.Slots < 1 && (c.Slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")
 	}
+	if c.EmbeddingQueue != "" {
+		return c.embedding()
+	}
 	if c.ModelDir == "" {
 		c.ModelDir = genq.DefaultModelDir(v, c.InContainer)
 	}
@@ -157,6 +170,27 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	c.Text.ModelDir, c.Text.Slots, c.Text.DefaultSlots = c.ModelDir, c.Slots, v.Spec().Slots
 	c.ONNX.ModelDir, c.ONNX.Slots, c.ONNX.Pipeline = c.ModelDir, c.Slots, c.Image
 	c.GGML.ModelDir, c.GGML.Slots, c.GGML.Pipeline = c.ModelDir, c.Slots, c.Image
+	return c, nil
+}
+
+// embedding finishes the settings of an embedding worker: its queue token
+// stands where the variant does, and its model lives apart.
+func (c Config) embedding() (Config, error) {
+	if err := genq.ValidateQueueToken(c.EmbeddingQueue); err != nil {
+		return c, fmt.Errorf("EMBEDDING_QUEUE: %w", err)
+	}
+	if c.ModelDir == "" {
+		c.ModelDir = "models/embedding"
+		if c.InContainer {
+			c.ModelDir = "/models"
+		}
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = host + "-" + uuid.NewString()[:8]
+	}
+	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, genq.Variant(c.EmbeddingQueue)
+	c.Embedding.ModelDir, c.Embedding.Slots, c.Embedding.LibDir = c.ModelDir, c.Slots, c.Text.LibDir
 	return c, nil
 }
 
