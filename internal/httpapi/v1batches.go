@@ -396,6 +396,9 @@ func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64,
 // it asks for (its prompts × n, in the order its route queues them),
 // checked as its route checks a request.
 func (s *Server) lineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		return s.embeddingLineJobs(b, l, i)
+	}
 	prompts, n, err := s.decodeLine(b, l)
 	if err != nil {
 		return nil, err
@@ -448,6 +451,9 @@ func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int
 // lineAnswers is how many jobs a batch's request at index i was queued
 // as; one for a request that could not be read (refused, it has none).
 func (s *Server) lineAnswers(b openai.Batch, l openai.BatchLine) int {
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		return 1 // one job, whatever its inputs
+	}
 	prompts, n, err := s.decodeLine(b, l)
 	if err != nil {
 		return 1
@@ -647,7 +653,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 		return linePending, err
 	}
 	ids := s.lineIDs(b, in, i)
-	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused, s.lineModel(*b, in.lines[i]))
+	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused, s.lineModel(*b, in.lines[i]), in.lines[i].Body)
 	switch {
 	case isStoreError(err):
 		return linePending, err
@@ -745,11 +751,14 @@ func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
 // lineOutcome is a request's outcome as its route would answer, from its
 // jobs' (ids, one per answer): the body and status of its answer, or of
 // its error (err non-nil), the first error of its jobs' if any failed.
-func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string) (any, int, tenant.Usage, error) {
+func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string, request json.RawMessage) (any, int, tenant.Usage, error) {
 	var used tenant.Usage
 	if refused != "" {
 		err := genq.Errorf(genq.Invalid, "%s", refused)
 		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), used, err
+	}
+	if endpoint == openai.EmbeddingsEndpoint {
+		return s.embeddingOutcome(ctx, ids[0], request)
 	}
 	results := make([]openai.TextResult, 0, len(ids))
 	for _, id := range ids {

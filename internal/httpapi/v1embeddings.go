@@ -11,6 +11,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // POST /v1/embeddings: OpenAI's embeddings route. A request is one job on
@@ -77,4 +78,42 @@ func readEmbeddingResult(res *genq.ReceivedResult) (genq.EmbeddingResult, error)
 		return out, fmt.Errorf("read the embedding result: %w", err)
 	}
 	return out, nil
+}
+
+// embeddingLineJobs is the one job of a batch's embedding request at
+// index i, checked as the route checks it.
+func (s *Server) embeddingLineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
+	var req openai.EmbeddingRequest
+	job, err := s.embeddingJob(l.Body, &req, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	job.ID = lineJobID(b.ID, i)
+	job.Deadline = time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)
+	return []genq.Job{job}, nil
+}
+
+// embeddingOutcome is a batch's embedding request's answer, as the route
+// gives it, from its job's outcome, and the tokens it used; a NotFound
+// error while it has none.
+func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.RawMessage) (any, int, tenant.Usage, error) {
+	var used tenant.Usage
+	res, err := s.async.Outcome(ctx, id)
+	if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
+		return nil, 0, used, err
+	}
+	if err != nil {
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
+	}
+	defer res.Body.Close()
+	out, err := readEmbeddingResult(res)
+	if err != nil {
+		err = genq.WrapError(genq.Internal, err, "the worker's result could not be read")
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Internal), used, err
+	}
+	var req openai.EmbeddingRequest
+	_ = json.Unmarshal(request, &req) // checked when the batch was
+	model := cmp.Or(req.Model, out.Model)
+	used = tenant.Usage{Model: model, PromptTokens: int64(out.Usage.PromptTokens)}
+	return openai.NewEmbeddingResponse(out, model, req.EncodingFormat), http.StatusOK, used, nil
 }

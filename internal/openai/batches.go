@@ -119,7 +119,10 @@ type BatchCreate struct {
 }
 
 // Batch endpoints genq runs.
-var BatchEndpoints = []string{"/v1/chat/completions", "/v1/completions", "/v1/responses"}
+var BatchEndpoints = []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", EmbeddingsEndpoint}
+
+// EmbeddingsEndpoint is the embeddings route, in a batch as on its own.
+const EmbeddingsEndpoint = "/v1/embeddings"
 
 // Check refuses a create request genq cannot run.
 func (c BatchCreate) Check() error {
