@@ -8,7 +8,9 @@
 # third, variant B with one slot whose answers run to 8000 tokens (about four
 # seconds on one CPU thread), for the test that aborts a stream, and a
 # fourth, variant B with answers of up to 512 tokens, for structured output
-# and tools.
+# and tools. The first stack also runs an embedding worker (the tiny BERT),
+# for /v1/embeddings, which embeddings.test.mjs holds to llama-server
+# --embedding on the same file ($LLAMA_SERVER).
 # make test-openai builds bin/ and runs it; make test does not (it needs
 # Node).
 set -euo pipefail
@@ -50,11 +52,15 @@ bin/genqctl models tiny --variant B --dir "$work/model" >"$work/models.log" 2>&1
 # carries both engines' files; IMAGE_ENGINE=onnx runs them on ONNX Runtime.
 image_engine="${IMAGE_ENGINE:-ggml}"
 bin/genqctl models tiny --variant C --engine "$image_engine" --dir "$work/model-c" >>"$work/models.log" 2>&1
+bin/genqctl models tiny --family bert --dir "$work/model-e" >>"$work/models.log" 2>&1
 VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS_STORE="$work/nats" \
 	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" API_KEYS_FILE="$work/keys" GENERATE_TIMEOUT=60s QUEUE_CAPACITY=32 LOG_LEVEL=info bin/api >"$work/api.log" 2>&1 &
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
 	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
+pids+=($!)
+EMBEDDING_QUEUE=E MODEL_DIR="$work/model-e" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
+	EMBEDDING_THREADS=1 LOG_LEVEL=warn bin/worker >"$work/worker-e.log" 2>&1 &
 pids+=($!)
 # Variant C: 64×64 images in 2 steps by default, so each takes milliseconds.
 VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_NATS_STORE="$work/nats-c" \
@@ -108,11 +114,12 @@ done
 
 export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
 	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_OPENAI_STRUCTURED_URL="http://127.0.0.1:$port_s/v1" GENQ_API_KEY="$key" \
-	GENQ_LIMITED_OPENAI_KEY="$key_openai" GENQ_LIMITED_ANTHROPIC_KEY="$key_anthropic"
+	GENQ_LIMITED_OPENAI_KEY="$key_openai" GENQ_LIMITED_ANTHROPIC_KEY="$key_anthropic" \
+	GENQ_EMBEDDING_MODEL="$work/model-e/tiny-bert.gguf" LLAMA_SERVER="${LLAMA_SERVER:-$PWD/lib/llama-bin/llama-server}"
 status=0
 # OPENAI_TESTS picks some of the files (OPENAI_TESTS=limits.test.mjs); the
 # Python clients run with all of them.
-tests=${OPENAI_TESTS:-"openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs anthropic.test.mjs batches.test.mjs limits.test.mjs"}
+tests=${OPENAI_TESTS:-"openai.test.mjs harness.test.mjs responses.test.mjs images.test.mjs abort.test.mjs structured.test.mjs anthropic.test.mjs batches.test.mjs limits.test.mjs embeddings.test.mjs"}
 # shellcheck disable=SC2086 # a list of files
 (cd test/openai && node --test $tests) || status=$?
 if [[ -z "${OPENAI_TESTS:-}" ]]; then
