@@ -50,6 +50,8 @@ type bench struct {
 	// step.
 	mtThreads int
 	result    results
+	// emb is the embeddings step's figures (embeddings.go).
+	emb *embBench
 }
 
 type results struct {
@@ -101,7 +103,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	chart := fs.String("chart", "docs/benchmarks.png", "PNG chart to write")
 	runs := fs.Int("runs", 3, "repetitions of each measurement; medians are reported")
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
-	only := fs.String("only", "", "run only this step (multiturn, image-engines, batch, fairshare, or route: routing by prefix, not part of a full run), rewriting only its section")
+	only := fs.String("only", "", "run only this step (multiturn, image-engines, batch, fairshare, embeddings, or route: routing by prefix, not part of a full run), rewriting only its section")
 	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -144,6 +146,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"image-engines", b.imageEngines},
 		{"batch", b.batchBesideInteractive},
 		{"fairshare", b.fairShare},
+		{"embeddings", b.embeddings},
 	}
 	if *only == "route" {
 		steps = append(steps, struct {
@@ -193,6 +196,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		md := b.fairMarkdown()
 		fmt.Fprintln(out, md)
 		if err := localstack.ReplaceSection(*report, "<!-- bench-fairshare:begin -->", "<!-- bench-fairshare:end -->", md); err != nil {
+			return err
+		}
+	}
+	if *only == "" || *only == "embeddings" {
+		md := b.embeddingsMarkdown()
+		fmt.Fprintln(out, md)
+		if err := localstack.ReplaceSection(*report, "<!-- bench-embeddings:begin -->", "<!-- bench-embeddings:end -->", md); err != nil {
 			return err
 		}
 	}
