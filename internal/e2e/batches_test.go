@@ -189,7 +189,7 @@ not json
 		want       string
 	}{
 		{"an unknown file", `{"input_file_id":"file-nope","endpoint":"/v1/chat/completions","completion_window":"24h"}`, 404, "no file file-nope"},
-		{"an endpoint genq does not batch", `{"input_file_id":"` + file.ID + `","endpoint":"/v1/embeddings","completion_window":"24h"}`, 400, `endpoint "/v1/embeddings"`},
+		{"an endpoint genq does not batch", `{"input_file_id":"` + file.ID + `","endpoint":"/v1/moderations","completion_window":"24h"}`, 400, `endpoint "/v1/moderations"`},
 		{"another window", `{"input_file_id":"` + file.ID + `","endpoint":"/v1/chat/completions","completion_window":"1h"}`, 400, "completion_window"},
 	} {
 		r := s.postKey("/v1/batches", "", tt.body)

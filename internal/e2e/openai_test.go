@@ -410,7 +410,7 @@ func TestOpenAIRoutes(t *testing.T) {
 		{"a negative token id", "/v1/completions", key, `{"prompt":[[1,-2]]}`, 400, "invalid_request_error", "ids are not negative"},
 		{"a token prompt of several past the vocabulary", "/v1/completions", key, `{"prompt":[[1],[2,999999]]}`, 400, "invalid_request_error", "prompt holds the token id 999999"},
 		{"token ids not integers", "/v1/completions", key, `{"prompt":[1.5]}`, 400, "invalid_request_error", "a list of token ids"},
-		{"unknown route", "/v1/embeddings", key, `{}`, 404, "not_found_error", "no route /v1/embeddings"},
+		{"unknown route", "/v1/moderations", key, `{}`, 404, "not_found_error", "no route /v1/moderations"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := s.postKey(tt.path, tt.key, tt.body)

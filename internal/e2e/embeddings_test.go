@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/genq/genq/internal/embedgen"
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/tinygguf"
+	"github.com/genq/genq/internal/worker"
+)
+
+// embeddingQueue is the tests' embedding model's queue token.
+const embeddingQueue genq.Variant = "E"
+
+// embeddingStack is a variant B api that also serves /v1/embeddings, and
+// one embedding worker on the tiny BERT, whose file it returns.
+func embeddingStack(t *testing.T) (*stack, *embedgen.Backend, string) {
+	t.Helper()
+	model := filepath.Join(t.TempDir(), tinygguf.BERTFileName("tiny"))
+	if err := tinygguf.WriteBERT(model, "tiny", "", 1); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{variant: genq.VariantB, http: httpapi.Config{EmbeddingQueue: embeddingQueue}})
+	b, err := embedgen.Open(context.Background(), embedgen.Config{ModelFile: model, Threads: 1}, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	conn, _ := openConn(t, s.ns, s.settings, embeddingQueue)
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := worker.Config{WorkerID: "e-" + uuid.NewString()[:8], Variant: embeddingQueue, PollWait: 500 * time.Millisecond,
+		HeartbeatEvery: 500 * time.Millisecond, RetryDelay: 100 * time.Millisecond, DrainGrace: time.Second}
+	rt := worker.New(cfg, conn, b, testLog(t), prometheus.NewRegistry())
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, b, model
+}
+
+type embeddingAnswer struct {
+	Object string `json:"object"`
+	Model  string `json:"model"`
+	Data   []struct {
+		Object    string          `json:"object"`
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
+	} `json:"data"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Param *string `json:"param"`
+		Type  string  `json:"type"`
+	} `json:"error"`
+}
+
+// embed posts body to url (the api's or the peer's /v1/embeddings).
+func embed(t *testing.T, url string, body map[string]any) (int, embeddingAnswer) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a embeddingAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("%d %s: %v", resp.StatusCode, raw, err)
+	}
+	return resp.StatusCode, a
+}
+
+// vectors reads an answer's vectors, floats or base64.
+func (a embeddingAnswer) vectors(t *testing.T) [][]float64 {
+	t.Helper()
+	out := make([][]float64, len(a.Data))
+	for _, d := range a.Data {
+		var s string
+		if json.Unmarshal(d.Embedding, &s) == nil {
+			raw, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := 0; k < len(raw); k += 4 {
+				out[d.Index] = append(out[d.Index], float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[k:]))))
+			}
+			continue
+		}
+		if err := json.Unmarshal(d.Embedding, &out[d.Index]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func cosine64(a, b []float64) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab, aa, bb = ab+a[i]*b[i], aa+a[i]*a[i], bb+b[i]*b[i]
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+// TestEmbeddingsMatchLlamaServer: /v1/embeddings, through the queue to an
+// embedding worker, gives llama-server --embedding's vectors for the same
+// inputs on the same file, as floats and as base64, for texts and token
+// ids; requests sent at once all come back whole.
+func TestEmbeddingsMatchLlamaServer(t *testing.T) {
+	bin := llamaServer(t)
+	s, b, model := embeddingStack(t)
+	peer := startLlamaServer(t, bin, model, "--embedding", "-t", "1", "-np", "2")
+	texts := []string{"hello world", "the cat sat on the mat", "Queues wait; models answer!", "embedding 42"}
+	_, want := embed(t, peer+"/v1/embeddings", map[string]any{"input": texts})
+	wantV := want.vectors(t)
+	// The ids of [CLS] hello world [SEP]: token ids are embedded as they
+	// are, so they carry the special tokens a text gets.
+	tokens := peerTokenize(t, peer, "[CLS]hello world[SEP]")
+
+	tests := []struct {
+		name   string
+		body   map[string]any
+		want   [][]float64
+		tokens int
+	}{
+		{"strings, floats", map[string]any{"input": texts, "model": "m"}, wantV, 0},
+		{"one string, base64", map[string]any{"input": texts[1], "encoding_format": "base64"}, wantV[1:2], 0},
+		{"token ids", map[string]any{"input": tokens}, wantV[:1], len(tokens)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, got := embed(t, s.api.URL+"/v1/embeddings", tt.body)
+			if status != http.StatusOK || got.Object != "list" {
+				t.Fatalf("%d %+v", status, got)
+			}
+			g := got.vectors(t)
+			for i := range tt.want {
+				if len(g[i]) != len(tt.want[i]) {
+					t.Fatalf("input %d: %d dimensions, llama-server gives %d", i, len(g[i]), len(tt.want[i]))
+				}
+				if c := cosine64(g[i], tt.want[i]); c < 0.9999 {
+					t.Errorf("input %d: cosine %.6f to llama-server's vector", i, c)
+				}
+			}
+			if tt.tokens > 0 && got.Usage.PromptTokens != tt.tokens {
+				t.Errorf("usage %+v: want %d prompt tokens", got.Usage, tt.tokens)
+			}
+		})
+	}
+
+	// Twelve requests at once: every one answered whole, and the worker's
+	// steps held every input once.
+	before := b.Stats()
+	var wg sync.WaitGroup
+	errs := make(chan string, 12)
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, got := embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": []string{texts[i%4], texts[(i+1)%4]}})
+			if status != http.StatusOK || len(got.Data) != 2 {
+				errs <- fmt.Sprintf("request %d: %d, %d vectors", i, status, len(got.Data))
+				return
+			}
+			if c := cosine64(got.vectors(t)[0], wantV[i%4]); c < 0.9999 {
+				errs <- fmt.Sprintf("request %d: cosine %.6f", i, c)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if after := b.Stats(); after.Inputs-before.Inputs != 24 || after.Steps-before.Steps > 12 {
+		t.Errorf("12 requests of 2 inputs took %d steps of %d inputs", after.Steps-before.Steps, after.Inputs-before.Inputs)
+	}
+}
+
+// TestEmbeddingsRefusals: what the api refuses, and what the worker
+// refuses, are 400s in OpenAI's shape naming their param.
+func TestEmbeddingsRefusals(t *testing.T) {
+	s, _, _ := embeddingStack(t)
+	tests := []struct {
+		name  string
+		body  map[string]any
+		param string
+	}{
+		{"no input", map[string]any{"model": "m"}, "input"},
+		{"an empty string", map[string]any{"input": ""}, "input"},
+		{"too long for the model (the worker says)", map[string]any{"input": strings.Repeat("cat ", 600)}, "input"},
+		{"a token id past the vocabulary (the worker says)", map[string]any{"input": []int{2, 1 << 20, 3}}, "input"},
+		{"dimensions the model does not allow (the worker says)", map[string]any{"input": "a", "dimensions": 16}, "dimensions"},
+		{"another encoding", map[string]any{"input": "a", "encoding_format": "int8"}, "encoding_format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, got := embed(t, s.api.URL+"/v1/embeddings", tt.body)
+			if status != http.StatusBadRequest || got.Error == nil || got.Error.Param == nil || *got.Error.Param != tt.param ||
+				got.Error.Type != "invalid_request_error" {
+				t.Fatalf("%d %+v: want 400 naming %s", status, got.Error, tt.param)
+			}
+		})
+	}
+}
