@@ -6,7 +6,8 @@ temporary directory:
   1. a port that is taken stops it at once, naming the variable that moves
      it (API_METRICS_ADDR for the api's metrics);
   2. with every port moved (PORT, EMBEDDED_NATS_PORT, API_METRICS_ADDR,
-     METRICS_ADDR) the stack comes up there, its worker live;
+     METRICS_ADDR, EMBEDDING_METRICS_ADDR) the stack comes up there, its
+     worker live, its embedding worker's metrics served;
   3. Ctrl-C, SIGINT to the foreground process group as a terminal sends it,
      stops the worker before the api: no "pull failed" in its output;
   3b. the worker process killed by SIGILL, as an engine crash kills it:
@@ -99,10 +100,12 @@ def wait_live(p, port):
 
 work = tempfile.mkdtemp()
 try:
-    ports = {name: free_port() for name in ("PORT", "EMBEDDED_NATS_PORT", "API_METRICS", "WORKER_METRICS")}
+    ports = {name: free_port() for name in ("PORT", "EMBEDDED_NATS_PORT", "API_METRICS", "WORKER_METRICS", "EMBEDDING_METRICS")}
     env = dict(os.environ, VARIANT="B", MODEL_DIR=os.path.join(work, "model"), EMBEDDED_NATS_STORE=os.path.join(work, "nats"),
+               EMBEDDING_MODEL_DIR=os.path.join(work, "model-embedding"),
                PORT=str(ports["PORT"]), EMBEDDED_NATS_PORT=str(ports["EMBEDDED_NATS_PORT"]),
-               API_METRICS_ADDR=f"127.0.0.1:{ports['API_METRICS']}", METRICS_ADDR=f"127.0.0.1:{ports['WORKER_METRICS']}")
+               API_METRICS_ADDR=f"127.0.0.1:{ports['API_METRICS']}", METRICS_ADDR=f"127.0.0.1:{ports['WORKER_METRICS']}",
+               EMBEDDING_METRICS_ADDR=f"127.0.0.1:{ports['EMBEDDING_METRICS']}")
 
     # 1. The api's metrics port taken.
     with socket.socket() as busy:
@@ -121,7 +124,7 @@ try:
     if not live:
         p.kill()
         fail("the stack did not come up on the moved ports", log.read())
-    for name in ("API_METRICS", "WORKER_METRICS"):
+    for name in ("API_METRICS", "WORKER_METRICS", "EMBEDDING_METRICS"):
         with urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/metrics", timeout=5) as r:
             if r.status != 200:
                 fail(f"no /metrics on {name}")
@@ -150,7 +153,9 @@ try:
             log.seek(0)
             fail("the stack did not come up for the SIGILL check", log.read())
         log.seek(0)
-        started = [json.loads(line) for line in log.read().splitlines() if '"msg":"worker process started"' in line]
+        # The chat worker's, not the embedding worker's (variant E).
+        started = [json.loads(line) for line in log.read().splitlines()
+                   if '"msg":"worker process started"' in line and '"variant":"B"' in line]
         if not started:
             log.seek(0)
             fail("the worker's supervisor did not log its worker process", log.read())
