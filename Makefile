@@ -121,9 +121,10 @@ lint:
 	go tool staticcheck ./...
 
 # The /v1 routes through the official openai npm package and Python's
-# urllib, over bin/api and bin/worker with the tiny model. Needs Node and
+# urllib, over bin/api and bin/worker with the tiny model; the embeddings
+# are held to llama-server, which engine-tools builds. Needs Node and
 # npm; make test covers the same behaviour in Go (internal/e2e).
-test-openai: build engine
+test-openai: build engine-tools
 	test/openai/run.sh
 
 # Claude Code, then OpenAI's Codex CLI, from npm (test/agents' lock file)
