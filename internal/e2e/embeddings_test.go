@@ -199,7 +199,8 @@ func TestEmbeddingsMatchLlamaServer(t *testing.T) {
 }
 
 // TestEmbeddingsRefusals: what the api refuses, and what the worker
-// refuses, are 400s in OpenAI's shape naming their param.
+// refuses, are 400s in OpenAI's shape naming their param; an input past
+// the context is cut instead when the request asks.
 func TestEmbeddingsRefusals(t *testing.T) {
 	s, _, _ := embeddingStack(t)
 	tests := []struct {
@@ -214,6 +215,12 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		{"dimensions the model does not allow (the worker says)", map[string]any{"input": "a", "dimensions": 16}, "dimensions"},
 		{"another encoding", map[string]any{"input": "a", "encoding_format": "int8"}, "encoding_format"},
 	}
+	t.Run("too long, cut when asked", func(t *testing.T) {
+		status, got := embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": strings.Repeat("cat ", 600), "truncate": true})
+		if status != http.StatusOK || got.Usage.PromptTokens != tinygguf.BERTContext {
+			t.Fatalf("%d, usage %+v: want 200 and the model's %d tokens", status, got.Usage, tinygguf.BERTContext)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, got := embed(t, s.api.URL+"/v1/embeddings", tt.body)

@@ -19,6 +19,10 @@ type EmbeddingRequest struct {
 	EncodingFormat string          `json:"encoding_format,omitempty"`
 	Dimensions     *int            `json:"dimensions,omitempty"`
 	User           string          `json:"user,omitempty"`
+	// Truncate cuts an input past the model's context to its first
+	// tokens instead of refusing it: genq's extension, under the name
+	// Hugging Face's text-embeddings-inference gives it.
+	Truncate bool `json:"truncate,omitempty"`
 }
 
 // Encoding formats of embedding vectors: JSON numbers, or base64 of their
@@ -146,7 +150,7 @@ func EmbeddingJob(req EmbeddingRequest, tmpl genq.Job) (genq.Job, error) {
 		return genq.Job{}, err
 	}
 	job := tmpl
-	job.Inputs = inputs
+	job.Inputs, job.Truncate = inputs, req.Truncate
 	if d := req.Dimensions; d != nil {
 		if *d < 1 {
 			e := genq.Errorf(genq.Invalid, "dimensions must be at least 1, not %d", *d)

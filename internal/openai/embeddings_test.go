@@ -21,22 +21,24 @@ func TestEmbeddingJob(t *testing.T) {
 		want      []genq.EmbeddingInput
 		wantDims  int
 		wantField string // of the refusal
+		truncate  bool
 	}{
-		{"a string", `{"input":"hello"}`, []genq.EmbeddingInput{{Text: "hello"}}, 0, ""},
-		{"strings", `{"input":["a","b"]}`, []genq.EmbeddingInput{{Text: "a"}, {Text: "b"}}, 0, ""},
-		{"token ids", `{"input":[101,7592,102]}`, []genq.EmbeddingInput{{TokenIDs: []int32{101, 7592, 102}}}, 0, ""},
-		{"lists of token ids", `{"input":[[1,2],[3]]}`, []genq.EmbeddingInput{{TokenIDs: []int32{1, 2}}, {TokenIDs: []int32{3}}}, 0, ""},
-		{"dimensions", `{"input":"a","dimensions":256,"encoding_format":"base64"}`, []genq.EmbeddingInput{{Text: "a"}}, 256, ""},
-		{"no input", `{"model":"m"}`, nil, 0, "input"},
-		{"empty string", `{"input":""}`, nil, 0, "input"},
-		{"empty list", `{"input":[]}`, nil, 0, "input"},
-		{"a number", `{"input":3}`, nil, 0, "input"},
-		{"mixed list", `{"input":["a",3]}`, nil, 0, "input"},
-		{"negative id", `{"input":[1,-2]}`, nil, 0, "input"},
-		{"empty id list", `{"input":[[1],[]]}`, nil, 0, "input"},
-		{"too many strings", `{"input":` + many + `}`, nil, 0, "input"},
-		{"zero dimensions", `{"input":"a","dimensions":0}`, nil, 0, "dimensions"},
-		{"other format", `{"input":"a","encoding_format":"int8"}`, nil, 0, "encoding_format"},
+		{"a string", `{"input":"hello"}`, []genq.EmbeddingInput{{Text: "hello"}}, 0, "", false},
+		{"strings", `{"input":["a","b"]}`, []genq.EmbeddingInput{{Text: "a"}, {Text: "b"}}, 0, "", false},
+		{"token ids", `{"input":[101,7592,102]}`, []genq.EmbeddingInput{{TokenIDs: []int32{101, 7592, 102}}}, 0, "", false},
+		{"lists of token ids", `{"input":[[1,2],[3]]}`, []genq.EmbeddingInput{{TokenIDs: []int32{1, 2}}, {TokenIDs: []int32{3}}}, 0, "", false},
+		{"dimensions", `{"input":"a","dimensions":256,"encoding_format":"base64"}`, []genq.EmbeddingInput{{Text: "a"}}, 256, "", false},
+		{"truncate", `{"input":"a","truncate":true}`, []genq.EmbeddingInput{{Text: "a"}}, 0, "", true},
+		{"no input", `{"model":"m"}`, nil, 0, "input", false},
+		{"empty string", `{"input":""}`, nil, 0, "input", false},
+		{"empty list", `{"input":[]}`, nil, 0, "input", false},
+		{"a number", `{"input":3}`, nil, 0, "input", false},
+		{"mixed list", `{"input":["a",3]}`, nil, 0, "input", false},
+		{"negative id", `{"input":[1,-2]}`, nil, 0, "input", false},
+		{"empty id list", `{"input":[[1],[]]}`, nil, 0, "input", false},
+		{"too many strings", `{"input":` + many + `}`, nil, 0, "input", false},
+		{"zero dimensions", `{"input":"a","dimensions":0}`, nil, 0, "dimensions", false},
+		{"other format", `{"input":"a","encoding_format":"int8"}`, nil, 0, "encoding_format", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +60,7 @@ func TestEmbeddingJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(job.Inputs, tt.want) || job.Dimensions != tt.wantDims {
+			if !reflect.DeepEqual(job.Inputs, tt.want) || job.Dimensions != tt.wantDims || job.Truncate != tt.truncate {
 				t.Fatalf("inputs %+v, dimensions %d: want %+v, %d", job.Inputs, job.Dimensions, tt.want, tt.wantDims)
 			}
 			if err := job.Validate(); err != nil {
