@@ -41,16 +41,21 @@ type embResult struct {
 }
 
 type embBench struct {
-	threads, batchTokens, slots int
+	threads, batchTokens, batchInputs, slots int
 	results                     []embResult
 	minCosine                   float64
 	peer                        string
 	width                       int
 }
 
+// The servers' bounds, the same for both: a step of at most
+// embBatchInputs inputs (genq's EMBEDDING_BATCH_INPUTS, llama-server's
+// parallel slots, each a sequence of one decode) and embBatchTokens
+// tokens, on embThreads threads; genq's worker holds embSlots jobs.
 const (
 	embThreads     = 2
 	embBatchTokens = 4096
+	embBatchInputs = 64
 	embSlots       = 16
 )
 
@@ -65,7 +70,7 @@ func (b *bench) embeddings(ctx context.Context) error {
 		return fmt.Errorf("embedding model: %w\n%s", err, out)
 	}
 	file := filepath.Join(model, "mini-bert.gguf")
-	e := &embBench{threads: embThreads, batchTokens: embBatchTokens, slots: embSlots, minCosine: 1}
+	e := &embBench{threads: embThreads, batchTokens: embBatchTokens, batchInputs: embBatchInputs, slots: embSlots, minCosine: 1}
 	b.emb = e
 
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: model}
@@ -76,7 +81,7 @@ func (b *bench) embeddings(ctx context.Context) error {
 	}
 	if err == nil {
 		_, err = s.StartWorker(ctx, true, "EMBEDDING_QUEUE=E", "MODEL_DIR="+model, "EMBEDDING_THREADS="+strconv.Itoa(embThreads),
-			"EMBEDDING_BATCH_TOKENS="+strconv.Itoa(embBatchTokens), "SLOTS="+strconv.Itoa(embSlots))
+			"EMBEDDING_BATCH_TOKENS="+strconv.Itoa(embBatchTokens), "EMBEDDING_BATCH_INPUTS="+strconv.Itoa(embBatchInputs), "SLOTS="+strconv.Itoa(embSlots))
 	}
 	if err != nil {
 		return err
@@ -117,16 +122,16 @@ func (b *bench) embeddings(ctx context.Context) error {
 }
 
 // startEmbeddingPeer starts llama-server --embedding on model with genq's
-// threads, a step of as many tokens and as many parallel slots, each of
-// the model's 512 positions.
+// threads and steps of as many tokens and inputs (its parallel slots, each
+// of the model's 512 positions).
 func startEmbeddingPeer(ctx context.Context, bin, model, dir string) (string, func(), error) {
 	port, err := localstack.FreePort()
 	if err != nil {
 		return "", nil, err
 	}
 	args := []string{"-m", model, "--embedding", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"-t", strconv.Itoa(embThreads), "-tb", strconv.Itoa(embThreads), "-np", strconv.Itoa(embSlots),
-		"-c", strconv.Itoa(embSlots * 512), "-b", strconv.Itoa(embBatchTokens), "-ub", strconv.Itoa(embBatchTokens)}
+		"-t", strconv.Itoa(embThreads), "-tb", strconv.Itoa(embThreads), "-np", strconv.Itoa(embBatchInputs),
+		"-c", strconv.Itoa(embBatchInputs * 512), "-b", strconv.Itoa(embBatchTokens), "-ub", strconv.Itoa(embBatchTokens)}
 	p, err := localstack.Start("llama-server-embedding", bin, args, nil, dir)
 	if err != nil {
 		return "", nil, err
@@ -279,12 +284,12 @@ func (b *bench) embeddingsMarkdown() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "`make bench` (or `go run ./test/bench -only embeddings`), commit `%s`, %s, on %d cores of %s, load average %s. "+
 		"The model: `genqctl models tiny --family bert --size mini` (MiniLM-L6's blocks: 6 layers at width 384, %d dimensions, mean pooling; random weights, F16). "+
-		"genq: the api, NATS and one embedding worker (%d slots, steps of %d tokens, %d threads), through `POST /v1/embeddings`; "+
-		"llama-server --embedding on the same file (%s) with %d parallel slots, `-b`/`-ub` %d and %d threads. "+
+		"genq: the api, NATS and one embedding worker (%d jobs at once, steps of at most %d inputs and %d tokens, %d threads), through `POST /v1/embeddings`; "+
+		"llama-server --embedding on the same file (%s) with %d parallel slots (inputs a step), `-b`/`-ub` %d and %d threads. "+
 		"Both answer the same requests, %d runs each, taking turns going first; the inputs are sentences of 20 to 32 words (about 25 to 40 tokens). "+
 		"Before any is timed the two give the same vectors: least cosine over 32 inputs **%.6f**.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), procfs.CPUName(), loadAverage(),
-		e.width, e.slots, e.batchTokens, e.threads, e.peer, e.slots, e.batchTokens, e.threads, b.runs, e.minCosine)
+		e.width, e.slots, e.batchInputs, e.batchTokens, e.threads, e.peer, e.batchInputs, e.batchTokens, e.threads, b.runs, e.minCosine)
 	sb.WriteString("| load | genq, embeddings/s | llama-server, embeddings/s | genq / llama-server |\n|---|---|---|---|\n")
 	for _, r := range e.results {
 		g, p := median(r.rates["genq"]), median(r.rates["llama-server"])
