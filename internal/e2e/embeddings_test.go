@@ -231,3 +231,27 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddingsLargestRequest: OpenAI's 2,048 inputs in one request come
+// back whole, their result (1.4 MB of JSON on the tiny model) past NATS's
+// 1 MB payload, through the results store; 2,049 are refused.
+func TestEmbeddingsLargestRequest(t *testing.T) {
+	s, _, _ := embeddingStack(t)
+	inputs := make([]string, genq.MaxEmbeddingInputs)
+	for i := range inputs {
+		inputs[i] = fmt.Sprintf("cat %d", i)
+	}
+	status, got := embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": inputs})
+	if status != http.StatusOK || len(got.Data) != len(inputs) {
+		t.Fatalf("%d, %d vectors: want 200 and %d", status, len(got.Data), len(inputs))
+	}
+	for i, d := range got.Data {
+		if d.Index != i {
+			t.Fatalf("vector %d has index %d", i, d.Index)
+		}
+	}
+	status, _ = embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": append(inputs, "one more")})
+	if status != http.StatusBadRequest {
+		t.Fatalf("2,049 inputs: %d, want 400", status)
+	}
+}
