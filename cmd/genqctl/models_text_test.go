@@ -28,6 +28,9 @@ func TestModelsTinyTextFamilies(t *testing.T) {
 		{[]string{"--variant", "A", "--family", "llama"}, "tiny-A.gguf", "llama", "llama-bpe"},
 		{[]string{"--variant", "B", "--family", "qwen3"}, "tiny-qwen3-B.gguf", "qwen3", "qwen2"},
 		{[]string{"--variant", "A", "--family", "mistral"}, "tiny-mistral-A.gguf", "llama", "tekken"},
+		// An embedding model is no variant's: the variant is not read.
+		{[]string{"--variant", "C", "--family", "bert"}, "tiny-bert.gguf", "bert", "default"},
+		{[]string{"--family", "bert", "--size", "mini"}, "mini-bert.gguf", "bert", "default"},
 	} {
 		dir := t.TempDir()
 		out, err := run(append(c.args, "--dir", dir)...)
