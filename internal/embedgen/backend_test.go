@@ -235,3 +235,16 @@ func TestGenerateResult(t *testing.T) {
 		t.Fatalf("a text job: err %v, want invalid", err)
 	}
 }
+
+// A chat model is no embedding model: it pools nothing, and fails to
+// open, saying so.
+func TestOpenRefusesAChatModel(t *testing.T) {
+	dir := t.TempDir()
+	if err := tinygguf.Write(filepath.Join(dir, "chat.gguf"), tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(context.Background(), Config{ModelDir: dir}, nil)
+	if err == nil || !strings.Contains(err.Error(), "pooling is none") {
+		t.Fatalf("err %v: want the model's pooling named", err)
+	}
+}
