@@ -123,6 +123,20 @@ func ValidateQueueToken(q string) error {
 	return nil
 }
 
+// ParseEmbeddingQueue reads EMBEDDING_QUEUE, the embedding model's queue
+// token, which the api and the embedding workers both read: a subject
+// token, and none of the seed's variants (whose workers make text or
+// images).
+func ParseEmbeddingQueue(s string) (Variant, error) {
+	if err := ValidateQueueToken(s); err != nil {
+		return "", fmt.Errorf("EMBEDDING_QUEUE: %w", err)
+	}
+	if _, err := ParseVariant(s); err == nil {
+		return "", fmt.Errorf("EMBEDDING_QUEUE %q: the seed's variants A, B and C are not embedding models", s)
+	}
+	return Variant(s), nil
+}
+
 // EmbeddingResult is the body of an embedding job's result: one unit
 // vector per input, in order, and the tokens each input took.
 type EmbeddingResult struct {

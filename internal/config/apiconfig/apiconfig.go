@@ -110,13 +110,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 		return c, err
 	}
 	if c.EmbeddingQueue != "" {
-		if err := genq.ValidateQueueToken(c.EmbeddingQueue); err != nil {
-			return c, fmt.Errorf("EMBEDDING_QUEUE: %w", err)
+		if c.HTTP.EmbeddingQueue, err = genq.ParseEmbeddingQueue(c.EmbeddingQueue); err != nil {
+			return c, err
 		}
-		if _, err := genq.ParseVariant(c.EmbeddingQueue); err == nil {
-			return c, fmt.Errorf("EMBEDDING_QUEUE %q: the seed's variants A, B and C are not embedding models", c.EmbeddingQueue)
-		}
-		c.HTTP.EmbeddingQueue = genq.Variant(c.EmbeddingQueue)
 	}
 	c.HTTP.QueueCapacity = c.Queue.QueueCapacity
 	if c.Addr == "" {

@@ -176,8 +176,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 // embedding finishes the settings of an embedding worker: its queue token
 // stands where the variant does, and its model lives apart.
 func (c Config) embedding() (Config, error) {
-	if err := genq.ValidateQueueToken(c.EmbeddingQueue); err != nil {
-		return c, fmt.Errorf("EMBEDDING_QUEUE: %w", err)
+	q, err := genq.ParseEmbeddingQueue(c.EmbeddingQueue)
+	if err != nil {
+		return c, err
 	}
 	if c.ModelDir == "" {
 		c.ModelDir = "models/embedding"
@@ -189,7 +190,7 @@ func (c Config) embedding() (Config, error) {
 		host, _ := os.Hostname()
 		c.WorkerID = host + "-" + uuid.NewString()[:8]
 	}
-	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, genq.Variant(c.EmbeddingQueue)
+	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, q
 	c.Embedding.ModelDir, c.Embedding.Slots, c.Embedding.LibDir = c.ModelDir, c.Slots, c.Text.LibDir
 	return c, nil
 }

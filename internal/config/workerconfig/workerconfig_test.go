@@ -65,7 +65,8 @@ func TestImageEngineSettings(t *testing.T) {
 
 // EMBEDDING_QUEUE makes an embedding worker: its queue token stands for
 // the variant, its model lives in models/embedding (or /models in genq's
-// images), and a token that is no subject token is refused by name.
+// images), and a token that is no subject token, or a seed variant's, is
+// refused by name.
 func TestEmbeddingWorker(t *testing.T) {
 	for _, tc := range []struct {
 		env     map[string]string
@@ -76,6 +77,7 @@ func TestEmbeddingWorker(t *testing.T) {
 		{map[string]string{"EMBEDDING_QUEUE": "E", "GENQ_IN_CONTAINER": "1"}, "/models", false},
 		{map[string]string{"EMBEDDING_QUEUE": "E", "MODEL_DIR": "/data/bge", "SLOTS": "32"}, "/data/bge", false},
 		{map[string]string{"EMBEDDING_QUEUE": "e.1"}, "", true},
+		{map[string]string{"EMBEDDING_QUEUE": "b"}, "", true},
 	} {
 		c, err := Parse(nil, lookupOf(tc.env), io.Discard)
 		switch {
