@@ -68,7 +68,15 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m, err := lib.OpenModel(path, llamacpp.ModelParams{})
+	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}
+	params := llamacpp.ModelParams{}
+	if gpu := lib.GPU(); cfg.GPU && gpu != nil {
+		// An embedding model is small: every layer fits beside a chat
+		// model's, and the GPU computes a step's matrices far faster.
+		params.GPULayers, params.Device = -1, gpu
+		device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name), Engine: "llama.cpp"}
+	}
+	m, err := lib.OpenModel(path, params)
 	if err != nil {
 		return nil, fmt.Errorf("embedding model %s: %w", path, err)
 	}
@@ -92,11 +100,11 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.batch = llamacpp.NewBatch(cfg.BatchTokens)
 	b.sched = newScheduler(engine{b.ectx, b.batch}, cfg.BatchTokens, cfg.BatchInputs)
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots,
 		Limits: genq.Limits{ContextSize: b.maxInput, VocabSize: m.Vocab.Size()}}
 	ok = true
 	log.Info("embedding model ready", "model", path, "architecture", m.Architecture(), "engine", "llama.cpp "+lib.Version,
+		"device", device.Kind, "device_name", device.Name, "threads", cfg.Threads,
 		"dimensions", b.ectx.Width(), "pooling", b.ectx.Pooling(), "max_input_tokens", b.maxInput,
 		"batch_tokens", cfg.BatchTokens, "batch_inputs", cfg.BatchInputs, "slots", cfg.Slots, "took", time.Since(start).Round(time.Millisecond))
 	return b, nil

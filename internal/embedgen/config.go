@@ -6,6 +6,7 @@ package embedgen
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +27,10 @@ type Config struct {
 	BatchTokens int
 	// BatchInputs is the most inputs (sequences) of one engine step.
 	BatchInputs int
-	// Threads compute; 0 lets the engine choose.
+	// Threads compute on the CPU; 0 is one per CPU.
 	Threads int
+	// GPU = false keeps the model on the CPU even when CUDA is found.
+	GPU bool
 	// Dimensions lists the widths a request's dimensions may ask for
 	// besides the model's own, comma-separated: a model trained to be cut
 	// (Matryoshka, as OpenAI's text-embedding-3) allows them, others none.
@@ -48,7 +51,8 @@ func (c *Config) RegisterFlags(fs *envflag.Set) {
 	fs.String(&c.ModelFile, "embedding-model-file", "EMBEDDING_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
 	fs.Int(&c.BatchTokens, "embedding-batch-tokens", "EMBEDDING_BATCH_TOKENS", DefaultBatchTokens, "most tokens of one engine step over all its inputs; also bounds one input, with the model's trained context")
 	fs.Int(&c.BatchInputs, "embedding-batch-inputs", "EMBEDDING_BATCH_INPUTS", DefaultBatchInputs, "most inputs of one engine step, from any of the jobs the worker holds")
-	fs.Int(&c.Threads, "embedding-threads", "EMBEDDING_THREADS", 0, "CPU threads for compute; 0 lets the engine choose")
+	fs.Int(&c.Threads, "embedding-threads", "EMBEDDING_THREADS", 0, "CPU threads for compute; 0: one per CPU")
+	fs.Bool(&c.GPU, "embedding-gpu", "EMBEDDING_GPU", true, "offload the embedding model to a CUDA GPU when llama.cpp finds one")
 	fs.String(&c.Dimensions, "embedding-dimensions", "EMBEDDING_DIMENSIONS", "", "widths a request's dimensions may ask for besides the model's own, comma-separated, for a model trained to be cut (Matryoshka); empty: none, and dimensions other than the model's width are refused")
 }
 
@@ -79,6 +83,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchInputs == 0 {
 		c.BatchInputs = DefaultBatchInputs
+	}
+	if c.Threads == 0 {
+		// llama.cpp's own default is 4 whatever the machine: too many on
+		// a 2-core box, too few on a large one.
+		c.Threads = runtime.NumCPU()
 	}
 	var err error
 	if c.dims, err = ParseDimensions(c.Dimensions); err != nil {
