@@ -21,7 +21,6 @@ import (
 
 	"github.com/genq/genq/internal/embedgen"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
 )
@@ -33,11 +32,19 @@ const embeddingQueue genq.Variant = "E"
 // one embedding worker on the tiny BERT, whose file it returns.
 func embeddingStack(t *testing.T) (*stack, *embedgen.Backend, string) {
 	t.Helper()
+	return embeddingStackWith(t, stackOptions{})
+}
+
+// embeddingStackWith is embeddingStack on o's api (its variant B, its
+// EmbeddingQueue embeddingQueue).
+func embeddingStackWith(t *testing.T, o stackOptions) (*stack, *embedgen.Backend, string) {
+	t.Helper()
 	model := filepath.Join(t.TempDir(), tinygguf.BERTFileName("tiny"))
 	if err := tinygguf.WriteBERT(model, "tiny", "", 1); err != nil {
 		t.Fatal(err)
 	}
-	s := newStack(t, stackOptions{variant: genq.VariantB, http: httpapi.Config{EmbeddingQueue: embeddingQueue}})
+	o.variant, o.http.EmbeddingQueue = genq.VariantB, embeddingQueue
+	s := newStack(t, o)
 	b, err := embedgen.Open(context.Background(), embedgen.Config{ModelFile: model, Threads: 1}, testLog(t))
 	if err != nil {
 		t.Fatal(err)
@@ -253,5 +260,33 @@ func TestEmbeddingsLargestRequest(t *testing.T) {
 	status, _ = embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": append(inputs, "one more")})
 	if status != http.StatusBadRequest {
 		t.Fatalf("2,049 inputs: %d, want 400", status)
+	}
+}
+
+// TestEmbeddingsUsage: an embeddings request counts its inputs' tokens for
+// its tenant, under its route, on the usage route.
+func TestEmbeddingsUsage(t *testing.T) {
+	s, _, _ := embeddingStackWith(t, stackOptions{tenants: true, keys: keyLines(t, "k-a tenant=a")})
+	r := s.callKey("POST", "/v1/embeddings", "k-a", `{"model":"m","input":["hello world","the cat"]}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	u := s.callKey("GET", "/v1/usage", "k-a", "")
+	var page struct {
+		Data []struct {
+			Results []struct {
+				Route            string
+				NumModelRequests int `json:"num_model_requests"`
+				InputTokens      int `json:"input_tokens"`
+				OutputTokens     int `json:"output_tokens"`
+			}
+		}
+	}
+	if err := json.Unmarshal(u.body, &page); err != nil || len(page.Data) != 1 || len(page.Data[0].Results) != 1 {
+		t.Fatalf("%d %s: %v", u.status, u.body, err)
+	}
+	// [CLS] hello world [SEP] and [CLS] the cat [SEP].
+	if got := page.Data[0].Results[0]; got.Route != "/v1/embeddings" || got.NumModelRequests != 1 || got.InputTokens != 8 || got.OutputTokens != 0 {
+		t.Fatalf("usage %+v: want one request of 8 input tokens on /v1/embeddings", got)
 	}
 }

@@ -2,6 +2,7 @@ package embedgen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -225,9 +226,15 @@ func TestGenerateResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `"tokens":[4,4],"usage":{"prompt_tokens":8,"completion_tokens":0}`
-	if got := string(res.Data); res.ContentType != "application/json" || !strings.Contains(got, want) {
-		t.Fatalf("result %s %.200s…: want %s", res.ContentType, got, want)
+	var got genq.EmbeddingResult
+	if err := json.Unmarshal(res.Data, &got); err != nil || res.ContentType != "application/json" {
+		t.Fatalf("result %s %.200s…: %v", res.ContentType, res.Data, err)
+	}
+	if len(got.Embeddings) != 2 || fmt.Sprint(got.Tokens) != "[4 4]" || got.Usage.PromptTokens != 8 || got.Model != "tiny-bert.gguf" {
+		t.Fatalf("result %+v: want 2 vectors of 4 tokens each, 8 in all, from tiny-bert.gguf", got)
+	}
+	if !strings.HasPrefix(string(res.Data), `{"usage":`) {
+		t.Fatalf("result %.60s…: want usage first", res.Data)
 	}
 	// A job of text is not this worker's.
 	_, err = b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{ID: "j2", Variant: "E", Text: "hi"}}, nil)

@@ -140,12 +140,14 @@ func ParseEmbeddingQueue(s string) (Variant, error) {
 // EmbeddingResult is the body of an embedding job's result: one unit
 // vector per input, in order, and the tokens each input took.
 type EmbeddingResult struct {
+	// Usage sums Tokens. It comes first, so that a reader of a result cut
+	// short (the api's metering keeps 16 MiB of it) finds it.
+	Usage      Usage       `json:"usage"`
 	Model      string      `json:"model,omitempty"`
 	Embeddings [][]float32 `json:"embeddings"`
 	// Tokens is each input's token count, special tokens included, after
-	// any truncation; Usage sums them.
+	// any truncation.
 	Tokens []int `json:"tokens"`
-	Usage  Usage `json:"usage"`
 }
 
 // Result is the embedding result as a job's result.

@@ -232,19 +232,42 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 
 func (b *meteredBody) Close() error {
 	b.once.Do(func() {
-		var res struct {
-			Usage *genq.Usage `json:"usage"`
-		}
-		if json.Unmarshal(b.buf.Bytes(), &res) != nil || res.Usage == nil {
+		u, ok := usageIn(b.buf.Bytes())
+		if !ok {
 			return
 		}
 		b.c.mu.Lock()
 		defer b.c.mu.Unlock()
-		b.c.took.PromptTokens += int64(res.Usage.PromptTokens)
-		b.c.took.CachedTokens += int64(res.Usage.CachedTokens)
-		b.c.took.CompletionTokens += int64(res.Usage.CompletionTokens)
+		b.c.took.PromptTokens += int64(u.PromptTokens)
+		b.c.took.CachedTokens += int64(u.CachedTokens)
+		b.c.took.CompletionTokens += int64(u.CompletionTokens)
 	})
 	return b.ReadCloser.Close()
+}
+
+// usageIn is a result's top-level usage, the JSON read only as far as
+// it: a result past what meteredBody keeps (an embedding result of
+// thousands of vectors, which writes its usage first) still counts.
+func usageIn(data []byte) (genq.Usage, bool) {
+	var u genq.Usage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return u, false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return u, false
+		}
+		if key == "usage" {
+			return u, dec.Decode(&u) == nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return u, false
+		}
+	}
+	return u, false
 }
 
 // settle ends an admitted request: its usage goes to the tenant's metrics

@@ -31,6 +31,9 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	var req openai.EmbeddingRequest
 	job, err := s.embeddingJob(body, &req, start)
+	if err == nil {
+		err = s.admit(w, r, admission{model: req.Model, cost: tenant.Cost{Tokens: embeddingReserve(job)}, deadline: job.Deadline})
+	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
 		return
@@ -65,6 +68,21 @@ func (s *Server) embeddingJob(body []byte, req *openai.EmbeddingRequest, start t
 	}
 	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.EmbeddingQueue, Deadline: start.Add(s.cfg.JobTimeout)}}
 	return openai.EmbeddingJob(*req, tmpl)
+}
+
+// embeddingReserve is the tokens an embedding job reserves of its
+// tenant's limits until its answer says how many it took: its token ids,
+// and a token for every 4 bytes of its texts (English's usual) with the
+// special tokens around each.
+func embeddingReserve(job genq.Job) int64 {
+	var n int64
+	for _, in := range job.Inputs {
+		n += int64(len(in.TokenIDs))
+		if in.Text != "" {
+			n += int64(len(in.Text)/4 + 2)
+		}
+	}
+	return n
 }
 
 // readEmbeddingResult reads and decodes an embedding job's result.
