@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
@@ -30,7 +32,13 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req openai.EmbeddingRequest
+	_, span := s.startSpan(r.Context(), "decode request")
 	job, err := s.embeddingJob(body, &req, start)
+	var jobs []genq.Job
+	if err == nil {
+		jobs = []genq.Job{job}
+	}
+	endDecode(span, jobs, err == nil, attribute.Int("genq.inputs", len(job.Inputs)))
 	if err == nil {
 		err = s.admit(w, r, admission{model: req.Model, cost: tenant.Cost{Tokens: embeddingReserve(job)}, deadline: job.Deadline})
 	}
