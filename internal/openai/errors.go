@@ -24,14 +24,17 @@ type Error struct {
 func ErrorOf(err error) Error {
 	code := genq.ErrorCode(err)
 	e := Error{Message: genq.ErrorMessage(err), Type: errorType(code), Code: string(code)}
-	if ce, ok := genq.ContextExceededOf(err); ok {
+	switch ce, ok := genq.ContextExceededOf(err); {
+	case ok:
 		e.Code, e.Param = CodeContextLengthExceeded, &ce.Input
-	} else if f := genq.ErrorField(err); f != "" {
-		e.Param = &f
-	}
-	if genq.IsModelNotFound(err) {
-		// OpenAI's own answer to an unknown model: a 404 of this type.
+	case genq.IsModelNotFound(err):
+		// OpenAI's own answer to an unknown model: a 404 of this type,
+		// its param null.
 		e.Type, e.Code = "invalid_request_error", CodeModelNotFound
+	default:
+		if f := genq.ErrorField(err); f != "" {
+			e.Param = &f
+		}
 	}
 	return e
 }

@@ -42,10 +42,10 @@ type embResult struct {
 
 type embBench struct {
 	threads, batchTokens, batchInputs, slots int
-	results                     []embResult
-	minCosine                   float64
-	peer                        string
-	width                       int
+	results                                  []embResult
+	minCosine                                float64
+	peer                                     string
+	width                                    int
 }
 
 // The servers' bounds, the same for both: a step of at most
