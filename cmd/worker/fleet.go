@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/genq/genq/internal/catalog"
 	"github.com/genq/genq/internal/config/workerconfig"
+	"github.com/genq/genq/internal/embedgen"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/llamacpp"
 	"github.com/genq/genq/internal/natsqueue"
@@ -39,14 +41,14 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 	}
 	models := fleetModels(cfg, log)
 	if len(models) == 0 {
-		return errors.New("no model of the catalogue is one this worker can load (chat models, as GGUF files)")
+		return errors.New("no model of the catalogue is one this worker can load (chat and embedding models, as GGUF files)")
 	}
 	budget, err := fleetBudget(cfg, log)
 	if err != nil {
 		return err
 	}
 	fleet, err := worker.NewFleet(models, worker.FleetOptions{Budget: budget, KeepAlive: cfg.Fleet.KeepAlive,
-		Load: textLoader(cfg, log), Log: log, Registry: reg})
+		Load: modelLoader(cfg, log), Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -66,21 +68,21 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 	log.Info("serving several models", "models", len(served), "budget", budget, "keep_alive", cfg.Fleet.KeepAlive.String())
 
 	info := func(m genq.Model) genq.BackendInfo {
-		return genq.BackendInfo{Device: genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}, Model: m.Name, Slots: fleetSlots(cfg)}
+		return genq.BackendInfo{Device: genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}, Model: m.Name, Slots: modelSlots(cfg, m)}
 	}
 	return fleet.Serve(ctx, conn, cfg.Runtime, info, log, reg)
 }
 
-// fleetModels are the catalogue's chat models with a file this worker
-// finds; the seed's model when its directory holds one.
+// fleetModels are the catalogue's chat and embedding models with a file
+// this worker finds; the seed's model when its directory holds one.
 func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 	var out []genq.Model
 	for _, m := range cfg.Catalog.Models() {
 		if len(cfg.Fleet.Serve) > 0 && !servesModel(cfg.Fleet.Serve, m) {
 			continue
 		}
-		if m.Kind != genq.KindChat {
-			log.Info("model left out: this worker serves chat models", "model", m.Name, "kind", m.Kind)
+		if m.Kind != genq.KindChat && m.Kind != genq.KindEmbedding {
+			log.Info("model left out: this worker serves chat and embedding models", "model", m.Name, "kind", m.Kind)
 			continue
 		}
 		if m.Path == "" && m.Queue == cfg.Variant {
@@ -96,7 +98,7 @@ func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 		// What the model costs against the budget: its weights and the KV
 		// cache of its slots at its context (fleetContext), as the header
 		// tells them before any load.
-		if info, err := catalog.ReadGGUF(path); err == nil {
+		if info, err := catalog.ReadGGUF(path); err == nil && m.Kind == genq.KindChat {
 			m.ContextLength = fleetContext(cfg, info.ContextLength)
 			m.SizeBytes += info.KVBytesPerToken * int64(m.ContextLength) * int64(fleetSlots(cfg)+1)
 		}
@@ -183,6 +185,45 @@ func fleetSlots(cfg workerconfig.Config) int {
 		return cfg.Slots
 	}
 	return max(cfg.Variant.Spec().Slots, 1)
+}
+
+// modelSlots is a model's slots: its kind's. An embedding model's jobs
+// share engine steps, so it holds more of them at once than a chat
+// model's answers share a batch.
+func modelSlots(cfg workerconfig.Config, m genq.Model) int {
+	if m.Kind == genq.KindEmbedding {
+		return cmp.Or(cfg.Slots, embedgen.DefaultSlots)
+	}
+	return fleetSlots(cfg)
+}
+
+// modelLoader loads a model with the loader of its kind.
+func modelLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
+	chat, embedding := textLoader(cfg, log), embeddingLoader(cfg, log)
+	return func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
+		if m.Kind == genq.KindEmbedding {
+			return embedding(ctx, m, progress)
+		}
+		return chat(ctx, m, progress)
+	}
+}
+
+// embeddingLoader loads an embedding model with the worker's embedding
+// settings (EMBEDDING_*), its file read through first as a chat model's.
+func embeddingLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
+	return func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
+		if err := warm(ctx, m.Path, func(p float64) { progress(p * warmShare) }); err != nil {
+			return nil, err
+		}
+		ec := cfg.Embedding
+		ec.ModelDir, ec.ModelFile, ec.Slots, ec.LibDir = filepath.Dir(m.Path), filepath.Base(m.Path), modelSlots(cfg, m), cfg.Text.LibDir
+		b, err := embedgen.Open(ctx, ec, log.With("model", m.Name))
+		if err != nil {
+			return nil, err
+		}
+		progress(1)
+		return b, nil
+	}
 }
 
 // textLoader loads a chat model with the worker's text settings. The file

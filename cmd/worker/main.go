@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/genq/genq/internal/config/workerconfig"
-	"github.com/genq/genq/internal/embedgen"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/ggmlimage"
 	"github.com/genq/genq/internal/healthcheck"
@@ -79,9 +78,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return err
 	}
-	// The queue the worker serves: its variant's, or an embedding model's.
-	queueToken := cfg.Runtime.Variant
-	log = log.With("worker_id", cfg.WorkerID, "variant", string(queueToken))
+	log = log.With("worker_id", cfg.WorkerID, "variant", string(cfg.Variant))
 	// The process that serves is the child of a supervisor, which says
 	// what it died of, should it die, and notes it in the run records of
 	// the jobs it held (internal/worker/supervisor).
@@ -101,7 +98,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	cfg.Runtime.Tracing = tr.Provider
 	// The engines log through slog's default logger; give them ours.
 	slog.SetDefault(log)
-	if cfg.Variant.Kind() == genq.OutputText && cfg.EmbeddingQueue == "" && cfg.GOGC == "" {
+	if cfg.Variant.Kind() == genq.OutputText && cfg.GOGC == "" {
 		// A text worker's Go heap is small (the weights and the cache live
 		// in ggml's memory) and churns fast: every step builds a graph, and
 		// at Go's default the collector's assists land on the scheduler
@@ -141,7 +138,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	// until the api starts), and follow them.
 	queue := natsqueue.DefaultSettings()
 	queue.Adopt = true
-	conn, err := natsqueue.Dial(ctx, cfg.NATS, queue, log, queueToken)
+	conn, err := natsqueue.Dial(ctx, cfg.NATS, queue, log, cfg.Variant)
 	if err != nil {
 		return err
 	}
@@ -150,7 +147,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		log.Warn("HEARTBEAT_INTERVAL is not shorter than the api's HEARTBEAT_TTL: the api counts this worker gone between its heartbeats",
 			"heartbeat_interval", cfg.Runtime.HeartbeatEvery.String(), "heartbeat_ttl", ttl.String())
 	}
-	go conn.FollowConsumerLimits(ctx, queueToken, 30*time.Second)
+	go conn.FollowConsumerLimits(ctx, cfg.Variant, 30*time.Second)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -199,9 +196,6 @@ func supervise(ctx context.Context, cfg workerconfig.Config, args []string, log 
 }
 
 func openBackend(ctx context.Context, cfg workerconfig.Config, log *slog.Logger) (genq.Backend, error) {
-	if cfg.EmbeddingQueue != "" {
-		return embedgen.Open(ctx, cfg.Embedding, log)
-	}
 	if cfg.Variant.Kind() == genq.OutputImage {
 		if cfg.ImageEngine == "ggml" {
 			return ggmlimage.Open(ctx, cfg.GGML, log)
