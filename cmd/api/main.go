@@ -76,13 +76,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	cfg.NATS.Name = "genq-api"
 	// Every catalogue model's consumers exist from the start, so that an
-	// autoscaler sees each model's lag from its first job; the embedding
-	// model's beside them.
-	queues := cfg.HTTP.Catalog.Queues()
-	if q := cfg.HTTP.EmbeddingQueue; q != "" {
-		queues = append(queues, q)
-	}
-	conn, err := natsqueue.Dial(ctx, cfg.NATS, cfg.Queue, log, queues...)
+	// autoscaler sees each model's lag from its first job.
+	conn, err := natsqueue.Dial(ctx, cfg.NATS, cfg.Queue, log, cfg.HTTP.Catalog.Queues()...)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,6 @@ var PerProcess = []struct {
 	Vars []string
 	Why  string
 }{
-	{[]string{"EMBEDDING_QUEUE"}, "the embedding model's queue, as `VARIANT` is the variant's: the api sends `/v1/embeddings` to it, and a worker started with it serves it (make run sets it for both)"},
 	{[]string{"VARIANT"}, "the queue a process joins, as `NATS_URL` names the server: the api and the workers of a deployment are each started for it (genqctl deploy, the compose file and make run set it once for both)"},
 	{[]string{"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_TLS_CA", "NATS_TLS_CERT", "NATS_TLS_KEY", "NATS_INBOX_PREFIX", "NATS_REPLY_PREFIXES"},
 		"how each process reaches NATS and who it is there: each role has its own user, password and inbox prefix ([protocol.md](protocol.md) §9)"},
@@ -101,7 +100,7 @@ var sectionProse = map[string]string{
 	"Models":                         "The catalogue of models a deployment serves, besides its variant's own ([protocol.md](protocol.md) §1c, [text.md](text.md), \"Many models\").",
 	"Text engine":                    "Variants A and B ([text.md](text.md)).",
 	"Image engine":                   "Variant C ([image.md](image.md)).",
-	"Embedding engine":               "A worker started with `EMBEDDING_QUEUE` ([api.md](api.md), \"Embeddings\").",
+	"Embedding engine":               "The catalogue's embedding models, on the workers that serve them ([api.md](api.md), \"Embeddings\").",
 	"Asynchronous jobs and webhooks": "`POST /v1/jobs` and its webhooks.",
 	"Batch API":                      "`POST /v1/files` and `/v1/batches`.",
 	ctlconfig.DownloadSection:        "[download.md](download.md).",

@@ -25,8 +25,25 @@ import (
 	"github.com/genq/genq/internal/worker"
 )
 
-// embeddingQueue is the tests' embedding model's queue token.
-const embeddingQueue genq.Variant = "E"
+// embeddingModel is the tests' embedding model's name in the catalogue,
+// and embeddingQueue its queue token, by the catalogue's rule.
+const embeddingModel = "genq-embedding"
+
+var embeddingQueue = genq.QueueToken(genq.KindEmbedding, embeddingModel)
+
+// embeddingCatalog is a variant B api's catalogue with the embedding
+// model besides: the chat model takes every unknown name, as without a
+// catalogue; OpenAI's own embedding model's name is an alias.
+func embeddingCatalog(t *testing.T) *genq.Catalog {
+	t.Helper()
+	c, err := genq.NewCatalog([]genq.Model{genq.SeedModel(genq.VariantB),
+		{Name: embeddingModel, Kind: genq.KindEmbedding, Queue: embeddingQueue, Aliases: []string{"text-embedding-3-small"}}},
+		map[string]string{"*": genq.SeedModel(genq.VariantB).Name}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // embeddingStack is a variant B api that also serves /v1/embeddings, and
 // one embedding worker on the tiny BERT, whose file it returns.
@@ -36,14 +53,14 @@ func embeddingStack(t *testing.T) (*stack, *embedgen.Backend, string) {
 }
 
 // embeddingStackWith is embeddingStack on o's api (its variant B, its
-// EmbeddingQueue embeddingQueue).
+// catalogue embeddingCatalog).
 func embeddingStackWith(t *testing.T, o stackOptions) (*stack, *embedgen.Backend, string) {
 	t.Helper()
 	model := filepath.Join(t.TempDir(), tinygguf.BERTFileName("tiny"))
 	if err := tinygguf.WriteBERT(model, "tiny", "", 1); err != nil {
 		t.Fatal(err)
 	}
-	o.variant, o.http.EmbeddingQueue = genq.VariantB, embeddingQueue
+	o.variant, o.http.Catalog = genq.VariantB, embeddingCatalog(t)
 	s := newStack(t, o)
 	b, err := embedgen.Open(context.Background(), embedgen.Config{ModelFile: model, Threads: 1}, testLog(t))
 	if err != nil {
@@ -74,8 +91,10 @@ type embeddingAnswer struct {
 		TotalTokens  int `json:"total_tokens"`
 	} `json:"usage"`
 	Error *struct {
-		Param *string `json:"param"`
-		Type  string  `json:"type"`
+		Message string  `json:"message"`
+		Param   *string `json:"param"`
+		Type    string  `json:"type"`
+		Code    string  `json:"code"`
 	} `json:"error"`
 }
 
@@ -151,15 +170,16 @@ func TestEmbeddingsMatchLlamaServer(t *testing.T) {
 		want   [][]float64
 		tokens int
 	}{
-		{"strings, floats", map[string]any{"input": texts, "model": "m"}, wantV, 0},
+		{"strings, floats, the model named", map[string]any{"input": texts, "model": embeddingModel}, wantV, 0},
+		{"one string, an alias", map[string]any{"input": texts[2], "model": "text-embedding-3-small"}, wantV[2:3], 0},
 		{"one string, base64", map[string]any{"input": texts[1], "encoding_format": "base64"}, wantV[1:2], 0},
 		{"token ids", map[string]any{"input": tokens}, wantV[:1], len(tokens)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, got := embed(t, s.api.URL+"/v1/embeddings", tt.body)
-			if status != http.StatusOK || got.Object != "list" {
-				t.Fatalf("%d %+v", status, got)
+			if status != http.StatusOK || got.Object != "list" || got.Model != embeddingModel {
+				t.Fatalf("%d %+v: want 200 naming %s", status, got, embeddingModel)
 			}
 			g := got.vectors(t)
 			for i := range tt.want {
@@ -215,12 +235,20 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		body  map[string]any
 		param string
 	}{
-		{"no input", map[string]any{"model": "m"}, "input"},
+		{"no input", map[string]any{"model": embeddingModel}, "input"},
 		{"an empty string", map[string]any{"input": ""}, "input"},
 		{"too long for the model (the worker says)", map[string]any{"input": strings.Repeat("cat ", 600)}, "input"},
 		{"a token id past the vocabulary (the worker says)", map[string]any{"input": []int{2, 1 << 20, 3}}, "input"},
 		{"dimensions the model does not allow (the worker says)", map[string]any{"input": "a", "dimensions": 16}, "dimensions"},
 		{"another encoding", map[string]any{"input": "a", "encoding_format": "int8"}, "encoding_format"},
+	}
+	// A model the catalogue does not hold, or one of another kind, is
+	// OpenAI's 404, and nothing is queued.
+	for _, name := range []string{"no-such-model", genq.SeedModel(genq.VariantB).Name} {
+		status, got := embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": "a", "model": name})
+		if status != http.StatusNotFound || got.Error == nil || got.Error.Code != "model_not_found" {
+			t.Fatalf("model %s: %d %+v: want 404 model_not_found", name, status, got.Error)
+		}
 	}
 	t.Run("too long, cut when asked", func(t *testing.T) {
 		status, got := embed(t, s.api.URL+"/v1/embeddings", map[string]any{"input": strings.Repeat("cat ", 600), "truncate": true})
@@ -267,7 +295,7 @@ func TestEmbeddingsLargestRequest(t *testing.T) {
 // its tenant, under its route, on the usage route.
 func TestEmbeddingsUsage(t *testing.T) {
 	s, _, _ := embeddingStackWith(t, stackOptions{tenants: true, keys: keyLines(t, "k-a tenant=a")})
-	r := s.callKey("POST", "/v1/embeddings", "k-a", `{"model":"m","input":["hello world","the cat"]}`)
+	r := s.callKey("POST", "/v1/embeddings", "k-a", `{"input":["hello world","the cat"]}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("%d %s", r.status, r.body)
 	}

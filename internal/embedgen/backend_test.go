@@ -221,7 +221,7 @@ func TestRefusals(t *testing.T) {
 func TestGenerateResult(t *testing.T) {
 	b := openPaused(t, Config{})
 	go b.sched.loop()
-	job := genq.Job{Envelope: genq.Envelope{ID: "j1", Variant: "E"}, EmbeddingRequest: texts("hello world", "the cat")}
+	job := genq.Job{Envelope: genq.Envelope{ID: "j1", Variant: "embedding_tiny_bert"}, EmbeddingRequest: texts("hello world", "the cat")}
 	res, err := b.Generate(context.Background(), job, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestGenerateResult(t *testing.T) {
 		t.Fatalf("result %.60s…: want usage first", res.Data)
 	}
 	// A job of text is not this worker's.
-	_, err = b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{ID: "j2", Variant: "E", Text: "hi"}}, nil)
+	_, err = b.Generate(context.Background(), genq.Job{Envelope: genq.Envelope{ID: "j2", Variant: "embedding_tiny_bert", Text: "hi"}}, nil)
 	if genq.ErrorCode(err) != genq.Invalid {
 		t.Fatalf("a text job: err %v, want invalid", err)
 	}

@@ -288,7 +288,7 @@ func allJob() genq.Job {
 func embeddingJob() genq.Job {
 	var j genq.Job
 	j.ID = "0193f1c2-7d1e-7c3a-9a55-2f0e9c1d4b7e"
-	j.Variant = "E"
+	j.Variant = genq.QueueToken(genq.KindEmbedding, "bge-small-en-v1.5")
 	j.Deadline = deadline
 	j.ReplyTo = "_INBOX.api.0193f1c2-7d1e-7c3a-9a55-2f0e9c1d4b7e"
 	j.Inputs = []genq.EmbeddingInput{{Text: "A queue waits, patient."}, {TokenIDs: []int32{2, 40, 3}}}

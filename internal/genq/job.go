@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -72,6 +73,9 @@ func (j Job) Validate() error {
 	}
 	if j.IsEmbedding() {
 		return j.validateEmbedding()
+	}
+	if j.Variant.Kind() == OutputEmbedding {
+		return &Error{Code: Invalid, Field: "input", Message: fmt.Sprintf("job %s: an embedding model's queue %s takes embedding jobs: give inputs", j.ID, j.Variant)}
 	}
 	switch j.Variant {
 	case VariantA, VariantB, VariantC:

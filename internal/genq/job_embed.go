@@ -10,8 +10,8 @@ import (
 
 // Embedding jobs: a list of inputs, each text or token ids, whose result is
 // one vector per input. They travel on the queue as text jobs do, on the
-// subjects of the embedding model's queue token, and are served by workers
-// whose model is an embedding model.
+// subjects of an embedding model's queue token (the catalogue's), and are
+// served by the workers that load it.
 
 // Bounds of one embedding job, OpenAI's: 2,048 inputs and 300,000 tokens
 // in all. MaxEmbeddingTextBytes bounds one text input before it is
@@ -49,11 +49,11 @@ type EmbeddingInput struct {
 func (j Job) IsEmbedding() bool { return len(j.Inputs) > 0 }
 
 // validateEmbedding checks an embedding job: it carries inputs alone, each
-// one text or token ids, within the bounds. Its variant is the embedding
-// model's queue token, which need not be one of the seed's variants.
+// one text or token ids, within the bounds, on an embedding model's queue
+// (QueueToken), never a seed variant's.
 func (j Job) validateEmbedding() error {
-	if err := ValidateQueueToken(string(j.Variant)); err != nil {
-		return fmt.Errorf("job %s: %w", j.ID, err)
+	if !IsModelQueue(j.Variant) || queueKind(j.Variant) != KindEmbedding {
+		return Errorf(Invalid, "job %s: an embedding job goes on an embedding model's queue (embedding_…), not %q", j.ID, j.Variant)
 	}
 	if j.Text != "" || len(j.Messages) > 0 || j.Prompt != "" || len(j.PromptTokenIDs) > 0 || j.HasImageParams() {
 		return &Error{Code: Invalid, Field: "input", Message: "an embedding job carries inputs alone: no text, messages, prompt or image parameters"}
@@ -107,34 +107,6 @@ func (in EmbeddingInput) validate(i int) error {
 		}
 	}
 	return nil
-}
-
-// ValidateQueueToken checks a model's queue token: one NATS subject token
-// that is also valid in a consumer's name.
-func ValidateQueueToken(q string) error {
-	ok := len(q) >= 1 && len(q) <= 32
-	for i := 0; ok && i < len(q); i++ {
-		c := q[i]
-		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-	}
-	if !ok {
-		return Errorf(Invalid, "queue token %q: want 1 to 32 characters of A-Z, a-z, 0-9, - and _", q)
-	}
-	return nil
-}
-
-// ParseEmbeddingQueue reads EMBEDDING_QUEUE, the embedding model's queue
-// token, which the api and the embedding workers both read: a subject
-// token, and none of the seed's variants (whose workers make text or
-// images).
-func ParseEmbeddingQueue(s string) (Variant, error) {
-	if err := ValidateQueueToken(s); err != nil {
-		return "", fmt.Errorf("EMBEDDING_QUEUE: %w", err)
-	}
-	if _, err := ParseVariant(s); err == nil {
-		return "", fmt.Errorf("EMBEDDING_QUEUE %q: the seed's variants A, B and C are not embedding models", s)
-	}
-	return Variant(s), nil
 }
 
 // EmbeddingResult is the body of an embedding job's result: one unit

@@ -43,9 +43,6 @@ type Config struct {
 	// Catalog is the models the api serves (MODELS_FILE, MODELS); nil:
 	// the variant's model alone, under any name.
 	Catalog *genq.Catalog
-	// EmbeddingQueue is the queue token of the embedding model that POST
-	// /v1/embeddings sends its jobs to; empty: the route answers 404.
-	EmbeddingQueue genq.Variant
 	// MaxBodyBytes bounds a request body; more gives 413.
 	MaxBodyBytes int64
 	// MaxV1BodyBytes bounds the body of a POST on OpenAI's routes, whose

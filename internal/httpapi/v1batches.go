@@ -758,7 +758,7 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), used, err
 	}
 	if endpoint == openai.EmbeddingsEndpoint {
-		return s.embeddingOutcome(ctx, ids[0], request)
+		return s.embeddingOutcome(ctx, ids[0], request, model)
 	}
 	results := make([]openai.TextResult, 0, len(ids))
 	for _, id := range ids {
@@ -789,6 +789,14 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 // lineModel is the catalogue's name of the model a batch's request
 // names, "" when the request does not read.
 func (s *Server) lineModel(b openai.Batch, l openai.BatchLine) string {
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		jobs, err := s.embeddingLineJobs(b, l, 0)
+		if err != nil {
+			return ""
+		}
+		m, _ := s.catalog.ByQueue(jobs[0].Variant)
+		return m.Name
+	}
 	prompts, _, err := s.decodeLine(b, l)
 	if err != nil || len(prompts) == 0 {
 		return ""

@@ -17,9 +17,9 @@ import (
 )
 
 // POST /v1/embeddings: OpenAI's embeddings route. A request is one job on
-// the embedding model's queue (EMBEDDING_QUEUE), whatever its number of
-// inputs: the worker that takes it computes its inputs in the same engine
-// steps as those of the other jobs it holds.
+// the queue of the embedding model it names (the catalogue's), whatever
+// its number of inputs: the worker that takes it computes its inputs in
+// the same engine steps as those of the other jobs it holds.
 
 // maxEmbeddingResult bounds an embedding result read into memory: 2,048
 // vectors of 1,024 floats in JSON are about 25 MB.
@@ -33,7 +33,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	var req openai.EmbeddingRequest
 	_, span := s.startSpan(r.Context(), "decode request")
-	job, err := s.embeddingJob(body, &req, start)
+	job, model, err := s.embeddingJob(body, &req, start)
 	var jobs []genq.Job
 	if err == nil {
 		jobs = []genq.Job{job}
@@ -62,20 +62,25 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.generateSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
-	writeJSON(w, http.StatusOK, openai.NewEmbeddingResponse(out, cmp.Or(req.Model, out.Model), req.EncodingFormat))
+	name := s.answerModel(model, res.Worker, cmp.Or(req.Model, out.Model))
+	writeJSON(w, http.StatusOK, openai.NewEmbeddingResponse(out, name, req.EncodingFormat))
 	logDone(log, start, res, "tokens", out.Usage.PromptTokens)
 }
 
-// embeddingJob reads an embedding request into its job, or says why not.
-func (s *Server) embeddingJob(body []byte, req *openai.EmbeddingRequest, start time.Time) (genq.Job, error) {
-	if s.cfg.EmbeddingQueue == "" {
-		return genq.Job{}, genq.Errorf(genq.NotFound, "this api serves no embedding model (EMBEDDING_QUEUE is empty)")
-	}
+// embeddingJob reads an embedding request into its job on the queue of
+// the model it names (the catalogue's default embedding model without
+// one), or says why not.
+func (s *Server) embeddingJob(body []byte, req *openai.EmbeddingRequest, start time.Time) (genq.Job, genq.Model, error) {
 	if err := openai.Decode(body, req); err != nil {
-		return genq.Job{}, err
+		return genq.Job{}, genq.Model{}, err
 	}
-	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.EmbeddingQueue, Deadline: start.Add(s.cfg.JobTimeout)}}
-	return openai.EmbeddingJob(*req, tmpl)
+	m, err := s.resolveModel(req.Model, genq.KindEmbedding)
+	if err != nil {
+		return genq.Job{}, m, err
+	}
+	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: m.Queue, Deadline: start.Add(s.cfg.JobTimeout)}}
+	job, err := openai.EmbeddingJob(*req, tmpl)
+	return job, m, err
 }
 
 // embeddingReserve is the tokens an embedding job reserves of its
@@ -110,7 +115,7 @@ func readEmbeddingResult(res *genq.ReceivedResult) (genq.EmbeddingResult, error)
 // index i, checked as the route checks it.
 func (s *Server) embeddingLineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
 	var req openai.EmbeddingRequest
-	job, err := s.embeddingJob(l.Body, &req, time.Now())
+	job, _, err := s.embeddingJob(l.Body, &req, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +126,8 @@ func (s *Server) embeddingLineJobs(b openai.Batch, l openai.BatchLine, i int) ([
 
 // embeddingOutcome is a batch's embedding request's answer, as the route
 // gives it, from its job's outcome, and the tokens it used; a NotFound
-// error while it has none.
-func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.RawMessage) (any, int, tenant.Usage, error) {
+// error while it has none. model is the catalogue's name of its model.
+func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.RawMessage, model string) (any, int, tenant.Usage, error) {
 	var used tenant.Usage
 	res, err := s.async.Outcome(ctx, id)
 	if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
@@ -139,7 +144,10 @@ func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.R
 	}
 	var req openai.EmbeddingRequest
 	_ = json.Unmarshal(request, &req) // checked when the batch was
-	model := cmp.Or(req.Model, out.Model)
-	used = tenant.Usage{Model: model, PromptTokens: int64(out.Usage.PromptTokens)}
-	return openai.NewEmbeddingResponse(out, model, req.EncodingFormat), http.StatusOK, used, nil
+	name := cmp.Or(req.Model, out.Model)
+	if s.namedModels() && model != "" {
+		name = model
+	}
+	used = tenant.Usage{Model: name, PromptTokens: int64(out.Usage.PromptTokens)}
+	return openai.NewEmbeddingResponse(out, name, req.EncodingFormat), http.StatusOK, used, nil
 }

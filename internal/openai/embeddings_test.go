@@ -46,7 +46,7 @@ func TestEmbeddingJob(t *testing.T) {
 			err := Decode([]byte(tt.body), &req)
 			var job genq.Job
 			if err == nil {
-				job, err = EmbeddingJob(req, genq.Job{Envelope: genq.Envelope{ID: "j", Variant: "E"}})
+				job, err = EmbeddingJob(req, genq.Job{Envelope: genq.Envelope{ID: "j", Variant: genq.QueueToken(genq.KindEmbedding, "bge")}})
 			}
 			if tt.wantField != "" {
 				if genq.ErrorCode(err) != genq.Invalid || genq.ErrorField(err) != tt.wantField {

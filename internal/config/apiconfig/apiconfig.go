@@ -21,14 +21,13 @@ import (
 
 // Config is what the flags and the environment say.
 type Config struct {
-	Variant        string
-	EmbeddingQueue string
-	Addr           string
-	Port           int
-	MetricsAddr    string
-	LogLevel       string
-	NATS           natsqueue.ConnectOptions
-	Queue          natsqueue.Settings
+	Variant     string
+	Addr        string
+	Port        int
+	MetricsAddr string
+	LogLevel    string
+	NATS        natsqueue.ConnectOptions
+	Queue       natsqueue.Settings
 	// The embedded nats-server's, used when NATS.URL is empty.
 	EmbeddedPort       int
 	EmbeddedStore      string
@@ -48,7 +47,6 @@ type Config struct {
 func (c *Config) Register(fs *envflag.Set) {
 	fs.Section("General")
 	fs.String(&c.Variant, "variant", "VARIANT", "B", "variant served: A, B (text) or C (images)")
-	fs.StringOff(&c.EmbeddingQueue, "embedding-queue", "EMBEDDING_QUEUE", "E", "queue token of the embedding model POST /v1/embeddings sends its jobs to, which its workers serve (their EMBEDDING_QUEUE); empty: no embeddings (404)")
 	fs.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	fs.StringOff(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "internal address of /metrics, apart from the clients' port (empty: off)")
 
@@ -108,11 +106,6 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	c.HTTP.Variant = v
 	if c.HTTP.Catalog, err = catalog.Load(c.Models, v, ""); err != nil {
 		return c, err
-	}
-	if c.EmbeddingQueue != "" {
-		if c.HTTP.EmbeddingQueue, err = genq.ParseEmbeddingQueue(c.EmbeddingQueue); err != nil {
-			return c, err
-		}
 	}
 	c.HTTP.QueueCapacity = c.Queue.QueueCapacity
 	if c.Addr == "" {

@@ -63,27 +63,3 @@ func TestAPIKeysFile(t *testing.T) {
 		}
 	}
 }
-
-// EMBEDDING_QUEUE is E unless set, empty turns /v1/embeddings off, and a
-// seed variant's token or one that is no subject token is refused by name.
-func TestEmbeddingQueue(t *testing.T) {
-	for _, tt := range []struct {
-		env     map[string]string
-		want    string
-		refused bool
-	}{
-		{nil, "E", false},
-		{map[string]string{"EMBEDDING_QUEUE": ""}, "", false},
-		{map[string]string{"EMBEDDING_QUEUE": "bge"}, "bge", false},
-		{map[string]string{"EMBEDDING_QUEUE": "b"}, "", true},
-		{map[string]string{"EMBEDDING_QUEUE": "a.b"}, "", true},
-	} {
-		c, err := Parse(nil, lookupOf(tt.env), io.Discard)
-		switch {
-		case tt.refused && (err == nil || !strings.Contains(err.Error(), "EMBEDDING_QUEUE")):
-			t.Errorf("%v: %v, want an error naming EMBEDDING_QUEUE", tt.env, err)
-		case !tt.refused && (err != nil || string(c.HTTP.EmbeddingQueue) != tt.want):
-			t.Errorf("%v: %q, %v; want %q", tt.env, c.HTTP.EmbeddingQueue, err, tt.want)
-		}
-	}
-}

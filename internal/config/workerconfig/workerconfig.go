@@ -57,11 +57,9 @@ type Config struct {
 	Image diffusion.Pipeline
 	ONNX  onnx.Config
 	GGML  ggmlimage.Config
-	// EmbeddingQueue, when set, makes this an embedding worker: it serves
-	// the embedding model in ModelDir (Embedding) on this queue token
-	// instead of the variant's model.
-	EmbeddingQueue string
-	Embedding      embedgen.Config
+	// Embedding is the settings of the catalogue's embedding models this
+	// worker loads.
+	Embedding embedgen.Config
 
 	variant string // as given; Variant is parsed before Register
 }
@@ -113,7 +111,6 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 	c.Text.RegisterFlags(fs, v)
 
 	fs.Section("Embedding engine")
-	fs.String(&c.EmbeddingQueue, "embedding-queue", "EMBEDDING_QUEUE", "", "serve an embedding model (MODEL_DIR, default models/embedding) on this queue token, the api's EMBEDDING_QUEUE, instead of VARIANT's model; empty: serve VARIANT")
 	c.Embedding.RegisterFlags(fs)
 
 	fs.Section("Image engine")
@@ -153,9 +150,6 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	if c.Slots < 1 && (c.Slots < 0 || v.Kind() != genq.OutputText) {
 		return c, errors.New("slots must be at least 1")
 	}
-	if c.EmbeddingQueue != "" {
-		return c.embedding()
-	}
 	if c.ModelDir == "" {
 		c.ModelDir = genq.DefaultModelDir(v, c.InContainer)
 	}
@@ -170,28 +164,6 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	c.Text.ModelDir, c.Text.Slots, c.Text.DefaultSlots = c.ModelDir, c.Slots, v.Spec().Slots
 	c.ONNX.ModelDir, c.ONNX.Slots, c.ONNX.Pipeline = c.ModelDir, c.Slots, c.Image
 	c.GGML.ModelDir, c.GGML.Slots, c.GGML.Pipeline = c.ModelDir, c.Slots, c.Image
-	return c, nil
-}
-
-// embedding finishes the settings of an embedding worker: its queue token
-// stands where the variant does, and its model lives apart.
-func (c Config) embedding() (Config, error) {
-	q, err := genq.ParseEmbeddingQueue(c.EmbeddingQueue)
-	if err != nil {
-		return c, err
-	}
-	if c.ModelDir == "" {
-		c.ModelDir = "models/embedding"
-		if c.InContainer {
-			c.ModelDir = "/models"
-		}
-	}
-	if c.WorkerID == "" {
-		host, _ := os.Hostname()
-		c.WorkerID = host + "-" + uuid.NewString()[:8]
-	}
-	c.Runtime.WorkerID, c.Runtime.Variant = c.WorkerID, q
-	c.Embedding.ModelDir, c.Embedding.Slots, c.Embedding.LibDir = c.ModelDir, c.Slots, c.Text.LibDir
 	return c, nil
 }
 

@@ -62,35 +62,3 @@ func TestImageEngineSettings(t *testing.T) {
 		t.Fatalf("IMAGE_T5=off with the ONNX engine: %v, want a refusal naming IMAGE_T5", err)
 	}
 }
-
-// EMBEDDING_QUEUE makes an embedding worker: its queue token stands for
-// the variant, its model lives in models/embedding (or /models in genq's
-// images), and a token that is no subject token, or a seed variant's, is
-// refused by name.
-func TestEmbeddingWorker(t *testing.T) {
-	for _, tc := range []struct {
-		env     map[string]string
-		dir     string
-		refused bool
-	}{
-		{map[string]string{"EMBEDDING_QUEUE": "E"}, "models/embedding", false},
-		{map[string]string{"EMBEDDING_QUEUE": "E", "GENQ_IN_CONTAINER": "1"}, "/models", false},
-		{map[string]string{"EMBEDDING_QUEUE": "E", "MODEL_DIR": "/data/bge", "SLOTS": "32"}, "/data/bge", false},
-		{map[string]string{"EMBEDDING_QUEUE": "e.1"}, "", true},
-		{map[string]string{"EMBEDDING_QUEUE": "b"}, "", true},
-	} {
-		c, err := Parse(nil, lookupOf(tc.env), io.Discard)
-		switch {
-		case tc.refused && (err == nil || !strings.Contains(err.Error(), "EMBEDDING_QUEUE")):
-			t.Errorf("%v: got %v, want an error naming EMBEDDING_QUEUE", tc.env, err)
-		case tc.refused:
-		case err != nil:
-			t.Errorf("%v: %v", tc.env, err)
-		case c.Runtime.Variant != genq.Variant(tc.env["EMBEDDING_QUEUE"]) || c.ModelDir != tc.dir || c.Embedding.ModelDir != tc.dir:
-			t.Errorf("%v: queue %s, model dir %q (embedding %q): want %s, %q", tc.env, c.Runtime.Variant, c.ModelDir, c.Embedding.ModelDir,
-				tc.env["EMBEDDING_QUEUE"], tc.dir)
-		case tc.env["SLOTS"] == "32" && c.Embedding.Slots != 32:
-			t.Errorf("%v: %d slots", tc.env, c.Embedding.Slots)
-		}
-	}
-}
