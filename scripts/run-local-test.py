@@ -153,9 +153,9 @@ try:
             log.seek(0)
             fail("the stack did not come up for the SIGILL check", log.read())
         log.seek(0)
-        # The chat worker's, not the embedding worker's (variant E).
+        # The chat worker's, not the embedding worker's (<host>-embedding).
         started = [json.loads(line) for line in log.read().splitlines()
-                   if '"msg":"worker process started"' in line and '"variant":"B"' in line]
+                   if '"msg":"worker process started"' in line and '-embedding"' not in line]
         if not started:
             log.seek(0)
             fail("the worker's supervisor did not log its worker process", log.read())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-local.sh: the whole genq stack on this machine, in the foreground.
 # The api starts an embedded nats-server; one worker serves $VARIANT and
-# another the embedding model (EMBEDDING_QUEUE; empty: none). Ctrl-C stops
+# another the embedding model in EMBEDDING_MODEL_DIR (models/embedding;
+# empty: none), which the api's catalogue names genq-embedding. Ctrl-C stops
 # everything, the workers first. Each port moves with its variable: PORT,
 # EMBEDDED_NATS_PORT, API_METRICS_ADDR (the api's metrics), METRICS_ADDR
 # (the worker's) and EMBEDDING_METRICS_ADDR (the embedding worker's).
@@ -20,10 +21,9 @@ model_dir="${MODEL_DIR:-models/$VARIANT}"
 nats_port="${EMBEDDED_NATS_PORT:-4222}"
 api_metrics="${API_METRICS_ADDR-127.0.0.1:9090}"
 worker_metrics="${METRICS_ADDR-127.0.0.1:9091}"
-embedding_queue="${EMBEDDING_QUEUE-E}"
-embedding_dir="${EMBEDDING_MODEL_DIR:-models/embedding}"
+embedding_dir="${EMBEDDING_MODEL_DIR-models/embedding}"
 embedding_metrics="${EMBEDDING_METRICS_ADDR-127.0.0.1:9092}"
-[[ -z "$embedding_queue" ]] && embedding_metrics=""
+[[ -z "$embedding_dir" ]] && embedding_metrics=""
 
 # taken reports whether something listens on address (host:port, or
 # :port for every interface).
@@ -59,9 +59,19 @@ MSG
 	[[ "$VARIANT" == C ]] && tiny+=(--engine "${IMAGE_ENGINE:-ggml}")
 	bin/genqctl models tiny "${tiny[@]}"
 fi
-if [[ -n "$embedding_queue" && -z "$(find "$embedding_dir" -maxdepth 1 -name '*.gguf' 2>/dev/null | head -n 1)" ]]; then
-	echo "make run: $embedding_dir has no embedding model: writing a TINY one with RANDOM weights (its vectors are noise)" >&2
-	bin/genqctl models tiny --family bert --dir "$embedding_dir"
+# The embedding model joins the api's catalogue as genq-embedding (and
+# under OpenAI's embedding models' names), beside the variant's model,
+# which keeps every other name, as without a catalogue.
+api_models=() embedding_models=()
+if [[ -n "$embedding_dir" ]]; then
+	if [[ -z "$(find "$embedding_dir" -maxdepth 1 -name '*.gguf' 2>/dev/null | head -n 1)" ]]; then
+		echo "make run: $embedding_dir has no embedding model: writing a TINY one with RANDOM weights (its vectors are noise)" >&2
+		bin/genqctl models tiny --family bert --dir "$embedding_dir"
+	fi
+	embedding_file=$(find "$embedding_dir" -maxdepth 1 -name '*.gguf' | sort | head -n 1)
+	embedding_models=(MODELS="genq-embedding=$embedding_file" WORKER_MODELS=genq-embedding)
+	api_models=(MODELS="genq-embedding=$embedding_file"
+		MODEL_ALIASES="*=genq-$VARIANT,text-embedding-3-small=genq-embedding,text-embedding-3-large=genq-embedding,text-embedding-ada-002=genq-embedding")
 fi
 if [[ "$VARIANT" == C && "${IMAGE_ENGINE:-ggml}" == ggml && ! -d "$model_dir/ggml" ]]; then
 	echo "make run: IMAGE_ENGINE=ggml (the default) reads $model_dir/ggml/*.gguf, which $model_dir lacks: write a tiny model with both engines' files (bin/genqctl models tiny --variant C --dir $model_dir, after moving what is there), or run the ONNX engine (IMAGE_ENGINE=onnx)" >&2
@@ -85,12 +95,12 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="$api_metrics" EMBEDDING_QUEUE="$embedding_queue" bin/api &
+env "${api_models[@]}" VARIANT="$VARIANT" PORT="$PORT" EMBEDDED_NATS_PORT="$nats_port" NATS_URL="" METRICS_ADDR="$api_metrics" bin/api &
 pids+=($!)
-VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$worker_metrics" EMBEDDING_QUEUE= bin/worker &
+VARIANT="$VARIANT" MODEL_DIR="$model_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$worker_metrics" bin/worker &
 pids+=($!)
-if [[ -n "$embedding_queue" ]]; then
-	EMBEDDING_QUEUE="$embedding_queue" MODEL_DIR="$embedding_dir" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$embedding_metrics" bin/worker &
+if [[ -n "$embedding_dir" ]]; then
+	env "${embedding_models[@]}" VARIANT="$VARIANT" WORKER_ID="$(hostname)-embedding" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR="$embedding_metrics" bin/worker &
 	pids+=($!)
 fi
 echo "genq variant $VARIANT: http://localhost:$PORT  (Ctrl-C stops)" >&2

@@ -73,14 +73,17 @@ func (b *bench) embeddings(ctx context.Context) error {
 	e := &embBench{threads: embThreads, batchTokens: embBatchTokens, batchInputs: embBatchInputs, slots: embSlots, minCosine: 1}
 	b.emb = e
 
+	// The api's catalogue holds the embedding model, which one worker
+	// serves (and loads before the first request, as the peer does).
+	models := "MODELS=mini-bert=" + file
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: model}
 	defer s.Close()
 	err := s.StartNATS(ctx)
 	if err == nil {
-		err = s.StartAPI(ctx, "EMBEDDING_QUEUE=E")
+		err = s.StartAPI(ctx, models)
 	}
 	if err == nil {
-		_, err = s.StartWorker(ctx, true, "EMBEDDING_QUEUE=E", "MODEL_DIR="+model, "EMBEDDING_THREADS="+strconv.Itoa(embThreads),
+		_, err = s.StartWorker(ctx, true, models, "WORKER_MODELS=mini-bert", "EMBEDDING_THREADS="+strconv.Itoa(embThreads),
 			"EMBEDDING_BATCH_TOKENS="+strconv.Itoa(embBatchTokens), "EMBEDDING_BATCH_INPUTS="+strconv.Itoa(embBatchInputs), "SLOTS="+strconv.Itoa(embSlots))
 	}
 	if err != nil {

@@ -1,6 +1,6 @@
 // POST /v1/embeddings through the official openai npm package, LangChain's
-// OpenAIEmbeddings and the AI SDK's embedMany, against run.sh's main stack
-// with its embedding worker (the tiny BERT), each vector held to
+// OpenAIEmbeddings and the AI SDK's embedMany, against run.sh's embeddings
+// stack (its catalogue's genq-embedding, the tiny BERT), each vector held to
 // llama.cpp's own: llama-server --embedding of the same build on the same
 // file, which this test starts. A Batch API batch of /v1/embeddings lines
 // runs on the batch lane to the same vectors.
@@ -13,12 +13,12 @@ import { OpenAIEmbeddings } from "@langchain/openai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { embedMany } from "ai";
 
-const baseURL = process.env.GENQ_OPENAI_URL;
+const baseURL = process.env.GENQ_OPENAI_EMBEDDINGS_URL;
 const apiKey = process.env.GENQ_API_KEY;
 const modelFile = process.env.GENQ_EMBEDDING_MODEL;
 const llamaServer = process.env.LLAMA_SERVER;
 if (!baseURL || !apiKey || !modelFile || !llamaServer) {
-  throw new Error("GENQ_OPENAI_URL, GENQ_API_KEY, GENQ_EMBEDDING_MODEL and LLAMA_SERVER are required: run test/openai/run.sh (make test-openai)");
+  throw new Error("GENQ_OPENAI_EMBEDDINGS_URL, GENQ_API_KEY, GENQ_EMBEDDING_MODEL and LLAMA_SERVER are required: run test/openai/run.sh (make test-openai)");
 }
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
 
@@ -96,9 +96,9 @@ function decodeBase64(s) {
 }
 
 test("openai: one input, floats", async () => {
-  const r = await client.embeddings.create({ model: "genq-embed", input: "hello world", encoding_format: "float" });
+  const r = await client.embeddings.create({ model: "genq-embedding", input: "hello world", encoding_format: "float" });
   assert.equal(r.object, "list");
-  assert.equal(r.model, "genq-embed");
+  assert.equal(r.model, "genq-embedding");
   assert.equal(r.data.length, 1);
   assert.equal(r.data[0].object, "embedding");
   assert.equal(r.data[0].index, 0);
@@ -108,14 +108,14 @@ test("openai: one input, floats", async () => {
 });
 
 test("openai: 100 inputs, base64", async () => {
-  const r = await client.embeddings.create({ model: "genq-embed", input: hundred, encoding_format: "base64" });
+  const r = await client.embeddings.create({ model: "genq-embedding", input: hundred, encoding_format: "base64" });
   assert.equal(r.data.length, 100);
   assert.ok(r.data.every((d, i) => d.index === i && typeof d.embedding === "string"));
   agree(r.data.map((d) => decodeBase64(d.embedding)), await reference(hundred));
 });
 
 test("openai: 100 inputs, the SDK's default (base64 on the wire, decoded)", async () => {
-  const r = await client.embeddings.create({ model: "genq-embed", input: hundred });
+  const r = await client.embeddings.create({ model: "genq-embedding", input: hundred });
   agree(r.data.map((d) => d.embedding), await reference(hundred));
   assert.ok(r.usage.prompt_tokens > 100 * 4);
 });
@@ -123,8 +123,8 @@ test("openai: 100 inputs, the SDK's default (base64 on the wire, decoded)", asyn
 test("openai: token ids and lists of them", async () => {
   // The ids of [CLS] hello world [SEP], as llama-server's tokenizer gives them.
   const tok = await (await fetch(`${peerURL}/tokenize`, { method: "POST", body: JSON.stringify({ content: "hello world", add_special: true }) })).json();
-  const one = await client.embeddings.create({ model: "genq-embed", input: tok.tokens, encoding_format: "float" });
-  const many = await client.embeddings.create({ model: "genq-embed", input: [tok.tokens, tok.tokens.slice(0, 2)], encoding_format: "float" });
+  const one = await client.embeddings.create({ model: "genq-embedding", input: tok.tokens, encoding_format: "float" });
+  const many = await client.embeddings.create({ model: "genq-embedding", input: [tok.tokens, tok.tokens.slice(0, 2)], encoding_format: "float" });
   const want = await reference(["hello world"]);
   agree([one.data[0].embedding, many.data[0].embedding], [want[0], want[0]]);
   assert.equal(many.usage.prompt_tokens, tok.tokens.length + 2);
@@ -138,7 +138,7 @@ test("openai: refusals name their param", async () => {
     [{ input: "hello", encoding_format: "int8" }, "encoding_format"],
   ];
   for (const [body, param] of cases) {
-    await assert.rejects(client.embeddings.create({ model: "genq-embed", ...body }), (err) => {
+    await assert.rejects(client.embeddings.create({ model: "genq-embedding", ...body }), (err) => {
       assert.equal(err.status, 400, JSON.stringify(body));
       assert.equal(err.param, param);
       assert.equal(err.type, "invalid_request_error");
@@ -147,8 +147,18 @@ test("openai: refusals name their param", async () => {
   }
 });
 
+test("openai: a model the catalogue does not hold is OpenAI's 404", async () => {
+  await assert.rejects(client.embeddings.create({ model: "no-such-model", input: "hello" }), (err) => {
+    assert.equal(err.status, 404);
+    assert.equal(err.code, "model_not_found");
+    return true;
+  });
+  // The chat model is no embedding model.
+  await assert.rejects(client.embeddings.create({ model: "genq-B", input: "hello" }), (err) => err.status === 404);
+});
+
 test("LangChain OpenAIEmbeddings", async () => {
-  const emb = new OpenAIEmbeddings({ model: "genq-embed", apiKey, configuration: { baseURL }, maxRetries: 0, batchSize: 64 });
+  const emb = new OpenAIEmbeddings({ model: "genq-embedding", apiKey, configuration: { baseURL }, maxRetries: 0, batchSize: 64 });
   const docs = await emb.embedDocuments(hundred);
   const query = await emb.embedQuery("where is the cat?");
   agree(docs, await reference(hundred));
@@ -157,7 +167,7 @@ test("LangChain OpenAIEmbeddings", async () => {
 
 test("AI SDK embedMany", async () => {
   const openai = createOpenAI({ baseURL, apiKey });
-  const { embeddings, usage } = await embedMany({ model: openai.embedding("genq-embed"), values: hundred, maxRetries: 0 });
+  const { embeddings, usage } = await embedMany({ model: openai.embedding("genq-embedding"), values: hundred, maxRetries: 0 });
   agree(embeddings, await reference(hundred));
   assert.ok(usage.tokens > 100 * 4);
 });
@@ -167,7 +177,7 @@ test("a batch of /v1/embeddings lines, base64 and floats", async () => {
     custom_id: `e-${i}`,
     method: "POST",
     url: "/v1/embeddings",
-    body: { model: "genq-embed", input: [text, "hello world"], encoding_format: i % 2 ? "base64" : "float" },
+    body: { model: "genq-embedding", input: [text, "hello world"], encoding_format: i % 2 ? "base64" : "float" },
   }));
   lines.push({ custom_id: "too-long", method: "POST", url: "/v1/embeddings", body: { input: "word ".repeat(600) } });
   const jsonl = lines.map((l) => JSON.stringify(l)).join("\n") + "\n";

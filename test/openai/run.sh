@@ -8,8 +8,9 @@
 # third, variant B with one slot whose answers run to 8000 tokens (about four
 # seconds on one CPU thread), for the test that aborts a stream, and a
 # fourth, variant B with answers of up to 512 tokens, for structured output
-# and tools. The first stack also runs an embedding worker (the tiny BERT),
-# for /v1/embeddings, which embeddings.test.mjs holds to llama-server
+# and tools; and a fifth, whose catalogue holds the tiny BERT as
+# genq-embedding beside variant B's model, with a worker serving it, for
+# /v1/embeddings, which embeddings.test.mjs holds to llama-server
 # --embedding on the same file ($LLAMA_SERVER).
 # make test-openai builds bin/ and runs it; make test does not (it needs
 # Node).
@@ -40,6 +41,8 @@ port_1=$(free_port)
 nats_port_1=$(free_port)
 port_s=$(free_port)
 nats_port_s=$(free_port)
+port_e=$(free_port)
+nats_port_e=$(free_port)
 key="sk-genq-test-$RANDOM"
 # Keys of tenants limited to 10 requests a minute (limits.test.mjs), one
 # per SDK, beside the unlimited one.
@@ -58,9 +61,6 @@ VARIANT=B PORT="$port" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port" EMBEDDED_NATS
 pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
 	SLOTS=2 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=16 LOG_LEVEL=warn bin/worker >"$work/worker.log" 2>&1 &
-pids+=($!)
-EMBEDDING_QUEUE=E MODEL_DIR="$work/model-e" NATS_URL="nats://127.0.0.1:$nats_port" METRICS_ADDR=127.0.0.1:0 \
-	EMBEDDING_THREADS=1 LOG_LEVEL=warn bin/worker >"$work/worker-e.log" 2>&1 &
 pids+=($!)
 # Variant C: 64×64 images in 2 steps by default, so each takes milliseconds.
 VARIANT=C PORT="$port_c" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_c" EMBEDDED_NATS_STORE="$work/nats-c" \
@@ -94,6 +94,15 @@ pids+=($!)
 VARIANT=B MODEL_DIR="$work/model" NATS_URL="nats://127.0.0.1:$nats_port_s" METRICS_ADDR=127.0.0.1:0 \
 	SLOTS=4 TEXT_THREADS=1 TEXT_MAX_NEW_TOKENS=512 TEXT_CONTEXT_SIZE=2048 LOG_LEVEL=warn bin/worker >"$work/worker-s.log" 2>&1 &
 pids+=($!)
+# Embeddings: the catalogue's embedding model, its worker loading it on
+# the first request.
+embedding_model="genq-embedding=$work/model-e/tiny-bert.gguf"
+VARIANT=B PORT="$port_e" NATS_URL="" EMBEDDED_NATS_PORT="$nats_port_e" EMBEDDED_NATS_STORE="$work/nats-e" \
+	METRICS_ADDR=127.0.0.1:0 API_KEYS="$key" GENERATE_TIMEOUT=60s MODELS="$embedding_model" LOG_LEVEL=warn bin/api >"$work/api-e.log" 2>&1 &
+pids+=($!)
+MODELS="$embedding_model" WORKER_MODELS=genq-embedding NATS_URL="nats://127.0.0.1:$nats_port_e" METRICS_ADDR=127.0.0.1:0 \
+	EMBEDDING_THREADS=1 LOG_LEVEL=warn bin/worker >"$work/worker-e.log" 2>&1 &
+pids+=($!)
 
 # Ready once each api sees its worker's heartbeat.
 for p in "$port" "$port_c" "$port_1" "$port_s"; do
@@ -115,7 +124,7 @@ done
 export GENQ_OPENAI_URL="http://127.0.0.1:$port/v1" GENQ_OPENAI_IMAGE_URL="http://127.0.0.1:$port_c/v1" \
 	GENQ_OPENAI_ONE_SLOT_URL="http://127.0.0.1:$port_1/v1" GENQ_OPENAI_STRUCTURED_URL="http://127.0.0.1:$port_s/v1" GENQ_API_KEY="$key" \
 	GENQ_LIMITED_OPENAI_KEY="$key_openai" GENQ_LIMITED_ANTHROPIC_KEY="$key_anthropic" \
-	GENQ_EMBEDDING_MODEL="$work/model-e/tiny-bert.gguf" LLAMA_SERVER="${LLAMA_SERVER:-$PWD/lib/llama-bin/llama-server}"
+	GENQ_OPENAI_EMBEDDINGS_URL="http://127.0.0.1:$port_e/v1" GENQ_EMBEDDING_MODEL="$work/model-e/tiny-bert.gguf" LLAMA_SERVER="${LLAMA_SERVER:-$PWD/lib/llama-bin/llama-server}"
 status=0
 # OPENAI_TESTS picks some of the files (OPENAI_TESTS=limits.test.mjs); the
 # Python clients run with all of them.
