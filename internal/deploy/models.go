@@ -38,7 +38,7 @@ const (
 // model file, so every model names its name and kind; relative paths are
 // taken inside the volume of model files (modelsMount). It returns the
 // file as the pods read it, and the models that get workers of their own:
-// every chat model not on the seed variant's queue.
+// every chat and embedding model not on the seed variant's queue.
 func ParseCatalog(data []byte, seed genq.Variant) ([]byte, []genq.Model, error) {
 	var spec catalog.FileSpec
 	if err := json.Unmarshal(data, &spec); err != nil {
@@ -52,8 +52,8 @@ func ParseCatalog(data []byte, seed genq.Variant) ([]byte, []genq.Model, error) 
 		if m.Path != "" && !path.IsAbs(m.Path) {
 			spec.Models[i].Path = path.Join(modelsMount, m.Path)
 		}
-		if m.Variant != "" || m.Kind != genq.KindChat {
-			continue // the variant's workers serve it; only chat models have workers of their own yet
+		if m.Variant != "" || (m.Kind != genq.KindChat && m.Kind != genq.KindEmbedding) {
+			continue // the variant's workers serve it; image models have no workers of their own yet
 		}
 		models = append(models, genq.Model{Name: m.Name, Kind: m.Kind, Path: spec.Models[i].Path, Queue: genq.QueueToken(m.Kind, m.Name)})
 	}

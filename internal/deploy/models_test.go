@@ -27,16 +27,16 @@ func envOf(c corev1.Container, name string) string {
 	return ""
 }
 
-// Each chat model besides the variant's gets a worker Deployment serving it
-// alone, scaled by KEDA from its own consumers; the api and the workers
+// Each chat and embedding model besides the variant's gets a worker
+// Deployment serving it alone, scaled by KEDA from its own consumers; the api and the workers
 // read the catalogue from a ConfigMap, the files from a volume claim.
 func TestRenderModels(t *testing.T) {
 	catJSON, models, err := ParseCatalog([]byte(testCatalog), genq.VariantB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(models) != 2 {
-		t.Fatalf("models with workers of their own: %+v; want qwen3-8b and mistral-nemo", models)
+	if len(models) != 3 || models[2].Name != "bge-small" || models[2].Queue != genq.QueueToken(genq.KindEmbedding, "bge-small") {
+		t.Fatalf("models with workers of their own: %+v; want qwen3-8b, mistral-nemo and bge-small", models)
 	}
 	o := goldenOptions(genq.VariantB)
 	o.Models, o.ModelsJSON, o.ModelsClaim = models, catJSON, "genq-models"
@@ -44,8 +44,8 @@ func TestRenderModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.configMaps) != 1 || len(d.deployments) != 4 || len(d.scaledObject) != 3 {
-		t.Fatalf("%d ConfigMaps, %d Deployments, %d ScaledObjects; want 1, 4 (api, worker and two model workers) and 3",
+	if len(d.configMaps) != 1 || len(d.deployments) != 5 || len(d.scaledObject) != 4 {
+		t.Fatalf("%d ConfigMaps, %d Deployments, %d ScaledObjects; want 1, 5 (api, worker and three model workers) and 4",
 			len(d.configMaps), len(d.deployments), len(d.scaledObject))
 	}
 	var spec catalog.FileSpec
