@@ -99,7 +99,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("EMBEDDING_DIMENSIONS %v: the model's vectors have %d dimensions; list only fewer", b.dims, w)
 	}
 	b.batch = llamacpp.NewBatch(cfg.BatchTokens)
-	b.sched = newScheduler(engine{b.ectx, b.batch}, cfg.BatchTokens, cfg.BatchInputs)
+	b.sched = newScheduler(engine{b.ectx, b.batch}, cfg.BatchTokens, cfg.BatchInputs, log)
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots,
 		Limits: genq.Limits{ContextSize: b.maxInput, VocabSize: m.Vocab.Size()}}
 	ok = true

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // encoder computes the pooled vector of each input, all of them in one
@@ -21,6 +23,7 @@ type encoder interface {
 // together are computed together, with no wait added to gather them.
 type scheduler struct {
 	enc       encoder
+	log       *slog.Logger
 	maxTokens int // per step, over its inputs
 	maxInputs int // per step
 
@@ -54,8 +57,11 @@ type item struct {
 // errStopped fails the inputs still queued when the backend closes.
 var errStopped = errors.New("the embedding backend is closed")
 
-func newScheduler(enc encoder, maxTokens, maxInputs int) *scheduler {
-	return &scheduler{enc: enc, maxTokens: maxTokens, maxInputs: maxInputs,
+func newScheduler(enc encoder, maxTokens, maxInputs int, log *slog.Logger) *scheduler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &scheduler{enc: enc, log: log, maxTokens: maxTokens, maxInputs: maxInputs,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), ended: make(chan struct{})}
 }
 
@@ -157,12 +163,16 @@ func (s *scheduler) take() []item {
 // run computes one step and hands each vector to its request.
 func (s *scheduler) run(batch []item) {
 	inputs := make([][]int32, len(batch))
+	tokens := 0
 	for i, it := range batch {
 		inputs[i] = it.tokens
+		tokens += len(it.tokens)
 	}
+	start := time.Now()
 	vecs, err := s.enc.encode(inputs)
 	s.steps.Add(1)
 	s.inputs.Add(int64(len(batch)))
+	s.log.Debug("embedding step", "inputs", len(batch), "tokens", tokens, "ms", time.Since(start).Milliseconds(), "err", err)
 	for i, it := range batch {
 		req := it.req
 		if req.err != nil {

@@ -54,7 +54,7 @@ func waitFor(t *testing.T, s *scheduler, n int) {
 // are, in order, within the step's bounds.
 func TestSchedulerSkipsEndedJobs(t *testing.T) {
 	enc := &countingEncoder{}
-	s := newScheduler(enc, 10, 3)
+	s := newScheduler(enc, 10, 3, nil)
 	gone, cancel := context.WithCancel(context.Background())
 	left := submitLater(gone, s, toks(4), toks(4))
 	waitFor(t, s, 2)
@@ -79,7 +79,7 @@ func TestSchedulerSkipsEndedJobs(t *testing.T) {
 // waits.
 func TestSchedulerFailures(t *testing.T) {
 	enc := &countingEncoder{err: errors.New("engine fault")}
-	s := newScheduler(enc, 100, 8)
+	s := newScheduler(enc, 100, 8, nil)
 	a := submitLater(context.Background(), s, toks(3))
 	b := submitLater(context.Background(), s, toks(3))
 	waitFor(t, s, 2)
@@ -91,7 +91,7 @@ func TestSchedulerFailures(t *testing.T) {
 	}
 	s.stop()
 
-	s = newScheduler(enc, 100, 8)
+	s = newScheduler(enc, 100, 8, nil)
 	c := submitLater(context.Background(), s, toks(3))
 	waitFor(t, s, 1)
 	close(s.quit) // the loop stops before it steps
