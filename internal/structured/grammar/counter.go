@@ -60,8 +60,15 @@ func (st *stepper) loop(dst []config, n, count int32, s *frame) []config {
 // pop is the closure of returning through frame s: to its return node,
 // or, for a loop frame, to its counted node's choice.
 func (st *stepper) pop(dst []config, s *frame) []config {
-	if st.g.Nodes[s.ret].counted != nil {
+	nd := &st.g.Nodes[s.ret]
+	switch {
+	case nd.counted != nil:
 		return st.loop(dst, s.ret, s.count, s.up)
+	case nd.region != nil:
+		if s.count < nd.region.min {
+			return dst
+		}
+		return st.closure(dst, nd.ret, s.up)
 	}
 	return st.closure(dst, s.ret, s.up)
 }
@@ -96,24 +103,47 @@ type countKey struct {
 // class. It returns the frame the mask's escapes return through; ok is
 // false where the config is not such.
 func (m *Matcher) countedMask(v *Vocab, t *nodeTable, cf config) (nm *nodeMask, up *frame, ok bool) {
+	return m.countedMaskWithin(v, t, cf, time.Time{})
+}
+
+// countedMaskWithin is countedMask, giving up (a nil mask) once
+// deadline, when set, has passed.
+func (m *Matcher) countedMaskWithin(v *Vocab, t *nodeTable, cf config, deadline time.Time) (nm *nodeMask, up *frame, ok bool) {
 	f := cf.st
 	g := m.st.g
-	if f == nil || f == m.st.bottom || g.Nodes[f.ret].counted == nil {
+	if f == nil || f == m.st.bottom {
+		return nil, nil, false
+	}
+	var count int32
+	loop := &g.Nodes[f.ret]
+	switch {
+	case loop.counted != nil:
+		count = canonCount(loop.counted, f.count, v.maxLen)
+	case loop.region != nil:
+		count = loop.region.canon(f.count, v.maxLen)
+	default:
 		return nil, nil, false
 	}
 	n := g.canon(cf.node, v.maxLen)
 	tab, rel, own := m.slotOf(v, t, n)
 	ltab, lrel, _ := m.slotOf(v, t, f.ret)
+	start := config{n, m.st.pushCount(f.ret, count, m.st.bottom)}
 	if tab.pinned || ltab != tab {
-		return nil, nil, false
+		if loop.region == nil {
+			return nil, nil, false
+		}
+		// A region's node has no mask of its own, whatever its count:
+		// walked each time where no table keeps it with its region.
+		return m.walkMask(v, []config{start}, t, false, deadline), f.up, true
 	}
-	count := canonCount(g.Nodes[f.ret].counted, f.count, v.maxLen)
 	k := countKey{rel, lrel, count}
 	if nm := tab.memo.countedMask(k); nm != nil {
 		return nm, f.up, true
 	}
-	start := config{n, m.st.pushCount(f.ret, count, m.st.bottom)}
-	nm = m.walkMask(v, []config{start}, tab, own, time.Time{})
+	nm = m.walkMask(v, []config{start}, tab, own, deadline)
+	if nm == nil {
+		return nil, f.up, true
+	}
 	if tab.memo.putCounted(k, nm) {
 		v.store.added(tab, nm.size())
 	}
@@ -140,8 +170,12 @@ func (tm *tableMemo) putCounted(k countKey, nm *nodeMask) bool {
 	return true
 }
 
-// isLoop tells a config that stands on a loop frame.
+// isLoop tells a config that stands on a loop or region frame.
 func (m *Matcher) isLoop(cf config) bool {
 	f := cf.st
-	return f != nil && f != m.st.bottom && m.st.g.Nodes[f.ret].counted != nil
+	if f == nil || f == m.st.bottom {
+		return false
+	}
+	nd := &m.st.g.Nodes[f.ret]
+	return nd.counted != nil || nd.region != nil
 }

@@ -30,7 +30,10 @@ const (
 // Edge is a byte transition: any byte in [Lo, Hi] leads to node To.
 type Edge struct {
 	Lo, Hi byte
-	To     int32
+	// Tick says the byte begins a character that the length region
+	// around the edge counts (region.go).
+	Tick bool
+	To   int32
 }
 
 // Node is a state of one rule's NFA. A node may have byte edges, epsilon
@@ -47,6 +50,10 @@ type Node struct {
 	// counted, when set, makes the call a counted repeat of rule call
 	// (counter.go): its count rides on the stack, not in unrolled states.
 	counted *countSpec
+	// region, when set, makes the call a length region over rule call
+	// (region.go); inRegion marks the nodes of such a rule's body.
+	region   *regionSpec
+	inRegion bool
 }
 
 // minSortedEdges is the fewest edges worth a bisection.
@@ -112,6 +119,7 @@ type Grammar struct {
 	// order is the nodes in the order Prepare works their masks out.
 	orderOnce sync.Once
 	order     []int32
+	regionOf  map[int32]int32 // a length region's nodes: its call node
 	// tail marks the nodes from which a rule can only end (endsRule).
 	tailOnce sync.Once
 	tail     []bool
@@ -173,7 +181,7 @@ func (b *Builder) ByteEdge(from int32, lo, hi byte, to int32) {
 	if b.Err != nil {
 		return
 	}
-	b.Grammar.Nodes[from].Edges = append(b.Grammar.Nodes[from].Edges, Edge{lo, hi, to})
+	b.Grammar.Nodes[from].Edges = append(b.Grammar.Nodes[from].Edges, Edge{Lo: lo, Hi: hi, To: to})
 }
 
 // Empty matches nothing (the empty string).
@@ -425,7 +433,7 @@ func (b *Builder) Finish() error {
 			if n.counted != nil && n.counted.min == 0 && prod[n.ret] {
 				n.Eps = append(n.Eps, n.ret) // only zero copies remain
 			}
-			n.Call, n.ret, n.counted = -1, -1, nil
+			n.Call, n.ret, n.counted, n.region = -1, -1, nil, nil
 		}
 		n.sortEdges()
 	}

@@ -135,6 +135,8 @@ func (st *stepper) closure(dst []config, n int32, s *frame) []config {
 	switch {
 	case nd.counted != nil:
 		dst = st.loop(dst, n, 0, s)
+	case nd.region != nil:
+		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.pushCount(n, 0, s))
 	case nd.Call >= 0:
 		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.push(nd.ret, s))
 	}
@@ -158,6 +160,12 @@ func (st *stepper) step(dst, src []config, c byte) ([]config, bool) {
 	took := false
 	for _, cf := range src {
 		nd := &st.g.Nodes[cf.node]
+		if nd.inRegion {
+			var ok bool
+			dst, ok = st.stepRegion(dst, cf, nd, c)
+			took = took || ok
+			continue
+		}
 		if nd.sorted {
 			if e, ok := nd.edgeFor(c); ok {
 				took = true

@@ -145,6 +145,9 @@ func (g *Grammar) Bytes() int64 {
 	n := int64(len(g.Nodes)) * int64(unsafe.Sizeof(Node{})+8)
 	for i := range g.Nodes {
 		n += int64(cap(g.Nodes[i].Edges))*int64(unsafe.Sizeof(Edge{})) + int64(cap(g.Nodes[i].Eps))*4
+		if r := g.Nodes[i].region; r != nil {
+			n += int64(unsafe.Sizeof(*r)) + int64(len(r.need)+len(r.long))*4
+		}
 	}
 	return n + int64(len(g.Rules))*int64(unsafe.Sizeof(rule{}))
 }

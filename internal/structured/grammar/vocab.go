@@ -645,7 +645,7 @@ func (g *Grammar) Prepare(ctx context.Context, v *Vocab, budget time.Duration) (
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		if _, ok := m.maskWithin(v, t, n, deadline); !ok {
+		if !m.prepareNode(v, t, n, deadline) {
 			return false, nil
 		}
 		if budget > 0 && i < len(order)-1 {
@@ -658,6 +658,19 @@ func (g *Grammar) Prepare(ctx context.Context, v *Vocab, budget time.Duration) (
 		}
 	}
 	return true, nil
+}
+
+// prepareNode works out node n's mask, or, in a length region, its mask
+// at the region's first count (all counts far from the bounds share it);
+// false when deadline passed first.
+func (m *Matcher) prepareNode(v *Vocab, t *nodeTable, n int32, deadline time.Time) bool {
+	call, ok := m.st.g.regionOf[n]
+	if !ok {
+		_, ok := m.maskWithin(v, t, n, deadline)
+		return ok
+	}
+	nm, _, _ := m.countedMaskWithin(v, t, config{n, m.st.pushCount(call, 0, m.st.bottom)}, deadline)
+	return nm != nil
 }
 
 // endsRule tells a node from which the rule can only end: no bytes, no
@@ -723,6 +736,14 @@ func (g *Grammar) prepareOrder() []int32 {
 		}
 		for n := range g.Nodes {
 			push(int32(n))
+		}
+		g.regionOf = map[int32]int32{}
+		for i := range g.Nodes {
+			if r := g.Nodes[i].region; r != nil {
+				for k := range r.need {
+					g.regionOf[r.first+int32(k)] = int32(i)
+				}
+			}
 		}
 		order := make([]int32, 0, len(queue))
 		for _, n := range queue {
