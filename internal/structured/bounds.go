@@ -63,9 +63,9 @@ func overRepeat(min, max int, minKey, maxKey string) (string, int, bool) {
 
 // countsAlone refuses a string length past MaxRepeat beside other
 // constraints: their product takes copies, and copies stop at MaxRepeat.
-func countsAlone(s *value, min, max, parts int, path string) error {
+func countsAlone(min, max, parts int, path string) error {
 	key, n, over := overRepeat(min, max, "minLength", "maxLength")
-	if !over || parts == 1 && s.get(keyPatterns) == nil && s.get(keyNotPatterns) == nil {
+	if !over || parts == 1 {
 		return nil
 	}
 	return genq.Errorf(genq.Invalid, "at %s: %s is %d; genq enforces at most %d beside a pattern or format", path, key, n, grammar.MaxRepeat)

@@ -24,13 +24,15 @@ func TestCorpusKinds(t *testing.T) {
 				"self":{"vendor":"com.acme","name":"click","format":"jsonschema","version":"1-0-0"},
 				"type":"object","properties":{
 				"name":{"type":"string","maxLength":4096},
+				"page":{"type":"string","format":"uri","maxLength":8192},
+				"mail":{"type":"string","format":"email","maxLength":255},
 				"id":{"type":["string","null"],"format":"uuid"},
 				"n":{"type":"integer","minimum":0,"exclusiveMinimum":true},
 				"at":{"type":"string","format":"date-time"}},
 				"required":["name"],"additionalProperties":false}`,
-			ok: []string{`{"name":"a","id":"123e4567-e89b-12d3-a456-426614174000","n":1,"at":"2024-01-01T00:00:00Z"}`, `{"name":"b","id":null}`},
+			ok: []string{`{"name":"a","id":"123e4567-e89b-12d3-a456-426614174000","n":1,"at":"2024-01-01T00:00:00Z"}`, `{"name":"b","id":null}`, `{"name":"c","page":"https://a.example/x?y=1","mail":"a@b.co"}`},
 			// Draft 4: 1.0 is no integer, a boolean exclusiveMinimum bars 0.
-			refused: []string{`{"name":"a","n":1.0}`, `{"name":"a","n":0}`, `{"name":"a","id":"x"}`, `{"name":"a","at":"yesterday"}`, `{"name":"a","x":1}`}},
+			refused: []string{`{"name":"a","n":1.0}`, `{"name":"a","n":0}`, `{"name":"a","id":"x"}`, `{"name":"a","at":"yesterday"}`, `{"name":"a","x":1}`, `{"name":"a","page":"not a uri"}`, `{"name":"a","mail":"ab.co"}`}},
 		{name: "an array keyword beside an enum of strings, as GitHub's hook events",
 			schema:  `{"type":"array","items":{"type":"string","enum":["*","push"],"minItems":1}}`,
 			ok:      []string{`[]`, `["push","*"]`},

@@ -241,7 +241,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 			}
 		}
 	}
-	keys, parts, err := c.stringParts(pn, at)
+	keys, parts, err := c.stringParts(pn, at, true)
 	if err != nil {
 		return nil, err
 	}

@@ -13,11 +13,12 @@ import (
 
 func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 	b := c.b
-	keys, parts, err := c.stringParts(s, path)
+	patterns := s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil
+	keys, parts, err := c.stringParts(s, path, patterns)
 	if err != nil {
 		return grammar.Frag{}, err
 	}
-	if s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil {
+	if patterns {
 		return c.patternString(s, keys, parts, path)
 	}
 	switch len(parts) {
@@ -26,7 +27,12 @@ func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 	case 1:
 		return c.sharedString(keys[0], parts[0])
 	}
-	f, err := c.sharedString(strings.Join(keys, " and "), func() (grammar.Frag, error) { return c.intersect(parts) })
+	build := func() (grammar.Frag, error) { return c.intersect(parts) }
+	if min, max, _ := boundsUpTo(s, "minLength", "maxLength", path, maxCount); min > 0 || max >= 0 {
+		// The length part is last: the others' automaton is counted.
+		build = func() (grammar.Frag, error) { return c.lengthString(parts, min, max, path) }
+	}
+	f, err := c.sharedString(strings.Join(keys, " and "), build)
 	if err != nil {
 		return grammar.Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}
@@ -34,9 +40,11 @@ func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 }
 
 // stringParts are the automata of whole JSON strings a string schema's
-// keywords make (pattern, format, lengths), each built in c.b when called,
-// and the keys that name them.
-func (c *compiler) stringParts(s *value, path string) ([]string, []func() (grammar.Frag, error), error) {
+// keywords make (pattern, format, lengths; the lengths last), each built
+// in c.b when called, and the keys that name them. With alone set, a
+// length past MaxRepeat beside other parts is refused: their product
+// would unroll it.
+func (c *compiler) stringParts(s *value, path string, alone bool) ([]string, []func() (grammar.Frag, error), error) {
 	min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
 	if err != nil {
 		return nil, nil, err
@@ -80,15 +88,18 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (gramm
 			return b.Seq(b.Lit(`"`), b.Counted(min, max, c.char), b.Lit(`"`)), nil
 		})
 	}
-	if err := countsAlone(s, min, max, len(parts), path); err != nil {
-		return nil, nil, err
+	if alone {
+		if err := countsAlone(min, max, len(parts), path); err != nil {
+			return nil, nil, err
+		}
 	}
 	return keys, parts, nil
 }
 
 // sharedString compiles a string with bounds or a pattern into a rule of
 // its own, named by key, built once per grammar. Its nodes are numbered
-// contiguously and the rule calls nothing, so the same key builds the same
+// contiguously and the rule calls no rule but among them (a counted
+// repeat's copy, a length region's body), so the same key builds the same
 // nodes in every grammar: their masks, which cost a walk of nearly the
 // whole vocabulary each, are kept per Vocab under the key and shared by
 // every grammar that holds the rule.
@@ -109,4 +120,46 @@ func (c *compiler) sharedString(key string, build func() (grammar.Frag, error)) 
 	c.shared[key] = r
 	c.b.Grammar.SharedRules = append(c.b.Grammar.SharedRules, grammar.SharedRange{Key: key, First: first, End: int32(len(c.b.Grammar.Nodes))})
 	return c.b.Call(r), nil
+}
+
+// lengthString is a string held to parts, the last its length bounds:
+// the others' automaton once, its characters counted in a length region
+// (grammar.LengthRegion), not multiplied by a counter. Where the region
+// cannot count exactly, it is the product of all parts, as before.
+func (c *compiler) lengthString(parts []func() (grammar.Frag, error), min, max int, path string) (grammar.Frag, error) {
+	body, f, boundary, err := c.countedBody(parts[:len(parts)-1])
+	if err != nil {
+		return grammar.Frag{}, err
+	}
+	if f, ok := c.b.LengthRegion(min, max, body, f, boundary); ok {
+		return f, nil
+	}
+	if err := countsAlone(min, max, len(parts), path); err != nil {
+		return grammar.Frag{}, err
+	}
+	return c.intersect(parts)
+}
+
+// countedBody builds, alone, the automaton of parts (their product
+// where there are more than one) paired with a JSON string's characters
+// (trackChars), and marks its nodes between two characters (boundary):
+// there each byte but the closing quote begins a character.
+func (c *compiler) countedBody(parts []func() (grammar.Frag, error)) (*grammar.Grammar, grammar.Frag, []bool, error) {
+	main := c.b
+	defer func() { c.b = main }()
+	c.b = &grammar.Builder{Grammar: &grammar.Grammar{}}
+	var f grammar.Frag
+	var err error
+	if len(parts) == 1 {
+		f, err = parts[0]()
+	} else {
+		f, err = c.intersect(parts)
+	}
+	if err == nil {
+		err = c.b.Err
+	}
+	if err != nil {
+		return nil, grammar.Frag{}, nil, err
+	}
+	return trackChars(c.b.Grammar.Nodes, f)
 }
