@@ -43,7 +43,7 @@ const unbounded = -1
 func (b *Builder) LengthRegion(min, max int, body *Grammar, f Frag, boundary []bool) (Frag, bool) {
 	nodes := body.Nodes
 	ticks, ok := tickEdges(nodes, boundary)
-	if !ok {
+	if !ok || zeroCycle(nodes, ticks) {
 		return Frag{}, false
 	}
 	need, long := regionLengths(nodes, ticks, f.End)
@@ -122,6 +122,49 @@ func tickEdges(nodes []Node, boundary []bool) ([][]bool, bool) {
 	return ticks, true
 }
 
+// zeroCycle tells whether some cycle begins no character (epsilons of a
+// starred empty group, say): regionLengths takes every cycle for a way to
+// any number of characters.
+func zeroCycle(nodes []Node, ticks [][]bool) bool {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]uint8, len(nodes))
+	var visit func(n int) bool
+	visit = func(n int) bool {
+		color[n] = grey
+		next := func(to int32) bool {
+			switch color[to] {
+			case grey:
+				return true
+			case white:
+				return visit(int(to))
+			}
+			return false
+		}
+		for j, e := range nodes[n].Edges {
+			if tickOf(ticks, n, j) == 0 && next(e.To) {
+				return true
+			}
+		}
+		for _, t := range nodes[n].Eps {
+			if next(t) {
+				return true
+			}
+		}
+		color[n] = black
+		return false
+	}
+	for i := range nodes {
+		if color[i] == white && visit(i) {
+			return true
+		}
+	}
+	return false
+}
+
 func tickOf(ticks [][]bool, n, j int) int32 {
 	if ticks[n] != nil && ticks[n][j] {
 		return 1
@@ -132,7 +175,7 @@ func tickOf(ticks [][]bool, n, j int) int32 {
 // regionLengths is, per node, the fewest and the most characters on its
 // ways to end: the fewest by a breadth-first search backwards (edges cost
 // 0 or 1), the most by a depth-first search forwards, where a cycle on a
-// way to end (every cycle passes a character) has no most.
+// way to end (every cycle begins a character: zeroCycle) has no most.
 func regionLengths(nodes []Node, ticks [][]bool, end int32) (need, long []int32) {
 	type arc struct {
 		from int32

@@ -45,3 +45,17 @@ func TestRegionCanon(t *testing.T) {
 		t.Errorf("no max: next(3) = %d, want 3, as every count past min is alike", got)
 	}
 }
+
+func TestZeroCycle(t *testing.T) {
+	b := &Builder{Grammar: &Grammar{}}
+	a, c := b.Node(), b.Node()
+	b.ByteEdge(a, 'x', 'x', c)
+	b.Eps(c, a)
+	nodes := b.Grammar.Nodes
+	if !zeroCycle(nodes, make([][]bool, len(nodes))) {
+		t.Error("a cycle of a byte that begins no character and an epsilon: not found")
+	}
+	if zeroCycle(nodes, [][]bool{{true}, nil}) {
+		t.Error("a cycle whose byte begins a character: taken for one that begins none")
+	}
+}
