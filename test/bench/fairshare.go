@@ -48,13 +48,13 @@ var fsKeys = map[string]string{
 type fairResult struct{ rows []fairRow }
 
 type fairRow struct {
-	setup, lane       string
-	alone, beside     time.Duration // the light tenant's p50
-	fifo              time.Duration // its p50 beside the heavy load, both without keys
-	latencyN          int
-	share1, share3    float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
-	tokens1, tokens3  [2]int64
-	backlog, answered int
+	setup, lane      string
+	alone, beside    time.Duration // the light tenant's p50
+	fifo             time.Duration // its p50 beside the heavy load, both without keys
+	latencyN         int
+	share1, share3   float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
+	tokens1, tokens3 [2]int64
+	backlog          int
 }
 
 // fsStack is nats-server, the apis and the workers of one setup.
