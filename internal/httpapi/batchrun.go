@@ -1,0 +1,631 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
+)
+
+// kickBatches wakes the batch runner, so a new or cancelled batch moves at
+// once rather than at its next round.
+func (s *Server) kickBatches() {
+	select {
+	case s.batchKick <- struct{}{}:
+	default:
+	}
+}
+
+// runBatches carries on every batch this api can hold, round after
+// round, until ctx ends.
+func (s *Server) runBatches(ctx context.Context) {
+	cfg := s.cfg.Batches.withDefaults()
+	tick := time.NewTicker(s.cfg.Async.withDefaults().PollEvery)
+	defer tick.Stop()
+	// What this api knows, in memory, of the batches: each held batch's
+	// lines and what is known of them, and the batches that ended (they
+	// never change again, so they are not read each round).
+	run := batchRunner{states: map[string]map[int]lineState{}, inputs: map[string]*batchInput{}, ended: map[string]bool{}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.batchKick:
+		}
+		ids, err := s.batches.BatchIDs(ctx)
+		if err != nil {
+			s.log.Debug("batches unavailable; trying again", "err", err)
+			continue
+		}
+		for _, id := range ids {
+			if ctx.Err() != nil {
+				return
+			}
+			if run.ended[id] {
+				continue
+			}
+			if err := s.stepBatch(ctx, id, cfg, &run); err != nil && !errors.Is(err, genq.ErrChanged) {
+				s.log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
+			}
+		}
+	}
+}
+
+// batchRunner is what an api's batch runner keeps between rounds.
+type batchRunner struct {
+	states map[string]map[int]lineState
+	inputs map[string]*batchInput
+	ended  map[string]bool
+}
+
+// batchInput is a batch's requests, as read from its input file, and how
+// many jobs each was queued as, worked out once per request (lineIDs).
+type batchInput struct {
+	lines   []openai.BatchLine
+	answers []int  // 0: not worked out yet
+	tenant  string // whose usage the answers are
+}
+
+// lineIDs are the job ids of request i of batch b.
+func (s *Server) lineIDs(b *openai.Batch, in *batchInput, i int) []string {
+	if in.answers[i] == 0 {
+		in.answers[i] = s.lineAnswers(*b, in.lines[i])
+	}
+	return lineJobIDs(b.ID, i, in.answers[i])
+}
+
+// forget drops what is kept of batch id.
+func (r *batchRunner) forget(id string) {
+	delete(r.states, id)
+	delete(r.inputs, id)
+}
+
+// stepBatch moves batch id on by one round when this api holds it or can
+// take it.
+func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run *batchRunner) error {
+	rec, rev, err := s.readBatch(ctx, id)
+	if err == nil && rec.Batch.Ended() {
+		run.ended[id] = true
+	}
+	if err != nil || rec.Batch.Ended() {
+		run.forget(id)
+		return err
+	}
+	nowMs := time.Now().UnixMilli()
+	if rec.Run.Owner != s.instance && rec.Run.Lease > nowMs {
+		run.forget(id) // another api holds it
+		return nil
+	}
+	// The lease, renewed by the round's own write of the record; a batch
+	// taken over is claimed first, before any of its work.
+	claim := rec.Run.Owner != s.instance
+	rec.Run.Owner, rec.Run.Lease = s.instance, nowMs+cfg.LeaseFor.Milliseconds()
+	if claim {
+		run.forget(id) // what is done is read again
+		if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+			return err
+		}
+	}
+	log := s.log.With("batch_id", id)
+	if rec.Batch.Status == openai.BatchValidating {
+		return s.validateBatch(ctx, rec, rev, log)
+	}
+	in, ok := run.inputs[id]
+	if !ok {
+		lines, err := s.batchLines(ctx, rec.Batch)
+		if err != nil {
+			return err
+		}
+		in = &batchInput{lines: lines, answers: make([]int, len(lines)), tenant: rec.Run.Tenant}
+		run.inputs[id] = in
+	}
+	if run.states[id] == nil {
+		run.states[id] = map[int]lineState{}
+	}
+	return s.advanceBatch(ctx, rec, rev, in, run.states[id], cfg, log)
+}
+
+// batchLines reads a batch's requests from its input file.
+func (s *Server) batchLines(ctx context.Context, b openai.Batch) ([]openai.BatchLine, error) {
+	data, err := s.batches.FileData(ctx, b.InputFileID)
+	if err != nil {
+		return nil, err
+	}
+	lines, errs := openai.ParseBatchInput(data, b.Endpoint, nil)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("the input file changed since it was checked: %s", errs[0].Message)
+	}
+	return lines, nil
+}
+
+// validateBatch checks every line of a batch's input as its route would,
+// and fails the batch naming the bad lines, or starts it.
+func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64, log *slog.Logger) error {
+	data, err := s.batches.FileData(ctx, rec.Batch.InputFileID)
+	var lines []openai.BatchLine
+	var errs []openai.BatchError
+	switch {
+	case genq.ErrorCode(err) == genq.NotFound:
+		errs = []openai.BatchError{{Code: "missing_file", Message: "the input file " + rec.Batch.InputFileID + " is gone"}}
+	case err != nil:
+		return err
+	default:
+		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
+			_, err := s.lineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
+			return err
+		})
+	}
+	if len(errs) > 0 {
+		rec.Batch.Status, rec.Batch.FailedAt = openai.BatchFailed, now()
+		rec.Batch.Errors = &openai.BatchErrors{Object: "list", Data: errs}
+		log.Info("batch failed its validation", "errors", len(errs), "first", errs[0].Message)
+	} else {
+		rec.Batch.Status, rec.Batch.InProgressAt = openai.BatchInProgress, now()
+		rec.Batch.RequestCounts.Total = len(lines)
+		rec.Run.Lines = len(lines)
+		log.Info("batch in progress", "requests", len(lines))
+	}
+	_, err = s.writeBatch(ctx, rec, rev)
+	if err == nil && rec.Batch.Ended() {
+		s.batchEnded(rec, log)
+	}
+	return err
+}
+
+// lineJobs are the jobs of a batch's request at index i, one per answer
+// it asks for (its prompts × n, in the order its route queues them),
+// checked as its route checks a request.
+func (s *Server) lineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		return s.embeddingLineJobs(b, l, i)
+	}
+	prompts, n, err := s.decodeLine(b, l)
+	if err != nil {
+		return nil, err
+	}
+	ids := lineJobIDs(b.ID, i, len(prompts)*n)
+	for k := range prompts {
+		prompts[k].ID = ids[k*n]
+	}
+	if err := s.checkPrompts(prompts); err != nil {
+		return nil, err
+	}
+	jobs := make([]genq.Job, 0, len(ids))
+	for k, p := range prompts {
+		next := k * n
+		jobs = append(jobs, openai.ChoiceJobs(p, n, func() string { next++; return ids[next] })...)
+	}
+	return jobs, nil
+}
+
+// decodeLine reads a batch's request as its route does: its prompts (one,
+// but for a list given to /v1/completions) and the answers it asks for
+// each (n).
+func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int, error) {
+	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.kindQueue(genq.KindChat), Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
+	var decode textDecoder
+	switch b.Endpoint {
+	case "/v1/chat/completions":
+		decode = oneJob(openai.DecodeChat)
+	case "/v1/responses":
+		decode = oneJob(openai.DecodeResponse)
+	case "/v1/completions":
+		decode = openai.DecodeCompletions
+	default:
+		return nil, 0, genq.Errorf(genq.Invalid, "a batch cannot run %s", b.Endpoint)
+	}
+	params, prompts, err := decode(l.Body, s.promptBytes(), tmpl)
+	if err == nil && params.Stream {
+		err = genq.Errorf(genq.Invalid, "stream: true is not supported in a batch")
+	}
+	if err == nil {
+		// Each line names its model, as each request to its route does.
+		var m genq.Model
+		if m, err = s.resolveModel(params.Model, genq.KindChat); err == nil {
+			onModel(prompts, m)
+		}
+	}
+	return prompts, params.Choices(), err
+}
+
+// lineAnswers is how many jobs a batch's request at index i was queued
+// as; one for a request that could not be read (refused, it has none).
+func (s *Server) lineAnswers(b openai.Batch, l openai.BatchLine) int {
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		return 1 // one job, whatever its inputs
+	}
+	prompts, n, err := s.decodeLine(b, l)
+	if err != nil {
+		return 1
+	}
+	return len(prompts) * n
+}
+
+// lineState is what the runner knows of a queued request: nothing yet,
+// or its outcome.
+type lineState int8
+
+const (
+	lineUnknown lineState = iota // not looked at since this api took the batch
+	linePending
+	lineAnswered
+	lineFailed
+)
+
+func finished(st lineState) bool { return st == lineAnswered || st == lineFailed }
+
+// advanceBatch queues the next window of a running batch's requests,
+// reads the outcomes of those queued, and, once every request has one (or
+// the batch is cancelled or expired and none is still running), writes
+// its files and ends it.
+func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, in *batchInput, state map[int]lineState,
+	cfg BatchConfig, log *slog.Logger) error {
+	b, lines := &rec.Batch, in.lines
+	stopping := b.Status == openai.BatchCancelling
+	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
+		b.Status, stopping = openai.BatchExpired, true // the window closed: stop what is left
+	}
+	// The outcomes of the requests queued, the oldest unfinished first:
+	// ChecksPerRound of them a round, and past that for as long as each
+	// one read has finished. Requests finish about in the order they were
+	// queued, so a round reads about what finished since the last and a
+	// few more: a window of waiting requests does not cost the store a
+	// read of each, each round, and a fast worker is not held to
+	// ChecksPerRound answers a round.
+	pending, checked, more := 0, 0, true
+	for i := 0; i < rec.Run.Queued; i++ {
+		if finished(state[i]) {
+			continue
+		}
+		if checked < cfg.ChecksPerRound || more {
+			checked++
+			st, err := s.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
+			if err != nil {
+				return err
+			}
+			state[i] = st
+			more = finished(st)
+		}
+		if !finished(state[i]) {
+			pending++
+		}
+	}
+	if stopping && !rec.Run.CancelSent {
+		for i := 0; i < rec.Run.Queued; i++ {
+			if !finished(state[i]) {
+				for _, id := range s.lineIDs(b, in, i) {
+					s.async.CancelJob(id)
+				}
+			}
+		}
+		rec.Run.CancelSent = true
+	}
+	owner := s.tenantNamed(in.tenant)
+	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
+		i := rec.Run.Queued
+		jobs, err := s.lineJobs(*b, lines[i], i)
+		in.answers[i] = len(jobs) // 0 when refused: worked out again, as 1
+		lctx, span := s.batchLineSpan(ctx, rec, i)
+		for _, job := range jobs {
+			if err == nil {
+				err = s.async.Submit(s.shareAs(lctx, owner), job) // one queued before is kept once
+			}
+		}
+		endBatchLine(span, err)
+		if err != nil && genq.ErrorCode(err) != genq.Invalid {
+			break // the queue is full or away: the next round tries again
+		}
+		rec.Run.Queued++
+		if err != nil { // refused now (the workers' limits changed): it fails alone
+			if rec.Run.Refused == nil {
+				rec.Run.Refused = map[int]string{}
+			}
+			rec.Run.Refused[i] = genq.ErrorMessage(err)
+			if state[i], err = s.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+				return err
+			}
+			continue
+		}
+		pending++
+	}
+	ended := rec.Run.Queued == len(lines) && pending == 0
+	if stopping {
+		// Requests no worker has started are dropped by their cancel
+		// mark; the batch ends once none is running.
+		ended = true
+		for i := 0; i < rec.Run.Queued && ended; i++ {
+			if finished(state[i]) {
+				continue
+			}
+			st, err := s.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
+			if err != nil {
+				return err
+			}
+			if state[i] = st; finished(st) {
+				continue
+			}
+			anyRunning := false
+			for _, id := range s.lineIDs(b, in, i) {
+				running, _, err := s.async.Running(ctx, id)
+				if err != nil {
+					return err
+				}
+				anyRunning = anyRunning || running
+			}
+			if !anyRunning { // it may have finished since it was read: its answer goes in the output
+				if state[i], err = s.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+					return err
+				}
+			}
+			ended = !anyRunning
+		}
+	}
+	// Counted after the stopping batch's last look, which can find more
+	// requests finished: the counts are those of the output files.
+	b.RequestCounts.Completed, b.RequestCounts.Failed = 0, 0
+	for _, st := range state {
+		switch st {
+		case lineAnswered:
+			b.RequestCounts.Completed++
+		case lineFailed:
+			b.RequestCounts.Failed++
+		}
+	}
+	var err error
+	if !ended {
+		_, err = s.writeBatch(ctx, rec, rev)
+		return err
+	}
+	if b.Status == openai.BatchInProgress {
+		b.Status, b.FinalizingAt = openai.BatchFinalizing, now()
+		if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+			return err
+		}
+	}
+	if err := s.writeBatchFiles(ctx, &rec, lines, state); err != nil {
+		return err
+	}
+	switch b.Status {
+	case openai.BatchFinalizing:
+		b.Status, b.CompletedAt = openai.BatchCompleted, now()
+	case openai.BatchCancelling:
+		b.Status, b.CancelledAt = openai.BatchCancelled, now()
+	case openai.BatchExpired:
+		b.ExpiredAt = now()
+		// The requests never run are failed ones, in the error file.
+		b.RequestCounts.Failed = b.RequestCounts.Total - b.RequestCounts.Completed
+	}
+	if _, err := s.writeBatch(ctx, rec, rev); err != nil {
+		return err
+	}
+	log.Info("batch ended", "status", b.Status, "completed", b.RequestCounts.Completed, "failed", b.RequestCounts.Failed)
+	s.batchEnded(rec, log)
+	return nil
+}
+
+// keptLine is a finished request's output line as the batch keeps it.
+type keptLine struct {
+	Failed bool                   `json:"failed"`
+	Line   openai.BatchOutputLine `json:"line"`
+}
+
+// lineState is what is known of a batch's request i: its kept output
+// line, or its outcome, which is then rendered and kept at once (the
+// results store keeps an outcome for RESULT_TTL only, and a batch can
+// outlast it); pending while it has neither.
+func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
+	var raw []byte
+	var err error = genq.Errorf(genq.NotFound, "not read")
+	if kept { // only an api that took the batch over may find lines kept by another
+		raw, err = s.batches.BatchLine(ctx, b.ID, i)
+	}
+	if err == nil {
+		var k keptLine
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return linePending, fmt.Errorf("batch %s line %d: %w", b.ID, i, err)
+		}
+		if k.Failed {
+			return lineFailed, nil
+		}
+		return lineAnswered, nil
+	}
+	if genq.ErrorCode(err) != genq.NotFound {
+		return linePending, err
+	}
+	ids := s.lineIDs(b, in, i)
+	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused, s.lineModel(*b, in.lines[i]), in.lines[i].Body)
+	switch {
+	case isStoreError(err):
+		return linePending, err
+	case genq.ErrorCode(err) == genq.NotFound:
+		return linePending, nil
+	case err != nil && len(ids) > 1:
+		// One answer failed, so the request did: its others need not run.
+		for _, id := range ids {
+			s.async.CancelJob(id)
+		}
+	}
+	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + ids[0], CustomID: in.lines[i].CustomID,
+		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: ids[0], Body: body}}}
+	raw, err = json.Marshal(k)
+	if err == nil {
+		err = s.batches.PutBatchLine(ctx, b.ID, i, raw)
+	}
+	if err != nil {
+		return linePending, err
+	}
+	if k.Failed {
+		return lineFailed, nil
+	}
+	s.meterBatchLine(ctx, in.tenant, used) // once: the line is kept, and read back from now on
+	return lineAnswered, nil
+}
+
+// isStoreError tells an error of the results store from a job's own.
+func isStoreError(err error) bool {
+	var appErr *genq.Error
+	return errors.As(err, &appErr) && appErr.Err != nil && genq.ErrorCode(err) == genq.Unavailable
+}
+
+// writeBatchFiles writes a batch's output file (a line per answered
+// request) and error file (a line per failed one), under ids made from
+// the batch's, so that two apis that both end it write the same files.
+func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []openai.BatchLine, state map[int]lineState) error {
+	b := &rec.Batch
+	var out, errs bytes.Buffer
+	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
+	for i := range lines {
+		if i >= rec.Run.Queued || !finished(state[i]) {
+			// Never run: cancelled, or expired before it was queued or
+			// started. An expired batch lists these in its error file, as
+			// OpenAI's does, so every custom_id is accounted for.
+			if b.Status == openai.BatchExpired {
+				if err := errEnc.Encode(expiredLine(b.ID, i, lines[i])); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		raw, err := s.batches.BatchLine(ctx, b.ID, i)
+		if err != nil {
+			return err
+		}
+		var k keptLine
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return fmt.Errorf("batch %s line %d: %w", b.ID, i, err)
+		}
+		to := enc
+		if k.Failed {
+			to = errEnc
+		}
+		if err := to.Encode(k.Line); err != nil {
+			return err
+		}
+	}
+	put := func(suffix string, data []byte) (*string, error) {
+		if len(data) == 0 {
+			return nil, nil
+		}
+		f := genq.StoredFile{ID: "file-" + b.ID + "-" + suffix, Filename: b.ID + "_" + suffix + ".jsonl",
+			Purpose: openai.PurposeBatchOutput, CreatedAt: time.Now().Unix()}
+		if _, err := s.batches.PutFile(ctx, f, bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+		return &f.ID, nil
+	}
+	var err error
+	if b.OutputFileID, err = put("output", out.Bytes()); err != nil {
+		return err
+	}
+	b.ErrorFileID, err = put("errors", errs.Bytes())
+	return err
+}
+
+// expiredLine is the error file's line of request i of batch id, never
+// run before the batch's completion window closed: OpenAI's words for it.
+func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
+	return openai.BatchOutputLine{ID: "batch_req_" + lineJobID(id, i), CustomID: l.CustomID,
+		Error: &openai.Error{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}}
+}
+
+// lineOutcome is a request's outcome as its route would answer, from its
+// jobs' (ids, one per answer): the body and status of its answer, or of
+// its error (err non-nil), the first error of its jobs' if any failed.
+func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string, request json.RawMessage) (any, int, tenant.Usage, error) {
+	var used tenant.Usage
+	if refused != "" {
+		err := genq.Errorf(genq.Invalid, "%s", refused)
+		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), used, err
+	}
+	if endpoint == openai.EmbeddingsEndpoint {
+		return s.embeddingOutcome(ctx, ids[0], request, model)
+	}
+	results := make([]openai.TextResult, 0, len(ids))
+	for _, id := range ids {
+		r, err := s.answerOf(ctx, id)
+		if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
+			return nil, 0, used, err // no outcome yet, or the store is away
+		}
+		if err != nil {
+			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
+		}
+		if s.namedModels() && model != "" {
+			r.Model = model
+		}
+		results = append(results, r)
+	}
+	used = usageOf(results)
+	switch endpoint {
+	case "/v1/completions":
+		return openai.RenderCompletion(results...), http.StatusOK, used, nil
+	case "/v1/responses":
+		r := results[0]
+		rs := openai.ResponseStream(openai.Stream{JobID: r.JobID, Created: r.Created, Model: r.Model})
+		return rs.Done(r.TextResult), http.StatusOK, used, nil
+	}
+	return openai.RenderChat(results...), http.StatusOK, used, nil
+}
+
+// lineModel is the catalogue's name of the model a batch's request
+// names, "" when the request does not read.
+func (s *Server) lineModel(b openai.Batch, l openai.BatchLine) string {
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		jobs, err := s.embeddingLineJobs(b, l, 0)
+		if err != nil {
+			return ""
+		}
+		m, _ := s.catalog.ByQueue(jobs[0].Variant)
+		return m.Name
+	}
+	prompts, _, err := s.decodeLine(b, l)
+	if err != nil || len(prompts) == 0 {
+		return ""
+	}
+	m, _ := s.catalog.ByQueue(prompts[0].Variant)
+	return m.Name
+}
+
+// answerOf is job id's answer, or its error, or a NotFound one while it
+// has none.
+func (s *Server) answerOf(ctx context.Context, id string) (openai.TextResult, error) {
+	res, err := s.async.Outcome(ctx, id)
+	if err != nil {
+		return openai.TextResult{}, err
+	}
+	defer res.Body.Close()
+	_, text, err := readTextResult(res)
+	if err != nil {
+		return openai.TextResult{}, err
+	}
+	return openai.TextResult{TextResult: text, JobID: id, Created: time.Now().Unix(), Model: s.modelOf(res.Worker, "")}, nil
+}
+
+// batchEnded sends the batch's webhook, when it has one, from the api
+// that ended it.
+func (s *Server) batchEnded(rec batchRecord, log *slog.Logger) {
+	if rec.Run.Webhook == "" {
+		return
+	}
+	body, err := json.Marshal(rec.Batch)
+	if err != nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := s.cfg.Async.webhooks().Send(ctx, rec.Run.Webhook, rec.Batch.ID, body, log); err != nil {
+			log.Warn("batch webhook not delivered", "err", err)
+			return
+		}
+		log.Info("batch webhook delivered", "status", rec.Batch.Status)
+	}()
+}
