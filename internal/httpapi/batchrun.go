@@ -6,44 +6,105 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
+	"github.com/genq/genq/internal/webhook"
 )
 
-// kickBatches wakes the batch runner, so a new or cancelled batch moves at
-// once rather than at its next round.
-func (s *Server) kickBatches() {
-	select {
-	case s.batchKick <- struct{}{}:
-	default:
-	}
+// batchRoutes is what the batch runner needs of the routes a batch's
+// requests stand for: it queues, reads and renders each request as its
+// route would, and holds none of their rules itself.
+type batchRoutes interface {
+	// LineJobs are the jobs of a batch's request at index i, one per
+	// answer it asks for, checked as its route checks a request.
+	LineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error)
+	// LineAnswers is how many jobs a batch's request was queued as; one
+	// for a request that could not be read.
+	LineAnswers(b openai.Batch, l openai.BatchLine) int
+	// LineModel is the catalogue's name of the model a request names, ""
+	// when the request does not read.
+	LineModel(b openai.Batch, l openai.BatchLine) string
+	// LineOutcome is a request's outcome as its route would answer, from
+	// its jobs' (ids): body and status, its usage, and its error if it
+	// failed; NotFound while it has none.
+	LineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string,
+		request json.RawMessage) (any, int, tenant.Usage, error)
+	// ShareAs is the context a request is queued under for the tenant
+	// named, its fair share of the workers.
+	ShareAs(ctx context.Context, tenant string) context.Context
+	// MeterLine counts an answered request's usage for the tenant named.
+	MeterLine(ctx context.Context, tenant string, u tenant.Usage)
+	// LineSpan starts the span a request is queued under.
+	LineSpan(ctx context.Context, rec batchRecord, i int) (context.Context, trace.Span)
+}
+
+// batchQueue is the part of the async queue the runner uses.
+type batchQueue interface {
+	Submit(ctx context.Context, job genq.Job) error
+	CancelJob(id string)
+	Running(ctx context.Context, id string) (bool, genq.Progress, error)
+}
+
+// batchRecords is the part of the BatchStore the runner uses: records,
+// kept lines, and the input and output files.
+type batchRecords interface {
+	PutFile(ctx context.Context, f genq.StoredFile, data io.Reader) (genq.StoredFile, error)
+	FileData(ctx context.Context, id string) ([]byte, error)
+	PutBatch(ctx context.Context, id string, record []byte, revision uint64) (uint64, error)
+	Batch(ctx context.Context, id string) ([]byte, uint64, error)
+	BatchIDs(ctx context.Context) ([]string, error)
+	PutBatchLine(ctx context.Context, id string, i int, line []byte) error
+	BatchLine(ctx context.Context, id string, i int) ([]byte, error)
+}
+
+// batchRunConfig paces the runner (see BatchConfig), its defaults set.
+type batchRunConfig struct {
+	Window         int
+	LeaseFor       time.Duration
+	ChecksPerRound int
+	// PollEvery is how often a round runs when nothing wakes the runner.
+	PollEvery time.Duration
+}
+
+// batchRunner carries on the batches whose record no other api holds.
+type batchRunner struct {
+	routes   batchRoutes
+	store    batchRecords
+	queue    batchQueue
+	webhooks webhook.Sender
+	cfg      batchRunConfig
+	// instance names this api in the batches it holds.
+	instance string
+	log      *slog.Logger
 }
 
 // runBatches carries on every batch this api can hold, round after
-// round, until ctx ends.
-func (s *Server) runBatches(ctx context.Context) {
-	cfg := s.cfg.Batches.withDefaults()
-	tick := time.NewTicker(s.cfg.Async.withDefaults().PollEvery)
+// round, until ctx ends; kick starts a round at once.
+func (r *batchRunner) runBatches(ctx context.Context, kick <-chan struct{}) {
+	cfg := r.cfg
+	tick := time.NewTicker(cfg.PollEvery)
 	defer tick.Stop()
 	// What this api knows, in memory, of the batches: each held batch's
 	// lines and what is known of them, and the batches that ended (they
 	// never change again, so they are not read each round).
-	run := batchRunner{states: map[string]map[int]lineState{}, inputs: map[string]*batchInput{}, ended: map[string]bool{}}
+	run := batchMemory{states: map[string]map[int]lineState{}, inputs: map[string]*batchInput{}, ended: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-s.batchKick:
+		case <-kick:
 		}
-		ids, err := s.batches.BatchIDs(ctx)
+		ids, err := r.store.BatchIDs(ctx)
 		if err != nil {
-			s.log.Debug("batches unavailable; trying again", "err", err)
+			r.log.Debug("batches unavailable; trying again", "err", err)
 			continue
 		}
 		for _, id := range ids {
@@ -53,15 +114,15 @@ func (s *Server) runBatches(ctx context.Context) {
 			if run.ended[id] {
 				continue
 			}
-			if err := s.stepBatch(ctx, id, cfg, &run); err != nil && !errors.Is(err, genq.ErrChanged) {
-				s.log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
+			if err := r.stepBatch(ctx, id, cfg, &run); err != nil && !errors.Is(err, genq.ErrChanged) {
+				r.log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
 			}
 		}
 	}
 }
 
-// batchRunner is what an api's batch runner keeps between rounds.
-type batchRunner struct {
+// batchMemory is what an api's batch runner keeps between rounds.
+type batchMemory struct {
 	states map[string]map[int]lineState
 	inputs map[string]*batchInput
 	ended  map[string]bool
@@ -76,23 +137,23 @@ type batchInput struct {
 }
 
 // lineIDs are the job ids of request i of batch b.
-func (s *Server) lineIDs(b *openai.Batch, in *batchInput, i int) []string {
+func (r *batchRunner) lineIDs(b *openai.Batch, in *batchInput, i int) []string {
 	if in.answers[i] == 0 {
-		in.answers[i] = s.lineAnswers(*b, in.lines[i])
+		in.answers[i] = r.routes.LineAnswers(*b, in.lines[i])
 	}
 	return lineJobIDs(b.ID, i, in.answers[i])
 }
 
 // forget drops what is kept of batch id.
-func (r *batchRunner) forget(id string) {
-	delete(r.states, id)
-	delete(r.inputs, id)
+func (m *batchMemory) forget(id string) {
+	delete(m.states, id)
+	delete(m.inputs, id)
 }
 
 // stepBatch moves batch id on by one round when this api holds it or can
 // take it.
-func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run *batchRunner) error {
-	rec, rev, err := s.readBatch(ctx, id)
+func (r *batchRunner) stepBatch(ctx context.Context, id string, cfg batchRunConfig, run *batchMemory) error {
+	rec, rev, err := readBatch(ctx, r.store, id)
 	if err == nil && rec.Batch.Ended() {
 		run.ended[id] = true
 	}
@@ -101,27 +162,27 @@ func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run 
 		return err
 	}
 	nowMs := time.Now().UnixMilli()
-	if rec.Run.Owner != s.instance && rec.Run.Lease > nowMs {
+	if rec.Run.Owner != r.instance && rec.Run.Lease > nowMs {
 		run.forget(id) // another api holds it
 		return nil
 	}
 	// The lease, renewed by the round's own write of the record; a batch
 	// taken over is claimed first, before any of its work.
-	claim := rec.Run.Owner != s.instance
-	rec.Run.Owner, rec.Run.Lease = s.instance, nowMs+cfg.LeaseFor.Milliseconds()
+	claim := rec.Run.Owner != r.instance
+	rec.Run.Owner, rec.Run.Lease = r.instance, nowMs+cfg.LeaseFor.Milliseconds()
 	if claim {
 		run.forget(id) // what is done is read again
-		if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+		if rev, err = writeBatch(ctx, r.store, rec, rev); err != nil {
 			return err
 		}
 	}
-	log := s.log.With("batch_id", id)
+	log := r.log.With("batch_id", id)
 	if rec.Batch.Status == openai.BatchValidating {
-		return s.validateBatch(ctx, rec, rev, log)
+		return r.validateBatch(ctx, rec, rev, log)
 	}
 	in, ok := run.inputs[id]
 	if !ok {
-		lines, err := s.batchLines(ctx, rec.Batch)
+		lines, err := r.batchLines(ctx, rec.Batch)
 		if err != nil {
 			return err
 		}
@@ -131,12 +192,12 @@ func (s *Server) stepBatch(ctx context.Context, id string, cfg BatchConfig, run 
 	if run.states[id] == nil {
 		run.states[id] = map[int]lineState{}
 	}
-	return s.advanceBatch(ctx, rec, rev, in, run.states[id], cfg, log)
+	return r.advanceBatch(ctx, rec, rev, in, run.states[id], cfg, log)
 }
 
 // batchLines reads a batch's requests from its input file.
-func (s *Server) batchLines(ctx context.Context, b openai.Batch) ([]openai.BatchLine, error) {
-	data, err := s.batches.FileData(ctx, b.InputFileID)
+func (r *batchRunner) batchLines(ctx context.Context, b openai.Batch) ([]openai.BatchLine, error) {
+	data, err := r.store.FileData(ctx, b.InputFileID)
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +210,8 @@ func (s *Server) batchLines(ctx context.Context, b openai.Batch) ([]openai.Batch
 
 // validateBatch checks every line of a batch's input as its route would,
 // and fails the batch naming the bad lines, or starts it.
-func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64, log *slog.Logger) error {
-	data, err := s.batches.FileData(ctx, rec.Batch.InputFileID)
+func (r *batchRunner) validateBatch(ctx context.Context, rec batchRecord, rev uint64, log *slog.Logger) error {
+	data, err := r.store.FileData(ctx, rec.Batch.InputFileID)
 	var lines []openai.BatchLine
 	var errs []openai.BatchError
 	switch {
@@ -160,7 +221,7 @@ func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64,
 		return err
 	default:
 		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
-			_, err := s.lineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
+			_, err := r.routes.LineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
 			return err
 		})
 	}
@@ -174,80 +235,11 @@ func (s *Server) validateBatch(ctx context.Context, rec batchRecord, rev uint64,
 		rec.Run.Lines = len(lines)
 		log.Info("batch in progress", "requests", len(lines))
 	}
-	_, err = s.writeBatch(ctx, rec, rev)
+	_, err = writeBatch(ctx, r.store, rec, rev)
 	if err == nil && rec.Batch.Ended() {
-		s.batchEnded(rec, log)
+		r.batchEnded(rec, log)
 	}
 	return err
-}
-
-// lineJobs are the jobs of a batch's request at index i, one per answer
-// it asks for (its prompts × n, in the order its route queues them),
-// checked as its route checks a request.
-func (s *Server) lineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
-	if b.Endpoint == openai.EmbeddingsEndpoint {
-		return s.embeddingLineJobs(b, l, i)
-	}
-	prompts, n, err := s.decodeLine(b, l)
-	if err != nil {
-		return nil, err
-	}
-	ids := lineJobIDs(b.ID, i, len(prompts)*n)
-	for k := range prompts {
-		prompts[k].ID = ids[k*n]
-	}
-	if err := s.checkPrompts(prompts); err != nil {
-		return nil, err
-	}
-	jobs := make([]genq.Job, 0, len(ids))
-	for k, p := range prompts {
-		next := k * n
-		jobs = append(jobs, openai.ChoiceJobs(p, n, func() string { next++; return ids[next] })...)
-	}
-	return jobs, nil
-}
-
-// decodeLine reads a batch's request as its route does: its prompts (one,
-// but for a list given to /v1/completions) and the answers it asks for
-// each (n).
-func (s *Server) decodeLine(b openai.Batch, l openai.BatchLine) ([]genq.Job, int, error) {
-	tmpl := genq.Job{Envelope: genq.Envelope{Variant: s.kindQueue(genq.KindChat), Deadline: time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)}}
-	var decode textDecoder
-	switch b.Endpoint {
-	case "/v1/chat/completions":
-		decode = oneJob(openai.DecodeChat)
-	case "/v1/responses":
-		decode = oneJob(openai.DecodeResponse)
-	case "/v1/completions":
-		decode = openai.DecodeCompletions
-	default:
-		return nil, 0, genq.Errorf(genq.Invalid, "a batch cannot run %s", b.Endpoint)
-	}
-	params, prompts, err := decode(l.Body, s.promptBytes(), tmpl)
-	if err == nil && params.Stream {
-		err = genq.Errorf(genq.Invalid, "stream: true is not supported in a batch")
-	}
-	if err == nil {
-		// Each line names its model, as each request to its route does.
-		var m genq.Model
-		if m, err = s.resolveModel(params.Model, genq.KindChat); err == nil {
-			onModel(prompts, m)
-		}
-	}
-	return prompts, params.Choices(), err
-}
-
-// lineAnswers is how many jobs a batch's request at index i was queued
-// as; one for a request that could not be read (refused, it has none).
-func (s *Server) lineAnswers(b openai.Batch, l openai.BatchLine) int {
-	if b.Endpoint == openai.EmbeddingsEndpoint {
-		return 1 // one job, whatever its inputs
-	}
-	prompts, n, err := s.decodeLine(b, l)
-	if err != nil {
-		return 1
-	}
-	return len(prompts) * n
 }
 
 // lineState is what the runner knows of a queued request: nothing yet,
@@ -267,8 +259,8 @@ func finished(st lineState) bool { return st == lineAnswered || st == lineFailed
 // reads the outcomes of those queued, and, once every request has one (or
 // the batch is cancelled or expired and none is still running), writes
 // its files and ends it.
-func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, in *batchInput, state map[int]lineState,
-	cfg BatchConfig, log *slog.Logger) error {
+func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, in *batchInput, state map[int]lineState,
+	cfg batchRunConfig, log *slog.Logger) error {
 	b, lines := &rec.Batch, in.lines
 	stopping := b.Status == openai.BatchCancelling
 	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
@@ -288,7 +280,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		}
 		if checked < cfg.ChecksPerRound || more {
 			checked++
-			st, err := s.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
+			st, err := r.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
@@ -302,22 +294,21 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	if stopping && !rec.Run.CancelSent {
 		for i := 0; i < rec.Run.Queued; i++ {
 			if !finished(state[i]) {
-				for _, id := range s.lineIDs(b, in, i) {
-					s.async.CancelJob(id)
+				for _, id := range r.lineIDs(b, in, i) {
+					r.queue.CancelJob(id)
 				}
 			}
 		}
 		rec.Run.CancelSent = true
 	}
-	owner := s.tenantNamed(in.tenant)
 	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
 		i := rec.Run.Queued
-		jobs, err := s.lineJobs(*b, lines[i], i)
+		jobs, err := r.routes.LineJobs(*b, lines[i], i)
 		in.answers[i] = len(jobs) // 0 when refused: worked out again, as 1
-		lctx, span := s.batchLineSpan(ctx, rec, i)
+		lctx, span := r.routes.LineSpan(ctx, rec, i)
 		for _, job := range jobs {
 			if err == nil {
-				err = s.async.Submit(s.shareAs(lctx, owner), job) // one queued before is kept once
+				err = r.queue.Submit(r.routes.ShareAs(lctx, in.tenant), job) // one queued before is kept once
 			}
 		}
 		endBatchLine(span, err)
@@ -330,7 +321,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 				rec.Run.Refused = map[int]string{}
 			}
 			rec.Run.Refused[i] = genq.ErrorMessage(err)
-			if state[i], err = s.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+			if state[i], err = r.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
 				return err
 			}
 			continue
@@ -346,7 +337,7 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 			if finished(state[i]) {
 				continue
 			}
-			st, err := s.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
+			st, err := r.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
@@ -354,15 +345,15 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 				continue
 			}
 			anyRunning := false
-			for _, id := range s.lineIDs(b, in, i) {
-				running, _, err := s.async.Running(ctx, id)
+			for _, id := range r.lineIDs(b, in, i) {
+				running, _, err := r.queue.Running(ctx, id)
 				if err != nil {
 					return err
 				}
 				anyRunning = anyRunning || running
 			}
 			if !anyRunning { // it may have finished since it was read: its answer goes in the output
-				if state[i], err = s.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+				if state[i], err = r.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
 					return err
 				}
 			}
@@ -382,16 +373,16 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 	}
 	var err error
 	if !ended {
-		_, err = s.writeBatch(ctx, rec, rev)
+		_, err = writeBatch(ctx, r.store, rec, rev)
 		return err
 	}
 	if b.Status == openai.BatchInProgress {
 		b.Status, b.FinalizingAt = openai.BatchFinalizing, now()
-		if rev, err = s.writeBatch(ctx, rec, rev); err != nil {
+		if rev, err = writeBatch(ctx, r.store, rec, rev); err != nil {
 			return err
 		}
 	}
-	if err := s.writeBatchFiles(ctx, &rec, lines, state); err != nil {
+	if err := r.writeBatchFiles(ctx, &rec, lines, state); err != nil {
 		return err
 	}
 	switch b.Status {
@@ -404,11 +395,11 @@ func (s *Server) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, 
 		// The requests never run are failed ones, in the error file.
 		b.RequestCounts.Failed = b.RequestCounts.Total - b.RequestCounts.Completed
 	}
-	if _, err := s.writeBatch(ctx, rec, rev); err != nil {
+	if _, err := writeBatch(ctx, r.store, rec, rev); err != nil {
 		return err
 	}
 	log.Info("batch ended", "status", b.Status, "completed", b.RequestCounts.Completed, "failed", b.RequestCounts.Failed)
-	s.batchEnded(rec, log)
+	r.batchEnded(rec, log)
 	return nil
 }
 
@@ -422,11 +413,11 @@ type keptLine struct {
 // line, or its outcome, which is then rendered and kept at once (the
 // results store keeps an outcome for RESULT_TTL only, and a batch can
 // outlast it); pending while it has neither.
-func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
+func (r *batchRunner) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
 	var raw []byte
 	var err error = genq.Errorf(genq.NotFound, "not read")
 	if kept { // only an api that took the batch over may find lines kept by another
-		raw, err = s.batches.BatchLine(ctx, b.ID, i)
+		raw, err = r.store.BatchLine(ctx, b.ID, i)
 	}
 	if err == nil {
 		var k keptLine
@@ -441,8 +432,8 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 	if genq.ErrorCode(err) != genq.NotFound {
 		return linePending, err
 	}
-	ids := s.lineIDs(b, in, i)
-	body, status, used, err := s.lineOutcome(ctx, b.Endpoint, ids, refused, s.lineModel(*b, in.lines[i]), in.lines[i].Body)
+	ids := r.lineIDs(b, in, i)
+	body, status, used, err := r.routes.LineOutcome(ctx, b.Endpoint, ids, refused, r.routes.LineModel(*b, in.lines[i]), in.lines[i].Body)
 	switch {
 	case isStoreError(err):
 		return linePending, err
@@ -451,14 +442,14 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 	case err != nil && len(ids) > 1:
 		// One answer failed, so the request did: its others need not run.
 		for _, id := range ids {
-			s.async.CancelJob(id)
+			r.queue.CancelJob(id)
 		}
 	}
 	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + ids[0], CustomID: in.lines[i].CustomID,
 		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: ids[0], Body: body}}}
 	raw, err = json.Marshal(k)
 	if err == nil {
-		err = s.batches.PutBatchLine(ctx, b.ID, i, raw)
+		err = r.store.PutBatchLine(ctx, b.ID, i, raw)
 	}
 	if err != nil {
 		return linePending, err
@@ -466,7 +457,7 @@ func (s *Server) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 	if k.Failed {
 		return lineFailed, nil
 	}
-	s.meterBatchLine(ctx, in.tenant, used) // once: the line is kept, and read back from now on
+	r.routes.MeterLine(ctx, in.tenant, used) // once: the line is kept, and read back from now on
 	return lineAnswered, nil
 }
 
@@ -479,7 +470,7 @@ func isStoreError(err error) bool {
 // writeBatchFiles writes a batch's output file (a line per answered
 // request) and error file (a line per failed one), under ids made from
 // the batch's, so that two apis that both end it write the same files.
-func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []openai.BatchLine, state map[int]lineState) error {
+func (r *batchRunner) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []openai.BatchLine, state map[int]lineState) error {
 	b := &rec.Batch
 	var out, errs bytes.Buffer
 	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
@@ -495,7 +486,7 @@ func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []
 			}
 			continue
 		}
-		raw, err := s.batches.BatchLine(ctx, b.ID, i)
+		raw, err := r.store.BatchLine(ctx, b.ID, i)
 		if err != nil {
 			return err
 		}
@@ -517,7 +508,7 @@ func (s *Server) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []
 		}
 		f := genq.StoredFile{ID: "file-" + b.ID + "-" + suffix, Filename: b.ID + "_" + suffix + ".jsonl",
 			Purpose: openai.PurposeBatchOutput, CreatedAt: time.Now().Unix()}
-		if _, err := s.batches.PutFile(ctx, f, bytes.NewReader(data)); err != nil {
+		if _, err := r.store.PutFile(ctx, f, bytes.NewReader(data)); err != nil {
 			return nil, err
 		}
 		return &f.ID, nil
@@ -537,81 +528,9 @@ func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
 		Error: &openai.Error{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}}
 }
 
-// lineOutcome is a request's outcome as its route would answer, from its
-// jobs' (ids, one per answer): the body and status of its answer, or of
-// its error (err non-nil), the first error of its jobs' if any failed.
-func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string, request json.RawMessage) (any, int, tenant.Usage, error) {
-	var used tenant.Usage
-	if refused != "" {
-		err := genq.Errorf(genq.Invalid, "%s", refused)
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), used, err
-	}
-	if endpoint == openai.EmbeddingsEndpoint {
-		return s.embeddingOutcome(ctx, ids[0], request, model)
-	}
-	results := make([]openai.TextResult, 0, len(ids))
-	for _, id := range ids {
-		r, err := s.answerOf(ctx, id)
-		if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
-			return nil, 0, used, err // no outcome yet, or the store is away
-		}
-		if err != nil {
-			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
-		}
-		if s.namedModels() && model != "" {
-			r.Model = model
-		}
-		results = append(results, r)
-	}
-	used = usageOf(results)
-	switch endpoint {
-	case "/v1/completions":
-		return openai.RenderCompletion(results...), http.StatusOK, used, nil
-	case "/v1/responses":
-		r := results[0]
-		rs := openai.ResponseStream(openai.Stream{JobID: r.JobID, Created: r.Created, Model: r.Model})
-		return rs.Done(r.TextResult), http.StatusOK, used, nil
-	}
-	return openai.RenderChat(results...), http.StatusOK, used, nil
-}
-
-// lineModel is the catalogue's name of the model a batch's request
-// names, "" when the request does not read.
-func (s *Server) lineModel(b openai.Batch, l openai.BatchLine) string {
-	if b.Endpoint == openai.EmbeddingsEndpoint {
-		jobs, err := s.embeddingLineJobs(b, l, 0)
-		if err != nil {
-			return ""
-		}
-		m, _ := s.catalog.ByQueue(jobs[0].Variant)
-		return m.Name
-	}
-	prompts, _, err := s.decodeLine(b, l)
-	if err != nil || len(prompts) == 0 {
-		return ""
-	}
-	m, _ := s.catalog.ByQueue(prompts[0].Variant)
-	return m.Name
-}
-
-// answerOf is job id's answer, or its error, or a NotFound one while it
-// has none.
-func (s *Server) answerOf(ctx context.Context, id string) (openai.TextResult, error) {
-	res, err := s.async.Outcome(ctx, id)
-	if err != nil {
-		return openai.TextResult{}, err
-	}
-	defer res.Body.Close()
-	_, text, err := readTextResult(res)
-	if err != nil {
-		return openai.TextResult{}, err
-	}
-	return openai.TextResult{TextResult: text, JobID: id, Created: time.Now().Unix(), Model: s.modelOf(res.Worker, "")}, nil
-}
-
 // batchEnded sends the batch's webhook, when it has one, from the api
 // that ended it.
-func (s *Server) batchEnded(rec batchRecord, log *slog.Logger) {
+func (r *batchRunner) batchEnded(rec batchRecord, log *slog.Logger) {
 	if rec.Run.Webhook == "" {
 		return
 	}
@@ -622,7 +541,7 @@ func (s *Server) batchEnded(rec batchRecord, log *slog.Logger) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if err := s.cfg.Async.webhooks().Send(ctx, rec.Run.Webhook, rec.Batch.ID, body, log); err != nil {
+		if err := r.webhooks.Send(ctx, rec.Run.Webhook, rec.Batch.ID, body, log); err != nil {
 			log.Warn("batch webhook not delivered", "err", err)
 			return
 		}

@@ -208,9 +208,19 @@ func NewServer(cfg Config, deps Deps) http.Handler {
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	if s.batches != nil && s.async != nil {
 		s.instance = deps.NewID()
-		go s.runBatches(cmp.Or(deps.Background, context.Background()))
+		go s.batchRunner().runBatches(cmp.Or(deps.Background, context.Background()), s.batchKick)
 	}
 	return s.routes()
+}
+
+// batchRunner is the runner of this api's batches, which asks the routes
+// how to queue and answer each request.
+func (s *Server) batchRunner() *batchRunner {
+	cfg := s.cfg.Batches.withDefaults()
+	return &batchRunner{routes: batchLines{s}, store: s.batches, queue: s.async, webhooks: s.cfg.Async.webhooks(),
+		cfg: batchRunConfig{Window: cfg.Window, LeaseFor: cfg.LeaseFor, ChecksPerRound: cfg.ChecksPerRound,
+			PollEvery: s.cfg.Async.withDefaults().PollEvery},
+		instance: s.instance, log: s.log}
 }
 
 // workerLimits are the tightest limits of the live workers' models, as

@@ -81,8 +81,9 @@ func lineJobIDs(batchID string, i, count int) []string {
 	return ids
 }
 
-func (s *Server) readBatch(ctx context.Context, id string) (batchRecord, uint64, error) {
-	raw, rev, err := s.batches.Batch(ctx, id)
+// readBatch is batch id's record and its revision.
+func readBatch(ctx context.Context, store batchRecords, id string) (batchRecord, uint64, error) {
+	raw, rev, err := store.Batch(ctx, id)
 	if err != nil {
 		return batchRecord{}, 0, err
 	}
@@ -93,12 +94,22 @@ func (s *Server) readBatch(ctx context.Context, id string) (batchRecord, uint64,
 	return rec, rev, nil
 }
 
-func (s *Server) writeBatch(ctx context.Context, rec batchRecord, rev uint64) (uint64, error) {
+// writeBatch writes a batch's record over revision rev (0: a new one).
+func writeBatch(ctx context.Context, store batchRecords, rec batchRecord, rev uint64) (uint64, error) {
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return 0, err
 	}
-	return s.batches.PutBatch(ctx, rec.Batch.ID, raw, rev)
+	return store.PutBatch(ctx, rec.Batch.ID, raw, rev)
+}
+
+// kickBatches wakes the batch runner, so a new or cancelled batch moves at
+// once rather than at its next round.
+func (s *Server) kickBatches() {
+	select {
+	case s.batchKick <- struct{}{}:
+	default:
+	}
 }
 
 func now() *int64 {
@@ -140,7 +151,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		CompletionWindow: req.CompletionWindow, Status: openai.BatchValidating, CreatedAt: created, ExpiresAt: &expires,
 		Metadata: req.Metadata}
 	run := batchRun{Webhook: req.Webhook, Tenant: tenantOf(r), Trace: traceCarrier(r.Context())}
-	if _, err := s.writeBatch(r.Context(), batchRecord{Batch: b, Run: run}, 0); err != nil {
+	if _, err := writeBatch(r.Context(), s.batches, batchRecord{Batch: b, Run: run}, 0); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
@@ -150,7 +161,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
-	rec, _, err := s.readBatch(r.Context(), chi.URLParam(r, "id"))
+	rec, _, err := readBatch(r.Context(), s.batches, chi.URLParam(r, "id"))
 	if err != nil {
 		writeV1Error(w, s.log, err)
 		return
@@ -161,7 +172,7 @@ func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	for {
-		rec, rev, err := s.readBatch(r.Context(), id)
+		rec, rev, err := readBatch(r.Context(), s.batches, id)
 		if err != nil {
 			writeV1Error(w, s.log, err)
 			return
@@ -176,7 +187,7 @@ func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.Batch.Status, rec.Batch.CancellingAt = openai.BatchCancelling, now()
-		_, err = s.writeBatch(r.Context(), rec, rev)
+		_, err = writeBatch(r.Context(), s.batches, rec, rev)
 		if errors.Is(err, genq.ErrChanged) {
 			continue // the runner moved it on: read it again
 		}
@@ -199,7 +210,7 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 	}
 	var all []openai.Batch
 	for _, id := range ids {
-		rec, _, err := s.readBatch(r.Context(), id)
+		rec, _, err := readBatch(r.Context(), s.batches, id)
 		if err == nil {
 			all = append(all, rec.Batch)
 		}
