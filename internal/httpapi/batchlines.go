@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
@@ -42,7 +43,7 @@ func (r batchLines) MeterLine(ctx context.Context, name string, u tenant.Usage) 
 	r.s.meterBatchLine(ctx, name, u)
 }
 
-func (r batchLines) LineSpan(ctx context.Context, rec batchRecord, i int) (context.Context, trace.Span) {
+func (r batchLines) LineSpan(ctx context.Context, rec batchrun.Record, i int) (context.Context, trace.Span) {
 	return r.s.batchLineSpan(ctx, rec, i)
 }
 
@@ -57,7 +58,7 @@ func (s *Server) lineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job
 	if err != nil {
 		return nil, err
 	}
-	ids := lineJobIDs(b.ID, i, len(prompts)*n)
+	ids := batchrun.LineJobIDs(b.ID, i, len(prompts)*n)
 	for k := range prompts {
 		prompts[k].ID = ids[k*n]
 	}
@@ -130,7 +131,7 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 	results := make([]openai.TextResult, 0, len(ids))
 	for _, id := range ids {
 		r, err := s.answerOf(ctx, id)
-		if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
+		if genq.ErrorCode(err) == genq.NotFound || batchrun.IsStoreError(err) {
 			return nil, 0, used, err // no outcome yet, or the store is away
 		}
 		if err != nil {

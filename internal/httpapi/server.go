@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/structured"
@@ -208,19 +209,19 @@ func NewServer(cfg Config, deps Deps) http.Handler {
 	s.metrics = newMetrics(deps.Registry, func() float64 { return float64(len(deps.Workers.Live())) })
 	if s.batches != nil && s.async != nil {
 		s.instance = deps.NewID()
-		go s.batchRunner().runBatches(cmp.Or(deps.Background, context.Background()), s.batchKick)
+		go s.batchRunner().Run(cmp.Or(deps.Background, context.Background()), s.batchKick)
 	}
 	return s.routes()
 }
 
 // batchRunner is the runner of this api's batches, which asks the routes
 // how to queue and answer each request.
-func (s *Server) batchRunner() *batchRunner {
+func (s *Server) batchRunner() *batchrun.Runner {
 	cfg := s.cfg.Batches.withDefaults()
-	return &batchRunner{routes: batchLines{s}, store: s.batches, queue: s.async, webhooks: s.cfg.Async.webhooks(),
-		cfg: batchRunConfig{Window: cfg.Window, LeaseFor: cfg.LeaseFor, ChecksPerRound: cfg.ChecksPerRound,
+	return &batchrun.Runner{Routes: batchLines{s}, Store: s.batches, Queue: s.async, Webhooks: s.cfg.Async.webhooks(),
+		Config: batchrun.Config{Window: cfg.Window, LeaseFor: cfg.LeaseFor, ChecksPerRound: cfg.ChecksPerRound,
 			PollEvery: s.cfg.Async.withDefaults().PollEvery},
-		instance: s.instance, log: s.log}
+		Instance: s.instance, Log: s.log}
 }
 
 // workerLimits are the tightest limits of the live workers' models, as

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/tracing"
 )
@@ -73,7 +74,7 @@ func traceCarrier(ctx context.Context) map[string]string {
 // queued: the root of a trace of its own, so that a batch of thousands
 // of requests is not one trace of thousands of runs, linked to the
 // request that created the batch.
-func (s *Server) batchLineSpan(ctx context.Context, rec batchRecord, i int) (context.Context, trace.Span) {
+func (s *Server) batchLineSpan(ctx context.Context, rec batchrun.Record, i int) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("genq.batch.id", rec.Batch.ID), attribute.Int("genq.batch.line", i))}
 	if len(rec.Run.Trace) > 0 {
@@ -83,14 +84,6 @@ func (s *Server) batchLineSpan(ctx context.Context, rec batchRecord, i int) (con
 		}
 	}
 	return s.tracer.Start(ctx, "queue batch request", opts...)
-}
-
-// endBatchLine ends a batch request's span, failed when it was not queued.
-func endBatchLine(span trace.Span, err error) {
-	if err != nil {
-		span.SetStatus(codes.Error, genq.ErrorMessage(err))
-	}
-	span.End()
 }
 
 // startSpan starts an internal span of the api's under ctx's.

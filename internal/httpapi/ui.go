@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 )
@@ -166,7 +167,7 @@ func (s *Server) handleUIStatus(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		if ids, err := s.batches.BatchIDs(ctx); err == nil {
 			for _, id := range newest(ids, uiListed) {
-				if rec, _, err := readBatch(ctx, s.batches, id); err == nil {
+				if rec, _, err := batchrun.Read(ctx, s.batches, id); err == nil {
 					st.Batches = append(st.Batches, rec.Batch)
 				}
 			}

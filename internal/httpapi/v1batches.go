@@ -1,18 +1,15 @@
 package httpapi
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 )
@@ -24,84 +21,8 @@ import (
 // /v1/batches lists them. Its output and error files are files of the
 // Files API.
 //
-// A batch's progress is kept in its record in JetStream (BatchStore), not
-// in an api's memory. Every api runs the batches whose record no other
-// api holds (runBatches): it takes a lease in the record, renewed as it
-// goes, queues the batch's requests a window at a time under ids made
-// from the batch's (so a request queued twice is kept once, and one that
-// has run is not run again), counts their outcomes in the results store,
-// and at the end writes the output and error files and the final status.
-// An api that stops leaves its lease to lapse, and another carries the
-// batch on from its record.
-
-// batchRecord is a batch as kept: the object clients read, and how far
-// its run has got.
-type batchRecord struct {
-	Batch openai.Batch `json:"batch"`
-	Run   batchRun     `json:"run"`
-}
-
-type batchRun struct {
-	// Lines is how many requests the input file holds; Queued how many of
-	// them, from the first, have been queued.
-	Lines  int `json:"lines"`
-	Queued int `json:"queued"`
-	// Owner is the api that holds the batch until Lease (Unix ms).
-	Owner string `json:"owner,omitempty"`
-	Lease int64  `json:"lease,omitempty"`
-	// CancelSent: the queued requests have been told to stop.
-	CancelSent bool `json:"cancel_sent,omitempty"`
-	// Refused are the requests refused when their turn came (the
-	// workers' limits changed since the batch was checked), by index.
-	Refused map[int]string `json:"refused,omitempty"`
-	Webhook string         `json:"webhook,omitempty"`
-	// Tenant is the tenant of the key that created the batch, whose
-	// usage its answers are.
-	Tenant string `json:"tenant,omitempty"`
-	// Trace is the W3C trace context of the request that created the
-	// batch, which each request's own trace links to (batchLineSpan).
-	Trace map[string]string `json:"trace,omitempty"`
-}
-
-// lineJobID is the job id of a batch's request at index i.
-func lineJobID(batchID string, i int) string { return batchID + "_" + strconv.Itoa(i) }
-
-// lineJobIDs are the ids of the count jobs of a batch's request at index
-// i, one per answer it asks for: the first is lineJobID, the k-th after it
-// lineJobID and "-k". Any api derives the same ones, to read, cancel or
-// queue again what another api queued.
-func lineJobIDs(batchID string, i, count int) []string {
-	ids := make([]string, max(count, 1))
-	for k := range ids {
-		ids[k] = lineJobID(batchID, i)
-		if k > 0 {
-			ids[k] += "-" + strconv.Itoa(k)
-		}
-	}
-	return ids
-}
-
-// readBatch is batch id's record and its revision.
-func readBatch(ctx context.Context, store batchRecords, id string) (batchRecord, uint64, error) {
-	raw, rev, err := store.Batch(ctx, id)
-	if err != nil {
-		return batchRecord{}, 0, err
-	}
-	var rec batchRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return batchRecord{}, 0, fmt.Errorf("batch %s: read its record: %w", id, err)
-	}
-	return rec, rev, nil
-}
-
-// writeBatch writes a batch's record over revision rev (0: a new one).
-func writeBatch(ctx context.Context, store batchRecords, rec batchRecord, rev uint64) (uint64, error) {
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return 0, err
-	}
-	return store.PutBatch(ctx, rec.Batch.ID, raw, rev)
-}
+// The batches themselves are run by internal/batchrun, which asks these
+// routes (batchLines) how to queue and answer each request.
 
 // kickBatches wakes the batch runner, so a new or cancelled batch moves at
 // once rather than at its next round.
@@ -150,8 +71,8 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 	b := openai.Batch{ID: "batch_" + s.newID(), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,
 		CompletionWindow: req.CompletionWindow, Status: openai.BatchValidating, CreatedAt: created, ExpiresAt: &expires,
 		Metadata: req.Metadata}
-	run := batchRun{Webhook: req.Webhook, Tenant: tenantOf(r), Trace: traceCarrier(r.Context())}
-	if _, err := writeBatch(r.Context(), s.batches, batchRecord{Batch: b, Run: run}, 0); err != nil {
+	run := batchrun.Progress{Webhook: req.Webhook, Tenant: tenantOf(r), Trace: traceCarrier(r.Context())}
+	if _, err := batchrun.Write(r.Context(), s.batches, batchrun.Record{Batch: b, Run: run}, 0); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
@@ -161,7 +82,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
-	rec, _, err := readBatch(r.Context(), s.batches, chi.URLParam(r, "id"))
+	rec, _, err := batchrun.Read(r.Context(), s.batches, chi.URLParam(r, "id"))
 	if err != nil {
 		writeV1Error(w, s.log, err)
 		return
@@ -172,7 +93,7 @@ func (s *Server) handleBatchGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	for {
-		rec, rev, err := readBatch(r.Context(), s.batches, id)
+		rec, rev, err := batchrun.Read(r.Context(), s.batches, id)
 		if err != nil {
 			writeV1Error(w, s.log, err)
 			return
@@ -187,7 +108,7 @@ func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.Batch.Status, rec.Batch.CancellingAt = openai.BatchCancelling, now()
-		_, err = writeBatch(r.Context(), s.batches, rec, rev)
+		_, err = batchrun.Write(r.Context(), s.batches, rec, rev)
 		if errors.Is(err, genq.ErrChanged) {
 			continue // the runner moved it on: read it again
 		}
@@ -210,7 +131,7 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 	}
 	var all []openai.Batch
 	for _, id := range ids {
-		rec, _, err := readBatch(r.Context(), s.batches, id)
+		rec, _, err := batchrun.Read(r.Context(), s.batches, id)
 		if err == nil {
 			all = append(all, rec.Batch)
 		}

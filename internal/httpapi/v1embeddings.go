@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
@@ -119,7 +120,7 @@ func (s *Server) embeddingLineJobs(b openai.Batch, l openai.BatchLine, i int) ([
 	if err != nil {
 		return nil, err
 	}
-	job.ID = lineJobID(b.ID, i)
+	job.ID = batchrun.LineJobID(b.ID, i)
 	job.Deadline = time.Now().Add(s.cfg.Async.withDefaults().JobTimeout)
 	return []genq.Job{job}, nil
 }
@@ -130,7 +131,7 @@ func (s *Server) embeddingLineJobs(b openai.Batch, l openai.BatchLine, i int) ([
 func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.RawMessage, model string) (any, int, tenant.Usage, error) {
 	var used tenant.Usage
 	res, err := s.async.Outcome(ctx, id)
-	if genq.ErrorCode(err) == genq.NotFound || isStoreError(err) {
+	if genq.ErrorCode(err) == genq.NotFound || batchrun.IsStoreError(err) {
 		return nil, 0, used, err
 	}
 	if err != nil {

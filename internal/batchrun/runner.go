@@ -1,4 +1,14 @@
-package httpapi
+// Package batchrun runs the batches of OpenAI's Batch API. A batch's
+// progress is kept in its record in JetStream (Store), not in an api's
+// memory. Every api runs the batches whose record no other api holds
+// (Runner.Run): it takes a lease in the record, renewed as it goes,
+// queues the batch's requests a window at a time under ids made from the
+// batch's (so a request queued twice is kept once, and one that has run
+// is not run again), counts their outcomes in the results store, and at
+// the end writes the output and error files and the final status. An api
+// that stops leaves its lease to lapse, and another carries the batch on
+// from its record.
+package batchrun
 
 import (
 	"bytes"
@@ -10,6 +20,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/genq/genq/internal/genq"
@@ -18,10 +29,10 @@ import (
 	"github.com/genq/genq/internal/webhook"
 )
 
-// batchRoutes is what the batch runner needs of the routes a batch's
+// Routes is what the batch runner needs of the routes a batch's
 // requests stand for: it queues, reads and renders each request as its
 // route would, and holds none of their rules itself.
-type batchRoutes interface {
+type Routes interface {
 	// LineJobs are the jobs of a batch's request at index i, one per
 	// answer it asks for, checked as its route checks a request.
 	LineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error)
@@ -42,19 +53,19 @@ type batchRoutes interface {
 	// MeterLine counts an answered request's usage for the tenant named.
 	MeterLine(ctx context.Context, tenant string, u tenant.Usage)
 	// LineSpan starts the span a request is queued under.
-	LineSpan(ctx context.Context, rec batchRecord, i int) (context.Context, trace.Span)
+	LineSpan(ctx context.Context, rec Record, i int) (context.Context, trace.Span)
 }
 
-// batchQueue is the part of the async queue the runner uses.
-type batchQueue interface {
+// Queue is the part of the async queue the runner uses.
+type Queue interface {
 	Submit(ctx context.Context, job genq.Job) error
 	CancelJob(id string)
 	Running(ctx context.Context, id string) (bool, genq.Progress, error)
 }
 
-// batchRecords is the part of the BatchStore the runner uses: records,
+// Store is the part of the BatchStore the runner uses: records,
 // kept lines, and the input and output files.
-type batchRecords interface {
+type Store interface {
 	PutFile(ctx context.Context, f genq.StoredFile, data io.Reader) (genq.StoredFile, error)
 	FileData(ctx context.Context, id string) ([]byte, error)
 	PutBatch(ctx context.Context, id string, record []byte, revision uint64) (uint64, error)
@@ -64,8 +75,8 @@ type batchRecords interface {
 	BatchLine(ctx context.Context, id string, i int) ([]byte, error)
 }
 
-// batchRunConfig paces the runner (see BatchConfig), its defaults set.
-type batchRunConfig struct {
+// Config paces the runner (httpapi.BatchConfig), its defaults set.
+type Config struct {
 	Window         int
 	LeaseFor       time.Duration
 	ChecksPerRound int
@@ -73,22 +84,22 @@ type batchRunConfig struct {
 	PollEvery time.Duration
 }
 
-// batchRunner carries on the batches whose record no other api holds.
-type batchRunner struct {
-	routes   batchRoutes
-	store    batchRecords
-	queue    batchQueue
-	webhooks webhook.Sender
-	cfg      batchRunConfig
-	// instance names this api in the batches it holds.
-	instance string
-	log      *slog.Logger
+// Runner carries on the batches whose record no other api holds.
+type Runner struct {
+	Routes   Routes
+	Store    Store
+	Queue    Queue
+	Webhooks webhook.Sender
+	Config   Config
+	// Instance names this api in the batches it holds.
+	Instance string
+	Log      *slog.Logger
 }
 
-// runBatches carries on every batch this api can hold, round after
+// Run carries on every batch this api can hold, round after
 // round, until ctx ends; kick starts a round at once.
-func (r *batchRunner) runBatches(ctx context.Context, kick <-chan struct{}) {
-	cfg := r.cfg
+func (r *Runner) Run(ctx context.Context, kick <-chan struct{}) {
+	cfg := r.Config
 	tick := time.NewTicker(cfg.PollEvery)
 	defer tick.Stop()
 	// What this api knows, in memory, of the batches: each held batch's
@@ -102,9 +113,9 @@ func (r *batchRunner) runBatches(ctx context.Context, kick <-chan struct{}) {
 		case <-tick.C:
 		case <-kick:
 		}
-		ids, err := r.store.BatchIDs(ctx)
+		ids, err := r.Store.BatchIDs(ctx)
 		if err != nil {
-			r.log.Debug("batches unavailable; trying again", "err", err)
+			r.Log.Debug("batches unavailable; trying again", "err", err)
 			continue
 		}
 		for _, id := range ids {
@@ -115,7 +126,7 @@ func (r *batchRunner) runBatches(ctx context.Context, kick <-chan struct{}) {
 				continue
 			}
 			if err := r.stepBatch(ctx, id, cfg, &run); err != nil && !errors.Is(err, genq.ErrChanged) {
-				r.log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
+				r.Log.Warn("batch step failed; trying again", "batch_id", id, "err", err)
 			}
 		}
 	}
@@ -137,11 +148,11 @@ type batchInput struct {
 }
 
 // lineIDs are the job ids of request i of batch b.
-func (r *batchRunner) lineIDs(b *openai.Batch, in *batchInput, i int) []string {
+func (r *Runner) lineIDs(b *openai.Batch, in *batchInput, i int) []string {
 	if in.answers[i] == 0 {
-		in.answers[i] = r.routes.LineAnswers(*b, in.lines[i])
+		in.answers[i] = r.Routes.LineAnswers(*b, in.lines[i])
 	}
-	return lineJobIDs(b.ID, i, in.answers[i])
+	return LineJobIDs(b.ID, i, in.answers[i])
 }
 
 // forget drops what is kept of batch id.
@@ -152,8 +163,8 @@ func (m *batchMemory) forget(id string) {
 
 // stepBatch moves batch id on by one round when this api holds it or can
 // take it.
-func (r *batchRunner) stepBatch(ctx context.Context, id string, cfg batchRunConfig, run *batchMemory) error {
-	rec, rev, err := readBatch(ctx, r.store, id)
+func (r *Runner) stepBatch(ctx context.Context, id string, cfg Config, run *batchMemory) error {
+	rec, rev, err := Read(ctx, r.Store, id)
 	if err == nil && rec.Batch.Ended() {
 		run.ended[id] = true
 	}
@@ -162,21 +173,21 @@ func (r *batchRunner) stepBatch(ctx context.Context, id string, cfg batchRunConf
 		return err
 	}
 	nowMs := time.Now().UnixMilli()
-	if rec.Run.Owner != r.instance && rec.Run.Lease > nowMs {
+	if rec.Run.Owner != r.Instance && rec.Run.Lease > nowMs {
 		run.forget(id) // another api holds it
 		return nil
 	}
 	// The lease, renewed by the round's own write of the record; a batch
 	// taken over is claimed first, before any of its work.
-	claim := rec.Run.Owner != r.instance
-	rec.Run.Owner, rec.Run.Lease = r.instance, nowMs+cfg.LeaseFor.Milliseconds()
+	claim := rec.Run.Owner != r.Instance
+	rec.Run.Owner, rec.Run.Lease = r.Instance, nowMs+cfg.LeaseFor.Milliseconds()
 	if claim {
 		run.forget(id) // what is done is read again
-		if rev, err = writeBatch(ctx, r.store, rec, rev); err != nil {
+		if rev, err = Write(ctx, r.Store, rec, rev); err != nil {
 			return err
 		}
 	}
-	log := r.log.With("batch_id", id)
+	log := r.Log.With("batch_id", id)
 	if rec.Batch.Status == openai.BatchValidating {
 		return r.validateBatch(ctx, rec, rev, log)
 	}
@@ -196,8 +207,8 @@ func (r *batchRunner) stepBatch(ctx context.Context, id string, cfg batchRunConf
 }
 
 // batchLines reads a batch's requests from its input file.
-func (r *batchRunner) batchLines(ctx context.Context, b openai.Batch) ([]openai.BatchLine, error) {
-	data, err := r.store.FileData(ctx, b.InputFileID)
+func (r *Runner) batchLines(ctx context.Context, b openai.Batch) ([]openai.BatchLine, error) {
+	data, err := r.Store.FileData(ctx, b.InputFileID)
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +221,8 @@ func (r *batchRunner) batchLines(ctx context.Context, b openai.Batch) ([]openai.
 
 // validateBatch checks every line of a batch's input as its route would,
 // and fails the batch naming the bad lines, or starts it.
-func (r *batchRunner) validateBatch(ctx context.Context, rec batchRecord, rev uint64, log *slog.Logger) error {
-	data, err := r.store.FileData(ctx, rec.Batch.InputFileID)
+func (r *Runner) validateBatch(ctx context.Context, rec Record, rev uint64, log *slog.Logger) error {
+	data, err := r.Store.FileData(ctx, rec.Batch.InputFileID)
 	var lines []openai.BatchLine
 	var errs []openai.BatchError
 	switch {
@@ -221,7 +232,7 @@ func (r *batchRunner) validateBatch(ctx context.Context, rec batchRecord, rev ui
 		return err
 	default:
 		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
-			_, err := r.routes.LineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
+			_, err := r.Routes.LineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
 			return err
 		})
 	}
@@ -235,7 +246,7 @@ func (r *batchRunner) validateBatch(ctx context.Context, rec batchRecord, rev ui
 		rec.Run.Lines = len(lines)
 		log.Info("batch in progress", "requests", len(lines))
 	}
-	_, err = writeBatch(ctx, r.store, rec, rev)
+	_, err = Write(ctx, r.Store, rec, rev)
 	if err == nil && rec.Batch.Ended() {
 		r.batchEnded(rec, log)
 	}
@@ -259,8 +270,8 @@ func finished(st lineState) bool { return st == lineAnswered || st == lineFailed
 // reads the outcomes of those queued, and, once every request has one (or
 // the batch is cancelled or expired and none is still running), writes
 // its files and ends it.
-func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uint64, in *batchInput, state map[int]lineState,
-	cfg batchRunConfig, log *slog.Logger) error {
+func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *batchInput, state map[int]lineState,
+	cfg Config, log *slog.Logger) error {
 	b, lines := &rec.Batch, in.lines
 	stopping := b.Status == openai.BatchCancelling
 	if !stopping && b.Status == openai.BatchInProgress && b.ExpiresAt != nil && time.Now().Unix() >= *b.ExpiresAt {
@@ -295,7 +306,7 @@ func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uin
 		for i := 0; i < rec.Run.Queued; i++ {
 			if !finished(state[i]) {
 				for _, id := range r.lineIDs(b, in, i) {
-					r.queue.CancelJob(id)
+					r.Queue.CancelJob(id)
 				}
 			}
 		}
@@ -303,12 +314,12 @@ func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uin
 	}
 	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
 		i := rec.Run.Queued
-		jobs, err := r.routes.LineJobs(*b, lines[i], i)
+		jobs, err := r.Routes.LineJobs(*b, lines[i], i)
 		in.answers[i] = len(jobs) // 0 when refused: worked out again, as 1
-		lctx, span := r.routes.LineSpan(ctx, rec, i)
+		lctx, span := r.Routes.LineSpan(ctx, rec, i)
 		for _, job := range jobs {
 			if err == nil {
-				err = r.queue.Submit(r.routes.ShareAs(lctx, in.tenant), job) // one queued before is kept once
+				err = r.Queue.Submit(r.Routes.ShareAs(lctx, in.tenant), job) // one queued before is kept once
 			}
 		}
 		endBatchLine(span, err)
@@ -346,7 +357,7 @@ func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uin
 			}
 			anyRunning := false
 			for _, id := range r.lineIDs(b, in, i) {
-				running, _, err := r.queue.Running(ctx, id)
+				running, _, err := r.Queue.Running(ctx, id)
 				if err != nil {
 					return err
 				}
@@ -373,12 +384,12 @@ func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uin
 	}
 	var err error
 	if !ended {
-		_, err = writeBatch(ctx, r.store, rec, rev)
+		_, err = Write(ctx, r.Store, rec, rev)
 		return err
 	}
 	if b.Status == openai.BatchInProgress {
 		b.Status, b.FinalizingAt = openai.BatchFinalizing, now()
-		if rev, err = writeBatch(ctx, r.store, rec, rev); err != nil {
+		if rev, err = Write(ctx, r.Store, rec, rev); err != nil {
 			return err
 		}
 	}
@@ -395,7 +406,7 @@ func (r *batchRunner) advanceBatch(ctx context.Context, rec batchRecord, rev uin
 		// The requests never run are failed ones, in the error file.
 		b.RequestCounts.Failed = b.RequestCounts.Total - b.RequestCounts.Completed
 	}
-	if _, err := writeBatch(ctx, r.store, rec, rev); err != nil {
+	if _, err := Write(ctx, r.Store, rec, rev); err != nil {
 		return err
 	}
 	log.Info("batch ended", "status", b.Status, "completed", b.RequestCounts.Completed, "failed", b.RequestCounts.Failed)
@@ -413,11 +424,11 @@ type keptLine struct {
 // line, or its outcome, which is then rendered and kept at once (the
 // results store keeps an outcome for RESULT_TTL only, and a batch can
 // outlast it); pending while it has neither.
-func (r *batchRunner) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
+func (r *Runner) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
 	var raw []byte
 	var err error = genq.Errorf(genq.NotFound, "not read")
 	if kept { // only an api that took the batch over may find lines kept by another
-		raw, err = r.store.BatchLine(ctx, b.ID, i)
+		raw, err = r.Store.BatchLine(ctx, b.ID, i)
 	}
 	if err == nil {
 		var k keptLine
@@ -433,23 +444,23 @@ func (r *batchRunner) lineState(ctx context.Context, b *openai.Batch, in *batchI
 		return linePending, err
 	}
 	ids := r.lineIDs(b, in, i)
-	body, status, used, err := r.routes.LineOutcome(ctx, b.Endpoint, ids, refused, r.routes.LineModel(*b, in.lines[i]), in.lines[i].Body)
+	body, status, used, err := r.Routes.LineOutcome(ctx, b.Endpoint, ids, refused, r.Routes.LineModel(*b, in.lines[i]), in.lines[i].Body)
 	switch {
-	case isStoreError(err):
+	case IsStoreError(err):
 		return linePending, err
 	case genq.ErrorCode(err) == genq.NotFound:
 		return linePending, nil
 	case err != nil && len(ids) > 1:
 		// One answer failed, so the request did: its others need not run.
 		for _, id := range ids {
-			r.queue.CancelJob(id)
+			r.Queue.CancelJob(id)
 		}
 	}
 	k := keptLine{Failed: err != nil, Line: openai.BatchOutputLine{ID: "batch_req_" + ids[0], CustomID: in.lines[i].CustomID,
 		Response: &openai.BatchOutputResponse{StatusCode: status, RequestID: ids[0], Body: body}}}
 	raw, err = json.Marshal(k)
 	if err == nil {
-		err = r.store.PutBatchLine(ctx, b.ID, i, raw)
+		err = r.Store.PutBatchLine(ctx, b.ID, i, raw)
 	}
 	if err != nil {
 		return linePending, err
@@ -457,12 +468,12 @@ func (r *batchRunner) lineState(ctx context.Context, b *openai.Batch, in *batchI
 	if k.Failed {
 		return lineFailed, nil
 	}
-	r.routes.MeterLine(ctx, in.tenant, used) // once: the line is kept, and read back from now on
+	r.Routes.MeterLine(ctx, in.tenant, used) // once: the line is kept, and read back from now on
 	return lineAnswered, nil
 }
 
-// isStoreError tells an error of the results store from a job's own.
-func isStoreError(err error) bool {
+// IsStoreError tells an error of the results store from a job's own.
+func IsStoreError(err error) bool {
 	var appErr *genq.Error
 	return errors.As(err, &appErr) && appErr.Err != nil && genq.ErrorCode(err) == genq.Unavailable
 }
@@ -470,7 +481,7 @@ func isStoreError(err error) bool {
 // writeBatchFiles writes a batch's output file (a line per answered
 // request) and error file (a line per failed one), under ids made from
 // the batch's, so that two apis that both end it write the same files.
-func (r *batchRunner) writeBatchFiles(ctx context.Context, rec *batchRecord, lines []openai.BatchLine, state map[int]lineState) error {
+func (r *Runner) writeBatchFiles(ctx context.Context, rec *Record, lines []openai.BatchLine, state map[int]lineState) error {
 	b := &rec.Batch
 	var out, errs bytes.Buffer
 	enc, errEnc := json.NewEncoder(&out), json.NewEncoder(&errs)
@@ -486,7 +497,7 @@ func (r *batchRunner) writeBatchFiles(ctx context.Context, rec *batchRecord, lin
 			}
 			continue
 		}
-		raw, err := r.store.BatchLine(ctx, b.ID, i)
+		raw, err := r.Store.BatchLine(ctx, b.ID, i)
 		if err != nil {
 			return err
 		}
@@ -508,7 +519,7 @@ func (r *batchRunner) writeBatchFiles(ctx context.Context, rec *batchRecord, lin
 		}
 		f := genq.StoredFile{ID: "file-" + b.ID + "-" + suffix, Filename: b.ID + "_" + suffix + ".jsonl",
 			Purpose: openai.PurposeBatchOutput, CreatedAt: time.Now().Unix()}
-		if _, err := r.store.PutFile(ctx, f, bytes.NewReader(data)); err != nil {
+		if _, err := r.Store.PutFile(ctx, f, bytes.NewReader(data)); err != nil {
 			return nil, err
 		}
 		return &f.ID, nil
@@ -524,13 +535,13 @@ func (r *batchRunner) writeBatchFiles(ctx context.Context, rec *batchRecord, lin
 // expiredLine is the error file's line of request i of batch id, never
 // run before the batch's completion window closed: OpenAI's words for it.
 func expiredLine(id string, i int, l openai.BatchLine) openai.BatchOutputLine {
-	return openai.BatchOutputLine{ID: "batch_req_" + lineJobID(id, i), CustomID: l.CustomID,
+	return openai.BatchOutputLine{ID: "batch_req_" + LineJobID(id, i), CustomID: l.CustomID,
 		Error: &openai.Error{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}}
 }
 
 // batchEnded sends the batch's webhook, when it has one, from the api
 // that ended it.
-func (r *batchRunner) batchEnded(rec batchRecord, log *slog.Logger) {
+func (r *Runner) batchEnded(rec Record, log *slog.Logger) {
 	if rec.Run.Webhook == "" {
 		return
 	}
@@ -541,10 +552,18 @@ func (r *batchRunner) batchEnded(rec batchRecord, log *slog.Logger) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if err := r.webhooks.Send(ctx, rec.Run.Webhook, rec.Batch.ID, body, log); err != nil {
+		if err := r.Webhooks.Send(ctx, rec.Run.Webhook, rec.Batch.ID, body, log); err != nil {
 			log.Warn("batch webhook not delivered", "err", err)
 			return
 		}
 		log.Info("batch webhook delivered", "status", rec.Batch.Status)
 	}()
+}
+
+// endBatchLine ends a batch request's span, failed when it was not queued.
+func endBatchLine(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, genq.ErrorMessage(err))
+	}
+	span.End()
 }
