@@ -63,14 +63,20 @@ type Queue interface {
 	Running(ctx context.Context, id string) (bool, genq.Progress, error)
 }
 
-// Store is the part of the BatchStore the runner uses: records,
-// kept lines, and the input and output files.
+// Store keeps what the runner reads and writes: batch records, kept
+// output lines, and the input and output files (natsqueue.BatchStore).
 type Store interface {
 	PutFile(ctx context.Context, f genq.StoredFile, data io.Reader) (genq.StoredFile, error)
+	// FileData is NotFound for a file that is not there.
 	FileData(ctx context.Context, id string) ([]byte, error)
+	// PutBatch writes a batch's record over revision (0: a new one) and
+	// returns the new revision, or genq.ErrChanged when another write
+	// came first.
 	PutBatch(ctx context.Context, id string, record []byte, revision uint64) (uint64, error)
 	Batch(ctx context.Context, id string) ([]byte, uint64, error)
 	BatchIDs(ctx context.Context) ([]string, error)
+	// PutBatchLine keeps the output line of a batch's request i;
+	// BatchLine reads it, NotFound while there is none.
 	PutBatchLine(ctx context.Context, id string, i int, line []byte) error
 	BatchLine(ctx context.Context, id string, i int) ([]byte, error)
 }

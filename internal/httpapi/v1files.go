@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/genq/genq/internal/batchrun"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 )
@@ -24,22 +25,12 @@ import (
 // BatchStore keeps the Batch API's files and batch records
 // (natsqueue.BatchStore).
 type BatchStore interface {
-	PutFile(ctx context.Context, f genq.StoredFile, data io.Reader) (genq.StoredFile, error)
-	// File and FileData are NotFound for a file that is not there.
+	// The runner's part: records, kept lines, files read and written.
+	batchrun.Store
+	// File is NotFound for a file that is not there.
 	File(ctx context.Context, id string) (genq.StoredFile, error)
-	FileData(ctx context.Context, id string) ([]byte, error)
 	Files(ctx context.Context) ([]genq.StoredFile, error)
 	DeleteFile(ctx context.Context, id string) error
-	// PutBatch writes a batch's record over revision (0: a new one) and
-	// returns the new revision, or genq.ErrChanged when another write
-	// came first.
-	PutBatch(ctx context.Context, id string, record []byte, revision uint64) (uint64, error)
-	Batch(ctx context.Context, id string) ([]byte, uint64, error)
-	BatchIDs(ctx context.Context) ([]string, error)
-	// PutBatchLine keeps the output line of a batch's request i;
-	// BatchLine reads it, NotFound while there is none.
-	PutBatchLine(ctx context.Context, id string, i int, line []byte) error
-	BatchLine(ctx context.Context, id string, i int) ([]byte, error)
 }
 
 // BatchConfig sizes the Files and Batch APIs.
