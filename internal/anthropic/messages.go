@@ -44,6 +44,9 @@ type Request struct {
 	OutputFormat *outputFormat   `json:"output_format"` // the beta's name of output_config.format
 	MCPServers   json.RawMessage `json:"mcp_servers"`
 	Container    json.RawMessage `json:"container"`
+	// KeepAlive is Ollama's, read here as on OpenAI's routes: one
+	// catalogue serves both APIs, so either may keep a model loaded.
+	KeepAlive genq.KeepAliveParam `json:"keep_alive"`
 }
 
 type messageIn struct {
@@ -129,7 +132,7 @@ func Decode(body []byte, maxPrompt int, job *genq.Job) (openai.Params, error) {
 	job.MaxTokens, job.MaxTokensBound = *req.MaxTokens, true
 	job.Temperature, job.TopP, job.TopK, job.Stream = req.Temperature, req.TopP, req.TopK, req.Stream
 	job.Stop = req.StopSequences
-	return openai.Params{Model: req.Model, Stream: req.Stream}, nil
+	return openai.Params{Model: req.Model, Stream: req.Stream, KeepAlive: req.KeepAlive}, nil
 }
 
 // DecodeCount reads a count_tokens request into job: the same fields as a

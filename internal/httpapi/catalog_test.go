@@ -68,14 +68,18 @@ func TestRoutesByModel(t *testing.T) {
 		name, path, body string
 		queue            genq.Variant
 		answer           string // the model the answer names
+		keepAlive        *float64
 	}{
-		{"chat, named", "/v1/chat/completions", `{"model":"qwen3","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
-		{"chat, alias", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
-		{"chat, default", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, genq.VariantB, `"model":"llama"`},
-		{"completions", "/v1/completions", `{"model":"llama","prompt":"x"}`, genq.VariantB, `"model":"llama"`},
-		{"responses", "/v1/responses", `{"model":"qwen3","input":"x"}`, qwen, `"model":"qwen3"`},
-		{"messages, operator's alias", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
-		{"keep_alive", "/v1/chat/completions", `{"model":"qwen3","keep_alive":"0","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`},
+		{"chat, named", "/v1/chat/completions", `{"model":"qwen3","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, nil},
+		{"chat, alias", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, nil},
+		{"chat, default", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, genq.VariantB, `"model":"llama"`, nil},
+		{"completions", "/v1/completions", `{"model":"llama","prompt":"x"}`, genq.VariantB, `"model":"llama"`, nil},
+		{"responses", "/v1/responses", `{"model":"qwen3","input":"x"}`, qwen, `"model":"qwen3"`, nil},
+		{"messages, operator's alias", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, nil},
+		{"keep_alive", "/v1/chat/completions", `{"model":"qwen3","keep_alive":"0","messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, ptr(0.0)},
+		{"messages, keep_alive duration", "/v1/messages", `{"model":"qwen3","keep_alive":"5m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, ptr(300.0)},
+		{"messages, keep_alive -1", "/v1/messages", `{"model":"qwen3","keep_alive":-1,"max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, ptr(float64(genq.KeepForever))},
+		{"messages, keep_alive seconds", "/v1/messages", `{"model":"qwen3","keep_alive":90,"max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, qwen, `"model":"qwen3"`, ptr(90.0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jobs := &queueJobs{}
@@ -87,8 +91,11 @@ func TestRoutesByModel(t *testing.T) {
 			if len(q) != 1 || q[0].Variant != tc.queue {
 				t.Fatalf("queued %+v; want one job on %s", q, tc.queue)
 			}
-			if strings.Contains(tc.body, "keep_alive") && (q[0].KeepAlive == nil || *q[0].KeepAlive != 0) {
-				t.Errorf("keep_alive %v; want 0", q[0].KeepAlive)
+			switch got := q[0].KeepAlive; {
+			case (got == nil) != (tc.keepAlive == nil):
+				t.Errorf("keep_alive set %t; want set %t", got != nil, tc.keepAlive != nil)
+			case got != nil && *got != *tc.keepAlive:
+				t.Errorf("keep_alive %g; want %g", *got, *tc.keepAlive)
 			}
 		})
 	}
@@ -188,3 +195,5 @@ func TestChatOnAnImageDeployment(t *testing.T) {
 		t.Errorf("queued %+v; want one job on %s", q, qwen)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
