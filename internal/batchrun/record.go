@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 )
 
@@ -31,13 +32,49 @@ type Progress struct {
 	// Refused are the requests refused when their turn came (the
 	// workers' limits changed since the batch was checked), by index.
 	Refused map[int]string `json:"refused,omitempty"`
-	Webhook string         `json:"webhook,omitempty"`
+	// RefusedModel marks those of Refused refused for their model (one the
+	// catalogue does not hold), answered 404 as the route answers them.
+	// Apart from Refused so that records kept before it still read.
+	RefusedModel map[int]bool `json:"refused_model,omitempty"`
+	Webhook      string       `json:"webhook,omitempty"`
 	// Tenant is the tenant of the key that created the batch, whose
 	// usage its answers are.
 	Tenant string `json:"tenant,omitempty"`
 	// Trace is the W3C trace context of the request that created the
 	// batch, which each request's own trace links to (Routes.LineSpan).
 	Trace map[string]string `json:"trace,omitempty"`
+}
+
+// refuse keeps request i's refusal, which its output line reports.
+func (p *Progress) refuse(i int, err error) {
+	if p.Refused == nil {
+		p.Refused = map[int]string{}
+	}
+	p.Refused[i] = genq.ErrorMessage(err)
+	if genq.IsModelNotFound(err) {
+		if p.RefusedModel == nil {
+			p.RefusedModel = map[int]bool{}
+		}
+		p.RefusedModel[i] = true
+	}
+}
+
+// refusal is request i's refusal, nil when it was queued.
+func (p *Progress) refusal(i int) error {
+	msg, ok := p.Refused[i]
+	switch {
+	case !ok:
+		return nil
+	case p.RefusedModel[i]:
+		return &genq.Error{Code: genq.NotFound, Field: "model", Message: msg}
+	}
+	return genq.Errorf(genq.Invalid, "%s", msg)
+}
+
+// isLineRefusal tells a request the route would refuse (its fields, or
+// its model) from a queue that could not take it now.
+func isLineRefusal(err error) bool {
+	return genq.ErrorCode(err) == genq.Invalid || genq.IsModelNotFound(err)
 }
 
 // LineJobID is the job id of a batch's request at index i.

@@ -45,7 +45,8 @@ type Routes interface {
 	// LineOutcome is a request's outcome as its route would answer, from
 	// its jobs' (ids): body and status, its usage, and its error if it
 	// failed; NotFound while it has none.
-	LineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string,
+	// refused is the request's refusal when it was refused at its turn.
+	LineOutcome(ctx context.Context, endpoint string, ids []string, refused error, model string,
 		request json.RawMessage) (any, int, tenant.Usage, error)
 	// ShareAs is the context a request is queued under for the tenant
 	// named, its fair share of the workers.
@@ -239,6 +240,11 @@ func (r *Runner) validateBatch(ctx context.Context, rec Record, rev uint64, log 
 	default:
 		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
 			_, err := r.Routes.LineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
+			if genq.IsModelNotFound(err) {
+				// As its route would, the request alone fails with a
+				// 404 in its output line; the others run.
+				return nil
+			}
 			return err
 		})
 	}
@@ -297,7 +303,7 @@ func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *b
 		}
 		if checked < cfg.ChecksPerRound || more {
 			checked++
-			st, err := r.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
+			st, err := r.lineState(ctx, b, in, i, rec.Run.refusal(i), state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
@@ -329,16 +335,13 @@ func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *b
 			}
 		}
 		endBatchLine(span, err)
-		if err != nil && genq.ErrorCode(err) != genq.Invalid {
+		if err != nil && !isLineRefusal(err) {
 			break // the queue is full or away: the next round tries again
 		}
 		rec.Run.Queued++
-		if err != nil { // refused now (the workers' limits changed): it fails alone
-			if rec.Run.Refused == nil {
-				rec.Run.Refused = map[int]string{}
-			}
-			rec.Run.Refused[i] = genq.ErrorMessage(err)
-			if state[i], err = r.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+		if err != nil { // refused now (the workers' limits changed, or its model is unknown): it fails alone
+			rec.Run.refuse(i, err)
+			if state[i], err = r.lineState(ctx, b, in, i, rec.Run.refusal(i), false); err != nil {
 				return err
 			}
 			continue
@@ -354,7 +357,7 @@ func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *b
 			if finished(state[i]) {
 				continue
 			}
-			st, err := r.lineState(ctx, b, in, i, rec.Run.Refused[i], state[i] == lineUnknown)
+			st, err := r.lineState(ctx, b, in, i, rec.Run.refusal(i), state[i] == lineUnknown)
 			if err != nil {
 				return err
 			}
@@ -370,7 +373,7 @@ func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *b
 				anyRunning = anyRunning || running
 			}
 			if !anyRunning { // it may have finished since it was read: its answer goes in the output
-				if state[i], err = r.lineState(ctx, b, in, i, rec.Run.Refused[i], false); err != nil {
+				if state[i], err = r.lineState(ctx, b, in, i, rec.Run.refusal(i), false); err != nil {
 					return err
 				}
 			}
@@ -430,7 +433,7 @@ type keptLine struct {
 // line, or its outcome, which is then rendered and kept at once (the
 // results store keeps an outcome for RESULT_TTL only, and a batch can
 // outlast it); pending while it has neither.
-func (r *Runner) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused string, kept bool) (lineState, error) {
+func (r *Runner) lineState(ctx context.Context, b *openai.Batch, in *batchInput, i int, refused error, kept bool) (lineState, error) {
 	var raw []byte
 	var err error = genq.Errorf(genq.NotFound, "not read")
 	if kept { // only an api that took the batch over may find lines kept by another
@@ -454,7 +457,7 @@ func (r *Runner) lineState(ctx context.Context, b *openai.Batch, in *batchInput,
 	switch {
 	case IsStoreError(err):
 		return linePending, err
-	case genq.ErrorCode(err) == genq.NotFound:
+	case refused == nil && genq.ErrorCode(err) == genq.NotFound:
 		return linePending, nil
 	case err != nil && len(ids) > 1:
 		// One answer failed, so the request did: its others need not run.

@@ -163,10 +163,10 @@ func (r *lineRoutes) LineAnswers(openai.Batch, openai.BatchLine) int { return 1 
 
 func (r *lineRoutes) LineModel(openai.Batch, openai.BatchLine) string { return "m" }
 
-func (r *lineRoutes) LineOutcome(_ context.Context, _ string, ids []string, refused, _ string,
+func (r *lineRoutes) LineOutcome(_ context.Context, _ string, ids []string, refused error, _ string,
 	request json.RawMessage) (any, int, tenant.Usage, error) {
-	if refused != "" {
-		return refused, http.StatusBadRequest, tenant.Usage{}, genq.Errorf(genq.Invalid, "%s", refused)
+	if refused != nil {
+		return genq.ErrorMessage(refused), http.StatusBadRequest, tenant.Usage{}, refused
 	}
 	if !r.queue.ran(ids[0]) {
 		return nil, 0, tenant.Usage{}, genq.Errorf(genq.NotFound, "no outcome of %s yet", ids[0])

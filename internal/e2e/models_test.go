@@ -365,6 +365,50 @@ func TestFleetBatchLines(t *testing.T) {
 	}
 }
 
+// A batch's line for a model the catalogue does not hold fails alone, with
+// the 404 model_not_found its route would answer, in the error file; the
+// other lines run.
+func TestFleetBatchUnknownModel(t *testing.T) {
+	models := tinyModels(t)[:1]
+	s, _, _, _ := fleetStack(t, models, 1<<40)
+	input := chatLines(3, func(i int) string {
+		if i == 1 {
+			return `,"max_tokens":4,"model":"no-such-model"`
+		}
+		return fmt.Sprintf(`,"max_tokens":4,"model":%q`, models[0].Name)
+	})
+	file := decodeAs[struct {
+		ID string `json:"id"`
+	}](t, s.upload("in.jsonl", input, "batch"))
+	r := s.postKey("/v1/batches", "", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
+	b := decodeAs[batchObject](t, r)
+	b = s.waitBatch(b.ID, func(b batchObject) bool { return b.Status == "completed" || b.Status == "failed" })
+	if b.Status != "completed" || b.RequestCounts.Completed != 2 || b.RequestCounts.Failed != 1 || b.ErrorFileID == nil {
+		t.Fatalf("batch %+v; want completed, 2 answered and 1 failed", b)
+	}
+	var l struct {
+		CustomID string `json:"custom_id"`
+		Response struct {
+			StatusCode int `json:"status_code"`
+			Body       struct {
+				Error struct {
+					Type, Code, Message string
+					Param               *string
+				} `json:"error"`
+			} `json:"body"`
+		} `json:"response"`
+	}
+	errLine := strings.TrimSpace(string(s.get("/v1/files/" + *b.ErrorFileID + "/content").body))
+	if err := json.Unmarshal([]byte(errLine), &l); err != nil {
+		t.Fatalf("error file %q: %v", errLine, err)
+	}
+	e := l.Response.Body.Error
+	if l.CustomID != "req-1" || l.Response.StatusCode != 404 || e.Code != "model_not_found" || e.Type != "invalid_request_error" ||
+		e.Param != nil || !strings.Contains(e.Message, "`no-such-model` does not exist") {
+		t.Errorf("error line %s; want req-1's 404 model_not_found in OpenAI's shape", errLine)
+	}
+}
+
 // A worker that dies while it loads a model loses no job: the job it held
 // goes, after the ack wait, to another worker, which runs it once.
 func TestFleetWorkerDiesWhileLoading(t *testing.T) {

@@ -28,7 +28,7 @@ func (r batchLines) LineAnswers(b openai.Batch, l openai.BatchLine) int { return
 
 func (r batchLines) LineModel(b openai.Batch, l openai.BatchLine) string { return r.s.lineModel(b, l) }
 
-func (r batchLines) LineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string,
+func (r batchLines) LineOutcome(ctx context.Context, endpoint string, ids []string, refused error, model string,
 	request json.RawMessage) (any, int, tenant.Usage, error) {
 	return r.s.lineOutcome(ctx, endpoint, ids, refused, model, request)
 }
@@ -119,11 +119,10 @@ func (s *Server) lineAnswers(b openai.Batch, l openai.BatchLine) int {
 // lineOutcome is a request's outcome as its route would answer, from its
 // jobs' (ids, one per answer): the body and status of its answer, or of
 // its error (err non-nil), the first error of its jobs' if any failed.
-func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused, model string, request json.RawMessage) (any, int, tenant.Usage, error) {
+func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused error, model string, request json.RawMessage) (any, int, tenant.Usage, error) {
 	var used tenant.Usage
-	if refused != "" {
-		err := genq.Errorf(genq.Invalid, "%s", refused)
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Invalid), used, err
+	if refused != nil {
+		return openai.ErrorResponse{Error: openai.ErrorOf(refused)}, statusOf(genq.ErrorCode(refused)), used, refused
 	}
 	if endpoint == openai.EmbeddingsEndpoint {
 		return s.embeddingOutcome(ctx, ids[0], request, model)
