@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // queueJobs records the queue of every job it runs and answers as the
@@ -197,3 +199,68 @@ func TestChatOnAnImageDeployment(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A key with a models= list sees only those models in GET /v1/models, and
+// any other is a 404 at /v1/models/{id}, as for a model that is not there.
+func TestModelsListPerKey(t *testing.T) {
+	keys, err := tenant.ParseKeys("", "k-all\nk-llama models=llama\nk-alias models=gpt-4o", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := genq.NewCatalog([]genq.Model{
+		{Name: "llama", Kind: genq.KindChat, Queue: genq.VariantB},
+		{Name: "qwen3", Kind: genq.KindChat, Queue: genq.QueueToken(genq.KindChat, "qwen3"), Aliases: []string{"gpt-4o"}},
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewServer(Config{Variant: genq.VariantB, Catalog: cat, MaxBodyBytes: 1 << 20, JobTimeout: time.Minute},
+		Deps{Jobs: &queueJobs{}, Workers: fakeWorkers(nil), Fleet: fakeWorkers(nil), Registry: prometheus.NewRegistry(),
+			Log: slog.New(slog.DiscardHandler), Keys: tenant.NewKeys(keys)})
+	for _, tc := range []struct {
+		key, path string
+		status    int
+		ids       []string // the models listed, or the one answered
+	}{
+		{"k-all", "/v1/models", 200, []string{"llama", "qwen3"}},
+		{"k-llama", "/v1/models", 200, []string{"llama"}},
+		{"k-alias", "/v1/models", 200, []string{"qwen3"}},
+		{"k-llama", "/v1/models/llama", 200, []string{"llama"}},
+		{"k-llama", "/v1/models/qwen3", 404, nil},
+		{"k-llama", "/v1/models/gpt-4o", 404, nil},
+		{"k-alias", "/v1/models/gpt-4o", 200, []string{"qwen3"}},
+		{"k-all", "/v1/models/qwen3", 200, []string{"qwen3"}},
+	} {
+		t.Run(tc.key+" "+tc.path, func(t *testing.T) {
+			rec := send(h, http.MethodGet, tc.path, "", http.Header{"Authorization": {"Bearer " + tc.key}})
+			if rec.Code != tc.status {
+				t.Fatalf("%d %s; want %d", rec.Code, rec.Body, tc.status)
+			}
+			if tc.status == 404 {
+				if !strings.Contains(rec.Body.String(), `"code":"model_not_found"`) {
+					t.Errorf("%s; want model_not_found", rec.Body)
+				}
+				return
+			}
+			var got struct {
+				ID   string `json:"id"`
+				Data []struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			ids := []string{got.ID}
+			if got.ID == "" {
+				ids = nil
+				for _, m := range got.Data {
+					ids = append(ids, m.ID)
+				}
+			}
+			if !slices.Equal(ids, tc.ids) {
+				t.Errorf("%v; want %v", ids, tc.ids)
+			}
+		})
+	}
+}

@@ -19,26 +19,39 @@ import (
 // its kind, its context and the workers that hold it, are loading it or
 // can load it (catalogModels).
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: s.listedModels()})
+	writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: s.listedModels(r)})
 }
 
 // listedModels are the catalogue's models, or without one the live
-// workers' files.
-func (s *Server) listedModels() []openai.Model {
+// workers' files, those r's key may use (keyAllows).
+func (s *Server) listedModels(r *http.Request) []openai.Model {
+	models := s.liveModels()
 	if s.namedModels() {
-		return s.catalogModels()
+		models = s.catalogModels()
 	}
-	return s.liveModels()
+	return slices.DeleteFunc(models, func(m openai.Model) bool { return !keyAllows(r, m) })
 }
 
-// handleModel is one model of the list, or a 404 in OpenAI's words. The id
-// is the rest of the path: a model's name may hold slashes.
+// keyAllows reports whether r's key may use m: a key with a models= list
+// sees only the models it names (by name or by one of their aliases),
+// as OpenAI's lists show a key only what it may call.
+func keyAllows(r *http.Request, m openai.Model) bool {
+	c := callerOf(r.Context())
+	if c == nil || c.tenant.AllowsModel(m.ID) {
+		return true
+	}
+	return slices.ContainsFunc(m.Aliases, c.tenant.AllowsModel)
+}
+
+// handleModel is one model of the list, or a 404 in OpenAI's words (a
+// model the key may not use too). The id is the rest of the path: a
+// model's name may hold slashes.
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "*")
 	if m, ok := s.catalog.Lookup(id); ok && s.namedModels() {
 		id = m.Name // an alias reads as its model
 	}
-	for _, m := range s.listedModels() {
+	for _, m := range s.listedModels(r) {
 		if m.ID == id {
 			writeJSON(w, http.StatusOK, m)
 			return
