@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -177,6 +178,47 @@ func TestWebUIAPI(t *testing.T) {
 				t.Fatalf("%d %s; want %d with %q", r.status, r.body, tt.status, tt.detail)
 			}
 		})
+	}
+}
+
+// TestWebUIAPIByCatalogue: with a catalogue, GET /sdapi/v1/sd-models lists
+// its image models, and txt2img's override_settings.sd_model_checkpoint
+// picks one by name or alias; a model the catalogue lacks is a 404 in the
+// web UI API's shape, nothing queued.
+func TestWebUIAPIByCatalogue(t *testing.T) {
+	cat, err := genq.NewCatalog([]genq.Model{
+		{Name: "sd3-tiny", Kind: genq.KindImage, Queue: genq.VariantC, Aliases: []string{"sd3.safetensors"}},
+		{Name: "sd3-other", Kind: genq.KindImage, Queue: genq.QueueToken(genq.KindImage, "sd3-other")},
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{Catalog: cat,
+		Images: httpapi.ImageLimits{MaxSize: 128, MaxSteps: 4, MaxN: 2}}})
+	s.tinyImageWorker(onnx.Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4}})
+
+	var listed []struct {
+		Title string `json:"title"`
+	}
+	if r := s.sdCall(http.MethodGet, "/sdapi/v1/sd-models", "", ""); r.status != 200 || json.Unmarshal(r.body, &listed) != nil ||
+		len(listed) != 2 || listed[0].Title != "sd3-tiny" || listed[1].Title != "sd3-other" {
+		t.Fatalf("sd-models: %d %s; want sd3-tiny and sd3-other", r.status, r.body)
+	}
+	for _, ckpt := range []string{"sd3-tiny", "sd3.safetensors", ""} {
+		body := `{"prompt":"a fox","steps":2,"override_settings":{"sd_model_checkpoint":"` + ckpt + `"}}`
+		if _, info := sdImages(t, s.sdCall(http.MethodPost, "/sdapi/v1/txt2img", "", body), 64, 64); info.Model != cmp.Or(ckpt, "sd3-tiny") {
+			t.Errorf("checkpoint %q: the answer names %q", ckpt, info.Model)
+		}
+	}
+	before := s.jobsPublished()
+	r := s.sdCall(http.MethodPost, "/sdapi/v1/txt2img", "", `{"prompt":"x","override_settings":{"sd_model_checkpoint":"sdxl.safetensors"}}`)
+	var e struct{ Error, Detail string }
+	if err := json.Unmarshal(r.body, &e); err != nil || r.status != 404 || e.Error != "Not Found" ||
+		!strings.Contains(e.Detail, `override_settings.sd_model_checkpoint "sdxl.safetensors" is not a model served here`) {
+		t.Errorf("an unknown checkpoint: %d %s; want a 404 in the web UI API's shape", r.status, r.body)
+	}
+	if after := s.jobsPublished(); after != before {
+		t.Errorf("%d jobs queued for an unknown checkpoint", after-before)
 	}
 }
 

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -10,7 +12,6 @@ import (
 	"time"
 
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/sdapi"
 	"github.com/genq/genq/internal/tenant"
 )
@@ -33,12 +34,39 @@ func writeSDError(w http.ResponseWriter, log *slog.Logger, err error) {
 }
 
 // sdModel is the model the live workers serve, as /v1/models names it; ""
-// while none is live.
+// while none is live. With a catalogue, it is its default image model.
 func (s *Server) sdModel() string {
+	if s.namedModels() {
+		m, _ := s.catalog.Default(genq.KindImage)
+		return m.Name
+	}
 	if m := s.liveModels(); len(m) > 0 {
 		return m[0].ID
 	}
 	return ""
+}
+
+// sdCheckpoint is the image model a txt2img request's
+// override_settings.sd_model_checkpoint names (the default one without
+// it), and the name the request is checked against. Without a catalogue
+// it is the one model served, as before; with one, a name the catalogue
+// does not hold is a 404, as /v1/images/generations answers it.
+func (s *Server) sdCheckpoint(body []byte) (genq.Model, string, error) {
+	if !s.namedModels() {
+		return genq.Model{Name: s.sdModel(), Queue: s.cfg.Variant}, s.sdModel(), nil
+	}
+	asked, err := sdapi.Checkpoint(body)
+	if err != nil {
+		return genq.Model{}, "", err
+	}
+	m, err := s.resolveModel(asked, genq.KindImage)
+	if genq.IsModelNotFound(err) && asked != "" {
+		err = &genq.Error{Code: genq.NotFound, Field: "model", Err: err,
+			Message: fmt.Sprintf("override_settings.sd_model_checkpoint %q is not a model served here (GET /sdapi/v1/sd-models lists them)", asked)}
+	}
+	// The request names the model as it asked (an alias, say), which
+	// Txt2Img checks the name against.
+	return m, cmp.Or(asked, m.Name), err
 }
 
 func (s *Server) handleSDOptions(w http.ResponseWriter, r *http.Request) {
@@ -57,10 +85,15 @@ func (s *Server) handleSDSetOptions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, nil)
 }
 
+// handleSDModels lists the live workers' model, or with a catalogue its
+// image models (those r's key may use), which txt2img's
+// sd_model_checkpoint picks from.
 func (s *Server) handleSDModels(w http.ResponseWriter, r *http.Request) {
 	var ids []string
-	for _, m := range s.liveModels() {
-		ids = append(ids, m.ID)
+	for _, m := range s.listedModels(r) {
+		if !s.namedModels() || m.Kind == string(genq.KindImage) {
+			ids = append(ids, m.ID)
+		}
 	}
 	writeJSON(w, http.StatusOK, sdapi.Models(ids))
 }
@@ -81,7 +114,7 @@ func (s *Server) handleSDNone(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if err := openai.RequireKind(s.cfg.Variant, genq.OutputImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
+	if err := s.requireKind(genq.KindImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
 		discardBody(w, r)
 		s.rejectAs(w, err, writeSDError)
 		return
@@ -90,8 +123,12 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	model := s.sdModel()
-	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.JobTimeout)}}
+	m, model, err := s.sdCheckpoint(body)
+	if err != nil {
+		s.rejectAs(w, err, writeSDError)
+		return
+	}
+	tmpl := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: m.Queue, Deadline: start.Add(s.cfg.JobTimeout)}}
 	plan, err := sdapi.Txt2Img(body, s.imageLimits(), s.promptBytes(), tmpl, s.newID, rand.Int64N(1<<32), model)
 	if err == nil {
 		err = s.checkImages(plan.Jobs, "images (batch_size × n_iter)")

@@ -152,6 +152,17 @@ func Txt2Img(body []byte, lim Limits, maxPrompt int, tmpl genq.Job, newID func()
 	return Plan{Jobs: jobs, Params: req.params(batch, iters, first), req: req, model: model}, nil
 }
 
+// Checkpoint is the model a txt2img request's
+// override_settings.sd_model_checkpoint names, "" when it names none.
+func Checkpoint(body []byte) (string, error) {
+	var req Txt2ImgRequest
+	if err := openai.Decode(body, &req); err != nil {
+		return "", err
+	}
+	s, _ := req.OverrideSettings["sd_model_checkpoint"].(string)
+	return s, nil
+}
+
 // refuseUnsupported names the first field that asks for what this server
 // does not do.
 func (r Txt2ImgRequest) refuseUnsupported(model string) error {
