@@ -318,3 +318,61 @@ func TestEmbeddingsUsage(t *testing.T) {
 		t.Fatalf("usage %+v: want one request of 8 input tokens on /v1/embeddings", got)
 	}
 }
+
+// An embeddings request queued as an asynchronous job is answered as the
+// route answers it, and its tokens are counted for its tenant once, under
+// /v1/jobs, however often its outcome is read.
+func TestEmbeddingsAsyncJob(t *testing.T) {
+	s, _, _ := embeddingStackWith(t, stackOptions{tenants: true, keys: keyLines(t, "k-a tenant=a")})
+	direct := s.callKey("POST", "/v1/embeddings", "k-a", `{"input":["hello world","the cat"],"encoding_format":"base64"}`)
+	if direct.status != http.StatusOK {
+		t.Fatalf("%d %s", direct.status, direct.body)
+	}
+	r := s.callKey("POST", "/v1/jobs", "k-a", `{"type":"embedding","request":{"input":["hello world","the cat"],"encoding_format":"base64"}}`)
+	var queued struct{ ID, Type, Status string }
+	if err := json.Unmarshal(r.body, &queued); err != nil || r.status != http.StatusAccepted || queued.Type != "embedding" {
+		t.Fatalf("%d %s; want 202 for an embedding job", r.status, r.body)
+	}
+	var st struct {
+		Status string          `json:"status"`
+		Result embeddingAnswer `json:"result"`
+	}
+	for end := time.Now().Add(20 * time.Second); st.Status != "succeeded"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("job %s: %+v", queued.ID, st)
+		}
+		g := s.callKey("GET", "/v1/jobs/"+queued.ID, "k-a", "")
+		if err := json.Unmarshal(g.body, &st); err != nil || g.status != http.StatusOK || st.Status == "failed" {
+			t.Fatalf("%d %s", g.status, g.body)
+		}
+	}
+	s.callKey("GET", "/v1/jobs/"+queued.ID, "k-a", "") // read again: not counted again
+	var want embeddingAnswer
+	if err := json.Unmarshal(direct.body, &want); err != nil {
+		t.Fatal(err)
+	}
+	got, wantV := st.Result.vectors(t), want.vectors(t)
+	if st.Result.Object != "list" || len(got) != 2 || st.Result.Usage.PromptTokens != 8 || cosine64(got[0], wantV[0]) < 0.9999 || cosine64(got[1], wantV[1]) < 0.9999 {
+		t.Fatalf("job result %+v; want the route's two vectors and 8 prompt tokens", st.Result)
+	}
+	var page struct {
+		Data []struct {
+			Results []struct {
+				Route            string
+				NumModelRequests int `json:"num_model_requests"`
+				InputTokens      int `json:"input_tokens"`
+			}
+		}
+	}
+	u := s.callKey("GET", "/v1/usage", "k-a", "")
+	if err := json.Unmarshal(u.body, &page); err != nil || len(page.Data) != 1 {
+		t.Fatalf("%d %s: %v", u.status, u.body, err)
+	}
+	byRoute := map[string][2]int{}
+	for _, res := range page.Data[0].Results {
+		byRoute[res.Route] = [2]int{res.NumModelRequests, res.InputTokens}
+	}
+	if byRoute["/v1/jobs"] != [2]int{1, 8} || byRoute["/v1/embeddings"] != [2]int{1, 8} {
+		t.Fatalf("usage by route %v; want one request of 8 tokens on each of /v1/jobs and /v1/embeddings", byRoute)
+	}
+}

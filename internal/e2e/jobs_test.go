@@ -156,7 +156,7 @@ func TestAsyncJobs(t *testing.T) {
 	for _, tt := range []struct{ name, body, message string }{
 		{"webhook host not allowed", `{"type":"completion","webhook":"https://evil.example/x","request":{"prompt":"x"}}`, "not allowed"},
 		{"webhook not http", `{"type":"completion","webhook":"file:///etc/passwd","request":{"prompt":"x"}}`, "http or https"},
-		{"unknown type", `{"type":"embedding","request":{}}`, "type must be"},
+		{"unknown type", `{"type":"audio.transcription","request":{}}`, "type must be"},
 		{"invalid request", `{"type":"completion","request":{"prompt":"x","temperature":9}}`, "temperature"},
 		{"streaming", `{"type":"chat.completion","request":{"messages":[{"role":"user","content":"x"}],"stream":true}}`, "synchronous routes"},
 		{"image on a text variant", `{"type":"image","request":{"prompt":"x"}}`, "image variant"},

@@ -40,7 +40,7 @@ func (r batchLines) ShareAs(ctx context.Context, name string) context.Context {
 }
 
 func (r batchLines) MeterLine(ctx context.Context, name string, u tenant.Usage) {
-	r.s.meterBatchLine(ctx, name, u)
+	r.s.meterQueued(ctx, name, batchRoute, u)
 }
 
 func (r batchLines) LineSpan(ctx context.Context, rec batchrun.Record, i int) (context.Context, trace.Span) {

@@ -376,25 +376,30 @@ func usageOf(results []openai.TextResult) tenant.Usage {
 	return out
 }
 
-// batchRoute is the route a batch's answers are counted under.
-const batchRoute = "/v1/batches"
+// batchRoute and jobsRoute are the routes a batch's answers, and an
+// asynchronous job's, are counted under.
+const (
+	batchRoute = "/v1/batches"
+	jobsRoute  = "/v1/jobs"
+)
 
-// meterBatchLine counts a batch's answered request for the tenant that
-// created the batch: on /metrics and in its counters, where its tokens
-// count against the tenant's tpm and tpd (the batch's requests are not
-// held back by them).
-func (s *Server) meterBatchLine(ctx context.Context, name string, u tenant.Usage) {
+// meterQueued counts an answered request of queued work (a batch's line,
+// an asynchronous job) for the tenant that queued it, under route: on
+// /metrics and in its counters, where its tokens count against the
+// tenant's tpm and tpd (the work itself is not held back by them).
+func (s *Server) meterQueued(ctx context.Context, name, route string, u tenant.Usage) {
 	if name == "" {
 		return
 	}
-	u.Route, u.Requests = batchRoute, 1
+	u.Route, u.Requests = route, 1
 	s.metrics.countUsage(name, u)
 	if s.limiter == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, counterTimeout)
 	defer cancel()
-	if err := s.limiter.Record(ctx, name, tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens}, u); err != nil {
-		s.log.Warn("a batch request's usage was not counted", "tenant", name, "err", err)
+	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
+	if err := s.limiter.Record(ctx, name, took, u); err != nil {
+		s.log.Warn("queued work's usage was not counted", "tenant", name, "route", route, "err", err)
 	}
 }

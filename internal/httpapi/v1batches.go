@@ -61,7 +61,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
-	// A batch counts against rpm; its answers are metered as they come (meterBatchLine).
+	// A batch counts against rpm; its answers are metered as they come (meterQueued).
 	if err := s.admit(w, r, admission{deadline: time.Now().Add(s.cfg.JobTimeout), queued: true}); err != nil {
 		writeV1Error(w, s.log, err)
 		return

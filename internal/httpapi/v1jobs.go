@@ -16,6 +16,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
+	"github.com/genq/genq/internal/tenant"
 	"github.com/genq/genq/internal/webhook"
 )
 
@@ -43,6 +44,9 @@ type AsyncJobs interface {
 	Running(ctx context.Context, id string) (bool, genq.Progress, error)
 	// JobIDs lists the jobs that have a record.
 	JobIDs(ctx context.Context) ([]string, error)
+	// UpdateJobRecord replaces a record by what update makes of it,
+	// genq.ErrChanged when another write came first.
+	UpdateJobRecord(ctx context.Context, id string, update func(record []byte) ([]byte, error)) error
 }
 
 // Job statuses. A job is queued until a worker marks it running (see
@@ -115,6 +119,13 @@ type jobRecord struct {
 	Cancelled bool   `json:"cancelled,omitempty"`
 	Logprobs  bool   `json:"logprobs,omitempty"` // asked for: an empty answer has an empty list
 	Echo      bool   `json:"echo,omitempty"`
+	// Tenant is the tenant of the key that queued the job, whose usage
+	// its answer is; Metered once it has been counted (meterJob).
+	Tenant  string `json:"tenant,omitempty"`
+	Metered bool   `json:"metered,omitempty"`
+	// EncodingFormat is an embedding job's encoding_format (float or
+	// base64), which its answer is rendered in.
+	EncodingFormat string `json:"encoding_format,omitempty"`
 }
 
 type jobStatus struct {
@@ -140,38 +151,22 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		writeV1Error(w, s.log, errNoAsync)
 		return
 	}
-	job := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: start.Add(s.cfg.Async.withDefaults().JobTimeout)}}
-	m, err := s.jobModel(body)
-	if err != nil {
-		s.rejectAs(w, err, writeV1Error)
-		return
-	}
-	job.Variant = m.Queue
-	req, model, err := openai.DecodeJobSubmit(body, s.limits(), &job)
-	if err == nil {
-		err = s.workerLimitsOf(job.Variant).Check(job)
-	}
-	if s.namedModels() {
-		model = m.Name
-	}
-	if err == nil {
-		err = s.checkConstraint(job)
-	}
-	if err == nil && req.Webhook != "" {
-		err = s.cfg.Async.webhooks().Check(req.Webhook)
+	job, rec, err := s.asyncJob(body, start)
+	if err == nil && rec.Webhook != "" {
+		err = s.cfg.Async.webhooks().Check(rec.Webhook)
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
 		return
 	}
-	// A queued job counts as a request; its tokens are not metered (docs/api.md).
-	if err := s.admit(w, r, admission{model: model, deadline: job.Deadline, queued: true}); err != nil {
+	// A queued job counts as a request; its answer's tokens are metered
+	// when its outcome is first read (meterJob).
+	rec.Tenant = tenantOf(r)
+	if err := s.admit(w, r, admission{model: rec.Model, deadline: job.Deadline, queued: true}); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
-	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: job.Deadline.Unix(), Webhook: req.Webhook,
-		Logprobs: job.Logprobs, Echo: job.Echo}
-	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", req.Type)
+	log := s.log.With("job_id", job.ID, "route", r.URL.Path, "type", rec.Type)
 	raw, _ := json.Marshal(rec)
 	// The record first: a job whose outcome comes before its record would
 	// read as one queued straight onto NATS.
@@ -184,15 +179,64 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		writeV1Error(w, log, err)
 		return
 	}
-	if req.Webhook != "" {
+	if rec.Webhook != "" {
 		// The api that accepted the job sends its webhook; it watches with
 		// its own lifetime, not the request's.
 		go s.watchJob(job.ID, rec, log)
 	}
 	w.Header().Set(HeaderJobID, job.ID)
 	w.Header().Set("Location", "/v1/jobs/"+job.ID)
-	writeJSON(w, http.StatusAccepted, jobStatus{ID: job.ID, Object: "job", Type: req.Type, Status: statusQueued, Created: rec.Created})
-	log.Info("job queued", "webhook", req.Webhook != "")
+	writeJSON(w, http.StatusAccepted, jobStatus{ID: job.ID, Object: "job", Type: rec.Type, Status: statusQueued, Created: rec.Created})
+	log.Info("job queued", "webhook", rec.Webhook != "")
+}
+
+// asyncJob reads a POST /v1/jobs body into its job and record, checked as
+// its synchronous route checks a request.
+func (s *Server) asyncJob(body []byte, start time.Time) (genq.Job, jobRecord, error) {
+	deadline := start.Add(s.cfg.Async.withDefaults().JobTimeout)
+	var peek openai.JobSubmit
+	if json.Unmarshal(body, &peek) == nil && peek.Type == openai.JobEmbedding {
+		return s.asyncEmbeddingJob(peek, start, deadline)
+	}
+	job := genq.Job{Envelope: genq.Envelope{ID: s.newID(), Variant: s.cfg.Variant, Deadline: deadline}}
+	m, err := s.jobModel(body)
+	if err != nil {
+		return job, jobRecord{}, err
+	}
+	job.Variant = m.Queue
+	req, asked, err := openai.DecodeJobSubmit(body, s.limits(), &job)
+	if err == nil {
+		err = s.workerLimitsOf(job.Variant).Check(job)
+	}
+	if err == nil {
+		err = s.checkConstraint(job)
+	}
+	model := asked
+	if s.namedModels() {
+		model = m.Name
+	}
+	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: deadline.Unix(), Webhook: req.Webhook,
+		Logprobs: job.Logprobs, Echo: job.Echo}
+	return job, rec, err
+}
+
+// asyncEmbeddingJob is asyncJob for an embeddings request: one job on its
+// model's queue, as POST /v1/embeddings queues it, whose record keeps the
+// encoding its answer is rendered in.
+func (s *Server) asyncEmbeddingJob(req openai.JobSubmit, start, deadline time.Time) (genq.Job, jobRecord, error) {
+	if len(req.Request) == 0 {
+		return genq.Job{}, jobRecord{}, genq.Errorf(genq.Invalid, "request is required: the body of the synchronous route")
+	}
+	var er openai.EmbeddingRequest
+	job, m, err := s.embeddingJob(req.Request, &er, start)
+	job.Deadline = deadline
+	model := er.Model
+	if s.namedModels() {
+		model = m.Name
+	}
+	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: deadline.Unix(), Webhook: req.Webhook,
+		EncodingFormat: er.EncodingFormat}
+	return job, rec, err
 }
 
 // errNoAsync answers the /v1/jobs routes on a server without asynchronous
@@ -263,7 +307,10 @@ func (s *Server) jobStatus(ctx context.Context, id string, withResult bool) (job
 		defer res.Body.Close()
 		st.Status = statusSucceeded
 		if withResult {
-			st.Result, err = s.renderResult(rec, id, res)
+			var used tenant.Usage
+			if st.Result, used, err = s.renderResult(rec, id, res); err == nil {
+				s.meterJob(ctx, id, rec, used)
+			}
 		}
 		return st, rec, err
 	case genq.ErrorCode(err) == genq.NotFound:
@@ -297,32 +344,81 @@ func (s *Server) jobStatus(ctx context.Context, id string, withResult bool) (job
 // renderResult gives a job's result in its type's shape, that of the
 // synchronous route; a job without a record gets the worker's own JSON,
 // or its image as the image route gives it.
-func (s *Server) renderResult(rec *jobRecord, id string, res *genq.ReceivedResult) (any, error) {
+func (s *Server) renderResult(rec *jobRecord, id string, res *genq.ReceivedResult) (any, tenant.Usage, error) {
 	if format, ok := strings.CutPrefix(res.ContentType, "image/"); ok {
 		data, err := readImage(res)
 		if err != nil {
-			return nil, fmt.Errorf("job %s: %w", id, err)
+			return nil, tenant.Usage{}, fmt.Errorf("job %s: %w", id, err)
 		}
 		created := time.Now().Unix()
 		if rec != nil {
 			created = rec.Created
 		}
 		return openai.ImagesResponse{Created: created, Data: []openai.ImageData{{B64JSON: base64.StdEncoding.EncodeToString(data)}},
-			OutputFormat: format}, nil
+			OutputFormat: format}, tenant.Usage{Model: recordedModel(rec), Images: 1}, nil
+	}
+	if rec != nil && rec.Type == openai.JobEmbedding {
+		out, err := readEmbeddingResult(res)
+		if err != nil {
+			return nil, tenant.Usage{}, fmt.Errorf("job %s: %w", id, err)
+		}
+		name := s.recordModel(res.Worker, cmp.Or(rec.Model, out.Model))
+		return openai.NewEmbeddingResponse(out, name, rec.EncodingFormat), tenant.Usage{Model: name, PromptTokens: int64(out.Usage.PromptTokens)}, nil
 	}
 	raw, text, err := readTextResult(res)
 	if err != nil {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+		return nil, tenant.Usage{}, fmt.Errorf("job %s: %w", id, err)
 	}
 	if rec == nil {
-		return raw, nil
+		return raw, tenant.Usage{}, nil
 	}
 	out := openai.TextResult{TextResult: text, JobID: id, Created: rec.Created, Model: s.recordModel(res.Worker, rec.Model),
 		LogprobsAsked: rec.Logprobs, EchoAsked: rec.Echo}
+	used := usageOf([]openai.TextResult{out})
 	if rec.Type == openai.JobCompletion {
-		return openai.RenderCompletion(out), nil
+		return openai.RenderCompletion(out), used, nil
 	}
-	return openai.RenderChat(out), nil
+	return openai.RenderChat(out), used, nil
+}
+
+// recordedModel is the model a job's record names, "" without one.
+func recordedModel(rec *jobRecord) string {
+	if rec == nil {
+		return ""
+	}
+	return rec.Model
+}
+
+// meterJob counts an answered asynchronous job for the tenant that queued
+// it, once: the api that first reads its outcome marks its record metered
+// with a compare-and-set, and only the one whose mark lands counts it, so
+// polls and webhooks, on any api, do not count it again. (An api that
+// dies between the mark and the count loses that one count: at most
+// once, never twice.)
+func (s *Server) meterJob(ctx context.Context, id string, rec *jobRecord, used tenant.Usage) {
+	if rec == nil || rec.Tenant == "" || rec.Metered {
+		return
+	}
+	err := s.async.UpdateJobRecord(ctx, id, func(raw []byte) ([]byte, error) {
+		var cur jobRecord
+		if err := json.Unmarshal(raw, &cur); err != nil {
+			return nil, err
+		}
+		if cur.Metered {
+			return nil, genq.ErrChanged
+		}
+		cur.Metered = true
+		return json.Marshal(cur)
+	})
+	switch {
+	case errors.Is(err, genq.ErrChanged):
+		return // another read counted it
+	case err != nil:
+		s.log.Warn("an answered job's usage was not counted; the next read tries again", "job_id", id, "err", err)
+		return
+	}
+	rec.Metered = true
+	s.meterQueued(ctx, rec.Tenant, jobsRoute, used)
 }
 
 // watchJob waits for the outcome of a job with a webhook and delivers it.

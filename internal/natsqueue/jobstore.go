@@ -120,6 +120,36 @@ func (cl *JobStore) PutJobRecord(ctx context.Context, id string, record []byte) 
 	return nil
 }
 
+// UpdateJobRecord replaces job id's record by what update makes of it, if
+// no other write came between: genq.ErrChanged when one did, so that of
+// several apis one alone makes a change (an answered job's metering).
+func (cl *JobStore) UpdateJobRecord(ctx context.Context, id string, update func(record []byte) ([]byte, error)) error {
+	kv, err := cl.records.bind(ctx, cl.conn)
+	if err != nil {
+		return err
+	}
+	e, err := kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return genq.Errorf(genq.NotFound, "no job %s", id)
+	}
+	if err != nil {
+		return genq.WrapError(genq.Unavailable, err, "the job store is unavailable")
+	}
+	next, err := update(e.Value())
+	if err != nil {
+		return fmt.Errorf("job %s: update its record: %w", id, err)
+	}
+	_, err = kv.Update(ctx, id, next, e.Revision())
+	var apiErr *jetstream.APIError
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return genq.ErrChanged
+	}
+	if err != nil {
+		return genq.WrapError(genq.Unavailable, err, "the job store is unavailable")
+	}
+	return nil
+}
+
 // JobRecord reads a job's record; a *genq.Error with code NotFound when
 // there is none.
 func (cl *JobStore) JobRecord(ctx context.Context, id string) ([]byte, error) {

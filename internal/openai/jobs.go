@@ -12,6 +12,10 @@ const (
 	JobChat       = "chat.completion"
 	JobCompletion = "completion"
 	JobImage      = "image"
+	// JobEmbedding is an embeddings request (the route's answer is a
+	// list of "embedding" objects); the api reads it itself, with its
+	// model's queue, so DecodeJobSubmit does not take it.
+	JobEmbedding = "embedding"
 )
 
 // JobSubmit is the body of POST /v1/jobs: the body of a synchronous
@@ -80,7 +84,7 @@ func asyncJob(req JobSubmit, lim Limits, job *genq.Job) (string, error) {
 		*job = jobs[0]
 		return ir.Model, nil
 	default:
-		return "", genq.Errorf(genq.Invalid, "type must be %s, %s or %s, not %q", JobChat, JobCompletion, JobImage, req.Type)
+		return "", genq.Errorf(genq.Invalid, "type must be %s, %s, %s or %s, not %q", JobChat, JobCompletion, JobImage, JobEmbedding, req.Type)
 	}
 	if err == nil && job.Stream {
 		err = genq.Errorf(genq.Invalid, "stream is for the synchronous routes: an asynchronous job's result is read whole")

@@ -225,7 +225,7 @@ func TestDecodeJobSubmit(t *testing.T) {
 			"n must be 1 for an asynchronous job: submit one job per choice"},
 		{"stream", genq.VariantB, `{"type":"completion","request":{"prompt":"x","stream":true}}`,
 			"stream is for the synchronous routes: an asynchronous job's result is read whole"},
-		{"type", genq.VariantB, `{"type":"audio","request":{}}`, `type must be chat.completion, completion or image, not "audio"`},
+		{"type", genq.VariantB, `{"type":"audio","request":{}}`, `type must be chat.completion, completion, image or embedding, not "audio"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			job := genq.Job{Envelope: genq.Envelope{ID: "id", Variant: tt.variant, Deadline: time.Now().Add(time.Minute)}}
