@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"ggml image engine: worker SIGKILL mid-image", ggmlImageSIGKILL},
 		{"poison job that crashes its workers", poisonJob},
 		{"poison job beside healthy jobs on one worker", poisonBeside},
+		{"catalogue: a model file that is corrupt", corruptModel},
 		{"scale from zero", scaleFromZero},
 		{"slow NATS link: settling outlasts the ack wait", slowLink},
 		{"NATS down past the publish bound", natsDown},

@@ -109,11 +109,23 @@ func Summarize(name string, outs []Outcome, workerLogs string) Report {
 	return r
 }
 
+// cleanError reports whether o is a JSON error with a message: the seed
+// routes' {"error":"…"}, or OpenAI's {"error":{"message":"…"}}.
 func cleanError(o Outcome) bool {
 	var e struct {
-		Error string `json:"error"`
+		Error json.RawMessage `json:"error"`
 	}
-	return o.Err == nil && json.Unmarshal(o.Body, &e) == nil && e.Error != ""
+	if o.Err != nil || json.Unmarshal(o.Body, &e) != nil {
+		return false
+	}
+	var msg string
+	if json.Unmarshal(e.Error, &msg) == nil {
+		return msg != ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	return json.Unmarshal(e.Error, &obj) == nil && obj.Message != ""
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
