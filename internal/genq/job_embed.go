@@ -114,9 +114,9 @@ func (in EmbeddingInput) validate(i int) error {
 type EmbeddingResult struct {
 	// Usage sums Tokens. It comes first, so that a reader of a result cut
 	// short (the api's metering keeps 16 MiB of it) finds it.
-	Usage      Usage       `json:"usage"`
-	Model      string      `json:"model,omitempty"`
-	Embeddings [][]float32 `json:"embeddings"`
+	Usage      Usage   `json:"usage"`
+	Model      string  `json:"model,omitempty"`
+	Embeddings Vectors `json:"embeddings"`
 	// Tokens is each input's token count, special tokens included, after
 	// any truncation.
 	Tokens []int `json:"tokens"`

@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"math"
 
@@ -182,9 +181,5 @@ func NewEmbeddingResponse(res genq.EmbeddingResult, model, format string) Embedd
 // EncodeFloats is v as base64 of its float32s, little-endian: what
 // OpenAI's SDKs decode (a Float32Array over the bytes, numpy's float32).
 func EncodeFloats(v []float32) string {
-	b := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return base64.StdEncoding.EncodeToString(b)
+	return base64.StdEncoding.EncodeToString(genq.AppendFloat32s(make([]byte, 0, 4*len(v)), v))
 }

@@ -1,0 +1,115 @@
+package genq
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestVectorsRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Vectors
+	}{
+		{"none", Vectors{}},
+		{"one", Vectors{{0.5, -0.25, 1}}},
+		{"extremes", Vectors{{math.MaxFloat32, math.SmallestNonzeroFloat32, -0, float32(math.Inf(1))}, {}}},
+		{"a model's width", Vectors{randomVector(384, 1), randomVector(384, 2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := json.Marshal(EmbeddingResult{Embeddings: tt.in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back EmbeddingResult
+			if err := json.Unmarshal(data, &back); err != nil {
+				t.Fatalf("%s: %v", data, err)
+			}
+			if !slices.EqualFunc(back.Embeddings, tt.in, func(a, b []float32) bool {
+				return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+			}) {
+				t.Errorf("read back %v, want %v", back.Embeddings, tt.in)
+			}
+		})
+	}
+}
+
+func TestVectorsRead(t *testing.T) {
+	tests := []struct {
+		name, json string
+		want       Vectors
+		err        string
+	}{
+		{"base64", `["AAAAPwAAgL8="]`, Vectors{{0.5, -1}}, ""},
+		{"numbers", `[[0.5,-1],[]]`, Vectors{{0.5, -1}, {}}, ""},
+		{"both", `["AAAAPw==",[2]]`, Vectors{{0.5}, {2}}, ""},
+		{"null", `null`, nil, ""},
+		{"not base64", `["!!"]`, nil, "embeddings[0]: not base64"},
+		{"a broken float", `["AAAA"]`, nil, "embeddings[0]: 3 bytes"},
+		{"not a list", `{"a":1}`, nil, "embeddings:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v Vectors
+			err := json.Unmarshal([]byte(tt.json), &v)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want one with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(v, tt.want, slices.Equal) {
+				t.Errorf("read %v, want %v", v, tt.want)
+			}
+		})
+	}
+}
+
+// A result of one 384-float vector, as the worker writes it and the api
+// reads it: base64 takes a fraction of the bytes and time of JSON numbers.
+func BenchmarkEmbeddingResultJSON(b *testing.B) {
+	vec := randomVector(384, 3)
+	for _, tt := range []struct {
+		name string
+		res  any
+	}{
+		{"base64", EmbeddingResult{Embeddings: Vectors{vec}}},
+		{"numbers", struct {
+			Embeddings [][]float32 `json:"embeddings"`
+		}{[][]float32{vec}}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				data, err := json.Marshal(tt.res)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var back EmbeddingResult
+				if err := json.Unmarshal(data, &back); err != nil {
+					b.Fatal(err)
+				}
+				size = len(data)
+			}
+			b.ReportMetric(float64(size), "bytes")
+		})
+	}
+}
+
+// randomVector is a unit vector of n floats, as a model's are.
+func randomVector(n int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, seed))
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	Normalize(v)
+	return v
+}
