@@ -44,6 +44,10 @@ func (v *Vectors) UnmarshalJSON(data []byte) error {
 		*v = nil
 		return nil
 	}
+	if out, ok := readBase64List(data); ok {
+		*v = out
+		return nil
+	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(data, &items); err != nil {
 		return fmt.Errorf("embeddings: %w", err)
@@ -60,6 +64,46 @@ func (v *Vectors) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// readBase64List reads a list of base64 strings as MarshalJSON writes
+// it, without the JSON scanner's passes over each string; ok is false for
+// anything else (spaces, escapes, numbers, bad base64), which the general
+// reader then reads or refuses by name.
+func readBase64List(data []byte) (Vectors, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte("["))
+	if !ok {
+		return nil, false
+	}
+	var out Vectors
+	for !bytes.Equal(rest, []byte("]")) {
+		if len(out) > 0 {
+			if rest, ok = bytes.CutPrefix(rest, []byte(",")); !ok {
+				return nil, false
+			}
+		}
+		if rest, ok = bytes.CutPrefix(rest, []byte(`"`)); !ok {
+			return nil, false
+		}
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
+			return nil, false
+		}
+		vec, err := float32s(rest[:end])
+		if err != nil {
+			return nil, false
+		}
+		out, rest = append(out, vec), rest[end+1:]
+	}
+	return nonNil(out), true
+}
+
+// nonNil keeps an empty list empty rather than null.
+func nonNil(v Vectors) Vectors {
+	if v == nil {
+		return Vectors{}
+	}
+	return v
+}
+
 // decodeVector reads one vector: a base64 string, or a list of numbers.
 func decodeVector(item json.RawMessage) ([]float32, error) {
 	if len(item) == 0 || item[0] != '"' {
@@ -71,7 +115,12 @@ func decodeVector(item json.RawMessage) ([]float32, error) {
 	if err := json.Unmarshal(item, &s); err != nil {
 		return nil, err
 	}
-	raw, err := base64.StdEncoding.DecodeString(s)
+	return float32s([]byte(s))
+}
+
+// float32s decodes the base64 of little-endian float32s.
+func float32s(b64 []byte) ([]float32, error) {
+	raw, err := base64.StdEncoding.AppendDecode(nil, b64)
 	if err != nil {
 		return nil, fmt.Errorf("not base64: %w", err)
 	}

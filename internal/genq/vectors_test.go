@@ -46,6 +46,8 @@ func TestVectorsRead(t *testing.T) {
 	}{
 		{"base64", `["AAAAPwAAgL8="]`, Vectors{{0.5, -1}}, ""},
 		{"numbers", `[[0.5,-1],[]]`, Vectors{{0.5, -1}, {}}, ""},
+		{"spaced", ` [ "AAAAPw==" , "AAAAPw==" ] `, Vectors{{0.5}, {0.5}}, ""},
+		{"none", `[]`, Vectors{}, ""},
 		{"both", `["AAAAPw==",[2]]`, Vectors{{0.5}, {2}}, ""},
 		{"null", `null`, nil, ""},
 		{"not base64", `["!!"]`, nil, "embeddings[0]: not base64"},
