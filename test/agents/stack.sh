@@ -29,7 +29,7 @@ export PROXY_TOOLS_LOG="$PWD/$reports/tools-$(basename "$0" .sh).jsonl"
 start_stack() {
 	port=$(free_port)
 	PORT="$port" EMBEDDED_NATS_PORT="$(free_port)" API_METRICS_ADDR="127.0.0.1:$(free_port)" METRICS_ADDR="127.0.0.1:$(free_port)" \
-		MODEL_DIR="$work/models" scripts/run-local.sh >"$work/stack.log" 2>&1 &
+		EMBEDDING_METRICS_ADDR="127.0.0.1:$(free_port)" MODEL_DIR="$work/models" scripts/run-local.sh >"$work/stack.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 600); do
 		curl -fsS "http://127.0.0.1:$port/readiness" >/dev/null 2>&1 && break

@@ -37,13 +37,15 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port_b=$(free_port) nats_b=$(free_port) port_c=$(free_port) nats_c=$(free_port) port_k=$(free_port) nats_k=$(free_port)
 
-# Each stack is make run, on ports of its own and a model folder of its
-# own (make run writes the tiny model there), in a process group of its
-# own, so that cleanup can stop it whole.
+# Each stack is make run, on ports of its own and model folders of its
+# own (make run writes the tiny models there: the chat or image model and
+# the embedding model), in a process group of its own, so that cleanup can
+# stop it whole.
 run() { # name, then settings
 	local name=$1
 	shift
 	setsid env "$@" API_METRICS_ADDR="127.0.0.1:$(free_port)" METRICS_ADDR="127.0.0.1:$(free_port)" \
+		EMBEDDING_MODEL_DIR="$work/embedding-$name" EMBEDDING_METRICS_ADDR="127.0.0.1:$(free_port)" \
 		HEARTBEAT_INTERVAL=1s HEARTBEAT_TTL=3s LOG_LEVEL=warn \
 		make --no-print-directory run >"$work/$name.log" 2>&1 &
 	groups+=($!)

@@ -133,18 +133,20 @@ test("on variant C the progress bar advances and the image appears", async () =>
   await page.close();
 });
 
-test("the queue view shows the live worker and the tenants, and a second worker started here appears", async () => {
+test("the queue view shows the live workers and the tenants, and a second chat worker started here appears", async () => {
   const page = await open(GENQ_UI_TEXT);
   await page.waitForSelector("#tab-queue:not([hidden])");
   await page.click("#tab-queue");
   await page.waitForSelector('#workers tr[data-worker="ui-worker-1"]');
-  assert.equal(await page.$eval("#stat-workers", (el) => el.textContent), "1");
+  // make run's stack: the chat worker and the embedding worker.
+  await page.waitForFunction(() => document.querySelectorAll("#workers tr[data-worker]").length === 2);
+  assert.equal(await page.$eval("#stat-workers", (el) => el.textContent), "2");
   assert.ok(GENQ_UI_SECOND_WORKER, "run.sh names the second worker's settings");
   const env = Object.fromEntries(GENQ_UI_SECOND_WORKER.split(" ").map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
   const child = spawn(path.resolve("../../bin/worker"), [], { env: { ...process.env, ...env }, stdio: "ignore" });
   children.push(child);
   await page.waitForSelector('#workers tr[data-worker="ui-worker-2"]', { timeout: 15000 });
-  assert.equal(await page.$eval("#stat-workers", (el) => el.textContent), "2");
+  assert.equal(await page.$eval("#stat-workers", (el) => el.textContent), "3");
   assert.ok((await page.$$("#chart-rate rect")).length > 0, "the rate chart is drawn");
   // The chats above were the open api's tenant's: its usage today.
   const requests = await page.$eval('#tenants tr[data-tenant="anonymous"] td:nth-child(3)', (el) => Number(el.textContent));
