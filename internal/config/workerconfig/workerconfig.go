@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -94,18 +93,9 @@ func (c *Config) Register(fs *envflag.Set, v genq.Variant) {
 		"jobs run at once; on a text variant they share one batch, and 0 sizes them from free GPU memory (TEXT_GPU_MEMORY_UTILIZATION), or runs %d (A) or %d (B) on a CPU",
 		genq.VariantA.Spec().Slots, genq.VariantB.Spec().Slots))
 	fs.String(&c.WorkerID, "worker-id", "WORKER_ID", "", "this worker's id in heartbeats and logs (default: the host name and 8 random characters)")
-	fs.Duration(&c.Runtime.DrainGrace, "drain-grace", "DRAIN_GRACE", 2*time.Minute, "how long jobs in flight may finish after SIGTERM")
-	fs.Duration(&c.Runtime.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
-	fs.Int(&c.Runtime.InteractiveSlots, "interactive-slots", "INTERACTIVE_SLOTS", 1, "slots kept for interactive jobs, never filled by batch jobs (0: batch work may fill every slot; at most SLOTS-1)")
-	fs.Int(&c.Runtime.BusyBatchSlots, "busy-batch-slots", "BUSY_BATCH_SLOTS", 1, "batch jobs that run at most while an interactive job runs on this worker; with none running, batch jobs fill every slot but INTERACTIVE_SLOTS (0: none start beside interactive work)")
-	fs.Duration(&c.Runtime.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
-	fs.Duration(&c.Runtime.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
 	fs.String(&c.GOGC, "", "GOGC", "", "Go's garbage collector target, in percent; unset, a text worker runs at "+strconv.Itoa(TextGCPercent)+" (docs/benchmarks.md, \"The text worker's GOGC\")")
 
-	fs.Section("Routing by prefix")
-	natsqueue.RegisterRouteFlag(fs, &c.Runtime.RouteByPrefix)
-	fs.Adopted("ROUTE_BY_PREFIX", "the api routes a conversation's turns only to the workers whose heartbeats say they take routed jobs")
-	fs.Duration(&c.Runtime.StealAfter, "route-steal-after", "ROUTE_STEAL_AFTER", natsqueue.DefaultStealAfter, "with ROUTE_BY_PREFIX: how long a job routed to a busy or stopped worker waits before an idle worker takes it")
+	c.Runtime.RegisterFlags(fs)
 
 	fs.Section("Text engine")
 	c.Text.RegisterFlags(fs, v)
