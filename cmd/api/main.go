@@ -64,15 +64,13 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	defer stopTracing()
 
 	if cfg.NATS.URL == "" {
-		ns, err := natsembed.Start(natsembed.Options{
-			Port: cfg.EmbeddedPort, StoreDir: cfg.EmbeddedStore, MaxPayload: int32(cfg.EmbeddedMaxPayload), HTTPPort: cfg.EmbeddedMonitor,
-		})
+		ns, err := natsembed.Start(cfg.Embedded.Options())
 		if err != nil {
 			return err
 		}
 		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 		cfg.NATS.URL = ns.ClientURL()
-		log.Info("started embedded nats-server", "url", cfg.NATS.URL, "store", cfg.EmbeddedStore)
+		log.Info("started embedded nats-server", "url", cfg.NATS.URL, "store", cfg.Embedded.StoreDir)
 	}
 	cfg.NATS.Name = "genq-api"
 	// Every catalogue model's consumers exist from the start, so that an

@@ -12,10 +12,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/genq/genq/internal/envflag"
 )
 
 // Limits bound what a tenant may ask; a zero field is no limit.
@@ -230,4 +233,35 @@ func DecodeRecord(data []byte) (Tenant, error) {
 		return t, fmt.Errorf("a key's record: %w", err)
 	}
 	return t, t.Validate()
+}
+
+// KeySettings are where the api's keys come from: API_KEYS and
+// API_KEYS_FILE (the GENQ_KEYS bucket adds to them at run time).
+type KeySettings struct {
+	List string // API_KEYS, comma-separated
+	File string // API_KEYS_FILE
+}
+
+// RegisterFlags binds API_KEYS and API_KEYS_FILE.
+func (s *KeySettings) RegisterFlags(fs *envflag.Set) {
+	fs.Secret(&s.List, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes, each a tenant of its own without limits (none, and none in API_KEYS_FILE or the GENQ_KEYS bucket: open)")
+	fs.String(&s.File, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line, each optionally followed by tenant=NAME rpm=N tpm=N tpd=N images_per_day=N concurrency=N weight=W models=a,b admin=true (docs/api.md, \"Keys, tenants and limits\")")
+}
+
+// Load reads the keys s names. An error names the file's line and field,
+// never a key.
+func (s KeySettings) Load() ([]Key, error) {
+	var lines []byte
+	if s.File != "" {
+		b, err := os.ReadFile(s.File)
+		if err != nil {
+			return nil, fmt.Errorf("read API keys file: %w", err)
+		}
+		lines = b
+	}
+	keys, err := ParseKeys(s.List, string(lines), "API_KEYS_FILE "+s.File)
+	if err != nil {
+		return nil, fmt.Errorf("API keys: %w", err)
+	}
+	return keys, nil
 }

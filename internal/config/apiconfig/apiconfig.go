@@ -4,9 +4,7 @@
 package apiconfig
 
 import (
-	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/genq/genq/internal/envflag"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
+	"github.com/genq/genq/internal/natsembed"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/tenant"
 	"github.com/genq/genq/internal/tracing"
@@ -28,16 +27,12 @@ type Config struct {
 	LogLevel    string
 	NATS        natsqueue.ConnectOptions
 	Queue       natsqueue.Settings
-	// The embedded nats-server's, used when NATS.URL is empty.
-	EmbeddedPort       int
-	EmbeddedStore      string
-	EmbeddedMaxPayload int
-	EmbeddedMonitor    int
-	HTTP               httpapi.Config
-	Tracing            tracing.Config
-	Models             catalog.Config
-	APIKeys            string
-	APIKeysFile        string
+	// Embedded is the nats-server the api starts when NATS.URL is empty.
+	Embedded natsembed.Settings
+	HTTP     httpapi.Config
+	Tracing  tracing.Config
+	Models   catalog.Config
+	APIKeys  tenant.KeySettings
 	// Keys are API_KEYS' and API_KEYS_FILE's, read; GENQ_KEYS adds to them.
 	Keys          []tenant.Key
 	ShutdownGrace time.Duration
@@ -74,17 +69,12 @@ func (c *Config) Register(fs *envflag.Set) {
 			fs.Adopted(env, a.from)
 		}
 	}
-	fs.Section("Embedded NATS server")
-	fs.Int(&c.EmbeddedPort, "embedded-nats-port", "EMBEDDED_NATS_PORT", 4222, "port of the embedded nats-server, used when NATS_URL is empty")
-	fs.String(&c.EmbeddedStore, "embedded-nats-store", "EMBEDDED_NATS_STORE", ".genq/nats", "JetStream storage directory of the embedded nats-server")
-	fs.Int(&c.EmbeddedMaxPayload, "embedded-nats-max-payload", "EMBEDDED_NATS_MAX_PAYLOAD", 0, "max_payload of the embedded nats-server in bytes (0: the default 1 MB)")
-	fs.Int(&c.EmbeddedMonitor, "embedded-nats-monitor-port", "EMBEDDED_NATS_MONITOR_PORT", 0, "monitoring port of the embedded nats-server (0: off)")
+	c.Embedded.RegisterFlags(fs)
 
 	fs.Section("HTTP api")
 	fs.String(&c.Addr, "addr", "ADDR", "", "listen address; overrides --port")
 	fs.Int(&c.Port, "port", "PORT", 8080, "HTTP port (80 in the container)")
-	fs.Secret(&c.APIKeys, "api-keys", "API_KEYS", "comma-separated bearer tokens required on POST /generate and the /v1 routes, each a tenant of its own without limits (none, and none in API_KEYS_FILE or the GENQ_KEYS bucket: open)")
-	fs.String(&c.APIKeysFile, "api-keys-file", "API_KEYS_FILE", "", "file of bearer tokens, one per line, each optionally followed by tenant=NAME rpm=N tpm=N tpd=N images_per_day=N concurrency=N weight=W models=a,b admin=true (docs/api.md, \"Keys, tenants and limits\")")
+	c.APIKeys.RegisterFlags(fs)
 	fs.Duration(&c.ShutdownGrace, "shutdown-grace", "SHUTDOWN_GRACE", 60*time.Second, "how long requests in flight may finish after SIGTERM")
 
 	c.HTTP.RegisterFlags(fs)
@@ -111,26 +101,8 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	if c.Addr == "" {
 		c.Addr = ":" + strconv.Itoa(c.Port)
 	}
-	if c.Keys, err = loadAPIKeys(c.APIKeys, c.APIKeysFile); err != nil {
+	if c.Keys, err = c.APIKeys.Load(); err != nil {
 		return c, err
 	}
 	return c, nil
-}
-
-// loadAPIKeys reads API_KEYS and API_KEYS_FILE's lines. An error names
-// the file's line and field, never a key.
-func loadAPIKeys(list, file string) ([]tenant.Key, error) {
-	var lines []byte
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("read API keys file: %w", err)
-		}
-		lines = b
-	}
-	keys, err := tenant.ParseKeys(list, string(lines), "API_KEYS_FILE "+file)
-	if err != nil {
-		return nil, fmt.Errorf("API keys: %w", err)
-	}
-	return keys, nil
 }
