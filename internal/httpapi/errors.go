@@ -183,7 +183,7 @@ func v1ErrorOf(err error) openai.Error {
 		e.Type, e.Code = refusal.Kind(), "rate_limit_exceeded"
 	case errors.As(err, &denied):
 		field := "model"
-		e.Code, e.Param = "model_not_found", &field
+		e.Code, e.Param = openai.CodeModelNotFound, &field
 	}
 	return e
 }
