@@ -120,9 +120,8 @@ func (s *Server) lineAnswers(b openai.Batch, l openai.BatchLine) int {
 // jobs' (ids, one per answer): the body and status of its answer, or of
 // its error (err non-nil), the first error of its jobs' if any failed.
 func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string, refused error, model string, request json.RawMessage) (any, int, tenant.Usage, error) {
-	var used tenant.Usage
 	if refused != nil {
-		return openai.ErrorResponse{Error: openai.ErrorOf(refused)}, statusOf(genq.ErrorCode(refused)), used, refused
+		return lineFailed(refused)
 	}
 	if endpoint == openai.EmbeddingsEndpoint {
 		return s.embeddingOutcome(ctx, ids[0], request, model)
@@ -131,17 +130,17 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 	for _, id := range ids {
 		r, err := s.answerOf(ctx, id)
 		if genq.ErrorCode(err) == genq.NotFound || batchrun.IsStoreError(err) {
-			return nil, 0, used, err // no outcome yet, or the store is away
+			return nil, 0, tenant.Usage{}, err // no outcome yet, or the store is away
 		}
 		if err != nil {
-			return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
+			return lineFailed(err)
 		}
 		if s.namedModels() && model != "" {
 			r.Model = model
 		}
 		results = append(results, r)
 	}
-	used = usageOf(results)
+	used := usageOf(results)
 	switch endpoint {
 	case "/v1/completions":
 		return openai.RenderCompletion(results...), http.StatusOK, used, nil
@@ -151,6 +150,12 @@ func (s *Server) lineOutcome(ctx context.Context, endpoint string, ids []string,
 		return rs.Done(r.TextResult), http.StatusOK, used, nil
 	}
 	return openai.RenderChat(results...), http.StatusOK, used, nil
+}
+
+// lineFailed is a request's outcome when it failed with err: the body
+// and status its route answers err with.
+func lineFailed(err error) (any, int, tenant.Usage, error) {
+	return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), tenant.Usage{}, err
 }
 
 // lineModel is the catalogue's name of the model a batch's request

@@ -129,19 +129,17 @@ func (s *Server) embeddingLineJobs(b openai.Batch, l openai.BatchLine, i int) ([
 // gives it, from its job's outcome, and the tokens it used; a NotFound
 // error while it has none. model is the catalogue's name of its model.
 func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.RawMessage, model string) (any, int, tenant.Usage, error) {
-	var used tenant.Usage
 	res, err := s.async.Outcome(ctx, id)
 	if genq.ErrorCode(err) == genq.NotFound || batchrun.IsStoreError(err) {
-		return nil, 0, used, err
+		return nil, 0, tenant.Usage{}, err
 	}
 	if err != nil {
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.ErrorCode(err)), used, err
+		return lineFailed(err)
 	}
 	defer res.Body.Close()
 	out, err := readEmbeddingResult(res)
 	if err != nil {
-		err = genq.WrapError(genq.Internal, err, "the worker's result could not be read")
-		return openai.ErrorResponse{Error: openai.ErrorOf(err)}, statusOf(genq.Internal), used, err
+		return lineFailed(genq.WrapError(genq.Internal, err, "the worker's result could not be read"))
 	}
 	var req openai.EmbeddingRequest
 	_ = json.Unmarshal(request, &req) // checked when the batch was
@@ -149,6 +147,6 @@ func (s *Server) embeddingOutcome(ctx context.Context, id string, request json.R
 	if s.namedModels() && model != "" {
 		name = model
 	}
-	used = tenant.Usage{Model: name, PromptTokens: int64(out.Usage.PromptTokens)}
+	used := tenant.Usage{Model: name, PromptTokens: int64(out.Usage.PromptTokens)}
 	return openai.NewEmbeddingResponse(out, name, req.EncodingFormat), http.StatusOK, used, nil
 }
