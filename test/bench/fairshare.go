@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/test/localstack"
 )
@@ -567,7 +568,7 @@ func waitHeld(ctx context.Context, natsURL, class, suffix string, enough func(ui
 	if err != nil {
 		return err
 	}
-	stream := map[string]string{"jobs": "GENQ_JOBS", "batch": "GENQ_BATCH_JOBS"}[class]
+	stream := map[string]string{"jobs": natsqueue.JobsStream, "batch": natsqueue.BatchStream}[class]
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
