@@ -32,12 +32,11 @@ func traceRun(ctx context.Context, t runTimes, out seqResult, err error) {
 		return
 	}
 	tr := parent.TracerProvider().Tracer(tracerName)
+	_, prep := tr.Start(ctx, "prepare", trace.WithTimestamp(t.began))
 	if t.submitted.IsZero() { // refused before the scheduler saw it
-		_, span := tr.Start(ctx, "prepare", trace.WithTimestamp(t.began))
-		endWith(span, t.ended, err)
+		endWith(prep, t.ended, err)
 		return
 	}
-	_, prep := tr.Start(ctx, "prepare", trace.WithTimestamp(t.began))
 	prep.End(trace.WithTimestamp(t.submitted))
 	start := t.submitted
 	if !t.admitted.IsZero() {
