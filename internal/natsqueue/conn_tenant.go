@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -92,16 +91,8 @@ func (c *Conn) putTenantConsumer(ctx context.Context, class Class, v genq.Varian
 	name := TenantConsumerName(class, v, tenant)
 	s := c.Settings()
 	return ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
-		return s.putConsumer(ctx, c.js, class.Stream(), jetstream.ConsumerConfig{
-			Durable:       name,
-			Description:   fmt.Sprintf("workers of variant %s, %s jobs of tenant %s", v, class, tenant),
-			FilterSubject: TenantSubject(class, v, tenant),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       s.AckWait,
-			MaxDeliver:    maxDeliver(s.MaxAttempts),
-			MaxAckPending: -1,
-			MaxWaiting:    4096,
-			Metadata:      map[string]string{metaTenant: tenant, metaWeight: strconv.FormatFloat(weight, 'g', -1, 64)},
-		})
+		cfg := s.jobConsumer(name, fmt.Sprintf("workers of variant %s, %s jobs of tenant %s", v, class, tenant), TenantSubject(class, v, tenant))
+		cfg.Metadata = map[string]string{metaTenant: tenant, metaWeight: strconv.FormatFloat(weight, 'g', -1, 64)}
+		return s.putConsumer(ctx, c.js, class.Stream(), cfg)
 	})
 }

@@ -222,19 +222,27 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, s Settings, c C
 		}
 	}
 	return ensureAsset(ctx, "consumer "+c.Consumer(v), func(ctx context.Context) error {
-		return s.putConsumer(ctx, js, c.Stream(), jetstream.ConsumerConfig{
-			Durable:       c.Consumer(v),
-			Description:   fmt.Sprintf("workers of variant %s, %s jobs", v, c),
-			FilterSubject: c.Subject(v),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       s.AckWait,
-			// See maxDeliver: room for the attempts, the crashes that are
-			// not charged, and a last delivery that only dead-letters.
-			MaxDeliver:    maxDeliver(s.MaxAttempts),
-			MaxAckPending: -1,
-			MaxWaiting:    4096,
-		})
+		return s.putConsumer(ctx, js, c.Stream(),
+			s.jobConsumer(c.Consumer(v), fmt.Sprintf("workers of variant %s, %s jobs", v, c), c.Subject(v)))
 	})
+}
+
+// jobConsumer is the configuration every consumer of jobs shares (the
+// variant's, a routed worker's, a tenant's), so that a delivery from any
+// of them is acked, retried and dead-lettered by the same rules.
+func (s Settings) jobConsumer(name, description, subject string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   description,
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.AckWait,
+		// See maxDeliver: room for the attempts, the crashes that are
+		// not charged, and a last delivery that only dead-letters.
+		MaxDeliver:    maxDeliver(s.MaxAttempts),
+		MaxAckPending: -1,
+		MaxWaiting:    4096,
+	}
 }
 
 // ensureRoutedConsumer creates, or with Adopt leaves as it is, the
@@ -250,16 +258,9 @@ func ensureRoutedConsumer(ctx context.Context, js jetstream.JetStream, s Setting
 	}
 	var cons jetstream.Consumer
 	err := ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
-		c, err := js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
-			Durable:       name,
-			Description:   fmt.Sprintf("worker %s of variant %s: interactive jobs routed to it", token, v),
-			FilterSubject: JobsSubject(v) + "." + token,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       s.AckWait,
-			MaxDeliver:    maxDeliver(s.MaxAttempts),
-			MaxAckPending: -1,
-			MaxWaiting:    4096,
-		})
+		c, err := js.CreateOrUpdateConsumer(ctx, JobsStream, s.jobConsumer(name,
+			fmt.Sprintf("worker %s of variant %s: interactive jobs routed to it", token, v),
+			JobsSubject(v)+"."+token))
 		cons = c
 		return err
 	})
