@@ -33,24 +33,23 @@ type seenBeat struct {
 func (c *Conn) WatchWorkers(ctx context.Context, v genq.Variant) (*WorkerSet, error) {
 	// ">" and not "*": a worker id may hold dots (a host name such as
 	// ip-10-0-0-5.ec2.internal is the default), and "*" matches one token.
-	w, err := c.workers.Watch(ctx, string(v)+".>")
-	if err != nil {
-		return nil, fmt.Errorf("watch heartbeats: %w", err)
-	}
-	ws := &WorkerSet{ttl: func() time.Duration { return c.Settings().HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
-	go ws.follow(ctx, c, string(v)+".>", w)
-	return ws, nil
+	return c.watchWorkers(ctx, string(v)+".>")
 }
 
 // WatchAllWorkers follows the heartbeats of every queue (every variant
 // and catalogue model) until ctx ends.
 func (c *Conn) WatchAllWorkers(ctx context.Context) (*WorkerSet, error) {
-	w, err := c.workers.Watch(ctx, ">")
+	return c.watchWorkers(ctx, ">")
+}
+
+// watchWorkers follows the heartbeats whose keys match keys until ctx ends.
+func (c *Conn) watchWorkers(ctx context.Context, keys string) (*WorkerSet, error) {
+	w, err := c.workers.Watch(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("watch heartbeats: %w", err)
 	}
 	ws := &WorkerSet{ttl: func() time.Duration { return c.Settings().HeartbeatTTL }, now: time.Now, seen: map[string]seenBeat{}}
-	go ws.follow(ctx, c, ">", w)
+	go ws.follow(ctx, c, keys, w)
 	return ws, nil
 }
 
