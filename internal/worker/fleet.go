@@ -273,7 +273,7 @@ func (f *Fleet) release(fm *fleetModel, keepAlive *float64) {
 	fm.refs--
 	fm.lastUsed = f.now()
 	f.setKeepLocked(fm, keepAlive)
-	if fm.refs == 0 && !fm.keepForever && !fm.keepUntil.After(fm.lastUsed) && !f.hasWaiterLocked(fm) {
+	if f.expiredLocked(fm, fm.lastUsed) {
 		f.log.Info("unloading a model: its keep-alive is over", "model", fm.model.Name)
 		f.unloadLocked(fm)
 	}
@@ -291,6 +291,12 @@ func (f *Fleet) setKeepLocked(fm *fleetModel, keepAlive *float64) {
 
 func (f *Fleet) hasWaiterLocked(fm *fleetModel) bool {
 	return slices.ContainsFunc(f.waiting, func(w *fleetWaiter) bool { return w.m == fm })
+}
+
+// expiredLocked reports whether fm is loaded, idle, with no job waiting
+// for it, and past its keep-alive at now: then it unloads.
+func (f *Fleet) expiredLocked(fm *fleetModel, now time.Time) bool {
+	return fm.state == genq.ModelLoaded && fm.refs == 0 && !fm.keepForever && !now.Before(fm.keepUntil) && !f.hasWaiterLocked(fm)
 }
 
 // Run unloads models whose keep-alive is over until ctx ends, then
@@ -315,7 +321,7 @@ func (f *Fleet) expire() {
 	defer f.mu.Unlock()
 	now := f.now()
 	for _, fm := range f.models {
-		if fm.state == genq.ModelLoaded && fm.refs == 0 && !fm.keepForever && !now.Before(fm.keepUntil) && !f.hasWaiterLocked(fm) {
+		if f.expiredLocked(fm, now) {
 			f.log.Info("unloading an idle model: its keep-alive is over", "model", fm.model.Name,
 				"idle", now.Sub(fm.lastUsed).Round(time.Second).String())
 			f.unloadLocked(fm)
