@@ -6,6 +6,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -203,14 +204,12 @@ func modelOf(s ModelSpec) (genq.Model, error) {
 	info, err := ReadGGUF(s.Path)
 	switch {
 	case err == nil:
-		m.Name = cmpOr(m.Name, info.Name)
-		if m.Kind == "" {
-			m.Kind = info.Kind
-		}
-		m.ContextLength = cmpOr(m.ContextLength, info.ContextLength)
+		m.Name = cmp.Or(m.Name, info.Name)
+		m.Kind = cmp.Or(m.Kind, info.Kind)
+		m.ContextLength = cmp.Or(m.ContextLength, info.ContextLength)
 		m.SizeBytes = info.SizeBytes
 	case m.Name == "" || m.Kind == "":
-		return genq.Model{}, fmt.Errorf("model %s: give its name and kind, or a GGUF that says them: %w", cmpOr(s.Name, s.Path), err)
+		return genq.Model{}, fmt.Errorf("model %s: give its name and kind, or a GGUF that says them: %w", cmp.Or(s.Name, s.Path), err)
 	}
 	if m.Name == "" {
 		return genq.Model{}, fmt.Errorf("model %s: its GGUF has no general.name: give it a name (name=path)", s.Path)
@@ -219,14 +218,6 @@ func modelOf(s ModelSpec) (genq.Model, error) {
 		m.Queue = genq.QueueToken(m.Kind, m.Name)
 	}
 	return m, nil
-}
-
-func cmpOr[T comparable](a, b T) T {
-	var zero T
-	if a != zero {
-		return a
-	}
-	return b
 }
 
 // GGUFInfo is what a GGUF's header tells the catalogue.

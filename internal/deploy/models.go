@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ func (o Options) validateModels() error {
 	if o.ModelsClaim == "" {
 		errs = append(errs, errors.New("--models-claim: a deployment of several models needs the volume claim that holds their files"))
 	}
-	for _, msg := range validation.IsDNS1123Subdomain(cmpOr(o.ModelsClaim, "x")) {
+	for _, msg := range validation.IsDNS1123Subdomain(cmp.Or(o.ModelsClaim, "x")) {
 		errs = append(errs, fmt.Errorf("--models-claim %q: %s", o.ModelsClaim, msg))
 	}
 	for _, m := range o.Models {
@@ -149,11 +150,4 @@ func (o Options) modelScaledObject(m genq.Model) *ScaledObject {
 	so.Spec.ScaleTargetRef = &ScaleTarget{APIVersion: "apps/v1", Kind: "Deployment", Name: name}
 	so.Spec.Triggers = []ScaleTriggers{o.queueLagTrigger(natsqueue.Interactive, m.Queue), o.queueLagTrigger(natsqueue.Batch, m.Queue)}
 	return so
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
