@@ -88,7 +88,7 @@ func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 		if m.Path == "" && m.Queue == cfg.Variant {
 			m.Path = cfg.ModelDir
 		}
-		path, size, err := modelFile(m.Path)
+		path, size, err := catalog.GGUFFile(m.Path)
 		if err != nil {
 			log.Info("model left out: no file for it here", "model", m.Name, "err", err)
 			continue
@@ -116,25 +116,6 @@ func servesModel(names []string, m genq.Model) bool {
 		}
 	}
 	return false
-}
-
-// modelFile is the GGUF at path (a directory's one .gguf) and its size.
-func modelFile(path string) (string, int64, error) {
-	if path == "" {
-		return "", 0, errors.New("no path")
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", 0, err
-	}
-	if st.IsDir() {
-		files, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
-		if len(files) != 1 {
-			return "", 0, fmt.Errorf("%s holds %d .gguf files", path, len(files))
-		}
-		return modelFile(files[0])
-	}
-	return path, st.Size(), nil
 }
 
 // fleetBudget is MODEL_MEMORY_BUDGET, or budgetShare of the GPU's memory

@@ -240,33 +240,20 @@ var embeddingArchitectures = []string{"bert", "nomic-bert", "nomic-bert-moe", "j
 // ReadGGUF reads the header of the GGUF at path (a directory: its one
 // .gguf file). A directory without one is an image model's export.
 func ReadGGUF(path string) (GGUFInfo, error) {
-	if path == "" {
-		return GGUFInfo{}, fmt.Errorf("no path")
-	}
-	st, err := os.Stat(path)
+	path, size, err := GGUFFile(path)
 	if err != nil {
 		return GGUFInfo{}, err
-	}
-	if st.IsDir() {
-		files, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
-		if len(files) != 1 {
-			return GGUFInfo{}, fmt.Errorf("%s holds %d .gguf files: name one", path, len(files))
-		}
-		path = files[0]
-		if st, err = os.Stat(path); err != nil {
-			return GGUFInfo{}, err
-		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return GGUFInfo{}, err
 	}
 	defer f.Close()
-	h, err := gguf.Read(f, st.Size())
+	h, err := gguf.Read(f, size)
 	if err != nil {
 		return GGUFInfo{}, fmt.Errorf("%s: %w", path, err)
 	}
-	info := GGUFInfo{SizeBytes: st.Size(), Kind: genq.KindChat}
+	info := GGUFInfo{SizeBytes: size, Kind: genq.KindChat}
 	info.Name, _ = h.Value("general.name").(string)
 	info.Architecture, _ = h.Value("general.architecture").(string)
 	if slices.Contains(embeddingArchitectures, info.Architecture) {
@@ -275,6 +262,29 @@ func ReadGGUF(path string) (GGUFInfo, error) {
 	info.ContextLength = int(uintOf(h.Value(info.Architecture + ".context_length")))
 	info.KVBytesPerToken = kvBytesPerToken(h, info.Architecture)
 	return info, nil
+}
+
+// GGUFFile is the GGUF at path (a directory: its one .gguf file) and its
+// size, the file itself left unread.
+func GGUFFile(path string) (string, int64, error) {
+	if path == "" {
+		return "", 0, fmt.Errorf("no path")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", 0, err
+	}
+	if st.IsDir() {
+		files, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
+		if len(files) != 1 {
+			return "", 0, fmt.Errorf("%s holds %d .gguf files: name one", path, len(files))
+		}
+		path = files[0]
+		if st, err = os.Stat(path); err != nil {
+			return "", 0, err
+		}
+	}
+	return path, st.Size(), nil
 }
 
 // kvBytesPerToken is layers × KV heads × (key + value width) × 2 bytes,
