@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
@@ -26,9 +27,9 @@ type constraints struct {
 	dialect toolcall.Dialect // how the model writes calls (its chat template's)
 	cache   *structured.Cache
 
-	once  sync.Once
-	mu    sync.Mutex // guards masks for stats, which must not build it
-	masks *maskVocab
+	once sync.Once
+	// masks is set once by vocabulary; stats reads it without building it.
+	masks atomic.Pointer[maskVocab]
 
 	// prepareBudget bounds a job's compile and the masks it works out
 	// before its first token (Config.SchemaPrepareBudget); the rest go to background, a
@@ -99,7 +100,7 @@ func (c *constraints) stats() genq.SchemaCacheStats {
 	g := c.cache.Stats()
 	s := genq.SchemaCacheStats{Grammars: int64(g.Grammars), GrammarBytes: g.Bytes, GrammarLimit: g.Limit,
 		GrammarEvictions: int64(g.Evictions), MaskLimit: c.maskBytes}
-	if mv := c.built(); mv != nil {
+	if mv := c.masks.Load(); mv != nil {
 		m := mv.vocab.MaskStats()
 		s.MaskBytes, s.MaskLimit, s.MaskTables, s.MaskEvictions = m.Bytes, m.Limit, int64(m.Tables), int64(m.Evictions)
 	}
@@ -144,21 +145,12 @@ func (c *constraints) vocabulary() *maskVocab {
 	c.once.Do(func() {
 		mv := newMaskVocab(c.tm)
 		mv.vocab.SetMaskBytes(c.maskBytes)
-		c.mu.Lock()
-		c.masks = mv
-		c.mu.Unlock()
+		c.masks.Store(mv)
 		// The formats' masks, shared by every schema with them, in the
 		// background: the e-mail address's take seconds of a core.
 		c.prepareLater(structured.FormatsGrammar())
 	})
-	return c.masks
-}
-
-// built is the vocabulary for masking if a constrained job built it.
-func (c *constraints) built() *maskVocab {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.masks
+	return c.masks.Load()
 }
 
 // newMaskVocab gives each token the bytes it adds to the answer: what
