@@ -365,7 +365,6 @@ func mergeTypes(x, y *value, path string) (*value, error) {
 	return &value{kind: 'a', arr: out}, nil
 }
 
-// extreme is the larger (lower bounds) or smaller of two numbers.
 // leastMultiple is the multipleOf that two hold together: the least
 // common multiple of two positive rationals p/q and r/s, lcm(p, r) over
 // gcd(q, s), written as a decimal (refused where it has none).
@@ -378,13 +377,15 @@ func leastMultiple(x, y *value, refuse func() (*value, error)) (*value, error) {
 	gcd := new(big.Int).GCD(nil, nil, a.Num(), b.Num())
 	num := new(big.Int).Mul(a.Num(), new(big.Int).Quo(b.Num(), gcd))
 	den := new(big.Int).GCD(nil, nil, a.Denom(), b.Denom())
-	_, k, ok := decimalParts(new(big.Rat).SetFrac(num, den))
+	lcm := new(big.Rat).SetFrac(num, den)
+	_, k, ok := decimalParts(lcm)
 	if !ok {
 		return refuse()
 	}
-	return &value{kind: 'n', num: json.Number(new(big.Rat).SetFrac(num, den).FloatString(k))}, nil
+	return &value{kind: 'n', num: json.Number(lcm.FloatString(k))}, nil
 }
 
+// extreme is the larger (lower bounds) or smaller of two numbers.
 func extreme(x, y *value, larger bool, refuse func() (*value, error)) (*value, error) {
 	if x.kind != 'n' || y.kind != 'n' {
 		return refuse()
