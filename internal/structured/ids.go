@@ -282,20 +282,7 @@ func (c *compiler) fragmentTarget(res *value, uri, name string) (*value, string)
 func pointerTarget(v *value, pointer string) *value {
 	unescape := strings.NewReplacer("~1", "/", "~0", "~")
 	for _, tok := range strings.Split(pointer[1:], "/") {
-		tok = unescape.Replace(tok)
-		switch v.kind {
-		case 'o':
-			v = v.get(tok)
-		case 'a':
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(v.arr) {
-				return nil
-			}
-			v = v.arr[i]
-		default:
-			return nil
-		}
-		if v == nil {
+		if v = child(v, unescape.Replace(tok)); v == nil {
 			return nil
 		}
 	}
