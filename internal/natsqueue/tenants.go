@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
@@ -29,9 +30,11 @@ const (
 	TenantsRetention = 40 * 24 * time.Hour
 )
 
-// TenantStore is tenant.Store over the GENQ_TENANTS bucket.
+// TenantStore is tenant.Store over the GENQ_TENANTS bucket. It writes
+// through the bucket and reads from its stream's leader (tenantsread.go).
 type TenantStore struct {
 	kv jetstream.KeyValue
+	nc *nats.Conn
 }
 
 // TenantStore binds the tenants' counters, creating their bucket.
@@ -42,7 +45,7 @@ func (c *Conn) TenantStore(ctx context.Context) (*TenantStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TenantStore{kv: kv}, nil
+	return &TenantStore{kv: kv, nc: c.nc}, nil
 }
 
 // bucket puts a bucket of the tenants with the settings' storage and
@@ -61,20 +64,25 @@ func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstr
 	return kv, nil
 }
 
-// Get implements tenant.Store.
+// Get implements tenant.Store, from the leader: it holds every update
+// acknowledged before it (a replica's direct get may not).
 func (s *TenantStore) Get(ctx context.Context, key string) (tenant.Counters, uint64, error) {
 	var c tenant.Counters
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return c, 0, nil
-	}
+	m, err := leaderLast(ctx, s.nc, "KV_"+TenantsBucket, "$KV."+TenantsBucket+"."+key)
 	if err != nil {
 		return c, 0, genq.WrapError(genq.Unavailable, err, "the tenants' counters are unavailable")
 	}
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
+	if m == nil {
+		return c, 0, nil
+	}
+	gone, err := m.deleted()
+	if err != nil || gone {
+		return c, 0, err
+	}
+	if err := json.Unmarshal(m.Data, &c); err != nil {
 		return c, 0, fmt.Errorf("counters %s: %w", key, err)
 	}
-	return c, e.Revision(), nil
+	return c, m.Seq, nil
 }
 
 // Update implements tenant.Store: a create when rev is 0, else an update
