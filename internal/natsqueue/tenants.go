@@ -30,10 +30,12 @@ const (
 	TenantsRetention = 40 * 24 * time.Hour
 )
 
-// TenantStore is tenant.Store over the GENQ_TENANTS bucket. It writes
-// through the bucket and reads from its stream's leader (tenantsread.go).
+// TenantStore is tenant.Store over the GENQ_TENANTS bucket. It reads
+// from the bucket's stream's leader (tenantsread.go) and writes by
+// compare-and-swap, each write counted once (tenantswrite.go).
 type TenantStore struct {
 	kv jetstream.KeyValue
+	js jetstream.JetStream
 	nc *nats.Conn
 }
 
@@ -45,7 +47,7 @@ func (c *Conn) TenantStore(ctx context.Context) (*TenantStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TenantStore{kv: kv, nc: c.nc}, nil
+	return &TenantStore{kv: kv, js: c.js, nc: c.nc}, nil
 }
 
 // bucket puts a bucket of the tenants with the settings' storage and
@@ -87,25 +89,17 @@ func (s *TenantStore) Get(ctx context.Context, key string) (tenant.Counters, uin
 
 // Update implements tenant.Store: a create when rev is 0, else an update
 // at rev; either fails with tenant.ErrConflict when another api wrote
-// first.
+// first. A write whose answer is lost is sent again (tenantswrite.go).
 func (s *TenantStore) Update(ctx context.Context, key string, c tenant.Counters, rev uint64) (uint64, error) {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return 0, err
 	}
-	var n uint64
-	if rev == 0 {
-		n, err = s.kv.Create(ctx, key, data)
-	} else {
-		n, err = s.kv.Update(ctx, key, data, rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, tenant.ErrConflict
-	}
-	if err != nil {
+	n, err := s.swap(ctx, "$KV."+TenantsBucket+"."+key, data, rev)
+	if err != nil && !errors.Is(err, tenant.ErrConflict) {
 		return 0, genq.WrapError(genq.Unavailable, err, "the tenants' counters are unavailable")
 	}
-	return n, nil
+	return n, err
 }
 
 // Keys implements tenant.Store.

@@ -87,3 +87,38 @@ func BenchmarkTenantAdmission(b *testing.B) {
 		}
 	}
 }
+
+// TestTenantSwapResent: a swap sent again after its answer was lost is
+// answered with the revision it was stored at; one that was never stored
+// is a conflict, however many times it was sent.
+func TestTenantSwapResent(t *testing.T) {
+	ctx := context.Background()
+	store, err := tenantConn(t).TenantStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "$KV." + TenantsBucket + "." + tenant.CounterKey("a", "2026-11-29")
+	first, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":1}`), 0, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		m    swapMsg
+		want uint64
+	}{
+		{"resent once stored", swapMsg{rev: 0, id: "first", lost: true}, first.Sequence},
+		{"never stored, resent at an old revision", swapMsg{rev: 0, id: "never", lost: true}, 0},
+		{"never stored, sent once at an old revision", swapMsg{rev: 0, id: "never"}, 0},
+	} {
+		tt.m.subject, tt.m.data = subject, []byte(`{"tokens":2}`)
+		got, err := store.send(ctx, &tt.m)
+		if tt.want == 0 && !errors.Is(err, tenant.ErrConflict) || tt.want != 0 && (err != nil || got != tt.want) {
+			t.Errorf("%s: revision %d, %v; want %d (0: a conflict)", tt.name, got, err, tt.want)
+		}
+	}
+	c, rev, err := store.Get(ctx, tenant.CounterKey("a", "2026-11-29"))
+	if err != nil || rev != first.Sequence || c.Tokens != 1 {
+		t.Errorf("after the resends: %+v at %d, %v; want the first write's", c, rev, err)
+	}
+}

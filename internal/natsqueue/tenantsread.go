@@ -97,6 +97,15 @@ func electing(err error) bool {
 	return errors.Is(err, nats.ErrNoResponders) || errors.As(err, &api) && api.ErrorCode == errCodeNotLeader
 }
 
+// msgID is m's Nats-Msg-Id, if its headers read.
+func (m *storedMsg) msgID() string {
+	h, err := nats.DecodeHeadersMsg(m.Header)
+	if err != nil {
+		return ""
+	}
+	return h.Get(jetstream.MsgIDHeader)
+}
+
 // deleted says whether m is a KV delete or purge marker.
 func (m *storedMsg) deleted() (bool, error) {
 	if len(m.Header) == 0 {
