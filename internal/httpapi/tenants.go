@@ -160,8 +160,14 @@ func (s *Server) count(w http.ResponseWriter, r *http.Request, t tenant.Tenant, 
 	return tk, nil
 }
 
-// counterTimeout bounds one admission or settlement in the counters.
-const counterTimeout = 5 * time.Second
+// counterTimeout bounds one admission in the counters; settleTimeout
+// one settlement, which outlasts an election of the counters' leader
+// (nats-server's takes up to 9 s, a reconnect more) since its usage
+// would be lost, while a refused admission is only retried.
+const (
+	counterTimeout = 5 * time.Second
+	settleTimeout  = 20 * time.Second
+)
 
 // setRateHeaders says st in the headers OpenAI's SDKs read and, on
 // Anthropic's routes, in Anthropic's: the tenant's limits, what is left
@@ -292,7 +298,7 @@ func (s *Server) settle(ctx context.Context, c *caller, route string) {
 	if ticket == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), counterTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
 	if err := s.limiter.Settle(ctx, *ticket, took, u); err != nil {
@@ -396,7 +402,7 @@ func (s *Server) meterQueued(ctx context.Context, name, route string, u tenant.U
 	if s.limiter == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, counterTimeout)
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
 	if err := s.limiter.Record(ctx, name, took, u); err != nil {
