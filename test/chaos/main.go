@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,9 +101,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"routed: preferred worker SIGKILL holding routed jobs", routedSigkillHolding},
 		{"routed: preferred worker frozen past the steal bound", routedFreeze},
 	}
+	scenarios = append(scenarios, tenantScenarios...)
 	section := "chaos"
 	if *cluster {
-		scenarios, section = clusterScenarios, "chaos-cluster"
+		scenarios, section = slices.Concat(clusterScenarios, tenantClusterScenarios), "chaos-cluster"
 	}
 	var filter *regexp.Regexp
 	if *only != "" {
