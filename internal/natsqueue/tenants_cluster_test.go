@@ -196,3 +196,38 @@ func runOne(ctx context.Context, l *tenant.Limiter, n *leaderLossTally, stopped 
 	default:
 	}
 }
+
+// TestTenantSwapResentInCluster: in a cluster a swap sent again after its
+// answer was lost is acknowledged at the revision it was stored at even
+// once another api's write followed it: the stream's deduplication is
+// checked before the revision, so the resend is not taken for a conflict
+// (which would make the limiter count it twice).
+func TestTenantSwapResentInCluster(t *testing.T) {
+	t.Parallel()
+	urls := startCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	st := DefaultSettings()
+	st.Replicas = 3
+	c, err := Dial(ctx, ConnectOptions{URL: urls}, st, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	store, err := c.TenantStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "$KV." + TenantsBucket + "." + tenant.CounterKey("a", "2026-11-29")
+	first, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":1}`), 0, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":2}`), first.Sequence, "another api's"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.send(ctx, &swapMsg{subject: subject, data: []byte(`{"tokens":1}`), rev: 0, id: "first", lost: true})
+	if err != nil || got != first.Sequence {
+		t.Errorf("the resend: revision %d, %v; want %d", got, err, first.Sequence)
+	}
+}
