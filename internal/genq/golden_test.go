@@ -364,8 +364,11 @@ func allHeartbeat() genq.Heartbeat {
 		WorkerID: "gpu-node-7-1a2b3c4d", Variant: genq.VariantB,
 		Device: genq.Device{Kind: "cuda", Name: "NVIDIA A10G", Engine: "ggml"},
 		Model:  "Llama-3.1-8B-Instruct-BF16.gguf", Slots: 8, FreeSlots: 5, Draining: true, Routed: true,
-		Limits:     &genq.Limits{MaxNewTokens: 256, ContextSize: 8192, VocabSize: 128256, ImageMaxSize: 1024, ImageMaxSteps: 100},
+		Limits: &genq.Limits{MaxNewTokens: 256, ContextSize: 8192, VocabSize: 128256, ImageMaxSize: 1024, ImageMaxSteps: 100},
+		// A real beat has no load_error while loading: it is set here
+		// so that the golden file holds every field.
 		ModelState: genq.ModelLoading, LoadProgress: 0.5,
+		LoadError: "the model llama-70b needs 42000000000 bytes (its file and the KV cache of its slots), over this worker's MODEL_MEMORY_BUDGET of 19000000000 bytes: raise the budget, or serve a smaller model",
 		StartedAt: startedAt, At: beatAt,
 	}
 }

@@ -44,13 +44,16 @@ type Heartbeat struct {
 	Limits *Limits `json:"limits,omitempty"`
 	// ModelState is set by a worker serving several models, which beats
 	// once per model it can serve (docs/protocol.md §6): loaded, loading
-	// or unloaded (it loads the model when a job comes). Absent: the
-	// worker's one model is loaded.
+	// or unloaded (it loads the model when a job comes), or unloadable.
+	// Absent: the worker's one model is loaded.
 	ModelState ModelState `json:"model_state,omitempty"`
 	// LoadProgress is how far a loading model is, from 0 to 1.
-	LoadProgress float64   `json:"load_progress,omitempty"`
-	StartedAt    time.Time `json:"started_at"`
-	At           time.Time `json:"at"`
+	LoadProgress float64 `json:"load_progress,omitempty"`
+	// LoadError says why the worker can never load the model (state
+	// unloadable), in words for the request the api refuses with it.
+	LoadError string    `json:"load_error,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	At        time.Time `json:"at"`
 }
 
 // ModelState is where a worker's model is in its life.
@@ -60,6 +63,9 @@ const (
 	ModelLoaded   ModelState = "loaded"
 	ModelLoading  ModelState = "loading"
 	ModelUnloaded ModelState = "unloaded"
+	// ModelUnloadable: the worker can never load the model (it is over
+	// the worker's memory budget); it pulls none of its jobs.
+	ModelUnloadable ModelState = "unloadable"
 )
 
 // Loaded reports whether the beat's model is in memory: a worker of one

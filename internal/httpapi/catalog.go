@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 )
@@ -37,10 +39,33 @@ func (s *Server) requireKind(kind genq.ModelKind, what, hint string) error {
 }
 
 // resolveModel finds the model a request names (or the kind's default).
-// An unknown model is refused before anything is queued; errorStatus logs
-// the refusal with the field.
+// An unknown model is refused before anything is queued, and so is one
+// that every live worker of it says it can never load (unloadable);
+// errorStatus logs the refusal with the field.
 func (s *Server) resolveModel(name string, kind genq.ModelKind) (genq.Model, error) {
-	return s.catalog.Resolve(name, kind)
+	m, err := s.catalog.Resolve(name, kind)
+	if err != nil {
+		return m, err
+	}
+	return m, s.loadableSomewhere(m)
+}
+
+// loadableSomewhere refuses m when workers of it are live and none can
+// load it: its job would wait, unpulled, to its deadline. With no live
+// worker at all it waits as before (a worker may be starting, or scaled
+// from zero).
+func (s *Server) loadableSomewhere(m genq.Model) error {
+	live := s.liveOf(m.Queue)
+	for _, hb := range live {
+		if hb.ModelState != genq.ModelUnloadable {
+			return nil
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return &genq.Error{Code: genq.Unavailable, Field: "model",
+		Message: fmt.Sprintf("no live worker can load the model %s: %s", m.Name, live[0].LoadError)}
 }
 
 // kindQueue is the queue of kind's default model, on which a request of
@@ -110,6 +135,10 @@ func (s *Server) catalogModels() []openai.Model {
 				om.ContextLength = hb.Limits.ContextSize
 			}
 			switch {
+			case hb.ModelState == genq.ModelUnloadable:
+				om.UnloadableOn = append(om.UnloadableOn, hb.WorkerID)
+				om.LoadError = hb.LoadError
+				continue
 			case hb.Loaded():
 				om.LoadedOn = append(om.LoadedOn, hb.WorkerID)
 			case hb.ModelState == genq.ModelLoading:

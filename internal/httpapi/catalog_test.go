@@ -178,6 +178,63 @@ func TestModelsList(t *testing.T) {
 	}
 }
 
+// A model whose live workers all say they can never load it (over their
+// memory budget) is refused at once, a 503 naming the budget in each
+// route's shape, nothing queued; one live worker that can load it, or
+// none live at all, and the request queues as before.
+func TestUnloadableModel(t *testing.T) {
+	qwen := genq.QueueToken(genq.KindChat, "qwen3")
+	started := time.Unix(1_700_000_000, 0)
+	tooSmall := func(id string) genq.Heartbeat {
+		return genq.Heartbeat{WorkerID: id, Variant: qwen, Model: "qwen3", ModelState: genq.ModelUnloadable, StartedAt: started,
+			LoadError: "the model qwen3 needs 9000 bytes (its file and the KV cache of its slots), over this worker's MODEL_MEMORY_BUDGET of 1000 bytes"}
+	}
+	canLoad := genq.Heartbeat{WorkerID: "big", Variant: qwen, Model: "qwen3", ModelState: genq.ModelUnloaded, StartedAt: started}
+	for _, tc := range []struct {
+		name    string
+		fleet   fakeWorkers
+		path    string
+		body    string
+		refused bool
+	}{
+		{"every worker too small, chat", fakeWorkers{tooSmall("w1"), tooSmall("w2")}, "/v1/chat/completions", `{"model":"qwen3","messages":[{"role":"user","content":"x"}]}`, true},
+		{"every worker too small, messages", fakeWorkers{tooSmall("w1")}, "/v1/messages", `{"model":"qwen3","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, true},
+		{"one worker can load it", fakeWorkers{tooSmall("w1"), canLoad}, "/v1/chat/completions", `{"model":"qwen3","messages":[{"role":"user","content":"x"}]}`, false},
+		{"no worker live", fakeWorkers{}, "/v1/chat/completions", `{"model":"qwen3","messages":[{"role":"user","content":"x"}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := &queueJobs{}
+			rec := post(t, catalogServer(t, jobs, tc.fleet), tc.path, tc.body)
+			queued := len(jobs.jobs())
+			if !tc.refused {
+				if rec.Code != http.StatusOK || queued != 1 {
+					t.Errorf("%d %s, %d queued; want 200 and the job queued", rec.Code, rec.Body, queued)
+				}
+				return
+			}
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" ||
+				!strings.Contains(rec.Body.String(), "no live worker can load the model qwen3: the model qwen3 needs 9000 bytes") ||
+				!strings.Contains(rec.Body.String(), "MODEL_MEMORY_BUDGET of 1000 bytes") {
+				t.Errorf("%d %s; want 503 with Retry-After naming the budget", rec.Code, rec.Body)
+			}
+			if queued != 0 {
+				t.Errorf("queued %d jobs for a model no worker can load", queued)
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	catalogServer(t, &queueJobs{}, fakeWorkers{tooSmall("w1"), canLoad}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/models/qwen3", nil))
+	var m struct {
+		LoadableOn   []string `json:"loadable_on"`
+		UnloadableOn []string `json:"unloadable_on"`
+		LoadError    string   `json:"load_error"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || strings.Join(m.LoadableOn, ",") != "big" ||
+		strings.Join(m.UnloadableOn, ",") != "w1" || !strings.Contains(m.LoadError, "MODEL_MEMORY_BUDGET") {
+		t.Errorf("/v1/models/qwen3: %s; want loadable on big, unloadable on w1 with the reason", rec.Body)
+	}
+}
+
 // A deployment of the image variant with a chat model in its catalogue
 // serves chat on that model.
 func TestChatOnAnImageDeployment(t *testing.T) {

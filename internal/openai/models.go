@@ -13,11 +13,14 @@ type Model struct {
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
 	// genq's own, for a catalogue's models: the kind, the context, and
-	// the workers that hold the model loaded and those that can load it.
+	// the workers that hold the model loaded, those that can load it, and
+	// those that never can (over their memory budget) with their reason.
 	Kind          string   `json:"kind,omitempty"`
 	ContextLength int      `json:"context_length,omitempty"`
 	Aliases       []string `json:"aliases,omitempty"`
 	LoadedOn      []string `json:"loaded_on,omitempty"`
 	LoadingOn     []string `json:"loading_on,omitempty"`
 	LoadableOn    []string `json:"loadable_on,omitempty"`
+	UnloadableOn  []string `json:"unloadable_on,omitempty"`
+	LoadError     string   `json:"load_error,omitempty"`
 }

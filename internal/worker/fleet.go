@@ -57,6 +57,9 @@ type fleetModel struct {
 	keepForever bool
 	failed      error
 	failedAt    time.Time
+	// refused says why this worker can never load the model (alone, it
+	// is over the budget): its queue is announced, never pulled.
+	refused error
 }
 
 type fleetWaiter struct {
@@ -78,9 +81,12 @@ type FleetOptions struct {
 	Registry       prometheus.Registerer
 }
 
-// NewFleet builds the fleet of models. A model whose cost alone is over
-// the budget is refused: it could never load. The cost of a model is its
-// files' size (Model.SizeBytes).
+// NewFleet builds the fleet of models. The cost of a model is its files'
+// size (Model.SizeBytes). A model whose cost alone is over the budget
+// could never load: it is refused (Refusal), not dropped, so that the
+// worker announces why and the api refuses its requests at once, and a
+// budget below every model leaves the worker up, saying so, rather than
+// exiting into a crash loop.
 func NewFleet(models []genq.Model, o FleetOptions) (*Fleet, error) {
 	if o.Budget <= 0 {
 		return nil, errors.New("MODEL_MEMORY_BUDGET must be above 0")
@@ -90,20 +96,41 @@ func NewFleet(models []genq.Model, o FleetOptions) (*Fleet, error) {
 	if f.retryLoadAfter <= 0 {
 		f.retryLoadAfter = 30 * time.Second
 	}
-	var fits []string
+	fits := 0
 	for _, m := range models {
+		fm := &fleetModel{model: m, cost: m.SizeBytes, state: genq.ModelUnloaded}
 		if m.SizeBytes > o.Budget {
-			f.log.Error("model left out: it is larger than the memory budget", "model", m.Name, "bytes", m.SizeBytes, "budget", o.Budget)
-			continue
+			fm.state, fm.refused = genq.ModelUnloadable, tooLarge(m, o.Budget)
+			f.log.Error("model refused: it is larger than the memory budget", "model", m.Name, "bytes", m.SizeBytes, "budget", o.Budget)
+		} else {
+			fits++
 		}
-		f.models[m.Queue] = &fleetModel{model: m, cost: m.SizeBytes, state: genq.ModelUnloaded}
+		f.models[m.Queue] = fm
 		f.metrics.loaded.WithLabelValues(m.Name).Set(0)
-		fits = append(fits, m.Name)
 	}
-	if len(fits) == 0 {
-		return nil, fmt.Errorf("MODEL_MEMORY_BUDGET (%d bytes) is smaller than every model this worker serves: raise it, or serve smaller models", o.Budget)
+	if fits == 0 {
+		f.log.Error("MODEL_MEMORY_BUDGET is smaller than every model this worker serves: it loads none, and announces why until it is raised or smaller models are served",
+			"budget", o.Budget, "models", len(models))
 	}
 	return f, nil
+}
+
+// tooLarge is what a model over the budget is refused with, naming the
+// setting to change: not the request's fault, and another worker, with
+// a larger budget, may serve it.
+func tooLarge(m genq.Model, budget int64) error {
+	return genq.Errorf(genq.Unavailable, "the model %s needs %d bytes (its file and the KV cache of its slots), over this worker's MODEL_MEMORY_BUDGET of %d bytes: raise the budget, or serve a smaller model",
+		m.Name, m.SizeBytes, budget)
+}
+
+// Refusal is why the fleet can never load q's model, nil when it can.
+func (f *Fleet) Refusal(q genq.Variant) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fm, ok := f.models[q]; ok {
+		return fm.refused
+	}
+	return nil
 }
 
 // Models lists the models the fleet serves, in no order.
@@ -162,6 +189,9 @@ func (f *Fleet) scheduleLocked() {
 		w := f.waiting[i]
 		fm := w.m
 		switch {
+		case fm.refused != nil:
+			w.ready <- fm.refused
+			f.waiting = slices.Delete(f.waiting, i, i+1)
 		case fm.state == genq.ModelLoaded:
 			fm.refs++
 			fm.lastUsed = now
@@ -186,7 +216,7 @@ func (f *Fleet) scheduleLocked() {
 func (f *Fleet) usedLocked() int64 {
 	var used int64
 	for _, fm := range f.models {
-		if fm.state != genq.ModelUnloaded {
+		if fm.state == genq.ModelLoaded || fm.state == genq.ModelLoading {
 			used += fm.cost
 		}
 	}

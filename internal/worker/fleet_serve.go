@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +29,10 @@ func (f *Fleet) Serve(ctx context.Context, conn *natsqueue.Conn, cfg Config, inf
 		rcfg := cfg
 		rcfg.Variant = m.Queue
 		mlog := log.With("model", m.Name, "queue", string(m.Queue))
+		if refused := f.Refusal(m.Queue); refused != nil {
+			wg.Go(func() { errs[i] = announceRefused(ctx, conn, rcfg, info(m), refused, mlog) })
+			continue
+		}
 		rt := New(rcfg, conn, f.Backend(m.Queue, info(m)), mlog, prometheus.WrapRegistererWith(prometheus.Labels{"model": m.Name}, reg))
 		wg.Go(func() { errs[i] = rt.Run(ctx) })
 	}
@@ -34,4 +40,34 @@ func (f *Fleet) Serve(ctx context.Context, conn *natsqueue.Conn, cfg Config, inf
 	stopFleet()
 	<-fleetDone
 	return errors.Join(errs...)
+}
+
+// announceRefused beats for a model the worker can never load, until ctx
+// ends, without pulling its queue: the api then refuses its requests at
+// once with the reason (docs/protocol.md §6) while no other worker can
+// load it, and a job already queued waits for one that can.
+func announceRefused(ctx context.Context, conn *natsqueue.Conn, cfg Config, info genq.BackendInfo, refused error, log *slog.Logger) error {
+	log.Error("refusing a model this worker can never load", "reason", genq.ErrorMessage(refused))
+	started := time.Now()
+	t := time.NewTicker(cmp.Or(cfg.HeartbeatEvery, 3*time.Second))
+	defer t.Stop()
+	for {
+		hb := genq.Heartbeat{WorkerID: cfg.WorkerID, Variant: cfg.Variant, Device: info.Device, Model: info.Model,
+			ModelState: genq.ModelUnloadable, LoadError: genq.ErrorMessage(refused), StartedAt: started, At: time.Now()}
+		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat failed", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if err := conn.RemoveBeat(rmCtx, cfg.Variant, cfg.WorkerID); err != nil {
+				log.Warn("could not withdraw heartbeat", "err", err)
+			}
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -188,10 +190,48 @@ func TestFleetLoadFailure(t *testing.T) {
 	}
 }
 
+// A model over the budget is refused, not dropped: the fleet keeps it,
+// says why, and fails a job that reaches it at once with the budget
+// named, without loading anything; a budget below every model leaves the
+// fleet up (no crash loop) with every model refused.
 func TestFleetBudgetTooSmall(t *testing.T) {
-	_, err := NewFleet(fleetModels("a", "b"), FleetOptions{Budget: 99, Load: (&fleetLoads{}).load, Log: slog.New(slog.DiscardHandler)})
-	if err == nil || !strings.Contains(err.Error(), "smaller than every model") {
-		t.Errorf("NewFleet with a budget below every model: %v", err)
+	for _, tc := range []struct {
+		name    string
+		budget  int64
+		models  []genq.Model
+		refused []string
+	}{
+		{"below every model", 99, fleetModels("a", "b"), []string{"a", "b"}},
+		{"below one model", 150, append(fleetModels("a"), genq.Model{Name: "big", Kind: genq.KindChat, Queue: genq.QueueToken(genq.KindChat, "big"), SizeBytes: 1000}), []string{"big"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &fleetLoads{}
+			f, err := NewFleet(tc.models, FleetOptions{Budget: tc.budget, Load: rec.load, Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatalf("NewFleet: %v; want the fleet up, its models refused", err)
+			}
+			if n := len(f.Models()); n != len(tc.models) {
+				t.Errorf("%d models kept, want %d", n, len(tc.models))
+			}
+			for _, m := range tc.models {
+				q := m.Queue
+				refused := f.Refusal(q)
+				if want := slices.Contains(tc.refused, m.Name); (refused != nil) != want {
+					t.Errorf("%s: refusal %v; want refused %v", m.Name, refused, want)
+				}
+				if refused == nil {
+					continue
+				}
+				_, err := f.Backend(q, genq.BackendInfo{}).Generate(context.Background(), genq.Job{}, nil)
+				msg := genq.ErrorMessage(err)
+				if genq.ErrorCode(err) != genq.Unavailable || !strings.Contains(msg, fmt.Sprintf("MODEL_MEMORY_BUDGET of %d bytes", tc.budget)) || !strings.Contains(msg, "the model "+m.Name) {
+					t.Errorf("a job for %s: %v; want unavailable, naming the model and the budget", m.Name, err)
+				}
+			}
+			if loads, _ := rec.events(); loads != "" {
+				t.Errorf("loads %q; want none of a refused model", loads)
+			}
+		})
 	}
 }
 
