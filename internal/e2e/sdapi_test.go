@@ -222,6 +222,59 @@ func TestWebUIAPIByCatalogue(t *testing.T) {
 	}
 }
 
+// TestWebUIAPIOptionsChooseModel: with a catalogue, POST /sdapi/v1/options
+// with sd_model_checkpoint chooses, as in the web UI, the image model of
+// the later txt2img requests that name none, for the caller's key alone:
+// another key keeps the default. A model the catalogue lacks is a 404.
+func TestWebUIAPIOptionsChooseModel(t *testing.T) {
+	cat, err := genq.NewCatalog([]genq.Model{
+		{Name: "sd3-tiny", Kind: genq.KindImage, Queue: genq.VariantC, Aliases: []string{"sd3.safetensors"}},
+		// The default, which no worker serves: a txt2img that reached it
+		// would wait to its deadline.
+		{Name: "sd3-other", Kind: genq.KindImage, Queue: genq.QueueToken(genq.KindImage, "sd3-other")},
+	}, nil, map[genq.ModelKind]string{genq.KindImage: "sd3-other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keyA, keyB = "sk-a", "sk-b"
+	bearer := func(k string) string { return "Bearer " + k }
+	s := newStack(t, stackOptions{variant: genq.VariantC, http: httpapi.Config{Catalog: cat, APIKeys: []string{keyA, keyB},
+		Images: httpapi.ImageLimits{MaxSize: 128, MaxSteps: 4, MaxN: 2}}})
+	s.tinyImageWorker(onnx.Config{Pipeline: diffusion.Pipeline{Width: 64, Height: 64, Steps: 2, MaxSize: 128, MaxSteps: 4}})
+	optionsModel := func(key string) string {
+		t.Helper()
+		var o map[string]any
+		r := s.sdCall(http.MethodGet, "/sdapi/v1/options", bearer(key), "")
+		if r.status != 200 || json.Unmarshal(r.body, &o) != nil {
+			t.Fatalf("options: %d %s", r.status, r.body)
+		}
+		m, _ := o["sd_model_checkpoint"].(string)
+		return m
+	}
+	if a, b := optionsModel(keyA), optionsModel(keyB); a != "sd3-other" || b != "sd3-other" {
+		t.Fatalf("options before any choice name %q and %q; want the default, sd3-other", a, b)
+	}
+	if r := s.sdCall(http.MethodPost, "/sdapi/v1/options", bearer(keyA), `{"sd_model_checkpoint":"sd3.safetensors","samples_format":"png"}`); r.status != 200 {
+		t.Fatalf("choosing sd3-tiny by its alias: %d %s", r.status, r.body)
+	}
+	if a, b := optionsModel(keyA), optionsModel(keyB); a != "sd3-tiny" || b != "sd3-other" {
+		t.Errorf("options after key A chose name %q for A and %q for B; want sd3-tiny and sd3-other", a, b)
+	}
+	r := s.sdCall(http.MethodPost, "/sdapi/v1/txt2img", bearer(keyA), `{"prompt":"a fox","steps":2}`)
+	if _, info := sdImages(t, r, 64, 64); info.Model != "sd3-tiny" {
+		t.Errorf("txt2img after the choice names %q; want sd3-tiny", info.Model)
+	}
+	r = s.sdCall(http.MethodPost, "/sdapi/v1/options", bearer(keyA), `{"sd_model_checkpoint":"sdxl.safetensors"}`)
+	var e struct{ Error, Detail string }
+	if err := json.Unmarshal(r.body, &e); err != nil || r.status != 404 ||
+		!strings.Contains(e.Detail, `sd_model_checkpoint "sdxl.safetensors" is not a model served here`) {
+		t.Errorf("choosing an unknown model: %d %s; want a 404 in the web UI API's shape", r.status, r.body)
+	}
+	if a := optionsModel(keyA); a != "sd3-tiny" {
+		t.Errorf("a refused choice changed A's model to %q", a)
+	}
+}
+
 func TestWebUIAPIOnTextVariant(t *testing.T) {
 	s := newStack(t, stackOptions{variant: genq.VariantB})
 	r := s.sdCall(http.MethodPost, "/sdapi/v1/txt2img", "", `{"prompt":"a cat"}`)

@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/sdapi"
 	"github.com/genq/genq/internal/tenant"
 )
@@ -47,11 +49,12 @@ func (s *Server) sdModel() string {
 }
 
 // sdCheckpoint is the image model a txt2img request's
-// override_settings.sd_model_checkpoint names (the default one without
-// it), and the name the request is checked against. Without a catalogue
-// it is the one model served, as before; with one, a name the catalogue
-// does not hold is a 404, as /v1/images/generations answers it.
-func (s *Server) sdCheckpoint(body []byte) (genq.Model, string, error) {
+// override_settings.sd_model_checkpoint names (without it, the one its
+// tenant chose by POST /sdapi/v1/options, else the default one), and the
+// name the request is checked against. Without a catalogue it is the one
+// model served, as before; with one, a name the catalogue does not hold is
+// a 404, as /v1/images/generations answers it.
+func (s *Server) sdCheckpoint(r *http.Request, body []byte) (genq.Model, string, error) {
 	if !s.namedModels() {
 		return genq.Model{Name: s.sdModel(), Queue: s.cfg.Variant}, s.sdModel(), nil
 	}
@@ -59,30 +62,104 @@ func (s *Server) sdCheckpoint(body []byte) (genq.Model, string, error) {
 	if err != nil {
 		return genq.Model{}, "", err
 	}
+	if asked == "" {
+		asked = s.sdChosen.get(tenantName(r))
+	}
 	m, err := s.resolveModel(asked, genq.KindImage)
 	if genq.IsModelNotFound(err) && asked != "" {
-		err = &genq.Error{Code: genq.NotFound, Field: "model", Err: err,
-			Message: fmt.Sprintf("override_settings.sd_model_checkpoint %q is not a model served here (GET /sdapi/v1/sd-models lists them)", asked)}
+		err = notAnSDModel("override_settings.sd_model_checkpoint", asked, err)
 	}
 	// The request names the model as it asked (an alias, say), which
 	// Txt2Img checks the name against.
 	return m, cmp.Or(asked, m.Name), err
 }
 
-func (s *Server) handleSDOptions(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, sdapi.Options(s.sdModel()))
+func notAnSDModel(field, name string, err error) error {
+	return &genq.Error{Code: genq.NotFound, Field: "model", Err: err,
+		Message: fmt.Sprintf("%s %q is not a model served here (GET /sdapi/v1/sd-models lists them)", field, name)}
 }
 
+// sdOptionsModel is the model GET /sdapi/v1/options names for r: its
+// tenant's choice, else the default.
+func (s *Server) sdOptionsModel(r *http.Request) string {
+	if s.namedModels() {
+		if chosen := s.sdChosen.get(tenantName(r)); chosen != "" {
+			return chosen
+		}
+	}
+	return s.sdModel()
+}
+
+func (s *Server) handleSDOptions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, sdapi.Options(s.sdOptionsModel(r)))
+}
+
+// handleSDSetOptions takes the web UI's settings. With a catalogue its
+// sd_model_checkpoint chooses, as in the web UI, the image model of the
+// later txt2img requests that name none, for the caller's tenant alone
+// and on this api alone (docs/api.md); without one, only the model served
+// may be set, as before.
 func (s *Server) handleSDSetOptions(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.requestBodyOf(w, r, writeSDError, s.cfg.MaxBodyBytes)
 	if !ok {
 		return
 	}
-	if err := sdapi.SetOptions(body, s.sdModel()); err != nil {
+	err := s.setSDOptions(r, body)
+	if err != nil {
 		s.rejectAs(w, err, writeSDError)
 		return
 	}
 	writeJSON(w, http.StatusOK, nil)
+}
+
+func (s *Server) setSDOptions(r *http.Request, body []byte) error {
+	if !s.namedModels() {
+		return sdapi.SetOptions(body, s.sdModel())
+	}
+	ckpt, set, err := sdapi.OptionsCheckpoint(body)
+	if err != nil || !set {
+		return err
+	}
+	m, err := s.catalog.Resolve(ckpt, genq.KindImage)
+	if err == nil && !keyAllows(r, openai.Model{ID: m.Name, Aliases: m.Aliases}) {
+		err = genq.UnknownModel(ckpt) // a model the key may not use reads as none
+	}
+	if err != nil {
+		return notAnSDModel("sd_model_checkpoint", ckpt, err)
+	}
+	s.sdChosen.set(tenantName(r), m.Name)
+	return nil
+}
+
+// sdChoices are the image models POST /sdapi/v1/options chose, by tenant.
+// The web UI keeps one setting for the whole server; here one key's
+// choice must not change another's model, so each tenant has its own.
+type sdChoices struct {
+	mu       sync.Mutex
+	byTenant map[string]string
+}
+
+func (c *sdChoices) get(tenant string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byTenant[tenant]
+}
+
+func (c *sdChoices) set(tenant, model string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byTenant == nil {
+		c.byTenant = map[string]string{}
+	}
+	c.byTenant[tenant] = model
+}
+
+// tenantName is the name of r's tenant: its key's, or the open tenant's.
+func tenantName(r *http.Request) string {
+	if c := callerOf(r.Context()); c != nil {
+		return c.tenant.Name
+	}
+	return openTenant
 }
 
 // handleSDModels lists the live workers' model, or with a catalogue its
@@ -123,7 +200,7 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	m, model, err := s.sdCheckpoint(body)
+	m, model, err := s.sdCheckpoint(r, body)
 	if err != nil {
 		s.rejectAs(w, err, writeSDError)
 		return

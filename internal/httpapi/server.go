@@ -190,6 +190,9 @@ type Server struct {
 	wakeMu   sync.Mutex
 	lastWake time.Time
 
+	// sdChosen are the image models chosen by POST /sdapi/v1/options.
+	sdChosen sdChoices
+
 	// instance names this api in the batches it holds; batchKick wakes
 	// its batch runner.
 	instance  string

@@ -300,6 +300,26 @@ func SetOptions(body []byte, model string) error {
 	return nil
 }
 
+// OptionsCheckpoint reads the sd_model_checkpoint a POST /sdapi/v1/options
+// sets, and whether it sets one; the other settings are accepted and have
+// no effect, as this server has none of the web UI's.
+func OptionsCheckpoint(body []byte) (string, bool, error) {
+	var opts map[string]any
+	if err := openai.Decode(body, &opts); err != nil {
+		return "", false, err
+	}
+	ckpt, ok := opts["sd_model_checkpoint"]
+	if !ok {
+		return "", false, nil
+	}
+	s, isString := ckpt.(string)
+	if !isString || s == "" {
+		return "", false, &genq.Error{Code: genq.Invalid, Field: "sd_model_checkpoint",
+			Message: fmt.Sprintf("sd_model_checkpoint %v is not a model's name (GET /sdapi/v1/sd-models lists them)", ckpt)}
+	}
+	return s, true, nil
+}
+
 // SamplerInfo is one entry of GET /sdapi/v1/samplers.
 type SamplerInfo struct {
 	Name    string            `json:"name"`

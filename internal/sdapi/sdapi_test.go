@@ -126,3 +126,23 @@ func TestSetOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestOptionsCheckpoint(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		ckpt string
+		set  bool
+		ok   bool
+	}{
+		{`{"sd_model_checkpoint":"sd3-other","CLIP_stop_at_last_layers":1}`, "sd3-other", true, true},
+		{`{"samples_format":"png"}`, "", false, true},
+		{`{"sd_model_checkpoint":7}`, "", false, false},
+		{`{"sd_model_checkpoint":""}`, "", false, false},
+		{`[]`, "", false, false},
+	} {
+		ckpt, set, err := OptionsCheckpoint([]byte(tt.body))
+		if ckpt != tt.ckpt || set != tt.set || (err == nil) != tt.ok {
+			t.Errorf("%s: %q, %v, %v; want %q, %v, ok %v", tt.body, ckpt, set, err, tt.ckpt, tt.set, tt.ok)
+		}
+	}
+}
