@@ -88,6 +88,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"poison job that crashes its workers", poisonJob},
 		{"poison job beside healthy jobs on one worker", poisonBeside},
 		{"catalogue: a model file that is corrupt", corruptModel},
+		{"catalogue: worker SIGKILL while it loads a model", killWhileLoading},
+		{"catalogue: a budget too small for any model", budgetTooSmall},
 		{"scale from zero", scaleFromZero},
 		{"slow NATS link: settling outlasts the ack wait", slowLink},
 		{"NATS down past the publish bound", natsDown},

@@ -82,11 +82,19 @@ func corruptCatalogue(ctx context.Context, s *localstack.Stack) (string, error) 
 	if err := os.WriteFile(broken, append([]byte("GGUF"), bytes.Repeat([]byte{0xff}, 4096)...), 0o644); err != nil {
 		return "", err
 	}
-	spec := catalog.FileSpec{Models: []catalog.ModelSpec{
+	return writeCatalogue(s, catalog.FileSpec{Models: []catalog.ModelSpec{
 		{Name: "tiny", Path: tiny[0]},
 		{Name: "broken", Kind: genq.KindChat, Path: broken},
-	}}
-	raw, _ := json.Marshal(spec)
+	}})
+}
+
+// writeCatalogue writes spec as the stack's MODELS_FILE and returns its
+// path.
+func writeCatalogue(s *localstack.Stack, spec catalog.FileSpec) (string, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
 	path := filepath.Join(s.Dir, "models.json")
 	return path, os.WriteFile(path, raw, 0o644)
 }
