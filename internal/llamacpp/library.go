@@ -51,6 +51,8 @@ type Library struct {
 	Stamp   Stamp  // from StampFile; zero when the directory has none
 	// SystemInfo is llama_print_system_info(): the CPU features ggml uses.
 	SystemInfo string
+
+	progress *progressRelay // the loads' progress callback, one per process
 }
 
 // Stamp describes a build of the engine.
@@ -152,6 +154,7 @@ func load(dir string, log *slog.Logger) (*Library, error) {
 	}
 	logs = newLogForwarder(log)
 	llama.LogSet(logs.callback)
+	lib.progress = newProgressRelay()
 	// Builds with backends as loadable modules (the portable CPU build, a
 	// CUDA build) register them from the directory; others link them in.
 	if err := llama.GGMLBackendLoadAllFromPath(dir); err != nil {

@@ -15,6 +15,10 @@ type ModelParams struct {
 	GPULayers int
 	// Device is the GPU to use, from Devices; nil lets the engine choose.
 	Device *Device
+	// Progress, when set, is told how far the engine's load is, from 0
+	// to 1 (llama.cpp's progress_callback: the tensors placed, or copied
+	// to the device); returning false stops the load, which then fails.
+	Progress func(fraction float64) (keepGoing bool)
 }
 
 // Model is a loaded GGUF model and its vocabulary.
@@ -23,6 +27,9 @@ type Model struct {
 	vocab llama.Vocab
 	Vocab *Vocab
 }
+
+// errLoadStopped is the error of a load its Progress stopped.
+var errLoadStopped = errors.New("the load was stopped before it ended")
 
 // OpenModel loads the model at path. A file llama.cpp cannot load (not
 // GGUF, an architecture it lacks, too little memory) is an error that says
@@ -38,8 +45,22 @@ func (lib *Library) OpenModel(path string, p ModelParams) (*Model, error) {
 			return nil, fmt.Errorf("load model %s: %w", path, err)
 		}
 	}
+	stopped := false
+	if p.Progress != nil {
+		detach := lib.progress.attach(&mp, func(f float64) bool {
+			stopped = !p.Progress(f)
+			return !stopped
+		})
+		defer detach()
+	}
 	logs.takeErrors()
 	m, err := llama.ModelLoadFromFile(path, mp)
+	if stopped {
+		if m != 0 {
+			llama.ModelFree(m)
+		}
+		return nil, errLoadStopped
+	}
 	if err != nil || m == 0 {
 		said := logs.takeErrors()
 		for _, line := range said {
