@@ -209,7 +209,9 @@ func embeddingLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
 
 // textLoader loads a chat model with the worker's text settings. The file
 // is read through once first, which puts it in the page cache (the
-// engine's mmap then finds it there) and is the load's progress.
+// engine's mmap then finds it there): the first part of the load's
+// progress; the engine's own count of its load (llama.cpp's
+// progress_callback) is the rest.
 func textLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
 	return func(ctx context.Context, m genq.Model, progress func(float64)) (genq.Backend, error) {
 		if err := warm(ctx, m.Path, func(p float64) { progress(p * warmShare) }); err != nil {
@@ -222,7 +224,7 @@ func textLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
 			// a model sized to free memory would leave none to the next.
 			tc.ContextSize = m.ContextLength
 		}
-		b, err := textgen.Open(ctx, tc, log.With("model", m.Name))
+		b, err := textgen.OpenReporting(ctx, tc, log.With("model", m.Name), func(f float64) { progress(warmShare + f*(1-warmShare)) })
 		if err != nil {
 			return nil, err
 		}
@@ -231,8 +233,13 @@ func textLoader(cfg workerconfig.Config, log *slog.Logger) worker.Loader {
 	}
 }
 
-// warmShare is the part of a load's progress that reading the file takes.
-const warmShare = 0.9
+// warmShare is the part of a chat model's load progress that reading its
+// file takes; the engine's load is the rest. Which is longer depends on
+// the device (a cold page cache makes the read long, a GPU the engine's
+// copy of the weights to its memory), so each counts half. An embedding
+// model's load counts its read alone (embedgen does not report its
+// engine's load), up to this share.
+const warmShare = 0.5
 
 // warm reads path through, saying how far it is.
 func warm(ctx context.Context, path string, progress func(float64)) error {

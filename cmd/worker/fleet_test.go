@@ -54,3 +54,46 @@ func TestFleetModelCost(t *testing.T) {
 	}
 	_ = os.Remove(path)
 }
+
+// A chat model's load reports its file's read, then the engine's own
+// count of its load (llama.cpp's progress_callback), rising to 1: the
+// fractions past the read's share come from the engine.
+func TestTextLoaderProgress(t *testing.T) {
+	libDir := os.Getenv("LLAMA_LIB_DIR")
+	if libDir == "" {
+		t.Skip("LLAMA_LIB_DIR names no engine build")
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"MODELS": "tiny=" + path, "MODEL_DIR": t.TempDir(), "SLOTS": "1", "TEXT_CONTEXT_SIZE": "256", "TEXT_THREADS": "1"}
+	cfg, err := workerconfig.Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Text.LibDir = libDir
+	log := slog.New(slog.DiscardHandler)
+	models := fleetModels(cfg, log)
+	if len(models) != 1 {
+		t.Fatalf("models %+v; want tiny alone", models)
+	}
+	var seen []float64
+	b, err := textLoader(cfg, log)(t.Context(), models[0], func(f float64) { seen = append(seen, f) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	engine := 0
+	for i, f := range seen {
+		if i > 0 && f < seen[i-1] || f < 0 || f > 1 {
+			t.Fatalf("progress %v: not rising within [0, 1]", seen)
+		}
+		if f > warmShare && f < 1 {
+			engine++
+		}
+	}
+	if engine < 2 || seen[len(seen)-1] != 1 {
+		t.Errorf("progress %v; want the engine's reports (between %g and 1) and an end at 1", seen, warmShare)
+	}
+}

@@ -143,6 +143,7 @@ func (s *Server) catalogModels() []openai.Model {
 				om.LoadedOn = append(om.LoadedOn, hb.WorkerID)
 			case hb.ModelState == genq.ModelLoading:
 				om.LoadingOn = append(om.LoadingOn, hb.WorkerID)
+				om.LoadProgress = max(om.LoadProgress, hb.LoadProgress)
 			}
 			om.LoadableOn = append(om.LoadableOn, hb.WorkerID)
 		}

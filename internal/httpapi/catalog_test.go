@@ -156,6 +156,7 @@ func TestModelsList(t *testing.T) {
 			ContextLength int      `json:"context_length"`
 			LoadedOn      []string `json:"loaded_on"`
 			LoadingOn     []string `json:"loading_on"`
+			LoadProgress  float64  `json:"load_progress"`
 			LoadableOn    []string `json:"loadable_on"`
 		} `json:"data"`
 	}
@@ -166,8 +167,8 @@ func TestModelsList(t *testing.T) {
 	if llama.ID != "llama" || llama.Kind != "chat" || llama.ContextLength != 2048 || strings.Join(llama.LoadedOn, ",") != "w1" {
 		t.Errorf("llama: %+v; want chat, context 2048 (its worker's), loaded on w1", llama)
 	}
-	if q.ID != "qwen3" || q.ContextLength != 8192 || len(q.LoadedOn) != 0 || strings.Join(q.LoadingOn, ",") != "w2" || strings.Join(q.LoadableOn, ",") != "w1,w2" {
-		t.Errorf("qwen3: %+v; want context 8192 (the catalogue's), loading on w2, loadable on w1 and w2", q)
+	if q.ID != "qwen3" || q.ContextLength != 8192 || len(q.LoadedOn) != 0 || strings.Join(q.LoadingOn, ",") != "w2" || q.LoadProgress != 0.5 || strings.Join(q.LoadableOn, ",") != "w1,w2" {
+		t.Errorf("qwen3: %+v; want context 8192 (the catalogue's), loading on w2 (half done), loadable on w1 and w2", q)
 	}
 	for path, want := range map[string]int{"/v1/models/gpt-4o": 200, "/v1/models/qwen3": 200, "/v1/models/nope": 404} {
 		rec := httptest.NewRecorder()

@@ -20,7 +20,9 @@ type Model struct {
 	Aliases       []string `json:"aliases,omitempty"`
 	LoadedOn      []string `json:"loaded_on,omitempty"`
 	LoadingOn     []string `json:"loading_on,omitempty"`
-	LoadableOn    []string `json:"loadable_on,omitempty"`
-	UnloadableOn  []string `json:"unloadable_on,omitempty"`
-	LoadError     string   `json:"load_error,omitempty"`
+	// LoadProgress is how far the furthest of its loads is, 0 to 1.
+	LoadProgress float64  `json:"load_progress,omitempty"`
+	LoadableOn   []string `json:"loadable_on,omitempty"`
+	UnloadableOn []string `json:"unloadable_on,omitempty"`
+	LoadError    string   `json:"load_error,omitempty"`
 }

@@ -22,8 +22,16 @@ import (
 // Open loads the model at start-up. Everything that can make a model
 // unservable (not GGUF, an architecture the engine lacks, a chat template
 // genq cannot render, too little memory) fails here, in a sentence, never
-// on the first request.
+// on the first request. The engine's load stops when ctx ends.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
+	return OpenReporting(ctx, cfg, log, nil)
+}
+
+// OpenReporting is Open telling progress, when set, how far the engine's
+// load of the weights is, from 0 to 1 (llama.cpp's own count: tensors
+// placed, or copied to the GPU). A worker of several models shows it in
+// its heartbeats.
+func OpenReporting(ctx context.Context, cfg Config, log *slog.Logger, progress func(float64)) (*Backend, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -65,8 +73,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 				path, gib(uint64(size)), gib(freeBefore), device.Name)
 		}
 	}
+	params.Progress = func(f float64) bool {
+		if progress != nil {
+			progress(f)
+		}
+		return ctx.Err() == nil
+	}
 	m, err := lib.OpenModel(path, params)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
 		return nil, fmt.Errorf("text model %s: %w", path, err)
 	}
 	ok := false
