@@ -65,6 +65,9 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 		return err
 	}
 	defer conn.Close()
+	// Keep time by the consumers' ack wait and attempts, as a worker of one
+	// model does: the api makes every model's consumer alike.
+	go conn.FollowConsumerLimits(ctx, queues[0], 30*time.Second)
 	log.Info("serving several models", "models", len(served), "budget", budget, "keep_alive", cfg.Fleet.KeepAlive.String())
 
 	info := func(m genq.Model) genq.BackendInfo {

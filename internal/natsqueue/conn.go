@@ -187,7 +187,9 @@ func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, vari
 	if c.workers, err = js.KeyValue(ctx, WorkersBucket); err != nil {
 		return nil, fmt.Errorf("bind %s: %w", WorkersBucket, err)
 	}
-	if len(variants) == 1 {
+	// A worker of several models reads its first queue's consumer: the
+	// api makes every model's consumer with the same settings.
+	if len(variants) > 0 {
 		if err := c.readConsumerLimits(ctx, variants[0]); err != nil {
 			return nil, err
 		}
@@ -202,8 +204,7 @@ func open(ctx context.Context, nc *nats.Conn, s Settings, log *slog.Logger, vari
 
 // Settings returns the limits the assets were ensured with, or with Adopt
 // those read back from them; AckWait and MaxAttempts are those the
-// variant's consumer holds, when the Conn was opened for one variant (see
-// FollowConsumerLimits).
+// consumer of the Conn's first variant holds (see FollowConsumerLimits).
 func (c *Conn) Settings() Settings { return c.limits.apply(c.settings) }
 
 // NATS returns the underlying connection.

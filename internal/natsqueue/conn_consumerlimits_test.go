@@ -11,10 +11,21 @@ import (
 	"github.com/genq/genq/internal/natsembed"
 )
 
-// TestWorkerKeepsTheConsumersLimits: the api wrote the consumer; a worker
-// started with other flags serves by the consumer's AckWait and attempts
+// TestWorkerKeepsTheConsumersLimits: the api wrote the consumers; a
+// worker started with other flags serves by their AckWait and attempts
 // (the server's), leaves them as they are, and follows a later rewrite.
+// A worker of several models (several queues, whose consumers the api
+// makes with the same settings) does so too.
 func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
+	for name, queues := range map[string][]genq.Variant{
+		"one variant":    {genq.VariantB},
+		"several models": {genq.QueueToken(genq.KindChat, "a"), genq.QueueToken(genq.KindChat, "b")},
+	} {
+		t.Run(name, func(t *testing.T) { checkConsumersLimits(t, queues) })
+	}
+}
+
+func checkConsumersLimits(t *testing.T, queues []genq.Variant) {
 	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +35,7 @@ func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dial := func(s Settings) *Conn {
-		c, err := Dial(ctx, ConnectOptions{URL: ns.ClientURL()}, s, log, genq.VariantB)
+		c, err := Dial(ctx, ConnectOptions{URL: ns.ClientURL()}, s, log, queues...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,17 +52,19 @@ func TestWorkerKeepsTheConsumersLimits(t *testing.T) {
 	if got := w.Settings(); got.AckWait != 5*time.Second || got.MaxAttempts != 2 {
 		t.Fatalf("worker settings = ack wait %s, %d attempts; want the consumer's 5s, 2", got.AckWait, got.MaxAttempts)
 	}
-	info, err := w.js.Consumer(ctx, JobsStream, ConsumerName(genq.VariantB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg := info.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxDeliver != maxDeliver(2) {
-		t.Fatalf("the worker rewrote the consumer: ack wait %s, max deliver %d", cfg.AckWait, cfg.MaxDeliver)
+	for _, q := range queues {
+		info, err := w.js.Consumer(ctx, JobsStream, ConsumerName(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := info.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxDeliver != maxDeliver(2) {
+			t.Fatalf("the worker rewrote the consumer of %s: ack wait %s, max deliver %d", q, cfg.AckWait, cfg.MaxDeliver)
+		}
 	}
 
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go w.FollowConsumerLimits(fctx, genq.VariantB, 50*time.Millisecond)
+	go w.FollowConsumerLimits(fctx, queues[0], 50*time.Millisecond)
 	api.AckWait, api.MaxAttempts = 9*time.Second, 4
 	dial(api) // the api restarts with new flags
 	for w.Settings().AckWait != 9*time.Second || w.Settings().MaxAttempts != 4 {
