@@ -47,6 +47,7 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 	if err != nil {
 		return err
 	}
+	models = leaveOutTooLarge(models, budget, len(cfg.Fleet.Serve) > 0, log)
 	fleet, err := worker.NewFleet(models, worker.FleetOptions{Budget: budget, KeepAlive: cfg.Fleet.KeepAlive,
 		Load: modelLoader(cfg, log), Log: log, Registry: reg})
 	if err != nil {
@@ -108,6 +109,27 @@ func fleetModels(cfg workerconfig.Config, log *slog.Logger) []genq.Model {
 		out = append(out, m)
 	}
 	return out
+}
+
+// leaveOutTooLarge drops the models over the budget when the worker was
+// not told which to serve (no WORKER_MODELS) and another model fits.
+// Announced as unloadable, they would make the api refuse their requests,
+// also while a deployment that can load them is scaled to zero and waits
+// for their queue to grow. Named in WORKER_MODELS, or with no model
+// fitting (the worker is misconfigured either way), they stay, for the
+// fleet to refuse at once and say why.
+func leaveOutTooLarge(models []genq.Model, budget int64, named bool, log *slog.Logger) []genq.Model {
+	fits := slices.ContainsFunc(models, func(m genq.Model) bool { return m.SizeBytes <= budget })
+	if named || !fits {
+		return models
+	}
+	return slices.DeleteFunc(models, func(m genq.Model) bool {
+		if m.SizeBytes <= budget {
+			return false
+		}
+		log.Info("model left out: it is larger than the memory budget, and WORKER_MODELS does not name it", "model", m.Name, "bytes", m.SizeBytes, "budget", budget)
+		return true
+	})
 }
 
 // servesModel reports whether names (WORKER_MODELS) name m, by its name

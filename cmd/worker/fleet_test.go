@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/genq/genq/internal/catalog"
@@ -95,5 +97,36 @@ func TestTextLoaderProgress(t *testing.T) {
 	}
 	if engine < 2 || seen[len(seen)-1] != 1 {
 		t.Errorf("progress %v; want the engine's reports (between %g and 1) and an end at 1", seen, warmShare)
+	}
+}
+
+// A model over the budget is left out when the worker serves whatever it
+// finds and another model fits; named in WORKER_MODELS, or with none
+// fitting, it stays, for the fleet to refuse and announce.
+func TestLeaveOutTooLarge(t *testing.T) {
+	small := genq.Model{Name: "small", SizeBytes: 100}
+	big := genq.Model{Name: "big", SizeBytes: 1000}
+	huge := genq.Model{Name: "huge", SizeBytes: 5000}
+	for _, tc := range []struct {
+		name   string
+		models []genq.Model
+		named  bool
+		want   string
+	}{
+		{"found, one fits", []genq.Model{small, big, huge}, false, "small"},
+		{"found, none fits", []genq.Model{big, huge}, false, "big,huge"},
+		{"named, one fits", []genq.Model{small, big}, true, "small,big"},
+		{"found, all fit", []genq.Model{small}, false, "small"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := leaveOutTooLarge(slices.Clone(tc.models), 500, tc.named, slog.New(slog.DiscardHandler))
+			var names []string
+			for _, m := range got {
+				names = append(names, m.Name)
+			}
+			if strings.Join(names, ",") != tc.want {
+				t.Errorf("kept %v; want %s", names, tc.want)
+			}
+		})
 	}
 }

@@ -17,7 +17,8 @@ import (
 // Serve runs a Runtime per model of the fleet, each pulling its model's
 // queue with cfg's settings and announcing info(model) until its model
 // first loads, until ctx ends; then, every runtime drained, it unloads
-// the models. Each runtime's metrics carry its model's name.
+// the models. Each runtime's metrics carry its model's name. A refused
+// model (Refusal) gets heartbeats only.
 func (f *Fleet) Serve(ctx context.Context, conn *natsqueue.Conn, cfg Config, info func(genq.Model) genq.BackendInfo, log *slog.Logger, reg prometheus.Registerer) error {
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
