@@ -52,6 +52,10 @@ type Delivery struct {
 	// charged corrects the tenant's fair share once the real cost is
 	// known; nil when nothing was charged.
 	charged func(real int64)
+	// room is the headroom that counts the slot this delivery holds, as
+	// a job of roomTenant, until Puller.Settled; nil: none.
+	room       *headroom
+	roomTenant string
 
 	progressMu   sync.Mutex
 	lastProgress time.Time

@@ -206,3 +206,53 @@ func TestTenantConsumerBurstAndReweigh(t *testing.T) {
 		t.Fatalf("weight %q after the keys changed it, want 5", w)
 	}
 }
+
+// Over a real nats-server: a worker of two slots whose other slot holds a
+// heavy tenant's job keeps its last free slot for the light tenant it saw
+// lately, though the heavy one has jobs waiting, and the light tenant's
+// next job takes it at once; the heavy one gets the slot back once it
+// holds none.
+func TestHeadroomOverNATS(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial()
+	p, err := c.NewPuller(t.Context(), genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.KeepHeadroom(2, time.Minute)
+	suffix := uuid.NewString()[:8]
+	light := genq.Share{Tenant: "light-" + suffix, Weight: 1}
+	heavy := genq.Share{Tenant: "heavy-" + suffix, Weight: 1}
+	pull := func(wait time.Duration, want string) *Delivery {
+		t.Helper()
+		d, err := p.Next(wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case want == "" && d != nil:
+			t.Fatalf("pulled a job of %q, want none: the slot kept for the light tenant", d.Tenant)
+		case want != "" && (d == nil || d.Tenant != want):
+			t.Fatalf("pulled %v, want a job of %s", d, want)
+		}
+		return d
+	}
+	publishAs(t, c, Interactive, light, 1, 100, 50)
+	d := pull(2*time.Second, light.Tenant)
+	ack(t, d)
+	p.Settled(d)
+
+	publishAs(t, c, Interactive, heavy, 5, 400, 200)
+	first := pull(2*time.Second, heavy.Tenant)
+	pull(300*time.Millisecond, "")
+	publishAs(t, c, Interactive, light, 1, 100, 50)
+	d = pull(2*time.Second, light.Tenant)
+	ack(t, d)
+	p.Settled(d)
+
+	ack(t, first)
+	p.Settled(first)
+	second := pull(2*time.Second, heavy.Tenant)
+	pull(300*time.Millisecond, "")
+	ack(t, second)
+}

@@ -180,7 +180,7 @@ func TestJobCost(t *testing.T) {
 // A ring counts its tenant's job in the worker's view at once; a tenant
 // the view does not hold yet has the consumers listed at the next look.
 func TestRingCountsTheTenantsJob(t *testing.T) {
-	q := newTenantQueues(nil, Interactive, genq.VariantB, nil)
+	q := newTenantQueues(nil, Interactive, genq.VariantB, nil, newHeadroom())
 	known := &tenantQueue{tenant: "a"}
 	q.queues[TenantConsumerName(Interactive, genq.VariantB, "a")] = known
 	q.listed = time.Now()

@@ -34,6 +34,9 @@ type Puller struct {
 	// bells wake idle slots when a job of each class is queued
 	// (BellSubject), in the order of queues.
 	bells [2]*bell
+	// room keeps the last free slot for a tenant that comes back
+	// (KeepHeadroom); it counts the slots each tenant holds.
+	room *headroom
 }
 
 // pullQueue is the durable consumer of one class.
@@ -55,7 +58,7 @@ const batchCheckEvery = 500 * time.Millisecond
 
 // NewPuller binds the variant's durable consumers.
 func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
-	p := &Puller{conn: c, variant: v}
+	p := &Puller{conn: c, variant: v, room: newHeadroom()}
 	for i, class := range []Class{Interactive, Batch} {
 		cons, err := c.js.Consumer(ctx, class.Stream(), class.Consumer(v))
 		if err != nil {
@@ -65,7 +68,7 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 		if info := cons.CachedInfo(); info != nil {
 			p.queues[i].maxDeliver = info.Config.MaxDeliver
 		}
-		p.fair[i] = newTenantQueues(c, class, v, &p.queues[i])
+		p.fair[i] = newTenantQueues(c, class, v, &p.queues[i], p.room)
 	}
 	p.bells = [2]*bell{newBell(), newBell()}
 	// A ring is a job just queued, of the class and tenant it names: it
@@ -78,7 +81,12 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 			i = 1
 		}
 		p.fair[i].rang(tenant)
-		p.bells[i].ring()
+		p.room.saw(tenant)
+		// An idle slot that the headroom keeps would wake to take nothing:
+		// a slot that frees takes the job, or the slot's next look.
+		if !p.room.refuses(tenant, tenantsOf(p.fair[i].waiting())) {
+			p.bells[i].ring()
+		}
 	}); err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", BellSubject(v), err)
 	}
@@ -142,7 +150,30 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) { return p.next(wai
 // always has one free for a caller who waits.
 func (p *Puller) NextInteractive(wait time.Duration) (*Delivery, error) { return p.next(wait, false) }
 
+// KeepHeadroom has the worker, of slots slots, keep its last free slot for
+// a tenant seen within window that holds none (headroom.go). Every
+// delivery Next returns then holds a slot until Settled.
+func (p *Puller) KeepHeadroom(slots int, window time.Duration) { p.room.keep(slots, window) }
+
+// Settled frees the slot a delivery held: the worker settled it, or
+// handed it back.
+func (p *Puller) Settled(d *Delivery) {
+	if d != nil && d.room != nil {
+		d.room.settled(d.roomTenant)
+		d.room = nil
+	}
+}
+
 func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
+	d, err := p.look(wait, batchToo)
+	if d != nil && !d.Wakeup && d.room == nil {
+		p.room.took(d.Tenant)
+		d.room, d.roomTenant = p.room, d.Tenant
+	}
+	return d, err
+}
+
+func (p *Puller) look(wait time.Duration, batchToo bool) (*Delivery, error) {
 	interactive := &p.queues[0]
 	if d, err := p.interactiveNow(); d != nil || err != nil {
 		return d, err

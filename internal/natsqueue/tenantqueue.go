@@ -49,6 +49,7 @@ type tenantQueues struct {
 	variant genq.Variant
 	share   *fairShare
 	shared  *pullQueue
+	room    *headroom
 
 	// listMu lets one slot list the consumers at a time, outside mu, so
 	// the others go on pulling meanwhile.
@@ -60,8 +61,8 @@ type tenantQueues struct {
 	queues map[string]*tenantQueue // by consumer name
 }
 
-func newTenantQueues(c *Conn, class Class, v genq.Variant, shared *pullQueue) *tenantQueues {
-	return &tenantQueues{conn: c, class: class, variant: v, share: newFairShare(), shared: shared, queues: map[string]*tenantQueue{}}
+func newTenantQueues(c *Conn, class Class, v genq.Variant, shared *pullQueue, room *headroom) *tenantQueues {
+	return &tenantQueues{conn: c, class: class, variant: v, share: newFairShare(), shared: shared, room: room, queues: map[string]*tenantQueue{}}
 }
 
 // any reports whether a tenant's consumer exists: only then does an idle
@@ -75,26 +76,47 @@ func (t *tenantQueues) any() bool {
 // next pulls one job waiting on the class's consumers, the tenants' in
 // their fair-share order with the shared consumer among them, or returns
 // nil when none has one.
+//
+// A tenant the headroom does not allow another slot is passed over, its
+// jobs left waiting for the next slot that frees.
 func (t *tenantQueues) next(p *Puller) (*Delivery, error) {
 	t.refresh()
-	for _, c := range t.share.order(t.waiting()) {
-		q := &c.queue.pullQueue
-		if c.queue.tenant == "" {
-			q = t.shared
-		}
-		d, err := p.fetch(q, 0)
-		if err != nil {
-			return nil, err
-		}
-		if d == nil {
-			t.drained(c.queue)
+	cs := t.waiting()
+	waiting := tenantsOf(cs)
+	for _, c := range t.share.order(cs) {
+		if !t.room.claim(c.tenant, waiting) {
 			continue
 		}
-		t.pulled(c.queue)
-		t.charge(d, c.queue.weight)
-		return d, nil
+		d, err := t.pull(p, c)
+		if d == nil || d.Wakeup {
+			t.room.unclaim(c.tenant)
+		} else {
+			t.room.saw(c.tenant)
+			d.room, d.roomTenant = t.room, c.tenant
+		}
+		if d != nil || err != nil {
+			return d, err
+		}
 	}
 	return nil, nil
+}
+
+// pull fetches one job waiting on c's consumer, and charges it.
+func (t *tenantQueues) pull(p *Puller, c candidate) (*Delivery, error) {
+	q := &c.queue.pullQueue
+	if c.queue.tenant == "" {
+		q = t.shared
+	}
+	d, err := p.fetch(q, 0)
+	if err != nil || d == nil {
+		if err == nil {
+			t.drained(c.queue)
+		}
+		return nil, err
+	}
+	t.pulled(c.queue)
+	t.charge(d, c.queue.weight)
+	return d, nil
 }
 
 // charge counts a delivery to its tenant: one of its own consumer's, or a
@@ -130,6 +152,16 @@ func (t *tenantQueues) waiting() []candidate {
 		if q.pending > 0 {
 			out = append(out, candidate{tenant: q.tenant, queue: q})
 		}
+	}
+	return out
+}
+
+// tenantsOf is the tenants of the candidates waiting() lists, less the
+// shared consumer, which is listed whether or not it has jobs.
+func tenantsOf(cs []candidate) map[string]bool {
+	out := make(map[string]bool, len(cs))
+	for _, c := range cs[1:] {
+		out[c.tenant] = true
 	}
 	return out
 }
@@ -218,6 +250,9 @@ func (t *tenantQueues) list(ctx context.Context) error {
 		}
 		q.pending = info.NumPending
 		q.weight = weightOf(info.Config.Metadata)
+		if q.pending > 0 {
+			t.room.saw(q.tenant)
+		}
 	}
 	for name := range t.queues {
 		if !seen[name] {
