@@ -16,6 +16,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set) {
 	fs.Duration(&c.PollWait, "poll-wait", "POLL_WAIT", 2*time.Second, "longest wait of one pull request")
 	fs.Int(&c.InteractiveSlots, "interactive-slots", "INTERACTIVE_SLOTS", 1, "slots kept for interactive jobs, never filled by batch jobs (0: batch work may fill every slot; at most SLOTS-1)")
 	fs.Int(&c.BusyBatchSlots, "busy-batch-slots", "BUSY_BATCH_SLOTS", 1, "batch jobs that run at most while an interactive job runs on this worker; with none running, batch jobs fill every slot but INTERACTIVE_SLOTS (0: none start beside interactive work)")
+	fs.Duration(&c.TenantHeadroom, "tenant-headroom", "TENANT_HEADROOM", natsqueue.DefaultHeadroomFor, "how long a worker keeps its last free slot for a tenant after that tenant's last job, while other tenants' jobs hold the others, so that its next job starts at once (0: none kept; docs/protocol.md §11)")
 	fs.Duration(&c.HeartbeatEvery, "heartbeat-interval", "HEARTBEAT_INTERVAL", 3*time.Second, "time between heartbeats")
 	fs.Duration(&c.RetryDelay, "retry-delay", "RETRY_DELAY", time.Second, "wait before a failed job's second attempt, doubled after")
 

@@ -54,6 +54,11 @@ type Config struct {
 	// one does (lanes.go); with none running, batch jobs may fill every
 	// slot but InteractiveSlots. 0: none start beside interactive work.
 	BusyBatchSlots int
+	// TenantHeadroom is how long the last free slot is kept for a tenant
+	// after its last job while other tenants' jobs hold the rest, so that
+	// its next job starts at once (natsqueue.Puller.KeepHeadroom). 0:
+	// none kept.
+	TenantHeadroom time.Duration
 	// Ledger, when the process is supervised, is told which jobs it holds
 	// and runs, so that its supervisor can name them, and note what the
 	// process died of in their run records, should it die
@@ -143,6 +148,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	go func() { defer close(beatsDone); r.heartbeats(beatsCtx) }()
 
 	slots := max(r.info.Slots, 1)
+	if r.cfg.TenantHeadroom > 0 && slots > 1 {
+		puller.KeepHeadroom(slots, r.cfg.TenantHeadroom)
+	}
 	r.log.Info("worker ready", "device", r.info.Device.Kind, "device_name", r.info.Device.Name, "engine", r.info.Device.Engine,
 		"model", r.info.Model, "slots", slots, "startup", time.Since(r.started).Round(time.Millisecond).String())
 	var wg sync.WaitGroup
@@ -222,7 +230,8 @@ func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller, b
 		default:
 			d, err = puller.NextInteractive(r.cfg.PollWait)
 		}
-		done := r.lanes.took(d, reserved)
+		laneDone := r.lanes.took(d, reserved)
+		done := func() { laneDone(); puller.Settled(d) }
 		if err != nil {
 			r.log.Warn("pull failed", "err", err)
 			select {
@@ -397,7 +406,7 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 		}
 		r.metrics.queueWait.Observe(wait.Seconds())
 		r.cfg.Ledger.Running(ledgerJob(d))
-		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "alone", j.alone, "from", string(d.Source),
+		log.Info("job started", "queue_wait_ms", wait.Milliseconds(), "queue_wait_us", wait.Microseconds(), "alone", j.alone, "from", string(d.Source),
 			"class", d.Class.String(), "seq", d.Seq)
 		r.metrics.inFlight.Inc()
 		res, err = generate(jobCtx, r.backend, d, r.progress(jobCtx, d, log))
