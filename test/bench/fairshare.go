@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,10 @@ const (
 	// fsLoad is the heavy tenant's clients, each with one request at a
 	// time, against the light tenant's one.
 	fsLoad = 10
+	// fsRounds: the light tenant's runs alone and beside the heavy load
+	// take turns, this many of each, so that the load of the shared
+	// machine, which changes by the minute, weighs on both alike.
+	fsRounds = 5
 )
 
 // fsKeys are the stack's keys: light and heavy of weight 1, and a light
@@ -49,13 +54,20 @@ var fsKeys = map[string]string{
 type fairResult struct{ rows []fairRow }
 
 type fairRow struct {
-	setup, lane      string
-	alone, beside    time.Duration // the light tenant's p50
-	fifo             time.Duration // its p50 beside the heavy load, both without keys
-	latencyN         int
-	share1, share3   float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
-	tokens1, tokens3 [2]int64
-	backlog          int
+	setup, lane   string
+	alone, beside time.Duration // the light tenant's p50
+	fifo          time.Duration // its p50 beside the heavy load, both without keys
+	heavyRate     float64       // the heavy tenant's answers a second beside the light one
+	// cpuAlone and cpuBeside: the CPU the stack used in the light tenant's
+	// turns alone and beside the heavy one.
+	cpuAlone, cpuBeside cpuSpan
+	// waitAlone and waitBeside: the p50 of the light tenant's queue waits
+	// (stored in the stream to started by a worker), as the workers log.
+	waitAlone, waitBeside time.Duration
+	latencyN              int
+	share1, share3        float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
+	tokens1, tokens3      [2]int64
+	backlog               int
 }
 
 // fsStack is nats-server, the apis and the workers of one setup.
@@ -96,8 +108,12 @@ func (b *bench) fairShare(ctx context.Context) error {
 				return err
 			}
 			b.result.fair.rows = append(b.result.fair.rows, row)
-			fmt.Fprintf(b.out, "   %s, %s: light p50 alone %s, beside %s (%.2fx), without keys %s (%.2fx); light's share 1:1 %.3f, 3:1 %.3f\n",
-				row.setup, lane, ms(row.alone), ms(row.beside), ratio(row.beside, row.alone), ms(row.fifo), ratio(row.fifo, row.alone), row.share1, row.share3)
+			sa, ma := row.cpuAlone.cores()
+			sb, mb := row.cpuBeside.cores()
+			fmt.Fprintf(b.out, "   %s, %s: light p50 alone %s, beside %s (%.2fx; heavy %.0f answers/s), without keys %s (%.2fx); light's share 1:1 %.3f, 3:1 %.3f; "+
+				"light's queue wait p50 alone %s, beside %s; stack's cores alone %.2f, beside %.2f, machine busy %.2f, %.2f; load %s\n",
+				row.setup, lane, ms(row.alone), ms(row.beside), ratio(row.beside, row.alone), row.heavyRate, ms(row.fifo), ratio(row.fifo, row.alone), row.share1, row.share3,
+				ms(row.waitAlone), ms(row.waitBeside), sa, sb, ma, mb, loadAverage())
 		}
 		st.close()
 	}
@@ -198,7 +214,7 @@ func startExtraAPI(ctx context.Context, s *localstack.Stack, i int, apiEnv []str
 
 // fairRow measures one lane of one setup.
 func (b *bench) fairRow(ctx context.Context, st *fsStack, lane, setup string) (fairRow, error) {
-	row := fairRow{setup: setup, lane: lane, latencyN: 30, backlog: 800}
+	row := fairRow{setup: setup, lane: lane, latencyN: 40, backlog: 800}
 	if b.quick {
 		row.latencyN, row.backlog = 10, 400
 	}
@@ -206,11 +222,12 @@ func (b *bench) fairRow(ctx context.Context, st *fsStack, lane, setup string) (f
 	if lane == "batch" {
 		run = st.job
 	}
-	var err error
-	if row.alone, err = st.lightP50(ctx, run, row.latencyN, nil); err != nil {
-		return row, err
+	class := "jobs"
+	if lane == "batch" {
+		class = "batch"
 	}
-	if row.beside, err = st.lightP50(ctx, run, row.latencyN, func(ctx context.Context) { st.heavyLoad(ctx, run) }); err != nil {
+	var err error
+	if err = st.lightAloneAndBeside(ctx, run, class, &row); err != nil {
 		return row, err
 	}
 	fifo := st.via(st.fifo)
@@ -218,12 +235,8 @@ func (b *bench) fairRow(ctx context.Context, st *fsStack, lane, setup string) (f
 	if lane == "batch" {
 		frun = fifo.job
 	}
-	if row.fifo, err = fifo.lightP50(ctx, frun, row.latencyN, func(ctx context.Context) { fifo.heavyLoad(ctx, frun) }); err != nil {
+	if row.fifo, err = fifo.lightP50(ctx, frun, row.latencyN, func(ctx context.Context) { fifo.heavyLoad(ctx, frun, nil) }); err != nil {
 		return row, err
-	}
-	class := "jobs"
-	if lane == "batch" {
-		class = "batch"
 	}
 	if row.share1, row.tokens1, err = st.shareWhileBothWait(ctx, run, class, "light", row.backlog); err != nil {
 		return row, err
@@ -245,9 +258,84 @@ func promptOf(tenant string, n int) string {
 	return fmt.Sprintf("Say hi %d.", n)
 }
 
+// lightAloneAndBeside measures the light tenant's p50 alone and beside the
+// heavy tenant's load, of row.latencyN requests each, in fsRounds turns of
+// each; the heavy tenant's answers a second meanwhile (what keeping room
+// for the light one costs it); and the CPU the stack used in each.
+func (st *fsStack) lightAloneAndBeside(ctx context.Context, run runFunc, class string, row *fairRow) error {
+	var a, b []time.Duration
+	var answered atomic.Int64
+	var heavyFor time.Duration
+	heavy := func(ctx context.Context) {
+		t0 := time.Now()
+		st.heavyLoad(ctx, run, &answered)
+		heavyFor += time.Since(t0)
+	}
+	k := max(row.latencyN/fsRounds, 1)
+	var aloneSpans, besideSpans [][2]time.Time
+	for range fsRounds {
+		m := st.meterCPU()
+		lat, err := st.lightLatencies(ctx, run, k, nil)
+		if err != nil {
+			return err
+		}
+		m.stop(&row.cpuAlone)
+		aloneSpans = append(aloneSpans, [2]time.Time{m.t0, time.Now()})
+		a = append(a, lat...)
+		m = st.meterCPU()
+		if lat, err = st.lightLatencies(ctx, run, k, heavy); err != nil {
+			return err
+		}
+		m.stop(&row.cpuBeside)
+		besideSpans = append(besideSpans, [2]time.Time{m.t0, time.Now()})
+		b = append(b, lat...)
+		if err := st.quiet(ctx, class); err != nil {
+			return err
+		}
+	}
+	slices.Sort(a)
+	slices.Sort(b)
+	row.alone, row.beside = pct(a, .5), pct(b, .5)
+	row.waitAlone, row.waitBeside = p50(st.done.queueWaits("light", aloneSpans)), p50(st.done.queueWaits("light", besideSpans))
+	row.heavyRate = float64(answered.Load()) / heavyFor.Seconds()
+	return nil
+}
+
+// p50 is the median of ds, or 0 when there are none.
+func p50(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return pct(ds, .5)
+}
+
+// quiet waits until the heavy tenant's jobs left queued are done, so that
+// the next run alone is alone.
+func (st *fsStack) quiet(ctx context.Context, class string) error {
+	for _, subjects := range []string{"", ".>"} {
+		if err := waitHeld(ctx, st.s.NATSURL(), class, subjects, func(n uint64) bool { return n == 0 }); err != nil {
+			return err
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the last ones pulled end
+	return nil
+}
+
 // lightP50 is the p50 of n requests of the light tenant, one at a time,
 // with beside running meanwhile when set.
 func (st *fsStack) lightP50(ctx context.Context, run runFunc, n int, beside func(context.Context)) (time.Duration, error) {
+	lat, err := st.lightLatencies(ctx, run, n, beside)
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(lat)
+	return pct(lat, .5), nil
+}
+
+// lightLatencies are the latencies of n requests of the light tenant, one
+// at a time, with beside running meanwhile when set.
+func (st *fsStack) lightLatencies(ctx context.Context, run runFunc, n int, beside func(context.Context)) ([]time.Duration, error) {
 	bctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if beside != nil {
@@ -260,22 +348,23 @@ func (st *fsStack) lightP50(ctx context.Context, run runFunc, n int, beside func
 		t0 := time.Now()
 		_, done, err := run(ctx, "light", i, promptOf("light", i))
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		lat = append(lat, done.Sub(t0))
 	}
-	slices.Sort(lat)
-	return pct(lat, .5), nil
+	return lat, nil
 }
 
 // heavyLoad keeps fsLoad requests of the heavy tenant in flight until ctx
-// ends.
-func (st *fsStack) heavyLoad(ctx context.Context, run runFunc) {
+// ends, counting those answered in answered when set.
+func (st *fsStack) heavyLoad(ctx context.Context, run runFunc, answered *atomic.Int64) {
 	var wg sync.WaitGroup
 	for c := range fsLoad {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				_, _, _ = run(ctx, "heavy", c+i, promptOf("heavy", i))
+				if _, _, err := run(ctx, "heavy", c+i, promptOf("heavy", i)); err == nil && answered != nil {
+					answered.Add(1)
+				}
 			}
 		})
 	}
@@ -457,6 +546,15 @@ type doneWatch struct {
 	offsets map[string]int64
 	done    map[string]time.Time
 	waiters map[string][]chan time.Time
+	// starts are the jobs the workers started, with their queue waits.
+	starts []jobStart
+}
+
+// jobStart is a worker's "job started" line.
+type jobStart struct {
+	at     time.Time
+	tenant string
+	wait   time.Duration
 }
 
 func newDoneWatch(logs func() []string) *doneWatch {
@@ -495,6 +593,10 @@ func (w *doneWatch) read(path string) {
 	defer w.mu.Unlock()
 	w.offsets[path] = off + int64(end)
 	for line := range bytes.SplitSeq(data[:end], []byte("\n")) {
+		if bytes.Contains(line, []byte(`"msg":"job started"`)) {
+			w.started(line)
+			continue
+		}
 		if !bytes.Contains(line, []byte(`"msg":"job done"`)) {
 			continue
 		}
@@ -511,6 +613,33 @@ func (w *doneWatch) read(path string) {
 		}
 		delete(w.waiters, l.JobID)
 	}
+}
+
+// started notes a "job started" line; mu held.
+func (w *doneWatch) started(line []byte) {
+	var l struct {
+		Time   time.Time `json:"time"`
+		Tenant string    `json:"tenant"`
+		WaitUs int64     `json:"queue_wait_us"`
+	}
+	if json.Unmarshal(line, &l) == nil {
+		w.starts = append(w.starts, jobStart{l.Time, l.Tenant, time.Duration(l.WaitUs) * time.Microsecond})
+	}
+}
+
+// queueWaits are the queue waits of tenant's jobs started within spans.
+func (w *doneWatch) queueWaits(tenant string, spans [][2]time.Time) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for _, j := range w.starts {
+		for _, sp := range spans {
+			if j.tenant == tenant && !j.at.Before(sp[0]) && j.at.Before(sp[1]) {
+				out = append(out, j.wait)
+			}
+		}
+	}
+	return out
 }
 
 // wait is when job id was done.
@@ -540,16 +669,18 @@ func (b *bench) fairMarkdown() string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "`make bench` (or `go run ./test/bench -only fairshare`), commit `%s`, %s, load average %s, on a busy shared %d-core %s. "+
 		"Each worker: %d slots, the tiny model, %d tokens an answer; keys of two tenants of weight 1 (light, heavy) and one of weight 3 (light3). "+
-		"Latency: the light tenant sends %d requests one at a time, alone, then while the heavy one keeps %d in flight (10× its load). "+
+		"Latency: the light tenant sends %d requests one at a time alone, and as many while the heavy one keeps %d in flight (10× its load), in %d turns of each so that the machine's changing load weighs on both alike. "+
 		"Share: the heavy tenant queues %d requests and the light one a tenth of that at once (the heavy one's prompts about four times as long); "+
 		"the share is of the tokens (prompt and answer, as the answers' usage says) answered until the light tenant's last answer, while both waited. "+
 		"Interactive: chat completions, answered; batch: `POST /v1/jobs`, from its `202` to its worker's log saying it done.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), runtime.NumCPU(), procfs.CPUName(),
-		fsSlots, fsAnswer, rows[0].latencyN, fsLoad, rows[0].backlog)
-	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		fsSlots, fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
+	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
-			ratio(r.beside, r.alone), ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
+		sa, ma := r.cpuAlone.cores()
+		sb, mb := r.cpuBeside.cores()
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %.0f | %.2f (%.2f) / %.2f (%.2f) | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
+			ratio(r.beside, r.alone), ms(r.waitAlone), ms(r.waitBeside), r.heavyRate, sa, ma, sb, mb, ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
 	}
 	return s.String()
 }
@@ -589,4 +720,94 @@ func waitHeld(ctx context.Context, natsURL, class, suffix string, enough func(ui
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// cpuSpan is the CPU time the stack's processes and the load generator
+// used, and how busy the machine's CPUs were, over a span of wall time.
+type cpuSpan struct {
+	stack, busy, wall float64 // seconds; busy is summed over the CPUs
+}
+
+// cores is the CPUs' worth of time the stack used, and the machine.
+func (c cpuSpan) cores() (stack, machine float64) {
+	if c.wall <= 0 {
+		return 0, 0
+	}
+	return c.stack / c.wall, c.busy / c.wall
+}
+
+// cpuMeter measures a cpuSpan from start to stop.
+type cpuMeter struct {
+	st    *fsStack
+	t0    time.Time
+	ticks uint64
+	use   procfs.CPUUse
+}
+
+func (st *fsStack) meterCPU() *cpuMeter {
+	m := &cpuMeter{st: st, t0: time.Now(), ticks: st.cpuTicks()}
+	m.use, _ = procfs.SampleCPU(os.Getpid(), nil)
+	return m
+}
+
+// clockTick is Linux's USER_HZ: /proc's CPU times are in hundredths.
+const clockTick = 100
+
+func (m *cpuMeter) stop(into *cpuSpan) {
+	ticks := m.st.cpuTicks()
+	use, _ := procfs.SampleCPU(os.Getpid(), nil)
+	into.wall += time.Since(m.t0).Seconds()
+	into.stack += float64(ticks-m.ticks) / clockTick
+	if use.Total > m.use.Total {
+		// /proc/stat's ticks, of every CPU: busy share × CPUs × wall.
+		into.busy += float64(use.Busy-m.use.Busy) / float64(use.Total-m.use.Total) * float64(use.CPUs) * time.Since(m.t0).Seconds()
+	}
+}
+
+// cpuTicks is the CPU time, in clock ticks, that nats-server, the apis,
+// the workers (their supervisors' children included) and this process
+// used so far.
+func (st *fsStack) cpuTicks() uint64 {
+	pids := []int{os.Getpid()}
+	for _, p := range append([]*localstack.Proc{st.s.NATS, st.s.API}, append(st.extra, st.s.Workers()...)...) {
+		if p != nil && !p.Exited() {
+			pids = append(pids, p.PID())
+		}
+	}
+	var n uint64
+	for _, pid := range pids {
+		n += treeTicks(pid)
+	}
+	return n
+}
+
+// treeTicks is the CPU time of pid and of its children, recursively.
+func treeTicks(pid int) uint64 {
+	n := procTicks(pid)
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, f := range strings.Fields(string(kids)) {
+		if k, err := strconv.Atoi(f); err == nil {
+			n += treeTicks(k)
+		}
+	}
+	return n
+}
+
+// procTicks is a process's user and system time, in clock ticks.
+func procTicks(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return u + k
 }
