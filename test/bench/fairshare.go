@@ -64,10 +64,13 @@ type fairRow struct {
 	// waitAlone and waitBeside: the p50 of the light tenant's queue waits
 	// (stored in the stream to started by a worker), as the workers log.
 	waitAlone, waitBeside time.Duration
-	latencyN              int
-	share1, share3        float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
-	tokens1, tokens3      [2]int64
-	backlog               int
+	// ranAlone and ranBeside: the p50 of the same jobs' time from started
+	// to done on their worker (run, reply, ack).
+	ranAlone, ranBeside time.Duration
+	latencyN            int
+	share1, share3      float64 // the light tenant's share of the tokens while both waited, weights 1:1 and 3:1
+	tokens1, tokens3    [2]int64
+	backlog             int
 }
 
 // fsStack is nats-server, the apis and the workers of one setup.
@@ -111,9 +114,9 @@ func (b *bench) fairShare(ctx context.Context) error {
 			sa, ma := row.cpuAlone.cores()
 			sb, mb := row.cpuBeside.cores()
 			fmt.Fprintf(b.out, "   %s, %s: light p50 alone %s, beside %s (%.2fx; heavy %.0f answers/s), without keys %s (%.2fx); light's share 1:1 %.3f, 3:1 %.3f; "+
-				"light's queue wait p50 alone %s, beside %s; stack's cores alone %.2f, beside %.2f, machine busy %.2f, %.2f; load %s\n",
+				"light's queue wait p50 alone %s, beside %s; started to done %s, %s; stack's cores alone %.2f, beside %.2f, machine busy %.2f, %.2f; load %s\n",
 				row.setup, lane, ms(row.alone), ms(row.beside), ratio(row.beside, row.alone), row.heavyRate, ms(row.fifo), ratio(row.fifo, row.alone), row.share1, row.share3,
-				ms(row.waitAlone), ms(row.waitBeside), sa, sb, ma, mb, loadAverage())
+				ms(row.waitAlone), ms(row.waitBeside), ms(row.ranAlone), ms(row.ranBeside), sa, sb, ma, mb, loadAverage())
 		}
 		st.close()
 	}
@@ -296,7 +299,8 @@ func (st *fsStack) lightAloneAndBeside(ctx context.Context, run runFunc, class s
 	slices.Sort(a)
 	slices.Sort(b)
 	row.alone, row.beside = pct(a, .5), pct(b, .5)
-	row.waitAlone, row.waitBeside = p50(st.done.queueWaits("light", aloneSpans)), p50(st.done.queueWaits("light", besideSpans))
+	row.waitAlone, row.ranAlone = st.done.onWorker("light", aloneSpans)
+	row.waitBeside, row.ranBeside = st.done.onWorker("light", besideSpans)
 	row.heavyRate = float64(answered.Load()) / heavyFor.Seconds()
 	return nil
 }
@@ -546,19 +550,24 @@ type doneWatch struct {
 	offsets map[string]int64
 	done    map[string]time.Time
 	waiters map[string][]chan time.Time
-	// starts are the jobs the workers started, with their queue waits.
-	starts []jobStart
+	// starts are the jobs the workers started, with their queue waits,
+	// and startOf each one's index there by job id.
+	starts  []jobStart
+	startOf map[string]int
 }
 
-// jobStart is a worker's "job started" line.
+// jobStart is a worker's "job started" line, and its "job done" once read.
 type jobStart struct {
 	at     time.Time
 	tenant string
 	wait   time.Duration
+	// ran is from its start to its done: run, reply and ack.
+	ran time.Duration
 }
 
 func newDoneWatch(logs func() []string) *doneWatch {
-	return &doneWatch{logs: logs, offsets: map[string]int64{}, done: map[string]time.Time{}, waiters: map[string][]chan time.Time{}}
+	return &doneWatch{logs: logs, offsets: map[string]int64{}, done: map[string]time.Time{}, waiters: map[string][]chan time.Time{},
+		startOf: map[string]int{}}
 }
 
 // run reads the logs every 2 ms until ctx ends.
@@ -608,6 +617,10 @@ func (w *doneWatch) read(path string) {
 			continue
 		}
 		w.done[l.JobID] = l.Time
+		if i, ok := w.startOf[l.JobID]; ok {
+			w.starts[i].ran = l.Time.Sub(w.starts[i].at)
+			delete(w.startOf, l.JobID)
+		}
 		for _, ch := range w.waiters[l.JobID] {
 			ch <- l.Time
 		}
@@ -619,27 +632,33 @@ func (w *doneWatch) read(path string) {
 func (w *doneWatch) started(line []byte) {
 	var l struct {
 		Time   time.Time `json:"time"`
+		JobID  string    `json:"job_id"`
 		Tenant string    `json:"tenant"`
 		WaitUs int64     `json:"queue_wait_us"`
 	}
 	if json.Unmarshal(line, &l) == nil {
-		w.starts = append(w.starts, jobStart{l.Time, l.Tenant, time.Duration(l.WaitUs) * time.Microsecond})
+		w.startOf[l.JobID] = len(w.starts)
+		w.starts = append(w.starts, jobStart{at: l.Time, tenant: l.Tenant, wait: time.Duration(l.WaitUs) * time.Microsecond})
 	}
 }
 
-// queueWaits are the queue waits of tenant's jobs started within spans.
-func (w *doneWatch) queueWaits(tenant string, spans [][2]time.Time) []time.Duration {
+// onWorker is the p50s of the queue waits and of the start-to-done times
+// of tenant's jobs started within spans.
+func (w *doneWatch) onWorker(tenant string, spans [][2]time.Time) (wait, ran time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []time.Duration
+	var waits, rans []time.Duration
 	for _, j := range w.starts {
 		for _, sp := range spans {
 			if j.tenant == tenant && !j.at.Before(sp[0]) && j.at.Before(sp[1]) {
-				out = append(out, j.wait)
+				waits = append(waits, j.wait)
+				if j.ran > 0 {
+					rans = append(rans, j.ran)
+				}
 			}
 		}
 	}
-	return out
+	return p50(waits), p50(rans)
 }
 
 // wait is when job id was done.
@@ -675,12 +694,12 @@ func (b *bench) fairMarkdown() string {
 		"Interactive: chat completions, answered; batch: `POST /v1/jobs`, from its `202` to its worker's log saying it done.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), runtime.NumCPU(), procfs.CPUName(),
 		fsSlots, fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
-	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | its started to done alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		sa, ma := r.cpuAlone.cores()
 		sb, mb := r.cpuBeside.cores()
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %.0f | %.2f (%.2f) / %.2f (%.2f) | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
-			ratio(r.beside, r.alone), ms(r.waitAlone), ms(r.waitBeside), r.heavyRate, sa, ma, sb, mb, ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %s / %s | %.0f | %.2f (%.2f) / %.2f (%.2f) | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
+			ratio(r.beside, r.alone), ms(r.waitAlone), ms(r.waitBeside), ms(r.ranAlone), ms(r.ranBeside), r.heavyRate, sa, ma, sb, mb, ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
 	}
 	return s.String()
 }
