@@ -10,6 +10,7 @@ import (
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/worker"
 )
 
 // tokenCounting is a Backend whose every answer takes a known number of
@@ -124,4 +125,94 @@ func waitServed(t *testing.T, b *tokenCounting, tenantOf map[string]string, tena
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the workers did not serve %d jobs of %s in 30 s", n, tenant)
+}
+
+// held is a Backend of two slots whose jobs run until released, telling
+// the tenant of each job it starts.
+type held struct {
+	mu       sync.Mutex
+	tenantOf map[string]string // by job id; set before the jobs are queued
+	started  chan string
+	release  chan struct{}
+}
+
+func (b *held) Info() genq.BackendInfo {
+	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "held", Slots: 2}
+}
+
+func (b *held) Close() error { return nil }
+
+func (b *held) Generate(ctx context.Context, job genq.Job, _ func(genq.Progress)) (genq.Result, error) {
+	b.mu.Lock()
+	tenant := b.tenantOf[job.ID]
+	b.mu.Unlock()
+	b.started <- tenant
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return genq.Result{}, ctx.Err()
+	}
+	return genq.NewDetailedTextResult("x", genq.FinishLength, tokensOf(job), nil), nil
+}
+
+// TestHeadroomThroughWorker: a worker of two slots that has seen the
+// light tenant lately gives the heavy one, whose jobs wait, one slot, not
+// both, and the light tenant's next job starts at once in the other;
+// without TENANT_HEADROOM the heavy tenant takes both.
+func TestHeadroomThroughWorker(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		t.Run(map[bool]string{true: "kept", false: "off"}[keep], func(t *testing.T) {
+			h := newHarness(t)
+			b := &held{tenantOf: map[string]string{}, started: make(chan string, 16), release: make(chan struct{})}
+			queue := func(tenant string, n int) {
+				ctx := genq.WithShare(t.Context(), genq.Share{Tenant: tenant, Weight: 1})
+				for range n {
+					job := newJob("hi", time.Now().Add(time.Minute))
+					job.MaxTokens = 10
+					b.mu.Lock()
+					b.tenantOf[job.ID] = tenant
+					b.mu.Unlock()
+					if _, err := h.conn.Publish(ctx, job); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			h.startWorkerWith("w1", b, func(c *worker.Config) {
+				if keep {
+					c.TenantHeadroom = time.Minute
+				}
+			}, time.Second)
+			next := func(within time.Duration) string {
+				select {
+				case tenant := <-b.started:
+					return tenant
+				case <-time.After(within):
+					return ""
+				}
+			}
+			queue("light", 1)
+			if got := next(5 * time.Second); got != "light" {
+				t.Fatalf("started %q, want the light tenant's job", got)
+			}
+			b.release <- struct{}{}
+			queue("heavy", 3)
+			if got := next(5 * time.Second); got != "heavy" {
+				t.Fatalf("started %q, want a heavy job", got)
+			}
+			second := next(500 * time.Millisecond)
+			switch {
+			case keep && second != "":
+				t.Fatalf("a second job (%q) took the slot kept for the light tenant", second)
+			case !keep && second != "heavy":
+				t.Fatalf("without headroom, started %q, want a second heavy job", second)
+			}
+			if keep {
+				queue("light", 1)
+				if got := next(2 * time.Second); got != "light" {
+					t.Fatalf("started %q, want the light tenant's job in the kept slot", got)
+				}
+			}
+			close(b.release) // let every job end
+		})
+	}
 }

@@ -121,10 +121,17 @@ func (h *harness) dial() *natsqueue.Conn {
 // ends); stop returns once the runtime has drained.
 func (h *harness) startWorker(id string, b genq.Backend, drainGrace time.Duration) (stop func()) {
 	h.t.Helper()
+	return h.startWorkerWith(id, b, func(*worker.Config) {}, drainGrace)
+}
+
+// startWorkerWith is startWorker with the settings tune changes.
+func (h *harness) startWorkerWith(id string, b genq.Backend, tune func(*worker.Config), drainGrace time.Duration) (stop func()) {
+	h.t.Helper()
 	cfg := worker.Config{
 		WorkerID: id, Variant: variant, PollWait: 200 * time.Millisecond,
 		HeartbeatEvery: time.Second, DrainGrace: drainGrace, RetryDelay: 10 * time.Millisecond,
 	}
+	tune(&cfg)
 	rt := worker.New(cfg, h.dial(), b, testLog().With("worker_id", id), prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
