@@ -23,20 +23,7 @@ func TestCallStream(t *testing.T) {
 		for _, split := range []string{"whole", "bytes", "random"} {
 			t.Run(tc.name+", "+split, func(t *testing.T) {
 				s := NewCallStream(tc.lazy)
-				var events []CallEvent
-				rng := rand.New(rand.NewPCG(1, 2))
-				for rest := tc.text; rest != ""; {
-					n := len(rest)
-					switch split {
-					case "bytes":
-						n = 1
-					case "random":
-						n = min(len(rest), 1+rng.IntN(6))
-					}
-					events = append(events, s.Write(rest[:n])...)
-					rest = rest[n:]
-				}
-				events = append(events, s.Close()...)
+				events := feed(s, tc.text, split, rand.New(rand.NewPCG(1, 2)))
 				content, calls := Join(events)
 				if tc.content != "" {
 					if content != tc.content || len(calls) > 0 || s.Calls() {
@@ -66,4 +53,22 @@ func TestCallStreamCut(t *testing.T) {
 	if len(calls) != 1 || calls[0].Name != "f" || calls[0].Arguments != `{"a": [1, 2` {
 		t.Fatalf("calls = %+v", calls)
 	}
+}
+
+// feed writes text to s in pieces, whole, a byte at a time or of random
+// lengths as split says, then closes s, and returns every event.
+func feed(s *CallStream, text, split string, rng *rand.Rand) []CallEvent {
+	var events []CallEvent
+	for rest := text; rest != ""; {
+		n := len(rest)
+		switch split {
+		case "bytes":
+			n = 1
+		case "random":
+			n = min(len(rest), 1+rng.IntN(6))
+		}
+		events = append(events, s.Write(rest[:n])...)
+		rest = rest[n:]
+	}
+	return append(events, s.Close()...)
 }

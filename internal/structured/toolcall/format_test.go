@@ -101,20 +101,7 @@ func TestCallStreamFormats(t *testing.T) {
 		for _, split := range []string{"whole", "bytes", "random"} {
 			t.Run(tc.name+", "+split, func(t *testing.T) {
 				s := NewCallStream(true)
-				var events []CallEvent
-				rng := rand.New(rand.NewPCG(3, 4))
-				for rest := tc.text; rest != ""; {
-					n := len(rest)
-					switch split {
-					case "bytes":
-						n = 1
-					case "random":
-						n = min(len(rest), 1+rng.IntN(6))
-					}
-					events = append(events, s.Write(rest[:n])...)
-					rest = rest[n:]
-				}
-				events = append(events, s.Close()...)
+				events := feed(s, tc.text, split, rand.New(rand.NewPCG(3, 4)))
 				content, calls := Join(events)
 				var reasoning string
 				for _, e := range events {
