@@ -300,22 +300,25 @@ func TestEmbeddingsUsage(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	u := s.callKey("GET", "/v1/usage", "k-a", "")
-	var page struct {
-		Data []struct {
-			Results []struct {
-				Route            string
-				NumModelRequests int `json:"num_model_requests"`
-				InputTokens      int `json:"input_tokens"`
-				OutputTokens     int `json:"output_tokens"`
-			}
-		}
-	}
+	var page usagePage
 	if err := json.Unmarshal(u.body, &page); err != nil || len(page.Data) != 1 || len(page.Data[0].Results) != 1 {
 		t.Fatalf("%d %s: %v", u.status, u.body, err)
 	}
 	// [CLS] hello world [SEP] and [CLS] the cat [SEP].
 	if got := page.Data[0].Results[0]; got.Route != "/v1/embeddings" || got.NumModelRequests != 1 || got.InputTokens != 8 || got.OutputTokens != 0 {
 		t.Fatalf("usage %+v: want one request of 8 input tokens on /v1/embeddings", got)
+	}
+}
+
+// usagePage is what the embeddings tests read of a /v1/usage page.
+type usagePage struct {
+	Data []struct {
+		Results []struct {
+			Route            string
+			NumModelRequests int `json:"num_model_requests"`
+			InputTokens      int `json:"input_tokens"`
+			OutputTokens     int `json:"output_tokens"`
+		}
 	}
 }
 
@@ -355,15 +358,7 @@ func TestEmbeddingsAsyncJob(t *testing.T) {
 	if st.Result.Object != "list" || len(got) != 2 || st.Result.Usage.PromptTokens != 8 || cosine64(got[0], wantV[0]) < 0.9999 || cosine64(got[1], wantV[1]) < 0.9999 {
 		t.Fatalf("job result %+v; want the route's two vectors and 8 prompt tokens", st.Result)
 	}
-	var page struct {
-		Data []struct {
-			Results []struct {
-				Route            string
-				NumModelRequests int `json:"num_model_requests"`
-				InputTokens      int `json:"input_tokens"`
-			}
-		}
-	}
+	var page usagePage
 	u := s.callKey("GET", "/v1/usage", "k-a", "")
 	if err := json.Unmarshal(u.body, &page); err != nil || len(page.Data) != 1 {
 		t.Fatalf("%d %s: %v", u.status, u.body, err)

@@ -45,14 +45,27 @@ func (s *stack) tinyTextWorkerWith(cfg textgen.Config) string {
 
 func (s *stack) postKey(path, key, body string) response {
 	s.t.Helper()
+	return s.postHeader(path, body, keyHeader(key))
+}
+
+// keyHeader carries key as a bearer token; no key, no header.
+func keyHeader(key string) http.Header {
+	h := http.Header{}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	return h
+}
+
+// postHeader posts a JSON body with the headers in h besides its type.
+func (s *stack) postHeader(path, body string, h http.Header) response {
+	s.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.api.URL+path, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	req.Header = h.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)

@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,22 +51,10 @@ func TestTraceThroughQueue(t *testing.T) {
 
 	traceID, caller := randomHex(16), randomHex(8)
 	body := `{"model":"` + model + `","messages":[{"role":"user","content":"Hello!"}],"max_tokens":4,"seed":1}`
-	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/v1/chat/completions?note=query-"+natsPassword, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("traceparent", "00-"+traceID+"-"+caller+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	chat := decodeAs[chatCompletion](t, response{status: resp.StatusCode, body: raw})
-	if resp.StatusCode != http.StatusOK || chat.Usage.CompletionTokens != 4 {
-		t.Fatalf("status %d, usage %+v: %s", resp.StatusCode, chat.Usage, raw)
+	resp := s.postTraced("/v1/chat/completions?note=query-"+natsPassword, body, traceID, caller, apiKey)
+	chat := decodeAs[chatCompletion](t, resp)
+	if resp.status != http.StatusOK || chat.Usage.CompletionTokens != 4 {
+		t.Fatalf("status %d, usage %+v: %s", resp.status, chat.Usage, resp.body)
 	}
 
 	spans, err := waitSpans(t, col, []tracing.Tracing{api, wrk}, func(all []otelcoltest.Span) bool {
@@ -120,6 +109,25 @@ func (s *stack) tracedTextWorker(p tracing.Tracing) string {
 	return filepath.Base(path)
 }
 
+// postTraced posts a JSON body as a traced caller would: parent, a span
+// of trace traceID, is the request's parent; key, when set, its API key.
+func (s *stack) postTraced(path, body, traceID, parent, key string) response {
+	s.t.Helper()
+	h := keyHeader(key)
+	h.Set("traceparent", "00-"+traceID+"-"+parent+"-01")
+	return s.postHeader(path, body, h)
+}
+
+// tracedStack starts a collector and a stack whose api exports to it,
+// and the provider a worker of the stack exports with; both over OTLP/HTTP.
+func tracedStack(t *testing.T) (col *otelcoltest.Collector, s *stack, api, wrk tracing.Tracing) {
+	t.Helper()
+	col = otelcoltest.Start(t)
+	api = startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-api"})
+	wrk = startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-worker"})
+	return col, newStack(t, stackOptions{tracing: api.Provider}), api, wrk
+}
+
 func startTracing(t *testing.T, c tracing.Config) tracing.Tracing {
 	t.Helper()
 	tr, err := tracing.Setup(t.Context(), c, testLog(t))
@@ -160,9 +168,14 @@ func randomHex(n int) string {
 }
 
 func inTrace(spans []otelcoltest.Span, traceID string) []otelcoltest.Span {
+	return where(spans, func(s otelcoltest.Span) bool { return s.TraceID == traceID })
+}
+
+// where keeps the spans keep holds of, in order.
+func where(spans []otelcoltest.Span, keep func(otelcoltest.Span) bool) []otelcoltest.Span {
 	var out []otelcoltest.Span
 	for _, s := range spans {
-		if s.TraceID == traceID {
+		if keep(s) {
 			out = append(out, s)
 		}
 	}
@@ -256,38 +269,21 @@ func checkEngineSpans(t *testing.T, got map[string]*otelcoltest.Span, promptToke
 }
 
 func keys(m map[string]*otelcoltest.Span) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(m))
 }
 
 // TestTraceRedeliveries holds a job that fails on every attempt to one
 // trace: each delivery a queue wait and a run of its own, under the same
 // publish, with its attempt, the last one dead-lettered.
 func TestTraceRedeliveries(t *testing.T) {
-	col := otelcoltest.Start(t)
-	wrk := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-worker"})
-	api := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-api"})
-	s := newStack(t, stackOptions{tracing: api.Provider})
+	col, s, api, wrk := tracedStack(t)
 	s.runWorkerWith(newTestBackend(1), worker.Config{DrainGrace: time.Second, Tracing: wrk.Provider})
 	s.waitLive(1)
 
 	traceID := randomHex(16)
-	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/generate", strings.NewReader(`{"text":"fail:now"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+traceID+"-"+randomHex(8)+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusInternalServerError {
-		t.Fatalf("status %d, want 500 after every attempt failed", resp.StatusCode)
+	resp := s.postTraced("/generate", `{"text":"fail:now"}`, traceID, randomHex(8), "")
+	if resp.status != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500 after every attempt failed", resp.status)
 	}
 	attempts := s.settings.MaxAttempts
 	spans, err := waitSpans(t, col, []tracing.Tracing{api, wrk}, func(all []otelcoltest.Span) bool {
@@ -332,23 +328,14 @@ func TestTraceRedeliveries(t *testing.T) {
 const statusError = 2
 
 func named(spans []otelcoltest.Span, name string) []otelcoltest.Span {
-	var out []otelcoltest.Span
-	for _, s := range spans {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
+	return where(spans, func(s otelcoltest.Span) bool { return s.Name == name })
 }
 
 // TestTraceBatch holds each request of a batch to a trace of its own,
 // rooted where the api queues it and linked to the request that created
 // the batch, through to the worker's run on the batch lane.
 func TestTraceBatch(t *testing.T) {
-	col := otelcoltest.Start(t)
-	api := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-api"})
-	wrk := startTracing(t, tracing.Config{Endpoint: col.HTTP, ServiceName: "genq-worker"})
-	s := newStack(t, stackOptions{tracing: api.Provider})
+	col, s, api, wrk := tracedStack(t)
 	s.tracedTextWorker(wrk)
 	const lines = 3
 	up := s.upload("in.jsonl", chatLines(lines, func(int) string { return `,"max_tokens":2` }), "batch")
@@ -359,30 +346,12 @@ func TestTraceBatch(t *testing.T) {
 		t.Fatalf("upload: %d %s", up.status, up.body)
 	}
 	traceID := randomHex(16)
-	req, err := http.NewRequest(http.MethodPost, s.api.URL+"/v1/batches",
-		strings.NewReader(`{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+traceID+"-"+randomHex(8)+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	b := decodeAs[batchObject](t, response{status: resp.StatusCode, body: raw})
+	b := decodeAs[batchObject](t, s.postTraced("/v1/batches",
+		`{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, traceID, randomHex(8), ""))
 	s.waitBatch(b.ID, func(b batchObject) bool { return b.Status == "completed" })
 
 	batchRuns := func(all []otelcoltest.Span) []otelcoltest.Span {
-		var out []otelcoltest.Span
-		for _, s := range named(all, "run job") {
-			if s.Attributes["genq.class"] == "batch" {
-				out = append(out, s)
-			}
-		}
-		return out
+		return where(named(all, "run job"), func(s otelcoltest.Span) bool { return s.Attributes["genq.class"] == "batch" })
 	}
 	spans, err := waitSpans(t, col, []tracing.Tracing{api, wrk}, func(all []otelcoltest.Span) bool {
 		return len(batchRuns(all)) == lines && len(named(inTrace(all, traceID), "POST /v1/batches")) == 1

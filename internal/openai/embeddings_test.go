@@ -80,15 +80,14 @@ func TestEmbeddingResponseBase64(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The response as written, each vector kept raw to be read
+			// here, not by the code under test.
 			var out struct {
-				Object string `json:"object"`
-				Model  string `json:"model"`
-				Data   []struct {
-					Object    string          `json:"object"`
-					Index     int             `json:"index"`
+				EmbeddingResponse
+				Data []struct {
+					EmbeddingData
 					Embedding json.RawMessage `json:"embedding"`
 				} `json:"data"`
-				Usage EmbeddingUsage `json:"usage"`
 			}
 			if err := json.Unmarshal(b, &out); err != nil {
 				t.Fatal(err)
