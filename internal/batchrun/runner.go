@@ -20,12 +20,12 @@ import (
 	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/openai"
 	"github.com/genq/genq/internal/tenant"
+	"github.com/genq/genq/internal/tracing/spans"
 	"github.com/genq/genq/internal/webhook"
 )
 
@@ -334,7 +334,7 @@ func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *b
 				err = r.Queue.Submit(r.Routes.ShareAs(lctx, in.tenant), job) // one queued before is kept once
 			}
 		}
-		endBatchLine(span, err)
+		spans.End(span, err) // failed when it was not queued
 		if err != nil && !isLineRefusal(err) {
 			break // the queue is full or away: the next round tries again
 		}
@@ -567,12 +567,4 @@ func (r *Runner) batchEnded(rec Record, log *slog.Logger) {
 		}
 		log.Info("batch webhook delivered", "status", rec.Batch.Status)
 	}()
-}
-
-// endBatchLine ends a batch request's span, failed when it was not queued.
-func endBatchLine(span trace.Span, err error) {
-	if err != nil {
-		span.SetStatus(codes.Error, genq.ErrorMessage(err))
-	}
-	span.End()
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tracing/spans"
 )
 
 // tracerName names the image engines' spans.
@@ -25,10 +24,5 @@ func StartDenoise(ctx context.Context, p Params) (end func(err error)) {
 		attribute.Float64("genq.guidance", p.Guidance),
 		attribute.Bool("genq.negative_prompt", p.Negative != ""),
 	))
-	return func(err error) {
-		if err != nil {
-			span.SetStatus(codes.Error, genq.ErrorMessage(err))
-		}
-		span.End()
-	}
+	return func(err error) { spans.End(span, err) }
 }

@@ -5,11 +5,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tracing/spans"
 )
 
 // Trace context in the jobs' headers (docs/protocol.md §2): the W3C
@@ -68,8 +68,7 @@ func startPublish(ctx context.Context, job genq.Job, class Class, subject string
 // code and message go into it: genq's messages never hold a key.
 func endSpan(span trace.Span, err error) {
 	if err != nil {
-		span.SetStatus(codes.Error, genq.ErrorMessage(err))
-		span.SetAttributes(attribute.String("genq.error.code", string(genq.ErrorCode(err))))
+		spans.FailCoded(span, err)
 	}
 	span.End()
 }

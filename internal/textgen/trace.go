@@ -5,10 +5,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tracing/spans"
 )
 
 // tracerName names the text engine's spans.
@@ -60,10 +59,7 @@ func traceRun(ctx context.Context, t runTimes, out seqResult, err error) {
 
 // endWith ends span at end, failed when err is set.
 func endWith(span trace.Span, end time.Time, err error) {
-	if err != nil {
-		span.SetStatus(codes.Error, genq.ErrorMessage(err))
-	}
-	span.End(trace.WithTimestamp(end))
+	spans.End(span, err, trace.WithTimestamp(end))
 }
 
 // times are req's run's times, once sched.run has returned out or err.

@@ -5,11 +5,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/tracing/spans"
 )
 
 // tracerName names the worker's spans.
@@ -47,9 +46,7 @@ func (r *Runtime) startRun(ctx context.Context, d *natsqueue.Delivery) (context.
 // failSpan marks ctx's span failed by err's code and its message to the
 // caller, which never holds a key.
 func failSpan(ctx context.Context, err error) {
-	span := trace.SpanFromContext(ctx)
-	span.SetStatus(codes.Error, genq.ErrorMessage(err))
-	span.SetAttributes(attribute.String("genq.error.code", string(genq.ErrorCode(err))))
+	spans.FailCoded(trace.SpanFromContext(ctx), err)
 }
 
 // traceOutcome notes on ctx's span how the delivery was settled.
