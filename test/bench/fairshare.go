@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/natsqueue"
@@ -472,17 +471,10 @@ func post(ctx context.Context, url, tenant string, body any, want int, out any) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer k-"+tenant)
-	resp, err := fsClient.Do(req)
-	if err != nil {
-		return err
+	if err := send(req, tenant, want, out); err != nil {
+		return fmt.Errorf("POST %s as %s: %w", url, tenant, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("POST %s as %s: %d %s", url, tenant, resp.StatusCode, b)
-	}
-	return json.Unmarshal(b, out)
+	return nil
 }
 
 func chatBody(prompt string) map[string]any {
@@ -526,6 +518,15 @@ func get(ctx context.Context, url, tenant string, out any) error {
 	if err != nil {
 		return err
 	}
+	if err := send(req, tenant, http.StatusOK, out); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
+}
+
+// send sends req as tenant and decodes the answer into out when its
+// status is want; another status is an error that quotes the answer.
+func send(req *http.Request, tenant string, want int, out any) error {
 	req.Header.Set("Authorization", "Bearer k-"+tenant)
 	resp, err := fsClient.Do(req)
 	if err != nil {
@@ -533,8 +534,8 @@ func get(ctx context.Context, url, tenant string, out any) error {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%d %s", resp.StatusCode, b)
 	}
 	return json.Unmarshal(b, out)
 }
@@ -709,15 +710,11 @@ func (b *bench) fairMarkdown() string {
 // the tenants' and the workers'),
 // hold a number of jobs for which enough holds.
 func waitHeld(ctx context.Context, natsURL, class, suffix string, enough func(uint64) bool) error {
-	nc, err := nats.Connect(natsURL)
+	js, done, err := localstack.JetStream(natsURL)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer done()
 	stream := map[string]string{"jobs": natsqueue.JobsStream, "batch": natsqueue.BatchStream}[class]
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/natsqueue"
@@ -77,15 +76,11 @@ func newClusterStack(ctx context.Context, e env, name string) (*localstack.Stack
 // leaderOf names the node that leads stream, or its consumer when consumer
 // is set.
 func leaderOf(ctx context.Context, url, stream, consumer string) (string, error) {
-	nc, err := nats.Connect(url)
+	js, done, err := localstack.JetStream(url)
 	if err != nil {
 		return "", err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
+	defer done()
 	var ci *jetstream.ClusterInfo
 	if consumer != "" {
 		c, err := js.Consumer(ctx, stream, consumer)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/catalog"
@@ -102,19 +101,9 @@ func writeCatalogue(s *localstack.Stack, spec catalog.FileSpec) (string, error) 
 // fireChats sends one chat completion per model name to url, at most
 // concurrency at once, each with its own timeout.
 func fireChats(ctx context.Context, url string, models []string, concurrency int, timeout time.Duration) []localstack.Outcome {
-	out := make([]localstack.Outcome, len(models))
-	sem := make(chan struct{}, concurrency)
-	var wg sync.WaitGroup
-	for i, m := range models {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i] = chat(ctx, url, m, fmt.Sprintf("request %d: tell me about queues", i), timeout)
-		}()
-	}
-	wg.Wait()
-	return out
+	return localstack.FireEach(len(models), concurrency, func(i int) localstack.Outcome {
+		return chat(ctx, url, models[i], fmt.Sprintf("request %d: tell me about queues", i), timeout)
+	})
 }
 
 func chat(ctx context.Context, url, model, text string, timeout time.Duration) localstack.Outcome {

@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/test/localstack"
@@ -174,15 +171,11 @@ func (k *killer) stop() int {
 // deadLettered checks, as an operator would, that the last dead letter of
 // the variant is the job.
 func deadLettered(ctx context.Context, natsURL string, v genq.Variant, jobID string) error {
-	nc, err := nats.Connect(natsURL)
+	js, done, err := localstack.JetStream(natsURL)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer done()
 	stream, err := js.Stream(ctx, natsqueue.DeadStream)
 	if err != nil {
 		return fmt.Errorf("dead-letter stream: %w", err)

@@ -9,9 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/natsqueue"
 	"github.com/genq/genq/test/localstack"
@@ -72,15 +69,11 @@ func routedSigkillHolding(ctx context.Context, e env) (localstack.Report, error)
 	}
 	defer s.Close()
 	victim := s.Workers()[0]
-	nc, err := nats.Connect(s.NATSURL())
+	js, done, err := localstack.JetStream(s.NATSURL())
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return localstack.Report{}, err
-	}
+	defer done()
 	held := make(chan uint64, 1)
 	watch, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

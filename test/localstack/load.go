@@ -37,15 +37,21 @@ type Request struct {
 // Fire sends reqs to url's /generate with at most concurrency in flight and
 // returns their outcomes in order. Each request has its own timeout.
 func Fire(ctx context.Context, client *http.Client, url string, reqs []Request, concurrency int, timeout time.Duration) []Outcome {
-	out := make([]Outcome, len(reqs))
+	return FireEach(len(reqs), concurrency, func(i int) Outcome { return Generate(ctx, client, url, reqs[i], timeout) })
+}
+
+// FireEach runs send for each of n requests, at most concurrency at once,
+// and returns their outcomes in order.
+func FireEach(n, concurrency int, send func(i int) Outcome) []Outcome {
+	out := make([]Outcome, n)
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
-	for i, r := range reqs {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i] = Generate(ctx, client, url, r, timeout)
+			out[i] = send(i)
 		}()
 	}
 	wg.Wait()
