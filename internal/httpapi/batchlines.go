@@ -181,11 +181,7 @@ func (s *Server) lineModel(b openai.Batch, l openai.BatchLine) string {
 // has none.
 func (s *Server) answerOf(ctx context.Context, id string) (openai.TextResult, error) {
 	res, err := s.async.Outcome(ctx, id)
-	if err != nil {
-		return openai.TextResult{}, err
-	}
-	defer res.Body.Close()
-	_, text, err := readTextResult(res)
+	text, err := textOf(res, err)
 	if err != nil {
 		return openai.TextResult{}, err
 	}

@@ -98,6 +98,17 @@ func readTextResult(res *genq.ReceivedResult) (json.RawMessage, genq.TextResult,
 	return data, out, nil
 }
 
+// textOf reads the text result of a job that ran (res and err are what a
+// run or an outcome returned) and closes its body.
+func textOf(res *genq.ReceivedResult, err error) (genq.TextResult, error) {
+	if err != nil {
+		return genq.TextResult{}, err
+	}
+	defer res.Body.Close()
+	_, text, err := readTextResult(res)
+	return text, err
+}
+
 // maxImageResult bounds the PNG the api reads into memory to encode it.
 const maxImageResult = 64 << 20
 

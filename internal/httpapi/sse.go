@@ -131,12 +131,7 @@ func (s *Server) streamText(ctx context.Context, w http.ResponseWriter, t textRe
 					return send(i, func(sofar string, first bool) any { return chunks.Piece(i, sofar, piece, first) }, piece.Text)
 				})
 			})
-			if err != nil {
-				fail(err)
-				return
-			}
-			defer res.Body.Close()
-			_, text, err := readTextResult(res)
+			text, err := textOf(res, err)
 			if err != nil {
 				fail(err)
 				return
@@ -235,11 +230,7 @@ func streamTyped[E interface{ Type() string }](s *Server, ctx context.Context, w
 			return send(ev.piece(piece.Text)...)
 		})
 	})
-	var text genq.TextResult
-	if err == nil {
-		defer res.Body.Close()
-		_, text, err = readTextResult(res)
-	}
+	text, err := textOf(res, err)
 	if err != nil {
 		if !out.started {
 			ev.render(w, t.log, err)

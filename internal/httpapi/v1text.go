@@ -254,11 +254,7 @@ func (s *Server) runTexts(ctx context.Context, w http.ResponseWriter, t textRequ
 // runText runs one choice's job and reads its text result.
 func (s *Server) runText(ctx context.Context, job genq.Job, choice int, m genq.Model, model string, start time.Time, log *slog.Logger) (openai.TextResult, error) {
 	res, err := s.runJob(ctx, job, start, log, s.jobs.Run)
-	if err != nil {
-		return openai.TextResult{}, err
-	}
-	defer res.Body.Close()
-	_, text, err := readTextResult(res)
+	text, err := textOf(res, err)
 	if err != nil {
 		return openai.TextResult{}, err
 	}
