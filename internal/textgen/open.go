@@ -1,20 +1,17 @@
 package textgen
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/gguf"
 	"github.com/genq/genq/internal/llamacpp"
 	"github.com/genq/genq/internal/procfs"
 )
@@ -41,12 +38,12 @@ func OpenReporting(ctx context.Context, cfg Config, log *slog.Logger, progress f
 	}
 	start := time.Now()
 
-	path, err := modelPath(cfg)
-	if err != nil {
-		return nil, err
+	path, err := gguf.Locate(cfg.ModelDir, cfg.ModelFile, "TEXT_MODEL_FILE")
+	if err == nil {
+		err = gguf.CheckMagic(path)
 	}
-	if err := checkGGUF(path); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("text model: %w", err)
 	}
 	lib, err := llamacpp.Load(cfg.LibDir, log)
 	if err != nil {
@@ -232,48 +229,6 @@ func (b *Backend) sharedPrefix() ([]int32, error) {
 		n++
 	}
 	return a[:max(0, n-1)], nil
-}
-
-// modelPath picks the .gguf to load: the configured file, or the one .gguf
-// in the model directory.
-func modelPath(cfg Config) (string, error) {
-	if cfg.ModelFile != "" {
-		p := cfg.ModelFile
-		if !filepath.IsAbs(p) && cfg.ModelDir != "" {
-			p = filepath.Join(cfg.ModelDir, p)
-		}
-		return p, nil
-	}
-	if cfg.ModelDir == "" {
-		return "", errors.New("text model: neither a model directory nor a model file is set")
-	}
-	matches, err := filepath.Glob(filepath.Join(cfg.ModelDir, "*.gguf"))
-	if err != nil {
-		return "", fmt.Errorf("text model: %w", err)
-	}
-	switch len(matches) {
-	case 0:
-		return "", fmt.Errorf("text model: no .gguf file in %s", cfg.ModelDir)
-	case 1:
-		return matches[0], nil
-	}
-	return "", fmt.Errorf("text model: %d .gguf files in %s (%s): name one with TEXT_MODEL_FILE",
-		len(matches), cfg.ModelDir, strings.Join(matches, ", "))
-}
-
-// checkGGUF checks that path is a readable GGUF file, so that a wrong file
-// is named as such rather than as whatever the engine makes of it.
-func checkGGUF(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("text model: %w", err)
-	}
-	defer f.Close()
-	magic := make([]byte, 4)
-	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("GGUF")) {
-		return fmt.Errorf("text model %s: not a GGUF file (it does not start with the GGUF magic)", path)
-	}
-	return nil
 }
 
 func fileSize(path string) int64 {
