@@ -3,16 +3,16 @@ package embedgen
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/gguf"
 	"github.com/genq/genq/internal/llamacpp"
 	"github.com/genq/genq/internal/procfs"
 )
@@ -59,7 +59,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	start := time.Now()
 	path, err := modelPath(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("embedding model: %w", err)
 	}
 	lib, err := llamacpp.Load(cfg.LibDir, log)
 	if err != nil {
@@ -110,31 +110,18 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	return b, nil
 }
 
-// modelPath finds the .gguf to load: ModelFile, or the one in ModelDir.
+// modelPath finds the .gguf to load, ModelFile or the one in ModelDir, and
+// checks it is GGUF, so that a wrong file fails in genq's words rather
+// than llama.cpp's.
 func modelPath(cfg Config) (string, error) {
-	if cfg.ModelFile != "" {
-		if filepath.IsAbs(cfg.ModelFile) || cfg.ModelDir == "" {
-			return cfg.ModelFile, nil
-		}
-		return filepath.Join(cfg.ModelDir, cfg.ModelFile), nil
+	path, err := gguf.Locate(cfg.ModelDir, cfg.ModelFile, "EMBEDDING_MODEL_FILE")
+	if errors.Is(err, gguf.ErrNoFile) {
+		return "", fmt.Errorf("%w (genqctl models tiny --family bert writes a tiny one)", err)
 	}
-	entries, err := os.ReadDir(cfg.ModelDir)
 	if err != nil {
-		return "", fmt.Errorf("embedding model: %w", err)
+		return "", err
 	}
-	var found []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".gguf") {
-			found = append(found, e.Name())
-		}
-	}
-	switch len(found) {
-	case 0:
-		return "", fmt.Errorf("embedding model: no .gguf file in %s (genqctl models tiny --family bert writes a tiny one)", cfg.ModelDir)
-	case 1:
-		return filepath.Join(cfg.ModelDir, found[0]), nil
-	}
-	return "", fmt.Errorf("embedding model: %s holds %d .gguf files (%s): name one with EMBEDDING_MODEL_FILE", cfg.ModelDir, len(found), strings.Join(found, ", "))
+	return path, gguf.CheckMagic(path)
 }
 
 // Info is the model's device, name, slots and limits.

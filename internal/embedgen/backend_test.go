@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -253,5 +254,41 @@ func TestOpenRefusesAChatModel(t *testing.T) {
 	_, err := Open(context.Background(), Config{ModelDir: dir}, nil)
 	if err == nil || !strings.Contains(err.Error(), "pooling is none") {
 		t.Fatalf("err %v: want the model's pooling named", err)
+	}
+}
+
+// A wrong file or directory fails to open in genq's words, before the
+// engine is asked to read it.
+func TestOpenRefusesWrongFiles(t *testing.T) {
+	dir, empty, two := t.TempDir(), t.TempDir(), t.TempDir()
+	notGGUF := filepath.Join(dir, "notes.gguf")
+	if err := os.WriteFile(notGGUF, []byte("this is not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a.gguf", "b.gguf"} {
+		if err := os.WriteFile(filepath.Join(two, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"not a GGUF file", Config{ModelFile: notGGUF}, "embedding model: " + notGGUF + ": not a GGUF file"},
+		{"missing file", Config{ModelFile: filepath.Join(dir, "absent.gguf")}, "no such file"},
+		{"empty directory", Config{ModelDir: empty}, "no .gguf file in " + empty + " (genqctl models tiny --family bert"},
+		{"two models in the directory", Config{ModelDir: two}, "name one with EMBEDDING_MODEL_FILE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := Open(context.Background(), tc.cfg, nil)
+			if err == nil {
+				b.Close()
+				t.Fatalf("Open succeeded; want an error saying %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %v; want it to say %q", err, tc.want)
+			}
+		})
 	}
 }
