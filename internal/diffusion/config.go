@@ -1,6 +1,7 @@
 package diffusion
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/genq/genq/internal/envflag"
@@ -56,24 +57,10 @@ func (p *Pipeline) RegisterFlags(fs *envflag.Set) {
 // a tool needs only what it cares about; the configured size and steps
 // are always allowed.
 func (p Pipeline) WithDefaults() Pipeline {
-	if p.Device == "" {
-		p.Device = DeviceAuto
-	}
-	if p.Width == 0 {
-		p.Width = DefaultSize
-	}
-	if p.Height == 0 {
-		p.Height = DefaultSize
-	}
-	if p.Steps == 0 {
-		p.Steps = DefaultSteps
-	}
-	if p.GuidanceScale == 0 {
-		p.GuidanceScale = DefaultGuidanceScale
-	}
-	if p.MaxSteps == 0 {
-		p.MaxSteps = DefaultMaxSteps
-	}
+	p.Device = cmp.Or(p.Device, DeviceAuto)
+	p.Width, p.Height = cmp.Or(p.Width, DefaultSize), cmp.Or(p.Height, DefaultSize)
+	p.Steps, p.MaxSteps = cmp.Or(p.Steps, DefaultSteps), cmp.Or(p.MaxSteps, DefaultMaxSteps)
+	p.GuidanceScale = cmp.Or(p.GuidanceScale, DefaultGuidanceScale)
 	p.MaxSize = max(p.MaxSize, p.Width, p.Height)
 	p.MaxSteps = max(p.MaxSteps, p.Steps)
 	return p

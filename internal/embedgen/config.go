@@ -5,6 +5,7 @@
 package embedgen
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -75,20 +76,11 @@ func ParseDimensions(s string) ([]int, error) {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Slots == 0 {
-		c.Slots = DefaultSlots
-	}
-	if c.BatchTokens == 0 {
-		c.BatchTokens = DefaultBatchTokens
-	}
-	if c.BatchInputs == 0 {
-		c.BatchInputs = DefaultBatchInputs
-	}
-	if c.Threads == 0 {
-		// llama.cpp's own default is 4 whatever the machine: too many on
-		// a 2-core box, too few on a large one.
-		c.Threads = runtime.NumCPU()
-	}
+	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	c.BatchTokens, c.BatchInputs = cmp.Or(c.BatchTokens, DefaultBatchTokens), cmp.Or(c.BatchInputs, DefaultBatchInputs)
+	// llama.cpp's own default is 4 whatever the machine: too many on a
+	// 2-core box, too few on a large one.
+	c.Threads = cmp.Or(c.Threads, runtime.NumCPU())
 	var err error
 	if c.dims, err = ParseDimensions(c.Dimensions); err != nil {
 		return c, err
