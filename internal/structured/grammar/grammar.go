@@ -10,6 +10,7 @@
 package grammar
 
 import (
+	"iter"
 	"slices"
 	"sort"
 	"sync"
@@ -468,34 +469,8 @@ func (b *Builder) checkLeftRecursion() error {
 			stack = append(stack, g.Nodes[n].Eps...)
 		}
 	}
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]int, len(g.Rules))
-	var visit func(r int32) error
-	visit = func(r int32) error {
-		color[r] = grey
-		for _, c := range firstCalls[r] {
-			switch color[c] {
-			case grey:
-				return genq.Errorf(genq.Invalid, "$ref %s refers back to itself before any value is written", g.Rules[c].name)
-			case white:
-				if err := visit(c); err != nil {
-					return err
-				}
-			}
-		}
-		color[r] = black
-		return nil
-	}
-	for r := range g.Rules {
-		if color[r] == white {
-			if err := visit(int32(r)); err != nil {
-				return err
-			}
-		}
+	if c := cycleAt(len(g.Rules), func(r int32) iter.Seq[int32] { return slices.Values(firstCalls[r]) }); c >= 0 {
+		return genq.Errorf(genq.Invalid, "$ref %s refers back to itself before any value is written", g.Rules[c].name)
 	}
 	return nil
 }

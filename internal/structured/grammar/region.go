@@ -1,6 +1,9 @@
 package grammar
 
-import "slices"
+import (
+	"iter"
+	"slices"
+)
 
 // Length regions. A string with a format or pattern and a minLength or
 // maxLength was the product of the format's automaton with a counter of
@@ -126,43 +129,20 @@ func tickEdges(nodes []Node, boundary []bool) ([][]bool, bool) {
 // starred empty group, say): regionLengths takes every cycle for a way to
 // any number of characters.
 func zeroCycle(nodes []Node, ticks [][]bool) bool {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]uint8, len(nodes))
-	var visit func(n int) bool
-	visit = func(n int) bool {
-		color[n] = grey
-		next := func(to int32) bool {
-			switch color[to] {
-			case grey:
-				return true
-			case white:
-				return visit(int(to))
+	return cycleAt(len(nodes), func(n int32) iter.Seq[int32] {
+		return func(yield func(int32) bool) {
+			for j, e := range nodes[n].Edges {
+				if tickOf(ticks, int(n), j) == 0 && !yield(e.To) {
+					return
+				}
 			}
-			return false
-		}
-		for j, e := range nodes[n].Edges {
-			if tickOf(ticks, n, j) == 0 && next(e.To) {
-				return true
+			for _, t := range nodes[n].Eps {
+				if !yield(t) {
+					return
+				}
 			}
 		}
-		for _, t := range nodes[n].Eps {
-			if next(t) {
-				return true
-			}
-		}
-		color[n] = black
-		return false
-	}
-	for i := range nodes {
-		if color[i] == white && visit(i) {
-			return true
-		}
-	}
-	return false
+	}) >= 0
 }
 
 func tickOf(ticks [][]bool, n, j int) int32 {
@@ -221,21 +201,16 @@ func regionLengths(nodes []Node, ticks [][]bool, end int32) (need, long []int32)
 		level = next
 	}
 	long = make([]int32, len(nodes))
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]uint8, len(nodes))
+	mark := make([]walkMark, len(nodes))
 	var visit func(n int32) int32
 	visit = func(n int32) int32 {
-		switch color[n] {
-		case grey:
+		switch mark[n] {
+		case onPath:
 			return unbounded
-		case black:
+		case walked:
 			return long[n]
 		}
-		color[n] = grey
+		mark[n] = onPath
 		best := int32(0)
 		step := func(to, cost int32) {
 			if need[to] < 0 || best == unbounded {
@@ -254,7 +229,7 @@ func regionLengths(nodes []Node, ticks [][]bool, end int32) (need, long []int32)
 		for _, t := range nodes[n].Eps {
 			step(t, 0)
 		}
-		color[n], long[n] = black, best
+		mark[n], long[n] = walked, best
 		return best
 	}
 	for i := range nodes {
