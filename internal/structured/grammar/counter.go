@@ -151,23 +151,12 @@ func (m *Matcher) countedMaskWithin(v *Vocab, t *nodeTable, cf config, deadline 
 }
 
 func (tm *tableMemo) countedMask(k countKey) *nodeMask {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	return tm.counted[k]
+	return memoLoad(&tm.mu, &tm.counted, k)
 }
 
 // putCounted keeps nm unless a walk of the same key got there first.
 func (tm *tableMemo) putCounted(k countKey, nm *nodeMask) bool {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	if _, ok := tm.counted[k]; ok {
-		return false
-	}
-	if tm.counted == nil {
-		tm.counted = map[countKey]*nodeMask{}
-	}
-	tm.counted[k] = nm
-	return true
+	return memoStore(&tm.mu, &tm.counted, k, nm)
 }
 
 // isLoop tells a config that stands on a loop or region frame.

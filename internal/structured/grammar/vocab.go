@@ -433,22 +433,34 @@ type tableMemo struct {
 }
 
 func (tm *tableMemo) set(key string) *nodeMask {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	return tm.sets[key]
+	return memoLoad(&tm.mu, &tm.sets, key)
 }
 
 // putSet keeps nm unless a walk of the same set got there first.
 func (tm *tableMemo) putSet(key string, nm *nodeMask) bool {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	if _, ok := tm.sets[key]; ok {
+	return memoStore(&tm.mu, &tm.sets, key, nm)
+}
+
+// memoLoad is the mask *m keeps under k, read under mu; *m is read under
+// mu too, as clear may drop it meanwhile.
+func memoLoad[K comparable](mu *sync.Mutex, m *map[K]*nodeMask, k K) *nodeMask {
+	mu.Lock()
+	defer mu.Unlock()
+	return (*m)[k]
+}
+
+// memoStore keeps nm under k in *m unless a walk of the same key got
+// there first, under mu.
+func memoStore[K comparable](mu *sync.Mutex, m *map[K]*nodeMask, k K, nm *nodeMask) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := (*m)[k]; ok {
 		return false
 	}
-	if tm.sets == nil {
-		tm.sets = map[string]*nodeMask{}
+	if *m == nil {
+		*m = map[K]*nodeMask{}
 	}
-	tm.sets[key] = nm
+	(*m)[k] = nm
 	return true
 }
 
