@@ -7,17 +7,16 @@ import (
 
 // A walk of the vocabulary steps the same sets of configs over the same
 // bytes again and again: below most trie nodes a string's character
-// stands where it stood one byte up. Each step was a closure over the
-// NFA (marks, frames, appends), tens of nanoseconds; a node whose threads
-// live through most of the trie took some 300,000 of them, 20 to 30 ms
-// of a core. The stepper keeps the sets it met as the states of a DFA,
+// stands where it stood one byte up, and each step was a closure over the
+// NFA (marks, frames, appends; its cost is in docs/text.md). The stepper
+// keeps the sets it met as the states of a DFA,
 // built lazily, and each state's step over a byte once: a walk then costs
 // a table look-up per trie node, and a closure per new state and byte.
 // The sets' frames are the stepper's, interned, so the DFA serves every
 // walk of the stepper; past maxDFAStates it starts over, between walks.
 
-// maxDFAStates bounds a stepper's DFA: a state is 1 KiB of transitions
-// and its configs.
+// maxDFAStates bounds a stepper's DFA: each state holds a transition per
+// byte and its configs (the memory it comes to is in docs/text.md).
 const maxDFAStates = 1024
 
 // Transitions are coded in a uint32: 0 not worked out yet, dfaDead no

@@ -20,9 +20,8 @@ import (
 
 // Limits on what one grammar may cost. A schema over them is refused as
 // too large rather than compiled slowly or held in memory: MaxNodes bounds
-// the compile's work (a grammar at the bound compiles in about 50 ms of one
-// core, the p99 a compile with its first mask may take; docs/benchmarks.md),
-// whatever the machine's load.
+// the compile's work, whatever the machine's load (its time at the bound:
+// docs/text.md, "Compile time is bounded by work").
 const (
 	MaxNodes  = 100_000 // automaton nodes once compiled
 	MaxRepeat = 1024    // minItems, maxItems, minLength, maxLength
