@@ -72,7 +72,7 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 	log.Info("serving several models", "models", len(served), "budget", budget, "keep_alive", cfg.Fleet.KeepAlive.String())
 
 	info := func(m genq.Model) genq.BackendInfo {
-		return genq.BackendInfo{Device: genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}, Model: m.Name, Slots: modelSlots(cfg, m)}
+		return genq.BackendInfo{Device: llamacpp.BackendDevice(nil), Model: m.Name, Slots: modelSlots(cfg, m)}
 	}
 	return fleet.Serve(ctx, conn, cfg.Runtime, info, log, reg)
 }

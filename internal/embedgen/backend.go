@@ -14,7 +14,6 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/gguf"
 	"github.com/genq/genq/internal/llamacpp"
-	"github.com/genq/genq/internal/procfs"
 )
 
 // Backend serves an embedding model: genq.Backend for embedding jobs.
@@ -61,20 +60,17 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedding model: %w", err)
 	}
-	lib, err := llamacpp.Load(cfg.LibDir, log)
+	lib, err := llamacpp.LoadContext(ctx, cfg.LibDir, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}
+	device := llamacpp.BackendDevice(nil)
 	params := llamacpp.ModelParams{}
 	if gpu := lib.GPU(); cfg.GPU && gpu != nil {
 		// An embedding model is small: every layer fits beside a chat
 		// model's, and the GPU computes a step's matrices far faster.
 		params.GPULayers, params.Device = -1, gpu
-		device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name), Engine: "llama.cpp"}
+		device = llamacpp.BackendDevice(gpu)
 	}
 	m, err := lib.OpenModel(path, params)
 	if err != nil {
@@ -114,14 +110,11 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 // checks it is GGUF, so that a wrong file fails in genq's words rather
 // than llama.cpp's.
 func modelPath(cfg Config) (string, error) {
-	path, err := gguf.Locate(cfg.ModelDir, cfg.ModelFile, "EMBEDDING_MODEL_FILE")
+	path, err := gguf.Find(cfg.ModelDir, cfg.ModelFile, "EMBEDDING_MODEL_FILE")
 	if errors.Is(err, gguf.ErrNoFile) {
 		return "", fmt.Errorf("%w (genqctl models tiny --family bert writes a tiny one)", err)
 	}
-	if err != nil {
-		return "", err
-	}
-	return path, gguf.CheckMagic(path)
+	return path, err
 }
 
 // Info is the model's device, name, slots and limits.

@@ -55,3 +55,13 @@ func CheckMagic(path string) error {
 	}
 	return nil
 }
+
+// Find is Locate's file, checked to be GGUF (CheckMagic): what a backend
+// opens.
+func Find(dir, file, fileSetting string) (string, error) {
+	path, err := Locate(dir, file, fileSetting)
+	if err != nil {
+		return "", err
+	}
+	return path, CheckMagic(path)
+}

@@ -1,7 +1,6 @@
 package textgen
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -38,22 +37,16 @@ func OpenReporting(ctx context.Context, cfg Config, log *slog.Logger, progress f
 	}
 	start := time.Now()
 
-	path, err := gguf.Locate(cfg.ModelDir, cfg.ModelFile, "TEXT_MODEL_FILE")
-	if err == nil {
-		err = gguf.CheckMagic(path)
-	}
+	path, err := gguf.Find(cfg.ModelDir, cfg.ModelFile, "TEXT_MODEL_FILE")
 	if err != nil {
 		return nil, fmt.Errorf("text model: %w", err)
 	}
-	lib, err := llamacpp.Load(cfg.LibDir, log)
+	lib, err := llamacpp.LoadContext(ctx, cfg.LibDir, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 
-	device := genq.Device{Kind: "cpu", Name: procfs.CPUName(), Engine: "llama.cpp"}
+	device := llamacpp.BackendDevice(nil)
 	availBefore := procfs.AvailableMemory()
 	var gpu *llamacpp.Device
 	if cfg.GPU {
@@ -63,7 +56,7 @@ func OpenReporting(ctx context.Context, cfg Config, log *slog.Logger, progress f
 	var freeBefore uint64
 	if gpu != nil {
 		params.GPULayers, params.Device = -1, gpu
-		device = genq.Device{Kind: "cuda", Name: cmp.Or(gpu.Description, gpu.Name), Engine: "llama.cpp"}
+		device = llamacpp.BackendDevice(gpu)
 		freeBefore, _ = gpu.Memory()
 		if size := fileSize(path); size > 0 && uint64(size) > freeBefore {
 			return nil, fmt.Errorf("text model %s: its %s of weights do not fit in the %s free on %s: use a smaller or more quantized model, or TEXT_GPU=false",
