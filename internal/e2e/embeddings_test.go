@@ -141,14 +141,6 @@ func (a embeddingAnswer) vectors(t *testing.T) [][]float64 {
 	return out
 }
 
-func cosine64(a, b []float64) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab, aa, bb = ab+a[i]*b[i], aa+a[i]*a[i], bb+b[i]*b[i]
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
 // TestEmbeddingsMatchLlamaServer: /v1/embeddings, through the queue to an
 // embedding worker, gives llama-server --embedding's vectors for the same
 // inputs on the same file, as floats and as base64, for texts and token
@@ -186,7 +178,7 @@ func TestEmbeddingsMatchLlamaServer(t *testing.T) {
 				if len(g[i]) != len(tt.want[i]) {
 					t.Fatalf("input %d: %d dimensions, llama-server gives %d", i, len(g[i]), len(tt.want[i]))
 				}
-				if c := cosine64(g[i], tt.want[i]); c < 0.9999 {
+				if c := genq.Cosine(g[i], tt.want[i]); c < 0.9999 {
 					t.Errorf("input %d: cosine %.6f to llama-server's vector", i, c)
 				}
 			}
@@ -210,7 +202,7 @@ func TestEmbeddingsMatchLlamaServer(t *testing.T) {
 				errs <- fmt.Sprintf("request %d: %d, %d vectors", i, status, len(got.Data))
 				return
 			}
-			if c := cosine64(got.vectors(t)[0], wantV[i%4]); c < 0.9999 {
+			if c := genq.Cosine(got.vectors(t)[0], wantV[i%4]); c < 0.9999 {
 				errs <- fmt.Sprintf("request %d: cosine %.6f", i, c)
 			}
 		}()
@@ -355,7 +347,7 @@ func TestEmbeddingsAsyncJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, wantV := st.Result.vectors(t), want.vectors(t)
-	if st.Result.Object != "list" || len(got) != 2 || st.Result.Usage.PromptTokens != 8 || cosine64(got[0], wantV[0]) < 0.9999 || cosine64(got[1], wantV[1]) < 0.9999 {
+	if st.Result.Object != "list" || len(got) != 2 || st.Result.Usage.PromptTokens != 8 || genq.Cosine(got[0], wantV[0]) < 0.9999 || genq.Cosine(got[1], wantV[1]) < 0.9999 {
 		t.Fatalf("job result %+v; want the route's two vectors and 8 prompt tokens", st.Result)
 	}
 	var page usagePage

@@ -50,16 +50,6 @@ func texts(ss ...string) genq.EmbeddingRequest {
 	return r
 }
 
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
 func norm(v []float32) float64 {
 	var s float64
 	for _, x := range v {
@@ -121,7 +111,7 @@ func TestJobsShareOneStep(t *testing.T) {
 		if len(results[j][0]) != b.Width() {
 			t.Fatalf("job %d: %d dimensions, want %d", j, len(results[j][0]), b.Width())
 		}
-		if c := cosine(results[j][0], alone[0]); c < 0.99999 {
+		if c := genq.Cosine(results[j][0], alone[0]); c < 0.99999 {
 			t.Errorf("job %d: batched vector's cosine to the vector alone is %.7f", j, c)
 		}
 		if n := norm(results[j][0]); math.Abs(n-1) > 1e-5 {
@@ -129,7 +119,7 @@ func TestJobsShareOneStep(t *testing.T) {
 		}
 	}
 	// Different texts give different vectors: the inputs were not mixed.
-	if c := cosine(results[0][0], results[0][1]); c > 0.999 {
+	if c := genq.Cosine(results[0][0], results[0][1]); c > 0.999 {
 		t.Errorf("two different texts' vectors have cosine %.5f", c)
 	}
 }

@@ -141,3 +141,14 @@ func AppendFloat32s(b []byte, v []float32) []byte {
 	}
 	return b
 }
+
+// Cosine is the cosine of the angle between a and b, summed in float64;
+// b is read as long as a.
+func Cosine[F float32 | float64](a, b []F) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		ab, aa, bb = ab+x*y, aa+x*x, bb+y*y
+	}
+	return ab / math.Sqrt(aa*bb)
+}

@@ -115,3 +115,34 @@ func randomVector(n int, seed uint64) []float32 {
 	Normalize(v)
 	return v
 }
+
+func TestCosine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b []float32
+		want float64
+	}{
+		{"the same", []float32{1, 2, 3}, []float32{1, 2, 3}, 1},
+		{"scaled", []float32{1, 2, 3}, []float32{2, 4, 6}, 1},
+		{"opposite", []float32{1, -2}, []float32{-1, 2}, -1},
+		{"at right angles", []float32{1, 0}, []float32{0, 5}, 0},
+		{"at 60 degrees", []float32{1, 0}, []float32{1, float32(math.Sqrt(3))}, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Cosine(tc.a, tc.b); math.Abs(got-tc.want) > 1e-6 {
+				t.Fatalf("Cosine = %v, want %v", got, tc.want)
+			}
+			if got := Cosine(f64s(tc.a), f64s(tc.b)); math.Abs(got-tc.want) > 1e-6 {
+				t.Fatalf("Cosine of float64s = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func f64s(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}

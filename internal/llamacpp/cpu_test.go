@@ -18,6 +18,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/tinygguf"
 )
 
@@ -135,7 +136,7 @@ func TestCPUVariants(t *testing.T) {
 				return
 			}
 			for i, r := range rep.Results {
-				if c := cosine(r.Logits[0], ref.Results[i].Logits[0]); c < 0.999 {
+				if c := genq.Cosine(r.Logits[0], ref.Results[i].Logits[0]); c < 0.999 {
 					t.Errorf("%s: the prompt's logits are %.5f alike (cosine) to the native build's; want 0.999 or more", r.Model, c)
 				}
 			}
@@ -266,23 +267,13 @@ func checkAgainstF32(t *testing.T, rep *cpuReport) {
 		}
 		// The prompt's logits: the steps after it follow each model's own
 		// greedy tokens, which quantisation may change.
-		c := cosine(r.Logits[0], rep.Results[f32].Logits[0])
+		c := genq.Cosine(r.Logits[0], rep.Results[f32].Logits[0])
 		alike = append(alike, fmt.Sprintf("%s %.4f", strings.TrimPrefix(r.Model, "small-"), c))
 		if c < 0.95 {
 			t.Errorf("%s: the prompt's logits are %.4f alike (cosine) to the F32 model's; want 0.95 or more", r.Model, c)
 		}
 	}
 	t.Logf("alike to F32: %s", strings.Join(alike, ", "))
-}
-
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
 }
 
 // cpuChild is the child: it loads the libraries in dir and decodes each

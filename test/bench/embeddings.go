@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/test/localstack"
 )
@@ -224,11 +224,7 @@ func (e *embBench) agree(ctx context.Context, targets map[string]string) error {
 		if len(a) != len(b) {
 			return fmt.Errorf("input %d: genq gives %d dimensions, llama-server %d", i, len(a), len(b))
 		}
-		var ab, aa, bb float64
-		for k := range a {
-			ab, aa, bb = ab+a[k]*b[k], aa+a[k]*a[k], bb+b[k]*b[k]
-		}
-		e.minCosine = min(e.minCosine, ab/math.Sqrt(aa*bb))
+		e.minCosine = min(e.minCosine, genq.Cosine(a, b))
 	}
 	if e.minCosine < 0.9999 {
 		return fmt.Errorf("genq's vectors differ from llama-server's: least cosine %.6f", e.minCosine)
