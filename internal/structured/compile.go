@@ -448,7 +448,7 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 			}
 		}
 	case 'n':
-		x, ok := new(big.Rat).SetString(v.num.String())
+		x, ok := v.rat()
 		if !ok || s.get(keyNotInteger) != nil && x.IsInt() || s.get(keyShort) != nil && !shortDigits(v.num.String()) {
 			return false, nil
 		}
@@ -457,7 +457,7 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 			if b == nil {
 				continue
 			}
-			y, ok := new(big.Rat).SetString(b.num.String())
+			y, ok := b.rat()
 			if b.kind != 'n' || !ok {
 				return false, genq.Errorf(genq.Invalid, "at %s: %s must be a number", path, k)
 			}

@@ -34,7 +34,7 @@ func containsBound(s *value, key, path string) (int, bool, error) {
 	if v == nil {
 		return 0, false, nil
 	}
-	r, ok := new(big.Rat).SetString(v.num.String())
+	r, ok := v.rat()
 	if v.kind != 'n' || !ok || !r.IsInt() || r.Sign() < 0 {
 		return 0, false, genq.Errorf(genq.Invalid, "at %s: %s must be a non-negative integer", path, key)
 	}
@@ -383,7 +383,7 @@ func (c *compiler) holds(s, v *value, path string) (holds, known bool, err error
 		}
 		for _, ty := range t {
 			if ty == "integer" && v.kind == 'n' {
-				if r, ok := new(big.Rat).SetString(v.num.String()); ok && r.IsInt() {
+				if r, ok := v.rat(); ok && r.IsInt() {
 					return true, true, nil
 				}
 				continue

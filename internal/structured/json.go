@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/big"
 	"strconv"
 
 	"github.com/genq/genq/internal/genq"
@@ -33,6 +34,11 @@ func (v *value) get(key string) *value {
 		}
 	}
 	return nil
+}
+
+// rat is v's number exactly, and false when v holds none big.Rat reads.
+func (v *value) rat() (*big.Rat, bool) {
+	return new(big.Rat).SetString(v.num.String())
 }
 
 // parseJSON parses one JSON document, keeping object member order.

@@ -369,8 +369,8 @@ func mergeTypes(x, y *value, path string) (*value, error) {
 // common multiple of two positive rationals p/q and r/s, lcm(p, r) over
 // gcd(q, s), written as a decimal (refused where it has none).
 func leastMultiple(x, y *value, refuse func() (*value, error)) (*value, error) {
-	a, okA := new(big.Rat).SetString(x.num.String())
-	b, okB := new(big.Rat).SetString(y.num.String())
+	a, okA := x.rat()
+	b, okB := y.rat()
 	if x.kind != 'n' || y.kind != 'n' || !okA || !okB || a.Sign() <= 0 || b.Sign() <= 0 {
 		return refuse()
 	}

@@ -363,7 +363,7 @@ func otherNumbers(ns []*value) []*value {
 	}
 	var sorted []num
 	for _, n := range ns {
-		r, ok := new(big.Rat).SetString(n.num.String())
+		r, ok := n.rat()
 		if !ok {
 			continue
 		}

@@ -45,7 +45,7 @@ func numericRange(s *value, path string, whole bool) (lo, hi numBound, err error
 		if v.kind != 'n' {
 			return genq.Errorf(genq.Invalid, "at %s: %s must be a number (a boolean is draft 4's form, read where $schema is draft 4 or absent)", path, key)
 		}
-		r, ok := new(big.Rat).SetString(v.num.String())
+		r, ok := v.rat()
 		if !ok {
 			return genq.Errorf(genq.Invalid, "at %s: %s is not a number", path, key)
 		}
@@ -510,7 +510,7 @@ const maxMultipleOf = 1000
 // caller adds none.
 func (c *compiler) multiple(s *value, path string, whole bool) (f grammar.Frag, fraction bool, err error) {
 	mv := s.get("multipleOf")
-	r, ok := new(big.Rat).SetString(mv.num.String())
+	r, ok := mv.rat()
 	if mv.kind != 'n' || !ok || r.Sign() <= 0 {
 		return grammar.Frag{}, false, genq.Errorf(genq.Invalid, "at %s: multipleOf must be a number above 0", path)
 	}
@@ -540,7 +540,7 @@ func (c *compiler) multiple(s *value, path string, whole bool) (f grammar.Frag, 
 // fractionalMultiple tells whether s's multipleOf has multiples with a
 // fraction among the numbers (whole: integers) multiple writes.
 func fractionalMultiple(s *value, whole bool) bool {
-	r, ok := new(big.Rat).SetString(s.get("multipleOf").num.String())
+	r, ok := s.get("multipleOf").rat()
 	if whole || !ok {
 		return false
 	}

@@ -1,7 +1,6 @@
 package structured
 
 import (
-	"math/big"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -247,8 +246,8 @@ func jsonEqual(a, b *value) bool {
 	}
 	switch a.kind {
 	case 'n':
-		x, ok1 := new(big.Rat).SetString(a.num.String())
-		y, ok2 := new(big.Rat).SetString(b.num.String())
+		x, ok1 := a.rat()
+		y, ok2 := b.rat()
 		return ok1 && ok2 && x.Cmp(y) == 0
 	case 's':
 		return a.str == b.str
