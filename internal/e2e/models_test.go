@@ -18,6 +18,7 @@ import (
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/httpapi"
 	"github.com/genq/genq/internal/natsqueue"
+	"github.com/genq/genq/internal/promtest"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
@@ -220,23 +221,8 @@ func (s *stack) waitLoadable(t *testing.T, n int) {
 
 func fleetCounter(t *testing.T, reg *prometheus.Registry, name, model string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "model" && l.GetValue() == model {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := promtest.Value(t, reg, name, "model", model)
+	return v
 }
 
 // Three tiny models of two families on one worker whose budget holds two:

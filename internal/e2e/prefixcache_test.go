@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/promtest"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
@@ -81,22 +82,11 @@ func TestPrefixCacheThroughTheAPI(t *testing.T) {
 
 func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := promtest.Value(t, reg, name)
+	if !ok {
+		t.Fatalf("no %s", name)
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		m := f.GetMetric()[0]
-		if c := m.GetCounter(); c != nil {
-			return c.GetValue()
-		}
-		return m.GetGauge().GetValue()
-	}
-	t.Fatalf("no %s", name)
-	return 0
+	return v
 }
 
 // chatUsage is the usage of a chat answer, with the cached tokens.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/promtest"
 	"github.com/genq/genq/internal/textgen"
 	"github.com/genq/genq/internal/tinygguf"
 	"github.com/genq/genq/internal/worker"
@@ -52,23 +53,8 @@ const routeStealAfter = 10 * time.Second
 // taken is how many jobs the worker pulled from the given consumer.
 func (w *routedWorker) taken(t *testing.T, from string) float64 {
 	t.Helper()
-	families, err := w.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "genq_worker_jobs_taken_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "from" && l.GetValue() == from {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := promtest.Value(t, w.reg, "genq_worker_jobs_taken_total", "from", from)
+	return v
 }
 
 func (w *routedWorker) takenAll(t *testing.T) float64 {

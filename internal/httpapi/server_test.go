@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/promtest"
 )
 
 // fakeJobs answers every job with one result, redelivered when attempt is
@@ -53,17 +54,11 @@ func testServer(t *testing.T, variant genq.Variant, jobs fakeJobs) (http.Handler
 // counterValue is the value of the counter called name in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := promtest.Value(t, reg, name)
+	if !ok {
+		t.Fatalf("no metric %s", name)
 	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return v
 }
 
 func TestRoutes(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/promtest"
 )
 
 // fleetLoads records the loads and closes of fake models.
@@ -249,21 +250,6 @@ func TestParseBytes(t *testing.T) {
 // counterOf reads the counter name of model from reg.
 func counterOf(t *testing.T, reg *prometheus.Registry, name, model string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "model" && l.GetValue() == model {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := promtest.Value(t, reg, name, "model", model)
+	return v
 }
