@@ -106,7 +106,7 @@ func (kv Keys) forProducts() keysForProducts {
 // padded here. They stay float32: ggml-cuda's kernel converts them to
 // float16 at each call, in a vectorized pass that keeps their layout,
 // which on an H100 cost less twice (the image's queries and the text's)
-// than ggml's cast once, a value a thread (205 ms an image against 83).
+// than ggml's cast once, a value a thread (docs/benchmarks-gpu.md).
 func AttentionKeys(k, v Tensor, keys, heads int) Keys {
 	g := k.g
 	size, n := k.Dim(0), k.Dim(2)

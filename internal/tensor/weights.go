@@ -44,9 +44,9 @@ type Layout struct {
 	BFloat16 func(name string) bool
 	// Float32 names the float16 matrices to keep as float32, on a CPU
 	// whose products run through the BLAS backend (Device.BLAS), which
-	// would otherwise convert such a matrix to float32 at every product:
-	// 7% of the mid transformer's step, for twice the memory (ONNX
-	// Runtime's CPU export holds them as float32 too). nil keeps every
+	// would otherwise convert such a matrix to float32 at every product,
+	// for twice the memory (ONNX Runtime's CPU export holds them as
+	// float32 too; the figures are in docs/image.md). nil keeps every
 	// tensor's type.
 	Float32 func(name string) bool
 }
