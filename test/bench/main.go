@@ -178,38 +178,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out, md)
 		return localstack.ReplaceSection(*report, "<!-- bench-route:begin -->", "<!-- bench-route:end -->", md)
 	}
-	if *only == "" || *only == "multiturn" {
-		mt := b.multiTurnMarkdown()
-		fmt.Fprintln(out, mt)
-		if err := localstack.ReplaceSection(*report, "<!-- bench-multiturn:begin -->", "<!-- bench-multiturn:end -->", mt); err != nil {
-			return err
+	// Each step with a section of its own writes it whenever it ran.
+	for _, sec := range []struct {
+		name     string
+		markdown func() string
+	}{
+		{"multiturn", b.multiTurnMarkdown},
+		{"batch", b.batchMarkdown},
+		{"fairshare", b.fairMarkdown},
+		{"embeddings", b.embeddingsMarkdown},
+		{"image-engines", b.imageEnginesMarkdown},
+	} {
+		if *only != "" && *only != sec.name {
+			continue
 		}
-	}
-	if *only == "" || *only == "batch" {
-		md := b.batchMarkdown()
+		md := sec.markdown()
 		fmt.Fprintln(out, md)
-		if err := localstack.ReplaceSection(*report, "<!-- bench-batch:begin -->", "<!-- bench-batch:end -->", md); err != nil {
-			return err
-		}
-	}
-	if *only == "" || *only == "fairshare" {
-		md := b.fairMarkdown()
-		fmt.Fprintln(out, md)
-		if err := localstack.ReplaceSection(*report, "<!-- bench-fairshare:begin -->", "<!-- bench-fairshare:end -->", md); err != nil {
-			return err
-		}
-	}
-	if *only == "" || *only == "embeddings" {
-		md := b.embeddingsMarkdown()
-		fmt.Fprintln(out, md)
-		if err := localstack.ReplaceSection(*report, "<!-- bench-embeddings:begin -->", "<!-- bench-embeddings:end -->", md); err != nil {
-			return err
-		}
-	}
-	if *only == "" || *only == "image-engines" {
-		ie := b.imageEnginesMarkdown()
-		fmt.Fprintln(out, ie)
-		if err := localstack.ReplaceSection(*report, "<!-- bench-image-engines:begin -->", "<!-- bench-image-engines:end -->", ie); err != nil {
+		if err := localstack.ReplaceSection(*report, "<!-- bench-"+sec.name+":begin -->", "<!-- bench-"+sec.name+":end -->", md); err != nil {
 			return err
 		}
 	}
