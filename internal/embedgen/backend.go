@@ -48,9 +48,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 // open loads the model and makes the scheduler, whose loop it leaves to
 // its caller to start.
 func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
-	if log == nil {
-		log = slog.Default()
-	}
+	log = cmp.Or(log, slog.Default())
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package textgen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -28,9 +29,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 // placed, or copied to the GPU). A worker of several models shows it in
 // its heartbeats.
 func OpenReporting(ctx context.Context, cfg Config, log *slog.Logger, progress func(float64)) (*Backend, error) {
-	if log == nil {
-		log = slog.Default()
-	}
+	log = cmp.Or(log, slog.Default())
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
