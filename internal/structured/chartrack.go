@@ -76,16 +76,8 @@ func trackChars(nodes []grammar.Node, f grammar.Frag) (*grammar.Grammar, grammar
 	b := &grammar.Builder{Grammar: &grammar.Grammar{}}
 	end := b.Node()
 	type pair struct{ n, t int32 }
-	ids := map[pair]int32{}
-	var queue []pair
 	var boundary []bool
-	at := func(p pair) int32 {
-		if id, ok := ids[p]; ok {
-			return id
-		}
-		id := b.Node()
-		ids[p] = id
-		queue = append(queue, p)
+	w := newWorklist(b, func(p pair, id int32) {
 		for len(boundary) <= int(id) {
 			boundary = append(boundary, false)
 		}
@@ -93,28 +85,24 @@ func trackChars(nodes []grammar.Node, f grammar.Frag) (*grammar.Grammar, grammar
 		if p.n == f.End && p.t == ct.after {
 			b.Eps(id, end)
 		}
-		return id
-	}
-	start := at(pair{f.Start, ct.before})
+	})
+	start := w.node(pair{f.Start, ct.before})
 	var pieces []piece
-	for len(queue) > 0 {
-		if len(ids) > maxTrackedNodes {
+	for p, from, ok := w.next(); ok; p, from, ok = w.next() {
+		if len(w.nodes) > maxTrackedNodes {
 			return nil, grammar.Frag{}, nil, genq.Errorf(genq.Invalid, "%s: the string's format or pattern takes over %d states to count its characters", grammar.TooLarge, maxTrackedNodes)
 		}
-		p := queue[0]
-		queue = queue[1:]
-		from := ids[p]
 		nd := &nodes[p.n]
 		if nd.Call >= 0 {
 			return nil, grammar.Frag{}, nil, genq.Errorf(genq.Internal, "a string constraint calls a rule")
 		}
 		for _, t := range nd.Eps {
-			b.Eps(from, at(pair{t, p.t}))
+			b.Eps(from, w.node(pair{t, p.t}))
 		}
 		for _, e := range nd.Edges {
 			pieces = ct.moves(pieces[:0], p.t, e.Lo, e.Hi)
 			for _, pc := range pieces {
-				b.ByteEdge(from, pc.lo, pc.hi, at(pair{e.To, pc.to}))
+				b.ByteEdge(from, pc.lo, pc.hi, w.node(pair{e.To, pc.to}))
 			}
 		}
 	}

@@ -484,24 +484,13 @@ func (c *compiler) canonicalNumber(fraction, whole bool, but []string) grammar.F
 		t int
 	}
 	end := b.Node()
-	nodes := map[key]int32{}
-	var queue []key
-	node := func(k key) int32 {
-		if n, ok := nodes[k]; ok {
-			return n
-		}
-		n := b.Node()
-		nodes[k] = n
-		queue = append(queue, k)
+	w := newWorklist(b, func(k key, n int32) {
 		if final(k.d) && (k.t < 0 || !trie[k.t].terminal) {
 			b.Eps(n, end)
 		}
-		return n
-	}
-	start := node(key{dstate{phase: 's'}, 0})
-	for len(queue) > 0 {
-		k := queue[0]
-		queue = queue[1:]
+	})
+	start := w.node(key{dstate{phase: 's'}, 0})
+	for k, from, ok := w.next(); ok; k, from, ok = w.next() {
 		for _, ch := range []byte("-.0123456789") {
 			d, ok := move(k.d, ch)
 			if !ok {
@@ -513,7 +502,7 @@ func (c *compiler) canonicalNumber(fraction, whole bool, but []string) grammar.F
 					t = n
 				}
 			}
-			b.ByteEdge(nodes[k], ch, ch, node(key{d, t}))
+			b.ByteEdge(from, ch, ch, w.node(key{d, t}))
 		}
 	}
 	return grammar.Frag{Start: start, End: end}
