@@ -50,6 +50,22 @@ func llama3(t testing.TB) (*grammar.Vocab, [][]byte, int32) {
 	return grammar.NewVocab(toks, []int32{vocabtest.Llama3EOS}), toks, vocabtest.Llama3EOS
 }
 
+// checkFeeds holds g to allowing every text of ok and none of bad, each
+// fed through a matcher of its own.
+func checkFeeds(t *testing.T, g *grammar.Grammar, v *grammar.Vocab, toks [][]byte, eos int32, ok, bad []string) {
+	t.Helper()
+	for _, s := range ok {
+		if !feed(g.NewMatcher(), v, toks, eos, []byte(s)) {
+			t.Errorf("refused %d bytes that the schema allows: %.60s…", len(s), s)
+		}
+	}
+	for _, s := range bad {
+		if feed(g.NewMatcher(), v, toks, eos, []byte(s)) {
+			t.Errorf("allowed %d bytes that the schema refuses: %.60s…", len(s), s)
+		}
+	}
+}
+
 // feed writes text through m a token at a time, as a model constrained by
 // the mask would: at each step the longest token the mask allows that
 // begins the rest (every byte is a token of its own, so a text the grammar
