@@ -254,6 +254,9 @@ func merge(a, b *value, path string) (*value, error) {
 		}
 		set("properties", kept)
 	}
+	if contradicts(out) {
+		return &value{kind: 'b'}, nil
+	}
 	return out, nil
 }
 
