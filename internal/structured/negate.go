@@ -621,3 +621,64 @@ func (c *compiler) holdsFormat(brs []branch) bool {
 	}
 	return slices.ContainsFunc(brs, func(br branch) bool { return holds(br.s) })
 }
+
+// maxNegationDepth bounds how deep negatable looks for negations within
+// negations before it gives up (and says no).
+const maxNegationDepth = 8
+
+// negatable tells whether brs' exact negation lowers: the product of
+// their violations stays within maxBranches, and each violation's own
+// negated subschemas (a property's not, nested) lower and negate in turn.
+// Those are lowered only where an alternative is compiled, past the
+// point where a oneOf could still choose fewer violations: a oneOf or a
+// format within one would refuse the whole schema. seen holds the
+// subschemas already checked, by identity.
+func (c *compiler) negatable(brs []branch, path string, depth int, seen map[*value]bool) bool {
+	if depth > maxNegationDepth {
+		return false
+	}
+	c.negating++
+	defer func() { c.negating-- }()
+	neg, err := c.negate(brs, path)
+	if err != nil {
+		return false
+	}
+	for _, br := range neg {
+		if !c.negatedWithin(br.s, path, depth, seen) {
+			return false
+		}
+	}
+	return true
+}
+
+// negatedWithin tells whether every not within v (a violation, which
+// holds them where a property, an item or contains must fail a schema)
+// lowers and negates.
+func (c *compiler) negatedWithin(v *value, path string, depth int, seen map[*value]bool) bool {
+	if seen[v] {
+		return true
+	}
+	seen[v] = true
+	switch v.kind {
+	case 'a':
+		for _, e := range v.arr {
+			if !c.negatedWithin(e, path, depth, seen) {
+				return false
+			}
+		}
+	case 'o':
+		for _, m := range v.obj {
+			if m.key != "not" {
+				if !c.negatedWithin(m.val, path, depth, seen) {
+					return false
+				}
+				continue
+			}
+			brs, err := c.lower(m.val, path+"/not", false, depth+1)
+			if err != nil || !c.negatable(brs, path+"/not", depth+1, seen) {
+				return false
+			}
+		}
+	}
+	return true
+}

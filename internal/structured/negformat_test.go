@@ -109,3 +109,47 @@ func takesOnlyValid(t *testing.T, name, schema string, g *grammar.Grammar, insta
 	}
 	checkAgainstAjv(t, []ajvtest.Line{line}, [][]bool{got}, []int{0}, func(int) string { return name }, nil)
 }
+
+// TestOneOfWithFewerViolationsBySize: an overlapping oneOf whose exact
+// lowering is too large to compile (GitHub's secret-scanning locations:
+// open objects, each requiring a name of its own beside properties that
+// others require) keeps fewer violations of the other branches, and one
+// whose other branch's negation would hold a oneOf that cannot be
+// negated keeps fewer of that branch's: each compiles, takes one
+// instance of each branch and no instance ajv refuses.
+func TestOneOfWithFewerViolationsBySize(t *testing.T) {
+	common := `"path":{"type":"string"},"start_line":{"type":"number"},"end_line":{"type":"number"},"blob_sha":{"type":"string"},"commit_sha":{"type":"string"}`
+	branches := []string{
+		`{"type":"object","properties":{` + common + `,"blob_url":{"type":"string"}},"required":["path","start_line","end_line","blob_sha","commit_sha","blob_url"]}`,
+		`{"type":"object","properties":{` + common + `,"page_url":{"type":"string"}},"required":["path","start_line","end_line","blob_sha","commit_sha","page_url"]}`,
+	}
+	for i := range 11 {
+		branches = append(branches, fmt.Sprintf(`{"type":"object","properties":{"url%d":{"type":"string"},"html_url":{"type":"string"}},"required":["url%d"]}`, i, i))
+	}
+	locations := `{"oneOf":[` + strings.Join(branches, ",") + `]}`
+	nested := `{"oneOf":[
+		{"type":"object","properties":{"field":{"type":"object","properties":{"from":{"oneOf":[
+			{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"}}},
+			{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"},"duration":{"type":"number"}}},
+			{"type":"object","properties":{"id":{"type":"string"},"color":{"type":"string"}}}]}}}},"required":["field"]},
+		{"type":"object","properties":{"body":{"type":"object","properties":{"from":{"type":"string"}}}},"required":["body"]}]}`
+	for _, tc := range []struct {
+		name, schema string
+		ok, refused  []string
+	}{
+		{"locations", locations,
+			[]string{`{"path":"a","start_line":1,"end_line":2,"blob_sha":"x","commit_sha":"y","blob_url":"u"}`, `{"url3":"u"}`, `{"url0":"u","html_url":"h"}`},
+			[]string{`{"url0":"u","url1":"v"}`, `{"path":"a","start_line":1,"end_line":2,"blob_sha":"x","commit_sha":"y","blob_url":"u","page_url":"p"}`, `{}`}},
+		{"a oneOf within the branch to negate", nested,
+			[]string{`{"field":{"from":{"name":"n","title":1,"color":2}}}`, `{"body":{"from":"x"}}`, `{"field":{}}`},
+			[]string{`{"field":{},"body":{}}`, `{"field":{"from":{"id":"a"}}}`, `{"body":{"from":1}}`}},
+	} {
+		g, err := Compile([]byte(tc.schema))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		checkTexts(t, g, tc.ok, tc.refused)
+		takesOnlyValid(t, tc.name, tc.schema, g, append(tc.ok, tc.refused...))
+	}
+}
