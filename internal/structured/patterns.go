@@ -47,13 +47,6 @@ func (c *compiler) patternString(s *value, keys []string, parts []func() (gramma
 	for _, p := range must {
 		keys, parts = append(keys, "pattern "+p), append(parts, part(p))
 	}
-	for _, p := range mustNot {
-		// Go's \s takes fewer characters than ECMAScript's: a string
-		// that must not match it could still match ECMAScript's.
-		if strings.Contains(p, `\s`) {
-			return grammar.Frag{}, genq.Errorf(genq.Invalid, "at %s: not over pattern %q is not supported: \\s in it", path, p)
-		}
-	}
 	if len(mustNot) > 0 {
 		keys, parts = append(keys, "pattern "+canonicalString), append(parts, part(canonicalString))
 	}

@@ -140,11 +140,15 @@ func (c *compiler) regexp(pattern string) *regexp.Regexp {
 	if re, ok := c.regexps[pattern]; ok {
 		return re
 	}
-	q, err := propertyClasses(pattern)
-	if err != nil {
-		q = pattern // which Go's parser refuses: nil
+	// As pattern reads it; one it refuses is nil.
+	var re *regexp.Regexp
+	q, err := ecmaPattern(pattern)
+	if err == nil {
+		q, err = propertyClasses(q)
 	}
-	re, _ := regexp.Compile(q)
+	if err == nil {
+		re, _ = regexp.Compile(q)
+	}
 	if c.regexps == nil {
 		c.regexps = map[string]*regexp.Regexp{}
 	}

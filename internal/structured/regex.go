@@ -2,6 +2,7 @@ package structured
 
 import (
 	"errors"
+	"fmt"
 	"regexp/syntax"
 	"strconv"
 	"strings"
@@ -41,37 +42,115 @@ func FormatsGrammar() *grammar.Grammar {
 	return g
 }
 
-// checkPatternSyntax refuses what ECMAScript (the dialect JSON Schema's
-// patterns are written in) and Go's parser would read differently: escapes
-// outside a small common set, POSIX classes, and \S, which in Go takes
-// characters that ECMAScript counts as space.
-func checkPatternSyntax(p string) error {
+// ECMAScript's \s is its WhiteSpace and LineTerminator code points,
+// more than Go's [\t\n\f\r ]; ecmaPattern writes it, and \S, as these
+// ranges, so that a class and its complement are ECMAScript's in Go's
+// syntax (surrogates are no character of a JSON string's UTF-8).
+const (
+	ecmaSpace    = `\t-\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}`
+	ecmaNonSpace = `\x{0}-\x{8}\x{E}-\x{1F}!-\x{9F}\x{A1}-\x{167F}\x{1681}-\x{1FFF}\x{200B}-\x{2027}\x{202A}-\x{202E}` +
+		`\x{2030}-\x{205E}\x{2060}-\x{2FFF}\x{3001}-\x{D7FF}\x{E000}-\x{FEFE}\x{FF00}-\x{10FFFF}`
+)
+
+// ecmaPattern is ECMAScript pattern p (the dialect JSON Schema's patterns
+// are written in) in Go's syntax, read the same: \s and \S as
+// ECMAScript's classes, \uHHHH, \xHH, \cX, \0 and \v as the code points
+// they name, \b inside a class as a backspace. It refuses, by name, what
+// the two read differently and it does not rewrite: other escapes of a
+// letter or digit (back-references, \b outside a class), POSIX classes,
+// an empty class [] or [^] (nothing or any character in ECMAScript, a
+// class holding ] in Go), and a lone surrogate.
+func ecmaPattern(p string) (string, error) {
 	if strings.Contains(p, "[:") {
-		return genq.Errorf(genq.Invalid, "pattern %q: POSIX classes ([:...:]) are not supported", p)
+		return "", genq.Errorf(genq.Invalid, "pattern %q: POSIX classes ([:...:]) are not supported", p)
 	}
-	for i := 0; i+1 < len(p); i++ {
-		if p[i] != '\\' {
+	var out strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		ch := p[i]
+		switch {
+		case ch == '[' && !inClass:
+			if strings.HasPrefix(p[i:], "[]") || strings.HasPrefix(p[i:], "[^]") {
+				return "", genq.Errorf(genq.Invalid, "pattern %q: an empty class [] or [^] is not supported", p)
+			}
+			inClass = true
+		case ch == ']' && inClass:
+			inClass = false
+		}
+		if ch != '\\' {
+			out.WriteByte(ch)
 			continue
 		}
-		c := p[i+1]
-		i++
-		switch {
-		case strings.IndexByte("dDwWsntfrpP", c) >= 0: // \p as propertyClasses reads it
-		case c == 'x':
-			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
-				return genq.Errorf(genq.Invalid, "pattern %q: write \\x with two hex digits", p)
-			}
-		case c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'):
-			return genq.Errorf(genq.Invalid, "pattern %q: the escape \\%c is not supported", p, c)
+		if i+1 >= len(p) {
+			return "", genq.Errorf(genq.Invalid, "pattern %q: it ends with a lone backslash", p)
 		}
-		if c == 's' && strings.Contains(p, "[^") {
-			return genq.Errorf(genq.Invalid, "pattern %q: \\s in a negated class is not supported", p)
+		n, err := ecmaEscape(&out, p, i+1, inClass)
+		if err != nil {
+			return "", err
+		}
+		i += n
+	}
+	return out.String(), nil
+}
+
+// ecmaEscape writes in Go's syntax the escape of p whose letter is at i,
+// and says how many bytes it took past the backslash.
+func ecmaEscape(out *strings.Builder, p string, i int, inClass bool) (int, error) {
+	c := p[i]
+	hex := func(n int) (rune, bool) {
+		if i+n >= len(p) {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(p[i+1:i+1+n], 16, 32)
+		return rune(v), err == nil && !strings.ContainsAny(p[i+1:i+1+n], "+-_")
+	}
+	code := func(r rune) { fmt.Fprintf(out, `\x{%X}`, r) }
+	set := func(ranges string) {
+		if inClass {
+			out.WriteString(ranges)
+		} else {
+			out.WriteString("[" + ranges + "]")
 		}
 	}
-	if strings.Contains(p, `\S`) {
-		return genq.Errorf(genq.Invalid, "pattern %q: \\S is not supported", p)
+	switch {
+	case c == 's':
+		set(ecmaSpace)
+	case c == 'S':
+		set(ecmaNonSpace)
+	case strings.IndexByte("dDwWntfrvpP", c) >= 0: // \p as propertyClasses reads it
+		out.WriteByte('\\')
+		out.WriteByte(c)
+	case c == 'b' && inClass:
+		code(8)
+	case c == 'x':
+		r, ok := hex(2)
+		if !ok {
+			return 0, genq.Errorf(genq.Invalid, "pattern %q: write \\x with two hex digits", p)
+		}
+		code(r)
+		return 3, nil
+	case c == 'u':
+		r, ok := hex(4)
+		if !ok {
+			return 0, genq.Errorf(genq.Invalid, "pattern %q: write \\u with four hex digits (\\u{…} is not supported)", p)
+		}
+		if r >= 0xD800 && r <= 0xDFFF {
+			return 0, genq.Errorf(genq.Invalid, "pattern %q: a surrogate escape (\\u%04X) is not supported: write the character", p, r)
+		}
+		code(r)
+		return 5, nil
+	case c == 'c' && i+1 < len(p) && (p[i+1]|0x20 >= 'a' && p[i+1]|0x20 <= 'z'):
+		code(rune(p[i+1] % 32))
+		return 2, nil
+	case c == '0' && (i+1 >= len(p) || p[i+1] < '0' || p[i+1] > '9'):
+		code(0)
+	case c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'):
+		return 0, genq.Errorf(genq.Invalid, "pattern %q: the escape \\%c is not supported", p, c)
+	default: // an escaped punctuation character stands for itself
+		out.WriteByte('\\')
+		out.WriteByte(c)
 	}
-	return nil
+	return 1, nil
 }
 
 func isHex(c byte) bool {
@@ -82,10 +161,11 @@ func isHex(c byte) bool {
 // matches the regular expression p. Like JSON Schema's, the pattern is not
 // anchored unless it says so with ^ and $.
 func (c *compiler) pattern(p string) (grammar.Frag, error) {
-	if err := checkPatternSyntax(p); err != nil {
+	q, err := ecmaPattern(p)
+	if err != nil {
 		return grammar.Frag{}, err
 	}
-	q, err := propertyClasses(p)
+	q, err = propertyClasses(q)
 	if err != nil {
 		return grammar.Frag{}, err
 	}

@@ -1,0 +1,105 @@
+package structured
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/structured/ajvtest"
+)
+
+// TestECMAScriptEscapes: the escapes ecmaPattern rewrites into Go's
+// syntax match what ECMAScript's do. Each pattern takes the strings of ok
+// and refuses those of refused (checked by hand against ECMA-262), alone
+// and under not; and, where node and ajv are at hand, genq agrees with
+// ajv (ECMAScript's RegExp with the u flag) on every string of the pool.
+func TestECMAScriptEscapes(t *testing.T) {
+	cases := []struct {
+		pattern     string
+		ok, refused []string
+	}{
+		{`^\S+$`, []string{"a", "ab-c", "é"}, []string{"", "a b", "a\u00a0b", "\u2028", "\ufeff", "a\vb"}},
+		{`^\s$`, []string{" ", "\t", "\v", "\u00a0", "\u1680", "\u2005", "\u2028", "\u202f", "\u3000", "\ufeff"}, []string{"a", "\u200b", "\u0085"}},
+		{`^[^\s]+$`, []string{"ab", "\u200b"}, []string{"a b", "\u00a0", "\u3000x"}},
+		{`^[^\S\r\n]*$`, []string{"", " \t", "\u00a0"}, []string{"\n", " \r", "a"}},
+		{`^[\s\d]+$`, []string{"1 2", "\u20281"}, []string{"a"}},
+		{`^\u00e9\u0041$`, []string{"éA"}, []string{"eA", "é"}},
+		{`^[\u0000-\u007F]*$`, []string{"", "abc~"}, []string{"é", "a\u0080"}},
+		{`^\x41\cJ\0$`, []string{"A\n\u0000"}, []string{"A\n0", "A\r\u0000"}},
+		{`^[\b]\v$`, []string{"\b\v"}, []string{"b\v", "\b "}},
+		{`^[a\-\]]+$`, []string{"a-]"}, []string{"b"}},
+	}
+	var lines []ajvtest.Line
+	pool := []string{"", "a", "A", " ", "\t", "\n", "\r", "\v", "\b", "\u0000", "\u0085", "\u00a0", "\u1680", "\u200b",
+		"\u2028", "\u202f", "\ufeff", "é", "éA", "a b", "1 2", "A\n\u0000", "\b\v", "a-]", "ab", "~"}
+	for _, tc := range cases {
+		schema := `{"type":"string","pattern":` + quoteJSON(tc.pattern) + `}`
+		g, err := Compile([]byte(schema))
+		if err != nil {
+			t.Errorf("%s: %v", tc.pattern, err)
+			continue
+		}
+		checkTexts(t, g, jsonStrings(tc.ok), jsonStrings(tc.refused))
+		neg, err := Compile([]byte(`{"type":"string","not":{"pattern":` + quoteJSON(tc.pattern) + `}}`))
+		if err != nil {
+			t.Errorf("not %s: %v", tc.pattern, err)
+			continue
+		}
+		checkTexts(t, neg, jsonStrings(tc.refused), jsonStrings(tc.ok))
+		lines = append(lines, ajvtest.Line{Schema: json.RawMessage(schema), Answers: jsonStrings(pool)})
+	}
+	results, ran := ajvtest.Check(t, lines)
+	if !ran {
+		t.Log("ajv cannot run: the pool is left unchecked")
+		return
+	}
+	for i, l := range lines {
+		g, _ := Compile(l.Schema)
+		for j, answer := range l.Answers {
+			if strings.HasPrefix(results[i][0], "ajv cannot compile") {
+				t.Fatalf("%s: %s", l.Schema, results[i][0])
+			}
+			if valid, got := results[i][j] == "", matches(g, answer); valid != got {
+				t.Errorf("%s: genq takes %s: %v, ajv: %v", l.Schema, answer, got, valid)
+			}
+		}
+	}
+}
+
+// TestPatternRefusals: what ECMAScript and Go read differently and genq
+// does not rewrite is refused, naming it.
+func TestPatternRefusals(t *testing.T) {
+	for _, tc := range []struct{ pattern, want string }{
+		{`^(a)\1$`, `\1`},
+		{`\bword\b`, `\b`},
+		{`[]a]`, `empty class`},
+		{`^[^]$`, `empty class`},
+		{`\uD83D\uDE00`, `surrogate`},
+		{`\u{1F600}`, `four hex digits`},
+		{`\a`, `\a`},
+		{`[[:alpha:]]`, `POSIX`},
+		{`a\`, `lone backslash`},
+	} {
+		_, err := Compile([]byte(`{"type":"string","pattern":` + quoteJSON(tc.pattern) + `}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal naming %s", tc.pattern, err, tc.want)
+		}
+	}
+}
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// jsonStrings are ss as JSON strings, as a model writes them: the line
+// and paragraph separators json.Marshal escapes as themselves (genq's
+// pattern automata know one spelling per character).
+func jsonStrings(ss []string) []string {
+	raw := strings.NewReplacer(`\u2028`, "\u2028", `\u2029`, "\u2029")
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = raw.Replace(quoteJSON(s))
+	}
+	return out
+}
