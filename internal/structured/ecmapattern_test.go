@@ -103,3 +103,37 @@ func jsonStrings(ss []string) []string {
 	}
 	return out
 }
+
+// TestLengthsBesidePatternsCounted: a length over 1,024 beside patterns
+// an allOf joins or a not rejects is counted in a length region around
+// their product, as beside one pattern, not refused (nor, as before, an
+// internal error where the patterns were negated).
+func TestLengthsBesidePatternsCounted(t *testing.T) {
+	str := func(parts ...string) string { return quoteJSON(strings.Join(parts, "")) }
+	x := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		name, schema string
+		ok, refused  []string
+	}{
+		{"not pattern, maxLength", `{"not":{"pattern":"^a"},"maxLength":1500}`,
+			// 1 satisfies the pattern (which holds only strings): not refuses it.
+			[]string{str("b"), str("b", x(1499))},
+			[]string{str("a"), str("ab"), str("b", x(1500)), `1`}},
+		{"not pattern, minLength", `{"type":"string","not":{"pattern":"^a"},"minLength":1100}`,
+			[]string{str(x(1100)), str(x(1200))},
+			[]string{str(x(1099)), str("a", x(1200)), `1`}},
+		{"two patterns of an allOf, maxLength", `{"allOf":[{"pattern":"^a"},{"pattern":"b$"}],"maxLength":2000}`,
+			[]string{str("ab"), str("a", x(1998), "b")},
+			[]string{str("a", x(1999), "b"), str("ba"), str("a")}},
+		{"pattern and not pattern, both bounds", `{"type":"string","pattern":"^x","not":{"pattern":"y$"},"minLength":1030,"maxLength":1040}`,
+			[]string{str(x(1030)), str(x(1039), "z")},
+			[]string{str(x(1029)), str(x(1041)), str(x(1035), "y")}},
+	} {
+		g, err := Compile([]byte(tc.schema))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		checkTexts(t, g, tc.ok, tc.refused)
+	}
+}

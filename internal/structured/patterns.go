@@ -41,6 +41,16 @@ func (c *compiler) patternString(s *value, keys []string, parts []func() (gramma
 	if err != nil {
 		return grammar.Frag{}, err
 	}
+	// stringParts puts the length bounds' part last: beside patterns it is
+	// counted in a length region around their product (lengthProduct).
+	min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
+	if err != nil {
+		return grammar.Frag{}, err
+	}
+	var length func() (grammar.Frag, error)
+	if min > 0 || max >= 0 {
+		length, parts = parts[len(parts)-1], parts[:len(parts)-1]
+	}
 	part := func(p string) func() (grammar.Frag, error) {
 		return func() (grammar.Frag, error) { return c.pattern(p) }
 	}
@@ -54,10 +64,14 @@ func (c *compiler) patternString(s *value, keys []string, parts []func() (gramma
 	for _, p := range mustNot {
 		keys, rejects = append(keys, "not pattern "+p), append(rejects, part(p))
 	}
-	if len(parts) == 1 && len(rejects) == 0 {
+	if length == nil && len(parts) == 1 && len(rejects) == 0 {
 		return c.sharedString(keys[0], parts[0])
 	}
-	f, err := c.sharedString(strings.Join(keys, " and "), func() (grammar.Frag, error) { return c.product(parts, rejects) })
+	build := func() (grammar.Frag, error) { return c.product(parts, rejects) }
+	if length != nil {
+		build = func() (grammar.Frag, error) { return c.lengthProduct(parts, rejects, length, min, max, path) }
+	}
+	f, err := c.sharedString(strings.Join(keys, " and "), build)
 	if err != nil {
 		return grammar.Frag{}, genq.WrapError(genq.ErrorCode(err), err, "at "+path+": "+genq.ErrorMessage(err))
 	}

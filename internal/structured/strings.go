@@ -5,6 +5,7 @@ package structured
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/genq/genq/internal/genq"
@@ -14,7 +15,8 @@ import (
 func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 	b := c.b
 	patterns := s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil
-	keys, parts, err := c.stringParts(s, path, patterns)
+	// Beside patterns a length is counted where patternString builds them.
+	keys, parts, err := c.stringParts(s, path, false)
 	if err != nil {
 		return grammar.Frag{}, err
 	}
@@ -127,7 +129,13 @@ func (c *compiler) sharedString(key string, build func() (grammar.Frag, error)) 
 // (grammar.LengthRegion), not multiplied by a counter. Where the region
 // cannot count exactly, it is the product of all parts, as before.
 func (c *compiler) lengthString(parts []func() (grammar.Frag, error), min, max int, path string) (grammar.Frag, error) {
-	body, f, boundary, err := c.countedBody(parts[:len(parts)-1])
+	others := parts[:len(parts)-1]
+	body, f, boundary, err := c.countedBody(func() (grammar.Frag, error) {
+		if len(others) == 1 {
+			return others[0]()
+		}
+		return c.intersect(others)
+	})
 	if err != nil {
 		return grammar.Frag{}, err
 	}
@@ -140,21 +148,34 @@ func (c *compiler) lengthString(parts []func() (grammar.Frag, error), min, max i
 	return c.intersect(parts)
 }
 
+// lengthProduct is lengthString for strings that match every part of
+// accept and none of reject (patternString's product), with length the
+// automaton of their length bounds: the product counted in a length
+// region, or, where the region cannot count exactly, multiplied by the
+// length's automaton (a bound up to MaxRepeat).
+func (c *compiler) lengthProduct(accept, reject []func() (grammar.Frag, error), length func() (grammar.Frag, error), min, max int, path string) (grammar.Frag, error) {
+	body, f, boundary, err := c.countedBody(func() (grammar.Frag, error) { return c.product(accept, reject) })
+	if err != nil {
+		return grammar.Frag{}, err
+	}
+	if f, ok := c.b.LengthRegion(min, max, body, f, boundary); ok {
+		return f, nil
+	}
+	if err := countsAlone(min, max, 2, path); err != nil {
+		return grammar.Frag{}, err
+	}
+	return c.product(append(slices.Clip(accept), length), reject)
+}
+
 // countedBody builds, alone, the automaton of parts (their product
 // where there are more than one) paired with a JSON string's characters
 // (trackChars), and marks its nodes between two characters (boundary):
 // there each byte but the closing quote begins a character.
-func (c *compiler) countedBody(parts []func() (grammar.Frag, error)) (*grammar.Grammar, grammar.Frag, []bool, error) {
+func (c *compiler) countedBody(build func() (grammar.Frag, error)) (*grammar.Grammar, grammar.Frag, []bool, error) {
 	main := c.b
 	defer func() { c.b = main }()
 	c.b = &grammar.Builder{Grammar: &grammar.Grammar{}}
-	var f grammar.Frag
-	var err error
-	if len(parts) == 1 {
-		f, err = parts[0]()
-	} else {
-		f, err = c.intersect(parts)
-	}
+	f, err := build()
 	if err == nil {
 		err = c.b.Err
 	}
