@@ -78,7 +78,7 @@ func TestCountLimits(t *testing.T) {
 	tests := []struct{ schema, want string }{
 		{`{"type":"string","maxLength":1048577}`, "maxLength is 1048577; genq enforces at most 1048576"},
 		{`{"type":"array","minItems":2000000}`, "minItems is 2000000; genq enforces at most 1048576"},
-		{`{"type":"object","propertyNames":{"maxLength":2000,"pattern":"^a"}}`, "maxLength is 2000; genq enforces at most 1024 beside a pattern"},
+		{`{"type":"object","propertyNames":{"maxLength":1048577,"pattern":"^a"}}`, "maxLength is 1048577; genq enforces at most 1048576"},
 		{`{"type":"string","format":"date-time","minLength":2000,"maxLength":2000}`, "maxLength is 2000; genq enforces at most 1024 beside a pattern"},
 		{`{"type":"array","maxItems":2000,"uniqueItems":true}`, "maxItems is 2000; genq enforces at most 1024 beside uniqueItems"},
 		{`{"type":"object","maxProperties":2000}`, "maxProperties is 2000; genq enforces at most 1024"},

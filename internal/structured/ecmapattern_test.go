@@ -137,3 +137,33 @@ func TestLengthsBesidePatternsCounted(t *testing.T) {
 		checkTexts(t, g, tc.ok, tc.refused)
 	}
 }
+
+// TestPropertyNamesLengthCounted: propertyNames' lengths over 1,024 are
+// counted in a length region around the key's product (alone they were
+// an internal error, beside a pattern refused): a key of the bounds'
+// length is written, one past them is not, nor a listed name past them.
+func TestPropertyNamesLengthCounted(t *testing.T) {
+	key := func(s string, n int) string { return quoteJSON(s + strings.Repeat("x", n)) }
+	for _, tc := range []struct {
+		name, schema string
+		ok, refused  []string
+	}{
+		{"maxLength alone", `{"type":"object","propertyNames":{"maxLength":1100}}`,
+			[]string{`{}`, `{` + key("", 1100) + `:1}`, `{"a":1}`},
+			[]string{`{` + key("", 1101) + `:1}`}},
+		{"pattern and minLength", `{"type":"object","propertyNames":{"pattern":"^a","minLength":1030}}`,
+			[]string{`{` + key("a", 1029) + `:1}`},
+			[]string{`{` + key("a", 1028) + `:1}`, `{` + key("b", 1030) + `:1}`}},
+		{"a listed name and patternProperties", `{"type":"object","properties":{"b":{"type":"integer"}},"patternProperties":{"^a":{"type":"string"}},
+			"propertyNames":{"pattern":"^[ab]","maxLength":1050}}`,
+			[]string{`{"b":1,` + key("a", 1049) + `:"s"}`, `{` + key("b", 10) + `:null}`},
+			[]string{`{` + key("a", 1050) + `:"s"}`, `{` + key("a", 3) + `:1}`, `{"c":1}`, `{"b":"s"}`}},
+	} {
+		g, err := Compile([]byte(tc.schema))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		checkTexts(t, g, tc.ok, tc.refused)
+	}
+}

@@ -199,11 +199,15 @@ func (c *compiler) namedKey(matched, unmatched []string, props *value, names *na
 		key += " not matching " + p
 		rejects = append(rejects, func() (grammar.Frag, error) { return c.pattern(p) })
 	}
+	build := func() (grammar.Frag, error) { return c.product(parts, rejects) }
 	if names != nil {
 		key += " named " + strings.Join(names.keys, " and ")
 		parts = append(parts, names.parts...)
+		if l := names.length; l != nil {
+			build = func() (grammar.Frag, error) { return c.lengthProduct(parts, rejects, l.part, l.min, l.max, l.at) }
+		}
 	}
-	return c.sharedString(key, func() (grammar.Frag, error) { return c.product(parts, rejects) })
+	return c.sharedString(key, build)
 }
 
 // nameRule is what propertyNames says of a name: a string schema's
@@ -212,7 +216,18 @@ func (c *compiler) namedKey(matched, unmatched []string, props *value, names *na
 type nameRule struct {
 	keys  []string
 	parts []func() (grammar.Frag, error)
-	allow func(name string) bool
+	// length is the length bounds' part where they are over MaxRepeat:
+	// counted in a length region around the key's product, not in it.
+	length *lengthPart
+	allow  func(name string) bool
+}
+
+// lengthPart is a string's length bounds and their automaton, at the
+// place they were read.
+type lengthPart struct {
+	min, max int
+	part     func() (grammar.Frag, error)
+	at       string
 }
 
 // allow tells a name propertyNames allows; a nil rule allows every name.
@@ -245,9 +260,20 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 			}
 		}
 	}
-	keys, parts, err := c.stringParts(pn, at, true)
+	keys, parts, err := c.stringParts(pn, at, false)
 	if err != nil {
 		return nil, err
+	}
+	min, max, err := boundsUpTo(pn, "minLength", "maxLength", at, maxCount)
+	if err != nil {
+		return nil, err
+	}
+	// stringParts puts the length bounds' part last; past MaxRepeat a
+	// counter calls rules, which a key's product cannot hold.
+	var length *lengthPart
+	if _, _, over := overRepeat(min, max, "minLength", "maxLength"); over {
+		length = &lengthPart{min: min, max: max, part: parts[len(parts)-1], at: at}
+		parts = parts[:len(parts)-1]
 	}
 	// const and enum list the names allowed: a pattern of them.
 	var res []*regexp.Regexp
@@ -276,7 +302,6 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 		parts = append(parts, func() (grammar.Frag, error) { return c.pattern(p) })
 		res = append(res, regexp.MustCompile(p))
 	}
-	min, max, _ := bounds(pn, "minLength", "maxLength", at)
 	if p := pn.get("pattern"); p != nil {
 		re := c.regexp(p.str)
 		if re == nil {
@@ -289,7 +314,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 			res = append(res, regexp.MustCompile(p))
 		}
 	}
-	return &nameRule{keys: keys, parts: parts, allow: func(name string) bool {
+	return &nameRule{keys: keys, parts: parts, length: length, allow: func(name string) bool {
 		n := utf8.RuneCountInString(name)
 		if n < min || max >= 0 && n > max {
 			return false
