@@ -40,6 +40,8 @@ func TestImplies(t *testing.T) {
 		{`false`, `{"type":"string"}`, true},
 		{`{"type":"string"}`, `true`, true},
 		{`true`, `false`, false},
+		// Draft 3's disallow asserts there: nothing implies it.
+		{`{"type":"string"}`, `{"disallow":"string"}`, false},
 	} {
 		m, err := parseJSON([]byte(tc.m))
 		if err != nil {
