@@ -78,6 +78,17 @@ func (s *Server) kindQueue(kind genq.ModelKind) genq.Variant {
 	return s.cfg.Variant
 }
 
+// variantModel is the model of the variant's own queue, which /generate
+// queues on: the catalogue's model of that queue, or the seed's.
+func (s *Server) variantModel() genq.Model {
+	for _, m := range s.catalog.Models() {
+		if m.Queue == s.cfg.Variant {
+			return m
+		}
+	}
+	return genq.SeedModel(s.cfg.Variant)
+}
+
 // onModel puts jobs on model's queue.
 func onModel(jobs []genq.Job, m genq.Model) {
 	for i := range jobs {

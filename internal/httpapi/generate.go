@@ -118,7 +118,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Variant.Kind() == genq.OutputImage {
 		cost = tenant.Cost{Images: 1}
 	}
-	if err := s.admit(w, r, admission{cost: cost, deadline: job.Deadline}); err != nil {
+	if err := s.admit(w, r, admission{resolved: s.variantModel(), cost: cost, deadline: job.Deadline}); err != nil {
 		writeError(w, s.log, err)
 		return
 	}

@@ -214,7 +214,7 @@ func (s *Server) handleTxt2Img(w http.ResponseWriter, r *http.Request) {
 		s.rejectAs(w, err, writeSDError)
 		return
 	}
-	if err := s.admit(w, r, admission{model: model, cost: tenant.Cost{Images: int64(len(plan.Jobs))}, deadline: tmpl.Deadline}); err != nil {
+	if err := s.admit(w, r, admission{model: model, resolved: m, cost: tenant.Cost{Images: int64(len(plan.Jobs))}, deadline: tmpl.Deadline}); err != nil {
 		writeSDError(w, s.log, err)
 		return
 	}

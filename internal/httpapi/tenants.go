@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +103,11 @@ func (m *modelDenied) Error() string { return "model " + m.model + " is outside 
 
 // admission is what a generation request asks of its tenant's limits.
 type admission struct {
+	// model is the name the request sends (an alias, say), and resolved
+	// the model it gets: with no name sent, the kind's default, which a
+	// key's models= list must allow as well.
 	model    string
+	resolved genq.Model
 	cost     tenant.Cost
 	deadline time.Time
 	// queued: the request queues work for later (POST /v1/jobs,
@@ -120,9 +126,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, a admission) erro
 	if c == nil {
 		return nil
 	}
-	if a.model != "" && !c.tenant.AllowsModel(a.model) {
-		return &genq.Error{Code: genq.NotFound, Field: "model", Err: &modelDenied{a.model},
-			Message: "the model " + strconv.Quote(a.model) + " does not exist or this key may not use it"}
+	if !modelAllowed(c.tenant, a.model, a.resolved) {
+		name := cmp.Or(a.model, a.resolved.Name)
+		return &genq.Error{Code: genq.NotFound, Field: "model", Err: &modelDenied{name},
+			Message: "the model " + strconv.Quote(name) + " does not exist or this key may not use it"}
 	}
 	var ticket *tenant.Ticket
 	if s.limiter != nil {
@@ -136,6 +143,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, a admission) erro
 	defer c.mu.Unlock()
 	c.admitted, c.queued, c.ticket = true, a.queued, ticket
 	return nil
+}
+
+// modelAllowed reports whether t may use what a request asks for: the
+// name it sends, or with none the default model it gets, by its name or
+// one of its aliases (as GET /v1/models lists a model for a key). A
+// request of no model at all (a batch, before its lines) is allowed.
+func modelAllowed(t tenant.Tenant, asked string, m genq.Model) bool {
+	if asked != "" {
+		return t.AllowsModel(asked)
+	}
+	if m.Name == "" {
+		return true
+	}
+	return t.AllowsModel(m.Name) || slices.ContainsFunc(m.Aliases, t.AllowsModel)
 }
 
 // count admits a request in t's counters, or says, in the headers and

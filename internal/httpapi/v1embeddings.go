@@ -41,7 +41,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	endDecode(span, jobs, err == nil, attribute.Int("genq.inputs", len(job.Inputs)))
 	if err == nil {
-		err = s.admit(w, r, admission{model: req.Model, cost: tenant.Cost{Tokens: embeddingReserve(job)}, deadline: job.Deadline})
+		err = s.admit(w, r, admission{model: req.Model, resolved: model, cost: tenant.Cost{Tokens: embeddingReserve(job)}, deadline: job.Deadline})
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)

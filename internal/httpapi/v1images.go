@@ -30,15 +30,15 @@ import (
 type ImageLimits = openai.ImageLimits
 
 // imageRequest reads and checks an image request, or refuses it.
-func (s *Server) imageRequest(w http.ResponseWriter, r *http.Request, start time.Time) (openai.ImageRequest, []genq.Job, bool) {
+func (s *Server) imageRequest(w http.ResponseWriter, r *http.Request, start time.Time) (openai.ImageRequest, []genq.Job, genq.Model, bool) {
 	var req openai.ImageRequest
 	body, ok := s.v1RequestBody(w, r)
 	if !ok {
-		return req, nil, false
+		return req, nil, genq.Model{}, false
 	}
 	if err := s.requireKind(genq.KindImage, r.URL.Path, "; use /v1/chat/completions"); err != nil {
 		s.rejectAs(w, err, writeV1Error)
-		return req, nil, false
+		return req, nil, genq.Model{}, false
 	}
 	err := openai.Decode(body, &req)
 	var model genq.Model
@@ -55,9 +55,9 @@ func (s *Server) imageRequest(w http.ResponseWriter, r *http.Request, start time
 	}
 	if err != nil {
 		s.rejectAs(w, err, writeV1Error)
-		return req, nil, false
+		return req, nil, genq.Model{}, false
 	}
-	return req, jobs, true
+	return req, jobs, model, true
 }
 
 // DefaultImageMaxN is IMAGE_MAX_N's default.
@@ -66,12 +66,12 @@ const DefaultImageMaxN = openai.DefaultImageMaxN
 func (s *Server) handleImageGenerations(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	_, span := s.startSpan(r.Context(), "decode request")
-	req, jobs, ok := s.imageRequest(w, r, start)
+	req, jobs, model, ok := s.imageRequest(w, r, start)
 	endDecode(span, jobs, ok, attribute.Bool("genq.stream", req.Stream))
 	if !ok {
 		return
 	}
-	if err := s.admit(w, r, admission{model: req.Model, cost: tenant.Cost{Images: int64(len(jobs))}, deadline: jobs[0].Deadline}); err != nil {
+	if err := s.admit(w, r, admission{model: req.Model, resolved: model, cost: tenant.Cost{Images: int64(len(jobs))}, deadline: jobs[0].Deadline}); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}

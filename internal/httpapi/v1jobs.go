@@ -126,6 +126,11 @@ type jobRecord struct {
 	// EncodingFormat is an embedding job's encoding_format (float or
 	// base64), which its answer is rendered in.
 	EncodingFormat string `json:"encoding_format,omitempty"`
+
+	// asked and resolved are the model the request names and the one it
+	// gets, for the key's models= check; not stored.
+	asked    string
+	resolved genq.Model
 }
 
 type jobStatus struct {
@@ -162,7 +167,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	// A queued job counts as a request; its answer's tokens are metered
 	// when its outcome is first read (meterJob).
 	rec.Tenant = tenantOf(r)
-	if err := s.admit(w, r, admission{model: rec.Model, deadline: job.Deadline, queued: true}); err != nil {
+	if err := s.admit(w, r, admission{model: rec.asked, resolved: rec.resolved, deadline: job.Deadline, queued: true}); err != nil {
 		writeV1Error(w, s.log, err)
 		return
 	}
@@ -216,7 +221,7 @@ func (s *Server) asyncJob(body []byte, start time.Time) (genq.Job, jobRecord, er
 		model = m.Name
 	}
 	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: deadline.Unix(), Webhook: req.Webhook,
-		Logprobs: job.Logprobs, Echo: job.Echo}
+		Logprobs: job.Logprobs, Echo: job.Echo, asked: asked, resolved: m}
 	return job, rec, err
 }
 
@@ -235,7 +240,7 @@ func (s *Server) asyncEmbeddingJob(req openai.JobSubmit, start, deadline time.Ti
 		model = m.Name
 	}
 	rec := jobRecord{Type: req.Type, Model: model, Created: start.Unix(), Deadline: deadline.Unix(), Webhook: req.Webhook,
-		EncodingFormat: er.EncodingFormat}
+		EncodingFormat: er.EncodingFormat, asked: er.Model, resolved: m}
 	return job, rec, err
 }
 

@@ -120,7 +120,7 @@ func (s *Server) decodeText(w http.ResponseWriter, r *http.Request, decode textD
 		return textRequest{}, false
 	}
 	if !jobs[0].PromptOnly { // a count of tokens is free, as Anthropic's is
-		err = s.admit(w, r, admission{model: params.Model, cost: tenant.Cost{Tokens: s.reserve(jobs)}, deadline: jobs[0].Deadline})
+		err = s.admit(w, r, admission{model: params.Model, resolved: model, cost: tenant.Cost{Tokens: s.reserve(jobs)}, deadline: jobs[0].Deadline})
 	}
 	if err != nil {
 		render(w, s.log, err)
