@@ -449,3 +449,41 @@ func TestKeysNeverShow(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncJobMeteredUnread: an asynchronous job whose outcome nobody
+// reads is metered when its worker stores the outcome, token for token;
+// reading it afterwards, twice and on a second api, counts nothing more.
+func TestAsyncJobMeteredUnread(t *testing.T) {
+	s := newTenantStack(t, nil, nil, "k-a tenant=a")
+	r := s.callKey("POST", "/v1/jobs", "k-a", `{"type":"chat.completion","request":{"max_tokens":4,"messages":[{"role":"user","content":"count:4"}]}}`)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	id := decodeAs[jobStatus](t, r).ID
+	const series = `genq_tenant_completion_tokens_total{model="test-backend",route="/v1/jobs",tenant="a"}`
+	// 3 prompt tokens (1 cached) and 4 answer tokens, and the submission's
+	// request.
+	const want = `"route":"/v1/jobs","num_model_requests":1,"input_tokens":3,"input_cached_tokens":1,"output_tokens":4,`
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(string(s.callKey("GET", "/v1/usage", "k-a", "").body), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unread job's usage never showed: %s", s.callKey("GET", "/v1/usage", "k-a", "").body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if v := metricValue(string(s.getMetrics()), series); v != 4 {
+		t.Fatalf("%s = %v, want 4", series, v)
+	}
+	second := newTenantStack(t, s.ns, nil, "k-a tenant=a")
+	for _, api := range []*stack{s, s, second} {
+		if st := decodeAs[jobStatus](t, api.callKey("GET", "/v1/jobs/"+id, "k-a", "")); st.Status != "succeeded" {
+			t.Fatalf("job %+v", st)
+		}
+	}
+	if body := string(s.callKey("GET", "/v1/usage", "k-a", "").body); !strings.Contains(body, want) {
+		t.Fatalf("after the reads the usage is %s; want it unchanged, %s", body, want)
+	}
+	if v := metricValue(string(s.getMetrics()), series) + metricValue(string(second.getMetrics()), series); v != 4 {
+		t.Fatalf("%s over both apis = %v, want 4", series, v)
+	}
+}

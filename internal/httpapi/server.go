@@ -214,6 +214,9 @@ func NewServer(cfg Config, deps Deps) http.Handler {
 		s.instance = deps.NewID()
 		go s.batchRunner().Run(cmp.Or(deps.Background, context.Background()), s.batchKick)
 	}
+	if w, ok := s.async.(OutcomeWatcher); ok {
+		go w.WatchOutcomes(cmp.Or(deps.Background, context.Background()), s.meterStored)
+	}
 	return s.routes()
 }
 

@@ -165,7 +165,7 @@ func (s *Server) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A queued job counts as a request; its answer's tokens are metered
-	// when its outcome is first read (meterJob).
+	// when its outcome is stored (meterStored), or first read (meterJob).
 	rec.Tenant = tenantOf(r)
 	if err := s.admit(w, r, admission{model: rec.asked, resolved: rec.resolved, deadline: job.Deadline, queued: true}); err != nil {
 		writeV1Error(w, s.log, err)
@@ -394,8 +394,37 @@ func recordedModel(rec *jobRecord) string {
 	return rec.Model
 }
 
+// OutcomeWatcher tells the api of each job's outcome as a worker stores
+// it (natsqueue.JobStore), so that an asynchronous job is metered when it
+// is done, not when, if ever, its outcome is read.
+type OutcomeWatcher interface {
+	WatchOutcomes(ctx context.Context, stored func(ctx context.Context, id string))
+}
+
+// meterStored meters the asynchronous job id, whose outcome was just
+// stored, if its record says a tenant queued it and nobody has metered it
+// yet: the record alone is read for any other (a synchronous job's large
+// result, a job already read). Every api does this for every outcome;
+// meterJob's compare-and-set lets one count it.
+func (s *Server) meterStored(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, counterTimeout)
+	defer cancel()
+	raw, err := s.async.JobRecord(ctx, id)
+	if err != nil {
+		return // no record (not an asynchronous job), or the store away: a read meters it then
+	}
+	var rec jobRecord
+	if json.Unmarshal(raw, &rec) != nil || rec.Tenant == "" || rec.Metered {
+		return
+	}
+	if _, _, err := s.jobStatus(ctx, id, true); err != nil {
+		s.log.Debug("a stored job's usage was not counted; a read counts it", "job_id", id, "err", err)
+	}
+}
+
 // meterJob counts an answered asynchronous job for the tenant that queued
-// it, once: the api that first reads its outcome marks its record metered
+// it, once: the api that first sees its outcome stored (meterStored), or
+// reads it when none did (NATS away meanwhile), marks its record metered
 // with a compare-and-set, and only the one whose mark lands counts it, so
 // polls and webhooks, on any api, do not count it again. (An api that
 // dies between the mark and the count loses that one count: at most

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -185,4 +186,46 @@ func (cl *JobStore) JobIDs(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// outcomeWatchRetry is how long WatchOutcomes waits before it watches
+// again after its watch failed (NATS away, the store not there yet).
+const outcomeWatchRetry = 2 * time.Second
+
+// WatchOutcomes calls stored with the id of each job whose outcome is in
+// the results store: those there when it starts, then each as a worker
+// stores it, until ctx ends. It is how an api learns that a job queued
+// without waiting is done, whether or not anyone reads its outcome.
+func (cl *JobStore) WatchOutcomes(ctx context.Context, stored func(ctx context.Context, id string)) {
+	for ctx.Err() == nil {
+		if err := cl.watchOutcomes(ctx, stored); err != nil && ctx.Err() == nil {
+			cl.conn.log.Debug("could not watch the stored outcomes; watching again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(outcomeWatchRetry):
+		}
+	}
+}
+
+func (cl *JobStore) watchOutcomes(ctx context.Context, stored func(ctx context.Context, id string)) error {
+	w, err := cl.conn.results.Watch(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", ResultsBucket, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case info, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("watch %s: it ended", ResultsBucket)
+			}
+			// nil marks the end of the objects already there.
+			if info != nil && genq.ValidateJobID(info.Name) == nil {
+				stored(ctx, info.Name)
+			}
+		}
+	}
 }
