@@ -107,6 +107,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	limiter := tenant.NewLimiter(counters, newJobID())
+	// The server removes a tenant's consumer left idle (TENANT_CONSUMER_IDLE);
+	// this api makes it again for jobs that still wait on its subject.
+	go conn.KeepTenantConsumers(ctx)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -2,11 +2,15 @@ package natsqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -28,6 +32,7 @@ type tenantConsumers struct {
 func (c *Conn) shareMsg(ctx context.Context, msg *nats.Msg, job genq.Job, class Class, routed bool, share genq.Share) error {
 	msg.Header.Set(HeaderTenant, share.Tenant)
 	msg.Header.Set(HeaderCost, strconv.FormatInt(JobCost(job, len(msg.Data), share.MaxTokens), 10))
+	msg.Header.Set(HeaderWeight, strconv.FormatFloat(weightOr1(share.Weight), 'g', -1, 64))
 	if routed {
 		return nil
 	}
@@ -49,10 +54,7 @@ func (c *Conn) shareMsg(ctx context.Context, msg *nats.Msg, job genq.Job, class 
 // sending as many puts, and other tenants' jobs do not wait at all.
 func (c *Conn) ensureTenantConsumer(ctx context.Context, class Class, v genq.Variant, share genq.Share) error {
 	name := TenantConsumerName(class, v, share.Tenant)
-	weight := share.Weight
-	if weight <= 0 {
-		weight = 1
-	}
+	weight := weightOr1(share.Weight)
 	for {
 		c.tenants.mu.Lock()
 		if w, ok := c.tenants.weights[name]; ok && w == weight {
@@ -93,6 +95,127 @@ func (c *Conn) putTenantConsumer(ctx context.Context, class Class, v genq.Varian
 	return ensureAsset(ctx, "consumer "+name, func(ctx context.Context) error {
 		cfg := s.jobConsumer(name, fmt.Sprintf("workers of variant %s, %s jobs of tenant %s", v, class, tenant), TenantSubject(class, v, tenant))
 		cfg.Metadata = map[string]string{metaTenant: tenant, metaWeight: strconv.FormatFloat(weight, 'g', -1, 64)}
+		cfg.InactiveThreshold = s.TenantIdle
 		return s.putConsumer(ctx, c.js, class.Stream(), cfg)
 	})
+}
+
+// weightOr1 is a share's weight, 1 when unset.
+func weightOr1(w float64) float64 {
+	if w <= 0 {
+		return 1
+	}
+	return w
+}
+
+// KeepTenantConsumers looks, until ctx ends, at every tenant's subject
+// with jobs in the streams and makes again the consumer of any that has
+// none: the server removes a consumer no worker pulled from for
+// TenantIdle even while jobs wait on it (no worker up, or a job queued as
+// its consumer expired, which this producer still believed there). It
+// also forgets the consumers it made that are gone, so that a tenant's
+// next job makes its consumer before it is queued. Every api runs it; a
+// job is never lost meanwhile (the stream keeps it), only late by at most
+// one look. With TenantIdle 0 consumers are never removed and it returns.
+func (c *Conn) KeepTenantConsumers(ctx context.Context) {
+	idle := c.Settings().TenantIdle
+	if idle <= 0 {
+		return
+	}
+	every := min(tenantKeepEvery, max(idle/4, 100*time.Millisecond))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		for _, class := range []Class{Interactive, Batch} {
+			lctx, cancel := context.WithTimeout(ctx, tenantLook)
+			if err := c.keepTenantConsumers(lctx, class); err != nil && ctx.Err() == nil {
+				c.log.Debug("could not look at the tenants' consumers", "class", class, "err", err)
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// tenantKeepEvery bounds how long a tenant's job may wait on a subject
+// whose consumer the server removed.
+const tenantKeepEvery = 30 * time.Second
+
+// keepTenantConsumers is one look at class's tenants' subjects and
+// consumers, of every variant.
+func (c *Conn) keepTenantConsumers(ctx context.Context, class Class) error {
+	stream, err := c.js.Stream(ctx, class.Stream())
+	if err != nil {
+		return fmt.Errorf("bind stream %s: %w", class.Stream(), err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(tenantSubjects(class, "*")))
+	if err != nil {
+		return fmt.Errorf("read the tenants' subjects of %s: %w", class.Stream(), err)
+	}
+	names := map[string]bool{}
+	lister := stream.ConsumerNames(ctx)
+	for name := range lister.Name() {
+		names[name] = true
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("list consumers of %s: %w", class.Stream(), err)
+	}
+	c.forgetTenantConsumers(names)
+	for subject, n := range info.State.Subjects {
+		if n == 0 {
+			continue
+		}
+		if err := c.remakeTenantConsumer(ctx, stream, class, subject, names); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetTenantConsumers forgets the consumers this producer made that are
+// no longer among names.
+func (c *Conn) forgetTenantConsumers(names map[string]bool) {
+	c.tenants.mu.Lock()
+	defer c.tenants.mu.Unlock()
+	for name := range c.tenants.weights {
+		if !names[name] {
+			delete(c.tenants.weights, name)
+		}
+	}
+}
+
+// remakeTenantConsumer makes the consumer of a tenant's subject that has
+// jobs, if it is not among names, with the tenant and weight its latest
+// job's headers say.
+func (c *Conn) remakeTenantConsumer(ctx context.Context, stream jetstream.Stream, class Class, subject string, names map[string]bool) error {
+	// genq.jobs.<V>.t.<T> or genq.batch.<V>.t.<T>
+	tokens := strings.Split(subject, ".")
+	if len(tokens) != 5 {
+		return nil
+	}
+	v := genq.Variant(tokens[2])
+	if names[tenantConsumerPrefix(class, v)+tokens[4]] {
+		return nil
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // taken meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("read the latest job of %s: %w", subject, err)
+	}
+	share := genq.Share{Tenant: msg.Header.Get(HeaderTenant)}
+	share.Weight, _ = strconv.ParseFloat(msg.Header.Get(HeaderWeight), 64)
+	if share.Tenant == "" || TenantSubject(class, v, share.Tenant) != subject {
+		return nil // not a tenant's job as genq queues them
+	}
+	if err := c.ensureTenantConsumer(ctx, class, v, share); err != nil {
+		return err
+	}
+	c.log.Info("made again the consumer of a tenant whose jobs were waiting without one", "tenant", share.Tenant, "class", class, "variant", v)
+	return nil
 }

@@ -33,6 +33,7 @@ func (s *Settings) RegisterFlags(fs *envflag.Set) {
 	fs.Duration(&s.ResultTTL, "result-ttl", "RESULT_TTL", d.ResultTTL, "how long stored results can be fetched by job id")
 	fs.Int64(&s.ResultMaxBytes, "result-max-bytes", "RESULT_MAX_BYTES", d.ResultMaxBytes, "size bound of the results store (0: none)")
 	fs.Duration(&s.HeartbeatTTL, "heartbeat-ttl", "HEARTBEAT_TTL", d.HeartbeatTTL, "a worker counts as live this long after its last heartbeat")
+	fs.Duration(&s.TenantIdle, "tenant-consumer-idle", "TENANT_CONSUMER_IDLE", d.TenantIdle, "api: a tenant's consumer is removed after no worker pulled from it for this long, and made again for its next job (0: kept for ever)")
 	fs.Int(&s.Replicas, "nats-replicas", "NATS_REPLICAS", d.Replicas, "replicas of each JetStream asset (3 in a NATS cluster)")
 }
 

@@ -152,6 +152,7 @@ func WaitingSubject(replyTo string) string { return replyTo + ".waiting" }
 const (
 	HeaderTenant = "Genq-Tenant" // the tenant a job's work is counted to
 	HeaderCost   = "Genq-Cost"   // the job's estimated tokens: its prompt's and its answer's bound
+	HeaderWeight = "Genq-Weight" // the tenant's weight, for its consumer when it must be made again
 
 	// tenantToken is the subject token between the variant and the
 	// tenant's: a tenant's subject has one token more than a worker's

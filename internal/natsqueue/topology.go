@@ -42,6 +42,11 @@ type Settings struct {
 	HeartbeatTTL time.Duration
 	// Replicas of every asset: 1 for a single server, 3 in a cluster.
 	Replicas int
+	// TenantIdle is how long a tenant's consumer stays after no worker
+	// has pulled from it (JetStream's InactiveThreshold); 0 keeps it for
+	// ever. Its jobs stay in the stream, and the api makes the consumer
+	// again for them (KeepTenantConsumers).
+	TenantIdle time.Duration
 	// Memory keeps assets in memory instead of on disk (tests only).
 	Memory bool
 	// Adopt leaves every existing stream, bucket and consumer as it is
@@ -67,6 +72,7 @@ func DefaultSettings() Settings {
 		ResultMaxBytes:     0,
 		HeartbeatTTL:       15 * time.Second,
 		Replicas:           1,
+		TenantIdle:         24 * time.Hour,
 	}
 }
 
@@ -86,6 +92,9 @@ func (s Settings) validate() error {
 	}
 	if s.MaxJobAge < time.Second || s.ResultTTL < time.Second || s.DedupWindow < time.Second {
 		errs = append(errs, errors.New("job age, result TTL and dedup window must be at least 1s"))
+	}
+	if s.TenantIdle != 0 && s.TenantIdle < time.Second {
+		errs = append(errs, errors.New("tenant consumer idle time must be 0 (kept for ever) or at least 1s"))
 	}
 	return errors.Join(errs...)
 }
