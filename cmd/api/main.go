@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	handler := httpapi.NewServer(cfg.HTTP, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn,
 		Workers: workers, Fleet: fleet, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter, Tracing: tr.Provider})
 	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(cfg.MetricsAddr, httpapi.NewMetricsHandler(reg), log)
+		stopMetrics, err := serveMetrics(cfg.MetricsAddr, httpapi.NewMetricsHandler(reg, conn, log), log)
 		if err != nil {
 			return err
 		}

@@ -90,6 +90,7 @@ func TestApplyIsServerSideApplyOnTheWire(t *testing.T) {
 		"/api/v1/namespaces/genq/secrets/genq-b-api-key",
 		"/apis/apps/v1/namespaces/genq/deployments/genq-b-api",
 		"/api/v1/namespaces/genq/services/genq-b",
+		"/api/v1/namespaces/genq/services/genq-b-internal",
 		"/apis/autoscaling/v2/namespaces/genq/horizontalpodautoscalers/genq-b-api",
 		"/apis/policy/v1/namespaces/genq/poddisruptionbudgets/genq-b-api",
 		"/apis/apps/v1/namespaces/genq/deployments/genq-b-worker",

@@ -15,7 +15,6 @@ import (
 
 	"github.com/genq/genq/internal/catalog"
 	"github.com/genq/genq/internal/genq"
-	"github.com/genq/genq/internal/natsqueue"
 )
 
 // A deployment of several models (docs/deploy.md, "Many models"): the
@@ -148,6 +147,6 @@ func (o Options) modelScaledObject(m genq.Model) *ScaledObject {
 	name := o.modelWorkerName(m)
 	so.ObjectMeta = o.modelMeta(name, m)
 	so.Spec.ScaleTargetRef = &ScaleTarget{APIVersion: "apps/v1", Kind: "Deployment", Name: name}
-	so.Spec.Triggers = []ScaleTriggers{o.queueLagTrigger(natsqueue.Interactive, m.Queue), o.queueLagTrigger(natsqueue.Batch, m.Queue)}
+	so.Spec.Triggers = o.queueTriggers(m.Queue)
 	return so
 }

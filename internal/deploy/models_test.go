@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,12 +83,14 @@ func TestRenderModels(t *testing.T) {
 			t.Fatalf("no ScaledObject scales %s", name)
 		}
 		var consumers []string
-		for _, tr := range d.scaledObject[i].Spec.Triggers {
+		triggers := d.scaledObject[i].Spec.Triggers
+		for _, tr := range triggers[:min(2, len(triggers))] {
 			consumers = append(consumers, tr.Metadata["consumer"])
 		}
-		if want := "genq-worker-" + string(m.Queue) + ",genq-worker-batch-" + string(m.Queue); strings.Join(consumers, ",") != want {
-			t.Errorf("%s scales on %v; want %s", name, consumers, want)
+		if want := "genq-worker-" + string(m.Queue) + ",genq-worker-batch-" + string(m.Queue); strings.Join(consumers, ",") != want || len(triggers) != 3 {
+			t.Fatalf("%s scales on %v and %d triggers; want %s and the tenants'", name, consumers, len(triggers), want)
 		}
+		checkTenantsTrigger(t, o, triggers[2], m.Queue, strconv.Itoa(o.Slots))
 		if *d.scaledObject[i].Spec.MinReplicaCount != 0 {
 			t.Errorf("%s does not scale to zero", name)
 		}

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +85,7 @@ func Render(o Options) ([]Object, error) {
 		{resSecret, true, o.apiKeySecret(nil)},
 		{resDeployment, true, o.apiDeployment()},
 		{resService, true, o.apiService()},
+		{resService, true, o.apiInternalService()},
 		{resHPA, true, o.apiHPA()},
 		{resPDB, true, o.apiPDB()},
 		{resDeployment, true, o.workerDeployment()},
@@ -314,6 +316,22 @@ func (o Options) apiService() *corev1.Service {
 	}
 }
 
+// internalName names the Service of the api pods' internal address, in
+// the cluster only: KEDA reads the tenants' queues there (tenantsTrigger).
+func (o Options) internalName() string { return o.Name + "-internal" }
+
+func (o Options) apiInternalService() *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: o.meta(o.internalName(), "api"),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: o.selector("api"),
+			Ports:    []corev1.ServicePort{{Name: "metrics", Port: apiMetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
 func (o Options) apiHPA() *autoscalingv2.HorizontalPodAutoscaler {
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
@@ -436,19 +454,41 @@ func (o Options) workerScaledObject() *ScaledObject {
 			MinReplicaCount: ptr(int32(0)),
 			MaxReplicaCount: ptr(int32(o.MaxWorkers)),
 			// One trigger per class: each consumer's lag counts jobs queued
-			// and running. KEDA hands the HPA one metric per trigger and the
-			// HPA follows the larger demand; any trigger above activation
-			// starts the first worker.
-			Triggers: []ScaleTriggers{
-				o.lagTrigger(natsqueue.Interactive),
-				o.lagTrigger(natsqueue.Batch),
-			},
+			// and running; and one for every tenant's consumers together.
+			// KEDA hands the HPA one metric per trigger and the HPA follows
+			// the larger demand; any trigger above activation starts the
+			// first worker.
+			Triggers: o.queueTriggers(o.Variant),
 		},
 	}
 }
 
-// lagTrigger scales on the lag of class c's consumer of the variant.
-func (o Options) lagTrigger(c natsqueue.Class) ScaleTriggers { return o.queueLagTrigger(c, o.Variant) }
+// queueTriggers scale queue q's workers: on its shared consumers' lag,
+// and on its tenants' jobs.
+func (o Options) queueTriggers(q genq.Variant) []ScaleTriggers {
+	return []ScaleTriggers{o.queueLagTrigger(natsqueue.Interactive, q), o.queueLagTrigger(natsqueue.Batch, q), o.tenantsTrigger(q)}
+}
+
+// tenantsTrigger scales on queue q's tenants' jobs, waiting and running,
+// as the api's GET /queue sums them over every tenant's consumer of both
+// classes: KEDA's nats-jetstream trigger reads one named consumer, and
+// tenants are made at runtime (genqctl keys), after the ScaledObject.
+func (o Options) tenantsTrigger(q genq.Variant) ScaleTriggers {
+	u := url.URL{Scheme: "http", Host: fmt.Sprintf("%s.%s.svc.cluster.local:%d", o.internalName(), o.Namespace, apiMetricsPort),
+		Path: "/queue", RawQuery: url.Values{"queue": {string(q)}}.Encode()}
+	return ScaleTriggers{
+		Type: "metrics-api",
+		Name: "tenants",
+		Metadata: map[string]string{
+			"url":           u.String(),
+			"format":        "json",
+			"valueLocation": "jobs",
+			// One worker per Slots jobs, as on the shared consumers.
+			"targetValue":           strconv.Itoa(o.Slots),
+			"activationTargetValue": "0",
+		},
+	}
+}
 
 // queueLagTrigger scales on the lag of class c's consumer of queue q.
 func (o Options) queueLagTrigger(c natsqueue.Class, q genq.Variant) ScaleTriggers {

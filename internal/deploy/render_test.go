@@ -200,11 +200,11 @@ func TestRenderedManifests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(d.namespaces) != 1 || len(d.secrets) != 3 || len(d.services) != 1 || len(d.hpas) != 1 || len(d.pdbs) != 1 || len(d.scaledObject) != 1 || len(d.deployments) != 2 {
+			if len(d.namespaces) != 1 || len(d.secrets) != 3 || len(d.services) != 2 || len(d.hpas) != 1 || len(d.pdbs) != 1 || len(d.scaledObject) != 1 || len(d.deployments) != 2 {
 				t.Fatalf("objects: %d namespaces, %d secrets, %d services, %d HPAs, %d PDBs, %d ScaledObjects, %d deployments",
 					len(d.namespaces), len(d.secrets), len(d.services), len(d.hpas), len(d.pdbs), len(d.scaledObject), len(d.deployments))
 			}
-			checkAPI(t, d)
+			checkAPI(t, o, d)
 			checkWorker(t, o, d.deployments["worker"], tc.gpus, tc.wantProducts, tc.wantSlots)
 			checkScaledObject(t, o, d.scaledObject[0], tc.wantSlots)
 			for _, s := range d.secrets {
@@ -217,7 +217,7 @@ func TestRenderedManifests(t *testing.T) {
 	}
 }
 
-func checkAPI(t *testing.T, d decoded) {
+func checkAPI(t *testing.T, o Options, d decoded) {
 	t.Helper()
 	api := d.deployments["api"]
 	c := api.Spec.Template.Spec.Containers[0]
@@ -237,6 +237,13 @@ func checkAPI(t *testing.T, d decoded) {
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.Ports[0].Port != 80 || !subset(svc.Spec.Selector, api.Spec.Template.Labels) {
 		t.Errorf("api Service %+v does not expose the api pods on port 80", svc.Spec)
+	}
+	// The internal address, inside the cluster only, for KEDA's tenants'
+	// trigger (checkScaledObject).
+	internal := d.services[1]
+	if internal.Name != o.Name+"-internal" || internal.Spec.Type != corev1.ServiceTypeClusterIP || len(internal.Spec.Ports) != 1 ||
+		internal.Spec.Ports[0].Port != 9090 || internal.Spec.Ports[0].TargetPort.String() != "metrics" || !subset(internal.Spec.Selector, api.Spec.Template.Labels) {
+		t.Errorf("internal Service %s %+v does not expose the api pods' port 9090 in the cluster", internal.Name, internal.Spec)
 	}
 	if d.hpas[0].Spec.ScaleTargetRef.Name != api.Name || d.hpas[0].Spec.MinReplicas == nil || *d.hpas[0].Spec.MinReplicas < 2 {
 		t.Errorf("HPA %+v does not scale the api from 2", d.hpas[0].Spec)
@@ -294,9 +301,10 @@ func checkScaledObject(t *testing.T, o Options, so ScaledObject, slots string) {
 	if s.MinReplicaCount == nil || *s.MinReplicaCount != 0 || s.ScaleTargetRef.Name != o.Name+"-worker" {
 		t.Errorf("ScaledObject spec %+v: want minReplicaCount 0 on the worker", s)
 	}
-	if len(s.Triggers) != 2 {
-		t.Fatalf("triggers %+v, want two nats-jetstream: interactive and batch", s.Triggers)
+	if len(s.Triggers) != 3 {
+		t.Fatalf("triggers %+v, want two nats-jetstream (interactive and batch) and the tenants' metrics-api", s.Triggers)
 	}
+	checkTenantsTrigger(t, o, s.Triggers[2], o.Variant, slots)
 	for i, tc := range []struct{ name, stream, consumer string }{
 		{"interactive", "GENQ_JOBS", "genq-worker-" + string(o.Variant)},
 		{"batch", "GENQ_BATCH_JOBS", "genq-worker-batch-" + string(o.Variant)},
@@ -318,6 +326,23 @@ func checkScaledObject(t *testing.T, o Options, so ScaledObject, slots string) {
 				t.Errorf("trigger %s: %s = %q, want %q", tc.name, k, got, v)
 			}
 		}
+	}
+}
+
+// checkTenantsTrigger checks the trigger that scales queue q's workers on
+// its tenants' jobs: the api's GET /queue over the internal Service, the
+// sum of every tenant consumer's jobs, one worker per slots.
+func checkTenantsTrigger(t *testing.T, o Options, tr ScaleTriggers, q genq.Variant, slots string) {
+	t.Helper()
+	want := map[string]string{
+		"url":                   "http://" + o.Name + "-internal." + o.Namespace + ".svc.cluster.local:9090/queue?queue=" + string(q),
+		"format":                "json",
+		"valueLocation":         "jobs",
+		"targetValue":           slots,
+		"activationTargetValue": "0",
+	}
+	if tr.Type != "metrics-api" || tr.Name != "tenants" || !maps.Equal(tr.Metadata, want) {
+		t.Errorf("tenants' trigger %s %q %v; want metrics-api \"tenants\" %v", tr.Type, tr.Name, tr.Metadata, want)
 	}
 }
 

@@ -172,7 +172,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	api.Config = hs.Server
 	api.Start()
 	t.Cleanup(api.Close)
-	metrics := httptest.NewServer(httpapi.NewMetricsHandler(reg))
+	metrics := httptest.NewServer(httpapi.NewMetricsHandler(reg, conn, log))
 	t.Cleanup(metrics.Close)
 	return &stack{t: t, ns: ns, settings: s, variant: o.variant, api: api, httpServer: hs, metrics: metrics, conn: conn, natsAuth: o.natsAuth}
 }

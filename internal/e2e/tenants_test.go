@@ -487,3 +487,32 @@ func TestAsyncJobMeteredUnread(t *testing.T) {
 		t.Fatalf("%s over both apis = %v, want 4", series, v)
 	}
 }
+
+// TestQueueRouteCountsTenantsJobs: the api's internal GET /queue, which
+// KEDA's tenants' trigger reads, counts a tenant's jobs waiting on its
+// consumer while no worker is up, on its queue alone.
+func TestQueueRouteCountsTenantsJobs(t *testing.T) {
+	s := newStack(t, stackOptions{tenants: true, keys: keyLines(t, "k-a tenant=a")})
+	for range 3 {
+		if r := s.callKey("POST", "/v1/jobs", "k-a", `{"type":"completion","request":{"prompt":"x","max_tokens":2}}`); r.status != http.StatusAccepted {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	for _, tc := range []struct {
+		queue string
+		want  string
+	}{
+		{"B", `{"queue":"B","jobs":3,"waiting":3,"running":0,"tenants":[{"tenant":"a","queue":"B","class":"batch","waiting":3,"running":0}]}`},
+		{"C", `{"queue":"C","jobs":0,"waiting":0,"running":0,"tenants":[]}`},
+	} {
+		resp, err := http.Get(s.metrics.URL + "/queue?queue=" + tc.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != tc.want {
+			t.Fatalf("GET /queue?queue=%s: %d %s; want %s", tc.queue, resp.StatusCode, body, tc.want)
+		}
+	}
+}

@@ -29,3 +29,14 @@ func ShareOf(ctx context.Context) (s Share, ok bool) {
 	s, ok = ctx.Value(shareKey{}).(Share)
 	return s, ok && s.Tenant != ""
 }
+
+// TenantQueue is one tenant's jobs of one class on one queue, as its
+// consumer holds them: waiting for a worker, and running on one (taken,
+// not yet done).
+type TenantQueue struct {
+	Tenant  string  `json:"tenant"`
+	Queue   Variant `json:"queue"`
+	Class   string  `json:"class"` // interactive or batch
+	Waiting uint64  `json:"waiting"`
+	Running uint64  `json:"running"`
+}

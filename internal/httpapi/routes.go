@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -113,12 +114,16 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// NewMetricsHandler serves GET /metrics from gatherer, for the internal
-// address only: scrapes cost memory and CPU, and the labels say more about
-// the service than its clients need to know.
-func NewMetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+// NewMetricsHandler serves GET /metrics from gatherer, and with queues
+// GET /queue (handleQueueDepth), for the internal address only: scrapes
+// cost memory and CPU, and the labels say more about the service than its
+// clients need to know.
+func NewMetricsHandler(gatherer prometheus.Gatherer, queues TenantQueues, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if queues != nil {
+		mux.Handle("GET /queue", handleQueueDepth(queues, log))
+	}
 	return mux
 }
 
