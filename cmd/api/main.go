@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store := natsqueue.NewJobStore(client)
 	batches := store.NewBatchStore(natsqueue.FileStoreConfig{TTL: cfg.HTTP.Batches.FileTTL})
-	handler := httpapi.NewServer(cfg.HTTP, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn,
+	handler := httpapi.NewServer(cfg.HTTP, httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: ctx, Depths: conn, TenantQueues: conn,
 		Workers: workers, Fleet: fleet, Waker: conn, Registry: reg, NewID: newJobID, Log: log, Keys: keys, Limiter: limiter, Tracing: tr.Provider})
 	if cfg.MetricsAddr != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsAddr, httpapi.NewMetricsHandler(reg, conn, log), log)

@@ -161,7 +161,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if log == nil {
 		log = testLog(t)
 	}
-	deps := httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn,
+	deps := httpapi.Deps{Jobs: store, Streamer: store, Async: store, Batches: batches, Background: t.Context(), Depths: conn, TenantQueues: conn,
 		Workers: workers, Fleet: fleet, Waker: conn, Registry: reg, NewID: uuid.NewString, Log: log, Tracing: o.tracing}
 	if o.tenants {
 		deps.Keys, deps.Limiter = tenantDeps(t, ctx, conn, o.keys, log)

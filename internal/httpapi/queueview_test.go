@@ -6,11 +6,15 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // fixedQueues are the tenants' consumers as a queue would list them.
@@ -63,5 +67,54 @@ func TestQueueDepthRoute(t *testing.T) {
 				t.Fatalf("%s: %+v; want %d jobs over %d tenants' lines", rec.Body, d, tc.jobs, tc.tenants)
 			}
 		})
+	}
+}
+
+// TestQueueViewTenants: the queue view's tenants' lines say each tenant's
+// jobs waiting and running apart, summed over queues and classes, beside
+// its usage today; an admin key sees every tenant, one with jobs queued
+// but no request today too, and a tenant's key its own line alone.
+func TestQueueViewTenants(t *testing.T) {
+	keys, err := tenant.ParseKeys("", "k-a tenant=a\nk-admin tenant=ops admin=true", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	textJobs := fakeJobs{contentType: "application/json", attempt: 1,
+		body: `{"generated_text":"hi","finish_reason":"stop","usage":{"prompt_tokens":2,"completion_tokens":1}}`}
+	h := NewServer(Config{Variant: genq.VariantB, MaxBodyBytes: 1 << 20, MaxPromptBytes: 1 << 10, JobTimeout: time.Minute},
+		Deps{Jobs: textJobs, Workers: fakeWorkers(nil), Registry: prometheus.NewRegistry(), TenantQueues: someQueues,
+			NewID: func() string { return "job-1" }, Log: slog.New(slog.DiscardHandler),
+			Keys: tenant.NewKeys(keys), Limiter: tenant.NewLimiter(tenant.NewMemStore(), "api-1")})
+	bearer := func(key string) http.Header { return http.Header{"Authorization": {"Bearer " + key}} }
+	if rec := send(h, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, bearer("k-a")); rec.Code != 200 {
+		t.Fatalf("chat: %d %s", rec.Code, rec.Body)
+	}
+	lines := func(key string) []tenantToday {
+		rec := send(h, http.MethodGet, "/ui/api/status", "", bearer(key))
+		var st uiStatus
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Code != 200 {
+			t.Fatalf("status: %d %s", rec.Code, rec.Body)
+		}
+		return st.Tenants
+	}
+	a := tenantToday{Tenant: "a", Waiting: 12, Running: 2, Requests: 1, PromptTokens: 2, CompletionTokens: 1}
+	b := tenantToday{Tenant: "b", Waiting: 5, Running: 4}
+	for _, tc := range []struct {
+		key  string
+		want []tenantToday
+	}{
+		{"k-admin", []tenantToday{a, b}},
+		{"k-a", []tenantToday{a}},
+	} {
+		got := lines(tc.key)
+		for i := range got {
+			got[i].EngineSeconds = 0 // the fake jobs' run time
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s sees %+v; want %+v", tc.key, got, tc.want)
+		}
+	}
+	if body := send(h, http.MethodGet, "/ui/api/status", "", bearer("k-a")).Body.String(); strings.Contains(body, `"tenant":"b"`) {
+		t.Errorf("tenant a's key sees tenant b: %s", body)
 	}
 }

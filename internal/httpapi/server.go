@@ -142,8 +142,11 @@ type Deps struct {
 	Batches    BatchStore
 	Background context.Context
 	// Depths tells the queue view each lane's depth; nil leaves it out.
-	Depths  Depths
-	Workers Workers
+	Depths Depths
+	// TenantQueues tells the queue view each tenant's jobs waiting and
+	// running; nil leaves them out.
+	TenantQueues TenantQueues
+	Workers      Workers
 	// Fleet lists the live workers of every queue (every catalogue
 	// model's); nil: Workers, the variant's alone.
 	Fleet Workers
@@ -173,6 +176,7 @@ type Server struct {
 	async    AsyncJobs
 	batches  BatchStore
 	depths   Depths
+	queues   TenantQueues
 	recent   recentJobs
 	workers  Workers
 	fleet    Workers
@@ -201,7 +205,7 @@ type Server struct {
 
 // NewServer returns the façade as an http.Handler.
 func NewServer(cfg Config, deps Deps) http.Handler {
-	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches, depths: deps.Depths,
+	s := &Server{cfg: cfg, log: deps.Log, jobs: deps.Jobs, streamer: deps.Streamer, async: deps.Async, batches: deps.Batches, depths: deps.Depths, queues: deps.TenantQueues,
 		workers: deps.Workers, fleet: deps.Fleet, catalog: catalogOf(cfg),
 		waker: deps.Waker, newID: deps.NewID, keys: keysOf(cfg, deps), limiter: deps.Limiter, constraints: structured.NewCache(constraintCacheSize),
 		batchKick: make(chan struct{}, 1)}

@@ -142,10 +142,13 @@ func (s *Server) usageBucket(ctx context.Context, day time.Time, who string) (us
 }
 
 // tenantToday is a tenant's line in the queue view: its requests in
-// flight over every api, and its usage today.
+// flight over every api; its jobs waiting on its consumers and running on
+// workers, over every queue and class; and its usage today.
 type tenantToday struct {
 	Tenant           string  `json:"tenant"`
 	InFlight         int64   `json:"in_flight"`
+	Waiting          uint64  `json:"waiting"`
+	Running          uint64  `json:"running"`
 	Requests         int64   `json:"requests"`
 	PromptTokens     int64   `json:"prompt_tokens"`
 	CompletionTokens int64   `json:"completion_tokens"`
@@ -170,15 +173,46 @@ func (s *Server) tenantsToday(ctx context.Context, c *caller) []tenantToday {
 			return out
 		}
 	}
+	queued := s.queuedByTenant(ctx)
+	if c.tenant.Admin || !s.keys.Required() {
+		// A tenant with jobs queued before today has no counts today.
+		for name := range queued {
+			names = append(names, name)
+		}
+	}
 	slices.Sort(names)
-	for _, name := range names {
-		cs, err := s.limiter.Day(ctx, name, now)
-		if err != nil {
+	for _, name := range slices.Compact(names) {
+		line := tenantToday{Tenant: name}
+		if cs, err := s.limiter.Day(ctx, name, now); err == nil {
+			u := cs.Total()
+			line = tenantToday{Tenant: name, InFlight: cs.Running(now), Requests: u.Requests, PromptTokens: u.PromptTokens,
+				CompletionTokens: u.CompletionTokens, Images: u.Images, EngineSeconds: u.EngineSeconds}
+		} else if _, ok := queued[name]; !ok {
 			continue
 		}
-		u := cs.Total()
-		out = append(out, tenantToday{Tenant: name, InFlight: cs.Running(now), Requests: u.Requests, PromptTokens: u.PromptTokens,
-			CompletionTokens: u.CompletionTokens, Images: u.Images, EngineSeconds: u.EngineSeconds})
+		line.Waiting, line.Running = queued[name].Waiting, queued[name].Running
+		out = append(out, line)
+	}
+	return out
+}
+
+// queuedByTenant sums each tenant's jobs waiting and running over every
+// queue and class; none when they cannot be read.
+func (s *Server) queuedByTenant(ctx context.Context) map[string]genq.TenantQueue {
+	out := map[string]genq.TenantQueue{}
+	if s.queues == nil {
+		return out
+	}
+	all, err := s.queues.TenantQueues(ctx)
+	if err != nil {
+		s.log.Debug("the tenants' queues are unavailable to the queue view", "err", err)
+		return out
+	}
+	for _, q := range all {
+		sum := out[q.Tenant]
+		sum.Waiting += q.Waiting
+		sum.Running += q.Running
+		out[q.Tenant] = sum
 	}
 	return out
 }

@@ -57,8 +57,9 @@ run text VARIANT=B MODEL_DIR="$work/model-b" PORT="$port_b" EMBEDDED_NATS_PORT="
 	WORKER_ID=ui-worker-1 "${text[@]}"
 run image VARIANT=C MODEL_DIR="$work/model-c" PORT="$port_c" EMBEDDED_NATS_PORT="$nats_c" EMBEDDED_NATS_STORE="$work/nats-c" \
 	SLOTS=1 IMAGE_DEVICE=cpu IMAGE_THREADS=1 IMAGE_MAX_SIZE=256 IMAGE_MAX_STEPS=8 GENERATE_TIMEOUT=120s
+key="sk-ui-test-$RANDOM"
 run keyed VARIANT=B MODEL_DIR="$work/model-k" PORT="$port_k" EMBEDDED_NATS_PORT="$nats_k" EMBEDDED_NATS_STORE="$work/nats-k" \
-	API_KEYS="sk-ui-test-$RANDOM" "${text[@]}"
+	API_KEYS="$key" "${text[@]}"
 
 for p in "$port_b" "$port_c" "$port_k"; do
 	ready=""
@@ -77,12 +78,13 @@ for p in "$port_b" "$port_c" "$port_k"; do
 done
 
 export GENQ_CHROMIUM="$chrome" GENQ_UI_TEXT="http://127.0.0.1:$port_b" GENQ_UI_IMAGE="http://127.0.0.1:$port_c" \
-	GENQ_UI_KEYED="http://127.0.0.1:$port_k" \
+	GENQ_UI_KEYED="http://127.0.0.1:$port_k" GENQ_UI_KEY="$key" \
 	GENQ_UI_SECOND_WORKER="$(printf '%s\n' VARIANT=B MODEL_DIR="$work/model-b" NATS_URL="nats://127.0.0.1:$nats_b" METRICS_ADDR="127.0.0.1:$(free_port)" \
 		HEARTBEAT_INTERVAL=1s HEARTBEAT_TTL=3s LOG_LEVEL=warn WORKER_ID=ui-worker-2 "${text[@]}" | paste -sd' ')" \
 	GENQ_UI_SHOTS="$PWD/docs"
 status=0
-(cd test/ui && node --test ui.test.mjs) || status=$?
+# GENQ_UI_TEST runs only the tests whose names match it.
+(cd test/ui && node --test ${GENQ_UI_TEST:+--test-name-pattern="$GENQ_UI_TEST"} ui.test.mjs) || status=$?
 if ((status != 0)); then
 	tail -n 30 "$work"/*.log >&2
 fi

@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import puppeteer from "puppeteer-core";
 
-const { GENQ_CHROMIUM, GENQ_UI_TEXT, GENQ_UI_IMAGE, GENQ_UI_KEYED, GENQ_UI_SECOND_WORKER, GENQ_UI_SHOTS } = process.env;
+const { GENQ_CHROMIUM, GENQ_UI_TEXT, GENQ_UI_IMAGE, GENQ_UI_KEYED, GENQ_UI_KEY, GENQ_UI_SECOND_WORKER, GENQ_UI_SHOTS } = process.env;
 if (!GENQ_CHROMIUM || !GENQ_UI_TEXT || !GENQ_UI_IMAGE || !GENQ_UI_KEYED) {
   throw new Error("run test/ui/run.sh (make test-ui): it starts the stacks and names chromium");
 }
@@ -149,7 +149,7 @@ test("the queue view shows the live workers and the tenants, and a second chat w
   assert.equal(await page.$eval("#stat-workers", (el) => el.textContent), "3");
   assert.ok((await page.$$("#chart-rate rect")).length > 0, "the rate chart is drawn");
   // The chats above were the open api's tenant's: its usage today.
-  const requests = await page.$eval('#tenants tr[data-tenant="anonymous"] td:nth-child(3)', (el) => Number(el.textContent));
+  const requests = await page.$eval('#tenants tr[data-tenant="anonymous"] td:nth-child(4)', (el) => Number(el.textContent));
   assert.ok(requests > 0, `the tenants' table counts ${requests} requests of tenant anonymous`);
   if (GENQ_UI_SHOTS) await page.screenshot({ path: path.join(GENQ_UI_SHOTS, "ui-queue.png") });
   child.kill("SIGTERM");
@@ -166,5 +166,35 @@ test("with API_KEYS set, the page asks for a key, and the api answers 401 withou
   await page.type("#key-input", "not-the-key");
   await page.click("#key-form button");
   await page.waitForFunction(() => document.getElementById("key-error").textContent.includes("refused"));
+  await page.close();
+});
+
+test("the queue view shows a tenant's jobs waiting and running apart", async () => {
+  assert.ok(GENQ_UI_KEY, "run.sh names the keyed stack's key");
+  const auth = { Authorization: "Bearer " + GENQ_UI_KEY, "Content-Type": "application/json" };
+  // Four long jobs of the key's tenant on a worker of two slots: some
+  // run, the others wait on the tenant's consumer.
+  const ids = [];
+  for (let i = 0; i < 4; i++) {
+    const res = await fetch(GENQ_UI_KEYED + "/v1/jobs", { method: "POST", headers: auth,
+      body: JSON.stringify({ type: "completion", request: { prompt: "job " + i, max_tokens: 30000 } }) });
+    assert.equal(res.status, 202, await res.text());
+    ids.push((await res.json()).id);
+  }
+  const page = await open(GENQ_UI_KEYED);
+  await page.type("#key-input", GENQ_UI_KEY);
+  await page.click("#key-form button");
+  await page.waitForSelector("#tab-queue:not([hidden])");
+  await page.click("#tab-queue");
+  const cell = (n) => `#tenants tbody tr:first-child td:nth-child(${n})`;
+  // The page's numbers are the tenant consumer's: pending jobs waiting,
+  // delivered ones running; together, the four not yet done.
+  const seen = await until("a tenant's line with jobs running and waiting", () => page.evaluate((w, r) => {
+    const waiting = Number(document.querySelector(w)?.textContent), running = Number(document.querySelector(r)?.textContent);
+    return running >= 1 && waiting >= 1 && running + waiting === 4 ? { waiting, running } : null;
+  }, cell(2), cell(3)));
+  const api = (await status(GENQ_UI_KEYED, GENQ_UI_KEY)).body.tenants[0];
+  assert.ok(api.running >= 1 && api.waiting >= 1, `the status route says ${JSON.stringify(api)}; the page showed ${JSON.stringify(seen)}`);
+  for (const id of ids) await fetch(GENQ_UI_KEYED + "/v1/jobs/" + id, { method: "DELETE", headers: auth });
   await page.close();
 });

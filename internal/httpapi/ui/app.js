@@ -324,7 +324,7 @@ async function refreshQueue() {
   const tenants = $("tenants").tBodies[0];
   tenants.replaceChildren();
   for (const t of st.tenants || []) {
-    const tr = cells(tenants, [t.tenant, t.in_flight, t.requests, t.prompt_tokens, t.completion_tokens, t.images, t.engine_seconds.toFixed(1)]);
+    const tr = cells(tenants, [t.tenant, t.waiting ?? 0, t.running ?? 0, t.requests, t.prompt_tokens, t.completion_tokens, t.images, t.engine_seconds.toFixed(1)]);
     tr.dataset.tenant = t.tenant;
   }
   const jobs = $("jobs").tBodies[0];
