@@ -178,8 +178,9 @@ test("the queue view shows a tenant's jobs waiting and running apart", async () 
   for (let i = 0; i < 4; i++) {
     const res = await fetch(GENQ_UI_KEYED + "/v1/jobs", { method: "POST", headers: auth,
       body: JSON.stringify({ type: "completion", request: { prompt: "job " + i, max_tokens: 30000 } }) });
-    assert.equal(res.status, 202, await res.text());
-    ids.push((await res.json()).id);
+    const body = await res.text();
+    assert.equal(res.status, 202, body);
+    ids.push(JSON.parse(body).id);
   }
   const page = await open(GENQ_UI_KEYED);
   await page.type("#key-input", GENQ_UI_KEY);
