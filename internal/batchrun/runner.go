@@ -34,8 +34,9 @@ import (
 // route would, and holds none of their rules itself.
 type Routes interface {
 	// LineJobs are the jobs of a batch's request at index i, one per
-	// answer it asks for, checked as its route checks a request.
-	LineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error)
+	// answer it asks for, checked as its route checks a request of the
+	// tenant named (its key's models= list too).
+	LineJobs(b openai.Batch, l openai.BatchLine, i int, tenant string) ([]genq.Job, error)
 	// LineAnswers is how many jobs a batch's request was queued as; one
 	// for a request that could not be read.
 	LineAnswers(b openai.Batch, l openai.BatchLine) int
@@ -239,7 +240,7 @@ func (r *Runner) validateBatch(ctx context.Context, rec Record, rev uint64, log 
 		return err
 	default:
 		lines, errs = openai.ParseBatchInput(data, rec.Batch.Endpoint, func(body []byte) error {
-			_, err := r.Routes.LineJobs(rec.Batch, openai.BatchLine{Body: body}, 0)
+			_, err := r.Routes.LineJobs(rec.Batch, openai.BatchLine{Body: body}, 0, rec.Run.Tenant)
 			if genq.IsModelNotFound(err) {
 				// As its route would, the request alone fails with a
 				// 404 in its output line; the others run.
@@ -326,7 +327,7 @@ func (r *Runner) advanceBatch(ctx context.Context, rec Record, rev uint64, in *b
 	}
 	for !stopping && rec.Run.Queued < len(lines) && pending < cfg.Window {
 		i := rec.Run.Queued
-		jobs, err := r.Routes.LineJobs(*b, lines[i], i)
+		jobs, err := r.Routes.LineJobs(*b, lines[i], i, in.tenant)
 		in.answers[i] = len(jobs) // 0 when refused: worked out again, as 1
 		lctx, span := r.Routes.LineSpan(ctx, rec, i)
 		for _, job := range jobs {

@@ -148,7 +148,7 @@ type lineBody struct {
 	Prompt string `json:"prompt"`
 }
 
-func (r *lineRoutes) LineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
+func (r *lineRoutes) LineJobs(b openai.Batch, l openai.BatchLine, i int, _ string) ([]genq.Job, error) {
 	var body lineBody
 	if err := json.Unmarshal(l.Body, &body); err != nil {
 		return nil, genq.Errorf(genq.Invalid, "body: %v", err)

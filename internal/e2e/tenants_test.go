@@ -516,3 +516,45 @@ func TestQueueRouteCountsTenantsJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchLinesHeldToKeysModels: a batch's requests are held to its
+// key's models= list as the routes hold a request: one naming a model
+// outside it, and one naming none (it gets the default, genq-B with no
+// catalogue), fail alone with a 404 model_not_found in the error file;
+// one naming a listed model is answered.
+func TestBatchLinesHeldToKeysModels(t *testing.T) {
+	s := newTenantStack(t, nil, nil, "k-m tenant=m models=m1")
+	s.key = "k-m"
+	var lines bytes.Buffer
+	for i, model := range []string{`"model":"m1",`, `"model":"m2",`, ``} {
+		fmt.Fprintf(&lines, `{"custom_id":"r-%d","method":"POST","url":"/v1/chat/completions","body":{%s"max_tokens":2,"messages":[{"role":"user","content":"count:2"}]}}`+"\n", i, model)
+	}
+	up := s.upload("in.jsonl", lines.Bytes(), "batch")
+	var file struct{ ID string }
+	if err := json.Unmarshal(up.body, &file); err != nil || up.status != 200 {
+		t.Fatalf("upload: %d %s", up.status, up.body)
+	}
+	r := s.callKey("POST", "/v1/batches", "k-m", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
+	if r.status != 200 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	b := s.waitBatch(decodeAs[batchObject](t, r).ID, func(b batchObject) bool { return b.Status == "completed" || b.Status == "failed" })
+	if b.Status != "completed" || b.RequestCounts.Completed != 1 || b.RequestCounts.Failed != 2 || b.ErrorFileID == nil {
+		t.Fatalf("batch %+v; want completed, 1 answered and 2 failed", b)
+	}
+	errLines := strings.Split(strings.TrimSpace(string(s.get("/v1/files/"+*b.ErrorFileID+"/content").body)), "\n")
+	want := map[string]string{"r-1": `the model \"m2\" does not exist`, "r-2": `the model \"genq-B\" does not exist`}
+	for _, l := range errLines {
+		var e struct {
+			CustomID string `json:"custom_id"`
+		}
+		_ = json.Unmarshal([]byte(l), &e)
+		if w, ok := want[e.CustomID]; !ok || !strings.Contains(l, `"status_code":404`) || !strings.Contains(l, `"code":"model_not_found"`) || !strings.Contains(l, w) {
+			t.Errorf("error line %s; want one of %v's 404 model_not_found", l, want)
+		}
+		delete(want, e.CustomID)
+	}
+	if len(want) != 0 {
+		t.Errorf("no error line for %v", want)
+	}
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -20,8 +21,31 @@ import (
 // their rules.
 type batchLines struct{ s *Server }
 
-func (r batchLines) LineJobs(b openai.Batch, l openai.BatchLine, i int) ([]genq.Job, error) {
+func (r batchLines) LineJobs(b openai.Batch, l openai.BatchLine, i int, tenant string) ([]genq.Job, error) {
+	if err := r.s.allowLine(b, l, r.s.tenantNamed(tenant)); err != nil {
+		return nil, err
+	}
 	return r.s.lineJobs(b, l, i)
+}
+
+// allowLine refuses a batch's request whose model, named or the default
+// it gets, the batch's tenant's key may not use, as admit refuses such a
+// request on its route: the request alone fails, with a 404. A model the
+// catalogue does not hold is lineJobs' to refuse.
+func (s *Server) allowLine(b openai.Batch, l openai.BatchLine, t tenant.Tenant) error {
+	var peek struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(l.Body, &peek) // a body that does not read is lineJobs' to refuse
+	kind := genq.KindChat
+	if b.Endpoint == openai.EmbeddingsEndpoint {
+		kind = genq.KindEmbedding
+	}
+	m, err := s.resolveModel(peek.Model, kind)
+	if err != nil || modelAllowed(t, peek.Model, m) {
+		return nil
+	}
+	return deniedModel(cmp.Or(peek.Model, m.Name))
 }
 
 func (r batchLines) LineAnswers(b openai.Batch, l openai.BatchLine) int { return r.s.lineAnswers(b, l) }

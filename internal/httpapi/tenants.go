@@ -101,6 +101,12 @@ type modelDenied struct{ model string }
 
 func (m *modelDenied) Error() string { return "model " + m.model + " is outside the key's models" }
 
+// deniedModel is the refusal of a model outside a key's list.
+func deniedModel(name string) error {
+	return &genq.Error{Code: genq.NotFound, Field: "model", Err: &modelDenied{name},
+		Message: "the model " + strconv.Quote(name) + " does not exist or this key may not use it"}
+}
+
 // admission is what a generation request asks of its tenant's limits.
 type admission struct {
 	// model is the name the request sends (an alias, say), and resolved
@@ -127,9 +133,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, a admission) erro
 		return nil
 	}
 	if !modelAllowed(c.tenant, a.model, a.resolved) {
-		name := cmp.Or(a.model, a.resolved.Name)
-		return &genq.Error{Code: genq.NotFound, Field: "model", Err: &modelDenied{name},
-			Message: "the model " + strconv.Quote(name) + " does not exist or this key may not use it"}
+		return deniedModel(cmp.Or(a.model, a.resolved.Name))
 	}
 	var ticket *tenant.Ticket
 	if s.limiter != nil {
