@@ -1,6 +1,7 @@
 package natsqueue
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +45,26 @@ func TestTenantQueues(t *testing.T) {
 	for _, q := range got {
 		if q.Tenant == "a" && (q.Waiting != 2 || q.Running != 0) {
 			t.Fatalf("tenant a after its job was done: %+v, want 2 waiting and none running", q)
+		}
+	}
+}
+
+// BenchmarkTenantQueues reads 200 tenants' consumers, one job waiting on
+// each: what one GET /queue costs (KEDA polls it every 5 s per
+// ScaledObject), and the queue view each second.
+func BenchmarkTenantQueues(b *testing.B) {
+	api := tenantConn(b)
+	for i := range 200 {
+		ctx := genq.WithShare(b.Context(), genq.Share{Tenant: fmt.Sprintf("t%03d", i)})
+		if _, err := api.Publish(ctx, tenantJob(10, 10)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		qs, err := api.TenantQueues(b.Context())
+		if err != nil || len(qs) != 200 {
+			b.Fatalf("%d lines, %v", len(qs), err)
 		}
 	}
 }
