@@ -60,18 +60,22 @@ type Node struct {
 const minSortedEdges = 6
 
 // sortEdges orders n's edges by byte and marks them sorted when no two
-// overlap; overlapping edges (an NFA's) stay as they are.
-func (n *Node) sortEdges() {
+// overlap; overlapping edges (an NFA's) stay as they are. The order is
+// worked out in scratch, which it returns for the next node.
+func (n *Node) sortEdges(scratch []Edge) []Edge {
 	if len(n.Edges) < minSortedEdges {
-		return
+		return scratch
 	}
-	sorted := slices.SortedFunc(slices.Values(n.Edges), func(a, b Edge) int { return int(a.Lo) - int(b.Lo) })
+	sorted := append(scratch[:0], n.Edges...)
+	slices.SortFunc(sorted, func(a, b Edge) int { return int(a.Lo) - int(b.Lo) })
 	for i := 1; i < len(sorted); i++ {
 		if sorted[i].Lo <= sorted[i-1].Hi {
-			return
+			return sorted
 		}
 	}
-	n.Edges, n.sorted = sorted, true
+	copy(n.Edges, sorted)
+	n.sorted = true
+	return sorted
 }
 
 // edgeFor is the edge of sorted n that byte c takes, if any.
@@ -150,19 +154,56 @@ type Frag struct{ Start, End int32 }
 type Builder struct {
 	Grammar *Grammar
 	Err     error
+	// edges and eps are slabs the first edge and epsilon of each node are
+	// cut from: most nodes have one or two of each, and one small
+	// allocation apiece was most of a large schema's compile.
+	edges []Edge
+	eps   []int32
 }
+
+// slabSize is how many edges or epsilons one slab holds.
+const slabSize = 1024
 
 // Node adds a node with no edges.
 func (b *Builder) Node() int32 {
-	if len(b.Grammar.Nodes) >= MaxNodes {
+	g := b.Grammar
+	if len(g.Nodes) >= MaxNodes {
 		if b.Err == nil {
 			b.Err = genq.Errorf(genq.Invalid, "%s: it compiles to more than %d states", TooLarge, MaxNodes)
 		}
 		// Keep building on a dummy node; the error ends the compile.
 		return 0
 	}
-	b.Grammar.Nodes = append(b.Grammar.Nodes, Node{Call: -1, ret: -1})
-	return int32(len(b.Grammar.Nodes) - 1)
+	if len(g.Nodes) == cap(g.Nodes) {
+		// Doubling: append grows a large slice by a quarter, which copied
+		// (and had the collector scan) a large grammar's nodes many times.
+		grown := make([]Node, len(g.Nodes), min(max(2*cap(g.Nodes), 256), MaxNodes))
+		copy(grown, g.Nodes)
+		g.Nodes = grown
+	}
+	g.Nodes = append(g.Nodes, Node{Call: -1, ret: -1})
+	return int32(len(g.Nodes) - 1)
+}
+
+// edgeSlot is room for a node's first two edges, cut from a slab; a
+// third grows the node's own slice as append does.
+func (b *Builder) edgeSlot() []Edge {
+	if cap(b.edges)-len(b.edges) < 2 {
+		b.edges = make([]Edge, 0, slabSize)
+	}
+	i := len(b.edges)
+	b.edges = b.edges[:i+2]
+	return b.edges[i : i : i+2]
+}
+
+// epsSlot is edgeSlot for epsilons.
+func (b *Builder) epsSlot() []int32 {
+	if cap(b.eps)-len(b.eps) < 2 {
+		b.eps = make([]int32, 0, slabSize)
+	}
+	i := len(b.eps)
+	b.eps = b.eps[:i+2]
+	return b.eps[i : i : i+2]
 }
 
 // Failed says the build has failed: what follows is wasted work.
@@ -173,7 +214,11 @@ func (b *Builder) Eps(from, to int32) {
 	if b.Err != nil {
 		return
 	}
-	b.Grammar.Nodes[from].Eps = append(b.Grammar.Nodes[from].Eps, to)
+	n := &b.Grammar.Nodes[from]
+	if n.Eps == nil {
+		n.Eps = b.epsSlot()
+	}
+	n.Eps = append(n.Eps, to)
 }
 
 // ByteEdge adds an edge on the bytes lo to hi.
@@ -181,7 +226,11 @@ func (b *Builder) ByteEdge(from int32, lo, hi byte, to int32) {
 	if b.Err != nil {
 		return
 	}
-	b.Grammar.Nodes[from].Edges = append(b.Grammar.Nodes[from].Edges, Edge{Lo: lo, Hi: hi, To: to})
+	n := &b.Grammar.Nodes[from]
+	if n.Edges == nil {
+		n.Edges = b.edgeSlot()
+	}
+	n.Edges = append(n.Edges, Edge{Lo: lo, Hi: hi, To: to})
 }
 
 // Empty matches nothing (the empty string).
@@ -345,40 +394,55 @@ func (b *Builder) Finish() error {
 		return b.Err
 	}
 	g := b.Grammar
+	if cap(g.Nodes) > len(g.Nodes)+len(g.Nodes)/4 {
+		g.Nodes = slices.Clone(g.Nodes) // give back what doubling left unused
+	}
 	// A node is productive when some path from it reaches a final node,
 	// through productive calls; a rule when its start is. Worked out
 	// backwards from the final nodes, each node and edge once.
 	prod := make([]bool, len(g.Nodes))
 	ruleProd := make([]bool, len(g.Rules))
-	direct := make([][]int32, len(g.Nodes))  // the nodes with an edge or ε to a node
-	returns := make([][]int32, len(g.Nodes)) // the call nodes that return to a node
+	// direct: the nodes with an edge or ε to a node; returns: the call
+	// nodes that return to a node.
+	direct := invert(len(g.Nodes), func(add func(to, from int32)) {
+		for i := range g.Nodes {
+			n := &g.Nodes[i]
+			for _, e := range n.Edges {
+				add(e.To, int32(i))
+			}
+			for _, t := range n.Eps {
+				add(t, int32(i))
+			}
+			if n.counted != nil && n.counted.min == 0 {
+				// Zero copies are a way through: ret reached without the call.
+				add(n.ret, int32(i))
+			}
+		}
+	})
+	returns := invert(len(g.Nodes), func(add func(to, from int32)) {
+		for i := range g.Nodes {
+			if n := &g.Nodes[i]; n.Call >= 0 {
+				add(n.ret, int32(i))
+			}
+		}
+	})
 	callers := make([][]int32, len(g.Rules))
-	starts := map[int32][]int32{} // the rules that start at a node
+	starts := invert(len(g.Nodes), func(add func(to, from int32)) { // the rules that start at a node
+		for r := range g.Rules {
+			if st := g.Rules[r].start; st >= 0 {
+				add(st, int32(r))
+			}
+		}
+	})
 	var queue []int32
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
-		for _, e := range n.Edges {
-			direct[e.To] = append(direct[e.To], int32(i))
-		}
-		for _, t := range n.Eps {
-			direct[t] = append(direct[t], int32(i))
-		}
 		if n.Call >= 0 {
-			returns[n.ret] = append(returns[n.ret], int32(i))
 			callers[n.Call] = append(callers[n.Call], int32(i))
-		}
-		if n.counted != nil && n.counted.min == 0 {
-			// Zero copies are a way through: ret reached without the call.
-			direct[n.ret] = append(direct[n.ret], int32(i))
 		}
 		if n.final {
 			prod[i] = true
 			queue = append(queue, int32(i))
-		}
-	}
-	for r := range g.Rules {
-		if st := g.Rules[r].start; st >= 0 {
-			starts[st] = append(starts[st], int32(r))
 		}
 	}
 	mark := func(i int32) {
@@ -390,7 +454,7 @@ func (b *Builder) Finish() error {
 	for len(queue) > 0 {
 		j := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
-		for _, r := range starts[j] {
+		for _, r := range starts.of(j) {
 			if ruleProd[r] {
 				continue
 			}
@@ -401,10 +465,10 @@ func (b *Builder) Finish() error {
 				}
 			}
 		}
-		for _, i := range direct[j] {
+		for _, i := range direct.of(j) {
 			mark(i)
 		}
-		for _, i := range returns[j] {
+		for _, i := range returns.of(j) {
 			if ruleProd[g.Nodes[i].Call] {
 				mark(i)
 			}
@@ -413,6 +477,7 @@ func (b *Builder) Finish() error {
 	if !ruleProd[g.Top] {
 		return genq.Errorf(genq.Invalid, "the schema can never be satisfied: no JSON value matches it")
 	}
+	var scratch []Edge
 	for i := range g.Nodes {
 		n := &g.Nodes[i]
 		edges := n.Edges[:0]
@@ -435,9 +500,31 @@ func (b *Builder) Finish() error {
 			}
 			n.Call, n.ret, n.counted, n.region = -1, -1, nil, nil
 		}
-		n.sortEdges()
+		scratch = n.sortEdges(scratch)
 	}
 	return b.checkLeftRecursion()
+}
+
+// adjacency lists, for each node, the nodes of a relation to it: one
+// array and offsets into it, not a slice per node.
+type adjacency struct{ off, list []int32 }
+
+func (a adjacency) of(n int32) []int32 { return a.list[a.off[n]:a.off[n+1]] }
+
+// invert builds the adjacency of the pairs visit adds, in two passes
+// over them: counting, then filling.
+func invert(n int, visit func(add func(to, from int32))) adjacency {
+	off := make([]int32, n+2)
+	visit(func(to, _ int32) { off[to+2]++ })
+	for i := 2; i < len(off); i++ {
+		off[i] += off[i-1]
+	}
+	list := make([]int32, off[n+1])
+	visit(func(to, from int32) {
+		list[off[to+1]] = from
+		off[to+1]++
+	})
+	return adjacency{off[:n+1], list}
 }
 
 // checkLeftRecursion refuses a rule that reaches a call of itself before
