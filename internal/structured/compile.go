@@ -94,6 +94,8 @@ type compiler struct {
 	// the formats left out so.
 	negating int
 	leftOut  int
+	// formatPats are the formats' patterns written so far.
+	formatPats map[string]formatPat
 }
 
 // Options change how a schema is compiled.

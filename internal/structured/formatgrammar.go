@@ -66,8 +66,27 @@ const (
 )
 
 // formatPattern is formatPattern, with a strict schema's hostname and
-// regex.
+// regex, written once per compile: a large schema asks for the same
+// formats hundreds of times, and writing a pattern builds long strings.
 func (c *compiler) formatPattern(format string) (string, bool) {
+	if p, ok := c.formatPats[format]; ok {
+		return p.pattern, p.known
+	}
+	p, known := c.writeFormatPattern(format)
+	if c.formatPats == nil {
+		c.formatPats = map[string]formatPat{}
+	}
+	c.formatPats[format] = formatPat{p, known}
+	return p, known
+}
+
+// formatPat is a format's pattern, and whether genq knows the format.
+type formatPat struct {
+	pattern string
+	known   bool
+}
+
+func (c *compiler) writeFormatPattern(format string) (string, bool) {
 	switch {
 	case format == "hostname" && c.strict:
 		return "^(" + strictHostname() + ")$", true

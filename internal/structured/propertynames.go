@@ -336,6 +336,7 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 	type trieNode struct {
 		id       int32
 		children map[byte]*trieNode
+		kids     [4]uint64 // children's bytes, for leaveOn's runs
 		terminal bool
 		escape   bool // inside an escape sequence
 		cont     int  // continuation bytes due in the current UTF-8 character
@@ -371,6 +372,7 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 				next = newNode()
 				next.escape, next.cont = escLeft > 0, cont
 				n.children[ch] = next
+				n.kids[ch>>6] |= 1 << (ch & 63)
 			}
 			n = next
 		}
@@ -393,12 +395,13 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 	// leaveOn adds leave edges for the bytes from lo to hi that continue no
 	// name, in runs.
 	leaveOn := func(n *trieNode, lo, hi, conts int, skip func(int) bool) {
+		kid := func(x int) bool { return n.kids[x>>6]&(1<<(x&63)) != 0 }
 		for x := lo; x <= hi; x++ {
-			if skip(x) || n.children[byte(x)] != nil {
+			if skip(x) || kid(x) {
 				continue
 			}
 			y := x
-			for y+1 <= hi && !skip(y+1) && n.children[byte(y+1)] == nil {
+			for y+1 <= hi && !skip(y+1) && !kid(y+1) {
 				y++
 			}
 			b.ByteEdge(n.id, byte(x), byte(y), restAt[conts])
@@ -422,9 +425,12 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 				b.ByteEdge(n.id, '"', '"', end)
 			}
 		}
-		for ch, next := range n.children {
-			b.ByteEdge(n.id, ch, ch, next.id)
-			walk(next)
+		for x := range 256 { // in byte order, so that node numbers do not vary
+			if n.kids[x>>6]&(1<<(x&63)) != 0 {
+				next := n.children[byte(x)]
+				b.ByteEdge(n.id, byte(x), byte(x), next.id)
+				walk(next)
+			}
 		}
 	}
 	walk(root)
