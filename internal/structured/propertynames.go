@@ -6,6 +6,7 @@ package structured
 import (
 	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -328,20 +329,40 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 	}}, nil
 }
 
+// trieNode is a node of otherKeyString's trie of listed names.
+type trieNode struct {
+	id       int32
+	children []trieChild // few: a slice, not a map per node
+	kids     [4]uint64   // children's bytes, for leaveOn's runs
+	terminal bool
+	escape   bool // inside an escape sequence
+	cont     int  // continuation bytes due in the current UTF-8 character
+}
+
+type trieChild struct {
+	b byte
+	n *trieNode
+}
+
+// child is n's child on byte c, or nil.
+func (n *trieNode) child(c byte) *trieNode {
+	if n.kids[c>>6]&(1<<(c&63)) == 0 {
+		return nil
+	}
+	for _, ch := range n.children {
+		if ch.b == c {
+			return ch.n
+		}
+	}
+	return nil
+}
+
 // otherKeyString builds otherKey's automaton in c.b, rest building the
 // rest of a plain string after its first character (a call of a shared
 // rule, or, for an intersection, the automaton itself).
 func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) grammar.Frag {
 	b := c.b
-	type trieNode struct {
-		id       int32
-		children map[byte]*trieNode
-		kids     [4]uint64 // children's bytes, for leaveOn's runs
-		terminal bool
-		escape   bool // inside an escape sequence
-		cont     int  // continuation bytes due in the current UTF-8 character
-	}
-	newNode := func() *trieNode { return &trieNode{id: b.Node(), children: map[byte]*trieNode{}} }
+	newNode := func() *trieNode { return &trieNode{id: b.Node()} }
 	root := newNode()
 	for _, m := range props.obj {
 		var buf bytes.Buffer
@@ -367,11 +388,11 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 			case ch >= 0xC0:
 				cont = 1
 			}
-			next := n.children[ch]
+			next := n.child(ch)
 			if next == nil {
 				next = newNode()
 				next.escape, next.cont = escLeft > 0, cont
-				n.children[ch] = next
+				n.children = append(n.children, trieChild{ch, next})
 				n.kids[ch>>6] |= 1 << (ch & 63)
 			}
 			n = next
@@ -393,22 +414,29 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 		b.Eps(f.End, end)
 	}
 	// leaveOn adds leave edges for the bytes from lo to hi that continue no
-	// name, in runs.
-	leaveOn := func(n *trieNode, lo, hi, conts int, skip func(int) bool) {
-		kid := func(x int) bool { return n.kids[x>>6]&(1<<(x&63)) != 0 }
+	// name and are not in skip, in runs: a bit test per byte, as it runs
+	// for every byte a key may have at every node of the trie.
+	leaveOn := func(n *trieNode, lo, hi, conts int, skip [4]uint64) {
+		blocked := n.kids
+		for i := range blocked {
+			blocked[i] |= skip[i]
+		}
+		free := func(x int) bool { return blocked[x>>6]&(1<<(x&63)) == 0 }
 		for x := lo; x <= hi; x++ {
-			if skip(x) || kid(x) {
+			if !free(x) {
 				continue
 			}
 			y := x
-			for y+1 <= hi && !skip(y+1) && !kid(y+1) {
+			for y+1 <= hi && free(y+1) {
 				y++
 			}
 			b.ByteEdge(n.id, byte(x), byte(y), restAt[conts])
 			x = y
 		}
 	}
-	none := func(int) bool { return false }
+	var none, quotes [4]uint64
+	quotes['"'>>6] |= 1 << ('"' & 63)
+	quotes['\\'>>6] |= 1 << ('\\' & 63)
 	var walk func(n *trieNode)
 	walk = func(n *trieNode) {
 		switch {
@@ -417,7 +445,7 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 		case n.cont > 0:
 			leaveOn(n, 0x80, 0xBF, n.cont-1, none)
 		default:
-			leaveOn(n, 0x20, 0x7F, 0, func(x int) bool { return x == '"' || x == '\\' })
+			leaveOn(n, 0x20, 0x7F, 0, quotes)
 			leaveOn(n, 0xC2, 0xDF, 1, none)
 			leaveOn(n, 0xE0, 0xEF, 2, none)
 			leaveOn(n, 0xF0, 0xF4, 3, none)
@@ -425,12 +453,11 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 				b.ByteEdge(n.id, '"', '"', end)
 			}
 		}
-		for x := range 256 { // in byte order, so that node numbers do not vary
-			if n.kids[x>>6]&(1<<(x&63)) != 0 {
-				next := n.children[byte(x)]
-				b.ByteEdge(n.id, byte(x), byte(x), next.id)
-				walk(next)
-			}
+		// In byte order, so that node numbers do not vary.
+		slices.SortFunc(n.children, func(x, y trieChild) int { return int(x.b) - int(y.b) })
+		for _, ch := range n.children {
+			b.ByteEdge(n.id, ch.b, ch.b, ch.n.id)
+			walk(ch.n)
 		}
 	}
 	walk(root)
