@@ -94,6 +94,10 @@ type compiler struct {
 	// the formats left out so.
 	negating int
 	leftOut  int
+	// wsRule is whitespace's builtin rule, called by ws where the builder
+	// is wsIn, the grammar's own (not a scratch automaton's).
+	wsRule int32
+	wsIn   *grammar.Builder
 	// formatPats are the formats' patterns written so far.
 	formatPats map[string]formatPat
 }
