@@ -50,7 +50,7 @@ func TestCallerGone(t *testing.T) {
 	if d.CallerGone(t.Context()) {
 		t.Fatal("a caller waiting for its answer said it no longer waits")
 	}
-	if err := c.deliver(t.Context(), d.Job, []byte("answer"), replyHeader(d)); err != nil {
+	if err := c.deliver(t.Context(), d.Job, []byte("answer"), replyHeader(d), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {

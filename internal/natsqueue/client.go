@@ -85,6 +85,8 @@ func (cl *Client) Close() error {
 // route hands a reply to the caller waiting for its job. A second reply for
 // the same job (a redelivery after a worker died between replying and
 // acking) finds nobody waiting and is dropped: each caller gets one answer.
+// A reply sent as a request (HeaderReceipt) is answered: taken when a
+// caller had it, so the worker need not store it; gone when none waits.
 func (cl *Client) route(m *nats.Msg) {
 	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	cl.mu.Lock()
@@ -92,7 +94,14 @@ func (cl *Client) route(m *nats.Msg) {
 	delete(cl.pending, id)
 	cl.mu.Unlock()
 	if ok {
-		ch <- m
+		ch <- m // buffered: the caller's channel holds its one reply
+	}
+	if m.Reply != "" {
+		answer := "gone"
+		if ok {
+			answer = ReceiptTaken
+		}
+		_ = m.Respond([]byte(answer))
 	}
 }
 
@@ -118,7 +127,7 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 
 	subject, routed := cl.subjectOf(ctx, job)
 	defer routed()
-	dup, err := cl.conn.publish(ctx, job, cl.class, subject, pubAckWait, publishGiveUp)
+	dup, err := cl.conn.publish(ctx, job, cl.class, subject, pubAckWait, publishGiveUp, true)
 	if err != nil {
 		forget()
 		// The server may have queued the job before the PubAck was lost, and
@@ -152,7 +161,9 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 				polling = true
 				continue
 			}
-			if err == nil && !job.Store && r.Body != nil && m.Header.Get(HeaderObject) == "" {
+			// A reply sent as a request was confirmed by route, and the
+			// worker stored nothing to delete.
+			if err == nil && !job.Store && r.Body != nil && m.Header.Get(HeaderObject) == "" && m.Reply == "" {
 				cl.conn.dropLater(job.ID)
 			}
 			return r, err

@@ -89,7 +89,7 @@ func TestPublishThroughAnOutage(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			start := time.Now()
-			dup, err := c.publish(ctx, job, Interactive, "", 300*time.Millisecond, 5*time.Second)
+			dup, err := c.publish(ctx, job, Interactive, "", 300*time.Millisecond, 5*time.Second, false)
 			if took := time.Since(start); took > 8*time.Second {
 				t.Errorf("publish took %s, bound 5s", took)
 			}

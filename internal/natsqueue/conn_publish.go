@@ -32,12 +32,13 @@ var errNotConnected = errors.New("not connected to NATS")
 // one was dropped. opts pick the job's class (AsBatch); it is interactive by
 // default.
 func (c *Conn) Publish(ctx context.Context, job genq.Job, opts ...PublishOption) (duplicate bool, err error) {
-	return c.publish(ctx, job, applyPublishOptions(opts).class, "", pubAckWait, publishGiveUp)
+	return c.publish(ctx, job, applyPublishOptions(opts).class, "", pubAckWait, publishGiveUp, false)
 }
 
 // publish queues job on subject, or on its class's shared subject when
-// subject is "".
-func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject string, ackWait, giveUp time.Duration) (bool, error) {
+// subject is "". receipt says the producer confirms the replies it takes
+// (HeaderReceipt).
+func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject string, ackWait, giveUp time.Duration, receipt bool) (bool, error) {
 	data, err := json.Marshal(job)
 	if err != nil {
 		return false, genq.WrapError(genq.Internal, err, "could not encode the job")
@@ -48,6 +49,9 @@ func (c *Conn) publish(ctx context.Context, job genq.Job, class Class, subject s
 	}
 	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: data}
 	msg.Header.Set(HeaderMsgID, job.ID)
+	if receipt {
+		msg.Header.Set(HeaderReceipt, "1")
+	}
 	share, shared := genq.ShareOf(ctx)
 	if shared {
 		if err := c.shareMsg(ctx, msg, job, class, routed, share); err != nil {

@@ -36,10 +36,16 @@ func storeWithin(job genq.Job, now time.Time) time.Duration {
 // result is replied first, so storing it adds nothing to its latency; a
 // large one is stored first, because its reply only names it.
 //
+// A producer that confirms replies (receipt, HeaderReceipt) gets a small
+// one as a request: confirmed taken, the result of a job without store is
+// not stored, which spares a store and the producer's delete of it, the
+// most of what NATS does for a small job. Unconfirmed, it is stored as
+// any other.
+//
 // A reply_to outside the allowed prefixes (ReplyAllowed) gets nothing: the
 // result is stored only, where its producer can fetch it. The producer
 // chose the subject, so it is not logged; the job id is enough to find it.
-func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.Header) error {
+func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.Header, receipt bool) error {
 	if job.ReplyTo != "" && !c.ReplyAllowed(job.ReplyTo) {
 		c.log.Warn("reply_to is outside the allowed prefixes (NATS_REPLY_PREFIXES); storing the result only", "job_id", job.ID)
 		job.ReplyTo = "" // and a store that fails is an error: nobody heard a reply
@@ -56,7 +62,13 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		return nil
 	}
 	var replyErr error
-	if job.ReplyTo != "" {
+	switch {
+	case job.ReplyTo != "" && receipt && !job.Store:
+		var taken bool
+		if taken, replyErr = c.replyTaken(ctx, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data}); taken {
+			return nil
+		}
+	case job.ReplyTo != "":
 		replyErr = c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h, Data: data})
 	}
 	if err := c.store(ctx, job, data, h, within); err != nil {
@@ -90,6 +102,28 @@ func (c *Conn) reply(job genq.Job, m *nats.Msg, first error) {
 		return
 	}
 	c.log.Info("reply sent again after a failure", "job_id", job.ID, "err", err)
+}
+
+// receiptWait bounds the wait for a producer's confirmation of a reply: a
+// producer that is paused or cut off gets its result from the store.
+const receiptWait = time.Second
+
+// replyTaken sends m as a request and reports whether its producer
+// confirmed that its caller took it. The error says m could not be sent;
+// a request unanswered, or answered by nobody, did leave for the server,
+// as a published reply does.
+func (c *Conn) replyTaken(ctx context.Context, m *nats.Msg) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, receiptWait)
+	defer cancel()
+	resp, err := c.nc.RequestMsgWithContext(ctx, m)
+	switch {
+	case err == nil:
+		return string(resp.Data) == ReceiptTaken, nil
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		c.log.Debug("reply not confirmed; storing the result", "job_id", m.Header.Get(HeaderJobID), "err", err)
+		return false, nil
+	}
+	return false, fmt.Errorf("publish reply: %w", err)
 }
 
 // publishReply sends a reply and flushes it, so that a worker acks a job

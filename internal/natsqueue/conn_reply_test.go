@@ -86,7 +86,7 @@ func TestDeliverPublishesOnlyToAllowedReplySubjects(t *testing.T) {
 			job.ReplyTo = tt.replyTo
 			h := nats.Header{}
 			h.Set(HeaderStatus, StatusOK)
-			if err := w.deliver(ctx, job, tt.data, h); err != nil {
+			if err := w.deliver(ctx, job, tt.data, h, false); err != nil {
 				t.Fatalf("deliver: %v", err)
 			}
 			_, err = sub.NextMsg(300 * time.Millisecond)

@@ -45,6 +45,8 @@ type Delivery struct {
 	// routed: it came from a worker's own consumer, which a sweep may have
 	// removed and restored, counting its deliveries afresh.
 	routed bool
+	// receipt: its producer confirms the replies it takes (HeaderReceipt).
+	receipt bool
 	// Tenant and Cost are what the message says of the job's share
 	// (HeaderTenant, HeaderCost): "" and 0 for a job of no tenant.
 	Tenant string
@@ -341,7 +343,7 @@ func (d *Delivery) Complete(ctx context.Context, res genq.Result, meta ReplyMeta
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderQueueWaitMs, strconv.FormatInt(meta.QueueWait.Milliseconds(), 10))
 	h.Set(HeaderRunMs, strconv.FormatInt(meta.RunTime.Milliseconds(), 10))
-	if err := d.conn.deliver(ctx, d.Job, res.Data, h); err != nil {
+	if err := d.conn.deliver(ctx, d.Job, res.Data, h, d.receipt); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsettled, err)
 	}
 	return d.Ack(ctx)
@@ -397,7 +399,7 @@ func (d *Delivery) replyError(ctx context.Context, reason error, meta ReplyMeta)
 	h.Set(HeaderAttempt, strconv.Itoa(d.Job.Attempt))
 	h.Set(HeaderWorker, meta.Worker)
 	h.Set(HeaderContentType, "application/json")
-	if err := d.conn.deliver(ctx, d.Job, body, h); err != nil {
+	if err := d.conn.deliver(ctx, d.Job, body, h, d.receipt); err != nil {
 		d.conn.log.Warn("could not deliver the error reply", "job_id", d.Job.ID, "attempt", d.Job.Attempt, "err", err)
 	}
 }

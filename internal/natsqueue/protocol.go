@@ -40,10 +40,19 @@ const (
 	HeaderRunMs       = "Genq-Run-Ms"        // ms the backend ran
 	HeaderAttempt     = "Genq-Attempt"       // delivery that produced the reply, from 1
 	HeaderWorker      = "Genq-Worker"        // id of the worker that replied
+	// HeaderReceipt on a job says its producer confirms each reply it
+	// takes: the worker sends the reply as a request, and a confirmed
+	// reply of a job without store is not stored (docs/protocol.md, "Every
+	// result is also stored").
+	HeaderReceipt = "Genq-Receipt"
 
 	KindWakeup = "wakeup"
-	StatusOK   = "ok"
-	StatusErr  = "error"
+	// ReceiptTaken is the producer's answer to a reply it handed to its
+	// waiting caller; any other answer, or none, and the worker stores the
+	// result as for any job.
+	ReceiptTaken = "taken"
+	StatusOK     = "ok"
+	StatusErr    = "error"
 )
 
 // JobsSubject is the subject jobs of variant v are published to.

@@ -175,7 +175,7 @@ func publishRouted(t *testing.T, c *Conn, r *Router, job genq.Job) string {
 	t.Helper()
 	subject, done := r.route(job)
 	defer done()
-	if _, err := c.publish(t.Context(), job, Interactive, subject, pubAckWait, publishGiveUp); err != nil {
+	if _, err := c.publish(t.Context(), job, Interactive, subject, pubAckWait, publishGiveUp, false); err != nil {
 		t.Fatal(err)
 	}
 	return subject
@@ -246,7 +246,7 @@ func TestRoutedDelivery(t *testing.T) {
 	// A job on a subject with no consumer (routed as it was swept): its
 	// consumer is restored and the job taken.
 	job.ID = testJob().ID
-	if _, err := c.publish(t.Context(), job, Interactive, RoutedSubject(genq.VariantB, "w1"), pubAckWait, publishGiveUp); err != nil {
+	if _, err := c.publish(t.Context(), job, Interactive, RoutedSubject(genq.VariantB, "w1"), pubAckWait, publishGiveUp, false); err != nil {
 		t.Fatal(err)
 	}
 	d, err := w2.Next(5 * time.Second)
