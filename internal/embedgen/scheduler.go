@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // encoder computes the pooled vector of each input, all of them in one
@@ -29,9 +31,12 @@ type scheduler struct {
 
 	mu    sync.Mutex
 	queue []item
-	wake  chan struct{}
-	quit  chan struct{}
-	ended chan struct{}
+	// gatherings are those whose first job's inputs are queued: the next
+	// step waits for the rest of their jobs (genq.Gathering).
+	gatherings []<-chan struct{}
+	wake       chan struct{}
+	quit       chan struct{}
+	ended      chan struct{}
 
 	steps  atomic.Int64
 	inputs atomic.Int64
@@ -88,6 +93,9 @@ func (s *scheduler) submit(ctx context.Context, inputs [][]int32) ([][]float32, 
 	for i, toks := range inputs {
 		s.queue = append(s.queue, item{req: req, index: i, tokens: toks})
 	}
+	if g := genq.Arrive(ctx); g != nil {
+		s.gatherings = append(s.gatherings, g.Ready())
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -117,7 +125,12 @@ func (s *scheduler) loop() {
 			s.failQueued(errStopped)
 			return
 		}
-		for batch := s.take(); len(batch) > 0; batch = s.take() {
+		for {
+			s.awaitGatherings()
+			batch := s.take()
+			if len(batch) == 0 {
+				break
+			}
 			s.run(batch)
 		}
 	}
@@ -136,6 +149,35 @@ func (s *scheduler) stopping() bool {
 func (s *scheduler) stop() {
 	close(s.quit)
 	<-s.ended
+}
+
+// gatherWait bounds how long a step waits for the jobs of a gathering
+// still on their way. They take well under a millisecond each through the
+// worker, and one that must run alone arrives at once; the bound is for
+// the unforeseen, generous so that a busy machine does not split a step.
+const gatherWait = time.Second
+
+// awaitGatherings waits until the jobs of every gathering seen so far have
+// arrived, for at most gatherWait, so that they share the next step.
+func (s *scheduler) awaitGatherings() {
+	s.mu.Lock()
+	gs := s.gatherings
+	s.gatherings = nil
+	s.mu.Unlock()
+	if len(gs) == 0 {
+		return
+	}
+	timer := time.NewTimer(gatherWait)
+	defer timer.Stop()
+	for _, ready := range gs {
+		select {
+		case <-ready:
+		case <-timer.C:
+			return
+		case <-s.quit:
+			return
+		}
+	}
 }
 
 // take removes the next step's inputs from the front of the queue: as many

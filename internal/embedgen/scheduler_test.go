@@ -3,14 +3,25 @@ package embedgen
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // countingEncoder gives each input a vector of its length, or fails.
 type countingEncoder struct {
+	mu     sync.Mutex
 	err    error
 	widths [][]int
+}
+
+func (e *countingEncoder) steps() [][]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.widths)
 }
 
 func (e *countingEncoder) encode(inputs [][]int32) ([][]float32, error) {
@@ -20,6 +31,8 @@ func (e *countingEncoder) encode(inputs [][]int32) ([][]float32, error) {
 		step = append(step, len(in))
 		out[i] = []float32{float32(len(in))}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.widths = append(e.widths, step)
 	return out, e.err
 }
@@ -100,4 +113,38 @@ func TestSchedulerFailures(t *testing.T) {
 		t.Fatalf("err %v, want %v", err, errStopped)
 	}
 	<-s.ended
+}
+
+// The jobs of a gathering share one step: the first to arrive waits for
+// the others, and one that ends without inputs (refused, say) is not
+// waited for. Jobs of no gathering step as they come.
+func TestSchedulerWaitsForAGathering(t *testing.T) {
+	enc := &countingEncoder{}
+	s := newScheduler(enc, 100, 8, nil)
+	go s.loop()
+	defer s.stop()
+	g := genq.NewGathering(4)
+	var done []<-chan error
+	for i := range 3 {
+		ctx, _ := genq.WithGathering(context.Background(), g)
+		done = append(done, submitLater(ctx, s, toks(i+1)))
+		// Each waits for the rest: no step has run yet.
+		waitFor(t, s, i+1)
+		if len(enc.steps()) != 0 {
+			t.Fatalf("a step of %v ran before the gathering was whole", enc.steps())
+		}
+	}
+	_, refused := genq.WithGathering(context.Background(), g)
+	refused()
+	for _, d := range done {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-submitLater(context.Background(), s, toks(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := enc.steps(), [][]int{{1, 2, 3}, {5}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
 }
