@@ -72,7 +72,7 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 	log.Info("serving several models", "models", len(served), "budget", budget, "keep_alive", cfg.Fleet.KeepAlive.String())
 
 	info := func(m genq.Model) genq.BackendInfo {
-		return genq.BackendInfo{Device: llamacpp.BackendDevice(nil), Model: m.Name, Slots: modelSlots(cfg, m)}
+		return genq.BackendInfo{Device: llamacpp.BackendDevice(nil), Model: m.Name, Slots: modelSlots(cfg, m), Gather: modelGather(cfg, m)}
 	}
 	return fleet.Serve(ctx, conn, cfg.Runtime, info, log, reg)
 }
@@ -201,6 +201,15 @@ func modelSlots(cfg workerconfig.Config, m genq.Model) int {
 		return cmp.Or(cfg.Slots, embedgen.DefaultSlots)
 	}
 	return fleetSlots(cfg)
+}
+
+// modelGather is how many waiting jobs of a model one fetch may take: an
+// embedding model's step's inputs, for their jobs to share it.
+func modelGather(cfg workerconfig.Config, m genq.Model) int {
+	if m.Kind == genq.KindEmbedding {
+		return cmp.Or(cfg.Embedding.BatchInputs, embedgen.DefaultBatchInputs)
+	}
+	return 0
 }
 
 // modelLoader loads a model with the loader of its kind.

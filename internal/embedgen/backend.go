@@ -94,7 +94,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.batch = llamacpp.NewBatch(cfg.BatchTokens)
 	b.sched = newScheduler(engine{b.ectx, b.batch}, cfg.BatchTokens, cfg.BatchInputs, log)
-	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots,
+	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots, Gather: cfg.BatchInputs,
 		Limits: genq.Limits{ContextSize: b.maxInput, VocabSize: m.Vocab.Size()}}
 	ok = true
 	log.Info("embedding model ready", "model", path, "architecture", m.Architecture(), "engine", "llama.cpp "+lib.Version,

@@ -24,6 +24,11 @@ type BackendInfo struct {
 	Slots int `json:"slots"`
 	// Limits bound the jobs the model can serve.
 	Limits Limits `json:"limits"`
+	// Gather is how many jobs already waiting the worker may pull in one
+	// fetch, for a backend that runs many jobs' work in one step
+	// (embeddings): their work then waits for them all (Gathering). 0 or
+	// 1: a job a fetch.
+	Gather int `json:"gather,omitempty"`
 }
 
 // Heartbeat is what a live worker publishes about itself, every few seconds.

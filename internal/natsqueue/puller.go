@@ -255,6 +255,40 @@ func (p *Puller) interactiveNow() (*Delivery, error) {
 	return p.stolen(), nil
 }
 
+// Waiting pulls up to n more interactive jobs already waiting on the
+// shared consumer d came from, in one fetch, without waiting: for a
+// backend that runs many jobs' work in one step (genq.BackendInfo.Gather).
+// It takes none when d came from elsewhere, or while tenants' consumers
+// are there, whose turns fair share decides one job at a time. It asks
+// even when d's metadata counted none pending: the server's count can lag
+// jobs published just before.
+func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
+	q := &p.queues[0]
+	if n <= 0 || d == nil || d.Source != FromShared || d.Class != Interactive || p.fair[0].any() {
+		return nil, nil
+	}
+	batch, err := q.consumer.FetchNoWait(n)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
+	}
+	var out []*Delivery
+	for m := range batch.Messages() {
+		d := p.decode(q, m)
+		p.fair[0].chargeShared(d)
+		if !d.Wakeup {
+			// Holds a slot as Next's deliveries do, until Settled.
+			p.room.took(d.Tenant)
+			d.room, d.roomTenant = p.room, d.Tenant
+		}
+		out = append(out, d)
+	}
+	if err := batch.Error(); err != nil && len(out) == 0 && !errors.Is(err, jetstream.ErrNoMessages) &&
+		!errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
+	}
+	return out, nil
+}
+
 // fetch pulls at most one message from q, waiting up to wait for it; with
 // wait 0, only a message already waiting.
 func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {

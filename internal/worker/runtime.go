@@ -86,6 +86,7 @@ type Runtime struct {
 	cancels  *natsqueue.CancelWatch // set by Run before any job starts
 	gate     *gate                  // jobs side by side, or a suspect alone
 	lanes    *lanes                 // batch work in the room interactive work leaves
+	gather   *gather                // nil: each slot pulls for itself
 }
 
 // New builds a runtime. Metrics are registered on reg. log should already
@@ -118,6 +119,7 @@ func New(cfg Config, conn *natsqueue.Conn, backend genq.Backend, log *slog.Logge
 		lanes:    &lanes{busyBatch: max(cfg.BusyBatchSlots, 0)},
 		tracer:   cmp.Or[trace.TracerProvider](cfg.Tracing, noop.NewTracerProvider()).Tracer(tracerName),
 	}
+	r.gather = newGather(r.info.Gather, max(r.info.Slots, 1))
 	r.metrics.slots.Set(float64(r.info.Slots))
 	if c, ok := backend.(genq.PrefixCacheReporter); ok {
 		watchPrefixCache(reg, c)
@@ -215,23 +217,29 @@ func (r *Runtime) newPuller(ctx context.Context) (*natsqueue.Puller, error) {
 func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller, batchToo bool) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		jobCtx, arrive := jobsCtx, func() {}
+		if r.gather != nil {
+			h, turn := r.gather.wait(ctx)
+			if h != nil {
+				r.runHanded(ctx, jobsCtx, h)
+				continue
+			}
+			if !turn {
+				return
+			}
+		}
 		// No pull while a suspect waits or runs: it must run alone.
 		if r.gate.waitOpen(ctx) != nil {
+			if r.gather != nil {
+				r.gather.endTurn()
+			}
 			return
 		}
-		reserved := batchToo && r.lanes.reserveBatch()
-		var d *natsqueue.Delivery
-		var err error
-		switch {
-		case reserved:
-			d, err = puller.Next(r.cfg.PollWait)
-		case batchToo: // no room for batch work now: ask again soon
-			d, err = puller.NextInteractive(recheckBatch)
-		default:
-			d, err = puller.NextInteractive(r.cfg.PollWait)
+		d, done, err := r.pull(puller, batchToo)
+		if r.gather != nil {
+			jobCtx, arrive = r.gatherMore(ctx, jobsCtx, puller, d)
+			r.gather.endTurn()
 		}
-		laneDone := r.lanes.took(d, reserved)
-		done := func() { laneDone(); puller.Settled(d) }
 		if err != nil {
 			r.log.Warn("pull failed", "err", err)
 			select {
@@ -250,12 +258,31 @@ func (r *Runtime) slot(ctx, jobsCtx context.Context, puller *natsqueue.Puller, b
 			if err := d.Release(); err != nil {
 				r.log.Warn("could not hand a job back", "job_id", d.Job.ID, "err", err)
 			}
+			arrive()
 			done()
 			return
 		}
-		r.handle(jobsCtx, d)
+		r.handle(jobCtx, d)
+		arrive()
 		done()
 	}
+}
+
+// pull asks for one job as the slot's lane allows: a slot that may take
+// batch jobs takes them only while lanes leaves room. done undoes the
+// lane's count once the job is settled.
+func (r *Runtime) pull(puller *natsqueue.Puller, batchToo bool) (d *natsqueue.Delivery, done func(), err error) {
+	reserved := batchToo && r.lanes.reserveBatch()
+	switch {
+	case reserved:
+		d, err = puller.Next(r.cfg.PollWait)
+	case batchToo: // no room for batch work now: ask again soon
+		d, err = puller.NextInteractive(recheckBatch)
+	default:
+		d, err = puller.NextInteractive(r.cfg.PollWait)
+	}
+	laneDone := r.lanes.took(d, reserved)
+	return d, func() { laneDone(); puller.Settled(d) }, err
 }
 
 // handle judges one delivery, runs it if it is to run, and settles it.
@@ -366,6 +393,8 @@ func (r *Runtime) run(ctx context.Context, log *slog.Logger, d *natsqueue.Delive
 			return
 		}
 		log.Warn("job was running when its worker died; it will run alone")
+		// It shares no step: the jobs pulled with it need not wait for it.
+		genq.Arrive(ctx)
 	}
 	var res genq.Result
 	err := r.gate.enter(jobCtx, j.alone)
