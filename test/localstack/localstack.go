@@ -234,6 +234,10 @@ type Stack struct {
 	// Nodes, above 1, makes the stack's NATS a JetStream cluster of that
 	// many servers (cluster.go).
 	Nodes int
+	// BeforeNATSStops, when set, runs in Close once the workers and the
+	// api have stopped and NATS has not: what the api left in NATS (a
+	// tenant's counters, say) can be read there, settled.
+	BeforeNATSStops func()
 
 	// NATSNodes are the cluster's servers, when Nodes is above 1; NATS is
 	// the first.
@@ -388,6 +392,9 @@ func (s *Stack) Close() {
 	}
 	if s.API != nil && !s.API.Exited() {
 		_ = s.API.Stop(10 * time.Second)
+	}
+	if s.BeforeNATSStops != nil {
+		s.BeforeNATSStops()
 	}
 	nats := s.NATSNodes
 	if len(nats) == 0 {
