@@ -44,7 +44,7 @@ func (b *bench) batchBesideInteractive(ctx context.Context) error {
 		for i := range perRound {
 			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"%s %d"}],"max_tokens":16}`, tag, i)
 			t0 := time.Now()
-			if err := localstack.Call(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", "application/json", strings.NewReader(body), nil); err != nil {
+			if err := localstack.Call(ctx, http.DefaultClient, http.MethodPost, s.URL()+"/v1/chat/completions", "application/json", strings.NewReader(body), nil); err != nil {
 				return nil, err
 			}
 			lat = append(lat, time.Since(t0))
@@ -61,13 +61,13 @@ func (b *bench) batchBesideInteractive(ctx context.Context) error {
 	r.idle = append(r.idle, idle...)
 	r.idleP50s = append(r.idleP50s, pct(idle, .5))
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(lines, 16))
+	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(lines, 16))
 	if err != nil {
 		return err
 	}
 	var final localstack.BatchStatus
 	for {
-		st, err := localstack.WaitBatch(ctx, s.URL(), id, func(localstack.BatchStatus) bool { return true })
+		st, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(localstack.BatchStatus) bool { return true })
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func (b *bench) batchBesideInteractive(ctx context.Context) error {
 	if final.Status != "completed" {
 		return fmt.Errorf("batch %s ended %s with %+v", id, final.Status, final.RequestCounts)
 	}
-	seen, err := localstack.BatchOutput(ctx, s.URL(), final)
+	seen, err := localstack.BatchOutput(ctx, http.DefaultClient, s.URL(), final)
 	if err != nil {
 		return err
 	}

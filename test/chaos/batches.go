@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ func judgeBatch(ctx context.Context, url string, b localstack.BatchStatus, s *lo
 	if b.Status != "completed" || b.OutputFileID == nil {
 		return rep, fmt.Errorf("batch %s ended %s with %+v", b.ID, b.Status, b.RequestCounts)
 	}
-	seen, err := localstack.BatchOutput(ctx, url, b)
+	seen, err := localstack.BatchOutput(ctx, http.DefaultClient, url, b)
 	if err != nil {
 		return rep, err
 	}
@@ -88,11 +89,11 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
+	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	at, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
+	at, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -100,7 +101,7 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 	if err := stillRunning(at); err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := localstack.WaitBatch(ctx, other, id, func(b localstack.BatchStatus) bool {
+	b, err := localstack.WaitBatch(ctx, http.DefaultClient, other, id, func(b localstack.BatchStatus) bool {
 		return b.Status != "in_progress" && b.Status != "validating" && b.Status != "finalizing"
 	})
 	if err != nil {
@@ -120,11 +121,11 @@ func batchWorkerKilled(ctx context.Context, e env) (localstack.Report, error) {
 	t0 := time.Now()
 	victim := s.Workers()[0]
 	killAndReplace(ctx, s, `"msg":"job started"`, 500*time.Millisecond)
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
+	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
+	b, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -144,11 +145,11 @@ func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
 	}
 	defer s.Close()
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
+	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	at, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
+	at, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -160,7 +161,7 @@ func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
 	if err := s.StartNATS(ctx); err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := localstack.WaitBatch(ctx, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
+	b, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
 	if err != nil {
 		return localstack.Report{}, err
 	}

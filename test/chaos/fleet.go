@@ -226,7 +226,7 @@ func waitListed(ctx context.Context, url, model string, ok func(listedModel) boo
 		var list struct {
 			Data []listedModel `json:"data"`
 		}
-		if err := localstack.Call(ctx, http.MethodGet, url+"/v1/models", "", nil, &list); err == nil {
+		if err := localstack.Call(ctx, http.DefaultClient, http.MethodGet, url+"/v1/models", "", nil, &list); err == nil {
 			for _, m := range list.Data {
 				if m.ID == model && ok(m) {
 					return nil

@@ -24,9 +24,9 @@ type BatchStatus struct {
 	} `json:"request_counts"`
 }
 
-// StartBatch uploads input to the api at url and creates its batch of
-// chat requests.
-func StartBatch(ctx context.Context, url string, input []byte) (string, error) {
+// StartBatch uploads input to the api at url through client and creates
+// its batch of chat requests.
+func StartBatch(ctx context.Context, client *http.Client, url string, input []byte) (string, error) {
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	_ = mw.WriteField("purpose", "batch")
@@ -36,20 +36,20 @@ func StartBatch(ctx context.Context, url string, input []byte) (string, error) {
 	var file struct {
 		ID string `json:"id"`
 	}
-	if err := Call(ctx, http.MethodPost, url+"/v1/files", mw.FormDataContentType(), &body, &file); err != nil {
+	if err := Call(ctx, client, http.MethodPost, url+"/v1/files", mw.FormDataContentType(), &body, &file); err != nil {
 		return "", fmt.Errorf("upload: %w", err)
 	}
 	var b BatchStatus
 	create := `{"input_file_id":"` + file.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`
-	if err := Call(ctx, http.MethodPost, url+"/v1/batches", "application/json", strings.NewReader(create), &b); err != nil {
+	if err := Call(ctx, client, http.MethodPost, url+"/v1/batches", "application/json", strings.NewReader(create), &b); err != nil {
 		return "", fmt.Errorf("create: %w", err)
 	}
 	return b.ID, nil
 }
 
-// Call makes one request and decodes its 200 answer into out (a *[]byte
-// takes the body as it is; nil, nothing).
-func Call(ctx context.Context, method, url, contentType string, body io.Reader, out any) error {
+// Call makes one request through client and decodes its 200 answer into
+// out (a *[]byte takes the body as it is; nil, nothing).
+func Call(ctx context.Context, client *http.Client, method, url, contentType string, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return err
@@ -57,7 +57,7 @@ func Call(ctx context.Context, method, url, contentType string, body io.Reader, 
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -78,10 +78,10 @@ func Call(ctx context.Context, method, url, contentType string, body io.Reader, 
 
 // WaitBatch polls the batch at url until until holds, through errors (an
 // api or NATS away).
-func WaitBatch(ctx context.Context, url, id string, until func(BatchStatus) bool) (BatchStatus, error) {
+func WaitBatch(ctx context.Context, client *http.Client, url, id string, until func(BatchStatus) bool) (BatchStatus, error) {
 	var b BatchStatus
 	for {
-		err := Call(ctx, http.MethodGet, url+"/v1/batches/"+id, "", nil, &b)
+		err := Call(ctx, client, http.MethodGet, url+"/v1/batches/"+id, "", nil, &b)
 		if err == nil && until(b) {
 			return b, nil
 		}
@@ -94,12 +94,12 @@ func WaitBatch(ctx context.Context, url, id string, until func(BatchStatus) bool
 }
 
 // BatchOutput counts the custom_ids of a batch's output file.
-func BatchOutput(ctx context.Context, url string, b BatchStatus) (map[string]int, error) {
+func BatchOutput(ctx context.Context, client *http.Client, url string, b BatchStatus) (map[string]int, error) {
 	if b.OutputFileID == nil {
 		return nil, fmt.Errorf("batch %s has no output file", b.ID)
 	}
 	var out []byte
-	if err := Call(ctx, http.MethodGet, url+"/v1/files/"+*b.OutputFileID+"/content", "", nil, &out); err != nil {
+	if err := Call(ctx, client, http.MethodGet, url+"/v1/files/"+*b.OutputFileID+"/content", "", nil, &out); err != nil {
 		return nil, err
 	}
 	seen := map[string]int{}
