@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,18 +36,20 @@ func stillRunning(b localstack.BatchStatus) error {
 	return nil
 }
 
-// judgeBatch checks a batch ended completed with every custom_id once in
-// its output, and reports it.
-func judgeBatch(ctx context.Context, url string, b localstack.BatchStatus, s *localstack.Stack, t0 time.Time, note string) (localstack.Report, error) {
+// judgeBatch checks a batch of tenant name, read through client, ended
+// completed with every custom_id once in its output, and reports it. Each
+// line in the output is a request the tenant's counters must hold.
+func judgeBatch(ctx context.Context, e env, client *http.Client, name, url string, b localstack.BatchStatus, s *localstack.Stack, t0 time.Time, note string) (localstack.Report, error) {
 	rep := localstack.Summarize("", nil, workerLogs(s))
 	rep.Sent = batchLines
 	if b.Status != "completed" || b.OutputFileID == nil {
 		return rep, fmt.Errorf("batch %s ended %s with %+v", b.ID, b.Status, b.RequestCounts)
 	}
-	seen, err := localstack.BatchOutput(ctx, http.DefaultClient, url, b)
+	seen, err := localstack.BatchOutput(ctx, client, url, b)
 	if err != nil {
 		return rep, err
 	}
+	e.ten.answeredLines(name, len(seen))
 	for i := range batchLines {
 		switch n := seen["b-"+strconv.Itoa(i)]; {
 		case n == 1:
@@ -74,13 +77,14 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
+	client, name := e.ten.clientAs(0)
 	port, err := localstack.FreePort()
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	other := "http://127.0.0.1:" + strconv.Itoa(port)
-	api2, err := localstack.Start("api2", s.Bin.API, nil, append([]string{"VARIANT=" + s.Variant, "NATS_URL=" + s.NATSURL(),
-		"ADDR=127.0.0.1:" + strconv.Itoa(port), "METRICS_ADDR=127.0.0.1:0"}, s.Env...), s.Dir)
+	api2, err := localstack.Start("api2", s.Bin.API, nil, slices.Concat([]string{"VARIANT=" + s.Variant, "NATS_URL=" + s.NATSURL(),
+		"ADDR=127.0.0.1:" + strconv.Itoa(port), "METRICS_ADDR=127.0.0.1:0"}, s.Env, s.APIEnv), s.Dir)
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -89,11 +93,11 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
+	id, err := localstack.StartBatch(ctx, client, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	at, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
+	at, err := localstack.WaitBatch(ctx, client, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -101,13 +105,13 @@ func batchAPIKilled(ctx context.Context, e env) (localstack.Report, error) {
 	if err := stillRunning(at); err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := localstack.WaitBatch(ctx, http.DefaultClient, other, id, func(b localstack.BatchStatus) bool {
+	b, err := localstack.WaitBatch(ctx, client, other, id, func(b localstack.BatchStatus) bool {
 		return b.Status != "in_progress" && b.Status != "validating" && b.Status != "finalizing"
 	})
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	return judgeBatch(ctx, other, b, s, t0, "the accepting api killed after 5 answers; the other api took the batch's lease (15 s) and finished it")
+	return judgeBatch(ctx, e, client, name, other, b, s, t0, "the accepting api killed after 5 answers; the other api took the batch's lease (15 s) and finished it")
 }
 
 // batchWorkerKilled: one of two workers is killed with SIGKILL mid-batch
@@ -118,14 +122,15 @@ func batchWorkerKilled(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
+	client, name := e.ten.clientAs(1)
 	t0 := time.Now()
 	victim := s.Workers()[0]
 	killAndReplace(ctx, s, `"msg":"job started"`, 500*time.Millisecond)
-	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
+	id, err := localstack.StartBatch(ctx, client, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
+	b, err := localstack.WaitBatch(ctx, client, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -133,7 +138,7 @@ func batchWorkerKilled(ctx context.Context, e env) (localstack.Report, error) {
 	if log := victim.Log(); !victim.Exited() || strings.Count(log, `"msg":"job started"`) <= strings.Count(log, `"msg":"job done"`) {
 		return localstack.Report{}, errors.New("the worker was not killed while it ran a batch request: the scenario tests nothing")
 	}
-	return judgeBatch(ctx, s.URL(), b, s, t0, "1 of 2 workers killed mid-batch, running a request, and replaced; ack wait 3s")
+	return judgeBatch(ctx, e, client, name, s.URL(), b, s, t0, "1 of 2 workers killed mid-batch, running a request, and replaced; ack wait 3s")
 }
 
 // batchNATSRestart: the nats-server is stopped mid-batch and started again
@@ -144,12 +149,13 @@ func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
+	client, name := e.ten.clientAs(0)
 	t0 := time.Now()
-	id, err := localstack.StartBatch(ctx, http.DefaultClient, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
+	id, err := localstack.StartBatch(ctx, client, s.URL(), localstack.ChatBatchInput(batchLines, batchTokens))
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	at, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
+	at, err := localstack.WaitBatch(ctx, client, s.URL(), id, func(b localstack.BatchStatus) bool { return b.RequestCounts.Completed >= 5 })
 	if err != nil {
 		return localstack.Report{}, err
 	}
@@ -161,9 +167,9 @@ func batchNATSRestart(ctx context.Context, e env) (localstack.Report, error) {
 	if err := s.StartNATS(ctx); err != nil {
 		return localstack.Report{}, err
 	}
-	b, err := localstack.WaitBatch(ctx, http.DefaultClient, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
+	b, err := localstack.WaitBatch(ctx, client, s.URL(), id, func(b localstack.BatchStatus) bool { return b.Status == "completed" || b.Status == "failed" })
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	return judgeBatch(ctx, s.URL(), b, s, t0, "nats-server down 2 s after 5 answers")
+	return judgeBatch(ctx, e, client, name, s.URL(), b, s, t0, "nats-server down 2 s after 5 answers")
 }

@@ -41,6 +41,9 @@ var clusterScenarios = []scenario{
 	{"cluster: worker consumer's leader killed, unpaced load", func(ctx context.Context, e env) (localstack.Report, error) {
 		return clusterFault(ctx, e, "kill-consumer-leader", natsqueue.JobsStream, "genq-worker-B", kill, 32)
 	}},
+	{"cluster: counters' leader killed", func(ctx context.Context, e env) (localstack.Report, error) {
+		return clusterFault(ctx, e, "kill-counters-leader", "KV_"+natsqueue.TenantsBucket, "", kill, 8)
+	}},
 	{"cluster: rolling restart", rollingRestart},
 	{"cluster: genqctl submit of 300 lines during a leader kill", clusterBatch},
 }
@@ -70,7 +73,7 @@ func newClusterStack(ctx context.Context, e env, name string) (*localstack.Stack
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return startStack(ctx, &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Nodes: 3, Env: append([]string{}, clusterEnv...)}, 2)
+	return startStack(ctx, e.ten.keyed(&localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Nodes: 3, Env: append([]string{}, clusterEnv...)}), 2)
 }
 
 // leaderOf names the node that leads stream, or its consumer when consumer
@@ -109,8 +112,9 @@ func leaderOf(ctx context.Context, url, stream, consumer string) (string, error)
 	return ci.Leader, nil
 }
 
-// load sends requests, conc at a time, until stop is closed.
-func load(ctx context.Context, url, prefix string, conc int, stop <-chan struct{}) []localstack.Outcome {
+// load sends requests through client, conc at a time, until stop is
+// closed.
+func load(ctx context.Context, client *http.Client, url, prefix string, conc int, stop <-chan struct{}) []localstack.Outcome {
 	var mu sync.Mutex
 	var outs []localstack.Outcome
 	var wg sync.WaitGroup
@@ -124,7 +128,7 @@ func load(ctx context.Context, url, prefix string, conc int, stop <-chan struct{
 					return
 				default:
 				}
-				o := localstack.Generate(ctx, http.DefaultClient, url, localstack.Request{Text: fmt.Sprintf("%s %d-%d: tell me about queues", prefix, w, i)}, 60*time.Second)
+				o := localstack.Generate(ctx, client, url, localstack.Request{Text: fmt.Sprintf("%s %d-%d: tell me about queues", prefix, w, i)}, 60*time.Second)
 				mu.Lock()
 				outs = append(outs, o)
 				mu.Unlock()
@@ -173,7 +177,7 @@ func clusterFault(ctx context.Context, e env, name, stream, consumer string, f f
 		time.Sleep(5 * time.Second)
 		close(stop)
 	}()
-	outs := load(ctx, s.URL(), name, conc, stop)
+	outs := load(ctx, e.client, s.URL(), name, conc, stop)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	target := stream
 	if consumer != "" {
@@ -201,7 +205,7 @@ func rollingRestart(ctx context.Context, e env) (localstack.Report, error) {
 			time.Sleep(5 * time.Second)
 		}
 	}()
-	outs := load(ctx, s.URL(), "rolling", 8, stop)
+	outs := load(ctx, e.client, s.URL(), "rolling", 8, stop)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	rep.Notes = append(rep.Notes, "each of 3 nodes stopped (SIGTERM) and started again, 5s apart; 8 in flight")
 	return rep, judgeCluster(outs, workerLogs(s))

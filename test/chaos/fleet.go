@@ -31,8 +31,8 @@ func killWhileLoading(ctx context.Context, e env) (localstack.Report, error) {
 	dir := filepath.Join(e.work, "kill-while-loading")
 	// A small context and two slots keep the KV cache of a 100M-parameter
 	// model small on a shared machine.
-	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B",
-		Env: append(append([]string{}, commonEnv...), "TEXT_CONTEXT_SIZE=512", "SLOTS=2")}
+	s := e.ten.keyed(&localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B",
+		Env: append(append([]string{}, commonEnv...), "TEXT_CONTEXT_SIZE=512", "SLOTS=2")})
 	defer s.Close()
 	modelsFile, err := oneModelCatalogue(ctx, s, "mid", "--size", "mid")
 	if err != nil {
@@ -45,7 +45,7 @@ func killWhileLoading(ctx context.Context, e env) (localstack.Report, error) {
 	caught := make(chan loadKill, 1)
 	go func() { caught <- killMidLoad(ctx, s, victim, "MODELS_FILE="+modelsFile) }()
 	models := slices.Repeat([]string{"mid"}, 16)
-	outs := fireChats(ctx, s.URL(), models, 4, 90*time.Second)
+	outs := fireChats(ctx, e.client, s.URL(), models, 4, 90*time.Second)
 	k := <-caught
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	rep.Notes = append(rep.Notes, fmt.Sprintf("worker frozen %s after it logged the load's start, load unfinished: %v, then killed; the replacement loaded the model in %s and answered %d/16; ack wait 3s",
@@ -128,7 +128,7 @@ func loadTook(log string) string {
 // only while no live worker can load the model.
 func budgetTooSmall(ctx context.Context, e env) (localstack.Report, error) {
 	dir := filepath.Join(e.work, "budget-too-small")
-	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Env: append([]string{}, commonEnv...)}
+	s := e.ten.keyed(&localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Env: append([]string{}, commonEnv...)})
 	defer s.Close()
 	modelsFile, err := oneModelCatalogue(ctx, s, "tiny")
 	if err == nil {
@@ -145,12 +145,12 @@ func budgetTooSmall(ctx context.Context, e env) (localstack.Report, error) {
 		err = small.WaitLog(ctx, `"msg":"refusing a model this worker can never load"`)
 	}
 	if err == nil {
-		err = waitListed(ctx, s.URL(), "tiny", func(m listedModel) bool { return slices.Contains(m.UnloadableOn, small.Name) })
+		err = waitListed(ctx, e.client, s.URL(), "tiny", func(m listedModel) bool { return slices.Contains(m.UnloadableOn, small.Name) })
 	}
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	refused := fireChats(ctx, s.URL(), slices.Repeat([]string{"tiny"}, 20), 4, 60*time.Second)
+	refused := fireChats(ctx, e.client, s.URL(), slices.Repeat([]string{"tiny"}, 20), 4, 60*time.Second)
 	clean, slowest := 0, time.Duration(0)
 	for _, o := range refused {
 		slowest = max(slowest, o.Latency)
@@ -162,12 +162,12 @@ func budgetTooSmall(ctx context.Context, e env) (localstack.Report, error) {
 	up := !small.Exited()
 	big, err := s.StartWorker(ctx, true, "MODELS_FILE="+modelsFile)
 	if err == nil {
-		err = waitListed(ctx, s.URL(), "tiny", func(m listedModel) bool { return slices.Contains(m.LoadableOn, big.Name) })
+		err = waitListed(ctx, e.client, s.URL(), "tiny", func(m listedModel) bool { return slices.Contains(m.LoadableOn, big.Name) })
 	}
 	if err != nil {
 		return localstack.Report{}, err
 	}
-	served := fireChats(ctx, s.URL(), slices.Repeat([]string{"tiny"}, 8), 4, 60*time.Second)
+	served := fireChats(ctx, e.client, s.URL(), slices.Repeat([]string{"tiny"}, 8), 4, 60*time.Second)
 	rep := localstack.Summarize("", append(refused, served...), workerLogs(s))
 	ranOnSmall := strings.Count(small.Log(), `"msg":"job started"`)
 	rep.Notes = append(rep.Notes, fmt.Sprintf("MODEL_MEMORY_BUDGET=1MB, below the tiny model and its KV cache: %d/20 answered 503 naming the budget, the slowest in %s; the worker up after: %v, jobs it started: %d; then a worker with room: %d/8 ok",
@@ -217,8 +217,9 @@ type listedModel struct {
 	UnloadableOn []string `json:"unloadable_on"`
 }
 
-// waitListed waits until GET /v1/models lists model as ok says.
-func waitListed(ctx context.Context, url, model string, ok func(listedModel) bool) error {
+// waitListed waits until GET /v1/models, asked through client, lists
+// model as ok says.
+func waitListed(ctx context.Context, client *http.Client, url, model string, ok func(listedModel) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var last []byte
@@ -226,7 +227,7 @@ func waitListed(ctx context.Context, url, model string, ok func(listedModel) boo
 		var list struct {
 			Data []listedModel `json:"data"`
 		}
-		if err := localstack.Call(ctx, http.DefaultClient, http.MethodGet, url+"/v1/models", "", nil, &list); err == nil {
+		if err := localstack.Call(ctx, client, http.MethodGet, url+"/v1/models", "", nil, &list); err == nil {
 			for _, m := range list.Data {
 				if m.ID == model && ok(m) {
 					return nil

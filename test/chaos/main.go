@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +41,10 @@ type env struct {
 	root string
 	work string
 	out  io.Writer
+	// ten is the scenario's tenants (tenancy.go), client what sends its
+	// requests as them.
+	ten    *tenancy
+	client *http.Client
 }
 
 type scenario struct {
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	report := fs.String("report", "", "Markdown file whose figures section to rewrite")
 	cluster := fs.Bool("cluster", false, "run the scenarios of a 3-node NATS cluster instead (their own figures section)")
 	keep := fs.Bool("keep", false, "keep the processes' logs and storage (their folder is printed)")
+	keys := fs.Bool("keys", true, "run with two tenants' keys and limits, and check their counters after each scenario; false to compare without")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +79,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	bin, err := localstack.Build(ctx, root, filepath.Join(work, "bin"))
 	if err != nil {
 		return err
+	}
+	keysFile := ""
+	if *keys {
+		if keysFile, err = writeKeysFile(work); err != nil {
+			return err
+		}
 	}
 	e := env{bin: bin, root: root, work: work, out: out}
 	scenarios := []scenario{
@@ -103,10 +113,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"routed: preferred worker SIGKILL holding routed jobs", routedSigkillHolding},
 		{"routed: preferred worker frozen past the steal bound", routedFreeze},
 	}
-	scenarios = append(scenarios, tenantScenarios...)
 	section := "chaos"
 	if *cluster {
-		scenarios, section = slices.Concat(clusterScenarios, tenantClusterScenarios), "chaos-cluster"
+		scenarios, section = clusterScenarios, "chaos-cluster"
 	}
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -116,7 +125,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var reports []localstack.Report
 	failed := false
-	start := time.Now()
+	start, loadStart := time.Now(), loadAverage()
 	for _, sc := range scenarios {
 		if filter != nil && !filter.MatchString(sc.name) {
 			continue
@@ -124,9 +133,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "scenario: %s\n", sc.name)
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		t0 := time.Now()
-		rep, err := sc.run(sctx, e)
+		se := e
+		se.ten = newTenancy(keysFile)
+		se.client = se.ten.client()
+		rep, err := sc.run(sctx, se)
 		cancel()
 		rep.Scenario = sc.name
+		note, cerr := se.ten.result()
+		if note != "" {
+			rep.Notes = append(rep.Notes, note)
+		}
+		if err == nil {
+			err = cerr
+		}
 		if err != nil {
 			failed = true
 			rep.Notes = append(rep.Notes, "FAILED: "+err.Error())
@@ -141,7 +160,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	table := localstack.Table(reports)
 	fmt.Fprintf(out, "\n%s\nall scenarios in %s\n", table, time.Since(start).Round(time.Second))
 	if *report != "" {
-		if err := writeReport(*report, section, table, time.Since(start)); err != nil {
+		if err := writeReport(*report, section, table, time.Since(start), loadStart, *keys); err != nil {
 			return err
 		}
 	}
@@ -159,7 +178,7 @@ func newStack(ctx context.Context, e env, name, variant string, workers int, ext
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return startStack(ctx, &localstack.Stack{Bin: e.bin, Dir: dir, Variant: variant, Env: append(append([]string{}, commonEnv...), extra...)}, workers)
+	return startStack(ctx, e.ten.keyed(&localstack.Stack{Bin: e.bin, Dir: dir, Variant: variant, Env: append(append([]string{}, commonEnv...), extra...)}), workers)
 }
 
 // startStack writes s's tiny model and starts its NATS, its api and the
@@ -210,7 +229,7 @@ func sigkillMidJob(ctx context.Context, e env) (localstack.Report, error) {
 	}
 	defer s.Close()
 	killAndReplace(ctx, s, `"msg":"job started"`, 300*time.Millisecond)
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "sigkill"), 8, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(80, "sigkill"), 8, 90*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	rep.Notes = append(rep.Notes, "1 of 2 workers killed once jobs ran; ack wait 3s")
 	return rep, nil
@@ -245,12 +264,12 @@ func natsRestart(ctx context.Context, e env) (localstack.Report, error) {
 		time.Sleep(2 * time.Second)
 		restarted <- s.StartNATS(ctx)
 	}()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "restart"), 8, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(80, "restart"), 8, 90*time.Second)
 	if err := <-restarted; err != nil {
 		return localstack.Report{}, err
 	}
 	// After the restart, the stack serves again.
-	after := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(8, "after"), 4, 60*time.Second)
+	after := localstack.Fire(ctx, e.client, s.URL(), texts(8, "after"), 4, 60*time.Second)
 	rep := localstack.Summarize("", append(outs, after...), workerLogs(s))
 	okAfter := 0
 	for _, o := range after {
@@ -303,13 +322,13 @@ func clientDisconnect(ctx context.Context, e env) (localstack.Report, error) {
 			cancel()
 		}()
 		before := strings.Count(w.Log(), "job cancelled by its caller while running")
-		o := localstack.Generate(cctx, http.DefaultClient, s.URL(), localstack.Request{Text: fmt.Sprintf("long answer %d", i)}, time.Minute)
+		o := localstack.Generate(cctx, e.client, s.URL(), localstack.Request{Text: fmt.Sprintf("long answer %d", i)}, time.Minute)
 		cancelledAt := time.Now()
 		if o.Status != 0 {
 			return localstack.Report{}, fmt.Errorf("the abandoned request was answered %d", o.Status)
 		}
 		// The next request must start at once on the only slot.
-		next := localstack.Generate(ctx, http.DefaultClient, s.URL(), localstack.Request{Text: "short"}, time.Minute)
+		next := localstack.Generate(ctx, e.client, s.URL(), localstack.Request{Text: "short"}, time.Minute)
 		outs = append(outs, next)
 		deadline := time.Now().Add(3 * time.Second)
 		for strings.Count(w.Log(), "job cancelled by its caller while running") == before && time.Now().Before(deadline) {
@@ -346,7 +365,7 @@ func burst(ctx context.Context, e env) (localstack.Report, error) {
 	}
 	defer s.Close()
 	w := s.Workers()[0]
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(80, "burst"), 80, 60*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(80, "burst"), 80, 60*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	for _, o := range outs {
 		if o.Status == http.StatusTooManyRequests && o.Header.Get("Retry-After") == "" {
@@ -387,7 +406,7 @@ func largePNGs(ctx context.Context, e env) (localstack.Report, error) {
 	for i := range reqs {
 		reqs[i].Read = slow
 	}
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), reqs, 4, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), reqs, 4, 90*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	smallest := 1 << 40
 	for _, o := range outs {
@@ -415,13 +434,13 @@ func ggmlImageSIGKILL(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	env := append(append([]string{}, commonEnv...), "IMAGE_ENGINE=ggml", "IMAGE_WIDTH=256", "IMAGE_HEIGHT=256", "IMAGE_STEPS=8", "IMAGE_THREADS=1")
-	s, err := startStack(ctx, &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "C", Env: env}, 2, "--engine", "ggml")
+	s, err := startStack(ctx, e.ten.keyed(&localstack.Stack{Bin: e.bin, Dir: dir, Variant: "C", Env: env}), 2, "--engine", "ggml")
 	if err != nil {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
 	killAndReplace(ctx, s, `"msg":"job started"`, 50*time.Millisecond)
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(16, "a lighthouse"), 4, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(16, "a lighthouse"), 4, 90*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	for _, o := range outs {
 		if o.Status == http.StatusOK && !bytes.HasPrefix(o.Body, []byte("\x89PNG\r\n\x1a\n")) {
@@ -443,7 +462,7 @@ func scaleFromZero(ctx context.Context, e env) (localstack.Report, error) {
 		time.Sleep(5 * time.Second)
 		_, _ = s.StartWorker(ctx, false)
 	}()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(20, "cold"), 20, 60*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(20, "cold"), 20, 60*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	rep.Notes = append(rep.Notes, "worker started 5s after the requests")
 	return rep, nil
@@ -475,7 +494,7 @@ func slowLink(ctx context.Context, e env) (localstack.Report, error) {
 			_, _ = s.StartWorker(ctx, false)
 		}
 	}()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(16, "slow link"), 4, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(16, "slow link"), 4, 90*time.Second)
 	// The answers are out, but the slow worker is still storing and acking;
 	// a job it let fall silent would now run again on the other worker.
 	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -529,11 +548,11 @@ func natsDown(ctx context.Context, e env) (localstack.Report, error) {
 	}
 	defer s.Close()
 	_ = s.NATS.Stop(10 * time.Second)
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(4, "nats down"), 4, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(4, "nats down"), 4, 90*time.Second)
 	if err := s.StartNATS(ctx); err != nil {
 		return localstack.Report{}, err
 	}
-	after := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(8, "back"), 4, 60*time.Second)
+	after := localstack.Fire(ctx, e.client, s.URL(), texts(8, "back"), 4, 60*time.Second)
 	time.Sleep(4 * time.Second) // time for a job that slipped through to run
 	rep := localstack.Summarize("", append(outs, after...), workerLogs(s))
 	var ids []string
@@ -618,7 +637,7 @@ func apiShutdown(ctx context.Context, e env) (localstack.Report, error) {
 		time.Sleep(time.Second)
 		_ = s.API.Stop(20 * time.Second)
 	}()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(6, "shutdown"), 6, 30*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(6, "shutdown"), 6, 30*time.Second)
 	if _, err := s.StartWorker(ctx, true); err != nil {
 		return localstack.Report{}, err
 	}
@@ -636,8 +655,22 @@ func apiShutdown(ctx context.Context, e env) (localstack.Report, error) {
 }
 
 // writeReport replaces the figures between the markers in path.
-func writeReport(path, section, table string, took time.Duration) error {
-	body := fmt.Sprintf("Last run: %s, %d cores (%s), %s in all.\n\n%s",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), took.Round(time.Second), table)
+func writeReport(path, section, table string, took time.Duration, loadStart string, keys bool) error {
+	tenants := "Tenants and limits off (`--keys=false`)."
+	if keys {
+		tenants = "Tenants and limits on: two tenants' keys in `API_KEYS_FILE` (weights 1:3; rpm, tpm, tpd and concurrency far above the load), every request sent with one of them, the tenants in turn; after each scenario their counters were checked against what the api admitted."
+	}
+	body := fmt.Sprintf("Last run: %s, %d cores (%s), load average %s at the start and %s at the end (the machine is shared), %s in all. %s\n\n%s",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), procfs.CPUName(), loadStart, loadAverage(), took.Round(time.Second), tenants, table)
 	return localstack.ReplaceSection(path, "<!-- "+section+":begin -->", "<!-- "+section+":end -->", body)
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes, as
+// /proc/loadavg says, or "?": the figures of a busy machine are slower.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }

@@ -23,7 +23,7 @@ import (
 // running (no crash loop).
 func corruptModel(ctx context.Context, e env) (localstack.Report, error) {
 	dir := filepath.Join(e.work, "corrupt-model")
-	s := &localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Env: append(append([]string{}, commonEnv...), "JOB_MAX_ATTEMPTS=3")}
+	s := e.ten.keyed(&localstack.Stack{Bin: e.bin, Dir: dir, Variant: "B", Env: append(append([]string{}, commonEnv...), "JOB_MAX_ATTEMPTS=3")})
 	defer s.Close()
 	modelsFile, err := corruptCatalogue(ctx, s)
 	if err == nil {
@@ -43,7 +43,7 @@ func corruptModel(ctx context.Context, e env) (localstack.Report, error) {
 	for i := range models {
 		models[i] = []string{"tiny", "broken"}[i%2]
 	}
-	outs := fireChats(ctx, s.URL(), models, 4, 90*time.Second)
+	outs := fireChats(ctx, e.client, s.URL(), models, 4, 90*time.Second)
 	rep := localstack.Summarize("", outs, workerLogs(s))
 	good, clean := 0, 0
 	for i, o := range outs {
@@ -98,22 +98,22 @@ func writeCatalogue(s *localstack.Stack, spec catalog.FileSpec) (string, error) 
 	return path, os.WriteFile(path, raw, 0o644)
 }
 
-// fireChats sends one chat completion per model name to url, at most
-// concurrency at once, each with its own timeout.
-func fireChats(ctx context.Context, url string, models []string, concurrency int, timeout time.Duration) []localstack.Outcome {
+// fireChats sends one chat completion per model name to url through
+// client, at most concurrency at once, each with its own timeout.
+func fireChats(ctx context.Context, client *http.Client, url string, models []string, concurrency int, timeout time.Duration) []localstack.Outcome {
 	return localstack.FireEach(len(models), concurrency, func(i int) localstack.Outcome {
-		return chat(ctx, url, models[i], fmt.Sprintf("request %d: tell me about queues", i), timeout)
+		return chat(ctx, client, url, models[i], fmt.Sprintf("request %d: tell me about queues", i), timeout)
 	})
 }
 
-func chat(ctx context.Context, url, model, text string, timeout time.Duration) localstack.Outcome {
+func chat(ctx context.Context, client *http.Client, url, model, text string, timeout time.Duration) localstack.Outcome {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 8, "messages": []map[string]string{{"role": "user", "content": text}}})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return localstack.Outcome{Err: err, Latency: time.Since(start)}
 	}

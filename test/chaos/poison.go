@@ -41,7 +41,7 @@ func poisonJob(ctx context.Context, e env) (localstack.Report, error) {
 	submitOut := make(chan []byte, 1)
 	go func() { b, _ := submit.CombinedOutput(); submitOut <- b }()
 
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), texts(40, "healthy"), 4, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), texts(40, "healthy"), 4, 90*time.Second)
 	batchOut := <-submitOut
 	kills := killer.stop()
 	rep := localstack.Summarize("", outs, workerLogs(s))
@@ -78,7 +78,7 @@ func poisonBeside(ctx context.Context, e env) (localstack.Report, error) {
 	first := s.Workers()[0]
 	reqs := texts(4, "long")
 	poisonOut := make(chan localstack.Outcome, 1)
-	go func() { poisonOut <- localstack.Generate(ctx, http.DefaultClient, s.URL(), reqs[0], 90*time.Second) }()
+	go func() { poisonOut <- localstack.Generate(ctx, e.client, s.URL(), reqs[0], 90*time.Second) }()
 	if err := first.WaitLog(ctx, `"msg":"job started"`); err != nil {
 		return localstack.Report{}, err
 	}
@@ -101,7 +101,7 @@ func poisonBeside(ctx context.Context, e env) (localstack.Report, error) {
 		besideFirst = started - 1
 		return true
 	})
-	healthy := localstack.Fire(ctx, http.DefaultClient, s.URL(), reqs[1:], 3, 90*time.Second)
+	healthy := localstack.Fire(ctx, e.client, s.URL(), reqs[1:], 3, 90*time.Second)
 	poison := <-poisonOut
 	kills := killer.stop()
 	outs := append([]localstack.Outcome{poison}, healthy...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +55,7 @@ func routedSigkillMidJob(ctx context.Context, e env) (localstack.Report, error) 
 	}
 	defer s.Close()
 	killAndReplace(ctx, s, `"from":"own"`, 300*time.Millisecond)
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), conversations(80, 8, "route sigkill"), 8, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), conversations(80, 8, "route sigkill"), 8, 90*time.Second)
 	return routedSummary(s, outs, "1 of 2 routed workers killed mid-job on a routed job; ack wait 3s")
 }
 
@@ -95,7 +94,7 @@ func routedSigkillHolding(ctx context.Context, e env) (localstack.Report, error)
 			return
 		}
 	}()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), conversations(80, 8, "route holding"), 8, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), conversations(80, 8, "route holding"), 8, 90*time.Second)
 	stopWatch()
 	n, killed := <-held
 	rep, err := routedSummary(s, outs, fmt.Sprintf("1 of 2 routed workers killed holding %d routed jobs not started", n))
@@ -127,7 +126,7 @@ func routedFreeze(ctx context.Context, e env) (localstack.Report, error) {
 			_ = syscall.Kill(victim.PID(), syscall.SIGCONT)
 		}
 	}()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), conversations(40, 8, "route freeze"), 2, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), conversations(40, 8, "route freeze"), 2, 90*time.Second)
 	rep, err := routedSummary(s, outs, "1 of 2 routed workers frozen 3 s from the start (steal bound 500 ms, heartbeat TTL 4s)")
 	longest := time.Duration(0)
 	for _, o := range outs {
@@ -153,7 +152,7 @@ func routedTurns(ctx context.Context, e env) (localstack.Report, error) {
 		return localstack.Report{}, err
 	}
 	defer s.Close()
-	outs := localstack.Fire(ctx, http.DefaultClient, s.URL(), conversations(120, 6, "route turns"), 6, 90*time.Second)
+	outs := localstack.Fire(ctx, e.client, s.URL(), conversations(120, 6, "route turns"), 6, 90*time.Second)
 	rep, err := routedSummary(s, outs, "6 conversations, 6 at once, on 2 routed workers")
 	if own := strings.Count(workerLogs(s), `"from":"own"`); err == nil && own == 0 {
 		err = errors.New("no job was taken from a worker's own subject")

@@ -32,7 +32,7 @@ func streamSIGKILL(ctx context.Context, e env) (localstack.Report, error) {
 	var wg sync.WaitGroup
 	for i := range streams {
 		wg.Go(func() {
-			outs[i] = openStream(ctx, s.URL(), fmt.Sprintf("stream %d: tell me a long story", i), firsts.Done)
+			outs[i] = openStream(ctx, e.client, s.URL(), fmt.Sprintf("stream %d: tell me a long story", i), firsts.Done)
 		})
 	}
 	firsted := make(chan struct{})
@@ -57,7 +57,7 @@ func streamSIGKILL(ctx context.Context, e env) (localstack.Report, error) {
 // stream that ends in a finish reason and [DONE], a clean 503 error for one
 // that ends in an error event, and lost for anything else (a stream cut
 // short, text after the end).
-func openStream(ctx context.Context, url, text string, first func()) localstack.Outcome {
+func openStream(ctx context.Context, client *http.Client, url, text string, first func()) localstack.Outcome {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"model": "genq", "stream": true,
@@ -65,7 +65,7 @@ func openStream(ctx context.Context, url, text string, first func()) localstack.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		first()
 		return localstack.Outcome{Err: err}
