@@ -108,10 +108,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"Batch API: worker SIGKILL mid-batch", batchWorkerKilled},
 		{"Batch API: NATS restarted mid-batch", batchNATSRestart},
 		{"api SIGTERM with requests waiting", apiShutdown},
-		{"routed: conversations under load on 2 workers", routedTurns},
-		{"routed: preferred worker SIGKILL mid-job", routedSigkillMidJob},
-		{"routed: preferred worker SIGKILL holding routed jobs", routedSigkillHolding},
-		{"routed: preferred worker frozen past the steal bound", routedFreeze},
+		{"routed: conversations under load on 2 workers", keyless(routedTurns)},
+		{"routed: preferred worker SIGKILL mid-job", keyless(routedSigkillMidJob)},
+		{"routed: preferred worker SIGKILL holding routed jobs", keyless(routedSigkillHolding)},
+		{"routed: preferred worker frozen past the steal bound", keyless(routedFreeze)},
 	}
 	section := "chaos"
 	if *cluster {

@@ -45,6 +45,19 @@ func writeKeysFile(dir string) (string, error) {
 	return path, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 }
 
+// keyless runs a scenario without keys, whatever --keys says, and notes
+// it: the routed scenarios', since a tenant's job is not routed by prefix
+// (docs/protocol.md §11), so with keys they would test no routing.
+func keyless(run func(context.Context, env) (localstack.Report, error)) func(context.Context, env) (localstack.Report, error) {
+	return func(ctx context.Context, e env) (localstack.Report, error) {
+		e.ten = newTenancy("")
+		e.client = e.ten.client()
+		rep, err := run(ctx, e)
+		rep.Notes = append(rep.Notes, "without keys: a tenant's job is not routed by prefix")
+		return rep, err
+	}
+}
+
 // tally is what one tenant's requests got, as far as its counters go.
 type tally struct {
 	sent       int // calls to the api, of any route (a batch's polls too)
