@@ -30,8 +30,13 @@ import (
 // two workers. Measured: the light tenant's p50 alone and beside the
 // heavy one's load, and each tenant's share of the tokens served while
 // both have jobs waiting, at weights 1:1 and 1:3.
+//
+// The workers run at their defaults for the text runtime (SLOTS,
+// INTERACTIVE_SLOTS, BUSY_BATCH_SLOTS, TEXT_THREADS unset), as a fleet
+// would: what was measured at 2 slots said little of a worker of 8. Only
+// the answer is fixed (its length, EOS ignored, the seed), so that every
+// job is the same work whatever the sampled text.
 const (
-	fsSlots  = 2
 	fsAnswer = 16
 	// fsLoad is the heavy tenant's clients, each with one request at a
 	// time, against the light tenant's one.
@@ -50,7 +55,12 @@ var fsKeys = map[string]string{
 	"light3": "k-light3 tenant=light3 weight=3",
 }
 
-type fairResult struct{ rows []fairRow }
+type fairResult struct {
+	rows []fairRow
+	// slots and threads are what the workers' defaults came to on this
+	// machine, as their logs say.
+	slots, threads int
+}
 
 type fairRow struct {
 	setup, lane   string
@@ -103,6 +113,12 @@ func (b *bench) fairShare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		fr := &b.result.fair
+		if fr.slots, fr.threads, err = workerSettings(st.s.Workers()[0].LogPath); err != nil {
+			st.close()
+			return err
+		}
+		fmt.Fprintf(b.out, "   %d worker(s): %d slots, %d compute threads each\n", n, fr.slots, fr.threads)
 		for _, lane := range []string{"interactive", "batch"} {
 			row, err := b.fairRow(ctx, st, lane, fmt.Sprintf("%d api, %d worker", n, n))
 			if err != nil {
@@ -137,8 +153,7 @@ func (b *bench) startFair(ctx context.Context, modelDir string, n int) (*fsStack
 		return nil, err
 	}
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: modelDir, Env: []string{
-		fmt.Sprintf("SLOTS=%d", fsSlots), "TEXT_THREADS=1", fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", fsAnswer),
-		"TEXT_IGNORE_EOS=true", "TEXT_SEED=42",
+		fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", fsAnswer), "TEXT_IGNORE_EOS=true", "TEXT_SEED=42",
 	}, APIEnv: []string{"API_KEYS_FILE=" + keys}}
 	st := &fsStack{s: s, workers: n, stop: func() {}}
 	err = s.StartNATS(ctx)
@@ -183,6 +198,30 @@ func (b *bench) startFair(ctx context.Context, modelDir string, n int) (*fsStack
 	st.stop = stop
 	go st.done.run(wctx)
 	return st, nil
+}
+
+// workerSettings is the slots and compute threads a worker's defaults
+// came to, from its "text model ready" line: they resolve at its start,
+// by the machine.
+func workerSettings(logPath string) (slots, threads int, err error) {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return 0, 0, fmt.Errorf("worker's settings: %w", err)
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"msg":"text model ready"`)) {
+			continue
+		}
+		var l struct {
+			Slots   int `json:"slots"`
+			Threads int `json:"threads"`
+		}
+		if err := json.Unmarshal(line, &l); err != nil {
+			return 0, 0, fmt.Errorf("worker's settings in %s: %w", logPath, err)
+		}
+		return l.Slots, l.Threads, nil
+	}
+	return 0, 0, fmt.Errorf("worker's settings: %s has no \"text model ready\" line", logPath)
 }
 
 func (st *fsStack) close() {
@@ -688,13 +727,13 @@ func (b *bench) fairMarkdown() string {
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "`make bench` (or `go run ./test/bench -only fairshare`), commit `%s`, %s, load average %s, on a busy shared %d-core %s. "+
-		"Each worker: %d slots, the tiny model, %d tokens an answer; keys of two tenants of weight 1 (light, heavy) and one of weight 3 (light3). "+
+		"Each worker at its defaults for the text runtime (`SLOTS`, `INTERACTIVE_SLOTS`, `BUSY_BATCH_SLOTS`, `TEXT_THREADS` unset: %d slots, one kept for interactive jobs, %d compute thread(s) to start with), the tiny model, %d tokens an answer; keys of two tenants of weight 1 (light, heavy) and one of weight 3 (light3). "+
 		"Latency: the light tenant sends %d requests one at a time alone, and as many while the heavy one keeps %d in flight (10× its load), in %d turns of each so that the machine's changing load weighs on both alike. "+
 		"Share: the heavy tenant queues %d requests and the light one a tenth of that at once (the heavy one's prompts about four times as long); "+
 		"the share is of the tokens (prompt and answer, as the answers' usage says) answered until the light tenant's last answer, while both waited. "+
 		"Interactive: chat completions, answered; batch: `POST /v1/jobs`, from its `202` to its worker's log saying it done.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), runtime.NumCPU(), procfs.CPUName(),
-		fsSlots, fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
+		b.result.fair.slots, b.result.fair.threads, fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
 	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | its started to done alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		sa, ma := r.cpuAlone.cores()
