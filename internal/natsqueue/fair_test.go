@@ -219,7 +219,7 @@ func TestHeadroomOverNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.KeepHeadroom(2, time.Minute)
+	p.KeepHeadroom(2, 1, time.Minute)
 	suffix := uuid.NewString()[:8]
 	light := genq.Share{Tenant: "light-" + suffix, Weight: 1}
 	heavy := genq.Share{Tenant: "heavy-" + suffix, Weight: 1}

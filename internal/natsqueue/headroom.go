@@ -19,121 +19,149 @@ const DefaultHeadroomFor = time.Second
 // none was seen within the window: a tenant alone gets every slot, and a
 // slot is left idle at most the window after the other tenant's last job.
 // A tenant with a job waiting is not kept for: fair share orders it.
+//
+// Each class keeps its own last slot: batch jobs may take only the
+// worker's batch slots (those not kept for interactive jobs), so the last
+// of those is the one a returning batch tenant needs, though an
+// interactive slot is still free. Interactive jobs may take any slot, so
+// every job held counts against theirs. A tenant counts as holding, and
+// as seen, in the class of its jobs.
 // It is safe for concurrent use.
 type headroom struct {
-	// slots is the worker's; 0 keeps no headroom.
-	slots int
+	// slots is the worker's, and batchSlots those of them batch jobs may
+	// take; 0 slots keeps no headroom.
+	slots, batchSlots int
 	// window is how long a tenant counts as coming back after a job of its
 	// was last seen.
 	window time.Duration
 	now    func() time.Time
 
 	mu sync.Mutex
-	// held is the slots each tenant's jobs hold: pulled, not yet settled.
-	held map[string]int
-	// seen is when a job of each tenant was last queued (the bell),
-	// listed, pulled or settled here.
-	seen map[string]time.Time
+	// held is the slots each tenant's jobs of each class hold: pulled,
+	// not yet settled.
+	held [2]map[string]int
+	// seen is when a job of each tenant and class was last queued (the
+	// bell), listed, pulled or settled here.
+	seen [2]map[string]time.Time
 }
 
 func newHeadroom() *headroom {
-	return &headroom{now: time.Now, held: map[string]int{}, seen: map[string]time.Time{}}
+	h := &headroom{now: time.Now}
+	for c := range h.held {
+		h.held[c], h.seen[c] = map[string]int{}, map[string]time.Time{}
+	}
+	return h
 }
 
-// keep turns the headroom on for a worker of slots slots.
-func (h *headroom) keep(slots int, window time.Duration) {
+// keep turns the headroom on for a worker of slots slots, batchSlots of
+// which may take batch jobs.
+func (h *headroom) keep(slots, batchSlots int, window time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.slots, h.window = slots, window
+	h.slots, h.batchSlots, h.window = slots, batchSlots, window
 }
 
-// saw notes that a job of tenant was just queued or listed.
-func (h *headroom) saw(tenant string) {
+// saw notes that a job of tenant in class was just queued or listed.
+func (h *headroom) saw(c Class, tenant string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen[tenant] = h.now()
+	h.seen[c][tenant] = h.now()
 }
 
-// took counts a slot taken by a job of tenant.
-func (h *headroom) took(tenant string) {
+// took counts a slot taken by a job of tenant in class c.
+func (h *headroom) took(c Class, tenant string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.held[tenant]++
-	h.seen[tenant] = h.now()
+	h.held[c][tenant]++
+	h.seen[c][tenant] = h.now()
 }
 
 // claim counts a slot for a job of tenant about to be pulled, when
 // allows says so: checked and counted at once, so that two slots that
 // free together do not both take the last one. unclaim undoes it when the
 // pull found nothing.
-func (h *headroom) claim(tenant string, waiting map[string]bool) bool {
+func (h *headroom) claim(c Class, tenant string, waiting map[string]bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.allows(tenant, waiting) {
+	if !h.allows(c, tenant, waiting) {
 		return false
 	}
 	// Not seen yet: the pull may find nothing (the shared consumer is
 	// tried at every look).
-	h.held[tenant]++
+	h.held[c][tenant]++
 	return true
 }
 
-func (h *headroom) unclaim(tenant string) {
+func (h *headroom) unclaim(c Class, tenant string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.release(tenant)
+	h.release(c, tenant)
 }
 
-// release frees one of tenant's slots; mu held.
-func (h *headroom) release(tenant string) {
-	if h.held[tenant]--; h.held[tenant] <= 0 {
-		delete(h.held, tenant)
+// release frees one of tenant's slots of class c; mu held.
+func (h *headroom) release(c Class, tenant string) {
+	if h.held[c][tenant]--; h.held[c][tenant] <= 0 {
+		delete(h.held[c], tenant)
 	}
 }
 
 // settled frees a slot that took counted.
-func (h *headroom) settled(tenant string) {
+func (h *headroom) settled(c Class, tenant string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.release(tenant)
-	h.seen[tenant] = h.now()
+	h.release(c, tenant)
+	h.seen[c][tenant] = h.now()
 }
 
-// refuses reports whether a free slot would not take a job of tenant now.
-func (h *headroom) refuses(tenant string, waiting map[string]bool) bool {
+// refuses reports whether a free slot would not take a job of tenant in
+// class c now.
+func (h *headroom) refuses(c Class, tenant string, waiting map[string]bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.allows(tenant, waiting)
+	return !h.allows(c, tenant, waiting)
 }
 
-// allows reports whether a free slot may take a job of tenant, waiting
-// being the tenants with jobs waiting as this worker sees them; mu held.
-func (h *headroom) allows(tenant string, waiting map[string]bool) bool {
-	if h.slots <= 0 || h.held[tenant] == 0 {
+// allows reports whether a free slot may take a job of tenant in class
+// c, waiting being the tenants with jobs of c waiting as this worker sees
+// them; mu held.
+func (h *headroom) allows(c Class, tenant string, waiting map[string]bool) bool {
+	if h.slots <= 0 || h.held[c][tenant] == 0 {
 		return true
 	}
-	inUse := 0
-	for _, n := range h.held {
-		inUse += n
-	}
-	if h.slots-inUse > 1 {
+	if h.free(c) > 1 {
 		return true
 	}
-	return !h.keptForOther(tenant, waiting)
+	return !h.keptForOther(c, tenant, waiting)
 }
 
-// keptForOther reports whether the last free slot is kept for a tenant
-// other than tenant: one seen within the window that holds no slot and
-// has no job waiting. mu held.
-func (h *headroom) keptForOther(tenant string, waiting map[string]bool) bool {
+// free is how many of the slots class c may take are free; mu held.
+func (h *headroom) free(c Class) int {
+	if c == Batch {
+		return h.batchSlots - sum(h.held[Batch])
+	}
+	return h.slots - sum(h.held[Interactive]) - sum(h.held[Batch])
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// keptForOther reports whether the last free slot of class c is kept for
+// a tenant other than tenant: one seen in c within the window that holds
+// no slot of c and has no job of c waiting. mu held.
+func (h *headroom) keptForOther(c Class, tenant string, waiting map[string]bool) bool {
 	now := h.now()
-	for u, at := range h.seen {
+	for u, at := range h.seen[c] {
 		switch {
-		case u == tenant || h.held[u] > 0 || waiting[u]:
+		case u == tenant || h.held[c][u] > 0 || waiting[u]:
 		case now.Sub(at) < h.window:
 			return true
 		default:
-			delete(h.seen, u) // long gone: forget it
+			delete(h.seen[c], u) // long gone: forget it
 		}
 	}
 	return false

@@ -11,7 +11,9 @@ type roomStep struct {
 	// op: "took", "settled", "saw" or "claim" tenant, then "tick" n: the
 	// clock moves n ticks (a tick is window/10).
 	op, tenant string
-	ticks      int
+	// class is the class of the job or slot (Interactive unless set).
+	class Class
+	ticks int
 	// waiting: the tenants with jobs waiting, for claim.
 	waiting string
 	// want: what claim answers.
@@ -94,37 +96,91 @@ func TestHeadroom(t *testing.T) {
 			{op: "claim", tenant: "heavy", want: true},
 		}},
 	}
-	const window = 10 * time.Second
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			now := time.Unix(0, 0)
-			h := newHeadroom()
-			h.now = func() time.Time { return now }
-			h.keep(tt.slots, window)
-			for i, s := range tt.steps {
-				switch s.op {
-				case "took":
-					h.took(s.tenant)
-				case "settled":
-					h.settled(s.tenant)
-				case "saw":
-					h.saw(s.tenant)
-				case "unclaim":
-					h.unclaim(s.tenant)
-				case "tick":
-					now = now.Add(time.Duration(s.ticks) * window / 10)
-				case "claim":
-					waiting := map[string]bool{}
-					for _, w := range strings.Fields(s.waiting) {
-						waiting[w] = true
-					}
-					if got := h.claim(s.tenant, waiting); got != s.want {
-						t.Fatalf("step %d: claim(%q) with %q waiting = %t, want %t", i, s.tenant, s.waiting, got, s.want)
-					}
-				default:
-					t.Fatalf("step %d: no op %q", i, s.op)
-				}
+		t.Run(tt.name, func(t *testing.T) { runRoom(t, tt.slots, tt.slots, tt.steps) })
+	}
+}
+
+// A worker's batch jobs may take only its batch slots: the last of those
+// is kept for a returning batch tenant though an interactive slot is
+// free, and interactive jobs count every slot held.
+func TestHeadroomByClass(t *testing.T) {
+	tests := []struct {
+		name              string
+		slots, batchSlots int
+		steps             []roomStep
+	}{
+		{"the last batch slot is kept, an interactive one free beside it", 4, 3, []roomStep{
+			{op: "took", tenant: "light", class: Batch}, {op: "settled", tenant: "light", class: Batch},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+			{op: "claim", tenant: "heavy", class: Batch, want: false},
+			{op: "claim", tenant: "light", class: Batch, waiting: "light heavy", want: true},
+		}},
+		{"a batch tenant alone takes every batch slot", 4, 3, []roomStep{
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+		}},
+		{"one batch slot is never kept", 2, 1, []roomStep{
+			{op: "saw", tenant: "light", class: Batch},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+		}},
+		{"interactive jobs count the batch jobs' slots", 4, 3, []roomStep{
+			{op: "saw", tenant: "light"},
+			{op: "took", tenant: "heavy", class: Batch}, {op: "took", tenant: "heavy", class: Batch},
+			{op: "claim", tenant: "heavy", want: true},
+			{op: "claim", tenant: "heavy", want: false},
+		}},
+		{"a tenant seen in one class keeps no slot of the other", 4, 3, []roomStep{
+			{op: "saw", tenant: "light"},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+			{op: "claim", tenant: "heavy", class: Batch, want: true},
+		}},
+		{"a tenant holding an interactive slot is kept for in batch", 4, 3, []roomStep{
+			{op: "took", tenant: "light"},
+			{op: "saw", tenant: "light", class: Batch},
+			{op: "took", tenant: "heavy", class: Batch}, {op: "took", tenant: "heavy", class: Batch},
+			{op: "claim", tenant: "heavy", class: Batch, want: false},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runRoom(t, tt.slots, tt.batchSlots, tt.steps) })
+	}
+}
+
+// runRoom plays steps on the headroom of a worker of slots slots,
+// batchSlots of which take batch jobs.
+func runRoom(t *testing.T, slots, batchSlots int, steps []roomStep) {
+	t.Helper()
+	const window = 10 * time.Second
+	now := time.Unix(0, 0)
+	h := newHeadroom()
+	h.now = func() time.Time { return now }
+	h.keep(slots, batchSlots, window)
+	for i, s := range steps {
+		switch s.op {
+		case "took":
+			h.took(s.class, s.tenant)
+		case "settled":
+			h.settled(s.class, s.tenant)
+		case "saw":
+			h.saw(s.class, s.tenant)
+		case "unclaim":
+			h.unclaim(s.class, s.tenant)
+		case "tick":
+			now = now.Add(time.Duration(s.ticks) * window / 10)
+		case "claim":
+			waiting := map[string]bool{}
+			for _, w := range strings.Fields(s.waiting) {
+				waiting[w] = true
 			}
-		})
+			if got := h.claim(s.class, s.tenant, waiting); got != s.want {
+				t.Fatalf("step %d: claim(%s, %q) with %q waiting = %t, want %t", i, s.class, s.tenant, s.waiting, got, s.want)
+			}
+		default:
+			t.Fatalf("step %d: no op %q", i, s.op)
+		}
 	}
 }

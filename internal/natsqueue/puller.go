@@ -81,10 +81,10 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 			i = 1
 		}
 		p.fair[i].rang(tenant)
-		p.room.saw(tenant)
+		p.room.saw(Class(i), tenant)
 		// An idle slot that the headroom keeps would wake to take nothing:
 		// a slot that frees takes the job, or the slot's next look.
-		if !p.room.refuses(tenant, tenantsOf(p.fair[i].waiting())) {
+		if !p.room.refuses(Class(i), tenant, tenantsOf(p.fair[i].waiting())) {
 			p.bells[i].ring()
 		}
 	}); err != nil {
@@ -150,16 +150,19 @@ func (p *Puller) Next(wait time.Duration) (*Delivery, error) { return p.next(wai
 // always has one free for a caller who waits.
 func (p *Puller) NextInteractive(wait time.Duration) (*Delivery, error) { return p.next(wait, false) }
 
-// KeepHeadroom has the worker, of slots slots, keep its last free slot for
-// a tenant seen within window that holds none (headroom.go). Every
-// delivery Next returns then holds a slot until Settled.
-func (p *Puller) KeepHeadroom(slots int, window time.Duration) { p.room.keep(slots, window) }
+// KeepHeadroom has the worker, of slots slots of which batchSlots may take
+// batch jobs, keep the last free slot of each class for a tenant seen in
+// it within window that holds none (headroom.go). Every delivery Next
+// returns then holds a slot until Settled.
+func (p *Puller) KeepHeadroom(slots, batchSlots int, window time.Duration) {
+	p.room.keep(slots, batchSlots, window)
+}
 
 // Settled frees the slot a delivery held: the worker settled it, or
 // handed it back.
 func (p *Puller) Settled(d *Delivery) {
 	if d != nil && d.room != nil {
-		d.room.settled(d.roomTenant)
+		d.room.settled(d.Class, d.roomTenant)
 		d.room = nil
 	}
 }
@@ -167,7 +170,7 @@ func (p *Puller) Settled(d *Delivery) {
 func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	d, err := p.look(wait, batchToo)
 	if d != nil && !d.Wakeup && d.room == nil {
-		p.room.took(d.Tenant)
+		p.room.took(d.Class, d.Tenant)
 		d.room, d.roomTenant = p.room, d.Tenant
 	}
 	return d, err
@@ -277,7 +280,7 @@ func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
 		p.fair[0].chargeShared(d)
 		if !d.Wakeup {
 			// Holds a slot as Next's deliveries do, until Settled.
-			p.room.took(d.Tenant)
+			p.room.took(d.Class, d.Tenant)
 			d.room, d.roomTenant = p.room, d.Tenant
 		}
 		out = append(out, d)

@@ -84,14 +84,14 @@ func (t *tenantQueues) next(p *Puller) (*Delivery, error) {
 	cs := t.waiting()
 	waiting := tenantsOf(cs)
 	for _, c := range t.share.order(cs) {
-		if !t.room.claim(c.tenant, waiting) {
+		if !t.room.claim(t.class, c.tenant, waiting) {
 			continue
 		}
 		d, err := t.pull(p, c)
 		if d == nil || d.Wakeup {
-			t.room.unclaim(c.tenant)
+			t.room.unclaim(t.class, c.tenant)
 		} else {
-			t.room.saw(c.tenant)
+			t.room.saw(t.class, c.tenant)
 			d.room, d.roomTenant = t.room, c.tenant
 		}
 		if d != nil || err != nil {
@@ -251,7 +251,7 @@ func (t *tenantQueues) list(ctx context.Context) error {
 		q.pending = info.NumPending
 		q.weight = weightOf(info.Config.Metadata)
 		if q.pending > 0 {
-			t.room.saw(q.tenant)
+			t.room.saw(t.class, q.tenant)
 		}
 	}
 	for name := range t.queues {

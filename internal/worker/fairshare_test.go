@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"strings"
@@ -152,9 +153,10 @@ func waitServed(t *testing.T, backends []*tokenCounting, tenantOf map[string]str
 	t.Fatalf("the workers did not serve %d jobs of %s in 30 s", n, tenant)
 }
 
-// held is a Backend of two slots whose jobs run until released, telling
-// the tenant of each job it starts.
+// held is a Backend of two slots (or slots) whose jobs run until
+// released, telling the tenant of each job it starts.
 type held struct {
+	slots    int
 	mu       sync.Mutex
 	tenantOf map[string]string // by job id; set before the jobs are queued
 	started  chan string
@@ -162,7 +164,7 @@ type held struct {
 }
 
 func (b *held) Info() genq.BackendInfo {
-	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "held", Slots: 2}
+	return genq.BackendInfo{Device: genq.Device{Kind: "cpu"}, Model: "held", Slots: cmp.Or(b.slots, 2)}
 }
 
 func (b *held) Close() error { return nil }
@@ -180,15 +182,31 @@ func (b *held) Generate(ctx context.Context, job genq.Job, _ func(genq.Progress)
 	return genq.NewDetailedTextResult("x", genq.FinishLength, tokensOf(job), nil), nil
 }
 
-// TestHeadroomThroughWorker: a worker of two slots that has seen the
-// light tenant lately gives the heavy one, whose jobs wait, one slot, not
-// both, and the light tenant's next job starts at once in the other;
-// without TENANT_HEADROOM the heavy tenant takes both.
+// TestHeadroomThroughWorker: a worker that has seen the light tenant
+// lately gives the heavy one, whose jobs wait, all its slots of the class
+// but one, and the light tenant's next job starts at once in that one;
+// without TENANT_HEADROOM the heavy tenant takes them all. In the batch
+// lane the kept slot is the last batch slot: the one kept for interactive
+// jobs does not count, as batch jobs cannot take it.
 func TestHeadroomThroughWorker(t *testing.T) {
-	for _, keep := range []bool{true, false} {
-		t.Run(map[bool]string{true: "kept", false: "off"}[keep], func(t *testing.T) {
+	tests := []struct {
+		name  string
+		class natsqueue.Class
+		// slots: the worker's; interactiveSlots of them are kept for
+		// interactive jobs, so the heavy tenant can hold two slots of
+		// the class.
+		slots, interactiveSlots int
+		keep                    bool
+	}{
+		{"interactive, kept", natsqueue.Interactive, 2, 0, true},
+		{"interactive, off", natsqueue.Interactive, 2, 0, false},
+		{"batch, kept", natsqueue.Batch, 3, 1, true},
+		{"batch, off", natsqueue.Batch, 3, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			b := &held{tenantOf: map[string]string{}, started: make(chan string, 16), release: make(chan struct{})}
+			b := &held{slots: tt.slots, tenantOf: map[string]string{}, started: make(chan string, 16), release: make(chan struct{})}
 			queue := func(tenant string, n int) {
 				ctx := genq.WithShare(t.Context(), genq.Share{Tenant: tenant, Weight: 1})
 				for range n {
@@ -197,13 +215,14 @@ func TestHeadroomThroughWorker(t *testing.T) {
 					b.mu.Lock()
 					b.tenantOf[job.ID] = tenant
 					b.mu.Unlock()
-					if _, err := h.conn.Publish(ctx, job); err != nil {
+					if _, err := h.conn.Publish(ctx, job, natsqueue.WithClass(tt.class)); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			h.startWorkerWith("w1", b, func(c *worker.Config) {
-				if keep {
+				c.InteractiveSlots = tt.interactiveSlots
+				if tt.keep {
 					c.TenantHeadroom = time.Minute
 				}
 			}, time.Second)
@@ -224,14 +243,14 @@ func TestHeadroomThroughWorker(t *testing.T) {
 			if got := next(5 * time.Second); got != "heavy" {
 				t.Fatalf("started %q, want a heavy job", got)
 			}
-			second := next(500 * time.Millisecond)
+			second := next(time.Second)
 			switch {
-			case keep && second != "":
+			case tt.keep && second != "":
 				t.Fatalf("a second job (%q) took the slot kept for the light tenant", second)
-			case !keep && second != "heavy":
+			case !tt.keep && second != "heavy":
 				t.Fatalf("without headroom, started %q, want a second heavy job", second)
 			}
-			if keep {
+			if tt.keep {
 				queue("light", 1)
 				if got := next(2 * time.Second); got != "light" {
 					t.Fatalf("started %q, want the light tenant's job in the kept slot", got)

@@ -150,8 +150,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	go func() { defer close(beatsDone); r.heartbeats(beatsCtx) }()
 
 	slots := max(r.info.Slots, 1)
+	interactiveOnly := min(r.cfg.InteractiveSlots, slots-1)
 	if r.cfg.TenantHeadroom > 0 && slots > 1 {
-		puller.KeepHeadroom(slots, r.cfg.TenantHeadroom)
+		puller.KeepHeadroom(slots, slots-interactiveOnly, r.cfg.TenantHeadroom)
 	}
 	r.log.Info("worker ready", "device", r.info.Device.Kind, "device_name", r.info.Device.Name, "engine", r.info.Device.Engine,
 		"model", r.info.Model, "slots", slots, "startup", time.Since(r.started).Round(time.Millisecond).String())
@@ -160,7 +161,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		// The first InteractiveSlots take interactive jobs only: batch
 		// work fills the others, never all of them, so a caller who waits
 		// does not wait for a batch job to end.
-		batchToo := i >= min(r.cfg.InteractiveSlots, slots-1)
+		batchToo := i >= interactiveOnly
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
