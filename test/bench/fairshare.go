@@ -128,10 +128,13 @@ func (b *bench) fairShare(ctx context.Context) error {
 			b.result.fair.rows = append(b.result.fair.rows, row)
 			sa, ma := row.cpuAlone.cores()
 			sb, mb := row.cpuBeside.cores()
+			ea, wa := row.cpuAlone.engine()
+			eb, wb := row.cpuBeside.engine()
 			fmt.Fprintf(b.out, "   %s, %s: light p50 alone %s, beside %s (%.2fx; heavy %.0f answers/s), without keys %s (%.2fx); light's share 1:1 %.3f, 3:1 %.3f; "+
-				"light's queue wait p50 alone %s, beside %s; started to done %s, %s; stack's cores alone %.2f, beside %.2f, machine busy %.2f, %.2f; load %s\n",
+				"light's queue wait p50 alone %s, beside %s; started to done %s, %s; stack's cores alone %.2f, beside %.2f, machine busy %.2f, %.2f; "+
+				"workers on a CPU %.2f, %.2f cores, waiting for one %.0f%%, %.0f%%; load %s\n",
 				row.setup, lane, ms(row.alone), ms(row.beside), ratio(row.beside, row.alone), row.heavyRate, ms(row.fifo), ratio(row.fifo, row.alone), row.share1, row.share3,
-				ms(row.waitAlone), ms(row.waitBeside), ms(row.ranAlone), ms(row.ranBeside), sa, sb, ma, mb, loadAverage())
+				ms(row.waitAlone), ms(row.waitBeside), ms(row.ranAlone), ms(row.ranBeside), sa, sb, ma, mb, ea, eb, 100*wa, 100*wb, loadAverage())
 		}
 		st.close()
 	}
@@ -734,12 +737,14 @@ func (b *bench) fairMarkdown() string {
 		"Interactive: chat completions, answered; batch: `POST /v1/jobs`, from its `202` to its worker's log saying it done.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), runtime.NumCPU(), procfs.CPUName(),
 		b.result.fair.slots, b.result.fair.threads, fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
-	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | its started to done alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | its started to done alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | workers' cores, share of their runnable time waiting for a CPU, alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		sa, ma := r.cpuAlone.cores()
 		sb, mb := r.cpuBeside.cores()
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %s / %s | %.0f | %.2f (%.2f) / %.2f (%.2f) | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
-			ratio(r.beside, r.alone), ms(r.waitAlone), ms(r.waitBeside), ms(r.ranAlone), ms(r.ranBeside), r.heavyRate, sa, ma, sb, mb, ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
+		ea, wa := r.cpuAlone.engine()
+		eb, wb := r.cpuBeside.engine()
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %s / %s | %.0f | %.2f (%.2f) / %.2f (%.2f) | %.2f, %.0f%% / %.2f, %.0f%% | %s, %.2f× | **%.3f** | %d / %d | **%.3f** | %d / %d |\n", r.setup, r.lane, ms(r.alone), ms(r.beside),
+			ratio(r.beside, r.alone), ms(r.waitAlone), ms(r.waitBeside), ms(r.ranAlone), ms(r.ranBeside), r.heavyRate, sa, ma, sb, mb, ea, 100*wa, eb, 100*wb, ms(r.fifo), ratio(r.fifo, r.alone), r.share1, r.tokens1[0], r.tokens1[1], r.share3, r.tokens3[0], r.tokens3[1])
 	}
 	return s.String()
 }
@@ -781,6 +786,18 @@ func waitHeld(ctx context.Context, natsURL, class, suffix string, enough func(ui
 // used, and how busy the machine's CPUs were, over a span of wall time.
 type cpuSpan struct {
 	stack, busy, wall float64 // seconds; busy is summed over the CPUs
+	// engineRun and engineWait: the workers' threads' time on a CPU and
+	// runnable but waiting for one (schedstat.go).
+	engineRun, engineWait float64
+}
+
+// engine is the workers' threads' CPUs' worth of time, and the share of
+// their runnable time spent waiting for a CPU.
+func (c cpuSpan) engine() (onCPU, waiting float64) {
+	if c.wall <= 0 || c.engineRun+c.engineWait <= 0 {
+		return 0, 0
+	}
+	return c.engineRun / c.wall, c.engineWait / (c.engineRun + c.engineWait)
 }
 
 // cores is the CPUs' worth of time the stack used, and the machine.
@@ -793,14 +810,15 @@ func (c cpuSpan) cores() (stack, machine float64) {
 
 // cpuMeter measures a cpuSpan from start to stop.
 type cpuMeter struct {
-	st    *fsStack
-	t0    time.Time
-	ticks uint64
-	use   procfs.CPUUse
+	st      *fsStack
+	t0      time.Time
+	ticks   uint64
+	use     procfs.CPUUse
+	threads threadTimes
 }
 
 func (st *fsStack) meterCPU() *cpuMeter {
-	m := &cpuMeter{st: st, t0: time.Now(), ticks: st.cpuTicks()}
+	m := &cpuMeter{st: st, t0: time.Now(), ticks: st.cpuTicks(), threads: st.workerThreads()}
 	m.use, _ = procfs.SampleCPU(os.Getpid(), nil)
 	return m
 }
@@ -813,6 +831,9 @@ func (m *cpuMeter) stop(into *cpuSpan) {
 	use, _ := procfs.SampleCPU(os.Getpid(), nil)
 	into.wall += time.Since(m.t0).Seconds()
 	into.stack += float64(ticks-m.ticks) / clockTick
+	run, wait := engineRunWait(m.threads, m.st.workerThreads())
+	into.engineRun += run
+	into.engineWait += wait
 	if use.Total > m.use.Total {
 		// /proc/stat's ticks, of every CPU: busy share × CPUs × wall.
 		into.busy += float64(use.Busy-m.use.Busy) / float64(use.Total-m.use.Total) * float64(use.CPUs) * time.Since(m.t0).Seconds()
@@ -836,14 +857,11 @@ func (st *fsStack) cpuTicks() uint64 {
 	return n
 }
 
-// treeTicks is the CPU time of pid and of its children, recursively.
+// treeTicks is the CPU time of pid and of its descendants.
 func treeTicks(pid int) uint64 {
-	n := procTicks(pid)
-	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	for _, f := range strings.Fields(string(kids)) {
-		if k, err := strconv.Atoi(f); err == nil {
-			n += treeTicks(k)
-		}
+	var n uint64
+	for _, p := range processTree(pid) {
+		n += procTicks(p)
 	}
 	return n
 }
