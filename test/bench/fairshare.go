@@ -844,13 +844,15 @@ func (m *cpuMeter) stop(into *cpuSpan) {
 // the workers (their supervisors' children included) and this process
 // used so far.
 func (st *fsStack) cpuTicks() uint64 {
-	pids := []int{os.Getpid()}
+	// This process alone: the stack's processes are its children, and
+	// are counted below, each once.
+	n := procTicks(os.Getpid())
+	var pids []int
 	for _, p := range append([]*localstack.Proc{st.s.NATS, st.s.API}, append(st.extra, st.s.Workers()...)...) {
 		if p != nil && !p.Exited() {
 			pids = append(pids, p.PID())
 		}
 	}
-	var n uint64
 	for _, pid := range pids {
 		n += treeTicks(pid)
 	}
