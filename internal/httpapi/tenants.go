@@ -157,10 +157,14 @@ func modelAllowed(t tenant.Tenant, asked string, m genq.Model) bool {
 	if asked != "" {
 		return t.AllowsModel(asked)
 	}
-	if m.Name == "" {
-		return true
-	}
-	return t.AllowsModel(m.Name) || slices.ContainsFunc(m.Aliases, t.AllowsModel)
+	return m.Name == "" || allowsNamed(t, m.Name, m.Aliases)
+}
+
+// allowsNamed reports whether t may use the model name, by that name or
+// by one of its aliases: the one rule of the lists, the admissions and
+// POST /sdapi/v1/options.
+func allowsNamed(t tenant.Tenant, name string, aliases []string) bool {
+	return t.AllowsModel(name) || slices.ContainsFunc(aliases, t.AllowsModel)
 }
 
 // count admits a request in t's counters, or says, in the headers and

@@ -37,10 +37,7 @@ func (s *Server) listedModels(r *http.Request) []openai.Model {
 // as OpenAI's lists show a key only what it may call.
 func keyAllows(r *http.Request, m openai.Model) bool {
 	c := callerOf(r.Context())
-	if c == nil || c.tenant.AllowsModel(m.ID) {
-		return true
-	}
-	return slices.ContainsFunc(m.Aliases, c.tenant.AllowsModel)
+	return c == nil || allowsNamed(c.tenant, m.ID, m.Aliases)
 }
 
 // handleModel is one model of the list, or a 404 in OpenAI's words (a
