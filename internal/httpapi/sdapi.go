@@ -154,13 +154,9 @@ func (c *sdChoices) set(tenant, model string) {
 	c.byTenant[tenant] = model
 }
 
-// tenantName is the name of r's tenant: its key's, or the open tenant's.
-func tenantName(r *http.Request) string {
-	if c := callerOf(r.Context()); c != nil {
-		return c.tenant.Name
-	}
-	return openTenant
-}
+// tenantName is the name of r's tenant: its key's, or the open tenant's
+// (a tenant's name is never empty: tenant.ValidName).
+func tenantName(r *http.Request) string { return cmp.Or(tenantOf(r), openTenant) }
 
 // handleSDModels lists the live workers' model, or with a catalogue its
 // image models (those r's key may use), which txt2img's
