@@ -130,23 +130,32 @@ func SampleCPU(pid int, cpus []int) (CPUUse, error) {
 		}
 		u.CPUs++
 	}
-	self, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	u.Self, err = ProcessTicks(pid)
 	if err != nil {
 		return CPUUse{}, err
 	}
+	return u, nil
+}
+
+// ProcessTicks is the user and system time process pid has used, in clock
+// ticks, from /proc/<pid>/stat.
+func ProcessTicks(pid int) (uint64, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
 	// The command may hold spaces: the fields that follow start after its ')'.
-	rest := string(self)
+	rest := string(stat)
 	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
 		rest = rest[i+1:]
 	}
 	f := strings.Fields(rest)
 	if len(f) < 13 {
-		return CPUUse{}, os.ErrInvalid
+		return 0, os.ErrInvalid
 	}
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
-	u.Self = utime + stime
-	return u, nil
+	return utime + stime, nil
 }
 
 // OthersBusy is how many CPUs' worth of time processes other than this one

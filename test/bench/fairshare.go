@@ -868,21 +868,9 @@ func treeTicks(pid int) uint64 {
 	return n
 }
 
-// procTicks is a process's user and system time, in clock ticks.
+// procTicks is a process's user and system time, in clock ticks; none
+// for one that has ended.
 func procTicks(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	k, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + k
+	n, _ := procfs.ProcessTicks(pid)
+	return n
 }
