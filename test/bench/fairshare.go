@@ -337,20 +337,15 @@ func (st *fsStack) lightAloneAndBeside(ctx context.Context, run runFunc, class s
 			return err
 		}
 	}
-	slices.Sort(a)
-	slices.Sort(b)
-	row.alone, row.beside = pct(a, .5), pct(b, .5)
+	row.alone, row.beside = p50(a), p50(b)
 	row.waitAlone, row.ranAlone = st.done.onWorker("light", aloneSpans)
 	row.waitBeside, row.ranBeside = st.done.onWorker("light", besideSpans)
 	row.heavyRate = float64(answered.Load()) / heavyFor.Seconds()
 	return nil
 }
 
-// p50 is the median of ds, or 0 when there are none.
+// p50 is the median of ds, or 0 when there are none (pct); it sorts ds.
 func p50(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
 	slices.Sort(ds)
 	return pct(ds, .5)
 }
@@ -374,8 +369,7 @@ func (st *fsStack) lightP50(ctx context.Context, run runFunc, n int, beside func
 	if err != nil {
 		return 0, err
 	}
-	slices.Sort(lat)
-	return pct(lat, .5), nil
+	return p50(lat), nil
 }
 
 // lightLatencies are the latencies of n requests of the light tenant, one
