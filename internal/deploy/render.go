@@ -38,7 +38,7 @@ const (
 	ManagedBy = "genqctl"
 
 	apiPort        = 80
-	apiMetricsPort = 9090 // internal: the Service does not expose it
+	apiMetricsPort = 9090 // internal: only the ClusterIP <name>-internal Service exposes it
 	metricsPort    = 9091
 	// HubTokenKey is the Secret's key, named like the variable that reads it.
 	HubTokenKey = "HF_TOKEN"
