@@ -288,11 +288,11 @@ func Options(model string) map[string]any {
 // served (clients post back what they read); other settings are accepted
 // and have no effect, as this server has none of the web UI's.
 func SetOptions(body []byte, model string) error {
-	var opts map[string]any
-	if err := openai.Decode(body, &opts); err != nil {
+	ckpt, set, err := optionsCheckpoint(body)
+	if err != nil {
 		return err
 	}
-	if ckpt, ok := opts["sd_model_checkpoint"]; ok {
+	if set {
 		if s, _ := ckpt.(string); s != model {
 			return genq.Errorf(genq.Invalid, "sd_model_checkpoint %v is not served here: this server serves %q (GET /sdapi/v1/sd-models)", ckpt, model)
 		}
@@ -304,13 +304,9 @@ func SetOptions(body []byte, model string) error {
 // sets, and whether it sets one; the other settings are accepted and have
 // no effect, as this server has none of the web UI's.
 func OptionsCheckpoint(body []byte) (string, bool, error) {
-	var opts map[string]any
-	if err := openai.Decode(body, &opts); err != nil {
+	ckpt, set, err := optionsCheckpoint(body)
+	if err != nil || !set {
 		return "", false, err
-	}
-	ckpt, ok := opts["sd_model_checkpoint"]
-	if !ok {
-		return "", false, nil
 	}
 	s, isString := ckpt.(string)
 	if !isString || s == "" {
@@ -318,6 +314,17 @@ func OptionsCheckpoint(body []byte) (string, bool, error) {
 			Message: fmt.Sprintf("sd_model_checkpoint %v is not a model's name (GET /sdapi/v1/sd-models lists them)", ckpt)}
 	}
 	return s, true, nil
+}
+
+// optionsCheckpoint decodes a POST /sdapi/v1/options body: its
+// sd_model_checkpoint as sent, and whether it sets one.
+func optionsCheckpoint(body []byte) (any, bool, error) {
+	var opts map[string]any
+	if err := openai.Decode(body, &opts); err != nil {
+		return nil, false, err
+	}
+	ckpt, set := opts["sd_model_checkpoint"]
+	return ckpt, set, nil
 }
 
 // SamplerInfo is one entry of GET /sdapi/v1/samplers.
