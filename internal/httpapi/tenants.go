@@ -327,7 +327,7 @@ func (s *Server) settle(ctx context.Context, c *caller, route string) {
 	if ticket == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
 	if err := s.limiter.Settle(ctx, *ticket, took, u); err != nil {
@@ -431,7 +431,10 @@ func (s *Server) meterQueued(ctx context.Context, name, route string, u tenant.U
 	if s.limiter == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	// The work is done and, for a job, its record already marked metered:
+	// neither a caller who leaves nor the shorter bound of the look-up
+	// that found the job (meterStored's) may cut the count short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
 	if err := s.limiter.Record(ctx, name, took, u); err != nil {

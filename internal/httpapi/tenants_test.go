@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"io"
 	"log/slog"
@@ -143,5 +144,35 @@ func TestJobsCarryTheTenantsShare(t *testing.T) {
 				t.Fatalf("queued with %+v, want one job of %+v", shares, tt.want)
 			}
 		})
+	}
+}
+
+// ctxStore is the counters in memory, refusing a write whose context has
+// ended, as JetStream's does.
+type ctxStore struct{ *tenant.MemStore }
+
+func (s ctxStore) Update(ctx context.Context, key string, c tenant.Counters, rev uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return s.MemStore.Update(ctx, key, c, rev)
+}
+
+// TestMeterQueuedOutlivesItsCaller: queued work's usage is counted even
+// when the context that found it has ended (a poller who left, or the
+// short bound of meterStored's look-up): its record is already marked
+// metered, so a count cut short would be lost for good.
+func TestMeterQueuedOutlivesItsCaller(t *testing.T) {
+	limiter := tenant.NewLimiter(ctxStore{tenant.NewMemStore()}, "api-1")
+	s := &Server{log: slog.New(slog.DiscardHandler), limiter: limiter, metrics: newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.meterQueued(ctx, "team", jobsRoute, tenant.Usage{PromptTokens: 3, CompletionTokens: 4})
+	got, err := limiter.Today(t.Context(), "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Tokens != 7 || len(got.Usage) != 1 || got.Usage[0].Requests != 1 {
+		t.Fatalf("counted %+v, want 1 request of 7 tokens", got)
 	}
 }
