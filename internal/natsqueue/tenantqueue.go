@@ -3,6 +3,7 @@ package natsqueue
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,8 +27,16 @@ const (
 	// an idle worker when no bell rang for it (a producer of no tenant on
 	// the shared subject, a bell lost or not permitted).
 	tenantCheckEvery = 100 * time.Millisecond
-	// tenantLook bounds one listing's round trips.
-	tenantLook = 2 * time.Second
+	// tenantProbeEvery bounds how often a slot tries a tenant's consumer
+	// that lists no job waiting but some delivered and unacked: NATS does
+	// not count a job due again (past its ack wait, or nak'ed) as pending,
+	// so only a fetch finds it. One no-wait fetch per such tenant at most
+	// this often is the cost while its jobs run elsewhere.
+	tenantProbeEvery = tenantCheckEvery
+	// tenantLook bounds one listing's round trips: a stream bind, the
+	// list, and the binds of new tenants' consumers (made together), each
+	// a round trip that a slow link may stretch to a second or more.
+	tenantLook = 10 * time.Second
 )
 
 // tenantQueue is one tenant's durable consumer of one class.
@@ -37,6 +46,11 @@ type tenantQueue struct {
 	weight float64
 	// pending is the jobs waiting as last listed, less those pulled since.
 	pending uint64
+	// ackPending is the jobs delivered and not yet acked as last listed:
+	// any of them may be due again without being counted in pending.
+	ackPending int
+	// probed is when a fetch last found the consumer empty.
+	probed time.Time
 }
 
 // tenantQueues are the tenants' consumers of one class and variant, and
@@ -142,18 +156,27 @@ func (t *tenantQueues) weightOf(tenant string) float64 {
 	return 1
 }
 
-// waiting is the candidates with jobs waiting; the shared consumer always
-// is one, since old producers' jobs arrive there unseen by the listing.
+// waiting is the candidates with jobs waiting, or maybe waiting; the
+// shared consumer always is one, since old producers' jobs arrive there
+// unseen by the listing.
 func (t *tenantQueues) waiting() []candidate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	out := []candidate{{tenant: "", queue: &tenantQueue{weight: 1}}}
 	for _, q := range t.queues {
-		if q.pending > 0 {
+		if q.mayWait(now) {
 			out = append(out, candidate{tenant: q.tenant, queue: q})
 		}
 	}
 	return out
+}
+
+// mayWait reports whether a fetch may find a job on q: one listed as
+// pending, or one delivered and unacked that may be due again (its
+// worker died, or it was nak'ed), tried at most every tenantProbeEvery.
+func (q *tenantQueue) mayWait(now time.Time) bool {
+	return q.pending > 0 || q.ackPending > 0 && now.Sub(q.probed) >= tenantProbeEvery
 }
 
 // tenantsOf is the tenants of the candidates waiting() lists, less the
@@ -169,6 +192,7 @@ func tenantsOf(cs []candidate) map[string]bool {
 func (t *tenantQueues) drained(q *tenantQueue) {
 	t.mu.Lock()
 	q.pending = 0
+	q.probed = time.Now()
 	t.mu.Unlock()
 }
 
@@ -200,7 +224,11 @@ func (t *tenantQueues) refresh() {
 	ctx, cancel := context.WithTimeout(context.Background(), tenantLook)
 	defer cancel()
 	if err := t.list(ctx); err != nil {
-		t.stream = nil
+		// A listing cut short by a slow link keeps the stream's binding
+		// and the consumers bound; only a stream gone needs a new one.
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.stream = nil
+		}
 		t.conn.log.Debug("could not list the tenants' consumers", "class", t.class, "err", err)
 	}
 }
@@ -216,6 +244,7 @@ func (t *tenantQueues) list(ctx context.Context) error {
 	}
 	prefix := tenantConsumerPrefix(t.class, t.variant)
 	var infos []*jetstream.ConsumerInfo
+	start := time.Now()
 	lister := t.stream.ListConsumers(ctx)
 	for info := range lister.Info() {
 		if strings.HasPrefix(info.Name, prefix) {
@@ -225,30 +254,22 @@ func (t *tenantQueues) list(ctx context.Context) error {
 	if err := lister.Err(); err != nil {
 		return fmt.Errorf("list consumers of %s: %w", t.class.Stream(), err)
 	}
-	fresh := map[string]*tenantQueue{}
-	for _, info := range infos {
-		t.mu.Lock()
-		_, known := t.queues[info.Name]
-		t.mu.Unlock()
-		if !known {
-			q, err := t.bind(ctx, info)
-			if err != nil {
-				return err
-			}
-			fresh[info.Name] = q
-		}
-	}
+	t.conn.roundTrip.Store(int64(time.Since(start)))
+	// A consumer that could not be bound (deleted meanwhile, or the
+	// listing's deadline) is left out until a later listing binds it; the
+	// others' counts are still taken.
+	bindErr := t.bindNew(ctx, infos)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[string]bool{}
 	for _, info := range infos {
-		seen[info.Name] = true
 		q, ok := t.queues[info.Name]
 		if !ok {
-			q = fresh[info.Name]
-			t.queues[info.Name] = q
+			continue
 		}
+		seen[info.Name] = true
 		q.pending = info.NumPending
+		q.ackPending = info.NumAckPending
 		q.weight = weightOf(info.Config.Metadata)
 		if q.pending > 0 {
 			t.room.saw(t.class, q.tenant)
@@ -259,7 +280,39 @@ func (t *tenantQueues) list(ctx context.Context) error {
 			delete(t.queues, name)
 		}
 	}
-	return nil
+	return bindErr
+}
+
+// bindNew binds the listed consumers not bound yet, all at once (one
+// round trip for all, not one each, over a slow link), and keeps each
+// one bound even when another's bind fails.
+func (t *tenantQueues) bindNew(ctx context.Context, infos []*jetstream.ConsumerInfo) error {
+	t.mu.Lock()
+	var unknown []*jetstream.ConsumerInfo
+	for _, info := range infos {
+		if _, ok := t.queues[info.Name]; !ok {
+			unknown = append(unknown, info)
+		}
+	}
+	t.mu.Unlock()
+	errs := make([]error, len(unknown))
+	var wg sync.WaitGroup
+	for i, info := range unknown {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q, err := t.bind(ctx, info)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			t.mu.Lock()
+			t.queues[info.Name] = q
+			t.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // bind binds a listed tenant consumer seen for the first time.

@@ -1,0 +1,168 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/genq/genq/internal/genq"
+)
+
+// TestTenantJobServedAgain: a tenant's job delivered and not acked is not
+// counted as pending by NATS once it is due again, yet a worker must serve
+// it: after its worker died unacked (past the ack wait), or at once after
+// a nak.
+func TestTenantJobServedAgain(t *testing.T) {
+	tests := []struct {
+		name   string
+		within time.Duration // after the first delivery
+		drop   func(t *testing.T, w *Conn, d *Delivery)
+	}{
+		{"worker dies unacked", 5 * time.Second, func(t *testing.T, w *Conn, _ *Delivery) { w.Close() }},
+		{"nak'ed", time.Second, func(t *testing.T, _ *Conn, d *Delivery) {
+			if err := d.Release(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t)
+			api := s.dial()
+			publishAs(t, api, Interactive, genq.Share{Tenant: "again"}, 1, 10, 10)
+			first := s.dial()
+			d := nextFrom(t, first, 5*time.Second)
+			tt.drop(t, first, d)
+			start := time.Now()
+			again := nextFrom(t, s.dial(), tt.within)
+			if again.Job.ID != d.Job.ID || again.Tenant != "again" || again.Job.Attempt != 2 {
+				t.Fatalf("got job %s of %q attempt %d; want %s of \"again\" attempt 2", again.Job.ID, again.Tenant, again.Job.Attempt, d.Job.ID)
+			}
+			t.Logf("served again %s after it was dropped", time.Since(start).Round(10*time.Millisecond))
+			ack(t, again)
+		})
+	}
+}
+
+// nextFrom pulls one job with a new puller of w within wait.
+func nextFrom(t *testing.T, w *Conn, wait time.Duration) *Delivery {
+	t.Helper()
+	p, err := w.NewPuller(t.Context(), genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.Next(wait)
+	if err != nil || d == nil {
+		t.Fatalf("pull within %s: %v, %v; want a job", wait, d, err)
+	}
+	return d
+}
+
+// TestTenantJobsOverSlowLink: a worker behind a link of 500 ms each way
+// (a listing's round trips take seconds) still sees the tenants waiting
+// and serves their jobs.
+func TestTenantJobsOverSlowLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about 20 s of round trips")
+	}
+	s := newTestServer(t)
+	api := s.dial()
+	tenants := []string{"slow-a", "slow-b", "slow-c"}
+	for _, tenant := range tenants {
+		publishAs(t, api, Interactive, genq.Share{Tenant: tenant}, 1, 10, 10)
+	}
+	start0 := time.Now()
+	proxy := newSlowProxy(t, s.ns.Addr().String(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	st := DefaultSettings()
+	st.AckWait = 30 * time.Second
+	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
+	t.Logf("dialled in %s", time.Since(start0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	p, err := w.NewPuller(ctx, genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for range tenants {
+		d, err := p.Next(20 * time.Second)
+		if err != nil || d == nil {
+			t.Fatalf("pull over the slow link: %v, %v; served %v of %v", d, err, served, tenants)
+		}
+		served[d.Tenant] = true
+		ack(t, d)
+	}
+	if len(served) != len(tenants) {
+		t.Fatalf("served %v; want each of %v", served, tenants)
+	}
+}
+
+// newSlowProxy forwards TCP to upstream, holding every chunk delay in each
+// direction, and returns its address.
+func newSlowProxy(t *testing.T, upstream string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			t.Cleanup(func() { down.Close(); up.Close() })
+			go delayCopy(up, down, delay)
+			go delayCopy(down, up, delay)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// delayCopy copies src to dst, each chunk written delay after it was read,
+// in order.
+func delayCopy(dst, src net.Conn, delay time.Duration) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	chunks := make(chan chunk, 1024)
+	go func() {
+		defer close(chunks)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				chunks <- chunk{b[:n], time.Now().Add(delay)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		time.Sleep(time.Until(c.at))
+		if _, err := dst.Write(c.b); err != nil && !errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+	dst.Close()
+}
