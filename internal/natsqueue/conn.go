@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -151,6 +152,9 @@ type Conn struct {
 	storeTry time.Duration
 	// tenants are the tenants' consumers made so far (conn_tenant.go).
 	tenants tenantConsumers
+	// roundTrip is the last tenant listing's round trip in nanoseconds,
+	// what a no-wait fetch must wait for its answer (puller.go).
+	roundTrip atomic.Int64
 }
 
 // open ensures the assets for the given variants exist with the settings,

@@ -297,6 +297,12 @@ func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
 func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
 	var batch jetstream.MessageBatch
 	var err error
+	if wait == 0 && p.conn.slowLink() {
+		// The client gives a no-wait fetch a second for its answer; over
+		// a slower link the answer, a job among them, would come unheard
+		// and wait out its ack wait. A short wait covers the round trip.
+		wait = 2 * time.Duration(p.conn.roundTrip.Load())
+	}
 	if wait > 0 {
 		batch, err = q.consumer.Fetch(1, jetstream.FetchMaxWait(wait))
 	} else {
@@ -317,6 +323,14 @@ func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
 	}
 	return d, nil
 }
+
+// slowLinkRoundTrip is the round trip past which a no-wait fetch's answer
+// may miss the second nats.go waits for it.
+const slowLinkRoundTrip = 400 * time.Millisecond
+
+// slowLink reports whether the last round trip measured is past
+// slowLinkRoundTrip.
+func (c *Conn) slowLink() bool { return time.Duration(c.roundTrip.Load()) > slowLinkRoundTrip }
 
 func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
 	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Source: q.source, routed: q.routed, Data: m.Data(),
