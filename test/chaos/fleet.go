@@ -79,7 +79,7 @@ func killMidLoad(ctx context.Context, s *localstack.Stack, w *localstack.Proc, e
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := syscall.Kill(w.PID(), syscall.SIGSTOP); err != nil {
+	if err := signalWorker(w, syscall.SIGSTOP); err != nil {
 		return loadKill{err: err}
 	}
 	frozenAt := time.Now()
@@ -242,3 +242,8 @@ func waitListed(ctx context.Context, client *http.Client, url, model string, ok 
 		}
 	}
 }
+
+// signalWorker signals a worker's process group: its supervisor and the
+// worker process the supervisor runs (in the same group), which a signal
+// to the supervisor's pid alone would leave running.
+func signalWorker(p *localstack.Proc, sig syscall.Signal) error { return syscall.Kill(-p.PID(), sig) }

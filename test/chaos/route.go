@@ -117,13 +117,13 @@ func routedFreeze(ctx context.Context, e env) (localstack.Report, error) {
 	defer s.Close()
 	victim := s.Workers()[0]
 	const freeze = 3 * time.Second
-	if err := syscall.Kill(victim.PID(), syscall.SIGSTOP); err != nil {
+	if err := signalWorker(victim, syscall.SIGSTOP); err != nil {
 		return localstack.Report{}, err
 	}
-	thawed := time.AfterFunc(freeze, func() { _ = syscall.Kill(victim.PID(), syscall.SIGCONT) })
+	thawed := time.AfterFunc(freeze, func() { _ = signalWorker(victim, syscall.SIGCONT) })
 	defer func() {
 		if thawed.Stop() {
-			_ = syscall.Kill(victim.PID(), syscall.SIGCONT)
+			_ = signalWorker(victim, syscall.SIGCONT)
 		}
 	}()
 	outs := localstack.Fire(ctx, e.client, s.URL(), conversations(40, 8, "route freeze"), 2, 90*time.Second)
