@@ -169,11 +169,19 @@ func (p *Puller) Settled(d *Delivery) {
 
 func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	d, err := p.look(wait, batchToo)
-	if d != nil && !d.Wakeup && d.room == nil {
+	if d != nil && d.room == nil {
+		p.hold(d)
+	}
+	return d, err
+}
+
+// hold counts the slot a job's delivery takes, until Settled; a wakeup
+// takes none.
+func (p *Puller) hold(d *Delivery) {
+	if !d.Wakeup {
 		p.room.took(d.Class, d.Tenant)
 		d.room, d.roomTenant = p.room, d.Tenant
 	}
-	return d, err
 }
 
 func (p *Puller) look(wait time.Duration, batchToo bool) (*Delivery, error) {
@@ -278,11 +286,7 @@ func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
 	for m := range batch.Messages() {
 		d := p.decode(q, m)
 		p.fair[0].chargeShared(d)
-		if !d.Wakeup {
-			// Holds a slot as Next's deliveries do, until Settled.
-			p.room.took(d.Class, d.Tenant)
-			d.room, d.roomTenant = p.room, d.Tenant
-		}
+		p.hold(d)
 		out = append(out, d)
 	}
 	if err := batch.Error(); err != nil && len(out) == 0 && !errors.Is(err, jetstream.ErrNoMessages) &&
