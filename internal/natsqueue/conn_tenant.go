@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -192,13 +191,8 @@ func (c *Conn) forgetTenantConsumers(names map[string]bool) {
 // jobs, if it is not among names, with the tenant and weight its latest
 // job's headers say.
 func (c *Conn) remakeTenantConsumer(ctx context.Context, stream jetstream.Stream, class Class, subject string, names map[string]bool) error {
-	// genq.jobs.<V>.t.<T> or genq.batch.<V>.t.<T>
-	tokens := strings.Split(subject, ".")
-	if len(tokens) != 5 {
-		return nil
-	}
-	v := genq.Variant(tokens[2])
-	if names[tenantConsumerPrefix(class, v)+tokens[4]] {
+	v, token, ok := parseTenantSubject(subject)
+	if !ok || names[tenantConsumerPrefix(class, v)+token] {
 		return nil
 	}
 	msg, err := stream.GetLastMsgForSubject(ctx, subject)

@@ -191,6 +191,17 @@ func tenantSubjects(c Class, v genq.Variant) string {
 	return c.Subject(v) + "." + tenantToken + ".*"
 }
 
+// parseTenantSubject reads the variant and the tenant's token of a
+// TenantSubject; ok is false for any other subject.
+func parseTenantSubject(subject string) (v genq.Variant, tenant string, ok bool) {
+	// genq.jobs.<V>.t.<T> or genq.batch.<V>.t.<T>
+	tokens := strings.Split(subject, ".")
+	if len(tokens) != 5 || tokens[3] != tenantToken {
+		return "", "", false
+	}
+	return genq.Variant(tokens[2]), tokens[4], true
+}
+
 // TenantConsumerName is the durable consumer of TenantSubject.
 func TenantConsumerName(c Class, v genq.Variant, tenant string) string {
 	return tenantConsumerPrefix(c, v) + workerToken(tenant)

@@ -3,7 +3,6 @@ package natsqueue
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/genq/genq/internal/genq"
 )
@@ -23,12 +22,11 @@ func (c *Conn) TenantQueues(ctx context.Context) ([]genq.TenantQueue, error) {
 		lister := stream.ListConsumers(ctx)
 		for info := range lister.Info() {
 			tenant, ok := info.Config.Metadata[metaTenant]
-			// genq.jobs.<V>.t.<T> or genq.batch.<V>.t.<T>
-			tokens := strings.Split(info.Config.FilterSubject, ".")
-			if !ok || len(tokens) != 5 || tokens[3] != tenantToken {
+			v, _, isTenants := parseTenantSubject(info.Config.FilterSubject)
+			if !ok || !isTenants {
 				continue
 			}
-			out = append(out, genq.TenantQueue{Tenant: tenant, Queue: genq.Variant(tokens[2]), Class: class.String(),
+			out = append(out, genq.TenantQueue{Tenant: tenant, Queue: v, Class: class.String(),
 				Waiting: info.NumPending, Running: uint64(max(info.NumAckPending, 0))})
 		}
 		if err := lister.Err(); err != nil {
