@@ -50,25 +50,10 @@ func (f *Fleet) Serve(ctx context.Context, conn *natsqueue.Conn, cfg Config, inf
 func announceRefused(ctx context.Context, conn *natsqueue.Conn, cfg Config, info genq.BackendInfo, refused error, log *slog.Logger) error {
 	log.Error("refusing a model this worker can never load", "reason", genq.ErrorMessage(refused))
 	started := time.Now()
-	t := time.NewTicker(cmp.Or(cfg.HeartbeatEvery, 3*time.Second))
-	defer t.Stop()
-	for {
-		hb := genq.Heartbeat{WorkerID: cfg.WorkerID, Variant: cfg.Variant, Device: info.Device, Model: info.Model,
-			ModelState: genq.ModelUnloadable, LoadError: genq.ErrorMessage(refused), StartedAt: started, At: time.Now()}
-		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {
-			log.Warn("heartbeat failed", "err", err)
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			if err := conn.RemoveBeat(rmCtx, cfg.Variant, cfg.WorkerID); err != nil {
-				log.Warn("could not withdraw heartbeat", "err", err)
-			}
-			return nil
-		case <-t.C:
-		}
-	}
+	beatEvery(ctx, cmp.Or(cfg.HeartbeatEvery, 3*time.Second), func(ctx context.Context) {
+		sendBeat(ctx, conn, genq.Heartbeat{WorkerID: cfg.WorkerID, Variant: cfg.Variant, Device: info.Device, Model: info.Model,
+			ModelState: genq.ModelUnloadable, LoadError: genq.ErrorMessage(refused), StartedAt: started, At: time.Now()}, log)
+	})
+	withdrawBeat(ctx, conn, cfg.Variant, cfg.WorkerID, log)
+	return nil
 }

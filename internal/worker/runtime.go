@@ -188,11 +188,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	stopBeats()
 	<-beatsDone
-	rmCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := r.conn.RemoveBeat(rmCtx, r.cfg.Variant, r.cfg.WorkerID); err != nil {
-		r.log.Warn("could not withdraw heartbeat", "err", err)
-	}
+	withdrawBeat(ctx, r.conn, r.cfg.Variant, r.cfg.WorkerID, r.log)
 	r.log.Info("worker stopped")
 	return nil
 }
@@ -654,16 +650,40 @@ func (r *Runtime) cancel(id string) {
 	}
 }
 
-func (r *Runtime) heartbeats(ctx context.Context) {
-	t := time.NewTicker(r.cfg.HeartbeatEvery)
+func (r *Runtime) heartbeats(ctx context.Context) { beatEvery(ctx, r.cfg.HeartbeatEvery, r.beat) }
+
+// beatEvery calls beat at once, then every interval, until ctx ends.
+func beatEvery(ctx context.Context, every time.Duration, beat func(context.Context)) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		r.beat(ctx)
+		beat(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// sendBeat publishes hb, bounded so that a slow server does not hold
+// back the next beat.
+func sendBeat(ctx context.Context, conn *natsqueue.Conn, hb genq.Heartbeat, log *slog.Logger) {
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {
+		log.Warn("heartbeat failed", "err", err)
+	}
+}
+
+// withdrawBeat removes the worker's beat of variant once it stops, so
+// that the api stops counting it before the beat's TTL runs out; ctx has
+// usually ended by then, so only its values are kept.
+func withdrawBeat(ctx context.Context, conn *natsqueue.Conn, variant genq.Variant, workerID string, log *slog.Logger) {
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := conn.RemoveBeat(rmCtx, variant, workerID); err != nil {
+		log.Warn("could not withdraw heartbeat", "err", err)
 	}
 }
 
@@ -687,11 +707,7 @@ func (r *Runtime) beat(ctx context.Context) {
 			hb.Device = d // what its last load ran on
 		}
 	}
-	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := r.conn.Beat(bctx, hb); err != nil && ctx.Err() == nil {
-		r.log.Warn("heartbeat failed", "err", err)
-	}
+	sendBeat(ctx, r.conn, hb, r.log)
 }
 
 // finishedElsewhere watches, for up to within, whether an earlier delivery
