@@ -104,10 +104,11 @@ func (g *gather) hand(ctx context.Context, h handed) bool {
 	}
 }
 
-// more takes, for the slot holding the turn, the jobs waiting behind d (as
-// many as idle slots, at most g.most with d) and hands them to idle
-// slots. It returns d's context and arrival: with none taken, jobsCtx and
-// a no-op. A job that may have to run alone (a redelivery) gathers none.
+// gatherMore takes, for the slot holding the turn, the jobs waiting
+// behind d (as many as idle slots, at most g.most with d) and hands them
+// to idle slots. It returns d's context and arrival: with none taken,
+// jobsCtx and a no-op. A job that may have to run alone (a redelivery)
+// gathers none.
 func (r *Runtime) gatherMore(ctx, jobsCtx context.Context, puller *natsqueue.Puller, d *natsqueue.Delivery) (context.Context, func()) {
 	g := r.gather
 	if d == nil || d.Wakeup || d.Malformed != nil || d.Job.Attempt > 1 {
