@@ -289,8 +289,7 @@ func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
 		p.hold(d)
 		out = append(out, d)
 	}
-	if err := batch.Error(); err != nil && len(out) == 0 && !errors.Is(err, jetstream.ErrNoMessages) &&
-		!errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+	if err := batch.Error(); err != nil && len(out) == 0 && !foundNone(err) {
 		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
 	}
 	return out, nil
@@ -320,8 +319,7 @@ func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
 		d = p.decode(q, m)
 	}
 	if d == nil {
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) &&
-			!errors.Is(err, jetstream.ErrNoMessages) {
+		if err := batch.Error(); err != nil && !foundNone(err) {
 			return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
 		}
 	}
@@ -335,6 +333,12 @@ const slowLinkRoundTrip = 400 * time.Millisecond
 // slowLink reports whether the last round trip measured is past
 // slowLinkRoundTrip.
 func (c *Conn) slowLink() bool { return time.Duration(c.roundTrip.Load()) > slowLinkRoundTrip }
+
+// foundNone says whether a fetch's error only means that no job was
+// waiting, or none came within its wait.
+func foundNone(err error) bool {
+	return errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+}
 
 func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
 	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Source: q.source, routed: q.routed, Data: m.Data(),
