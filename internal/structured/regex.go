@@ -153,10 +153,6 @@ func ecmaEscape(out *strings.Builder, p string, i int, inClass bool) (int, error
 	return 1, nil
 }
 
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
 // pattern matches a JSON string (quotes included) whose decoded value
 // matches the regular expression p. Like JSON Schema's, the pattern is not
 // anchored unless it says so with ^ and $.
