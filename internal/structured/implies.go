@@ -1,9 +1,6 @@
 package structured
 
-import (
-	"math/big"
-	"slices"
-)
+import "slices"
 
 // Contradictions a merge can see without compiling. Lowering an
 // overlapping oneOf ands each branch with the others' violations; where
@@ -179,8 +176,8 @@ func compareCounts(x, y *value) (int, bool) {
 	if x == nil || x.kind != 'n' || y.kind != 'n' {
 		return 0, false
 	}
-	a, okA := new(big.Rat).SetString(string(x.num))
-	b, okB := new(big.Rat).SetString(string(y.num))
+	a, okA := x.rat()
+	b, okB := y.rat()
 	if !okA || !okB {
 		return 0, false
 	}
