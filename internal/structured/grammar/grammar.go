@@ -185,25 +185,16 @@ func (b *Builder) Node() int32 {
 	return int32(len(g.Nodes) - 1)
 }
 
-// edgeSlot is room for a node's first two edges, cut from a slab; a
-// third grows the node's own slice as append does.
-func (b *Builder) edgeSlot() []Edge {
-	if cap(b.edges)-len(b.edges) < 2 {
-		b.edges = make([]Edge, 0, slabSize)
+// slabSlot is room for a node's first two edges or epsilons, cut from
+// *slab (a new slab when it is full); a third grows the node's own slice
+// as append does.
+func slabSlot[T any](slab *[]T) []T {
+	if cap(*slab)-len(*slab) < 2 {
+		*slab = make([]T, 0, slabSize)
 	}
-	i := len(b.edges)
-	b.edges = b.edges[:i+2]
-	return b.edges[i : i : i+2]
-}
-
-// epsSlot is edgeSlot for epsilons.
-func (b *Builder) epsSlot() []int32 {
-	if cap(b.eps)-len(b.eps) < 2 {
-		b.eps = make([]int32, 0, slabSize)
-	}
-	i := len(b.eps)
-	b.eps = b.eps[:i+2]
-	return b.eps[i : i : i+2]
+	i := len(*slab)
+	*slab = (*slab)[:i+2]
+	return (*slab)[i : i : i+2]
 }
 
 // Failed says the build has failed: what follows is wasted work.
@@ -216,7 +207,7 @@ func (b *Builder) Eps(from, to int32) {
 	}
 	n := &b.Grammar.Nodes[from]
 	if n.Eps == nil {
-		n.Eps = b.epsSlot()
+		n.Eps = slabSlot(&b.eps)
 	}
 	n.Eps = append(n.Eps, to)
 }
@@ -228,7 +219,7 @@ func (b *Builder) ByteEdge(from int32, lo, hi byte, to int32) {
 	}
 	n := &b.Grammar.Nodes[from]
 	if n.Edges == nil {
-		n.Edges = b.edgeSlot()
+		n.Edges = slabSlot(&b.edges)
 	}
 	n.Edges = append(n.Edges, Edge{Lo: lo, Hi: hi, To: to})
 }
