@@ -261,7 +261,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 			}
 		}
 	}
-	keys, parts, err := c.stringParts(pn, at, false)
+	keys, parts, err := c.stringParts(pn, at)
 	if err != nil {
 		return nil, err
 	}

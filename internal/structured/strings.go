@@ -16,7 +16,7 @@ func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 	b := c.b
 	patterns := s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil
 	// Beside patterns a length is counted where patternString builds them.
-	keys, parts, err := c.stringParts(s, path, false)
+	keys, parts, err := c.stringParts(s, path)
 	if err != nil {
 		return grammar.Frag{}, err
 	}
@@ -43,10 +43,8 @@ func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 
 // stringParts are the automata of whole JSON strings a string schema's
 // keywords make (pattern, format, lengths; the lengths last), each built
-// in c.b when called, and the keys that name them. With alone set, a
-// length past MaxRepeat beside other parts is refused: their product
-// would unroll it.
-func (c *compiler) stringParts(s *value, path string, alone bool) ([]string, []func() (grammar.Frag, error), error) {
+// in c.b when called, and the keys that name them.
+func (c *compiler) stringParts(s *value, path string) ([]string, []func() (grammar.Frag, error), error) {
 	min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
 	if err != nil {
 		return nil, nil, err
@@ -89,11 +87,6 @@ func (c *compiler) stringParts(s *value, path string, alone bool) ([]string, []f
 			b := c.b // the builder of the moment: a product builds each part alone
 			return b.Seq(b.Lit(`"`), b.Counted(min, max, c.char), b.Lit(`"`)), nil
 		})
-	}
-	if alone {
-		if err := countsAlone(min, max, len(parts), path); err != nil {
-			return nil, nil, err
-		}
 	}
 	return keys, parts, nil
 }
