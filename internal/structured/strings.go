@@ -123,22 +123,13 @@ func (c *compiler) sharedString(key string, build func() (grammar.Frag, error)) 
 // cannot count exactly, it is the product of all parts, as before.
 func (c *compiler) lengthString(parts []func() (grammar.Frag, error), min, max int, path string) (grammar.Frag, error) {
 	others := parts[:len(parts)-1]
-	body, f, boundary, err := c.countedBody(func() (grammar.Frag, error) {
+	body := func() (grammar.Frag, error) {
 		if len(others) == 1 {
 			return others[0]()
 		}
 		return c.intersect(others)
-	})
-	if err != nil {
-		return grammar.Frag{}, err
 	}
-	if f, ok := c.b.LengthRegion(min, max, body, f, boundary); ok {
-		return f, nil
-	}
-	if err := countsAlone(min, max, len(parts), path); err != nil {
-		return grammar.Frag{}, err
-	}
-	return c.intersect(parts)
+	return c.regionOr(body, func() (grammar.Frag, error) { return c.intersect(parts) }, min, max, path)
 }
 
 // lengthProduct is lengthString for strings that match every part of
@@ -147,23 +138,33 @@ func (c *compiler) lengthString(parts []func() (grammar.Frag, error), min, max i
 // region, or, where the region cannot count exactly, multiplied by the
 // length's automaton (a bound up to MaxRepeat).
 func (c *compiler) lengthProduct(accept, reject []func() (grammar.Frag, error), length func() (grammar.Frag, error), min, max int, path string) (grammar.Frag, error) {
-	body, f, boundary, err := c.countedBody(func() (grammar.Frag, error) { return c.product(accept, reject) })
+	return c.regionOr(func() (grammar.Frag, error) { return c.product(accept, reject) },
+		func() (grammar.Frag, error) { return c.product(append(slices.Clip(accept), length), reject) }, min, max, path)
+}
+
+// regionOr is body's automaton with its characters counted in a length
+// region of min to max, or, where the region cannot count exactly, whole
+// (body multiplied by the length's automaton); a bound past MaxRepeat is
+// refused there, as the product would unroll it.
+func (c *compiler) regionOr(body, whole func() (grammar.Frag, error), min, max int, path string) (grammar.Frag, error) {
+	g, f, boundary, err := c.countedBody(body)
 	if err != nil {
 		return grammar.Frag{}, err
 	}
-	if f, ok := c.b.LengthRegion(min, max, body, f, boundary); ok {
+	if f, ok := c.b.LengthRegion(min, max, g, f, boundary); ok {
 		return f, nil
 	}
+	// The length is one of at least two parts: the body's and its own.
 	if err := countsAlone(min, max, 2, path); err != nil {
 		return grammar.Frag{}, err
 	}
-	return c.product(append(slices.Clip(accept), length), reject)
+	return whole()
 }
 
-// countedBody builds, alone, the automaton of parts (their product
-// where there are more than one) paired with a JSON string's characters
-// (trackChars), and marks its nodes between two characters (boundary):
-// there each byte but the closing quote begins a character.
+// countedBody builds, alone, the automaton build makes, paired with a
+// JSON string's characters (trackChars), and marks its nodes between two
+// characters (boundary): there each byte but the closing quote begins a
+// character.
 func (c *compiler) countedBody(build func() (grammar.Frag, error)) (*grammar.Grammar, grammar.Frag, []bool, error) {
 	main := c.b
 	defer func() { c.b = main }()
