@@ -143,11 +143,7 @@ func (c *compiler) regexp(pattern string) *regexp.Regexp {
 	}
 	// As pattern reads it; one it refuses is nil.
 	var re *regexp.Regexp
-	q, err := ecmaPattern(pattern)
-	if err == nil {
-		q, err = propertyClasses(q)
-	}
-	if err == nil {
+	if q, err := goSyntax(pattern); err == nil {
 		re, _ = regexp.Compile(q)
 	}
 	if c.regexps == nil {

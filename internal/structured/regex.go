@@ -157,15 +157,22 @@ func ecmaEscape(out *strings.Builder, p string, i int, inClass bool) (int, error
 // matches the regular expression p. Like JSON Schema's, the pattern is not
 // anchored unless it says so with ^ and $.
 func (c *compiler) pattern(p string) (grammar.Frag, error) {
-	q, err := ecmaPattern(p)
-	if err != nil {
-		return grammar.Frag{}, err
-	}
-	q, err = propertyClasses(q)
+	q, err := goSyntax(p)
 	if err != nil {
 		return grammar.Frag{}, err
 	}
 	return c.goPattern(q)
+}
+
+// goSyntax is ECMAScript pattern p in Go's syntax, its escapes
+// (ecmaPattern) and property classes (propertyClasses) rewritten: how
+// both the grammar and the name checks read a pattern.
+func goSyntax(p string) (string, error) {
+	q, err := ecmaPattern(p)
+	if err != nil {
+		return "", err
+	}
+	return propertyClasses(q)
 }
 
 // categories are ECMAScript's names of Unicode general categories, long
