@@ -329,11 +329,17 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 type trieNode struct {
 	id       int32
 	children []trieChild // few: a slice, not a map per node
-	kids     [4]uint64   // children's bytes, for leaveOn's runs
+	kids     byteSet     // children's bytes, for leaveOn's runs
 	terminal bool
 	escape   bool // inside an escape sequence
 	cont     int  // continuation bytes due in the current UTF-8 character
 }
+
+// byteSet is a set of bytes, a bit each.
+type byteSet [4]uint64
+
+func (s *byteSet) add(c byte)     { s[c>>6] |= 1 << (c & 63) }
+func (s byteSet) has(c byte) bool { return s[c>>6]&(1<<(c&63)) != 0 }
 
 type trieChild struct {
 	b byte
@@ -342,7 +348,7 @@ type trieChild struct {
 
 // child is n's child on byte c, or nil.
 func (n *trieNode) child(c byte) *trieNode {
-	if n.kids[c>>6]&(1<<(c&63)) == 0 {
+	if !n.kids.has(c) {
 		return nil
 	}
 	for _, ch := range n.children {
@@ -389,7 +395,7 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 				next = newNode()
 				next.escape, next.cont = escLeft > 0, cont
 				n.children = append(n.children, trieChild{ch, next})
-				n.kids[ch>>6] |= 1 << (ch & 63)
+				n.kids.add(ch)
 			}
 			n = next
 		}
@@ -412,12 +418,12 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 	// leaveOn adds leave edges for the bytes from lo to hi that continue no
 	// name and are not in skip, in runs: a bit test per byte, as it runs
 	// for every byte a key may have at every node of the trie.
-	leaveOn := func(n *trieNode, lo, hi, conts int, skip [4]uint64) {
+	leaveOn := func(n *trieNode, lo, hi, conts int, skip byteSet) {
 		blocked := n.kids
 		for i := range blocked {
 			blocked[i] |= skip[i]
 		}
-		free := func(x int) bool { return blocked[x>>6]&(1<<(x&63)) == 0 }
+		free := func(x int) bool { return !blocked.has(byte(x)) }
 		for x := lo; x <= hi; x++ {
 			if !free(x) {
 				continue
@@ -430,9 +436,9 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 			x = y
 		}
 	}
-	var none, quotes [4]uint64
-	quotes['"'>>6] |= 1 << ('"' & 63)
-	quotes['\\'>>6] |= 1 << ('\\' & 63)
+	var none, quotes byteSet
+	quotes.add('"')
+	quotes.add('\\')
 	var walk func(n *trieNode)
 	walk = func(n *trieNode) {
 		switch {
