@@ -92,13 +92,9 @@ func impliesKeyword(m, n *value, k string, y *value) bool {
 		return x != nil && typesWithin(typeSet(m), typeSet(n))
 	case "enum", "const":
 		lm, ln := literals(m), literals(n)
-		return lm != nil && ln != nil && !slices.ContainsFunc(lm, func(v *value) bool {
-			return !slices.ContainsFunc(ln, func(w *value) bool { return sameJSON(v, w) })
-		})
+		return lm != nil && ln != nil && within(lm, ln)
 	case "required":
-		return x != nil && x.kind == 'a' && y.kind == 'a' && !slices.ContainsFunc(y.arr, func(name *value) bool {
-			return !slices.ContainsFunc(x.arr, func(v *value) bool { return sameJSON(v, name) })
-		})
+		return x != nil && x.kind == 'a' && y.kind == 'a' && within(y.arr, x.arr)
 	case "properties":
 		return x != nil && x.kind == 'o' && y.kind == 'o' && !slices.ContainsFunc(y.obj, func(p member) bool {
 			mp := x.get(p.key)
@@ -155,6 +151,13 @@ func sameGroup(m, n *value, g []string) bool {
 		}
 	}
 	return true
+}
+
+// within tells every value of a is one of b's, as JSON.
+func within(a, b []*value) bool {
+	return !slices.ContainsFunc(a, func(v *value) bool {
+		return !slices.ContainsFunc(b, func(w *value) bool { return sameJSON(v, w) })
+	})
 }
 
 // typesWithin tells every type of a is one of b's (an integer is a
