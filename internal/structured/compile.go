@@ -98,8 +98,8 @@ type compiler struct {
 	// is wsIn, the grammar's own (not a scratch automaton's).
 	wsRule int32
 	wsIn   *grammar.Builder
-	// formatPats are the formats' patterns written so far.
-	formatPats map[string]formatPat
+	// formatPats are the formats' patterns written so far, by mode.
+	formatPats map[formatKey]formatPat
 }
 
 // Options change how a schema is compiled.

@@ -66,18 +66,27 @@ const (
 )
 
 // formatPattern is formatPattern, with a strict schema's hostname and
-// regex, written once per compile: a large schema asks for the same
-// formats hundreds of times, and writing a pattern builds long strings.
+// regex, written once per compile and mode: a large schema asks for the
+// same formats hundreds of times, and writing a pattern builds long
+// strings. The mode is in the key because one compile of tools holds
+// strict and other tools alike.
 func (c *compiler) formatPattern(format string) (string, bool) {
-	if p, ok := c.formatPats[format]; ok {
+	key := formatKey{format, c.strict}
+	if p, ok := c.formatPats[key]; ok {
 		return p.pattern, p.known
 	}
 	p, known := c.writeFormatPattern(format)
 	if c.formatPats == nil {
-		c.formatPats = map[string]formatPat{}
+		c.formatPats = map[formatKey]formatPat{}
 	}
-	c.formatPats[format] = formatPat{p, known}
+	c.formatPats[key] = formatPat{p, known}
 	return p, known
+}
+
+// formatKey names a format's pattern in a mode.
+type formatKey struct {
+	format string
+	strict bool
 }
 
 // formatPat is a format's pattern, and whether genq knows the format.

@@ -528,3 +528,31 @@ func TestHarmonyDialect(t *testing.T) {
 		t.Errorf("the grammar of parallel calls: one %v, two %v; want one only", matches(g, one), !matches(g, one))
 	}
 }
+
+// TestStrictToolFormatsAfterAnnotatingOnes: a strict tool holds hostname
+// and regex to its patterns, and a tool that takes them as annotations (a
+// 2020-12 schema that is not strict) does not, in either order on one
+// compile: a format's pattern is written once per compile and mode.
+func TestStrictToolFormatsAfterAnnotatingOnes(t *testing.T) {
+	yes, no := true, false
+	for _, format := range []string{"hostname", "regex"} {
+		body := `"type":"object","properties":{"h":{"type":"string","format":"` + format + `"}},"required":["h"],"additionalProperties":false}`
+		loose := tool("loose", `{"$schema":"https://json-schema.org/draft/2020-12/schema",`+body)
+		loose.Function.Strict = &no
+		strict := tool("strict", `{`+body)
+		strict.Function.Strict = &yes
+		bad := map[string]string{"hostname": `-not a host-`, "regex": `(`}[format]
+		for _, tools := range [][]genq.Tool{{loose, strict}, {strict, loose}} {
+			g, err := CompileToolCalls(tools, false)
+			if err != nil {
+				t.Fatalf("%s: %v", format, err)
+			}
+			if matches(g, toolcall.FormatToolCall("strict", `{"h":"`+bad+`"}`)) {
+				t.Errorf("%s, %s first: the strict tool took %q", format, tools[0].Function.Name, bad)
+			}
+			if !matches(g, toolcall.FormatToolCall("loose", `{"h":"`+bad+`"}`)) {
+				t.Errorf("%s, %s first: the annotating tool refused %q", format, tools[0].Function.Name, bad)
+			}
+		}
+	}
+}
