@@ -19,9 +19,17 @@ import (
 // more only the first time, or when its weight changed.
 type tenantConsumers struct {
 	mu      sync.Mutex
-	weights map[string]float64 // by consumer name
+	weights map[string]madeConsumer // by consumer name
 	// putting holds, for a consumer being put, a channel closed once done.
 	putting map[string]chan struct{}
+}
+
+// madeConsumer is a tenant's consumer this producer made: its class, so
+// that a look at one class's stream forgets only that class's, and the
+// weight it wrote.
+type madeConsumer struct {
+	class  Class
+	weight float64
 }
 
 // shareMsg makes msg, a job of class c, one of share's tenant: it goes to
@@ -56,7 +64,7 @@ func (c *Conn) ensureTenantConsumer(ctx context.Context, class Class, v genq.Var
 	weight := weightOr1(share.Weight)
 	for {
 		c.tenants.mu.Lock()
-		if w, ok := c.tenants.weights[name]; ok && w == weight {
+		if m, ok := c.tenants.weights[name]; ok && m.weight == weight {
 			c.tenants.mu.Unlock()
 			return nil
 		}
@@ -70,7 +78,7 @@ func (c *Conn) ensureTenantConsumer(ctx context.Context, class Class, v genq.Var
 			}
 		}
 		if c.tenants.weights == nil {
-			c.tenants.weights, c.tenants.putting = map[string]float64{}, map[string]chan struct{}{}
+			c.tenants.weights, c.tenants.putting = map[string]madeConsumer{}, map[string]chan struct{}{}
 		}
 		putting := make(chan struct{})
 		c.tenants.putting[name] = putting
@@ -81,7 +89,7 @@ func (c *Conn) ensureTenantConsumer(ctx context.Context, class Class, v genq.Var
 		delete(c.tenants.putting, name)
 		close(putting)
 		if err == nil {
-			c.tenants.weights[name] = weight
+			c.tenants.weights[name] = madeConsumer{class: class, weight: weight}
 		}
 		c.tenants.mu.Unlock()
 		return err
@@ -163,7 +171,7 @@ func (c *Conn) keepTenantConsumers(ctx context.Context, class Class) error {
 	if err := lister.Err(); err != nil {
 		return fmt.Errorf("list consumers of %s: %w", class.Stream(), err)
 	}
-	c.forgetTenantConsumers(names)
+	c.forgetTenantConsumers(class, names)
 	for subject, n := range info.State.Subjects {
 		if n == 0 {
 			continue
@@ -175,13 +183,14 @@ func (c *Conn) keepTenantConsumers(ctx context.Context, class Class) error {
 	return nil
 }
 
-// forgetTenantConsumers forgets the consumers this producer made that are
-// no longer among names.
-func (c *Conn) forgetTenantConsumers(names map[string]bool) {
+// forgetTenantConsumers forgets the consumers of class this producer made
+// that are no longer among names, its stream's. The other class's are on
+// another stream, not listed there.
+func (c *Conn) forgetTenantConsumers(class Class, names map[string]bool) {
 	c.tenants.mu.Lock()
 	defer c.tenants.mu.Unlock()
-	for name := range c.tenants.weights {
-		if !names[name] {
+	for name, m := range c.tenants.weights {
+		if m.class == class && !names[name] {
 			delete(c.tenants.weights, name)
 		}
 	}
