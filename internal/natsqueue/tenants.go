@@ -78,8 +78,14 @@ func (s *TenantStore) Get(ctx context.Context, key string) (tenant.Counters, uin
 		return c, 0, nil
 	}
 	gone, err := m.deleted()
-	if err != nil || gone {
+	if err != nil {
 		return c, 0, err
+	}
+	if gone {
+		// A deleted record (an operator's kv del) is zero, but its marker
+		// is the subject's last message: a swap must expect it, as one
+		// expecting none would conflict on every try.
+		return c, m.Seq, nil
 	}
 	if err := json.Unmarshal(m.Data, &c); err != nil {
 		return c, 0, fmt.Errorf("counters %s: %w", key, err)

@@ -18,7 +18,8 @@ var ErrConflict = errors.New("the counters changed since they were read")
 // JetStream KV).
 type Store interface {
 	// Get reads a record and its revision; a record not there is zero,
-	// revision 0.
+	// revision 0, and a deleted one zero at the revision of the marker
+	// its deletion left, if the store keeps one.
 	Get(ctx context.Context, key string) (Counters, uint64, error)
 	// Update writes c if the record is still at rev (0: not there yet),
 	// returning its new revision, or ErrConflict.
