@@ -278,9 +278,9 @@ func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
 	if n <= 0 || d == nil || d.Source != FromShared || d.Class != Interactive || p.fair[0].any() {
 		return nil, nil
 	}
-	batch, err := q.consumer.FetchNoWait(n)
+	batch, err := p.fetchBatch(q, n, 0)
 	if err != nil {
-		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
+		return nil, err
 	}
 	var out []*Delivery
 	for m := range batch.Messages() {
@@ -298,21 +298,9 @@ func (p *Puller) Waiting(d *Delivery, n int) ([]*Delivery, error) {
 // fetch pulls at most one message from q, waiting up to wait for it; with
 // wait 0, only a message already waiting.
 func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
-	var batch jetstream.MessageBatch
-	var err error
-	if wait == 0 && p.conn.slowLink() {
-		// The client gives a no-wait fetch a second for its answer; over
-		// a slower link the answer, a job among them, would come unheard
-		// and wait out its ack wait. A short wait covers the round trip.
-		wait = 2 * time.Duration(p.conn.roundTrip.Load())
-	}
-	if wait > 0 {
-		batch, err = q.consumer.Fetch(1, jetstream.FetchMaxWait(wait))
-	} else {
-		batch, err = q.consumer.FetchNoWait(1)
-	}
+	batch, err := p.fetchBatch(q, 1, wait)
 	if err != nil {
-		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
+		return nil, err
 	}
 	var d *Delivery
 	for m := range batch.Messages() {
@@ -324,6 +312,29 @@ func (p *Puller) fetch(q *pullQueue, wait time.Duration) (*Delivery, error) {
 		}
 	}
 	return d, nil
+}
+
+// fetchBatch asks q for at most n messages, waiting up to wait for them;
+// with wait 0, only messages already waiting. Every pull goes through it,
+// so that none misses the slow link's handling.
+func (p *Puller) fetchBatch(q *pullQueue, n int, wait time.Duration) (jetstream.MessageBatch, error) {
+	if wait == 0 && p.conn.slowLink() {
+		// The client gives a no-wait fetch a second for its answer; over
+		// a slower link the answer, jobs among it, would come unheard and
+		// wait out their ack wait. A short wait covers the round trip.
+		wait = 2 * time.Duration(p.conn.roundTrip.Load())
+	}
+	var batch jetstream.MessageBatch
+	var err error
+	if wait > 0 {
+		batch, err = q.consumer.Fetch(n, jetstream.FetchMaxWait(wait))
+	} else {
+		batch, err = q.consumer.FetchNoWait(n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pull %s jobs: %w", q.class, err)
+	}
+	return batch, nil
 }
 
 // slowLinkRoundTrip is the round trip past which a no-wait fetch's answer

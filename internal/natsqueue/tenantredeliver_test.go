@@ -106,6 +106,52 @@ func TestTenantJobsOverSlowLink(t *testing.T) {
 	}
 }
 
+// TestWaitingOverSlowLink: the jobs waiting behind one, taken together for
+// a gathering backend, are heard over a link of 500 ms each way, where a
+// no-wait fetch's answer comes after the client stopped listening and its
+// jobs would wait out their ack wait.
+func TestWaitingOverSlowLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about 40 s of round trips")
+	}
+	s := newTestServer(t)
+	api := s.dial()
+	const jobs = 3
+	for range jobs {
+		if _, err := api.Publish(t.Context(), testJob()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := newSlowProxy(t, s.ns.Addr().String(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	st := DefaultSettings()
+	st.AckWait = 30 * time.Second
+	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	p, err := w.NewPuller(ctx, genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.Next(20 * time.Second)
+	if err != nil || d == nil || d.Source != FromShared {
+		t.Fatalf("pull over the slow link: %v, %v; want a job of the shared consumer", d, err)
+	}
+	if !w.slowLink() {
+		t.Fatalf("round trip %s not measured as slow", time.Duration(w.roundTrip.Load()))
+	}
+	more, err := p.Waiting(d, jobs-1)
+	if err != nil || len(more) != jobs-1 {
+		t.Fatalf("jobs taken behind one over the slow link: %d, %v; want %d", len(more), err, jobs-1)
+	}
+	for _, m := range append(more, d) {
+		ack(t, m)
+	}
+}
+
 // newSlowProxy forwards TCP to upstream, holding every chunk delay in each
 // direction, and returns its address.
 func newSlowProxy(t *testing.T, upstream string, delay time.Duration) string {
