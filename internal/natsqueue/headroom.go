@@ -113,6 +113,13 @@ func (h *headroom) settled(c Class, tenant string) {
 	h.seen[c][tenant] = h.now()
 }
 
+// holding is how many slots the jobs of every class and tenant hold.
+func (h *headroom) holding() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return sum(h.held[Interactive]) + sum(h.held[Batch])
+}
+
 // refuses reports whether a free slot would not take a job of tenant in
 // class c now.
 func (h *headroom) refuses(c Class, tenant string, waiting map[string]bool) bool {

@@ -167,6 +167,11 @@ func (p *Puller) Settled(d *Delivery) {
 	}
 }
 
+// Held is how many slots the puller counts as held by its deliveries:
+// pulled, not yet Settled. A worker that has settled every job holds none;
+// one that leaks a count keeps the headroom from a slot it does not use.
+func (p *Puller) Held() int { return p.room.holding() }
+
 func (p *Puller) next(wait time.Duration, batchToo bool) (*Delivery, error) {
 	d, err := p.look(wait, batchToo)
 	if d != nil && d.room == nil {

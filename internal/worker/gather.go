@@ -130,14 +130,7 @@ func (r *Runtime) gatherMore(ctx, jobsCtx context.Context, puller *natsqueue.Pul
 		if !g.hand(ctx, h) {
 			// Draining: the claimed slots are leaving; these jobs go back
 			// for another worker.
-			h.done()
-			for _, left := range more[i:] {
-				if err := left.Release(); err != nil {
-					r.log.Warn("could not hand a job back", "job_id", left.Job.ID, "err", err)
-				}
-				_, arrive := genq.WithGathering(jobsCtx, gathering)
-				arrive()
-			}
+			r.handBack(jobsCtx, gathering, puller, h, more[i+1:])
 			break
 		}
 	}
@@ -145,14 +138,34 @@ func (r *Runtime) gatherMore(ctx, jobsCtx context.Context, puller *natsqueue.Pul
 	return genq.WithGathering(jobsCtx, gathering)
 }
 
+// handBack releases h's job, which no slot took, and the jobs behind it,
+// none handed yet. Waiting counted each in the puller's headroom, and the
+// gathering waits for each: every one is settled and arrives once.
+func (r *Runtime) handBack(jobsCtx context.Context, gathering *genq.Gathering, puller *natsqueue.Puller, h handed, rest []*natsqueue.Delivery) {
+	r.release(h.d)
+	h.done()
+	h.arrive()
+	for _, m := range rest {
+		r.release(m)
+		puller.Settled(m)
+		_, arrive := genq.WithGathering(jobsCtx, gathering)
+		arrive()
+	}
+}
+
+// release hands d back for another worker.
+func (r *Runtime) release(d *natsqueue.Delivery) {
+	if err := d.Release(); err != nil {
+		r.log.Warn("could not hand a job back", "job_id", d.Job.ID, "err", err)
+	}
+}
+
 // runHanded runs a job another slot pulled for this one.
 func (r *Runtime) runHanded(ctx, jobsCtx context.Context, h *handed) {
 	defer h.done()
 	defer h.arrive()
 	if ctx.Err() != nil {
-		if err := h.d.Release(); err != nil {
-			r.log.Warn("could not hand a job back", "job_id", h.d.Job.ID, "err", err)
-		}
+		r.release(h.d)
 		return
 	}
 	r.handle(h.ctx, h.d)
