@@ -327,7 +327,7 @@ func (s *Server) settle(ctx context.Context, c *caller, route string) {
 	if ticket == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	took := tenant.Cost{Tokens: u.PromptTokens + u.CompletionTokens, Images: u.Images}
 	if err := s.limiter.Settle(ctx, *ticket, took, u); err != nil {

@@ -176,3 +176,28 @@ func TestMeterQueuedOutlivesItsCaller(t *testing.T) {
 		t.Fatalf("counted %+v, want 1 request of 7 tokens", got)
 	}
 }
+
+// TestSettleOutlivesItsCaller: a request's settlement lands though the
+// request's context has ended (a client gone, an api shutting down after
+// answering 503s): its usage is counted and its lease leaves the tenant's
+// requests in flight.
+func TestSettleOutlivesItsCaller(t *testing.T) {
+	limiter := tenant.NewLimiter(ctxStore{tenant.NewMemStore()}, "api-1")
+	s := &Server{log: slog.New(slog.DiscardHandler), limiter: limiter, metrics: newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })}
+	team := tenant.Tenant{Name: "team"}
+	tk, err := limiter.Admit(t.Context(), team, tenant.Cost{Tokens: 10}, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &caller{tenant: team, admitted: true, ticket: &tk, took: tenant.Usage{Model: "tiny", PromptTokens: 3, CompletionTokens: 4}}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.settle(ctx, c, "/v1/chat/completions")
+	got, err := limiter.Today(t.Context(), "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Tokens != 7 || len(got.InFlight) != 0 || len(got.Usage) != 1 || got.Usage[0].Requests != 1 {
+		t.Fatalf("counted %+v, want 1 request of 7 tokens and none in flight", got)
+	}
+}
