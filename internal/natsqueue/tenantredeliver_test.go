@@ -76,22 +76,7 @@ func TestTenantJobsOverSlowLink(t *testing.T) {
 	for _, tenant := range tenants {
 		publishAs(t, api, Interactive, genq.Share{Tenant: tenant}, 1, 10, 10)
 	}
-	start0 := time.Now()
-	proxy := newSlowProxy(t, s.ns.Addr().String(), 500*time.Millisecond)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	st := DefaultSettings()
-	st.AckWait = 30 * time.Second
-	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
-	t.Logf("dialled in %s", time.Since(start0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Close)
-	p, err := w.NewPuller(ctx, genq.VariantB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := slowLinkPuller(t, s)
 	served := map[string]bool{}
 	for range tenants {
 		d, err := p.Next(20 * time.Second)
@@ -122,20 +107,7 @@ func TestWaitingOverSlowLink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxy := newSlowProxy(t, s.ns.Addr().String(), 500*time.Millisecond)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	st := DefaultSettings()
-	st.AckWait = 30 * time.Second
-	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Close)
-	p, err := w.NewPuller(ctx, genq.VariantB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, p := slowLinkPuller(t, s)
 	d, err := p.Next(20 * time.Second)
 	if err != nil || d == nil || d.Source != FromShared {
 		t.Fatalf("pull over the slow link: %v, %v; want a job of the shared consumer", d, err)
@@ -211,4 +183,28 @@ func delayCopy(dst, src net.Conn, delay time.Duration) {
 		}
 	}
 	dst.Close()
+}
+
+// slowLinkPuller is a variant B worker's connection to s, through a proxy
+// that delays each way by 500 ms, and its puller, with an ack wait of 30 s
+// so that no job comes back while the link is slow.
+func slowLinkPuller(t *testing.T, s *testServer) (*Conn, *Puller) {
+	t.Helper()
+	proxy := newSlowProxy(t, s.ns.Addr().String(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	st := DefaultSettings()
+	st.AckWait = 30 * time.Second
+	start := time.Now()
+	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
+	t.Logf("dialled in %s", time.Since(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	p, err := w.NewPuller(ctx, genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, p
 }
