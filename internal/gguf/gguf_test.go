@@ -334,3 +334,61 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestWriteFile: a written file holds what Write writes, readable by
+// others, and nothing else is left in its folder; a write that fails
+// leaves the file that was there before, and no part of its own.
+func TestWriteFile(t *testing.T) {
+	tensors := []Tensor{{Name: "w", Type: TensorF32, Shape: []uint64{2}, Data: raw(make([]byte, 8))}}
+	good := []KV{{"general.architecture", "x"}}
+	for _, tc := range []struct {
+		name    string
+		meta    []KV
+		wantErr string
+	}{
+		{name: "written", meta: good},
+		{name: "refused", meta: []KV{{"k", uint32(1)}, {"k", uint32(2)}}, wantErr: "appears twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "models")
+			path := filepath.Join(dir, "m.gguf")
+			before := []byte("the model that was there")
+			if tc.wantErr != "" {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, before, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := WriteFile(path, tc.meta, tensors)
+			got, rerr := os.ReadFile(path)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("error %v, want one naming %s with %q", err, path, tc.wantErr)
+				}
+				if !bytes.Equal(got, before) {
+					t.Fatalf("the file holds %q after a failed write, want what was there", got)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := write(t, tc.meta, tensors); !bytes.Equal(got, want) {
+					t.Fatalf("the file holds %d bytes that differ from Write's %d", len(got), len(want))
+				}
+				fi, err := os.Stat(path)
+				if err != nil || fi.Mode().Perm() != 0o644 {
+					t.Fatalf("the file's mode is %v (%v), want 0644", fi.Mode(), err)
+				}
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("the folder holds %v (%v), want only m.gguf", entries, err)
+			}
+		})
+	}
+}

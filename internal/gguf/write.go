@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"sync"
@@ -267,4 +269,35 @@ func appendUint(b []byte, u uint64, size int) []byte {
 		b = append(b, byte(u>>(8*i)))
 	}
 	return b
+}
+
+// WriteFile writes a GGUF file to path through a temporary file in the
+// same folder, renamed last, so that a reader never sees half a model and
+// a failed write leaves nothing behind.
+func WriteFile(path string, meta []KV, tensors []Tensor) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".part-*.gguf")
+	if err != nil {
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	// CreateTemp makes the file 0600; a model is read by other users.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	if err := Write(tmp, meta, tensors); err != nil {
+		tmp.Close()
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("gguf %s: %w", path, err)
+	}
+	return nil
 }
