@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -189,26 +188,7 @@ func WriteGGUF(path, arch string, meta Metadata, specs []Spec, w Source, dtype D
 		}
 		ts = append(ts, gguf.Tensor{Name: s.Name, Type: kind, Shape: GGMLShape(s.Shape), Data: encoded{w, s.Name, kind}})
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".part-*.gguf")
-	if err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("gguf: %w", err)
-	}
-	if err := gguf.Write(tmp, kv, ts); err != nil {
-		tmp.Close()
-		return fmt.Errorf("gguf %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("gguf %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return gguf.WriteFile(path, kv, ts)
 }
 
 // GGMLShape is a PyTorch shape in ggml's order, innermost first: the bytes

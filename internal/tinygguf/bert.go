@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/genq/genq/internal/gguf"
@@ -99,7 +97,7 @@ func WriteBERT(path, size string, weights Weights, seed int64) error {
 	v := bertVocab()
 	meta := bertMeta(s, v, fmt.Sprintf("genq-bert-%s-%s", cmp.Or(size, "tiny"), weights), fileType)
 	ts := bertTensors(s, len(v.tokens), weights, seed)
-	return writeFile(path, meta, ts)
+	return writeModel(path, meta, ts)
 }
 
 // bertMeta is the metadata llama.cpp's converter writes for a BERT model.
@@ -183,32 +181,4 @@ func bertTensors(s shape, vocabSize int, weights Weights, seed int64) []gguf.Ten
 		vector(p+"layer_output_norm.bias", s.hidden, false)
 	}
 	return ts
-}
-
-// writeFile writes a GGUF to path through a temporary file renamed last,
-// so a reader never sees half a model.
-func writeFile(path string, meta []gguf.KV, ts []gguf.Tensor) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tiny-*.gguf")
-	if err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write model: %w", err)
-	}
-	if err := gguf.Write(tmp, meta, ts); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write model %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write model %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	return nil
 }

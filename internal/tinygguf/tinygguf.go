@@ -458,7 +458,15 @@ func Write(path string, opts Options) error {
 		return cmp.Or(cmp.Compare(block(a.Name), block(b.Name)), strings.Compare(a.Name, b.Name))
 	})
 
-	return writeFile(path, meta, ts)
+	return writeModel(path, meta, ts)
+}
+
+// writeModel writes a model whole or not at all.
+func writeModel(path string, meta []gguf.KV, ts []gguf.Tensor) error {
+	if err := gguf.WriteFile(path, meta, ts); err != nil {
+		return fmt.Errorf("write model: %w", err)
+	}
+	return nil
 }
 
 // block is the block a tensor belongs to; the model-wide ones sort last.
