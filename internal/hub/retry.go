@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/genq/genq/internal/pause"
 )
 
 // RetryPolicy says how often and how patiently a failed request is retried.
@@ -78,7 +80,7 @@ func (p RetryPolicy) doNotify(ctx context.Context, try func(context.Context) err
 		if notify != nil {
 			notify(attempt+1, d, err)
 		}
-		if waitErr := sleep(ctx, d); waitErr != nil {
+		if waitErr := pause.For(ctx, d); waitErr != nil {
 			return errors.Join(err, waitErr)
 		}
 	}
@@ -100,15 +102,4 @@ func (p RetryPolicy) delay(attempt int) time.Duration {
 		d = p.MaxDelay
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/genq/genq/internal/pause"
 )
 
 // A KV bucket's stream allows direct gets, which any replica answers once
@@ -55,7 +57,7 @@ func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*st
 	var lastErr error
 	for try := range leaderReadTries {
 		if try > 0 {
-			if err := pause(ctx, leaderReadPause); err != nil {
+			if err := pause.For(ctx, leaderReadPause); err != nil {
 				return nil, errors.Join(lastErr, err)
 			}
 		}
@@ -117,16 +119,4 @@ func (m *storedMsg) deleted() (bool, error) {
 	}
 	op := h.Get(kvOperationHdr)
 	return op == "DEL" || op == "PURGE", nil
-}
-
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/genq/genq/internal/pause"
 	"github.com/genq/genq/internal/tenant"
 )
 
@@ -59,7 +60,7 @@ func (s *TenantStore) send(ctx context.Context, m *swapMsg) (uint64, error) {
 			return 0, err
 		}
 		m.lost = true
-		if perr := pause(ctx, leaderReadPause); perr != nil {
+		if perr := pause.For(ctx, leaderReadPause); perr != nil {
 			return 0, fmt.Errorf("swap %s at revision %d, its outcome unknown: %w", m.subject, m.rev, errors.Join(err, perr))
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/genq/genq/internal/pause"
 )
 
 // ErrConflict is a Store's answer to an update whose revision is no longer
@@ -214,12 +216,5 @@ func backOff(ctx context.Context, attempt int) error {
 		return nil
 	}
 	bound := min(100*time.Microsecond<<min(attempt, 10), 20*time.Millisecond)
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(bound))) + 1)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pause.For(ctx, time.Duration(rand.Int64N(int64(bound)))+1)
 }
