@@ -23,12 +23,20 @@ import (
 // negate is the alternatives of the instances that fail every one of brs.
 // They evaluate nothing: not leaves no annotations.
 func (c *compiler) negate(brs []branch, path string) ([]branch, error) {
+	return c.negateEach(brs, path, func(vs []*value) []*value { return vs })
+}
+
+// negateEach is the allOf, over brs, of the alternatives keep leaves of
+// each one's violations: all of them for an exact negation, fewer for
+// fewerViolations.
+func (c *compiler) negateEach(brs []branch, path string, keep func([]*value) []*value) ([]branch, error) {
 	out := anything()
 	for _, br := range brs {
 		vs, err := c.violations(br.s, path)
 		if err != nil {
 			return nil, err
 		}
+		vs = keep(vs)
 		alts := make([]branch, 0, len(vs))
 		for _, v := range vs {
 			alts = append(alts, branch{s: v})
@@ -537,34 +545,27 @@ func trueValue() *value { return &value{kind: 'b', b: true} }
 // keyword of q (GitHub's owner, a user or an enterprise whose properties
 // hold uri formats: docs/text.md).
 func (c *compiler) fewerViolations(p, q []branch, path string) ([]branch, error) {
-	out := anything()
-	for _, br := range q {
-		vs, err := c.violations(br.s, path)
-		if err != nil {
-			return nil, err
-		}
-		var kept []*value
-		named := false
-		for _, v := range vs {
-			switch name, ok := absentName(v); {
-			case len(v.obj) == 1 && v.obj[0].key == "type":
-				kept = append(kept, v)
-			case ok && !named && !requiredByAll(p, name):
-				kept, named = append(kept, v), true
-			}
-		}
-		if !named {
-			kept = vs
-		}
-		alts := make([]branch, 0, len(kept))
-		for _, v := range kept {
-			alts = append(alts, branch{s: v})
-		}
-		if out, err = c.and(out, alts, path); err != nil {
-			return nil, err
+	return c.negateEach(q, path, func(vs []*value) []*value { return typeAndOneName(p, vs) })
+}
+
+// typeAndOneName keeps of vs those of their type and the first of a name
+// required that p does not require in every branch; all of vs where no
+// such name is.
+func typeAndOneName(p []branch, vs []*value) []*value {
+	var kept []*value
+	named := false
+	for _, v := range vs {
+		switch name, ok := absentName(v); {
+		case len(v.obj) == 1 && v.obj[0].key == "type":
+			kept = append(kept, v)
+		case ok && !named && !requiredByAll(p, name):
+			kept, named = append(kept, v), true
 		}
 	}
-	return out, nil
+	if !named {
+		return vs
+	}
+	return kept
 }
 
 // absentName is the name of a required property violations says is
