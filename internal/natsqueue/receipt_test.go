@@ -103,20 +103,3 @@ func TestReceiptSparesTheStore(t *testing.T) {
 		})
 	}
 }
-
-// pullJob pulls deliveries until job id's comes.
-func pullJob(t *testing.T, p *Puller, id string) *Delivery {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		d, err := p.Next(200 * time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d != nil && d.Job.ID == id {
-			return d
-		}
-	}
-	t.Fatalf("job %s never came", id)
-	return nil
-}
