@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/genq/genq/internal/genq"
 )
 
 // TestCallerGone: a worker that replied and died before its ack leaves a
@@ -13,31 +11,7 @@ import (
 // that has its answer says it no longer waits; one still waiting, that it
 // does; a job with no caller, or a caller gone with its process, runs.
 func TestCallerGone(t *testing.T) {
-	s := newTestServer(t)
-	c := s.dial()
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.NewPuller(t.Context(), genq.VariantB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pull := func(id string) *Delivery {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			d, err := p.Next(200 * time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d != nil && d.Job.ID == id {
-				return d
-			}
-		}
-		t.Fatalf("job %s never came", id)
-		return nil
-	}
+	c, cl, p := newTestServer(t).clientAndPuller()
 
 	// Answered: the reply reaches the caller, the ack never leaves.
 	answered := testJob()
@@ -46,7 +20,7 @@ func TestCallerGone(t *testing.T) {
 		_, err := cl.Run(t.Context(), answered)
 		got <- err
 	}()
-	d := pull(answered.ID)
+	d := pullJob(t, p, answered.ID)
 	if d.CallerGone(t.Context()) {
 		t.Fatal("a caller waiting for its answer said it no longer waits")
 	}
@@ -62,7 +36,7 @@ func TestCallerGone(t *testing.T) {
 
 	// A job with no caller (stored, asynchronous) and one whose caller's
 	// process is gone: nobody says no, so the job runs.
-	stored := pullStored(t, c, pull)
+	stored := pullStored(t, c, p)
 	if stored.CallerGone(t.Context()) {
 		t.Fatal("a job with no caller was judged answered")
 	}
@@ -81,12 +55,12 @@ func replyHeader(d *Delivery) map[string][]string {
 }
 
 // pullStored queues a stored job, which has no caller, and pulls it.
-func pullStored(t *testing.T, c *Conn, pull func(string) *Delivery) *Delivery {
+func pullStored(t *testing.T, c *Conn, p *Puller) *Delivery {
 	t.Helper()
 	job := testJob()
 	job.Store = true
 	if _, err := c.Publish(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	return pull(job.ID)
+	return pullJob(t, p, job.ID)
 }

@@ -17,15 +17,7 @@ import (
 // stored. Each caller that waits gets its answer either way.
 func TestReceiptSparesTheStore(t *testing.T) {
 	s := newTestServer(t)
-	c := s.dial()
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.NewPuller(t.Context(), genq.VariantB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl, p := s.clientAndPuller()
 	plain, err := nats.Connect(s.ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
