@@ -1,10 +1,14 @@
 package natsqueue
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/internal/tenant"
 )
 
 // The set-ups the package's tests share.
@@ -40,4 +44,33 @@ func pullJob(t *testing.T, p *Puller, id string) *Delivery {
 	}
 	t.Fatalf("job %s never came", id)
 	return nil
+}
+
+// dialTenantStore dials url for the tenants' store; the connection
+// closes with the test.
+func dialTenantStore(ctx context.Context, t *testing.T, url string, st Settings) *TenantStore {
+	t.Helper()
+	c, err := Dial(ctx, ConnectOptions{URL: url}, st, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	store, err := c.TenantStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// firstSwap creates tenant a's counters of a day with message id "first",
+// the write the resend tests send again; it is the record's subject and
+// the write's acknowledgement.
+func firstSwap(ctx context.Context, t *testing.T, store *TenantStore) (string, *jetstream.PubAck) {
+	t.Helper()
+	subject := "$KV." + TenantsBucket + "." + tenant.CounterKey("a", "2026-11-29")
+	first, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":1}`), 0, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subject, first
 }

@@ -101,15 +101,7 @@ func TestTenantCountersSurviveLeaderLoss(t *testing.T) {
 	urls := []string{lead.ClientURL() + "," + others[0].ClientURL(), others[1].ClientURL()}
 	var limiters []*tenant.Limiter
 	for i, url := range urls {
-		c, err := Dial(ctx, ConnectOptions{URL: url}, st, testLog(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		store, err := c.TenantStore(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		store := dialTenantStore(ctx, t, url, st)
 		checked := checkedStore{Store: store, mu: &mu, acked: &acked, stale: &stale}
 		limiters = append(limiters, tenant.NewLimiter(checked, fmt.Sprintf("api-%d", i)))
 	}
@@ -209,20 +201,8 @@ func TestTenantSwapResentInCluster(t *testing.T) {
 	defer cancel()
 	st := DefaultSettings()
 	st.Replicas = 3
-	c, err := Dial(ctx, ConnectOptions{URL: urls}, st, testLog(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	store, err := c.TenantStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subject := "$KV." + TenantsBucket + "." + tenant.CounterKey("a", "2026-11-29")
-	first, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":1}`), 0, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := dialTenantStore(ctx, t, urls, st)
+	subject, first := firstSwap(ctx, t, store)
 	if _, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":2}`), first.Sequence, "another api's"); err != nil {
 		t.Fatal(err)
 	}

@@ -97,11 +97,7 @@ func TestTenantSwapResent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := "$KV." + TenantsBucket + "." + tenant.CounterKey("a", "2026-11-29")
-	first, err := swapOnce(ctx, store.js, subject, []byte(`{"tokens":1}`), 0, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
+	subject, first := firstSwap(ctx, t, store)
 	for _, tt := range []struct {
 		name string
 		m    swapMsg
