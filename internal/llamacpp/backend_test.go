@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
@@ -31,10 +30,7 @@ func TestBackendDevice(t *testing.T) {
 
 // A start-up whose context ended while the libraries loaded stops there.
 func TestLoadContextEnded(t *testing.T) {
-	dir := os.Getenv(LibDirEnv)
-	if dir == "" {
-		t.Skip("LLAMA_LIB_DIR names no engine build")
-	}
+	dir := engineDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := LoadContext(ctx, dir, slog.New(slog.DiscardHandler)); !errors.Is(err, context.Canceled) {

@@ -1,8 +1,6 @@
 package llamacpp
 
 import (
-	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -15,14 +13,7 @@ import (
 // load (a worker of several models budgets with it): it must count as
 // the engine does, for every family.
 func TestCatalogKVBytesAgree(t *testing.T) {
-	dir := os.Getenv("LLAMA_LIB_DIR")
-	if dir == "" {
-		t.Skip("LLAMA_LIB_DIR names no engine build")
-	}
-	lib, err := Load(dir, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := loadEngine(t)
 	for _, f := range tinygguf.Families {
 		path := filepath.Join(t.TempDir(), string(f)+".gguf")
 		opts := tinygguf.OptionsFor(genq.VariantB, "tiny", 1)

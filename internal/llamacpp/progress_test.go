@@ -1,8 +1,6 @@
 package llamacpp
 
 import (
-	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -30,14 +28,7 @@ func (p *progressLog) report(f float64) bool {
 // all, by its user-data word), and a Progress that returns false stops
 // its load with an error, the model freed.
 func TestOpenModelProgress(t *testing.T) {
-	dir := os.Getenv("LLAMA_LIB_DIR")
-	if dir == "" {
-		t.Skip("LLAMA_LIB_DIR names no engine build")
-	}
-	lib, err := Load(dir, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := loadEngine(t)
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := tinygguf.Write(path, tinygguf.OptionsFor(genq.VariantB, "tiny", 1)); err != nil {
 		t.Fatal(err)
