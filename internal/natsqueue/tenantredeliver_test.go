@@ -2,15 +2,13 @@ package natsqueue
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/test/localstack"
 )
 
 // TestTenantJobServedAgain: a tenant's job delivered and not acked is not
@@ -124,79 +122,22 @@ func TestWaitingOverSlowLink(t *testing.T) {
 	}
 }
 
-// newSlowProxy forwards TCP to upstream, holding every chunk delay in each
-// direction, and returns its address.
-func newSlowProxy(t *testing.T, upstream string, delay time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			t.Cleanup(func() { down.Close(); up.Close() })
-			go delayCopy(up, down, delay)
-			go delayCopy(down, up, delay)
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// delayCopy copies src to dst, each chunk written delay after it was read,
-// in order.
-func delayCopy(dst, src net.Conn, delay time.Duration) {
-	type chunk struct {
-		b  []byte
-		at time.Time
-	}
-	chunks := make(chan chunk, 1024)
-	go func() {
-		defer close(chunks)
-		for {
-			b := make([]byte, 32<<10)
-			n, err := src.Read(b)
-			if n > 0 {
-				chunks <- chunk{b[:n], time.Now().Add(delay)}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for c := range chunks {
-		time.Sleep(time.Until(c.at))
-		if _, err := dst.Write(c.b); err != nil && !errors.Is(err, net.ErrClosed) {
-			return
-		}
-	}
-	dst.Close()
-}
-
 // slowLinkPuller is a variant B worker's connection to s, through a proxy
 // that delays each way by 500 ms, and its puller, with an ack wait of 30 s
 // so that no job comes back while the link is slow.
 func slowLinkPuller(t *testing.T, s *testServer) (*Conn, *Puller) {
 	t.Helper()
-	proxy := newSlowProxy(t, s.ns.Addr().String(), 500*time.Millisecond)
+	proxy, err := localstack.NewProxy(s.ns.Addr().String(), 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
 	st := DefaultSettings()
 	st.AckWait = 30 * time.Second
 	start := time.Now()
-	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
+	w, err := Dial(ctx, ConnectOptions{URL: proxy.URL()}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
 	t.Logf("dialled in %s", time.Since(start))
 	if err != nil {
 		t.Fatal(err)
