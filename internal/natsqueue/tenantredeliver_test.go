@@ -2,8 +2,6 @@ package natsqueue
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -137,7 +135,7 @@ func slowLinkPuller(t *testing.T, s *testServer) (*Conn, *Puller) {
 	st := DefaultSettings()
 	st.AckWait = 30 * time.Second
 	start := time.Now()
-	w, err := Dial(ctx, ConnectOptions{URL: proxy.URL()}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), genq.VariantB)
+	w, err := Dial(ctx, ConnectOptions{URL: proxy.URL()}, st, testLog(t), genq.VariantB)
 	t.Logf("dialled in %s", time.Since(start))
 	if err != nil {
 		t.Fatal(err)
