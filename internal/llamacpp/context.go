@@ -177,7 +177,7 @@ func (c *Context) Params() ContextParams { return c.params }
 // SequenceCells is the most cells one sequence may hold.
 func (c *Context) SequenceCells() int { return c.seqCells }
 
-// Errors of Decode, by what the engine returned.
+// Errors of Decode and Encode, by what the engine returned.
 var (
 	// ErrNoCells: the cache has no room for the batch's tokens.
 	ErrNoCells = errors.New("the KV cache has no room for the batch")
@@ -190,23 +190,28 @@ var (
 // into its sequence's cells and computes the logits of the tokens marked
 // for them, readable with Logits until the next Decode. After a failure
 // the cells of the batch's tokens may hold anything.
-func (c *Context) Decode(b *Batch) error {
+func (c *Context) Decode(b *Batch) error { return decode(c.c, b, "decode") }
+
+// decode runs llama_decode over b in ctx, naming the call what in its
+// errors: a text context decodes, an embedding context encodes, through
+// the one engine call and its codes.
+func decode(ctx llama.Context, b *Batch, what string) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	rc, err := llama.Decode(c.c, b.b)
+	rc, err := llama.Decode(ctx, b.b)
 	if err != nil {
-		return fmt.Errorf("decode: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	switch {
 	case rc == 0:
 		return nil
 	case rc == 1:
-		return engineSaid(fmt.Errorf("decode %d tokens: %w", b.Len(), ErrNoCells))
+		return engineSaid(fmt.Errorf("%s %d tokens: %w", what, b.Len(), ErrNoCells))
 	case rc == -1:
-		return engineSaid(fmt.Errorf("decode %d tokens: %w", b.Len(), ErrBadBatch))
+		return engineSaid(fmt.Errorf("%s %d tokens: %w", what, b.Len(), ErrBadBatch))
 	}
-	return engineSaid(fmt.Errorf("decode %d tokens: the engine failed (code %d)", b.Len(), rc))
+	return engineSaid(fmt.Errorf("%s %d tokens: the engine failed (code %d)", what, b.Len(), rc))
 }
 
 // Logits are the logits computed for the batch's token at index i (its

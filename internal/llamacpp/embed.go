@@ -81,19 +81,7 @@ func (c *EmbeddingContext) Pooling() string { return poolingNames[c.pooling] }
 // Encode runs the model over batch, whose every token must ask for its
 // output (Batch.Add's logits), each input a sequence of its own starting
 // at position 0. The pooled vectors are then read with Pooled.
-func (c *EmbeddingContext) Encode(b *Batch) error {
-	if b.Len() == 0 {
-		return nil
-	}
-	rc, err := llama.Decode(c.c, b.b)
-	if err != nil {
-		return fmt.Errorf("encode: %w", err)
-	}
-	if rc != 0 {
-		return engineSaid(fmt.Errorf("encode %d tokens: the engine failed (code %d)", b.Len(), rc))
-	}
-	return nil
-}
+func (c *EmbeddingContext) Encode(b *Batch) error { return decode(c.c, b, "encode") }
 
 // Pooled appends sequence seq's pooled vector, from the last Encode, to dst.
 func (c *EmbeddingContext) Pooled(dst []float32, seq int) ([]float32, error) {
