@@ -258,6 +258,8 @@ func embeddedNATS(t *testing.T) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ns.Shutdown)
+	// Waited for, so that the server has let go of its store before the
+	// test's temporary folder is removed.
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns
 }
