@@ -5,19 +5,13 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/genq/genq/internal/natsembed"
 )
 
 // TestKeys adds, lists and removes keys in a real nats-server's GENQ_KEYS:
 // a made key is printed once, a key read from stdin never, and the list
 // shows digests and limits, no key.
 func TestKeys(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := embeddedNATS(t)
 	ctx := context.Background()
 	keys := func(stdin string, args ...string) (string, error) {
 		var out, errOut bytes.Buffer
