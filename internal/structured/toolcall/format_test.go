@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,14 +142,8 @@ func TestParseToolCalls(t *testing.T) {
 		{"", nil},
 	} {
 		got, ok := ParseToolCalls(tc.text)
-		if ok != (tc.want != nil) || len(got) != len(tc.want) {
-			t.Errorf("ParseToolCalls(%q) = %v, %v; want %v", tc.text, got, ok, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("ParseToolCalls(%q)[%d] = %+v, want %+v", tc.text, i, got[i], tc.want[i])
-			}
+		if ok != (tc.want != nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseToolCalls(%q) = %+v, %v; want %+v", tc.text, got, ok, tc.want)
 		}
 	}
 }

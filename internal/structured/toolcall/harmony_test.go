@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/genq/genq/internal/genq"
@@ -31,14 +32,8 @@ func TestHarmonyParse(t *testing.T) {
 		{`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": `, nil},
 	} {
 		got, ok := Dialect{Format: Harmony}.Parse(tc.text)
-		if ok != (tc.want != nil) || len(got) != len(tc.want) {
+		if ok != (tc.want != nil) || !slices.Equal(got, tc.want) {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", tc.text, got, ok, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("Parse(%q)[%d] = %+v, want %+v", tc.text, i, got[i], tc.want[i])
-			}
 		}
 	}
 }
