@@ -128,26 +128,10 @@ func (b *bench) embeddings(ctx context.Context) error {
 // threads and steps of as many tokens and inputs (its parallel slots, each
 // of the model's 512 positions).
 func startEmbeddingPeer(ctx context.Context, bin, model, dir string) (string, func(), error) {
-	port, err := localstack.FreePort()
-	if err != nil {
-		return "", nil, err
-	}
-	args := []string{"-m", model, "--embedding", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+	args := []string{"-m", model, "--embedding",
 		"-t", strconv.Itoa(embThreads), "-tb", strconv.Itoa(embThreads), "-np", strconv.Itoa(embBatchInputs),
 		"-c", strconv.Itoa(embBatchInputs * 512), "-b", strconv.Itoa(embBatchTokens), "-ub", strconv.Itoa(embBatchTokens)}
-	p, err := localstack.Start("llama-server-embedding", bin, args, nil, dir)
-	if err != nil {
-		return "", nil, err
-	}
-	stop := func() { _ = p.Stop(10 * time.Second) }
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := localstack.WaitHTTP(wctx, url+"/health"); err != nil {
-		stop()
-		return "", nil, fmt.Errorf("%w\n%s", err, p.Log())
-	}
-	return url, stop, nil
+	return startPeer(ctx, "llama-server-embedding", bin, dir, args)
 }
 
 // embText is input i: a sentence of a few dozen tokens, different for

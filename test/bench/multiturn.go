@@ -350,16 +350,27 @@ func findLlamaServer() (path, how string) {
 // threads and context per slot as genq, its prompt cache at its default
 // (on).
 func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) (chatTarget, func(), error) {
-	port, err := localstack.FreePort()
+	args := []string{"-m", model,
+		"-t", strconv.Itoa(threads), "-tb", strconv.Itoa(threads), "-np", strconv.Itoa(mtSlots),
+		"-c", strconv.Itoa(mtSlots * 2048), "-n", strconv.Itoa(mtDecodeTokens)}
+	url, stop, err := startPeer(ctx, "llama-server", bin, dir, args)
 	if err != nil {
 		return chatTarget{}, nil, err
 	}
-	args := []string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"-t", strconv.Itoa(threads), "-tb", strconv.Itoa(threads), "-np", strconv.Itoa(mtSlots),
-		"-c", strconv.Itoa(mtSlots * 2048), "-n", strconv.Itoa(mtDecodeTokens)}
-	p, err := localstack.Start("llama-server", bin, args, nil, dir)
+	return chatTarget{name: "llama-server", url: url, client: newChatClient()}, stop, nil
+}
+
+// startPeer starts llama-server (bin) with args on a free loopback port,
+// as process name, and waits until it is healthy: its URL and its stop.
+func startPeer(ctx context.Context, name, bin, dir string, args []string) (string, func(), error) {
+	port, err := localstack.FreePort()
 	if err != nil {
-		return chatTarget{}, nil, err
+		return "", nil, err
+	}
+	args = append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
+	p, err := localstack.Start(name, bin, args, nil, dir)
+	if err != nil {
+		return "", nil, err
 	}
 	stop := func() { _ = p.Stop(10 * time.Second) }
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -367,9 +378,9 @@ func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) 
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	if err := localstack.WaitHTTP(wctx, url+"/health"); err != nil {
 		stop()
-		return chatTarget{}, nil, fmt.Errorf("%w\n%s", err, p.Log())
+		return "", nil, fmt.Errorf("%w\n%s", err, p.Log())
 	}
-	return chatTarget{name: "llama-server", url: url, client: newChatClient()}, stop, nil
+	return url, stop, nil
 }
 
 // charsPerToken measures the characters of words' text a token of t's
