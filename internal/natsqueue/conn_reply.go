@@ -40,7 +40,10 @@ func storeWithin(job genq.Job, now time.Time) time.Duration {
 // one as a request: confirmed taken, the result of a job without store is
 // not stored, which spares a store and the producer's delete of it, the
 // most of what NATS does for a small job. Unconfirmed, it is stored as
-// any other.
+// any other, and once stored it is sent again: the request may have died
+// with this worker's server (frozen, say) while the producer stayed
+// connected to another, and such a producer has no reason to look in the
+// store.
 //
 // A reply_to outside the allowed prefixes (ReplyAllowed) gets nothing: the
 // result is stored only, where its producer can fetch it. The producer
@@ -62,12 +65,14 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		return nil
 	}
 	var replyErr error
+	unheard := false // sent, but no answer says the producer had it
 	switch {
 	case job.ReplyTo != "" && receipt && !job.Store:
-		var taken bool
-		if taken, replyErr = c.replyTaken(ctx, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data}); taken {
+		answer, err := c.replyTaken(ctx, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data})
+		if answer == receiptTaken {
 			return nil
 		}
+		replyErr, unheard = err, err == nil && answer == receiptNone
 	case job.ReplyTo != "":
 		replyErr = c.publishReply(&nats.Msg{Subject: job.ReplyTo, Header: h, Data: data})
 	}
@@ -78,8 +83,12 @@ func (c *Conn) deliver(ctx context.Context, job genq.Job, data []byte, h nats.He
 		}
 		return errors.Join(replyErr, err)
 	}
-	if replyErr != nil {
+	switch {
+	case replyErr != nil:
 		c.reply(job, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data}, replyErr)
+	case unheard:
+		c.log.Info("reply not confirmed; sending it again now that the result is stored", "job_id", job.ID)
+		c.reply(job, &nats.Msg{Subject: job.ReplyTo, Header: h, Data: data}, nil)
 	}
 	return nil
 }
@@ -108,22 +117,37 @@ func (c *Conn) reply(job genq.Job, m *nats.Msg, first error) {
 // producer that is paused or cut off gets its result from the store.
 const receiptWait = time.Second
 
-// replyTaken sends m as a request and reports whether its producer
-// confirmed that its caller took it. The error says m could not be sent;
-// a request unanswered, or answered by nobody, did leave for the server,
-// as a published reply does.
-func (c *Conn) replyTaken(ctx context.Context, m *nats.Msg) (bool, error) {
+// receiptAnswer is what a producer said to a reply sent as a request.
+type receiptAnswer int
+
+const (
+	// receiptNone: no answer within receiptWait, or no responders. The
+	// reply may be lost on its way (this worker's server froze with it),
+	// or its producer may be gone.
+	receiptNone receiptAnswer = iota
+	// receiptTaken: a caller that waited had it.
+	receiptTaken
+	// receiptRefused: the producer had it, and nobody waited for it.
+	receiptRefused
+)
+
+// replyTaken sends m as a request and says what its producer answered.
+// The error says m could not be sent; a request unanswered, or answered
+// by nobody, did leave for the server, as a published reply does.
+func (c *Conn) replyTaken(ctx context.Context, m *nats.Msg) (receiptAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, receiptWait)
 	defer cancel()
 	resp, err := c.nc.RequestMsgWithContext(ctx, m)
 	switch {
+	case err == nil && string(resp.Data) == ReceiptTaken:
+		return receiptTaken, nil
 	case err == nil:
-		return string(resp.Data) == ReceiptTaken, nil
+		return receiptRefused, nil
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		c.log.Debug("reply not confirmed; storing the result", "job_id", m.Header.Get(HeaderJobID), "err", err)
-		return false, nil
+		return receiptNone, nil
 	}
-	return false, fmt.Errorf("publish reply: %w", err)
+	return receiptNone, fmt.Errorf("publish reply: %w", err)
 }
 
 // publishReply sends a reply and flushes it, so that a worker acks a job
