@@ -179,12 +179,26 @@ func clusterFault(ctx context.Context, e env, name, stream, consumer string, f f
 	}()
 	outs := load(ctx, e.client, s.URL(), name, conc, stop)
 	rep := localstack.Summarize("", outs, workerLogs(s))
+	noteTrail(&rep, s)
 	target := stream
 	if consumer != "" {
 		target = consumer
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("%s's leader %s %s, 3s after the load began; %d in flight", target, leader, what, conc))
 	return rep, judgeCluster(outs, workerLogs(s))
+}
+
+// noteTrail adds to a report that lost requests or got errors the trail
+// of the jobs the api gave up on (unansweredTrail), after a moment for
+// the api to log the requests their clients gave up on last.
+func noteTrail(rep *localstack.Report, s *localstack.Stack) {
+	if rep.Lost == 0 && len(rep.Errors) == 0 {
+		return
+	}
+	time.Sleep(time.Second)
+	if t := unansweredTrail(s.API.Log(), workerLogs(s)); t != "" {
+		rep.Notes = append(rep.Notes, t)
+	}
 }
 
 // rollingRestart stops each node in turn (SIGTERM), starts it again, and
@@ -207,6 +221,7 @@ func rollingRestart(ctx context.Context, e env) (localstack.Report, error) {
 	}()
 	outs := load(ctx, e.client, s.URL(), "rolling", 8, stop)
 	rep := localstack.Summarize("", outs, workerLogs(s))
+	noteTrail(&rep, s)
 	rep.Notes = append(rep.Notes, "each of 3 nodes stopped (SIGTERM) and started again, 5s apart; 8 in flight")
 	return rep, judgeCluster(outs, workerLogs(s))
 }
