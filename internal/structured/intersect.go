@@ -27,7 +27,8 @@ type scratchNFA struct {
 // held to all of them at once. Each part is built alone, in a grammar of
 // its own, and the product of their automata is built by subset
 // construction over bytes, so its states are tuples of the parts' state
-// sets. Parts make no calls: string constraints never do.
+// sets, then minimized (productDFA.minimize). Parts make no calls: string
+// constraints never do.
 func (c *compiler) intersect(parts []func() (grammar.Frag, error)) (grammar.Frag, error) {
 	return c.product(parts, nil)
 }
@@ -60,14 +61,33 @@ func (c *compiler) product(accept, reject []func() (grammar.Frag, error)) (gramm
 		machines = append(machines, scratchNFA{nodes: scratch.Grammar.Nodes, start: f.Start, end: f.End})
 	}
 
-	type state struct {
-		ids  []int32 // each machine's set of nodes, interned
-		node int32
-	}
 	subs := make([]*subsets, len(machines))
 	for i := range machines {
 		subs[i] = newSubsets(&machines[i])
 	}
+	d, err := explore(subs, len(accept), byteClasses(machines))
+	if err != nil {
+		return grammar.Frag{}, err
+	}
+	return d.emit(c.b, d.minimize()), c.b.Err
+}
+
+// productDFA is a product's states as subset construction met them (the
+// start first) and their moves over each byte class.
+type productDFA struct {
+	classes   []byteClass
+	accepting []bool
+	moves     [][]int32 // by state and class: the next state, or -1
+}
+
+// explore builds the product of subs' machines by subset construction
+// over classes: a state is a tuple of the machines' sets of nodes, and
+// accepts where each of the first nAccept machines ends and none of the
+// others does.
+func explore(subs []*subsets, nAccept int, classes []byteClass) (*productDFA, error) {
+	d := &productDFA{classes: classes}
+	byKey := map[string]int32{}
+	var tuples [][]int32
 	key := func(ids []int32) string {
 		buf := make([]byte, 0, 4*len(ids))
 		for _, id := range ids {
@@ -75,58 +95,205 @@ func (c *compiler) product(accept, reject []func() (grammar.Frag, error)) (gramm
 		}
 		return string(buf)
 	}
-	b := c.b
-	end := b.Node()
-	byKey := map[string]*state{}
-	var queue []*state
-	add := func(ids []int32) *state {
+	add := func(ids []int32) int32 {
 		k := key(ids)
 		if st, ok := byKey[k]; ok {
 			return st
 		}
-		st := &state{ids: slices.Clone(ids), node: b.Node()}
+		st := int32(len(tuples))
 		byKey[k] = st
-		queue = append(queue, st)
+		tuples = append(tuples, slices.Clone(ids))
 		accepting := true
 		for i, s := range subs {
-			accepting = accepting && s.final[ids[i]] == (i < len(accept))
+			accepting = accepting && s.final[ids[i]] == (i < nAccept)
 		}
-		if accepting {
-			b.Eps(st.node, end)
-		}
+		d.accepting = append(d.accepting, accepting)
 		return st
 	}
-	first := make([]int32, len(machines))
+	first := make([]int32, len(subs))
 	for i, s := range subs {
-		first[i] = s.id(machines[i].closure([]int32{machines[i].start}))
+		first[i] = s.id(s.m.closure([]int32{s.m.start}))
 	}
-	start := add(first)
-	classes := byteClasses(machines)
-	next := make([]int32, len(machines))
-	for len(queue) > 0 && !b.Failed() {
-		if len(byKey) > maxProductStates {
-			return grammar.Frag{}, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
+	add(first)
+	next := make([]int32, len(subs))
+	for st := 0; st < len(tuples); st++ {
+		if len(tuples) > maxProductStates {
+			return nil, genq.Errorf(genq.Invalid, "the string's pattern, format and length bounds together make an automaton of over %d states: drop one", maxProductStates)
 		}
-		st := queue[0]
-		queue = queue[1:]
-		var target *state // of the run of bytes being gathered
-		lo := 0
-		flush := func(hi int) {
-			if target != nil {
-				b.ByteEdge(st.node, byte(lo), byte(hi), target.node)
-			}
-		}
+		moves := make([]int32, len(classes))
 		for ci, cl := range classes {
-			var to *state
+			moves[ci] = -1
 			alive := true
 			for i, s := range subs {
-				if next[i] = s.move(st.ids[i], ci, cl.lo); next[i] == 0 && i < len(accept) {
+				if next[i] = s.move(tuples[st][i], ci, cl.lo); next[i] == 0 && i < nAccept {
 					alive = false
 					break
 				}
 			}
 			if alive {
-				to = add(next)
+				moves[ci] = add(next)
+			}
+		}
+		d.moves = append(d.moves, moves)
+		work := 0
+		for _, s := range subs {
+			work += s.work
+		}
+		if work > maxProductWork {
+			return nil, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", grammar.TooLarge, maxProductWork)
+		}
+	}
+	return d, nil
+}
+
+// minimize merges the states no string tells apart (Moore's partition
+// refinement: states split while their moves lead to different blocks)
+// and returns each state's block, numbered in the order of their first
+// states, so the start's is 0. Subset construction leaves many such
+// states (a name's start and the state after a letter that advances no
+// pattern), and each would be a node of its own, its mask a walk of the
+// vocabulary of its own. Past minimizeWork steps the states stay apart:
+// the product is as exact, only larger.
+func (d *productDFA) minimize() []int32 {
+	n := len(d.moves)
+	d.trim()
+	block := make([]int32, n)
+	for s := range block {
+		if d.accepting[s] {
+			block[s] = 1
+		}
+	}
+	blocks := renumber(block)
+	sig := make([]byte, 0, 4*(len(d.classes)+1))
+	for work := 0; ; work += n * (len(d.classes) + 1) {
+		if work > minimizeWork {
+			return identity(n)
+		}
+		ids := map[string]int32{}
+		next := make([]int32, n)
+		for s := range n {
+			sig = binary.LittleEndian.AppendUint32(sig[:0], uint32(block[s]))
+			for _, t := range d.moves[s] {
+				b := int32(-1)
+				if t >= 0 {
+					b = block[t]
+				}
+				sig = binary.LittleEndian.AppendUint32(sig, uint32(b))
+			}
+			id, ok := ids[string(sig)]
+			if !ok {
+				id = int32(len(ids))
+				ids[string(sig)] = id
+			}
+			next[s] = id
+		}
+		block = next
+		if len(ids) == blocks {
+			return block
+		}
+		blocks = len(ids)
+	}
+}
+
+// trim removes the moves into states from which no string is accepted
+// (a name that matched a pattern it must not match): all of them accept
+// the same nothing, as a move that is not there does, and left in they
+// would tell apart states that no string does.
+func (d *productDFA) trim() {
+	n := len(d.moves)
+	into := make([][]int32, n)
+	for s, moves := range d.moves {
+		for _, t := range moves {
+			if t >= 0 {
+				into[t] = append(into[t], int32(s))
+			}
+		}
+	}
+	live := slices.Clone(d.accepting)
+	var queue []int32
+	for s, ok := range live {
+		if ok {
+			queue = append(queue, int32(s))
+		}
+	}
+	for len(queue) > 0 {
+		t := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, s := range into[t] {
+			if !live[s] {
+				live[s] = true
+				queue = append(queue, s)
+			}
+		}
+	}
+	for _, moves := range d.moves {
+		for ci, t := range moves {
+			if t >= 0 && !live[t] {
+				moves[ci] = -1
+			}
+		}
+	}
+}
+
+// minimizeWork bounds minimize's steps (states times classes, per round):
+// a product whose states need more rounds to tell apart (a long chain of
+// counted characters) is kept as built.
+const minimizeWork = 4_000_000
+
+// renumber numbers block's values in the order they first appear and
+// returns how many there are.
+func renumber(block []int32) int {
+	ids := map[int32]int32{}
+	for s, b := range block {
+		id, ok := ids[b]
+		if !ok {
+			id = int32(len(ids))
+			ids[b] = id
+		}
+		block[s] = id
+	}
+	return len(ids)
+}
+
+func identity(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+// emit builds the product's blocks as nodes of b: a node per block, its
+// edges runs of bytes that lead to one block, an epsilon to the end
+// where it accepts.
+func (d *productDFA) emit(b *grammar.Builder, block []int32) grammar.Frag {
+	end := b.Node()
+	var nodes []int32
+	for s, bl := range block {
+		if int(bl) < len(nodes) {
+			continue // built from the block's first state
+		}
+		nodes = append(nodes, b.Node())
+		if d.accepting[s] {
+			b.Eps(nodes[bl], end)
+		}
+	}
+	done := make([]bool, len(nodes))
+	for s, bl := range block {
+		if done[bl] {
+			continue
+		}
+		done[bl] = true
+		target, lo := int32(-1), 0
+		flush := func(hi int) {
+			if target >= 0 {
+				b.ByteEdge(nodes[bl], byte(lo), byte(hi), nodes[block[target]])
+			}
+		}
+		for ci, cl := range d.classes {
+			to := d.moves[s][ci]
+			if to >= 0 && target >= 0 && block[to] == block[target] {
+				continue
 			}
 			if to != target {
 				flush(int(cl.lo) - 1)
@@ -134,15 +301,8 @@ func (c *compiler) product(accept, reject []func() (grammar.Frag, error)) (gramm
 			}
 		}
 		flush(255)
-		work := 0
-		for _, s := range subs {
-			work += s.work
-		}
-		if work > maxProductWork {
-			return grammar.Frag{}, genq.Errorf(genq.Invalid, "%s: the string's pattern, format and length bounds together take over %d steps to combine", grammar.TooLarge, maxProductWork)
-		}
 	}
-	return grammar.Frag{Start: start.node, End: end}, b.Err
+	return grammar.Frag{Start: nodes[0], End: end}
 }
 
 // subsets interns one machine's sets of nodes, as the product meets them,
