@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/binary"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,8 +24,9 @@ type groupKey struct {
 }
 
 // maskGroups works out and applies to dst, together, the masks not yet
-// known of m's configs that share a table and a frame, and reports which
-// configs it did (nil: none).
+// known of m's configs that share a table and a frame, then those of the
+// configs left alone in theirs (stackMask), and reports which configs it
+// did (nil: none).
 func (m *Matcher) maskGroups(v *Vocab, t *nodeTable, dst []uint64) []bool {
 	if len(m.cur) < 2 {
 		return nil
@@ -45,20 +47,126 @@ func (m *Matcher) maskGroups(v *Vocab, t *nodeTable, dst []uint64) []bool {
 		groups[k] = append(groups[k], i)
 	}
 	var done []bool
-	for k, idx := range groups {
-		if len(idx) < 2 {
-			continue
-		}
-		nm := m.groupMask(v, t, k.tab, idx)
+	mark := func(idx []int) {
 		if done == nil {
 			done = make([]bool, len(m.cur))
 		}
 		for _, i := range idx {
 			done[i] = true
 		}
-		m.apply(v, nm, k.st, dst)
+	}
+	// Configs alone in their table and frame, walked together below
+	// (stackMask keys them in an order of its own, so the map's order,
+	// which differs from run to run, does not matter).
+	var rest []int
+	for k, idx := range groups {
+		if len(idx) < 2 {
+			rest = append(rest, idx[0])
+			continue
+		}
+		m.apply(v, m.groupMask(v, t, k.tab, idx), k.st, dst)
+		mark(idx)
+	}
+	if len(rest) >= 2 {
+		nm, below := m.stackMask(v, t, rest)
+		m.apply(v, nm, below, dst)
+		mark(rest)
 	}
 	return done
+}
+
+// stackMask is what the configs idx of m.cur, each alone in its table
+// and frame, allow together, and the frame below all of their stacks
+// that the mask's escapes return through. Such configs are the rules an
+// object's name may begin: one per patternProperties pattern for the
+// names it alone matches, one for those no pattern matches, each a
+// shared rule with a table of its own, called from a member of its own;
+// every one of them takes most of the vocabulary. Walked one at a time
+// they cost a walk of the vocabulary each; walked together, each on its
+// stack down to the frame they share, one. What they allow together is
+// kept with the grammar's own table (the frames' returns are its
+// nodes), under their nodes and stacks.
+func (m *Matcher) stackMask(v *Vocab, t *nodeTable, idx []int) (*nodeMask, *frame) {
+	below := m.cur[idx[0]].st
+	for _, i := range idx[1:] {
+		below = commonFrame(below, m.cur[i].st)
+	}
+	rebased := map[*frame]*frame{below: m.st.bottom}
+	// Each config's key: its node and the returns and counts of its
+	// frames. Walked in the keys' order, the same configs make the same
+	// sets after each byte, which the walks' memo and DFA key on.
+	type keyed struct {
+		key string
+		c   config
+	}
+	var cs []keyed
+	for _, i := range idx {
+		cf := m.cur[i]
+		c := config{m.st.g.canon(cf.node, v.maxLen), m.st.rebase(cf.st, rebased)}
+		k := binary.LittleEndian.AppendUint32(nil, uint32(c.node))
+		for f := c.st; f != m.st.bottom; f = f.up {
+			k = binary.LittleEndian.AppendUint32(k, uint32(f.ret))
+			k = binary.LittleEndian.AppendUint32(k, uint32(f.count))
+		}
+		cs = append(cs, keyed{string(binary.LittleEndian.AppendUint32(k, ^uint32(0))), c})
+	}
+	slices.SortFunc(cs, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	cs = slices.CompactFunc(cs, func(a, b keyed) bool { return a.key == b.key })
+	var key strings.Builder
+	key.WriteByte('s') // apart from sets' keys, 4 bytes a node
+	configs := make([]config, len(cs))
+	for i, c := range cs {
+		key.WriteString(c.key)
+		configs[i] = c.c
+	}
+	return m.keptMask(v, t, key.String(), configs), below
+}
+
+// keptMask is what configs allow together, kept in t's memo under key.
+func (m *Matcher) keptMask(v *Vocab, t *nodeTable, key string, configs []config) *nodeMask {
+	if nm := t.memo.set(key); nm != nil {
+		return nm
+	}
+	nm := m.walkMask(v, configs, t, true, time.Time{})
+	if t.memo.putSet(key, nm) {
+		v.store.added(t, nm.size()+int64(len(key)))
+	}
+	return nm
+}
+
+// commonFrame is the deepest frame that stacks a and b both stand on
+// (nil: none but the top rule's).
+func commonFrame(a, b *frame) *frame {
+	da, db := frameDepth(a), frameDepth(b)
+	for ; da > db; da-- {
+		a = a.up
+	}
+	for ; db > da; db-- {
+		b = b.up
+	}
+	for a != b {
+		a, b = a.up, b.up
+	}
+	return a
+}
+
+func frameDepth(f *frame) int {
+	d := 0
+	for ; f != nil; f = f.up {
+		d++
+	}
+	return d
+}
+
+// rebase is stack f with the frame that done maps to the bottom frame
+// replaced by it, the frames above copied; done keeps what it did.
+func (st *stepper) rebase(f *frame, done map[*frame]*frame) *frame {
+	if r, ok := done[f]; ok {
+		return r
+	}
+	r := st.pushCount(f.ret, f.count, st.rebase(f.up, done))
+	done[f] = r
+	return r
 }
 
 // groupMask is what the configs idx of m.cur, whose masks tab keeps,

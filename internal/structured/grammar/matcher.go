@@ -47,6 +47,9 @@ type stepper struct {
 	memoTokens int
 	// dfa is the sets of configs walks met, and their steps (dfa.go).
 	dfa dfa
+	// walked counts the trie nodes this stepper's walks stepped into: a
+	// mask's work, which tests bound where time would be the machine's.
+	walked int
 
 	accepting bool // the last closure reached the top rule's end
 	escaped   bool // the last closure popped the bottom frame

@@ -196,7 +196,7 @@ func grammarMaskBytes(g *Grammar, v *Vocab) int64 {
 func TestMaskStoreConcurrent(t *testing.T) {
 	toks, eos := shortVocab()
 	small, full := NewVocab(toks, []int32{eos}), NewVocab(toks, []int32{eos})
-	small.SetMaskBytes(16 << 10)
+	small.SetMaskBytes(8 << 10)
 	var grammars []*Grammar
 	for i := 0; i < 4; i++ {
 		g, err := Compile(fmt.Appendf(nil, `{"type":"object","properties":{"k%d":{"type":"string","maxLength":%d},"n":{"type":"integer"}}}`, i, 30+i))

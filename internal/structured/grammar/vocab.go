@@ -238,6 +238,7 @@ func (w *walker) walk(t int32, cur []config, depth int, record bool) {
 func (w *walker) walkFrom(t int32, cur []config, sid int32, depth int, record bool) {
 	tn := &w.v.nodes[t]
 	for k := tn.child0; k < tn.child0+tn.nchild; k++ {
+		w.st.walked++
 		if w.late() {
 			return
 		}
@@ -547,8 +548,10 @@ func (m *Matcher) slotOf(v *Vocab, t *nodeTable, n int32) (*nodeTable, int32, bo
 	return t, n, true
 }
 
-// walkMask walks the vocabulary from configs, all on the bottom frame,
-// and returns what they allow together; nil when deadline passed first.
+// walkMask walks the vocabulary from configs, each on the bottom frame
+// or on frames over it (stackMask), and returns what they allow
+// together, escaping where the bottom frame pops; nil when deadline
+// passed first.
 // t is the table the mask goes to: its memo serves the walk when it is
 // the grammar's own.
 func (m *Matcher) walkMask(v *Vocab, configs []config, t *nodeTable, own bool, deadline time.Time) *nodeMask {
