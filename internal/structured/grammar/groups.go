@@ -61,7 +61,9 @@ func (m *Matcher) maskGroups(v *Vocab, t *nodeTable, dst []uint64) []bool {
 	var rest []int
 	for k, idx := range groups {
 		if len(idx) < 2 {
-			rest = append(rest, idx[0])
+			if m.st.g.wide(m.cur[idx[0]].node) {
+				rest = append(rest, idx[0])
+			}
 			continue
 		}
 		m.apply(v, m.groupMask(v, t, k.tab, idx), k.st, dst)
@@ -73,6 +75,23 @@ func (m *Matcher) maskGroups(v *Vocab, t *nodeTable, dst []uint64) []bool {
 		mark(rest)
 	}
 	return done
+}
+
+// wideBytes is the first bytes a node takes from which its walk covers
+// most of the trie: a string's character takes some 150.
+const wideBytes = 128
+
+// wide tells a node that takes at least wideBytes first bytes. Only such
+// nodes are walked down their stacks together (stackMask): there the
+// walks of each would cover the same trie nodes, while a narrow node's
+// walk is short, and alone on its frame it finds what walks of the same
+// rule kept (walker.walkFirst), which a walk down a stack cannot.
+func (g *Grammar) wide(n int32) bool {
+	taken := 0
+	for _, e := range g.Nodes[n].Edges {
+		taken += int(e.Hi) - int(e.Lo) + 1
+	}
+	return taken >= wideBytes
 }
 
 // stackMask is what the configs idx of m.cur, each alone in its table
