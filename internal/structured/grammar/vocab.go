@@ -237,17 +237,32 @@ func (w *walker) walk(t int32, cur []config, depth int, record bool) {
 // the DFA being full).
 func (w *walker) walkFrom(t int32, cur []config, sid int32, depth int, record bool) {
 	tn := &w.v.nodes[t]
+	// The state's moves, read in place: most trie nodes are a move
+	// worked out before, and a call per node was a good part of a walk.
+	var moves *[256]uint32
+	if sid >= 0 {
+		moves = &w.st.dfa.states[sid].next
+	}
+	timed := !w.deadline.IsZero()
 	for k := tn.child0; k < tn.child0+tn.nchild; k++ {
 		w.st.walked++
-		if w.late() {
+		if timed && w.late() {
 			return
 		}
 		c, child := w.v.childByte[k], w.v.childNode[k]
 		var next []config
 		var took, escaped bool
 		nid := int32(-1)
-		if sid >= 0 {
-			next, nid, took, escaped = w.st.trans(sid, c, w.buf(depth))
+		if moves != nil {
+			// Coded as dfa.go says.
+			if code := moves[c]; code > dfaDead {
+				nid, took, escaped = int32(code>>1)-2, true, code&1 != 0
+				next = w.st.dfa.states[nid].configs
+			} else if code == dfaDead {
+				continue
+			} else {
+				next, nid, took, escaped = w.st.trans(sid, c, w.buf(depth))
+			}
 		} else {
 			next, took = w.st.step(w.buf(depth), cur, c)
 			escaped = w.st.escaped
