@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,8 +112,13 @@ func (s *scheduler) submit(ctx context.Context, inputs [][]int32) ([][]float32, 
 	}
 }
 
-// loop runs steps until stop.
+// loop runs steps until stop. It keeps to one OS thread: ggml's OpenMP
+// keeps a pool of worker threads per calling thread, so a loop that
+// migrates between threads grows a pool on each, and a pool left behind
+// spins on the cores the engine's current pool computes on.
 func (s *scheduler) loop() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer close(s.ended)
 	for {
 		select {

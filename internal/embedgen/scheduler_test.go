@@ -3,8 +3,10 @@ package embedgen
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,5 +148,53 @@ func TestSchedulerWaitsForAGathering(t *testing.T) {
 	}
 	if got, want := enc.steps(), [][]int{{1, 2, 3}, {5}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("steps %v, want %v", got, want)
+	}
+}
+
+// threadEncoder records the OS thread each step runs on.
+type threadEncoder struct {
+	mu   sync.Mutex
+	tids map[int]int // thread id → steps
+}
+
+func (e *threadEncoder) encode(inputs [][]int32) ([][]float32, error) {
+	e.mu.Lock()
+	e.tids[syscall.Gettid()]++
+	e.mu.Unlock()
+	out := make([][]float32, len(inputs))
+	for i, in := range inputs {
+		out[i] = []float32{float32(len(in))}
+	}
+	return out, nil
+}
+
+// Every step runs on one OS thread, however the Go scheduler moves the
+// loop between steps: ggml's OpenMP keeps a pool of threads per calling
+// thread, and a loop that moved would leave pools behind.
+func TestStepsKeepToOneThread(t *testing.T) {
+	enc := &threadEncoder{tids: map[int]int{}}
+	s := newScheduler(enc, 64, 4, nil)
+	go s.loop()
+	defer s.stop()
+	const jobs = 200
+	var wg sync.WaitGroup
+	for i := range jobs {
+		// Callers on other goroutines, some of them busy, keep every P
+		// and several threads in use while the loop waits between steps.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := <-submitLater(context.Background(), s, toks(1+i%5)); err != nil {
+				t.Error(err)
+			}
+		}()
+		if i%10 == 0 {
+			wg.Wait()
+			runtime.Gosched()
+		}
+	}
+	wg.Wait()
+	if len(enc.tids) != 1 {
+		t.Errorf("steps ran on %d OS threads (%v), want one", len(enc.tids), enc.tids)
 	}
 }
