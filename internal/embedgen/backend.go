@@ -93,14 +93,15 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("EMBEDDING_DIMENSIONS %v: the model's vectors have %d dimensions; list only fewer", b.dims, w)
 	}
 	b.batch = llamacpp.NewBatch(cfg.BatchTokens)
-	b.sched = newScheduler(engine{b.ectx, b.batch}, cfg.BatchTokens, cfg.BatchInputs, log)
+	stepTokens := cfg.stepTokens(params.Device != nil)
+	b.sched = newScheduler(engine{b.ectx, b.batch}, stepTokens, cfg.BatchInputs, log)
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots, Gather: cfg.BatchInputs,
 		Limits: genq.Limits{ContextSize: b.maxInput, VocabSize: m.Vocab.Size()}}
 	ok = true
 	log.Info("embedding model ready", "model", path, "architecture", m.Architecture(), "engine", "llama.cpp "+lib.Version,
 		"device", device.Kind, "device_name", device.Name, "threads", cfg.Threads,
 		"dimensions", b.ectx.Width(), "pooling", b.ectx.Pooling(), "max_input_tokens", b.maxInput,
-		"batch_tokens", cfg.BatchTokens, "batch_inputs", cfg.BatchInputs, "slots", cfg.Slots, "took", time.Since(start).Round(time.Millisecond))
+		"batch_tokens", cfg.BatchTokens, "step_tokens", stepTokens, "batch_inputs", cfg.BatchInputs, "slots", cfg.Slots, "took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }
 

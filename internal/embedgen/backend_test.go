@@ -125,7 +125,7 @@ func TestJobsShareOneStep(t *testing.T) {
 }
 
 // A step holds at most EMBEDDING_BATCH_INPUTS inputs and
-// EMBEDDING_BATCH_TOKENS tokens.
+// EMBEDDING_STEP_TOKENS tokens, within EMBEDDING_BATCH_TOKENS.
 func TestStepBounds(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -137,6 +137,9 @@ func TestStepBounds(t *testing.T) {
 		// "the cat" is [CLS] the cat [SEP]: 4 tokens; 16 tokens hold 4.
 		{"tokens", Config{BatchTokens: 16}, 10, 3},
 		{"both wide", Config{}, 10, 1},
+		// 8 tokens hold 2 inputs.
+		{"step tokens", Config{StepTokens: 8}, 10, 5},
+		{"step tokens past the batch's", Config{BatchTokens: 16, StepTokens: 64}, 10, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

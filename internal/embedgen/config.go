@@ -28,6 +28,12 @@ type Config struct {
 	BatchTokens int
 	// BatchInputs is the most inputs (sequences) of one engine step.
 	BatchInputs int
+	// StepTokens is the most tokens a step of several inputs takes; an
+	// input longer runs alone. 0: DefaultCPUStepTokens on the CPU,
+	// BatchTokens on a GPU. On the CPU an encoder's attention spans every
+	// token of the step, so a long step costs more per input than several
+	// short ones (docs/benchmarks.md, "Embeddings against llama-server").
+	StepTokens int
 	// Threads compute on the CPU; 0 is one per CPU.
 	Threads int
 	// GPU = false keeps the model on the CPU even when CUDA is found.
@@ -45,6 +51,8 @@ const (
 	DefaultSlots       = 16
 	DefaultBatchTokens = 4096
 	DefaultBatchInputs = 64
+	// DefaultCPUStepTokens is StepTokens on the CPU.
+	DefaultCPUStepTokens = 512
 )
 
 // RegisterFlags declares the embedding engine's settings on fs.
@@ -52,6 +60,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set) {
 	fs.String(&c.ModelFile, "embedding-model-file", "EMBEDDING_MODEL_FILE", "", "the .gguf to load when the model directory holds several (relative to it)")
 	fs.Int(&c.BatchTokens, "embedding-batch-tokens", "EMBEDDING_BATCH_TOKENS", DefaultBatchTokens, "most tokens of one engine step over all its inputs; also bounds one input, with the model's trained context")
 	fs.Int(&c.BatchInputs, "embedding-batch-inputs", "EMBEDDING_BATCH_INPUTS", DefaultBatchInputs, "most inputs of one engine step, from any of the jobs the worker holds")
+	fs.Int(&c.StepTokens, "embedding-step-tokens", "EMBEDDING_STEP_TOKENS", 0, "most tokens of one engine step of several inputs, within EMBEDDING_BATCH_TOKENS (a longer input runs alone); 0: 512 on the CPU, where attention over a long step costs more per input than several short steps, and EMBEDDING_BATCH_TOKENS on a GPU")
 	fs.Int(&c.Threads, "embedding-threads", "EMBEDDING_THREADS", 0, "CPU threads for compute; 0: one per CPU")
 	fs.Bool(&c.GPU, "embedding-gpu", "EMBEDDING_GPU", true, "offload the embedding model to a CUDA GPU when llama.cpp finds one")
 	fs.String(&c.Dimensions, "embedding-dimensions", "EMBEDDING_DIMENSIONS", "", "widths a request's dimensions may ask for besides the model's own, comma-separated, for a model trained to be cut (Matryoshka); empty: none, and dimensions other than the model's width are refused")
@@ -92,6 +101,21 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("EMBEDDING_BATCH_TOKENS must be at least 8, not %d", c.BatchTokens)
 	case c.BatchInputs < 1:
 		return c, fmt.Errorf("EMBEDDING_BATCH_INPUTS must be at least 1, not %d", c.BatchInputs)
+	case c.StepTokens < 0:
+		return c, fmt.Errorf("EMBEDDING_STEP_TOKENS must be 0 (the device's default) or positive, not %d", c.StepTokens)
 	}
 	return c, nil
+}
+
+// stepTokens is StepTokens resolved for the device: its default there,
+// and never more than BatchTokens.
+func (c Config) stepTokens(gpu bool) int {
+	n := c.StepTokens
+	if n == 0 && !gpu {
+		n = DefaultCPUStepTokens
+	}
+	if n == 0 || n > c.BatchTokens {
+		return c.BatchTokens
+	}
+	return n
 }

@@ -27,7 +27,7 @@ type encoder interface {
 type scheduler struct {
 	enc       encoder
 	log       *slog.Logger
-	maxTokens int // per step, over its inputs
+	maxTokens int // per step, over its inputs; a longer input runs alone
 	maxInputs int // per step
 
 	mu    sync.Mutex
@@ -86,8 +86,8 @@ func (s *scheduler) queued() int {
 	return len(s.queue)
 }
 
-// submit queues a job's inputs, each at most maxTokens long, and waits
-// for their vectors, in order, or for ctx to end.
+// submit queues a job's inputs and waits for their vectors, in order, or
+// for ctx to end. An input longer than maxTokens gets a step of its own.
 func (s *scheduler) submit(ctx context.Context, inputs [][]int32) ([][]float32, error) {
 	req := &request{ctx: ctx, vectors: make([][]float32, len(inputs)), left: len(inputs), done: make(chan struct{})}
 	s.mu.Lock()

@@ -90,6 +90,23 @@ func TestSchedulerSkipsEndedJobs(t *testing.T) {
 	}
 }
 
+// An input longer than a step's tokens runs in a step of its own; those
+// around it share steps within the bound.
+func TestLongInputRunsAlone(t *testing.T) {
+	enc := &countingEncoder{}
+	s := newScheduler(enc, 10, 8, nil)
+	done := submitLater(context.Background(), s, toks(4), toks(30), toks(4), toks(4))
+	waitFor(t, s, 4)
+	go s.loop()
+	defer s.stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := enc.steps(), [][]int{{4}, {30}, {4, 4}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("steps %v, want %v", got, want)
+	}
+}
+
 // A failed step fails every job it held; a closed backend fails what
 // waits.
 func TestSchedulerFailures(t *testing.T) {
