@@ -43,6 +43,10 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 	if len(models) == 0 {
 		return errors.New("no model of the catalogue is one this worker can load (chat and embedding models, as GGUF files)")
 	}
+	// Before anything loads the engine (the budget asks it for the device).
+	if err := setSpinForEmbeddings(models, cfg.Embedding.SpinCount, llamacpp.SetOpenMPSpin, log); err != nil {
+		return err
+	}
 	budget, err := fleetBudget(cfg, log)
 	if err != nil {
 		return err
@@ -75,6 +79,25 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 		return genq.BackendInfo{Device: llamacpp.BackendDevice(nil), Model: m.Name, Slots: modelSlots(cfg, m), Gather: modelGather(cfg, m)}
 	}
 	return fleet.Serve(ctx, conn, cfg.Runtime, info, log, reg)
+}
+
+// setSpinForEmbeddings sets the engine threads' spin at a barrier
+// (EMBEDDING_SPIN_COUNT, through set: llamacpp.SetOpenMPSpin) in a worker
+// that serves embedding models alone: their steps' operations are long,
+// and a thread spinning while its partner is preempted holds a core the
+// api, NATS or this worker's Go code need. A chat model's decode steps are
+// many short operations, which a short spin slows on a quiet machine
+// (docs/text.md, "Threads"), and the setting is the process's, so a
+// worker serving any chat model keeps libgomp's own.
+func setSpinForEmbeddings(models []genq.Model, count int, set func(int) error, log *slog.Logger) error {
+	if count < 0 || len(models) == 0 || slices.ContainsFunc(models, func(m genq.Model) bool { return m.Kind != genq.KindEmbedding }) {
+		return nil
+	}
+	if err := set(count); err != nil {
+		return fmt.Errorf("EMBEDDING_SPIN_COUNT: %w", err)
+	}
+	log.Info("embedding engine threads poll briefly at barriers", "spin_count", count)
+	return nil
 }
 
 // fleetModels are the catalogue's chat and embedding models with a file

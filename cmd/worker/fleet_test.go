@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -128,5 +129,41 @@ func TestLeaveOutTooLarge(t *testing.T) {
 				t.Errorf("kept %v; want %s", names, tc.want)
 			}
 		})
+	}
+}
+
+// Only a worker whose every model is an embedding model sets the engine
+// threads' spin: the setting is the process's, and a chat model's decode
+// steps are slower with a short one on a quiet machine.
+func TestSetSpinForEmbeddings(t *testing.T) {
+	embedding := genq.Model{Name: "mini-bert", Kind: genq.KindEmbedding}
+	chat := genq.Model{Name: "qwen3", Kind: genq.KindChat}
+	cases := []struct {
+		name   string
+		models []genq.Model
+		count  int
+		want   []int // counts set
+	}{
+		{"embedding models alone", []genq.Model{embedding, embedding}, 3000, []int{3000}},
+		{"libgomp's own asked for", []genq.Model{embedding}, -1, nil},
+		{"an embedding and a chat model", []genq.Model{embedding, chat}, 3000, nil},
+		{"a chat model", []genq.Model{chat}, 3000, nil},
+		{"no model", nil, 3000, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []int
+			set := func(n int) error { got = append(got, n); return nil }
+			if err := setSpinForEmbeddings(c.models, c.count, set, slog.New(slog.DiscardHandler)); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("set %v, want %v", got, c.want)
+			}
+		})
+	}
+	failing := func(int) error { return errors.New("already loaded") }
+	if err := setSpinForEmbeddings([]genq.Model{embedding}, 3000, failing, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "EMBEDDING_SPIN_COUNT") {
+		t.Errorf("a failed set: %v, want an error naming EMBEDDING_SPIN_COUNT", err)
 	}
 }

@@ -36,6 +36,15 @@ type Config struct {
 	StepTokens int
 	// Threads compute on the CPU; 0 is one per CPU.
 	Threads int
+	// SpinCount is how many times a compute thread polls at a barrier
+	// before it sleeps (libgomp's GOMP_SPINCOUNT), set by a worker that
+	// serves embedding models alone; -1 leaves libgomp's own. libgomp's
+	// default, 300,000, keeps a thread spinning for milliseconds whenever
+	// its partner is preempted (by the api, NATS or the worker's Go code
+	// on the same cores), holding a core the preempted thread could run
+	// on; at DefaultSpinCount a thread still outwaits a barrier between
+	// threads that both run, then sleeps.
+	SpinCount int
 	// GPU = false keeps the model on the CPU even when CUDA is found.
 	GPU bool
 	// Dimensions lists the widths a request's dimensions may ask for
@@ -53,6 +62,7 @@ const (
 	DefaultBatchInputs = 64
 	// DefaultCPUStepTokens is StepTokens on the CPU.
 	DefaultCPUStepTokens = 512
+	DefaultSpinCount     = 3000
 )
 
 // RegisterFlags declares the embedding engine's settings on fs.
@@ -62,6 +72,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set) {
 	fs.Int(&c.BatchInputs, "embedding-batch-inputs", "EMBEDDING_BATCH_INPUTS", DefaultBatchInputs, "most inputs of one engine step, from any of the jobs the worker holds")
 	fs.Int(&c.StepTokens, "embedding-step-tokens", "EMBEDDING_STEP_TOKENS", 0, "most tokens of one engine step of several inputs, within EMBEDDING_BATCH_TOKENS (a longer input runs alone); 0: 512 on the CPU, where attention over a long step costs more per input than several short steps, and EMBEDDING_BATCH_TOKENS on a GPU")
 	fs.Int(&c.Threads, "embedding-threads", "EMBEDDING_THREADS", 0, "CPU threads for compute; 0: one per CPU")
+	fs.Int(&c.SpinCount, "embedding-spin-count", "EMBEDDING_SPIN_COUNT", DefaultSpinCount, "how many times a compute thread polls at a barrier before it sleeps (libgomp's GOMP_SPINCOUNT), set by a worker that serves embedding models alone, the setting being the process's; -1: libgomp's own (GOMP_SPINCOUNT and OMP_WAIT_POLICY as the environment sets them, else 300,000 polls, which hold a core for milliseconds whenever the other compute thread is preempted)")
 	fs.Bool(&c.GPU, "embedding-gpu", "EMBEDDING_GPU", true, "offload the embedding model to a CUDA GPU when llama.cpp finds one")
 	fs.String(&c.Dimensions, "embedding-dimensions", "EMBEDDING_DIMENSIONS", "", "widths a request's dimensions may ask for besides the model's own, comma-separated, for a model trained to be cut (Matryoshka); empty: none, and dimensions other than the model's width are refused")
 }
@@ -101,6 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("EMBEDDING_BATCH_TOKENS must be at least 8, not %d", c.BatchTokens)
 	case c.BatchInputs < 1:
 		return c, fmt.Errorf("EMBEDDING_BATCH_INPUTS must be at least 1, not %d", c.BatchInputs)
+	case c.SpinCount < -1:
+		return c, fmt.Errorf("EMBEDDING_SPIN_COUNT must be -1 (libgomp's own) or at least 0, not %d", c.SpinCount)
 	case c.StepTokens < 0:
 		return c, fmt.Errorf("EMBEDDING_STEP_TOKENS must be 0 (the device's default) or positive, not %d", c.StepTokens)
 	}

@@ -28,4 +28,7 @@ func TestStepTokens(t *testing.T) {
 	if _, err := (Config{StepTokens: -1}).withDefaults(); err == nil {
 		t.Error("EMBEDDING_STEP_TOKENS=-1 was accepted")
 	}
+	if _, err := (Config{SpinCount: -2}).withDefaults(); err == nil {
+		t.Error("EMBEDDING_SPIN_COUNT=-2 was accepted")
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -177,6 +178,29 @@ func bindingName() string {
 		}
 	}
 	return "yzma"
+}
+
+// SetOpenMPSpin sets how many times one of ggml's OpenMP threads polls at
+// a barrier before it sleeps (libgomp's GOMP_SPINCOUNT), for the whole
+// process. libgomp reads it once, when it is loaded, so the engine's
+// libraries must not be loaded yet.
+func SetOpenMPSpin(count int) error {
+	return setOpenMPSpin(loaded != nil, count, os.Setenv)
+}
+
+// setOpenMPSpin is SetOpenMPSpin with the library's state and the
+// environment passed in.
+func setOpenMPSpin(libLoaded bool, count int, setenv func(key, value string) error) error {
+	if libLoaded {
+		return errors.New("GOMP_SPINCOUNT: the engine's libraries are already loaded, and libgomp has read its settings")
+	}
+	if count < 0 {
+		return fmt.Errorf("GOMP_SPINCOUNT: %d polls: want 0 or more", count)
+	}
+	if err := setenv("GOMP_SPINCOUNT", strconv.Itoa(count)); err != nil {
+		return fmt.Errorf("set GOMP_SPINCOUNT: %w", err)
+	}
+	return nil
 }
 
 // libraryVersion calls llama_version(), which yzma does not bind.

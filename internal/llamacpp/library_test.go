@@ -3,6 +3,7 @@ package llamacpp
 import (
 	"bufio"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,34 @@ func TestFindLibDir(t *testing.T) {
 	}
 	if d := findLibDir(); d != filepath.Join("lib", "llama") {
 		t.Errorf("found %q, want lib/llama", d)
+	}
+}
+
+// The spin count reaches libgomp through its variable, and only before
+// the libraries load; a negative count is refused.
+func TestSetOpenMPSpin(t *testing.T) {
+	tests := []struct {
+		name    string
+		loaded  bool
+		count   int
+		wantEnv map[string]string
+		wantErr string
+	}{
+		{"before the load", false, 3000, map[string]string{"GOMP_SPINCOUNT": "3000"}, ""},
+		{"no spin", false, 0, map[string]string{"GOMP_SPINCOUNT": "0"}, ""},
+		{"negative", false, -1, map[string]string{}, "want 0 or more"},
+		{"after the load", true, 3000, map[string]string{}, "already loaded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			err := setOpenMPSpin(tt.loaded, tt.count, func(k, v string) error { env[k] = v; return nil })
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+			if !maps.Equal(env, tt.wantEnv) {
+				t.Errorf("environment %v, want %v", env, tt.wantEnv)
+			}
+		})
 	}
 }
