@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/genq/genq/internal/embedgen"
 	"github.com/genq/genq/internal/genq"
 	"github.com/genq/genq/internal/procfs"
 	"github.com/genq/genq/test/localstack"
@@ -267,12 +268,12 @@ func (b *bench) embeddingsMarkdown() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "`make bench` (or `go run ./test/bench -only embeddings`), commit `%s`, %s, on %d cores of %s, load average %s. "+
 		"The model: `genqctl models tiny --family bert --size mini` (MiniLM-L6's blocks: 6 layers at width 384, %d dimensions, mean pooling; random weights, F16). "+
-		"genq: the api, NATS and one embedding worker (%d jobs at once, steps of at most %d inputs and %d tokens, %d threads), through `POST /v1/embeddings`; "+
+		"genq: the api, NATS and one embedding worker (%d jobs at once, steps of at most %d inputs and %d tokens, %d threads; on the CPU a step of several inputs stops at %d tokens, `EMBEDDING_STEP_TOKENS`' default), through `POST /v1/embeddings`; "+
 		"llama-server --embedding on the same file (%s) with %d parallel slots (inputs a step), `-b`/`-ub` %d and %d threads. "+
 		"Both answer the same requests, %d runs each, taking turns going first; the inputs are sentences of 20 to 32 words (about 25 to 40 tokens). "+
 		"Before any is timed the two give the same vectors: least cosine over 32 inputs **%.6f**.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), procfs.CPUName(), loadAverage(),
-		e.width, e.slots, e.batchInputs, e.batchTokens, e.threads, e.peer, e.batchInputs, e.batchTokens, e.threads, b.runs, e.minCosine)
+		e.width, e.slots, e.batchInputs, e.batchTokens, e.threads, embedgen.DefaultCPUStepTokens, e.peer, e.batchInputs, e.batchTokens, e.threads, b.runs, e.minCosine)
 	sb.WriteString("| load | genq, embeddings/s | llama-server, embeddings/s | genq / llama-server |\n|---|---|---|---|\n")
 	for _, r := range e.results {
 		g, p := median(r.rates["genq"]), median(r.rates["llama-server"])
