@@ -85,6 +85,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	defer client.Close()
+	client.LookLate(cfg.ResultLooks)
 	fleet, err := conn.WatchAllWorkers(ctx)
 	if err != nil {
 		return err

@@ -28,6 +28,11 @@ type Client struct {
 	// holds their prefix (RouteBy).
 	router *Router
 
+	// looks and pacer look in the results store for jobs whose reply is
+	// late (LookLate).
+	looks LateLooks
+	pacer *lookPacer
+
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
 }
@@ -35,6 +40,7 @@ type Client struct {
 // NewClient subscribes the client's inbox.
 func NewClient(c *Conn) (*Client, error) {
 	cl := &Client{conn: c, inbox: c.nc.NewRespInbox(), pending: make(map[string]chan *nats.Msg)}
+	cl.LookLate(DefaultLateLooks())
 	sub, err := c.nc.Subscribe(cl.inbox+".*", cl.route)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe inbox: %w", err)
@@ -142,14 +148,24 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 		}
 		return nil, err
 	}
-	// The reply is a core NATS message: if this client was disconnected when
-	// it came, it is gone, and the stored result is the way to get it. A
-	// duplicate was queued by an earlier run of the same producer, whose
-	// inbox is gone too. In both cases, poll the results store.
+	return cl.await(ctx, job, ch, dup, forget)
+}
+
+// await waits for the reply to job on ch, or finds its result in the store.
+//
+// The reply is a core NATS message: if this client was disconnected when
+// it came, it is gone, and the stored result is the way to get it. A
+// duplicate was queued by an earlier run of the same producer, whose inbox
+// is gone too. In both cases, poll the results store. A reply can also be
+// lost while this client stays connected (its worker died between storing
+// and sending it again): a job waiting long without one is looked for in
+// the store now and then (LateLooks), paced over all of the client's jobs.
+func (cl *Client) await(ctx context.Context, job genq.Job, ch chan *nats.Msg, polling bool, forget func()) (*genq.ReceivedResult, error) {
 	reconnects := cl.conn.nc.Stats().Reconnects
 	check := time.NewTicker(500 * time.Millisecond)
 	defer check.Stop()
-	polling := dup
+	late := newLateLook(ctx, cl.looks, cl.pacer)
+	defer late.stop()
 	for {
 		select {
 		case m := <-ch:
@@ -172,20 +188,21 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 				continue
 			}
 			polling = true
-			r, err := cl.conn.pollResult(ctx, job.ID, !job.Store)
-			switch code := genq.ErrorCode(err); {
-			case code == genq.NotFound:
-				continue
-			case code == genq.Unavailable && ctx.Err() == nil:
-				// A store that fails now (NATS restarting, JetStream not yet
-				// ready) may answer at the next poll; giving up would leave
-				// the job running for nobody, and the caller's retry would run
-				// it twice.
-				cl.conn.log.Debug("results store unavailable; polling again", "job_id", job.ID, "err", err)
-				continue
+			if r, found, err := cl.lookInStore(ctx, job); found {
+				forget()
+				return r, err
 			}
-			forget()
-			return r, err
+		case now := <-late.C():
+			if polling || !late.fired(now) {
+				continue // the polls look already, or the look's slot comes later
+			}
+			r, found, err := cl.lookInStore(ctx, job)
+			if found {
+				forget()
+				cl.conn.log.Info("no reply came; took the result from the results store", "job_id", job.ID, "err", err)
+				return r, err
+			}
+			late.again(time.Now())
 		case <-ctx.Done():
 			forget()
 			cl.conn.Cancel(job.ID)
@@ -194,12 +211,39 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 	}
 }
 
+// lookInStore polls the results store for job's result: found is false
+// when there is none yet, or the store did not answer and may at the next
+// look. A result found is delivered as its reply would be (an error
+// result as the error); read whole and closed, one of a job without
+// store is deleted, as nobody will fetch it again.
+func (cl *Client) lookInStore(ctx context.Context, job genq.Job) (*genq.ReceivedResult, bool, error) {
+	r, err := cl.conn.pollResult(ctx, job.ID, !job.Store)
+	switch code := genq.ErrorCode(err); {
+	case code == genq.NotFound:
+		return nil, false, nil
+	case code == genq.Unavailable && ctx.Err() == nil:
+		// A store that fails now (NATS restarting, JetStream not yet
+		// ready) may answer at the next poll; giving up would leave the
+		// job running for nobody, and the caller's retry would run it
+		// twice.
+		cl.conn.log.Debug("results store unavailable; polling again", "job_id", job.ID, "err", err)
+		return nil, false, nil
+	}
+	return r, true, err
+}
+
 // ctxError is the genq error for a job whose caller's ctx has ended.
 func ctxError(ctx context.Context) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return genq.WrapError(genq.Timeout, ctx.Err(), "the job was not done by its deadline")
 	}
 	return genq.WrapError(genq.Canceled, ctx.Err(), "the request was cancelled")
+}
+
+// LookLate sets when the client looks in the results store for a job whose
+// reply has not come (LateLooks). Set it before the first Run.
+func (cl *Client) LookLate(l LateLooks) {
+	cl.looks, cl.pacer = l, newLookPacer(l.PerSecond)
 }
 
 // RouteBy makes the client publish each interactive job with an affinity

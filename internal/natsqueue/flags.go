@@ -1,6 +1,7 @@
 package natsqueue
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/genq/genq/internal/envflag"
@@ -35,6 +36,28 @@ func (s *Settings) RegisterFlags(fs *envflag.Set) {
 	fs.Duration(&s.HeartbeatTTL, "heartbeat-ttl", "HEARTBEAT_TTL", d.HeartbeatTTL, "a worker counts as live this long after its last heartbeat")
 	fs.Duration(&s.TenantIdle, "tenant-consumer-idle", "TENANT_CONSUMER_IDLE", d.TenantIdle, "api: a tenant's consumer is removed after no worker pulled from it for this long, and made again for its next job (0: kept for ever)")
 	fs.Int(&s.Replicas, "nats-replicas", "NATS_REPLICAS", d.Replicas, "replicas of each JetStream asset (3 in a NATS cluster)")
+}
+
+// RegisterFlags binds the api's late looks; MaxGap keeps its default.
+func (l *LateLooks) RegisterFlags(fs *envflag.Set) {
+	d := DefaultLateLooks()
+	*l = d
+	fs.Duration(&l.After, "result-look-after", "RESULT_LOOK_AFTER", d.After,
+		"api: a job with no reply after this is looked for in the results store, then again at doubling gaps up to 30s, the last just before its deadline: a reply lost on its way is found there (0: looked for only after a reconnect)")
+	fs.Float64(&l.PerSecond, "result-looks-per-second", "RESULT_LOOKS_PER_SECOND", d.PerSecond,
+		"api: the most of those looks per second, over all the jobs it waits on (a look is one NATS request)")
+}
+
+// Validate refuses looks that could not be paced: a rate of 0 or less
+// would leave them unbounded, so the looks are turned off by their After.
+func (l LateLooks) Validate() error {
+	switch {
+	case l.After < 0:
+		return fmt.Errorf("RESULT_LOOK_AFTER %s: want 0 (off) or more", l.After)
+	case l.After > 0 && !(l.PerSecond > 0):
+		return fmt.Errorf("RESULT_LOOKS_PER_SECOND %v: want more than 0 (RESULT_LOOK_AFTER=0 turns the looks off)", l.PerSecond)
+	}
+	return nil
 }
 
 // Routing by prefix (docs/text.md, "Across workers"): the api sends a

@@ -27,6 +27,9 @@ type Config struct {
 	LogLevel    string
 	NATS        natsqueue.ConnectOptions
 	Queue       natsqueue.Settings
+	// ResultLooks: when the api looks in the results store for a job whose
+	// reply is late.
+	ResultLooks natsqueue.LateLooks
 	// Embedded is the nats-server the api starts when NATS.URL is empty.
 	Embedded natsembed.Settings
 	HTTP     httpapi.Config
@@ -55,6 +58,7 @@ func (c *Config) Register(fs *envflag.Set) {
 	c.NATS.RegisterFlags(fs, "")
 	fs.Section("Queue")
 	c.Queue.RegisterFlags(fs)
+	c.ResultLooks.RegisterFlags(fs)
 	// The workers and genqctl submit adopt the assets the api makes.
 	for _, a := range []struct {
 		from string
@@ -95,6 +99,9 @@ func Parse(args []string, lookup func(string) (string, bool), out io.Writer) (Co
 	}
 	c.HTTP.Variant = v
 	if c.HTTP.Catalog, err = catalog.Load(c.Models, v, ""); err != nil {
+		return c, err
+	}
+	if err := c.ResultLooks.Validate(); err != nil {
 		return c, err
 	}
 	c.HTTP.QueueCapacity = c.Queue.QueueCapacity

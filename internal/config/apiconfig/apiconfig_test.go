@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func lookupOf(env map[string]string) func(string) (string, bool) {
@@ -60,6 +61,34 @@ func TestAPIKeysFile(t *testing.T) {
 		}
 		if err != nil || len(c.Keys) != tt.keys {
 			t.Errorf("%q: %d keys, %v; want %d", tt.file, len(c.Keys), err, tt.keys)
+		}
+	}
+}
+
+// TestResultLooks: the looks for late replies are read, turned off by
+// RESULT_LOOK_AFTER=0, and refused, by name, when they could not be paced.
+func TestResultLooks(t *testing.T) {
+	for _, tt := range []struct {
+		env       map[string]string
+		wantAfter time.Duration
+		wantRate  float64
+		wantErr   string
+	}{
+		{map[string]string{}, 5 * time.Second, 20, ""},
+		{map[string]string{"RESULT_LOOK_AFTER": "2s", "RESULT_LOOKS_PER_SECOND": "5.5"}, 2 * time.Second, 5.5, ""},
+		{map[string]string{"RESULT_LOOK_AFTER": "0", "RESULT_LOOKS_PER_SECOND": "0"}, 0, 0, ""},
+		{map[string]string{"RESULT_LOOKS_PER_SECOND": "0"}, 0, 0, "RESULT_LOOKS_PER_SECOND"},
+		{map[string]string{"RESULT_LOOK_AFTER": "-1s"}, 0, 0, "RESULT_LOOK_AFTER"},
+	} {
+		c, err := Parse(nil, lookupOf(tt.env), io.Discard)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("env %v: %v; want an error naming %s", tt.env, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || c.ResultLooks.After != tt.wantAfter || c.ResultLooks.PerSecond != tt.wantRate {
+			t.Errorf("env %v: looks %+v, %v; want after %s at %v a second", tt.env, c.ResultLooks, err, tt.wantAfter, tt.wantRate)
 		}
 	}
 }
