@@ -4,14 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/test/localstack"
 )
 
 // TestReplyGetsThroughTheWorkersFrozenServer: the worker's server freezes
@@ -27,13 +25,17 @@ func TestReplyGetsThroughTheWorkersFrozenServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newFreezingProxy(t, s.ns.Addr().String())
+	proxy, err := localstack.NewProxy(s.ns.Addr().String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
 	logs := &lockedBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	st := DefaultSettings()
 	st.AckWait = 10 * time.Second
-	w, err := Dial(ctx, ConnectOptions{URL: "nats://" + proxy.addr()}, st, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), genq.VariantB)
+	w, err := Dial(ctx, ConnectOptions{URL: proxy.URL()}, st, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), genq.VariantB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestReplyGetsThroughTheWorkersFrozenServer(t *testing.T) {
 	}()
 	d := pullJob(t, p, job.ID)
 
-	proxy.freeze()
+	proxy.Freeze()
 	completed := make(chan error, 1)
 	go func() {
 		completed <- d.Complete(ctx, genq.Result{ContentType: "text/plain", Data: []byte("answer")}, ReplyMeta{Worker: "w1"})
@@ -72,7 +74,7 @@ func TestReplyGetsThroughTheWorkersFrozenServer(t *testing.T) {
 	// The reply's request is unconfirmed, so its bytes went into the
 	// frozen link; only then does the worker notice its server is gone.
 	waitLog(t, logs, "reply not confirmed; storing the result", 10*time.Second)
-	proxy.cut()
+	proxy.Cut()
 
 	if err := <-completed; err != nil {
 		t.Fatalf("complete: %v", err)
@@ -88,97 +90,6 @@ func waitLog(t *testing.T, logs *lockedBuffer, line string, within time.Duration
 	for deadline := time.Now().Add(within); !strings.Contains(logs.String(), line); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q in the logs within %s:\n%s", line, within, logs.String())
-		}
-	}
-}
-
-// freezingProxy forwards TCP to a NATS server, and plays that server
-// freezing (SIGSTOP): its links swallow every byte each way, as a
-// process that reads nothing and answers nothing does, until they are cut.
-type freezingProxy struct {
-	ln       net.Listener
-	upstream string
-
-	mu    sync.Mutex
-	links []*frozenLink
-}
-
-// frozenLink is one client's connection through the proxy.
-type frozenLink struct {
-	down, up net.Conn
-	frozen   atomic.Bool
-}
-
-func newFreezingProxy(t *testing.T, upstream string) *freezingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezingProxy{ln: ln, upstream: upstream}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); p.cut(); wg.Wait() })
-	wg.Go(p.serve)
-	return p
-}
-
-func (p *freezingProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *freezingProxy) serve() {
-	for {
-		down, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		l := &frozenLink{down: down, up: up}
-		p.mu.Lock()
-		p.links = append(p.links, l)
-		p.mu.Unlock()
-		go l.copy(up, down)
-		go l.copy(down, up)
-	}
-}
-
-// freeze makes every link swallow what either side sends.
-func (p *freezingProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.links {
-		l.frozen.Store(true)
-	}
-}
-
-// cut closes every link, as a client does once it judges its server dead;
-// what the frozen links swallowed is gone. New links go through.
-func (p *freezingProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.links {
-		l.down.Close()
-		l.up.Close()
-	}
-	p.links = nil
-}
-
-// copy copies src to dst until either closes, dropping what it reads
-// while the link is frozen.
-func (l *frozenLink) copy(dst, src net.Conn) {
-	b := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(b)
-		if n > 0 && !l.frozen.Load() {
-			if _, werr := dst.Write(b[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			dst.Close()
-			return
 		}
 	}
 }
