@@ -36,11 +36,7 @@ func TestPatternNamesWalkOnce(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := Compile([]byte(tc.schema))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := g.NewMatcher()
+			m := mustCompile(t, tc.schema).NewMatcher()
 			mask := make([]uint64, v.words)
 			for i, step := range tc.steps {
 				if !m.Advance([]byte(step)) {
@@ -70,4 +66,14 @@ func tokenByToken(m *Matcher, toks [][]byte) []int32 {
 		}
 	}
 	return out
+}
+
+// mustCompile compiles schema, failing the test on an error.
+func mustCompile(t *testing.T, schema string) *Grammar {
+	t.Helper()
+	g, err := Compile([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
