@@ -333,6 +333,9 @@ type trieNode struct {
 	terminal bool
 	escape   bool // inside an escape sequence
 	cont     int  // continuation bytes due in the current UTF-8 character
+	// The range of the next byte where cont > 0: the lead's own for the
+	// first continuation byte (grammar.UTF8Leads), any after.
+	nextLo, nextHi byte
 }
 
 // byteSet is a set of bytes, a bit each.
@@ -371,8 +374,10 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 		writeString(&buf, m.key)
 		enc := buf.Bytes()[1 : buf.Len()-1]
 		n, escLeft, cont := root, 0, 0
+		var nextLo, nextHi byte
 		for i, ch := range enc {
-			// The state after ch: inside an escape, or a UTF-8 character.
+			// The state after ch: inside an escape, or a UTF-8 character
+			// (writeString's output is well-formed UTF-8).
 			switch {
 			case escLeft > 0:
 				escLeft--
@@ -382,18 +387,17 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 			case ch == '\\':
 				escLeft = 1
 			case cont > 0:
-				cont--
-			case ch >= 0xF0:
-				cont = 3
-			case ch >= 0xE0:
-				cont = 2
-			case ch >= 0xC0:
-				cont = 1
+				cont, nextLo, nextHi = cont-1, 0x80, 0xBF
+			default:
+				if l, ok := grammar.UTF8LeadOf(ch); ok {
+					cont, nextLo, nextHi = l.Cont, l.NextLo, l.NextHi
+				}
 			}
 			next := n.child(ch)
 			if next == nil {
 				next = newNode()
 				next.escape, next.cont = escLeft > 0, cont
+				next.nextLo, next.nextHi = nextLo, nextHi
 				n.children = append(n.children, trieChild{ch, next})
 				n.kids.add(ch)
 			}
@@ -406,33 +410,45 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 	b.Eps(start, quote.Start)
 	b.Eps(quote.End, root.id)
 	// Where a key stops following the names: the rest of any plain
-	// string, after the continuation bytes its character still has due
-	// (any: a lead byte's own ranges are not told apart here). Four entries
-	// every trie node leaves to, so that the trie adds edges, not nodes.
+	// string, after the continuation bytes its character still has due.
+	// restAt[k] takes k continuation bytes of any value; a lead whose next
+	// byte has a range of its own (E0, ED, F0, F4: no overlong form,
+	// surrogate or code point over U+10FFFF) leaves to leadAt, which takes
+	// that range first. Entries every trie node leaves to, so that the
+	// trie adds edges, not nodes.
 	var restAt [4]int32
 	for k := range restAt {
 		f := b.Seq(b.Repeat(k, k, func() grammar.Frag { return b.Ranges(0x80, 0xBF) }), rest())
 		restAt[k] = f.Start
 		b.Eps(f.End, end)
 	}
-	// leaveOn adds leave edges for the bytes from lo to hi that continue no
-	// name and are not in skip, in runs: a bit test per byte, as it runs
-	// for every byte a key may have at every node of the trie.
-	leaveOn := func(n *trieNode, lo, hi, conts int, skip byteSet) {
+	leads := grammar.UTF8Leads()
+	var leadAt [len(leads)]int32
+	for i, l := range leads {
+		leadAt[i] = restAt[l.Cont]
+		if !l.Generic() {
+			leadAt[i] = b.Node()
+			b.ByteEdge(leadAt[i], l.NextLo, l.NextHi, restAt[l.Cont-1])
+		}
+	}
+	// leaveOn adds leave edges to `to` for the bytes from lo to hi that
+	// continue no name and are not in skip, in runs: a bit test per byte,
+	// as it runs for every byte a key may have at every node of the trie.
+	leaveOn := func(n *trieNode, lo, hi byte, to int32, skip byteSet) {
 		blocked := n.kids
 		for i := range blocked {
 			blocked[i] |= skip[i]
 		}
 		free := func(x int) bool { return !blocked.has(byte(x)) }
-		for x := lo; x <= hi; x++ {
+		for x := int(lo); x <= int(hi); x++ {
 			if !free(x) {
 				continue
 			}
 			y := x
-			for y+1 <= hi && free(y+1) {
+			for y+1 <= int(hi) && free(y+1) {
 				y++
 			}
-			b.ByteEdge(n.id, byte(x), byte(y), restAt[conts])
+			b.ByteEdge(n.id, byte(x), byte(y), to)
 			x = y
 		}
 	}
@@ -445,12 +461,12 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 		case n.escape:
 			// inside a name's escape: only the name goes on
 		case n.cont > 0:
-			leaveOn(n, 0x80, 0xBF, n.cont-1, none)
+			leaveOn(n, n.nextLo, n.nextHi, restAt[n.cont-1], none)
 		default:
-			leaveOn(n, 0x20, 0x7F, 0, quotes)
-			leaveOn(n, 0xC2, 0xDF, 1, none)
-			leaveOn(n, 0xE0, 0xEF, 2, none)
-			leaveOn(n, 0xF0, 0xF4, 3, none)
+			leaveOn(n, 0x20, 0x7F, restAt[0], quotes)
+			for i, l := range leads {
+				leaveOn(n, l.Lo, l.Hi, leadAt[i], none)
+			}
 			if !n.terminal {
 				b.ByteEdge(n.id, '"', '"', end)
 			}

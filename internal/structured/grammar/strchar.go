@@ -27,18 +27,15 @@ func (b *Builder) stringChar(escapes bool) Frag {
 	for i := 1; i < 4; i++ {
 		edge(cont[i], cont[i-1], 0x80, 0xBF)
 	}
-	lead := func(lo, hi, nlo, nhi byte, left int) {
+	for _, l := range UTF8Leads() {
+		if l.Generic() {
+			edge(start, cont[l.Cont], l.Lo, l.Hi)
+			continue
+		}
 		n := b.Node()
-		edge(start, n, lo, hi)
-		edge(n, cont[left], nlo, nhi)
+		edge(start, n, l.Lo, l.Hi)
+		edge(n, cont[l.Cont-1], l.NextLo, l.NextHi)
 	}
-	edge(start, cont[1], 0xC2, 0xDF)
-	lead(0xE0, 0xE0, 0xA0, 0xBF, 1)
-	edge(start, cont[2], 0xE1, 0xEC, 0xEE, 0xEF)
-	lead(0xED, 0xED, 0x80, 0x9F, 1)
-	lead(0xF0, 0xF0, 0x90, 0xBF, 2)
-	edge(start, cont[3], 0xF1, 0xF3)
-	lead(0xF4, 0xF4, 0x80, 0x8F, 2)
 
 	if !escapes {
 		return Frag{start, end}
@@ -117,4 +114,46 @@ func (b *Builder) Union(fs ...Frag) Frag {
 		b.Eps(f.End, end)
 	}
 	return Frag{start, end}
+}
+
+// UTF8Lead is a run of lead bytes of well-formed UTF-8 (RFC 3629) and the
+// range of the byte that must follow them. Every automaton that writes
+// UTF-8 by hand takes its leads from UTF8Leads, so that none lets an
+// overlong form, a surrogate or a code point above U+10FFFF through.
+type UTF8Lead struct {
+	Lo, Hi         byte // the lead bytes
+	NextLo, NextHi byte // the first continuation byte's range
+	Cont           int  // continuation bytes after the lead
+}
+
+// Generic tells whether the lead's first continuation byte is any one,
+// 0x80 to 0xBF, as every later one is.
+func (l UTF8Lead) Generic() bool { return l.NextLo == 0x80 && l.NextHi == 0xBF }
+
+// UTF8Leads are the leads of characters of two to four bytes, in byte
+// order. E0 and F0 narrow their next byte against overlong forms, ED
+// against surrogates (D800-DFFF), F4 against code points over U+10FFFF;
+// C0, C1 and F5 to FF lead nothing. An array, so that callers get a copy.
+func UTF8Leads() [8]UTF8Lead {
+	return [8]UTF8Lead{
+		{0xC2, 0xDF, 0x80, 0xBF, 1},
+		{0xE0, 0xE0, 0xA0, 0xBF, 2},
+		{0xE1, 0xEC, 0x80, 0xBF, 2},
+		{0xED, 0xED, 0x80, 0x9F, 2},
+		{0xEE, 0xEF, 0x80, 0xBF, 2},
+		{0xF0, 0xF0, 0x90, 0xBF, 3},
+		{0xF1, 0xF3, 0x80, 0xBF, 3},
+		{0xF4, 0xF4, 0x80, 0x8F, 3},
+	}
+}
+
+// UTF8LeadOf is the lead that c is one of, and false for a byte that
+// leads no character of two to four bytes.
+func UTF8LeadOf(c byte) (UTF8Lead, bool) {
+	for _, l := range UTF8Leads() {
+		if l.Lo <= c && c <= l.Hi {
+			return l, true
+		}
+	}
+	return UTF8Lead{}, false
 }
