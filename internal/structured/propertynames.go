@@ -154,7 +154,7 @@ func (c *compiler) regexp(pattern string) *regexp.Regexp {
 }
 
 // otherKey is the rule of a key that is none of props' names, quoted: a
-// trie of the names as they are written (their canonical JSON), which
+// trie of the names as they may be written (nameSpellings), which
 // leaves for the rest of any string wherever a key stops following them,
 // and ends at the closing quote only where no name ends. Such a key has no
 // escapes but those of a name's own spelling: written with an escape, the
@@ -362,6 +362,34 @@ func (n *trieNode) child(c byte) *trieNode {
 	return nil
 }
 
+// nameSpellings are the ways a key may spell each of props' names, quotes
+// left out: as writeString writes it, and, for a name with U+2028 or
+// U+2029 (which Go's encoder escapes), with those written as themselves,
+// which a JSON reader takes for the same name.
+func nameSpellings(props *value) [][]byte {
+	var out [][]byte
+	for _, m := range props.obj {
+		var buf bytes.Buffer
+		writeString(&buf, m.key)
+		out = append(out, buf.Bytes()[1:buf.Len()-1])
+		if !strings.ContainsAny(m.key, "\u2028\u2029") {
+			continue
+		}
+		var raw []byte
+		for _, r := range m.key {
+			if r == '\u2028' || r == '\u2029' {
+				raw = utf8.AppendRune(raw, r)
+				continue
+			}
+			buf.Reset()
+			writeString(&buf, string(r))
+			raw = append(raw, buf.Bytes()[1:buf.Len()-1]...)
+		}
+		out = append(out, raw)
+	}
+	return out
+}
+
 // otherKeyString builds otherKey's automaton in c.b, rest building the
 // rest of a plain string after its first character (a call of a shared
 // rule, or, for an intersection, the automaton itself).
@@ -369,10 +397,7 @@ func (c *compiler) otherKeyString(props *value, rest func() grammar.Frag) gramma
 	b := c.b
 	newNode := func() *trieNode { return &trieNode{id: b.Node()} }
 	root := newNode()
-	for _, m := range props.obj {
-		var buf bytes.Buffer
-		writeString(&buf, m.key)
-		enc := buf.Bytes()[1 : buf.Len()-1]
+	for _, enc := range nameSpellings(props) {
 		n, escLeft, cont := root, 0, 0
 		var nextLo, nextHi byte
 		for i, ch := range enc {

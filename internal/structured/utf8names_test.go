@@ -144,6 +144,35 @@ func TestMultibyteNamesMatchTheirPatterns(t *testing.T) {
 	}
 }
 
+// TestSeparatorNamesAreOneName: a listed name with U+2028 or U+2029 is
+// written with their escapes (as Go writes them); written as themselves,
+// the same name is no other name either, nor another string than a
+// listed one.
+func TestSeparatorNamesAreOneName(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		ok, refused  []string
+	}{
+		{"a listed name", `{"properties":{"a\u2028b":{"type":"string"},"\u2029":{"type":"string"}}}`,
+			[]string{`{"a\u2028b":"s"}`, `{"\u2029":"s"}`, "{\"a\u2029b\":1}", "{\"\u2028\":1}", `{"ab":1}`},
+			[]string{`{"a\u2028b":1}`, "{\"a\u2028b\":1}", "{\"a\u2028b\":\"s\"}", "{\"\u2029\":1}"}},
+		{"a listed name beside patterns", `{"properties":{"a\u2028":{"type":"string"}},"patternProperties":{"^a":{}}}`,
+			[]string{`{"a\u2028":"s"}`, `{"ab":1}`, "{\"a\u2029\":1}"},
+			[]string{"{\"a\u2028\":1}", `{"a\u2028":1}`}},
+		{"a string other than listed ones", `{"items":{"type":"string"},"contains":{"const":"\u2028"},"minContains":0,"maxContains":0}`,
+			[]string{`["a"]`, "[\"\u2029\"]"},
+			[]string{"[\"\u2028\"]", `["\u2028"]`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Compile([]byte(tc.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTexts(t, g, tc.ok, tc.refused)
+		})
+	}
+}
+
 // TestFormatsRefuseBadUTF8: formats that take characters beyond ASCII,
 // alone and beside a negated enum, refuse every sequence that is no UTF-8, alone or
 // after a character they take.
