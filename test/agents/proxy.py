@@ -18,8 +18,12 @@ With FORCE_TOOL, the first Messages, chat or Responses request that offers
 that tool and carries no tool result yet goes out with tool_choice naming
 it, in that route's shape: a model of
 random weights never chooses a tool, and a real one would, so this is how
-a test reaches the agent's tool-result turn. Everything after it goes out
-unchanged.
+a test reaches the agent's tool-result turn. That request also carries the
+tool's schema bounded (bounded below): such a model writes a string until
+it happens to sample a closing quote, tens of thousands of tokens on a
+vocabulary of 128k, or past the request's deadline. Everything after it
+goes out unchanged, and the call's arguments are checked against the
+tool's own schema as the agent sends it next.
 
 With PROXY_TOOLS_LOG naming a file, each distinct set of tools a request
 offers is appended to it, one JSON line {"tools": [...]}, as the agent
@@ -108,6 +112,16 @@ def tool_schema(t):
     return t.get("input_schema") or t.get("parameters") or (t.get("function") or {}).get("parameters")
 
 
+def set_tool_schema(t, schema):
+    """Sets a tool's input schema where tool_schema found it."""
+    if "input_schema" in t:
+        t["input_schema"] = schema
+    elif "parameters" in t:
+        t["parameters"] = schema
+    elif isinstance(t.get("function"), dict):
+        t["function"]["parameters"] = schema
+
+
 def arguments(text):
     """A call's arguments, a JSON text in OpenAI's APIs, as a value."""
     try:
@@ -137,7 +151,37 @@ def force_tool(body, name, path):
     if summary(body).get("tool_results"):
         return None
     req["tool_choice"] = NAMED_CHOICE[path](name)
+    for t in req["tools"]:
+        if isinstance(t, dict) and tool_name(t) == name:
+            set_tool_schema(t, bounded(tool_schema(t)))
     return json.dumps(req).encode()
+
+
+# The longest string and array a bounded schema lets a forced call write.
+BOUND_CHARS, BOUND_ITEMS = 32, 2
+
+
+def bounded(schema):
+    """schema narrowed so that every value under it ends within a few dozen
+    tokens: only its required properties, strings of at most BOUND_CHARS
+    characters, arrays of at most BOUND_ITEMS items. A value valid under
+    the result is valid under schema."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if schema.get("type") == "object" or "properties" in schema:
+        required = schema.get("required") or []
+        props = schema.get("properties") or {}
+        out["properties"] = {k: bounded(v) for k, v in props.items() if k in required}
+        out["additionalProperties"] = False
+        out.pop("patternProperties", None)
+    if schema.get("type") == "string":
+        out["maxLength"] = min(schema.get("maxLength", BOUND_CHARS), BOUND_CHARS)
+    if schema.get("type") == "array":
+        out["maxItems"] = min(schema.get("maxItems", BOUND_ITEMS), BOUND_ITEMS)
+        if isinstance(schema.get("items"), dict):
+            out["items"] = bounded(schema["items"])
+    return out
 
 
 def main():
@@ -171,6 +215,7 @@ def main():
         def forward(self):
             n = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(n) if n else b""
+            sent = body  # as the agent sent it, for the tools' log
             was_forced = False
             path = self.path.split("?")[0]
             if forced["tool"] and path in NAMED_CHOICE:
@@ -206,7 +251,7 @@ def main():
             with lock, open(log_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
             if tools_log:
-                record_tools(body)
+                record_tools(sent)
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = forward
 
