@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,18 +30,29 @@ type Client struct {
 	router *Router
 
 	// looks and pacer look in the results store for jobs whose reply is
-	// late (LookLate).
+	// late (LookLate); polls paces the jobs that poll it.
 	looks LateLooks
 	pacer *lookPacer
+	polls *lookPacer
 
 	mu      sync.Mutex
-	pending map[string]chan *nats.Msg
+	pending map[string]*waiter
+	// swept is the count of reconnects whose sweep was made (sweep).
+	swept atomic.Uint64
+}
+
+// waiter is a job that waits for its reply.
+type waiter struct {
+	reply chan *nats.Msg // buffered: holds the job's one reply
+	// slot gets the time of the job's first look after a reconnect.
+	slot chan time.Time
 }
 
 // NewClient subscribes the client's inbox.
 func NewClient(c *Conn) (*Client, error) {
-	cl := &Client{conn: c, inbox: c.nc.NewRespInbox(), pending: make(map[string]chan *nats.Msg)}
+	cl := &Client{conn: c, inbox: c.nc.NewRespInbox(), pending: make(map[string]*waiter)}
 	cl.LookLate(DefaultLateLooks())
+	cl.swept.Store(c.nc.Stats().Reconnects)
 	sub, err := c.nc.Subscribe(cl.inbox+".*", cl.route)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe inbox: %w", err)
@@ -96,11 +108,11 @@ func (cl *Client) Close() error {
 func (cl *Client) route(m *nats.Msg) {
 	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	cl.mu.Lock()
-	ch, ok := cl.pending[id]
+	w, ok := cl.pending[id]
 	delete(cl.pending, id)
 	cl.mu.Unlock()
 	if ok {
-		ch <- m // buffered: the caller's channel holds its one reply
+		w.reply <- m
 	}
 	if m.Reply != "" {
 		answer := "gone"
@@ -121,9 +133,9 @@ func (cl *Client) ReplySubject(id string) string { return cl.inbox + "." + id }
 // worker's own error.
 func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 	job.ReplyTo = cl.ReplySubject(job.ID)
-	ch := make(chan *nats.Msg, 1)
+	w := &waiter{reply: make(chan *nats.Msg, 1), slot: make(chan time.Time, 1)}
 	cl.mu.Lock()
-	cl.pending[job.ID] = ch
+	cl.pending[job.ID] = w
 	cl.mu.Unlock()
 	forget := func() {
 		cl.mu.Lock()
@@ -148,7 +160,7 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 		}
 		return nil, err
 	}
-	return cl.await(ctx, job, ch, dup, forget)
+	return cl.await(ctx, job, w, dup, forget)
 }
 
 // await waits for the reply to job on ch, or finds its result in the store.
@@ -160,21 +172,32 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 // lost while this client stays connected (its worker died between storing
 // and sending it again): a job waiting long without one is looked for in
 // the store now and then (LateLooks), paced over all of the client's jobs.
-func (cl *Client) await(ctx context.Context, job genq.Job, ch chan *nats.Msg, polling bool, forget func()) (*genq.ReceivedResult, error) {
-	reconnects := cl.conn.nc.Stats().Reconnects
-	check := time.NewTicker(500 * time.Millisecond)
+// The polls are paced too, by a pacer of their own: after a reconnect,
+// every waiting job looks once (sweep) before any looks twice.
+func (cl *Client) await(ctx context.Context, job genq.Job, w *waiter, polling bool, forget func()) (*genq.ReceivedResult, error) {
+	check := time.NewTicker(reconnectCheck)
 	defer check.Stop()
 	late := newLateLook(ctx, cl.looks, cl.pacer)
-	defer late.stop()
+	if polling {
+		late = newPollLook(ctx, cl.looks.polls(), cl.polls, time.Time{})
+	}
+	defer func() { late.stop() }()
+	poll := func(slot time.Time) {
+		if !polling || !slot.IsZero() {
+			late.stop()
+			late = newPollLook(ctx, cl.looks.polls(), cl.polls, slot)
+		}
+		polling = true
+	}
 	for {
 		select {
-		case m := <-ch:
+		case m := <-w.reply:
 			r, err := cl.conn.decodeReply(ctx, m, !job.Store)
 			if genq.ErrorCode(err) == genq.Unavailable && ctx.Err() == nil {
 				// The reply names a stored result the store would not give
 				// now: the job is done, so fetch it again rather than fail.
 				cl.conn.log.Warn("could not read a stored result; polling for it", "job_id", job.ID, "err", err)
-				polling = true
+				poll(time.Time{})
 				continue
 			}
 			// A reply sent as a request was confirmed by route, and the
@@ -184,22 +207,19 @@ func (cl *Client) await(ctx context.Context, job genq.Job, ch chan *nats.Msg, po
 			}
 			return r, err
 		case <-check.C:
-			if !polling && cl.conn.nc.Stats().Reconnects == reconnects {
-				continue
-			}
-			polling = true
-			if r, found, err := cl.lookInStore(ctx, job); found {
-				forget()
-				return r, err
-			}
+			cl.sweep(time.Now())
+		case slot := <-w.slot:
+			poll(slot)
 		case now := <-late.C():
-			if polling || !late.fired(now) {
-				continue // the polls look already, or the look's slot comes later
+			if !late.fired(now) {
+				continue // the look's slot comes later
 			}
 			r, found, err := cl.lookInStore(ctx, job)
 			if found {
 				forget()
-				cl.conn.log.Info("no reply came; took the result from the results store", "job_id", job.ID, "err", err)
+				if !polling {
+					cl.conn.log.Info("no reply came; took the result from the results store", "job_id", job.ID, "err", err)
+				}
 				return r, err
 			}
 			late.again(time.Now())
@@ -207,6 +227,32 @@ func (cl *Client) await(ctx context.Context, job genq.Job, ch chan *nats.Msg, po
 			forget()
 			cl.conn.Cancel(job.ID)
 			return nil, ctxError(ctx)
+		}
+	}
+}
+
+// reconnectCheck is how often a waiting job checks whether the client
+// reconnected.
+const reconnectCheck = 500 * time.Millisecond
+
+// sweep gives every job waiting when the client reconnected a slot for
+// its first look in the store, all in one pass: the pacer hands out slots
+// in turn, so each job looks once before any looks twice. A job whose
+// earlier slot has not come keeps it.
+func (cl *Client) sweep(now time.Time) {
+	n := cl.conn.nc.Stats().Reconnects
+	if n <= cl.swept.Load() {
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if n <= cl.swept.Load() {
+		return // another job's check swept
+	}
+	cl.swept.Store(n)
+	for _, w := range cl.pending {
+		if len(w.slot) == 0 {
+			w.slot <- cl.polls.reserve(now)
 		}
 	}
 }
@@ -243,7 +289,12 @@ func ctxError(ctx context.Context) error {
 // LookLate sets when the client looks in the results store for a job whose
 // reply has not come (LateLooks). Set it before the first Run.
 func (cl *Client) LookLate(l LateLooks) {
-	cl.looks, cl.pacer = l, newLookPacer(l.PerSecond)
+	if !(l.PollsPerSecond > 0) {
+		// The polls cannot be turned off, and unpaced they are what
+		// the pacer is for: a burst of a look per waiting job.
+		l.PollsPerSecond = DefaultLateLooks().PollsPerSecond
+	}
+	cl.looks, cl.pacer, cl.polls = l, newLookPacer(l.PerSecond), newLookPacer(l.PollsPerSecond)
 }
 
 // RouteBy makes the client publish each interactive job with an affinity

@@ -46,6 +46,8 @@ func (l *LateLooks) RegisterFlags(fs *envflag.Set) {
 		"api: a job with no reply after this is looked for in the results store, then again at doubling gaps up to 30s, the last just before its deadline: a reply lost on its way is found there (0: looked for only after a reconnect)")
 	fs.Float64(&l.PerSecond, "result-looks-per-second", "RESULT_LOOKS_PER_SECOND", d.PerSecond,
 		"api: the most of those looks per second, over all the jobs it waits on (a look is one NATS request)")
+	fs.Float64(&l.PollsPerSecond, "result-polls-per-second", "RESULT_POLLS_PER_SECOND", d.PollsPerSecond,
+		"api: the most looks per second in the results store of the jobs that poll it, over all of them: after a reconnect every waiting job looks once, in turn, then at doubling gaps from 0.5s up to 30s (higher than RESULT_LOOKS_PER_SECOND: results stored during an outage wait for these looks)")
 }
 
 // Validate refuses looks that could not be paced: a rate of 0 or less
@@ -56,6 +58,8 @@ func (l LateLooks) Validate() error {
 		return fmt.Errorf("RESULT_LOOK_AFTER %s: want 0 (off) or more", l.After)
 	case l.After > 0 && !(l.PerSecond > 0):
 		return fmt.Errorf("RESULT_LOOKS_PER_SECOND %v: want more than 0 (RESULT_LOOK_AFTER=0 turns the looks off)", l.PerSecond)
+	case !(l.PollsPerSecond > 0):
+		return fmt.Errorf("RESULT_POLLS_PER_SECOND %v: want more than 0 (the polls after a reconnect cannot be turned off)", l.PollsPerSecond)
 	}
 	return nil
 }

@@ -24,11 +24,26 @@ type LateLooks struct {
 	// PerSecond bounds the looks of all of the client's jobs together, so
 	// thousands of long waits cost a bounded load on the store.
 	PerSecond float64
+	// PollsPerSecond bounds, the same way, the looks of the jobs that poll
+	// the store: every job waiting when the client reconnects (its reply
+	// may have come while it was away), a duplicate, and one whose stored
+	// result could not be read. They have a pacer of their own, as a
+	// reconnect is when results pile up in the store.
+	PollsPerSecond float64
 }
 
 // DefaultLateLooks are the api's defaults (docs/protocol.md §3).
 func DefaultLateLooks() LateLooks {
-	return LateLooks{After: 5 * time.Second, MaxGap: 30 * time.Second, PerSecond: 20}
+	return LateLooks{After: 5 * time.Second, MaxGap: 30 * time.Second, PerSecond: 20, PollsPerSecond: 200}
+}
+
+// pollGap is the first gap between a polling job's looks; it doubles up to
+// MaxGap.
+const pollGap = 500 * time.Millisecond
+
+// polls is the schedule of a polling job's looks after its first.
+func (l LateLooks) polls() LateLooks {
+	return LateLooks{After: pollGap, MaxGap: l.MaxGap, PerSecond: l.PollsPerSecond}
 }
 
 // lookMargin is how long before the caller's deadline the last look goes:
@@ -92,6 +107,23 @@ func newLateLook(ctx context.Context, looks LateLooks, pacer *lookPacer) *lateLo
 	if d, ok := l.nextDue(time.Now()); ok {
 		l.timer = time.NewTimer(d)
 	}
+	return l
+}
+
+// newPollLook schedules a polling job's looks: the first at slot, taken
+// in pacer for it by a reconnect's sweep, or when slot is zero as soon as
+// pacer has one; then at looks' gaps. Nil when pacer is.
+func newPollLook(ctx context.Context, looks LateLooks, pacer *lookPacer, slot time.Time) *lateLook {
+	if pacer == nil {
+		return nil
+	}
+	l := &lateLook{looks: looks, pacer: pacer, gap: looks.After, jitter: rand.Float64}
+	l.deadline, _ = ctx.Deadline()
+	var wait time.Duration
+	if !slot.IsZero() {
+		l.slotted, wait = true, max(0, time.Until(slot))
+	}
+	l.timer = time.NewTimer(wait)
 	return l
 }
 

@@ -66,19 +66,23 @@ func TestAPIKeysFile(t *testing.T) {
 }
 
 // TestResultLooks: the looks for late replies are read, turned off by
-// RESULT_LOOK_AFTER=0, and refused, by name, when they could not be paced.
+// RESULT_LOOK_AFTER=0, and refused, by name, when they could not be paced;
+// the polls' rate is read, and refused, by name, at 0: they cannot be off.
 func TestResultLooks(t *testing.T) {
 	for _, tt := range []struct {
 		env       map[string]string
 		wantAfter time.Duration
 		wantRate  float64
+		wantPolls float64
 		wantErr   string
 	}{
-		{map[string]string{}, 5 * time.Second, 20, ""},
-		{map[string]string{"RESULT_LOOK_AFTER": "2s", "RESULT_LOOKS_PER_SECOND": "5.5"}, 2 * time.Second, 5.5, ""},
-		{map[string]string{"RESULT_LOOK_AFTER": "0", "RESULT_LOOKS_PER_SECOND": "0"}, 0, 0, ""},
-		{map[string]string{"RESULT_LOOKS_PER_SECOND": "0"}, 0, 0, "RESULT_LOOKS_PER_SECOND"},
-		{map[string]string{"RESULT_LOOK_AFTER": "-1s"}, 0, 0, "RESULT_LOOK_AFTER"},
+		{map[string]string{}, 5 * time.Second, 20, 200, ""},
+		{map[string]string{"RESULT_LOOK_AFTER": "2s", "RESULT_LOOKS_PER_SECOND": "5.5"}, 2 * time.Second, 5.5, 200, ""},
+		{map[string]string{"RESULT_LOOK_AFTER": "0", "RESULT_LOOKS_PER_SECOND": "0"}, 0, 0, 200, ""},
+		{map[string]string{"RESULT_POLLS_PER_SECOND": "50"}, 5 * time.Second, 20, 50, ""},
+		{map[string]string{"RESULT_LOOKS_PER_SECOND": "0"}, 0, 0, 0, "RESULT_LOOKS_PER_SECOND"},
+		{map[string]string{"RESULT_LOOK_AFTER": "-1s"}, 0, 0, 0, "RESULT_LOOK_AFTER"},
+		{map[string]string{"RESULT_LOOK_AFTER": "0", "RESULT_POLLS_PER_SECOND": "0"}, 0, 0, 0, "RESULT_POLLS_PER_SECOND"},
 	} {
 		c, err := Parse(nil, lookupOf(tt.env), io.Discard)
 		if tt.wantErr != "" {
@@ -87,8 +91,9 @@ func TestResultLooks(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || c.ResultLooks.After != tt.wantAfter || c.ResultLooks.PerSecond != tt.wantRate {
-			t.Errorf("env %v: looks %+v, %v; want after %s at %v a second", tt.env, c.ResultLooks, err, tt.wantAfter, tt.wantRate)
+		l := c.ResultLooks
+		if err != nil || l.After != tt.wantAfter || l.PerSecond != tt.wantRate || l.PollsPerSecond != tt.wantPolls {
+			t.Errorf("env %v: looks %+v, %v; want after %s at %v a second, polls at %v", tt.env, l, err, tt.wantAfter, tt.wantRate, tt.wantPolls)
 		}
 	}
 }
