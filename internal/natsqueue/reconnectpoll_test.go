@@ -1,0 +1,224 @@
+package natsqueue
+
+import (
+	"context"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/genq/genq/internal/genq"
+	"github.com/genq/genq/test/localstack"
+)
+
+// These tests cut the client's link to its server (through a localstack
+// Proxy) while jobs wait, so that it reconnects and its jobs poll the
+// results store; the server and its other connections stay up to count.
+
+// pollLooks turn the late looks off, so that every look in the store is a
+// poll; unpaced, the polls of the tests' jobs would go every 500 ms each.
+func pollLooks(perSecond float64) LateLooks {
+	return LateLooks{PollsPerSecond: perSecond}
+}
+
+// dialThroughProxy dials s's server through a Proxy, for a client whose
+// link a test can cut.
+func dialThroughProxy(t *testing.T, s *testServer) (*Conn, *localstack.Proxy) {
+	t.Helper()
+	proxy, err := localstack.NewProxy(s.ns.Addr().String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, ConnectOptions{URL: proxy.URL()}, DefaultSettings(), testLog(t), genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, proxy
+}
+
+// storeLooks records, in order, the requests the server gets for the
+// results store's records, each as what names the job it is for.
+type storeLooks struct {
+	mu     sync.Mutex
+	on     bool
+	looked []string
+}
+
+// watch subscribes c to the requests a look in the results store makes.
+func (l *storeLooks) watch(t *testing.T, c *Conn) {
+	t.Helper()
+	for _, subject := range []string{"$JS.API.DIRECT.GET.OBJ_" + ResultsBucket + ".>", "$JS.API.STREAM.MSG.GET.OBJ_" + ResultsBucket} {
+		sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.on {
+				// A direct get names the record in its subject, the
+				// other kind in its body.
+				l.looked = append(l.looked, m.Subject+" "+string(m.Data))
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Unsubscribe() })
+	}
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// count turns the recording on or off and returns what it holds.
+func (l *storeLooks) count(on bool) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on = on
+	return append([]string(nil), l.looked...)
+}
+
+// waitReconnected waits until c has reconnected n times.
+func waitReconnected(t *testing.T, c *Conn, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); c.nc.Stats().Reconnects < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect %d within 10s", n)
+		}
+	}
+}
+
+// However many jobs wait when the client reconnects, their polls of the
+// store stay within PollsPerSecond, counted at the server from the cut
+// on; and they go in turns: each job looks once before any looks twice,
+// so a result stored while the client was away is found within a turn.
+func TestPollsAfterReconnectBounded(t *testing.T) {
+	const (
+		jobs      = 200
+		perSecond = 100
+		window    = 3 * time.Second // a turn of 2s, and a part of the next
+	)
+	s := newTestServer(t)
+	var looks storeLooks
+	looks.watch(t, s.dial())
+	c, proxy := dialThroughProxy(t, s)
+	cl, err := NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.LookLate(pollLooks(perSecond))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	var wg sync.WaitGroup
+	ids := make([]string, jobs)
+	for i := range ids {
+		job := testJob()
+		ids[i] = job.ID
+		wg.Go(func() {
+			_, err := cl.Run(ctx, job)
+			if genq.ErrorCode(err) != genq.Canceled {
+				t.Errorf("Run: %v; want cancelled at the test's end", err)
+			}
+		})
+	}
+	for _, id := range ids {
+		waitPending(t, cl, id)
+	}
+
+	looks.count(true)
+	start := time.Now()
+	proxy.Cut()
+	waitReconnected(t, c, 1)
+	time.Sleep(window - time.Since(start))
+	got := looks.count(false)
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+
+	// One slot per 1/perSecond from the first, and a few whose requests
+	// were on their way as the counting ended. Unpaced, every job would
+	// look at once, then every 500 ms: about 1400.
+	bound := int(elapsed.Seconds()*perSecond) + 1 + 5
+	t.Logf("%d jobs waiting: %d looks in %s after the cut (bound %d)", jobs, len(got), elapsed.Round(time.Millisecond), bound)
+	if len(got) > bound {
+		t.Errorf("%d looks in %s for %d jobs; want at most %d (%d a second)", len(got), elapsed, jobs, bound, perSecond)
+	}
+	// The reconnect takes under a second: the turn of 2s is done, and
+	// the next begun, well within the window.
+	if len(got) <= jobs {
+		t.Fatalf("%d looks in %s; want every job's first and some second ones", len(got), elapsed)
+	}
+	seen := make(map[string]bool, jobs)
+	for i, look := range got[:jobs] {
+		if seen[look] {
+			t.Fatalf("look %d is a job's second, before every job looked once (%d did)", i, len(seen))
+		}
+		seen[look] = true
+	}
+}
+
+// A job whose result is stored, and its reply lost, while the client is
+// away is answered from the store once the client reconnects, though
+// its late looks are off and no reply comes.
+func TestResultStoredWhileAwayFoundAfterReconnect(t *testing.T) {
+	s := newTestServer(t)
+	worker := s.dial()
+	c, proxy := dialThroughProxy(t, s)
+	cl, err := NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.LookLate(pollLooks(DefaultLateLooks().PollsPerSecond))
+
+	job := testJob()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	type outcome struct {
+		body []byte
+		err  error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		r, err := cl.Run(ctx, job)
+		if err != nil {
+			got <- outcome{nil, err}
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		got <- outcome{b, err}
+	}()
+	waitPending(t, cl, job.ID)
+
+	proxy.Freeze()
+	h := nats.Header{}
+	h.Set(HeaderStatus, StatusOK)
+	const body = `{"generated_text":"HI"}`
+	if err := worker.store(t.Context(), job, []byte(body), h, storeFloor); err != nil {
+		t.Fatal(err)
+	}
+	// The reply goes into the frozen link, and is gone with it.
+	m := &nats.Msg{Subject: cl.ReplySubject(job.ID), Header: h, Data: []byte(body)}
+	m.Header.Set(HeaderJobID, job.ID)
+	if err := worker.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	proxy.Cut()
+
+	o := <-got
+	if o.err != nil || string(o.body) != body {
+		t.Fatalf("the caller got %q, %v; want %q", o.body, o.err, body)
+	}
+	if took := time.Since(cut); took > 5*time.Second {
+		t.Errorf("the stored result came %s after the cut; want it within 5s of a 20s deadline", took)
+	}
+}
