@@ -34,6 +34,8 @@ type Client struct {
 	looks LateLooks
 	pacer *lookPacer
 	polls *lookPacer
+	// lookIn makes one look (lookInStore; a test may make the store slow).
+	lookIn func(context.Context, genq.Job) (*genq.ReceivedResult, bool, error)
 
 	mu      sync.Mutex
 	pending map[string]*waiter
@@ -51,6 +53,7 @@ type waiter struct {
 // NewClient subscribes the client's inbox.
 func NewClient(c *Conn) (*Client, error) {
 	cl := &Client{conn: c, inbox: c.nc.NewRespInbox(), pending: make(map[string]*waiter)}
+	cl.lookIn = cl.lookInStore
 	cl.LookLate(DefaultLateLooks())
 	cl.swept.Store(c.nc.Stats().Reconnects)
 	sub, err := c.nc.Subscribe(cl.inbox+".*", cl.route)
@@ -182,6 +185,10 @@ func (cl *Client) await(ctx context.Context, job genq.Job, w *waiter, polling bo
 		late = newPollLook(ctx, cl.looks.polls(), cl.polls, time.Time{})
 	}
 	defer func() { late.stop() }()
+	// A look runs apart from this wait, so a store slow to answer (its
+	// leader gone) holds back no reply that comes meanwhile.
+	var look *storeLook
+	defer func() { look.abandon() }()
 	poll := func(slot time.Time) {
 		if !polling || !slot.IsZero() {
 			late.stop()
@@ -211,16 +218,18 @@ func (cl *Client) await(ctx context.Context, job genq.Job, w *waiter, polling bo
 		case slot := <-w.slot:
 			poll(slot)
 		case now := <-late.C():
-			if !late.fired(now) {
-				continue // the look's slot comes later
+			if look != nil || !late.fired(now) {
+				continue // a look is on its way, or this one's slot comes later
 			}
-			r, found, err := cl.lookInStore(ctx, job)
-			if found {
+			look = cl.startLook(ctx, job)
+		case o := <-look.outcome():
+			look = nil
+			if o.found {
 				forget()
 				if !polling {
-					cl.conn.log.Info("no reply came; took the result from the results store", "job_id", job.ID, "err", err)
+					cl.conn.log.Info("no reply came; took the result from the results store", "job_id", job.ID, "err", o.err)
 				}
-				return r, err
+				return o.r, o.err
 			}
 			late.again(time.Now())
 		case <-ctx.Done():
@@ -255,6 +264,53 @@ func (cl *Client) sweep(now time.Time) {
 			w.slot <- cl.polls.reserve(now)
 		}
 	}
+}
+
+// storeLook is one look in the results store for a job's result, made
+// beside the wait for its reply.
+type storeLook struct {
+	done   chan lookOutcome
+	cancel context.CancelFunc
+}
+
+// lookOutcome is what a look found (lookInStore).
+type lookOutcome struct {
+	r     *genq.ReceivedResult
+	found bool
+	err   error
+}
+
+// startLook looks in the store for job's result in a goroutine of its own.
+func (cl *Client) startLook(ctx context.Context, job genq.Job) *storeLook {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &storeLook{done: make(chan lookOutcome, 1), cancel: cancel}
+	go func() {
+		r, found, err := cl.lookIn(ctx, job)
+		l.done <- lookOutcome{r, found, err}
+	}()
+	return l
+}
+
+// outcome delivers the look's outcome; nil (never) when no look is made.
+func (l *storeLook) outcome() <-chan lookOutcome {
+	if l == nil {
+		return nil
+	}
+	return l.done
+}
+
+// abandon stops a look whose outcome nobody wants, and closes what it
+// found: a result not read whole is not deleted, and its TTL removes it.
+func (l *storeLook) abandon() {
+	if l == nil {
+		return
+	}
+	l.cancel()
+	go func() {
+		if o := <-l.done; o.r != nil && o.r.Body != nil {
+			o.r.Body.Close()
+		}
+	}()
 }
 
 // lookInStore polls the results store for job's result: found is false

@@ -257,3 +257,52 @@ func TestLateLooksBounded(t *testing.T) {
 		t.Errorf("%d looks in %s for %d jobs; want at most %d (%d a second)", n, elapsed, jobs, bound, perSecond)
 	}
 }
+
+// A reply that comes while a look in the store is on its way is taken at
+// once: a look waited on in line held every reply behind it for as long
+// as the store took to answer (up to pollTimeout when its leader was
+// gone: make chaos-cluster's "results store's leader killed").
+func TestReplyNotHeldByAStoreLook(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial()
+	cl, err := NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.LookLate(fastLooks)
+	looking := make(chan struct{}, 1)
+	cl.lookIn = func(ctx context.Context, _ genq.Job) (*genq.ReceivedResult, bool, error) {
+		select {
+		case looking <- struct{}{}:
+		default:
+		}
+		<-ctx.Done() // a store that never answers
+		return nil, false, nil
+	}
+	job := testJob()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		r, err := cl.Run(ctx, job)
+		if err == nil {
+			r.Body.Close()
+		}
+		got <- err
+	}()
+	select {
+	case <-looking:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no look in the store within 20s; want one after fastLooks.After")
+	}
+	lateReply(t, c, cl, job.ID)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Run: %v; want the reply", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reply was held behind a look in the store that never ends")
+	}
+}
