@@ -25,6 +25,9 @@ func TestReplyGetsThroughTheWorkersFrozenServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The late looks would find the stored result by themselves, and the
+	// test would pass without the second sending it is about.
+	cl.LookLate(LateLooks{})
 	proxy, err := localstack.NewProxy(s.ns.Addr().String(), 0)
 	if err != nil {
 		t.Fatal(err)
