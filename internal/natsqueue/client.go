@@ -315,7 +315,7 @@ func (l *storeLook) abandon() {
 
 // lookInStore polls the results store for job's result: found is false
 // when there is none yet, or the store did not answer and may at the next
-// look. A result found is delivered as its reply would be (an error
+// look, or the look failed as ctx ended. A result found is delivered as its reply would be (an error
 // result as the error); read whole and closed, one of a job without
 // store is deleted, as nobody will fetch it again.
 func (cl *Client) lookInStore(ctx context.Context, job genq.Job) (*genq.ReceivedResult, bool, error) {
@@ -329,6 +329,10 @@ func (cl *Client) lookInStore(ctx context.Context, job genq.Job) (*genq.Received
 		// job running for nobody, and the caller's retry would run it
 		// twice.
 		cl.conn.log.Debug("results store unavailable; polling again", "job_id", job.ID, "err", err)
+		return nil, false, nil
+	case code == genq.Unavailable:
+		// The caller's ctx ended during the look, which is why it failed:
+		// await's own case for it answers a timeout and cancels the job.
 		return nil, false, nil
 	}
 	return r, true, err

@@ -297,3 +297,40 @@ func TestReplyNotHeldByAStoreLook(t *testing.T) {
 		t.Fatal("the reply was held behind a look in the store that never ends")
 	}
 }
+
+// A look that failed because its caller's ctx ended finds nothing: the
+// wait's own case for the ended ctx then answers with a timeout and
+// cancels the job. Taken for the job's answer, the failure was returned
+// as the store being unavailable, and the job ran on for nobody. The
+// last look goes lookMargin before the deadline, so with a store slow to
+// answer (its leader gone) a look is often on its way at the deadline.
+func TestLookEndedWithItsCaller(t *testing.T) {
+	s := newTestServer(t)
+	cl, err := NewClient(s.dial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, tt := range []struct {
+		name string
+		ctx  func() context.Context
+	}{
+		{"cancelled", func() context.Context {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			return ctx
+		}},
+		{"past its deadline", func() context.Context {
+			ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+			t.Cleanup(cancel)
+			return ctx
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, found, err := cl.lookInStore(tt.ctx(), testJob())
+			if found || r != nil || err != nil {
+				t.Fatalf("look: %v, found %v, %v; want nothing found, so the ended ctx answers", r, found, err)
+			}
+		})
+	}
+}
