@@ -191,7 +191,11 @@ func (cl *Client) await(ctx context.Context, job genq.Job, w *waiter, polling bo
 	defer func() { look.abandon() }()
 	poll := func(slot time.Time) {
 		if !polling || !slot.IsZero() {
+			// A look of the old schedule gives way: come back, it would
+			// rearm the new one, whose first look then went unpaced.
 			late.stop()
+			look.abandon()
+			look = nil
 			late = newPollLook(ctx, cl.looks.polls(), cl.polls, slot)
 		}
 		polling = true

@@ -334,3 +334,59 @@ func TestLookEndedWithItsCaller(t *testing.T) {
 		})
 	}
 }
+
+// A job given its slot for a poll (a reconnect's sweep) while a late look
+// of its is on its way polls at that slot, not before: the sweep's slots
+// are what paces the polls after a reconnect. The look on its way gives
+// way to the poll; had it come back to rearm the new schedule, the poll's
+// first look went at the late looks' next gap, with no slot of the pacer.
+func TestSweepSlotDuringALook(t *testing.T) {
+	s := newTestServer(t)
+	cl, err := NewClient(s.dial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.LookLate(fastLooks)
+	looks := make(chan time.Time, 8)
+	release := make(chan struct{})
+	var first atomic.Bool
+	cl.lookIn = func(ctx context.Context, _ genq.Job) (*genq.ReceivedResult, bool, error) {
+		looks <- time.Now()
+		if !first.Swap(true) {
+			select { // the late look, slow to come back
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil, false, nil
+	}
+	job := testJob()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cl.Run(ctx, job)
+	}()
+	defer func() { cancel(); <-done }()
+	<-looks
+	cl.mu.Lock()
+	w := cl.pending[job.ID]
+	cl.mu.Unlock()
+	slot := time.Now().Add(2 * time.Second)
+	w.slot <- slot
+	// Taken: the wait handles the slot before the look's outcome.
+	for len(w.slot) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	select {
+	case at := <-looks:
+		if at.Before(slot) {
+			t.Fatalf("the poll looked %s before its slot", slot.Sub(at))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no poll within 15s of its slot's giving")
+	}
+}
