@@ -48,6 +48,9 @@ type waiter struct {
 	reply chan *nats.Msg // buffered: holds the job's one reply
 	// slot gets the time of the job's first look after a reconnect.
 	slot chan time.Time
+	// since is the client's count of reconnects when the job began to
+	// wait: a reply can only have been lost in a later one.
+	since uint64
 }
 
 // NewClient subscribes the client's inbox.
@@ -136,7 +139,7 @@ func (cl *Client) ReplySubject(id string) string { return cl.inbox + "." + id }
 // worker's own error.
 func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, error) {
 	job.ReplyTo = cl.ReplySubject(job.ID)
-	w := &waiter{reply: make(chan *nats.Msg, 1), slot: make(chan time.Time, 1)}
+	w := &waiter{reply: make(chan *nats.Msg, 1), slot: make(chan time.Time, 1), since: cl.conn.nc.Stats().Reconnects}
 	cl.mu.Lock()
 	cl.pending[job.ID] = w
 	cl.mu.Unlock()
@@ -264,7 +267,9 @@ func (cl *Client) sweep(now time.Time) {
 	}
 	cl.swept.Store(n)
 	for _, w := range cl.pending {
-		if len(w.slot) == 0 {
+		// A job that began to wait after the reconnect (swept late, as
+		// none waited then) lost no reply to it.
+		if w.since < n && len(w.slot) == 0 {
 			w.slot <- cl.polls.reserve(now)
 		}
 	}

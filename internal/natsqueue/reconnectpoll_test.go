@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +232,36 @@ func TestResultStoredWhileAwayFoundAfterReconnect(t *testing.T) {
 		t.Fatalf("the caller got %q, %v; want %q", o.body, o.err, body)
 	}
 	t.Logf("the stored result came %s after the cut, of a 20s deadline", time.Since(cut))
+}
+
+// A job queued after the client reconnected polls nothing for that
+// reconnect: its reply cannot have been lost while the client was away.
+// The sweep runs on a waiting job's check, so a reconnect while none
+// waited was swept at the next job's, which then polled for nothing.
+func TestJobAfterReconnectDoesNotPoll(t *testing.T) {
+	s := newTestServer(t)
+	c, proxy := dialThroughProxy(t, s)
+	cl, err := NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.LookLate(pollLooks(DefaultLateLooks().PollsPerSecond))
+	var looks atomic.Int64
+	cl.lookIn = func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, bool, error) {
+		looks.Add(1)
+		return cl.lookInStore(ctx, job)
+	}
+	proxy.Cut()
+	waitReconnected(t, c, 1)
+
+	// Several of the job's checks of the reconnects (reconnectCheck).
+	ctx, cancel := context.WithTimeout(t.Context(), 4*reconnectCheck)
+	defer cancel()
+	if _, err := cl.Run(ctx, testJob()); genq.ErrorCode(err) != genq.Timeout {
+		t.Fatalf("Run: %v; want a timeout (no worker)", err)
+	}
+	if n := looks.Load(); n != 0 {
+		t.Errorf("a job queued after the reconnect looked in the store %d times; want none", n)
+	}
 }
