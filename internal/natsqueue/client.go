@@ -183,9 +183,11 @@ func (cl *Client) Run(ctx context.Context, job genq.Job) (*genq.ReceivedResult, 
 func (cl *Client) await(ctx context.Context, job genq.Job, w *waiter, polling bool, forget func()) (*genq.ReceivedResult, error) {
 	check := time.NewTicker(reconnectCheck)
 	defer check.Stop()
-	late := newLateLook(ctx, cl.looks, cl.pacer)
+	var late *lateLook
 	if polling {
 		late = newPollLook(ctx, cl.looks.polls(), cl.polls, time.Time{})
+	} else {
+		late = newLateLook(ctx, cl.looks, cl.pacer)
 	}
 	defer func() { late.stop() }()
 	// A look runs apart from this wait, so a store slow to answer (its
