@@ -162,6 +162,12 @@ func TestSetSpinForEmbeddings(t *testing.T) {
 			}
 		})
 	}
+	// Refused at start whatever the models, as the -1 it is not is.
+	for _, models := range [][]genq.Model{{embedding}, {chat}} {
+		if err := setSpinForEmbeddings(models, -2, func(int) error { return nil }, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "EMBEDDING_SPIN_COUNT") {
+			t.Errorf("a count of -2 with %v: %v, want an error naming EMBEDDING_SPIN_COUNT", models, err)
+		}
+	}
 	failing := func(int) error { return errors.New("already loaded") }
 	if err := setSpinForEmbeddings([]genq.Model{embedding}, 3000, failing, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "EMBEDDING_SPIN_COUNT") {
 		t.Errorf("a failed set: %v, want an error naming EMBEDDING_SPIN_COUNT", err)
