@@ -164,21 +164,29 @@ BOUND_CHARS, BOUND_ITEMS = 32, 2
 def bounded(schema):
     """schema narrowed so that every value under it ends within a few dozen
     tokens: only its required properties, strings of at most BOUND_CHARS
-    characters, arrays of at most BOUND_ITEMS items. A value valid under
-    the result is valid under schema."""
+    characters (or their minLength), arrays of at most BOUND_ITEMS items
+    (or their minItems), the same within anyOf, oneOf and allOf. A value
+    valid under the result is valid under schema. A required name without
+    a property schema of its own keeps whatever schema applies to it."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list):
+            out[key] = [bounded(s) for s in schema[key]]
     if schema.get("type") == "object" or "properties" in schema:
         required = schema.get("required") or []
         props = schema.get("properties") or {}
         out["properties"] = {k: bounded(v) for k, v in props.items() if k in required}
-        out["additionalProperties"] = False
-        out.pop("patternProperties", None)
+        if all(k in props for k in required):
+            out["additionalProperties"] = False
+            out.pop("patternProperties", None)
     if schema.get("type") == "string":
-        out["maxLength"] = min(schema.get("maxLength", BOUND_CHARS), BOUND_CHARS)
+        cap = max(BOUND_CHARS, schema.get("minLength", 0))
+        out["maxLength"] = min(schema.get("maxLength", cap), cap)
     if schema.get("type") == "array":
-        out["maxItems"] = min(schema.get("maxItems", BOUND_ITEMS), BOUND_ITEMS)
+        cap = max(BOUND_ITEMS, schema.get("minItems", 0))
+        out["maxItems"] = min(schema.get("maxItems", cap), cap)
         if isinstance(schema.get("items"), dict):
             out["items"] = bounded(schema["items"])
     return out
