@@ -2,6 +2,7 @@ package natsqueue
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -73,4 +74,39 @@ func firstSwap(ctx context.Context, t *testing.T, store *TenantStore) (string, *
 		t.Fatal(err)
 	}
 	return subject, first
+}
+
+// newClient makes a client on c, closed when the test ends.
+func newClient(t *testing.T, c *Conn) *Client {
+	t.Helper()
+	cl, err := NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// runOutcome is what Run gave its caller: the result's body read whole,
+// or the error.
+type runOutcome struct {
+	body []byte
+	err  error
+}
+
+// runAsync runs job on cl in a goroutine of its own and delivers what the
+// caller got.
+func runAsync(ctx context.Context, cl *Client, job genq.Job) <-chan runOutcome {
+	got := make(chan runOutcome, 1)
+	go func() {
+		r, err := cl.Run(ctx, job)
+		if err != nil {
+			got <- runOutcome{nil, err}
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		got <- runOutcome{b, err}
+	}()
+	return got
 }

@@ -2,7 +2,6 @@ package natsqueue
 
 import (
 	"context"
-	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,32 +106,14 @@ func TestLateResultFoundInStore(t *testing.T) {
 	c := s.dial()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cl, err := NewClient(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cl.Close() })
+			cl := newClient(t, c)
 			cl.LookLate(fastLooks)
 			job := testJob()
 			job.Store = tt.store
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			type outcome struct {
-				body []byte
-				err  error
-			}
-			got := make(chan outcome, 1)
 			start := time.Now()
-			go func() {
-				r, err := cl.Run(ctx, job)
-				if err != nil {
-					got <- outcome{nil, err}
-					return
-				}
-				b, err := io.ReadAll(r.Body)
-				r.Body.Close()
-				got <- outcome{b, err}
-			}()
+			got := runAsync(ctx, cl, job)
 			waitPending(t, cl, job.ID)
 			h := nats.Header{}
 			h.Set(HeaderStatus, tt.status)
@@ -148,7 +129,7 @@ func TestLateResultFoundInStore(t *testing.T) {
 			if answer := lateReply(t, c, cl, job.ID); answer != "gone" {
 				t.Errorf("a reply after the look was answered %q; want gone (nobody waits)", answer)
 			}
-			_, err = c.FetchResult(t.Context(), job.ID)
+			_, err := c.FetchResult(t.Context(), job.ID)
 			if kept := genq.ErrorCode(err) != genq.NotFound; kept != tt.wantKept {
 				t.Errorf("result still stored: %v (%v); want %v", kept, err, tt.wantKept)
 			}
@@ -200,11 +181,7 @@ func TestLateLooksBounded(t *testing.T) {
 	)
 	s := newTestServer(t)
 	c := s.dial()
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, c)
 
 	var looks atomic.Int64
 	monitor := s.dial()
@@ -256,11 +233,7 @@ func TestLateLooksBounded(t *testing.T) {
 func TestReplyNotHeldByAStoreLook(t *testing.T) {
 	s := newTestServer(t)
 	c := s.dial()
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, c)
 	cl.LookLate(fastLooks)
 	looking := make(chan struct{}, 1)
 	cl.lookIn = func(ctx context.Context, _ genq.Job) (*genq.ReceivedResult, bool, error) {

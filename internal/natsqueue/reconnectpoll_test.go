@@ -2,7 +2,6 @@ package natsqueue
 
 import (
 	"context"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,11 +103,7 @@ func TestPollsAfterReconnectBounded(t *testing.T) {
 	var looks storeLooks
 	looks.watch(t, s.dial())
 	c, proxy := dialThroughProxy(t, s)
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, c)
 	cl.LookLate(pollLooks(perSecond))
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -181,31 +176,13 @@ func TestResultStoredWhileAwayFoundAfterReconnect(t *testing.T) {
 	s := newTestServer(t)
 	worker := s.dial()
 	c, proxy := dialThroughProxy(t, s)
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, c)
 	cl.LookLate(pollLooks(DefaultLateLooks().PollsPerSecond))
 
 	job := testJob()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	type outcome struct {
-		body []byte
-		err  error
-	}
-	got := make(chan outcome, 1)
-	go func() {
-		r, err := cl.Run(ctx, job)
-		if err != nil {
-			got <- outcome{nil, err}
-			return
-		}
-		b, err := io.ReadAll(r.Body)
-		r.Body.Close()
-		got <- outcome{b, err}
-	}()
+	got := runAsync(ctx, cl, job)
 	waitPending(t, cl, job.ID)
 
 	proxy.Freeze()
@@ -241,11 +218,7 @@ func TestResultStoredWhileAwayFoundAfterReconnect(t *testing.T) {
 func TestJobAfterReconnectDoesNotPoll(t *testing.T) {
 	s := newTestServer(t)
 	c, proxy := dialThroughProxy(t, s)
-	cl, err := NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, c)
 	cl.LookLate(pollLooks(DefaultLateLooks().PollsPerSecond))
 	var looks atomic.Int64
 	cl.lookIn = func(ctx context.Context, job genq.Job) (*genq.ReceivedResult, bool, error) {
