@@ -90,10 +90,10 @@ func runFleet(ctx context.Context, cfg workerconfig.Config, log *slog.Logger, re
 // (docs/text.md, "Threads"), and the setting is the process's, so a
 // worker serving any chat model keeps libgomp's own.
 func setSpinForEmbeddings(models []genq.Model, count int, set func(int) error, log *slog.Logger) error {
-	if count < -1 {
-		// Refused here, at start: the embedding model's own check of it
-		// comes only when a request first loads the model.
-		return fmt.Errorf("EMBEDDING_SPIN_COUNT must be -1 (libgomp's own) or at least 0, not %d", count)
+	// Checked here, at start: the embedding model's own check of it comes
+	// only when a request first loads the model.
+	if err := embedgen.CheckSpinCount(count); err != nil {
+		return err
 	}
 	if count < 0 || len(models) == 0 || slices.ContainsFunc(models, func(m genq.Model) bool { return m.Kind != genq.KindEmbedding }) {
 		return nil

@@ -95,6 +95,16 @@ func ParseDimensions(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
+// CheckSpinCount refuses an EMBEDDING_SPIN_COUNT libgomp cannot take. A
+// worker checks it at start too, as it sets the spin before any embedding
+// model loads.
+func CheckSpinCount(n int) error {
+	if n < -1 {
+		return fmt.Errorf("EMBEDDING_SPIN_COUNT must be -1 (libgomp's own) or at least 0, not %d", n)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() (Config, error) {
 	c.Slots = cmp.Or(c.Slots, DefaultSlots)
 	c.BatchTokens, c.BatchInputs = cmp.Or(c.BatchTokens, DefaultBatchTokens), cmp.Or(c.BatchInputs, DefaultBatchInputs)
@@ -105,6 +115,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.dims, err = ParseDimensions(c.Dimensions); err != nil {
 		return c, err
 	}
+	if err := CheckSpinCount(c.SpinCount); err != nil {
+		return c, err
+	}
 	switch {
 	case c.Slots < 1:
 		return c, fmt.Errorf("embedding slots must be at least 1, not %d", c.Slots)
@@ -112,8 +125,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("EMBEDDING_BATCH_TOKENS must be at least 8, not %d", c.BatchTokens)
 	case c.BatchInputs < 1:
 		return c, fmt.Errorf("EMBEDDING_BATCH_INPUTS must be at least 1, not %d", c.BatchInputs)
-	case c.SpinCount < -1:
-		return c, fmt.Errorf("EMBEDDING_SPIN_COUNT must be -1 (libgomp's own) or at least 0, not %d", c.SpinCount)
 	case c.StepTokens < 0:
 		return c, fmt.Errorf("EMBEDDING_STEP_TOKENS must be 0 (the device's default) or positive, not %d", c.StepTokens)
 	}
