@@ -30,8 +30,6 @@ type Request struct {
 	Text string
 	// Read, when set, consumes the body instead of io.ReadAll (a slow reader, say).
 	Read func(io.Reader) ([]byte, error)
-	// Key, when set, is sent as the bearer token: the request's tenant.
-	Key string
 }
 
 // Fire sends reqs to url's /generate with at most concurrency in flight and
@@ -65,9 +63,6 @@ func Generate(ctx context.Context, client *http.Client, url string, r Request, t
 	body, _ := json.Marshal(map[string]string{"text": r.Text})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/generate", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	if r.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+r.Key)
-	}
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
