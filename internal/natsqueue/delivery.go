@@ -47,9 +47,11 @@ type Delivery struct {
 	routed bool
 	// receipt: its producer confirms the replies it takes (HeaderReceipt).
 	receipt bool
-	// Tenant and Cost are what the message says of the job's share
-	// (HeaderTenant, HeaderCost): "" and 0 for a job of no tenant.
+	// Tenant, Weight and Cost are what the message says of the job's
+	// share (HeaderTenant, HeaderWeight, HeaderCost): "", 0 and 0 for a
+	// job of no tenant.
 	Tenant string
+	Weight float64
 	Cost   int64
 	// charged corrects the tenant's fair share once the real cost is
 	// known; nil when nothing was charged.

@@ -360,6 +360,7 @@ func (p *Puller) decode(q *pullQueue, m jetstream.Msg) *Delivery {
 	d := &Delivery{msg: m, conn: p.conn, variant: p.variant, Class: q.class, Source: q.source, routed: q.routed, Data: m.Data(),
 		Tenant: m.Headers().Get(HeaderTenant), receipt: m.Headers().Get(HeaderReceipt) != ""}
 	d.Cost, _ = strconv.ParseInt(m.Headers().Get(HeaderCost), 10, 64)
+	d.Weight, _ = strconv.ParseFloat(m.Headers().Get(HeaderWeight), 64)
 	if meta, err := m.Metadata(); err == nil {
 		d.Job.Attempt = int(meta.NumDelivered)
 		d.Queued = meta.Timestamp

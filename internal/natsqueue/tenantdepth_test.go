@@ -68,3 +68,22 @@ func BenchmarkTenantQueues(b *testing.B) {
 		}
 	}
 }
+
+// TestDeliverySaysItsShare: a tenant's job reaches the worker with its
+// tenant and weight, which the text backend shares its steps by.
+func TestDeliverySaysItsShare(t *testing.T) {
+	s := newTestServer(t)
+	publishAs(t, s.dial(), Interactive, genq.Share{Tenant: "w", Weight: 2.5}, 1, 10, 10)
+	worker, err := s.dial().NewPuller(t.Context(), genq.VariantB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := worker.Next(2 * time.Second)
+	if err != nil || d == nil {
+		t.Fatalf("pull: %+v, %v; want tenant w's job", d, err)
+	}
+	ack(t, d)
+	if d.Tenant != "w" || d.Weight != 2.5 {
+		t.Fatalf("the job says tenant %q of weight %v, want w of 2.5", d.Tenant, d.Weight)
+	}
+}

@@ -13,6 +13,10 @@ import (
 // result goes the usual way in both cases, so stored results and producers
 // that do not stream see no difference.
 func generate(ctx context.Context, backend genq.Backend, d *natsqueue.Delivery, progress func(genq.Progress)) (genq.Result, error) {
+	if d.Tenant != "" {
+		// A backend that runs many jobs at once shares its steps by tenant.
+		ctx = genq.WithShare(ctx, genq.Share{Tenant: d.Tenant, Weight: d.Weight})
+	}
 	chunks := d.Chunks()
 	if chunks == nil {
 		return backend.Generate(ctx, d.Job, progress)
