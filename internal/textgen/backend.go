@@ -87,6 +87,9 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 		return seqResult{FinishReason: genq.FinishStop, PromptTokens: len(req.prompt)}, nil
 	}
 	req.emit = emit
+	if share, ok := genq.ShareOf(ctx); ok {
+		req.tenant, req.weight = share.Tenant, share.Weight
+	}
 	out, err := b.sched.run(ctx, req)
 	traceRun(ctx, req.times(began, out, err), out, err)
 	if err == nil {

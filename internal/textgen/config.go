@@ -74,6 +74,13 @@ type Config struct {
 	// tokens (prefixcache.go).
 	PrefixCache string
 
+	// TenantSteps is "auto", "on" or "off": whether a tenant that has used
+	// more than its share of the model lately sits out steps while one
+	// under its share decodes (share.go). Auto does it on a CPU, where a
+	// step's cost grows with its rows; on a GPU a step of many rows costs
+	// about what one does, and sitting out would only slow the others.
+	TenantSteps string
+
 	// OtherProperties is "on" or "off": whether an object schema with
 	// properties takes properties it does not list where
 	// additionalProperties is left out or true, as JSON Schema says (on),
@@ -138,6 +145,7 @@ func (c *Config) RegisterFlags(fs *envflag.Set, _ genq.Variant) {
 	fs.String(&c.PrefixCache, "text-prefix-cache", "TEXT_PREFIX_CACHE", "on", "keep finished conversations' KV cells for prompts that start with them: on or off (docs/text.md, \"The prefix cache\")")
 	fs.Duration(&c.SchemaPrepareBudget, "text-schema-prepare-budget", "TEXT_SCHEMA_PREPARE_BUDGET", 25*time.Millisecond, "structured output: time a job's schema may take, compiled and its token masks worked out, before its first token; the masks left are worked out in the background or on first use (0: all before the first token; docs/text.md, \"Vocabulary analysis and the mask\")")
 	fs.Int(&c.SchemaCacheMiB, "text-schema-cache-mib", "TEXT_SCHEMA_CACHE_MIB", 0, "structured output: MiB that compiled grammars and their token masks may hold between jobs, the least recently used dropped (and worked out again on use) past it; 0: a thirty-second of the memory available at start, between 64 and 128 (docs/text.md, \"Vocabulary analysis and the mask\")")
+	fs.String(&c.TenantSteps, "text-tenant-steps", "TEXT_TENANT_STEPS", "auto", "with API keys' tenants: a tenant over its share of the model lately sits out decoding steps while one under it decodes, on, off, or auto (on when the CPU computes; docs/protocol.md §11, \"Within a step\")")
 	fs.String(&c.OtherProperties, "text-other-properties", "TEXT_OTHER_PROPERTIES", "on", "structured output: an object schema's unlisted properties, where additionalProperties is left out or true: on takes up to 8 after the listed ones (JSON Schema's rule), off none, as strict: true does (docs/text.md, \"The schema subset\")")
 	fs.Bool(&c.IgnoreEOS, "text-ignore-eos", "TEXT_IGNORE_EOS", false, "benchmarks only: generate exactly max-new-tokens, ignoring end-of-turn tokens")
 }
@@ -171,6 +179,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.OtherProperties, err = oneOf("other properties", c.OtherProperties, "on", "off"); err != nil {
+		return c, err
+	}
+	if c.TenantSteps, err = oneOf("tenant steps", c.TenantSteps, "auto", "on", "off"); err != nil {
 		return c, err
 	}
 	if c.PrefixCache, err = oneOf("prefix cache", c.PrefixCache, "on", "off"); err != nil {

@@ -21,25 +21,25 @@ func TestRegisterFlags(t *testing.T) {
 		{
 			name: "variant A defaults: the context and the cap are sized at start",
 			v:    genq.VariantA,
-			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", TenantSteps: "auto", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "variant B has the same defaults",
 			v:    genq.VariantB,
-			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 50, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", TenantSteps: "auto", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "environment",
 			v:    genq.VariantA,
-			env:  map[string]string{"TEXT_CONTEXT_SIZE": "1024", "TEXT_MAX_NEW_TOKENS": "256", "TEXT_TEMPERATURE": "0", "TEXT_TOP_P": "0.5", "TEXT_SEED": "42", "TEXT_THREADS": "3", "TEXT_GPU": "false", "TEXT_PREFIX_CACHE": "off"},
-			want: Config{ContextSize: 1024, MaxNewTokens: 256, Temperature: 0, TopP: 0.5, TopK: 50, Seed: 42, Threads: 3, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "off", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			env:  map[string]string{"TEXT_CONTEXT_SIZE": "1024", "TEXT_MAX_NEW_TOKENS": "256", "TEXT_TEMPERATURE": "0", "TEXT_TOP_P": "0.5", "TEXT_SEED": "42", "TEXT_THREADS": "3", "TEXT_GPU": "false", "TEXT_PREFIX_CACHE": "off", "TEXT_TENANT_STEPS": "off"},
+			want: Config{ContextSize: 1024, MaxNewTokens: 256, Temperature: 0, TopP: 0.5, TopK: 50, Seed: 42, Threads: 3, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "off", TenantSteps: "off", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name: "flag beats environment",
 			v:    genq.VariantA,
 			env:  map[string]string{"TEXT_TOP_K": "5"},
 			args: []string{"-text-top-k", "7"},
-			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 7, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
+			want: Config{Temperature: 0.6, TopP: 0.9, TopK: 7, BatchSize: 512, SystemPrompt: DefaultSystemPrompt, GPU: true, GPUMemoryUtilization: 0.9, KVUnified: "auto", FlashAttention: "auto", DeviceSampling: "auto", PrefixCache: "on", TenantSteps: "auto", OtherProperties: "on", SchemaPrepareBudget: 25 * time.Millisecond},
 		},
 		{
 			name:    "bad number",
@@ -87,6 +87,7 @@ func TestConfigWithDefaults(t *testing.T) {
 		{KVUnified: "sometimes"},
 		{FlashAttention: "maybe"},
 		{PrefixCache: "yes"},
+		{TenantSteps: "fair"},
 		{Slots: -1},
 		{GPUMemoryUtilization: 1.5},
 	} {

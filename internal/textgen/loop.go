@@ -201,7 +201,9 @@ func (s *scheduler) record(st *step) {
 	}
 	s.model.log.Info("text throughput",
 		"tokens_per_s", t.tokensPerSecond, "steps", t.steps, "active", active, "waiting", len(s.waiting),
-		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS, "threads", s.model.threads)
+		"plan_ms", t.planMS, "compute_ms", t.computeMS, "finish_ms", t.finishMS, "threads", s.model.threads,
+		"tenant_sat_out_steps", s.satOut)
+	s.satOut = 0
 }
 
 // release frees the slots of finished sequences, and starts over those a

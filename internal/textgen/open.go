@@ -179,13 +179,17 @@ func OpenReporting(ctx context.Context, cfg Config, log *slog.Logger, progress f
 	b.info = genq.BackendInfo{Device: device, Model: filepath.Base(path), Slots: cfg.Slots,
 		Limits: genq.Limits{MaxNewTokens: cfg.MaxNewTokens, ContextSize: cfg.ContextSize, VocabSize: m.Vocab.Size()}}
 	b.sched = newScheduler(tm)
+	tenantSteps := cfg.TenantSteps == "on" || cfg.TenantSteps == "auto" && gpu == nil
+	if tenantSteps {
+		b.sched.shares = newStepShare()
+	}
 	go b.sched.loop()
 	ok = true
 
 	log.Info("text model ready",
 		"model", path, "architecture", arch, "tool_format", dialect.String(), "engine", "llama.cpp "+lib.Version,
 		"device", device.Kind, "device_name", device.Name, "threads", threads, "kv_unified", unified, "device_sampling", tm.deviceTopK,
-		"prefix_cache", tm.prefixCache, "slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
+		"prefix_cache", tm.prefixCache, "tenant_steps", tenantSteps, "slots", cfg.Slots, "context", cfg.ContextSize, "batch", cfg.BatchSize,
 		"shared_prefix_tokens", len(b.prefix), "took", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }

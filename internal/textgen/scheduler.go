@@ -40,6 +40,12 @@ type scheduler struct {
 
 	stats schedulerStats
 	cache *prefixCache
+	// shares, when set, has tenants over their share of the model sit
+	// out steps (share.go).
+	shares *stepShare
+	// satOut counts the steps some tenant sat out since the last
+	// throughput log line.
+	satOut int
 }
 
 func newScheduler(tm *textModel) *scheduler {

@@ -47,6 +47,11 @@ type request struct {
 	textBans  []int32
 	cutHeader bool
 
+	// tenant and weight are whom the job's work is counted to (genq.Share),
+	// for the steps' share between tenants (share.go); "" and 0 for none.
+	tenant string
+	weight float64
+
 	// cancelled is set by Generate when its ctx ends; the scheduler reads it
 	// at every step.
 	cancelled atomic.Bool

@@ -61,43 +61,62 @@ func (s *scheduler) plan() (*step, error) {
 		decode bool
 	}
 	var parts []part
-	budget := tm.batchSize
+	var decoding int
 
 	// While a failed step is bisected, only its current group runs.
 	group := s.isolating()
-	// Decoding sequences first: one token each.
-	for _, seq := range s.active {
-		if seq.finished || len(seq.pending) > 0 || seq.redo || seq.isolate != group || !seq.hasNext {
-			continue
-		}
-		seq.hasNext = false
-		parts = append(parts, part{seq: seq, tokens: []int32{seq.next}, decode: true})
-		budget--
-	}
-	decoding := len(parts)
-	// Then prompt chunks, oldest first, up to the step's budget: long
-	// prompts within sharedPrompts, and short ones beside them.
-	long, prompts := false, 0
-	for _, seq := range s.active {
-		if budget <= 0 {
-			break
-		}
-		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group {
-			continue
-		}
-		if len(seq.pending) > shortPrompt {
-			if long && prompts+len(seq.pending) > sharedPrompts {
+	now := time.Now()
+	sitOut := s.shares.sitOut(s.working(group), now)
+	for {
+		budget := tm.batchSize
+		// Decoding sequences first: one token each.
+		for _, seq := range s.active {
+			if seq.finished || len(seq.pending) > 0 || seq.redo || seq.isolate != group || !seq.hasNext || sitOut[seq.req.tenant] {
 				continue
 			}
-			long = true
+			seq.hasNext = false
+			parts = append(parts, part{seq: seq, tokens: []int32{seq.next}, decode: true})
+			budget--
 		}
-		n := min(budget, len(seq.pending))
-		parts = append(parts, part{seq: seq, tokens: seq.pending[:n]})
-		budget -= n
-		prompts += n
+		decoding = len(parts)
+		// Then prompt chunks, oldest first, up to the step's budget: long
+		// prompts within sharedPrompts, and short ones beside them.
+		long, prompts := false, 0
+		for _, seq := range s.active {
+			if budget <= 0 {
+				break
+			}
+			if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group || sitOut[seq.req.tenant] {
+				continue
+			}
+			if len(seq.pending) > shortPrompt {
+				if long && prompts+len(seq.pending) > sharedPrompts {
+					continue
+				}
+				long = true
+			}
+			n := min(budget, len(seq.pending))
+			parts = append(parts, part{seq: seq, tokens: seq.pending[:n]})
+			budget -= n
+			prompts += n
+		}
+		// The tenants that step had nothing to feed this time (a sequence
+		// between tokens): the others go on rather than wait.
+		if len(parts) > 0 || sitOut == nil {
+			break
+		}
+		sitOut = nil
 	}
 	if len(parts) == 0 {
 		return nil, nil
+	}
+	if s.shares != nil {
+		for _, p := range parts {
+			s.shares.use(p.seq.req.tenant, len(p.tokens), now)
+		}
+		if sitOut != nil {
+			s.satOut++
+		}
 	}
 	slices.SortStableFunc(parts, func(a, b part) int { return a.seq.slot - b.seq.slot })
 
@@ -159,6 +178,32 @@ func (s *scheduler) plan() (*step, error) {
 		s.stats.maxSequences.Store(n)
 	}
 	return st, nil
+}
+
+// working is the weight of each tenant with a sequence in group that has
+// a token to step, those stepShare may have sit out; nil when stepShare
+// is off or they are of one tenant (every step without keys: no map is
+// made for it).
+func (s *scheduler) working(group int) map[string]float64 {
+	if s.shares == nil {
+		return nil
+	}
+	var first *request
+	var out map[string]float64
+	for _, seq := range s.active {
+		if seq.finished || seq.redo || seq.isolate != group || !seq.hasNext && len(seq.pending) == 0 {
+			continue
+		}
+		switch {
+		case first == nil:
+			first = seq.req
+		case out != nil:
+			out[seq.req.tenant] = seq.req.weight
+		case seq.req.tenant != first.tenant:
+			out = map[string]float64{first.tenant: first.weight, seq.req.tenant: seq.req.weight}
+		}
+	}
+	return out
 }
 
 // shortPrompt and sharedPrompts decide which prompts that wait share a
