@@ -80,21 +80,29 @@ func TestStepShareHalvesEveryHalfLife(t *testing.T) {
 }
 
 // TestTenantOverItsShareSitsOutSteps: on the engine, a tenant that comes
-// while another's sequences decode gets steps of its own, and with
-// TEXT_TENANT_STEPS=off it shares every step; every job is answered in
-// full either way.
+// while another's sequences decode gets decoding steps of its own, and
+// its prompt's step carries the other's decoding tokens (choose's
+// riders); with TEXT_TENANT_STEPS=off it shares every step. Every job is
+// answered in full either way.
 func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {
 			b := openTiny(t, genq.VariantA, Config{MaxNewTokens: 400, Slots: 4, IgnoreEOS: true, TenantSteps: mode})
+			if b.sched.shares != nil {
+				// Counts that keep what they counted: a slow machine's
+				// steps must not decide the verdict.
+				b.sched.shares.halfLife = 1000 * time.Hour
+			}
 			var mu sync.Mutex
 			steps := 0
 			started := make(chan struct{})
-			alone, together := 0, 0 // steps with the light tenant's row, while heavy sequences decode
+			// Steps with the light tenant's row while heavy sequences decode,
+			// and of those with its prompt, those with heavy tokens too.
+			alone, together, prefills, ridden := 0, 0, 0, 0
 			b.sched.fault = func(st *step) error {
 				mu.Lock()
 				defer mu.Unlock()
-				if steps++; steps == 60 {
+				if steps++; steps == 200 {
 					close(started)
 				}
 				heavy, light := 0, 0
@@ -114,6 +122,13 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 						inStep++
 					}
 				}
+				if light > 0 && heavy > 0 && !st.decodeOnly {
+					prefills++
+					if inStep > 0 {
+						ridden++
+					}
+					return nil
+				}
 				if light > 0 && heavy > 0 {
 					if inStep == 0 {
 						alone++
@@ -123,9 +138,13 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 				}
 				return nil
 			}
-			job := func(tenant string, tokens int) error {
+			job := func(tenant string, prompt, tokens int) error {
 				ctx := genq.WithShare(context.Background(), genq.Share{Tenant: tenant, Weight: 1})
-				res, err := b.generateJobStream(ctx, genq.Job{TextRequest: genq.TextRequest{Prompt: "count with me, " + tenant, MaxTokens: tokens}}, nil)
+				ids := make([]int32, prompt)
+				for i := range ids {
+					ids[i] = 10 + int32(i*7+len(tenant))%90
+				}
+				res, err := b.generateJobStream(ctx, genq.Job{TextRequest: genq.TextRequest{PromptTokenIDs: ids, MaxTokens: tokens}}, nil)
 				if err == nil && res.Tokens != tokens {
 					t.Errorf("%s's answer has %d tokens, want %d", tenant, res.Tokens, tokens)
 				}
@@ -134,14 +153,16 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make(chan error, 4)
 			for range 3 {
-				wg.Go(func() { errs <- job("heavy", 400) })
+				wg.Go(func() { errs <- job("heavy", 8, 400) })
 			}
 			select {
 			case <-started:
 			case <-time.After(time.Minute):
 				t.Fatal("the heavy tenant's sequences did not step")
 			}
-			if err := job("light", 8); err != nil {
+			// A prompt of 200 tokens: a step of its own carries up to 25
+			// decoding tokens beside it.
+			if err := job("light", 200, 8); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()
@@ -153,10 +174,12 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			t.Logf("steps of the light tenant beside the heavy one's decoding: %d alone, %d shared", alone, together)
+			t.Logf("the light tenant's decoding steps beside the heavy one's decoding: %d alone, %d shared; its prompt's steps: %d, %d with heavy tokens", alone, together, prefills, ridden)
 			switch {
-			case alone+together == 0:
-				t.Fatal("the light tenant never stepped while the heavy one decoded: the test proves nothing")
+			case alone+together == 0 || prefills == 0:
+				t.Fatal("the light tenant's prompt or answer never stepped while the heavy one decoded: the test proves nothing")
+			case ridden != prefills:
+				t.Fatalf("%d of the light tenant's %d prompt steps left out the heavy one's decoding tokens", prefills-ridden, prefills)
 			case mode == "on" && alone == 0:
 				t.Fatal("the heavy tenant, far over its share, never sat out a step of the light one")
 			case mode == "off" && alone > 0:

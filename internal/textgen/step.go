@@ -55,57 +55,17 @@ type scoreRow struct {
 func (s *scheduler) plan() (*step, error) {
 	tm := s.model
 	st := &step{samples: map[*sequence]int{}}
-	type part struct {
-		seq    *sequence
-		tokens []int32
-		decode bool
-	}
-	var parts []part
-	var decoding int
 
 	// While a failed step is bisected, only its current group runs.
 	group := s.isolating()
 	now := time.Now()
 	sitOut := s.shares.sitOut(s.working(group), now)
-	for {
-		budget := tm.batchSize
-		// Decoding sequences first: one token each.
-		for _, seq := range s.active {
-			if seq.finished || len(seq.pending) > 0 || seq.redo || seq.isolate != group || !seq.hasNext || sitOut[seq.req.tenant] {
-				continue
-			}
-			seq.hasNext = false
-			parts = append(parts, part{seq: seq, tokens: []int32{seq.next}, decode: true})
-			budget--
-		}
-		decoding = len(parts)
-		// Then prompt chunks, oldest first, up to the step's budget: long
-		// prompts within sharedPrompts, and short ones beside them.
-		long, prompts := false, 0
-		for _, seq := range s.active {
-			if budget <= 0 {
-				break
-			}
-			if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group || sitOut[seq.req.tenant] {
-				continue
-			}
-			if len(seq.pending) > shortPrompt {
-				if long && prompts+len(seq.pending) > sharedPrompts {
-					continue
-				}
-				long = true
-			}
-			n := min(budget, len(seq.pending))
-			parts = append(parts, part{seq: seq, tokens: seq.pending[:n]})
-			budget -= n
-			prompts += n
-		}
+	parts, prompts := s.choose(group, sitOut)
+	if len(parts) == 0 && sitOut != nil {
 		// The tenants that step had nothing to feed this time (a sequence
 		// between tokens): the others go on rather than wait.
-		if len(parts) > 0 || sitOut == nil {
-			break
-		}
 		sitOut = nil
+		parts, prompts = s.choose(group, nil)
 	}
 	if len(parts) == 0 {
 		return nil, nil
@@ -172,13 +132,79 @@ func (s *scheduler) plan() (*step, error) {
 		seq.pending = seq.pending[len(p.tokens):]
 	}
 	st.tokens = b.Len()
-	st.decodeOnly = len(parts) == decoding
+	st.decodeOnly = prompts == 0
 	s.stats.steps.Add(1)
 	if n := int64(len(st.seqs)); n > s.stats.maxSequences.Load() {
 		s.stats.maxSequences.Store(n)
 	}
 	return st, nil
 }
+
+// part is what one sequence puts in a step: its next token, or a chunk of
+// its prompt.
+type part struct {
+	seq    *sequence
+	tokens []int32
+	decode bool
+}
+
+// choose picks what goes in a step of group: one token for every decoding
+// sequence, then prompt chunks, oldest first, up to the step's budget,
+// leaving out the tenants in sitOut; prompts is the prompt tokens chosen.
+// A step that prefills anyway takes sat-out tenants' decoding tokens too,
+// up to one for every rideShare of its tokens: beside a prompt's chunk
+// they cost it little, and their streams do not stall through a long
+// prompt of the tenant under its share.
+func (s *scheduler) choose(group int, sitOut map[string]bool) (parts []part, prompts int) {
+	budget := s.model.batchSize
+	// decodes adds up to most decoding tokens, of the tenants sitting out
+	// or of the others.
+	decodes := func(most int, satOut bool) {
+		for _, seq := range s.active {
+			if budget <= 0 || most <= 0 {
+				return
+			}
+			if seq.finished || len(seq.pending) > 0 || seq.redo || seq.isolate != group || !seq.hasNext || sitOut[seq.req.tenant] != satOut {
+				continue
+			}
+			seq.hasNext = false
+			parts = append(parts, part{seq: seq, tokens: []int32{seq.next}, decode: true})
+			budget--
+			most--
+		}
+	}
+	decodes(len(s.active), false)
+	decoding := len(parts)
+	// Then prompt chunks, oldest first, up to the step's budget: long
+	// prompts within sharedPrompts, and short ones beside them.
+	long := false
+	for _, seq := range s.active {
+		if budget <= 0 {
+			break
+		}
+		if seq.finished || len(seq.pending) == 0 || seq.redo || seq.isolate != group || sitOut[seq.req.tenant] {
+			continue
+		}
+		if len(seq.pending) > shortPrompt {
+			if long && prompts+len(seq.pending) > sharedPrompts {
+				continue
+			}
+			long = true
+		}
+		n := min(budget, len(seq.pending))
+		parts = append(parts, part{seq: seq, tokens: seq.pending[:n]})
+		budget -= n
+		prompts += n
+	}
+	if sitOut != nil && prompts > 0 {
+		decodes((decoding+prompts)/rideShare, true)
+	}
+	return parts, prompts
+}
+
+// rideShare is how many of a prompt step's tokens carry one decoding
+// token of a tenant that sits out (choose): at most an eighth more rows.
+const rideShare = 8
 
 // working is the weight of each tenant with a sequence in group that has
 // a token to step, those stepShare may have sit out; nil when stepShare
