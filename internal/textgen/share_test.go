@@ -81,9 +81,9 @@ func TestStepShareHalvesEveryHalfLife(t *testing.T) {
 
 // TestTenantOverItsShareSitsOutSteps: on the engine, a tenant that comes
 // while another's sequences decode gets decoding steps of its own, and
-// its prompt's step carries the other's decoding tokens (choose's
-// riders); with TEXT_TENANT_STEPS=off it shares every step. Every job is
-// answered in full either way.
+// its long prompt's step carries the other's decoding tokens (choose's
+// riders), its short one's not; with TEXT_TENANT_STEPS=off it shares
+// every step. Every job is answered in full either way.
 func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {
@@ -97,18 +97,23 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 			steps := 0
 			started := make(chan struct{})
 			// Steps with the light tenant's row while heavy sequences decode,
-			// and of those with its prompt, those with heavy tokens too.
-			alone, together, prefills, ridden := 0, 0, 0, 0
+			// and of those with its prompt, long or short, those with heavy
+			// tokens too.
+			alone, together := 0, 0
+			var prefills, ridden [2]int // [long, short]
 			b.sched.fault = func(st *step) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if steps++; steps == 200 {
 					close(started)
 				}
-				heavy, light := 0, 0
+				heavy, light, short := 0, 0, 0
 				for _, seq := range st.seqs {
 					if seq.req.tenant == "light" {
 						light++
+						if len(seq.req.prompt) < rideAfter {
+							short = 1
+						}
 					}
 				}
 				for _, seq := range b.sched.active {
@@ -123,9 +128,9 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 					}
 				}
 				if light > 0 && heavy > 0 && !st.decodeOnly {
-					prefills++
+					prefills[short]++
 					if inStep > 0 {
-						ridden++
+						ridden[short]++
 					}
 					return nil
 				}
@@ -160,9 +165,13 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatal("the heavy tenant's sequences did not step")
 			}
-			// A prompt of 200 tokens: a step of its own carries up to 25
+			// A prompt of 300 tokens: a step of its own carries up to 37
 			// decoding tokens beside it.
-			if err := job("light", 200, 8); err != nil {
+			if err := job("light", 300, 8); err != nil {
+				t.Fatal(err)
+			}
+			// A prompt of 40 tokens is one step, and its own.
+			if err := job("light", 40, 8); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()
@@ -174,12 +183,14 @@ func TestTenantOverItsShareSitsOutSteps(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			t.Logf("the light tenant's decoding steps beside the heavy one's decoding: %d alone, %d shared; its prompt's steps: %d, %d with heavy tokens", alone, together, prefills, ridden)
+			t.Logf("the light tenant's decoding steps beside the heavy one's decoding: %d alone, %d shared; its prompts' steps, long and short: %v, %v with heavy tokens", alone, together, prefills, ridden)
 			switch {
-			case alone+together == 0 || prefills == 0:
-				t.Fatal("the light tenant's prompt or answer never stepped while the heavy one decoded: the test proves nothing")
-			case ridden != prefills:
-				t.Fatalf("%d of the light tenant's %d prompt steps left out the heavy one's decoding tokens", prefills-ridden, prefills)
+			case alone+together == 0 || prefills[0] == 0 || prefills[1] == 0:
+				t.Fatal("the light tenant's prompts or answers never stepped while the heavy one decoded: the test proves nothing")
+			case ridden[0] != prefills[0]:
+				t.Fatalf("%d of the light tenant's %d long prompt's steps left out the heavy one's decoding tokens", prefills[0]-ridden[0], prefills[0])
+			case mode == "on" && ridden[1] > 0:
+				t.Fatal("the heavy tenant's decoding tokens rode the light one's short prompt's step")
 			case mode == "on" && alone == 0:
 				t.Fatal("the heavy tenant, far over its share, never sat out a step of the light one")
 			case mode == "off" && alone > 0:

@@ -151,10 +151,11 @@ type part struct {
 // choose picks what goes in a step of group: one token for every decoding
 // sequence, then prompt chunks, oldest first, up to the step's budget,
 // leaving out the tenants in sitOut; prompts is the prompt tokens chosen.
-// A step that prefills anyway takes sat-out tenants' decoding tokens too,
-// up to one for every rideShare of its tokens: beside a prompt's chunk
-// they cost it little, and their streams do not stall through a long
-// prompt of the tenant under its share.
+// A step that prefills rideAfter prompt tokens or more takes sat-out
+// tenants' decoding tokens too, up to one for every rideShare of its
+// tokens: beside a long prompt's chunk they cost it little, and their
+// streams do not stall through the steps of a long prompt of the tenant
+// under its share. A short prompt's step is one, and is left its own.
 func (s *scheduler) choose(group int, sitOut map[string]bool) (parts []part, prompts int) {
 	budget := s.model.batchSize
 	// decodes adds up to most decoding tokens, of the tenants sitting out
@@ -196,15 +197,19 @@ func (s *scheduler) choose(group int, sitOut map[string]bool) (parts []part, pro
 		budget -= n
 		prompts += n
 	}
-	if sitOut != nil && prompts > 0 {
+	if sitOut != nil && prompts >= rideAfter {
 		decodes((decoding+prompts)/rideShare, true)
 	}
 	return parts, prompts
 }
 
 // rideShare is how many of a prompt step's tokens carry one decoding
-// token of a tenant that sits out (choose): at most an eighth more rows.
-const rideShare = 8
+// token of a tenant that sits out (choose): at most an eighth more rows;
+// rideAfter is the fewest prompt tokens a step needs to carry any.
+const (
+	rideShare = 8
+	rideAfter = sharedPrompts
+)
 
 // working is the weight of each tenant with a sequence in group that has
 // a token to step, those stepShare may have sit out; nil when stepShare
