@@ -109,6 +109,52 @@ func TestFairShareBanksNoCredit(t *testing.T) {
 	}
 }
 
+// Slots that free together pick one after the other before any pull is
+// charged: each pick reserves its tenant's turn, so eight picks at 3:1
+// weights, the heavy tenant's jobs 2.5 times as costly, split about as
+// the tokens should, where eight looks at one order took the first tenant
+// eight times.
+func TestFairSharePicksTogether(t *testing.T) {
+	f := newFairShare()
+	heavy := candidate{tenant: "heavy", queue: &tenantQueue{weight: 1}}
+	light := candidate{tenant: "light3", queue: &tenantQueue{weight: 3}}
+	cs := []candidate{heavy, light}
+	cost := map[string]int64{"heavy": 180, "light3": 72}
+	// A while of picks settled one at a time: each tenant's cost is known.
+	for range 40 {
+		c, guess, ok := f.pick(cs, nil)
+		if !ok {
+			t.Fatal("no pick")
+		}
+		f.chargeReserved(c.tenant, c.weight(), guess, cost[c.tenant])
+	}
+	// Eight slots free at once: eight picks before any pull is charged.
+	n := map[string]int{}
+	for range 8 {
+		c, _, ok := f.pick(cs, nil)
+		if !ok {
+			t.Fatal("no pick")
+		}
+		n[c.tenant]++
+	}
+	// 8 picks of 3:1 by tokens: heavy's 180 against light3's 72/3 = 24 a
+	// job, so about one heavy job to seven of light3's.
+	if n["heavy"] > 2 || n["light3"] < 6 {
+		t.Fatalf("eight picks together took heavy %d times and light3 %d, want about 1 and 7", n["heavy"], n["light3"])
+	}
+	// A pull that finds nothing gives its guess back.
+	before := f.served["heavy"]
+	c, guess, _ := f.pick([]candidate{heavy}, nil)
+	f.release(c.tenant, c.weight(), guess)
+	if f.served["heavy"] != before {
+		t.Fatalf("a released pick left heavy's virtual time at %v, want %v", f.served["heavy"], before)
+	}
+	// Tried candidates are passed over.
+	if c, _, ok := f.pick(cs, map[string]bool{"heavy": true, "light3": true}); ok {
+		t.Fatalf("picked %s among candidates all tried", c.tenant)
+	}
+}
+
 // A job charged its estimate and settled with its real cost counts as the
 // real cost: a tenant whose answers stop short gets the turns it is owed.
 func TestFairShareSettles(t *testing.T) {

@@ -97,11 +97,18 @@ func (t *tenantQueues) next(p *Puller) (*Delivery, error) {
 	t.refresh()
 	cs := t.waiting()
 	waiting := tenantsOf(cs)
-	for _, c := range t.share.order(cs) {
+	tried := map[string]bool{}
+	for {
+		c, guess, ok := t.share.pick(cs, tried)
+		if !ok {
+			return nil, nil
+		}
+		tried[c.tenant] = true
 		if !t.room.claim(t.class, c.tenant, waiting) {
+			t.share.release(c.tenant, c.weight(), guess)
 			continue
 		}
-		d, err := t.pull(p, c)
+		d, err := t.pull(p, c, guess)
 		if d == nil || d.Wakeup {
 			t.room.unclaim(t.class, c.tenant)
 		} else {
@@ -112,16 +119,19 @@ func (t *tenantQueues) next(p *Puller) (*Delivery, error) {
 			return d, err
 		}
 	}
-	return nil, nil
 }
 
-// pull fetches one job waiting on c's consumer, and charges it.
-func (t *tenantQueues) pull(p *Puller, c candidate) (*Delivery, error) {
+// pull fetches one job waiting on c's consumer, and charges it in place
+// of the guess its pick reserved.
+func (t *tenantQueues) pull(p *Puller, c candidate, guess int64) (*Delivery, error) {
 	q := &c.queue.pullQueue
 	if c.queue.tenant == "" {
 		q = t.shared
 	}
 	d, err := p.fetch(q, 0)
+	if err != nil || d == nil || d.Wakeup || d.Tenant != c.tenant {
+		t.share.release(c.tenant, c.weight(), guess)
+	}
 	if err != nil || d == nil {
 		if err == nil {
 			t.drained(c.queue)
@@ -129,7 +139,13 @@ func (t *tenantQueues) pull(p *Puller, c candidate) (*Delivery, error) {
 		return nil, err
 	}
 	t.pulled(c.queue)
-	t.charge(d, c.queue.weight)
+	if d.Wakeup || d.Tenant != c.tenant {
+		t.charge(d, c.queue.weight) // not the pick's: charged as it comes
+		return d, nil
+	}
+	weight := c.weight()
+	d.charged = func(real int64) { t.share.settle(d.Tenant, weight, d.Cost, real) }
+	t.share.chargeReserved(d.Tenant, weight, guess, d.Cost)
 	return d, nil
 }
 
