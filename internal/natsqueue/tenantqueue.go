@@ -64,6 +64,10 @@ type tenantQueues struct {
 	share   *fairShare
 	shared  *pullQueue
 	room    *headroom
+	// sharedName is the shared consumer's name, and sharedQ its jobs as
+	// the tenant "" (mu held): listed, rung and pulled as a tenant's.
+	sharedName string
+	sharedQ    *tenantQueue
 
 	// listMu lets one slot list the consumers at a time, outside mu, so
 	// the others go on pulling meanwhile.
@@ -76,7 +80,8 @@ type tenantQueues struct {
 }
 
 func newTenantQueues(c *Conn, class Class, v genq.Variant, shared *pullQueue, room *headroom) *tenantQueues {
-	return &tenantQueues{conn: c, class: class, variant: v, share: newFairShare(), shared: shared, room: room, queues: map[string]*tenantQueue{}}
+	return &tenantQueues{conn: c, class: class, variant: v, share: newFairShare(), shared: shared, room: room, queues: map[string]*tenantQueue{},
+		sharedName: class.Consumer(v), sharedQ: &tenantQueue{weight: 1}}
 }
 
 // any reports whether a tenant's consumer exists: only then does an idle
@@ -172,14 +177,20 @@ func (t *tenantQueues) weightOf(tenant string) float64 {
 	return 1
 }
 
-// waiting is the candidates with jobs waiting, or maybe waiting; the
-// shared consumer always is one, since old producers' jobs arrive there
-// unseen by the listing.
+// waiting is the candidates with jobs waiting, or maybe waiting. The
+// shared consumer is one when the listing or the bell counted a job on
+// it, and at most every tenantProbeEvery besides (sharedMayWait): trying
+// it before every pick was a fetch that found nothing, a round trip more
+// on every tenant's job, and its virtual time, never charged, kept it
+// first.
 func (t *tenantQueues) waiting() []candidate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
-	out := []candidate{{tenant: "", queue: &tenantQueue{weight: 1}}}
+	var out []candidate
+	if t.sharedQ.sharedMayWait(now) {
+		out = append(out, candidate{tenant: "", queue: t.sharedQ})
+	}
 	for _, q := range t.queues {
 		if q.mayWait(now) {
 			out = append(out, candidate{tenant: q.tenant, queue: q})
@@ -195,12 +206,22 @@ func (q *tenantQueue) mayWait(now time.Time) bool {
 	return q.pending > 0 || q.ackPending > 0 && now.Sub(q.probed) >= tenantProbeEvery
 }
 
+// sharedMayWait reports whether a fetch may find a job on the shared
+// consumer: one listed or rung, or a look due. Old producers' jobs ring
+// no bell, and a job due again is not pending; the listing (every
+// tenantListEvery while slots pull) or the look finds them.
+func (q *tenantQueue) sharedMayWait(now time.Time) bool {
+	return q.pending > 0 || now.Sub(q.probed) >= tenantProbeEvery
+}
+
 // tenantsOf is the tenants of the candidates waiting() lists, less the
-// shared consumer, which is listed whether or not it has jobs.
+// shared consumer, which may be listed without jobs.
 func tenantsOf(cs []candidate) map[string]bool {
 	out := make(map[string]bool, len(cs))
-	for _, c := range cs[1:] {
-		out[c.tenant] = true
+	for _, c := range cs {
+		if c.tenant != "" {
+			out[c.tenant] = true
+		}
 	}
 	return out
 }
@@ -261,10 +282,14 @@ func (t *tenantQueues) list(ctx context.Context) error {
 	prefix := tenantConsumerPrefix(t.class, t.variant)
 	var infos []*jetstream.ConsumerInfo
 	start := time.Now()
+	var shared *jetstream.ConsumerInfo
 	lister := t.stream.ListConsumers(ctx)
 	for info := range lister.Info() {
-		if strings.HasPrefix(info.Name, prefix) {
+		switch {
+		case strings.HasPrefix(info.Name, prefix):
 			infos = append(infos, info)
+		case info.Name == t.sharedName:
+			shared = info
 		}
 	}
 	if err := lister.Err(); err != nil {
@@ -278,6 +303,9 @@ func (t *tenantQueues) list(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[string]bool{}
+	if shared != nil {
+		t.sharedQ.pending = shared.NumPending
+	}
 	for _, info := range infos {
 		q, ok := t.queues[info.Name]
 		if !ok {
@@ -360,16 +388,16 @@ func (t *tenantQueues) chargeShared(d *Delivery) {
 	}
 }
 
-// rang counts a job the bell says was just queued for tenant, so that the
-// next look pulls it without listing the consumers again; a tenant not
-// seen yet has them listed at the next look. A job of no tenant needs
-// neither: the shared consumer is always tried.
+// rang counts a job the bell says was just queued for tenant ("" for the
+// shared consumer's), so that the next look pulls it without listing the
+// consumers again; a tenant not seen yet has them listed at the next look.
 func (t *tenantQueues) rang(tenant string) {
-	if tenant == "" {
-		return
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if tenant == "" {
+		t.sharedQ.pending++
+		return
+	}
 	if q, ok := t.queues[TenantConsumerName(t.class, t.variant, tenant)]; ok {
 		q.pending++
 		return
