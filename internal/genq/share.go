@@ -15,6 +15,14 @@ type Share struct {
 	MaxTokens int
 }
 
+// WeightOrOne is the share's weight, a weight of 0 (or less) counting as 1.
+func (s Share) WeightOrOne() float64 {
+	if s.Weight <= 0 {
+		return 1
+	}
+	return s.Weight
+}
+
 type shareKey struct{}
 
 // WithShare carries s with ctx to where its jobs are queued. It travels in

@@ -39,7 +39,7 @@ type madeConsumer struct {
 func (c *Conn) shareMsg(ctx context.Context, msg *nats.Msg, job genq.Job, class Class, routed bool, share genq.Share) error {
 	msg.Header.Set(HeaderTenant, share.Tenant)
 	msg.Header.Set(HeaderCost, strconv.FormatInt(JobCost(job, len(msg.Data), share.MaxTokens), 10))
-	msg.Header.Set(HeaderWeight, strconv.FormatFloat(weightOr1(share.Weight), 'g', -1, 64))
+	msg.Header.Set(HeaderWeight, strconv.FormatFloat(share.WeightOrOne(), 'g', -1, 64))
 	if routed {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (c *Conn) shareMsg(ctx context.Context, msg *nats.Msg, job genq.Job, class 
 // sending as many puts, and other tenants' jobs do not wait at all.
 func (c *Conn) ensureTenantConsumer(ctx context.Context, class Class, v genq.Variant, share genq.Share) error {
 	name := TenantConsumerName(class, v, share.Tenant)
-	weight := weightOr1(share.Weight)
+	weight := share.WeightOrOne()
 	for {
 		c.tenants.mu.Lock()
 		if m, ok := c.tenants.weights[name]; ok && m.weight == weight {
@@ -108,12 +108,7 @@ func (c *Conn) putTenantConsumer(ctx context.Context, class Class, v genq.Varian
 }
 
 // weightOr1 is a share's weight, 1 when unset.
-func weightOr1(w float64) float64 {
-	if w <= 0 {
-		return 1
-	}
-	return w
-}
+func weightOr1(w float64) float64 { return genq.Share{Weight: w}.WeightOrOne() }
 
 // KeepTenantConsumers looks, until ctx ends, at every tenant's subject
 // with jobs in the streams and makes again the consumer of any that has

@@ -43,10 +43,10 @@ type candidate struct {
 
 // weight is the candidate's tenant's weight: its consumer's, 1 for none.
 func (c candidate) weight() float64 {
-	if c.queue == nil || c.queue.weight <= 0 {
+	if c.queue == nil {
 		return 1
 	}
-	return c.queue.weight
+	return weightOr1(c.queue.weight)
 }
 
 // pick is the first candidate in order that is not in tried, with its
@@ -77,9 +77,7 @@ func (f *fairShare) pick(cs []candidate, tried map[string]bool) (c candidate, gu
 // chargeReserved charges a pulled job's estimated cost in place of the
 // guess its pick reserved.
 func (f *fairShare) chargeReserved(tenant string, weight float64, guess, cost int64) {
-	if weight <= 0 {
-		weight = 1
-	}
+	weight = weightOr1(weight)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The clock moves with picks that took a job, from where the pick
@@ -92,9 +90,7 @@ func (f *fairShare) chargeReserved(tenant string, weight float64, guess, cost in
 
 // release gives back a pick's guess when its pull took no job.
 func (f *fairShare) release(tenant string, weight float64, guess int64) {
-	if weight <= 0 {
-		weight = 1
-	}
+	weight = weightOr1(weight)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.served[tenant] -= float64(guess) / weight
@@ -128,9 +124,7 @@ func (f *fairShare) orderLocked(cs []candidate) []candidate {
 
 // charge counts cost tokens served to tenant, of the given weight.
 func (f *fairShare) charge(tenant string, weight float64, cost int64) {
-	if weight <= 0 {
-		weight = 1
-	}
+	weight = weightOr1(weight)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.waiting[tenant] && f.served[tenant] < f.clock {
@@ -147,9 +141,7 @@ func (f *fairShare) charge(tenant string, weight float64, cost int64) {
 
 // settle corrects a charge once a job's real cost is known.
 func (f *fairShare) settle(tenant string, weight float64, charged, real int64) {
-	if weight <= 0 {
-		weight = 1
-	}
+	weight = weightOr1(weight)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.served[tenant] += float64(real-charged) / weight

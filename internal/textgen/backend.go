@@ -88,7 +88,7 @@ func (b *Backend) generateJobStream(ctx context.Context, job genq.Job, emit func
 	}
 	req.emit = emit
 	if share, ok := genq.ShareOf(ctx); ok {
-		req.tenant, req.weight = share.Tenant, share.Weight
+		req.tenant, req.weight = share.Tenant, share.WeightOrOne()
 	}
 	out, err := b.sched.run(ctx, req)
 	traceRun(ctx, req.times(began, out, err), out, err)

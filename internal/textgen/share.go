@@ -3,6 +3,8 @@ package textgen
 import (
 	"math"
 	"time"
+
+	"github.com/genq/genq/internal/genq"
 )
 
 // stepShare decides which tenants' sequences sit out a step, so that a
@@ -95,10 +97,7 @@ func (s *stepShare) sitOut(working map[string]float64, now time.Time) map[string
 	least := math.Inf(1)
 	per := make(map[string]float64, len(working))
 	for t, w := range working {
-		if w <= 0 {
-			w = 1
-		}
-		per[t] = s.count(t, now) / w
+		per[t] = s.count(t, now) / genq.Share{Weight: w}.WeightOrOne()
 		least = min(least, per[t])
 	}
 	var out map[string]bool
