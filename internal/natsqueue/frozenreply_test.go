@@ -21,10 +21,7 @@ import (
 // stream's leader frozen", issue 54).
 func TestReplyGetsThroughTheWorkersFrozenServer(t *testing.T) {
 	s := newTestServer(t)
-	cl, err := NewClient(s.dial())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := newClient(t, s.dial())
 	// The late looks would find the stored result by themselves, and the
 	// test would pass without the second sending it is about.
 	cl.LookLate(LateLooks{})

@@ -279,11 +279,7 @@ func TestReplyNotHeldByAStoreLook(t *testing.T) {
 // answer (its leader gone) a look is often on its way at the deadline.
 func TestLookEndedWithItsCaller(t *testing.T) {
 	s := newTestServer(t)
-	cl, err := NewClient(s.dial())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, s.dial())
 	for _, tt := range []struct {
 		name string
 		ctx  func() context.Context
@@ -315,11 +311,7 @@ func TestLookEndedWithItsCaller(t *testing.T) {
 // first look went at the late looks' next gap, with no slot of the pacer.
 func TestSweepSlotDuringALook(t *testing.T) {
 	s := newTestServer(t)
-	cl, err := NewClient(s.dial())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, s.dial())
 	cl.LookLate(fastLooks)
 	looks := make(chan time.Time, 8)
 	release := make(chan struct{})
