@@ -146,6 +146,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("requests still in flight at the end of the grace period: their jobs are cancelled and they are answered 503", "err", err)
 	}
+	fctx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelFlush()
+	if err := limiter.Flush(fctx); err != nil {
+		log.Warn("usage of tenants without limits lost: it could not be written before exiting", "err", err)
+	}
 	return nil
 }
 

@@ -184,7 +184,9 @@ func TestMeterQueuedOutlivesItsCaller(t *testing.T) {
 func TestSettleOutlivesItsCaller(t *testing.T) {
 	limiter := tenant.NewLimiter(ctxStore{tenant.NewMemStore()}, "api-1")
 	s := &Server{log: slog.New(slog.DiscardHandler), limiter: limiter, metrics: newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })}
-	team := tenant.Tenant{Name: "team"}
+	// A limit puts the request's lease on the record (an open tenant's
+	// has none: its usage waits for a flush).
+	team := tenant.Tenant{Name: "team", Limits: tenant.Limits{Concurrency: 10}}
 	tk, err := limiter.Admit(t.Context(), team, tenant.Cost{Tokens: 10}, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)

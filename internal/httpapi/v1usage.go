@@ -69,6 +69,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	if !c.tenant.Admin && !open {
 		who = c.tenant.Name
 	}
+	s.flushUsage(r.Context())
 	page := usagePage{Object: "page", Data: []usageBucket{}}
 	for day := from; day.Before(to); day = day.AddDate(0, 0, 1) {
 		b, err := s.usageBucket(r.Context(), day, who)
@@ -79,6 +80,14 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		page.Data = append(page.Data, b)
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// flushUsage writes this api's usage of open tenants, which waits on it
+// for a flush (tenant.Limiter), before it is read.
+func (s *Server) flushUsage(ctx context.Context) {
+	if err := s.limiter.Flush(ctx); err != nil {
+		s.log.Warn("usage of tenants without limits not written before reading it", "err", err)
+	}
 }
 
 // usageRange reads start_time and end_time (Unix seconds; by default
@@ -165,6 +174,7 @@ func (s *Server) tenantsToday(ctx context.Context, c *caller) []tenantToday {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	s.flushUsage(ctx)
 	now := time.Now()
 	names := []string{c.tenant.Name}
 	if c.tenant.Admin || !s.keys.Required() {

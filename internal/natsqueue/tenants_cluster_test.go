@@ -166,7 +166,10 @@ func TestTenantCountersSurviveLeaderLoss(t *testing.T) {
 // runOne admits and settles one request of tenant a, of one token, and
 // counts it in n.
 func runOne(ctx context.Context, l *tenant.Limiter, n *leaderLossTally, stopped <-chan struct{}) {
-	a := tenant.Tenant{Name: "a"}
+	// A limit that never bites: the requests are admitted and settled on
+	// the record, one swap each (a tenant without limits would gather its
+	// usage for a flush).
+	a := tenant.Tenant{Name: "a", Limits: tenant.Limits{RPM: 1 << 40}}
 	u := tenant.Usage{Route: "r", Model: "m", Requests: 1, CompletionTokens: 1}
 	// Long enough to span the election, so that every request but those
 	// whose answer the stopped leader took with it is counted.

@@ -246,21 +246,26 @@ func (c *Counters) settle(reserved, took Cost, minute int64, now time.Time, api 
 }
 
 // record adds took and its usage, admitted nowhere, at now.
-func (c *Counters) record(took Cost, now time.Time, u Usage) {
+func (c *Counters) record(took Cost, now time.Time, us ...Usage) {
 	c.roll(now)
 	c.Tokens += took.Tokens
 	c.MinuteTokens += took.Tokens
 	c.Images += took.Images
-	c.addUsage(u)
+	for _, u := range us {
+		c.addUsage(u)
+	}
 }
 
 // addUsage adds u to its route's and model's counts.
-func (c *Counters) addUsage(u Usage) {
-	for i := range c.Usage {
-		if c.Usage[i].Route == u.Route && c.Usage[i].Model == u.Model {
-			c.Usage[i].Add(u)
-			return
+func (c *Counters) addUsage(u Usage) { c.Usage = addUsage(c.Usage, u) }
+
+// addUsage adds u to the counts of its route and model in us.
+func addUsage(us []Usage, u Usage) []Usage {
+	for i := range us {
+		if us[i].Route == u.Route && us[i].Model == u.Model {
+			us[i].Add(u)
+			return us
 		}
 	}
-	c.Usage = append(c.Usage, u)
+	return append(us, u)
 }

@@ -41,6 +41,12 @@ func CounterKey(tenant, day string) string {
 // unless another api wrote the record since: then two more (a read, and
 // the swap again). Updates of one key on this api go one at a time, so
 // they never conflict with each other.
+//
+// A tenant without limits has nothing to admit against: its requests are
+// admitted without a round trip, and what they took is gathered on this
+// api and written at most every usageFlushEvery, so a busy open tenant
+// (every request to an api without keys is the tenant "anonymous") costs
+// the store one write a second rather than two a request.
 type Limiter struct {
 	store Store
 	api   string
@@ -48,6 +54,26 @@ type Limiter struct {
 
 	mu   sync.Mutex
 	keys map[string]*cached
+
+	// gathered is open tenants' usage not yet written, by record key;
+	// flushTimer writes it, set while there is some.
+	gmu        sync.Mutex
+	gathered   map[string]*gathered
+	flushTimer *time.Timer
+}
+
+// usageFlushEvery is how long an open tenant's usage waits on its api
+// before it is written: what GET /v1/usage may lag behind on other apis.
+const usageFlushEvery = time.Second
+
+// flushTimeout bounds a timed flush; usage that could not be written is
+// kept for the next.
+const flushTimeout = 10 * time.Second
+
+// gathered is usage of one record not yet written.
+type gathered struct {
+	took  Cost
+	usage []Usage
 }
 
 type cached struct {
@@ -67,7 +93,9 @@ type Ticket struct {
 	key      string
 	reserved Cost
 	minute   int64
-	Status   Status
+	// open: its tenant had no limits, and nothing was reserved.
+	open   bool
+	Status Status
 }
 
 // maxSwaps bounds the compare-and-swap attempts of one update, beside
@@ -81,6 +109,10 @@ const maxSwaps = 1000
 func (l *Limiter) Admit(ctx context.Context, t Tenant, cost Cost, deadline time.Time) (Ticket, error) {
 	now := l.now()
 	tk := Ticket{key: CounterKey(t.Name, dayOf(now)), reserved: cost, minute: unixMinute(now)}
+	if !t.Limits.Bounded() {
+		tk.open = true
+		return tk, nil
+	}
 	err := l.update(ctx, tk.key, func(c *Counters) error {
 		now = l.now()
 		if r := c.admit(t, cost, now, l.api, deadline); r != nil {
@@ -92,8 +124,13 @@ func (l *Limiter) Admit(ctx context.Context, t Tenant, cost Cost, deadline time.
 	return tk, err
 }
 
-// Settle ends an admitted request with what it took, and adds its usage.
+// Settle ends an admitted request with what it took, and adds its usage:
+// at once, or, for a tenant without limits, with this api's next flush.
 func (l *Limiter) Settle(ctx context.Context, tk Ticket, took Cost, u Usage) error {
+	if tk.open {
+		l.gather(tk.key, took, u)
+		return nil
+	}
 	return l.update(ctx, tk.key, func(c *Counters) error {
 		c.settle(tk.reserved, took, tk.minute, l.now(), l.api, u)
 		return nil
@@ -108,6 +145,61 @@ func (l *Limiter) Record(ctx context.Context, tenant string, took Cost, u Usage)
 		c.record(took, l.now(), u)
 		return nil
 	})
+}
+
+// gather keeps what an open tenant's request took for the next flush.
+func (l *Limiter) gather(key string, took Cost, u Usage) {
+	l.gmu.Lock()
+	defer l.gmu.Unlock()
+	if l.gathered == nil {
+		l.gathered = map[string]*gathered{}
+	}
+	g := l.gathered[key]
+	if g == nil {
+		g = &gathered{}
+		l.gathered[key] = g
+	}
+	g.took.Tokens += took.Tokens
+	g.took.Images += took.Images
+	if u.Route != "" {
+		g.usage = addUsage(g.usage, u)
+	}
+	if l.flushTimer == nil {
+		l.flushTimer = time.AfterFunc(usageFlushEvery, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			defer cancel()
+			_ = l.Flush(ctx) // what failed is kept, and tried at the next
+		})
+	}
+}
+
+// Flush writes the usage gathered on this api of tenants without limits:
+// GET /v1/usage calls it before reading, and the api before it exits.
+// Usage whose write fails is kept for the next flush.
+func (l *Limiter) Flush(ctx context.Context) error {
+	l.gmu.Lock()
+	pending := l.gathered
+	l.gathered = nil
+	if l.flushTimer != nil {
+		l.flushTimer.Stop()
+		l.flushTimer = nil
+	}
+	l.gmu.Unlock()
+	var errs []error
+	for key, g := range pending {
+		err := l.update(ctx, key, func(c *Counters) error {
+			c.record(g.took, l.now(), g.usage...)
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+			for _, u := range g.usage {
+				l.gather(key, Cost{}, u)
+			}
+			l.gather(key, g.took, Usage{})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Today reads tenant's record of today.

@@ -273,7 +273,9 @@ func TestBusyRecordAcrossAPIs(t *testing.T) {
 	for _, l := range apis {
 		wg.Go(func() {
 			for range 25 {
-				tk, err := l.Admit(ctx, Tenant{Name: "busy"}, Cost{Tokens: 1}, time.Now().Add(time.Minute))
+				// A limit that never bites: the tenant's requests are
+				// admitted against its record, one swap each.
+				tk, err := l.Admit(ctx, Tenant{Name: "busy", Limits: Limits{RPM: 1 << 20}}, Cost{Tokens: 1}, time.Now().Add(time.Minute))
 				if err == nil {
 					err = l.Settle(ctx, tk, Cost{Tokens: 1}, Usage{Route: "r", Model: "m", Requests: 1})
 				}
@@ -300,4 +302,124 @@ type slowStore struct{ *MemStore }
 func (s slowStore) Update(ctx context.Context, key string, c Counters, rev uint64) (uint64, error) {
 	time.Sleep(200 * time.Microsecond)
 	return s.MemStore.Update(ctx, key, c, rev)
+}
+
+// TestOpenTenantsWriteOnceAFlush: a tenant without limits is admitted and
+// settled with no round trip; a flush writes all of its usage in one
+// swap, and that of several apis adds up.
+func TestOpenTenantsWriteOnceAFlush(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
+	store := &countingStore{Store: NewMemStore()}
+	ctx := context.Background()
+	open := Tenant{Name: "anonymous", Limits: Limits{Weight: 2, Models: []string{"m"}}}
+	apis := []*Limiter{newTestLimiter(store, "api-1", c), newTestLimiter(store, "api-2", c)}
+	for i, l := range apis {
+		for range 50 {
+			tk, err := l.Admit(ctx, open, Cost{Tokens: 100}, c.t.Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Settle(ctx, tk, Cost{Tokens: 3, Images: int64(i)}, Usage{Route: "/v1/embeddings", Model: "m", Requests: 1, PromptTokens: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if store.gets != 0 || store.writes != 0 {
+		t.Fatalf("%d reads and %d writes before a flush, want none", store.gets, store.writes)
+	}
+	for _, l := range apis {
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.writes != 2 {
+		t.Errorf("%d writes for two apis' flushes, want 2", store.writes)
+	}
+	got, err := apis[0].Today(ctx, "anonymous")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Usage{Route: "/v1/embeddings", Model: "m", Requests: 100, PromptTokens: 300}
+	if got.Tokens != 300 || got.Images != 50 || got.Running(c.t) != 0 || len(got.Usage) != 1 || got.Usage[0] != want {
+		t.Errorf("counters %+v, want 300 tokens, 50 images, none in flight, usage %+v", got, want)
+	}
+	if err := apis[0].Flush(ctx); err != nil || store.writes != 2 {
+		t.Errorf("a flush with nothing gathered: %v, %d writes, want none more", err, store.writes)
+	}
+}
+
+// TestOpenTenantUsageIsWrittenUnasked: gathered usage is written within
+// usageFlushEvery without a call to Flush.
+func TestOpenTenantUsageIsWrittenUnasked(t *testing.T) {
+	l := NewLimiter(NewMemStore(), "api-1")
+	ctx := context.Background()
+	tk, err := l.Admit(ctx, Tenant{Name: "anonymous"}, Cost{}, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(ctx, tk, Cost{Tokens: 7}, Usage{Route: "r", Model: "m", Requests: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * usageFlushEvery); ; {
+		got, err := l.Today(ctx, "anonymous")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Tokens == 7 && got.Total().Requests == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v long after the flush was due, want 7 tokens and a request", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// failingStore refuses writes while fail is set.
+type failingStore struct {
+	*MemStore
+	mu   sync.Mutex
+	fail bool
+}
+
+func (s *failingStore) Update(ctx context.Context, key string, c Counters, rev uint64) (uint64, error) {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
+	if fail {
+		return 0, errors.New("the store is down")
+	}
+	return s.MemStore.Update(ctx, key, c, rev)
+}
+
+// TestFlushKeepsWhatItCouldNotWrite: usage whose write failed is written
+// by the next flush, with what came meanwhile.
+func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
+	store := &failingStore{MemStore: NewMemStore(), fail: true}
+	l := NewLimiter(store, "api-1")
+	ctx := context.Background()
+	settle := func() {
+		tk, err := l.Admit(ctx, Tenant{Name: "anonymous"}, Cost{}, time.Now().Add(time.Minute))
+		if err == nil {
+			err = l.Settle(ctx, tk, Cost{Tokens: 5}, Usage{Route: "r", Model: "m", Requests: 1, PromptTokens: 5})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	if err := l.Flush(ctx); err == nil {
+		t.Fatal("a flush to a store that is down: no error")
+	}
+	settle()
+	store.mu.Lock()
+	store.fail = false
+	store.mu.Unlock()
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Today(ctx, "anonymous")
+	if got.Tokens != 10 || got.Total().Requests != 2 || got.Total().PromptTokens != 10 {
+		t.Errorf("counters %+v, want both requests' 10 tokens", got)
+	}
 }

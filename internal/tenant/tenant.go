@@ -39,6 +39,12 @@ type Limits struct {
 	Models []string `json:"models,omitempty"`
 }
 
+// Bounded reports whether l holds any limit a request is admitted
+// against (weight and models aside).
+func (l Limits) Bounded() bool {
+	return l.RPM > 0 || l.TPM > 0 || l.TPD > 0 || l.ImagesPerDay > 0 || l.Concurrency > 0
+}
+
 // Tenant is who a key belongs to.
 type Tenant struct {
 	Name string `json:"tenant"`
