@@ -38,7 +38,7 @@ export LLAMA_STOCK_SERVER ?= $(CURDIR)/$(STOCK_DIR)-bin/llama-server
 GO_TEST_FLAGS ?= -timeout 20m
 FUZZTIME ?= 50000x
 
-.PHONY: build configuration engine engine-tools otelcol engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-fairshare bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
+.PHONY: build configuration engine engine-tools otelcol engine-portable engine-stock test test-openai test-agents test-ui test-run-local compose-test fuzz run chaos chaos-cluster bench bench-multiturn bench-image-engines bench-fairshare bench-embeddings bench-route bench-text bench-image bench-schemas bench-gpu gpu-kit clean onnxruntime
 
 build: bin/api bin/worker bin/genqctl
 
@@ -196,6 +196,12 @@ bench-image-engines: engine $(ORT_LIB)
 # rewrites only its section.
 bench-fairshare: build engine-tools engine-stock
 	go run ./test/bench --only fairshare --report docs/benchmarks.md
+
+# Embeddings against llama-server --embedding on the same file
+# (docs/benchmarks.md): one input a request and 64; rewrites only its
+# section.
+bench-embeddings: build engine-tools engine-stock
+	go run ./test/bench --only embeddings --report docs/benchmarks.md
 
 # Routing by prefix (docs/benchmarks.md): the multi-turn workload on two
 # workers with ROUTE_BY_PREFIX on and off; rewrites only its section.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -39,7 +40,14 @@ type embLoad struct {
 type embResult struct {
 	load  embLoad
 	rates map[string][]float64 // embeddings per second, per server, one per run
+	// cpu is the CPU milliseconds an embedding took, per server and
+	// process (embProcs), one per run.
+	cpu map[string]map[string][]float64
 }
+
+// embProcs are the processes whose CPU a run counts, per server: the
+// load generator (this process) is counted with each.
+var embProcs = map[string][]string{"genq": {"NATS", "api", "worker", "client"}, "llama-server": {"llama-server", "client"}}
 
 type embBench struct {
 	threads, batchTokens, batchInputs, slots int
@@ -95,7 +103,7 @@ func (b *bench) embeddings(ctx context.Context) error {
 	if bin == "" {
 		return fmt.Errorf("embeddings need the peer: %s", how)
 	}
-	peerURL, stop, err := startEmbeddingPeer(ctx, bin, file, dir)
+	peerURL, stop, peerPID, err := startEmbeddingPeer(ctx, bin, file, dir)
 	if err != nil {
 		return err
 	}
@@ -104,19 +112,28 @@ func (b *bench) embeddings(ctx context.Context) error {
 	if err := e.agree(ctx, targets); err != nil {
 		return err
 	}
+	pids := map[string]map[string]int{
+		"genq":         {"NATS": s.NATS.PID(), "api": s.API.PID(), "worker": s.Workers()[0].PID(), "client": os.Getpid()},
+		"llama-server": {"llama-server": peerPID, "client": os.Getpid()},
+	}
 	for _, l := range loads {
-		r := embResult{load: l, rates: map[string][]float64{}}
+		r := embResult{load: l, rates: map[string][]float64{}, cpu: map[string]map[string][]float64{"genq": {}, "llama-server": {}}}
 		for run := range b.runs {
 			order := []string{"genq", "llama-server"}
 			if run%2 == 1 {
 				slices.Reverse(order)
 			}
 			for _, name := range order {
+				before := embTicks(pids[name])
 				rate, err := embRate(ctx, targets[name], l)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", name, l.name, err)
 				}
 				r.rates[name] = append(r.rates[name], rate)
+				for proc, t := range embTicks(pids[name]) {
+					ms := float64(t-before[proc]) * 1000 / clockTick / float64(l.requests*l.inputs)
+					r.cpu[name][proc] = append(r.cpu[name][proc], ms)
+				}
 				fmt.Fprintf(b.out, "   %s, %s: %.0f embeddings/s\n", l.name, name, rate)
 			}
 		}
@@ -125,10 +142,24 @@ func (b *bench) embeddings(ctx context.Context) error {
 	return nil
 }
 
+// embTicks is the CPU time, in clock ticks, of each process named (and
+// of its children: the worker's supervisor's).
+func embTicks(pids map[string]int) map[string]uint64 {
+	out := map[string]uint64{}
+	for name, pid := range pids {
+		if pid == os.Getpid() {
+			out[name] = procTicks(pid) // its children are the stack, counted apart
+			continue
+		}
+		out[name] = treeTicks(pid)
+	}
+	return out
+}
+
 // startEmbeddingPeer starts llama-server --embedding on model with genq's
 // threads and steps of as many tokens and inputs (its parallel slots, each
 // of the model's 512 positions).
-func startEmbeddingPeer(ctx context.Context, bin, model, dir string) (string, func(), error) {
+func startEmbeddingPeer(ctx context.Context, bin, model, dir string) (string, func(), int, error) {
 	args := []string{"-m", model, "--embedding",
 		"-t", strconv.Itoa(embThreads), "-tb", strconv.Itoa(embThreads), "-np", strconv.Itoa(embBatchInputs),
 		"-c", strconv.Itoa(embBatchInputs * 512), "-b", strconv.Itoa(embBatchTokens), "-ub", strconv.Itoa(embBatchTokens)}
@@ -279,6 +310,21 @@ func (b *bench) embeddingsMarkdown() string {
 		g, p := median(r.rates["genq"]), median(r.rates["llama-server"])
 		fmt.Fprintf(&sb, "| %d requests of %s, %d at a time | %.0f (runs %s) | %.0f (runs %s) | **%.2f×** |\n",
 			r.load.requests, r.load.name, r.load.concurrent, g, runsOf(r.rates["genq"]), p, runsOf(r.rates["llama-server"]), g/p)
+	}
+	sb.WriteString("\nCPU an embedding, in milliseconds (the median of the runs; the client is the load generator, this process, on the same cores):\n\n")
+	sb.WriteString("| load | genq: NATS | api | worker | client | all | llama-server: server | client | all |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range e.results {
+		fmt.Fprintf(&sb, "| %s |", r.load.name)
+		for _, name := range []string{"genq", "llama-server"} {
+			all := 0.0
+			for _, proc := range embProcs[name] {
+				m := median(r.cpu[name][proc])
+				all += m
+				fmt.Fprintf(&sb, " %.2f |", m)
+			}
+			fmt.Fprintf(&sb, " %.2f |", all)
+		}
+		sb.WriteString("\n")
 	}
 	return sb.String()
 }

@@ -353,7 +353,7 @@ func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) 
 	args := []string{"-m", model,
 		"-t", strconv.Itoa(threads), "-tb", strconv.Itoa(threads), "-np", strconv.Itoa(mtSlots),
 		"-c", strconv.Itoa(mtSlots * 2048), "-n", strconv.Itoa(mtDecodeTokens)}
-	url, stop, err := startPeer(ctx, "llama-server", bin, dir, args)
+	url, stop, _, err := startPeer(ctx, "llama-server", bin, dir, args)
 	if err != nil {
 		return chatTarget{}, nil, err
 	}
@@ -361,16 +361,17 @@ func startLlamaServer(ctx context.Context, bin, model, dir string, threads int) 
 }
 
 // startPeer starts llama-server (bin) with args on a free loopback port,
-// as process name, and waits until it is healthy: its URL and its stop.
-func startPeer(ctx context.Context, name, bin, dir string, args []string) (string, func(), error) {
+// as process name, and waits until it is healthy: its URL, its stop and
+// its process id.
+func startPeer(ctx context.Context, name, bin, dir string, args []string) (string, func(), int, error) {
 	port, err := localstack.FreePort()
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	args = append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
 	p, err := localstack.Start(name, bin, args, nil, dir)
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	stop := func() { _ = p.Stop(10 * time.Second) }
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -378,9 +379,9 @@ func startPeer(ctx context.Context, name, bin, dir string, args []string) (strin
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	if err := localstack.WaitHTTP(wctx, url+"/health"); err != nil {
 		stop()
-		return "", nil, fmt.Errorf("%w\n%s", err, p.Log())
+		return "", nil, 0, fmt.Errorf("%w\n%s", err, p.Log())
 	}
-	return url, stop, nil
+	return url, stop, p.PID(), nil
 }
 
 // charsPerToken measures the characters of words' text a token of t's
