@@ -23,12 +23,15 @@ type encoder interface {
 // engine steps: one goroutine runs the steps, in arrival order, each as many
 // queued inputs as fit its bounds, whichever jobs they belong to. Inputs
 // that arrive while a step runs wait for the next, so jobs that come
-// together are computed together, with no wait added to gather them.
+// together are computed together; a step that would hold far fewer
+// inputs than the one before waits a little for more (awaitFill).
 type scheduler struct {
 	enc       encoder
 	log       *slog.Logger
 	maxTokens int // per step, over its inputs; a longer input runs alone
 	maxInputs int // per step
+	// fillWait bounds awaitFill's wait after a step of that shape.
+	fillWait func(last stepShape) time.Duration
 
 	mu    sync.Mutex
 	queue []item
@@ -67,7 +70,7 @@ func newScheduler(enc encoder, maxTokens, maxInputs int, log *slog.Logger) *sche
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &scheduler{enc: enc, log: log, maxTokens: maxTokens, maxInputs: maxInputs,
+	return &scheduler{enc: enc, log: log, maxTokens: maxTokens, maxInputs: maxInputs, fillWait: fillWait,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), ended: make(chan struct{})}
 }
 
@@ -131,13 +134,17 @@ func (s *scheduler) loop() {
 			s.failQueued(errStopped)
 			return
 		}
+		var last stepShape
 		for {
 			s.awaitGatherings()
+			s.awaitFill(last)
 			batch := s.take()
 			if len(batch) == 0 {
 				break
 			}
+			start := time.Now()
 			s.run(batch)
+			last = stepShape{inputs: len(batch), took: time.Since(start)}
 		}
 	}
 }
@@ -184,6 +191,63 @@ func (s *scheduler) awaitGatherings() {
 			return
 		}
 	}
+}
+
+// stepShape is what a step held and how long it ran.
+type stepShape struct {
+	inputs int
+	took   time.Duration
+}
+
+// A step about to run with fewer than half the inputs of the one before
+// it waits for more, at most fillShare of that step's time and maxFill.
+// Under load the callers the last step answered are sending their next
+// inputs, which reach the worker a few milliseconds later, and an encoder
+// computes an input in a step of two or three for half again what it
+// does in a step of eight or more (docs/benchmarks.md, "Embeddings
+// against llama-server"): without the wait, many callers fall into a
+// large cohort and a small one whose steps cost the most. A step after
+// one of fewer than minFillInputs never waits, so a lone caller's latency
+// is unchanged.
+const (
+	fillShare     = 8 // the wait is at most 1/fillShare of the last step's time
+	maxFill       = 10 * time.Millisecond
+	minFillInputs = 4
+)
+
+// fillWait is the longest awaitFill waits after a step of last's shape.
+func fillWait(last stepShape) time.Duration { return min(last.took/fillShare, maxFill) }
+
+// awaitFill waits, after a step of last's shape, until the queue holds
+// half as many inputs as last did (or a step's bounds' worth), within
+// s.fillWait.
+func (s *scheduler) awaitFill(last stepShape) {
+	if last.inputs < minFillInputs {
+		return
+	}
+	timer := time.NewTimer(s.fillWait(last))
+	defer timer.Stop()
+	for !s.filled(last.inputs) {
+		select {
+		case <-s.wake:
+		case <-timer.C:
+			return
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// filled reports whether the queue holds at least half of want inputs,
+// or as many inputs or tokens as a step takes.
+func (s *scheduler) filled(want int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tokens := 0
+	for _, it := range s.queue {
+		tokens += len(it.tokens)
+	}
+	return 2*len(s.queue) >= want || len(s.queue) >= s.maxInputs || tokens >= s.maxTokens
 }
 
 // take removes the next step's inputs from the front of the queue: as many

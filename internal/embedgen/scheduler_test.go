@@ -215,3 +215,77 @@ func TestStepsKeepToOneThread(t *testing.T) {
 		t.Errorf("steps ran on %d OS threads (%v), want one", len(enc.tids), enc.tids)
 	}
 }
+
+// gateEncoder holds its steps until the test closes the gate, then counts
+// them as countingEncoder does.
+type gateEncoder struct {
+	countingEncoder
+	gate chan struct{}
+}
+
+func (e *gateEncoder) encode(inputs [][]int32) ([][]float32, error) {
+	<-e.gate
+	return e.countingEncoder.encode(inputs)
+}
+
+// ones is n inputs of one token each.
+func ones(n int) [][]int32 {
+	out := make([][]int32, n)
+	for i := range out {
+		out[i] = toks(1)
+	}
+	return out
+}
+
+// TestSmallStepWaitsForMore: after a step of 8 inputs, a step that would
+// hold 1 waits for more (here without a bound in time), and runs once it
+// has half the last step's, as one step rather than two.
+func TestSmallStepWaitsForMore(t *testing.T) {
+	enc := &gateEncoder{gate: make(chan struct{})}
+	s := newScheduler(enc, 100, 16, nil)
+	s.fillWait = func(stepShape) time.Duration { return time.Minute }
+	first := submitLater(context.Background(), s, ones(8)...)
+	waitFor(t, s, 8)
+	go s.loop()
+	defer s.stop()
+	for s.queued() != 0 { // the step of 8 is running
+		time.Sleep(time.Millisecond)
+	}
+	lone := submitLater(context.Background(), s, ones(1)...)
+	waitFor(t, s, 1)
+	close(enc.gate) // this step ends, and no later one waits on the gate
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	rest := submitLater(context.Background(), s, ones(3)...)
+	for _, done := range []<-chan error{lone, rest} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]int{{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1}}
+	if got := enc.steps(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("steps %v, want %v: the lone input waits for the next", got, want)
+	}
+}
+
+// TestLoneCallerNeverWaits: after steps of fewer than minFillInputs
+// inputs, a step runs as soon as its inputs come, however long the wait
+// for more could be.
+func TestLoneCallerNeverWaits(t *testing.T) {
+	enc := &countingEncoder{}
+	s := newScheduler(enc, 100, 16, nil)
+	s.fillWait = func(stepShape) time.Duration { return time.Hour }
+	go s.loop()
+	defer s.stop()
+	for range 3 {
+		select {
+		case err := <-submitLater(context.Background(), s, ones(minFillInputs-1)...):
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a lone caller's step waited for more inputs")
+		}
+	}
+}
