@@ -147,8 +147,8 @@ func (l *Limiter) Record(ctx context.Context, tenant string, took Cost, u Usage)
 	})
 }
 
-// gather keeps what an open tenant's request took for the next flush.
-func (l *Limiter) gather(key string, took Cost, u Usage) {
+// gather keeps what an open tenant's requests took for the next flush.
+func (l *Limiter) gather(key string, took Cost, us ...Usage) {
 	l.gmu.Lock()
 	defer l.gmu.Unlock()
 	if l.gathered == nil {
@@ -161,8 +161,10 @@ func (l *Limiter) gather(key string, took Cost, u Usage) {
 	}
 	g.took.Tokens += took.Tokens
 	g.took.Images += took.Images
-	if u.Route != "" {
-		g.usage = addUsage(g.usage, u)
+	for _, u := range us {
+		if u.Route != "" { // a request that only queued work has none
+			g.usage = addUsage(g.usage, u)
+		}
 	}
 	if l.flushTimer == nil {
 		l.flushTimer = time.AfterFunc(usageFlushEvery, func() {
@@ -193,10 +195,7 @@ func (l *Limiter) Flush(ctx context.Context) error {
 		})
 		if err != nil {
 			errs = append(errs, err)
-			for _, u := range g.usage {
-				l.gather(key, Cost{}, u)
-			}
-			l.gather(key, g.took, Usage{})
+			l.gather(key, g.took, g.usage...)
 		}
 	}
 	return errors.Join(errs...)
