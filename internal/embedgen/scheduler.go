@@ -243,11 +243,14 @@ func (s *scheduler) awaitFill(last stepShape) {
 func (s *scheduler) filled(want int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if 2*len(s.queue) >= want || len(s.queue) >= s.maxInputs {
+		return true
+	}
 	tokens := 0
 	for _, it := range s.queue {
 		tokens += len(it.tokens)
 	}
-	return 2*len(s.queue) >= want || len(s.queue) >= s.maxInputs || tokens >= s.maxTokens
+	return tokens >= s.maxTokens
 }
 
 // take removes the next step's inputs from the front of the queue: as many
