@@ -134,21 +134,19 @@ func (t *tenantQueues) pull(p *Puller, c candidate, guess int64) (*Delivery, err
 		q = t.shared
 	}
 	d, err := p.fetch(q, 0)
+	weight := c.weight()
 	if err != nil || d == nil || d.Wakeup || d.Tenant != c.tenant {
-		t.share.release(c.tenant, c.weight(), guess)
-	}
-	if err != nil || d == nil {
-		if err == nil {
+		t.share.release(c.tenant, weight, guess)
+		switch {
+		case err == nil && d == nil:
 			t.drained(c.queue)
+		case d != nil:
+			t.pulled(c.queue)
+			t.charge(d, c.queue.weight) // not the pick's: charged as it comes
 		}
-		return nil, err
+		return d, err
 	}
 	t.pulled(c.queue)
-	if d.Wakeup || d.Tenant != c.tenant {
-		t.charge(d, c.queue.weight) // not the pick's: charged as it comes
-		return d, nil
-	}
-	weight := c.weight()
 	d.charged = func(real int64) { t.share.settle(d.Tenant, weight, d.Cost, real) }
 	t.share.chargeReserved(d.Tenant, weight, guess, d.Cost)
 	return d, nil
