@@ -69,6 +69,8 @@ func (st *stepper) pop(dst []config, s *frame) []config {
 			return dst
 		}
 		return st.closure(dst, nd.ret, s.up)
+	case nd.check != nil && !st.checkPasses(s, nd.check):
+		return dst
 	}
 	return st.closure(dst, s.ret, s.up)
 }

@@ -54,6 +54,10 @@ type Node struct {
 	// (region.go); inRegion marks the nodes of such a rule's body.
 	region   *regionSpec
 	inRegion bool
+	// checked makes the call a checked call (check.go); check marks a
+	// checked call's return node with its test.
+	checked bool
+	check   *checkSpec
 }
 
 // minSortedEdges is the fewest edges worth a bisection.
@@ -127,6 +131,9 @@ type Grammar struct {
 	// tail marks the nodes from which a rule can only end (endsRule).
 	tailOnce sync.Once
 	tail     []bool
+	// checked says some call is checked (check.go): matchers keep the
+	// bytes of open checked calls, and masks are filtered.
+	checked bool
 }
 
 // SharedRange is a rule built alone on nodes [first, end).
@@ -489,7 +496,7 @@ func (b *Builder) Finish() error {
 			if n.counted != nil && n.counted.min == 0 && prod[n.ret] {
 				n.Eps = append(n.Eps, n.ret) // only zero copies remain
 			}
-			n.Call, n.ret, n.counted, n.region = -1, -1, nil, nil
+			n.Call, n.ret, n.counted, n.region, n.checked = -1, -1, nil, nil, false
 		}
 		scratch = n.sortEdges(scratch)
 	}

@@ -1,6 +1,10 @@
 package grammar
 
-import "github.com/genq/genq/internal/genq"
+import (
+	"slices"
+
+	"github.com/genq/genq/internal/genq"
+)
 
 // frame is one return address on a Matcher's stack. Frames are immutable and
 // interned, so equal stacks are the same pointer and a state compares, copies
@@ -50,6 +54,14 @@ type stepper struct {
 	// walked counts the trie nodes this stepper's walks stepped into: a
 	// mask's work, which tests bound where time would be the machine's.
 	walked int
+
+	// checking says a Matcher's own step is under way: checked calls
+	// test their bytes, hist[pos-histBase] being the byte stepped (pos
+	// is -1 before the first).
+	checking bool
+	hist     []byte
+	histBase int
+	pos      int
 
 	accepting bool // the last closure reached the top rule's end
 	escaped   bool // the last closure popped the bottom frame
@@ -140,6 +152,9 @@ func (st *stepper) closure(dst []config, n int32, s *frame) []config {
 		dst = st.loop(dst, n, 0, s)
 	case nd.region != nil:
 		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.pushCount(n, 0, s))
+	case nd.checked:
+		// The frame's count is where the call's bytes begin.
+		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.pushCount(nd.ret, int32(st.pos+1), s))
 	case nd.Call >= 0:
 		dst = st.closure(dst, st.g.Rules[nd.Call].start, st.push(nd.ret, s))
 	}
@@ -196,6 +211,11 @@ type Matcher struct {
 	accepting bool
 	buf       [2][]config
 	err       error
+	// hist is the bytes since histBase, kept while a checked call is
+	// open (inCheck) for its test.
+	hist     []byte
+	histBase int
+	inCheck  bool
 }
 
 // NewMatcher returns a matcher at the start of an answer.
@@ -203,34 +223,62 @@ func (g *Grammar) NewMatcher() *Matcher {
 	st := newStepper(g)
 	st.begin()
 	m := &Matcher{st: st}
+	st.pos = -1
 	m.cur = st.closure(nil, g.Rules[g.Top].start, nil)
 	m.accepting = st.accepting
+	m.inCheck = g.checked && m.openCheck()
 	return m
 }
 
 // Advance consumes b if the grammar allows it next and reports whether it
 // did; a refused b leaves the matcher as it was.
 func (m *Matcher) Advance(b []byte) bool {
+	return m.run(b, true)
+}
+
+// run steps b, and keeps where it led if commit; it reports whether every
+// byte was taken.
+func (m *Matcher) run(b []byte, commit bool) bool {
 	if len(b) == 0 {
 		return true
+	}
+	st := m.st
+	checks := st.g.checked
+	n0 := len(m.hist)
+	if checks {
+		m.hist = append(m.hist, b...)
+		st.checking, st.hist, st.histBase = true, m.hist, m.histBase
+		defer func() { st.checking, st.hist = false, nil }()
 	}
 	src := m.cur
 	accepting := m.accepting
 	for i, c := range b {
+		st.pos = m.histBase + n0 + i
 		dst := m.buf[i&1][:0]
 		var took bool
-		dst, took = m.st.step(dst, src, c)
+		dst, took = st.step(dst, src, c)
 		m.buf[i&1] = dst
-		if m.st.overflow {
+		if st.overflow && commit {
 			m.err = genq.Errorf(genq.Invalid, "the schema is too ambiguous to follow: its branches read this answer in more than %d ways at once", maxThreads)
 		}
 		if !took {
+			m.hist = m.hist[:n0]
 			return false
 		}
-		src, accepting = dst, m.st.accepting
+		src, accepting = dst, st.accepting
+	}
+	if !commit {
+		m.hist = m.hist[:n0]
+		return true
 	}
 	m.cur = append(m.cur[:0], src...)
 	m.accepting = accepting
+	if checks {
+		if m.inCheck = m.openCheck(); !m.inCheck {
+			m.histBase += len(m.hist)
+			m.hist = m.hist[:0]
+		}
+	}
 	return true
 }
 
@@ -248,5 +296,6 @@ func (m *Matcher) Done() bool { return m.accepting && len(m.cur) == 0 }
 
 // Clone returns a copy that advances independently (same goroutine).
 func (m *Matcher) Clone() *Matcher {
-	return &Matcher{st: m.st, cur: append([]config(nil), m.cur...), accepting: m.accepting}
+	return &Matcher{st: m.st, cur: append([]config(nil), m.cur...), accepting: m.accepting,
+		hist: slices.Clone(m.hist), histBase: m.histBase, inCheck: m.inCheck}
 }

@@ -39,6 +39,9 @@ type Vocab struct {
 
 	// store bounds the masks of grammars' nodes and shared rules.
 	store maskStore
+
+	// quoted is the tokens that may end a checked string (check.go).
+	quoted []quotedToken
 }
 
 // sharedTable returns the table of shared rule r's masks, made anew when
@@ -100,6 +103,7 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 	v.nodes = append(v.nodes, trieNode{})
 	v.build(tokens, 0, 0, len(order), 0)
 	v.maxLen = int(v.nodes[0].height)
+	v.quoted = quotedTokens(tokens, func(id int32) bool { return isEOS[id] })
 	return v
 }
 
@@ -637,6 +641,9 @@ func (m *Matcher) Mask(v *Vocab, dst []uint64) {
 		for _, e := range v.eos {
 			dst[e>>6] |= 1 << (e & 63)
 		}
+	}
+	if m.st.g.checked {
+		m.filterChecked(v, dst)
 	}
 }
 
