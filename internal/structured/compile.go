@@ -445,11 +445,14 @@ func (c *compiler) scalarHolds(s, v *value, path string) (bool, error) {
 		if ok, err := c.patternsHold(s, v.str, path); !ok || err != nil {
 			return false, err
 		}
-		if err := c.checkFormat(s.get("format"), path); err != nil {
+		if err := c.checkFormat(s.get("format"), path, true); err != nil {
 			return false, err
 		}
 		if f := s.get("format"); f != nil && c.formats {
 			if p, ok := c.formatPattern(f.str); ok && !regexp.MustCompile(p).MatchString(v.str) {
+				return false, nil
+			}
+			if ok := c.formatCheck(f.str); ok != nil && !ok(v.str) {
 				return false, nil
 			}
 		}

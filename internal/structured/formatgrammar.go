@@ -9,41 +9,50 @@ import (
 	"github.com/genq/genq/internal/structured/grammar"
 )
 
-// A format JSON Schema defines is, where formats assert, either enforced
-// exactly as its RFC's grammar has it (formatPattern) or, where a grammar
-// cannot hold it exactly, the schema is refused by the format's name
-// (refusedFormats): enforcing less would accept strings the format forbids,
-// and enforcing a narrower subset would refuse valid strings the official
-// suite's optional/format cases name. A format JSON Schema does not define
-// (int32, a vendor's) is an annotation.
+// A format JSON Schema defines is, where formats assert, enforced
+// exactly as its RFC's grammar has it (formatPattern), or, where no
+// grammar can hold it exactly, held to a grammar of its superset and
+// tested as a whole value where the string ends (formatCheck): enforcing
+// less would accept strings the format forbids, and enforcing a narrower
+// subset would refuse valid strings the official suite's optional/format
+// cases name. A format JSON Schema does not define (int32, a vendor's) is
+// an annotation.
 
-// refusedFormats are the formats JSON Schema defines that genq does not
-// enforce, and why.
-var refusedFormats = map[string]string{
-	"hostname": "its A-labels (xn--…) must decode as Punycode to labels IDNA2008 allows, " +
-		"which a grammar cannot check",
-	"idn-hostname": "its labels must satisfy IDNA2008's contextual and bidi rules, which a grammar cannot check",
-	"idn-email":    "its domain is an internationalized host name, which a grammar cannot check",
-	"regex": "an ECMA-262 regular expression's validity rests on names a grammar cannot compare " +
-		"(a backreference \\k<name> must name a group of the expression, at any depth)",
+// checkedFormats are the formats tested as a whole value where the
+// string ends (grammar.Checked), on top of their superset's grammar.
+var checkedFormats = map[string]func(string) bool{
+	"hostname":     validHostname,
+	"idn-hostname": validIDNHostname,
+	"regex":        validECMARegex,
 }
 
-// checkFormat refuses, where formats assert, a format JSON Schema defines
-// that genq does not enforce.
-func (c *compiler) checkFormat(f *value, path string) error {
+// checkFormat refuses, where formats assert and unless checked (the
+// value's own string schema, or a listed value), a format tested as a
+// whole value, which genq does not fold into other automata (names,
+// negations).
+func (c *compiler) checkFormat(f *value, path string, checked bool) error {
 	if f == nil || !c.formats {
 		return nil
 	}
 	if f.kind != 's' {
 		return genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 	}
-	if (f.str == "hostname" || f.str == "regex") && c.strict {
-		return nil // strictHostname, regexFormatPattern
-	}
-	if why, ok := refusedFormats[f.str]; ok {
-		return genq.Errorf(genq.Invalid, "at %s: format %q is not supported where formats assert: %s", path, f.str, why)
+	if c.formatCheck(f.str) != nil && !checked {
+		return genq.Errorf(genq.Invalid, "at %s: format %q is not supported in propertyNames or under not: "+
+			"it is tested as a whole value where a string ends, which genq does on a value's own string schema alone", path, f.str)
 	}
 	return nil
+}
+
+// formatCheck is the test of a whole value that format asks for on top
+// of its pattern in this compile's mode, or nil. A strict schema holds
+// hostname and regex to subsets a grammar holds alone (strictHostname,
+// regexFormatPattern), as OpenAI's structured outputs do.
+func (c *compiler) formatCheck(format string) func(string) bool {
+	if !c.formats || c.strict && (format == "hostname" || format == "regex") {
+		return nil
+	}
+	return checkedFormats[format]
 }
 
 // Pieces of the formats' patterns (Go's syntax, matched against a
@@ -101,9 +110,34 @@ func (c *compiler) writeFormatPattern(format string) (string, bool) {
 		return "^(" + strictHostname() + ")$", true
 	case format == "regex" && c.strict:
 		return "^(" + regexFormatPattern() + ")$", true
+	case format == "hostname":
+		return "^(" + hostnameSuperset() + ")$", true
+	case format == "idn-hostname":
+		return "^(" + idnHostnameSuperset + ")$", true
+	case format == "regex":
+		return "^(" + regexSuperset() + ")$", true
 	}
 	return formatPattern(format)
 }
+
+// hostnameSuperset is the letter-digit-hyphen labels of at most 63 a
+// host name has, none with "--" in its third and fourth places but an
+// A-label's xn-- (any case): validHostname tests the rest (Punycode,
+// 253 in all).
+func hostnameSuperset() string {
+	const (
+		ld  = `[A-Za-z0-9]`
+		ldh = `[A-Za-z0-9-]`
+	)
+	long := ld + ldh + `(` + ld + ldh + `|-` + ld + `)` + ldh + `{0,58}` + ld
+	ace := `[Xx][Nn]--` + ldh + `{0,58}` + ld
+	label := ld + `(` + ldh + `{0,2}` + ld + `)?|` + long + `|` + ace
+	return `(` + label + `)(\.(` + label + `))*`
+}
+
+// idnHostnameSuperset is a non-empty string of letters, digits, hyphens,
+// full stops and non-ASCII characters: validIDNHostname tests the rest.
+const idnHostnameSuperset = `[A-Za-z0-9.\-\x{80}-\x{10FFFF}]+`
 
 // strictHostname is the hostname a strict schema holds to, as OpenAI's
 // structured outputs assert hostname: RFC 1123's letter-digit-hyphen
@@ -141,7 +175,9 @@ func formatPattern(format string) (string, bool) {
 	case "uuid":
 		p = `[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}`
 	case "email":
-		p = emailPattern()
+		p = emailPattern(false)
+	case "idn-email":
+		p = emailPattern(true)
 	case "ipv4":
 		p = ipv4Pat
 	case "ipv6":
@@ -248,12 +284,21 @@ func ipv6Pattern(maxWith int) string {
 // literal. Left out, as ajv's email, like many validators, refuses them
 // and no valid case of the suite has them: a domain of one label
 // (user@host), and the general address literal (a tag IANA registers).
-func emailPattern() string {
-	const (
-		atom   = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-		quoted = `"([\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*"`
-		label  = `[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?`
-	)
+func emailPattern(idn bool) string {
+	atext := "A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-"
+	qtext := `\x20\x21\x23-\x5B\x5D-\x7E`
+	letDig := `A-Za-z0-9`
+	if idn {
+		// RFC 6531: UTF-8 beyond ASCII in atoms, quoted strings and
+		// labels (U-labels; the suite takes one not in NFC).
+		const utf8NonASCII = `\x{80}-\x{10FFFF}`
+		atext += utf8NonASCII
+		qtext += utf8NonASCII
+		letDig += utf8NonASCII
+	}
+	atom := `[` + atext + `]+`
+	quoted := `"([` + qtext + `]|\\[\x20-\x7E])*"`
+	label := `[` + letDig + `]([` + letDig + `-]*[` + letDig + `])?`
 	local := atom + `(\.` + atom + `)*|` + quoted
 	domain := label + `(\.` + label + `)+|\[(` + ipv4Pat + `|IPv6:(` + ipv6Pattern(6) + `))\]`
 	return `(` + local + `)@(` + domain + `)`

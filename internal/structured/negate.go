@@ -154,7 +154,7 @@ func (c *compiler) violations(s *value, path string) ([]*value, error) {
 			// strings that fail it are left out instead, taking fewer
 			// instances than the negation does, never more, where the
 			// negation is not negated again and other violations remain.
-			if err := c.checkFormat(v, path); err != nil {
+			if err := c.checkFormat(v, path, false); err != nil {
 				return nil, err
 			}
 			if _, ok := c.formatPattern(v.str); ok && c.formats {

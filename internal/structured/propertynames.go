@@ -257,7 +257,7 @@ func (c *compiler) propertyNames(s *value, path string) (*nameRule, error) {
 			}
 		}
 	}
-	keys, parts, err := c.stringParts(pn, at)
+	keys, parts, err := c.stringParts(pn, at, false)
 	if err != nil {
 		return nil, err
 	}

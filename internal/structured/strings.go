@@ -4,6 +4,8 @@ package structured
 // rules whose masks a vocabulary keeps.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,10 +15,28 @@ import (
 )
 
 func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
+	f, err := c.strAutomaton(s, path)
+	if err != nil {
+		return f, err
+	}
+	if format := s.get("format"); format != nil && format.kind == 's' {
+		if ok := c.formatCheck(format.str); ok != nil {
+			f = c.b.Checked(f, format.str, func(lit []byte) bool {
+				v, valid := decodeJSONString(lit)
+				return valid && ok(v)
+			})
+		}
+	}
+	return f, nil
+}
+
+// strAutomaton is a string schema's rule, its format tested by its
+// superset's automaton alone.
+func (c *compiler) strAutomaton(s *value, path string) (grammar.Frag, error) {
 	b := c.b
 	patterns := s.get(keyPatterns) != nil || s.get(keyNotPatterns) != nil
 	// Beside patterns a length is counted where patternString builds them.
-	keys, parts, err := c.stringParts(s, path)
+	keys, parts, err := c.stringParts(s, path, true)
 	if err != nil {
 		return grammar.Frag{}, err
 	}
@@ -43,8 +63,9 @@ func (c *compiler) str(s *value, path string) (grammar.Frag, error) {
 
 // stringParts are the automata of whole JSON strings a string schema's
 // keywords make (pattern, format, lengths; the lengths last), each built
-// in c.b when called, and the keys that name them.
-func (c *compiler) stringParts(s *value, path string) ([]string, []func() (grammar.Frag, error), error) {
+// in c.b when called, and the keys that name them. checked says the
+// caller tests a format's whole value where one asks (formatCheck).
+func (c *compiler) stringParts(s *value, path string, checked bool) ([]string, []func() (grammar.Frag, error), error) {
 	min, max, err := boundsUpTo(s, "minLength", "maxLength", path, maxCount)
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +94,7 @@ func (c *compiler) stringParts(s *value, path string) ([]string, []func() (gramm
 		if format.kind != 's' {
 			return nil, nil, genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 		}
-		if err := c.checkFormat(format, path); err != nil {
+		if err := c.checkFormat(format, path, checked); err != nil {
 			return nil, nil, err
 		}
 		if p, ok := c.formatPattern(format.str); ok && c.formats {
@@ -177,4 +198,19 @@ func (c *compiler) countedBody(build func() (grammar.Frag, error)) (*grammar.Gra
 		return nil, grammar.Frag{}, nil, err
 	}
 	return trackChars(c.b.Grammar.Nodes, f)
+}
+
+// decodeJSONString is the value of lit, a JSON string with its quotes.
+func decodeJSONString(lit []byte) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit[1 : len(lit)-1]), true
+	}
+	var v string
+	if err := json.Unmarshal(lit, &v); err != nil {
+		return "", false
+	}
+	return v, true
 }

@@ -655,9 +655,14 @@ func TestFormats(t *testing.T) {
 		{format: "json-pointer", ok: []string{`""`, `"/a~1b/~0"`}, refused: []string{`"a"`, `"/~2"`}},
 		{format: "relative-json-pointer", ok: []string{`"0#"`, `"2/a"`}, refused: []string{`"01"`, `"/a"`}},
 		{format: "uri-template", ok: []string{`"/users/{id}{?q,page:3}"`}, refused: []string{`"{a,}"`, `"{v:0}"`}},
-		{format: "hostname", compileErr: `format "hostname"`},
-		{format: "regex", compileErr: `format "regex"`},
-		{format: "idn-email", compileErr: `format "idn-email"`},
+		// Tested as a whole value where the string ends (formatCheck).
+		{format: "hostname", ok: []string{`"www.example.com"`, `"xn--9n2bp8q.xn--9t4b11yi5a"`, `"a--b.com"`},
+			refused: []string{`"-a.com"`, `"ab--c.com"`, `"xn--X"`, `"xn---9uc"`, `"a..b"`, `"a_b"`}},
+		{format: "idn-hostname", ok: []string{`"실례.테스트"`, `"a。b"`, `"l·l"`, `"Example.com"`},
+			refused: []string{`"〮실례.테스트"`, `"a·l"`, `"0a.א"`, `"a b"`, `"xn--7a"`}},
+		{format: "regex", ok: []string{`"([abc])+\\s+$"`, `"(?<y>\\d{4})-\\k<y>"`, `"[\\u{1F600}-\\u{1F64F}]"`, `""`},
+			refused: []string{`"^(abc]"`, `"a{2,1}"`, `"\\k<x>"`, `"(a)\\2"`, `"[z-a]"`, `"*"`, `"\\Z"`, `"(?i)a"`, `"(?P<n>a)"`, `"\\A"`, `"a**"`}},
+		{format: "idn-email", ok: []string{`"실례@실례.테스트"`, `"δοκιμή@example.com"`}, refused: []string{`"user＠example.com"`, `"2962"`}},
 		// Where the meta-schema makes format an annotation, every format
 		// is one, those genq refuses where they assert included.
 		{format: "hostname", meta: annotating, ok: []string{`"any string: an annotation"`}},

@@ -1,0 +1,119 @@
+package structured
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/genq/genq/internal/structured/grammar"
+	"github.com/genq/genq/internal/structured/vocabtest"
+)
+
+// TestCheckedFormatMasks: where a format is tested as a whole value
+// (hostname, idn-hostname, regex), each mask along answers is what the
+// matcher takes, token by token: before a string, inside it, where a
+// token would end it, and after it.
+func TestCheckedFormatMasks(t *testing.T) {
+	g, err := Compile([]byte(`{"type":"object","properties":{` +
+		`"h":{"type":"string","format":"hostname"},` +
+		`"i":{"type":"string","format":"idn-hostname"},` +
+		`"r":{"type":"array","items":{"type":"string","format":"regex"}}},` +
+		`"required":["h","i","r"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefixes := []string{`{"h":`, `{"h":"`, `{"h":"xn--X`, `{"h":"xn--9n2bp8q.xn--9t4b11yi5`, `{"h":"www.example`,
+		`{"h":"a.com","i":"`, `{"h":"a.com","i":"l·`, `{"h":"a.com","i":"실례.테스트`,
+		`{"h":"a.com","i":"b","r":[`, `{"h":"a.com","i":"b","r":["(a`, `{"h":"a.com","i":"b","r":["(?<n>x)\\k<n`,
+		`{"h":"a.com","i":"b","r":["[z-`, `{"h":"a.com","i":"b","r":["x",`, `{"h":"a.com","i":"b","r":["(?`, `{"h":"a.com","i":"b","r":["a\\`,
+		`{"h":"a.com","i":"b","r":["a*`}
+	small, smallEOS := vocabtest.Small()
+	for _, extra := range []string{`xn--X"`, `com"`, `a"`, `"*"`, `"a"`, `"(a)"`, `")"`, `a)"`, `"]`, `a"]`, `>"`, `>"]`, `"(", "`} {
+		small = append(small, []byte(extra))
+	}
+	check := func(t *testing.T, toks [][]byte, eos int32) {
+		v := grammar.NewVocab(toks, []int32{eos})
+		mask := make([]uint64, (v.Size()+63)/64)
+		for _, p := range prefixes {
+			m := g.NewMatcher()
+			if !m.Advance([]byte(p)) {
+				t.Fatalf("%q refused", p)
+			}
+			m.Mask(v, mask)
+			bruteForce(t, m, mask, toks, eos, "after "+p)
+		}
+	}
+	t.Run("small", func(t *testing.T) { check(t, small, smallEOS) })
+	t.Run("llama3", func(t *testing.T) { check(t, vocabtest.Llama3(t), vocabtest.Llama3EOS) })
+}
+
+// TestRegexFormatAgreesWithNode holds the format regex to a JavaScript
+// engine: every pattern genq takes, of thousands made at random from
+// regular expressions' pieces, must compile in node both with the u flag
+// and without it; genq may refuse few that compile with it; and the
+// automaton beside the test (regexSuperset) takes every one that does.
+func TestRegexFormatAgreesWithNode(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("GENQ_REQUIRE_AJV") == "1" {
+			t.Fatal("node is needed:", err)
+		}
+		t.Skip("no node")
+	}
+	pieces := []string{"a", "b", "0", "1", "2", "9", ",", "-", "(", ")", "[", "]", "{", "}", "*", "+", "?", "|", "^", "$",
+		".", "\\", "\\d", "\\k<n>", "(?<n>", "(?:", "(?=", "(?<=", "(?!", "\\1", "\\2", "\\0", "\\p{L}", "\\p{Script=Greek}",
+		"\\p{Foo}", "\\u{1F600}", "\\u0041", "\\x4", "\\cA", "\\c1", "[a-z]", "[z-a]", "[\\d-a]", "{2,1}", "{1,2}", "\\-", "\\/", "\\b", "é", "<", ">"}
+	rng := rand.New(rand.NewPCG(52, 1))
+	patterns := make([]string, 20000)
+	for i := range patterns {
+		var b strings.Builder
+		for range 1 + rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		patterns[i] = b.String()
+	}
+	in, _ := json.Marshal(patterns)
+	const script = `const ps = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const ok = (p, f) => { try { new RegExp(p, f); return true } catch { return false } };
+process.stdout.write(JSON.stringify(ps.map((p) => [ok(p, "u"), ok(p, "")])));`
+	cmd := exec.Command(node, "-e", script)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verdicts [][2]bool
+	if err := json.Unmarshal(out, &verdicts); err != nil {
+		t.Fatal(err)
+	}
+	superset := regexp.MustCompile("^(" + regexSuperset() + ")$")
+	taken, unicodeValid, refusedValid := 0, 0, 0
+	for i, p := range patterns {
+		if verdicts[i][0] && !superset.MatchString(p) {
+			t.Errorf("node takes %q with the u flag, which the format's automaton refuses", p)
+		}
+		ours := validECMARegex(p)
+		u, plain := verdicts[i][0], verdicts[i][1]
+		if ours && !(u && plain) {
+			t.Errorf("genq takes %q; node with the u flag: %v, without: %v", p, u, plain)
+		}
+		if ours {
+			taken++
+		}
+		if u {
+			unicodeValid++
+			if !ours {
+				refusedValid++
+			}
+		}
+	}
+	t.Logf("%d patterns: node takes %d with the u flag, genq %d; genq refuses %d that node takes", len(patterns), unicodeValid, taken, refusedValid)
+	if refusedValid*100 > unicodeValid {
+		t.Errorf("genq refuses %d of the %d patterns node takes with the u flag, over 1%%", refusedValid, unicodeValid)
+	}
+}
