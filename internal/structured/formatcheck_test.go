@@ -117,3 +117,40 @@ process.stdout.write(JSON.stringify(ps.map((p) => [ok(p, "u"), ok(p, "")])));`
 		t.Errorf("genq refuses %d of the %d patterns node takes with the u flag, over 1%%", refusedValid, unicodeValid)
 	}
 }
+
+// TestCheckedFormatsBeside: a tested format beside other keywords and
+// branches, and refused by name where genq would negate it.
+func TestCheckedFormatsBeside(t *testing.T) {
+	for _, tc := range []struct {
+		schema      string
+		ok, refused []string
+		compileErr  string
+	}{
+		{schema: `{"anyOf":[{"type":"string","format":"hostname"},{"type":"string","pattern":"^x"}]}`,
+			ok: []string{`"x_y"`, `"ab.c"`}, refused: []string{`"-a"`}},
+		{schema: `{"oneOf":[{"type":"string","format":"hostname"},{"type":"integer"}]}`,
+			ok: []string{`"abc"`, `1`}, refused: []string{`"-"`}},
+		{schema: `{"type":"string","format":"hostname","enum":["a.com","-x","xn--X"]}`,
+			ok: []string{`"a.com"`}, refused: []string{`"-x"`, `"xn--X"`}},
+		{schema: `{"type":"string","format":"hostname","minLength":5,"pattern":"^a"}`,
+			ok: []string{`"abcde"`}, refused: []string{`"ab"`, `"bcdef"`, `"a-b--"`}},
+		{schema: `{"type":"array","items":{"type":"string","format":"regex"}}`,
+			ok: []string{`["a(b)","\\d+"]`, `[]`}, refused: []string{`["a(b)","(?<x>)\\k<y>"]`}},
+		{schema: `{"oneOf":[{"type":"string","format":"hostname"},{"type":"string","maxLength":3}]}`, compileErr: `format "hostname" is not supported`},
+		{schema: `{"not":{"format":"regex"}}`, compileErr: `format "regex" is not supported`},
+		{schema: `{"if":{"format":"idn-hostname"},"then":{"maxLength":3}}`, compileErr: `format "idn-hostname" is not supported`},
+		{schema: `{"type":"object","propertyNames":{"format":"hostname"}}`, compileErr: `format "hostname" is not supported`},
+	} {
+		g, err := Compile([]byte(tc.schema))
+		if tc.compileErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.compileErr) {
+				t.Errorf("%s: the error is %v, want one with %s", tc.schema, err, tc.compileErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.schema, err)
+		}
+		checkTexts(t, g, tc.ok, tc.refused)
+	}
+}

@@ -38,8 +38,9 @@ func (c *compiler) checkFormat(f *value, path string, checked bool) error {
 		return genq.Errorf(genq.Invalid, "at %s: format must be a string", path)
 	}
 	if c.formatCheck(f.str) != nil && !checked {
-		return genq.Errorf(genq.Invalid, "at %s: format %q is not supported in propertyNames or under not: "+
-			"it is tested as a whole value where a string ends, which genq does on a value's own string schema alone", path, f.str)
+		return genq.Errorf(genq.Invalid, "at %s: format %q is not supported in propertyNames, nor under not, if or "+
+			"overlapping oneOf branches, which genq negates: it is tested as a whole value where a string ends, "+
+			"which genq does on a value's own string schema alone", path, f.str)
 	}
 	return nil
 }
