@@ -639,7 +639,6 @@ func TestFormats(t *testing.T) {
 	for _, tc := range []struct {
 		format, meta string
 		ok, refused  []string
-		compileErr   string // the schema is refused, naming this
 	}{
 		{format: "time", ok: []string{`"08:30:06Z"`, `"23:59:59.5+01:00"`, `"23:59:60z"`, `"05:29:60+05:30"`},
 			refused: []string{`"24:00:00Z"`, `"08:30:06"`, `"23:59:60+01:00"`}},
@@ -670,12 +669,6 @@ func TestFormats(t *testing.T) {
 		{format: "x-custom", ok: []string{`"an unknown format is an annotation"`}},
 	} {
 		g, err := Compile([]byte(`{` + tc.meta + `"type":"string","format":"` + tc.format + `"}`))
-		if tc.compileErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.compileErr) {
-				t.Errorf("%s: the error is %v, want one naming %s", tc.format, err, tc.compileErr)
-			}
-			continue
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -685,7 +678,7 @@ func TestFormats(t *testing.T) {
 
 // TestStrictHostname: a strict schema holds hostname to letter-digit-
 // hyphen labels without A-labels (OpenAI's strict schemas assert it),
-// where JSON Schema's mode refuses the format.
+// where JSON Schema's mode tests A-labels as well.
 func TestStrictHostname(t *testing.T) {
 	g, err := CompileWith([]byte(`{"type":"string","format":"hostname"}`), Options{Strict: true})
 	if err != nil {
