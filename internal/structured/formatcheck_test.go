@@ -2,13 +2,17 @@ package structured
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
@@ -164,4 +168,59 @@ func compileOrRefuse(t *testing.T, name, schema, compileErr string) (*grammar.Gr
 		return nil, false
 	}
 	return g, true
+}
+
+// BenchmarkCheckedFormatMasks times every mask along the suite's valid
+// instances of the formats tested as a whole value, each fed a token at a
+// time as a model writing it would (the longest allowed token that
+// begins the rest), over Llama 3's vocabulary, the grammar's masks
+// prepared: a step's cost with the test (docs/benchmarks.md).
+func BenchmarkCheckedFormatMasks(b *testing.B) {
+	toks := vocabtest.Llama3(b)
+	v := grammar.NewVocab(toks, []int32{vocabtest.Llama3EOS})
+	mask := make([]uint64, (v.Size()+63)/64)
+	var times []time.Duration
+	for range b.N {
+		for _, format := range []string{"hostname", "idn-hostname", "regex"} {
+			g, err := Compile([]byte(`{"type":"string","format":"` + format + `"}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Every mask worked out first, as the worker's background
+			// prepare does: what is timed is a step's own cost.
+			if _, err := g.Prepare(context.Background(), v, 0); err != nil {
+				b.Fatal(err)
+			}
+			file := filepath.Join(suiteDir(), "optional", "format", format+".json")
+			for _, grp := range readSuiteFile(b, file) {
+				for _, tc := range grp.Tests {
+					var s string
+					if !tc.Valid || len(tc.Data) == 0 || tc.Data[0] != '"' || json.Unmarshal(tc.Data, &s) != nil {
+						continue
+					}
+					text, _ := json.Marshal(s)
+					m := g.NewMatcher()
+					for len(text) > 0 {
+						start := time.Now()
+						m.Mask(v, mask)
+						times = append(times, time.Since(start))
+						best := -1
+						for id, tok := range toks {
+							if len(tok) > 0 && mask[id>>6]&(1<<(id&63)) != 0 && bytes.HasPrefix(text, tok) && (best < 0 || len(tok) > len(toks[best])) {
+								best = id
+							}
+						}
+						if best < 0 || !m.Advance(toks[best]) {
+							b.Fatalf("%s: %s refused at %q", format, s, text)
+						}
+						text = text[len(toks[best]):]
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(times)
+	at := func(q float64) time.Duration { return times[int(q*float64(len(times)-1))] }
+	b.Logf("%d masks: p50 %v, p99 %v, max %v", len(times), at(0.5), at(0.99), times[len(times)-1])
+	b.ReportMetric(float64(at(0.99).Microseconds()), "p99-µs")
 }
