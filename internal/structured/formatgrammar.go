@@ -282,9 +282,11 @@ func ipv6Pattern(maxWith int) string {
 
 // emailPattern is RFC 5321's Mailbox: a dot-string or quoted local part,
 // and a domain of letter-digit-hyphen labels or an IPv4 or IPv6 address
-// literal. Left out, as ajv's email, like many validators, refuses them
-// and no valid case of the suite has them: a domain of one label
-// (user@host), and the general address literal (a tag IANA registers).
+// literal; with idn, RFC 6531's, which takes UTF-8 beyond ASCII in its
+// atoms, quoted strings and labels. Left out, as ajv's email, like many
+// validators, refuses them and no valid case of the suite has them: a
+// domain of one label (user@host), and the general address literal (a
+// tag IANA registers).
 func emailPattern(idn bool) string {
 	atext := "A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-"
 	qtext := `\x20\x21\x23-\x5B\x5D-\x7E`
