@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/genq/genq/internal/structured/grammar"
 	"github.com/genq/genq/internal/structured/vocabtest"
@@ -223,4 +224,34 @@ func BenchmarkCheckedFormatMasks(b *testing.B) {
 	at := func(q float64) time.Duration { return times[int(q*float64(len(times)-1))] }
 	b.Logf("%d masks: p50 %v, p99 %v, max %v", len(times), at(0.5), at(0.99), times[len(times)-1])
 	b.ReportMetric(float64(at(0.99).Microseconds()), "p99-µs")
+}
+
+// TestIDNHostnameSupersetHoldsEveryValidCodePoint: the automaton beside
+// idn-hostname's test takes every code point IDNA2008 lets stand in a
+// U-label (PVALID, CONTEXTJ, CONTEXTO by Go's tables), after a letter,
+// and every one but a combining mark first: it may only be wider than the
+// test, never narrower.
+func TestIDNHostnameSupersetHoldsEveryValidCodePoint(t *testing.T) {
+	re := regexp.MustCompile("^(" + idnHostnameSuperset() + ")$")
+	n := 0
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if r >= 0xD800 && r <= 0xDFFF || idnaProperty(r) == disallowed {
+			continue
+		}
+		n++
+		if !re.MatchString("a" + string(r)) {
+			t.Errorf("%U after a letter: refused", r)
+		}
+		if !unicode.Is(unicode.M, r) && !re.MatchString(string(r)+"a") {
+			t.Errorf("%U first: refused", r)
+		}
+	}
+	if n < 100_000 {
+		t.Fatalf("only %d code points are valid in a U-label", n)
+	}
+	for _, s := range []string{"Bücher", "a™", "̀a"} {
+		if re.MatchString(s) {
+			t.Errorf("%q: taken, want refused as it is written", s)
+		}
+	}
 }

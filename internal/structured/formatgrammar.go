@@ -114,7 +114,7 @@ func (c *compiler) writeFormatPattern(format string) (string, bool) {
 	case format == "hostname":
 		return "^(" + hostnameSuperset() + ")$", true
 	case format == "idn-hostname":
-		return "^(" + idnHostnameSuperset + ")$", true
+		return "^(" + idnHostnameSuperset() + ")$", true
 	case format == "regex":
 		return "^(" + regexSuperset() + ")$", true
 	}
@@ -136,9 +136,22 @@ func hostnameSuperset() string {
 	return `(` + label + `)(\.(` + label + `))*`
 }
 
-// idnHostnameSuperset is a non-empty string of letters, digits, hyphens,
-// full stops and non-ASCII characters: validIDNHostname tests the rest.
-const idnHostnameSuperset = `[A-Za-z0-9.\-\x{80}-\x{10FFFF}]+`
+// idnHostnameSuperset is labels parted by the four full stops, each an
+// LDH label of either case, or a label of lowercase letters, digits,
+// hyphens and the code points whose general category IDNA2008 may make
+// PVALID (RFC 5892's LetterDigits) or that its exceptions and contexts
+// allow, a combining mark not first: a model that writes an uppercase
+// letter or a symbol into a U-label is kept out as it writes it, not
+// left where no closing quote is allowed. validIDNHostname tests the
+// rest (each code point's derivation, contexts, Bidi, lengths).
+func idnHostnameSuperset() string {
+	const (
+		notMark = `\p{Ll}\p{Lo}\p{Lm}\p{Nd}\x{06FD}\x{06FE}\x{0F0B}\x{3007}\x{00B7}\x{0375}\x{05F3}\x{05F4}\x{30FB}\x{200C}\x{200D}`
+		any     = notMark + `\p{Mn}\p{Mc}`
+	)
+	label := `[A-Za-z0-9-]+|[a-z0-9\-` + notMark + `][a-z0-9\-` + any + `]*`
+	return `(` + label + `)([.\x{3002}\x{FF0E}\x{FF61}](` + label + `))*`
+}
 
 // strictHostname is the hostname a strict schema holds to, as OpenAI's
 // structured outputs assert hostname: RFC 1123's letter-digit-hyphen
