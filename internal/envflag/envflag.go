@@ -203,92 +203,49 @@ func (s *Set) Secret(p *string, name, env, usage string) {
 
 // Int binds an integer setting.
 func (s *Set) Int(p *int, name, env string, def int, usage string) {
-	s.record(name, env, strconv.Itoa(def), usage, false, false)
-	if v, ok := s.env(env); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: not an integer", env, v))
-		} else {
-			def = n
-		}
-	}
-	if name == "" {
-		*p = def
-		return
-	}
-	s.IntVar(p, name, def, label(env, usage))
+	bind(s, p, name, env, def, strconv.Itoa(def), usage, "an integer", strconv.Atoi, s.IntVar)
 }
 
 // Int64 binds a 64-bit integer setting.
 func (s *Set) Int64(p *int64, name, env string, def int64, usage string) {
-	s.record(name, env, strconv.FormatInt(def, 10), usage, false, false)
-	if v, ok := s.env(env); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: not an integer", env, v))
-		} else {
-			def = n
-		}
-	}
-	if name == "" {
-		*p = def
-		return
-	}
-	s.Int64Var(p, name, def, label(env, usage))
+	parse := func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
+	bind(s, p, name, env, def, strconv.FormatInt(def, 10), usage, "an integer", parse, s.Int64Var)
 }
 
 // Float64 binds a floating-point setting.
 func (s *Set) Float64(p *float64, name, env string, def float64, usage string) {
-	s.record(name, env, strconv.FormatFloat(def, 'g', -1, 64), usage, false, false)
-	if v, ok := s.env(env); ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: not a number", env, v))
-		} else {
-			def = f
-		}
-	}
-	if name == "" {
-		*p = def
-		return
-	}
-	s.Float64Var(p, name, def, label(env, usage))
+	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
+	bind(s, p, name, env, def, strconv.FormatFloat(def, 'g', -1, 64), usage, "a number", parse, s.Float64Var)
 }
 
 // Bool binds a boolean setting.
 func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
-	s.record(name, env, strconv.FormatBool(def), usage, false, false)
-	if v, ok := s.env(env); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: not a boolean", env, v))
-		} else {
-			def = b
-		}
-	}
-	if name == "" {
-		*p = def
-		return
-	}
-	s.BoolVar(p, name, def, label(env, usage))
+	bind(s, p, name, env, def, strconv.FormatBool(def), usage, "a boolean", strconv.ParseBool, s.BoolVar)
 }
 
 // Duration binds a duration setting, written like 30s or 5m.
 func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
-	s.record(name, env, durationText(def), usage, false, false)
+	bind(s, p, name, env, def, durationText(def), usage, "a duration (like 30s or 5m)", time.ParseDuration, s.DurationVar)
+}
+
+// bind is every typed setting's rule: the variable, where set, takes the
+// default's place, and a value that does not parse is an error naming
+// what it must be; the flag, where it has a name, takes both's place.
+func bind[T any](s *Set, p *T, name, env string, def T, defText, usage, what string,
+	parse func(string) (T, error), flagVar func(*T, string, T, string)) {
+	s.record(name, env, defText, usage, false, false)
 	if v, ok := s.env(env); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: not a duration (like 30s or 5m)", env, v))
+		if x, err := parse(v); err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%s=%q: not %s", env, v, what))
 		} else {
-			def = d
+			def = x
 		}
 	}
 	if name == "" {
 		*p = def
 		return
 	}
-	s.DurationVar(p, name, def, label(env, usage))
+	flagVar(p, name, def, label(env, usage))
 }
 
 // durationText is d as one writes it: 1h and 2m, not 1h0m0s and 2m0s.
