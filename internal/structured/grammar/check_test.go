@@ -87,6 +87,9 @@ func TestCheckedCallMasks(t *testing.T) {
 	}
 	m := g.NewMatcher()
 	m.Advance([]byte(`["a`))
+	if m.Clone().Advance([]byte(`"`)) {
+		t.Error(`["a then " taken: the test refuses "a", so the quote leads nowhere`)
+	}
 	c := m.Clone()
 	if !c.Advance([]byte(`b"]`)) || !c.Accepting() {
 		t.Fatal(`the clone refused b"]`)

@@ -261,7 +261,9 @@ func (m *Matcher) run(b []byte, commit bool) bool {
 		if st.overflow && commit {
 			m.err = genq.Errorf(genq.Invalid, "the schema is too ambiguous to follow: its branches read this answer in more than %d ways at once", maxThreads)
 		}
-		if !took {
+		// A byte a thread took can still leave none: a checked call whose
+		// test refused its bytes ends there (check.go).
+		if !took || len(dst) == 0 && !st.accepting {
 			m.hist = m.hist[:n0]
 			return false
 		}
