@@ -255,3 +255,26 @@ func TestIDNHostnameSupersetHoldsEveryValidCodePoint(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckedFormatDeadEnd: where a string's bound leaves no room to
+// mend what the test will refuse (a backreference to a group that the
+// two characters allowed cannot open), the mask allows nothing and the
+// matcher says it stands in a checked string: the worker names the
+// format in its error rather than a bare empty mask.
+func TestCheckedFormatDeadEnd(t *testing.T) {
+	toks, eos := vocabtest.Small()
+	v := grammar.NewVocab(toks, []int32{eos})
+	g, err := Compile([]byte(`{"type":"string","format":"regex","maxLength":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	if !m.Advance([]byte(`"\\5`)) {
+		t.Fatal(`"\\5 refused`)
+	}
+	mask := make([]uint64, (v.Size()+63)/64)
+	m.Mask(v, mask)
+	if ids := vocabtest.Allowed(mask); len(ids) != 0 || !m.InCheck() {
+		t.Errorf("allowed %d tokens (%q…), in a checked string: %v; want none, true", len(ids), toks[ids[0]], m.InCheck())
+	}
+}

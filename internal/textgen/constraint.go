@@ -355,6 +355,10 @@ func (c *seqConstraint) fillMask(size int) (int, error) {
 		allowed += bits.OnesCount64(w)
 	}
 	if allowed == 0 {
+		if c.m.InCheck() {
+			return 0, genq.Errorf(genq.Internal, "the answer wrote a string that its format (hostname, idn-hostname "+
+				"or regex, tested as a whole where the string ends) can no longer accept within the schema's bounds")
+		}
 		return 0, genq.Errorf(genq.Internal, "the grammar allows no token of this model's vocabulary here")
 	}
 	return allowed, nil

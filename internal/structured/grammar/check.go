@@ -64,6 +64,12 @@ func (m *Matcher) openCheck() bool {
 	return false
 }
 
+// InCheck reports whether the answer stands inside a string that a test
+// of its whole value will judge where it ends (Builder.Checked). A mask
+// that allows nothing there means no continuation can pass the test
+// within the string's bounds: what the model wrote cannot be mended.
+func (m *Matcher) InCheck() bool { return m.inCheck }
+
 // filterChecked clears from dst, the mask of m's superset, the tokens m
 // refuses once checks are made. Only a token with a quote can end a
 // checked string; one with a single quote can end only a string already
