@@ -1,6 +1,8 @@
 package structured
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -278,7 +280,7 @@ func (p *reParser) atomEscape() {
 		n, _ := p.digits()
 		if len(n) > 9 {
 			p.maxBackref = 1 << 30
-		} else if v := atoi(n); v > p.maxBackref {
+		} else if v, _ := strconv.Atoi(n); v > p.maxBackref {
 			p.maxBackref = v
 		}
 	case c == 'k':
@@ -299,14 +301,6 @@ func (p *reParser) atomEscape() {
 			p.fail()
 		}
 	}
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // classOrCharEscape reads a character class escape (\d, \p{…}: single is
@@ -514,11 +508,11 @@ func (p *reParser) property() bool {
 	p.i++
 	name, value, pair := strings.Cut(body, "=")
 	if !pair {
-		return generalCategories[name] || binaryProperties[name]
+		return generalCategory(name) || binaryProperties[name]
 	}
 	switch name {
 	case "General_Category", "gc":
-		return generalCategories[value]
+		return generalCategory(value)
 	case "Script", "sc", "Script_Extensions", "scx":
 		_, ok := unicode.Scripts[value]
 		return ok
@@ -526,20 +520,15 @@ func (p *reParser) property() bool {
 	return false
 }
 
-// generalCategories are ECMA-262's values of General_Category, long and
-// short.
-var generalCategories = setOf(
-	"L", "Letter", "LC", "Cased_Letter", "Lu", "Uppercase_Letter", "Ll", "Lowercase_Letter",
-	"Lt", "Titlecase_Letter", "Lm", "Modifier_Letter", "Lo", "Other_Letter",
-	"M", "Mark", "Combining_Mark", "Mn", "Nonspacing_Mark", "Mc", "Spacing_Mark", "Me", "Enclosing_Mark",
-	"N", "Number", "Nd", "Decimal_Number", "digit", "Nl", "Letter_Number", "No", "Other_Number",
-	"P", "Punctuation", "punct", "Pc", "Connector_Punctuation", "Pd", "Dash_Punctuation",
-	"Ps", "Open_Punctuation", "Pe", "Close_Punctuation", "Pi", "Initial_Punctuation",
-	"Pf", "Final_Punctuation", "Po", "Other_Punctuation",
-	"S", "Symbol", "Sm", "Math_Symbol", "Sc", "Currency_Symbol", "Sk", "Modifier_Symbol", "So", "Other_Symbol",
-	"Z", "Separator", "Zs", "Space_Separator", "Zl", "Line_Separator", "Zp", "Paragraph_Separator",
-	"C", "Other", "Cc", "Control", "cntrl", "Cf", "Format", "Cs", "Surrogate", "Co", "Private_Use",
-	"Cn", "Unassigned")
+// generalCategory reports whether v names a General_Category ECMA-262
+// knows: those genq's patterns read (categories), and those Go's tables
+// cannot say, which a pattern may still name.
+func generalCategory(v string) bool {
+	if _, ok := categories[v]; ok {
+		return true
+	}
+	return slices.Contains([]string{"LC", "Cased_Letter", "C", "Other", "Cs", "Surrogate", "Cn", "Unassigned"}, v)
+}
 
 // binaryProperties are ECMA-262's binary Unicode properties, long and
 // short.
