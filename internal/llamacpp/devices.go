@@ -7,7 +7,10 @@ import (
 // Device is a compute device ggml found: the CPU, or a GPU whose backend
 // is in the build.
 type Device struct {
-	dev         llama.GGMLBackendDevice
+	dev llama.GGMLBackendDevice
+	// gpu is its place among the GPUs, the order in which llama.cpp
+	// numbers them for main_gpu; -1 for a device that is not a GPU.
+	gpu         int
 	Name        string // ggml's: "CPU", "CUDA0", …
 	Description string // the hardware: "NVIDIA H100 80GB HBM3", the CPU's model
 	GPU         bool
@@ -17,13 +20,19 @@ type Device struct {
 // Devices lists the devices the engine can compute on.
 func (lib *Library) Devices() []Device {
 	var out []Device
+	gpus := 0
 	for i := range llama.GGMLBackendDeviceCount() {
 		d := llama.GGMLBackendDeviceGet(i)
 		free, total := llama.GGMLBackendDeviceMemory(d)
-		out = append(out, Device{
-			dev: d, Name: llama.GGMLBackendDeviceName(d), Description: llama.GGMLBackendDeviceDescription(d),
+		dev := Device{
+			dev: d, gpu: -1, Name: llama.GGMLBackendDeviceName(d), Description: llama.GGMLBackendDeviceDescription(d),
 			GPU: llama.GGMLBackendDevType(d) == llama.GGMLBackendDeviceTypeGPU, Free: free, Total: total,
-		})
+		}
+		if dev.GPU {
+			dev.gpu = gpus
+			gpus++
+		}
+		out = append(out, dev)
 	}
 	return out
 }

@@ -40,10 +40,12 @@ func (lib *Library) OpenModel(path string, p ModelParams) (*Model, error) {
 	if p.GPULayers < 0 {
 		mp.NGpuLayers = -1
 	}
-	if p.Device != nil {
-		if err := mp.SetDevices([]llama.GGMLBackendDevice{p.Device.dev}); err != nil {
-			return nil, fmt.Errorf("load model %s: %w", path, err)
-		}
+	if p.Device != nil && p.Device.gpu >= 0 {
+		// One GPU by its number, as llama-server's --split-mode none
+		// --main-gpu N, not by a device list: yzma's SetDevices keeps a
+		// pointer to Go memory the load reads, and with one the load
+		// crashed on an H200 (docs/engine.md).
+		mp.SplitMode, mp.MainGpu = llama.SplitModeNone, int32(p.Device.gpu)
 	}
 	stopped := false
 	if p.Progress != nil {
