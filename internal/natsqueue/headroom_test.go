@@ -1,6 +1,8 @@
 package natsqueue
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +184,31 @@ func runRoom(t *testing.T, slots, batchSlots int, steps []roomStep) {
 		default:
 			t.Fatalf("step %d: no op %q", i, s.op)
 		}
+	}
+}
+
+// The headroom's view of who waits counts only jobs listed or rung as
+// waiting. A consumer listed with a job delivered and unacked is tried
+// for a job due again, but its listing may predate the ack of the job
+// this worker just ran: counted as waiting, its tenant lost the slot kept
+// for it to the heavy tenant's next job (TestHeadroomThroughWorker, once
+// in CI).
+func TestHeadroomCountsOnlyQueuedJobs(t *testing.T) {
+	tq := newTenantQueues(nil, Interactive, "B", nil, newHeadroom())
+	tq.queues[TenantConsumerName(Interactive, "B", "light")] = &tenantQueue{tenant: "light", weight: 1, ackPending: 1}
+	tq.queues[TenantConsumerName(Interactive, "B", "heavy")] = &tenantQueue{tenant: "heavy", weight: 1, pending: 2}
+	var tried []string
+	for _, c := range tq.waiting() {
+		tried = append(tried, c.tenant)
+	}
+	if !slices.Contains(tried, "light") {
+		t.Fatalf("waiting() = %q: light's unacked job is not tried for a redelivery", tried)
+	}
+	if got := tq.queued(); !maps.Equal(got, map[string]bool{"heavy": true}) {
+		t.Fatalf("queued() = %v, want heavy alone", got)
+	}
+	tq.rang("light")
+	if got := tq.queued(); !got["light"] {
+		t.Fatalf("queued() = %v after light's bell, want light in it", got)
 	}
 }

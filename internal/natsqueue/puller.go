@@ -84,7 +84,7 @@ func (c *Conn) NewPuller(ctx context.Context, v genq.Variant) (*Puller, error) {
 		p.room.saw(Class(i), tenant)
 		// An idle slot that the headroom keeps would wake to take nothing:
 		// a slot that frees takes the job, or the slot's next look.
-		if !p.room.refuses(Class(i), tenant, tenantsOf(p.fair[i].waiting())) {
+		if !p.room.refuses(Class(i), tenant, p.fair[i].queued()) {
 			p.bells[i].ring()
 		}
 	}); err != nil {

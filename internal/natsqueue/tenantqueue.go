@@ -101,7 +101,7 @@ func (t *tenantQueues) any() bool {
 func (t *tenantQueues) next(p *Puller) (*Delivery, error) {
 	t.refresh()
 	cs := t.waiting()
-	waiting := tenantsOf(cs)
+	waiting := t.queued()
 	tried := map[string]bool{}
 	for {
 		c, guess, ok := t.share.pick(cs, tried)
@@ -212,13 +212,19 @@ func (q *tenantQueue) sharedMayWait(now time.Time) bool {
 	return q.pending > 0 || now.Sub(q.probed) >= tenantProbeEvery
 }
 
-// tenantsOf is the tenants of the candidates waiting() lists, less the
-// shared consumer, which may be listed without jobs.
-func tenantsOf(cs []candidate) map[string]bool {
-	out := make(map[string]bool, len(cs))
-	for _, c := range cs {
-		if c.tenant != "" {
-			out[c.tenant] = true
+// queued is the tenants whose consumers hold jobs waiting, as last
+// listed or rung, less those pulled since: the headroom keeps no slot for
+// them, as fair share orders them. A consumer waiting() tries only for a
+// job due again does not count: its listing may predate the ack of the
+// job that a worker ran, and counting it let another tenant take the slot
+// kept for one coming back.
+func (t *tenantQueues) queued() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]bool{}
+	for _, q := range t.queues {
+		if q.pending > 0 {
+			out[q.tenant] = true
 		}
 	}
 	return out
