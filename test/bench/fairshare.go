@@ -36,8 +36,14 @@ import (
 // would: what was measured at 2 slots said little of a worker of 8. Only
 // the answer is fixed (its length, EOS ignored, the seed), so that every
 // job is the same work whatever the sampled text.
+//
+// The answer is 256 tokens by default (-fairshare-answer): a short one
+// for a chat, and what makes a request the engine's work, as on a real
+// model, where the fair share acts. The tiny model writes a token in
+// about 0.1 ms, so at 16 tokens a request is about 4 ms, most of it the
+// hops of HTTP, NATS and JetStream, and on two shared cores a tenant with
+// ten in flight slows every hop of the other's (docs/benchmarks.md).
 const (
-	fsAnswer = 16
 	// fsLoad is the heavy tenant's clients, each with one request at a
 	// time, against the light tenant's one.
 	fsLoad = 10
@@ -90,9 +96,11 @@ type fsStack struct {
 	// shared subject, first in first out, for the baseline.
 	fifo    string
 	workers int
-	extra   []*localstack.Proc // apis beside the stack's own
-	done    *doneWatch
-	stop    context.CancelFunc
+	// answer is every request's answer, in tokens.
+	answer int
+	extra  []*localstack.Proc // apis beside the stack's own
+	done   *doneWatch
+	stop   context.CancelFunc
 }
 
 // via is st with its requests sent to urls.
@@ -156,9 +164,9 @@ func (b *bench) startFair(ctx context.Context, modelDir string, n int) (*fsStack
 		return nil, err
 	}
 	s := &localstack.Stack{Bin: b.bin, Dir: dir, Variant: "B", ModelDir: modelDir, Env: []string{
-		fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", fsAnswer), "TEXT_IGNORE_EOS=true", "TEXT_SEED=42",
+		fmt.Sprintf("TEXT_MAX_NEW_TOKENS=%d", b.fsAnswer), "TEXT_IGNORE_EOS=true", "TEXT_SEED=42",
 	}, APIEnv: []string{"API_KEYS_FILE=" + keys}}
-	st := &fsStack{s: s, workers: n, stop: func() {}}
+	st := &fsStack{s: s, workers: n, answer: b.fsAnswer, stop: func() {}}
 	err = s.StartNATS(ctx)
 	if err == nil {
 		err = s.StartAPI(ctx)
@@ -513,14 +521,14 @@ func post(ctx context.Context, url, tenant string, body any, want int, out any) 
 	return nil
 }
 
-func chatBody(prompt string) map[string]any {
-	return map[string]any{"messages": []map[string]string{{"role": "user", "content": prompt}}, "max_tokens": fsAnswer}
+func chatBody(prompt string, answer int) map[string]any {
+	return map[string]any{"messages": []map[string]string{{"role": "user", "content": prompt}}, "max_tokens": answer}
 }
 
 // chat is an interactive request: a chat completion.
 func (st *fsStack) chat(ctx context.Context, tenant string, i int, prompt string) (int64, time.Time, error) {
 	var u chatUsage
-	err := post(ctx, st.urls[i%len(st.urls)]+"/v1/chat/completions", tenant, chatBody(prompt), http.StatusOK, &u)
+	err := post(ctx, st.urls[i%len(st.urls)]+"/v1/chat/completions", tenant, chatBody(prompt, st.answer), http.StatusOK, &u)
 	return u.tokens(), time.Now(), err
 }
 
@@ -531,7 +539,7 @@ func (st *fsStack) job(ctx context.Context, tenant string, i int, prompt string)
 		ID string `json:"id"`
 	}
 	url := st.urls[i%len(st.urls)]
-	body := map[string]any{"type": "chat.completion", "request": chatBody(prompt)}
+	body := map[string]any{"type": "chat.completion", "request": chatBody(prompt, st.answer)}
 	if err := post(ctx, url+"/v1/jobs", tenant, body, http.StatusAccepted, &j); err != nil {
 		return 0, time.Time{}, err
 	}
@@ -590,7 +598,7 @@ func (b *bench) fairMarkdown() string {
 		"the share is of the tokens (prompt and answer, as the answers' usage says) answered until the light tenant's last answer, while both waited. "+
 		"Interactive: chat completions, answered; batch: `POST /v1/jobs`, from its `202` to its worker's log saying it done.\n\n",
 		commit(b.root), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAverage(), runtime.NumCPU(), procfs.CPUName(),
-		b.result.fair.slots, b.result.fair.threads, fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
+		b.result.fair.slots, b.result.fair.threads, b.fsAnswer, rows[0].latencyN, fsLoad, fsRounds, rows[0].backlog)
 	s.WriteString("| setup | lane | light p50 alone | light p50 beside heavy | ratio (bound 1.5×) | light's queue wait p50 alone / beside | its started to done alone / beside | heavy's answers/s beside | the stack's cores (machine busy) alone / beside | workers' cores, share of their runnable time waiting for a CPU, alone / beside | without keys: p50 beside heavy, ratio | light's token share, 1:1 (want 0.50) | tokens light / heavy | light3's share, 3:1 (want 0.75) | tokens light3 / heavy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		sa, ma := r.cpuAlone.cores()

@@ -49,7 +49,9 @@ type bench struct {
 	// mtThreads are the compute threads of every server in the multi-turn
 	// step.
 	mtThreads int
-	result    results
+	// fsAnswer is the length of every answer in the fair-share step.
+	fsAnswer int
+	result   results
 	// emb is the embeddings step's figures (embeddings.go).
 	emb *embBench
 }
@@ -105,6 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "fewer requests, for a smoke run")
 	only := fs.String("only", "", "run only this step (multiturn, image-engines, batch, fairshare, embeddings, or route: routing by prefix, not part of a full run), rewriting only its section")
 	mtThreads := fs.Int("multiturn-threads", 2, "compute threads of each server in the multi-turn step")
+	fsAnswer := fs.Int("fairshare-answer", 256, "tokens of every answer in the fair-share step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,7 +131,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, mtThreads: *mtThreads, result: results{
+	b := &bench{bin: bin, root: root, work: work, out: out, runs: *runs, quick: *quick, mtThreads: *mtThreads, fsAnswer: *fsAnswer, result: results{
 		tokens: map[string]int{}, perToken: map[string]time.Duration{}, ttft: map[string]time.Duration{},
 		plain: map[string]float64{}, inProcess: map[string]float64{}, coldStarts: map[string]time.Duration{},
 		hostStep: map[string]textgen.StepTimes{},
