@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -73,10 +76,51 @@ func Start(o Options) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	said := &errorLog{}
+	ns.SetLogger(said, false, false)
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded nats did not start on %s", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+		err := fmt.Errorf("embedded nats did not start on %s", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+		if lines := said.lines(); len(lines) > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.Join(lines, "; "))
+		}
+		return nil, err
 	}
 	return ns, nil
 }
+
+// errorLog keeps the last errors the server logged, so that a start that
+// fails says why (a port taken: "Error listening on port"). It only
+// records: a fatal error stops nothing, as with no logger at all, since a
+// node restarted on its old route port may report the port taken and
+// still serve.
+type errorLog struct {
+	mu   sync.Mutex
+	said []string
+}
+
+// errorLogKeeps bounds what errorLog keeps over a server's life.
+const errorLogKeeps = 8
+
+func (l *errorLog) record(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.said) == errorLogKeeps {
+		l.said = l.said[1:]
+	}
+	l.said = append(l.said, fmt.Sprintf(format, v...))
+}
+
+func (l *errorLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.said)
+}
+
+func (l *errorLog) Fatalf(format string, v ...any) { l.record(format, v...) }
+func (l *errorLog) Errorf(format string, v ...any) { l.record(format, v...) }
+func (l *errorLog) Noticef(string, ...any)         {}
+func (l *errorLog) Warnf(string, ...any)           {}
+func (l *errorLog) Debugf(string, ...any)          {}
+func (l *errorLog) Tracef(string, ...any)          {}

@@ -1,6 +1,8 @@
 package natsembed_test
 
 import (
+	"net"
+	"strings"
 	"testing"
 
 	"github.com/genq/genq/internal/natsembed"
@@ -29,5 +31,26 @@ func TestStart(t *testing.T) {
 				t.Errorf("listens on %s, want loopback", host)
 			}
 		})
+	}
+}
+
+// A server whose port is taken does not start, and says why: the server's
+// own error, not only that it did not become ready (a test stack's port
+// taken between its choice and the api's start read as "did not start").
+func TestStartSaysWhyItDidNot(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ns, err := natsembed.Start(natsembed.Options{Port: port, StoreDir: t.TempDir()})
+	if err == nil {
+		ns.Shutdown()
+		t.Fatalf("started on port %d, which is taken", port)
+	}
+	if !strings.Contains(err.Error(), "did not start") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("error %q: want it to say the server did not start, and why", err)
 	}
 }
