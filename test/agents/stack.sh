@@ -14,7 +14,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { test/free-ports.py; } # apart from clients' ports
 
 reports="${AGENTS_REPORTS:-results/agents}"
 mkdir -p "$reports"

@@ -32,17 +32,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-nats_port=$(free_port)
-port_c=$(free_port)
-nats_port_c=$(free_port)
-port_1=$(free_port)
-nats_port_1=$(free_port)
-port_s=$(free_port)
-nats_port_s=$(free_port)
-port_e=$(free_port)
-nats_port_e=$(free_port)
+# Ten ports at once, apart from each other and from clients' (test/free-ports.py).
+ports=$(test/free-ports.py 10)
+read -r -d '' port nats_port port_c nats_port_c port_1 nats_port_1 port_s nats_port_s port_e nats_port_e <<<"$ports" || true
 key="sk-genq-test-$RANDOM"
 # Keys of tenants limited to 10 requests a minute (limits.test.mjs), one
 # per SDK, beside the unlimited one.

@@ -34,7 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { test/free-ports.py; } # apart from clients' ports
 port_b=$(free_port) nats_b=$(free_port) port_c=$(free_port) nats_c=$(free_port) port_k=$(free_port) nats_k=$(free_port)
 
 # Each stack is make run, on ports of its own and model folders of its
