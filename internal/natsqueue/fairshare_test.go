@@ -241,3 +241,26 @@ func TestRingCountsTheTenantsJob(t *testing.T) {
 		t.Fatal("a ring of a tenant not in the view left the listing as it was")
 	}
 }
+
+// A tenant's job taken from a worker's own subject, or stolen, is charged
+// at its tenant consumer's weight when this worker listed one, else at
+// the weight the job's Genq-Weight says: a tenant whose jobs all came
+// routed has no consumer here, and was charged as of weight 1.
+func TestChargeWeightOfARoutedJob(t *testing.T) {
+	tq := newTenantQueues(nil, Interactive, "B", nil, newHeadroom())
+	tq.queues[TenantConsumerName(Interactive, "B", "listed")] = &tenantQueue{tenant: "listed", weight: 2}
+	for _, tc := range []struct {
+		tenant string
+		said   float64
+		want   float64 // virtual time after 600 tokens
+	}{
+		{"listed", 3, 300}, // the consumer's weight
+		{"routed", 3, 200}, // the job's header
+		{"unsaid", 0, 600}, // neither: weight 1
+	} {
+		tq.charge(&Delivery{Tenant: tc.tenant, Weight: tc.said, Cost: 600}, 0)
+		if got := tq.share.served[tc.tenant]; got != tc.want {
+			t.Errorf("%s (header weight %g): charged %g, want %g", tc.tenant, tc.said, got, tc.want)
+		}
+	}
+}

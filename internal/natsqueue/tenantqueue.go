@@ -153,26 +153,27 @@ func (t *tenantQueues) pull(p *Puller, c candidate, guess int64) (*Delivery, err
 }
 
 // charge counts a delivery to its tenant: one of its own consumer's, or a
-// tenant's job routed to this worker (its weight from the tenant's
-// consumer, when this worker has seen it).
+// tenant's job routed to this worker or stolen (its weight from the
+// tenant's consumer, when this worker has listed it, else from the job's
+// Genq-Weight: a tenant whose jobs all came routed has no consumer here).
 func (t *tenantQueues) charge(d *Delivery, weight float64) {
 	if d.Wakeup {
 		return
 	}
 	if weight == 0 {
-		weight = t.weightOf(d.Tenant)
+		weight = t.weightOf(d.Tenant, d.Weight)
 	}
 	d.charged = func(real int64) { t.share.settle(d.Tenant, weight, d.Cost, real) }
 	t.share.charge(d.Tenant, weight, d.Cost)
 }
 
-func (t *tenantQueues) weightOf(tenant string) float64 {
+func (t *tenantQueues) weightOf(tenant string, said float64) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if q, ok := t.queues[TenantConsumerName(t.class, t.variant, tenant)]; ok {
 		return q.weight
 	}
-	return 1
+	return weightOr1(said)
 }
 
 // waiting is the candidates with jobs waiting, or maybe waiting. The
