@@ -136,7 +136,7 @@ func hostnameSuperset() string {
 	return `(` + label + `)(\.(` + label + `))*`
 }
 
-// idnHostnameSuperset is labels parted by the four full stops, each an
+// idnHostnameSuperset is labels parted by "." and idnFullStops, each an
 // LDH label of either case, or a label of lowercase letters, digits,
 // hyphens and the code points whose general category IDNA2008 may make
 // PVALID (RFC 5892's LetterDigits) or that its exceptions and contexts
@@ -150,7 +150,7 @@ func idnHostnameSuperset() string {
 		any     = notMark + `\p{Mn}\p{Mc}`
 	)
 	label := `[A-Za-z0-9-]+|[a-z0-9\-` + notMark + `][a-z0-9\-` + any + `]*`
-	return `(` + label + `)([.\x{3002}\x{FF0E}\x{FF61}](` + label + `))*`
+	return `(` + label + `)([.` + idnFullStops + `](` + label + `))*`
 }
 
 // strictHostname is the hostname a strict schema holds to, as OpenAI's

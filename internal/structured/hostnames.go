@@ -42,11 +42,22 @@ func validHostname(s string) bool {
 	return bidiDomain(uLabels)
 }
 
+// idnFullStops are the full stops IDNA reads as "." between labels
+// beside it (RFC 3490 §3.1): ideographic, fullwidth and halfwidth.
+const idnFullStops = "\u3002\uff0e\uff61"
+
 // validIDNHostname is the format idn-hostname: labels parted by a full
-// stop (or the ideographic, fullwidth and halfwidth ones), each an LDH
-// label, an A-label or a U-label, 253 octets in all in ASCII form.
+// stop (or idnFullStops), each an LDH label, an A-label or a U-label, 253
+// octets in all in ASCII form.
 func validIDNHostname(s string) bool {
-	s = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".").Replace(s)
+	// strings.Map returns s itself when no rune changes: this runs for
+	// each token a mask tries at a string's end.
+	s = strings.Map(func(r rune) rune {
+		if strings.ContainsRune(idnFullStops, r) {
+			return '.'
+		}
+		return r
+	}, s)
 	if s == "" {
 		return false
 	}
